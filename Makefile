@@ -1,0 +1,41 @@
+# commprof: `make demo` runs the whole job on whatever hardware is here; `make test` runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch 2.13.0 lies on this kind of machine's disk; on a GPU box pick the CUDA build you serve with.
+TORCH_SPEC ?= torch==2.13.0
+# Ranks for the demo: one per GPU, or 2 gloo ranks on a CPU-only machine.
+NPROC ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$$n" -gt 1 ] 2>/dev/null && echo $$n || echo 2)
+RUNS ?= runs
+SWEEP ?=
+
+.PHONY: install test demo sweep report gpu-smoke bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+test: install
+	$(PY) -m pytest -q
+
+sweep: install
+	$(VENV)/bin/torchrun --nproc-per-node $(NPROC) -m commprof.allreduce_sweep --out $(RUNS) $(if $(SWEEP),--sweep $(SWEEP))
+
+report: install
+	$(PY) -m commprof report --latest $(RUNS)
+
+demo: sweep report
+
+gpu-smoke: install
+	$(PY) -m commprof.gpu_smoke
+
+bench: install
+	$(PY) bench/harness_overhead.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,7 @@
+"""`python -m commprof`."""
+
+import sys
+
+from commprof.cli import main
+
+sys.exit(main())

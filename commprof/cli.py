@@ -1,0 +1,91 @@
+"""`commprof` / `python -m commprof`: one click group; each subcommand lives beside the stage it drives."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from commprof.errors import UsageError
+
+# Subcommand -> "module:attribute" of its click command, imported only when invoked (keeps start-up fast
+# and keeps pandas / FlashInfer out of commands that do not need them).
+SUBCOMMANDS: dict[str, str] = {
+    "plan": "commprof.plan_command:plan",
+    "topo": "commprof.topology:topo",
+    "doctor": "commprof.doctor.command:doctor",
+    "report": "commprof.report.command:report",
+    "import-nccl-tests": "commprof.costmodel.commands:import_nccl_tests",
+    "calibrate": "commprof.costmodel.commands:calibrate",
+    "simulate": "commprof.costmodel.commands:simulate",
+}
+
+_HELP = {
+    "plan": "Print the ordered collectives of one step.",
+    "topo": "Probe GPUs, PCIe links and peer-to-peer topology.",
+    "doctor": "Check the box before trusting any number.",
+    "report": "Render a run (or several) as an HTML report.",
+    "import-nccl-tests": "Turn nccl-tests logs into commprof records.",
+    "calibrate": "Fit the cost model to measured records.",
+    "simulate": "Predict a sweep on a topology with the cost model.",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(SUBCOMMANDS)
+
+    def get_command(self, ctx, name):
+        target = SUBCOMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, _, attr = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                return _not_built(name)
+            raise
+        return getattr(module, attr)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, _HELP.get(name, "")) for name in SUBCOMMANDS]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _not_built(name: str) -> click.Command:
+    @click.command(name=name, help=_HELP.get(name, ""))
+    def missing():
+        raise UsageError(f"'commprof {name}' is not available in this build")
+    return missing
+
+
+@click.group(cls=LazyGroup, help="Multi-GPU communication profiler and NCCL tuner for LLM inference. "
+             "Measure with `torchrun --nproc-per-node N -m commprof.allreduce_sweep`.")
+@click.version_option(package_name="commprof")
+def cli():
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; UsageError becomes one line on stderr and exit status 2."""
+    try:
+        cli.main(args=argv, prog_name="commprof", standalone_mode=False)
+    except UsageError as exc:
+        click.echo(f"commprof: error: {exc}", err=True)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("commprof: aborted", err=True)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

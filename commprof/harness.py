@@ -1,0 +1,294 @@
+"""The replay harness: run a step plan's collectives as one step, repeatedly, timed and verified.
+
+One harness for every all-reduce implementation (the nccl-tests way): tensors are allocated once, outside the
+timed loop; each step starts from fresh activations (one untimed copy, as an engine reduces fresh activations
+every layer, so values never drift to inf); verification is its own untimed pass against the exact reduction.
+Timing: CUDA events on GPUs, a monotonic clock between barriers on CPUs. Eager mode everywhere; on CUDA the
+whole step is also captured once as a CUDA graph and replayed.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from commprof.impls.base import AllReduceImpl
+from commprof.plan import StepPlan
+from commprof.stats import summarize, summarize_columns
+
+# torch 2.13 renamed all_gather_into_tensor; older releases (still what many GPU boxes run) lack the new name.
+_all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+# Relative precision of each dtype: tolerances scale with it (bf16 keeps 8 significant bits).
+DTYPE_EPS = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -23}
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """How long to measure: warm-up steps, then timed steps."""
+
+    iterations: int = 50
+    warmup: int = 5
+    rms_eps: float = 1e-6
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Every op's output against the exact expected result; a mismatch names the first bad op."""
+
+    ok: bool
+    max_abs_err: float
+    tolerance: float
+    bad_ops: int
+    first_bad_op: int | None
+    first_bad_site: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "max_abs_err": self.max_abs_err, "tolerance": self.tolerance,
+                "bad_ops": self.bad_ops, "first_bad_op": self.first_bad_op, "first_bad_site": self.first_bad_site}
+
+    def describe(self) -> str:
+        return (f"{self.bad_ops} op(s) wrong, first op {self.first_bad_op} ({self.first_bad_site}), "
+                f"max abs error {self.max_abs_err:.4g} > tolerance {self.tolerance:.3g}")
+
+
+@dataclass
+class ModeResult:
+    """The outcome of one plan in one mode, identical on every rank (samples are gathered across ranks)."""
+
+    mode: str
+    status: str
+    message: str | None = None
+    timing: str | None = None
+    step_us: dict[str, float] | None = None
+    op_us: dict[str, list] | None = None
+    rank_step_median_us: list[float] | None = None
+    check: Verification | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "status": self.status, "message": self.message, "timing": self.timing,
+                "step_us": self.step_us, "op_us": self.op_us, "rank_step_median_us": self.rank_step_median_us,
+                "check": self.check.to_dict() if self.check else None}
+
+
+class StepReplay:
+    """One rank's tensors for one plan, allocated once, and the three things done with them: run, verify, time.
+
+    All-reduce inputs are rows of one [ops, T*H] block so a step's fresh activations are one copy.
+    Rank r contributes pattern * (r + 1) with small-integer patterns, so the exact sum is known.
+    """
+
+    def __init__(self, plan: StepPlan, impl: AllReduceImpl, group: dist.ProcessGroup, device: torch.device,
+                 config: ReplayConfig):
+        self.plan, self.impl, self.group, self.device, self.config = plan, impl, group, device, config
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+        self.dtype = TORCH_DTYPES[plan.model.dtype]
+        self.fused = impl.fuses_rmsnorm
+        ar_ops = [op for op in plan.ops if op.collective == "all_reduce"]
+        self.row_of = {op.index: row for row, op in enumerate(ar_ops)}
+        numel = plan.tokens * plan.model.hidden_size
+        shape = (plan.tokens, plan.model.hidden_size)
+
+        def pattern(rows: int, cols: int, step: int, modulus: int, offset: int) -> torch.Tensor:
+            index = torch.arange(cols, device=device).unsqueeze(0) + step * torch.arange(rows, device=device).unsqueeze(1)
+            return (index % modulus - offset).to(torch.float32)
+
+        self.base = pattern(len(ar_ops), numel, 3, 9, 4)                     # fp32, exact small ints
+        self.pristine = (self.base * (self.rank + 1)).to(self.dtype)
+        self.block = torch.empty_like(self.pristine)
+        self.inputs = [self.block[row].view(shape) for row in range(len(ar_ops))]
+        if self.fused:
+            self.residual_pristine = (pattern(len(ar_ops), numel, 5, 7, 3) * 0.5).to(self.dtype)
+            self.residual_block = torch.empty_like(self.residual_pristine)
+            self.residuals = [self.residual_block[row].view(shape) for row in range(len(ar_ops))]
+            self.weight = (1.0 + (torch.arange(plan.model.hidden_size, device=device) % 5 - 2) * 0.125).to(self.dtype)
+        gather = next((op for op in plan.ops if op.collective == "all_gather"), None)
+        if gather is not None:
+            self.gather_base = pattern(1, gather.input_shape[0] * gather.input_shape[1], 0, 9, 4)[0]
+            self.gather_in = (self.gather_base + self.rank).to(self.dtype).view(gather.input_shape)
+            # Rank-major, as engines gather vocab-parallel logits before rearranging them to [T, V].
+            rows, cols = gather.input_shape
+            self.gather_out = torch.empty((self.world * rows, cols), dtype=self.dtype, device=device)
+        self.outputs: list[Any] = [None] * len(plan.ops)
+        self.graph = None
+
+    def refill(self) -> None:
+        """Fresh activations for the next step (untimed)."""
+        self.block.copy_(self.pristine)
+        if self.fused:
+            self.residual_block.copy_(self.residual_pristine)
+
+    def run_ops(self, stamps: list | None = None) -> None:
+        """Issue every collective of the step in order; `stamps` gets a timestamp after each op."""
+        impl, eps = self.impl, self.config.rms_eps
+        for op in self.plan.ops:
+            if op.collective == "all_gather":
+                _all_gather_single(self.gather_out, self.gather_in, group=self.group)
+                self.outputs[op.index] = self.gather_out
+            else:
+                row = self.row_of[op.index]
+                if self.fused and op.rmsnorm_after:
+                    self.outputs[op.index] = impl.all_reduce_rmsnorm(self.inputs[row], self.residuals[row],
+                                                                     self.weight, eps)
+                else:
+                    self.outputs[op.index] = impl.all_reduce(self.inputs[row])
+            if stamps is not None:
+                stamps.append(self._stamp())
+
+    def verify(self) -> Verification:
+        """Compare every op's output of the last step with the exact expected result, in fp32."""
+        total = self.world * (self.world + 1) / 2
+        eps = DTYPE_EPS[self.plan.model.dtype]
+        worst, tolerance_used, bad, first = 0.0, 0.0, 0, None
+        for op in self.plan.ops:
+            out = self.outputs[op.index]
+            if op.collective == "all_gather":
+                got = out.float().view(self.world, -1) - self.gather_base
+                expected = torch.arange(self.world, device=self.device, dtype=torch.float32).unsqueeze(1).expand_as(got)
+                tolerance = 0.0
+            else:
+                row = self.row_of[op.index]
+                summed = self.base[row] * total
+                if self.fused and op.rmsnorm_after:
+                    normed, residual_out = out
+                    resid = summed + self.residual_pristine[row].float()
+                    rows = resid.view(-1, self.plan.model.hidden_size)
+                    rms = torch.rsqrt(rows.pow(2).mean(-1, keepdim=True) + self.config.rms_eps)
+                    expected = (rows * rms * self.weight.float()).reshape(-1)
+                    got = normed.float().reshape(-1)
+                    # Normed values are O(1); the residual sum is rounded to the dtype before the norm.
+                    tolerance = 8 * eps * max(1.0, float(expected.abs().max()))
+                    resid_err = float((residual_out.float().reshape(-1) - resid).abs().max())
+                    if resid_err > 2 * eps * float(resid.abs().max()) + 1e-6:
+                        worst, bad, first = max(worst, resid_err), bad + 1, op if first is None else first
+                        continue
+                else:
+                    expected = summed
+                    got = out.float().reshape(-1)
+                    # Partial sums of small integers stay exact up to 2^8 in bf16; beyond, each add rounds.
+                    tolerance = self.world * eps * float(summed.abs().max())
+            err = float((got - expected).abs().max()) if got.numel() else 0.0
+            if not err <= tolerance:  # also catches NaN
+                bad += 1
+                first = op if first is None else first
+                worst = max(worst, err) if err == err else float("nan")
+            else:
+                worst = max(worst, err)
+            tolerance_used = max(tolerance_used, tolerance)
+        return Verification(ok=bad == 0, max_abs_err=worst, tolerance=tolerance_used, bad_ops=bad,
+                            first_bad_op=first.index if first else None, first_bad_site=first.site if first else None)
+
+    # -- timing ------------------------------------------------------------------------------------------------
+
+    def _stamp(self):
+        if self.device.type == "cuda":
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter_ns()
+
+    def _elapsed_us(self, start, end) -> float:
+        if self.device.type == "cuda":
+            return start.elapsed_time(end) * 1000.0  # elapsed_time is in ms
+        return (end - start) / 1000.0
+
+    def _barrier(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        dist.barrier(group=self.group, **({"device_ids": [self.device.index]} if self.device.type == "cuda" else {}))
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def time_steps(self, graph: bool) -> tuple[list[float], list[list[float]] | None]:
+        """Warm-up then timed steps; returns per-step µs and, in eager mode, per-op µs rows."""
+        steps: list[float] = []
+        ops: list[list[float]] = []
+        for i in range(self.config.warmup + self.config.iterations):
+            self.refill()
+            self._barrier()
+            stamps = [self._stamp()]
+            if graph:
+                self.graph.replay()
+                stamps.append(self._stamp())
+            else:
+                self.run_ops(stamps)
+            if self.device.type == "cuda":
+                stamps[-1].synchronize()
+            if i < self.config.warmup:
+                continue
+            steps.append(self._elapsed_us(stamps[0], stamps[-1]))
+            if not graph:
+                ops.append([self._elapsed_us(a, b) for a, b in zip(stamps, stamps[1:])])
+        return steps, (None if graph else ops)
+
+    def capture(self) -> None:
+        """Capture the whole step as one CUDA graph (the implementation was warmed up eagerly first)."""
+        torch.cuda.synchronize(self.device)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.run_ops()
+        torch.cuda.synchronize(self.device)
+
+    def gather_samples(self, steps: list[float], ops: list[list[float]] | None):
+        """Per-step maximum over ranks (a step ends when its slowest rank does), and each rank's median."""
+        columns = 1 + (len(ops[0]) if ops else 0)
+        local = torch.tensor([[s] + (ops[i] if ops else []) for i, s in enumerate(steps)], dtype=torch.float64)
+        local = local.reshape(len(steps), columns).to(self.device)
+        gathered = [torch.empty_like(local) for _ in range(self.world)]
+        dist.all_gather(gathered, local, group=self.group)
+        stacked = torch.stack(gathered).cpu()                      # [ranks, steps, columns]
+        worst = stacked.max(dim=0).values
+        rank_medians = [float(x) for x in stacked[:, :, 0].median(dim=1).values]
+        step_samples = worst[:, 0].tolist()
+        op_rows = worst[:, 1:].tolist() if ops else None
+        return step_samples, op_rows, rank_medians
+
+
+def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
+    """Verify, then time, one plan in one mode; failures become a status with a message, never an exception."""
+    timing = "cuda_events" if replay.device.type == "cuda" else "cpu_clock"
+    if mode == "graph":
+        if replay.device.type != "cuda":
+            return ModeResult(mode, "unsupported", "CUDA graphs need CUDA GPUs (this run is on CPU ranks)")
+        if not replay.impl.capturable:
+            return ModeResult(mode, "unsupported", f"{replay.impl.name} cannot be captured in a CUDA graph")
+        try:
+            replay.capture()
+        except Exception as exc:  # the capture verdict is the result, whatever raised
+            return ModeResult(mode, "capture_failed", _one_line(exc))
+    try:
+        replay.refill()
+        if mode == "graph":
+            replay.graph.replay()
+        else:
+            replay.run_ops()
+        if replay.device.type == "cuda":
+            torch.cuda.synchronize(replay.device)
+        check = replay.verify()
+        steps, ops = replay.time_steps(graph=mode == "graph")
+        step_samples, op_rows, rank_medians = replay.gather_samples(steps, ops)
+    except Exception as exc:
+        return ModeResult(mode, "error", _one_line(exc) + "\n" + traceback.format_exc(limit=4), timing)
+    status = "ok"
+    message = None
+    if not check.ok:
+        status = "replay_wrong" if mode == "graph" else "wrong"
+        message = check.describe()
+    op_us = None
+    if op_rows:
+        op_us = {"sites": [op.site for op in replay.plan.ops], "bytes": [op.bytes for op in replay.plan.ops],
+                 **summarize_columns(op_rows)}
+    return ModeResult(mode, status, message, timing, summarize(step_samples), op_us, rank_medians, check)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:2000]

@@ -1,0 +1,87 @@
+"""torch.distributed all-reduce (NCCL on GPUs, gloo on CPUs): the baseline, and its unfused RMSNorm reference."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from commprof.impls.base import SUPPORTED, AllReduceImpl, ImplContext, Support, unsupported
+
+
+def rmsnorm_reference(x, residual, weight, eps: float):
+    """residual-add + RMSNorm as the engine runs it unfused: returns (normed, new residual), in x's dtype."""
+    import torch
+
+    summed = x + residual
+    var = summed.float().pow(2).mean(dim=-1, keepdim=True)
+    normed = (summed.float() * torch.rsqrt(var + eps)).to(x.dtype) * weight
+    return normed, summed
+
+
+class TorchAllReduce(AllReduceImpl):
+    """dist.all_reduce on the process group's backend, in place."""
+
+    name: ClassVar[str] = "torch"
+
+    def all_reduce(self, x):
+        import torch.distributed as dist
+
+        dist.all_reduce(x, group=self.group)
+        return x
+
+
+class NcclAllReduce(TorchAllReduce):
+    name: ClassVar[str] = "nccl"
+
+    @classmethod
+    def support(cls, ctx: ImplContext) -> Support:
+        if ctx.backend != "nccl":
+            return unsupported(f"needs the NCCL backend (this run uses {ctx.backend}: no CUDA GPUs)")
+        return SUPPORTED
+
+
+class GlooAllReduce(TorchAllReduce):
+    name: ClassVar[str] = "gloo"
+    capturable: ClassVar[bool] = False
+
+    @classmethod
+    def support(cls, ctx: ImplContext) -> Support:
+        if ctx.backend != "gloo":
+            return unsupported(f"needs the gloo backend (this run uses {ctx.backend})")
+        return SUPPORTED
+
+
+class TorchAllReduceRmsnorm(TorchAllReduce):
+    """The unfused reference for fused kinds: all-reduce, then residual add + RMSNorm, the same work.
+
+    On CUDA it uses FlashInfer's fused_add_rmsnorm kernel when FlashInfer is importable (what an engine
+    runs), torch ops otherwise; `options["norm"]` = "torch" forces torch ops.
+    """
+
+    name: ClassVar[str] = "nccl+rmsnorm"
+    fuses_rmsnorm: ClassVar[bool] = True
+
+    @classmethod
+    def support(cls, ctx: ImplContext) -> Support:
+        return SUPPORTED
+
+    def setup(self, group, plan, device) -> None:
+        super().setup(group, plan, device)
+        self._fused_add_rmsnorm = None
+        if device.type == "cuda" and self.options.get("norm", "flashinfer") == "flashinfer":
+            try:
+                from flashinfer import fused_add_rmsnorm
+            except ImportError:
+                fused_add_rmsnorm = None
+            self._fused_add_rmsnorm = fused_add_rmsnorm
+
+    @property
+    def norm_kernel(self) -> str:
+        return "flashinfer.fused_add_rmsnorm" if self._fused_add_rmsnorm else "torch"
+
+    def all_reduce_rmsnorm(self, x, residual, weight, eps: float):
+        self.all_reduce(x)
+        if self._fused_add_rmsnorm is not None:
+            # In place: residual += x, then x = rmsnorm(residual) * weight.
+            self._fused_add_rmsnorm(x, residual, weight, eps)
+            return x, residual
+        return rmsnorm_reference(x, residual, weight, eps)

@@ -1,0 +1,92 @@
+"""Results records: append-only JSON lines, one record per measured (point, T, mode), flushed as each point ends.
+
+The schema is documented in docs/results-schema.md; the report, calibration and import tools read it.
+Every record says where its numbers come from (`source`): "measured", "model" (simulated) or "nccl-tests".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from commprof.errors import UsageError
+
+SCHEMA_VERSION = 1
+RESULTS_FILE = "results.jsonl"
+META_FILE = "meta.json"
+
+SOURCES = ("measured", "model", "nccl-tests")
+KINDS = ("step", "collective")
+MODES = ("eager", "graph")
+
+# Trial outcomes. "ok" is the only one whose numbers are a tuning result.
+STATUSES = (
+    "ok",              # measured and verified
+    "wrong",           # ran, but results differ from the exact reduction (eager)
+    "capture_failed",  # CUDA-graph capture raised
+    "replay_wrong",    # graph replay gave results that differ from the exact reduction
+    "timeout",         # killed after the point's time limit, on every rank
+    "crashed",         # a worker died: signal, abort or non-zero exit
+    "unsupported",     # the implementation or mode does not apply here; message says why
+    "error",           # a Python exception in the trial; message has it
+)
+
+
+def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
+    """Append records and fsync, so a controller killed right after loses nothing already written."""
+    lines = "".join(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n" for record in records)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(lines)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """All records of a results.jsonl; a truncated last line (a killed writer) is skipped with a warning.
+
+    A bad line elsewhere, or a record of an unknown schema version, is a UsageError naming the line.
+    """
+    return list(_iter_records(Path(path)))
+
+
+def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number == len(lines):
+                warnings.warn(f"{path}:{number}: truncated last line skipped (the run was interrupted)",
+                              stacklevel=3)
+                continue
+            raise UsageError(f"{path}:{number}: not a JSON record") from None
+        version = record.get("schema") if isinstance(record, dict) else None
+        if version != SCHEMA_VERSION:
+            raise UsageError(f"{path}:{number}: results schema version {version!r}, this commprof reads "
+                             f"version {SCHEMA_VERSION}; re-run or use the commprof version that wrote it")
+        yield record
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one)."""
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / META_FILE
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from None

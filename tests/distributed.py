@@ -1,0 +1,40 @@
+"""Run a function on N real gloo ranks in spawned processes and collect what each returns."""
+
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(rank, world_size, port, fn, args, queue):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=60))
+    try:
+        queue.put((rank, fn(rank, world_size, *args)))
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ranks(fn, world_size: int = 2, args: tuple = (), timeout: float = 120.0) -> list:
+    """fn(rank, world_size, *args) on every rank of a fresh gloo group; returns results by rank."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_worker, args=(r, world_size, port, fn, args, queue)) for r in range(world_size)]
+    for p in procs:
+        p.start()
+    results = dict(queue.get(timeout=timeout) for _ in procs)
+    for p in procs:
+        p.join(timeout=timeout)
+        assert p.exitcode == 0, f"rank process exited with {p.exitcode}"
+    return [results[r] for r in range(world_size)]

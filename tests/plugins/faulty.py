@@ -1,0 +1,55 @@
+"""Fault-injecting all-reduce implementations for the harness and sweep tests."""
+
+import os
+import time
+
+import torch.distributed as dist
+
+from commprof.impls.base import AllReduceImpl
+
+
+class WrongOnRank1(AllReduceImpl):
+    """Rank 1 contributes a wrong value: the exact-reduction check must catch it."""
+
+    name = "wrong-on-rank1"
+
+    def all_reduce(self, x):
+        if dist.get_rank(self.group) == 1:
+            x.add_(1)
+        dist.all_reduce(x, group=self.group)
+        return x
+
+
+class SilentNoOp(AllReduceImpl):
+    """Returns without reducing, like vLLM's custom all-reduce on PCIe at world size > 2."""
+
+    name = "silent-no-op"
+
+    def all_reduce(self, x):
+        return x
+
+
+class Hang(AllReduceImpl):
+    """Never returns: the sweep must time the point out and go on."""
+
+    name = "hang"
+
+    def all_reduce(self, x):
+        while True:
+            time.sleep(1)
+
+
+class Crash(AllReduceImpl):
+    """Aborts the worker on rank 1: the sweep must record "crashed" with the signal."""
+
+    name = "crash"
+
+    def all_reduce(self, x):
+        if dist.get_rank(self.group) == 1:
+            os.abort()
+        dist.all_reduce(x, group=self.group)
+        return x
+
+
+class NotAnImpl:
+    """Does not follow the interface."""
