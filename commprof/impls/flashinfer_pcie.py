@@ -1,0 +1,110 @@
+"""FlashInfer's PCIe all-reduce over CUDA IPC (flashinfer.comm.PcieIpcAllReduceWorkspace), no fusion.
+
+Built for boxes where every peer transfer crosses PCIe: the kernels stage their pushes so each rank has one
+outbound and one inbound stream. Every method is a collective that must be issued identically on all ranks
+(the kernels spin without a timeout), which the harness guarantees by running the same plan everywhere.
+
+What is timed per op: one out-of-place kernel that reads the harness's input directly (the staging copy is
+inside the kernel) plus allocating its output. The workspace is sized to the plan's largest all-reduce
+exactly (oversizing spreads its double buffer and costs time at small T).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from commprof.errors import UsageError
+from commprof.impls import gating
+from commprof.impls.base import AllReduceImpl, ImplContext, Support
+
+
+def workspace_kwargs(group, max_numel: int, dtype) -> dict[str, Any]:
+    """Arguments of PcieIpcAllReduceWorkspace(...)."""
+    return {"group": group, "max_numel": max_numel, "dtype": dtype}
+
+
+def tune_args(hidden_size: int, dtype) -> tuple[tuple, dict[str, Any]]:
+    """(args, kwargs) of PcieIpcAllReduceWorkspace.tune: measure launch configs for this hidden size."""
+    return ([hidden_size],), {"dtype": dtype}
+
+
+def prepare_args(shapes, dtype) -> tuple[tuple, dict[str, Any]]:
+    """(args, kwargs) of PcieIpcAllReduceWorkspace.prepare: resolve every [T, H] before graph capture."""
+    return ([(int(t), int(h)) for t, h in shapes],), {"dtype": dtype}
+
+
+def _tune(options: dict) -> bool:
+    try:
+        return gating.bool_option(options, "tune", required=False)
+    except ValueError as exc:
+        raise UsageError(f"flashinfer-pcie-ipc: {exc}") from None
+
+
+class FlashInferPcieIpcAllReduce(AllReduceImpl):
+    """PcieIpcAllReduceWorkspace.all_reduce; option tune (true/false, default false) runs tune() once at setup."""
+
+    name: ClassVar[str] = "flashinfer-pcie-ipc"
+    capturable: ClassVar[bool] = True
+
+    def __init__(self, options: dict[str, Any] | None = None):
+        super().__init__(options)
+        unknown = gating.unknown_options(self.options, gating.PCIE_IPC_OPTIONS)
+        if unknown:
+            raise UsageError(f"flashinfer-pcie-ipc: {unknown}")
+        self.tune = _tune(self.options)
+        self.workspace = None
+        self._stream = None
+
+    @classmethod
+    def support(cls, ctx: ImplContext) -> Support:
+        return gating.pcie_ipc_support(ctx)
+
+    @classmethod
+    def support_tokens(cls, ctx: ImplContext, tokens: int) -> Support:
+        return gating.pcie_ipc_tokens(ctx, tokens)
+
+    def setup(self, group, plan, device) -> None:
+        import torch
+        from flashinfer.comm import PcieIpcAllReduceWorkspace
+
+        super().setup(group, plan, device)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        self._torch = torch
+        self._dtype = getattr(torch, plan.model.dtype)
+        self.workspace = PcieIpcAllReduceWorkspace(**workspace_kwargs(group, plan.max_numel, self._dtype))
+        if self.tune:
+            # Must precede prepare(): tune() clears the resolved launch configurations.
+            args, kwargs = tune_args(plan.model.hidden_size, self._dtype)
+            self.workspace.tune(*args, **kwargs)
+
+    def prepare(self, shapes) -> None:
+        """Resolves every shape's launch configuration (a collective) so none is first seen in a capture.
+
+        Shapes the kernels do not admit resolve to None here and are refused per T by support_tokens.
+        """
+        args, kwargs = prepare_args(shapes, self._dtype)
+        self.workspace.prepare(*args, **kwargs)
+
+    def all_reduce(self, x):
+        self._follow_stream()
+        return self.workspace.all_reduce(x)
+
+    def _follow_stream(self) -> None:
+        """The workspace serves one stream; when the caller moves to another, order it after the old one.
+
+        Capture is exempt (it records on a side stream; nothing executes), so the binding stays put.
+        """
+        torch = self._torch
+        if torch.cuda.is_current_stream_capturing():
+            return
+        stream = torch.cuda.current_stream()
+        if self._stream is not None and stream != self._stream:
+            stream.wait_stream(self._stream)
+            self.workspace.rebind_stream()
+        self._stream = stream
+
+    def teardown(self) -> None:
+        if self.workspace is not None:
+            self.workspace.destroy()
+            self.workspace = None

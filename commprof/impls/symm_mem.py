@@ -1,0 +1,111 @@
+"""torch symmetric-memory all-reduce (torch.ops.symm_mem), one-shot or two-shot, without multicast.
+
+The kernels read peers' buffers directly, so the input must live in a symmetric buffer that every rank
+allocated with symm_mem.empty and joined with rendezvous. The harness hands us ordinary tensors, so each op
+copies its input in, which is counted: an engine pays the same copy unless it allocates its activations in
+the symmetric buffer, and then this copy is the difference between the two.
+
+What is timed per op:
+- one_shot: one kernel, one_shot_all_reduce_copy_out, that copies the input into the symmetric buffer,
+  syncs, reduces every peer's copy and writes a freshly allocated output.
+- two_shot: a copy kernel into the symmetric buffer, then two_shot_all_reduce_out (reduce-scatter and
+  all-gather through the buffers), which writes the sum back into the input tensor.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from commprof.errors import UsageError
+from commprof.impls import gating
+from commprof.impls.base import AllReduceImpl, ImplContext, Support
+
+
+def installed_symm_mem_ops() -> frozenset[str]:
+    """Which of the ops commprof uses this torch registers (CPU builds register them too: gate on CUDA)."""
+    try:
+        import torch
+    except ImportError:
+        return frozenset()
+    namespace = torch.ops.symm_mem
+    return frozenset(op for op in gating.SYMM_MEM_VARIANT_OPS.values() if hasattr(namespace, op))
+
+
+def buffer_args(numel: int, dtype, device) -> tuple[tuple, dict[str, Any]]:
+    """(args, kwargs) of torch.distributed._symmetric_memory.empty: one flat buffer for the largest op."""
+    return (numel,), {"dtype": dtype, "device": device}
+
+
+def rendezvous_args(buffer, group_name: str) -> tuple[tuple, dict[str, Any]]:
+    """(args, kwargs) of torch.distributed._symmetric_memory.rendezvous (a group name works on every torch)."""
+    return (buffer, group_name), {}
+
+
+def one_shot_args(symm_view, x, group_name: str, out) -> tuple:
+    """Positional arguments of torch.ops.symm_mem.one_shot_all_reduce_copy_out."""
+    return (symm_view, x, "sum", group_name, out)
+
+
+def two_shot_args(symm_view, group_name: str, out) -> tuple:
+    """Positional arguments of torch.ops.symm_mem.two_shot_all_reduce_out."""
+    return (symm_view, "sum", group_name, out)
+
+
+def _variant(options: dict) -> str:
+    try:
+        return gating.choice_option(options, "variant", tuple(gating.SYMM_MEM_VARIANT_OPS))
+    except ValueError as exc:
+        raise UsageError(f"symm-mem: {exc}") from None
+
+
+class SymmMemAllReduce(AllReduceImpl):
+    """torch symmetric-memory all-reduce; option variant: "one_shot" or "two_shot"."""
+
+    name: ClassVar[str] = "symm-mem"
+    capturable: ClassVar[bool] = True
+
+    def __init__(self, options: dict[str, Any] | None = None):
+        super().__init__(options)
+        unknown = gating.unknown_options(self.options, gating.SYMM_MEM_OPTIONS)
+        if unknown:
+            raise UsageError(f"symm-mem: {unknown}")
+        self.variant = _variant(self.options)
+        self.buffer = None
+        self.handle = None
+
+    @classmethod
+    def support(cls, ctx: ImplContext) -> Support:
+        return gating.symm_mem_support(ctx, installed_symm_mem_ops())
+
+    @classmethod
+    def support_tokens(cls, ctx: ImplContext, tokens: int) -> Support:
+        return gating.symm_mem_tokens(ctx, tokens)
+
+    def setup(self, group, plan, device) -> None:
+        import torch
+        import torch.distributed._symmetric_memory as symm_mem
+
+        super().setup(group, plan, device)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        self._torch = torch
+        self.group_name = group.group_name
+        # Earlier torch releases need the group registered before rendezvous; the call is idempotent.
+        symm_mem.enable_symm_mem_for_group(self.group_name)
+        args, kwargs = buffer_args(plan.max_numel, getattr(torch, plan.model.dtype), device)
+        self.buffer = symm_mem.empty(*args, **kwargs)
+        args, kwargs = rendezvous_args(self.buffer, self.group_name)
+        self.handle = symm_mem.rendezvous(*args, **kwargs)
+        self._op = getattr(torch.ops.symm_mem, gating.SYMM_MEM_VARIANT_OPS[self.variant])
+
+    def all_reduce(self, x):
+        symm_view = self.buffer[: x.numel()].view(x.shape)
+        if self.variant == "one_shot":
+            out = self._torch.empty_like(x)
+            return self._op(*one_shot_args(symm_view, x, self.group_name, out))
+        symm_view.copy_(x)
+        return self._op(*two_shot_args(symm_view, self.group_name, x))
+
+    def teardown(self) -> None:
+        self.handle = None
+        self.buffer = None
