@@ -1,0 +1,323 @@
+"""Latency of one collective: NCCL's own tuning model (src/graph/tuning.cc) as the prior, plus fitted parameters.
+
+NCCL estimates, for each algorithm x protocol, time = latency + bytes / bandwidth and runs the fastest
+enabled pair. This module reproduces that estimate for a single-node all-reduce (and ring all-gather /
+reduce-scatter) and lets three things that NCCL hard-codes be fitted to a real box: a fixed per-op
+overhead, the per-hop latency of each protocol, and the per-channel bus bandwidth. Pure functions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from commprof.errors import UsageError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+PROTOS = ("LL", "LL128", "Simple")
+LINKS = ("nvlink", "pci", "shm")
+ARCHS = ("volta", "ampere", "hopper", "blackwell")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+
+# NCCL 2.23-2.30 tuning.cc constants, microseconds and GB/s. Index = PROTOS.
+BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0)}
+# Per-hop hardware latency by link type. NCCL has no SHM row: host-staged paths are not NVLink, so "pci".
+HW_LATENCY_US = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "nvls": (0.0, 0.0, 25.0)},
+    "pci": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "nvls": (0.0, 0.0, 0.0)},
+}
+# Single-node (N1) caps by GPU generation.
+LL_MAX_BW = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+PER_CH_MAX_RING_LL128_BW = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 40.0}
+PER_CH_MAX_TREE_LL128_BW = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 55.6}
+PER_CH_MAX_TREE_BW = {"volta": 26.5, "ampere": 24.0, "hopper": 38.7, "blackwell": 70.0}
+# Tree all-reduce bandwidth correction for sizes 64 B << k, k = 0..22 (ncclTopoGetAlgoTime).
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+}
+# Per-op trimming (enqueue.cc): channels, then threads, shrink while bytes < channels x threads x threshold.
+THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
+MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+PCI_BW = 12.0  # GB/s; NCCL runs Ring/Simple on 256 threads when channels x bandwidth <= this
+
+
+def arch_of(compute_capability: float) -> str:
+    """NCCL's generation index: >= 10 Blackwell, >= 9 Hopper, >= 8 Ampere, else Volta."""
+    if compute_capability >= 10:
+        return "blackwell"
+    if compute_capability >= 9:
+        return "hopper"
+    if compute_capability >= 8:
+        return "ampere"
+    return "volta"
+
+
+@dataclass(frozen=True)
+class CostParams:
+    """The parameters of one (link type, GPU generation) cost model; the NCCL prior has overhead 0.
+
+    hop_us: per-hop Ring latency per protocol (Tree scales it by NCCL's Tree/Ring ratio for the link).
+    channel_bw_gbps: bus bandwidth of one channel (NCCL's bwIntra). channels: NCCL's channel count.
+    """
+
+    link: str
+    arch: str
+    channels: int
+    channel_bw_gbps: float
+    hop_us: dict[str, float]
+    overhead_us: float = 0.0
+    nvls_channels: int = 0
+    nccl_bw_gbps: float | None = None  # per-channel bandwidth NCCL's own search assumes; drives its choice
+    # NCCL_THREAD_THRESHOLDS (tree LL, LL128, Simple, ring LL, LL128, Simple; < 0 keeps the default) and
+    # NCCL_NTHREADS: they decide the per-op trimming of channels.
+    thread_thresholds: tuple[int, ...] | None = None
+    nthreads: int | None = None
+    bus_cap_gbps: float | None = None  # the links' capacity when NCCL_MIN_NCHANNELS adds duplicated rings
+    source: str = "nccl-prior"
+    fit: dict = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict:
+        return {"link": self.link, "arch": self.arch, "channels": self.channels,
+                "channel_bw_gbps": self.channel_bw_gbps, "hop_us": dict(self.hop_us),
+                "overhead_us": self.overhead_us, "nvls_channels": self.nvls_channels,
+                "nccl_bw_gbps": self.selection_bw_gbps, "source": self.source, "fit": dict(self.fit)}
+
+    @property
+    def selection_bw_gbps(self) -> float:
+        return self.channel_bw_gbps if self.nccl_bw_gbps is None else self.nccl_bw_gbps
+
+    def selector(self) -> CostParams:
+        """What NCCL itself believes about this box (its table latencies, its bandwidth): it picks with this."""
+        ring = HW_LATENCY_US[_hw(self.link)]["ring"]
+        channel_bw = self.selection_bw_gbps
+        if self.bus_cap_gbps is not None:  # NCCL halves a duplicated ring's bandwidth in its own model
+            channel_bw = min(channel_bw, self.bus_cap_gbps * self.selection_bw_gbps / self.channel_bw_gbps
+                             / self.channels)
+        return replace(self, hop_us=dict(zip(PROTOS, ring)), overhead_us=0.0, channel_bw_gbps=channel_bw,
+                       nccl_bw_gbps=None, bus_cap_gbps=None)
+
+
+def nccl_prior(link: str, arch: str, channels: int, channel_bw_gbps: float, nvls_channels: int = 0) -> CostParams:
+    """NCCL's own figures for a box: Ring per-hop latency from its table, no extra overhead."""
+    if link not in LINKS:
+        raise UsageError(f"unknown link type {link!r}; known: {', '.join(LINKS)}")
+    if arch not in ARCHS:
+        raise UsageError(f"unknown GPU generation {arch!r}; known: {', '.join(ARCHS)}")
+    ring = HW_LATENCY_US[_hw(link)]["ring"]
+    return CostParams(link=link, arch=arch, channels=channels, channel_bw_gbps=channel_bw_gbps,
+                      hop_us=dict(zip(PROTOS, ring)), nvls_channels=nvls_channels)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One algorithm x protocol estimate for one message."""
+
+    algo: str
+    proto: str
+    channels: int
+    latency_us: float
+    algbw_gbps: float
+    time_us: float
+
+
+def _hw(link: str) -> str:
+    return "nvlink" if link == "nvlink" else "pci"
+
+
+def _steps(collective: str, ranks: int) -> int:
+    return 2 * (ranks - 1) if collective == "all_reduce" else ranks - 1
+
+
+def default_protocols(link: str) -> tuple[str, ...]:
+    """LL128 is on by default only where every intra-node path is NVLink (tuning.cc, NCCL >= 2.27)."""
+    return PROTOS if link == "nvlink" else ("LL", "Simple")
+
+
+def default_algorithms(collective: str, nvls: bool) -> tuple[str, ...]:
+    if collective != "all_reduce":
+        return ("nvls", "ring") if nvls else ("ring",)
+    return ("tree", "ring", "nvls") if nvls else ("tree", "ring")
+
+
+def trimmed_channels(nbytes: int, algo: str, proto: str, ranks: int, channels: int, channel_bw_gbps: float,
+                     thread_thresholds: tuple[int, ...] | None = None, nthreads: int | None = None) -> int:
+    """Channels NCCL actually launches for this message after per-op trimming (enqueue.cc topoGetAlgoInfo)."""
+    if algo == "nvls":
+        return channels
+    threads = MAX_THREADS[proto]
+    if proto == "Simple" and algo == "ring" and channels * channel_bw_gbps <= PCI_BW:
+        threads = 256
+    if nthreads and proto != "LL128":  # NCCL_NTHREADS sets LL and Simple; LL128 has NCCL_LL128_NTHREADS
+        threads = nthreads
+    threshold = THREAD_THRESHOLD[proto] * (ranks if (algo == "ring" and proto == "LL") else 1)
+    if thread_thresholds is not None:
+        override = thread_thresholds[(3 if algo == "ring" else 0) + PROTOS.index(proto)]
+        if override >= 0:
+            threshold = override
+    nc = channels
+    while nbytes < nc * threads * threshold and nc >= 2:
+        nc -= 1
+    return nc
+
+
+def estimate(params: CostParams, collective: str, nbytes: int, ranks: int, algo: str, proto: str,
+             trim: bool = True) -> Choice | None:
+    """NCCL's estimate for one pair with `params`; None where NCCL does not offer the pair.
+
+    trim=False is NCCL's own selection-time view (all channels); trim=True uses the channels the op runs on.
+    """
+    if collective not in COLLECTIVES:
+        raise UsageError(f"the cost model knows {', '.join(COLLECTIVES)}, not {collective!r}")
+    if ranks < 2:
+        return Choice(algo, proto, 0, 0.0, math.inf, 0.0)
+    if algo == "nvls" and (proto != "Simple" or params.nvls_channels < 2 or params.link != "nvlink"):
+        return None
+    if algo == "tree" and collective != "all_reduce":
+        return None
+    steps = _steps(collective, ranks)
+    hw = _hw(params.link)
+    p = PROTOS.index(proto)
+    channels = params.nvls_channels if algo == "nvls" else params.channels
+    if trim:
+        channels = trimmed_channels(nbytes, algo, proto, ranks, channels, params.channel_bw_gbps,
+                                    params.thread_thresholds, params.nthreads)
+    bus = channels * params.channel_bw_gbps
+    if params.bus_cap_gbps is not None:
+        bus = min(bus, params.bus_cap_gbps)
+    if algo == "ring":
+        if proto == "LL":
+            bus = min(LL_MAX_BW[params.arch], bus * 0.5)
+        elif proto == "LL128":
+            bus = min(bus * 0.92, channels * PER_CH_MAX_RING_LL128_BW[params.arch])
+        algbw = bus * ranks / steps
+        latency = BASE_LATENCY_US["ring"][p] + steps * params.hop_us[proto]
+    elif algo == "tree":
+        bus = min(bus * 0.92, channels * PER_CH_MAX_TREE_BW[params.arch])
+        if proto == "LL":
+            bus = min(bus / 3.8, LL_MAX_BW[params.arch])
+        elif proto == "LL128":
+            bus = min(bus * 7.0 / 9.0, channels * PER_CH_MAX_TREE_LL128_BW[params.arch])
+        log_size = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
+        if 0 <= log_size < 23:
+            bus *= TREE_CORRECTION[proto][log_size]
+        algbw = bus * 0.5
+        ring_hw = HW_LATENCY_US[hw]["ring"][p]
+        tree_hop = params.hop_us[proto] * HW_LATENCY_US[hw]["tree"][p] / ring_hw
+        latency = BASE_LATENCY_US["tree"][p] + 2 * (ranks - 1) * tree_hop
+    else:
+        algbw = bus * ranks / steps
+        latency = HW_LATENCY_US["nvlink"]["nvls"][p] * params.hop_us["Simple"] / HW_LATENCY_US["nvlink"]["ring"][2]
+    latency += params.overhead_us
+    time_us = latency + nbytes / (1000.0 * algbw)
+    return Choice(algo, proto, channels, latency, algbw, time_us)
+
+
+def predict(params: CostParams, collective: str, nbytes: int, ranks: int,
+            algos: tuple[str, ...] | None = None, protos: tuple[str, ...] | None = None) -> Choice:
+    """The pair NCCL picks (fastest by its own untrimmed estimate, params.selector()) and, with `params`,
+    its time on the channels it runs on. UsageError when no pair is enabled ("No algorithm/protocol available").
+    """
+    if algos is None:
+        algos = default_algorithms(collective, params.nvls_channels >= 2 and params.link == "nvlink")
+    if protos is None:
+        protos = default_protocols(params.link)
+    selector = params.selector()
+    best: tuple[float, str, str] | None = None
+    for algo in algos:
+        for proto in protos:
+            choice = estimate(selector, collective, nbytes, ranks, algo, proto, trim=False)
+            if choice is not None and (best is None or choice.time_us < best[0]):
+                best = (choice.time_us, algo, proto)
+    if best is None:
+        raise UsageError(f"no algorithm/protocol available for {collective} with algorithms {', '.join(algos)} "
+                         f"and protocols {', '.join(protos)}")
+    chosen = estimate(params, collective, nbytes, ranks, best[1], best[2], trim=True)
+    assert chosen is not None
+    return chosen
+
+
+# ---- model.toml: a calibration as a small, hand-readable TOML file ----
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(round(value, 6) if isinstance(value, float) else value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def dumps_toml(tables: dict[str, dict]) -> str:
+    """Flat TOML writer: top-level scalars, then [table] and [table.sub] of scalars / lists."""
+    lines: list[str] = []
+
+    def emit(prefix: str, table: dict) -> None:
+        scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
+        subtables = {k: v for k, v in table.items() if isinstance(v, dict)}
+        if prefix and scalars:
+            lines.append(f"\n[{prefix}]")
+        for key, value in scalars.items():
+            if value is not None:
+                lines.append(f"{key} = {_toml_value(value)}")
+        for key, value in subtables.items():
+            emit(f"{prefix}.{key}" if prefix else key, value)
+
+    emit("", tables)
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def params_to_toml(params: CostParams, header: str = "") -> str:
+    body = dumps_toml({
+        "model": {"link": params.link, "arch": params.arch, "channels": params.channels,
+                  "nvls_channels": params.nvls_channels, "channel_bw_gbps": params.channel_bw_gbps,
+                  "nccl_bw_gbps": params.selection_bw_gbps, "overhead_us": params.overhead_us,
+                  "source": params.source, "hop_us": dict(params.hop_us)},
+        "fit": dict(params.fit)})
+    comment = "".join(f"# {line}\n" for line in header.splitlines())
+    return comment + body
+
+
+def params_from_toml(text: str, path: str) -> CostParams:
+    """Read a calibration written by params_to_toml; UsageError naming the file and key on bad content."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    model = data.get("model")
+    if not isinstance(model, dict):
+        raise UsageError(f"{path}: missing [model] table")
+
+    def need(key: str, kind, positive: bool = False):
+        value = model.get(key)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise UsageError(f"{path}: model.{key} must be {kind.__name__ if isinstance(kind, type) else 'a number'}"
+                             f", got {value!r}")
+        if positive and value <= 0:
+            raise UsageError(f"{path}: model.{key} must be > 0, got {value!r}")
+        return value
+
+    link, arch = need("link", str), need("arch", str)
+    if link not in LINKS:
+        raise UsageError(f"{path}: model.link must be one of {', '.join(LINKS)}, got {link!r}")
+    if arch not in ARCHS:
+        raise UsageError(f"{path}: model.arch must be one of {', '.join(ARCHS)}, got {arch!r}")
+    hop = model.get("hop_us")
+    if not isinstance(hop, dict) or set(hop) != set(PROTOS) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in hop.values()):
+        raise UsageError(f"{path}: model.hop_us must give LL, LL128 and Simple as numbers >= 0")
+    overhead = need("overhead_us", (int, float))
+    return CostParams(link=link, arch=arch, channels=need("channels", int, positive=True),
+                      channel_bw_gbps=float(need("channel_bw_gbps", (int, float), positive=True)),
+                      hop_us={k: float(v) for k, v in hop.items()}, overhead_us=float(overhead),
+                      nvls_channels=int(model.get("nvls_channels", 0)),
+                      nccl_bw_gbps=float(model["nccl_bw_gbps"]) if "nccl_bw_gbps" in model else None, source=path,
+                      fit=data.get("fit", {}) if isinstance(data.get("fit"), dict) else {})

@@ -1,0 +1,261 @@
+"""Predict every point of a sweep on a topology: the same step records a sweep writes, with source "model".
+
+Step latency = the sum over the step plan's collectives of each op's predicted latency. NCCL points are
+predicted by the cost model under the NCCL variables it knows (NCCL_ALGO, NCCL_PROTO, channel counts,
+NCCL_P2P_LEVEL / NCCL_P2P_DISABLE); other implementations use the latency the topology file states for them.
+Pure: spec, topology and calibration in, records out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from commprof.costmodel.model import CostParams, default_algorithms, default_protocols, predict
+from commprof.costmodel.topology import Topology, link_for
+from commprof.errors import UsageError
+from commprof.models import load_model
+from commprof.plan import build_step_plan
+from commprof.records import SCHEMA_VERSION
+from commprof.stats import summarize
+
+MODES = ("eager", "graph")
+NCCL_IMPLS = ("default", "nccl", "nccl+rmsnorm")
+FUSED_IMPLS = ("nccl+rmsnorm", "flashinfer-fused")
+# NCCL's function names in NCCL_ALGO / NCCL_PROTO prefixes, and the plan's collectives they govern.
+NCCL_FUNCS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
+              "broadcast": None, "reduce": None}
+NCCL_ALGOS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": None, "collnetdirect": None,
+              "collnetchain": None, "pat": None}  # None: never used inside one node
+NCCL_PROTOS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+CHANNEL_VARS = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
+NO_EFFECT_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
+MODELLED_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_THREAD_THRESHOLDS",
+                  "NCCL_NTHREADS") + CHANNEL_VARS
+
+
+@dataclass
+class NcclSetting:
+    """How one point's NCCL variables change the model: transport, enabled pairs per collective, channels."""
+
+    link: str
+    algos: dict[str, tuple[str, ...]]
+    protos: dict[str, tuple[str, ...]]
+    min_channels: int | None = None
+    max_channels: int | None = None
+    thread_thresholds: tuple[int, ...] | None = None
+    nthreads: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_nccl_list(value: str, names: dict[str, str | None], variable: str) -> dict[str, set[str] | None]:
+    """NCCL_ALGO / NCCL_PROTO syntax ("ring,tree", "^LL128", "allreduce:tree", "ring;allreduce:tree").
+
+    Returns, per plan collective, the enabled modelled names (None: the variable leaves it alone).
+    UsageError for what NCCL rejects at init (unknown element or prefix, a second entry without prefix).
+    """
+    enabled: dict[str, set[str] | None] = {c: None for c in NCCL_FUNCS.values() if c}
+    for index, entry in enumerate(value.split(";")):
+        prefix, _, elements = entry.rpartition(":")
+        if not prefix and index > 0:
+            raise UsageError(f"{variable}={value!r}: every entry after the first needs a 'function:' prefix")
+        negate = elements.startswith("^")
+        items = [e.strip().lower() for e in elements.lstrip("^").split(",") if e.strip()]
+        unknown = [e for e in items if e not in names]
+        if unknown:
+            raise UsageError(f"{variable}={value!r}: unrecognized element {unknown[0]!r}")
+        chosen = {names[e] for e in items if names[e]}
+        allowed = {n for n in names.values() if n}
+        result = allowed - chosen if negate else chosen
+        if prefix:
+            func = prefix.strip().lower()
+            if func not in NCCL_FUNCS:
+                raise UsageError(f"{variable}={value!r}: unrecognized prefix {prefix!r}")
+            targets = [NCCL_FUNCS[func]] if NCCL_FUNCS[func] else []
+        else:
+            targets = list(enabled)
+        for target in targets:
+            enabled[target] = set(result)
+    return enabled
+
+
+def nccl_setting(topology: Topology, env: dict[str, str]) -> NcclSetting:
+    """Read the point's NCCL environment into the model's terms (UsageError where NCCL itself would fail)."""
+    link = link_for(topology, env)
+    notes = []
+    if link == "shm" and not topology.p2p_supported and "NCCL_P2P_LEVEL" in env:
+        notes.append(f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']}: this box's driver refuses GPU peer access "
+                     "(topology p2p_supported = false), so NCCL still goes through host memory")
+    nvls = link == "nvlink" and "nvlink" in topology.links and topology.links["nvlink"].nvls_channels >= 2
+    algos = {c: default_algorithms(c, nvls) for c in ("all_reduce", "all_gather", "reduce_scatter")}
+    protos = {c: default_protocols(link) for c in algos}
+    setting = NcclSetting(link=link, algos=algos, protos=protos, notes=notes)
+    if "NCCL_ALGO" in env:
+        for collective, chosen in parse_nccl_list(env["NCCL_ALGO"], NCCL_ALGOS, "NCCL_ALGO").items():
+            if chosen is not None:
+                possible = default_algorithms(collective, nvls)
+                setting.algos[collective] = tuple(a for a in possible if a in chosen)
+    if "NCCL_PROTO" in env:
+        for collective, chosen in parse_nccl_list(env["NCCL_PROTO"], NCCL_PROTOS, "NCCL_PROTO").items():
+            if chosen is not None:
+                setting.protos[collective] = tuple(p for p in ("LL", "LL128", "Simple") if p in chosen)
+        if link != "nvlink" and any("LL128" in p for p in setting.protos.values()):
+            setting.notes.append("LL128 forced on a box without NVLink: NCCL warns this can corrupt data")
+    for name in CHANNEL_VARS:
+        if name in env:
+            try:
+                count = int(env[name])
+            except ValueError:
+                raise UsageError(f"{name}={env[name]!r}: expected an integer") from None
+            if name.startswith("NCCL_MIN"):
+                setting.min_channels = max(setting.min_channels or 0, count)
+            else:
+                setting.max_channels = min(setting.max_channels or count, count)
+    if "NCCL_THREAD_THRESHOLDS" in env:
+        try:
+            values = tuple(int(v) for v in env["NCCL_THREAD_THRESHOLDS"].split())
+        except ValueError:
+            values = ()
+        if len(values) != 6:
+            raise UsageError(f"NCCL_THREAD_THRESHOLDS={env['NCCL_THREAD_THRESHOLDS']!r}: expected six integers")
+        setting.thread_thresholds = values
+    if "NCCL_NTHREADS" in env:
+        try:
+            setting.nthreads = int(env["NCCL_NTHREADS"])
+        except ValueError:
+            raise UsageError(f"NCCL_NTHREADS={env['NCCL_NTHREADS']!r}: expected an integer") from None
+    unknown = sorted(k for k in env if k not in MODELLED_VARS and k not in NO_EFFECT_VARS)
+    if unknown:
+        setting.notes.append(f"not modelled, predicted as NCCL's default: {', '.join(unknown)}")
+    return setting
+
+
+def params_for(topology: Topology, setting: NcclSetting, calibration: CostParams | None) -> tuple[CostParams, str]:
+    """The parameters for the point's transport (the calibration where it was fitted on that transport)
+    with its channel count set by NCCL_MIN/MAX_*; and the calibration's name for the record."""
+    if setting.link not in topology.links:
+        raise UsageError(f"topology {topology.name} does not describe the {setting.link} transport this point uses")
+    if calibration is not None and calibration.link == setting.link:
+        params, name = calibration, calibration.source
+    else:
+        params, name = topology.prior(setting.link), "nccl-prior"
+        if calibration is not None:
+            setting.notes.append(f"calibration {calibration.source} is for {calibration.link}, this point runs over "
+                                 f"{setting.link}: NCCL's uncalibrated model used")
+    params = replace(params, thread_thresholds=setting.thread_thresholds, nthreads=setting.nthreads)
+    channels = params.channels
+    if setting.min_channels:
+        channels = max(channels, setting.min_channels)
+    if setting.max_channels:
+        channels = min(channels, setting.max_channels)
+    if channels != params.channels:
+        # NCCL duplicates rings to reach more channels (sharing the same links) and drops rings to go below:
+        # fewer channels lose bandwidth, more only help messages that trimming would otherwise starve.
+        cap = params.channels * params.channel_bw_gbps if channels > params.channels else None
+        params = replace(params, channels=channels, bus_cap_gbps=cap)
+    return params, name
+
+
+def _stats(value: float) -> dict:
+    """A predicted latency as a Stats object: one value, so every statistic equals it and cv is 0."""
+    return summarize([value])
+
+
+def simulate_point(spec, point, topology: Topology, calibration: CostParams | None, run_id: str,
+                   now: str | None = None) -> list[dict]:
+    """One record per (T, mode) of the point, like the sweep writes; failures become a status and message."""
+    now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    model = load_model(spec.model)
+    tp = spec.tp or topology.gpus
+    if tp > topology.gpus:
+        raise UsageError(f"TP {tp} needs {tp} GPUs, topology {topology.name} has {topology.gpus}")
+    records = []
+    status, message, calibration_name = "ok", None, "nccl-prior"
+    notes: list[str] = []
+    setting = params = stated = None
+    try:
+        setting = nccl_setting(topology, point.env)
+        params, calibration_name = params_for(topology, setting, calibration)
+        notes = setting.notes
+    except UsageError as exc:
+        status, message = "error", f"NCCL would refuse this configuration: {exc}"
+    if status == "ok" and point.impl not in NCCL_IMPLS:
+        stated = topology.impls.get(point.impl)
+        if stated is None:
+            status = "unsupported"
+            message = (f"the cost model has no latency for {point.impl!r} on {topology.name} "
+                       f"(add [impls.{point.impl}] with published figures to the topology file)")
+        else:
+            notes.append(f"{point.impl}: stated latency from the topology file ({stated.source}), not modelled"
+                         + (f"; NCCL above {stated.max_bytes} B" if stated.max_bytes else ""))
+    if point.impl == "nccl+rmsnorm":
+        notes.append("residual add + RMSNorm after each all-reduce not modelled (communication only)")
+    for tokens in spec.tokens:
+        plan = build_step_plan(model, tp, tokens, spec.phase, spec.dtype)
+        op_times: list[float] = []
+        choices: dict[tuple, dict] = {}
+        op_status, op_message = status, message
+        if status == "ok":
+            cache: dict[tuple[str, int], float] = {}
+            try:
+                for op in plan.ops:
+                    key = (op.collective, op.bytes)
+                    if key not in cache:
+                        if stated is not None and op.collective == "all_reduce" and stated.covers(op.bytes):
+                            cache[key] = stated.latency_us(op.bytes)
+                        else:
+                            choice = predict(params, op.collective, op.bytes, tp, setting.algos[op.collective],
+                                             setting.protos[op.collective])
+                            cache[key] = choice.time_us
+                            choices[key] = {"coll": op.collective, "bytes": op.bytes, "algo": choice.algo,
+                                            "proto": choice.proto, "channels": choice.channels}
+                    op_times.append(cache[key])
+            except UsageError as exc:
+                op_status, op_message = "error", f"NCCL would fail: {exc}"
+        op_notes = list(notes)
+        if calibration_name != "nccl-prior":
+            fitted = set(params.fit.get("protocols", ()))
+            guessed = sorted({c["proto"] for c in choices.values()} - fitted)
+            if guessed:
+                op_notes.append(f"{', '.join(guessed)} not in the calibration data: NCCL's per-hop figure used")
+        if op_status == "ok" and op_notes:
+            op_message = "; ".join(op_notes)
+        for mode in MODES:
+            record = {
+                "schema": SCHEMA_VERSION, "kind": "step", "source": "model", "run_id": run_id,
+                "point_id": point.point_id,
+                "point": {"label": point.label, "impl": point.impl, "env": dict(point.env),
+                          "options": dict(point.options)},
+                "backend": "nccl", "world_size": tp, "status": op_status, "message": op_message, "time": now,
+                "calibration": calibration_name, "model": model.name, "phase": spec.phase, "tp": tp,
+                "tokens": tokens, "dtype": plan.model.dtype, "plan": plan.summary(), "mode": mode,
+                "timing": "model", "step_us": None, "op_us": None, "rank_step_median_us": None, "check": None,
+                "fused_rmsnorm": point.impl in FUSED_IMPLS, "iterations": spec.iterations,
+                "warmup": spec.warmup,
+                "nccl": {"version": None, "transports": {"intra": setting.link}, "channels": params.channels,
+                         "choices": list(choices.values())} if op_status == "ok" else None,
+            }
+            if op_status == "ok":
+                if mode == "eager":
+                    record["step_us"] = _stats(sum(op_times))
+                    record["op_us"] = {"sites": [op.site for op in plan.ops], "bytes": [op.bytes for op in plan.ops],
+                                       **{k: list(op_times) for k in ("min", "median", "mean", "p90", "p99")},
+                                       "cv": [0.0] * len(op_times)}
+                else:
+                    # A CUDA graph removes the CPU launch of every op; the op itself still runs.
+                    record["step_us"] = _stats(sum(max(t - topology.launch_overhead_us, 0.0) for t in op_times))
+            records.append(record)
+    return records
+
+
+def simulate_sweep(spec, topology: Topology, calibration: CostParams | None, run_id: str,
+                   now: str | None = None) -> list[dict]:
+    """Records for every point of the sweep, stage by stage (later stages chosen from these predictions)."""
+    records = []
+    for point in spec.points:
+        records.extend(simulate_point(spec, point, topology, calibration, run_id, now))
+    for stage in range(1, len(getattr(spec, "stages", ())) + 1):
+        # Later stages pick their points from the earlier results: here, the predictions.
+        for point in spec.refine(stage, records):
+            records.extend(simulate_point(spec, point, topology, calibration, run_id, now))
+    return records

@@ -1,0 +1,170 @@
+"""Topology presets, NCCL environment interpretation and `commprof simulate` end to end (with the report)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from commprof.cli import main
+from commprof.costmodel.model import params_to_toml
+from commprof.costmodel.simulate import nccl_setting, parse_nccl_list, simulate_sweep
+from commprof.costmodel.topology import load_topology, link_for, preset_names, topology_from_dict
+from commprof.errors import UsageError
+from commprof.records import read_records
+from commprof.sweep.config import load_sweep
+
+PRESETS = ("nvlink-b200", "nvlink-h100", "pcie-4gpu", "pcie-dual-socket-shm", "pcie-gen4", "pcie-gen5-switch-p2p")
+
+SWEEP = """
+name = "sim-test"
+[run]
+model = "kimi-k2.5"
+tokens = [1, 16]
+phase = "verify"
+dtype = "bfloat16"
+iterations = 5
+warmup = 1
+[axes]
+NCCL_PROTO = ["default", "Simple"]
+[[points]]
+impl = "flashinfer-pcie-ipc"
+label = "one-shot"
+[[points]]
+impl = "symm-mem"
+options = { variant = "one_shot" }
+label = "symm"
+[[points]]
+env = { NCCL_ALGO = "Tree" }
+label = "plain tree"
+"""
+
+
+@pytest.fixture
+def sweep_file(tmp_path) -> Path:
+    path = tmp_path / "sim.toml"
+    path.write_text(SWEEP)
+    return path
+
+
+def test_every_preset_loads_and_states_its_sources():
+    assert set(PRESETS) <= set(preset_names())
+    for name in PRESETS:
+        topology = load_topology(name)
+        assert topology.sources and topology.assumptions.strip() and "shm" in topology.links
+        assert topology.prior(link_for(topology, {})).channels >= 1
+
+
+def test_topology_validation_names_file_and_key():
+    data = {"name": "x", "description": "d", "gpus": 8, "compute_capability": 9.0, "gpu_path": "PXB",
+            "p2p_supported": True, "launch_overhead_us": 4.0, "assumptions": "a", "sources": ["s"],
+            "links": {"pci": {"channels": 2, "channel_bw_gbps": 24.0}}}
+    topology_from_dict(data, "ok.toml")
+    with pytest.raises(UsageError, match=r"t.toml: links.pci.channels must be > 0"):
+        topology_from_dict({**data, "links": {"pci": {"channels": 0, "channel_bw_gbps": 1.0}}}, "t.toml")
+    with pytest.raises(UsageError, match=r"t.toml: gpu_path must be one of"):
+        topology_from_dict({**data, "gpu_path": "QPI"}, "t.toml")
+    with pytest.raises(UsageError, match=r"t.toml: missing key 'gpus'"):
+        topology_from_dict({k: v for k, v in data.items() if k != "gpus"}, "t.toml")
+    with pytest.raises(UsageError, match=r"t.toml: unknown key 'gpu'"):
+        topology_from_dict({**data, "gpu": "H100"}, "t.toml")
+    with pytest.raises(UsageError, match=r"t.toml: impls.x.all_reduce_us must be a list"):
+        topology_from_dict({**data, "impls": {"x": {"all_reduce_us": [["a", 1]], "source": "s"}}}, "t.toml")
+    with pytest.raises(UsageError, match="unknown topology 'nope'"):
+        load_topology("nope")
+
+
+def test_p2p_variables_choose_the_transport():
+    gen5, dual, h100 = (load_topology(n) for n in ("pcie-gen5-switch-p2p", "pcie-dual-socket-shm", "nvlink-h100"))
+    assert link_for(gen5, {}) == "pci"
+    assert link_for(gen5, {"NCCL_P2P_DISABLE": "1"}) == "shm"
+    assert link_for(gen5, {"NCCL_P2P_LEVEL": "PIX"}) == "shm"  # pairs are PXB: above PIX
+    assert link_for(dual, {}) == "shm"
+    assert link_for(dual, {"NCCL_P2P_LEVEL": "SYS"}) == "shm"  # the driver refuses P2P on this box
+    host_bridge = replace(gen5, gpu_path="PHB")
+    assert link_for(host_bridge, {}) == "shm" and link_for(host_bridge, {"NCCL_P2P_LEVEL": "SYS"}) == "pci"
+    assert link_for(host_bridge, {"NCCL_P2P_LEVEL": "4"}) == "pci"  # legacy integer = SYS
+    assert link_for(h100, {}) == "nvlink" and link_for(h100, {"NCCL_P2P_DISABLE": "1"}) == "shm"
+
+
+def test_nccl_list_syntax():
+    algos = {"ring": "ring", "tree": "tree", "nvls": "nvls", "pat": None}
+    assert parse_nccl_list("allreduce:tree", algos, "NCCL_ALGO") == {
+        "all_reduce": {"tree"}, "all_gather": None, "reduce_scatter": None}
+    assert parse_nccl_list("ring;allreduce:tree", algos, "NCCL_ALGO")["all_gather"] == {"ring"}
+    assert parse_nccl_list("^tree", algos, "NCCL_ALGO")["all_reduce"] == {"ring", "nvls"}
+    with pytest.raises(UsageError, match="unrecognized element 'bogus'"):
+        parse_nccl_list("bogus", algos, "NCCL_ALGO")
+    with pytest.raises(UsageError, match="needs a 'function:' prefix"):
+        parse_nccl_list("ring;tree", algos, "NCCL_ALGO")
+
+
+def test_settings_from_environment():
+    gen5 = load_topology("pcie-gen5-switch-p2p")
+    setting = nccl_setting(gen5, {"NCCL_PROTO": "LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4",
+                                  "NCCL_BUFFSIZE": "1048576"})
+    assert setting.protos["all_reduce"] == ("LL128",) and setting.min_channels == 4 == setting.max_channels
+    assert any("corrupt" in note for note in setting.notes)
+    assert any("not modelled" in note and "NCCL_BUFFSIZE" in note for note in setting.notes)
+
+
+def test_simulate_records(sweep_file):
+    spec = load_sweep(sweep_file)
+    gen5 = load_topology("pcie-gen5-switch-p2p")
+    records = simulate_sweep(spec, gen5, None, "run-x", now="2026-11-29T12:00:00+00:00")
+    assert len(records) == len(spec.points) * 2 * 2  # T = 1, 16; eager and graph
+    by = {(r["point"]["label"], r["tokens"], r["mode"]): r for r in records}
+    base = by[("defaults", 1, "eager")]
+    assert (base["kind"], base["source"], base["calibration"], base["timing"]) == ("step", "model", "nccl-prior",
+                                                                                     "model")
+    assert base["status"] == "ok" and base["world_size"] == 8 and base["point_id"] == "p000"
+    ops = base["op_us"]
+    assert len(ops["median"]) == base["plan"]["all_reduce"] + base["plan"]["all_gather"]
+    assert ops["min"] == ops["median"] == ops["p99"] and set(ops["cv"]) == {0.0}
+    assert base["step_us"]["median"] == pytest.approx(sum(ops["median"]))
+    graph = by[("defaults", 1, "graph")]
+    assert graph["op_us"] is None
+    assert graph["step_us"]["median"] == pytest.approx(base["step_us"]["median"] - 4.0 * len(ops["median"]))
+    assert by[("PROTO=Simple", 1, "eager")]["step_us"]["median"] != base["step_us"]["median"]
+    one_shot = by[("one-shot", 1, "eager")]
+    assert one_shot["status"] == "ok" and "stated latency" in one_shot["message"]
+    assert one_shot["op_us"]["median"][1] == pytest.approx(9.2 + (14336 - 8192) * (16.5 - 9.2) / (32768 - 8192))
+    assert one_shot["step_us"]["median"] < base["step_us"]["median"]
+    assert by[("symm", 1, "eager")]["status"] == "unsupported"
+    tree = by[("plain tree", 1, "eager")]  # NCCL_ALGO=Tree leaves all-gather without an algorithm
+    assert tree["status"] == "error" and "no algorithm/protocol available for all_gather" in tree["message"]
+
+
+def test_simulate_command_with_calibration_and_report(sweep_file, tmp_path, capsys):
+    dual = load_topology("pcie-dual-socket-shm")
+    calibrated = replace(dual.prior("shm"), overhead_us=20.0, source="fitted.toml",
+                         fit={"protocols": ["LL", "Simple"]})
+    model_toml = tmp_path / "fitted.toml"
+    model_toml.write_text(params_to_toml(calibrated))
+    out = tmp_path / "runs"
+    assert main(["simulate", "--topology", "pcie-dual-socket-shm", "--sweep", str(sweep_file), "--out", str(out),
+                 "--calibration", str(model_toml)]) == 0
+    assert "SIMULATED" in capsys.readouterr().out
+    (run_dir,) = out.iterdir()
+    assert run_dir.name.endswith("-sim-test-sim-pcie-dual-socket-shm")
+    records = read_records(run_dir / "results.jsonl")
+    assert {r["calibration"] for r in records if r["status"] == "ok"} == {str(model_toml)}
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["source"] == "model" and meta["topology"]["name"] == "pcie-dual-socket-shm"
+    assert meta["calibration"]["overhead_us"] == 20.0
+    pytest.importorskip("commprof.report.command")
+    report_dir = tmp_path / "report"
+    assert main(["report", str(run_dir), "--out", str(report_dir)]) == 0
+    assert "simulated" in (report_dir / "index.html").read_text().lower()
+
+
+def test_simulate_command_errors(sweep_file, tmp_path, capsys):
+    assert main(["simulate", "--topology", "nope", "--sweep", str(sweep_file), "--out", str(tmp_path)]) == 2
+    assert "unknown topology 'nope'" in capsys.readouterr().err
+    assert main(["simulate", "--topology", "pcie-4gpu", "--sweep", str(sweep_file), "--out", str(tmp_path)]) == 0
+    spec_tp8 = sweep_file.read_text().replace('phase = "verify"', 'phase = "verify"\ntp = 8')
+    sweep_file.write_text(spec_tp8)
+    assert main(["simulate", "--topology", "pcie-4gpu", "--sweep", str(sweep_file), "--out", str(tmp_path)]) == 2
+    assert "TP 8 needs 8 GPUs" in capsys.readouterr().err

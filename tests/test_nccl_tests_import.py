@@ -1,0 +1,133 @@
+"""nccl-tests log parsing and `commprof import-nccl-tests`, on real posted logs and documented formats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from commprof.cli import main
+from commprof.costmodel.nccl_tests import parse_json, parse_text
+from commprof.errors import UsageError
+from commprof.records import read_records
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nccl-tests"
+LOG_8GPU = FIXTURES / "rtx4090x8_sys_noP2P_charlie0129.txt"
+LOG_KALAVAI = FIXTURES / "rtx4090x2_x4_kalavai.txt"
+
+
+def parse(path: Path):
+    return parse_text(path.read_text(), str(path))
+
+
+def test_real_8gpu_log_one_run_in_prose():
+    log = parse(LOG_8GPU)
+    assert log.warnings == []
+    (run,) = log.runs
+    assert (run.collective, run.ranks, run.nthread, run.ngpus, run.graph) == ("all_reduce", 8, 1, 8, False)
+    assert (run.iterations, run.warmup) == (20, 5)
+    assert len(run.rows) == 25 and len(run.devices) == 8
+    assert run.avg_busbw_gbps == pytest.approx(4.85265)
+    assert run.out_of_bounds == 0
+    first, at_128k, last = run.rows[0], run.rows[14], run.rows[-1]
+    assert (first.bytes, first.count, first.dtype, first.redop, first.root) == (8, 2, "float32", "sum", -1)
+    assert first.places["out_of_place"]["time_us"] == 38.83 and first.places["in_place"]["time_us"] == 40.43
+    assert at_128k.bytes == 131072
+    assert at_128k.places["out_of_place"] == {"time_us": 67.27, "algbw_gbps": 1.95, "busbw_gbps": 3.41, "wrong": 0}
+    assert at_128k.places["in_place"]["time_us"] == 54.86
+    assert (last.bytes, last.places["out_of_place"]["time_us"], last.line) == (134217728, 16253.0, 50)
+
+
+def test_real_log_with_four_runs_each_its_own_gpu_count():
+    log = parse(LOG_KALAVAI)
+    assert log.warnings == []  # shell commands, YAML and prose around the tables are not rows
+    assert [r.ranks for r in log.runs] == [2, 4, 2, 4]
+    assert [len(r.rows) for r in log.runs] == [29, 29, 29, 29]
+    assert [r.avg_busbw_gbps for r in log.runs] == [1.18707, 1.40135, 1.96915, 1.40254]
+    assert log.runs[1].rows[-1].bytes == 2147483648
+    assert log.runs[1].rows[-1].places["out_of_place"]["time_us"] == 1246110.0
+    assert log.runs[3].rows[0].places["in_place"]["time_us"] == 18.75
+
+
+def test_per_iteration_columns_and_na_wrong():
+    log = parse(FIXTURES / "synthetic_per_iter_I1.txt")
+    assert log.warnings == []
+    (run,) = log.runs
+    assert (run.collective, run.ranks, run.ngpus) == ("all_gather", 8, 1)  # 8 "Using devices" lines
+    row = run.rows[1]
+    assert row.bytes == 16384 and row.redop == "none"
+    oop = row.places["out_of_place"]
+    assert oop["wrong"] is None  # -c 0 prints N/A
+    assert oop["time_us"] == 22.40
+    assert oop["per_iteration"] == {"min_us": 21.70, "max_us": 30.20, "p99_us": 29.50, "cv_pct": 9.80}
+    assert row.places["in_place"]["time_us"] == 22.00
+
+
+def test_json_output():
+    path = FIXTURES / "synthetic_output_J.json"
+    log = parse_text(path.read_text(), str(path))  # parse_text hands JSON to parse_json
+    (run,) = log.runs
+    assert (run.collective, run.ranks, run.avg_busbw_gbps) == ("all_reduce", 4, 0.612)
+    assert [r.bytes for r in run.rows] == [1024, 2048]
+    assert run.rows[0].dtype == "bfloat16" and run.rows[0].root == -1
+    assert run.rows[0].places["in_place"]["per_iteration"]["cv_pct"] == 4.5
+    assert run.rows[1].places["out_of_place"]["wrong"] == 0
+    assert any("results[2]" in w and "time" in w for w in log.warnings)  # the NaN time is reported, not dropped
+
+
+def test_broken_lines_are_reported_with_line_numbers():
+    text = LOG_8GPU.read_text().splitlines()
+    # line 30 (8192 B) loses its last fields; an orphan row appears after the table
+    text[29] = "        8192          2048     float     sum      -1    44.02    0.19"
+    text.append("    4096   1024  float  sum  -1  43.18  0.09  0.17  0  42.69  0.10  0.17  0")
+    log = parse_text("\n".join(text) + "\n", "pasted.txt")
+    assert len(log.runs[0].rows) == 24
+    assert any(w.startswith("pasted.txt:30: unreadable table line") for w in log.warnings)
+    assert any(w.startswith(f"pasted.txt:{len(text)}: looks like a result row") for w in log.warnings)
+
+
+def test_timestamp_column_and_mpi_tags():
+    text = "\n".join([
+        "[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 1 iters: 5 "
+        "agg iters: 1 validation: 1 graph: 1",
+        "[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong     time"
+        "   algbw   busbw #wrong           timestamp",
+        "[1,0]<stdout>:           8             2     float     sum      -1    10.00    0.00    0.00      0    11.00"
+        "    0.00    0.00      0 2026-11-20 10:00:01",
+    ])
+    (run,) = parse_text(text, "mpi.txt").runs
+    assert run.graph is True and run.ranks == 1
+    assert run.rows[0].places["in_place"]["time_us"] == 11.0
+
+
+def test_file_without_table_is_an_error_naming_it():
+    with pytest.raises(UsageError, match="notes.md: no nccl-tests result table"):
+        parse_text("We ran all_reduce_perf and it was fast.\n", "notes.md")
+    with pytest.raises(UsageError, match="x.json: no nccl-tests results"):
+        parse_json('{"version": 3, "results": []}', "x.json")
+
+
+def test_import_command_writes_a_run_folder(tmp_path, capsys):
+    assert main(["import-nccl-tests", str(LOG_8GPU), str(LOG_KALAVAI), "--out", str(tmp_path)]) == 0
+    (run_dir,) = tmp_path.iterdir()
+    assert run_dir.name.endswith("-nccl-tests")
+    records = read_records(run_dir / "results.jsonl")
+    assert len(records) == 2 * (25 + 4 * 29)
+    first = records[0]
+    assert first["kind"] == "collective" and first["source"] == "nccl-tests" and first["world_size"] == 8
+    assert (first["bytes"], first["time_us"], first["in_place"], first["line"]) == (8, 38.83, False, 26)
+    assert first["file"] == str(LOG_8GPU) and first["point_id"] == "p000" and first["status"] == "ok"
+    assert {r["point_id"] for r in records} == {"p000", "p001", "p002", "p003", "p004"}
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["run_id"] == run_dir.name and meta["source"] == "nccl-tests"
+    assert [run["ranks"] for item in meta["imported"] for run in item["runs"]] == [8, 2, 4, 2, 4]
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_import_command_refuses_a_file_without_table(tmp_path, capsys):
+    prose = tmp_path / "prose.md"
+    prose.write_text("no table here\n")
+    assert main(["import-nccl-tests", str(prose), "--out", str(tmp_path / "runs")]) == 2
+    assert "prose.md: no nccl-tests result table found" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
