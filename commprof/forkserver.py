@@ -1,0 +1,148 @@
+"""A fork server: a clean process with torch pre-imported that forks one fresh worker per trial.
+
+Every sweep point needs fresh processes (NCCL caches most of its variables per process), but starting Python
+and importing torch costs 1.5-2 s. The server pays that once; each fork costs milliseconds. The server never
+initialises CUDA, so each forked worker starts with a clean CUDA and NCCL state. Protocol: JSON lines on the
+server's stdin / stdout; the controller kills a worker's whole process group itself on a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import traceback
+from dataclasses import dataclass
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+@dataclass
+class WorkerExit:
+    """How a worker ended: its exit code, or the signal that killed it."""
+
+    pid: int
+    exit_code: int | None
+    signal: int | None
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def describe(self) -> str:
+        if self.signal is not None:
+            return f"killed by signal {self.signal} ({signal.Signals(self.signal).name})"
+        return f"exit code {self.exit_code}"
+
+
+class ForkServer:
+    """The controller's handle on its fork server process."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "commprof.forkserver"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+        ready = self.proc.stdout.readline()
+        if json.loads(ready or "{}").get("ready") is not True:
+            raise RuntimeError(f"fork server failed to start (exit {self.proc.poll()})")
+
+    def launch(self, request_json: str, env: dict[str, str], log_path: str) -> int:
+        """Fork a worker running the trial request with `env` applied; returns its pid (its own process group)."""
+        self.proc.stdin.write(json.dumps({"request": request_json, "env": env, "log": log_path}) + "\n")
+        self.proc.stdin.flush()
+        return int(json.loads(self._readline())["pid"])
+
+    def wait_exit(self) -> WorkerExit:
+        """Block until the server reports the last worker's exit (call after it ended or was killed)."""
+        reply = json.loads(self._readline())
+        return WorkerExit(reply["pid"], reply.get("exit_code"), reply.get("signal"))
+
+    def exit_pipe(self):
+        """A file object that becomes readable when the server reports the worker's exit (for select())."""
+        return self.proc.stdout
+
+    def _readline(self) -> str:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"fork server died (exit {self.proc.poll()})")
+        return line
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies, so a killed controller leaves no orphan behind."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: orphans end by their own timeouts
+        pass
+
+
+def _child(message: dict) -> None:
+    """In the forked worker: own process group, output to the log, the point's environment, then the trial."""
+    os.setsid()
+    die_with_parent()
+    log = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1)
+    sys.stderr = os.fdopen(2, "w", buffering=1)
+    os.environ.update(message["env"])
+    code = 1
+    try:
+        from commprof.trial import TrialRequest, worker_main
+
+        code = worker_main(TrialRequest.from_json(message["request"]))
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve() -> None:
+    """Server loop: one request in, one worker forked, its pid out, then its exit status out."""
+    import torch  # noqa: F401  (the point of the server: import once, fork many times)
+    import torch.distributed  # noqa: F401
+
+    import commprof.harness  # noqa: F401
+    import commprof.trial  # noqa: F401
+
+    out = sys.stdout
+    out.write(json.dumps({"ready": True}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        message = json.loads(line)
+        out.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(message)
+        out.write(json.dumps({"pid": pid}) + "\n")
+        out.flush()
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            reply = {"pid": pid, "exit_code": None, "signal": os.WTERMSIG(status)}
+        else:
+            reply = {"pid": pid, "exit_code": os.WEXITSTATUS(status), "signal": None}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    # The controller owns interrupts: a Ctrl-C in the terminal must not kill the server mid-report.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+    serve()

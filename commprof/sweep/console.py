@@ -1,0 +1,181 @@
+"""What rank 0 shows and stores around a sweep: progress, the run's meta.json, and the final table."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from commprof.records import META_FILE, RESULTS_FILE, read_records, write_json
+from commprof.sweep.runner import SweepProgress, point_status
+
+
+class SweepConsole(SweepProgress):
+    """A rich progress bar (points done / total, current point, elapsed, ETA) on rank 0; silent elsewhere."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self.console = Console(stderr=True)
+        self.progress: Progress | None = None
+        self.task = None
+        self.started = time.monotonic()
+
+    def start(self, total: int, run_dir: Path) -> None:
+        if not self.enabled:
+            return
+        self.console.print(f"[bold]commprof[/] sweep → {run_dir}")
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                                 console=self.console, transient=False)
+        self.progress.start()
+        self.task = self.progress.add_task("starting", total=total)
+
+    def add_points(self, count: int) -> None:
+        if self.progress is not None and count:
+            self.progress.update(self.task, total=self.progress.tasks[0].total + count)
+
+    def point_started(self, label: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=f"[cyan]{label}")
+
+    def point_done(self, label: str, status: str) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task)
+            style = "green" if status == "ok" else "yellow" if status in ("unsupported", "done before resume") else "red"
+            self.progress.console.print(f"  [{style}]{status:<18}[/] {label}")
+
+    def stop(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def note(self, text: str) -> None:
+        if self.enabled:
+            self.console.print(text)
+
+    def print_summary(self, run_dir: Path, spec) -> None:
+        """Every point: status, eager and graph median step time per T, speed-up against the baseline."""
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            records = read_records(run_dir / RESULTS_FILE)
+        out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200)
+        out.print(summary_table(records))
+        out.print(f"results: {run_dir / RESULTS_FILE}\nrender the report: python -m commprof report {run_dir}")
+
+
+def _fmt_us(stats: dict | None) -> str:
+    if not stats:
+        return "—"
+    value = stats["median"]
+    return f"{value / 1000:.3f} ms" if value >= 1000 else f"{value:.1f} µs"
+
+
+def summary_table(records: list[dict[str, Any]]) -> Table:
+    """The sweep at a glance: one row per point, eager / graph medians per T, speed-up vs the baseline."""
+    steps = [r for r in records if r.get("kind") == "step"]
+    tokens = sorted({r["tokens"] for r in steps})
+    modes = [m for m in ("eager", "graph")
+             if any(r["mode"] == m and r["status"] != "unsupported" for r in steps)] or ["eager"]
+    by_point: dict[str, dict] = {}
+    for r in steps:
+        entry = by_point.setdefault(r["point_id"], {"label": r["point"]["label"], "records": [], "cells": {}})
+        entry["records"].append(r)
+        entry["cells"][(r["tokens"], r["mode"])] = r
+    compare = len(by_point) > 1
+    table = Table(title="commprof sweep: median time of one whole step (all its collectives)")
+    table.add_column("point", no_wrap=True)
+    table.add_column("configuration", no_wrap=True)
+    table.add_column("status", min_width=6)
+    for t in tokens:
+        for mode in modes:
+            table.add_column(f"T={t} {mode}", justify="right", no_wrap=True)
+        if compare:
+            table.add_column(f"T={t} vs base", justify="right", no_wrap=True)
+    base = by_point.get("p000")
+    for point_id, entry in by_point.items():
+        row = [point_id, entry["label"], point_status(entry["records"])]
+        for t in tokens:
+            row += [_cell(entry["cells"].get((t, m))) for m in modes]
+            if compare:
+                row.append(_speedup(entry, base, t))
+        table.add_row(*row)
+    if modes == ["eager"]:
+        table.caption = "graph mode: not measurable on CPU ranks (CUDA graphs need GPUs)"
+    return table
+
+
+def _cell(record: dict | None) -> str:
+    if record is None:
+        return "—"
+    if record["status"] == "ok":
+        return _fmt_us(record.get("step_us"))
+    return record["status"].replace("unsupported", "n/a")
+
+
+def _speedup(entry: dict, base: dict | None, tokens: int) -> str:
+    """Graph-mode ratio where both have graph results, else eager; "—" where either is missing."""
+    for mode in ("graph", "eager"):
+        mine = entry["cells"].get((tokens, mode))
+        theirs = base["cells"].get((tokens, mode)) if base else None
+        if mine and theirs and mine["status"] == "ok" and theirs["status"] == "ok":
+            return f"{theirs['step_us']['median'] / mine['step_us']['median']:.2f}×"
+    return "—"
+
+
+def prepare_run_folder(run_dir: Path, backend: str, spec, options, with_doctor: bool, console: SweepConsole) -> None:
+    """Rank 0, before the first point: meta.json with versions, sweep file, topology and the doctor's verdicts."""
+    from commprof.errors import UsageError
+    from commprof.runmeta import collect_meta
+
+    meta_path = run_dir / META_FILE
+    if options.resume and meta_path.exists():
+        return
+    meta = collect_meta(run_dir.name, _world_size(), backend, options.argv)
+    meta["plan"] = {"model": spec.model, "tp": spec.tp or _world_size(), "phase": spec.phase,
+                    "dtype": spec.dtype, "tokens": list(spec.tokens),
+                    "iterations": spec.iterations, "warmup": spec.warmup}
+    meta["sweep"] = {"path": spec.path, "name": spec.name, "content": spec.content,
+                     "sha256": hashlib.sha256(spec.content.encode()).hexdigest(), "report": spec.report}
+    meta["topology"] = _topology()
+    if with_doctor:
+        meta["doctor"] = _doctor(console)
+        if options.strict and meta["doctor"].get("failed"):
+            write_json(meta_path, meta)
+            raise UsageError(f"doctor found failing checks ({', '.join(meta['doctor']['failed'])}); "
+                             "fix them or drop --strict (details: python -m commprof doctor)")
+    write_json(meta_path, meta)
+
+
+def _world_size() -> int:
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _topology() -> dict | None:
+    try:
+        from commprof.topology import probe_topology
+    except ImportError:
+        return None
+    return probe_topology()
+
+
+def _doctor(console: SweepConsole) -> dict | None:
+    try:
+        from commprof.doctor import doctor_summary, has_failures, run_doctor
+    except ImportError:
+        return None
+    results = run_doctor(quick=True)
+    summary = doctor_summary(results)
+    summary["failed"] = [r.id for r in results if r.status == "fail"]
+    if has_failures(results):
+        console.note("[red]doctor: failing checks[/] " + ", ".join(summary["failed"])
+                     + " — numbers measured on this box may not be tuning results (python -m commprof doctor)")
+    return summary

@@ -1,0 +1,459 @@
+"""The sweep controller: one per torchrun rank; runs each point as a trial in fresh worker processes.
+
+Per point, every controller forks a worker (through its fork server) with the point's environment, joined to
+the point's own rendezvous prefix on the launch's store; it enforces the point's time limit by killing the
+worker's process group, and aborts early when a peer rank reports a crash. The controllers then agree on the
+point's status over their own gloo group, and rank 0 appends the point's records to results.jsonl at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import torch.distributed as dist
+
+from commprof.errors import UsageError
+from commprof.forkserver import ForkServer
+from commprof.records import RESULTS_FILE, SCHEMA_VERSION, append_records, read_records
+from commprof.sweep.config import SweepPoint
+from commprof.trial import TrialRequest
+
+# Extra time, beyond a point's limit, that controllers wait for each other before giving up on a peer.
+AGREEMENT_SLACK_S = 120.0
+STDERR_TAIL_LINES = 15
+# Keep the head of a point's NCCL log (init, transports, graphs) and one line per distinct tuning choice.
+NCCL_LOG_HEAD_LINES = 400
+NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,GRAPH,TUNING"}
+
+# When ranks disagree, the most telling status wins: a crash explains its peers' timeouts.
+_FAILURE_PRECEDENCE = ("crashed", "timeout", "aborted", "ok")
+
+
+@dataclass
+class ControllerContext:
+    """This controller's place in the launch and the run it works on."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    run_dir: Path
+    run_id: str
+    session: str                 # fresh per launch, so a resumed run never reuses a rendezvous prefix
+    store: Any                   # the launch's store (controllers' default group)
+    store_host: str
+    store_port: int
+    nccl_debug: bool = True
+    interrupted: bool = field(default=False, repr=False)
+
+    @property
+    def is_writer(self) -> bool:
+        return self.rank == 0
+
+
+@dataclass
+class PointOutcome:
+    """One controller's view of one point."""
+
+    status: str                       # ok / crashed / timeout / aborted (a peer failed first)
+    message: str | None
+    entries: list[dict[str, Any]]     # what the worker finished before it ended
+
+
+def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    useful = [line for line in text if not line.startswith(("NCCL INFO", "[")) or "Error" in line or "error" in line]
+    return "\n".join((useful or text)[-lines:])
+
+
+def _read_entries(path: Path) -> list[dict[str, Any]]:
+    entries = []
+    try:
+        for line in path.read_text().splitlines():
+            try:
+                entries.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a worker killed mid-line: what came before is whole
+    except OSError:
+        pass
+    return entries
+
+
+def run_point(ctx: ControllerContext, server: ForkServer, request: TrialRequest, env: dict[str, str],
+              point_dir: Path) -> PointOutcome:
+    """Run this rank's worker for one point, within the point's time limit; never raises for worker failures."""
+    log_path = point_dir / f"rank{ctx.rank}.log"
+    abort_key = f"{request.store_prefix}/abort"
+    pid = server.launch(request.to_json(), env, str(log_path))
+    deadline = time.monotonic() + request.timeout_s
+    status, message = None, None
+    pipe = server.exit_pipe()
+    last_store_check = 0.0
+    while True:
+        readable, _, _ = select.select([pipe], [], [], 0.02)
+        if readable:
+            break
+        now = time.monotonic()
+        if ctx.interrupted:
+            status, message = "aborted", "interrupted"
+        elif now > deadline:
+            status, message = "timeout", f"no result within the point's limit of {request.timeout_s:g} s"
+        elif now - last_store_check > 0.1:
+            last_store_check = now
+            if ctx.store.check([abort_key]):
+                status, message = "aborted", ctx.store.get(abort_key).decode()
+        if status:
+            _kill_group(pid)
+            break
+    exit_status = server.wait_exit()
+    entries = _read_entries(Path(request.result_path))
+    if status is None:
+        if exit_status.ok:
+            return PointOutcome("ok", None, entries)
+        status = "crashed"
+        message = f"rank {ctx.rank}: worker {exit_status.describe()}"
+        tail = _tail(log_path)
+        if tail:
+            message += f"; stderr tail:\n{tail}"
+        ctx.store.set(abort_key, f"rank {ctx.rank} crashed first")
+    elif status == "timeout":
+        message = f"rank {ctx.rank}: {message}"
+        ctx.store.set(abort_key, f"rank {ctx.rank} timed out")
+    return PointOutcome(status, message, entries)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def agree(outcomes: list[dict[str, Any]]) -> tuple[str, str | None]:
+    """The point's status from every rank's outcome: ok only if all are; else the most telling failure."""
+    statuses = [o["status"] for o in outcomes]
+    for status in _FAILURE_PRECEDENCE:
+        if status in statuses and status != "ok":
+            messages = [o["message"] for o in outcomes if o["status"] == status and o["message"]]
+            return ("crashed" if status == "crashed" else "timeout"), "\n".join(messages[:4]) or None
+    return "ok", None
+
+
+def build_records(ctx: ControllerContext, request: TrialRequest, status: str, message: str | None,
+                  entries: list[dict[str, Any]], nccl: dict | None, duration_s: float) -> list[dict[str, Any]]:
+    """One record per (T, mode) of the point: the worker's entries, and the failure status for the rest."""
+    from commprof.models import ModelShape
+    from commprof.plan import build_step_plan
+
+    model = ModelShape(**request.model)
+    by_key = {(e["tokens"], e["mode"]): e for e in entries}
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    records = []
+    for tokens in request.tokens:
+        plan = build_step_plan(model, request.tp, tokens, request.phase, request.dtype)
+        for mode in request.modes:
+            entry = by_key.get((tokens, mode))
+            if entry is None or (status != "ok" and entry["status"] == "error"):
+                # A peer's crash or hang is the cause of this rank's error (e.g. "connection closed").
+                entry = {"status": status, "message": message}
+            records.append({
+                "schema": SCHEMA_VERSION, "kind": "step", "source": "measured",
+                "run_id": ctx.run_id, "point_id": request.point["point_id"], "point": request.point,
+                "backend": ctx.backend, "world_size": ctx.world_size,
+                "model": model.name, "phase": request.phase, "tp": request.tp, "tokens": tokens,
+                "dtype": request.dtype, "plan": plan.summary(), "mode": mode,
+                "status": entry["status"], "message": entry.get("message"),
+                "timing": entry.get("timing"), "step_us": entry.get("step_us"), "op_us": entry.get("op_us"),
+                "rank_step_median_us": entry.get("rank_step_median_us"), "check": entry.get("check"),
+                "fused_rmsnorm": entry.get("fused_rmsnorm", False), "nccl": nccl,
+                "iterations": request.iterations, "warmup": request.warmup,
+                "duration_s": round(duration_s, 3), "measure_s": entry.get("measure_s"),
+                "time": now, "calibration": None,
+            })
+    return records
+
+
+def summarize_nccl_log(path: Path, plan_bytes: set[int]) -> dict | None:
+    """Parse what NCCL chose from the point's rank-0 INFO log, then shrink the log to what a person reads."""
+    if not path.exists():
+        return None
+    text = path.read_text(errors="replace")
+    try:
+        from commprof.nccl_log import parse_nccl_log
+    except ImportError:
+        summary = None
+    else:
+        summary = parse_nccl_log(text).to_dict()
+        summary["choices"] = _unique_choices(summary.get("choices", []), plan_bytes)
+    lines = text.splitlines()
+    head = lines[:NCCL_LOG_HEAD_LINES]
+    seen, tuning = set(), []
+    for line in lines[NCCL_LOG_HEAD_LINES:]:
+        if " Bytes -> Algo " in line:
+            key = line.split("NCCL INFO", 1)[-1]
+            if key not in seen:
+                seen.add(key)
+                tuning.append(line)
+    path.write_text("\n".join(head + tuning) + "\n")
+    return summary
+
+
+def _unique_choices(choices: list[dict], plan_bytes: set[int]) -> list[dict]:
+    """One entry per distinct choice, for the step's own message sizes (torch's init traffic left out)."""
+    unique = {}
+    for choice in choices:
+        if plan_bytes and choice.get("bytes") not in plan_bytes:
+            continue
+        key = (choice.get("coll"), choice.get("bytes"), choice.get("algo"), choice.get("proto"),
+               choice.get("channels"))
+        unique.setdefault(key, choice)
+    return list(unique.values())
+
+
+def completed_point_ids(records: list[dict[str, Any]], expected_per_point: int) -> set[str]:
+    """Points whose every (T, mode) record is on disk: a resumed run skips them."""
+    counts: dict[str, set] = {}
+    for record in records:
+        if record.get("kind") == "step":
+            counts.setdefault(record["point_id"], set()).add((record["tokens"], record["mode"]))
+    return {pid for pid, keys in counts.items() if len(keys) >= expected_per_point}
+
+
+def repair_results(path: Path, expected_per_point: int) -> list[dict[str, Any]]:
+    """Before a resume: drop a torn last line and the records of points that did not finish writing."""
+    if not path.exists():
+        return []
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        records = read_records(path)
+    done = completed_point_ids(records, expected_per_point)
+    keep = [r for r in records if r.get("point_id") in done or r.get("kind") != "step"]
+    text = path.read_text()
+    if len(keep) != len(records) or (text and not text.endswith("\n")):
+        tmp = path.with_suffix(".repair")
+        tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in keep))
+        os.replace(tmp, path)
+    return keep
+
+
+
+
+@dataclass
+class SweepOptions:
+    """What the entry point's flags decide about a sweep."""
+
+    out: Path
+    resume: Path | None = None
+    nccl_debug: bool = True
+    strict: bool = False
+    argv: list[str] = field(default_factory=list)
+
+
+class SweepProgress:
+    """How a sweep tells a person what it is doing; the entry point passes a rich-backed one on rank 0."""
+
+    def start(self, total: int, run_dir: Path) -> None: ...
+    def add_points(self, count: int) -> None: ...
+    def point_started(self, label: str) -> None: ...
+    def point_done(self, label: str, status: str) -> None: ...
+    def stop(self) -> None: ...
+
+
+def choose_backend() -> str:
+    """NCCL where this node has a GPU for each of its ranks, gloo (CPU ranks) where it has none."""
+    import torch
+
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus == 0:
+        return "gloo"
+    if gpus < local_world:
+        raise UsageError(f"{local_world} ranks on this node but only {gpus} GPU(s): "
+                         f"use --nproc-per-node {gpus} or fewer")
+    return "nccl"
+
+
+def _point_env(ctx: ControllerContext, point, point_dir: Path) -> dict[str, str]:
+    env = {str(k): str(v) for k, v in point.env.items()}
+    if ctx.backend == "nccl" and ctx.nccl_debug:
+        for key, value in NCCL_DEBUG_ENV.items():
+            env.setdefault(key, value)
+        env.setdefault("NCCL_DEBUG_FILE", str(point_dir / f"nccl.rank{ctx.rank}.log"))
+    return env
+
+
+def _measure_point(ctx: ControllerContext, server: ForkServer, spec, model: dict, point,
+                   tp: int) -> list[dict[str, Any]]:
+    """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records."""
+    point_dir = ctx.run_dir / "points" / point.point_id
+    point_dir.mkdir(parents=True, exist_ok=True)
+    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}"
+    result_path = point_dir / f"result.rank{ctx.rank}.jsonl"
+    result_path.unlink(missing_ok=True)
+    iterations, warmup = spec.iterations_for(point)
+    request = TrialRequest(
+        run_id=ctx.run_id, point=point.to_dict(), model=model, tp=tp, tokens=list(spec.tokens),
+        phase=spec.phase, dtype=model["dtype"] if spec.dtype is None else spec.dtype,
+        iterations=iterations, warmup=warmup, backend=ctx.backend, rank=ctx.rank,
+        world_size=ctx.world_size, local_rank=ctx.local_rank, store_host=ctx.store_host,
+        store_port=ctx.store_port, store_prefix=prefix, result_path=str(result_path),
+        timeout_s=float(spec.point_timeout_s))
+    started = time.monotonic()
+    outcome = run_point(ctx, server, request, _point_env(ctx, point, point_dir), point_dir)
+    outcomes = all_gather_json({"status": outcome.status, "message": outcome.message}, ctx.world_size)
+    if not ctx.is_writer:
+        return []
+    status, message = agree(outcomes)
+    nccl = None
+    if ctx.backend == "nccl" and ctx.nccl_debug:
+        plan_bytes = {op_bytes for e in outcome.entries for op_bytes in ((e.get("op_us") or {}).get("bytes") or [])}
+        nccl = summarize_nccl_log(point_dir / f"nccl.rank{ctx.rank}.log", plan_bytes)
+    return build_records(ctx, request, status, message, outcome.entries, nccl, time.monotonic() - started)
+
+
+def run_sweep(spec, options: SweepOptions, progress: SweepProgress | None = None,
+              prepare_run: Callable[..., dict] | None = None) -> dict[str, Any]:
+    """Run every point of `spec` (and its refinement stages) on this rank; returns a summary on every rank.
+
+    `prepare_run(run_dir, backend)` is called on rank 0 once the run folder exists (writes meta.json).
+    """
+    from commprof.models import load_model
+
+    progress = progress or SweepProgress()
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    backend = choose_backend()
+    tp = spec.tp or world_size
+    if tp != world_size:
+        raise UsageError(f"TP {tp} needs exactly {tp} ranks, but this launch has {world_size}: "
+                         f"run torchrun with {tp} processes in all (e.g. --nproc-per-node {tp})")
+    model = load_model(spec.model).to_dict()
+
+    server = ForkServer()
+    dist.init_process_group("gloo", timeout=timedelta(seconds=float(spec.point_timeout_s) + AGREEMENT_SLACK_S))
+    try:
+        setup = {"error": None}
+        if rank == 0:
+            setup = _open_run_dir(spec, options, backend, tp, prepare_run)
+        setup = all_gather_json(setup, world_size)[0]
+        if setup["error"]:
+            raise UsageError(setup["error"])
+        store = dist.distributed_c10d._get_default_store()
+        ctx = ControllerContext(rank=rank, world_size=world_size, local_rank=local_rank, backend=backend,
+                                run_dir=Path(setup["run_dir"]), run_id=setup["run_id"], session=setup["session"],
+                                store=store, store_host=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                                store_port=int(os.environ["MASTER_PORT"]), nccl_debug=options.nccl_debug)
+        install_interrupt_handlers(ctx)
+        return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
+    finally:
+        server.close()
+        dist.destroy_process_group()
+
+
+def _open_run_dir(spec, options: SweepOptions, backend: str, tp: int, prepare_run) -> dict[str, Any]:
+    """Rank 0: create (or reopen, for --resume) the run folder; errors travel to every rank as text."""
+    expected = len(spec.tokens) * 2
+    try:
+        if options.resume:
+            run_dir = Path(options.resume)
+            if not (run_dir / "meta.json").exists():
+                return {"error": f"--resume {run_dir}: not a commprof run folder (no meta.json)"}
+            done = completed_point_ids(repair_results(run_dir / RESULTS_FILE, expected), expected)
+        else:
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+            run_id = f"{stamp}-{spec.name}-tp{tp}-{backend}".replace("/", "-")
+            run_dir = Path(options.out) / run_id
+            run_dir.mkdir(parents=True, exist_ok=False)
+            (run_dir / RESULTS_FILE).touch()
+            done = set()
+        if prepare_run is not None:
+            prepare_run(run_dir, backend)
+    except UsageError as exc:
+        return {"error": str(exc)}
+    except OSError as exc:
+        return {"error": f"cannot write the run folder under {options.out}: {exc.strerror or exc}"}
+    return {"error": None, "run_dir": str(run_dir), "run_id": run_dir.name, "session": secrets.token_hex(4),
+            "done": sorted(done)}
+
+
+def _sweep_loop(ctx: ControllerContext, server: ForkServer, spec, model: dict, tp: int, done: set[str],
+                progress: SweepProgress) -> dict[str, Any]:
+    results_path = ctx.run_dir / RESULTS_FILE
+    points = list(spec.points)
+    statuses: dict[str, str] = {}
+    if ctx.is_writer:
+        progress.start(len(points), ctx.run_dir)
+    stage = 0
+    while True:
+        for point in points:
+            if point.point_id in done:
+                if ctx.is_writer:
+                    progress.point_done(point.label, "done before resume")
+                continue
+            if ctx.is_writer:
+                progress.point_started(point.label)
+            records = _measure_point(ctx, server, spec, model, point, tp)
+            interrupted = all_gather_json(ctx.interrupted, ctx.world_size)
+            if any(interrupted):
+                ctx.interrupted = True
+                break
+            if ctx.is_writer:
+                append_records(results_path, records)
+                statuses[point.point_id] = point_status(records)
+                progress.point_done(point.label, statuses[point.point_id])
+        if ctx.interrupted:
+            break
+        stage += 1
+        if stage > len(spec.stages):
+            break
+        refined = None
+        if ctx.is_writer:
+            refined = [p.to_dict() for p in spec.refine(stage, read_records(results_path))]
+        points = [SweepPoint(**p) for p in all_gather_json(refined, ctx.world_size)[0]]
+        if ctx.is_writer:
+            progress.add_points(len(points))
+    if ctx.is_writer:
+        progress.stop()
+    return {"run_dir": str(ctx.run_dir), "run_id": ctx.run_id, "interrupted": ctx.interrupted,
+            "statuses": statuses, "backend": ctx.backend}
+
+
+def point_status(records: list[dict[str, Any]]) -> str:
+    """One word for a point: "ok" when every measurable (T, mode) is; else its failure statuses.
+
+    Graph mode on CPU ranks is unsupported by nature and does not make a point "not ok".
+    """
+    bad = sorted({r["status"] for r in records if r["status"] != "ok"
+                  and not (r["status"] == "unsupported" and r["mode"] == "graph" and r.get("backend") == "gloo")})
+    return ", ".join(bad) if bad else "ok"
+
+
+def all_gather_json(payload: Any, world_size: int) -> list[Any]:
+    """Every controller's payload (small, picklable), through the controllers' gloo group."""
+    gathered: list[Any] = [None] * world_size
+    dist.all_gather_object(gathered, payload)
+    return gathered
+
+
+def install_interrupt_handlers(ctx: ControllerContext) -> None:
+    """SIGINT / SIGTERM stop the sweep after killing the running worker; finished points are already on disk."""
+    def handler(signum, frame):
+        ctx.interrupted = True
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)

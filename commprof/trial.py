@@ -1,0 +1,150 @@
+"""One trial: one sweep point measured in a fresh process group, in a fresh worker process on every rank.
+
+`run_trial` runs inside the worker (forked by commprof.forkserver with the point's environment already applied,
+because NCCL reads most of its variables once per process). It joins the point's own rendezvous, gates the
+implementation, replays the step plan for every T in eager and graph mode, and writes its outcome as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import Any, Callable
+
+from commprof.models import ModelShape
+
+
+@dataclass
+class TrialRequest:
+    """Everything a worker needs; JSON-able so the fork server can pass it through a pipe."""
+
+    run_id: str
+    point: dict[str, Any]          # SweepPoint.to_dict()
+    model: dict[str, Any]          # ModelShape.to_dict()
+    tp: int
+    tokens: list[int]
+    phase: str
+    dtype: str
+    iterations: int
+    warmup: int
+    backend: str
+    rank: int
+    world_size: int
+    local_rank: int
+    store_host: str
+    store_port: int
+    store_prefix: str
+    result_path: str
+    timeout_s: float
+    modes: list[str] = field(default_factory=lambda: ["eager", "graph"])
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrialRequest":
+        return cls(**json.loads(text))
+
+
+def _entry(tokens: int, mode: str, status: str, message: str | None = None, **extra) -> dict[str, Any]:
+    return {"tokens": tokens, "mode": mode, "status": status, "message": message, **extra}
+
+
+def _agree_support(store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float) -> str | None:
+    """Share each rank's gating verdict through the store; the first refusal (by rank) applies to all ranks."""
+    store.set(f"support/{rank}", json.dumps(verdict))
+    keys = [f"support/{r}" for r in range(world_size)]
+    store.wait(keys, timedelta(seconds=timeout_s))
+    for r, key in enumerate(keys):
+        ok, reason = json.loads(store.get(key))
+        if not ok:
+            return reason if world_size == 1 else f"{reason} (rank {r})"
+    return None
+
+
+def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> None:
+    """Measure one point on this rank, emitting one entry per (T, mode) as soon as it is known.
+
+    Every rank emits the same entries (samples are gathered across ranks before they are summarized).
+    """
+    import torch
+    import torch.distributed as dist
+
+    from commprof.harness import ReplayConfig, StepReplay, replay_mode
+    from commprof.impls.context import build_impl_context
+    from commprof.impls.registry import load_impl, resolve_impl_name
+    from commprof.plan import build_step_plan
+
+    point = request.point
+    impl_name = resolve_impl_name(point["impl"], request.backend)
+    model = ModelShape(**request.model)
+    device = torch.device("cpu")
+    if request.backend == "nccl":
+        device = torch.device("cuda", request.local_rank)
+        torch.cuda.set_device(device)
+    timeout = timedelta(seconds=request.timeout_s)
+    store = dist.PrefixStore(request.store_prefix,
+                             dist.TCPStore(request.store_host, request.store_port, is_master=False, timeout=timeout))
+
+    impl_cls = load_impl(impl_name)
+    ctx = build_impl_context(request.backend, request.world_size, request.dtype, tuple(request.tokens),
+                             model.hidden_size, point.get("options", {}))
+    support = impl_cls.support(ctx)
+    refusal = _agree_support(store, request.rank, request.world_size, (support.ok, support.reason),
+                             request.timeout_s)
+    if refusal is not None:
+        for t in request.tokens:
+            for m in request.modes:
+                emit(_entry(t, m, "unsupported", refusal))
+        return
+
+    dist.init_process_group(request.backend, store=store, rank=request.rank, world_size=request.world_size,
+                            timeout=timeout, **({"device_id": device} if device.type == "cuda" else {}))
+    group = dist.group.WORLD
+    plans = {t: build_step_plan(model, request.tp, t, request.phase, request.dtype) for t in request.tokens}
+    impl = None
+    try:
+        try:
+            impl = impl_cls(point.get("options", {}))
+            impl.setup(group, plans[max(plans)], device)
+            impl.prepare(sorted({(t, model.hidden_size) for t in request.tokens}))
+        except Exception as exc:  # a kernel library refusing this box is a result, not a crash
+            message = f"{impl_name} setup failed: {type(exc).__name__}: {exc}"[:2000]
+            for t in request.tokens:
+                for m in request.modes:
+                    emit(_entry(t, m, "error", message))
+            return
+        config = ReplayConfig(iterations=request.iterations, warmup=request.warmup)
+        for tokens, plan in plans.items():
+            per_t = impl_cls.support_tokens(ctx, tokens)
+            if not per_t:
+                for m in request.modes:
+                    emit(_entry(tokens, m, "unsupported", per_t.reason))
+                continue
+            replay = StepReplay(plan, impl, group, device, config)
+            for mode in request.modes:
+                started = time.perf_counter()
+                result = replay_mode(replay, mode).to_dict()
+                emit(_entry(tokens, **result, fused_rmsnorm=impl.fuses_rmsnorm,
+                            measure_s=round(time.perf_counter() - started, 4)))
+            del replay
+    finally:
+        if impl is not None:
+            impl.teardown()
+        dist.destroy_process_group()
+
+
+def worker_main(request: TrialRequest) -> int:
+    """Entry point in the forked worker: run the trial, appending each entry to the result file as it ends.
+
+    Entries are flushed one by one, so a worker that later hangs or dies leaves what it finished.
+    """
+    with open(request.result_path, "a", encoding="utf-8") as out:
+        def emit(entry: dict[str, Any]) -> None:
+            out.write(json.dumps(entry) + "\n")
+            out.flush()
+
+        run_trial(request, emit)
+    return 0

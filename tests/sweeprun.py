@@ -1,0 +1,51 @@
+"""Launch real torchrun sweeps on gloo from tests: a tiny model, sweep files written in the test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.distributed import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def tiny_model(tmp_path: Path, layers: int = 3, hidden: int = 64, vocab: int = 256) -> Path:
+    path = tmp_path / "tiny" / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"num_hidden_layers": layers, "hidden_size": hidden, "vocab_size": vocab,
+                                "torch_dtype": "bfloat16"}))
+    return path
+
+
+def sweep_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("RANK", None)
+    return env
+
+
+def torchrun_args(nproc: int, *args: str, nnodes: int = 1, node_rank: int = 0, port: int | None = None) -> list[str]:
+    port = port or free_port()
+    launch = [f"--nproc-per-node={nproc}"]
+    if nnodes == 1:
+        launch += ["--standalone"] if port is None else ["--master-addr=127.0.0.1", f"--master-port={port}"]
+    else:
+        launch += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--master-addr=127.0.0.1",
+                   f"--master-port={port}"]
+    return [*TORCHRUN, *launch, "-m", "commprof.allreduce_sweep", *args]
+
+
+def run_sweep(nproc: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run(torchrun_args(nproc, *args), capture_output=True, text=True, timeout=timeout,
+                          env=sweep_env(), cwd=REPO)
+
+
+def only_run_dir(out: Path) -> Path:
+    runs = [p for p in out.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]

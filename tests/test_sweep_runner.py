@@ -1,0 +1,129 @@
+"""The sweep runner on real gloo processes: faults recorded and survived, resume, two "nodes", CLI errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from commprof.records import read_records
+from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
+from tests.distributed import free_port
+
+pytestmark = pytest.mark.slow
+
+FAULTY = "tests.plugins.faulty"
+
+
+def write_sweep(tmp_path, model, body, timeout=8, tokens=(2,)):
+    path = tmp_path / "sweep.toml"
+    path.write_text(f'name = "test"\n[run]\nmodel = "{model}"\ntokens = {list(tokens)}\niterations = 3\n'
+                    f"warmup = 1\npoint_timeout_s = {timeout}\n{body}")
+    return path
+
+
+def by_point(records):
+    out = {}
+    for r in records:
+        out.setdefault(r["point"]["impl"], []).append(r)
+    return out
+
+
+def test_faulty_points_are_recorded_and_the_sweep_goes_on(tmp_path):
+    model = tiny_model(tmp_path)
+    impls = ["default", f"{FAULTY}:Hang", f"{FAULTY}:Crash", f"{FAULTY}:WrongOnRank1", "nccl"]
+    sweep = write_sweep(tmp_path, model, "[axes]\nimpl = " + json.dumps(impls) + "\n")
+    started = time.monotonic()
+    out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor")
+    elapsed = time.monotonic() - started
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = only_run_dir(tmp_path / "runs")
+    points = by_point(read_records(run / "results.jsonl"))
+    assert set(points) == set(impls)
+    assert {r["status"] for r in points["default"] if r["mode"] == "eager"} == {"ok"}
+    assert {r["status"] for r in points[f"{FAULTY}:Hang"]} == {"timeout"}
+    crashed = [r for r in points[f"{FAULTY}:Crash"] if r["mode"] == "eager"]
+    assert {r["status"] for r in crashed} == {"crashed"}
+    assert "SIGABRT" in crashed[0]["message"] and "rank 1" in crashed[0]["message"]
+    wrong = [r for r in points[f"{FAULTY}:WrongOnRank1"] if r["mode"] == "eager"]
+    assert wrong[0]["status"] == "wrong" and wrong[0]["check"]["first_bad_site"] == "embed"
+    assert {r["status"] for r in points["nccl"]} == {"unsupported"}
+    assert "NCCL" in points["nccl"][0]["message"]
+    # Every point ran; the hang cost its limit once, not forever.
+    assert elapsed < 8 + 90
+    assert "timeout" in out.stdout and "crashed" in out.stdout
+
+
+def test_resume_after_the_controller_is_killed(tmp_path):
+    model = tiny_model(tmp_path)
+    sweep = write_sweep(tmp_path, model, '[axes.env]\nCOMMPROF_TEST_KNOB = ["a", "b", "c", "d", "e"]\n',
+                        tokens=(1, 2))
+    out_dir = tmp_path / "runs"
+    proc = subprocess.Popen(torchrun_args(2, "--sweep", str(sweep), "--out", str(out_dir), "--no-doctor"),
+                            env=sweep_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 120
+    results = None
+    while time.monotonic() < deadline:
+        runs = list(out_dir.glob("*/results.jsonl")) if out_dir.exists() else []
+        if runs and len({json.loads(l)["point_id"] for l in runs[0].read_text().splitlines() if l}) >= 2:
+            results = runs[0]
+            break
+        time.sleep(0.05)
+    assert results is not None, "the sweep never wrote two points"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = {json.loads(l)["point_id"] for l in results.read_text().splitlines() if l.strip()}
+    assert 2 <= len(before) < 7
+
+    resumed = run_sweep(2, "--resume", str(results.parent), "--no-doctor")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    records = read_records(results)
+    keys = [(r["point_id"], r["tokens"], r["mode"]) for r in records]
+    assert len(keys) == len(set(keys)), "a point was recorded twice"
+    assert {r["point_id"] for r in records} == {f"p{i:03d}" for i in range(6)}
+    assert len(keys) == 6 * 2 * 2
+    assert "done before resume" in resumed.stderr
+
+
+def test_two_node_launch_with_torchrun_rendezvous(tmp_path):
+    model = tiny_model(tmp_path)
+    port = free_port()
+    out_dir = tmp_path / "runs"
+    args = ["--model", str(model), "--tokens", "2", "--iterations", "3", "--out", str(out_dir), "--no-doctor"]
+    nodes = [subprocess.Popen(torchrun_args(1, *args, nnodes=2, node_rank=rank, port=port), env=sweep_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    outputs = [node.communicate(timeout=180) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs[0][1][-2000:] + outputs[1][1][-2000:]
+    records = read_records(only_run_dir(out_dir) / "results.jsonl")
+    eager = [r for r in records if r["mode"] == "eager"]
+    assert eager[0]["status"] == "ok" and eager[0]["world_size"] == 2 and len(eager[0]["rank_step_median_us"]) == 2
+    assert "p000" in outputs[0][0] and outputs[1][0] == ""  # only global rank 0 prints
+
+
+def test_dry_run_starts_nothing(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "commprof.allreduce_sweep", "--sweep", "sweeps/pcie8-verify.toml",
+                          "--dry-run", "--out", str(tmp_path / "runs")], capture_output=True, text=True,
+                         env=sweep_env(), cwd=sweep_env()["PYTHONPATH"].split(os.pathsep)[0], timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "p000" in out.stdout and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--model", "nope"], "known presets"),
+    (["--tokens", "0"], "tokens must be >= 1"),
+    (["--tp", "0"], "tensor parallel degree"),
+    (["--tp", "4"], "TP 4 needs exactly 4 ranks"),
+    (["--out", "{tmp}/a-file/runs"], "not writable"),
+])
+def test_bad_input_is_one_clear_line(tmp_path, args, needle):
+    (tmp_path / "a-file").write_text("")
+    args = [a.format(tmp=tmp_path) for a in args]
+    out = subprocess.run([sys.executable, "-m", "commprof.allreduce_sweep", *args, "--no-doctor"],
+                         capture_output=True, text=True, env=sweep_env(), timeout=120, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert needle in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
