@@ -50,11 +50,13 @@ def _tokens(ctx, param, value):
 @click.option("--dry-run", is_flag=True, help="Print the expanded points and an estimate; run nothing.")
 @click.option("--nccl-debug/--no-nccl-debug", default=True, show_default=True,
               help="Capture NCCL's INFO log per point to record what NCCL chose.")
+@click.option("--share-gpus", is_flag=True,
+              help="Let several ranks share a GPU (a functional check of NCCL paths, not a tuning result).")
 @click.option("--strict", is_flag=True, help="Refuse to sweep when `commprof doctor` finds a failing check.")
 @click.option("--doctor/--no-doctor", "with_doctor", default=True, show_default=True,
               help="Run the doctor's quick checks first and store the verdicts in meta.json.")
 def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations, warmup, point_timeout, out,
-                  resume, dry_run, nccl_debug, strict, with_doctor):
+                  resume, dry_run, nccl_debug, share_gpus, strict, with_doctor):
     """Replay the step's collectives at their real sizes and sweep NCCL settings and implementations."""
     from commprof.sweep.config import default_sweep, load_sweep
     from commprof.sweep.runner import SweepOptions, run_sweep
@@ -94,7 +96,7 @@ def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations
     if resume is None:
         _check_writable(Path(out))
     options = SweepOptions(out=Path(out), resume=Path(resume) if resume else None, nccl_debug=nccl_debug,
-                           strict=strict, argv=list(sys.argv))
+                           strict=strict, share_gpus=share_gpus, argv=list(sys.argv))
     from commprof.sweep.console import SweepConsole, prepare_run_folder
 
     console = SweepConsole(enabled=rank == 0)

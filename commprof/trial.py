@@ -32,7 +32,7 @@ class TrialRequest:
     backend: str
     rank: int
     world_size: int
-    local_rank: int
+    device_index: int               # the CUDA device this rank uses (ranks may share one, see --share-gpus)
     store_host: str
     store_port: int
     store_prefix: str
@@ -82,7 +82,7 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
     model = ModelShape(**request.model)
     device = torch.device("cpu")
     if request.backend == "nccl":
-        device = torch.device("cuda", request.local_rank)
+        device = torch.device("cuda", request.device_index)
         torch.cuda.set_device(device)
     timeout = timedelta(seconds=request.timeout_s)
     store = dist.PrefixStore(request.store_prefix,

@@ -67,6 +67,9 @@ class SweepConsole(SweepProgress):
             records = read_records(run_dir / RESULTS_FILE)
         out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200)
         out.print(summary_table(records))
+        collectives = per_collective_table(records)
+        if collectives is not None:
+            out.print(collectives)
         out.print(f"results: {run_dir / RESULTS_FILE}\nrender the report: python -m commprof report {run_dir}")
 
 
@@ -74,7 +77,7 @@ def _fmt_us(stats: dict | None) -> str:
     if not stats:
         return "—"
     value = stats["median"]
-    return f"{value / 1000:.3f} ms" if value >= 1000 else f"{value:.1f} µs"
+    return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} µs"
 
 
 def summary_table(records: list[dict[str, Any]]) -> Table:
@@ -111,6 +114,51 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     return table
 
 
+def per_collective_table(records: list[dict[str, Any]], point_id: str = "p000") -> Table | None:
+    """Per-collective latency of one point (eager, where ops are timed one by one), grouped by site kind."""
+    rows: dict[str, dict[int, list]] = {}
+    sizes: dict[tuple[str, int], int] = {}
+    tokens = []
+    for r in records:
+        if r.get("point_id") != point_id or r["mode"] != "eager" or r["status"] != "ok" or not r.get("op_us"):
+            continue
+        tokens.append(r["tokens"])
+        ops = r["op_us"]
+        for site, nbytes, median, p99 in zip(ops["sites"], ops["bytes"], ops["median"], ops["p99"]):
+            kind = site.rsplit(".", 1)[-1]
+            rows.setdefault(kind, {}).setdefault(r["tokens"], []).append((median, p99))
+            sizes[(kind, r["tokens"])] = nbytes
+    if not rows:
+        return None
+    tokens = sorted(set(tokens))
+    table = Table(title=f"per collective, point {point_id}, eager: median of the ops' medians (p99 of the worst op)")
+    table.add_column("site", no_wrap=True)
+    table.add_column("ops", justify="right")
+    for t in tokens:
+        table.add_column(f"T={t} size", justify="right", no_wrap=True)
+        table.add_column(f"T={t} median", justify="right", no_wrap=True)
+        table.add_column(f"T={t} p99", justify="right", no_wrap=True)
+    for kind in ("embed", "attn", "mlp", "logits"):
+        if kind not in rows:
+            continue
+        count = len(next(iter(rows[kind].values())))
+        row = [kind, str(count)]
+        for t in tokens:
+            values = rows[kind].get(t, [])
+            if not values:
+                row += ["—"] * 3
+                continue
+            medians = sorted(v[0] for v in values)
+            row += [_fmt_bytes(sizes[(kind, t)]), _fmt_us({"median": medians[len(medians) // 2]}),
+                    _fmt_us({"median": max(v[1] for v in values)})]
+        table.add_row(*row)
+    return table
+
+
+def _fmt_bytes(n: int) -> str:
+    return f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} B"
+
+
 def _cell(record: dict | None) -> str:
     if record is None:
         return "—"
@@ -143,6 +191,7 @@ def prepare_run_folder(run_dir: Path, backend: str, spec, options, with_doctor: 
                     "iterations": spec.iterations, "warmup": spec.warmup}
     meta["sweep"] = {"path": spec.path, "name": spec.name, "content": spec.content,
                      "sha256": hashlib.sha256(spec.content.encode()).hexdigest(), "report": spec.report}
+    meta["shared_gpus"] = options.share_gpus  # ranks shared GPUs: a functional check, not a tuning result
     meta["topology"] = _topology()
     if with_doctor:
         meta["doctor"] = _doctor(console)

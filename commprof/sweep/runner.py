@@ -44,7 +44,7 @@ class ControllerContext:
 
     rank: int
     world_size: int
-    local_rank: int
+    device_index: int            # CUDA device of this rank's workers (local rank, modulo GPUs when shared)
     backend: str
     run_dir: Path
     run_id: str
@@ -53,6 +53,7 @@ class ControllerContext:
     store_host: str
     store_port: int
     nccl_debug: bool = True
+    rank_env: dict[str, str] = field(default_factory=dict)   # set for this rank's workers at every point
     interrupted: bool = field(default=False, repr=False)
 
     @property
@@ -260,6 +261,7 @@ class SweepOptions:
     resume: Path | None = None
     nccl_debug: bool = True
     strict: bool = False
+    share_gpus: bool = False
     argv: list[str] = field(default_factory=list)
 
 
@@ -273,7 +275,7 @@ class SweepProgress:
     def stop(self) -> None: ...
 
 
-def choose_backend() -> str:
+def choose_backend(share_gpus: bool = False) -> str:
     """NCCL where this node has a GPU for each of its ranks, gloo (CPU ranks) where it has none."""
     import torch
 
@@ -281,14 +283,25 @@ def choose_backend() -> str:
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if gpus == 0:
         return "gloo"
-    if gpus < local_world:
+    if gpus < local_world and not share_gpus:
         raise UsageError(f"{local_world} ranks on this node but only {gpus} GPU(s): "
-                         f"use --nproc-per-node {gpus} or fewer")
+                         f"use --nproc-per-node {gpus} or fewer (or --share-gpus for a functional check)")
     return "nccl"
 
 
+def shared_gpu_env(rank: int) -> dict[str, str]:
+    """Let several NCCL ranks use one GPU: NCCL 2.30's switch, or (older) one fake host per rank."""
+    from commprof.runmeta import nccl_version
+
+    version = tuple(int(x) for x in (nccl_version() or "0").split(".")[:2])
+    if version >= (2, 30):
+        return {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}
+    # Distinct host ids make NCCL treat each rank as its own node (network transport, no P2P/SHM).
+    return {"NCCL_HOSTID": f"commprof-rank{rank}"}
+
+
 def _point_env(ctx: ControllerContext, point, point_dir: Path) -> dict[str, str]:
-    env = {str(k): str(v) for k, v in point.env.items()}
+    env = {**ctx.rank_env, **{str(k): str(v) for k, v in point.env.items()}}
     if ctx.backend == "nccl" and ctx.nccl_debug:
         for key, value in NCCL_DEBUG_ENV.items():
             env.setdefault(key, value)
@@ -309,7 +322,7 @@ def _measure_point(ctx: ControllerContext, server: ForkServer, spec, model: dict
         run_id=ctx.run_id, point=point.to_dict(), model=model, tp=tp, tokens=list(spec.tokens),
         phase=spec.phase, dtype=model["dtype"] if spec.dtype is None else spec.dtype,
         iterations=iterations, warmup=warmup, backend=ctx.backend, rank=ctx.rank,
-        world_size=ctx.world_size, local_rank=ctx.local_rank, store_host=ctx.store_host,
+        world_size=ctx.world_size, device_index=ctx.device_index, store_host=ctx.store_host,
         store_port=ctx.store_port, store_prefix=prefix, result_path=str(result_path),
         timeout_s=float(spec.point_timeout_s))
     started = time.monotonic()
@@ -337,7 +350,7 @@ def run_sweep(spec, options: SweepOptions, progress: SweepProgress | None = None
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    backend = choose_backend()
+    backend = choose_backend(options.share_gpus)
     tp = spec.tp or world_size
     if tp != world_size:
         raise UsageError(f"TP {tp} needs exactly {tp} ranks, but this launch has {world_size}: "
@@ -354,15 +367,25 @@ def run_sweep(spec, options: SweepOptions, progress: SweepProgress | None = None
         if setup["error"]:
             raise UsageError(setup["error"])
         store = dist.distributed_c10d._get_default_store()
-        ctx = ControllerContext(rank=rank, world_size=world_size, local_rank=local_rank, backend=backend,
+        ctx = ControllerContext(rank=rank, world_size=world_size, device_index=_device_index(local_rank, backend),
+                                backend=backend,
                                 run_dir=Path(setup["run_dir"]), run_id=setup["run_id"], session=setup["session"],
                                 store=store, store_host=os.environ.get("MASTER_ADDR", "127.0.0.1"),
-                                store_port=int(os.environ["MASTER_PORT"]), nccl_debug=options.nccl_debug)
+                                store_port=int(os.environ["MASTER_PORT"]), nccl_debug=options.nccl_debug,
+                                rank_env=shared_gpu_env(rank) if options.share_gpus and backend == "nccl" else {})
         install_interrupt_handlers(ctx)
         return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
     finally:
         server.close()
         dist.destroy_process_group()
+
+
+def _device_index(local_rank: int, backend: str) -> int:
+    if backend != "nccl":
+        return 0
+    import torch
+
+    return local_rank % torch.cuda.device_count()
 
 
 def _open_run_dir(spec, options: SweepOptions, backend: str, tp: int, prepare_run) -> dict[str, Any]:
