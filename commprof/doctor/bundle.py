@@ -1,0 +1,94 @@
+"""Diagnostic bundles: a directory of raw outputs, read by `doctor --from DIR`, written by `doctor --collect DIR`.
+
+File names follow the convention of bundles people already share (cmdline, dmesg, dmidecode, lscpu,
+lspci_full, numa, nvidia_smi_full, nvidia_topo), each with or without a ".log" suffix; commprof adds its
+own (nvml.json, nccl_init.log, gpu_tests.json, ...) and manifest.json, which says why anything is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from commprof.doctor.facts import Facts, Source
+from commprof.errors import UsageError
+
+# Bundle key -> what it holds.
+TEXT_FILES = {
+    "cmdline": "/proc/cmdline",
+    "dmesg": "dmesg",
+    "dmidecode": "dmidecode",
+    "lscpu": "lscpu",
+    "lspci_full": "lspci -vvv",
+    "numa": "numactl --hardware",
+    "nvidia_smi_full": "nvidia-smi -q",
+    "nvidia_topo": "nvidia-smi topo -m",
+    "nvidia_params": "/proc/driver/nvidia/params",
+    "uvm_disable_hmm": "/sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
+    "iommu_groups": "/sys/kernel/iommu_groups",
+    "env": "NCCL_* / CUDA_* / PYTORCH_* / TORCH_* environment",
+    "nccl_conf": "/etc/nccl.conf (~/.nccl.conf, NCCL_CONF_FILE)",
+    "nccl_init": "NCCL_DEBUG=INFO log of the all-GPU init test",
+}
+JSON_FILES = {"sysfs_pci": "sysfs PCIe link and AER files of the GPUs and the bridges above them"}
+NVML_FILE, TESTS_FILE, MANIFEST_FILE = "nvml.json", "gpu_tests.json", "manifest.json"
+
+
+def read_bundle(directory: Path) -> Facts:
+    """Facts from a bundle directory; every file is optional, a missing one says so."""
+    if not directory.is_dir():
+        raise UsageError(f"--from {directory}: not a directory")
+    manifest = _json(directory / MANIFEST_FILE) or {}
+    missing = manifest.get("missing", {})
+    facts = Facts(origin=str(directory))
+    for name in [*TEXT_FILES, *JSON_FILES]:
+        path = _find(directory, name)
+        if path is None:
+            facts.sources[name] = Source(name, f"bundle {directory.name}/{name}", None,
+                                         missing.get(name, "not in the bundle"))
+        else:
+            facts.sources[name] = Source(name, f"{directory.name}/{path.name}",
+                                         path.read_text(errors="replace"))
+    nvml = _json(directory / NVML_FILE) or {}
+    facts.topology = nvml.get("topology")
+    facts.gpu_health = nvml.get("health")
+    facts.tests = _json(directory / TESTS_FILE) or {}
+    if not any(s.ok for s in facts.sources.values()) and not nvml:
+        raise UsageError(f"--from {directory}: no bundle file found (expected names like cmdline.log, "
+                         "lspci_full.log, nvidia_smi_full.log)")
+    return facts
+
+
+def write_bundle(facts: Facts, directory: Path) -> list[Path]:
+    """Write every gathered source, the NVML answers and the test results; returns the files written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, source in facts.sources.items():
+        if source.ok:
+            path = directory / (f"{name}.json" if name in JSON_FILES else f"{name}.log")
+            path.write_text(source.text)
+            written.append(path)
+    files = {NVML_FILE: {"topology": facts.topology, "health": facts.gpu_health}, TESTS_FILE: facts.tests,
+             MANIFEST_FILE: {"collected": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "origin": facts.origin,
+                             "sources": {n: s.where for n, s in facts.sources.items() if s.ok},
+                             "missing": {n: s.missing for n, s in facts.sources.items() if not s.ok}}}
+    for filename, content in files.items():
+        (directory / filename).write_text(json.dumps(content, indent=2))
+        written.append(directory / filename)
+    return written
+
+
+def _find(directory: Path, name: str) -> Path | None:
+    for candidate in (f"{name}.log", name, f"{name}.txt", f"{name}.json"):
+        path = directory / candidate
+        if path.is_file():
+            return path
+    return None
+
+
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,77 @@
+"""Check 10: settings in the environment and /etc/nccl.conf that skew or break measurements."""
+
+from __future__ import annotations
+
+from commprof.doctor.facts import Facts
+from commprof.doctor.result import OK, SKIPPED, WARN, CheckResult
+
+ID, TITLE = "env", "No conflicting NCCL / PyTorch settings"
+
+# Variables a sweep sets per point: set globally they replace NCCL's defaults in the baseline.
+TUNING_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS",
+               "NCCL_MAX_CTAS", "NCCL_NTHREADS", "NCCL_BUFFSIZE", "NCCL_THREAD_THRESHOLDS", "NCCL_P2P_DISABLE",
+               "NCCL_SHM_DISABLE", "NCCL_TUNER_PLUGIN")
+
+
+def parse_assignments(text: str) -> dict[str, str]:
+    """NAME=value lines (environment dumps, nccl.conf); '#' comments and blank lines skipped."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("export "):
+            line = line[7:]
+        name, sep, value = line.partition("=")
+        if sep and name and not name.startswith("#"):
+            out[name.strip()] = value.strip().strip('"').strip("'")
+    return out
+
+
+def check_env(facts: Facts) -> CheckResult:
+    env_src, conf_src = facts.source("env"), facts.source("nccl_conf")
+    if not env_src.ok and not conf_src.ok:
+        return CheckResult(ID, TITLE, SKIPPED, f"no environment to read ({env_src.why_missing()})")
+    settings: dict[str, tuple[str, str]] = {}
+    if conf_src.ok:
+        settings.update({k: (v, conf_src.where) for k, v in parse_assignments(conf_src.text).items()})
+    if env_src.ok:  # the environment overrides nccl.conf
+        settings.update({k: (v, env_src.where) for k, v in parse_assignments(env_src.text).items()})
+    findings: list[tuple[str, str, str]] = []  # (finding, evidence, fix)
+    for name in ("NCCL_GRAPH_FILE", "NCCL_TOPO_FILE"):
+        if name in settings:
+            value, where = settings[name]
+            findings.append((f"{name} forces a topology description; a stale file from another box or BIOS "
+                             "setting silently changes rings and transports",
+                             f"{name}={value} ({where})", f"unset {name} (keep it only as a sweep axis)"))
+    algo = settings.get("NCCL_ALGO", ("", ""))[0]
+    if algo and ":" not in algo and algo.strip("^").lower() == "tree":
+        findings.append(("plain NCCL_ALGO=Tree disables Ring for every collective: on NCCL >= 2.24 torch's "
+                         "broadcasts and all-gathers fail with 'No algorithm/protocol available'",
+                         f"NCCL_ALGO={algo} ({settings['NCCL_ALGO'][1]})", "use NCCL_ALGO=allreduce:tree"))
+    proto = settings.get("NCCL_PROTO", ("", ""))[0]
+    if "ll128" in proto.lower() and not proto.startswith("^"):
+        findings.append(("NCCL_PROTO forces LL128, which NCCL disables on PCIe-only boxes: it can corrupt data",
+                         f"NCCL_PROTO={proto} ({settings['NCCL_PROTO'][1]})", "unset NCCL_PROTO"))
+    forced = [n for n in TUNING_VARS if n in settings]
+    if forced:
+        findings.append(("NCCL tuning variables set globally: the sweep's baseline would not be NCCL's defaults",
+                         ", ".join(f"{n}={settings[n][0]} ({settings[n][1]})" for n in forced),
+                         "unset " + " ".join(forced) + " (sweep them as axes instead)"))
+    alloc = settings.get("PYTORCH_CUDA_ALLOC_CONF", ("", ""))[0]
+    if "expandable_segments:true" in alloc.replace(" ", "").lower():
+        findings.append(("expandable_segments maps memory with cuMem APIs that custom all-reduce kernels' CUDA "
+                         "IPC handles do not cover (engines turn custom all-reduce off or fail to capture)",
+                         f"PYTORCH_CUDA_ALLOC_CONF={alloc} ({settings['PYTORCH_CUDA_ALLOC_CONF'][1]})",
+                         "unset PYTORCH_CUDA_ALLOC_CONF or set expandable_segments:False when measuring "
+                         "custom all-reduce"))
+    order = settings.get("CUDA_DEVICE_ORDER", ("", ""))[0]
+    if order and order != "PCI_BUS_ID":
+        findings.append(("CUDA numbers GPUs differently from nvidia-smi / NVML / NCCL logs, so GPU i in one is "
+                         "not GPU i in the other", f"CUDA_DEVICE_ORDER={order} ({settings['CUDA_DEVICE_ORDER'][1]})",
+                         "export CUDA_DEVICE_ORDER=PCI_BUS_ID"))
+    if not findings:
+        shown = sorted(n for n in settings if n.startswith(("NCCL_", "CUDA_", "PYTORCH_")))
+        return CheckResult(ID, TITLE, OK, "nothing forces NCCL's choices or breaks custom all-reduce",
+                           [f"set: {', '.join(shown) or 'no NCCL_* / CUDA_* / PYTORCH_* variable'}"
+                            f" ({', '.join(s.where for s in (env_src, conf_src) if s.ok)})"])
+    return CheckResult(ID, TITLE, WARN, "; ".join(f[0] for f in findings), [f[1] for f in findings],
+                       "; ".join(f[2] for f in findings))

@@ -1,0 +1,144 @@
+"""The GPU-test machinery of the doctor, on CPU: process isolation and time limits, pair scheduling, NVML
+health answers, and the torch / NVML calls bound against their installed signatures."""
+
+import inspect
+import os
+import time
+from pathlib import Path
+
+import pynvml
+import pytest
+
+from commprof.doctor import gpu_tests, live
+from commprof.doctor.nccl_probe import run_probe
+from commprof.doctor.nvml_health import gather_health
+from commprof.doctor.runner import run_checks
+from commprof.topology import probe_topology
+from tests.nvml_fake import FakeNvml, HealthyNvml
+
+DOCTOR = Path(__file__).parent / "fixtures" / "doctor"
+
+
+@pytest.fixture
+def fake_probes_importable(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", f"{DOCTOR}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+
+
+def test_a_hang_is_killed_at_the_time_limit_with_every_rank(tmp_path, fake_probes_importable):
+    start = time.monotonic()
+    result = run_probe([0, 1], {}, 1.5, tmp_path / "hang.log", module="fake_probe_hang")
+    assert time.monotonic() - start < 5
+    assert result["status"] == "timeout" and "hang" in result["message"]
+    for rank in (0, 1):
+        pid = int((tmp_path / f"hang.json.pid{rank}").read_text())
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_crashing_rank_is_reported_with_its_exit_code_and_log_tail(tmp_path, fake_probes_importable):
+    result = run_probe([0, 1], {"NCCL_P2P_DISABLE": "1"}, 20, tmp_path / "crash.log", module="fake_probe_crash")
+    assert result["status"] == "crashed"
+    assert "-6" in result["message"] and "illegal memory access" in result["message"]
+    assert result["env"] == {"NCCL_P2P_DISABLE": "1"}
+
+
+@pytest.mark.slow
+def test_the_real_probe_all_reduces_on_gloo(tmp_path):
+    result = run_probe([0, 1], {}, 120, tmp_path / "gloo.log", backend="gloo")
+    assert result["status"] == "ok", result
+    assert result["max_abs_err"] == 0.0
+
+
+def test_pair_rounds_are_gpu_disjoint_and_quick_takes_one_pair_per_level():
+    pairs = [(a, b) for a in range(8) for b in range(a + 1, 8)]
+    rounds = gpu_tests.rounds(pairs)
+    assert sorted(p for r in rounds for p in r) == pairs
+    for r in rounds:
+        used = [g for p in r for g in p]
+        assert len(used) == len(set(used))
+    assert len(rounds) <= 8
+    levels = {(0, 1): "PIX", (0, 2): "NODE", (0, 4): "SYS", (1, 2): "NODE", (2, 3): "PIX", (2, 4): "NODE",
+              (3, 5): "SYS"}
+    assert gpu_tests.representative_pairs(levels) == [(0, 1), (2, 4), (3, 5)]
+    assert gpu_tests.representative_pairs({(0, 1): "PIX", (0, 2): "SYS"}) == [(0, 1), (0, 2)]
+
+
+def test_gpu_tests_escalate_to_every_pair_and_control_the_failures(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_probe(gpus, env, timeout_s, log_path, load_seconds=0.0):
+        calls.append((tuple(gpus), dict(env)))
+        log_path.write_text("h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n")
+        if len(gpus) == 4:
+            return {"gpus": gpus, "status": "timeout", "message": "hang", "seconds": 1.0, "log": str(log_path)}
+        bad = tuple(gpus) == (0, 2) and "NCCL_P2P_DISABLE" not in env
+        return {"gpus": gpus, "env": env, "status": "timeout" if bad else "ok", "seconds": 1.0,
+                "message": "", "log": str(log_path)}
+
+    monkeypatch.setattr(gpu_tests, "run_probe", fake_probe)
+    topology = probe_topology(FakeNvml())
+    tests, log = gpu_tests.run_gpu_tests(topology, quick=True, workdir=tmp_path)
+    assert tests["all_gpus"]["status"] == "timeout"
+    assert len(tests["pairs"]) == 6 and tests["pairs_scope"] == ""  # the all-GPU hang widened the scope
+    assert all(env == {"NCCL_P2P_LEVEL": "SYS"} for gpus, env in calls[1:7])
+    failed = [t for t in tests["pairs"] if t["status"] != "ok"]
+    assert [t["gpus"] for t in failed] == [[0, 2]] and failed[0]["control"]["status"] == "ok"
+    assert calls[-1] == ((0, 2), {"NCCL_P2P_DISABLE": "1"})
+    assert tests["pairs"][0]["transports"] == ["P2P"] and log.ok
+
+
+def test_live_gather_with_gpus_wires_nvml_tests_and_log_into_the_checks(monkeypatch, tmp_path):
+    topology = probe_topology(FakeNvml())
+    monkeypatch.setattr(live, "probe_topology", lambda: topology)
+    monkeypatch.setattr(live, "gather_health", lambda: gather_health(HealthyNvml()))
+    log = (Path(__file__).parent / "fixtures" / "nccl_log" / "nccl-2.27-8gpu-pcie.log").read_text()
+
+    def fake_tests(topo, quick, workdir):
+        pairs = [{"gpus": [0, 1], "status": "ok", "seconds": 2.0, "transports": ["P2P"], "message": ""},
+                 {"gpus": [0, 2], "status": "ok", "seconds": 2.0, "transports": ["P2P"], "message": ""}]
+        return ({"pairs": pairs, "pairs_scope": " (quick)", "link_load": {
+            g["pci_bus_id"]: {"gen": 5, "width": 16} for g in topo["gpus"]}},
+            live.Source("nccl_init", "fake", log))
+
+    monkeypatch.setattr(live.gpu_tests, "run_gpu_tests", fake_tests)
+    facts = live.gather_live(quick=True)
+    verdicts = {r.id: r for r in run_checks(facts)}
+    assert verdicts["p2p"].status == "ok" and "2 pair(s) (quick)" in verdicts["p2p"].detail
+    assert verdicts["pcie-link"].status == "ok"  # Gen1 idle in NVML, Gen5 under load
+    assert verdicts["bar1"].status == "ok"
+    assert verdicts["nccl"].status == "warn" and "2.27.3" in verdicts["nccl"].evidence[0]
+    assert verdicts["clocks"].status == "ok"
+
+
+def test_nvml_health_answers():
+    health = gather_health(HealthyNvml(gpus=2))
+    h = health[0]
+    assert h["bus_id"] == "0000:06:00.0" and h["bar1_total_mib"] == 131072 and h["fb_total_mib"] == 97887
+    assert (h["power_limit_w"], h["temperature_c"], h["temp_margin_c"]) == (600.0, 30, 60)
+    assert h["event_reasons"] == ["Idle", "Applications Clocks Setting"] and h["persistence"] is True
+    assert h["pstate"] == "P0" and h["utilization_pct"] == 0
+    bare = gather_health(FakeNvml(gpus=1))[0]  # NOT_SUPPORTED everywhere: None, never an exception
+    assert bare["bar1_total_mib"] is None and bare["event_reasons"] == [] and bare["persistence"] is None
+
+
+def test_torch_calls_of_the_probe_bind_to_the_installed_signatures():
+    import torch
+    import torch.distributed as dist
+
+    inspect.signature(dist.init_process_group).bind("nccl", init_method="tcp://127.0.0.1:1", rank=0, world_size=2,
+                                                   device_id=torch.device("cuda", 0))
+    inspect.signature(dist.all_reduce).bind(torch.ones(1), op=dist.ReduceOp.MAX)
+    inspect.signature(torch.cuda.can_device_access_peer).bind(0, 1)
+    inspect.signature(torch.cuda.set_device).bind(torch.device("cuda", 0))
+    for name, args in [("nvmlDeviceGetPciInfo", (0,)), ("nvmlDeviceGetCurrPcieLinkGeneration", (0,)),
+                       ("nvmlDeviceGetCurrPcieLinkWidth", (0,)), ("nvmlDeviceGetHandleByIndex", (0,))]:
+        inspect.signature(getattr(pynvml, name)).bind(*args)
+
+
+@pytest.mark.gpu
+def test_gpu_tests_on_this_machine(tmp_path):
+    topology = probe_topology()
+    tests, log = gpu_tests.run_gpu_tests(topology, quick=True, workdir=tmp_path)
+    assert tests["all_gpus"]["status"] == "ok", tests["all_gpus"]
+    assert log.ok and "NCCL INFO" in log.text
+    assert tests["link_load"]
