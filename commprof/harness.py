@@ -119,6 +119,10 @@ class StepReplay:
             self.gather_out = torch.empty((self.world * rows, cols), dtype=self.dtype, device=device)
         self.outputs: list[Any] = [None] * len(plan.ops)
         self.graph = None
+        # Timing events are created once and reused every step (creating them between ops would add host time).
+        self._events = ([torch.cuda.Event(enable_timing=True) for _ in range(len(plan.ops) + 1)]
+                        if device.type == "cuda" else [])
+        self._next_event = 0
 
     def refill(self) -> None:
         """Fresh activations for the next step (untimed)."""
@@ -190,7 +194,8 @@ class StepReplay:
 
     def _stamp(self):
         if self.device.type == "cuda":
-            event = torch.cuda.Event(enable_timing=True)
+            event = self._events[self._next_event]
+            self._next_event += 1
             event.record()
             return event
         return time.perf_counter_ns()
@@ -214,6 +219,7 @@ class StepReplay:
         for i in range(self.config.warmup + self.config.iterations):
             self.refill()
             self._barrier()
+            self._next_event = 0
             stamps = [self._stamp()]
             if graph:
                 self.graph.replay()
