@@ -1,0 +1,26 @@
+"""What a sweep keeps of a point's NCCL INFO log: the parsed choices for the step's sizes, and a short log."""
+
+from pathlib import Path
+
+from commprof.sweep.runner import summarize_nccl_log
+
+FIXTURE = Path(__file__).parent / "fixtures" / "nccl_log" / "nccl-2.27-8gpu-pcie.log"
+
+
+def test_point_log_is_parsed_and_trimmed(tmp_path):
+    log = tmp_path / "nccl.rank0.log"
+    text = FIXTURE.read_text()
+    # A timed loop repeats each op's tuning line thousands of times; the kept log has each once.
+    tuning = [line for line in text.splitlines() if " Bytes -> Algo " in line and not line.startswith("#")]
+    assert tuning, "fixture has tuning lines"
+    log.write_text(text + "\n" + "\n".join(tuning * 500) + "\n")
+    sizes = {int(line.split(": ")[1].split(" Bytes")[0]) for line in tuning}
+    summary = summarize_nccl_log(log, {min(sizes)})
+    assert summary["version"].startswith("2.27.3")
+    assert summary["choices"] and {c["bytes"] for c in summary["choices"]} == {min(sizes)}
+    kept = log.read_text().splitlines()
+    assert len(kept) <= 400 + len(set(tuning))  # the head, then each distinct choice once
+
+
+def test_missing_log_means_no_summary(tmp_path):
+    assert summarize_nccl_log(tmp_path / "absent.log", set()) is None
