@@ -1,0 +1,6 @@
+"""The report: analysis of a run's records (pure pandas), exports a user can paste, and the HTML page.
+
+analysis.py turns records into DataFrames and answers the questions; exports.py writes the files that apply
+an answer (recommend.env, nccl_tuner.conf, engine flags, summary.json, results.csv, nccl-tests tables);
+render.py draws the plots and fills templates/index.html; command.py is `commprof report`.
+"""

@@ -1,0 +1,577 @@
+"""Analysis of a run's records as pure functions over pandas DataFrames (Holistic Trace Analysis style).
+
+`records_frame` flattens records (one row each); everything else takes and returns DataFrames or plain values,
+never touches files, and never guesses: a number that was not measured stays NaN and is labelled so.
+Times in the frame are µs (as recorded); the report shows steps in ms and single collectives in µs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from commprof.errors import UsageError
+
+BASELINE_POINT_ID = "p000"
+# The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.
+UNFUSED_REFERENCE_IMPL = "nccl+rmsnorm"
+# Statuses that mean "the setting does not work here"; "unsupported" only means it does not apply.
+FAILED_STATUSES = ("wrong", "capture_failed", "replay_wrong", "timeout", "crashed", "error")
+SITE_KINDS = ("embed", "attn", "mlp", "logits")
+ENV_PREFIX = "env."
+DEFAULT_ENV_VALUE = "(default)"
+# The field report's operating points: (accept length, verify T). See docs/report.md.
+FIELD_REPORT_CASES = ((1.3, 8), (2.0, 4))
+
+_STAT_FIELDS = ("n", "min", "median", "mean", "p90", "p99", "cv")
+
+
+# ----------------------------------------------------------------------------------------------- the frame
+
+def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """One row per record: point fields, step_us statistics (µs), plan counts, skew; op_us kept as objects."""
+    settings: dict[tuple, str] = {}   # every (T, mode) record of a point shares its env
+    rows = [_flatten(record, settings) for record in records]
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    env_keys = sorted({key for row in rows for key in row["env"]})
+    for key in env_keys:
+        frame[ENV_PREFIX + key] = [row["env"].get(key) for row in rows]
+    return frame
+
+
+def _flatten(record: dict[str, Any], settings: dict[tuple, str]) -> dict[str, Any]:
+    point = record.get("point") or {}
+    env = {str(k): str(v) for k, v in (point.get("env") or {}).items()}
+    key = tuple(sorted(env.items()))
+    if key not in settings:
+        settings[key] = env_text(env)
+    stats = record.get("step_us") or {}
+    plan = record.get("plan") or {}
+    check = record.get("check") or {}
+    nccl = record.get("nccl") or {}
+    ranks = record.get("rank_step_median_us") or None
+    row: dict[str, Any] = {
+        "run_id": record.get("run_id"),
+        "source": record.get("source"),
+        "kind": record.get("kind"),
+        "point_id": record.get("point_id"),
+        "label": point.get("label") or record.get("point_id"),
+        "impl": point.get("impl"),
+        "env": env,
+        "settings": settings[key],
+        "options": json.dumps(point.get("options") or {}, sort_keys=True),
+        "backend": record.get("backend"),
+        "world_size": record.get("world_size"),
+        "status": record.get("status"),
+        "message": record.get("message"),
+        "calibration": record.get("calibration"),
+        "model": record.get("model"),
+        "phase": record.get("phase"),
+        "tp": record.get("tp"),
+        "tokens": record.get("tokens"),
+        "dtype": record.get("dtype"),
+        "mode": record.get("mode"),
+        "timing": record.get("timing"),
+        "fused_rmsnorm": bool(record.get("fused_rmsnorm", False)),
+        "hidden_size": plan.get("hidden_size"),
+        "num_layers": plan.get("num_layers"),
+        "all_reduce_count": plan.get("all_reduce"),
+        "all_gather_count": plan.get("all_gather"),
+        "total_bytes": plan.get("total_bytes"),
+        "check_ok": check.get("ok") if check else None,
+        "max_abs_err": check.get("max_abs_err") if check else None,
+        "nccl_version": nccl.get("version"),
+        "nccl_channels": nccl.get("channels"),
+        "nccl": nccl or None,
+        "op_us": record.get("op_us"),
+        "rank_step_median_us": ranks,
+        # kind = "collective"
+        "collective": record.get("collective"),
+        "bytes": record.get("bytes"),
+        "count": record.get("count"),
+        "time_us": record.get("time_us"),
+        "algbw_gbps": record.get("algbw_gbps"),
+        "busbw_gbps": record.get("busbw_gbps"),
+        "wrong": record.get("wrong"),
+        "graph": record.get("graph"),
+        "in_place": record.get("in_place"),
+    }
+    for name in _STAT_FIELDS:
+        value = stats.get(name)
+        row["step_n" if name == "n" else f"{name}_us" if name != "cv" else "cv"] = (
+            float(value) if value is not None else math.nan)
+    if ranks:
+        row["rank_skew_us"] = max(ranks) - min(ranks)
+        middle = statistics.median(ranks)
+        row["rank_skew_pct"] = 100.0 * row["rank_skew_us"] / middle if middle else math.nan
+    else:
+        row["rank_skew_us"] = row["rank_skew_pct"] = math.nan
+    return row
+
+
+def env_text(env: dict[str, str]) -> str:
+    """A point's settings as one line, "NCCL defaults" when it sets nothing."""
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "NCCL defaults"
+
+
+def step_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Only the replayed-step records."""
+    if frame.empty or "kind" not in frame:
+        return frame.iloc[0:0]
+    return frame[frame["kind"] == "step"]
+
+
+def collective_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Only the single-collective records (nccl-tests imports, modelled single ops)."""
+    if frame.empty or "kind" not in frame:
+        return frame.iloc[0:0]
+    return frame[frame["kind"] == "collective"]
+
+
+def ok_rows(steps: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
+    """Rows whose numbers are a tuning result (status ok and a median), optionally of one mode."""
+    mask = (steps["status"] == "ok") & steps["median_us"].notna()
+    if mode is not None:
+        mask &= steps["mode"] == mode
+    return steps[mask]
+
+
+# ----------------------------------------------------------------------------------------- mode, baseline
+
+def headline_mode(steps: pd.DataFrame) -> tuple[str, str]:
+    """("graph", why) when any point ran as a CUDA graph (engines run the verify step that way), else eager."""
+    if not steps.empty and not ok_rows(steps, "graph").empty:
+        return "graph", "graph mode: the verify step captured once as a CUDA graph and replayed, as engines run it"
+    backends = sorted({b for b in steps.get("backend", pd.Series(dtype=object)).dropna()}) if not steps.empty else []
+    why = ("eager mode: no point ran as a CUDA graph"
+           + (" (gloo has no CUDA graphs)" if backends == ["gloo"] else "")
+           + "; eager step times include launch overhead an engine's graph would not pay")
+    return "eager", why
+
+
+def baseline_id(steps: pd.DataFrame, requested: str | None = None) -> str:
+    """The baseline point: `requested`, else "p000"; UsageError when the run has no such point."""
+    wanted = requested or BASELINE_POINT_ID
+    if steps.empty or wanted not in set(steps["point_id"]):
+        known = ", ".join(sorted(set(steps["point_id"])))[:200] if not steps.empty else "none"
+        raise UsageError(f"baseline point {wanted!r} is not in this run (points: {known})")
+    return wanted
+
+
+# -------------------------------------------------------------------------------------- best, speed-ups
+
+def best_points(steps: pd.DataFrame, mode: str) -> pd.DataFrame:
+    """Per (source, T): the fastest ok unfused point in `mode` (fused kinds do more work; see fusion_comparison)."""
+    candidates = ok_rows(steps, mode)
+    candidates = candidates[~candidates["fused_rmsnorm"]]
+    if candidates.empty:
+        return candidates
+    order = candidates.sort_values(["source", "tokens", "median_us", "point_id"])
+    return order.groupby(["source", "tokens"], sort=True).head(1).reset_index(drop=True)
+
+
+def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Every row with its reference time and speed-up (reference / own median), per (source, T, mode).
+
+    Unfused rows compare against the baseline point; fused rows against the unfused reference
+    ("nccl+rmsnorm") with the same settings, else the one with NCCL defaults.
+    """
+    out = steps.copy()
+    keys = ["source", "tokens", "mode"]
+    ok = ok_rows(steps)
+    base = ok[ok["point_id"] == baseline][keys + ["median_us"]].rename(columns={"median_us": "reference_us"})
+    base = base.drop_duplicates(keys)
+    out = out.merge(base, on=keys, how="left")
+    out["reference"] = baseline
+    fused = out["fused_rmsnorm"].to_numpy()
+    if fused.any():
+        refs = ok[ok["impl"] == UNFUSED_REFERENCE_IMPL]
+        by_settings = {(r.source, r.tokens, r.mode, r.settings): (r.median_us, r.point_id)
+                       for r in refs.itertuples()}
+        by_default = {(r.source, r.tokens, r.mode): (r.median_us, r.point_id)
+                      for r in refs[refs["settings"] == env_text({})].itertuples()}
+        ref_us, ref_id = [], []
+        for r in out[fused].itertuples():
+            found = (by_settings.get((r.source, r.tokens, r.mode, r.settings))
+                     or by_default.get((r.source, r.tokens, r.mode)) or (math.nan, None))
+            ref_us.append(found[0])
+            ref_id.append(found[1])
+        out.loc[fused, "reference_us"] = ref_us
+        out.loc[fused, "reference"] = ref_id
+    out["speedup"] = out["reference_us"] / out["median_us"]
+    out["saved_pct"] = 100.0 * (out["reference_us"] - out["median_us"]) / out["reference_us"]
+    return out
+
+
+def headline(steps: pd.DataFrame, baseline: str, mode: str) -> pd.DataFrame:
+    """Per (source, T): baseline vs best step time in `mode`, µs, % saved, and the best point's settings."""
+    best = best_points(steps, mode)
+    base = ok_rows(steps, mode)
+    base = base[base["point_id"] == baseline][["source", "tokens", "median_us", "p99_us"]]
+    base = base.drop_duplicates(["source", "tokens"]).rename(
+        columns={"median_us": "baseline_us", "p99_us": "baseline_p99_us"})
+    columns = ["source", "tokens", "point_id", "label", "impl", "settings", "env", "median_us", "p99_us"]
+    table = best[columns].rename(columns={"point_id": "best_point_id", "label": "best_label", "impl": "best_impl",
+                                          "settings": "best_settings", "env": "best_env",
+                                          "median_us": "best_us", "p99_us": "best_p99_us"})
+    table = base.merge(table, on=["source", "tokens"], how="outer").sort_values(["source", "tokens"])
+    table["saved_us"] = table["baseline_us"] - table["best_us"]
+    table["saved_pct"] = 100.0 * table["saved_us"] / table["baseline_us"]
+    table["speedup"] = table["baseline_us"] / table["best_us"]
+    return table.reset_index(drop=True)
+
+
+def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str) -> pd.DataFrame:
+    """Per (source, T): the fastest ok fused point in `mode` against its unfused reference."""
+    rated = speedups(steps, baseline)
+    fused = rated[rated["fused_rmsnorm"] & (rated["status"] == "ok") & (rated["mode"] == mode)
+                  & (rated["impl"] != UNFUSED_REFERENCE_IMPL) & rated["median_us"].notna()]
+    if fused.empty:
+        return fused
+    best = fused.sort_values(["source", "tokens", "median_us"]).groupby(["source", "tokens"]).head(1)
+    return best[["source", "tokens", "point_id", "label", "impl", "settings", "median_us", "reference",
+                 "reference_us", "speedup", "saved_pct"]].reset_index(drop=True)
+
+
+def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | None = None) -> pd.Series | None:
+    """The unfused point (of `impl`, if given) with the least total step time over every T, ok at all of them."""
+    rows = ok_rows(steps, mode)
+    rows = rows[~rows["fused_rmsnorm"]]
+    if impl is not None:
+        rows = rows[rows["impl"] == impl]
+    if rows.empty:
+        return None
+    all_tokens = set(ok_rows(steps, mode)["tokens"])
+    grouped = rows.groupby("point_id")
+    coverage = grouped["tokens"].nunique()
+    totals = grouped["median_us"].sum()[coverage == len(all_tokens)]
+    if totals.empty:
+        return None
+    winner = totals.sort_values(kind="stable").index[0]
+    first = rows[rows["point_id"] == winner].iloc[0].copy()
+    first["total_us"] = float(totals[winner])
+    return first
+
+
+# -------------------------------------------------------------------------------------- failures, matrix
+
+def failures(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every record that is not ok, with `failed` true unless it merely does not apply ("unsupported")."""
+    bad = frame[frame["status"] != "ok"].copy()
+    bad["failed"] = bad["status"].isin(FAILED_STATUSES)
+    columns = ["source", "point_id", "label", "impl", "settings", "tokens", "mode", "status", "message", "failed"]
+    return bad[[c for c in columns if c in bad]].reset_index(drop=True)
+
+
+def status_matrix(steps: pd.DataFrame) -> pd.DataFrame:
+    """Points × (T, mode) → status: the CUDA-graph compatibility matrix."""
+    if steps.empty:
+        return pd.DataFrame()
+    table = steps.drop_duplicates(["point_id", "tokens", "mode"]).pivot(
+        index=["point_id", "label"], columns=["tokens", "mode"], values="status")
+    return table.sort_index(axis=0).sort_index(axis=1)
+
+
+# ------------------------------------------------------------------------------------------ the heatmap
+
+def varying_axes(steps: pd.DataFrame) -> list[str]:
+    """The sweep's axes: env columns and impl that take more than one value among unfused points."""
+    unfused = steps[~steps["fused_rmsnorm"]]
+    axes = []
+    for column in ["impl"] + [c for c in steps.columns if c.startswith(ENV_PREFIX)]:
+        if axis_values(unfused, column).nunique() > 1:
+            axes.append(column)
+    return axes
+
+
+def axis_values(steps: pd.DataFrame, axis: str) -> pd.Series:
+    """An axis column with "not set" spelled out (the point keeps NCCL's default)."""
+    return steps[axis].astype(object).where(steps[axis].notna(), DEFAULT_ENV_VALUE).astype(str)
+
+
+def axis_strength(steps: pd.DataFrame, mode: str, axes: list[str]) -> pd.Series:
+    """Per axis: spread (max − min) of the per-value median step time, relative to the T's median, averaged over T."""
+    rows = ok_rows(steps, mode)
+    rows = rows[~rows["fused_rmsnorm"]]
+    strength = {}
+    for axis in axes:
+        spreads = []
+        for _, group in rows.groupby("tokens"):
+            by_value = group.groupby(axis_values(group, axis))["median_us"].median()
+            middle = group["median_us"].median()
+            if len(by_value) > 1 and middle > 0:
+                spreads.append((by_value.max() - by_value.min()) / middle)
+        strength[axis] = float(np.mean(spreads)) if spreads else 0.0
+    return pd.Series(strength, dtype=float).sort_values(ascending=False, kind="stable")
+
+
+def strongest_axes(steps: pd.DataFrame, mode: str, count: int = 2) -> list[str]:
+    """The `count` axes whose values move the step time most."""
+    axes = varying_axes(steps)
+    return list(axis_strength(steps, mode, axes).index[:count]) if axes else []
+
+
+def heatmap_pivot(steps: pd.DataFrame, tokens: int, mode: str, rows_axis: str,
+                  columns_axis: str | None) -> pd.DataFrame:
+    """Best (min over the other axes) ok step time in µs per (rows_axis value, columns_axis value) at T."""
+    at = steps[(steps["tokens"] == tokens) & ~steps["fused_rmsnorm"]]
+    if at.empty:
+        return pd.DataFrame()
+    table = pd.DataFrame({
+        "row": axis_values(at, rows_axis),
+        "column": axis_values(at, columns_axis) if columns_axis else "all",
+        "median_us": at["median_us"].where((at["status"] == "ok") & (at["mode"] == mode)),
+    })
+    return table.pivot_table(index="row", columns="column", values="median_us", aggfunc="min", dropna=False)
+
+
+# ---------------------------------------------------------------------------------- per-op-site, skew
+
+def op_sites(op_us: dict[str, list] | None) -> pd.DataFrame:
+    """A record's op_us (columnar, one entry per op) as rows with the site kind (embed / attn / mlp / logits)."""
+    if not op_us or not op_us.get("sites"):
+        return pd.DataFrame(columns=["site", "site_kind", "bytes", "median", "p99"])
+    count = len(op_us["sites"])
+    table = pd.DataFrame({key: values for key, values in op_us.items()
+                          if isinstance(values, list) and len(values) == count})
+    table["site"] = table.pop("sites").astype(str)
+    table["site_kind"] = table["site"].str.rsplit(".", n=1).str[-1]
+    return table
+
+
+def site_summary(sites: pd.DataFrame) -> pd.DataFrame:
+    """Per site kind: op count, bytes, median and p99 (µs) of the ops' medians, and their sum (µs)."""
+    if sites.empty:
+        return pd.DataFrame(columns=["site_kind", "ops", "bytes", "median_us", "p99_us", "total_us"])
+    grouped = sites.groupby("site_kind")
+    table = pd.DataFrame({
+        "ops": grouped.size(),
+        "bytes": grouped["bytes"].max(),
+        "median_us": grouped["median"].median(),
+        "p99_us": grouped["median"].quantile(0.99),
+        "total_us": grouped["median"].sum(),
+    }).reset_index()
+    order = {kind: i for i, kind in enumerate(SITE_KINDS)}
+    return table.sort_values("site_kind", key=lambda s: s.map(lambda k: order.get(k, len(order))))
+
+
+def op_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """Every op of every record that has op_us, one row each: point_id, tokens, collective, bytes, median (µs).
+
+    Built with numpy in one pass (a sweep of thousands of records has hundreds of thousands of ops).
+    """
+    rows = steps[steps["op_us"].notna()]
+    columns = {"point_id": [], "tokens": [], "collective": [], "bytes": [], "median": []}
+    collectives_of: dict[tuple, np.ndarray] = {}   # every record of a plan has the same sites
+    for point_id, tokens, op_us in zip(rows["point_id"], rows["tokens"], rows["op_us"]):
+        sites = tuple(op_us.get("sites") or ())
+        count = len(sites)
+        if not count or len(op_us.get("median") or []) != count or len(op_us.get("bytes") or []) != count:
+            continue
+        if sites not in collectives_of:
+            collectives_of[sites] = np.array([site_collective(site) for site in sites], dtype=object)
+        columns["point_id"].append(np.full(count, point_id, dtype=object))
+        columns["tokens"].append(np.full(count, tokens))
+        columns["collective"].append(collectives_of[sites])
+        columns["bytes"].append(np.asarray(op_us["bytes"], dtype=np.int64))
+        columns["median"].append(np.asarray(op_us["median"], dtype=float))
+    if not columns["point_id"]:
+        return pd.DataFrame({key: pd.Series(dtype=object) for key in columns})
+    return pd.DataFrame({key: np.concatenate(parts) for key, parts in columns.items()})
+
+
+def site_collective(site: str) -> str:
+    """The collective an op site issues: the logits all-gather, an all-reduce everywhere else (docs/step-plan.md)."""
+    return "all_gather" if site.rsplit(".", 1)[-1] == "logits" else "all_reduce"
+
+
+def op_sizes(ops: pd.DataFrame) -> pd.DataFrame:
+    """Per (point, collective, size): how many ops and the median of their medians, µs (nccl-tests' rows)."""
+    grouped = ops.groupby(["point_id", "collective", "bytes"], sort=True)["median"]
+    return pd.DataFrame({"ops": grouped.size(), "time_us": grouped.median()}).reset_index()
+
+
+# ------------------------------------------------------------------- breakdown, speculative projection
+
+@dataclass(frozen=True)
+class ComputeTimes:
+    """Compute time of the target forward pass per T, ms, as the user gave it (`--compute-ms`)."""
+
+    per_tokens: dict[int, float] = field(default_factory=dict)
+    everywhere: float | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.everywhere is not None or bool(self.per_tokens)
+
+    def for_tokens(self, tokens: int) -> float | None:
+        """Exact T, else the single value, else the nearest T given (ties: the smaller T)."""
+        if tokens in self.per_tokens:
+            return self.per_tokens[tokens]
+        if self.everywhere is not None:
+            return self.everywhere
+        if not self.per_tokens:
+            return None
+        nearest = min(self.per_tokens, key=lambda t: (abs(t - tokens), t))
+        return self.per_tokens[nearest]
+
+    def describe(self) -> str:
+        if not self.given:
+            return "not given"
+        if self.everywhere is not None:
+            return f"{self.everywhere:g} ms at every T"
+        return ", ".join(f"T={t}: {ms:g} ms" for t, ms in sorted(self.per_tokens.items()))
+
+
+def parse_compute_ms(value: Any) -> ComputeTimes:
+    """"5.0" (every T), "4=5.0,8=5.2" (per T), a number, or a {T: ms} mapping (from the sweep file)."""
+    if value is None or value == "":
+        return ComputeTimes()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ComputeTimes(everywhere=parse_ms(value, "compute"))
+    if isinstance(value, dict):
+        items = list(value.items())
+    else:
+        text = str(value).strip()
+        if "=" not in text:
+            return ComputeTimes(everywhere=parse_ms(text, "compute"))
+        items = []
+        for part in text.split(","):
+            key, sep, ms = part.partition("=")
+            if not sep:
+                raise UsageError(f"--compute-ms: {part.strip()!r} is not T=ms (e.g. \"4=5.0,8=5.2\" or one number)")
+            items.append((key, ms))
+    per_tokens = {}
+    for key, ms in items:
+        try:
+            tokens = int(str(key).strip())
+        except ValueError:
+            raise UsageError(f"--compute-ms: T {key!r} is not a whole number") from None
+        if tokens < 1:
+            raise UsageError(f"--compute-ms: T must be >= 1, got {tokens}")
+        per_tokens[tokens] = parse_ms(ms, "compute")
+    return ComputeTimes(per_tokens=per_tokens)
+
+
+def parse_ms(value: Any, what: str) -> float:
+    """A duration in ms from the command line or the sweep file; `what` names the option in the error."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise UsageError(f"--{what}-ms: {value!r} is not a number of milliseconds") from None
+    if not math.isfinite(number) or number < 0:
+        raise UsageError(f"--{what}-ms: {value!r} must be a finite number >= 0")
+    return number
+
+
+def parse_accept(value: Any) -> tuple[float, ...]:
+    """Accept lengths (tokens kept per verify step, bonus token included): "1.3,2.0,3.0" or a list; each >= 1."""
+    parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    lengths = []
+    for part in parts:
+        try:
+            length = float(str(part).strip())
+        except ValueError:
+            raise UsageError(f"--accept: {part!r} is not a number") from None
+        if not math.isfinite(length) or length < 1:
+            raise UsageError(f"--accept: accept length {part!r} must be >= 1 (the bonus token always counts)")
+        lengths.append(length)
+    if not lengths:
+        raise UsageError("--accept: give at least one accept length, e.g. 1.3,2.0,3.0")
+    return tuple(sorted(set(lengths)))
+
+
+def launch_overhead(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per (source, point, T): eager − graph median, µs (NaN where either mode is missing or failed)."""
+    ok = ok_rows(steps)
+    keys = ["source", "point_id", "tokens"]
+    eager = ok[ok["mode"] == "eager"].drop_duplicates(keys).set_index(keys)["median_us"]
+    graph = ok[ok["mode"] == "graph"].drop_duplicates(keys).set_index(keys)["median_us"]
+    both = pd.DataFrame({"eager_us": eager, "graph_us": graph})
+    both["overhead_us"] = both["eager_us"] - both["graph_us"]
+    return both.reset_index()
+
+
+def breakdown(steps: pd.DataFrame, head: pd.DataFrame, baseline: str, compute: ComputeTimes) -> pd.DataFrame:
+    """Per (setting ∈ baseline / best, T): communication, launch overhead and compute, ms, and comm's share.
+
+    Communication is the step's collectives in `mode`; launch overhead is eager − graph of the same point
+    (shown, not added to what an engine running the captured graph pays); compute is what the user gave.
+    """
+    overhead = launch_overhead(steps).set_index(["source", "point_id", "tokens"])["overhead_us"]
+    rows = []
+    for r in head.itertuples():
+        for setting, point_id, comm_us in (("baseline", baseline, r.baseline_us), ("best", r.best_point_id, r.best_us)):
+            compute_ms = compute.for_tokens(int(r.tokens))
+            over_us = overhead.get((r.source, point_id, r.tokens), math.nan) if isinstance(point_id, str) else math.nan
+            comm_ms = comm_us / 1000.0 if pd.notna(comm_us) else math.nan
+            total = comm_ms + (compute_ms or 0.0)
+            rows.append({
+                "source": r.source, "tokens": int(r.tokens), "setting": setting, "point_id": point_id,
+                "comm_ms": comm_ms,
+                "overhead_ms": over_us / 1000.0 if pd.notna(over_us) else math.nan,
+                "compute_ms": compute_ms if compute_ms is not None else math.nan,
+                "verify_ms": total if pd.notna(comm_ms) else math.nan,
+                "comm_share_pct": 100.0 * comm_ms / total if compute_ms is not None and total else math.nan,
+            })
+    return pd.DataFrame(rows)
+
+
+def tps_column(accept: float) -> str:
+    """The projection's column of tokens/s at one accept length, e.g. "tps_at_1_3"."""
+    return "tps_at_" + f"{accept:g}".replace(".", "_")
+
+
+def tokens_per_second(accept: float, draft_ms: float, verify_ms: float) -> float:
+    """Speculative decoding: accept_length tokens per (draft + verify)."""
+    total = draft_ms + verify_ms
+    return 1000.0 * accept / total if total > 0 else math.nan
+
+
+def break_even_accept(draft_ms: float, verify_ms: float, decode_ms: float) -> float:
+    """The accept length above which speculation beats plain decode: (draft + verify) / decode(T = 1)."""
+    return (draft_ms + verify_ms) / decode_ms if decode_ms > 0 else math.nan
+
+
+def projection(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...]) -> pd.DataFrame:
+    """Per (source, setting, T): plain-decode and speculative tokens/s at each accept length, and break-even.
+
+    T = 1 is plain decode; without it (or without a verify T) there is nothing to project: empty frame.
+    An accept length above T is impossible (NaN). Without compute times the numbers cover communication only
+    and are upper bounds, not throughput estimates.
+    """
+    rows = []
+    for (source, setting), group in parts.groupby(["source", "setting"], sort=False):
+        decode = group[(group["tokens"] == 1) & group["verify_ms"].notna()]
+        if decode.empty:
+            continue
+        decode_ms = float(decode["verify_ms"].iloc[0])
+        plain = 1000.0 / decode_ms if decode_ms > 0 else math.nan
+        for r in group[(group["tokens"] > 1) & group["verify_ms"].notna()].itertuples():
+            row = {"source": source, "setting": setting, "tokens": r.tokens, "point_id": r.point_id,
+                   "decode_ms": decode_ms, "plain_tokens_per_s": plain, "draft_ms": draft_ms,
+                   "verify_ms": r.verify_ms,
+                   "break_even_accept": break_even_accept(draft_ms, r.verify_ms, decode_ms)}
+            for accept in accepts:
+                row[tps_column(accept)] = (tokens_per_second(accept, draft_ms, r.verify_ms)
+                                          if accept <= r.tokens else math.nan)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------- helpers
+
+def distinct_tokens(steps: pd.DataFrame) -> list[int]:
+    return sorted(int(t) for t in steps["tokens"].dropna().unique()) if not steps.empty else []
+
+
+def status_counts(frame: pd.DataFrame) -> dict[str, int]:
+    return {str(k): int(v) for k, v in frame["status"].value_counts().items()} if not frame.empty else {}

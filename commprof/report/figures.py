@@ -1,0 +1,196 @@
+"""The report's plots as inline SVG strings (matplotlib, Agg, no network): one function per figure.
+
+Inputs are the DataFrames analysis.py returns; outputs are `<svg>` text with ids made unique per figure, so
+several figures can live in one HTML page. Step times are drawn in ms, single collectives in µs.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+import re
+
+import matplotlib
+import matplotlib.ticker
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+plt.rcParams.update({
+    "svg.fonttype": "none",          # text stays text: smaller files, selectable, prints crisply
+    "svg.hashsalt": "commprof",      # stable ids (made unique per figure below)
+    "font.size": 9, "axes.titlesize": 10, "axes.spines.top": False, "axes.spines.right": False,
+    "font.family": ["DejaVu Sans", "sans-serif"],
+})
+
+COLORS = {"baseline": "#8c8c8c", "best": "#1f6fb4", "comm": "#1f6fb4", "overhead": "#f0a030",
+          "compute": "#b9c7d6"}
+SITE_ORDER = ("embed", "attn", "mlp", "logits")
+_figure_counter = itertools.count()
+
+
+def to_svg(fig) -> str:
+    """A figure as inline `<svg>` text; ids prefixed per figure so pages with many figures stay valid."""
+    buffer = io.StringIO()
+    # No bbox_inches="tight" (it draws the figure twice); no RDF metadata block (date, creator): stable output.
+    fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    plt.close(fig)
+    text = buffer.getvalue()
+    text = text[text.index("<svg"):]
+    prefix = f"f{next(_figure_counter)}-"
+    text = re.sub(r'\bid="', f'id="{prefix}', text)
+    text = text.replace("url(#", f"url(#{prefix}").replace('href="#', f'href="#{prefix}')
+    return text
+
+
+def _single_axes(size: tuple[float, float]):
+    """A figure with one axes and fixed margins (cheaper than a layout engine, same look for these plots)."""
+    fig, ax = plt.subplots(figsize=size)
+    fig.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.96)
+    return fig, ax
+
+
+def breakdown_svg(parts: pd.DataFrame, compute_given: bool) -> str:
+    """Per T, stacked bars for baseline and best: communication, launch overhead (eager − graph), compute."""
+    tokens = sorted(parts["tokens"].unique())
+    fig, ax = _single_axes((7.5, 3.2))
+    width = 0.38
+    for offset, setting in ((-width / 2 - 0.01, "baseline"), (width / 2 + 0.01, "best")):
+        rows = parts[parts["setting"] == setting].set_index("tokens").reindex(tokens)
+        x = np.arange(len(tokens)) + offset
+        comm = rows["comm_ms"].fillna(0).to_numpy()
+        over = rows["overhead_ms"].clip(lower=0).fillna(0).to_numpy()
+        comp = rows["compute_ms"].fillna(0).to_numpy()
+        alpha = 0.55 if setting == "baseline" else 1.0
+        ax.bar(x, comm, width, color=COLORS["comm"], alpha=alpha,
+               label="communication (graph)" if setting == "best" else None)
+        ax.bar(x, over, width, bottom=comm, color=COLORS["overhead"], alpha=alpha, hatch="//",
+               label="launch overhead (eager − graph)" if setting == "best" else None)
+        if compute_given:
+            ax.bar(x, comp, width, bottom=comm + over, color=COLORS["compute"], alpha=alpha,
+                   label="compute (given)" if setting == "best" else None)
+        for xi, top in zip(x, comm + over + (comp if compute_given else 0)):
+            ax.text(xi, top, setting, ha="center", va="bottom", fontsize=7, color="#444")
+    ax.set_xticks(np.arange(len(tokens)), [f"T = {t}" for t in tokens])
+    ax.set_ylabel("ms per step")
+    ax.legend(frameon=False, fontsize=8, loc="upper left")
+    ax.margins(y=0.15)
+    return to_svg(fig)
+
+
+def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
+    """Per T, the distribution of per-op median latency (µs) by op site, baseline vs best (eager records).
+
+    Boxes are the quartiles over the step's ops of that site, whiskers their min and max.
+    """
+    count = len(per_tokens)
+    columns = min(count, 4)
+    lines = math.ceil(count / columns)
+    # Fixed margins, not a layout engine: constrained layout costs half again the drawing time.
+    fig, axes = plt.subplots(lines, columns, figsize=(3.3 * columns, 2.8 * lines), squeeze=False)
+    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.1, top=0.84, wspace=0.35, hspace=0.45)
+    for ax, (tokens, settings) in zip(axes.flat, per_tokens.items()):
+        positions, data, colors, ticks = [], [], [], []
+        for k, site in enumerate(SITE_ORDER):
+            for j, (setting, sites) in enumerate(settings.items()):
+                values = sites.loc[sites["site_kind"] == site, "median"].to_numpy(dtype=float)
+                if values.size:
+                    positions.append(k * 3 + j)
+                    data.append(values)
+                    colors.append(COLORS.get(setting, "#555"))
+            ticks.append((k * 3 + 0.5, site))
+        if data:
+            boxes = ax.boxplot(data, positions=positions, widths=0.8, patch_artist=True, whis=(0, 100),
+                               showfliers=False, medianprops={"color": "black"})
+            for patch, color in zip(boxes["boxes"], colors):
+                patch.set_facecolor(color)
+                patch.set_alpha(0.8)
+        ax.set_xticks([t for t, _ in ticks], [s for _, s in ticks])
+        ax.set_title(f"T = {tokens}")
+        ax.set_ylabel("µs per op (median)")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    for ax in axes.flat[count:]:
+        ax.axis("off")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[s]) for s in ("baseline", "best")]
+    fig.legend(handles, ["baseline", "best"], loc="upper center", ncol=2, frameon=False, fontsize=8)
+    return to_svg(fig)
+
+
+def projection_svg(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...],
+                   field_cases: tuple[tuple[float, int], ...]) -> str:
+    """Tokens/s vs accept length: plain decode (flat) and each verify T, baseline (dashed) and best (solid)."""
+    fig, ax = _single_axes((7.5, 3.6))
+    top = max(max(accepts), 3.0)
+    palette = plt.get_cmap("tab10")
+    verify_tokens = sorted(t for t in parts["tokens"].unique() if t > 1)
+    for setting, style in (("baseline", "--"), ("best", "-")):
+        rows = parts[parts["setting"] == setting].set_index("tokens")
+        if 1 in rows.index and np.isfinite(rows.loc[1, "verify_ms"]):
+            plain = 1000.0 / rows.loc[1, "verify_ms"]
+            ax.axhline(plain, color="black", linestyle=style, linewidth=1,
+                       label=f"plain decode, {setting}: {plain:.0f} tok/s")
+        for k, tokens in enumerate(verify_tokens):
+            if tokens not in rows.index or not np.isfinite(rows.loc[tokens, "verify_ms"]):
+                continue
+            verify = rows.loc[tokens, "verify_ms"]
+            accept = np.linspace(1.0, min(top, tokens), 50)
+            ax.plot(accept, 1000.0 * accept / (draft_ms + verify), style, color=palette(k % 10), linewidth=1.4,
+                    label=f"T = {tokens}, {setting}")
+            for case_accept, case_tokens in field_cases:
+                if case_tokens == tokens and case_accept <= tokens:
+                    y = 1000.0 * case_accept / (draft_ms + verify)
+                    ax.plot([case_accept], [y], marker="o", color=palette(k % 10), markersize=6,
+                            markeredgecolor="black")
+                    if setting == "best":
+                        ax.annotate(f"field report: accept {case_accept:g}, T = {case_tokens}", (case_accept, y),
+                                    textcoords="offset points", xytext=(8, -14), fontsize=7,
+                                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+    for accept in accepts:
+        ax.axvline(accept, color="#ccc", linewidth=0.8, zorder=0)
+    ax.set_xlabel("accept length (tokens kept per verify step)")
+    ax.set_ylabel("tokens/s (single stream)")
+    ax.set_xlim(1.0, top)
+    ax.set_ylim(bottom=0)
+    ax.legend(frameon=False, fontsize=7, ncol=2, loc="upper left")
+    return to_svg(fig)
+
+
+def comparison_svg(heads: dict[str, pd.DataFrame]) -> str:
+    """Several runs side by side: best and baseline step time per T (ms), one bar group per T."""
+    tokens = sorted({int(t) for head in heads.values() for t in head["tokens"]})
+    fig, ax = _single_axes((7.5, 3.2))
+    count = len(heads)
+    width = 0.8 / (2 * count)
+    palette = plt.get_cmap("tab10")
+    for k, (name, head) in enumerate(heads.items()):
+        rows = head.drop_duplicates("tokens").set_index("tokens").reindex(tokens)
+        x = np.arange(len(tokens)) - 0.4 + width * (2 * k + 0.5)
+        ax.bar(x, rows["baseline_us"].to_numpy() / 1000, width, color=palette(k), alpha=0.4,
+               label=f"{name}: baseline")
+        ax.bar(x + width, rows["best_us"].to_numpy() / 1000, width, color=palette(k), label=f"{name}: best")
+    ax.set_xticks(np.arange(len(tokens)), [f"T = {t}" for t in tokens])
+    ax.set_ylabel("ms per step (communication)")
+    ax.legend(frameon=False, fontsize=7)
+    return to_svg(fig)
+
+
+def collectives_svg(collectives: pd.DataFrame) -> str:
+    """Single-collective latency (µs) vs message size, log-log, one line per (source, collective, graph)."""
+    fig, ax = _single_axes((7.5, 3.2))
+    ok = collectives[collectives["status"] == "ok"].dropna(subset=["bytes", "time_us"])
+    for (source, collective, graph), group in ok.groupby(["source", "collective", "graph"], dropna=False):
+        group = group.groupby("bytes")["time_us"].median()
+        ax.plot(group.index, group.to_numpy(), marker=".", label=f"{collective} · {source}"
+                + (" · graph" if graph is True else ""))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("µs per op")
+    ax.legend(frameon=False, fontsize=7)
+    return to_svg(fig)

@@ -1,0 +1,176 @@
+"""SYNTHETIC run folders for the report's tests and benchmark: made-up numbers, never a result.
+
+The shape is real (Kimi-K2.5 at TP 8, T = 1, 4, 8, 16, the step plan's 123 all-reduces + 1 all-gather, records
+as docs/results-schema.md defines them); the latencies come from a toy formula chosen to look like an 8-GPU PCIe
+box. Includes the cases the report must show: NCCL_ALGO=Tree failing CUDA-graph capture, a timeout, an
+unsupported implementation, a fused all-reduce + RMSNorm kind and its unfused reference.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+
+from commprof.models import load_model
+from commprof.plan import build_step_plan
+from commprof.records import META_FILE, RESULTS_FILE, SCHEMA_VERSION
+
+TOKENS = (1, 4, 8, 16)
+WORLD_SIZE = 8
+MODEL = "Kimi-K2.5"
+
+# Toy per-op cost: (latency µs, bandwidth GB/s) per (algo, proto); "default" is what NCCL picks unasked.
+_COST = {
+    ("default", "default"): (52.0, 3.0),
+    ("Ring", "LL"): (38.0, 3.2), ("Ring", "LL128"): (50.0, 7.0), ("Ring", "Simple"): (61.0, 11.0),
+    ("Tree", "LL"): (29.0, 2.2), ("Tree", "LL128"): (44.0, 5.0), ("Tree", "Simple"): (57.0, 8.0),
+}
+_LAUNCH_US = 7.5           # per op, eager only
+_NORM_US = 4.0             # residual add + RMSNorm after an unfused layer all-reduce
+_FUSED = (11.0, 4.5)       # one-shot fused all-reduce + RMSNorm
+
+
+def base_points() -> list[dict]:
+    """The realistic sweep: baseline, ALGO × PROTO, a fused kind and its reference, one unsupported impl."""
+    points = [{"label": "NCCL defaults", "impl": "nccl", "env": {}, "options": {}}]
+    for algo, proto in itertools.product(("Ring", "Tree"), ("LL", "LL128", "Simple")):
+        points.append({"label": f"{algo}/{proto}", "impl": "nccl",
+                       "env": {"NCCL_ALGO": algo, "NCCL_PROTO": proto}, "options": {}})
+    points.append({"label": "unfused reference", "impl": "nccl+rmsnorm", "env": {}, "options": {}})
+    points.append({"label": "FlashInfer fused AR+RMSNorm", "impl": "flashinfer_fused", "env": {}, "options": {}})
+    points.append({"label": "custom one-shot", "impl": "custom_oneshot", "env": {}, "options": {}})
+    return points
+
+
+def many_points(count: int) -> list[dict]:
+    """`count` points: the realistic ones, then ALGO × PROTO × channel and thread settings until there are enough."""
+    points = base_points()
+    extra = itertools.product(("Ring", "Tree"), ("LL", "LL128", "Simple"), (1, 2, 4, 8, 16, 32),
+                              (64, 128, 256, 512), ("1048576", "4194304", "8388608"), ("PXB", "SYS"), ("0", "1"))
+    for algo, proto, channels, threads, buffsize, level, cumem in extra:
+        if len(points) >= count:
+            break
+        points.append({"label": f"{algo}/{proto} {channels}ch {threads}t", "impl": "nccl", "options": {},
+                       "env": {"NCCL_ALGO": algo, "NCCL_PROTO": proto, "NCCL_MIN_NCHANNELS": str(channels),
+                               "NCCL_NTHREADS": str(threads), "NCCL_BUFFSIZE": buffsize, "NCCL_P2P_LEVEL": level,
+                               "NCCL_CUMEM_ENABLE": cumem}})
+    return points[:count]
+
+
+def make_records(run_id: str, points: list[dict] | None = None, tokens=TOKENS, source: str = "measured",
+                 seed: int = 0) -> list[dict]:
+    """One record per (point, T, mode), as the sweep would write them."""
+    rng = np.random.default_rng(seed)
+    model = load_model(MODEL)
+    points = points if points is not None else base_points()
+    records = []
+    for index, point in enumerate(points):
+        point_id = f"p{index:03d}"
+        for t in tokens:
+            plan = build_step_plan(model, WORLD_SIZE, t, "verify")
+            for mode in ("eager", "graph"):
+                records.append(_record(run_id, point_id, point, plan, mode, source, rng))
+    return records
+
+
+def _record(run_id, point_id, point, plan, mode, source, rng) -> dict:
+    env, impl, t = point["env"], point["impl"], plan.tokens
+    fused = impl in ("flashinfer_fused", "nccl+rmsnorm")
+    record = {
+        "schema": SCHEMA_VERSION, "kind": "step", "source": source, "run_id": run_id, "point_id": point_id,
+        "point": point, "backend": "nccl", "world_size": WORLD_SIZE, "status": "ok", "message": None,
+        "time": "2026-03-01T12:00:00Z", "calibration": "nccl-prior" if source == "model" else None,
+        "model": MODEL, "phase": "verify", "tp": WORLD_SIZE, "tokens": t, "dtype": "bfloat16",
+        "plan": plan.summary(), "mode": mode, "timing": "model" if source == "model" else "cuda_events",
+        "step_us": None, "op_us": None, "rank_step_median_us": None, "check": None, "fused_rmsnorm": fused,
+        "nccl": None, "iterations": 200, "warmup": 20,
+    }
+    algo, proto = env.get("NCCL_ALGO", "default"), env.get("NCCL_PROTO", "default")
+    if impl == "custom_oneshot":
+        return {**record, "status": "unsupported",
+                "message": "needs peer-to-peer access between every GPU pair; GPU0-GPU4 is SYS without P2P"}
+    if algo == "Tree" and mode == "graph":
+        return {**record, "status": "capture_failed",
+                "message": "CUDA graph capture failed: NCCL WARN Error : no algorithm/protocol available for "
+                           "function Broadcast with datatype ncclInt8. NCCL_ALGO was set to Tree."}
+    if algo == "Ring" and proto == "LL128" and t == 16 and mode == "graph" and not env.get("NCCL_MIN_NCHANNELS"):
+        return {**record, "status": "timeout", "message": "killed after 120 s on every rank (no progress)"}
+
+    latency, bandwidth = _FUSED if impl == "flashinfer_fused" else _COST[(algo, proto)]
+    channels = int(env.get("NCCL_MIN_NCHANNELS", "2"))
+    latency *= 1.0 + 0.03 * abs(np.log2(channels) - 1.5)
+    sizes = np.array([op.bytes for op in plan.ops], dtype=float)
+    is_gather = np.array([op.collective == "all_gather" for op in plan.ops])
+    op_median = latency + sizes / (bandwidth * 1e3)
+    op_median[is_gather] = 60.0 + sizes[is_gather] / 9e3
+    if impl == "nccl+rmsnorm":
+        op_median[1:-1] += _NORM_US
+    if mode == "eager":
+        op_median = op_median + _LAUNCH_US
+    op_median = op_median * rng.normal(1.0, 0.02, size=op_median.size)
+    step = float(op_median.sum()) * (0.97 if mode == "graph" else 1.0) + (20.0 if mode == "graph" else 0.0)
+    cv = float(rng.uniform(0.01, 0.06))
+    record["step_us"] = {"n": 200, "min": step * 0.96, "median": step, "mean": step * 1.01,
+                         "p90": step * 1.04, "p99": step * 1.09, "cv": cv}
+    record["rank_step_median_us"] = [round(step * f, 2) for f in rng.normal(1.0, 0.004, size=WORLD_SIZE)]
+    record["check"] = {"ok": True, "max_abs_err": 0.0039, "tolerance": 0.0156, "bad_ops": 0,
+                       "first_bad_op": None, "first_bad_site": None}
+    chosen_algo = "Ring" if algo == "default" else algo
+    chosen_proto = "LL" if proto == "default" else proto
+    record["nccl"] = {"version": "2.27.5", "transports": {"P2P/CUMEM": 24, "SHM/direct/direct": 32},
+                      "channels": channels,
+                      "choices": [{"coll": "AllReduce", "bytes": int(sizes[0]), "algo": chosen_algo,
+                                   "proto": chosen_proto, "channels": channels},
+                                  {"coll": "AllGather", "bytes": int(sizes[-1]), "algo": "Ring",
+                                   "proto": "Simple", "channels": channels}]}
+    if mode == "eager":
+        record["op_us"] = {
+            "sites": [op.site for op in plan.ops], "bytes": [op.bytes for op in plan.ops],
+            "min": np.round(op_median * 0.95, 2).tolist(), "median": np.round(op_median, 2).tolist(),
+            "mean": np.round(op_median * 1.01, 2).tolist(), "p90": np.round(op_median * 1.05, 2).tolist(),
+            "p99": np.round(op_median * 1.12, 2).tolist(), "cv": [round(cv, 4)] * op_median.size,
+        }
+    return record
+
+
+def make_meta(run_id: str, with_topology: bool = True) -> dict:
+    """meta.json of the synthetic 8 × RTX PRO 6000 box (two sockets: GPUs 0-3 and 4-7 behind a switch each)."""
+    levels = [["X" if i == j else ("PIX" if i // 4 == j // 4 else "SYS") for j in range(WORLD_SIZE)]
+              for i in range(WORLD_SIZE)]
+    meta = {
+        "run_id": run_id, "created": "2026-03-01T11:58:00Z", "command": ["commprof", "sweep", "SYNTHETIC"],
+        "cwd": "/srv/commprof", "hostname": "synthetic-box", "world_size": WORLD_SIZE, "nnodes": 1,
+        "backend": "nccl",
+        "versions": {"python": "3.12.3", "torch": "2.13.0", "cuda": "13.0", "nccl": "2.27.5",
+                     "driver": "595.58.03", "flashinfer": "0.7.4", "commprof": "0.1.0"},
+        "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "compute_capability": "12.0",
+                  "pci_bus_id": f"0000:{0x01 + 0x20 * i:02x}:00.0"} for i in range(WORLD_SIZE)],
+        "env": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING"},
+        "plan": {"model": MODEL, "tp": WORLD_SIZE, "phase": "verify", "dtype": "bfloat16", "tokens": list(TOKENS)},
+    }
+    if with_topology:
+        meta["topology"] = {"gpus": [f"GPU{i}" for i in range(WORLD_SIZE)], "levels": levels,
+                            "p2p": [[i == j or i // 4 == j // 4 for j in range(WORLD_SIZE)]
+                                    for i in range(WORLD_SIZE)]}
+        meta["doctor"] = [
+            {"check": "driver P2P", "status": "warn", "message": "P2P unavailable across sockets (SYS pairs)"},
+            {"check": "PCIe link", "status": "ok", "message": "all GPUs at Gen5 x16 under load"},
+            {"check": "ACS", "status": "ok", "message": "request redirect disabled"},
+        ]
+    return meta
+
+
+def write_run(parent: Path, run_id: str = "synthetic-run", records: list[dict] | None = None,
+              meta: dict | None = None, **make_kwargs) -> Path:
+    """A run folder under `parent` with results.jsonl and meta.json; returns its path."""
+    run_dir = Path(parent) / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    records = records if records is not None else make_records(run_id, **make_kwargs)
+    with open(run_dir / RESULTS_FILE, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+    (run_dir / META_FILE).write_text(json.dumps(meta if meta is not None else make_meta(run_id), indent=2))
+    return run_dir

@@ -1,0 +1,197 @@
+"""The report's analysis functions on DataFrames built here: best point, speed-ups, fusion, break-even, axes."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from commprof.errors import UsageError
+from commprof.report import analysis as an
+
+
+def step(point_id, tokens, mode, median_us, env=None, impl="nccl", status="ok", fused=False, backend="nccl",
+         source="measured", op_us=None, ranks=None):
+    """One step record, only the fields the analysis reads."""
+    return {
+        "schema": 1, "kind": "step", "source": source, "run_id": "r", "point_id": point_id,
+        "point": {"label": point_id, "impl": impl, "env": env or {}, "options": {}},
+        "backend": backend, "world_size": 8, "status": status, "message": None if status == "ok" else "boom",
+        "model": "Kimi-K2.5", "phase": "verify", "tp": 8, "tokens": tokens, "dtype": "bfloat16",
+        "plan": {"hidden_size": 7168, "num_layers": 61, "all_reduce": 123, "all_gather": 1},
+        "mode": mode, "timing": "cuda_events", "fused_rmsnorm": fused, "op_us": op_us,
+        "rank_step_median_us": ranks,
+        "step_us": None if status != "ok" else {"n": 10, "min": median_us, "median": median_us,
+                                                 "mean": median_us, "p90": median_us, "p99": median_us * 1.1,
+                                                 "cv": 0.02},
+    }
+
+
+def frame(records):
+    return an.step_frame(an.records_frame(records))
+
+
+@pytest.fixture
+def sweep():
+    """p000 defaults, p001 Ring/LL (fastest at T=4 in graph), p002 Tree (fastest eager, graph capture fails),
+    p003 Ring/Simple (fastest at T=1), fused kind p005 and its unfused reference p004."""
+    rows = []
+    for t, base, ring_ll, tree, simple in ((1, 6000, 5200, 4000, 5100), (4, 9000, 7000, 5000, 8000)):
+        for mode, extra in (("graph", 0), ("eager", 1000)):
+            rows += [step("p000", t, mode, base + extra),
+                     step("p001", t, mode, ring_ll + extra, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}),
+                     step("p003", t, mode, simple + extra, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}),
+                     step("p004", t, mode, base + 400 + extra, impl="nccl+rmsnorm", fused=True),
+                     step("p005", t, mode, 2000 + extra, impl="flashinfer_fused", fused=True)]
+            rows.append(step("p002", t, mode, tree + extra, {"NCCL_ALGO": "Tree"},
+                             status="capture_failed" if mode == "graph" else "ok"))
+    return frame(rows)
+
+
+def test_best_point_per_t_is_the_fastest_ok_unfused_graph_point(sweep):
+    best = an.best_points(sweep, "graph").set_index("tokens")
+    assert best.loc[1, "point_id"] == "p003"      # Tree is faster but failed capture; p005 is fused
+    assert best.loc[4, "point_id"] == "p001"
+    eager = an.best_points(sweep, "eager").set_index("tokens")
+    assert eager.loc[4, "point_id"] == "p002"     # eagerly, Tree runs and wins
+
+
+def test_headline_saved_percent_and_settings(sweep):
+    head = an.headline(sweep, "p000", "graph").set_index("tokens")
+    assert head.loc[4, "baseline_us"] == 9000 and head.loc[4, "best_us"] == 7000
+    assert head.loc[4, "saved_pct"] == pytest.approx(100 * 2000 / 9000)
+    assert head.loc[4, "speedup"] == pytest.approx(9000 / 7000)
+    assert head.loc[4, "best_settings"] == "NCCL_ALGO=Ring NCCL_PROTO=LL"
+
+
+def test_headline_mode_is_graph_when_any_graph_point_ran(sweep):
+    assert an.headline_mode(sweep)[0] == "graph"
+    gloo = frame([step("p000", 1, "eager", 900, impl="gloo", backend="gloo"),
+                  step("p000", 1, "graph", 0, impl="gloo", backend="gloo", status="unsupported")])
+    mode, why = an.headline_mode(gloo)
+    assert mode == "eager" and "gloo" in why
+
+
+def test_speedups_compare_fused_kinds_with_the_unfused_reference(sweep):
+    rated = an.speedups(sweep, "p000").set_index(["point_id", "tokens", "mode"])
+    assert rated.loc[("p001", 4, "graph"), "speedup"] == pytest.approx(9000 / 7000)
+    assert rated.loc[("p005", 4, "graph"), "reference"] == "p004"
+    assert rated.loc[("p005", 4, "graph"), "speedup"] == pytest.approx(9400 / 2000)
+    assert math.isnan(rated.loc[("p002", 4, "graph"), "speedup"])
+
+
+def test_fusion_comparison(sweep):
+    fusion = an.fusion_comparison(sweep, "p000", "graph").set_index("tokens")
+    assert list(fusion["point_id"]) == ["p005", "p005"]
+    assert fusion.loc[1, "saved_pct"] == pytest.approx(100 * (6400 - 2000) / 6400)
+
+
+def test_best_overall_point_needs_every_t(sweep):
+    point = an.best_overall_point(sweep, "graph", impl="nccl")
+    assert point["point_id"] == "p001"       # 5200 + 7000 < 5100 + 8000
+    assert point["total_us"] == pytest.approx(12200)
+
+
+def test_baseline_must_exist(sweep):
+    assert an.baseline_id(sweep) == "p000"
+    with pytest.raises(UsageError, match="p999"):
+        an.baseline_id(sweep, "p999")
+
+
+def test_failures_separate_failed_from_unsupported():
+    rows = frame([step("p000", 1, "graph", 1), step("p001", 1, "graph", 1, status="timeout"),
+                  step("p002", 1, "graph", 1, status="unsupported")])
+    bad = an.failures(rows).set_index("point_id")
+    assert bool(bad.loc["p001", "failed"]) and not bool(bad.loc["p002", "failed"])
+    assert "p000" not in bad.index
+
+
+def test_strongest_axes_and_heatmap():
+    rows = []
+    for algo, cost in (("Ring", 1000), ("Tree", 3000)):
+        for proto, extra in (("LL", 0), ("Simple", 100)):
+            for threads in ("256", "512"):
+                rows.append(step(f"{algo}{proto}{threads}", 4, "graph", cost + extra + (1 if threads == "512" else 0),
+                                 {"NCCL_ALGO": algo, "NCCL_PROTO": proto, "NCCL_NTHREADS": threads}))
+    steps = frame(rows)
+    assert set(an.varying_axes(steps)) == {"env.NCCL_ALGO", "env.NCCL_PROTO", "env.NCCL_NTHREADS"}
+    assert an.strongest_axes(steps, "graph") == ["env.NCCL_ALGO", "env.NCCL_PROTO"]
+    pivot = an.heatmap_pivot(steps, 4, "graph", "env.NCCL_ALGO", "env.NCCL_PROTO")
+    assert pivot.loc["Tree", "Simple"] == 3100       # min over the thread axis
+    assert pivot.loc["Ring", "LL"] == 1000
+
+
+def test_status_matrix(sweep):
+    matrix = an.status_matrix(sweep)
+    assert matrix.loc[("p002", "p002"), (4, "graph")] == "capture_failed"
+    assert matrix.loc[("p002", "p002"), (4, "eager")] == "ok"
+
+
+def test_break_even_and_tokens_per_second_match_the_field_report_arithmetic():
+    # 30 ms verify (25 comm + 5 compute) against 12 ms plain decode: break-even at accept 2.5.
+    assert an.break_even_accept(0.0, 30.0, 12.0) == pytest.approx(2.5)
+    assert an.tokens_per_second(1.3, 0.0, 30.0) == pytest.approx(43.33, abs=0.01)
+    assert an.break_even_accept(1.0, 30.0, 12.0) == pytest.approx(31 / 12)
+
+
+def test_breakdown_and_projection(sweep):
+    head = an.headline(sweep, "p000", "graph")
+    parts = an.breakdown(sweep, head, "p000", an.parse_compute_ms("1=4.0,4=5.0"))
+    best4 = parts[(parts["setting"] == "best") & (parts["tokens"] == 4)].iloc[0]
+    assert best4["comm_ms"] == pytest.approx(7.0) and best4["compute_ms"] == 5.0
+    assert best4["overhead_ms"] == pytest.approx(1.0)       # eager - graph of p001
+    assert best4["verify_ms"] == pytest.approx(12.0)
+    assert best4["comm_share_pct"] == pytest.approx(100 * 7 / 12)
+    proj = an.projection(parts, 0.5, (1.3, 2.0, 8.0)).set_index(["setting", "tokens"])
+    row = proj.loc[("best", 4)]
+    decode = 4.0 + 5.1                                        # compute(1) + best comm at T = 1 (p003)
+    assert row["decode_ms"] == pytest.approx(decode)
+    assert row["break_even_accept"] == pytest.approx((0.5 + 12.0) / decode)
+    assert row[an.tps_column(2.0)] == pytest.approx(2000 / 12.5)
+    assert math.isnan(row[an.tps_column(8.0)])               # cannot accept more tokens than were verified
+
+
+def test_projection_needs_a_decode_step(sweep):
+    only_verify = sweep[sweep["tokens"] == 4]
+    head = an.headline(only_verify, "p000", "graph")
+    parts = an.breakdown(only_verify, head, "p000", an.ComputeTimes())
+    assert an.projection(parts, 0.0, (2.0,)).empty
+
+
+def test_parse_compute_ms():
+    assert an.parse_compute_ms("5").for_tokens(8) == 5.0
+    per_t = an.parse_compute_ms("4=5.0, 8=5.2")
+    assert per_t.for_tokens(8) == 5.2 and per_t.for_tokens(1) == 5.0 and per_t.for_tokens(16) == 5.2
+    assert an.parse_compute_ms({"4": 3}).for_tokens(4) == 3.0
+    assert not an.parse_compute_ms(None).given
+    for bad in ("x", "4=", "a=1", "-1", "0=2"):
+        with pytest.raises(UsageError):
+            an.parse_compute_ms(bad)
+
+
+def test_parse_accept():
+    assert an.parse_accept("3,1.3,2") == (1.3, 2.0, 3.0)
+    for bad in ("0.5", "x", ""):
+        with pytest.raises(UsageError):
+            an.parse_accept(bad)
+
+
+def test_op_table_and_sizes():
+    op_us = {"sites": ["embed", "layer.0.attn", "layer.0.mlp", "logits"], "bytes": [100, 100, 100, 4000],
+             "median": [10.0, 12.0, 14.0, 50.0], "p99": [1, 1, 1, 1]}
+    steps = frame([step("p000", 1, "eager", 100, op_us=op_us)])
+    sizes = an.op_sizes(an.op_table(steps)).set_index(["collective", "bytes"])
+    assert sizes.loc[("all_reduce", 100), "time_us"] == 12.0 and sizes.loc[("all_reduce", 100), "ops"] == 3
+    assert sizes.loc[("all_gather", 4000), "time_us"] == 50.0
+    summary = an.site_summary(an.op_sites(op_us)).set_index("site_kind")
+    assert list(summary.index) == ["embed", "attn", "mlp", "logits"]
+
+
+def test_rank_skew():
+    steps = frame([step("p000", 1, "graph", 100, ranks=[100.0, 104.0, 98.0, 100.0])])
+    assert steps["rank_skew_us"].iloc[0] == pytest.approx(6.0)
+    assert steps["rank_skew_pct"].iloc[0] == pytest.approx(6.0)
+
+
+def test_empty_frame_is_handled():
+    assert an.records_frame([]).empty
+    assert isinstance(an.step_frame(pd.DataFrame()), pd.DataFrame)
