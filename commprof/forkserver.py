@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 
@@ -38,35 +40,44 @@ class WorkerExit:
 
 
 class ForkServer:
-    """The controller's handle on its fork server process."""
+    """The controller's handle on its fork server process.
+
+    Replies are read from the raw pipe with our own line buffer, so select() on it never misses a reply
+    that a buffered reader had already pulled in.
+    """
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen([sys.executable, "-m", "commprof.forkserver"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, bufsize=1)
-        ready = self.proc.stdout.readline()
-        if json.loads(ready or "{}").get("ready") is not True:
+                                     stdout=subprocess.PIPE, bufsize=0)
+        self._fd = self.proc.stdout.fileno()
+        self._buffer = b""
+        if self._reply(timeout=None).get("ready") is not True:
             raise RuntimeError(f"fork server failed to start (exit {self.proc.poll()})")
 
     def launch(self, request_json: str, env: dict[str, str], log_path: str) -> int:
         """Fork a worker running the trial request with `env` applied; returns its pid (its own process group)."""
-        self.proc.stdin.write(json.dumps({"request": request_json, "env": env, "log": log_path}) + "\n")
+        line = json.dumps({"request": request_json, "env": env, "log": log_path}) + "\n"
+        self.proc.stdin.write(line.encode())
         self.proc.stdin.flush()
-        return int(json.loads(self._readline())["pid"])
+        return int(self._reply(timeout=None)["pid"])
 
-    def wait_exit(self) -> WorkerExit:
-        """Block until the server reports the last worker's exit (call after it ended or was killed)."""
-        reply = json.loads(self._readline())
-        return WorkerExit(reply["pid"], reply.get("exit_code"), reply.get("signal"))
+    def poll_exit(self, timeout: float) -> WorkerExit | None:
+        """The last worker's exit if the server reports it within `timeout` seconds, else None."""
+        reply = self._reply(timeout)
+        return None if reply is None else WorkerExit(reply["pid"], reply.get("exit_code"), reply.get("signal"))
 
-    def exit_pipe(self):
-        """A file object that becomes readable when the server reports the worker's exit (for select())."""
-        return self.proc.stdout
-
-    def _readline(self) -> str:
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"fork server died (exit {self.proc.poll()})")
-        return line
+    def _reply(self, timeout: float | None) -> dict | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._fd], [], [], wait)[0]:
+                return None
+            chunk = os.read(self._fd, 65536)
+            if not chunk:
+                raise RuntimeError(f"fork server died (exit {self.proc.poll()})")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)
 
     def close(self) -> None:
         if self.proc.poll() is None:

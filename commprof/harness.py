@@ -9,6 +9,7 @@ whole step is also captured once as a CUDA graph and replayed.
 
 from __future__ import annotations
 
+import json
 import time
 import traceback
 from dataclasses import dataclass
@@ -49,13 +50,16 @@ class Verification:
     bad_ops: int
     first_bad_op: int | None
     first_bad_site: str | None
+    bad_ranks: tuple[int, ...] = ()   # after agreement: the ranks whose outputs were wrong
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "max_abs_err": self.max_abs_err, "tolerance": self.tolerance,
-                "bad_ops": self.bad_ops, "first_bad_op": self.first_bad_op, "first_bad_site": self.first_bad_site}
+                "bad_ops": self.bad_ops, "first_bad_op": self.first_bad_op, "first_bad_site": self.first_bad_site,
+                "bad_ranks": list(self.bad_ranks)}
 
     def describe(self) -> str:
-        return (f"{self.bad_ops} op(s) wrong, first op {self.first_bad_op} ({self.first_bad_site}), "
+        where = f" on rank(s) {', '.join(map(str, self.bad_ranks))}" if self.bad_ranks else ""
+        return (f"{self.bad_ops} op(s) wrong{where}, first op {self.first_bad_op} ({self.first_bad_site}), "
                 f"max abs error {self.max_abs_err:.4g} > tolerance {self.tolerance:.3g}")
 
 
@@ -86,8 +90,10 @@ class StepReplay:
     """
 
     def __init__(self, plan: StepPlan, impl: AllReduceImpl, group: dist.ProcessGroup, device: torch.device,
-                 config: ReplayConfig):
+                 config: ReplayConfig, store: dist.Store | None = None):
         self.plan, self.impl, self.group, self.device, self.config = plan, impl, group, device, config
+        # The rendezvous store: agreement that does not depend on the communicator being healthy.
+        self.store = store if store is not None else dist.distributed_c10d._get_default_store()
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
         self.dtype = TORCH_DTYPES[plan.model.dtype]
@@ -123,6 +129,14 @@ class StepReplay:
         self._events = ([torch.cuda.Event(enable_timing=True) for _ in range(len(plan.ops) + 1)]
                         if device.type == "cuda" else [])
         self._next_event = 0
+
+    def agree(self, key: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every rank's payload for `key`, through the store; waits at most the store's timeout."""
+        base = f"commprof/agree/{key}"
+        self.store.set(f"{base}/{self.rank}", json.dumps(payload))
+        keys = [f"{base}/{r}" for r in range(self.world)]
+        self.store.wait(keys)
+        return [json.loads(self.store.get(k)) for k in keys]
 
     def refill(self) -> None:
         """Fresh activations for the next step (untimed)."""
@@ -171,7 +185,9 @@ class StepReplay:
                     # Normed values are O(1); the residual sum is rounded to the dtype before the norm.
                     tolerance = 8 * eps * max(1.0, float(expected.abs().max()))
                     resid_err = float((residual_out.float().reshape(-1) - resid).abs().max())
-                    if resid_err > 2 * eps * float(resid.abs().max()) + 1e-6:
+                    # The sum rounds as it accumulates over ranks (beyond 2^8 in bf16), then once more with the residual.
+                    resid_tolerance = self.world * eps * float(summed.abs().max()) + eps * float(resid.abs().max())
+                    if resid_err > resid_tolerance + 1e-6:
                         worst, bad, first = max(worst, resid_err), bad + 1, op if first is None else first
                         continue
                 else:
@@ -259,32 +275,44 @@ class StepReplay:
 
 
 def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
-    """Verify, then time, one plan in one mode; failures become a status with a message, never an exception."""
+    """Verify, then time, one plan in one mode; failures become a status with a message, never an exception.
+
+    Before timing, the ranks agree through the store (not the communicator, which a failed capture may have
+    broken) on the capture verdict and the check, so every rank returns the same status and no rank is left
+    waiting in a collective that its peers skipped.
+    """
     timing = "cuda_events" if replay.device.type == "cuda" else "cpu_clock"
     if mode == "graph":
         if replay.device.type != "cuda":
             return ModeResult(mode, "unsupported", "CUDA graphs need CUDA GPUs (this run is on CPU ranks)")
         if not replay.impl.capturable:
             return ModeResult(mode, "unsupported", f"{replay.impl.name} cannot be captured in a CUDA graph")
-        try:
-            replay.capture()
-        except Exception as exc:  # the capture verdict is the result, whatever raised
-            return ModeResult(mode, "capture_failed", _one_line(exc))
+    local: dict[str, Any] = {"status": "ok", "message": None, "check": None}
     try:
-        replay.refill()
         if mode == "graph":
-            replay.graph.replay()
-        else:
-            replay.run_ops()
-        if replay.device.type == "cuda":
-            torch.cuda.synchronize(replay.device)
-        check = replay.verify()
+            try:
+                replay.capture()
+            except Exception as exc:  # the capture verdict is the result, whatever raised
+                local = {"status": "capture_failed", "message": _one_line(exc), "check": None}
+        if local["status"] == "ok":
+            replay.refill()
+            if mode == "graph":
+                replay.graph.replay()
+            else:
+                replay.run_ops()
+            if replay.device.type == "cuda":
+                torch.cuda.synchronize(replay.device)
+            local["check"] = replay.verify().to_dict()
+    except Exception as exc:
+        local = {"status": "error", "message": _one_line(exc) + "\n" + traceback.format_exc(limit=4), "check": None}
+    status, message, check = agree_ranks(replay.agree(f"{replay.plan.tokens}/{mode}", local))
+    if status in ("capture_failed", "error"):
+        return ModeResult(mode, status, message, timing)
+    try:
         steps, ops = replay.time_steps(graph=mode == "graph")
         step_samples, op_rows, rank_medians = replay.gather_samples(steps, ops)
     except Exception as exc:
         return ModeResult(mode, "error", _one_line(exc) + "\n" + traceback.format_exc(limit=4), timing)
-    status = "ok"
-    message = None
     if not check.ok:
         status = "replay_wrong" if mode == "graph" else "wrong"
         message = check.describe()
@@ -293,6 +321,24 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
         op_us = {"sites": [op.site for op in replay.plan.ops], "bytes": [op.bytes for op in replay.plan.ops],
                  **summarize_columns(op_rows)}
     return ModeResult(mode, status, message, timing, summarize(step_samples), op_us, rank_medians, check)
+
+
+def agree_ranks(outcomes: list[dict[str, Any]]) -> tuple[str, str | None, Verification | None]:
+    """One verdict from every rank's (status, message, check): the first failing rank (by rank) decides a
+    failure; checks combine to the worst (most bad ops, largest error, earliest bad op). Pure."""
+    for rank, outcome in enumerate(outcomes):
+        if outcome["status"] != "ok":
+            prefix = f"rank {rank}: " if len(outcomes) > 1 else ""
+            return outcome["status"], prefix + (outcome["message"] or ""), None
+    checks = [o["check"] for o in outcomes]
+    bad_ranks = [rank for rank, c in enumerate(checks) if not c["ok"]]
+    firsts = [(c["first_bad_op"], c["first_bad_site"]) for c in checks if c["first_bad_op"] is not None]
+    first = min(firsts) if firsts else (None, None)
+    combined = Verification(
+        ok=not bad_ranks, max_abs_err=max(c["max_abs_err"] for c in checks),
+        tolerance=max(c["tolerance"] for c in checks), bad_ops=max(c["bad_ops"] for c in checks),
+        first_bad_op=first[0], first_bad_site=first[1], bad_ranks=tuple(bad_ranks))
+    return "ok", None, combined
 
 
 def _one_line(exc: BaseException) -> str:

@@ -52,13 +52,14 @@ def _entry(tokens: int, mode: str, status: str, message: str | None = None, **ex
     return {"tokens": tokens, "mode": mode, "status": status, "message": message, **extra}
 
 
-def _agree_support(store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float) -> str | None:
-    """Share each rank's gating verdict through the store; the first refusal (by rank) applies to all ranks."""
-    store.set(f"support/{rank}", json.dumps(verdict))
-    keys = [f"support/{r}" for r in range(world_size)]
+def _agree_support(store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float,
+                   key: str = "support") -> str | None:
+    """Share each rank's verdict through the store; the first refusal (by rank) applies to all ranks."""
+    store.set(f"{key}/{rank}", json.dumps(verdict))
+    keys = [f"{key}/{r}" for r in range(world_size)]
     store.wait(keys, timedelta(seconds=timeout_s))
-    for r, key in enumerate(keys):
-        ok, reason = json.loads(store.get(key))
+    for r, name in enumerate(keys):
+        ok, reason = json.loads(store.get(name))
         if not ok:
             return reason if world_size == 1 else f"{reason} (rank {r})"
     return None
@@ -72,7 +73,6 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
     import torch
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.context import build_impl_context
     from commprof.impls.registry import load_impl, resolve_impl_name
     from commprof.plan import build_step_plan
@@ -105,35 +105,55 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
     group = dist.group.WORLD
     plans = {t: build_step_plan(model, request.tp, t, request.phase, request.dtype) for t in request.tokens}
     impl = None
+    setup_error = None
     try:
-        try:
-            impl = impl_cls(point.get("options", {}))
-            impl.setup(group, plans[max(plans)], device)
-            impl.prepare(sorted({(t, model.hidden_size) for t in request.tokens}))
-        except Exception as exc:  # a kernel library refusing this box is a result, not a crash
-            message = f"{impl_name} setup failed: {type(exc).__name__}: {exc}"[:2000]
-            for t in request.tokens:
-                for m in request.modes:
-                    emit(_entry(t, m, "error", message))
-            return
-        config = ReplayConfig(iterations=request.iterations, warmup=request.warmup)
-        for tokens, plan in plans.items():
-            per_t = impl_cls.support_tokens(ctx, tokens)
-            if not per_t:
-                for m in request.modes:
-                    emit(_entry(tokens, m, "unsupported", per_t.reason))
-                continue
-            replay = StepReplay(plan, impl, group, device, config)
-            for mode in request.modes:
-                started = time.perf_counter()
-                result = replay_mode(replay, mode).to_dict()
-                emit(_entry(tokens, **result, fused_rmsnorm=impl.fuses_rmsnorm,
-                            measure_s=round(time.perf_counter() - started, 4)))
-            del replay
+        impl = impl_cls(point.get("options", {}))
+        impl.setup(group, plans[max(plans)], device)
+        impl.prepare(sorted({(t, model.hidden_size) for t in request.tokens}))
+    except Exception as exc:  # a kernel library refusing this box is a result, not a crash
+        setup_error = f"{impl_name} setup failed: {type(exc).__name__}: {exc}"[:2000]
+    # Peers of a rank whose setup failed would wait in setup collectives forever: agree first, via the store.
+    refusal = _agree_support(store, request.rank, request.world_size, (setup_error is None, setup_error or ""),
+                             request.timeout_s, key="setup")
+    if refusal is not None:
+        for t in request.tokens:
+            for m in request.modes:
+                emit(_entry(t, m, "error", refusal))
+        return  # no teardown: its collectives would wait for the rank that failed
+    try:
+        _replay_all(request, impl, impl_cls, ctx, plans, group, device, emit)
     finally:
-        if impl is not None:
-            impl.teardown()
+        impl.teardown()
         dist.destroy_process_group()
+
+
+def _replay_all(request: TrialRequest, impl, impl_cls, ctx, plans, group, device,
+                emit: Callable[[dict[str, Any]], None]) -> None:
+    """Eager mode for every T first, then graph mode: a failed capture can leave the communicator unusable,
+    so after one, the remaining captures are not attempted and the eager numbers are already safe."""
+    from commprof.harness import ReplayConfig, StepReplay, replay_mode
+
+    config = ReplayConfig(iterations=request.iterations, warmup=request.warmup)
+    replays = {}
+    for tokens, plan in plans.items():
+        per_t = impl_cls.support_tokens(ctx, tokens)
+        if per_t:
+            replays[tokens] = StepReplay(plan, impl, group, device, config)
+        else:
+            for m in request.modes:
+                emit(_entry(tokens, m, "unsupported", per_t.reason))
+    broken = None
+    for mode in request.modes:
+        for tokens, replay in replays.items():
+            if broken is not None:
+                emit(_entry(tokens, mode, "error", f"not attempted: {broken}"))
+                continue
+            started = time.perf_counter()
+            result = replay_mode(replay, mode).to_dict()
+            emit(_entry(tokens, **result, fused_rmsnorm=impl.fuses_rmsnorm,
+                        measure_s=round(time.perf_counter() - started, 4)))
+            if result["status"] in ("capture_failed", "error"):
+                broken = f"{mode} mode at T={tokens} ended {result['status']}; the communicator may be unusable"
 
 
 def worker_main(request: TrialRequest) -> int:

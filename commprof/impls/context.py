@@ -145,7 +145,10 @@ def build_impl_context(backend: str, world_size: int, dtype: str, tokens, hidden
         capabilities = sorted({tuple(torch.cuda.get_device_capability(i)) for i in devices})
         capability = capabilities[0] if capabilities else None
         if visible < world_size:
-            p2p_detail = f"only {visible} CUDA devices visible for world size {world_size}"
+            # Ranks on other nodes, or several ranks on one GPU: CUDA IPC cannot join them all.
+            p2p_all_pairs = False
+            p2p_detail = (f"world size {world_size} but {visible} CUDA device(s) here: ranks span nodes or share "
+                          "GPUs, and CUDA IPC needs every rank on its own GPU of this node")
         else:
             p2p_all_pairs, p2p_detail = summarize_p2p(probe_peers(devices))
     return ImplContext(

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import select
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -32,7 +31,8 @@ AGREEMENT_SLACK_S = 120.0
 STDERR_TAIL_LINES = 15
 # Keep the head of a point's NCCL log (init, transports, graphs) and one line per distinct tuning choice.
 NCCL_LOG_HEAD_LINES = 400
-NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,ENV,GRAPH,TUNING"}
+NCCL_INIT_SUBSYS = "INIT,ENV,GRAPH"        # logged once, at communicator init: safe to time
+NCCL_TUNING_SUBSYS = "INIT,ENV,GRAPH,TUNING"  # one line per enqueued op: only in the untimed probe
 
 # When ranks disagree, the most telling status wins: a crash explains its peers' timeouts.
 _FAILURE_PRECEDENCE = ("crashed", "timeout", "aborted", "ok")
@@ -100,11 +100,10 @@ def run_point(ctx: ControllerContext, server: ForkServer, request: TrialRequest,
     pid = server.launch(request.to_json(), env, str(log_path))
     deadline = time.monotonic() + request.timeout_s
     status, message = None, None
-    pipe = server.exit_pipe()
     last_store_check = 0.0
     while True:
-        readable, _, _ = select.select([pipe], [], [], 0.02)
-        if readable:
+        exit_status = server.poll_exit(0.02)
+        if exit_status is not None:
             break
         now = time.monotonic()
         if ctx.interrupted:
@@ -117,8 +116,8 @@ def run_point(ctx: ControllerContext, server: ForkServer, request: TrialRequest,
                 status, message = "aborted", ctx.store.get(abort_key).decode()
         if status:
             _kill_group(pid)
+            exit_status = server.poll_exit(None)
             break
-    exit_status = server.wait_exit()
     entries = _read_entries(Path(request.result_path))
     if status is None:
         if exit_status.ok:
@@ -136,10 +135,13 @@ def run_point(ctx: ControllerContext, server: ForkServer, request: TrialRequest,
 
 
 def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """SIGKILL the worker's process group (it called setsid()); the worker alone if it had not yet."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+            return
+        except ProcessLookupError:
+            continue
 
 
 def agree(outcomes: list[dict[str, Any]]) -> tuple[str, str | None]:
@@ -166,7 +168,9 @@ def build_records(ctx: ControllerContext, request: TrialRequest, status: str, me
         plan = build_step_plan(model, request.tp, tokens, request.phase, request.dtype)
         for mode in request.modes:
             entry = by_key.get((tokens, mode))
-            if entry is None or (status != "ok" and entry["status"] == "error"):
+            if entry is None and status == "ok":
+                entry = {"status": "error", "message": "the workers ended without a result for this T and mode"}
+            elif entry is None or (status != "ok" and entry["status"] == "error"):
                 # A peer's crash or hang is the cause of this rank's error (e.g. "connection closed").
                 entry = {"status": status, "message": message}
             records.append({
@@ -300,42 +304,61 @@ def shared_gpu_env(rank: int) -> dict[str, str]:
     return {"NCCL_HOSTID": f"commprof-rank{rank}"}
 
 
-def _point_env(ctx: ControllerContext, point, point_dir: Path) -> dict[str, str]:
+def _point_env(ctx: ControllerContext, point, log_path: Path | None, subsystems: str) -> dict[str, str]:
+    """The point's variables on top of the launch's, plus NCCL's INFO log to `log_path` where asked for."""
     env = {**ctx.rank_env, **{str(k): str(v) for k, v in point.env.items()}}
-    if ctx.backend == "nccl" and ctx.nccl_debug:
-        for key, value in NCCL_DEBUG_ENV.items():
-            env.setdefault(key, value)
-        env.setdefault("NCCL_DEBUG_FILE", str(point_dir / f"nccl.rank{ctx.rank}.log"))
+    if log_path is not None:
+        env.setdefault("NCCL_DEBUG", "INFO")
+        env.setdefault("NCCL_DEBUG_SUBSYS", subsystems)
+        env.setdefault("NCCL_DEBUG_FILE", str(log_path))
     return env
 
 
 def _measure_point(ctx: ControllerContext, server: ForkServer, spec, model: dict, point,
                    tp: int) -> list[dict[str, Any]]:
-    """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records."""
+    """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records.
+
+    With NCCL, the timed workers log only NCCL's init (transports, rings, channels); NCCL's per-op
+    choices come from a second, untimed probe worker with TUNING on, because NCCL logs every enqueued op
+    there and that logging would be timed with the op.
+    """
     point_dir = ctx.run_dir / "points" / point.point_id
     point_dir.mkdir(parents=True, exist_ok=True)
     prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}"
-    result_path = point_dir / f"result.rank{ctx.rank}.jsonl"
-    result_path.unlink(missing_ok=True)
     iterations, warmup = spec.iterations_for(point)
     request = TrialRequest(
         run_id=ctx.run_id, point=point.to_dict(), model=model, tp=tp, tokens=list(spec.tokens),
         phase=spec.phase, dtype=model["dtype"] if spec.dtype is None else spec.dtype,
         iterations=iterations, warmup=warmup, backend=ctx.backend, rank=ctx.rank,
         world_size=ctx.world_size, device_index=ctx.device_index, store_host=ctx.store_host,
-        store_port=ctx.store_port, store_prefix=prefix, result_path=str(result_path),
+        store_port=ctx.store_port, store_prefix=prefix, result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
         timeout_s=float(spec.point_timeout_s))
+    Path(request.result_path).unlink(missing_ok=True)
+    logs = ctx.backend == "nccl" and ctx.nccl_debug
+    init_log = point_dir / f"nccl.rank{ctx.rank}.log"
     started = time.monotonic()
-    outcome = run_point(ctx, server, request, _point_env(ctx, point, point_dir), point_dir)
+    outcome = run_point(ctx, server, request, _point_env(ctx, point, init_log if logs else None, NCCL_INIT_SUBSYS),
+                        point_dir)
     outcomes = all_gather_json({"status": outcome.status, "message": outcome.message}, ctx.world_size)
+    status, message = agree(outcomes)
+    duration = time.monotonic() - started
+    tuning_log = point_dir / f"nccl-tuning.rank{ctx.rank}.log"
+    if logs and status == "ok":
+        probe = replace(request, iterations=1, warmup=0, store_prefix=f"{prefix}/probe",
+                        result_path=str(point_dir / f"probe.rank{ctx.rank}.jsonl"))
+        Path(probe.result_path).unlink(missing_ok=True)
+        run_point(ctx, server, probe, _point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS), point_dir)
+        all_gather_json(None, ctx.world_size)  # every rank's probe has ended before the next point starts
     if not ctx.is_writer:
         return []
-    status, message = agree(outcomes)
     nccl = None
-    if ctx.backend == "nccl" and ctx.nccl_debug:
+    if logs:
         plan_bytes = {op_bytes for e in outcome.entries for op_bytes in ((e.get("op_us") or {}).get("bytes") or [])}
-        nccl = summarize_nccl_log(point_dir / f"nccl.rank{ctx.rank}.log", plan_bytes)
-    return build_records(ctx, request, status, message, outcome.entries, nccl, time.monotonic() - started)
+        nccl = summarize_nccl_log(init_log, plan_bytes)
+        tuning = summarize_nccl_log(tuning_log, plan_bytes)
+        if nccl is not None and tuning is not None:
+            nccl["choices"] = tuning.get("choices", [])
+    return build_records(ctx, request, status, message, outcome.entries, nccl, duration)
 
 
 def run_sweep(spec, options: SweepOptions, progress: SweepProgress | None = None,

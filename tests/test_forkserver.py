@@ -1,0 +1,36 @@
+"""The fork server: a worker's pid, then its exit, reported promptly, whether it ends at once or is killed."""
+
+import os
+import signal
+import time
+
+from commprof.forkserver import ForkServer
+
+
+def test_instant_exit_and_kill_are_both_reported(tmp_path):
+    server = ForkServer()
+    try:
+        log = tmp_path / "w.log"
+        started = time.monotonic()
+        pid = server.launch("not a trial request", {"COMMPROF_X": "1"}, str(log))
+        exit_status = None
+        while exit_status is None and time.monotonic() - started < 30:
+            exit_status = server.poll_exit(0.02)
+        assert exit_status is not None and exit_status.pid == pid
+        assert exit_status.exit_code == 1 and not exit_status.ok
+        assert "Traceback" in log.read_text()  # the worker's error went to its log, not to the controller
+
+        pid = server.launch('{"run_id": 1}', {}, str(log))
+        os.killpg(pid, signal.SIGKILL) if _has_group(pid) else os.kill(pid, signal.SIGKILL)
+        killed = server.poll_exit(None)
+        assert killed.signal == signal.SIGKILL and "SIGKILL" in killed.describe()
+    finally:
+        server.close()
+    assert server.proc.poll() is not None
+
+
+def _has_group(pid):
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False
