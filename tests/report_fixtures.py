@@ -136,10 +136,69 @@ def _record(run_id, point_id, point, plan, mode, source, rng) -> dict:
     return record
 
 
+# The real 8 x RTX PRO 6000 box's PCIe tree (tests/fixtures/doctor/asus-esc8000a-8x-rtxpro6000/nvidia_topo.log):
+# GPU pairs behind one switch port (PIX), two switches per socket (NODE), sockets apart (SYS).
+BUS_IDS = ("0000:06:00.0", "0000:07:00.0", "0000:75:00.0", "0000:76:00.0",
+           "0000:84:00.0", "0000:85:00.0", "0000:f4:00.0", "0000:f5:00.0")
+
+
+def _level(a: int, b: int) -> str:
+    if a // 4 != b // 4:
+        return "SYS"
+    return "PIX" if a // 2 == b // 2 else "NODE"
+
+
+def probe_meta(gpus: int = WORLD_SIZE) -> dict:
+    """meta["topology"] as commprof.topology.probe_topology() writes it, for the box above (idle links at
+    Gen1); P2P across sockets is SYNTHETIC: "chipset_not_supported", as on boards whose root complex blocks it."""
+    p2p_ok = {"read": "ok", "write": "ok", "nvlink": "not_supported", "atomics": "ok"}
+    p2p_no = {"read": "chipset_not_supported", "write": "chipset_not_supported", "nvlink": "not_supported",
+              "atomics": "chipset_not_supported"}
+    return {
+        "source": "nvml", "reason": None, "driver_version": "595.58.03", "cuda_driver_version": "13.2",
+        "host": {"hostname": "synthetic-box", "logical_cpus": 256, "cpu_model": "AMD EPYC 9575F 64-Core Processor",
+                 "cpu_vendor": "AuthenticAMD", "sockets": 2,
+                 "numa_nodes": [{"node": 0, "cpus": "0-63,128-191"}, {"node": 1, "cpus": "64-127,192-255"}]},
+        "gpus": [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "uuid": f"GPU-synthetic-{i}",
+                  "pci_bus_id": BUS_IDS[i], "compute_capability": "12.0", "memory_total_mib": 97887,
+                  "pcie": {"gen_current": 1, "gen_max": 5, "gen_gpu_max": 5, "width_current": 16, "width_max": 16},
+                  "numa_node": i // 4, "cpu_affinity": "0-63,128-191" if i < 4 else "64-127,192-255",
+                  "nvlink_active": 0} for i in range(gpus)],
+        "pairs": [{"gpus": [a, b], "level": _level(a, b), "nvlink": False,
+                   "p2p": p2p_ok if a // 4 == b // 4 else p2p_no}
+                  for a in range(gpus) for b in range(a + 1, gpus)],
+    }
+
+
+def doctor_meta(with_fail: bool = False) -> dict:
+    """meta["doctor"] as the sweep writes it: commprof.doctor.doctor_summary() plus the "failed" ids."""
+    from commprof.doctor import doctor_summary
+    from commprof.doctor.result import CheckResult
+
+    results = [
+        CheckResult("p2p", "GPU peer-to-peer works between every pair", "warn",
+                    "no P2P between the sockets: 16 GPU pairs go through host memory",
+                    ["NVML: no P2P between GPU0-GPU4 (read chipset_not_supported, write chipset_not_supported)"],
+                    "keep tensor-parallel groups within a socket, or enable P2P in the BIOS if the board allows it"),
+        CheckResult("pcie-link", "PCIe links at full generation and width", "ok",
+                    "every GPU at Gen5 x16 under load", ["GPU0..7: Gen5 x16 (NVML, under load)"]),
+        CheckResult("acs", "ACS redirect off above the GPUs", "ok", "no bridge above a GPU redirects requests",
+                    ["ACSCtl: ReqRedir- CmpltRedir- on 4 switch ports (lspci -vvv)"]),
+        CheckResult("clocks", "Clocks, power and thermals steady for benchmarking", "skipped",
+                    "not root: clock reasons not readable"),
+    ]
+    if with_fail:
+        results.append(CheckResult("iommu", "IOMMU off or passthrough", "fail",
+                                   "the IOMMU translates DMA: P2P traffic takes a detour through it",
+                                   ["iommu=on (/proc/cmdline)", "41 IOMMU group(s) (/sys/kernel/iommu_groups)"],
+                                   "add iommu=pt to the kernel command line and reboot"))
+    summary = doctor_summary(results)
+    summary["failed"] = [r.id for r in results if r.status == "fail"]
+    return summary
+
+
 def make_meta(run_id: str, with_topology: bool = True) -> dict:
-    """meta.json of the synthetic 8 × RTX PRO 6000 box (two sockets: GPUs 0-3 and 4-7 behind a switch each)."""
-    levels = [["X" if i == j else ("PIX" if i // 4 == j // 4 else "SYS") for j in range(WORLD_SIZE)]
-              for i in range(WORLD_SIZE)]
+    """meta.json of the synthetic 8 × RTX PRO 6000 box (two sockets, GPUs 0-3 and 4-7)."""
     meta = {
         "run_id": run_id, "created": "2026-03-01T11:58:00Z", "command": ["commprof", "sweep", "SYNTHETIC"],
         "cwd": "/srv/commprof", "hostname": "synthetic-box", "world_size": WORLD_SIZE, "nnodes": 1,
@@ -147,19 +206,13 @@ def make_meta(run_id: str, with_topology: bool = True) -> dict:
         "versions": {"python": "3.12.3", "torch": "2.13.0", "cuda": "13.0", "nccl": "2.27.5",
                      "driver": "595.58.03", "flashinfer": "0.7.4", "commprof": "0.1.0"},
         "gpus": [{"name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "compute_capability": "12.0",
-                  "pci_bus_id": f"0000:{0x01 + 0x20 * i:02x}:00.0"} for i in range(WORLD_SIZE)],
+                  "pci_bus_id": BUS_IDS[i]} for i in range(WORLD_SIZE)],
         "env": {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING"},
         "plan": {"model": MODEL, "tp": WORLD_SIZE, "phase": "verify", "dtype": "bfloat16", "tokens": list(TOKENS)},
     }
     if with_topology:
-        meta["topology"] = {"gpus": [f"GPU{i}" for i in range(WORLD_SIZE)], "levels": levels,
-                            "p2p": [[i == j or i // 4 == j // 4 for j in range(WORLD_SIZE)]
-                                    for i in range(WORLD_SIZE)]}
-        meta["doctor"] = [
-            {"check": "driver P2P", "status": "warn", "message": "P2P unavailable across sockets (SYS pairs)"},
-            {"check": "PCIe link", "status": "ok", "message": "all GPUs at Gen5 x16 under load"},
-            {"check": "ACS", "status": "ok", "message": "request redirect disabled"},
-        ]
+        meta["topology"] = probe_meta()
+        meta["doctor"] = doctor_meta()
     return meta
 
 

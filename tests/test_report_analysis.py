@@ -10,8 +10,8 @@ from commprof.report import analysis as an
 
 
 def step(point_id, tokens, mode, median_us, env=None, impl="nccl", status="ok", fused=False, backend="nccl",
-         source="measured", op_us=None, ranks=None):
-    """One step record, only the fields the analysis reads."""
+         source="measured", op_us=None, ranks=None, p90=None, iterations=10):
+    """One step record, only the fields the analysis reads; p90 defaults to the median (no spread)."""
     return {
         "schema": 1, "kind": "step", "source": source, "run_id": "r", "point_id": point_id,
         "point": {"label": point_id, "impl": impl, "env": env or {}, "options": {}},
@@ -19,10 +19,10 @@ def step(point_id, tokens, mode, median_us, env=None, impl="nccl", status="ok", 
         "model": "Kimi-K2.5", "phase": "verify", "tp": 8, "tokens": tokens, "dtype": "bfloat16",
         "plan": {"hidden_size": 7168, "num_layers": 61, "all_reduce": 123, "all_gather": 1},
         "mode": mode, "timing": "cuda_events", "fused_rmsnorm": fused, "op_us": op_us,
-        "rank_step_median_us": ranks,
-        "step_us": None if status != "ok" else {"n": 10, "min": median_us, "median": median_us,
-                                                 "mean": median_us, "p90": median_us, "p99": median_us * 1.1,
-                                                 "cv": 0.02},
+        "rank_step_median_us": ranks, "iterations": iterations,
+        "step_us": None if status != "ok" else {"n": iterations, "min": median_us, "median": median_us,
+                                                 "mean": median_us, "p90": median_us if p90 is None else p90,
+                                                 "p99": median_us * 1.1, "cv": 0.02},
     }
 
 
@@ -195,3 +195,89 @@ def test_rank_skew():
 def test_empty_frame_is_handled():
     assert an.records_frame([]).empty
     assert isinstance(an.step_frame(pd.DataFrame()), pd.DataFrame)
+
+
+def test_beyond_noise_rule():
+    assert an.beyond_noise(95.0, 100.0) is True          # nine in ten steps faster than the baseline's typical one
+    assert an.beyond_noise(100.0, 100.0) is False
+    assert an.beyond_noise(120.0, 100.0) is False
+    assert an.beyond_noise(math.nan, 100.0) is None and an.beyond_noise(90.0, None) is None
+
+
+def noisy_pair(best_p90):
+    """Baseline p000 at 100 ms; p001 at 90 ms median with the given p90, at T = 1 and 4 (eager, gloo-like)."""
+    rows = []
+    for t in (1, 4):
+        rows.append(step("p000", t, "eager", 100_000, p90=130_000))
+        rows.append(step("p001", t, "eager", 90_000, {"OMP_NUM_THREADS": "2"}, p90=best_p90))
+    return frame(rows)
+
+
+def test_headline_and_recommendation_within_noise_keep_the_baseline():
+    steps = noisy_pair(best_p90=120_000)                 # 10 % faster median, but p90 above the baseline's median
+    head = an.headline(steps, "p000", "eager")
+    assert list(head["beyond_noise"]) == [False, False]
+    assert head["saved_pct"].iloc[0] == pytest.approx(10.0)          # the number stays, labelled as noise
+    rec = an.recommendation(steps, "p000", "eager", impl="nccl")
+    assert rec.fastest["point_id"] == "p001" and rec.beyond_noise is False and rec.keeps_baseline
+    assert rec.chosen["point_id"] == "p000" and rec.chosen["env"] == {}
+    assert rec.baseline_total_us == pytest.approx(200_000) and rec.fastest["p90_total_us"] == pytest.approx(240_000)
+
+
+def test_headline_and_recommendation_beyond_noise_choose_the_fastest():
+    steps = noisy_pair(best_p90=95_000)
+    assert list(an.headline(steps, "p000", "eager")["beyond_noise"]) == [True, True]
+    rec = an.recommendation(steps, "p000", "eager", impl="nccl")
+    assert rec.beyond_noise is True and not rec.keeps_baseline and rec.chosen["point_id"] == "p001"
+
+
+def test_a_remeasured_configuration_counts_with_its_latest_longest_measurement():
+    """Stage 1 re-measures p000 and p001 with more iterations; p001's lucky first measurement must not win."""
+    env = {"OMP_NUM_THREADS": "2"}
+    rows = []
+    for t in (1, 4):
+        rows += [step("p000", t, "eager", 100_000, iterations=5),
+                 step("p001", t, "eager", 70_000, env, iterations=5),
+                 step("s1-p000", t, "eager", 98_000, iterations=10),
+                 step("s1-p001", t, "eager", 104_000, env, iterations=10),
+                 step("p002", t, "eager", 101_000, {"OMP_NUM_THREADS": "4"}, iterations=5)]
+    all_steps = frame(rows)
+    latest = an.latest_point_ids(all_steps)
+    assert latest["p001"] == "s1-p001" and latest["p000"] == "s1-p000" and latest["p002"] == "p002"
+    assert an.superseded_by(latest) == {"p000": "s1-p000", "p001": "s1-p001"}
+    assert an.baseline_id(all_steps) == "s1-p000"
+    steps = an.latest_measurements(all_steps)
+    assert set(steps["point_id"]) == {"s1-p000", "s1-p001", "p002"}
+    head = an.headline(steps, "s1-p000", "eager").set_index("tokens")
+    assert head.loc[4, "best_point_id"] == "s1-p000" and head.loc[4, "baseline_us"] == 98_000
+    rec = an.recommendation(steps, "s1-p000", "eager", impl="nccl")
+    assert rec.fastest["point_id"] == "s1-p000" and rec.keeps_baseline
+
+
+def test_the_longer_measurement_wins_within_a_stage():
+    rows = [step("p000", 1, "eager", 100, iterations=5), step("p003", 1, "eager", 50, iterations=5),
+            step("p007", 1, "eager", 80, iterations=20)]
+    rows[2]["point"]["label"] = "same configuration as p003, measured longer"
+    rows[1]["point"]["env"] = rows[2]["point"]["env"] = {"NCCL_ALGO": "Ring"}
+    assert an.latest_point_ids(frame(rows))["p003"] == "p007"
+
+
+def test_break_even_below_one_pays_at_any_accept_length(sweep):
+    head = an.headline(sweep, "p000", "graph")
+    parts = an.breakdown(sweep, head, "p000", an.ComputeTimes())
+    parts.loc[(parts["tokens"] == 4), "verify_ms"] = 4.0                # verify T = 4 faster than decode T = 1
+    row = an.projection(parts, 0.0, (1.3,)).set_index(["setting", "tokens"]).loc[("best", 4)]
+    assert row["break_even_ratio"] == pytest.approx(4.0 / 5.1)
+    assert math.isnan(row["break_even_accept"]) and bool(row["pays_at_any_accept"])
+    assert not an.pays_at_any_accept(1.0) and an.pays_at_any_accept(0.99)
+
+
+def test_fusion_comparison_applies_the_noise_rule_both_ways(sweep):
+    fusion = an.fusion_comparison(sweep, "p000", "graph").set_index("tokens")
+    assert fusion.loc[4, "beyond_noise"] is True and fusion.loc[4, "slower_beyond_noise"] is False
+    close = sweep.copy()
+    fused = close["point_id"] == "p005"
+    close.loc[fused, "median_us"] = close.loc[fused, "median_us"] + 8_000     # T = 4: 10 ms against p004 9.4 ms
+    close.loc[fused, "p90_us"] = close.loc[fused, "median_us"]
+    fusion = an.fusion_comparison(close, "p000", "graph").set_index("tokens")
+    assert fusion.loc[4, "beyond_noise"] is False and fusion.loc[4, "slower_beyond_noise"] is True

@@ -133,12 +133,30 @@ def test_nccl_tests_table_bandwidths():
 
 
 def test_engine_hints_follow_what_was_measured():
-    won = pd.DataFrame([{"tokens": 4, "impl": "flashinfer_fused", "saved_pct": 40.0}])
-    lost = pd.DataFrame([{"tokens": 4, "impl": "flashinfer_fused", "saved_pct": -5.0}])
+    def fusion(saved, beyond, slower):
+        return pd.DataFrame([{"tokens": 4, "impl": "flashinfer_fused", "saved_pct": saved, "beyond_noise": beyond,
+                              "slower_beyond_noise": slower}])
+    won, lost, noise = fusion(40.0, True, False), fusion(-5.0, False, True), fusion(3.0, False, False)
     hints = ex.engine_hints(won, True, True)
     settings = " ".join(h.setting for h in hints)
     assert "--flashinfer-allreduce-fusion-backend auto" in settings and "fuse_allreduce_rms\": true" in settings
     assert all(h.version for h in hints)
     off = " ".join(h.setting for h in ex.engine_hints(lost, True, False))
     assert "--enforce-disable-flashinfer-allreduce-fusion" in off and "false" in off
+    assert ex.engine_hints(noise, True, False) == []           # within noise either way: nothing to change
     assert ex.engine_hints(pd.DataFrame(), False, False) == []
+
+
+def test_winners_within_noise_of_the_baseline_get_no_rule():
+    choice = {"coll": "AllReduce", "bytes": 0, "algo": "Ring", "proto": "LL", "channels": 2}
+    winners = pd.DataFrame([
+        {"tokens": t, "hidden_size": 7168, "dtype": "bfloat16", "point_id": pid, "label": pid, "world_size": 8,
+         "env": {"NCCL_PROTO": "LL"}, "nccl": {"choices": [{**choice, "bytes": t * 14336}]}, "note": note}
+        for t, pid, note in ((1, "p001", None), (4, "p001", "within measurement noise of the baseline"),
+                             (8, "p001", None))])
+    inputs = ex.rule_inputs(winners).set_index("tokens")
+    assert pd.isna(inputs.loc[4, "algorithm"]) and inputs.loc[1, "algorithm"] == "ring"
+    rules = ex.tuner_rules(inputs.reset_index())
+    assert len(rules) == 2 and rules[0].max_bytes < 4 * 14336 < rules[1].min_bytes      # T = 4's range stays NCCL's
+    text = ex.tuner_conf_text(rules, inputs.reset_index(), ["run r"])
+    assert "(T=4): p001 p001 -> within measurement noise of the baseline: no rule" in text

@@ -2,12 +2,18 @@
 
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 
 from commprof.cli import main
 from commprof.records import RESULTS_FILE
-from tests.report_fixtures import base_points, make_meta, make_records, write_run
+from commprof.topology import probe_topology
+from tests.nvml_fake import FakeNvml
+from tests.report_fixtures import base_points, doctor_meta, make_meta, make_records, write_run
+
+GLOO_RUN = Path(__file__).parent / "fixtures" / "report" / "cpu-smoke-gloo"
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +39,7 @@ def test_index_answers_the_three_questions(rendered):
     html = (rendered / "index.html").read_text()
     for text in ("What do I set?", "How much faster is my verify step?", "Does speculative decoding pay",
                  "NCCL_ALGO=Ring NCCL_PROTO=LL", "capture_failed", "timeout", "unsupported",
-                 "CUDA-graph compatibility", "Topology: levels", "Doctor verdicts", "field report"):
+                 "CUDA-graph compatibility", "Topology: path level", "Doctor verdicts", "field report"):
         assert text in html, text
     assert "13 of 80 records failed" in html
     assert "SIMULATED" not in html
@@ -189,3 +195,117 @@ def test_truncated_last_line_warns_and_renders(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "warning" in err and "truncated last line" in err
     assert (tmp_path / "out" / "index.html").is_file()
+
+
+@pytest.fixture(scope="module")
+def gloo_report(tmp_path_factory):
+    """The real 2-rank gloo run of sweeps/cpu-smoke.toml (tests/fixtures/report/cpu-smoke-gloo) rendered once."""
+    out = tmp_path_factory.mktemp("gloo") / "out"
+    assert main(["report", str(GLOO_RUN), "--out", str(out)]) == 0
+    return out
+
+
+def test_real_gloo_run_sells_no_noise_as_a_result(gloo_report):
+    run = json.loads((gloo_report / "summary.json").read_text())["runs"][0]
+    assert run["beyond_noise"] is False and "p90" in run["noise_rule"]
+    assert run["fastest"]["point_id"] == "s1-p001"                 # OMP_NUM_THREADS=2, re-measured in stage 1
+    assert run["recommended"] == {**run["recommended"], "point_id": "s1-p000", "env": {}, "keeps_baseline": True}
+    assert run["baseline_point_id"] == "s1-p000" and run["remeasured"] == {"p000": "s1-p000", "p001": "s1-p001"}
+    assert all(row["beyond_noise"] is False for row in run["headline"])
+    env = (gloo_report / "recommend.env").read_text()
+    assert "export " not in env and "within measurement noise" in env and "Beyond noise: no" in env
+    html = (gloo_report / "index.html").read_text()
+    assert "less communication" not in html and "No gain beyond measurement noise" in html
+    assert "Keep the defaults" in html and "no: within noise" in html
+    assert "re-measured as s1-p001" in html
+
+
+def test_real_gloo_run_says_cpu_ranks_and_that_nccl_did_not_run(gloo_report):
+    for name in ("recommend.env", "nccl_tuner.conf", "engine_flags.txt"):
+        text = (gloo_report / name).read_text()
+        assert "CPU ranks (gloo backend), no GPUs" in text and "0 x unknown GPUs" not in text, name
+        assert "None" not in text, name                                 # versions that were not there
+    html = (gloo_report / "index.html").read_text()
+    section = html.split("2 · Environment and topology", 1)[1].split("3 · Verify-latency", 1)[0]
+    assert section.count("NCCL did not run") == 1
+    nccl = section.split("What NCCL chose", 1)[1]
+    assert "<table" not in nccl                                         # no rows of dashes
+    assert "no GPUs: no NVIDIA driver" in html and "host vm: AMD EPYC, 2 logical CPUs, 1 socket" in html
+    for raw in ("CUDA_DRIVER_VERSION", "PAIRS", "REASON", ">null<", "numa_nodes"):
+        assert raw not in html, raw
+
+
+def test_real_gloo_run_break_even_below_one(gloo_report):
+    run = json.loads((gloo_report / "summary.json").read_text())["runs"][0]
+    baseline = [row for row in run["projection"] if row["setting"] == "baseline"][0]
+    assert baseline["break_even_ratio"] < 1 and baseline["break_even_accept"] is None
+    assert baseline["pays_at_any_accept"] is True
+    html = (gloo_report / "index.html").read_text()
+    assert "pays at any accept length" in html and "Pays at any accept length at T = 4" in html
+    assert f"{baseline['break_even_ratio']:.2f}" not in html
+
+
+def test_real_gloo_run_doctor_rows_not_json(gloo_report):
+    html = (gloo_report / "index.html").read_text()
+    doctor = html.split("Doctor verdicts", 1)[1].split("</table>", 1)[0]
+    assert '{"evidence"' not in doctor and '"fix"' not in doctor
+    assert doctor.count("<tr class=\"check-") == 11
+    assert doctor.index("check-ok") < doctor.index("check-info")          # skipped checks after the others
+    assert "<li>0 IOMMU group(s) (/sys/kernel/iommu_groups)</li>" in doctor
+    assert "<code>install pciutils (apt install pciutils) and run as root</code>" in doctor
+    assert "banner fail" not in html and "banner warn" not in html    # every check ok or skipped
+
+
+def test_failing_doctor_check_puts_a_loud_banner_first(tmp_path):
+    meta = make_meta("bad-box")
+    meta["doctor"] = doctor_meta(with_fail=True)
+    run_dir = write_run(tmp_path, "bad-box", meta=meta)
+    out = tmp_path / "out"
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    html = (out / "index.html").read_text()
+    header = html.split("</header>", 1)[0]
+    assert "not tuning results" in header and "IOMMU off or passthrough" in header
+    assert "failing doctor checks (IOMMU off or passthrough)" in (out / "recommend.env").read_text()
+    assert header.index("not tuning results") < header.index("records failed")   # the box first, then points
+    doctor = html.split("Doctor verdicts", 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r'<tr class="check-(\w+)"', doctor)
+    assert rows == ["fail", "warn", "ok", "ok", "info"]
+    assert "<code>add iommu=pt to the kernel command line and reboot</code>" in doctor
+    assert "<li>iommu=on (/proc/cmdline)</li>" in doctor
+
+
+def test_warning_doctor_check_gets_a_softer_note(rendered):
+    header = (rendered / "index.html").read_text().split("</header>", 1)[0]
+    assert "banner warn" in header and "doctor warnings (GPU peer-to-peer works between every pair)" in header
+    assert "not tuning results" not in header
+
+
+def test_topology_probe_of_a_fake_nvml_box_renders_as_tables_and_grids(tmp_path):
+    meta = make_meta("topo")
+    meta["topology"] = probe_topology(FakeNvml(p2p_broken={(0, 2), (1, 3)}))
+    run_dir = write_run(tmp_path, "topo", meta=meta)
+    out = tmp_path / "out"
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    html = (out / "index.html").read_text()
+    section = html.split("2 · Environment and topology", 1)[1].split("3 · Verify-latency", 1)[0]
+    assert "NVIDIA driver 595.58.03, CUDA driver API 13.2 (NVML)" in section
+    gpu_table = section.split("PCIe now / max", 1)[1].split("</table>", 1)[0]
+    assert gpu_table.count("NVIDIA RTX PRO 6000 Blackwell Server Edition") == 4
+    assert "Gen1 x16 / Gen5 x16" in section and "<code>0000:84:00.0</code>" in section
+    levels = section.split("Topology: path level", 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'<td class="(lv-\w+)"[^>]*>(\w+)</td>', levels)[:4] == [
+        ("lv-self", "X"), ("lv-pix", "PIX"), ("lv-sys", "SYS"), ("lv-sys", "SYS")]
+    p2p = section.split("Topology: P2P", 1)[1].split("</table>", 1)[0]
+    assert p2p.count(">no</td>") == 4 and p2p.count(">yes</td>") == 8
+    assert "No P2P: GPU0–GPU2, GPU1–GPU3 (read chipset_not_supported, write chipset_not_supported)" in section
+    for raw in ("PAIRS", "CUDA_DRIVER_VERSION", "gen_current", "<h4>gpus</h4>"):
+        assert raw not in section, raw
+
+
+def test_topology_without_gpus_says_why(tmp_path):
+    meta = make_meta("nogpu")
+    meta["topology"] = probe_topology(FakeNvml(gpus=0))
+    run_dir = write_run(tmp_path, "nogpu", meta=meta)
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "out")]) == 0
+    html = (tmp_path / "out" / "index.html").read_text()
+    assert "no GPUs: no GPU: the NVIDIA driver is loaded but reports 0 devices" in html

@@ -29,25 +29,28 @@ class TorchAllReduce(AllReduceImpl):
         return x
 
 
-class NcclAllReduce(TorchAllReduce):
+class _BackendAllReduce(TorchAllReduce):
+    """torch's all-reduce, gated to the one backend it names."""
+
+    backend_title: ClassVar[str] = ""
+
+    @classmethod
+    def support(cls, ctx: ImplContext) -> Support:
+        if ctx.backend != cls.name:
+            return unsupported(f"needs the {cls.backend_title} backend (this run uses {ctx.backend}"
+                               f"{': no CUDA GPUs' if ctx.backend == 'gloo' else ''})")
+        return SUPPORTED
+
+
+class NcclAllReduce(_BackendAllReduce):
     name: ClassVar[str] = "nccl"
-
-    @classmethod
-    def support(cls, ctx: ImplContext) -> Support:
-        if ctx.backend != "nccl":
-            return unsupported(f"needs the NCCL backend (this run uses {ctx.backend}: no CUDA GPUs)")
-        return SUPPORTED
+    backend_title: ClassVar[str] = "NCCL"
 
 
-class GlooAllReduce(TorchAllReduce):
+class GlooAllReduce(_BackendAllReduce):
     name: ClassVar[str] = "gloo"
+    backend_title: ClassVar[str] = "gloo"
     capturable: ClassVar[bool] = False
-
-    @classmethod
-    def support(cls, ctx: ImplContext) -> Support:
-        if ctx.backend != "gloo":
-            return unsupported(f"needs the gloo backend (this run uses {ctx.backend})")
-        return SUPPORTED
 
 
 class TorchAllReduceRmsnorm(TorchAllReduce):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -30,13 +31,18 @@ DEFAULT_ENV_VALUE = "(default)"
 FIELD_REPORT_CASES = ((1.3, 8), (2.0, 4))
 
 _STAT_FIELDS = ("n", "min", "median", "mean", "p90", "p99", "cv")
+# Stage points re-measure a configuration: "s2-p003" is stage 2 (commprof.sweep.staging.stage_of).
+_STAGE_ID = re.compile(r"^s(\d+)-p\d+$")
+NOISE_RULE = ("a point beats the baseline beyond noise when its p90 step time is below the baseline's median "
+              "(nine in ten of its steps were faster than the baseline's typical step); over several T, the "
+              "sums over T")
 
 
 # ----------------------------------------------------------------------------------------------- the frame
 
 def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per record: point fields, step_us statistics (µs), plan counts, skew; op_us kept as objects."""
-    settings: dict[tuple, str] = {}   # every (T, mode) record of a point shares its env
+    settings: dict[tuple, tuple[str, str]] = {}   # every (T, mode) record of a point shares its env
     rows = [_flatten(record, settings) for record in records]
     frame = pd.DataFrame(rows)
     if frame.empty:
@@ -47,17 +53,20 @@ def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return frame
 
 
-def _flatten(record: dict[str, Any], settings: dict[tuple, str]) -> dict[str, Any]:
+def _flatten(record: dict[str, Any], settings: dict[tuple, tuple[str, str]]) -> dict[str, Any]:
     point = record.get("point") or {}
     env = {str(k): str(v) for k, v in (point.get("env") or {}).items()}
     key = tuple(sorted(env.items()))
     if key not in settings:
-        settings[key] = env_text(env)
+        settings[key] = (env_text(env), json.dumps(key))
+    text, env_key = settings[key]
     stats = record.get("step_us") or {}
     plan = record.get("plan") or {}
     check = record.get("check") or {}
     nccl = record.get("nccl") or {}
     ranks = record.get("rank_step_median_us") or None
+    options = json.dumps(point.get("options") or {}, sort_keys=True)
+    stage = point.get("stage")
     row: dict[str, Any] = {
         "run_id": record.get("run_id"),
         "source": record.get("source"),
@@ -66,8 +75,12 @@ def _flatten(record: dict[str, Any], settings: dict[tuple, str]) -> dict[str, An
         "label": point.get("label") or record.get("point_id"),
         "impl": point.get("impl"),
         "env": env,
-        "settings": settings[key],
-        "options": json.dumps(point.get("options") or {}, sort_keys=True),
+        "settings": text,
+        "options": options,
+        # A configuration's identity (impl + env + options): stages re-measure the same one under a new id.
+        "config": f"{point.get('impl')} {env_key} {options}",
+        "stage": stage if isinstance(stage, int) else stage_of(str(record.get("point_id"))),
+        "iterations": record.get("iterations"),
         "backend": record.get("backend"),
         "world_size": record.get("world_size"),
         "status": record.get("status"),
@@ -117,6 +130,12 @@ def _flatten(record: dict[str, Any], settings: dict[tuple, str]) -> dict[str, An
     return row
 
 
+def stage_of(point_id: str) -> int:
+    """The sweep stage a point id belongs to: "p012" is stage 0, "s2-p003" stage 2."""
+    match = _STAGE_ID.match(point_id)
+    return int(match.group(1)) if match else 0
+
+
 def env_text(env: dict[str, str]) -> str:
     """A point's settings as one line, "NCCL defaults" when it sets nothing."""
     return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "NCCL defaults"
@@ -157,13 +176,62 @@ def headline_mode(steps: pd.DataFrame) -> tuple[str, str]:
     return "eager", why
 
 
-def baseline_id(steps: pd.DataFrame, requested: str | None = None) -> str:
-    """The baseline point: `requested`, else "p000"; UsageError when the run has no such point."""
+def baseline_id(steps: pd.DataFrame, requested: str | None = None, latest: pd.Series | None = None) -> str:
+    """The baseline point: `requested`, else "p000", as its configuration's latest measurement (`latest`:
+    latest_point_ids(steps), if already computed); UsageError when the run has no such point."""
     wanted = requested or BASELINE_POINT_ID
     if steps.empty or wanted not in set(steps["point_id"]):
         known = ", ".join(sorted(set(steps["point_id"])))[:200] if not steps.empty else "none"
         raise UsageError(f"baseline point {wanted!r} is not in this run (points: {known})")
-    return wanted
+    return str((latest if latest is not None else latest_point_ids(steps))[wanted])
+
+
+# ------------------------------------------------------------------------------- re-measured configurations
+
+def latest_point_ids(steps: pd.DataFrame) -> pd.Series:
+    """Point id -> the id holding its configuration's (impl + env + options) latest, longest measurement.
+
+    Stages re-measure configurations ("s1-p001" repeats "p001" with more iterations); like the staged search
+    (commprof.sweep.staging.rank_points), the report uses the latest stage's records, then the most iterations.
+    """
+    if steps.empty:
+        return pd.Series(dtype=object)
+    points = steps[["point_id", "config", "stage", "iterations", "step_n"]].drop_duplicates("point_id")
+    points = points.assign(length=points["iterations"].astype(float).fillna(points["step_n"]).fillna(0.0))
+    latest = (points.sort_values(["config", "stage", "length", "point_id"])
+              .drop_duplicates("config", keep="last").set_index("config")["point_id"])
+    return pd.Series(points["config"].map(latest).to_numpy(), index=points["point_id"].to_numpy())
+
+
+def latest_measurements(steps: pd.DataFrame, latest: pd.Series | None = None) -> pd.DataFrame:
+    """Only the records of each configuration's latest, longest measurement (the ones the analysis ranks)."""
+    if steps.empty:
+        return steps
+    latest = latest if latest is not None else latest_point_ids(steps)
+    if (latest.index == latest.to_numpy()).all():
+        return steps                           # no configuration was measured twice
+    return steps[steps["point_id"].map(latest) == steps["point_id"]]
+
+
+def superseded_by(latest: pd.Series) -> dict[str, str]:
+    """Earlier measurements of re-measured configurations: old point id -> the id that replaces it.
+
+    `latest`: latest_point_ids(steps).
+    """
+    return {str(old): str(new) for old, new in latest.items() if old != new}
+
+
+# ------------------------------------------------------------------------------------------------ noise
+
+def beyond_noise(p90_us: Any, baseline_median_us: Any) -> bool | None:
+    """Whether a point beats the baseline beyond measurement noise (NOISE_RULE); None when either is unknown."""
+    try:
+        p90, median = float(p90_us), float(baseline_median_us)
+    except (TypeError, ValueError):
+        return None
+    if not (math.isfinite(p90) and math.isfinite(median)):
+        return None
+    return p90 < median
 
 
 # -------------------------------------------------------------------------------------- best, speed-ups
@@ -193,7 +261,7 @@ def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
     out["reference"] = baseline
     fused = out["fused_rmsnorm"].to_numpy()
     if fused.any():
-        refs = ok[ok["impl"] == UNFUSED_REFERENCE_IMPL]
+        refs = ok_rows(latest_measurements(steps[steps["impl"] == UNFUSED_REFERENCE_IMPL]))
         by_settings = {(r.source, r.tokens, r.mode, r.settings): (r.median_us, r.point_id)
                        for r in refs.itertuples()}
         by_default = {(r.source, r.tokens, r.mode): (r.median_us, r.point_id)
@@ -215,30 +283,44 @@ def headline(steps: pd.DataFrame, baseline: str, mode: str) -> pd.DataFrame:
     """Per (source, T): baseline vs best step time in `mode`, µs, % saved, and the best point's settings."""
     best = best_points(steps, mode)
     base = ok_rows(steps, mode)
-    base = base[base["point_id"] == baseline][["source", "tokens", "median_us", "p99_us"]]
+    base = base[base["point_id"] == baseline][["source", "tokens", "median_us", "p90_us", "p99_us", "cv"]]
     base = base.drop_duplicates(["source", "tokens"]).rename(
-        columns={"median_us": "baseline_us", "p99_us": "baseline_p99_us"})
-    columns = ["source", "tokens", "point_id", "label", "impl", "settings", "env", "median_us", "p99_us"]
+        columns={"median_us": "baseline_us", "p90_us": "baseline_p90_us", "p99_us": "baseline_p99_us",
+                 "cv": "baseline_cv"})
+    columns = ["source", "tokens", "point_id", "label", "impl", "settings", "env", "median_us", "p90_us", "p99_us",
+               "cv"]
     table = best[columns].rename(columns={"point_id": "best_point_id", "label": "best_label", "impl": "best_impl",
-                                          "settings": "best_settings", "env": "best_env",
-                                          "median_us": "best_us", "p99_us": "best_p99_us"})
+                                          "settings": "best_settings", "env": "best_env", "median_us": "best_us",
+                                          "p90_us": "best_p90_us", "p99_us": "best_p99_us", "cv": "best_cv"})
     table = base.merge(table, on=["source", "tokens"], how="outer").sort_values(["source", "tokens"])
     table["saved_us"] = table["baseline_us"] - table["best_us"]
     table["saved_pct"] = 100.0 * table["saved_us"] / table["baseline_us"]
     table["speedup"] = table["baseline_us"] / table["best_us"]
+    table["beyond_noise"] = pd.Series([beyond_noise(p90, median) for p90, median
+                                       in zip(table["best_p90_us"], table["baseline_us"])],
+                                      index=table.index, dtype=object)
     return table.reset_index(drop=True)
 
 
 def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str) -> pd.DataFrame:
-    """Per (source, T): the fastest ok fused point in `mode` against its unfused reference."""
+    """Per (source, T): the fastest ok fused point in `mode` against its unfused reference, with NOISE_RULE
+    both ways: `beyond_noise` (fused beats the reference) and `slower_beyond_noise` (the reference beats it)."""
     rated = speedups(steps, baseline)
     fused = rated[rated["fused_rmsnorm"] & (rated["status"] == "ok") & (rated["mode"] == mode)
                   & (rated["impl"] != UNFUSED_REFERENCE_IMPL) & rated["median_us"].notna()]
     if fused.empty:
         return fused
     best = fused.sort_values(["source", "tokens", "median_us"]).groupby(["source", "tokens"]).head(1)
-    return best[["source", "tokens", "point_id", "label", "impl", "settings", "median_us", "reference",
+    best = best[["source", "tokens", "point_id", "label", "impl", "settings", "median_us", "p90_us", "reference",
                  "reference_us", "speedup", "saved_pct"]].reset_index(drop=True)
+    refs = ok_rows(steps, mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])["p90_us"]
+    best["reference_p90_us"] = [refs.get((ref, t), math.nan) for ref, t in zip(best["reference"], best["tokens"])]
+    best["beyond_noise"] = pd.Series([beyond_noise(p90, ref) for p90, ref in zip(best["p90_us"], best["reference_us"])],
+                                     index=best.index, dtype=object)
+    best["slower_beyond_noise"] = pd.Series([beyond_noise(ref_p90, median) for ref_p90, median
+                                             in zip(best["reference_p90_us"], best["median_us"])],
+                                            index=best.index, dtype=object)
+    return best
 
 
 def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | None = None) -> pd.Series | None:
@@ -250,6 +332,7 @@ def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | None = None) 
     if rows.empty:
         return None
     all_tokens = set(ok_rows(steps, mode)["tokens"])
+    rows = rows.drop_duplicates(["point_id", "tokens"])
     grouped = rows.groupby("point_id")
     coverage = grouped["tokens"].nunique()
     totals = grouped["median_us"].sum()[coverage == len(all_tokens)]
@@ -258,7 +341,53 @@ def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | None = None) 
     winner = totals.sort_values(kind="stable").index[0]
     first = rows[rows["point_id"] == winner].iloc[0].copy()
     first["total_us"] = float(totals[winner])
+    first["p90_total_us"] = float(rows.loc[rows["point_id"] == winner, "p90_us"].sum(min_count=len(all_tokens)))
+    first["tokens_covered"] = sorted(int(t) for t in all_tokens)
     return first
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What to set: the fastest point over every T if it beats the baseline beyond noise, else the baseline.
+
+    `beyond_noise` is None when the baseline has no ok record at some T the fastest point covers (no comparison).
+    """
+
+    fastest: pd.Series | None
+    baseline: pd.Series | None
+    baseline_total_us: float
+    beyond_noise: bool | None
+
+    @property
+    def chosen(self) -> pd.Series | None:
+        if self.fastest is None or self.beyond_noise is not False:
+            return self.fastest
+        return self.baseline
+
+    @property
+    def keeps_baseline(self) -> bool:
+        return self.fastest is not None and self.beyond_noise is False
+
+    @property
+    def saved_pct(self) -> float:
+        if self.fastest is None or not math.isfinite(self.baseline_total_us) or not self.baseline_total_us:
+            return math.nan
+        return 100.0 * (self.baseline_total_us - self.fastest["total_us"]) / self.baseline_total_us
+
+
+def recommendation(steps: pd.DataFrame, baseline: str, mode: str, impl: str | None = None) -> Recommendation:
+    """The fastest point of `impl` over every T (best_overall_point), judged against the baseline by NOISE_RULE."""
+    fastest = best_overall_point(steps, mode, impl)
+    base_rows = ok_rows(steps, mode)
+    base_rows = base_rows[base_rows["point_id"] == baseline].drop_duplicates("tokens")
+    base = base_rows.iloc[0].copy() if not base_rows.empty else None
+    if fastest is None:
+        return Recommendation(None, base, math.nan, None)
+    covered = base_rows[base_rows["tokens"].isin(fastest["tokens_covered"])]
+    total = (float(covered["median_us"].sum()) if len(covered) == len(fastest["tokens_covered"]) else math.nan)
+    if base is not None:
+        base["total_us"] = total
+    return Recommendation(fastest, base, total, beyond_noise(fastest["p90_total_us"], total))
 
 
 # -------------------------------------------------------------------------------------- failures, matrix
@@ -537,14 +666,24 @@ def tokens_per_second(accept: float, draft_ms: float, verify_ms: float) -> float
 
 
 def break_even_accept(draft_ms: float, verify_ms: float, decode_ms: float) -> float:
-    """The accept length above which speculation beats plain decode: (draft + verify) / decode(T = 1)."""
+    """The accept length above which speculation beats plain decode: (draft + verify) / decode(T = 1).
+
+    A raw ratio: below 1 it is not an accept length (those are >= 1, the bonus token) but means speculation
+    pays at any accept length.
+    """
     return (draft_ms + verify_ms) / decode_ms if decode_ms > 0 else math.nan
+
+
+def pays_at_any_accept(ratio: float) -> bool:
+    """True when the break-even ratio is below 1: every accept length (>= 1) beats plain decode."""
+    return math.isfinite(ratio) and ratio < 1.0
 
 
 def projection(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...]) -> pd.DataFrame:
     """Per (source, setting, T): plain-decode and speculative tokens/s at each accept length, and break-even.
 
-    T = 1 is plain decode; without it (or without a verify T) there is nothing to project: empty frame.
+    break_even_ratio is (draft + verify) / decode as computed; break_even_accept is that ratio where it is an
+    accept length (>= 1), NaN where pays_at_any_accept. T = 1 is plain decode; without it (or without a verify T) there is nothing to project: empty frame.
     An accept length above T is impossible (NaN). Without compute times the numbers cover communication only
     and are upper bounds, not throughput estimates.
     """
@@ -556,10 +695,12 @@ def projection(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...])
         decode_ms = float(decode["verify_ms"].iloc[0])
         plain = 1000.0 / decode_ms if decode_ms > 0 else math.nan
         for r in group[(group["tokens"] > 1) & group["verify_ms"].notna()].itertuples():
+            ratio = break_even_accept(draft_ms, r.verify_ms, decode_ms)
             row = {"source": source, "setting": setting, "tokens": r.tokens, "point_id": r.point_id,
                    "decode_ms": decode_ms, "plain_tokens_per_s": plain, "draft_ms": draft_ms,
-                   "verify_ms": r.verify_ms,
-                   "break_even_accept": break_even_accept(draft_ms, r.verify_ms, decode_ms)}
+                   "verify_ms": r.verify_ms, "break_even_ratio": ratio,
+                   "break_even_accept": ratio if math.isfinite(ratio) and ratio >= 1.0 else math.nan,
+                   "pays_at_any_accept": pays_at_any_accept(ratio)}
             for accept in accepts:
                 row[tps_column(accept)] = (tokens_per_second(accept, draft_ms, r.verify_ms)
                                           if accept <= r.tokens else math.nan)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from commprof.models import DTYPE_BYTES
@@ -112,9 +113,14 @@ def forced_choice(env_value: str | None, collective: str, kind: str) -> str | No
 
 
 def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
-    """Per winning record (one per T) and collective: size and what NCCL ran (its log), else what env forced."""
+    """Per winning record (one per T) and collective: size and what NCCL ran (its log), else what env forced.
+
+    A winner with a `note` (e.g. within measurement noise of the baseline) gets no choice: NCCL keeps its own.
+    """
     rows = []
     for r in winners.itertuples():
+        note = getattr(r, "note", None)
+        note = note if isinstance(note, str) and note else None
         env = r.env if isinstance(r.env, dict) else {}
         choices = (r.nccl or {}).get("choices") or [] if isinstance(r.nccl, dict) else []
         sizes = {"allreduce": int(r.tokens) * int(r.hidden_size) * DTYPE_BYTES.get(r.dtype, 2)
@@ -136,11 +142,13 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
             protocol = (tuner_name("protocol", choice.get("proto"))
                         or forced_choice(env.get("NCCL_PROTO"), coll, "protocol"))
             channels = choice.get("channels") if sets_channels and choice.get("channels") else -1
+            if note:
+                algorithm = protocol = None
             rows.append({"collective": coll, "bytes": int(size), "tokens": int(r.tokens), "point_id": r.point_id,
                          "label": r.label, "algorithm": algorithm, "protocol": protocol, "channels": int(channels),
-                         "n_ranks": int(r.world_size) if _number(r.world_size) else -1})
+                         "n_ranks": int(r.world_size) if _number(r.world_size) else -1, "note": note})
     return pd.DataFrame(rows, columns=["collective", "bytes", "tokens", "point_id", "label", "algorithm",
-                                       "protocol", "channels", "n_ranks"])
+                                       "protocol", "channels", "n_ranks", "note"])
 
 
 def tuner_rules(inputs: pd.DataFrame) -> list[TunerRule]:
@@ -183,10 +191,13 @@ def tuner_conf_text(rules: list[TunerRule], inputs: pd.DataFrame, provenance: li
         "# " + ",".join(TUNER_FIELDS),
     ]
     for r in inputs.sort_values(["collective", "bytes"]).itertuples():
-        choice = f"{r.algorithm}/{r.protocol}" if r.algorithm and r.protocol else "no single algo/proto: no rule"
+        note = getattr(r, "note", None)
+        choice = (f"{r.algorithm}/{r.protocol}" if isinstance(r.algorithm, str) and isinstance(r.protocol, str)
+                  else f"{note}: no rule" if isinstance(note, str) and note else "no single algo/proto: no rule")
         lines.append(f"#   {r.collective} {r.bytes} B (T={r.tokens}): {r.point_id} {r.label!s} -> {choice}")
     if not rules:
-        lines.append("# No rule: every winner kept NCCL's own choice (or its choice is unknown).")
+        lines.append("# No rule: at every size NCCL keeps its own choice (no winner beyond noise with a known "
+                     "algorithm and protocol).")
     lines += [rule.csv() for rule in rules]
     return "\n".join(lines) + "\n"
 
@@ -200,7 +211,7 @@ def recommend_env_text(point: pd.Series | None, provenance: list[str], notes: li
     if point is None:
         lines.append("# No point passed at every T in this run: nothing to recommend.")
     elif not env:
-        lines.append("# NCCL's defaults were the fastest NCCL setting measured: nothing to export.")
+        lines.append("# The recommendation sets no variable: nothing to export.")
     lines.append("# NCCL reads most variables once per process: restart the engine after sourcing this file.")
     for name, value in sorted(env.items()):
         if not _ENV_NAME.match(name):
@@ -223,15 +234,20 @@ class EngineHint:
 
 
 def engine_hints(fusion: pd.DataFrame, fused_measured: bool, env_exported: bool) -> list[EngineHint]:
-    """SGLang / vLLM flags and environment for what won; only what this run measured."""
+    """SGLang / vLLM flags and environment for what won beyond noise; only what this run measured.
+
+    `fusion`: analysis.fusion_comparison (impl, tokens, beyond_noise, slower_beyond_noise per T).
+    """
     hints = []
     if env_exported:
         hints.append(EngineHint("SGLang and vLLM", "source recommend.env in the shell that launches the engine",
                                 "any version (both use NCCL through PyNccl / torch.distributed)",
                                 "NCCL_* variables reach every rank through the environment"))
-    if not fused_measured:
+    if not fused_measured or fusion.empty:
         return hints
-    won = fusion[(fusion["saved_pct"] > 0) & fusion["impl"].astype(str).str.contains("flashinfer")]
+    flashinfer = fusion["impl"].astype(str).str.contains("flashinfer").to_numpy()
+    won = fusion[flashinfer & np.array([v is True for v in fusion["beyond_noise"]], dtype=bool)]
+    lost = fusion[np.array([v is True for v in fusion["slower_beyond_noise"]], dtype=bool)]
     if not won.empty:
         tokens = ", ".join(str(int(t)) for t in won["tokens"])
         why = (f"the FlashInfer fused all-reduce + RMSNorm beat its unfused reference at T = {tokens}; the engine "
@@ -240,8 +256,9 @@ def engine_hints(fusion: pd.DataFrame, fused_measured: bool, env_exported: bool)
                   EngineHint("vLLM", VLLM_FUSION_FLAG[0], VLLM_FUSION_FLAG[1], why),
                   EngineHint("vLLM", VLLM_FUSION_BACKEND_ENV[0], VLLM_FUSION_BACKEND_ENV[1],
                              "chooses FlashInfer's all-reduce backend for the fused kernels")]
-    elif not fusion.empty:
-        why = "the fused all-reduce + RMSNorm was slower than its unfused reference at every T measured"
+    elif not fusion.empty and len(lost) == len(fusion):
+        why = ("the fused all-reduce + RMSNorm was slower than its unfused reference, beyond noise, at every T "
+               "measured")
         hints += [EngineHint("SGLang", SGLANG_FUSION_OFF_FLAG[0], SGLANG_FUSION_OFF_FLAG[1], why),
                   EngineHint("vLLM", VLLM_FUSION_OFF_FLAG[0], VLLM_FUSION_OFF_FLAG[1], why)]
     return hints
@@ -292,7 +309,7 @@ def nccl_tests_table(sizes: list[tuple[str, int, float]], world_size: int, dtype
 
 # ----------------------------------------------------------------------------------- summary, csv, files
 
-CSV_DROP = ("env", "op_us", "nccl", "rank_step_median_us")
+CSV_DROP = ("env", "config", "op_us", "nccl", "rank_step_median_us")
 
 
 def results_csv(frame: pd.DataFrame) -> str:

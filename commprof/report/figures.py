@@ -53,10 +53,12 @@ def _single_axes(size: tuple[float, float]):
     return fig, ax
 
 
-def breakdown_svg(parts: pd.DataFrame, compute_given: bool) -> str:
-    """Per T, stacked bars for baseline and best: communication, launch overhead (eager − graph), compute."""
+def breakdown_svg(parts: pd.DataFrame, compute_given: bool, mode: str = "graph") -> str:
+    """Per T, stacked bars for baseline and best: communication (in `mode`), launch overhead (eager − graph),
+    compute."""
     tokens = sorted(parts["tokens"].unique())
     fig, ax = _single_axes((7.5, 3.2))
+    fig.subplots_adjust(top=0.86)          # the legend sits above the bars
     width = 0.38
     for offset, setting in ((-width / 2 - 0.01, "baseline"), (width / 2 + 0.01, "best")):
         rows = parts[parts["setting"] == setting].set_index("tokens").reindex(tokens)
@@ -66,9 +68,9 @@ def breakdown_svg(parts: pd.DataFrame, compute_given: bool) -> str:
         comp = rows["compute_ms"].fillna(0).to_numpy()
         alpha = 0.55 if setting == "baseline" else 1.0
         ax.bar(x, comm, width, color=COLORS["comm"], alpha=alpha,
-               label="communication (graph)" if setting == "best" else None)
+               label=f"communication ({mode})" if setting == "best" else None)
         ax.bar(x, over, width, bottom=comm, color=COLORS["overhead"], alpha=alpha, hatch="//",
-               label="launch overhead (eager − graph)" if setting == "best" else None)
+               label="launch overhead (eager − graph)" if setting == "best" and over.any() else None)
         if compute_given:
             ax.bar(x, comp, width, bottom=comm + over, color=COLORS["compute"], alpha=alpha,
                    label="compute (given)" if setting == "best" else None)
@@ -76,7 +78,7 @@ def breakdown_svg(parts: pd.DataFrame, compute_given: bool) -> str:
             ax.text(xi, top, setting, ha="center", va="bottom", fontsize=7, color="#444")
     ax.set_xticks(np.arange(len(tokens)), [f"T = {t}" for t in tokens])
     ax.set_ylabel("ms per step")
-    ax.legend(frameon=False, fontsize=8, loc="upper left")
+    ax.legend(frameon=False, fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3)
     ax.margins(y=0.15)
     return to_svg(fig)
 
@@ -91,7 +93,9 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
     lines = math.ceil(count / columns)
     # Fixed margins, not a layout engine: constrained layout costs half again the drawing time.
     fig, axes = plt.subplots(lines, columns, figsize=(3.3 * columns, 2.8 * lines), squeeze=False)
-    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.1, top=0.84, wspace=0.35, hspace=0.45)
+    # ~0.75 inch on the left for the tick labels and the axis label, whatever the width.
+    fig.subplots_adjust(left=max(0.07, 0.75 / (3.3 * columns)), right=0.99, bottom=0.1, top=0.84, wspace=0.35,
+                        hspace=0.45)
     for ax, (tokens, settings) in zip(axes.flat, per_tokens.items()):
         positions, data, colors, ticks = [], [], [], []
         for k, site in enumerate(SITE_ORDER):

@@ -44,15 +44,18 @@ class RunAnalysis:
     source: str
     meta: dict
     frame: pd.DataFrame
-    steps: pd.DataFrame
+    steps: pd.DataFrame              # each configuration's latest, longest measurement: what is ranked
+    all_steps: pd.DataFrame          # every step record, re-measured configurations' earlier ones included
     collectives: pd.DataFrame
     options: ReportOptions
     mode: str = "graph"
     mode_why: str = ""
     baseline: str | None = None
+    baseline_requested: str | None = None
     head: pd.DataFrame = field(default_factory=pd.DataFrame)
     fusion: pd.DataFrame = field(default_factory=pd.DataFrame)
-    recommended: pd.Series | None = None
+    rec: an.Recommendation | None = None
+    superseded: dict[str, str] = field(default_factory=dict)
     fails: pd.DataFrame = field(default_factory=pd.DataFrame)
     rated: pd.DataFrame = field(default_factory=pd.DataFrame)
     parts: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -62,6 +65,16 @@ class RunAnalysis:
     @property
     def simulated(self) -> bool:
         return self.source == "model"
+
+    @property
+    def recommended(self) -> pd.Series | None:
+        """The point to set: the fastest over every T if beyond noise, else the baseline (None: nothing passed)."""
+        return self.rec.chosen if self.rec is not None else None
+
+    @property
+    def backend(self) -> str | None:
+        backends = self.frame["backend"].dropna().unique() if "backend" in self.frame else []
+        return str(backends[0]) if len(backends) == 1 else self.meta.get("backend")
 
     @property
     def n_failed(self) -> int:
@@ -92,19 +105,23 @@ def analyze_run(run_id: str, records: list[dict], meta: dict, options: ReportOpt
 
 def _analyze(run_id, name, source, records, meta, options) -> RunAnalysis:
     frame = an.records_frame(records)
-    steps = an.step_frame(frame)
+    all_steps = an.step_frame(frame)
+    latest = an.latest_point_ids(all_steps)
+    steps = an.latest_measurements(all_steps, latest)
     run = RunAnalysis(run_id=run_id, name=name, source=source, meta=meta, frame=frame, steps=steps,
-                      collectives=an.collective_frame(frame), options=options)
+                      all_steps=all_steps, collectives=an.collective_frame(frame), options=options)
     run.fails = an.failures(frame)
     if steps.empty:
         return run
     run.mode, run.mode_why = an.headline_mode(steps)
-    run.baseline = an.baseline_id(steps, options.baseline)
-    run.rated = an.speedups(steps, run.baseline)
+    run.baseline_requested = options.baseline or an.BASELINE_POINT_ID
+    run.baseline = an.baseline_id(all_steps, options.baseline, latest)
+    run.superseded = an.superseded_by(latest)
+    run.rated = an.speedups(all_steps, run.baseline)
     run.head = an.headline(steps, run.baseline, run.mode)
     run.fusion = an.fusion_comparison(steps, run.baseline, run.mode)
     baseline_impl = steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0]
-    run.recommended = an.best_overall_point(steps, run.mode, impl=baseline_impl)
+    run.rec = an.recommendation(steps, run.baseline, run.mode, impl=baseline_impl)
     run.axes = an.strongest_axes(steps, run.mode)
     if not run.head.empty:
         run.parts = an.breakdown(steps, run.head, run.baseline, options.compute)
@@ -177,17 +194,16 @@ def axis_name(axis: str | None) -> str:
 def provenance(run: RunAnalysis) -> list[str]:
     """Where a number came from, for the head of every exported file."""
     meta = run.meta
-    gpus = meta.get("gpus") or []
-    names = sorted({str(g.get("name", "?")) for g in gpus if isinstance(g, dict)})
-    versions = meta.get("versions") or {}
+    versions = {k: v for k, v in (meta.get("versions") or {}).items() if v not in (None, "")}
     lines = [f"commprof report of run {run.run_id} ({SOURCE_LABELS.get(run.source, run.source)})"]
     if run.simulated:
         calibration = ", ".join(sorted({str(c) for c in run.frame.get("calibration", pd.Series()).dropna()}))
         lines.append(f"SIMULATED by the cost model (calibration: {calibration or 'unknown'}): not measured on "
                      "any machine; measure before you rely on it.")
-    lines.append(f"Measured on: {len(gpus)} x {' / '.join(names) or 'unknown GPUs'}, host "
-                 f"{meta.get('hostname', 'unknown')}, {meta.get('created', 'date unknown')}, "
-                 f"world size {meta.get('world_size', '?')}, backend {meta.get('backend', '?')}")
+    where = {"model": "Simulated for", "nccl-tests": "Imported from"}.get(run.source, "Measured on")
+    lines.append(f"{where}: {hardware_text(meta, run.backend)}, host {meta.get('hostname', 'unknown')}, "
+                 f"{meta.get('created', 'date unknown')}, world size {meta.get('world_size', '?')}, "
+                 f"backend {run.backend or '?'}")
     if versions:
         lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
     launch_env = {k: v for k, v in (meta.get("env") or {}).items()
@@ -197,87 +213,193 @@ def provenance(run: RunAnalysis) -> list[str]:
     return lines
 
 
-def recommend_notes(run: RunAnalysis) -> list[str]:
-    point = run.recommended
-    if point is None:
+def hardware_text(meta: dict, backend: str | None) -> str:
+    """"8 x NVIDIA ..." from meta["gpus"]; CPU ranks said as such (a gloo run has no GPU to name)."""
+    gpus = [g for g in meta.get("gpus") or [] if isinstance(g, dict)]
+    if gpus:
+        names = sorted({str(g.get("name", "?")) for g in gpus})
+        return f"{len(gpus)} x {' / '.join(names)}"
+    if backend == "gloo":
+        return "CPU ranks (gloo backend), no GPUs"
+    return "GPUs not recorded"
+
+
+def keep_text(run: RunAnalysis) -> str:
+    """What keeping the baseline means in words: NCCL's defaults, gloo's defaults, or the baseline's settings."""
+    base = run.rec.baseline if run.rec is not None else None
+    if base is not None and base["env"]:
+        return f"Keep the baseline's settings ({base['settings']})"
+    return "Keep the defaults (gloo: no NCCL to tune)" if run.backend == "gloo" else "Keep NCCL's defaults"
+
+
+def noise_sentence(run: RunAnalysis) -> str:
+    """Why the fastest point over every T is, or is not, a result (NOISE_RULE with this run's numbers)."""
+    rec = run.rec
+    if rec is None or rec.fastest is None:
+        return ""
+    fastest = rec.fastest
+    tokens = ", ".join(map(str, fastest["tokens_covered"]))
+    if rec.beyond_noise is None:
+        return (f"Not compared with the baseline {run.baseline}: it has no ok {run.mode}-mode record at every "
+                f"T = {tokens}.")
+    relation = "below" if rec.beyond_noise else "not below"
+    return (f"{fastest['point_id']}'s p90 step time summed over T = {tokens} ({fmt_ms(fastest['p90_total_us'])}) "
+            f"is {relation} the baseline {run.baseline}'s median summed ({fmt_ms(rec.baseline_total_us)}).")
+
+
+def box_failed_note(run: RunAnalysis) -> str:
+    """A line for every recommendation when the doctor failed checks on the box the numbers come from."""
+    doctor = doctor_view(run.meta.get("doctor"))
+    if not doctor or not doctor["failed"]:
+        return ""
+    return (f"Measured on a box failing doctor checks ({', '.join(doctor['failed'])}): not a tuning result; fix "
+            "the box and measure again before applying this.")
+
+
+def recommend_notes(run: RunAnalysis, per_size_rules: bool = False) -> list[str]:
+    """The comment lines of recommend.env: what was chosen and why, with the noise verdict."""
+    rec = run.rec
+    if rec is None or rec.fastest is None:
         return []
-    tokens = an.distinct_tokens(an.ok_rows(run.steps, run.mode))
-    base = run.head["baseline_us"].sum() if not run.head.empty else math.nan
-    notes = [f"Point {point['point_id']} \"{point['label']}\" (impl {point['impl']}): least total {run.mode}-mode "
-             f"step time over T = {', '.join(map(str, tokens))}: {fmt_ms(point['total_us'])} "
-             f"vs {fmt_ms(base)} for the baseline {run.baseline}."]
-    winners = set(run.head["best_point_id"].dropna()) if not run.head.empty else set()
-    if len(winners) > 1:
+    failed_box = box_failed_note(run)
+    return ([failed_box] if failed_box else []) + _recommend_notes(run, per_size_rules)
+
+
+def _recommend_notes(run: RunAnalysis, per_size_rules: bool) -> list[str]:
+    rec = run.rec
+    fastest = rec.fastest
+    tokens = ", ".join(map(str, fastest["tokens_covered"]))
+    if rec.keeps_baseline:
+        if fastest["point_id"] == run.baseline:
+            return [f"{keep_text(run)}: no point was faster than the baseline {run.baseline} over T = {tokens}."]
+        return [f"{keep_text(run)}: the fastest point, {fastest['point_id']} \"{fastest['label']}\" "
+                f"({fastest['settings']}), was {fmt_pct(rec.saved_pct)} faster over T = {tokens} but within "
+                "measurement noise.",
+                f"Beyond noise: no. {noise_sentence(run)}",
+                f"Rule: {an.NOISE_RULE}. Re-measure with more iterations before changing anything."]
+    notes = [f"Point {fastest['point_id']} \"{fastest['label']}\" (impl {fastest['impl']}): least total "
+             f"{run.mode}-mode step time over T = {tokens}: {fmt_ms(fastest['total_us'])} "
+             f"vs {fmt_ms(rec.baseline_total_us)} for the baseline {run.baseline}.",
+             f"Beyond noise: {'unknown' if rec.beyond_noise is None else 'yes'}. {noise_sentence(run)}"]
+    if per_size_rules:
         notes.append("The fastest point differs by T: nccl_tuner.conf has per-size rules "
                      "(use it instead of NCCL_ALGO / NCCL_PROTO, not with them).")
     return notes
 
 
 def tuner_winners(run: RunAnalysis) -> pd.DataFrame:
-    """Per T, the fastest ok record of the baseline's implementation (NCCL) in the headline mode."""
+    """Per T, the fastest ok record of the baseline's implementation (NCCL) in the headline mode, with whether
+    it beats the baseline beyond noise (`beyond_noise`) and, where not, why it gets no rule (`note`)."""
     if run.steps.empty or run.baseline is None:
         return run.steps.iloc[0:0]
     impl = run.steps.loc[run.steps["point_id"] == run.baseline, "impl"].iloc[0]
     rows = an.ok_rows(run.steps, run.mode)
+    base = rows[rows["point_id"] == run.baseline].drop_duplicates("tokens").set_index("tokens")["median_us"]
     rows = rows[(rows["impl"] == impl) & ~rows["fused_rmsnorm"]]
-    return rows.sort_values(["tokens", "median_us"]).groupby("tokens").head(1)
+    winners = rows.sort_values(["tokens", "median_us"]).groupby("tokens").head(1).copy()
+    winners["beyond_noise"] = [an.beyond_noise(p90, base.get(t)) for p90, t in zip(winners["p90_us"],
+                                                                                    winners["tokens"])]
+    winners["note"] = ["the baseline was fastest" if pid == run.baseline
+                       else "within measurement noise of the baseline" if verdict is False else None
+                       for pid, verdict in zip(winners["point_id"], winners["beyond_noise"])]
+    return winners
 
 
 def headline_answers(run: RunAnalysis) -> dict[str, Any]:
     """The three questions of the first screen, answered in words (with numbers and their labels)."""
     answers: dict[str, Any] = {"set": [], "set_notes": [], "faster": [], "spec": [], "spec_note": "",
-                               "spec_verdict": "", "plain": {}, "faster_verdict": ""}
+                               "spec_verdict": "", "plain": "", "faster_verdict": "", "faster_noise": False,
+                               "faster_note": "", "spec_setting": "best"}
     if run.steps.empty:
         answers["set"].append("No replayed steps in this run: nothing to recommend.")
         return answers
     if run.all_failed:
         answers["set"].append("Nothing: every point failed. See the CUDA-graph compatibility matrix below.")
         return answers
+    rec = run.rec
     point = run.recommended
     if point is None:
         answers["set"].append("No single NCCL setting passed at every T; see the per-T table.")
+    elif rec.keeps_baseline:
+        answers["set"].append(keep_text(run))
+        if rec.fastest["point_id"] == run.baseline:
+            answers["set_notes"].append("No point measured was faster than the baseline.")
+        else:
+            answers["set_notes"].append(
+                f"The fastest point, {rec.fastest['point_id']} {rec.fastest['label']}, was "
+                f"{fmt_pct(rec.saved_pct)} faster, within measurement noise: {noise_sentence(run)} "
+                "Not a result; re-measure with more iterations.")
     elif not point["env"]:
         answers["set"].append("Keep NCCL's defaults: no NCCL setting measured beat them.")
     else:
         answers["set"].append(point["settings"])
         answers["set_notes"].append(f"Point {point['point_id']} {point['label']}: the least total step time over "
-                                    "every T; exported in recommend.env.")
-    won = run.fusion[run.fusion["saved_pct"] > 0] if not run.fusion.empty else run.fusion
+                                    "every T, beyond measurement noise; exported in recommend.env.")
+        if rec.beyond_noise is None:
+            answers["set_notes"].append(noise_sentence(run))
+    if box_failed_note(run):
+        answers["set_notes"].insert(0, box_failed_note(run))
+    won = run.fusion[[v is True for v in run.fusion["beyond_noise"]]] if not run.fusion.empty else run.fusion
     if not won.empty:
         tokens = ", ".join(str(int(t)) for t in won["tokens"])
         answers["set_notes"].append(f"Fused all-reduce + RMSNorm ({won['impl'].iloc[0]}) beat the unfused "
-                                    f"reference at T = {tokens}: engine flags in section 8.")
+                                    f"reference beyond noise at T = {tokens}: engine flags in section 8.")
     verify = run.head[run.head["tokens"] > 1] if not run.head.empty else run.head
     verify = verify if not verify.empty else run.head
-    if verify["saved_pct"].notna().any():
-        low, high = verify["saved_pct"].min(), verify["saved_pct"].max()
+    verdicts = list(verify["beyond_noise"]) if not verify.empty else []
+    real = verify[[v is True for v in verdicts]] if verdicts else verify
+    if not real.empty and real["saved_pct"].notna().any():
+        low, high = real["saved_pct"].min(), real["saved_pct"].max()
         answers["faster_verdict"] = (f"{high:.0f} % less communication" if abs(high - low) < 0.5
                                      else f"{low:.0f}–{high:.0f} % less communication")
-    for r in verify.itertuples():
+        if len(real) < len(verify):
+            answers["faster_verdict"] += " at T = " + ", ".join(str(int(t)) for t in real["tokens"])
+    elif any(v is False for v in verdicts):
+        answers["faster_verdict"] = "No gain beyond measurement noise"
+        answers["faster_noise"] = True
+    for r, verdict in zip(verify.itertuples(), verdicts):
         answers["faster"].append({"tokens": int(r.tokens), "baseline": fmt_ms(r.baseline_us),
                                   "best": fmt_ms(r.best_us), "saved": fmt_pct(r.saved_pct),
-                                  "saved_ms": fmt_ms(r.saved_us), "label": r.best_label})
+                                  "saved_ms": fmt_ms(r.saved_us), "label": r.best_label,
+                                  "noise": verdict is False and r.best_point_id != run.baseline})
+    if any(v is False for v in verdicts):
+        answers["faster_note"] = ("Grey: within measurement noise (the best point's p90 is not below the "
+                                  "baseline's median), not a gain.")
     if run.proj.empty:
         answers["spec_note"] = ("Not answerable from this run: a T = 1 step (plain decode) and at least one "
                                 "verify T are both needed.")
         return answers
-    best = run.proj[run.proj["setting"] == "best"]
-    for r in best.itertuples():
+    setting = "baseline" if rec is not None and rec.keeps_baseline else "best"
+    answers["spec_setting"] = setting
+    chosen = run.proj[run.proj["setting"] == setting]
+    for r in chosen.itertuples():
         cells = []
         for accept in run.options.accepts:
             value = getattr(r, an.tps_column(accept))
             cells.append({"text": fmt_num(value, 0) if _finite(value) else "n/a",
                           "pays": _finite(value) and value > r.plain_tokens_per_s})
-        answers["spec"].append({"tokens": int(r.tokens), "break_even": fmt_num(r.break_even_accept),
+        answers["spec"].append({"tokens": int(r.tokens), "break_even": break_even_text(r.break_even_ratio),
                                 "cells": cells})
     plain = run.proj.drop_duplicates("setting").set_index("setting")["plain_tokens_per_s"]
-    answers["plain"] = {setting: fmt_num(value, 0) for setting, value in plain.items()}
-    if not best.empty and best["break_even_accept"].notna().any():
-        lowest = best.loc[best["break_even_accept"].idxmin()]
-        answers["spec_verdict"] = (f"Pays above accept length {lowest['break_even_accept']:.2f} "
-                                   f"at T = {int(lowest['tokens'])}")
+    answers["plain"] = fmt_num(plain.get(setting), 0)
+    if not chosen.empty and chosen["break_even_ratio"].notna().any():
+        anywhere = chosen[chosen["pays_at_any_accept"].astype(bool)]
+        if not anywhere.empty:
+            answers["spec_verdict"] = ("Pays at any accept length at T = "
+                                       + ", ".join(str(int(t)) for t in anywhere["tokens"]))
+        else:
+            lowest = chosen.loc[chosen["break_even_ratio"].idxmin()]
+            answers["spec_verdict"] = (f"Pays above accept length {lowest['break_even_ratio']:.2f} "
+                                       f"at T = {int(lowest['tokens'])}")
     answers["spec_note"] = spec_label(run)
     return answers
+
+
+def break_even_text(ratio: Any) -> str:
+    """A break-even accept length as shown: below 1 it is not an accept length, speculation pays at any."""
+    if not _finite(ratio):
+        return "—"
+    return "pays at any accept length" if an.pays_at_any_accept(float(ratio)) else f"{float(ratio):.2f}"
 
 
 def spec_label(run: RunAnalysis) -> str:
@@ -292,12 +414,18 @@ def spec_label(run: RunAnalysis) -> str:
 
 
 def banners(run: RunAnalysis) -> list[dict[str, str]]:
+    """The page's banners for one run: simulated, a failing box, failed records, doctor warnings, eager mode."""
     out = []
     if run.simulated:
         out.append({"level": "sim", "text": f"SIMULATED: {run.name} comes from the cost model, not from a "
                     "measurement on this machine. Measure before acting on it."})
     elif run.source == "nccl-tests":
         out.append({"level": "info", "text": f"{run.name}: imported from nccl-tests logs."})
+    doctor = doctor_view(run.meta.get("doctor"))
+    if doctor and doctor["failed"]:
+        out.append({"level": "fail", "text": f"{run.name}: doctor checks failed ({', '.join(doctor['failed'])}): "
+                    "numbers measured on a box with failing checks are not tuning results. Fix the box "
+                    "(section 2 says how) and measure again."})
     if run.all_failed:
         out.append({"level": "fail", "text": f"{run.name}: every point failed; no tuning result. "
                     "See the CUDA-graph compatibility matrix."})
@@ -306,6 +434,9 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
         detail = ", ".join(f"{k} {v}" for k, v in counts.items())
         out.append({"level": "fail", "text": f"{run.name}: {run.n_failed} of {len(run.frame)} records failed "
                     f"({detail}). Failed settings are excluded from the recommendation."})
+    if doctor and doctor["warned"] and not doctor["failed"]:
+        out.append({"level": "warn", "text": f"{run.name}: doctor warnings ({', '.join(doctor['warned'])}): "
+                    "the box may not reach its best numbers; see section 2."})
     if not run.steps.empty and run.mode == "eager":
         out.append({"level": "info", "text": f"{run.name}: headline uses {run.mode_why}."})
     return out
@@ -319,27 +450,33 @@ def environment(run: RunAnalysis) -> dict[str, Any]:
         key = (gpu.get("name", "?"), gpu.get("compute_capability", gpu.get("capability", "?")))
         groups[key] = groups.get(key, 0) + 1
     facts = [("GPUs", "; ".join(f"{n} × {name} (compute capability {cc})" for (name, cc), n in groups.items())
-              or "not recorded")]
+              or hardware_text(meta, run.backend))]
     facts += [(k, meta.get(k)) for k in ("hostname", "world_size", "nnodes", "backend", "created") if k in meta]
     plan = meta.get("plan") or {}
     if plan:
         facts.append(("plan", ", ".join(f"{k} {v}" for k, v in plan.items())))
-    return {"facts": facts, "versions": sorted((meta.get("versions") or {}).items()),
+    nccl = nccl_choices(run)
+    return {"facts": facts, "versions": sorted((k, v) for k, v in (meta.get("versions") or {}).items()
+                                               if v not in (None, "")),
             "gpus": gpus, "env": sorted((meta.get("env") or {}).items()),
             "topology": topology_view(meta.get("topology")), "doctor": doctor_view(meta.get("doctor")),
-            "nccl": nccl_choices(run)}
+            "nccl": nccl, "nccl_note": nccl_note(run) if not nccl and not run.head.empty else ""}
 
 
-_LEVEL_CLASS = {"X": "lv-self", "NV": "lv-nv", "PIX": "lv-pix", "PXB": "lv-pxb", "PHB": "lv-phb",
-                "NODE": "lv-node", "SYS": "lv-sys", "LOC": "lv-sys"}
+_LEVEL_CLASS = {"X": "lv-self", "NV": "lv-nv", "PIX": "lv-pix", "BRD": "lv-pix", "PXB": "lv-pxb",
+                "PHB": "lv-phb", "NODE": "lv-node", "SYS": "lv-sys", "LOC": "lv-sys"}
+_PROBE_KEYS = {"source", "reason", "host", "driver_version", "cuda_driver_version", "gpus", "pairs"}
 
 
 def topology_view(topology: Any) -> dict[str, Any] | None:
-    """Square matrices in meta["topology"] as coloured grids; everything else as key / value text."""
+    """meta["topology"] for the page: commprof.topology.probe_topology()'s answer as a host line, a GPU table
+    and level / P2P grids; any other shape as its square matrices (grids) and the rest as text."""
     if not topology:
         return None
+    if isinstance(topology, dict) and (isinstance(topology.get("host"), dict) or isinstance(topology.get("pairs"), list)):
+        return probe_view(topology)
     if not isinstance(topology, dict):
-        return {"grids": [], "other": [("topology", json.dumps(topology, indent=1, default=str))]}
+        return {"probe": False, "grids": [], "other": [("topology", json.dumps(topology, indent=1, default=str))]}
     grids, other = [], []
     labels = topology.get("gpus") if isinstance(topology.get("gpus"), list) else None
     labels_used = False
@@ -352,10 +489,95 @@ def topology_view(topology: Any) -> dict[str, Any] | None:
                           "rows": [[_level_cell(cell) for cell in row] for row in value]})
         else:
             other.append((key, value))
-    other = [(key, value if isinstance(value, (str, int, float)) else json.dumps(value, default=str, indent=1)
-              if len(json.dumps(value, default=str)) > 100 else json.dumps(value, default=str))
-             for key, value in other if not (key == "gpus" and labels_used)]
-    return {"grids": grids, "other": other}
+    return {"probe": False, "grids": grids,
+            "other": [(key, _as_text(value)) for key, value in other if not (key == "gpus" and labels_used)]}
+
+
+def probe_view(topology: dict[str, Any]) -> dict[str, Any]:
+    """The topology probe: host summary, driver, GPU table, path-level and P2P grids from "pairs"."""
+    host = topology.get("host") if isinstance(topology.get("host"), dict) else {}
+    gpus = [g for g in topology.get("gpus") or [] if isinstance(g, dict)]
+    view: dict[str, Any] = {"probe": True, "host": host_line(host), "driver": "", "gpus": [], "grids": [],
+                            "p2p_notes": [], "no_gpus": "",
+                            "other": [(k, _as_text(v)) for k, v in topology.items() if k not in _PROBE_KEYS]}
+    if topology.get("driver_version") or topology.get("cuda_driver_version"):
+        view["driver"] = (f"NVIDIA driver {topology.get('driver_version') or '?'}, CUDA driver API "
+                          f"{topology.get('cuda_driver_version') or '?'}"
+                          + (f" ({str(topology['source']).upper()})" if topology.get("source") else ""))
+    if not gpus:
+        view["no_gpus"] = f"no GPUs: {topology.get('reason') or 'the probe found none'}"
+        return view
+    for i, gpu in enumerate(gpus):
+        pcie = gpu.get("pcie") if isinstance(gpu.get("pcie"), dict) else {}
+        memory = gpu.get("memory_total_mib")
+        view["gpus"].append({
+            "index": gpu.get("index", i), "name": gpu.get("name") or "?",
+            "cc": gpu.get("compute_capability") or "?", "bus": gpu.get("pci_bus_id") or "?",
+            "memory": f"{memory / 1024:.0f} GiB" if _finite(memory) else "?",
+            "pcie": f"{_link(pcie.get('gen_current'), pcie.get('width_current'))} / "
+                    f"{_link(pcie.get('gen_max'), pcie.get('width_max'))}",
+            "numa": "?" if gpu.get("numa_node") is None else gpu.get("numa_node"),
+            "cpus": gpu.get("cpu_affinity") or "?", "nvlinks": gpu.get("nvlink_active") or 0})
+    labels = [f"GPU{g['index']}" for g in view["gpus"]]
+    position = {g["index"]: k for k, g in enumerate(view["gpus"])}
+    count = len(labels)
+    levels = [[("X", "lv-self", "") if a == b else ("?", "lv-other", "not probed") for b in range(count)]
+              for a in range(count)]
+    p2p = [[("X", "lv-self", "") if a == b else ("?", "lv-other", "not probed") for b in range(count)]
+           for a in range(count)]
+    broken: dict[str, list[str]] = {}            # why P2P is off -> the pairs
+    for pair in topology.get("pairs") or []:
+        ends = pair.get("gpus") if isinstance(pair, dict) else None
+        if not (isinstance(ends, list) and len(ends) == 2 and all(e in position for e in ends)):
+            continue
+        a, b = position[ends[0]], position[ends[1]]
+        where = f"{labels[a]}–{labels[b]}"
+        level = "NV" if pair.get("nvlink") else pair.get("level")
+        cell = (level or "?", _LEVEL_CLASS.get(str(level).upper(), "lv-other"), f"{where}: {level or 'unknown'}")
+        levels[a][b] = levels[b][a] = cell
+        status = pair.get("p2p") if isinstance(pair.get("p2p"), dict) else {}
+        read, write = status.get("read"), status.get("write")
+        if read == "ok" and write == "ok":
+            cell = ("yes", "lv-pix", f"{where}: P2P read and write ok")
+        elif read is None and write is None:
+            cell = ("?", "lv-other", f"{where}: P2P not probed")
+        else:
+            cell = ("no", "lv-sys", f"{where}: P2P read {read}, write {write}")
+            broken.setdefault(f"read {read or '?'}, write {write or '?'}", []).append(where)
+        p2p[a][b] = p2p[b][a] = cell
+    view["p2p_notes"] = [f"{', '.join(pairs)} ({why})" for why, pairs in broken.items()]
+    if count > 1:
+        view["grids"] = [{"title": "path level (NVML)", "labels": labels, "rows": levels},
+                         {"title": "P2P read + write (NVML)", "labels": labels, "rows": p2p}]
+    return view
+
+
+def host_line(host: dict[str, Any]) -> str:
+    """"host vm: AMD EPYC, 2 logical CPUs, 1 socket, 1 NUMA node (0: CPUs 0-1)"."""
+    if not host:
+        return ""
+    nodes = [n for n in host.get("numa_nodes") or [] if isinstance(n, dict)]
+    sockets = host.get("sockets")
+    parts = [str(host.get("cpu_model") or "unknown CPU")]
+    if host.get("logical_cpus"):
+        parts.append(f"{host['logical_cpus']} logical CPUs")
+    if sockets:
+        parts.append(f"{sockets} socket{'s' if sockets != 1 else ''}")
+    if nodes:
+        layout = "; ".join(f"{n.get('node')}: CPUs {n.get('cpus')}" for n in nodes)
+        parts.append(f"{len(nodes)} NUMA node{'s' if len(nodes) != 1 else ''} ({layout})")
+    return f"host {host.get('hostname') or '?'}: " + ", ".join(parts)
+
+
+def _link(gen: Any, width: Any) -> str:
+    return f"Gen{gen if gen is not None else '?'} x{width if width is not None else '?'}"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    text = json.dumps(value, default=str)
+    return json.dumps(value, default=str, indent=1) if len(text) > 100 else text
 
 
 def _is_square(value: Any) -> bool:
@@ -363,41 +585,71 @@ def _is_square(value: Any) -> bool:
             and all(isinstance(row, list) and len(row) == len(value) for row in value))
 
 
-def _level_cell(cell: Any) -> tuple[str, str]:
+def _level_cell(cell: Any) -> tuple[str, str, str]:
     if isinstance(cell, bool):
-        return ("yes" if cell else "no", "lv-pix" if cell else "lv-sys")
+        return ("yes" if cell else "no", "lv-pix" if cell else "lv-sys", "")
     text = str(cell)
     upper = text.upper()
     css = _LEVEL_CLASS.get(upper) or ("lv-nv" if upper.startswith("NV") else "lv-other")
-    return text, css
+    return text, css, ""
 
 
 _VERDICT_CLASS = {"ok": "ok", "pass": "ok", "passed": "ok", "good": "ok", "warn": "warn", "warning": "warn",
                   "fail": "fail", "failed": "fail", "error": "fail", "bad": "fail", "skip": "info",
                   "skipped": "info", "info": "info"}
+_VERDICT_ORDER = {"fail": 0, "warn": 1, "ok": 2, "info": 3}
+_STATUS_KEYS = ("status", "verdict", "result", "level", "outcome")
+_NAME_KEYS = ("title", "check", "name", "id")
+_DETAIL_KEYS = ("detail", "message", "details", "summary", "why", "reason")
 
 
-def doctor_view(doctor: Any) -> list[dict[str, str]] | None:
-    """meta["doctor"] verdicts, whatever their shape: a list of dicts, a dict of name -> verdict, or text."""
+def doctor_view(doctor: Any) -> dict[str, Any] | None:
+    """meta["doctor"] for the page, failing and warning checks first.
+
+    The doctor writes commprof.doctor.doctor_summary()'s shape ({"status", "counts", "checks": [{"id",
+    "title", "status", "detail", "evidence", "fix"}], "failed"}); other shapes (a list of verdicts, a
+    mapping of name -> verdict, text) are shown as well as they can be, unknown fields as JSON.
+    """
     if not doctor:
         return None
-    items = []
+    listed_failed = doctor.get("failed") if isinstance(doctor, dict) and isinstance(doctor.get("failed"), list) else []
+    counts = doctor.get("counts") if isinstance(doctor, dict) and isinstance(doctor.get("counts"), dict) else None
     if isinstance(doctor, dict) and isinstance(doctor.get("checks"), (list, dict)):
         doctor = doctor["checks"]
     entries = (doctor.items() if isinstance(doctor, dict)
                else ((None, d) for d in doctor) if isinstance(doctor, list) else [(None, doctor)])
+    rows = []
     for name, value in entries:
         if isinstance(value, dict):
-            status = str(_first(value, "status", "verdict", "result", "level", "outcome") or "")
-            label = _first(value, "check", "name", "id", "title") or name or ""
-            message = _first(value, "message", "detail", "details", "summary", "why", "reason") or ""
-            rest = {k: v for k, v in value.items() if k not in {"status", "verdict", "result", "level", "outcome",
-                    "check", "name", "id", "title", "message", "detail", "details", "summary", "why", "reason"}}
+            status = str(_first(value, *_STATUS_KEYS) or "")
+            check_id = value.get("id") if value.get("id") not in (None, "") else name
+            title = _first(value, *_NAME_KEYS) or name or ""
+            detail = _first(value, *_DETAIL_KEYS) or ""
+            evidence = value.get("evidence")
+            evidence = [str(e) for e in evidence] if isinstance(evidence, list) else [str(evidence)] if evidence else []
+            fix = value.get("fix")
+            rest = {k: v for k, v in value.items()
+                    if k not in {*_STATUS_KEYS, *_NAME_KEYS, *_DETAIL_KEYS, "evidence", "fix"} and v not in (None, "", [], {})}
         else:
-            status, label, message, rest = (str(value) if name else ""), name or "", ("" if name else str(value)), {}
-        items.append({"name": str(label), "status": status, "css": _VERDICT_CLASS.get(status.lower(), "info"),
-                      "message": str(message), "extra": json.dumps(rest, default=str) if rest else ""})
-    return items
+            status, title, detail = (str(value) if name else ""), name or "", ("" if name else str(value))
+            check_id, evidence, fix, rest = None, [], None, {}
+        css = _VERDICT_CLASS.get(status.lower(), "info")
+        rows.append({"id": str(check_id) if check_id not in (None, "") and str(check_id) != str(title) else "",
+                     "title": str(title), "status": status or "?", "css": css, "detail": str(detail),
+                     "evidence": evidence, "fix": str(fix) if fix else "",
+                     "extra": json.dumps(rest, default=str) if rest else ""})
+    rows.sort(key=lambda row: _VERDICT_ORDER.get(row["css"], len(_VERDICT_ORDER)))
+    failed = [row["title"] or row["id"] for row in rows if row["css"] == "fail"]
+    named = {row["id"] for row in rows} | {row["title"] for row in rows}
+    failed += [str(f) for f in listed_failed if str(f) not in named]
+    warned = [row["title"] or row["id"] for row in rows if row["css"] == "warn"]
+    if counts is None:
+        counts = {}
+        for row in rows:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+    order = sorted(counts.items(), key=lambda item: _VERDICT_ORDER.get(_VERDICT_CLASS.get(str(item[0]).lower()), 9))
+    return {"rows": rows, "failed": failed, "warned": warned,
+            "counts": ", ".join(f"{n} {status}" for status, n in order)}
 
 
 def _first(mapping: dict, *keys: str) -> Any:
@@ -420,15 +672,25 @@ def nccl_choices(run: RunAnalysis) -> list[dict[str, Any]]:
             nccl = rows.loc[(point_id, r.tokens)]
             nccl = nccl.iloc[0] if isinstance(nccl, pd.DataFrame) else nccl
             info = nccl["nccl"] if isinstance(nccl["nccl"], dict) else {}
+            if not info:
+                continue
             for choice in info.get("choices") or [{}]:
                 out.append({"tokens": int(r.tokens), "setting": setting, "point_id": point_id,
-                            "version": info.get("version", "—"),
+                            "version": info.get("version") or "—",
                             "transports": ", ".join(f"{k}: {v}" for k, v in (info.get("transports") or {}).items())
                             or "—",
                             "coll": choice.get("coll", "—"), "bytes": fmt_bytes(choice.get("bytes")),
                             "algo": choice.get("algo", "—"), "proto": choice.get("proto", "—"),
                             "channels": choice.get("channels", info.get("channels", "—"))})
     return out
+
+
+def nccl_note(run: RunAnalysis) -> str:
+    """Why there is no "what NCCL chose" table, said once."""
+    if run.backend == "gloo":
+        return "NCCL did not run: this run used the gloo backend (CPU ranks), so there is no NCCL log to show."
+    return ("No NCCL INFO log in these records: the sweep reads NCCL's choices from its NCCL_DEBUG=INFO log, "
+            "which this run did not capture (run without --no-nccl-debug).")
 
 
 def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
@@ -452,7 +714,10 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
     for column in ("p99_us", "cv", "speedup", "reference", "rank_skew_pct"):
         table[column] = head[column].where(head["status"] == "ok").reindex(index)
     table["sort"] = table["graph_us" if run.mode == "graph" else "eager_us"]
-    table = table.reset_index().sort_values(["tokens", "sort", "point_id"], na_position="last")
+    table = table.reset_index()
+    table["superseded_by"] = table["point_id"].map(run.superseded)
+    table["old"] = table["superseded_by"].notna()
+    table = table.sort_values(["tokens", "old", "sort", "point_id"], na_position="last")
     rows = []
     # Escaped here, rendered with autoescape off: a 10,000-row table renders 3x faster (see index.html).
     for r in table.itertuples():
@@ -463,7 +728,8 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
                      "eager": fmt_ms(r.eager_us), "graph": fmt_ms(r.graph_us), "p99": fmt_ms(r.p99_us),
                      "cv": fmt_pct(r.cv * 100 if _finite(r.cv) else None), "speedup": fmt_x(r.speedup),
                      "reference": _e(r.reference) if isinstance(r.reference, str) else "",
-                     "skew": fmt_pct(r.rank_skew_pct), "baseline": r.point_id == run.baseline})
+                     "skew": fmt_pct(r.rank_skew_pct), "baseline": r.point_id == run.baseline,
+                     "superseded_by": _e(r.superseded_by) if r.old else ""})
     return rows
 
 
@@ -499,7 +765,7 @@ def heatmap_view(tokens: int, pivot: pd.DataFrame) -> dict[str, Any]:
 
 
 def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
-    matrix = an.status_matrix(run.steps)
+    matrix = an.status_matrix(run.all_steps)
     if matrix.empty:
         return {"columns": [], "rows": [], "messages": []}
     columns = [f"T={t} {m}" for t, m in matrix.columns]
@@ -559,13 +825,16 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
                           "field": (accept, int(r.tokens)) in cases})
         rows.append({"setting": r.setting, "tokens": int(r.tokens), "point_id": r.point_id,
                      "verify": fmt_ms_value(r.verify_ms), "decode": fmt_ms_value(r.decode_ms),
-                     "plain": fmt_num(r.plain_tokens_per_s, 0), "break_even": fmt_num(r.break_even_accept),
+                     "plain": fmt_num(r.plain_tokens_per_s, 0), "break_even": break_even_text(r.break_even_ratio),
                      "cells": cells})
     return rows
 
 
 def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
+    noise = {int(h.tokens) for h in run.head.itertuples()
+             if h.beyond_noise is False and h.best_point_id != run.baseline} if not run.head.empty else set()
     return [{"tokens": int(r.tokens), "setting": r.setting, "point_id": r.point_id,
+             "noise": r.setting == "best" and int(r.tokens) in noise,
              "comm": fmt_ms_value(r.comm_ms), "overhead": fmt_ms_value(r.overhead_ms),
              "compute": fmt_ms_value(r.compute_ms) if _finite(r.compute_ms) else "not given",
              "verify": fmt_ms_value(r.verify_ms), "share": fmt_pct(r.comm_share_pct)}
@@ -595,9 +864,15 @@ class RunExports:
 def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExports:
     """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run."""
     lines = provenance(run)
-    env_text = ex.recommend_env_text(run.recommended, lines, recommend_notes(run))
-    inputs = ex.rule_inputs(tuner_winners(run))
-    tuner_text = ex.tuner_conf_text(ex.tuner_rules(inputs), inputs, lines)
+    winners = tuner_winners(run)
+    inputs = ex.rule_inputs(winners)
+    rules = ex.tuner_rules(inputs)
+    tuner_lines = lines + (["This run used gloo (CPU ranks): NCCL did not run, so there is nothing to tune in it."]
+                           if run.backend == "gloo" else [])
+    tuner_text = ex.tuner_conf_text(rules, inputs, tuner_lines)
+    per_size = bool(rules) and winners.loc[[v is True for v in winners.get("beyond_noise", [])],
+                                           "point_id"].nunique() > 1
+    env_text = ex.recommend_env_text(run.recommended, lines, recommend_notes(run, per_size))
     env_exported = run.recommended is not None and bool(run.recommended["env"])
     fused_measured = not run.steps.empty and bool(
         (run.steps["fused_rmsnorm"] & (run.steps["impl"] != an.UNFUSED_REFERENCE_IMPL)).any())
@@ -617,7 +892,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
 
 def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
     """Per point, an all_reduce_perf-style table of its eager records' op sizes (every T), in place."""
-    eager = an.ok_rows(run.steps, "eager")
+    eager = an.ok_rows(run.all_steps, "eager")
     sizes = an.op_sizes(an.op_table(eager))
     if sizes.empty:
         return {}
@@ -649,6 +924,8 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
 def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     """The headline numbers, machine-readable (summary.json)."""
     point = run.recommended
+    rec = run.rec
+    fastest = rec.fastest if rec is not None else None
     return {
         "run_id": run.run_id, "name": run.name, "source": run.source, "simulated": run.simulated,
         "mode": run.mode if not run.steps.empty else None, "mode_note": run.mode_why,
@@ -658,9 +935,18 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "all_failed": run.all_failed,
         "headline": run.head.to_dict("records") if not run.head.empty else [],
         "fusion": run.fusion.to_dict("records") if not run.fusion.empty else [],
+        "beyond_noise": rec.beyond_noise if rec is not None else None, "noise_rule": an.NOISE_RULE,
         "recommended": None if point is None else {"point_id": point["point_id"], "label": point["label"],
                                                    "impl": point["impl"], "env": point["env"],
-                                                   "total_us": point["total_us"]},
+                                                   "total_us": point["total_us"],
+                                                   "keeps_baseline": rec.keeps_baseline},
+        "fastest": None if fastest is None else {"point_id": fastest["point_id"], "label": fastest["label"],
+                                                 "impl": fastest["impl"], "env": fastest["env"],
+                                                 "total_us": fastest["total_us"],
+                                                 "p90_total_us": fastest["p90_total_us"],
+                                                 "tokens": fastest["tokens_covered"]},
+        "baseline_total_us": rec.baseline_total_us if rec is not None else None,
+        "remeasured": run.superseded,
         "compute_ms": run.options.compute.describe(), "draft_ms": run.options.draft_ms,
         "accepts": list(run.options.accepts), "projection_label": spec_label(run) if not run.proj.empty else None,
         "projection": run.proj.to_dict("records") if not run.proj.empty else [],
@@ -697,14 +983,16 @@ def render_report(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
         pages.append(_page(run, exports, figures))
     comparison = None
     if len(runs) > 1:
-        heads = {f"{r.name} ({SOURCE_LABELS.get(r.source, r.source)})": r.head for r in runs if not r.head.empty}
+        named = {f"{r.name} ({SOURCE_LABELS.get(r.source, r.source)})": r for r in runs if not r.head.empty}
+        heads = {name: r.head for name, r in named.items()}
         comparison = {
             "svg": figures.comparison_svg(heads) if heads else "",
             "rows": [{"run": name, "tokens": int(h.tokens), "baseline": fmt_ms(h.baseline_us),
-                      "best": fmt_ms(h.best_us), "saved": fmt_pct(h.saved_pct), "settings": h.best_settings}
-                     for name, head in heads.items() for h in head.itertuples()],
+                      "best": fmt_ms(h.best_us), "saved": fmt_pct(h.saved_pct), "settings": h.best_settings,
+                      "noise": noise_text(h.beyond_noise, h.best_point_id == run.baseline)}
+                     for name, run in named.items() for h in run.head.itertuples()],
         }
-    order = {"sim": 0, "fail": 1, "info": 2}
+    order = {"sim": 0, "fail": 1, "warn": 2, "info": 3}
     all_banners = sorted((b for page in pages for b in page["banners"]), key=lambda b: order.get(b["level"], 3))
     html = _environment().get_template("index.html").render(
         runs=pages, comparison=comparison, banners=all_banners,
@@ -724,15 +1012,25 @@ def _page(run: RunAnalysis, exports: RunExports, figures) -> dict[str, Any]:
         "name": run.name, "run_id": run.run_id, "source": run.source,
         "source_label": SOURCE_LABELS.get(run.source, run.source), "simulated": run.simulated,
         "banners": banners(run), "mode": run.mode, "mode_why": run.mode_why, "baseline": run.baseline,
+        "baseline_requested": run.baseline_requested, "remeasured": sorted(run.superseded.items()),
+        "noise_rule": an.NOISE_RULE,
         "has_steps": not run.steps.empty, "all_failed": run.all_failed, "tokens": tokens,
         "answers": headline_answers(run), "accepts": [f"{a:g}" for a in run.options.accepts],
         "head": [{"tokens": int(r.tokens), "baseline": fmt_ms(r.baseline_us), "best": fmt_ms(r.best_us),
                   "saved": fmt_pct(r.saved_pct), "saved_ms": fmt_ms(r.saved_us), "speedup": fmt_x(r.speedup),
                   "point_id": r.best_point_id, "label": r.best_label, "impl": r.best_impl,
-                  "settings": r.best_settings} for r in run.head.itertuples()],
+                  "settings": r.best_settings, "best_p90": fmt_ms(r.best_p90_us),
+                  "cv": f"{fmt_pct(r.baseline_cv * 100 if _finite(r.baseline_cv) else None)} / "
+                        f"{fmt_pct(r.best_cv * 100 if _finite(r.best_cv) else None)}",
+                  "noise": noise_text(r.beyond_noise, r.best_point_id == run.baseline),
+                  "noise_css": noise_css(r.beyond_noise, r.best_point_id == run.baseline)}
+                 for r in run.head.itertuples()],
         "fusion": [{"tokens": int(r.tokens), "point_id": r.point_id, "label": r.label, "impl": r.impl,
                     "time": fmt_ms(r.median_us), "reference": r.reference, "reference_time": fmt_ms(r.reference_us),
-                    "saved": fmt_pct(r.saved_pct), "speedup": fmt_x(r.speedup)} for r in run.fusion.itertuples()],
+                    "saved": fmt_pct(r.saved_pct), "speedup": fmt_x(r.speedup),
+                    "noise": "yes" if r.beyond_noise is True else "slower" if r.slower_beyond_noise is True
+                    else "no: within noise" if r.beyond_noise is False else "—"}
+                   for r in run.fusion.itertuples()],
         "env": environment(run), "exports": exports, "compute": run.options.compute.describe(),
         "compute_given": run.options.compute.given, "breakdown": breakdown_rows(run),
         "points": points_table(run), "matrix": compat_matrix(run), "per_collective": per_collective(run),
@@ -743,7 +1041,7 @@ def _page(run: RunAnalysis, exports: RunExports, figures) -> dict[str, Any]:
         "svg": {},
     }
     if not run.parts.empty:
-        page["svg"]["breakdown"] = figures.breakdown_svg(run.parts, run.options.compute.given)
+        page["svg"]["breakdown"] = figures.breakdown_svg(run.parts, run.options.compute.given, run.mode)
     if not run.proj.empty:
         page["svg"]["projection"] = figures.projection_svg(run.parts, run.options.draft_ms or 0.0,
                                                            run.options.accepts, an.FIELD_REPORT_CASES)
@@ -757,6 +1055,19 @@ def _page(run: RunAnalysis, exports: RunExports, figures) -> dict[str, Any]:
     if not run.collectives.empty and (run.collectives["status"] == "ok").any():
         page["svg"]["collectives"] = figures.collectives_svg(run.collectives)
     return page
+
+
+def noise_text(verdict: Any, baseline_fastest: bool = False) -> str:
+    """Table 1's "beyond noise?" cell."""
+    if baseline_fastest:
+        return "baseline fastest"
+    return {True: "yes", False: "no: within noise"}.get(verdict, "—") if isinstance(verdict, bool) else "—"
+
+
+def noise_css(verdict: Any, baseline_fastest: bool = False) -> str:
+    if baseline_fastest or not isinstance(verdict, bool):
+        return ""
+    return "verdict-ok" if verdict else "verdict-warn"
 
 
 def _safe_name(name: str) -> str:
