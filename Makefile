@@ -36,6 +36,8 @@ gpu-smoke: install
 
 bench: install
 	$(PY) bench/harness_overhead.py
+	$(PY) bench/point_overhead.py
+	$(PY) bench/report_render.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
