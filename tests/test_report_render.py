@@ -215,9 +215,13 @@ def test_real_gloo_run_sells_no_noise_as_a_result(gloo_report):
     env = (gloo_report / "recommend.env").read_text()
     assert "export " not in env and "within measurement noise" in env and "Beyond noise: no" in env
     html = (gloo_report / "index.html").read_text()
+    assert not re.search(r">\s*nan\s*<|NaN", html)
     assert "less communication" not in html and "No gain beyond measurement noise" in html
     assert "Keep the defaults" in html and "no: within noise" in html
-    assert "re-measured as s1-p001" in html
+    sweep = html.split("4 · The sweep", 1)[1].split("5 · CUDA-graph", 1)[0]
+    order = re.findall(r'<tr[^>]*><td class="num">1</td><td>(\S+) ', sweep)
+    assert order == ["s1-p001", "s1-p000", "p002", "p003", "p004", "p000", "p001"]   # old measurements last
+    assert "p001 OMP_NUM_THREADS=2 <i>(re-measured as s1-p001)</i>" in sweep
 
 
 def test_real_gloo_run_says_cpu_ranks_and_that_nccl_did_not_run(gloo_report):

@@ -302,10 +302,14 @@ def headline(steps: pd.DataFrame, baseline: str, mode: str) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str) -> pd.DataFrame:
+def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str, rated: pd.DataFrame | None = None
+                      ) -> pd.DataFrame:
     """Per (source, T): the fastest ok fused point in `mode` against its unfused reference, with NOISE_RULE
-    both ways: `beyond_noise` (fused beats the reference) and `slower_beyond_noise` (the reference beats it)."""
-    rated = speedups(steps, baseline)
+    both ways: `beyond_noise` (fused beats the reference) and `slower_beyond_noise` (the reference beats it).
+
+    `rated`: speedups(steps, baseline) of these same rows, when already computed.
+    """
+    rated = speedups(steps, baseline) if rated is None else rated
     fused = rated[rated["fused_rmsnorm"] & (rated["status"] == "ok") & (rated["mode"] == mode)
                   & (rated["impl"] != UNFUSED_REFERENCE_IMPL) & rated["median_us"].notna()]
     if fused.empty:
@@ -326,13 +330,12 @@ def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str) -> pd.DataF
 def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | None = None) -> pd.Series | None:
     """The unfused point (of `impl`, if given) with the least total step time over every T, ok at all of them."""
     rows = ok_rows(steps, mode)
+    all_tokens = set(rows["tokens"])
     rows = rows[~rows["fused_rmsnorm"]]
     if impl is not None:
         rows = rows[rows["impl"] == impl]
     if rows.empty:
         return None
-    all_tokens = set(ok_rows(steps, mode)["tokens"])
-    rows = rows.drop_duplicates(["point_id", "tokens"])
     grouped = rows.groupby("point_id")
     coverage = grouped["tokens"].nunique()
     totals = grouped["median_us"].sum()[coverage == len(all_tokens)]
@@ -495,10 +498,13 @@ def site_summary(sites: pd.DataFrame) -> pd.DataFrame:
 def op_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Every op of every record that has op_us, one row each: point_id, tokens, collective, bytes, median (µs).
 
-    Built with numpy in one pass (a sweep of thousands of records has hundreds of thousands of ops).
+    Built with numpy in one pass (a sweep of thousands of records has hundreds of thousands of ops); point_id
+    and collective are categoricals, which op_sizes groups several times faster than strings.
     """
     rows = steps[steps["op_us"].notna()]
-    columns = {"point_id": [], "tokens": [], "collective": [], "bytes": [], "median": []}
+    columns: dict[str, list] = {"point_id": [], "tokens": [], "collective": [], "bytes": [], "median": []}
+    point_codes: dict[str, int] = {}
+    collectives = ("all_gather", "all_reduce")
     collectives_of: dict[tuple, np.ndarray] = {}   # every record of a plan has the same sites
     for point_id, tokens, op_us in zip(rows["point_id"], rows["tokens"], rows["op_us"]):
         sites = tuple(op_us.get("sites") or ())
@@ -506,15 +512,20 @@ def op_table(steps: pd.DataFrame) -> pd.DataFrame:
         if not count or len(op_us.get("median") or []) != count or len(op_us.get("bytes") or []) != count:
             continue
         if sites not in collectives_of:
-            collectives_of[sites] = np.array([site_collective(site) for site in sites], dtype=object)
-        columns["point_id"].append(np.full(count, point_id, dtype=object))
+            collectives_of[sites] = np.array([collectives.index(site_collective(site)) for site in sites],
+                                             dtype=np.int8)
+        columns["point_id"].append(np.full(count, point_codes.setdefault(point_id, len(point_codes)),
+                                           dtype=np.int32))
         columns["tokens"].append(np.full(count, tokens))
         columns["collective"].append(collectives_of[sites])
         columns["bytes"].append(np.asarray(op_us["bytes"], dtype=np.int64))
         columns["median"].append(np.asarray(op_us["median"], dtype=float))
     if not columns["point_id"]:
         return pd.DataFrame({key: pd.Series(dtype=object) for key in columns})
-    return pd.DataFrame({key: np.concatenate(parts) for key, parts in columns.items()})
+    table = {key: np.concatenate(parts) for key, parts in columns.items()}
+    table["point_id"] = pd.Categorical.from_codes(table["point_id"], categories=list(point_codes))
+    table["collective"] = pd.Categorical.from_codes(table["collective"], categories=list(collectives))
+    return pd.DataFrame(table)
 
 
 def site_collective(site: str) -> str:
@@ -524,8 +535,10 @@ def site_collective(site: str) -> str:
 
 def op_sizes(ops: pd.DataFrame) -> pd.DataFrame:
     """Per (point, collective, size): how many ops and the median of their medians, µs (nccl-tests' rows)."""
-    grouped = ops.groupby(["point_id", "collective", "bytes"], sort=True)["median"]
-    return pd.DataFrame({"ops": grouped.size(), "time_us": grouped.median()}).reset_index()
+    grouped = ops.groupby(["point_id", "collective", "bytes"], sort=True, observed=True)["median"]
+    table = pd.DataFrame({"ops": grouped.size(), "time_us": grouped.median()}).reset_index()
+    return table.astype({"point_id": str, "collective": str}).sort_values(["point_id", "collective", "bytes"],
+                                                                          ignore_index=True)
 
 
 # ------------------------------------------------------------------- breakdown, speculative projection
@@ -683,7 +696,8 @@ def projection(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...])
     """Per (source, setting, T): plain-decode and speculative tokens/s at each accept length, and break-even.
 
     break_even_ratio is (draft + verify) / decode as computed; break_even_accept is that ratio where it is an
-    accept length (>= 1), NaN where pays_at_any_accept. T = 1 is plain decode; without it (or without a verify T) there is nothing to project: empty frame.
+    accept length (>= 1), NaN where pays_at_any_accept. T = 1 is plain decode; without it (or without a verify
+    T) there is nothing to project: empty frame.
     An accept length above T is impossible (NaN). Without compute times the numbers cover communication only
     and are upper bounds, not throughput estimates.
     """

@@ -11,6 +11,7 @@ import html
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +72,7 @@ class RunAnalysis:
         """The point to set: the fastest over every T if beyond noise, else the baseline (None: nothing passed)."""
         return self.rec.chosen if self.rec is not None else None
 
-    @property
+    @cached_property
     def backend(self) -> str | None:
         backends = self.frame["backend"].dropna().unique() if "backend" in self.frame else []
         return str(backends[0]) if len(backends) == 1 else self.meta.get("backend")
@@ -80,7 +81,7 @@ class RunAnalysis:
     def n_failed(self) -> int:
         return int(self.fails["failed"].sum()) if not self.fails.empty else 0
 
-    @property
+    @cached_property
     def all_failed(self) -> bool:
         return not self.steps.empty and an.ok_rows(self.steps).empty
 
@@ -119,7 +120,8 @@ def _analyze(run_id, name, source, records, meta, options) -> RunAnalysis:
     run.superseded = an.superseded_by(latest)
     run.rated = an.speedups(all_steps, run.baseline)
     run.head = an.headline(steps, run.baseline, run.mode)
-    run.fusion = an.fusion_comparison(steps, run.baseline, run.mode)
+    current = run.rated[run.rated["point_id"].isin(set(latest))] if run.superseded else run.rated
+    run.fusion = an.fusion_comparison(steps, run.baseline, run.mode, rated=current)
     baseline_impl = steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0]
     run.rec = an.recommendation(steps, run.baseline, run.mode, impl=baseline_impl)
     run.axes = an.strongest_axes(steps, run.mode)
@@ -297,8 +299,9 @@ def tuner_winners(run: RunAnalysis) -> pd.DataFrame:
     base = rows[rows["point_id"] == run.baseline].drop_duplicates("tokens").set_index("tokens")["median_us"]
     rows = rows[(rows["impl"] == impl) & ~rows["fused_rmsnorm"]]
     winners = rows.sort_values(["tokens", "median_us"]).groupby("tokens").head(1).copy()
-    winners["beyond_noise"] = [an.beyond_noise(p90, base.get(t)) for p90, t in zip(winners["p90_us"],
-                                                                                    winners["tokens"])]
+    winners["beyond_noise"] = pd.Series([an.beyond_noise(p90, base.get(t))
+                                         for p90, t in zip(winners["p90_us"], winners["tokens"])],
+                                        index=winners.index, dtype=object)
     winners["note"] = ["the baseline was fastest" if pid == run.baseline
                        else "within measurement noise of the baseline" if verdict is False else None
                        for pid, verdict in zip(winners["point_id"], winners["beyond_noise"])]
@@ -473,7 +476,8 @@ def topology_view(topology: Any) -> dict[str, Any] | None:
     and level / P2P grids; any other shape as its square matrices (grids) and the rest as text."""
     if not topology:
         return None
-    if isinstance(topology, dict) and (isinstance(topology.get("host"), dict) or isinstance(topology.get("pairs"), list)):
+    if isinstance(topology, dict) and (isinstance(topology.get("host"), dict)
+                                       or isinstance(topology.get("pairs"), list)):
         return probe_view(topology)
     if not isinstance(topology, dict):
         return {"probe": False, "grids": [], "other": [("topology", json.dumps(topology, indent=1, default=str))]}
@@ -628,8 +632,8 @@ def doctor_view(doctor: Any) -> dict[str, Any] | None:
             evidence = value.get("evidence")
             evidence = [str(e) for e in evidence] if isinstance(evidence, list) else [str(evidence)] if evidence else []
             fix = value.get("fix")
-            rest = {k: v for k, v in value.items()
-                    if k not in {*_STATUS_KEYS, *_NAME_KEYS, *_DETAIL_KEYS, "evidence", "fix"} and v not in (None, "", [], {})}
+            known = {*_STATUS_KEYS, *_NAME_KEYS, *_DETAIL_KEYS, "evidence", "fix"}
+            rest = {k: v for k, v in value.items() if k not in known and v not in (None, "", [], {})}
         else:
             status, title, detail = (str(value) if name else ""), name or "", ("" if name else str(value))
             check_id, evidence, fix, rest = None, [], None, {}
@@ -715,21 +719,24 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
         table[column] = head[column].where(head["status"] == "ok").reindex(index)
     table["sort"] = table["graph_us" if run.mode == "graph" else "eager_us"]
     table = table.reset_index()
-    table["superseded_by"] = table["point_id"].map(run.superseded)
-    table["old"] = table["superseded_by"].notna()
-    table = table.sort_values(["tokens", "old", "sort", "point_id"], na_position="last")
+    table["old"] = table["point_id"].map(run.superseded) if run.superseded else None
+    table["is_old"] = table["old"].notna()        # earlier measurements of re-measured configurations go last
+    table = table.sort_values(["tokens", "is_old", "sort", "point_id"] if run.superseded
+                              else ["tokens", "sort", "point_id"], na_position="last")
     rows = []
     # Escaped here, rendered with autoescape off: a 10,000-row table renders 3x faster (see index.html).
     for r in table.itertuples():
-        rows.append({"tokens": int(r.tokens), "point_id": _e(r.point_id), "label": _e(r.label), "impl": _e(r.impl),
+        label = _e(r.label) + (f" <i>(re-measured as {_e(r.old)})</i>" if isinstance(r.old, str) else "")
+        row_class = (' class="baseline"' if r.point_id == run.baseline
+                     else ' class="superseded"' if isinstance(r.old, str) else "")
+        rows.append({"tokens": int(r.tokens), "point_id": _e(r.point_id), "label": label, "impl": _e(r.impl),
                      "settings": _e(r.settings), "fused": bool(r.fused_rmsnorm),
                      "status_eager": _e(r.status_eager) if isinstance(r.status_eager, str) else "—",
                      "status_graph": _e(r.status_graph) if isinstance(r.status_graph, str) else "—",
                      "eager": fmt_ms(r.eager_us), "graph": fmt_ms(r.graph_us), "p99": fmt_ms(r.p99_us),
                      "cv": fmt_pct(r.cv * 100 if _finite(r.cv) else None), "speedup": fmt_x(r.speedup),
                      "reference": _e(r.reference) if isinstance(r.reference, str) else "",
-                     "skew": fmt_pct(r.rank_skew_pct), "baseline": r.point_id == run.baseline,
-                     "superseded_by": _e(r.superseded_by) if r.old else ""})
+                     "skew": fmt_pct(r.rank_skew_pct), "row_class": row_class})
     return rows
 
 
