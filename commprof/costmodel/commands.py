@@ -234,7 +234,8 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
         "source": "model", "simulated": True,
         "plan": {"model": spec.model, "tp": tp, "phase": spec.phase, "dtype": spec.dtype,
                  "tokens": list(spec.tokens)},
-        "sweep": {"file": str(sweep_file), "content": spec.content, "sha256": spec.sha256},
+        "sweep": {"path": str(sweep_file), "name": spec.name, "content": spec.content, "sha256": spec.sha256,
+                  "report": spec.report},
         "topology": {"simulated": True, **topology.summary()},
         "calibration": {"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
     })
