@@ -1,7 +1,7 @@
 """`torchrun --nproc-per-node N -m commprof.allreduce_sweep`: replay a model's step collectives and sweep settings.
 
 Each torchrun rank becomes a sweep controller; every sweep point runs in fresh worker processes (see
-commprof.sweep.runner). NCCL on GPUs, gloo on CPU-only machines, with no flag changed. Rank 0 writes
+commprof.sweep.measure). NCCL on GPUs, gloo on CPU-only machines, with no flag changed. Rank 0 writes
 runs/<run-id>/results.jsonl and meta.json and prints the table; the other ranks stay quiet.
 """
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from commprof.sweep.runner import summarize_nccl_log
+from commprof.sweep.measure import summarize_nccl_log
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_log" / "nccl-2.27-8gpu-pcie.log"
 

@@ -13,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from commprof.records import META_FILE, RESULTS_FILE, read_records, write_json
-from commprof.sweep.runner import SweepProgress, point_status
+from commprof.sweep.measure import point_status
+from commprof.sweep.runner import SweepProgress
 
 
 class SweepConsole(SweepProgress):

@@ -1,19 +1,15 @@
-"""The sweep controller: one per torchrun rank; runs each point as a trial in fresh worker processes.
+"""The sweep controller: one per torchrun rank; runs every point of a sweep, stage after stage.
 
-Per point, every controller forks a worker (through its fork server) with the point's environment, joined to
-the point's own rendezvous prefix on the launch's store; it enforces the point's time limit by killing the
-worker's process group, and aborts early when a peer rank reports a crash. The controllers then agree on the
-point's status over their own gloo group, and rank 0 appends the point's records to results.jsonl at once.
+Each point runs in fresh worker processes (commprof.sweep.measure); rank 0 appends the point's records to
+results.jsonl as soon as the ranks agree on them, so a controller killed mid-sweep loses at most that point.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -22,239 +18,13 @@ import torch.distributed as dist
 
 from commprof.errors import UsageError
 from commprof.forkserver import ForkServer
-from commprof.records import RESULTS_FILE, SCHEMA_VERSION, append_records, read_records
+from commprof.records import RESULTS_FILE, append_records, read_records
 from commprof.sweep.config import SweepPoint
-from commprof.trial import TrialRequest
+from commprof.sweep.measure import ControllerContext, all_gather_json, measure_point, point_status
+from commprof.sweep.resume import completed_point_ids, repair_results
 
 # Extra time, beyond a point's limit, that controllers wait for each other before giving up on a peer.
 AGREEMENT_SLACK_S = 120.0
-STDERR_TAIL_LINES = 15
-# Keep the head of a point's NCCL log (init, transports, graphs) and one line per distinct tuning choice.
-NCCL_LOG_HEAD_LINES = 400
-NCCL_INIT_SUBSYS = "INIT,ENV,GRAPH"        # logged once, at communicator init: safe to time
-NCCL_TUNING_SUBSYS = "INIT,ENV,GRAPH,TUNING"  # one line per enqueued op: only in the untimed probe
-
-# When ranks disagree, the most telling status wins: a crash explains its peers' timeouts.
-_FAILURE_PRECEDENCE = ("crashed", "timeout", "aborted", "ok")
-
-
-@dataclass
-class ControllerContext:
-    """This controller's place in the launch and the run it works on."""
-
-    rank: int
-    world_size: int
-    device_index: int            # CUDA device of this rank's workers (local rank, modulo GPUs when shared)
-    backend: str
-    run_dir: Path
-    run_id: str
-    session: str                 # fresh per launch, so a resumed run never reuses a rendezvous prefix
-    store: Any                   # the launch's store (controllers' default group)
-    store_host: str
-    store_port: int
-    nccl_debug: bool = True
-    rank_env: dict[str, str] = field(default_factory=dict)   # set for this rank's workers at every point
-    interrupted: bool = field(default=False, repr=False)
-
-    @property
-    def is_writer(self) -> bool:
-        return self.rank == 0
-
-
-@dataclass
-class PointOutcome:
-    """One controller's view of one point."""
-
-    status: str                       # ok / crashed / timeout / aborted (a peer failed first)
-    message: str | None
-    entries: list[dict[str, Any]]     # what the worker finished before it ended
-
-
-def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    useful = [line for line in text if not line.startswith(("NCCL INFO", "[")) or "Error" in line or "error" in line]
-    return "\n".join((useful or text)[-lines:])
-
-
-def _read_entries(path: Path) -> list[dict[str, Any]]:
-    entries = []
-    try:
-        for line in path.read_text().splitlines():
-            try:
-                entries.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a worker killed mid-line: what came before is whole
-    except OSError:
-        pass
-    return entries
-
-
-def run_point(ctx: ControllerContext, server: ForkServer, request: TrialRequest, env: dict[str, str],
-              point_dir: Path) -> PointOutcome:
-    """Run this rank's worker for one point, within the point's time limit; never raises for worker failures."""
-    log_path = point_dir / f"rank{ctx.rank}.log"
-    abort_key = f"{request.store_prefix}/abort"
-    pid = server.launch(request.to_json(), env, str(log_path))
-    deadline = time.monotonic() + request.timeout_s
-    status, message = None, None
-    last_store_check = 0.0
-    while True:
-        exit_status = server.poll_exit(0.02)
-        if exit_status is not None:
-            break
-        now = time.monotonic()
-        if ctx.interrupted:
-            status, message = "aborted", "interrupted"
-        elif now > deadline:
-            status, message = "timeout", f"no result within the point's limit of {request.timeout_s:g} s"
-        elif now - last_store_check > 0.1:
-            last_store_check = now
-            if ctx.store.check([abort_key]):
-                status, message = "aborted", ctx.store.get(abort_key).decode()
-        if status:
-            _kill_group(pid)
-            exit_status = server.poll_exit(None)
-            break
-    entries = _read_entries(Path(request.result_path))
-    if status is None:
-        if exit_status.ok:
-            return PointOutcome("ok", None, entries)
-        status = "crashed"
-        message = f"rank {ctx.rank}: worker {exit_status.describe()}"
-        tail = _tail(log_path)
-        if tail:
-            message += f"; stderr tail:\n{tail}"
-        ctx.store.set(abort_key, f"rank {ctx.rank} crashed first")
-    elif status == "timeout":
-        message = f"rank {ctx.rank}: {message}"
-        ctx.store.set(abort_key, f"rank {ctx.rank} timed out")
-    return PointOutcome(status, message, entries)
-
-
-def _kill_group(pid: int) -> None:
-    """SIGKILL the worker's process group (it called setsid()); the worker alone if it had not yet."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-            return
-        except ProcessLookupError:
-            continue
-
-
-def agree(outcomes: list[dict[str, Any]]) -> tuple[str, str | None]:
-    """The point's status from every rank's outcome: ok only if all are; else the most telling failure."""
-    statuses = [o["status"] for o in outcomes]
-    for status in _FAILURE_PRECEDENCE:
-        if status in statuses and status != "ok":
-            messages = [o["message"] for o in outcomes if o["status"] == status and o["message"]]
-            return ("crashed" if status == "crashed" else "timeout"), "\n".join(messages[:4]) or None
-    return "ok", None
-
-
-def build_records(ctx: ControllerContext, request: TrialRequest, status: str, message: str | None,
-                  entries: list[dict[str, Any]], nccl: dict | None, duration_s: float) -> list[dict[str, Any]]:
-    """One record per (T, mode) of the point: the worker's entries, and the failure status for the rest."""
-    from commprof.models import ModelShape
-    from commprof.plan import build_step_plan
-
-    model = ModelShape(**request.model)
-    by_key = {(e["tokens"], e["mode"]): e for e in entries}
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    records = []
-    for tokens in request.tokens:
-        plan = build_step_plan(model, request.tp, tokens, request.phase, request.dtype)
-        for mode in request.modes:
-            entry = by_key.get((tokens, mode))
-            if entry is None and status == "ok":
-                entry = {"status": "error", "message": "the workers ended without a result for this T and mode"}
-            elif entry is None or (status != "ok" and entry["status"] == "error"):
-                # A peer's crash or hang is the cause of this rank's error (e.g. "connection closed").
-                entry = {"status": status, "message": message}
-            records.append({
-                "schema": SCHEMA_VERSION, "kind": "step", "source": "measured",
-                "run_id": ctx.run_id, "point_id": request.point["point_id"], "point": request.point,
-                "backend": ctx.backend, "world_size": ctx.world_size,
-                "model": model.name, "phase": request.phase, "tp": request.tp, "tokens": tokens,
-                "dtype": request.dtype, "plan": plan.summary(), "mode": mode,
-                "status": entry["status"], "message": entry.get("message"),
-                "timing": entry.get("timing"), "step_us": entry.get("step_us"), "op_us": entry.get("op_us"),
-                "rank_step_median_us": entry.get("rank_step_median_us"), "check": entry.get("check"),
-                "fused_rmsnorm": entry.get("fused_rmsnorm", False), "nccl": nccl,
-                "iterations": request.iterations, "warmup": request.warmup,
-                "duration_s": round(duration_s, 3), "measure_s": entry.get("measure_s"),
-                "time": now, "calibration": None,
-            })
-    return records
-
-
-def summarize_nccl_log(path: Path, plan_bytes: set[int]) -> dict | None:
-    """Parse what NCCL chose from the point's rank-0 INFO log, then shrink the log to what a person reads."""
-    if not path.exists():
-        return None
-    text = path.read_text(errors="replace")
-    try:
-        from commprof.nccl_log import parse_nccl_log
-    except ImportError:
-        summary = None
-    else:
-        summary = parse_nccl_log(text).to_dict()
-        summary["choices"] = _unique_choices(summary.get("choices", []), plan_bytes)
-    lines = text.splitlines()
-    head = lines[:NCCL_LOG_HEAD_LINES]
-    seen, tuning = set(), []
-    for line in lines[NCCL_LOG_HEAD_LINES:]:
-        if " Bytes -> Algo " in line:
-            key = line.split("NCCL INFO", 1)[-1]
-            if key not in seen:
-                seen.add(key)
-                tuning.append(line)
-    path.write_text("\n".join(head + tuning) + "\n")
-    return summary
-
-
-def _unique_choices(choices: list[dict], plan_bytes: set[int]) -> list[dict]:
-    """One entry per distinct choice, for the step's own message sizes (torch's init traffic left out)."""
-    unique = {}
-    for choice in choices:
-        if plan_bytes and choice.get("bytes") not in plan_bytes:
-            continue
-        key = (choice.get("coll"), choice.get("bytes"), choice.get("algo"), choice.get("proto"),
-               choice.get("channels"))
-        unique.setdefault(key, choice)
-    return list(unique.values())
-
-
-def completed_point_ids(records: list[dict[str, Any]], expected_per_point: int) -> set[str]:
-    """Points whose every (T, mode) record is on disk: a resumed run skips them."""
-    counts: dict[str, set] = {}
-    for record in records:
-        if record.get("kind") == "step":
-            counts.setdefault(record["point_id"], set()).add((record["tokens"], record["mode"]))
-    return {pid for pid, keys in counts.items() if len(keys) >= expected_per_point}
-
-
-def repair_results(path: Path, expected_per_point: int) -> list[dict[str, Any]]:
-    """Before a resume: drop a torn last line and the records of points that did not finish writing."""
-    if not path.exists():
-        return []
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        records = read_records(path)
-    done = completed_point_ids(records, expected_per_point)
-    keep = [r for r in records if r.get("point_id") in done or r.get("kind") != "step"]
-    text = path.read_text()
-    if len(keep) != len(records) or (text and not text.endswith("\n")):
-        tmp = path.with_suffix(".repair")
-        tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in keep))
-        os.replace(tmp, path)
-    return keep
-
-
 
 
 @dataclass
@@ -277,88 +47,6 @@ class SweepProgress:
     def point_started(self, label: str) -> None: ...
     def point_done(self, label: str, status: str) -> None: ...
     def stop(self) -> None: ...
-
-
-def choose_backend(share_gpus: bool = False) -> str:
-    """NCCL where this node has a GPU for each of its ranks, gloo (CPU ranks) where it has none."""
-    import torch
-
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if gpus == 0:
-        return "gloo"
-    if gpus < local_world and not share_gpus:
-        raise UsageError(f"{local_world} ranks on this node but only {gpus} GPU(s): "
-                         f"use --nproc-per-node {gpus} or fewer (or --share-gpus for a functional check)")
-    return "nccl"
-
-
-def shared_gpu_env(rank: int) -> dict[str, str]:
-    """Let several NCCL ranks use one GPU: NCCL 2.30's switch, or (older) one fake host per rank."""
-    from commprof.runmeta import nccl_version
-
-    version = tuple(int(x) for x in (nccl_version() or "0").split(".")[:2])
-    if version >= (2, 30):
-        return {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}
-    # Distinct host ids make NCCL treat each rank as its own node (network transport, no P2P/SHM).
-    return {"NCCL_HOSTID": f"commprof-rank{rank}"}
-
-
-def _point_env(ctx: ControllerContext, point, log_path: Path | None, subsystems: str) -> dict[str, str]:
-    """The point's variables on top of the launch's, plus NCCL's INFO log to `log_path` where asked for."""
-    env = {**ctx.rank_env, **{str(k): str(v) for k, v in point.env.items()}}
-    if log_path is not None:
-        env.setdefault("NCCL_DEBUG", "INFO")
-        env.setdefault("NCCL_DEBUG_SUBSYS", subsystems)
-        env.setdefault("NCCL_DEBUG_FILE", str(log_path))
-    return env
-
-
-def _measure_point(ctx: ControllerContext, server: ForkServer, spec, model: dict, point,
-                   tp: int) -> list[dict[str, Any]]:
-    """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records.
-
-    With NCCL, the timed workers log only NCCL's init (transports, rings, channels); NCCL's per-op
-    choices come from a second, untimed probe worker with TUNING on, because NCCL logs every enqueued op
-    there and that logging would be timed with the op.
-    """
-    point_dir = ctx.run_dir / "points" / point.point_id
-    point_dir.mkdir(parents=True, exist_ok=True)
-    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}"
-    iterations, warmup = spec.iterations_for(point)
-    request = TrialRequest(
-        run_id=ctx.run_id, point=point.to_dict(), model=model, tp=tp, tokens=list(spec.tokens),
-        phase=spec.phase, dtype=model["dtype"] if spec.dtype is None else spec.dtype,
-        iterations=iterations, warmup=warmup, backend=ctx.backend, rank=ctx.rank,
-        world_size=ctx.world_size, device_index=ctx.device_index, store_host=ctx.store_host,
-        store_port=ctx.store_port, store_prefix=prefix, result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
-        timeout_s=float(spec.point_timeout_s))
-    Path(request.result_path).unlink(missing_ok=True)
-    logs = ctx.backend == "nccl" and ctx.nccl_debug
-    init_log = point_dir / f"nccl.rank{ctx.rank}.log"
-    started = time.monotonic()
-    outcome = run_point(ctx, server, request, _point_env(ctx, point, init_log if logs else None, NCCL_INIT_SUBSYS),
-                        point_dir)
-    outcomes = all_gather_json({"status": outcome.status, "message": outcome.message}, ctx.world_size)
-    status, message = agree(outcomes)
-    duration = time.monotonic() - started
-    tuning_log = point_dir / f"nccl-tuning.rank{ctx.rank}.log"
-    if logs and status == "ok":
-        probe = replace(request, iterations=1, warmup=0, store_prefix=f"{prefix}/probe",
-                        result_path=str(point_dir / f"probe.rank{ctx.rank}.jsonl"))
-        Path(probe.result_path).unlink(missing_ok=True)
-        run_point(ctx, server, probe, _point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS), point_dir)
-        all_gather_json(None, ctx.world_size)  # every rank's probe has ended before the next point starts
-    if not ctx.is_writer:
-        return []
-    nccl = None
-    if logs:
-        plan_bytes = {op_bytes for e in outcome.entries for op_bytes in ((e.get("op_us") or {}).get("bytes") or [])}
-        nccl = summarize_nccl_log(init_log, plan_bytes)
-        tuning = summarize_nccl_log(tuning_log, plan_bytes)
-        if nccl is not None and tuning is not None:
-            nccl["choices"] = tuning.get("choices", [])
-    return build_records(ctx, request, status, message, outcome.entries, nccl, duration)
 
 
 def run_sweep(spec, options: SweepOptions, progress: SweepProgress | None = None,
@@ -401,6 +89,31 @@ def run_sweep(spec, options: SweepOptions, progress: SweepProgress | None = None
     finally:
         server.close()
         dist.destroy_process_group()
+
+
+def choose_backend(share_gpus: bool = False) -> str:
+    """NCCL where this node has a GPU for each of its ranks, gloo (CPU ranks) where it has none."""
+    import torch
+
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus == 0:
+        return "gloo"
+    if gpus < local_world and not share_gpus:
+        raise UsageError(f"{local_world} ranks on this node but only {gpus} GPU(s): "
+                         f"use --nproc-per-node {gpus} or fewer (or --share-gpus for a functional check)")
+    return "nccl"
+
+
+def shared_gpu_env(rank: int) -> dict[str, str]:
+    """Let several NCCL ranks use one GPU: NCCL 2.30's switch, or (older) one fake host per rank."""
+    from commprof.runmeta import nccl_version
+
+    version = tuple(int(x) for x in (nccl_version() or "0").split(".")[:2])
+    if version >= (2, 30):
+        return {"NCCL_MULTI_RANK_GPU_ENABLE": "1"}
+    # Distinct host ids make NCCL treat each rank as its own node (network transport, no P2P/SHM).
+    return {"NCCL_HOSTID": f"commprof-rank{rank}"}
 
 
 def _device_index(local_rank: int, backend: str) -> int:
@@ -453,7 +166,7 @@ def _sweep_loop(ctx: ControllerContext, server: ForkServer, spec, model: dict, t
                 continue
             if ctx.is_writer:
                 progress.point_started(point.label)
-            records = _measure_point(ctx, server, spec, model, point, tp)
+            records = measure_point(ctx, server, spec, model, point, tp)
             interrupted = all_gather_json(ctx.interrupted, ctx.world_size)
             if any(interrupted):
                 ctx.interrupted = True
@@ -477,23 +190,6 @@ def _sweep_loop(ctx: ControllerContext, server: ForkServer, spec, model: dict, t
         progress.stop()
     return {"run_dir": str(ctx.run_dir), "run_id": ctx.run_id, "interrupted": ctx.interrupted,
             "statuses": statuses, "backend": ctx.backend}
-
-
-def point_status(records: list[dict[str, Any]]) -> str:
-    """One word for a point: "ok" when every measurable (T, mode) is; else its failure statuses.
-
-    Graph mode on CPU ranks is unsupported by nature and does not make a point "not ok".
-    """
-    bad = sorted({r["status"] for r in records if r["status"] != "ok"
-                  and not (r["status"] == "unsupported" and r["mode"] == "graph" and r.get("backend") == "gloo")})
-    return ", ".join(bad) if bad else "ok"
-
-
-def all_gather_json(payload: Any, world_size: int) -> list[Any]:
-    """Every controller's payload (small, picklable), through the controllers' gloo group."""
-    gathered: list[Any] = [None] * world_size
-    dist.all_gather_object(gathered, payload)
-    return gathered
 
 
 def install_interrupt_handlers(ctx: ControllerContext) -> None:

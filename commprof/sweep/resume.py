@@ -1,0 +1,37 @@
+"""Resuming a run: which points finished, and repairing what an interrupted writer left."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from commprof.records import read_records
+
+
+def completed_point_ids(records: list[dict[str, Any]], expected_per_point: int) -> set[str]:
+    """Points whose every (T, mode) record is on disk: a resumed run skips them."""
+    counts: dict[str, set] = {}
+    for record in records:
+        if record.get("kind") == "step":
+            counts.setdefault(record["point_id"], set()).add((record["tokens"], record["mode"]))
+    return {pid for pid, keys in counts.items() if len(keys) >= expected_per_point}
+
+
+def repair_results(path: Path, expected_per_point: int) -> list[dict[str, Any]]:
+    """Before a resume: drop a torn last line and the records of points that did not finish writing."""
+    if not path.exists():
+        return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        records = read_records(path)
+    done = completed_point_ids(records, expected_per_point)
+    keep = [r for r in records if r.get("point_id") in done or r.get("kind") != "step"]
+    text = path.read_text()
+    if len(keep) != len(records) or (text and not text.endswith("\n")):
+        tmp = path.with_suffix(".repair")
+        tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in keep))
+        os.replace(tmp, path)
+    return keep
