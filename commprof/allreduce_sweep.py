@@ -90,8 +90,13 @@ def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations
     if dry_run:
         if rank == 0:
             from commprof.sweep.config import format_points_table
+            from commprof.sweep.runner import choose_backend
 
-            click.echo(format_points_table(spec))
+            # Start-up per point: ~0.1 s on gloo (fork server), a few seconds for NCCL communicator init.
+            if choose_backend(share_gpus) == "gloo":
+                click.echo(format_points_table(spec, per_point_overhead_s=0.25, modes=1))
+            else:
+                click.echo(format_points_table(spec))
         return
     if resume is None:
         _check_writable(Path(out))
