@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # The CPU build of torch 2.13.0 lies on this kind of machine's disk; on a GPU box pick the CUDA build you serve with.
 TORCH_SPEC ?= torch==2.13.0
 # Ranks for the demo: one per GPU, or 2 gloo ranks on a CPU-only machine.
-NPROC ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$$n" -gt 1 ] 2>/dev/null && echo $$n || echo 2)
+NPROC ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$$n" -ge 1 ] 2>/dev/null && echo $$n || echo 2)
 RUNS ?= runs
 SWEEP ?=
 

@@ -42,7 +42,8 @@ def _tokens(ctx, param, value):
 @click.option("--impl", "impls", multiple=True, help="All-reduce implementation(s) to compare with the baseline.")
 @click.option("--iterations", type=int, default=None, help="Timed steps per (T, mode).")
 @click.option("--warmup", type=int, default=None, help="Warm-up steps per (T, mode).")
-@click.option("--point-timeout", type=float, default=None, help="Seconds before a point is killed.")
+@click.option("--point-timeout", type=click.FloatRange(min=0, min_open=True, max=1e6), default=None,
+              help="Seconds before a point is killed.")
 @click.option("--out", type=click.Path(file_okay=False), default="runs", show_default=True,
               help="Parent folder of the run's own folder.")
 @click.option("--resume", type=click.Path(file_okay=False), default=None,
@@ -68,9 +69,12 @@ def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations
             raise UsageError(f"--{name} must be >= {1 if name == 'iterations' else 0}, got {value}")
     rank = int(os.environ.get("RANK", "0"))
     if resume:
-        if sweep_file or model or tokens or phase or dtype or tp or impls:
-            raise UsageError("--resume continues a run exactly as it started: drop --sweep, --model, --tokens, "
-                             "--phase, --dtype, --tp and --impl")
+        given = {"--sweep": sweep_file, "--model": model, "--tokens": tokens, "--phase": phase, "--dtype": dtype,
+                 "--tp": tp, "--impl": impls, "--iterations": iterations, "--warmup": warmup,
+                 "--point-timeout": point_timeout}
+        extra = [flag for flag, value in given.items() if value not in (None, ())]
+        if extra:
+            raise UsageError(f"--resume continues a run exactly as it started: drop {', '.join(extra)}")
         spec = _resumed_sweep(Path(resume))
     elif sweep_file:
         spec = load_sweep(sweep_file)
@@ -92,7 +96,8 @@ def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations
             from commprof.sweep.config import format_points_table
             from commprof.sweep.runner import choose_backend
 
-            # Start-up per point: ~0.1 s on gloo (fork server), a few seconds for NCCL communicator init.
+            # Start-up per point: about 0.1 s on gloo with the fork server (0.25 s allows for a loaded machine);
+            # a few seconds with NCCL communicator init.
             if choose_backend(share_gpus) == "gloo":
                 click.echo(format_points_table(spec, per_point_overhead_s=0.25, modes=1))
             else:
@@ -102,7 +107,8 @@ def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations
         _check_writable(Path(out))
     options = SweepOptions(out=Path(out), resume=Path(resume) if resume else None, nccl_debug=nccl_debug,
                            strict=strict, share_gpus=share_gpus, argv=list(sys.argv))
-    from commprof.sweep.console import SweepConsole, prepare_run_folder
+    from commprof.sweep.console import SweepConsole
+    from commprof.sweep.run_folder import prepare_run_folder
 
     console = SweepConsole(enabled=rank == 0)
     summary = run_sweep(spec, options, progress=console,
@@ -140,7 +146,7 @@ def _resumed_sweep(run_dir: Path):
     plan = meta.get("plan") or {}
     return spec.with_overrides(model=plan.get("model"), tokens=plan.get("tokens"), phase=plan.get("phase"),
                                dtype=plan.get("dtype"), tp=plan.get("tp"), iterations=plan.get("iterations"),
-                               warmup=plan.get("warmup"))
+                               warmup=plan.get("warmup"), point_timeout_s=plan.get("point_timeout_s"))
 
 
 def _check_writable(out: Path) -> None:

@@ -41,25 +41,12 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module_name, _, attr = target.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                return _not_built(name)
-            raise
-        return getattr(module, attr)
+        return getattr(importlib.import_module(module_name), attr)
 
     def format_commands(self, ctx, formatter):
         rows = [(name, _HELP.get(name, "")) for name in SUBCOMMANDS]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
-
-
-def _not_built(name: str) -> click.Command:
-    @click.command(name=name, help=_HELP.get(name, ""))
-    def missing():
-        raise UsageError(f"'commprof {name}' is not available in this build")
-    return missing
 
 
 @click.group(cls=LazyGroup, help="Multi-GPU communication profiler and NCCL tuner for LLM inference. "

@@ -96,7 +96,7 @@ def load_model(spec: str) -> ModelShape:
                          "(or pass a path to a config.json)")
     try:
         config = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"cannot read model config {path}: {exc}") from None
     if not isinstance(config, dict):
         raise UsageError(f"{path}: expected a JSON object")

@@ -141,7 +141,10 @@ def _parse_info(msg: str, summary: NcclLogSummary, seen: set[tuple], choice_inde
     elif m := _COMM.match(msg):
         summary.nranks, summary.nnodes = int(m.group(2)), int(m.group(3))
     elif m := _P2P_LEVEL.match(msg):
-        summary.p2p_level = "LOC" if m.group(1) == "NCCL_P2P_DISABLE" else m.group(2)
+        if m.group(1) == "NCCL_P2P_LEVEL":
+            summary.p2p_level = m.group(2)
+        elif m.group(2) not in ("0", ""):  # NCCL_P2P_DISABLE=1 means level LOC; =0 changes nothing
+            summary.p2p_level = "LOC"
 
 
 def _add_choice(m: re.Match, summary: NcclLogSummary, choice_index: dict) -> None:

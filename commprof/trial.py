@@ -150,7 +150,7 @@ def _replay_all(request: TrialRequest, impl, impl_cls, ctx, plans, group, device
                 continue
             started = time.perf_counter()
             result = replay_mode(replay, mode).to_dict()
-            emit(_entry(tokens, **result, fused_rmsnorm=impl.fuses_rmsnorm,
+            emit(_entry(tokens, **result, fused_rmsnorm=impl.fuses_rmsnorm, impl_detail=impl.detail(),
                         measure_s=round(time.perf_counter() - started, 4)))
             if result["status"] in ("capture_failed", "error"):
                 broken = f"{mode} mode at T={tokens} ended {result['status']}; the communicator may be unusable"

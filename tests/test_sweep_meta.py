@@ -8,7 +8,8 @@ import pytest
 from commprof.doctor.result import CheckResult
 from commprof.errors import UsageError
 from commprof.sweep.config import default_sweep
-from commprof.sweep.console import SweepConsole, prepare_run_folder
+from commprof.sweep.console import SweepConsole
+from commprof.sweep.run_folder import prepare_run_folder
 from commprof.sweep.runner import SweepOptions
 
 
@@ -30,9 +31,9 @@ def test_meta_records_sweep_topology_and_doctor(tmp_path, monkeypatch):
 
 
 def test_strict_refuses_a_failing_box(tmp_path, monkeypatch):
-    import commprof.doctor
+    import commprof.sweep.run_folder
 
-    monkeypatch.setattr(commprof.doctor, "run_doctor", _failing_doctor)
+    monkeypatch.setattr(commprof.sweep.run_folder, "run_doctor", _failing_doctor)
     spec = default_sweep(tokens=(1,))
     options = SweepOptions(out=tmp_path, strict=True)
     with pytest.raises(UsageError, match="acs"):

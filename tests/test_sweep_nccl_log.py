@@ -1,4 +1,4 @@
-"""What a sweep keeps of a point's NCCL INFO log: the parsed choices for the step's sizes, and a short log."""
+"""What a sweep keeps of a point's NCCL INFO log: the parsed choices for the step's own sizes."""
 
 from pathlib import Path
 
@@ -7,19 +7,19 @@ from commprof.sweep.measure import summarize_nccl_log
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_log" / "nccl-2.27-8gpu-pcie.log"
 
 
-def test_point_log_is_parsed_and_trimmed(tmp_path):
-    log = tmp_path / "nccl.rank0.log"
+def test_point_log_is_parsed_for_the_steps_sizes(tmp_path):
+    log = tmp_path / "nccl-tuning.rank0.log"
     text = FIXTURE.read_text()
-    # A timed loop repeats each op's tuning line thousands of times; the kept log has each once.
     tuning = [line for line in text.splitlines() if " Bytes -> Algo " in line and not line.startswith("#")]
     assert tuning, "fixture has tuning lines"
-    log.write_text(text + "\n" + "\n".join(tuning * 500) + "\n")
+    # The probe repeats each op's tuning line once per step; a choice is kept once.
+    log.write_text(text + "\n" + "\n".join(tuning * 3) + "\n")
     sizes = {int(line.split(": ")[1].split(" Bytes")[0]) for line in tuning}
     summary = summarize_nccl_log(log, {min(sizes)})
     assert summary["version"].startswith("2.27.3")
     assert summary["choices"] and {c["bytes"] for c in summary["choices"]} == {min(sizes)}
-    kept = log.read_text().splitlines()
-    assert len(kept) <= 400 + len(set(tuning))  # the head, then each distinct choice once
+    keys = [(c["coll"], c["bytes"], c["algo"], c["proto"], c["channels"]) for c in summary["choices"]]
+    assert len(keys) == len(set(keys))
 
 
 def test_missing_log_means_no_summary(tmp_path):

@@ -52,6 +52,8 @@ def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample]
         group = f"{record.get('point_id')} {point.get('label', '')}".strip()
         if record.get("status") != "ok" or record.get("source") == "model":
             skipped["not ok, or modelled"] += 1
+        elif record.get("backend") not in ("nccl", None):  # imported nccl-tests rows carry no backend
+            skipped[f"measured on {record.get('backend')}, not NCCL"] += 1
         elif not isinstance(ranks, int) or ranks < 2:
             skipped["rank count unknown or 1"] += 1
         elif record.get("kind") == "collective":

@@ -224,6 +224,8 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
             text = calibration_file.read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot read {calibration_file}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{calibration_file}: not a UTF-8 text file") from None
         calibration = params_from_toml(text, str(calibration_file))
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-"))
     records = simulate_sweep(spec, topology, calibration, run_dir.name)

@@ -318,6 +318,6 @@ def params_from_toml(text: str, path: str) -> CostParams:
     return CostParams(link=link, arch=arch, channels=need("channels", int, positive=True),
                       channel_bw_gbps=float(need("channel_bw_gbps", (int, float), positive=True)),
                       hop_us={k: float(v) for k, v in hop.items()}, overhead_us=float(overhead),
-                      nvls_channels=int(model.get("nvls_channels", 0)),
+                      nvls_channels=need("nvls_channels", int) if "nvls_channels" in model else 0,
                       nccl_bw_gbps=float(model["nccl_bw_gbps"]) if "nccl_bw_gbps" in model else None, source=path,
                       fit=data.get("fit", {}) if isinstance(data.get("fit"), dict) else {})

@@ -224,14 +224,13 @@ def simulate_point(spec, point, topology: Topology, calibration: CostParams | No
             record = {
                 "schema": SCHEMA_VERSION, "kind": "step", "source": "model", "run_id": run_id,
                 "point_id": point.point_id,
-                "point": {"label": point.label, "impl": point.impl, "env": dict(point.env),
-                          "options": dict(point.options)},
+                "point": point.to_dict(),
                 "backend": "nccl", "world_size": tp, "status": op_status, "message": op_message, "time": now,
                 "calibration": calibration_name, "model": model.name, "phase": spec.phase, "tp": tp,
                 "tokens": tokens, "dtype": plan.model.dtype, "plan": plan.summary(), "mode": mode,
                 "timing": "model", "step_us": None, "op_us": None, "rank_step_median_us": None, "check": None,
-                "fused_rmsnorm": point.impl in FUSED_IMPLS, "iterations": spec.iterations,
-                "warmup": spec.warmup,
+                "fused_rmsnorm": point.impl in FUSED_IMPLS, "impl_detail": None, "iterations": spec.iterations,
+                "warmup": spec.warmup, "duration_s": None, "measure_s": None,
                 "nccl": {"version": None, "transports": {"intra": setting.link}, "channels": params.channels,
                          "choices": list(choices.values())} if op_status == "ok" else None,
             }
@@ -244,6 +243,9 @@ def simulate_point(spec, point, topology: Topology, calibration: CostParams | No
                 else:
                     # A CUDA graph removes the CPU launch of every op; the op itself still runs.
                     record["step_us"] = _stats(sum(max(t - topology.launch_overhead_us, 0.0) for t in op_times))
+                    assumed = (f"graph mode = eager minus the topology's assumed launch overhead of "
+                               f"{topology.launch_overhead_us:g} µs per op")
+                    record["message"] = f"{op_message}; {assumed}" if op_message else assumed
             records.append(record)
     return records
 
@@ -254,7 +256,7 @@ def simulate_sweep(spec, topology: Topology, calibration: CostParams | None, run
     records = []
     for point in spec.points:
         records.extend(simulate_point(spec, point, topology, calibration, run_id, now))
-    for stage in range(1, len(getattr(spec, "stages", ())) + 1):
+    for stage in range(1, len(spec.stages) + 1):
         # Later stages pick their points from the earlier results: here, the predictions.
         for point in spec.refine(stage, records):
             records.extend(simulate_point(spec, point, topology, calibration, run_id, now))

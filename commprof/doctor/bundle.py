@@ -47,13 +47,18 @@ def read_bundle(directory: Path) -> Facts:
         if path is None:
             facts.sources[name] = Source(name, f"bundle {directory.name}/{name}", None,
                                          missing.get(name, "not in the bundle"))
+        elif name in JSON_FILES and _json(path) is None:
+            facts.sources[name] = Source(name, f"bundle {directory.name}/{path.name}", None, "not valid JSON")
         else:
             facts.sources[name] = Source(name, f"{directory.name}/{path.name}",
                                          path.read_text(errors="replace"))
-    nvml = _json(directory / NVML_FILE) or {}
-    facts.topology = nvml.get("topology")
-    facts.gpu_health = nvml.get("health")
-    facts.tests = _json(directory / TESTS_FILE) or {}
+    nvml = _json(directory / NVML_FILE)
+    nvml = nvml if isinstance(nvml, dict) else {}
+    # A hand-edited or truncated bundle must not crash the checks: keep only answers of the right shape.
+    facts.topology = nvml.get("topology") if isinstance(nvml.get("topology"), dict) else None
+    facts.gpu_health = nvml.get("health") if isinstance(nvml.get("health"), list) else None
+    tests = _json(directory / TESTS_FILE)
+    facts.tests = tests if isinstance(tests, dict) else {}
     if not any(s.ok for s in facts.sources.values()) and not nvml:
         raise UsageError(f"--from {directory}: no bundle file found (expected names like cmdline.log, "
                          "lspci_full.log, nvidia_smi_full.log)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import click
@@ -44,13 +45,18 @@ def doctor(as_json: bool, collect_dir: Path | None, from_dir: Path | None, all_p
            no_gpu_tests: bool) -> None:
     if collect_dir and from_dir:
         raise UsageError("--collect writes a bundle of this machine and --from reads one: use one of them")
+    if collect_dir:
+        _check_writable(collect_dir)  # before minutes of gathering, not after
     facts = gather(from_dir, quick=not all_pairs, tp=tp, run_tests=not no_gpu_tests)
     results = run_checks(facts)
     written = []
     if collect_dir:
         from commprof.doctor.bundle import write_bundle
 
-        written = write_bundle(facts, collect_dir)
+        try:
+            written = write_bundle(facts, collect_dir)
+        except OSError as exc:
+            raise UsageError(f"--collect {collect_dir}: cannot write the bundle ({exc.strerror or exc})") from None
     if as_json:
         click.echo(json.dumps({"origin": facts.origin, **doctor_summary(results)}, indent=2))
     else:
@@ -67,6 +73,15 @@ def doctor(as_json: bool, collect_dir: Path | None, from_dir: Path | None, all_p
         raise SystemExit(1)
 
 
+def _check_writable(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--collect {directory}: cannot write there ({exc.strerror or exc})") from None
+
+
 def _verdict(results: list[CheckResult], facts) -> str:
     failed = [r.id for r in results if r.status == FAIL]
     warned = [r.id for r in results if r.status == WARN]
@@ -76,4 +91,4 @@ def _verdict(results: list[CheckResult], facts) -> str:
     if failed:
         return f"{len(failed)} check(s) failed ({', '.join(failed)}): numbers measured on this box are not " \
                "tuning results until fixed"
-    return f"no check failed" + (f"; {len(warned)} warning(s): {', '.join(warned)}" if warned else "")
+    return "no check failed" + (f"; {len(warned)} warning(s): {', '.join(warned)}" if warned else "")

@@ -58,10 +58,11 @@ def gather_live(quick: bool = True, run_tests: bool = True, tp: int | None = Non
         facts.sources["sysfs_pci"] = sysfs_pci([g["pci_bus_id"] for g in topology["gpus"] if g["pci_bus_id"]])
     if not topology["gpus"]:
         facts.tests = {"pairs_skipped": f"no GPU ({topology['reason']})"}
+    elif run_tests and workdir is not None:
+        facts.tests, facts.sources["nccl_init"] = gpu_tests.run_gpu_tests(topology, quick, workdir)
     elif run_tests:
-        workdir = workdir or Path(tempfile.mkdtemp(prefix="commprof-doctor-"))
-        facts.tests, log = gpu_tests.run_gpu_tests(topology, quick, workdir)
-        facts.sources["nccl_init"] = log
+        with tempfile.TemporaryDirectory(prefix="commprof-doctor-") as tmp:
+            facts.tests, facts.sources["nccl_init"] = gpu_tests.run_gpu_tests(topology, quick, Path(tmp))
     else:
         facts.tests = {"pairs_skipped": "GPU tests not requested"}
     return facts

@@ -94,5 +94,9 @@ class AllReduceImpl:
         """Fused kinds: returns (rmsnorm(sum(x) + residual) * weight, sum(x) + residual)."""
         raise NotImplementedError
 
+    def detail(self) -> str | None:
+        """What exactly ran, where an implementation chooses at setup (recorded with every result)."""
+        return None
+
     def teardown(self) -> None:
         """Release workspaces; called on every rank, also after a failure."""

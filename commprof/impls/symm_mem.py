@@ -23,10 +23,8 @@ from commprof.impls.base import AllReduceImpl, ImplContext, Support
 
 def installed_symm_mem_ops() -> frozenset[str]:
     """Which of the ops commprof uses this torch registers (CPU builds register them too: gate on CUDA)."""
-    try:
-        import torch
-    except ImportError:
-        return frozenset()
+    import torch
+
     namespace = torch.ops.symm_mem
     return frozenset(op for op in gating.SYMM_MEM_VARIANT_OPS.values() if hasattr(namespace, op))
 

@@ -63,10 +63,6 @@ class TorchAllReduceRmsnorm(TorchAllReduce):
     name: ClassVar[str] = "nccl+rmsnorm"
     fuses_rmsnorm: ClassVar[bool] = True
 
-    @classmethod
-    def support(cls, ctx: ImplContext) -> Support:
-        return SUPPORTED
-
     def setup(self, group, plan, device) -> None:
         super().setup(group, plan, device)
         self._fused_add_rmsnorm = None
@@ -77,9 +73,9 @@ class TorchAllReduceRmsnorm(TorchAllReduce):
                 fused_add_rmsnorm = None
             self._fused_add_rmsnorm = fused_add_rmsnorm
 
-    @property
-    def norm_kernel(self) -> str:
-        return "flashinfer.fused_add_rmsnorm" if self._fused_add_rmsnorm else "torch"
+    def detail(self) -> str:
+        norm = "flashinfer.fused_add_rmsnorm" if self._fused_add_rmsnorm else "torch ops"
+        return f"all-reduce, then residual add + RMSNorm with {norm}"
 
     def all_reduce_rmsnorm(self, x, residual, weight, eps: float):
         self.all_reduce(x)

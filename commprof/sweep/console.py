@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from commprof.records import META_FILE, RESULTS_FILE, read_records, write_json
+from commprof.records import RESULTS_FILE, read_records
 from commprof.sweep.measure import point_status
 from commprof.sweep.runner import SweepProgress
 
@@ -93,7 +92,8 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
         entry["records"].append(r)
         entry["cells"][(r["tokens"], r["mode"])] = r
     compare = len(by_point) > 1
-    table = Table(title="commprof sweep: median time of one whole step (all its collectives)")
+    backends = ", ".join(sorted({r.get("backend") or "?" for r in steps}))
+    table = Table(title=f"commprof sweep, measured on {backends}: median time of one whole step (all its collectives)")
     table.add_column("point", no_wrap=True)
     table.add_column("configuration", no_wrap=True)
     table.add_column("status", min_width=6)
@@ -108,7 +108,7 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
         for t in tokens:
             row += [_cell(entry["cells"].get((t, m))) for m in modes]
             if compare:
-                row.append(_speedup(entry, base, t))
+                row.append(_speedup(entry, base, t, modes))
         table.add_row(*row)
     if modes == ["eager"]:
         table.caption = "graph mode: not measurable on CPU ranks (CUDA graphs need GPUs)"
@@ -168,64 +168,13 @@ def _cell(record: dict | None) -> str:
     return record["status"].replace("unsupported", "n/a")
 
 
-def _speedup(entry: dict, base: dict | None, tokens: int) -> str:
-    """Graph-mode ratio where both have graph results, else eager; "—" where either is missing."""
+def _speedup(entry: dict, base: dict | None, tokens: int, modes: list[str]) -> str:
+    """Baseline median / this point's median: graph mode where both captured, else eager, marked "(eager)"
+    when the table also shows graph results, so the column never mixes modes without saying so."""
     for mode in ("graph", "eager"):
         mine = entry["cells"].get((tokens, mode))
         theirs = base["cells"].get((tokens, mode)) if base else None
         if mine and theirs and mine["status"] == "ok" and theirs["status"] == "ok":
-            return f"{theirs['step_us']['median'] / mine['step_us']['median']:.2f}×"
+            ratio = f"{theirs['step_us']['median'] / mine['step_us']['median']:.2f}×"
+            return f"{ratio} (eager)" if mode == "eager" and "graph" in modes else ratio
     return "—"
-
-
-def prepare_run_folder(run_dir: Path, backend: str, spec, options, with_doctor: bool, console: SweepConsole) -> None:
-    """Rank 0, before the first point: meta.json with versions, sweep file, topology and the doctor's verdicts."""
-    from commprof.errors import UsageError
-    from commprof.runmeta import collect_meta
-
-    meta_path = run_dir / META_FILE
-    if options.resume and meta_path.exists():
-        return
-    meta = collect_meta(run_dir.name, _world_size(), backend, options.argv)
-    meta["plan"] = {"model": spec.model, "tp": spec.tp or _world_size(), "phase": spec.phase,
-                    "dtype": spec.dtype, "tokens": list(spec.tokens),
-                    "iterations": spec.iterations, "warmup": spec.warmup}
-    meta["sweep"] = {"path": spec.path, "name": spec.name, "content": spec.content,
-                     "sha256": hashlib.sha256(spec.content.encode()).hexdigest(), "report": spec.report}
-    meta["shared_gpus"] = options.share_gpus  # ranks shared GPUs: a functional check, not a tuning result
-    meta["topology"] = _topology()
-    if with_doctor:
-        meta["doctor"] = _doctor(console)
-        if options.strict and meta["doctor"].get("failed"):
-            write_json(meta_path, meta)
-            raise UsageError(f"doctor found failing checks ({', '.join(meta['doctor']['failed'])}); "
-                             "fix them or drop --strict (details: python -m commprof doctor)")
-    write_json(meta_path, meta)
-
-
-def _world_size() -> int:
-    import os
-
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
-def _topology() -> dict | None:
-    try:
-        from commprof.topology import probe_topology
-    except ImportError:
-        return None
-    return probe_topology()
-
-
-def _doctor(console: SweepConsole) -> dict | None:
-    try:
-        from commprof.doctor import doctor_summary, has_failures, run_doctor
-    except ImportError:
-        return None
-    results = run_doctor(quick=True)
-    summary = doctor_summary(results)
-    summary["failed"] = [r.id for r in results if r.status == "fail"]
-    if has_failures(results):
-        console.note("[red]doctor: failing checks[/] " + ", ".join(summary["failed"])
-                     + " — numbers measured on this box may not be tuning results (python -m commprof doctor)")
-    return summary

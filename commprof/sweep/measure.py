@@ -20,17 +20,16 @@ from typing import Any
 import torch.distributed as dist
 
 from commprof.forkserver import ForkServer
+from commprof.nccl_log import parse_nccl_log
 from commprof.records import SCHEMA_VERSION
 from commprof.trial import TrialRequest
 
 STDERR_TAIL_LINES = 15
-# Keep the head of a point's NCCL log (init, transports, graphs) and one line per distinct tuning choice.
-NCCL_LOG_HEAD_LINES = 400
 NCCL_INIT_SUBSYS = "INIT,ENV,GRAPH"        # logged once, at communicator init: safe to time
 NCCL_TUNING_SUBSYS = "INIT,ENV,GRAPH,TUNING"  # one line per enqueued op: only in the untimed probe
 
 # When ranks disagree, the most telling status wins: a crash explains its peers' timeouts.
-_FAILURE_PRECEDENCE = ("crashed", "timeout", "aborted", "ok")
+_FAILURE_PRECEDENCE = ("crashed", "timeout", "aborted")
 
 
 @dataclass
@@ -178,8 +177,9 @@ def agree(outcomes: list[dict[str, Any]]) -> tuple[str, str | None]:
     """The point's status from every rank's outcome: ok only if all are; else the most telling failure."""
     statuses = [o["status"] for o in outcomes]
     for status in _FAILURE_PRECEDENCE:
-        if status in statuses and status != "ok":
+        if status in statuses:
             messages = [o["message"] for o in outcomes if o["status"] == status and o["message"]]
+            # All ranks "aborted" only when the sweep is interrupted, and then no record is written.
             return ("crashed" if status == "crashed" else "timeout"), "\n".join(messages[:4]) or None
     return "ok", None
 
@@ -212,7 +212,8 @@ def build_records(ctx: ControllerContext, request: TrialRequest, status: str, me
                 "status": entry["status"], "message": entry.get("message"),
                 "timing": entry.get("timing"), "step_us": entry.get("step_us"), "op_us": entry.get("op_us"),
                 "rank_step_median_us": entry.get("rank_step_median_us"), "check": entry.get("check"),
-                "fused_rmsnorm": entry.get("fused_rmsnorm", False), "nccl": nccl,
+                "fused_rmsnorm": entry.get("fused_rmsnorm", False), "impl_detail": entry.get("impl_detail"),
+                "nccl": nccl,
                 "iterations": request.iterations, "warmup": request.warmup,
                 "duration_s": round(duration_s, 3), "measure_s": entry.get("measure_s"),
                 "time": now, "calibration": None,
@@ -231,27 +232,11 @@ def point_status(records: list[dict[str, Any]]) -> str:
 
 
 def summarize_nccl_log(path: Path, plan_bytes: set[int]) -> dict | None:
-    """Parse what NCCL chose from the point's rank-0 INFO log, then shrink the log to what a person reads."""
+    """What NCCL reported in a point's rank-0 INFO log, its choices kept for the step's own sizes."""
     if not path.exists():
         return None
-    text = path.read_text(errors="replace")
-    try:
-        from commprof.nccl_log import parse_nccl_log
-    except ImportError:
-        summary = None
-    else:
-        summary = parse_nccl_log(text).to_dict()
-        summary["choices"] = _unique_choices(summary.get("choices", []), plan_bytes)
-    lines = text.splitlines()
-    head = lines[:NCCL_LOG_HEAD_LINES]
-    seen, tuning = set(), []
-    for line in lines[NCCL_LOG_HEAD_LINES:]:
-        if " Bytes -> Algo " in line:
-            key = line.split("NCCL INFO", 1)[-1]
-            if key not in seen:
-                seen.add(key)
-                tuning.append(line)
-    path.write_text("\n".join(head + tuning) + "\n")
+    summary = parse_nccl_log(path.read_text(errors="replace")).to_dict()
+    summary["choices"] = _unique_choices(summary.get("choices", []), plan_bytes)
     return summary
 
 

@@ -1,0 +1,46 @@
+"""Rank 0's record of a run before its first point: meta.json with versions, sweep, topology, doctor verdicts."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from commprof.doctor import doctor_summary, has_failures, run_doctor
+from commprof.errors import UsageError
+from commprof.records import META_FILE, write_json
+from commprof.runmeta import collect_meta
+from commprof.topology import probe_topology
+
+
+def prepare_run_folder(run_dir: Path, backend: str, spec, options, with_doctor: bool, console) -> None:
+    """Write meta.json (kept as it is on --resume); with --strict, refuse a box whose doctor finds a failure."""
+    meta_path = run_dir / META_FILE
+    if options.resume and meta_path.exists():
+        return
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    meta = collect_meta(run_dir.name, world_size, backend, options.argv)
+    meta["plan"] = {"model": spec.model, "tp": spec.tp or world_size, "phase": spec.phase,
+                    "dtype": spec.dtype, "tokens": list(spec.tokens),
+                    "iterations": spec.iterations, "warmup": spec.warmup, "point_timeout_s": spec.point_timeout_s}
+    meta["sweep"] = {"path": spec.path, "name": spec.name, "content": spec.content,
+                     "sha256": hashlib.sha256(spec.content.encode()).hexdigest(), "report": spec.report}
+    meta["shared_gpus"] = options.share_gpus  # ranks shared GPUs: a functional check, not a tuning result
+    meta["topology"] = probe_topology()
+    if with_doctor:
+        meta["doctor"] = _doctor(console)
+        if options.strict and meta["doctor"]["failed"]:
+            write_json(meta_path, meta)
+            raise UsageError(f"doctor found failing checks ({', '.join(meta['doctor']['failed'])}); "
+                             "fix them or drop --strict (details: python -m commprof doctor)")
+    write_json(meta_path, meta)
+
+
+def _doctor(console) -> dict:
+    results = run_doctor(quick=True)
+    summary = doctor_summary(results)
+    summary["failed"] = [r.id for r in results if r.status == "fail"]
+    if has_failures(results):
+        console.note("[red]doctor: failing checks[/] " + ", ".join(summary["failed"])
+                     + " — numbers measured on this box may not be tuning results (python -m commprof doctor)")
+    return summary
