@@ -13,6 +13,7 @@ import json
 import time
 import traceback
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -82,6 +83,22 @@ class ModeResult:
                 "check": self.check.to_dict() if self.check else None}
 
 
+def gather_via_store(store: dist.Store, key: str, rank: int, world_size: int, payload: Any,
+                     timeout: timedelta | None = None) -> list[Any]:
+    """Every rank's JSON payload under `key`, by rank, through the rendezvous store.
+
+    The store keeps working when a communicator does not (a failed capture, a rank that gave up), so ranks
+    agree through it on whether the next collective may run at all.
+    """
+    store.set(f"{key}/{rank}", json.dumps(payload))
+    keys = [f"{key}/{r}" for r in range(world_size)]
+    if timeout is None:
+        store.wait(keys)
+    else:
+        store.wait(keys, timeout)
+    return [json.loads(store.get(k)) for k in keys]
+
+
 class StepReplay:
     """One rank's tensors for one plan, allocated once, and the three things done with them: run, verify, time.
 
@@ -132,11 +149,7 @@ class StepReplay:
 
     def agree(self, key: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
         """Every rank's payload for `key`, through the store; waits at most the store's timeout."""
-        base = f"commprof/agree/{key}"
-        self.store.set(f"{base}/{self.rank}", json.dumps(payload))
-        keys = [f"{base}/{r}" for r in range(self.world)]
-        self.store.wait(keys)
-        return [json.loads(self.store.get(k)) for k in keys]
+        return gather_via_store(self.store, f"commprof/agree/{key}", self.rank, self.world, payload)
 
     def refill(self) -> None:
         """Fresh activations for the next step (untimed)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -33,6 +34,23 @@ STATUSES = (
     "unsupported",     # the implementation or mode does not apply here; message says why
     "error",           # a Python exception in the trial; message has it
 )
+
+
+def new_run_dir(parent: Path, label: str) -> Path:
+    """runs/<UTC YYYYmmdd-HHMMSS>-<label>, with a numeric suffix if that second is taken."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(100):
+            run_dir = parent / (f"{stamp}-{label}" + (f"-{attempt + 1}" if attempt else ""))
+            try:
+                run_dir.mkdir()
+                return run_dir
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise UsageError(f"cannot create a run folder under {parent}: {exc.strerror or exc}") from None
+    raise UsageError(f"cannot create a run folder under {parent}: too many runs named {stamp}-{label}")
 
 
 def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:

@@ -52,14 +52,13 @@ def _entry(tokens: int, mode: str, status: str, message: str | None = None, **ex
     return {"tokens": tokens, "mode": mode, "status": status, "message": message, **extra}
 
 
-def _agree_support(store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float,
+def _agree(store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float,
                    key: str = "support") -> str | None:
     """Share each rank's verdict through the store; the first refusal (by rank) applies to all ranks."""
-    store.set(f"{key}/{rank}", json.dumps(verdict))
-    keys = [f"{key}/{r}" for r in range(world_size)]
-    store.wait(keys, timedelta(seconds=timeout_s))
-    for r, name in enumerate(keys):
-        ok, reason = json.loads(store.get(name))
+    from commprof.harness import gather_via_store
+
+    verdicts = gather_via_store(store, key, rank, world_size, list(verdict), timedelta(seconds=timeout_s))
+    for r, (ok, reason) in enumerate(verdicts):
         if not ok:
             return reason if world_size == 1 else f"{reason} (rank {r})"
     return None
@@ -92,7 +91,7 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
     ctx = build_impl_context(request.backend, request.world_size, request.dtype, tuple(request.tokens),
                              model.hidden_size, point.get("options", {}))
     support = impl_cls.support(ctx)
-    refusal = _agree_support(store, request.rank, request.world_size, (support.ok, support.reason),
+    refusal = _agree(store, request.rank, request.world_size, (support.ok, support.reason),
                              request.timeout_s)
     if refusal is not None:
         for t in request.tokens:
@@ -113,7 +112,7 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
     except Exception as exc:  # a kernel library refusing this box is a result, not a crash
         setup_error = f"{impl_name} setup failed: {type(exc).__name__}: {exc}"[:2000]
     # Peers of a rank whose setup failed would wait in setup collectives forever: agree first, via the store.
-    refusal = _agree_support(store, request.rank, request.world_size, (setup_error is None, setup_error or ""),
+    refusal = _agree(store, request.rank, request.world_size, (setup_error is None, setup_error or ""),
                              request.timeout_s, key="setup")
     if refusal is not None:
         for t in request.tokens:

@@ -21,7 +21,7 @@ from commprof.costmodel.model import params_from_toml, params_to_toml
 from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.topology import load_topology, link_for
 from commprof.errors import UsageError
-from commprof.records import META_FILE, RESULTS_FILE, append_records, read_records, write_json
+from commprof.records import META_FILE, RESULTS_FILE, append_records, new_run_dir, read_records, write_json
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
 
@@ -29,23 +29,6 @@ TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
 def _console(err: bool = False) -> Console:
     stream = sys.stderr if err else sys.stdout
     return Console(stderr=err, highlight=False, width=None if stream.isatty() else 160)
-
-
-def new_run_dir(parent: Path, label: str) -> Path:
-    """runs/<UTC YYYYmmdd-HHMMSS>-<label>, with a numeric suffix if that second is taken."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        for attempt in range(100):
-            run_dir = parent / (f"{stamp}-{label}" + (f"-{attempt + 1}" if attempt else ""))
-            try:
-                run_dir.mkdir()
-                return run_dir
-            except FileExistsError:
-                continue
-    except OSError as exc:
-        raise UsageError(f"cannot create a run folder under {parent}: {exc.strerror or exc}") from None
-    raise UsageError(f"cannot create a run folder under {parent}: too many runs named {stamp}-{label}")
 
 
 def _base_meta(run_id: str, world_size: int | None, backend: str | None) -> dict:

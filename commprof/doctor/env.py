@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from commprof.doctor.facts import Facts
 from commprof.doctor.result import OK, SKIPPED, WARN, CheckResult
+from commprof.sweep.nccl_values import env_value, value_traps
 
 ID, TITLE = "env", "No conflicting NCCL / PyTorch settings"
 
@@ -26,6 +27,13 @@ def parse_assignments(text: str) -> dict[str, str]:
     return out
 
 
+def _traps(name: str, value: str) -> list[str]:
+    try:
+        return value_traps(name, env_value(name, value))
+    except ValueError as exc:
+        return [f"{name}={value!r} is not a value NCCL accepts ({exc})"]
+
+
 def check_env(facts: Facts) -> CheckResult:
     env_src, conf_src = facts.source("env"), facts.source("nccl_conf")
     if not env_src.ok and not conf_src.ok:
@@ -42,15 +50,13 @@ def check_env(facts: Facts) -> CheckResult:
             findings.append((f"{name} forces a topology description; a stale file from another box or BIOS "
                              "setting silently changes rings and transports",
                              f"{name}={value} ({where})", f"unset {name} (keep it only as a sweep axis)"))
-    algo = settings.get("NCCL_ALGO", ("", ""))[0]
-    if algo and ":" not in algo and algo.strip("^").lower() == "tree":
-        findings.append(("plain NCCL_ALGO=Tree disables Ring for every collective: on NCCL >= 2.24 torch's "
-                         "broadcasts and all-gathers fail with 'No algorithm/protocol available'",
-                         f"NCCL_ALGO={algo} ({settings['NCCL_ALGO'][1]})", "use NCCL_ALGO=allreduce:tree"))
-    proto = settings.get("NCCL_PROTO", ("", ""))[0]
-    if "ll128" in proto.lower() and not proto.startswith("^"):
-        findings.append(("NCCL_PROTO forces LL128, which NCCL disables on PCIe-only boxes: it can corrupt data",
-                         f"NCCL_PROTO={proto} ({settings['NCCL_PROTO'][1]})", "unset NCCL_PROTO"))
+    for name, fix in (("NCCL_ALGO", "restrict it to the all-reduce: NCCL_ALGO=allreduce:tree"),
+                      ("NCCL_PROTO", "unset NCCL_PROTO")):
+        if name in settings:
+            value, where = settings[name]
+            # The same trap rules the sweep file's validation applies (commprof.sweep.nccl_values).
+            for trap in _traps(name, value):
+                findings.append((trap, f"{name}={value} ({where})", fix))
     forced = [n for n in TUNING_VARS if n in settings]
     if forced:
         findings.append(("NCCL tuning variables set globally: the sweep's baseline would not be NCCL's defaults",

@@ -10,7 +10,7 @@ import os
 import secrets
 import signal
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from commprof.errors import UsageError
 from commprof.forkserver import ForkServer
-from commprof.records import RESULTS_FILE, append_records, read_records
+from commprof.records import RESULTS_FILE, append_records, new_run_dir, read_records
 from commprof.sweep.config import SweepPoint
 from commprof.sweep.measure import ControllerContext, all_gather_json, measure_point, point_status
 from commprof.sweep.resume import completed_point_ids, repair_results
@@ -134,10 +134,7 @@ def _open_run_dir(spec, options: SweepOptions, backend: str, tp: int, prepare_ru
                 return {"error": f"--resume {run_dir}: not a commprof run folder (no meta.json)"}
             done = completed_point_ids(repair_results(run_dir / RESULTS_FILE, expected), expected)
         else:
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-            run_id = f"{stamp}-{spec.name}-tp{tp}-{backend}".replace("/", "-")
-            run_dir = Path(options.out) / run_id
-            run_dir.mkdir(parents=True, exist_ok=False)
+            run_dir = new_run_dir(Path(options.out), f"{spec.name}-tp{tp}-{backend}".replace("/", "-"))
             (run_dir / RESULTS_FILE).touch()
             done = set()
         if prepare_run is not None:
