@@ -8,6 +8,7 @@ falling back inside a collective. Test any rule with a fabricated ImplContext.
 from __future__ import annotations
 
 import re
+from typing import Any
 from collections.abc import Collection, Iterable
 
 from commprof.impls.base import SUPPORTED, ImplContext, Support, unsupported
@@ -203,9 +204,24 @@ def option_problem(check) -> str | None:
 
 # --- one gate per built-in ----------------------------------------------------------------------------------
 
-FLASHINFER_FUSED_OPTIONS = ("use_oneshot",)
-PCIE_IPC_OPTIONS = ("tune",)
-SYMM_MEM_OPTIONS = ("variant",)
+# Options of the built-in implementations (the sweep file's validation and the built-ins' own gates both read these): a type, or
+# the tuple of allowed strings. Built-ins not listed here, and package.module:Class plug-ins, take any
+# options (their own code checks them).
+BUILTIN_OPTIONS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "nccl": {},
+    "gloo": {},
+    "nccl+rmsnorm": {"norm": ("flashinfer", "torch")},
+    "flashinfer-fused": {"use_oneshot": bool},
+    "flashinfer-pcie-ipc": {"tune": bool},
+    "symm-mem": {"variant": ("one_shot", "two_shot")},
+}
+# Options a built-in cannot run without (FlashInfer's own one-shot heuristic is tuned for other machines).
+REQUIRED_OPTIONS: dict[str, tuple[str, ...]] = {"flashinfer-fused": ("use_oneshot",), "symm-mem": ("variant",)}
+
+FLASHINFER_FUSED_OPTIONS = tuple(BUILTIN_OPTIONS["flashinfer-fused"])
+PCIE_IPC_OPTIONS = tuple(BUILTIN_OPTIONS["flashinfer-pcie-ipc"])
+SYMM_MEM_OPTIONS = tuple(BUILTIN_OPTIONS["symm-mem"])
 
 
 def flashinfer_fused_support(ctx: ImplContext) -> Support:

@@ -27,6 +27,7 @@ from commprof.plan import PHASES
 from commprof.sweep import staging
 from commprof.sweep.dryrun import format_points_table
 from commprof.sweep.nccl_values import ENV_CHECKS, ENV_NAME, env_value, value_traps
+from commprof.impls.gating import BUILTIN_OPTIONS, REQUIRED_OPTIONS
 from commprof.sweep.points import (ANY, DEFAULT, MIN_MAX_PAIRS, Axis, Rule, Setting, SweepPoint, auto_label,
                                    baseline, combinations, expand_axes, option_text, point_key)
 
@@ -35,20 +36,6 @@ DEFAULT_ITERATIONS = 50
 DEFAULT_WARMUP = 5
 DEFAULT_POINT_TIMEOUT_S = 180.0
 
-# Options of the built-in implementations (commprof/impls/gating.py checks the same at run time): a type, or
-# the tuple of allowed strings. Built-ins not listed here, and package.module:Class plug-ins, take any
-# options (their own code checks them).
-BUILTIN_OPTIONS: dict[str, dict[str, Any]] = {
-    "default": {},
-    "nccl": {},
-    "gloo": {},
-    "nccl+rmsnorm": {"norm": ("flashinfer", "torch")},
-    "flashinfer-fused": {"use_oneshot": bool},
-    "flashinfer-pcie-ipc": {"tune": bool},
-    "symm-mem": {"variant": ("one_shot", "two_shot")},
-}
-# Options a built-in cannot run without (FlashInfer's own one-shot heuristic is tuned for other machines).
-REQUIRED_OPTIONS: dict[str, tuple[str, ...]] = {"flashinfer-fused": ("use_oneshot",), "symm-mem": ("variant",)}
 PLUGIN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 # Shorthands that set a MIN / MAX pair to the same value.
