@@ -8,8 +8,8 @@ falling back inside a collective. Test any rule with a fabricated ImplContext.
 from __future__ import annotations
 
 import re
-from typing import Any
 from collections.abc import Collection, Iterable
+from typing import Any
 
 from commprof.impls.base import SUPPORTED, ImplContext, Support, unsupported
 from commprof.models import DTYPE_BYTES
