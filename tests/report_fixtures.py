@@ -227,3 +227,29 @@ def write_run(parent: Path, run_id: str = "synthetic-run", records: list[dict] |
             handle.write(json.dumps(record, separators=(",", ":")) + "\n")
     (run_dir / META_FILE).write_text(json.dumps(meta if meta is not None else make_meta(run_id), indent=2))
     return run_dir
+
+
+def measured_twin(model_records: list[dict], run_id: str, seed: int = 0, bias: float = 1.1,
+                  spread: float = 0.08) -> list[dict]:
+    """SYNTHETIC measured records of the same sweep as `model_records` (source "model"): every ok step time is
+    the model's × `bias` × a per-configuration factor around 1 (± `spread`), p90 2 % above the median, as if the
+    box ran `bias` slower than the model predicts. Failed predictions stay failed."""
+    rng = np.random.default_rng(seed)
+    factors: dict[str, float] = {}
+    twins = []
+    for record in model_records:
+        twin = json.loads(json.dumps(record))
+        twin.update(source="measured", run_id=run_id, calibration=None, timing="cuda_events")
+        stats = twin.get("step_us")
+        if stats:
+            config = json.dumps([twin["point"]["impl"], twin["point"]["env"], twin["point"]["options"]],
+                                sort_keys=True)
+            factor = bias * factors.setdefault(config, float(rng.uniform(1 - spread, 1 + spread)))
+            median = stats["median"] * factor
+            twin["step_us"] = {"n": 20, "min": median * 0.98, "median": median, "mean": median * 1.005,
+                               "p90": median * 1.02, "p99": median * 1.05, "cv": 0.01}
+            if twin.get("op_us"):
+                twin["op_us"] = {key: values if key in ("sites", "bytes", "cv") else [v * factor for v in values]
+                                 for key, values in twin["op_us"].items()}
+        twins.append(twin)
+    return twins

@@ -281,3 +281,120 @@ def test_fusion_comparison_applies_the_noise_rule_both_ways(sweep):
     close.loc[fused, "p90_us"] = close.loc[fused, "median_us"]
     fusion = an.fusion_comparison(close, "p000", "graph").set_index("tokens")
     assert fusion.loc[4, "beyond_noise"] is False and fusion.loc[4, "slower_beyond_noise"] is True
+
+
+def test_ties_go_to_the_baselines_implementation_then_the_preferred_point_then_the_confirmed_one():
+    """A cost model predicts many points alike: the first screen must not pick an arbitrary one of them."""
+    env3 = {"NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4", "NCCL_THREAD_THRESHOLDS": "0 0 0 0 0 0"}
+    env2 = {**env3, "NCCL_MIN_NCHANNELS": "2", "NCCL_MAX_NCHANNELS": "2"}
+    rows = [step("p000", 8, "graph", 3160.0), step("p001", 8, "graph", 3160.0, {"NCCL_P2P_LEVEL": "SYS"}),
+            step("s1-p006", 8, "graph", 3160.0, env3), step("s2-p003", 8, "graph", 3160.0, env2),
+            step("s2-p001", 8, "graph", 3160.0, impl="flashinfer-pcie-ipc")]
+    steps = frame(rows)
+    family = an.implementation_family("default")
+    assert set(family) == {"default", "nccl", "gloo"}
+    assert an.best_points(steps, "graph", family=family)["point_id"].iloc[0] == "s2-p003"      # confirmed first
+    assert an.best_points(steps, "graph", prefer=["p000", "s1-p006"], family=family)["point_id"].iloc[0] == "p000"
+    assert an.best_overall_point(steps, "graph", impl=family)["point_id"] == "s2-p003"
+    stage_one = frame([rows[2], step("s1-p007", 8, "graph", 3160.0, {"NCCL_MIN_NCHANNELS": "4"})])
+    assert an.best_points(stage_one, "graph", family=family)["point_id"].iloc[0] == "s1-p007"  # then fewest settings
+    faster = frame(rows[:4] + [step("s2-p001", 8, "graph", 3000.0, impl="flashinfer-pcie-ipc")])
+    assert an.best_points(faster, "graph", family=family)["point_id"].iloc[0] == "s2-p001"      # strictly faster
+
+
+@pytest.fixture
+def pcie_like():
+    """p000 defaults; p001 NCCL channels (fastest NCCL over every T); p002 NCCL LL (fastest NCCL at T=8 only);
+    p003 a PCIe IPC all-reduce (much faster at T=1, slower at T=8); p004 a fused kind that never ran."""
+    rows = []
+    for t, base, channels, ll, ipc in ((1, 2300, 2100, 2250, 900), (8, 3600, 3300, 3200, 3900)):
+        rows += [step("p000", t, "graph", base, impl="default"),
+                 step("p001", t, "graph", channels, {"NCCL_MIN_NCHANNELS": "4"}, impl="default", p90=channels * 1.01),
+                 step("p002", t, "graph", ll, {"NCCL_PROTO": "LL"}, impl="default", p90=ll * 1.01),
+                 step("p003", t, "graph", ipc, impl="flashinfer-pcie-ipc", p90=ipc * 1.01),
+                 step("p004", t, "graph", 0, impl="flashinfer-fused", status="unsupported")]
+    return frame(rows)
+
+
+def test_choices_per_tokens_mark_the_role_of_every_point(pcie_like):
+    family = an.implementation_family("default")
+    rec = an.recommendation(pcie_like, "p000", "graph", impl=family)
+    assert rec.chosen["point_id"] == "p001"                       # 2100 + 3300 < 2250 + 3200
+    table = an.choices_per_tokens(pcie_like, "p000", "graph", "p001", family)
+    roles = {(int(r.tokens), r.point_id): r.roles for r in table.itertuples()}
+    assert roles == {(1, "p000"): ["baseline"], (1, "p001"): ["recommended", "fastest setting"],
+                     (1, "p003"): ["fastest"],
+                     (8, "p000"): ["baseline"], (8, "p001"): ["recommended"], (8, "p002"): ["fastest setting", "fastest"]}
+    row = table[(table["tokens"] == 1) & (table["point_id"] == "p003")].iloc[0]
+    assert row["saved_pct"] == pytest.approx(100 * (2300 - 900) / 2300) and row["beyond_noise"] is True
+    assert table.loc[table["point_id"] == "p000", "beyond_noise"].isna().all()
+    head = an.headline(pcie_like, "p000", "graph", "p001", family).set_index("tokens")
+    assert head.loc[1, "best_point_id"] == "p003" and head.loc[8, "best_point_id"] == "p002"
+
+
+def test_alternatives_are_judged_against_the_exported_settings(pcie_like):
+    family = an.implementation_family("default")
+    alt = an.alternatives(pcie_like, "p001", "graph", family).set_index("tokens")
+    assert list(alt["impl"]) == ["flashinfer-pcie-ipc"] * 2 and set(alt["reference"]) == {"p001"}
+    assert alt.loc[1, "bytes"] == 1 * 7168 * 2 and alt.loc[8, "bytes"] == 8 * 7168 * 2
+    assert alt.loc[1, "saved_pct"] == pytest.approx(100 * (2100 - 900) / 2100)
+    assert alt.loc[1, "beyond_noise"] is True and alt.loc[1, "slower_beyond_noise"] is False
+    assert alt.loc[8, "beyond_noise"] is False and alt.loc[8, "slower_beyond_noise"] is True
+    missing = an.implementations_without_result(pcie_like, "graph", family)
+    assert missing.to_dict("records") == [{"impl": "flashinfer-fused", "fused_rmsnorm": True,
+                                           "status": "unsupported", "message": "boom"}]
+    assert an.alternatives(pcie_like[pcie_like["impl"] == "default"], "p001", "graph", family).empty
+
+
+def test_breakdown_adds_the_recommended_setting(pcie_like):
+    family = an.implementation_family("default")
+    head = an.headline(pcie_like, "p000", "graph", "p001", family)
+    parts = an.breakdown(pcie_like, head, "p000", an.ComputeTimes(everywhere=5.0), recommended="p001", mode="graph")
+    by = parts.set_index(["setting", "tokens"])
+    assert list(parts["setting"].unique()) == ["baseline", "recommended", "best"]
+    assert by.loc[("recommended", 8), "comm_ms"] == pytest.approx(3.3) and by.loc[("best", 8), "point_id"] == "p002"
+    assert by.loc[("recommended", 1), "verify_ms"] == pytest.approx(7.1)
+    same = an.breakdown(pcie_like, head, "p000", an.ComputeTimes(), recommended="p000", mode="graph")
+    assert "recommended" not in set(same["setting"])               # keeping the baseline adds no row
+
+
+def test_model_comparison_pairs_the_same_configuration_t_and_mode():
+    measured = frame([step("p000", 4, "graph", 3300), step("p001", 4, "graph", 2200, {"NCCL_PROTO": "LL"}),
+                      step("p002", 4, "graph", 1000, {"NCCL_ALGO": "Tree"}, status="capture_failed"),
+                      step("p003", 4, "eager", 4000)])
+    model = frame([step("p000", 4, "graph", 3000, source="model"),
+                   step("s1-p009", 4, "graph", 2420, {"NCCL_PROTO": "LL"}, source="model"),
+                   step("p002", 4, "graph", 900, {"NCCL_ALGO": "Tree"}, source="model"),
+                   step("p004", 4, "graph", 900, {"NCCL_PROTO": "Simple"}, source="model")])
+    model["calibration"] = "nccl-prior"
+    pairs = an.model_comparison(measured, model).set_index("point_id_measured")
+    assert set(pairs.index) == {"p000", "p001"}                     # failed and one-sided points are not paired
+    assert pairs.loc["p001", "point_id_model"] == "s1-p009" and pairs.loc["p001", "ratio"] == pytest.approx(1.1)
+    assert pairs.loc["p000", "error_pct"] == pytest.approx(100 * (3000 / 3300 - 1))
+    assert bool(pairs.loc["p001", "within_band"]) and bool(pairs.loc["p000", "within_band"])
+    assert set(pairs["calibration"]) == {"nccl-prior"}
+    summary = an.comparison_summary(pairs.reset_index())
+    assert summary["pairs"] == 2 and summary["within_band_pct"] == 100.0
+
+
+def collective(source, size, ranks, time_us, in_place=False, calibration=None):
+    return {"schema": 1, "kind": "collective", "source": source, "run_id": source, "point_id": "p000",
+            "point": {"label": "all_reduce_perf", "impl": "nccl", "env": {}, "options": {}}, "backend": None,
+            "world_size": ranks, "status": "ok", "message": None, "calibration": calibration,
+            "collective": "all_reduce", "bytes": size, "count": size // 2, "dtype": "bfloat16", "in_place": in_place,
+            "graph": False, "time_us": time_us, "algbw_gbps": 1.0, "busbw_gbps": 1.0, "wrong": 0}
+
+
+def test_collective_model_comparison_pairs_size_and_rank_count():
+    measured = an.collective_frame(an.records_frame(
+        [collective("nccl-tests", 65536, 8, 40.0), collective("nccl-tests", 65536, 8, 44.0, in_place=True),
+         collective("nccl-tests", 1 << 20, 8, 200.0), collective("nccl-tests", 65536, 4, 30.0)]))
+    model = an.collective_frame(an.records_frame(
+        [collective("model", 65536, 8, 50.0, calibration="fitted.toml"),
+         collective("model", 1 << 20, 8, 180.0, calibration="fitted.toml"),
+         collective("model", 8192, 8, 20.0, calibration="fitted.toml")]))
+    pairs = an.collective_model_comparison(measured, model).set_index("bytes")
+    assert list(pairs.index) == [65536, 1 << 20]                      # 4 ranks and 8 KB are one-sided
+    assert pairs.loc[65536, "measured_us"] == pytest.approx(42.0)     # in and out of place: their median
+    assert pairs.loc[65536, "ratio"] == pytest.approx(50 / 42) and not bool(pairs.loc[65536, "within_band"])
+    assert pairs.loc[1 << 20, "label"] == "all_reduce x8" and pairs.loc[1 << 20, "calibration"] == "fitted.toml"

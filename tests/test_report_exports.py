@@ -160,3 +160,22 @@ def test_winners_within_noise_of_the_baseline_get_no_rule():
     assert len(rules) == 2 and rules[0].max_bytes < 4 * 14336 < rules[1].min_bytes      # T = 4's range stays NCCL's
     text = ex.tuner_conf_text(rules, inputs.reset_index(), ["run r"])
     assert "(T=4): p001 p001 -> within measurement noise of the baseline: no rule" in text
+
+
+def test_alternative_implementations_get_their_engine_setting_or_say_engine_work():
+    alternatives = pd.DataFrame([
+        {"tokens": 1, "impl": "flashinfer-pcie-ipc", "beyond_noise": True, "slower_beyond_noise": False},
+        {"tokens": 4, "impl": "flashinfer-pcie-ipc", "beyond_noise": True, "slower_beyond_noise": False},
+        {"tokens": 8, "impl": "flashinfer-pcie-ipc", "beyond_noise": False, "slower_beyond_noise": True}])
+    hints = {h.engine: h for h in ex.engine_hints(pd.DataFrame(), False, True, alternatives)
+             if "flashinfer-pcie-ipc" in h.why}
+    assert hints["vLLM"].setting == "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" and "0.30" in hints["vLLM"].version
+    assert hints["SGLang"].setting == "" and "engine work" in hints["SGLang"].why
+    assert "T = 1, 4" in hints["vLLM"].why and "not at T = 8" in hints["vLLM"].why
+    text = ex.engine_hints_text(list(hints.values()), ["run r"])
+    assert "# SGLang: no setting" in text and "\nVLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
+    symm = ex.implementation_settings("symm-mem")
+    assert [engine for engine, setting, _ in symm if setting] == ["SGLang", "vLLM"]
+    assert ex.implementation_settings("my_allreduce:GatherSum") == [("SGLang", "", "—"), ("vLLM", "", "—")]
+    lost = alternatives.assign(beyond_noise=False)
+    assert ex.alternative_hints(lost) == []                          # nothing won: nothing to set in an engine

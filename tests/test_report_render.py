@@ -1,8 +1,9 @@
 """`commprof report` on run folders written per the results schema (SYNTHETIC numbers, tests/report_fixtures.py)."""
 
+import html as html_lib
 import json
 import re
-import shutil
+import shlex
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,183 @@ def test_topology_without_gpus_says_why(tmp_path):
     assert main(["report", str(run_dir), "--out", str(tmp_path / "out")]) == 0
     html = (tmp_path / "out" / "index.html").read_text()
     assert "no GPUs: no GPU: the NVIDIA driver is loaded but reports 0 devices" in html
+
+
+# ------------------------------------------------------------------ the first screen on a simulated pcie8 run
+
+PCIE8_SWEEP = Path(__file__).resolve().parents[1] / "sweeps" / "pcie8-verify.toml"
+
+
+@pytest.fixture(scope="module")
+def pcie8_simulated(tmp_path_factory):
+    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would."""
+    root = tmp_path_factory.mktemp("pcie8")
+    assert main(["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(PCIE8_SWEEP),
+                 "--out", str(root / "sim")]) == 0
+    out = root / "report"
+    assert main(["report", "--latest", str(root / "sim"), "--out", str(out)]) == 0
+    return out
+
+
+def section(html: str, start: str, end: str) -> str:
+    return html.split(start, 1)[1].split(end, 1)[0]
+
+
+def test_pcie8_what_to_set_matches_table_1(pcie8_simulated):
+    """The card names only points table 1 shows, with the role it plays there."""
+    html = (pcie8_simulated / "index.html").read_text()
+    run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
+    card = section(html, 'class="card set"', '<div class="answers">')
+    table = section(html, "1 · Per T:", "2 · Environment and topology")
+    recommended = run["recommended"]
+    assert recommended["point_id"].startswith("s2-")          # of tied settings, the confirmed (re-measured) one
+    exports = [f"{k}={shlex.quote(v)}" for k, v in sorted(recommended["env"].items())]
+    assert f"<code>export {' '.join(exports)}</code>" in html_lib.unescape(card)
+    env_file = (pcie8_simulated / "recommend.env").read_text()
+    assert all(f"\nexport {line}\n" in env_file for line in exports)
+    quoted = set(re.findall(r"\b(?:s\d-)?p\d{3}\b", card))
+    assert quoted and quoted <= set(re.findall(r"\b(?:s\d-)?p\d{3}\b", table)), quoted
+    roles = {(c["tokens"], c["point_id"]): c["roles"] for c in run["choices"]}
+    assert all("recommended" in roles[(t, recommended["point_id"])] for t in (1, 4, 8, 16))
+    assert "(a) to export" in table and "fastest at this T: (b) flashinfer-pcie-ipc" in table
+
+
+def test_pcie8_another_implementation_and_what_the_engine_needs(pcie8_simulated):
+    html = (pcie8_simulated / "index.html").read_text()
+    card = section(html, 'class="card set"', '<div class="answers">')
+    alternative = section(card, "(b) Another all-reduce implementation", "(c) Fused")
+    assert re.search(r"flashinfer-pcie-ipc beats \(a\) beyond noise at T = 1 \(14\.0 KiB\)", alternative)
+    assert "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" in alternative and "vLLM 0.30" in alternative
+    assert "SGLang: <b class=\"verdict-warn\">no setting runs flashinfer-pcie-ipc: engine work" in alternative
+    assert "symm-mem: unsupported" in alternative                    # tried, no number: said why
+    fused = section(card, "(c) Fused", "Every number here")
+    assert "flashinfer-fused: unsupported" in fused and "symm-mem" not in fused
+    flags = (pcie8_simulated / "engine_flags.txt").read_text()
+    assert "\nVLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in flags and "# SGLang: no setting" in flags
+    run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
+    fastest_setting = {c["tokens"]: c["point_id"] for c in run["choices"] if "fastest setting" in c["roles"]}
+    tuner = (pcie8_simulated / "nccl_tuner.conf").read_text()
+    assert f"allreduce 14336 B (T=1): {fastest_setting[1]} " in tuner      # the rule comes from table 1's point
+
+
+def test_speculation_without_compute_leads_with_the_caveat(tmp_path):
+    run_dir = write_run(tmp_path, "nocompute")
+    out = tmp_path / "out"
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    card = section((out / "index.html").read_text(), "Does speculative decoding pay", "1 · Per T:")
+    assert card.index("communication-only bound") < card.index("Communication only: compute time not given")
+    assert card.index("Communication only: compute time not given") < card.index("break-even")
+    assert '<table class="bound">' in card and "At best: " in card
+    assert main(["report", str(run_dir), "--out", str(out), "--compute-ms", "5"]) == 0
+    card = section((out / "index.html").read_text(), "Does speculative decoding pay", "1 · Per T:")
+    assert "communication-only bound" not in card and "Estimate: compute 5 ms at every T" in card
+    assert '<table class="">' in card and "At best" not in card
+
+
+def test_shared_gpus_is_a_functional_check_not_a_result(tmp_path):
+    run_dir = write_run(tmp_path, "shared", meta={**make_meta("shared"), "shared_gpus": True})
+    out = tmp_path / "out"
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    header = (out / "index.html").read_text().split("</header>", 1)[0]
+    assert 'banner shared' in header and "SHARED GPUs" in header and "not a tuning result" in header
+    assert header.index("SHARED GPUs") < header.index("records failed")
+    run = json.loads((out / "summary.json").read_text())["runs"][0]
+    assert run["shared_gpus"] is True and "functional check" in " ".join(run["not_a_tuning_result"])
+    assert "SHARED GPUs" in (out / "recommend.env").read_text()
+    plain = write_run(tmp_path, "own-gpus", meta={**make_meta("own-gpus"), "shared_gpus": False})
+    assert main(["report", str(plain), "--out", str(tmp_path / "plain")]) == 0
+    assert "SHARED GPUs" not in (tmp_path / "plain" / "index.html").read_text()
+    assert json.loads((tmp_path / "plain" / "summary.json").read_text())["runs"][0]["shared_gpus"] is False
+
+
+# ------------------------------------------------------------------------------------- measured vs model
+
+SMALL_SWEEP = """
+name = "mvm"
+[run]
+model = "kimi-k2.5"
+tokens = [1, 4]
+phase = "verify"
+dtype = "bfloat16"
+iterations = 5
+warmup = 1
+[axes]
+NCCL_PROTO = ["default", "LL", "Simple"]
+[[points]]
+impl = "flashinfer-pcie-ipc"
+label = "pcie ipc"
+"""
+
+
+@pytest.fixture(scope="module")
+def measured_and_model(tmp_path_factory):
+    """A simulated run of a small sweep and a SYNTHETIC measured twin running 10 % slower than predicted."""
+    from commprof.costmodel.simulate import simulate_sweep
+    from commprof.costmodel.topology import load_topology
+    from commprof.sweep.config import load_sweep
+    from tests.report_fixtures import measured_twin
+
+    root = tmp_path_factory.mktemp("mvm")
+    sweep = root / "mvm.toml"
+    sweep.write_text(SMALL_SWEEP)
+    model = simulate_sweep(load_sweep(sweep), load_topology("pcie-gen5-switch-p2p"), None, "sim-run",
+                           now="2026-11-29T12:00:00+00:00")
+    measured = measured_twin(model, "box-run", seed=3, bias=1.1, spread=0.03)
+    sim_meta = {**make_meta("sim-run", with_topology=False), "source": "model", "simulated": True,
+                "calibration": "nccl-prior"}
+    return (write_run(root, "box-run", records=measured, meta=make_meta("box-run")),
+            write_run(root, "sim-run", records=model, meta=sim_meta), model, measured, root)
+
+
+def test_measured_vs_model_plot_and_ratios(measured_and_model, tmp_path):
+    box, sim, model, _, _ = measured_and_model
+    out = tmp_path / "out"
+    assert main(["report", str(box), str(sim), "--out", str(out)]) == 0
+    html = (out / "index.html").read_text()
+    checks = section(html, "<h2>Measured vs model</h2>", '<article class="run"')
+    assert "box-run (measured) vs sim-run (model, calibration nccl-prior)" in checks
+    assert "x: measured: box-run (median graph-mode step time, ms)" in checks
+    assert "y: model: sim-run, calibration nccl-prior (median graph-mode step time, ms)" in checks
+    assert checks.count("<svg") == 1 and "model = measured" in checks and "within ±15 %" in checks
+    ratios = [float(r) for r in re.findall(r'<td class="ratio [^"]*"[^>]*>([\d.]+)</td>', checks)]
+    ok_graph = {(r["point_id"], r["tokens"]) for r in model if r["status"] == "ok" and r["mode"] == "graph"}
+    assert len(ratios) == len(ok_graph) == 2 * 4                      # 3 NCCL protocols + pcie ipc, T = 1 and 4
+    assert all(1 / 1.1 / 1.04 < r < 1 / 1.1 / 0.96 for r in ratios)  # the twin runs 10 % (± 3 %) slower
+    summary = json.loads((out / "summary.json").read_text())
+    (check,) = summary["model_checks"]
+    assert (check["measured"], check["model"], check["kind"], check["mode"]) == ("box-run", "sim-run", "step",
+                                                                                  "graph")
+    assert check["pairs"] == 8 and check["within_band_pct"] == 100.0 and check["calibration"] == "nccl-prior"
+    assert main(["report", str(box), "--out", str(tmp_path / "alone")]) == 0
+    assert "Measured vs model" not in (tmp_path / "alone" / "index.html").read_text()
+
+
+def test_one_run_folder_holding_both_sources(measured_and_model, tmp_path):
+    _, _, model, measured, root = measured_and_model
+    both = write_run(root, "mixed", records=measured + [{**r, "run_id": "mixed"} for r in model])
+    out = tmp_path / "out"
+    assert main(["report", str(both), "--out", str(out)]) == 0
+    html = (out / "index.html").read_text()
+    assert "mixed · measured (measured) vs mixed · simulated (cost model) (model, calibration nccl-prior)" in html
+    for name in ("mixed___measured", "mixed___simulated__cost_model_"):
+        assert (out / name / "recommend.env").is_file(), name
+
+
+def test_collectives_measured_vs_model(tmp_path):
+    from tests.test_report_analysis import collective
+
+    imported = [{**collective("nccl-tests", size, 8, 20.0 + size / 5e3, in_place=place), "run_id": "logs"}
+                for size in (8192, 65536, 1 << 20) for place in (False, True)]
+    imported.append({**collective("nccl-tests", 65536, 4, 15.0), "run_id": "logs"})
+    predicted = [{**collective("model", size, 8, 1.2 * (20.0 + size / 5e3), calibration="fitted.toml"),
+                  "run_id": "pred"} for size in (8192, 65536, 1 << 20)]
+    logs = write_run(tmp_path, "logs", records=imported, meta=make_meta("logs", with_topology=False))
+    pred = write_run(tmp_path, "pred", records=predicted, meta=make_meta("pred", with_topology=False))
+    out = tmp_path / "out"
+    assert main(["report", str(logs), str(pred), "--out", str(out)]) == 0
+    checks = section((out / "index.html").read_text(), "<h2>Measured vs model</h2>", '<article class="run"')
+    assert "x: imported (nccl-tests): logs (median time per op, µs)" in checks
+    assert "calibration fitted.toml" in checks and checks.count("<svg") == 1
+    assert checks.count(">1.20</td>") == 3                             # 4 ranks has no prediction: not paired
+    (check,) = json.loads((out / "summary.json").read_text())["model_checks"]
+    assert check["kind"] == "collective" and check["pairs"] == 3 and check["within_band_pct"] == 0.0

@@ -18,10 +18,14 @@ import numpy as np
 import pandas as pd
 
 from commprof.errors import UsageError
+from commprof.models import DTYPE_BYTES
 
 BASELINE_POINT_ID = "p000"
 # The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.
 UNFUSED_REFERENCE_IMPL = "nccl+rmsnorm"
+# Built-in kinds that replace all-reduce + residual add + RMSNorm, and their reference: records of points that
+# never ran (unsupported) do not say so themselves.
+FUSED_IMPLS = ("flashinfer-fused", UNFUSED_REFERENCE_IMPL)
 # Statuses that mean "the setting does not work here"; "unsupported" only means it does not apply.
 FAILED_STATUSES = ("wrong", "capture_failed", "replay_wrong", "timeout", "crashed", "error")
 SITE_KINDS = ("embed", "attn", "mlp", "logits")
@@ -29,6 +33,16 @@ ENV_PREFIX = "env."
 DEFAULT_ENV_VALUE = "(default)"
 # The field report's operating points: (accept length, verify T). See docs/report.md.
 FIELD_REPORT_CASES = ((1.3, 8), (2.0, 4))
+# torch.distributed's own all-reduce: "default" runs the backend's (NCCL or gloo), as "nccl" / "gloo" do there.
+BACKEND_IMPLS = ("default", "nccl", "gloo")
+# Who a row of table 1 is, in the order the page lists them: the baseline, the settings the recommendation
+# exports (one point over every T), the fastest setting of the baseline's implementation at T (nccl_tuner.conf's
+# rule there) and the fastest unfused point of any implementation at T.
+CHOICE_ROLES = ("baseline", "recommended", "fastest setting", "fastest")
+# A model prediction counts as close when within ±15 % of the measurement (issue 6's accuracy target).
+MODEL_BAND = 0.15
+COMPARISON_COLUMNS = ["label", "tokens", "mode", "measured_us", "model_us", "ratio", "error_pct", "within_band",
+                      "calibration"]
 
 _STAT_FIELDS = ("n", "min", "median", "mean", "p90", "p99", "cv")
 # Stage points re-measure a configuration: "s2-p003" is stage 2 (commprof.sweep.staging.stage_of).
@@ -160,7 +174,7 @@ def ok_rows(steps: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
     mask = (steps["status"] == "ok") & steps["median_us"].notna()
     if mode is not None:
         mask &= steps["mode"] == mode
-    return steps[mask]
+    return steps if mask.all() else steps[mask]
 
 
 # ----------------------------------------------------------------------------------------- mode, baseline
@@ -236,14 +250,30 @@ def beyond_noise(p90_us: Any, baseline_median_us: Any) -> bool | None:
 
 # -------------------------------------------------------------------------------------- best, speed-ups
 
-def best_points(steps: pd.DataFrame, mode: str) -> pd.DataFrame:
-    """Per (source, T): the fastest ok unfused point in `mode` (fused kinds do more work; see fusion_comparison)."""
+def best_points(steps: pd.DataFrame, mode: str, prefer: Iterable[str] = (), family: Iterable[str] | None = None
+                ) -> pd.DataFrame:
+    """Per (source, T): the fastest ok unfused point in `mode` (fused kinds do more work; see fusion_comparison).
+
+    Ties (a cost model predicts many points alike) go to an implementation of `family` (another implementation
+    must be faster to count), then to the `prefer` point ids in order (e.g. the baseline, then the recommended
+    point), then to the latest stage (confirmed), then to the point that sets the fewest variables.
+    """
     candidates = ok_rows(steps, mode)
     candidates = candidates[~candidates["fused_rmsnorm"]]
     if candidates.empty:
         return candidates
-    order = candidates.sort_values(["source", "tokens", "median_us", "point_id"])
-    return order.groupby(["source", "tokens"], sort=True).head(1).reset_index(drop=True)
+    ranks = {point_id: k for k, point_id in enumerate(prefer)}
+    keys = pd.DataFrame({
+        "source": candidates["source"].to_numpy(), "tokens": candidates["tokens"].to_numpy(),
+        "time": candidates["median_us"].round(3).to_numpy(),
+        "other": ~candidates["impl"].isin(list(family)).to_numpy() if family is not None else False,
+        "preferred": candidates["point_id"].map(lambda p: ranks.get(p, len(ranks))).to_numpy(),
+        "stage": -candidates["stage"].astype(float).to_numpy(),
+        "settings": candidates["env"].map(len).to_numpy(), "point": candidates["point_id"].to_numpy(),
+        "row": range(len(candidates))})
+    order = keys.sort_values(["source", "tokens", "time", "other", "preferred", "stage", "settings", "point"])
+    first = order.drop_duplicates(["source", "tokens"])["row"].to_numpy()
+    return candidates.iloc[first].reset_index(drop=True)
 
 
 def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
@@ -279,9 +309,12 @@ def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
     return out
 
 
-def headline(steps: pd.DataFrame, baseline: str, mode: str) -> pd.DataFrame:
-    """Per (source, T): baseline vs best step time in `mode`, µs, % saved, and the best point's settings."""
-    best = best_points(steps, mode)
+def headline(steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None = None,
+             family: Iterable[str] | None = None) -> pd.DataFrame:
+    """Per (source, T): baseline vs best step time in `mode`, µs, % saved, and the best point's settings.
+
+    `recommended`, `family`: how best_points breaks ties (the same as choices_per_tokens' "fastest")."""
+    best = best_points(steps, mode, prefer=[p for p in (baseline, recommended) if p], family=family)
     base = ok_rows(steps, mode)
     base = base[base["point_id"] == baseline][["source", "tokens", "median_us", "p90_us", "p99_us", "cv"]]
     base = base.drop_duplicates(["source", "tokens"]).rename(
@@ -327,13 +360,16 @@ def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str, rated: pd.D
     return best
 
 
-def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | None = None) -> pd.Series | None:
-    """The unfused point (of `impl`, if given) with the least total step time over every T, ok at all of them."""
+def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | Iterable[str] | None = None
+                       ) -> pd.Series | None:
+    """The unfused point (of `impl`, one name or several, if given) with the least total step time over every T,
+    ok at all of them. Ties (a cost model predicts many settings alike) go to the latest stage (re-measured,
+    confirmed), then to the point that sets the fewest variables."""
     rows = ok_rows(steps, mode)
     all_tokens = set(rows["tokens"])
     rows = rows[~rows["fused_rmsnorm"]]
     if impl is not None:
-        rows = rows[rows["impl"] == impl]
+        rows = rows[rows["impl"].isin([impl] if isinstance(impl, str) else list(impl))]
     if rows.empty:
         return None
     grouped = rows.groupby("point_id")
@@ -341,7 +377,10 @@ def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | None = None) 
     totals = grouped["median_us"].sum()[coverage == len(all_tokens)]
     if totals.empty:
         return None
-    winner = totals.sort_values(kind="stable").index[0]
+    info = rows.drop_duplicates("point_id").set_index("point_id").loc[totals.index]
+    order = pd.DataFrame({"total": totals.round(3).to_numpy(), "stage": -info["stage"].astype(float).to_numpy(),
+                          "settings": info["env"].map(len).to_numpy(), "point": totals.index})
+    winner = order.sort_values(["total", "stage", "settings", "point"])["point"].iloc[0]
     first = rows[rows["point_id"] == winner].iloc[0].copy()
     first["total_us"] = float(totals[winner])
     first["p90_total_us"] = float(rows.loc[rows["point_id"] == winner, "p90_us"].sum(min_count=len(all_tokens)))
@@ -378,7 +417,8 @@ class Recommendation:
         return 100.0 * (self.baseline_total_us - self.fastest["total_us"]) / self.baseline_total_us
 
 
-def recommendation(steps: pd.DataFrame, baseline: str, mode: str, impl: str | None = None) -> Recommendation:
+def recommendation(steps: pd.DataFrame, baseline: str, mode: str, impl: str | Iterable[str] | None = None
+                   ) -> Recommendation:
     """The fastest point of `impl` over every T (best_overall_point), judged against the baseline by NOISE_RULE."""
     fastest = best_overall_point(steps, mode, impl)
     base_rows = ok_rows(steps, mode)
@@ -391,6 +431,148 @@ def recommendation(steps: pd.DataFrame, baseline: str, mode: str, impl: str | No
     if base is not None:
         base["total_us"] = total
     return Recommendation(fastest, base, total, beyond_noise(fastest["p90_total_us"], total))
+
+
+# ------------------------------------------------------------------ what to set: env, implementation, fusion
+
+def implementation_family(impl: str) -> tuple[str, ...]:
+    """The impl names that run the same all-reduce as `impl`: torch.distributed's own on the run's backend
+    ("default", "nccl", "gloo" name the same thing there), else `impl` alone."""
+    return BACKEND_IMPLS if impl in BACKEND_IMPLS else (str(impl),)
+
+
+def all_reduce_bytes(rows: pd.DataFrame) -> pd.Series:
+    """Bytes of one [T, hidden] all-reduce of each row's step (NaN where the plan does not say)."""
+    element = rows["dtype"].map(DTYPE_BYTES).astype(float)
+    return rows["tokens"].astype(float) * rows["hidden_size"].astype(float) * element
+
+
+def choices_per_tokens(steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None,
+                       family: Iterable[str]) -> pd.DataFrame:
+    """Per (source, T), the points behind every answer of the first screen, one row per point with every role it
+    plays there (CHOICE_ROLES order): the baseline, the recommended settings (one point over every T), the
+    fastest setting of the baseline's implementation `family` at T and the fastest unfused point at T; each
+    with its speed-up over the baseline and NOISE_RULE's verdict."""
+    ok = ok_rows(steps, mode)
+    ok = ok[~ok["fused_rmsnorm"]]
+    keys = ["source", "tokens"]
+    picks = [ok[ok["point_id"] == baseline].drop_duplicates(keys).assign(role="baseline")]
+    if recommended is not None:
+        picks.append(ok[ok["point_id"] == recommended].drop_duplicates(keys).assign(role="recommended"))
+    prefer = [p for p in (baseline, recommended) if p]
+    picks.append(best_points(ok[ok["impl"].isin(list(family))], mode, prefer).assign(role="fastest setting"))
+    picks.append(best_points(ok, mode, prefer, family).assign(role="fastest"))
+    table = pd.concat(picks, ignore_index=True)
+    if table.empty:
+        return table.assign(roles=pd.Series(dtype=object))
+    order = {role: i for i, role in enumerate(CHOICE_ROLES)}
+    table["rank"] = table["role"].map(order)
+    roles = table.groupby(keys + ["point_id"])["role"].agg(lambda r: sorted(r, key=order.get))
+    table = table.sort_values(keys + ["rank"]).drop_duplicates(keys + ["point_id"])
+    table["roles"] = [roles[(s, t, p)] for s, t, p in zip(table["source"], table["tokens"], table["point_id"])]
+    base = picks[0].set_index(keys)["median_us"]
+    table["baseline_us"] = [base.get((s, t), math.nan) for s, t in zip(table["source"], table["tokens"])]
+    table["saved_pct"] = 100.0 * (table["baseline_us"] - table["median_us"]) / table["baseline_us"]
+    table["speedup"] = table["baseline_us"] / table["median_us"]
+    table["beyond_noise"] = pd.Series([None if p == baseline else beyond_noise(p90, b) for p, p90, b
+                                       in zip(table["point_id"], table["p90_us"], table["baseline_us"])],
+                                      index=table.index, dtype=object)
+    columns = ["source", "tokens", "roles", "point_id", "label", "impl", "settings", "env", "median_us", "p90_us",
+               "p99_us", "cv", "baseline_us", "saved_pct", "speedup", "beyond_noise"]
+    return table[columns].reset_index(drop=True)
+
+
+def alternatives(steps: pd.DataFrame, reference: str, mode: str, family: Iterable[str]) -> pd.DataFrame:
+    """Per (source, T): the fastest ok unfused point of an implementation outside `family` against the
+    `reference` point (the settings the recommendation exports) at that T, with NOISE_RULE both ways:
+    `beyond_noise` (the alternative wins) and `slower_beyond_noise` (the reference wins)."""
+    ok = ok_rows(steps, mode)
+    ok = ok[~ok["fused_rmsnorm"]]
+    best = best_points(ok[~ok["impl"].isin(list(family))], mode)
+    columns = ["source", "tokens", "point_id", "label", "impl", "options", "median_us", "p90_us", "bytes",
+               "reference", "reference_us", "reference_p90_us", "saved_pct", "beyond_noise", "slower_beyond_noise"]
+    if best.empty:
+        return pd.DataFrame(columns=columns)
+    best = best.assign(bytes=all_reduce_bytes(best))
+    ref = ok[ok["point_id"] == reference].drop_duplicates(["source", "tokens"]).set_index(["source", "tokens"])
+    where = list(zip(best["source"], best["tokens"]))
+    best["reference"] = reference
+    best["reference_us"] = [ref["median_us"].get(k, math.nan) for k in where]
+    best["reference_p90_us"] = [ref["p90_us"].get(k, math.nan) for k in where]
+    best["saved_pct"] = 100.0 * (best["reference_us"] - best["median_us"]) / best["reference_us"]
+    best["beyond_noise"] = pd.Series([beyond_noise(p90, r) for p90, r in zip(best["p90_us"], best["reference_us"])],
+                                     index=best.index, dtype=object)
+    best["slower_beyond_noise"] = pd.Series([beyond_noise(r, m) for r, m
+                                             in zip(best["reference_p90_us"], best["median_us"])],
+                                            index=best.index, dtype=object)
+    return best[columns].reset_index(drop=True)
+
+
+def implementations_without_result(steps: pd.DataFrame, mode: str, family: Iterable[str]) -> pd.DataFrame:
+    """Implementations outside `family` with no ok record in `mode`: their commonest status and its first
+    message (why a user sees no number for them)."""
+    other = steps[~steps["impl"].isin(list(family))]
+    if other.empty:
+        return pd.DataFrame(columns=["impl", "fused_rmsnorm", "status", "message"])
+    ran = set(ok_rows(other, mode)["impl"])
+    rows = []
+    for impl, group in other[~other["impl"].isin(ran)].groupby("impl", sort=True):
+        status = group["status"].value_counts().index[0]
+        messages = group.loc[group["status"] == status, "message"].dropna()
+        rows.append({"impl": impl, "fused_rmsnorm": bool(group["fused_rmsnorm"].any()) or impl in FUSED_IMPLS,
+                     "status": status,
+                     "message": str(messages.iloc[0]) if not messages.empty else None})
+    return pd.DataFrame(rows, columns=["impl", "fused_rmsnorm", "status", "message"])
+
+
+# ------------------------------------------------------------------------------------ measured vs model
+
+def model_comparison(measured: pd.DataFrame, modelled: pd.DataFrame) -> pd.DataFrame:
+    """Step records of the same configuration (impl + env + options), T and mode in both frames: measured and
+    modelled median step time (µs), ratio model / measured, error % and whether it is within MODEL_BAND."""
+    keys = ["config", "tokens", "mode"]
+    left = ok_rows(measured).drop_duplicates(keys)
+    right = ok_rows(modelled).drop_duplicates(keys)
+    if left.empty or right.empty:
+        return pd.DataFrame(columns=COMPARISON_COLUMNS)
+    both = left[keys + ["point_id", "label", "impl", "settings", "median_us"]].merge(
+        right[keys + ["point_id", "median_us", "calibration"]], on=keys, suffixes=("_measured", "_model"))
+    both = both.rename(columns={"median_us_measured": "measured_us", "median_us_model": "model_us"})
+    return _with_errors(both).sort_values(["mode", "tokens", "measured_us"], ignore_index=True)
+
+
+def collective_model_comparison(measured: pd.DataFrame, modelled: pd.DataFrame) -> pd.DataFrame:
+    """Single collectives of the same settings, kind, size and rank count in both frames (nccl-tests imports or
+    measured ops vs model predictions): median time over the rows of each (in / out of place, repeats), µs."""
+    keys = ["settings", "collective", "bytes", "world_size"]
+    sides = []
+    for frame in (measured, modelled):
+        ok = frame[(frame["status"] == "ok") & frame["time_us"].notna()] if not frame.empty else frame
+        if ok.empty:
+            return pd.DataFrame(columns=COMPARISON_COLUMNS)
+        grouped = ok.groupby(keys, sort=True)
+        sides.append(pd.DataFrame({"median_us": grouped["time_us"].median(),
+                                   "point_id": grouped["point_id"].first(),
+                                   "calibration": grouped["calibration"].first()}).reset_index())
+    both = sides[0].drop(columns="calibration").merge(sides[1], on=keys, suffixes=("_measured", "_model"))
+    both = both.rename(columns={"median_us_measured": "measured_us", "median_us_model": "model_us"})
+    both["label"] = both["collective"] + " x" + both["world_size"].astype(int).astype(str)
+    return _with_errors(both).sort_values(["collective", "world_size", "bytes"], ignore_index=True)
+
+
+def _with_errors(both: pd.DataFrame) -> pd.DataFrame:
+    both["ratio"] = both["model_us"] / both["measured_us"]
+    both["error_pct"] = 100.0 * (both["ratio"] - 1.0)
+    both["within_band"] = (both["ratio"] - 1.0).abs() <= MODEL_BAND
+    return both
+
+
+def comparison_summary(both: pd.DataFrame) -> dict[str, Any]:
+    """How far the model is from the measurements: pairs, median |error| %, share within MODEL_BAND."""
+    if both.empty:
+        return {"pairs": 0, "median_abs_error_pct": math.nan, "within_band_pct": math.nan}
+    return {"pairs": int(len(both)), "median_abs_error_pct": float(both["error_pct"].abs().median()),
+            "within_band_pct": float(100.0 * both["within_band"].mean())}
 
 
 # -------------------------------------------------------------------------------------- failures, matrix
@@ -433,15 +615,14 @@ def axis_strength(steps: pd.DataFrame, mode: str, axes: list[str]) -> pd.Series:
     """Per axis: spread (max − min) of the per-value median step time, relative to the T's median, averaged over T."""
     rows = ok_rows(steps, mode)
     rows = rows[~rows["fused_rmsnorm"]]
+    middle = rows.groupby("tokens")["median_us"].median()
     strength = {}
     for axis in axes:
-        spreads = []
-        for _, group in rows.groupby("tokens"):
-            by_value = group.groupby(axis_values(group, axis))["median_us"].median()
-            middle = group["median_us"].median()
-            if len(by_value) > 1 and middle > 0:
-                spreads.append((by_value.max() - by_value.min()) / middle)
-        strength[axis] = float(np.mean(spreads)) if spreads else 0.0
+        by_value = rows.groupby([rows["tokens"], axis_values(rows, axis)])["median_us"].median()
+        per_tokens = by_value.groupby(level=0)
+        spread = (per_tokens.max() - per_tokens.min()) / middle
+        spread = spread[(per_tokens.size() > 1) & (middle > 0)]
+        strength[axis] = float(spread.mean()) if not spread.empty else 0.0
     return pd.Series(strength, dtype=float).sort_values(ascending=False, kind="stable")
 
 
@@ -642,16 +823,30 @@ def launch_overhead(steps: pd.DataFrame) -> pd.DataFrame:
     return both.reset_index()
 
 
-def breakdown(steps: pd.DataFrame, head: pd.DataFrame, baseline: str, compute: ComputeTimes) -> pd.DataFrame:
-    """Per (setting ∈ baseline / best, T): communication, launch overhead and compute, ms, and comm's share.
+def breakdown(steps: pd.DataFrame, head: pd.DataFrame, baseline: str, compute: ComputeTimes,
+              recommended: str | None = None, mode: str | None = None) -> pd.DataFrame:
+    """Per (setting, T): communication, launch overhead and compute, ms, and comm's share. Settings: "baseline",
+    "recommended" (the `recommended` point, when given and not the baseline) and "best" (the fastest per T).
 
-    Communication is the step's collectives in `mode`; launch overhead is eager − graph of the same point
-    (shown, not added to what an engine running the captured graph pays); compute is what the user gave.
+    Communication is the step's collectives in `mode` (the headline's); launch overhead is eager − graph of the
+    same point (shown, not added to what an engine running the captured graph pays); compute is what the user
+    gave.
     """
-    overhead = launch_overhead(steps).set_index(["source", "point_id", "tokens"])["overhead_us"]
+    shown = {baseline, recommended, *head["best_point_id"].dropna()}
+    overhead = launch_overhead(steps[steps["point_id"].isin(shown)]).set_index(["source", "point_id", "tokens"])
+    overhead = overhead["overhead_us"]
+    chosen: dict[tuple, float] = {}
+    if recommended is not None and recommended != baseline:
+        rows = ok_rows(steps, mode)
+        rows = rows[rows["point_id"] == recommended].drop_duplicates(["source", "tokens"])
+        chosen = dict(zip(zip(rows["source"], rows["tokens"]), rows["median_us"]))
     rows = []
     for r in head.itertuples():
-        for setting, point_id, comm_us in (("baseline", baseline, r.baseline_us), ("best", r.best_point_id, r.best_us)):
+        settings = [("baseline", baseline, r.baseline_us)]
+        if recommended is not None and recommended != baseline:
+            settings.append(("recommended", recommended, chosen.get((r.source, r.tokens), math.nan)))
+        settings.append(("best", r.best_point_id, r.best_us))
+        for setting, point_id, comm_us in settings:
             compute_ms = compute.for_tokens(int(r.tokens))
             over_us = overhead.get((r.source, point_id, r.tokens), math.nan) if isinstance(point_id, str) else math.nan
             comm_ms = comm_us / 1000.0 if pd.notna(comm_us) else math.nan

@@ -10,6 +10,7 @@ import io
 import itertools
 import math
 import re
+import textwrap
 
 import matplotlib
 import matplotlib.ticker
@@ -53,29 +54,33 @@ def _single_axes(size: tuple[float, float]):
     return fig, ax
 
 
-def breakdown_svg(parts: pd.DataFrame, compute_given: bool, mode: str = "graph") -> str:
-    """Per T, stacked bars for baseline and best: communication (in `mode`), launch overhead (eager − graph),
-    compute."""
+def breakdown_svg(parts: pd.DataFrame, compute_given: bool, mode: str = "graph",
+                  labels: dict[str, str] | None = None) -> str:
+    """Per T, stacked bars for each setting (baseline, recommended, best, as present): communication (in
+    `mode`), launch overhead (eager − graph), compute. `labels` names the settings under their bars."""
     tokens = sorted(parts["tokens"].unique())
+    settings = [s for s in ("baseline", "recommended", "best") if (parts["setting"] == s).any()]
     fig, ax = _single_axes((7.5, 3.2))
     fig.subplots_adjust(top=0.86)          # the legend sits above the bars
-    width = 0.38
-    for offset, setting in ((-width / 2 - 0.01, "baseline"), (width / 2 + 0.01, "best")):
+    width = 0.8 / len(settings)
+    for k, setting in enumerate(settings):
         rows = parts[parts["setting"] == setting].set_index("tokens").reindex(tokens)
-        x = np.arange(len(tokens)) + offset
+        x = np.arange(len(tokens)) + (k - (len(settings) - 1) / 2) * width
         comm = rows["comm_ms"].fillna(0).to_numpy()
         over = rows["overhead_ms"].clip(lower=0).fillna(0).to_numpy()
         comp = rows["compute_ms"].fillna(0).to_numpy()
         alpha = 0.55 if setting == "baseline" else 1.0
-        ax.bar(x, comm, width, color=COLORS["comm"], alpha=alpha,
-               label=f"communication ({mode})" if setting == "best" else None)
-        ax.bar(x, over, width, bottom=comm, color=COLORS["overhead"], alpha=alpha, hatch="//",
-               label="launch overhead (eager − graph)" if setting == "best" and over.any() else None)
+        first = k == len(settings) - 1
+        ax.bar(x, comm, width * 0.95, color=COLORS["comm"], alpha=alpha,
+               label=f"communication ({mode})" if first else None)
+        ax.bar(x, over, width * 0.95, bottom=comm, color=COLORS["overhead"], alpha=alpha, hatch="//",
+               label="launch overhead (eager − graph)" if first and over.any() else None)
         if compute_given:
-            ax.bar(x, comp, width, bottom=comm + over, color=COLORS["compute"], alpha=alpha,
-                   label="compute (given)" if setting == "best" else None)
+            ax.bar(x, comp, width * 0.95, bottom=comm + over, color=COLORS["compute"], alpha=alpha,
+                   label="compute (given)" if first else None)
+        name = (labels or {}).get(setting, setting)
         for xi, top in zip(x, comm + over + (comp if compute_given else 0)):
-            ax.text(xi, top, setting, ha="center", va="bottom", fontsize=7, color="#444")
+            ax.text(xi, top, name, ha="center", va="bottom", fontsize=6.5, color="#444")
     ax.set_xticks(np.arange(len(tokens)), [f"T = {t}" for t in tokens])
     ax.set_ylabel("ms per step")
     ax.legend(frameon=False, fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3)
@@ -127,25 +132,28 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
 
 
 def projection_svg(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...],
-                   field_cases: tuple[tuple[float, int], ...]) -> str:
-    """Tokens/s vs accept length: plain decode (flat) and each verify T, baseline (dashed) and best (solid)."""
-    fig, ax = _single_axes((7.5, 3.6))
+                   field_cases: tuple[tuple[float, int], ...], labels: dict[str, str] | None = None) -> str:
+    """Tokens/s vs accept length: plain decode (flat) and each verify T, baseline (dashed), recommended
+    (dash-dot) and best (solid); `labels` names the settings in the legend."""
+    labels = labels or {}
+    fig, ax = _single_axes((9.5, 3.6))
+    fig.subplots_adjust(left=0.07, right=0.72)          # the legend sits right of the plot
     top = max(max(accepts), 3.0)
     palette = plt.get_cmap("tab10")
     verify_tokens = sorted(t for t in parts["tokens"].unique() if t > 1)
-    for setting, style in (("baseline", "--"), ("best", "-")):
+    for setting, style in (("baseline", "--"), ("recommended", "-."), ("best", "-")):
         rows = parts[parts["setting"] == setting].set_index("tokens")
         if 1 in rows.index and np.isfinite(rows.loc[1, "verify_ms"]):
             plain = 1000.0 / rows.loc[1, "verify_ms"]
             ax.axhline(plain, color="black", linestyle=style, linewidth=1,
-                       label=f"plain decode, {setting}: {plain:.0f} tok/s")
+                       label=f"plain decode, {labels.get(setting, setting)}: {plain:.0f} tok/s")
         for k, tokens in enumerate(verify_tokens):
             if tokens not in rows.index or not np.isfinite(rows.loc[tokens, "verify_ms"]):
                 continue
             verify = rows.loc[tokens, "verify_ms"]
             accept = np.linspace(1.0, min(top, tokens), 50)
             ax.plot(accept, 1000.0 * accept / (draft_ms + verify), style, color=palette(k % 10), linewidth=1.4,
-                    label=f"T = {tokens}, {setting}")
+                    label=f"T = {tokens}, {labels.get(setting, setting)}")
             for case_accept, case_tokens in field_cases:
                 if case_tokens == tokens and case_accept <= tokens:
                     y = 1000.0 * case_accept / (draft_ms + verify)
@@ -161,7 +169,7 @@ def projection_svg(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, .
     ax.set_ylabel("tokens/s (single stream)")
     ax.set_xlim(1.0, top)
     ax.set_ylim(bottom=0)
-    ax.legend(frameon=False, fontsize=7, ncol=2, loc="upper left")
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return to_svg(fig)
 
 
@@ -197,4 +205,37 @@ def collectives_svg(collectives: pd.DataFrame) -> str:
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("µs per op")
     ax.legend(frameon=False, fontsize=7)
+    return to_svg(fig)
+
+
+def model_scatter_svg(pairs: pd.DataFrame, x_label: str, y_label: str, band: float, scale: float = 1.0,
+                      group: str = "tokens") -> str:
+    """Measured (x) vs modelled (y), log-log, one colour per `group` value: the y = x line and the ±band where
+    a prediction counts as close. `scale` converts the µs columns to the axes' unit (1e-3: ms)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    fig.subplots_adjust(left=0.15, right=0.97, bottom=0.16, top=0.97)
+    x = pairs["measured_us"].to_numpy(dtype=float) * scale
+    y = pairs["model_us"].to_numpy(dtype=float) * scale
+    values = np.concatenate([x, y])
+    values = values[np.isfinite(values) & (values > 0)]
+    low, high = (values.min() / 1.3, values.max() * 1.3) if values.size else (0.1, 10.0)
+    line = np.geomspace(low, high, 50)
+    ax.fill_between(line, line * (1 - band), line * (1 + band), color="#1e7b34", alpha=0.12, linewidth=0,
+                    label=f"within ±{band * 100:.0f} %")
+    ax.plot(line, line, color="#1e7b34", linewidth=1, label="model = measured")
+    palette = plt.get_cmap("tab10")
+    for k, (value, rows) in enumerate(pairs.groupby(group, sort=True)):
+        name = f"T = {value}" if group == "tokens" else str(value)
+        ax.scatter(rows["measured_us"].to_numpy(dtype=float) * scale, rows["model_us"].to_numpy(dtype=float) * scale,
+                   s=14, color=palette(k % 10), alpha=0.8, label=name, edgecolors="none")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("\n".join(textwrap.wrap(x_label, 90)), fontsize=8)
+    ax.set_ylabel("\n".join(textwrap.wrap(y_label, 60)), fontsize=8)
+    ax.legend(frameon=False, fontsize=7, loc="upper left")
     return to_svg(fig)

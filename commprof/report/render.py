@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 import math
 from dataclasses import dataclass, field
@@ -20,9 +19,16 @@ import pandas as pd
 
 from commprof.report import analysis as an
 from commprof.report import exports as ex
+from commprof.report.answers import (break_even_text, choice_rows, headline_answers, not_a_result_notes,
+                                     recommend_notes, spec_label)
+from commprof.report.model_check import check_summary, check_view, model_checks
+from commprof.report.formatting import (SOURCE_LABELS, axis_name, escaped, finite, fmt_bytes, fmt_ms, fmt_ms_value,
+                                        fmt_num, fmt_pct, fmt_us, fmt_x)
 
-SOURCE_LABELS = {"measured": "measured", "model": "simulated (cost model)", "nccl-tests": "imported (nccl-tests)"}
 DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
+# The breakdown's and projection's settings (analysis.breakdown) as the page names them.
+SETTING_LABELS = {"baseline": "baseline", "recommended": "(a) to export", "best": "fastest at this T"}
+SHORT_SETTING_LABELS = {"baseline": "baseline", "recommended": "(a)", "best": "fastest"}
 MAX_MESSAGE_CELLS = 12
 
 
@@ -62,15 +68,35 @@ class RunAnalysis:
     parts: pd.DataFrame = field(default_factory=pd.DataFrame)
     proj: pd.DataFrame = field(default_factory=pd.DataFrame)
     axes: list[str] = field(default_factory=list)
+    family: tuple[str, ...] = ()     # the impl names of the baseline's all-reduce (analysis.implementation_family)
+    choices: pd.DataFrame = field(default_factory=pd.DataFrame)
+    alternatives: pd.DataFrame = field(default_factory=pd.DataFrame)
+    without_result: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def simulated(self) -> bool:
         return self.source == "model"
 
     @property
+    def shared_gpus(self) -> bool:
+        """Ranks shared GPUs (the sweep's --share-gpus): a functional check, never a tuning result."""
+        return bool(self.meta.get("shared_gpus"))
+
+    @property
     def recommended(self) -> pd.Series | None:
         """The point to set: the fastest over every T if beyond noise, else the baseline (None: nothing passed)."""
         return self.rec.chosen if self.rec is not None else None
+
+    @property
+    def reference(self) -> str | None:
+        """The point whose settings the recommendation exports (the baseline when it is kept or nothing passed)."""
+        point = self.recommended
+        return str(point["point_id"]) if point is not None else self.baseline
+
+    @cached_property
+    def doctor_failed(self) -> list[str]:
+        doctor = doctor_view(self.meta.get("doctor"))
+        return doctor["failed"] if doctor else []
 
     @cached_property
     def backend(self) -> str | None:
@@ -119,76 +145,22 @@ def _analyze(run_id, name, source, records, meta, options) -> RunAnalysis:
     run.baseline = an.baseline_id(all_steps, options.baseline, latest)
     run.superseded = an.superseded_by(latest)
     run.rated = an.speedups(all_steps, run.baseline)
-    run.head = an.headline(steps, run.baseline, run.mode)
+    run.family = an.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])
+    ranked = an.ok_rows(steps, run.mode)        # the rankings below read only these rows: filter once
+    run.rec = an.recommendation(ranked, run.baseline, run.mode, impl=run.family)
+    recommended = run.reference if run.recommended is not None else None
+    run.head = an.headline(ranked, run.baseline, run.mode, recommended, run.family)
     current = run.rated[run.rated["point_id"].isin(set(latest))] if run.superseded else run.rated
     run.fusion = an.fusion_comparison(steps, run.baseline, run.mode, rated=current)
-    baseline_impl = steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0]
-    run.rec = an.recommendation(steps, run.baseline, run.mode, impl=baseline_impl)
+    run.choices = an.choices_per_tokens(ranked, run.baseline, run.mode, recommended, run.family)
+    run.alternatives = an.alternatives(ranked, run.reference, run.mode, run.family)
+    run.without_result = an.implementations_without_result(steps, run.mode, run.family)
     run.axes = an.strongest_axes(steps, run.mode)
     if not run.head.empty:
-        run.parts = an.breakdown(steps, run.head, run.baseline, options.compute)
+        run.parts = an.breakdown(steps, run.head, run.baseline, options.compute, recommended=run.reference,
+                                 mode=run.mode)
         run.proj = an.projection(run.parts, options.draft_ms or 0.0, options.accepts)
     return run
-
-
-# ------------------------------------------------------------------------------------------ formatting
-
-def fmt_ms(us: Any) -> str:
-    """A step time given in µs, shown in ms."""
-    if not _finite(us):
-        return "—"
-    ms = float(us) / 1000.0
-    return f"{ms:.3f} ms" if ms < 1 else f"{ms:.2f} ms"
-
-
-def fmt_ms_value(ms: Any) -> str:
-    return "—" if not _finite(ms) else (f"{float(ms):.3f} ms" if float(ms) < 1 else f"{float(ms):.2f} ms")
-
-
-def fmt_us(us: Any) -> str:
-    """A single collective's time, µs."""
-    if not _finite(us):
-        return "—"
-    return f"{float(us):.1f} µs" if float(us) < 1000 else f"{float(us):,.0f} µs"
-
-
-def fmt_pct(value: Any) -> str:
-    return "—" if not _finite(value) else f"{float(value):.1f} %"
-
-
-def fmt_x(value: Any) -> str:
-    return "—" if not _finite(value) else f"{float(value):.2f}×"
-
-
-def fmt_num(value: Any, digits: int = 2) -> str:
-    return "—" if not _finite(value) else f"{float(value):.{digits}f}"
-
-
-def fmt_bytes(value: Any) -> str:
-    if not _finite(value):
-        return "—"
-    value = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
-
-
-def _e(value: Any) -> str:
-    """HTML-escaped text, for the big tables the template renders without autoescape."""
-    return html.escape(str(value), quote=True)
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return value is not None and math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def axis_name(axis: str | None) -> str:
-    return "—" if axis is None else axis.removeprefix(an.ENV_PREFIX)
 
 
 # ---------------------------------------------------------------------------------------- page context
@@ -202,6 +174,8 @@ def provenance(run: RunAnalysis) -> list[str]:
         calibration = ", ".join(sorted({str(c) for c in run.frame.get("calibration", pd.Series()).dropna()}))
         lines.append(f"SIMULATED by the cost model (calibration: {calibration or 'unknown'}): not measured on "
                      "any machine; measure before you rely on it.")
+    if run.shared_gpus:
+        lines.append("SHARED GPUs: ranks shared GPUs (--share-gpus): a functional check, not a tuning result.")
     where = {"model": "Simulated for", "nccl-tests": "Imported from"}.get(run.source, "Measured on")
     lines.append(f"{where}: {hardware_text(meta, run.backend)}, host {meta.get('hostname', 'unknown')}, "
                  f"{meta.get('created', 'date unknown')}, world size {meta.get('world_size', '?')}, "
@@ -216,77 +190,18 @@ def provenance(run: RunAnalysis) -> list[str]:
 
 
 def hardware_text(meta: dict, backend: str | None) -> str:
-    """"8 x NVIDIA ..." from meta["gpus"]; CPU ranks said as such (a gloo run has no GPU to name)."""
+    """"8 x NVIDIA ..." from meta["gpus"], or the simulated topology's description; CPU ranks said as such (a
+    gloo run has no GPU to name)."""
     gpus = [g for g in meta.get("gpus") or [] if isinstance(g, dict)]
     if gpus:
         names = sorted({str(g.get("name", "?")) for g in gpus})
         return f"{len(gpus)} x {' / '.join(names)}"
+    topology = meta.get("topology")
+    if isinstance(topology, dict) and topology.get("simulated") and topology.get("description"):
+        return f"{topology['description']} (topology preset {topology.get('name', '?')})"
     if backend == "gloo":
         return "CPU ranks (gloo backend), no GPUs"
     return "GPUs not recorded"
-
-
-def keep_text(run: RunAnalysis) -> str:
-    """What keeping the baseline means in words: NCCL's defaults, gloo's defaults, or the baseline's settings."""
-    base = run.rec.baseline if run.rec is not None else None
-    if base is not None and base["env"]:
-        return f"Keep the baseline's settings ({base['settings']})"
-    return "Keep the defaults (gloo: no NCCL to tune)" if run.backend == "gloo" else "Keep NCCL's defaults"
-
-
-def noise_sentence(run: RunAnalysis) -> str:
-    """Why the fastest point over every T is, or is not, a result (NOISE_RULE with this run's numbers)."""
-    rec = run.rec
-    if rec is None or rec.fastest is None:
-        return ""
-    fastest = rec.fastest
-    tokens = ", ".join(map(str, fastest["tokens_covered"]))
-    if rec.beyond_noise is None:
-        return (f"Not compared with the baseline {run.baseline}: it has no ok {run.mode}-mode record at every "
-                f"T = {tokens}.")
-    relation = "below" if rec.beyond_noise else "not below"
-    return (f"{fastest['point_id']}'s p90 step time summed over T = {tokens} ({fmt_ms(fastest['p90_total_us'])}) "
-            f"is {relation} the baseline {run.baseline}'s median summed ({fmt_ms(rec.baseline_total_us)}).")
-
-
-def box_failed_note(run: RunAnalysis) -> str:
-    """A line for every recommendation when the doctor failed checks on the box the numbers come from."""
-    doctor = doctor_view(run.meta.get("doctor"))
-    if not doctor or not doctor["failed"]:
-        return ""
-    return (f"Measured on a box failing doctor checks ({', '.join(doctor['failed'])}): not a tuning result; fix "
-            "the box and measure again before applying this.")
-
-
-def recommend_notes(run: RunAnalysis, per_size_rules: bool = False) -> list[str]:
-    """The comment lines of recommend.env: what was chosen and why, with the noise verdict."""
-    rec = run.rec
-    if rec is None or rec.fastest is None:
-        return []
-    failed_box = box_failed_note(run)
-    return ([failed_box] if failed_box else []) + _recommend_notes(run, per_size_rules)
-
-
-def _recommend_notes(run: RunAnalysis, per_size_rules: bool) -> list[str]:
-    rec = run.rec
-    fastest = rec.fastest
-    tokens = ", ".join(map(str, fastest["tokens_covered"]))
-    if rec.keeps_baseline:
-        if fastest["point_id"] == run.baseline:
-            return [f"{keep_text(run)}: no point was faster than the baseline {run.baseline} over T = {tokens}."]
-        return [f"{keep_text(run)}: the fastest point, {fastest['point_id']} \"{fastest['label']}\" "
-                f"({fastest['settings']}), was {fmt_pct(rec.saved_pct)} faster over T = {tokens} but within "
-                "measurement noise.",
-                f"Beyond noise: no. {noise_sentence(run)}",
-                f"Rule: {an.NOISE_RULE}. Re-measure with more iterations before changing anything."]
-    notes = [f"Point {fastest['point_id']} \"{fastest['label']}\" (impl {fastest['impl']}): least total "
-             f"{run.mode}-mode step time over T = {tokens}: {fmt_ms(fastest['total_us'])} "
-             f"vs {fmt_ms(rec.baseline_total_us)} for the baseline {run.baseline}.",
-             f"Beyond noise: {'unknown' if rec.beyond_noise is None else 'yes'}. {noise_sentence(run)}"]
-    if per_size_rules:
-        notes.append("The fastest point differs by T: nccl_tuner.conf has per-size rules "
-                     "(use it instead of NCCL_ALGO / NCCL_PROTO, not with them).")
-    return notes
 
 
 def tuner_winners(run: RunAnalysis) -> pd.DataFrame:
@@ -294,11 +209,11 @@ def tuner_winners(run: RunAnalysis) -> pd.DataFrame:
     it beats the baseline beyond noise (`beyond_noise`) and, where not, why it gets no rule (`note`)."""
     if run.steps.empty or run.baseline is None:
         return run.steps.iloc[0:0]
-    impl = run.steps.loc[run.steps["point_id"] == run.baseline, "impl"].iloc[0]
     rows = an.ok_rows(run.steps, run.mode)
     base = rows[rows["point_id"] == run.baseline].drop_duplicates("tokens").set_index("tokens")["median_us"]
-    rows = rows[(rows["impl"] == impl) & ~rows["fused_rmsnorm"]]
-    winners = rows.sort_values(["tokens", "median_us"]).groupby("tokens").head(1).copy()
+    # The same points as table 1's "fastest setting" rows (ties broken the same way).
+    prefer = [p for p in (run.baseline, run.reference) if p]
+    winners = an.best_points(rows[rows["impl"].isin(list(run.family))], run.mode, prefer).sort_values("tokens")
     winners["beyond_noise"] = pd.Series([an.beyond_noise(p90, base.get(t))
                                          for p90, t in zip(winners["p90_us"], winners["tokens"])],
                                         index=winners.index, dtype=object)
@@ -308,117 +223,14 @@ def tuner_winners(run: RunAnalysis) -> pd.DataFrame:
     return winners
 
 
-def headline_answers(run: RunAnalysis) -> dict[str, Any]:
-    """The three questions of the first screen, answered in words (with numbers and their labels)."""
-    answers: dict[str, Any] = {"set": [], "set_notes": [], "faster": [], "spec": [], "spec_note": "",
-                               "spec_verdict": "", "plain": "", "faster_verdict": "", "faster_noise": False,
-                               "faster_note": "", "spec_setting": "best"}
-    if run.steps.empty:
-        answers["set"].append("No replayed steps in this run: nothing to recommend.")
-        return answers
-    if run.all_failed:
-        answers["set"].append("Nothing: every point failed. See the CUDA-graph compatibility matrix below.")
-        return answers
-    rec = run.rec
-    point = run.recommended
-    if point is None:
-        answers["set"].append("No single NCCL setting passed at every T; see the per-T table.")
-    elif rec.keeps_baseline:
-        answers["set"].append(keep_text(run))
-        if rec.fastest["point_id"] == run.baseline:
-            answers["set_notes"].append("No point measured was faster than the baseline.")
-        else:
-            answers["set_notes"].append(
-                f"The fastest point, {rec.fastest['point_id']} {rec.fastest['label']}, was "
-                f"{fmt_pct(rec.saved_pct)} faster, within measurement noise: {noise_sentence(run)} "
-                "Not a result; re-measure with more iterations.")
-    elif not point["env"]:
-        answers["set"].append("Keep NCCL's defaults: no NCCL setting measured beat them.")
-    else:
-        answers["set"].append(point["settings"])
-        answers["set_notes"].append(f"Point {point['point_id']} {point['label']}: the least total step time over "
-                                    "every T, beyond measurement noise; exported in recommend.env.")
-        if rec.beyond_noise is None:
-            answers["set_notes"].append(noise_sentence(run))
-    if box_failed_note(run):
-        answers["set_notes"].insert(0, box_failed_note(run))
-    won = run.fusion[[v is True for v in run.fusion["beyond_noise"]]] if not run.fusion.empty else run.fusion
-    if not won.empty:
-        tokens = ", ".join(str(int(t)) for t in won["tokens"])
-        answers["set_notes"].append(f"Fused all-reduce + RMSNorm ({won['impl'].iloc[0]}) beat the unfused "
-                                    f"reference beyond noise at T = {tokens}: engine flags in section 8.")
-    verify = run.head[run.head["tokens"] > 1] if not run.head.empty else run.head
-    verify = verify if not verify.empty else run.head
-    verdicts = list(verify["beyond_noise"]) if not verify.empty else []
-    real = verify[[v is True for v in verdicts]] if verdicts else verify
-    if not real.empty and real["saved_pct"].notna().any():
-        low, high = real["saved_pct"].min(), real["saved_pct"].max()
-        answers["faster_verdict"] = (f"{high:.0f} % less communication" if abs(high - low) < 0.5
-                                     else f"{low:.0f}–{high:.0f} % less communication")
-        if len(real) < len(verify):
-            answers["faster_verdict"] += " at T = " + ", ".join(str(int(t)) for t in real["tokens"])
-    elif any(v is False for v in verdicts):
-        answers["faster_verdict"] = "No gain beyond measurement noise"
-        answers["faster_noise"] = True
-    for r, verdict in zip(verify.itertuples(), verdicts):
-        answers["faster"].append({"tokens": int(r.tokens), "baseline": fmt_ms(r.baseline_us),
-                                  "best": fmt_ms(r.best_us), "saved": fmt_pct(r.saved_pct),
-                                  "saved_ms": fmt_ms(r.saved_us), "label": r.best_label,
-                                  "noise": verdict is False and r.best_point_id != run.baseline})
-    if any(v is False for v in verdicts):
-        answers["faster_note"] = ("Grey: within measurement noise (the best point's p90 is not below the "
-                                  "baseline's median), not a gain.")
-    if run.proj.empty:
-        answers["spec_note"] = ("Not answerable from this run: a T = 1 step (plain decode) and at least one "
-                                "verify T are both needed.")
-        return answers
-    setting = "baseline" if rec is not None and rec.keeps_baseline else "best"
-    answers["spec_setting"] = setting
-    chosen = run.proj[run.proj["setting"] == setting]
-    for r in chosen.itertuples():
-        cells = []
-        for accept in run.options.accepts:
-            value = getattr(r, an.tps_column(accept))
-            cells.append({"text": fmt_num(value, 0) if _finite(value) else "n/a",
-                          "pays": _finite(value) and value > r.plain_tokens_per_s})
-        answers["spec"].append({"tokens": int(r.tokens), "break_even": break_even_text(r.break_even_ratio),
-                                "cells": cells})
-    plain = run.proj.drop_duplicates("setting").set_index("setting")["plain_tokens_per_s"]
-    answers["plain"] = fmt_num(plain.get(setting), 0)
-    if not chosen.empty and chosen["break_even_ratio"].notna().any():
-        anywhere = chosen[chosen["pays_at_any_accept"].astype(bool)]
-        if not anywhere.empty:
-            answers["spec_verdict"] = ("Pays at any accept length at T = "
-                                       + ", ".join(str(int(t)) for t in anywhere["tokens"]))
-        else:
-            lowest = chosen.loc[chosen["break_even_ratio"].idxmin()]
-            answers["spec_verdict"] = (f"Pays above accept length {lowest['break_even_ratio']:.2f} "
-                                       f"at T = {int(lowest['tokens'])}")
-    answers["spec_note"] = spec_label(run)
-    return answers
-
-
-def break_even_text(ratio: Any) -> str:
-    """A break-even accept length as shown: below 1 it is not an accept length, speculation pays at any."""
-    if not _finite(ratio):
-        return "—"
-    return "pays at any accept length" if an.pays_at_any_accept(float(ratio)) else f"{float(ratio):.2f}"
-
-
-def spec_label(run: RunAnalysis) -> str:
-    """How to read the projection: an estimate with compute, communication-only without it."""
-    draft = (f"draft time {run.options.draft_ms:g} ms" if run.options.draft_ms is not None
-             else "draft time not given (taken as 0: an upper bound)")
-    if not run.options.compute.given:
-        return ("ESTIMATE, communication only: compute time not given (--compute-ms), so tokens/s are upper "
-                f"bounds and break-even lengths count collectives alone; {draft}.")
-    return (f"Estimate: compute {run.options.compute.describe()} (given) + {run.mode}-mode communication "
-            f"({SOURCE_LABELS.get(run.source, run.source)}); {draft}.")
-
-
 def banners(run: RunAnalysis) -> list[dict[str, str]]:
-    """The page's banners for one run: simulated, a failing box, failed records, doctor warnings, eager mode."""
+    """The page's banners for one run: shared GPUs, simulated, a failing box, failed records, doctor warnings,
+    eager mode."""
     out = []
+    if run.shared_gpus:
+        out.append({"level": "shared", "text": f"SHARED GPUs: in {run.name} several ranks ran on one GPU "
+                    "(--share-gpus). A functional check that every setting runs and gives the right answer, not "
+                    "a tuning result: its times say nothing about a box with one GPU per rank."})
     if run.simulated:
         out.append({"level": "sim", "text": f"SIMULATED: {run.name} comes from the cost model, not from a "
                     "measurement on this machine. Measure before acting on it."})
@@ -458,6 +270,10 @@ def environment(run: RunAnalysis) -> dict[str, Any]:
     plan = meta.get("plan") or {}
     if plan:
         facts.append(("plan", ", ".join(f"{k} {v}" for k, v in plan.items())))
+    if run.simulated and meta.get("calibration"):
+        calibration = meta["calibration"]
+        facts.append(("model calibration", calibration.get("file", _as_text(calibration))
+                      if isinstance(calibration, dict) else calibration))
     nccl = nccl_choices(run)
     return {"facts": facts, "versions": sorted((k, v) for k, v in (meta.get("versions") or {}).items()
                                                if v not in (None, "")),
@@ -479,6 +295,8 @@ def topology_view(topology: Any) -> dict[str, Any] | None:
     if isinstance(topology, dict) and (isinstance(topology.get("host"), dict)
                                        or isinstance(topology.get("pairs"), list)):
         return probe_view(topology)
+    if isinstance(topology, dict) and topology.get("simulated") and isinstance(topology.get("links"), dict):
+        return preset_view(topology)
     if not isinstance(topology, dict):
         return {"probe": False, "grids": [], "other": [("topology", json.dumps(topology, indent=1, default=str))]}
     grids, other = [], []
@@ -495,6 +313,28 @@ def topology_view(topology: Any) -> dict[str, Any] | None:
             other.append((key, value))
     return {"probe": False, "grids": grids,
             "other": [(key, _as_text(value)) for key, value in other if not (key == "gpus" and labels_used)]}
+
+
+def preset_view(topology: dict[str, Any]) -> dict[str, Any]:
+    """A simulated run's topology preset (commprof.costmodel.topology.Topology.summary()): facts, the stated
+    assumptions, the link figures and the stated latencies of other implementations, each with its source."""
+    facts = [("preset", f"{topology.get('name', '?')} ({topology.get('path', '?')})"),
+             ("box", topology.get("description") or "?"), ("GPUs", topology.get("gpus", "?")),
+             ("compute capability", topology.get("compute_capability", "?")),
+             ("GPU-to-GPU path", topology.get("gpu_path", "?")),
+             ("P2P", "yes" if topology.get("p2p_supported") else "no"),
+             ("launch overhead per op (eager)", f"{topology.get('launch_overhead_us', '?')} µs")]
+    links = [{"link": name, "channels": figures.get("channels", "?"),
+              "bandwidth": f"{figures.get('channel_bw_gbps', '?')} GB/s",
+              "nvls": figures.get("nvls_channels", 0)}
+             for name, figures in topology["links"].items() if isinstance(figures, dict)]
+    impls = [{"impl": name, "points": ", ".join(f"{fmt_bytes(b)}: {fmt_us(us)}" for b, us in stated.get("points") or []),
+              "max": fmt_bytes(stated.get("max_bytes")) if stated.get("max_bytes") else "any size",
+              "source": stated.get("source", "?")}
+             for name, stated in (topology.get("impls") or {}).items() if isinstance(stated, dict)]
+    return {"probe": False, "preset": True, "grids": [], "other": [], "facts": facts,
+            "assumptions": str(topology.get("assumptions") or "").strip(), "links": links, "impls": impls,
+            "sources": [str(x) for x in topology.get("sources") or []]}
 
 
 def probe_view(topology: dict[str, Any]) -> dict[str, Any]:
@@ -517,7 +357,7 @@ def probe_view(topology: dict[str, Any]) -> dict[str, Any]:
         view["gpus"].append({
             "index": gpu.get("index", i), "name": gpu.get("name") or "?",
             "cc": gpu.get("compute_capability") or "?", "bus": gpu.get("pci_bus_id") or "?",
-            "memory": f"{memory / 1024:.0f} GiB" if _finite(memory) else "?",
+            "memory": f"{memory / 1024:.0f} GiB" if finite(memory) else "?",
             "pcie": f"{_link(pcie.get('gen_current'), pcie.get('width_current'))} / "
                     f"{_link(pcie.get('gen_max'), pcie.get('width_max'))}",
             "numa": "?" if gpu.get("numa_node") is None else gpu.get("numa_node"),
@@ -726,16 +566,16 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
     rows = []
     # Escaped here, rendered with autoescape off: a 10,000-row table renders 3x faster (see index.html).
     for r in table.itertuples():
-        label = _e(r.label) + (f" <i>(re-measured as {_e(r.old)})</i>" if isinstance(r.old, str) else "")
+        label = escaped(r.label) + (f" <i>(re-measured as {escaped(r.old)})</i>" if isinstance(r.old, str) else "")
         row_class = (' class="baseline"' if r.point_id == run.baseline
                      else ' class="superseded"' if isinstance(r.old, str) else "")
-        rows.append({"tokens": int(r.tokens), "point_id": _e(r.point_id), "label": label, "impl": _e(r.impl),
-                     "settings": _e(r.settings), "fused": bool(r.fused_rmsnorm),
-                     "status_eager": _e(r.status_eager) if isinstance(r.status_eager, str) else "—",
-                     "status_graph": _e(r.status_graph) if isinstance(r.status_graph, str) else "—",
+        rows.append({"tokens": int(r.tokens), "point_id": escaped(r.point_id), "label": label, "impl": escaped(r.impl),
+                     "settings": escaped(r.settings), "fused": bool(r.fused_rmsnorm),
+                     "status_eager": escaped(r.status_eager) if isinstance(r.status_eager, str) else "—",
+                     "status_graph": escaped(r.status_graph) if isinstance(r.status_graph, str) else "—",
                      "eager": fmt_ms(r.eager_us), "graph": fmt_ms(r.graph_us), "p99": fmt_ms(r.p99_us),
-                     "cv": fmt_pct(r.cv * 100 if _finite(r.cv) else None), "speedup": fmt_x(r.speedup),
-                     "reference": _e(r.reference) if isinstance(r.reference, str) else "",
+                     "cv": fmt_pct(r.cv * 100 if finite(r.cv) else None), "speedup": fmt_x(r.speedup),
+                     "reference": escaped(r.reference) if isinstance(r.reference, str) else "",
                      "skew": fmt_pct(r.rank_skew_pct), "row_class": row_class})
     return rows
 
@@ -756,19 +596,19 @@ def heat_colour(fraction: float) -> str:
 def heatmap_view(tokens: int, pivot: pd.DataFrame) -> dict[str, Any]:
     """A heatmap as a coloured HTML table (crisp in print, cheap for big sweeps): ms per cell, × = no ok point."""
     values = pivot.to_numpy(dtype=float) / 1000.0 if not pivot.empty else None
-    finite = values[pd.notna(values)] if values is not None else []
-    low, high = (float(min(finite)), float(max(finite))) if len(finite) else (0.0, 0.0)
+    known = values[pd.notna(values)] if values is not None else []
+    low, high = (float(min(known)), float(max(known))) if len(known) else (0.0, 0.0)
     rows = []
     for label, line in zip(pivot.index, values if values is not None else []):
         cells = []
         for v in line:
-            if not _finite(v):
+            if not finite(v):
                 cells.append(("×", "#e6e6e6"))
             else:
                 cells.append((f"{v:.2f}", heat_colour((v - low) / (high - low) if high > low else 0.0)))
         rows.append({"label": str(label), "cells": cells})
     return {"tokens": tokens, "columns": [str(c) for c in pivot.columns], "rows": rows,
-            "range": f"{low:.2f}–{high:.2f} ms" if len(finite) else "no ok point"}
+            "range": f"{low:.2f}–{high:.2f} ms" if len(known) else "no ok point"}
 
 
 def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
@@ -777,7 +617,7 @@ def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
         return {"columns": [], "rows": [], "messages": []}
     columns = [f"T={t} {m}" for t, m in matrix.columns]
     # Escaped here, rendered with autoescape off (see points_table).
-    rows = [{"point_id": _e(pid), "label": _e(label), "cells": [_e(c) if isinstance(c, str) else "—" for c in values]}
+    rows = [{"point_id": escaped(pid), "label": escaped(label), "cells": [escaped(c) if isinstance(c, str) else "—" for c in values]}
             for (pid, label), values in zip(matrix.index, matrix.to_numpy())]
     messages = []
     fails = run.fails[run.fails["status"].isin(an.FAILED_STATUSES + ("unsupported",))]
@@ -814,7 +654,7 @@ def per_collective(run: RunAnalysis) -> dict[str, Any]:
         for setting, point_id in (("baseline", run.baseline), ("best", r.best_point_id)):
             rows = ok[(ok["point_id"] == point_id) & (ok["tokens"] == r.tokens)]
             for s in rows.itertuples():
-                if _finite(s.rank_skew_us):
+                if finite(s.rank_skew_us):
                     skew.append({"tokens": int(r.tokens), "setting": setting, "point_id": point_id,
                                  "mode": s.mode, "skew": fmt_us(s.rank_skew_us), "pct": fmt_pct(s.rank_skew_pct)})
     return {"per_tokens": per_tokens, "tables": tables, "skew": skew}
@@ -827,10 +667,11 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
         cells = []
         for accept in run.options.accepts:
             value = getattr(r, an.tps_column(accept))
-            cells.append({"text": fmt_num(value, 0) if _finite(value) else "n/a (accept > T)",
-                          "pays": _finite(value) and _finite(r.plain_tokens_per_s) and value > r.plain_tokens_per_s,
+            cells.append({"text": fmt_num(value, 0) if finite(value) else "n/a (accept > T)",
+                          "pays": finite(value) and finite(r.plain_tokens_per_s) and value > r.plain_tokens_per_s,
                           "field": (accept, int(r.tokens)) in cases})
-        rows.append({"setting": r.setting, "tokens": int(r.tokens), "point_id": r.point_id,
+        rows.append({"setting": r.setting, "setting_label": SETTING_LABELS.get(r.setting, r.setting),
+                     "tokens": int(r.tokens), "point_id": r.point_id,
                      "verify": fmt_ms_value(r.verify_ms), "decode": fmt_ms_value(r.decode_ms),
                      "plain": fmt_num(r.plain_tokens_per_s, 0), "break_even": break_even_text(r.break_even_ratio),
                      "cells": cells})
@@ -838,18 +679,20 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
 
 
 def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
-    noise = {int(h.tokens) for h in run.head.itertuples()
+    noise = {(int(h.tokens), "best") for h in run.head.itertuples()
              if h.beyond_noise is False and h.best_point_id != run.baseline} if not run.head.empty else set()
-    return [{"tokens": int(r.tokens), "setting": r.setting, "point_id": r.point_id,
-             "noise": r.setting == "best" and int(r.tokens) in noise,
+    noise |= {(int(c.tokens), "recommended") for c in run.choices.itertuples()
+              if "recommended" in c.roles and c.beyond_noise is False} if not run.choices.empty else set()
+    return [{"tokens": int(r.tokens), "setting": r.setting, "setting_label": SETTING_LABELS.get(r.setting, r.setting),
+             "point_id": r.point_id, "noise": (int(r.tokens), r.setting) in noise,
              "comm": fmt_ms_value(r.comm_ms), "overhead": fmt_ms_value(r.overhead_ms),
-             "compute": fmt_ms_value(r.compute_ms) if _finite(r.compute_ms) else "not given",
+             "compute": fmt_ms_value(r.compute_ms) if finite(r.compute_ms) else "not given",
              "verify": fmt_ms_value(r.verify_ms), "share": fmt_pct(r.comm_share_pct)}
             for r in run.parts.itertuples()]
 
 
 def collectives_rows(run: RunAnalysis) -> list[dict[str, Any]]:
-    return [{"collective": r.collective, "bytes": int(r.bytes) if _finite(r.bytes) else "—",
+    return [{"collective": r.collective, "bytes": int(r.bytes) if finite(r.bytes) else "—",
              "time": fmt_us(r.time_us), "algbw": fmt_num(r.algbw_gbps), "busbw": fmt_num(r.busbw_gbps),
              "wrong": "N/A" if r.wrong is None or (isinstance(r.wrong, float) and math.isnan(r.wrong)) else r.wrong,
              "graph": bool(r.graph) if isinstance(r.graph, bool) else False, "status": r.status}
@@ -883,7 +726,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
     env_exported = run.recommended is not None and bool(run.recommended["env"])
     fused_measured = not run.steps.empty and bool(
         (run.steps["fused_rmsnorm"] & (run.steps["impl"] != an.UNFUSED_REFERENCE_IMPL)).any())
-    hints = ex.engine_hints(run.fusion, fused_measured, env_exported)
+    hints = ex.engine_hints(run.fusion, fused_measured, env_exported, run.alternatives)
     engine_text = ex.engine_hints_text(hints, lines)
     files = {
         "recommend.env": ex.write_text(folder / "recommend.env", env_text),
@@ -935,6 +778,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     fastest = rec.fastest if rec is not None else None
     return {
         "run_id": run.run_id, "name": run.name, "source": run.source, "simulated": run.simulated,
+        "shared_gpus": run.shared_gpus, "not_a_tuning_result": not_a_result_notes(run),
         "mode": run.mode if not run.steps.empty else None, "mode_note": run.mode_why,
         "baseline_point_id": run.baseline, "model": _first_value(run.steps, "model"),
         "tp": _first_value(run.steps, "tp"), "world_size": run.meta.get("world_size"),
@@ -953,6 +797,9 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
                                                  "p90_total_us": fastest["p90_total_us"],
                                                  "tokens": fastest["tokens_covered"]},
         "baseline_total_us": rec.baseline_total_us if rec is not None else None,
+        "choices": run.choices.drop(columns=["env"]).to_dict("records") if not run.choices.empty else [],
+        "alternatives": run.alternatives.to_dict("records") if not run.alternatives.empty else [],
+        "without_result": run.without_result.to_dict("records") if not run.without_result.empty else [],
         "remeasured": run.superseded,
         "compute_ms": run.options.compute.describe(), "draft_ms": run.options.draft_ms,
         "accepts": list(run.options.accepts), "projection_label": spec_label(run) if not run.proj.empty else None,
@@ -995,18 +842,24 @@ def render_report(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
         comparison = {
             "svg": figures.comparison_svg(heads) if heads else "",
             "rows": [{"run": name, "tokens": int(h.tokens), "baseline": fmt_ms(h.baseline_us),
-                      "best": fmt_ms(h.best_us), "saved": fmt_pct(h.saved_pct), "settings": h.best_settings,
+                      "best": fmt_ms(h.best_us), "saved": fmt_pct(h.saved_pct),
+                      "settings": h.best_settings if h.best_impl in run.family
+                      else f"{h.best_impl} ({h.best_settings})",
                       "noise": noise_text(h.beyond_noise, h.best_point_id == run.baseline)}
                      for name, run in named.items() for h in run.head.itertuples()],
         }
-    order = {"sim": 0, "fail": 1, "warn": 2, "info": 3}
+    checks = model_checks(runs)
+    order = {"shared": 0, "sim": 0, "fail": 1, "warn": 2, "info": 3}
     all_banners = sorted((b for page in pages for b in page["banners"]), key=lambda b: order.get(b["level"], 3))
     html = _environment().get_template("index.html").render(
         runs=pages, comparison=comparison, banners=all_banners,
+        model_checks=[check_view(check, figures) for check in checks], band=f"±{an.MODEL_BAND * 100:.0f} %",
         title=" vs ".join(r.name for r in runs),
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     paths = {"index.html": ex.write_text(out_dir / "index.html", html),
-             "summary.json": ex.write_json_file(out_dir / "summary.json", {"runs": summaries}),
+             "summary.json": ex.write_json_file(out_dir / "summary.json",
+                                                {"runs": summaries,
+                                                 "model_checks": [check_summary(c) for c in checks]}),
              "results.csv": ex.write_text(out_dir / "results.csv",
                                           ex.results_csv(pd.concat([r.frame for r in runs], ignore_index=True)))}
     return paths
@@ -1023,15 +876,7 @@ def _page(run: RunAnalysis, exports: RunExports, figures) -> dict[str, Any]:
         "noise_rule": an.NOISE_RULE,
         "has_steps": not run.steps.empty, "all_failed": run.all_failed, "tokens": tokens,
         "answers": headline_answers(run), "accepts": [f"{a:g}" for a in run.options.accepts],
-        "head": [{"tokens": int(r.tokens), "baseline": fmt_ms(r.baseline_us), "best": fmt_ms(r.best_us),
-                  "saved": fmt_pct(r.saved_pct), "saved_ms": fmt_ms(r.saved_us), "speedup": fmt_x(r.speedup),
-                  "point_id": r.best_point_id, "label": r.best_label, "impl": r.best_impl,
-                  "settings": r.best_settings, "best_p90": fmt_ms(r.best_p90_us),
-                  "cv": f"{fmt_pct(r.baseline_cv * 100 if _finite(r.baseline_cv) else None)} / "
-                        f"{fmt_pct(r.best_cv * 100 if _finite(r.best_cv) else None)}",
-                  "noise": noise_text(r.beyond_noise, r.best_point_id == run.baseline),
-                  "noise_css": noise_css(r.beyond_noise, r.best_point_id == run.baseline)}
-                 for r in run.head.itertuples()],
+        "choices": choice_rows(run), "shared_gpus": run.shared_gpus,
         "fusion": [{"tokens": int(r.tokens), "point_id": r.point_id, "label": r.label, "impl": r.impl,
                     "time": fmt_ms(r.median_us), "reference": r.reference, "reference_time": fmt_ms(r.reference_us),
                     "saved": fmt_pct(r.saved_pct), "speedup": fmt_x(r.speedup),
@@ -1048,10 +893,12 @@ def _page(run: RunAnalysis, exports: RunExports, figures) -> dict[str, Any]:
         "svg": {},
     }
     if not run.parts.empty:
-        page["svg"]["breakdown"] = figures.breakdown_svg(run.parts, run.options.compute.given, run.mode)
+        page["svg"]["breakdown"] = figures.breakdown_svg(run.parts, run.options.compute.given, run.mode,
+                                                         SHORT_SETTING_LABELS)
     if not run.proj.empty:
         page["svg"]["projection"] = figures.projection_svg(run.parts, run.options.draft_ms or 0.0,
-                                                           run.options.accepts, an.FIELD_REPORT_CASES)
+                                                           run.options.accepts, an.FIELD_REPORT_CASES,
+                                                           SETTING_LABELS)
     if run.axes and not an.ok_rows(run.steps, run.mode).empty:
         rows_axis, columns_axis = run.axes[0], (run.axes[1] if len(run.axes) > 1 else None)
         page["heatmaps"] = [heatmap_view(t, an.heatmap_pivot(run.steps, t, run.mode, rows_axis, columns_axis))
@@ -1069,12 +916,6 @@ def noise_text(verdict: Any, baseline_fastest: bool = False) -> str:
     if baseline_fastest:
         return "baseline fastest"
     return {True: "yes", False: "no: within noise"}.get(verdict, "—") if isinstance(verdict, bool) else "—"
-
-
-def noise_css(verdict: Any, baseline_fastest: bool = False) -> str:
-    if baseline_fastest or not isinstance(verdict, bool):
-        return ""
-    return "verdict-ok" if verdict else "verdict-warn"
 
 
 def _safe_name(name: str) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 import torch.distributed as dist
 
 from commprof.forkserver import ForkServer
+from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log import parse_nccl_log
 from commprof.records import SCHEMA_VERSION
 from commprof.trial import TrialRequest
@@ -191,6 +192,8 @@ def build_records(ctx: ControllerContext, request: TrialRequest, status: str, me
     from commprof.plan import build_step_plan
 
     model = ModelShape(**request.model)
+    # Points that never ran (unsupported, crashed at start) still say whether their kind fuses RMSNorm.
+    fuses = load_impl(resolve_impl_name(request.point["impl"], ctx.backend)).fuses_rmsnorm
     by_key = {(e["tokens"], e["mode"]): e for e in entries}
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     records = []
@@ -212,7 +215,7 @@ def build_records(ctx: ControllerContext, request: TrialRequest, status: str, me
                 "status": entry["status"], "message": entry.get("message"),
                 "timing": entry.get("timing"), "step_us": entry.get("step_us"), "op_us": entry.get("op_us"),
                 "rank_step_median_us": entry.get("rank_step_median_us"), "check": entry.get("check"),
-                "fused_rmsnorm": entry.get("fused_rmsnorm", False), "impl_detail": entry.get("impl_detail"),
+                "fused_rmsnorm": entry.get("fused_rmsnorm", fuses), "impl_detail": entry.get("impl_detail"),
                 "nccl": nccl,
                 "iterations": request.iterations, "warmup": request.warmup,
                 "duration_s": round(duration_s, 3), "measure_s": entry.get("measure_s"),
