@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
 from commprof.errors import UsageError
+from commprof.records import ensure_writable_dir
 from commprof.plan import PHASES
 
 
@@ -104,7 +104,7 @@ def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations
                 click.echo(format_points_table(spec))
         return
     if resume is None:
-        _check_writable(Path(out))
+        ensure_writable_dir(Path(out), "output folder")
     options = SweepOptions(out=Path(out), resume=Path(resume) if resume else None, nccl_debug=nccl_debug,
                            strict=strict, share_gpus=share_gpus, argv=list(sys.argv))
     from commprof.sweep.console import SweepConsole
@@ -147,16 +147,6 @@ def _resumed_sweep(run_dir: Path):
     return spec.with_overrides(model=plan.get("model"), tokens=plan.get("tokens"), phase=plan.get("phase"),
                                dtype=plan.get("dtype"), tp=plan.get("tp"), iterations=plan.get("iterations"),
                                warmup=plan.get("warmup"), point_timeout_s=plan.get("point_timeout_s"))
-
-
-def _check_writable(out: Path) -> None:
-    """Fail before anything starts when the output folder cannot be created or written."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as exc:
-        raise UsageError(f"output folder {out} is not writable ({exc.strerror or exc})") from None
 
 
 def _single_process_defaults() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
@@ -51,6 +52,16 @@ def new_run_dir(parent: Path, label: str) -> Path:
     except OSError as exc:
         raise UsageError(f"cannot create a run folder under {parent}: {exc.strerror or exc}") from None
     raise UsageError(f"cannot create a run folder under {parent}: too many runs named {stamp}-{label}")
+
+
+def ensure_writable_dir(directory: Path, what: str) -> None:
+    """Create `directory` and prove a file can be written there, before any long work starts."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{what} {directory} is not writable ({exc.strerror or exc})") from None
 
 
 def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:

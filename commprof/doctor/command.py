@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
 import click
@@ -11,6 +10,7 @@ import click
 from commprof.doctor.result import FAIL, OK, SKIPPED, WARN, CheckResult
 from commprof.doctor.runner import doctor_summary, gather, has_failures, run_checks
 from commprof.errors import UsageError
+from commprof.records import ensure_writable_dir
 
 COLORS = {OK: "green", WARN: "yellow", FAIL: "red", SKIPPED: "bright_black"}
 EVIDENCE_SHOWN = 3
@@ -46,7 +46,7 @@ def doctor(as_json: bool, collect_dir: Path | None, from_dir: Path | None, all_p
     if collect_dir and from_dir:
         raise UsageError("--collect writes a bundle of this machine and --from reads one: use one of them")
     if collect_dir:
-        _check_writable(collect_dir)  # before minutes of gathering, not after
+        ensure_writable_dir(collect_dir, "--collect")  # before minutes of gathering, not after
     facts = gather(from_dir, quick=not all_pairs, tp=tp, run_tests=not no_gpu_tests)
     results = run_checks(facts)
     written = []
@@ -71,15 +71,6 @@ def doctor(as_json: bool, collect_dir: Path | None, from_dir: Path | None, all_p
                        f"`commprof doctor --from {collect_dir}` replays these checks)")
     if has_failures(results):
         raise SystemExit(1)
-
-
-def _check_writable(directory: Path) -> None:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as exc:
-        raise UsageError(f"--collect {directory}: cannot write there ({exc.strerror or exc})") from None
 
 
 def _verdict(results: list[CheckResult], facts) -> str:
