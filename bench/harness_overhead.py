@@ -1,8 +1,9 @@
 """Does the harness add to what it measures? commprof's median step vs a bare loop of the same calls.
 
-Two gloo ranks, the Kimi-K2.5 verify plan at TP 2, the same tensors; the harness's timed loop and the bare
-loop alternate step by step so machine noise hits both alike. Prints both medians and their ratio
-(target <= 1.03).
+Two gloo ranks, the Kimi-K2.5 verify plan at TP 2, the same tensors. One step of the harness's own timed loop
+and one bare step alternate in ABBA order, so machine noise and position effects (on a 2-core VM the step
+right after other Python work runs slower, whichever it is) hit both alike. Prints both medians and their
+ratio (target <= 1.03).
 """
 
 from __future__ import annotations
@@ -59,9 +60,14 @@ def _measure(rank, world_size):
     one_step = ReplayConfig(iterations=1, warmup=0)
     replay.config = one_step
     harness_local, bare_local = [], []
-    for _ in range(STEPS):
-        harness_local += replay.time_steps(graph=False)[0]
-        bare_local += bare_steps(1)
+    for i in range(STEPS):
+        # ABBA order: on a 2-core VM the step right after other Python work runs slower, whichever it is.
+        if i % 2 == 0:
+            harness_local += replay.time_steps(graph=False)[0]
+            bare_local += bare_steps(1)
+        else:
+            bare_local += bare_steps(1)
+            harness_local += replay.time_steps(graph=False)[0]
     samples = torch.tensor([harness_local, bare_local], dtype=torch.float64)
     gathered = [torch.empty_like(samples) for _ in range(world_size)]
     dist.all_gather(gathered, samples, group=group)
