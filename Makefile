@@ -9,7 +9,7 @@ NPROC ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$$n" -ge 1
 RUNS ?= runs
 SWEEP ?=
 
-.PHONY: install test demo sweep report gpu-smoke bench clean
+.PHONY: install lint test test-fast browser-test demo sweep report gpu-smoke bench clean
 
 install: $(VENV)/.installed
 
@@ -20,8 +20,21 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 
+lint: install
+	$(VENV)/bin/ruff check commprof tests bench
+	$(VENV)/bin/ruff format --check commprof tests bench
+
 test: install
 	$(PY) -m pytest -q
+
+# No multi-process, fork-server, report-rendering or browser tests: the quick loop while editing.
+test-fast: install
+	$(PY) -m pytest -q -m "not slow and not gpu"
+
+# The report in headless Chromium; installs Debian's chromium first when run as root without it.
+browser-test: install
+	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q chromium; }
+	$(PY) -m pytest -q tests/test_report_chromium.py
 
 sweep: install
 	$(VENV)/bin/torchrun --nproc-per-node $(NPROC) -m commprof.allreduce_sweep --out $(RUNS) $(if $(SWEEP),--sweep $(SWEEP))

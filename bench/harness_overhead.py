@@ -36,8 +36,10 @@ def _measure(rank, world_size):
     group = dist.group.WORLD
     impl.setup(group, plan, torch.device("cpu"))
     replay = StepReplay(plan, impl, group, torch.device("cpu"), ReplayConfig(iterations=10, warmup=2))
-    ops = [(op.collective, replay.inputs[replay.row_of[op.index]] if op.collective == "all_reduce" else None)
-           for op in plan.ops]
+    ops = [
+        (op.collective, replay.inputs[replay.row_of[op.index]] if op.collective == "all_reduce" else None)
+        for op in plan.ops
+    ]
 
     def bare_steps(count: int) -> list[float]:
         samples = []
@@ -45,7 +47,7 @@ def _measure(rank, world_size):
             replay.refill()
             dist.barrier(group=group)
             start = time.perf_counter_ns()
-            for collective, tensor in ops:
+            for _collective, tensor in ops:
                 if tensor is not None:
                     dist.all_reduce(tensor, group=group)
                 else:

@@ -41,12 +41,14 @@ def naive_pair_seconds() -> float:
 
 
 def sweep_overheads(tmp: Path) -> list[float]:
-    from tests.sweeprun import run_sweep, only_run_dir, tiny_model
+    from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
     values = ", ".join(f'"{i}"' for i in range(POINTS - 1))
     sweep = tmp / "bench.toml"
-    sweep.write_text(f'name = "bench"\n[run]\nmodel = "{tiny_model(tmp)}"\ntokens = [1]\niterations = 3\n'
-                     f'warmup = 1\npoint_timeout_s = 60\n[axes.env]\nCOMMPROF_BENCH = ["default", {values}]\n')
+    sweep.write_text(
+        f'name = "bench"\n[run]\nmodel = "{tiny_model(tmp)}"\ntokens = [1]\niterations = 3\n'
+        f'warmup = 1\npoint_timeout_s = 60\n[axes.env]\nCOMMPROF_BENCH = ["default", {values}]\n'
+    )
     out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp / "runs"), "--no-doctor", timeout=600)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-3000:])
@@ -66,8 +68,10 @@ def main() -> None:
     fresh = statistics.median(naive)
     print(f"{POINTS}-point 2-rank gloo sweep, seconds per point beyond measurement:")
     print(f"  fresh python+torch process pair (baseline) : median {fresh:.3f} s  ({NAIVE_PAIRS} pairs)")
-    print(f"  commprof fork-server worker per point      : median {fork:.3f} s  "
-          f"(min {min(overheads):.3f}, max {max(overheads):.3f})")
+    print(
+        f"  commprof fork-server worker per point      : median {fork:.3f} s  "
+        f"(min {min(overheads):.3f}, max {max(overheads):.3f})"
+    )
     print(f"  ratio commprof / fresh processes           : {fork / fresh:.3f}   (target: <= 0.25 s per point)")
 
 

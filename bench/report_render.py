@@ -32,20 +32,23 @@ def main() -> int:
     per_point = 2 * len(TOKENS)
     points = many_points(-(-args.records // per_point))
     with tempfile.TemporaryDirectory() as tmp:
-        records = make_records("bench-run", points=points)[:args.records]
+        records = make_records("bench-run", points=points)[: args.records]
         run_dir = write_run(Path(tmp), "bench-run", records=records)
         out = args.keep or Path(tmp) / "report"
         size_mb = (run_dir / "results.jsonl").stat().st_size / 1e6
         start, cpu_start = time.perf_counter(), time.process_time()
-        result = CliRunner().invoke(report, [str(run_dir), "--out", str(out), "--compute-ms", "5.0"],
-                                    catch_exceptions=False)
+        result = CliRunner().invoke(
+            report, [str(run_dir), "--out", str(out), "--compute-ms", "5.0"], catch_exceptions=False
+        )
         seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         if result.exit_code != 0:
             print(result.output, file=sys.stderr)
             return 1
         html_mb = (out / "index.html").stat().st_size / 1e6
-    print(f"rendered {len(records)} records ({len(points)} points, results.jsonl {size_mb:.1f} MB) "
-          f"in {seconds:.2f} s wall, {cpu:.2f} s CPU; index.html {html_mb:.1f} MB (target <= 5 s on 2 cores)")
+    print(
+        f"rendered {len(records)} records ({len(points)} points, results.jsonl {size_mb:.1f} MB) "
+        f"in {seconds:.2f} s wall, {cpu:.2f} s CPU; index.html {html_mb:.1f} MB (target <= 5 s on 2 cores)"
+    )
     return 0
 
 

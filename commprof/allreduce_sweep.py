@@ -15,8 +15,8 @@ from pathlib import Path
 import click
 
 from commprof.errors import UsageError
-from commprof.records import ensure_writable_dir
 from commprof.plan import PHASES
+from commprof.records import ensure_writable_dir
 
 
 def _tokens(ctx, param, value):
@@ -32,8 +32,13 @@ def _tokens(ctx, param, value):
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--sweep", "sweep_file", type=click.Path(dir_okay=False), default=None,
-              help="Sweep file (TOML, see sweeps/). Without it: the baseline point only.")
+@click.option(
+    "--sweep",
+    "sweep_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Sweep file (TOML, see sweeps/). Without it: the baseline point only.",
+)
 @click.option("--model", default=None, help="Preset name or path to a config.json [kimi-k2.5].")
 @click.option("--tokens", callback=_tokens, default=None, help="T values, comma-separated [1,4,8].")
 @click.option("--phase", type=click.Choice(PHASES), default=None, help="decode or verify [verify].")
@@ -42,22 +47,61 @@ def _tokens(ctx, param, value):
 @click.option("--impl", "impls", multiple=True, help="All-reduce implementation(s) to compare with the baseline.")
 @click.option("--iterations", type=int, default=None, help="Timed steps per (T, mode).")
 @click.option("--warmup", type=int, default=None, help="Warm-up steps per (T, mode).")
-@click.option("--point-timeout", type=click.FloatRange(min=0, min_open=True, max=1e6), default=None,
-              help="Seconds before a point is killed.")
-@click.option("--out", type=click.Path(file_okay=False), default="runs", show_default=True,
-              help="Parent folder of the run's own folder.")
-@click.option("--resume", type=click.Path(file_okay=False), default=None,
-              help="Continue an interrupted run: runs/<run-id>.")
+@click.option(
+    "--point-timeout",
+    type=click.FloatRange(min=0, min_open=True, max=1e6),
+    default=None,
+    help="Seconds before a point is killed.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="runs",
+    show_default=True,
+    help="Parent folder of the run's own folder.",
+)
+@click.option(
+    "--resume", type=click.Path(file_okay=False), default=None, help="Continue an interrupted run: runs/<run-id>."
+)
 @click.option("--dry-run", is_flag=True, help="Print the expanded points and an estimate; run nothing.")
-@click.option("--nccl-debug/--no-nccl-debug", default=True, show_default=True,
-              help="Capture NCCL's INFO log per point to record what NCCL chose.")
-@click.option("--share-gpus", is_flag=True,
-              help="Let several ranks share a GPU (a functional check of NCCL paths, not a tuning result).")
+@click.option(
+    "--nccl-debug/--no-nccl-debug",
+    default=True,
+    show_default=True,
+    help="Capture NCCL's INFO log per point to record what NCCL chose.",
+)
+@click.option(
+    "--share-gpus",
+    is_flag=True,
+    help="Let several ranks share a GPU (a functional check of NCCL paths, not a tuning result).",
+)
 @click.option("--strict", is_flag=True, help="Refuse to sweep when `commprof doctor` finds a failing check.")
-@click.option("--doctor/--no-doctor", "with_doctor", default=True, show_default=True,
-              help="Run the doctor's quick checks first and store the verdicts in meta.json.")
-def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations, warmup, point_timeout, out,
-                  resume, dry_run, nccl_debug, share_gpus, strict, with_doctor):
+@click.option(
+    "--doctor/--no-doctor",
+    "with_doctor",
+    default=True,
+    show_default=True,
+    help="Run the doctor's quick checks first and store the verdicts in meta.json.",
+)
+def sweep_command(
+    sweep_file,
+    model,
+    tokens,
+    phase,
+    dtype,
+    tp,
+    impls,
+    iterations,
+    warmup,
+    point_timeout,
+    out,
+    resume,
+    dry_run,
+    nccl_debug,
+    share_gpus,
+    strict,
+    with_doctor,
+):
     """Replay the step's collectives at their real sizes and sweep NCCL settings and implementations."""
     from commprof.sweep.config import default_sweep, load_sweep
     from commprof.sweep.runner import SweepOptions, run_sweep
@@ -69,21 +113,46 @@ def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations
             raise UsageError(f"--{name} must be >= {1 if name == 'iterations' else 0}, got {value}")
     rank = int(os.environ.get("RANK", "0"))
     if resume:
-        given = {"--sweep": sweep_file, "--model": model, "--tokens": tokens, "--phase": phase, "--dtype": dtype,
-                 "--tp": tp, "--impl": impls, "--iterations": iterations, "--warmup": warmup,
-                 "--point-timeout": point_timeout}
+        given = {
+            "--sweep": sweep_file,
+            "--model": model,
+            "--tokens": tokens,
+            "--phase": phase,
+            "--dtype": dtype,
+            "--tp": tp,
+            "--impl": impls,
+            "--iterations": iterations,
+            "--warmup": warmup,
+            "--point-timeout": point_timeout,
+        }
         extra = [flag for flag, value in given.items() if value not in (None, ())]
         if extra:
             raise UsageError(f"--resume continues a run exactly as it started: drop {', '.join(extra)}")
         spec = _resumed_sweep(Path(resume))
     elif sweep_file:
         spec = load_sweep(sweep_file)
-        spec = spec.with_overrides(model=model, tokens=tokens, phase=phase, dtype=dtype, tp=tp,
-                                   iterations=iterations, warmup=warmup, point_timeout_s=point_timeout)
+        spec = spec.with_overrides(
+            model=model,
+            tokens=tokens,
+            phase=phase,
+            dtype=dtype,
+            tp=tp,
+            iterations=iterations,
+            warmup=warmup,
+            point_timeout_s=point_timeout,
+        )
     else:
-        spec = default_sweep(model=model or "kimi-k2.5", tokens=tokens or (1, 4, 8), phase=phase or "verify",
-                             dtype=dtype, tp=tp, iterations=iterations, warmup=warmup,
-                             point_timeout_s=point_timeout, impls=("default",) + tuple(impls))
+        spec = default_sweep(
+            model=model or "kimi-k2.5",
+            tokens=tokens or (1, 4, 8),
+            phase=phase or "verify",
+            dtype=dtype,
+            tp=tp,
+            iterations=iterations,
+            warmup=warmup,
+            point_timeout_s=point_timeout,
+            impls=("default",) + tuple(impls),
+        )
     from commprof.models import load_model
 
     load_model(spec.model)  # fail fast, before any process starts
@@ -105,21 +174,33 @@ def sweep_command(sweep_file, model, tokens, phase, dtype, tp, impls, iterations
         return
     if resume is None:
         ensure_writable_dir(Path(out), "output folder")
-    options = SweepOptions(out=Path(out), resume=Path(resume) if resume else None, nccl_debug=nccl_debug,
-                           strict=strict, share_gpus=share_gpus, argv=list(sys.argv))
+    options = SweepOptions(
+        out=Path(out),
+        resume=Path(resume) if resume else None,
+        nccl_debug=nccl_debug,
+        strict=strict,
+        share_gpus=share_gpus,
+        argv=list(sys.argv),
+    )
     from commprof.sweep.console import SweepConsole
     from commprof.sweep.run_folder import prepare_run_folder
 
     console = SweepConsole(enabled=rank == 0)
-    summary = run_sweep(spec, options, progress=console,
-                        prepare_run=lambda run_dir, backend: prepare_run_folder(
-                            run_dir, backend, spec, options, with_doctor, console))
+    summary = run_sweep(
+        spec,
+        options,
+        progress=console,
+        prepare_run=lambda run_dir, backend: prepare_run_folder(run_dir, backend, spec, options, with_doctor, console),
+    )
     if rank == 0:
         console.print_summary(Path(summary["run_dir"]), spec)
         if summary["interrupted"]:
-            click.echo(f"Interrupted. Finished points are saved; continue with:\n  torchrun --nproc-per-node "
-                       f"{os.environ.get('LOCAL_WORLD_SIZE', '1')} -m commprof.allreduce_sweep --resume "
-                       f"{summary['run_dir']}", err=True)
+            click.echo(
+                f"Interrupted. Finished points are saved; continue with:\n  torchrun --nproc-per-node "
+                f"{os.environ.get('LOCAL_WORLD_SIZE', '1')} -m commprof.allreduce_sweep --resume "
+                f"{summary['run_dir']}",
+                err=True,
+            )
     if summary["interrupted"]:
         raise SystemExit(130)
 
@@ -144,9 +225,16 @@ def _resumed_sweep(run_dir: Path):
         raise UsageError(f"--resume {run_dir}: not a commprof run folder (no sweep in meta.json)")
     spec = parse_sweep(sweep["content"], sweep.get("path"))
     plan = meta.get("plan") or {}
-    return spec.with_overrides(model=plan.get("model"), tokens=plan.get("tokens"), phase=plan.get("phase"),
-                               dtype=plan.get("dtype"), tp=plan.get("tp"), iterations=plan.get("iterations"),
-                               warmup=plan.get("warmup"), point_timeout_s=plan.get("point_timeout_s"))
+    return spec.with_overrides(
+        model=plan.get("model"),
+        tokens=plan.get("tokens"),
+        phase=plan.get("phase"),
+        dtype=plan.get("dtype"),
+        tp=plan.get("tp"),
+        iterations=plan.get("iterations"),
+        warmup=plan.get("warmup"),
+        point_timeout_s=plan.get("point_timeout_s"),
+    )
 
 
 def _single_process_defaults() -> None:
@@ -156,8 +244,9 @@ def _single_process_defaults() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,8 +49,11 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, help="Multi-GPU communication profiler and NCCL tuner for LLM inference. "
-             "Measure with `torchrun --nproc-per-node N -m commprof.allreduce_sweep`.")
+@click.group(
+    cls=LazyGroup,
+    help="Multi-GPU communication profiler and NCCL tuner for LLM inference. "
+    "Measure with `torchrun --nproc-per-node N -m commprof.allreduce_sweep`.",
+)
 @click.version_option(package_name="commprof")
 def cli():
     pass

@@ -47,8 +47,9 @@ class ForkServer:
     """
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "commprof.forkserver"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, bufsize=0)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "commprof.forkserver"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
         self._fd = self.proc.stdout.fileno()
         self._buffer = b""
         if self._reply(timeout=None).get("ready") is not True:

@@ -51,8 +51,15 @@ channels = 2
 def _run(cmd: list[str], timeout: float, env: dict | None = None) -> tuple[int, str]:
     """Run a command in its own session; on timeout kill the whole tree (torchrun, controllers, workers)."""
     started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-                            env={**os.environ, **(env or {})}, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -68,8 +75,19 @@ def _records(out_dir: Path) -> list[dict]:
 
 
 def _sweep(out_dir: Path, nproc: int, args: list[str], timeout: float) -> tuple[int, str, list[dict]]:
-    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-              "-m", "commprof.allreduce_sweep", "--out", str(out_dir), "--no-doctor", *args]
+    launch = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        "commprof.allreduce_sweep",
+        "--out",
+        str(out_dir),
+        "--no-doctor",
+        *args,
+    ]
     code, log = _run(launch, timeout)
     return code, log, _records(out_dir)
 
@@ -84,12 +102,20 @@ def _verdict(records: list[dict], want: dict[str, set[str]]) -> tuple[bool, str]
         allowed = want.get(mode, {"ok"})
         good = statuses <= allowed
         ok &= good
-        medians = [f"T={r['tokens']}: {r['step_us']['median']:.0f} µs" for r in records
-                   if r["point"]["label"] == label and r["mode"] == mode and r.get("step_us")]
-        messages = {r["message"].splitlines()[0] for r in records
-                    if r["point"]["label"] == label and r["mode"] == mode and r.get("message")}
-        lines.append(f"    {'ok ' if good else 'BAD'} {label:<40} {mode:<5} {','.join(sorted(statuses)):<16} "
-                     f"{'; '.join(medians)} {' | '.join(sorted(messages))[:300]}")
+        medians = [
+            f"T={r['tokens']}: {r['step_us']['median']:.0f} µs"
+            for r in records
+            if r["point"]["label"] == label and r["mode"] == mode and r.get("step_us")
+        ]
+        messages = {
+            r["message"].splitlines()[0]
+            for r in records
+            if r["point"]["label"] == label and r["mode"] == mode and r.get("message")
+        }
+        lines.append(
+            f"    {'ok ' if good else 'BAD'} {label:<40} {mode:<5} {','.join(sorted(statuses)):<16} "
+            f"{'; '.join(medians)} {' | '.join(sorted(messages))[:300]}"
+        )
     return ok, "\n".join(lines)
 
 
@@ -101,8 +127,10 @@ def main() -> int:
         return 0
     gpus = torch.cuda.device_count()
     names = {torch.cuda.get_device_name(i) for i in range(gpus)}
-    print(f"gpu-smoke: {gpus} GPU(s) {', '.join(sorted(names))}; torch {torch.__version__}, "
-          f"CUDA {torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}")
+    print(
+        f"gpu-smoke: {gpus} GPU(s) {', '.join(sorted(names))}; torch {torch.__version__}, "
+        f"CUDA {torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}"
+    )
     started = time.monotonic()
     verdicts: list[tuple[str, bool, str]] = []
     ranks = min(4, max(2, gpus))
@@ -110,27 +138,45 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
 
-        code, log, records = _sweep(tmp / "w1", 1, ["--tokens", "1,4", "--iterations", "20",
-                                                     "--impl", "nccl+rmsnorm"], 120)
+        code, log, records = _sweep(
+            tmp / "w1", 1, ["--tokens", "1,4", "--iterations", "20", "--impl", "nccl+rmsnorm"], 120
+        )
         ok, detail = _verdict(records, {"eager": {"ok"}, "graph": {"ok"}})
         nccl = next((r["nccl"] for r in records if r.get("nccl")), None)
-        verdicts.append(("NCCL world size 1, eager + CUDA-graph capture/replay of the whole Kimi-K2.5 step",
-                         ok and code == 0, detail or log))
-        verdicts.append(("NCCL INFO log parsed (version, channels, algo/proto per size from the untimed probe)",
-                         bool(nccl and nccl.get("version") and nccl.get("choices")),
-                         json.dumps(nccl)[:600] if nccl else "no NCCL summary in the records"))
+        verdicts.append(
+            (
+                "NCCL world size 1, eager + CUDA-graph capture/replay of the whole Kimi-K2.5 step",
+                ok and code == 0,
+                detail or log,
+            )
+        )
+        verdicts.append(
+            (
+                "NCCL INFO log parsed (version, channels, algo/proto per size from the untimed probe)",
+                bool(nccl and nccl.get("version") and nccl.get("choices")),
+                json.dumps(nccl)[:600] if nccl else "no NCCL summary in the records",
+            )
+        )
 
         sweep = tmp / "multi.toml"
         sweep.write_text(SMOKE_SWEEP)
         remaining = BUDGET_S - (time.monotonic() - started)
         # Ranks sharing a GPU take turns on it: fewer steps keep the check inside the budget.
         lighter = ["--tokens", "4", "--iterations", "3", "--warmup", "1"] if share else []
-        code, log, records = _sweep(tmp / "multi", ranks, ["--sweep", str(sweep), *share, *lighter],
-                                    max(60, remaining - 60))
-        ok, detail = _verdict(records, {"eager": {"ok", "unsupported"}, "graph": {"ok", "unsupported",
-                                                                                  "capture_failed"}})
-        verdicts.append((f"{ranks} NCCL ranks on {gpus} GPU(s){' (shared)' if share else ''}: knobs, "
-                         "implementations, capture verdicts", ok and code == 0, detail or log))
+        code, log, records = _sweep(
+            tmp / "multi", ranks, ["--sweep", str(sweep), *share, *lighter], max(60, remaining - 60)
+        )
+        ok, detail = _verdict(
+            records, {"eager": {"ok", "unsupported"}, "graph": {"ok", "unsupported", "capture_failed"}}
+        )
+        verdicts.append(
+            (
+                f"{ranks} NCCL ranks on {gpus} GPU(s){' (shared)' if share else ''}: knobs, "
+                "implementations, capture verdicts",
+                ok and code == 0,
+                detail or log,
+            )
+        )
 
         remaining = BUDGET_S - (time.monotonic() - started)
         code, log = _run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/"], max(30, remaining))
@@ -139,8 +185,10 @@ def main() -> int:
     print()
     for title, ok, detail in verdicts:
         print(f"[{'PASS' if ok else 'FAIL'}] {title}\n{detail}\n")
-    print(f"gpu-smoke: {sum(ok for _, ok, _ in verdicts)}/{len(verdicts)} paths pass "
-          f"in {time.monotonic() - started:.0f} s")
+    print(
+        f"gpu-smoke: {sum(ok for _, ok, _ in verdicts)}/{len(verdicts)} paths pass "
+        f"in {time.monotonic() - started:.0f} s"
+    )
     return 0 if all(ok for _, ok, _ in verdicts) else 1
 
 

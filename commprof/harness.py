@@ -30,7 +30,7 @@ _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 # Relative precision of each dtype: tolerances scale with it (bf16 keeps 8 significant bits).
-DTYPE_EPS = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11, "float32": 2.0 ** -23}
+DTYPE_EPS = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-23}
 
 
 @dataclass(frozen=True)
@@ -52,17 +52,25 @@ class Verification:
     bad_ops: int
     first_bad_op: int | None
     first_bad_site: str | None
-    bad_ranks: tuple[int, ...] = ()   # after agreement: the ranks whose outputs were wrong
+    bad_ranks: tuple[int, ...] = ()  # after agreement: the ranks whose outputs were wrong
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "max_abs_err": self.max_abs_err, "tolerance": self.tolerance,
-                "bad_ops": self.bad_ops, "first_bad_op": self.first_bad_op, "first_bad_site": self.first_bad_site,
-                "bad_ranks": list(self.bad_ranks)}
+        return {
+            "ok": self.ok,
+            "max_abs_err": self.max_abs_err,
+            "tolerance": self.tolerance,
+            "bad_ops": self.bad_ops,
+            "first_bad_op": self.first_bad_op,
+            "first_bad_site": self.first_bad_site,
+            "bad_ranks": list(self.bad_ranks),
+        }
 
     def describe(self) -> str:
         where = f" on rank(s) {', '.join(map(str, self.bad_ranks))}" if self.bad_ranks else ""
-        return (f"{self.bad_ops} op(s) wrong{where}, first op {self.first_bad_op} ({self.first_bad_site}), "
-                f"max abs error {self.max_abs_err:.4g} > tolerance {self.tolerance:.3g}")
+        return (
+            f"{self.bad_ops} op(s) wrong{where}, first op {self.first_bad_op} ({self.first_bad_site}), "
+            f"max abs error {self.max_abs_err:.4g} > tolerance {self.tolerance:.3g}"
+        )
 
 
 @dataclass
@@ -79,13 +87,21 @@ class ModeResult:
     check: Verification | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"mode": self.mode, "status": self.status, "message": self.message, "timing": self.timing,
-                "step_us": self.step_us, "op_us": self.op_us, "rank_step_median_us": self.rank_step_median_us,
-                "check": self.check.to_dict() if self.check else None}
+        return {
+            "mode": self.mode,
+            "status": self.status,
+            "message": self.message,
+            "timing": self.timing,
+            "step_us": self.step_us,
+            "op_us": self.op_us,
+            "rank_step_median_us": self.rank_step_median_us,
+            "check": self.check.to_dict() if self.check else None,
+        }
 
 
-def gather_via_store(store: dist.Store, key: str, rank: int, world_size: int, payload: Any,
-                     timeout: timedelta | None = None) -> list[Any]:
+def gather_via_store(
+    store: dist.Store, key: str, rank: int, world_size: int, payload: Any, timeout: timedelta | None = None
+) -> list[Any]:
     """Every rank's JSON payload under `key`, by rank, through the rendezvous store.
 
     The store keeps working when a communicator does not (a failed capture, a rank that gave up), so ranks
@@ -107,8 +123,15 @@ class StepReplay:
     Rank r contributes pattern * (r + 1) with small-integer patterns, so the exact sum is known.
     """
 
-    def __init__(self, plan: StepPlan, impl: AllReduceImpl, group: dist.ProcessGroup, device: torch.device,
-                 config: ReplayConfig, store: dist.Store | None = None):
+    def __init__(
+        self,
+        plan: StepPlan,
+        impl: AllReduceImpl,
+        group: dist.ProcessGroup,
+        device: torch.device,
+        config: ReplayConfig,
+        store: dist.Store | None = None,
+    ):
         self.plan, self.impl, self.group, self.device, self.config = plan, impl, group, device, config
         # The rendezvous store: agreement that does not depend on the communicator being healthy.
         self.store = store if store is not None else dist.distributed_c10d._get_default_store()
@@ -122,10 +145,12 @@ class StepReplay:
         shape = (plan.tokens, plan.model.hidden_size)
 
         def pattern(rows: int, cols: int, step: int, modulus: int, offset: int) -> torch.Tensor:
-            index = torch.arange(cols, device=device).unsqueeze(0) + step * torch.arange(rows, device=device).unsqueeze(1)
+            index = torch.arange(cols, device=device).unsqueeze(0) + step * torch.arange(rows, device=device).unsqueeze(
+                1
+            )
             return (index % modulus - offset).to(torch.float32)
 
-        self.base = pattern(len(ar_ops), numel, 3, 9, 4)                     # fp32, exact small ints
+        self.base = pattern(len(ar_ops), numel, 3, 9, 4)  # fp32, exact small ints
         self.pristine = (self.base * (self.rank + 1)).to(self.dtype)
         self.block = torch.empty_like(self.pristine)
         self.inputs = [self.block[row].view(shape) for row in range(len(ar_ops))]
@@ -144,8 +169,9 @@ class StepReplay:
         self.outputs: list[Any] = [None] * len(plan.ops)
         self.graph = None
         # Timing events are created once and reused every step (creating them between ops would add host time).
-        self._events = ([torch.cuda.Event(enable_timing=True) for _ in range(len(plan.ops) + 1)]
-                        if device.type == "cuda" else [])
+        self._events = (
+            [torch.cuda.Event(enable_timing=True) for _ in range(len(plan.ops) + 1)] if device.type == "cuda" else []
+        )
         self._next_event = 0
 
     def agree(self, key: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -168,8 +194,9 @@ class StepReplay:
             else:
                 row = self.row_of[op.index]
                 if self.fused and op.rmsnorm_after:
-                    self.outputs[op.index] = impl.all_reduce_rmsnorm(self.inputs[row], self.residuals[row],
-                                                                     self.weight, eps)
+                    self.outputs[op.index] = impl.all_reduce_rmsnorm(
+                        self.inputs[row], self.residuals[row], self.weight, eps
+                    )
                 else:
                     self.outputs[op.index] = impl.all_reduce(self.inputs[row])
             if stamps is not None:
@@ -217,8 +244,14 @@ class StepReplay:
             else:
                 worst = max(worst, err)
             tolerance_used = max(tolerance_used, tolerance)
-        return Verification(ok=bad == 0, max_abs_err=worst, tolerance=tolerance_used, bad_ops=bad,
-                            first_bad_op=first.index if first else None, first_bad_site=first.site if first else None)
+        return Verification(
+            ok=bad == 0,
+            max_abs_err=worst,
+            tolerance=tolerance_used,
+            bad_ops=bad,
+            first_bad_op=first.index if first else None,
+            first_bad_site=first.site if first else None,
+        )
 
     # -- timing ------------------------------------------------------------------------------------------------
 
@@ -293,7 +326,7 @@ class StepReplay:
         local = local.reshape(len(steps), columns).to(self.device)
         gathered = [torch.empty_like(local) for _ in range(self.world)]
         dist.all_gather(gathered, local, group=self.group)
-        stacked = torch.stack(gathered).cpu()                      # [ranks, steps, columns]
+        stacked = torch.stack(gathered).cpu()  # [ranks, steps, columns]
         worst = stacked.max(dim=0).values
         rank_medians = [float(x) for x in stacked[:, :, 0].median(dim=1).values]
         step_samples = worst[:, 0].tolist()
@@ -345,8 +378,11 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
         message = check.describe()
     op_us = None
     if op_rows:
-        op_us = {"sites": [op.site for op in replay.plan.ops], "bytes": [op.bytes for op in replay.plan.ops],
-                 **summarize_columns(op_rows)}
+        op_us = {
+            "sites": [op.site for op in replay.plan.ops],
+            "bytes": [op.bytes for op in replay.plan.ops],
+            **summarize_columns(op_rows),
+        }
     return ModeResult(mode, status, message, timing, summarize(step_samples), op_us, rank_medians, check)
 
 
@@ -362,9 +398,14 @@ def agree_ranks(outcomes: list[dict[str, Any]]) -> tuple[str, str | None, Verifi
     firsts = [(c["first_bad_op"], c["first_bad_site"]) for c in checks if c["first_bad_op"] is not None]
     first = min(firsts) if firsts else (None, None)
     combined = Verification(
-        ok=not bad_ranks, max_abs_err=max(c["max_abs_err"] for c in checks),
-        tolerance=max(c["tolerance"] for c in checks), bad_ops=max(c["bad_ops"] for c in checks),
-        first_bad_op=first[0], first_bad_site=first[1], bad_ranks=tuple(bad_ranks))
+        ok=not bad_ranks,
+        max_abs_err=max(c["max_abs_err"] for c in checks),
+        tolerance=max(c["tolerance"] for c in checks),
+        bad_ops=max(c["bad_ops"] for c in checks),
+        first_bad_op=first[0],
+        first_bad_site=first[1],
+        bad_ranks=tuple(bad_ranks),
+    )
     return "ok", None, combined
 
 

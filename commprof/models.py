@@ -20,9 +20,14 @@ PRESETS: dict[str, str] = {
 }
 
 _DTYPE_ALIASES = {
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-    "float16": "float16", "fp16": "float16", "half": "float16",
-    "float32": "float32", "fp32": "float32", "float": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+    "float": "float32",
 }
 
 # Bytes per element of the activation dtypes commprof replays.
@@ -42,8 +47,12 @@ class ModelShape:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "num_layers": self.num_layers, "hidden_size": self.hidden_size,
-            "vocab_size": self.vocab_size, "dtype": self.dtype, "source": self.source,
+            "name": self.name,
+            "num_layers": self.num_layers,
+            "hidden_size": self.hidden_size,
+            "vocab_size": self.vocab_size,
+            "dtype": self.dtype,
+            "source": self.source,
         }
 
 
@@ -69,9 +78,11 @@ def shape_from_config(config: dict, name: str, source: str) -> ModelShape:
         return None
 
     values = {}
-    for attr, keys in (("num_layers", ("num_hidden_layers", "n_layer", "num_layers")),
-                       ("hidden_size", ("hidden_size", "n_embd", "d_model")),
-                       ("vocab_size", ("vocab_size",))):
+    for attr, keys in (
+        ("num_layers", ("num_hidden_layers", "n_layer", "num_layers")),
+        ("hidden_size", ("hidden_size", "n_embd", "d_model")),
+        ("vocab_size", ("vocab_size",)),
+    ):
         value = field(*keys)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise UsageError(f"{source}: {keys[0]!r} must be a positive integer, got {value!r}")
@@ -92,8 +103,9 @@ def load_model(spec: str) -> ModelShape:
     if not path.exists():
         if spec.endswith(".json") or "/" in spec:
             raise UsageError(f"model config not found: {spec}")
-        raise UsageError(f"unknown model preset {spec!r}; known presets: {', '.join(PRESETS)} "
-                         "(or pass a path to a config.json)")
+        raise UsageError(
+            f"unknown model preset {spec!r}; known presets: {', '.join(PRESETS)} (or pass a path to a config.json)"
+        )
     try:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

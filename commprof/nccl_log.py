@@ -25,15 +25,22 @@ _PEER = r"(\d+)\[([0-9a-fA-Fx]+)\]"
 # "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read", "Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
 # "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA"
 _CONNECTION = re.compile(
-    rf"^Channel (\d+)(?:/(\d+))? : {_PEER} -> {_PEER}(?: \[(send|receive)\])? via (\S+(?: pointer)?\S*)")
+    rf"^Channel (\d+)(?:/(\d+))? : {_PEER} -> {_PEER}(?: \[(send|receive)\])? via (\S+(?: pointer)?\S*)"
+)
 _RING = re.compile(r"^Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
-_CHANNELS = re.compile(r"^(\d+) coll channels, (?:(\d+) collnet channels, )?(\d+) nvls channels, "
-                       r"(\d+) p2p channels, (\d+) p2p channels per peer")
-_GRAPH = re.compile(r"^Pattern (\d+), crossNic (\d+), nChannels (\d+), bw ([\d.]+)/([\d.]+), "
-                    r"type (\w+)/(\w+), sameChannels (\d+)")
+_CHANNELS = re.compile(
+    r"^(\d+) coll channels, (?:(\d+) collnet channels, )?(\d+) nvls channels, "
+    r"(\d+) p2p channels, (\d+) p2p channels per peer"
+)
+_GRAPH = re.compile(
+    r"^Pattern (\d+), crossNic (\d+), nChannels (\d+), bw ([\d.]+)/([\d.]+), "
+    r"type (\w+)/(\w+), sameChannels (\d+)"
+)
 # >= 2.24: "AllReduce: 14336 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}"
-_CHOICE = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)"
-                     r"(?: channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}| time ([\d.]+))?")
+_CHOICE = re.compile(
+    r"^(?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)"
+    r"(?: channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}| time ([\d.]+))?"
+)
 _COMM = re.compile(r"^comm 0x[0-9a-fA-F]+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
 _P2P_LEVEL = re.compile(r"^(NCCL_P2P_LEVEL|NCCL_P2P_DISABLE) set by environment to (\w+)")
 
@@ -60,7 +67,7 @@ class NcclLogSummary:
 
     @property
     def peer_transports(self) -> dict[str, list[str]]:
-        """"src->dst" rank pair -> the distinct transport details NCCL used for it, e.g. ["P2P/CUMEM/read"]."""
+        """ "src->dst" rank pair -> the distinct transport details NCCL used for it, e.g. ["P2P/CUMEM/read"]."""
         out: dict[str, list[str]] = {}
         for c in self.connections:
             details = out.setdefault(f"{c['src']}->{c['dst']}", [])
@@ -113,29 +120,43 @@ def _parse_info(msg: str, summary: NcclLogSummary, seen: set[tuple], choice_inde
         key = (int(channel), int(conn or 0), int(src), int(dst), direction or "")
         if key not in seen:
             seen.add(key)
-            summary.connections.append({
-                "channel": int(channel), "conn": int(conn or 0), "src": int(src), "dst": int(dst),
-                "src_dev": src_dev, "dst_dev": dst_dev, "direction": direction,
-                "transport": via.split("/", 1)[0], "via": via,
-            })
+            summary.connections.append(
+                {
+                    "channel": int(channel),
+                    "conn": int(conn or 0),
+                    "src": int(src),
+                    "dst": int(dst),
+                    "src_dev": src_dev,
+                    "dst_dev": dst_dev,
+                    "direction": direction,
+                    "transport": via.split("/", 1)[0],
+                    "via": via,
+                }
+            )
     elif m := _RING.match(msg):
         ring = [int(r) for r in m.group(3).split()]
         if ring not in summary.rings:
             summary.rings.append(ring)
     elif m := _CHANNELS.match(msg):
         coll, collnet, nvls, p2p, per_peer = m.groups()
-        summary.channel_counts = {"coll": int(coll), "nvls": int(nvls), "p2p": int(p2p),
-                                  "p2p_per_peer": int(per_peer)}
+        summary.channel_counts = {"coll": int(coll), "nvls": int(nvls), "p2p": int(p2p), "p2p_per_peer": int(per_peer)}
         if collnet is not None:
             summary.channel_counts["collnet"] = int(collnet)
     elif m := _GRAPH.match(msg):
         pattern, cross_nic, nch, bw_intra, bw_inter, type_intra, type_inter, same = m.groups()
-        summary.graphs.append({
-            "pattern": int(pattern), "kind": GRAPH_PATTERNS.get(int(pattern), "unknown"),
-            "cross_nic": int(cross_nic), "channels": int(nch),
-            "bw_intra_gbps": float(bw_intra), "bw_inter_gbps": float(bw_inter),
-            "type_intra": type_intra, "type_inter": type_inter, "same_channels": int(same),
-        })
+        summary.graphs.append(
+            {
+                "pattern": int(pattern),
+                "kind": GRAPH_PATTERNS.get(int(pattern), "unknown"),
+                "cross_nic": int(cross_nic),
+                "channels": int(nch),
+                "bw_intra_gbps": float(bw_intra),
+                "bw_inter_gbps": float(bw_inter),
+                "type_intra": type_intra,
+                "type_inter": type_inter,
+                "same_channels": int(same),
+            }
+        )
     elif m := _CHOICE.match(msg):
         _add_choice(m, summary, choice_index)
     elif m := _COMM.match(msg):
@@ -154,8 +175,13 @@ def _add_choice(m: re.Match, summary: NcclLogSummary, choice_index: dict) -> Non
         algo = ALGO_BY_NUMBER[int(algo)]
     if proto.isdigit() and int(proto) < len(PROTO_BY_NUMBER):
         proto = PROTO_BY_NUMBER[int(proto)]
-    choice = {"coll": coll, "bytes": int(nbytes), "algo": algo.upper(), "proto": proto.upper(),
-              "channels": int(hi) - int(lo) + 1 if lo is not None else None}
+    choice = {
+        "coll": coll,
+        "bytes": int(nbytes),
+        "algo": algo.upper(),
+        "proto": proto.upper(),
+        "channels": int(hi) - int(lo) + 1 if lo is not None else None,
+    }
     key = tuple(choice.values())
     if key in choice_index:
         choice_index[key]["count"] += 1

@@ -20,8 +20,7 @@ SPEC_METHODS = ("eagle", "ngram")
 VOCAB_PAD = 64
 
 # SGLang's CUDA-graph batch buckets for speculative decoding: 1-8, 10-32 step 2, 40-64 step 4, 72-256 step 8.
-GRAPH_BATCH_BUCKETS = (tuple(range(1, 9)) + tuple(range(10, 33, 2)) + tuple(range(40, 65, 4))
-                       + tuple(range(72, 257, 8)))
+GRAPH_BATCH_BUCKETS = tuple(range(1, 9)) + tuple(range(10, 33, 2)) + tuple(range(40, 65, 4)) + tuple(range(72, 257, 8))
 
 
 @dataclass(frozen=True)
@@ -29,12 +28,12 @@ class CollectiveOp:
     """One collective of the step, as every rank issues it."""
 
     index: int
-    site: str            # where the engine issues it, e.g. "embed", "layer.12.attn", "logits"
-    collective: str      # "all_reduce" or "all_gather"
-    shape: tuple[int, ...]        # the output tensor on each rank
+    site: str  # where the engine issues it, e.g. "embed", "layer.12.attn", "logits"
+    collective: str  # "all_reduce" or "all_gather"
+    shape: tuple[int, ...]  # the output tensor on each rank
     input_shape: tuple[int, ...]  # what each rank contributes (equals shape for all-reduce)
     dtype: str
-    bytes: int           # bytes of the output buffer, the size nccl-tests reports
+    bytes: int  # bytes of the output buffer, the size nccl-tests reports
     rmsnorm_after: bool  # the engine runs residual-add + RMSNorm right after it (fusable)
 
     @property
@@ -44,9 +43,14 @@ class CollectiveOp:
 
     def to_dict(self) -> dict:
         return {
-            "index": self.index, "site": self.site, "collective": self.collective,
-            "shape": list(self.shape), "input_shape": list(self.input_shape), "dtype": self.dtype,
-            "bytes": self.bytes, "rmsnorm_after": self.rmsnorm_after,
+            "index": self.index,
+            "site": self.site,
+            "collective": self.collective,
+            "shape": list(self.shape),
+            "input_shape": list(self.input_shape),
+            "dtype": self.dtype,
+            "bytes": self.bytes,
+            "rmsnorm_after": self.rmsnorm_after,
         }
 
 
@@ -74,10 +78,16 @@ class StepPlan:
 
     def summary(self) -> dict:
         return {
-            "model": self.model.name, "tp": self.tp, "tokens": self.tokens, "phase": self.phase,
-            "dtype": self.model.dtype, "hidden_size": self.model.hidden_size,
-            "num_layers": self.model.num_layers, "vocab_size": self.model.vocab_size,
-            "all_reduce": self.count("all_reduce"), "all_gather": self.count("all_gather"),
+            "model": self.model.name,
+            "tp": self.tp,
+            "tokens": self.tokens,
+            "phase": self.phase,
+            "dtype": self.model.dtype,
+            "hidden_size": self.model.hidden_size,
+            "num_layers": self.model.num_layers,
+            "vocab_size": self.model.vocab_size,
+            "all_reduce": self.count("all_reduce"),
+            "all_gather": self.count("all_gather"),
             "total_bytes": self.total_bytes,
         }
 
@@ -93,8 +103,7 @@ def graph_bucket(batch: int) -> int:
     return batch
 
 
-def tokens_per_request(spec: str, num_steps: int | None = None, topk: int = 1,
-                       draft_tokens: int | None = None) -> int:
+def tokens_per_request(spec: str, num_steps: int | None = None, topk: int = 1, draft_tokens: int | None = None) -> int:
     """Tokens one request contributes to a verify step under SGLang's rules.
 
     EAGLE / EAGLE-3 chain (topk 1) with num_steps k verifies k + 1 tokens; NGRAM always verifies
@@ -128,8 +137,9 @@ def step_tokens(phase: str, batch: int = 1, per_request: int = 1, pad_to_graph_b
     return padded * per_request
 
 
-def build_step_plan(model: ModelShape, tp: int, tokens: int, phase: str = "verify",
-                    dtype: str | None = None) -> StepPlan:
+def build_step_plan(
+    model: ModelShape, tp: int, tokens: int, phase: str = "verify", dtype: str | None = None
+) -> StepPlan:
     """Every collective of one forward pass over `tokens` tokens, in the order the engine issues them."""
     if tp < 1:
         raise UsageError(f"tensor parallel degree must be >= 1, got {tp}")
@@ -148,8 +158,9 @@ def build_step_plan(model: ModelShape, tp: int, tokens: int, phase: str = "verif
     ops: list[CollectiveOp] = []
 
     def add(site: str, collective: str, shape, input_shape, nbytes: int, rmsnorm_after: bool) -> None:
-        ops.append(CollectiveOp(len(ops), site, collective, tuple(shape), tuple(input_shape), dtype,
-                                nbytes, rmsnorm_after))
+        ops.append(
+            CollectiveOp(len(ops), site, collective, tuple(shape), tuple(input_shape), dtype, nbytes, rmsnorm_after)
+        )
 
     # The embedding's all-reduce feeds layer 0's input RMSNorm, which has no residual yet: not fusable.
     add("embed", "all_reduce", hidden, hidden, hidden_bytes, False)

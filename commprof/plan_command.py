@@ -19,9 +19,11 @@ def human_bytes(n: int) -> str:
 
 def format_plan(plan: StepPlan) -> str:
     """The plan as an aligned text table: every op in order, then totals per collective."""
-    lines = [f"# {plan.model.name}: {plan.phase} step, TP {plan.tp}, T = {plan.tokens}, {plan.model.dtype} "
-             f"({plan.model.num_layers} layers, hidden {plan.model.hidden_size}, vocab {plan.model.vocab_size})",
-             f"{'#':>4}  {'site':<16} {'collective':<11} {'shape':<16} {'bytes':>10}"]
+    lines = [
+        f"# {plan.model.name}: {plan.phase} step, TP {plan.tp}, T = {plan.tokens}, {plan.model.dtype} "
+        f"({plan.model.num_layers} layers, hidden {plan.model.hidden_size}, vocab {plan.model.vocab_size})",
+        f"{'#':>4}  {'site':<16} {'collective':<11} {'shape':<16} {'bytes':>10}",
+    ]
     for op in plan.ops:
         shape = "[" + ", ".join(map(str, op.shape)) + "]"
         lines.append(f"{op.index:>4}  {op.site:<16} {op.collective:<11} {shape:<16} {op.bytes:>10}")
@@ -37,17 +39,26 @@ def format_plan(plan: StepPlan) -> str:
 @click.command(help="Print the ordered collective schedule of one step (what the sweep replays).")
 @click.option("--model", default="kimi-k2.5", show_default=True, help="Preset name or path to a config.json.")
 @click.option("--tp", type=int, default=8, show_default=True, help="Tensor parallel degree.")
-@click.option("--tokens", type=int, default=None,
-              help="Tokens per request in the step (verify: T per request; decode: 1). Default: from --spec, else 1.")
+@click.option(
+    "--tokens",
+    type=int,
+    default=None,
+    help="Tokens per request in the step (verify: T per request; decode: 1). Default: from --spec, else 1.",
+)
 @click.option("--batch", type=int, default=1, show_default=True, help="Requests in the batch.")
 @click.option("--phase", type=click.Choice(PHASES), default="verify", show_default=True)
-@click.option("--spec", "spec_method", type=click.Choice(SPEC_METHODS), default=None,
-              help="Derive tokens per request from a speculative method (SGLang's rules).")
+@click.option(
+    "--spec",
+    "spec_method",
+    type=click.Choice(SPEC_METHODS),
+    default=None,
+    help="Derive tokens per request from a speculative method (SGLang's rules).",
+)
 @click.option("--num-steps", type=int, default=None, help="EAGLE draft steps (T = steps + 1).")
 @click.option("--draft-tokens", type=int, default=None, help="NGRAM draft tokens (default 12).")
 @click.option("--pad-to-graph-bucket", is_flag=True, help="Pad the batch to SGLang's CUDA-graph bucket.")
 @click.option("--dtype", default=None, help="Activation dtype (default: the model's).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: an object with an \"ops\" list.")
+@click.option("--json", "as_json", is_flag=True, help='Print JSON: an object with an "ops" list.')
 def plan(model, tp, tokens, batch, phase, spec_method, num_steps, draft_tokens, pad_to_graph_bucket, dtype, as_json):
     from commprof.models import normalize_dtype
 

@@ -10,9 +10,10 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from commprof.errors import UsageError
 
@@ -26,14 +27,14 @@ MODES = ("eager", "graph")
 
 # Trial outcomes. "ok" is the only one whose numbers are a tuning result.
 STATUSES = (
-    "ok",              # measured and verified
-    "wrong",           # ran, but results differ from the exact reduction (eager)
+    "ok",  # measured and verified
+    "wrong",  # ran, but results differ from the exact reduction (eager)
     "capture_failed",  # CUDA-graph capture raised
-    "replay_wrong",    # graph replay gave results that differ from the exact reduction
-    "timeout",         # killed after the point's time limit, on every rank
-    "crashed",         # a worker died: signal, abort or non-zero exit
-    "unsupported",     # the implementation or mode does not apply here; message says why
-    "error",           # a Python exception in the trial; message has it
+    "replay_wrong",  # graph replay gave results that differ from the exact reduction
+    "timeout",  # killed after the point's time limit, on every rank
+    "crashed",  # a worker died: signal, abort or non-zero exit
+    "unsupported",  # the implementation or mode does not apply here; message says why
+    "error",  # a Python exception in the trial; message has it
 )
 
 
@@ -93,14 +94,15 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError:
             if number == len(lines):
-                warnings.warn(f"{path}:{number}: truncated last line skipped (the run was interrupted)",
-                              stacklevel=3)
+                warnings.warn(f"{path}:{number}: truncated last line skipped (the run was interrupted)", stacklevel=3)
                 continue
             raise UsageError(f"{path}:{number}: not a JSON record") from None
         version = record.get("schema") if isinstance(record, dict) else None
         if version != SCHEMA_VERSION:
-            raise UsageError(f"{path}:{number}: results schema version {version!r}, this commprof reads "
-                             f"version {SCHEMA_VERSION}; re-run or use the commprof version that wrote it")
+            raise UsageError(
+                f"{path}:{number}: results schema version {version!r}, this commprof reads "
+                f"version {SCHEMA_VERSION}; re-run or use the commprof version that wrote it"
+            )
         yield record
 
 

@@ -62,12 +62,17 @@ def gpu_inventory() -> list[dict[str, Any]]:
     gpus = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
-        gpus.append({
-            "index": index, "name": props.name, "compute_capability": f"{props.major}.{props.minor}",
-            "memory_gib": round(props.total_memory / 2**30, 1),
-            "pci_bus_id": f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-            if hasattr(props, "pci_bus_id") else None,
-        })
+        gpus.append(
+            {
+                "index": index,
+                "name": props.name,
+                "compute_capability": f"{props.major}.{props.minor}",
+                "memory_gib": round(props.total_memory / 2**30, 1),
+                "pci_bus_id": f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+                if hasattr(props, "pci_bus_id")
+                else None,
+            }
+        )
     return gpus
 
 

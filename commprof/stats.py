@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 STAT_FIELDS = ("n", "min", "median", "mean", "p90", "p99", "cv")
 
@@ -27,8 +27,13 @@ def summarize(samples: Sequence[float]) -> dict[str, float]:
     mean = sum(values) / n
     std = math.sqrt(sum((v - mean) ** 2 for v in values) / n)
     return {
-        "n": n, "min": values[0], "median": percentile(values, 50), "mean": mean,
-        "p90": percentile(values, 90), "p99": percentile(values, 99), "cv": std / mean if mean else 0.0,
+        "n": n,
+        "min": values[0],
+        "median": percentile(values, 50),
+        "mean": mean,
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "cv": std / mean if mean else 0.0,
     }
 
 

@@ -19,16 +19,30 @@ import click
 # nvmlDeviceGetTopologyCommonAncestor answers (NVML_TOPOLOGY_*), named as `nvidia-smi topo -m` names them.
 LEVEL_NAMES = {0: "BRD", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 # NVML_P2P_STATUS_*, in order.
-P2P_STATUS_NAMES = ["ok", "chipset_not_supported", "gpu_not_supported", "topology_not_supported",
-                    "disabled_by_regkey", "not_supported", "unknown"]
+P2P_STATUS_NAMES = [
+    "ok",
+    "chipset_not_supported",
+    "gpu_not_supported",
+    "topology_not_supported",
+    "disabled_by_regkey",
+    "not_supported",
+    "unknown",
+]
 # NVML_P2P_CAPS_INDEX_*.
 P2P_CAPS = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3}
 
 
 def probe_topology(nvml: Any = None) -> dict[str, Any]:
     """The machine's GPU topology as a dict; `nvml` replaces the pynvml module (tests pass a fake)."""
-    topology: dict[str, Any] = {"source": None, "reason": None, "host": describe_host(),
-                                "driver_version": None, "cuda_driver_version": None, "gpus": [], "pairs": []}
+    topology: dict[str, Any] = {
+        "source": None,
+        "reason": None,
+        "host": describe_host(),
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "gpus": [],
+        "pairs": [],
+    }
     if nvml is None:
         try:
             nvml = importlib.import_module("pynvml")
@@ -49,8 +63,9 @@ def probe_topology(nvml: Any = None) -> dict[str, Any]:
         if not handles:
             topology["reason"] = "no GPU: the NVIDIA driver is loaded but reports 0 devices"
         topology["gpus"] = [_gpu(nvml, i, h) for i, h in enumerate(handles)]
-        topology["pairs"] = [_pair(nvml, handles, a, b)
-                             for a in range(len(handles)) for b in range(a + 1, len(handles))]
+        topology["pairs"] = [
+            _pair(nvml, handles, a, b) for a in range(len(handles)) for b in range(a + 1, len(handles))
+        ]
     finally:
         nvml_answer(nvml.nvmlShutdown)
     return topology
@@ -65,8 +80,10 @@ def p2p_all_pairs(topology: dict[str, Any]) -> tuple[bool | None, str]:
         return None, "P2P status not probed for every pair"
     bad = [p for p in pairs if p["p2p"].get("read") != "ok" or p["p2p"].get("write") != "ok"]
     if bad:
-        shown = ", ".join(f"GPU{p['gpus'][0]}-GPU{p['gpus'][1]} (read {p['p2p'].get('read')}, "
-                          f"write {p['p2p'].get('write')})" for p in bad[:4])
+        shown = ", ".join(
+            f"GPU{p['gpus'][0]}-GPU{p['gpus'][1]} (read {p['p2p'].get('read')}, write {p['p2p'].get('write')})"
+            for p in bad[:4]
+        )
         more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
         return False, f"NVML: no P2P between {shown}{more}"
     return True, f"NVML: P2P read and write OK between all {len(pairs)} GPU pairs"
@@ -177,7 +194,7 @@ def _sysfs_numa_node(bus_id: str) -> int | None:
 
 
 def normalize_bus_id(bus_id: str) -> str:
-    """"00000000:06:00.0" (NVML), "0000:06:00.0" (sysfs) and "06:00.0" (lspci) all become "0000:06:00.0"."""
+    """ "00000000:06:00.0" (NVML), "0000:06:00.0" (sysfs) and "06:00.0" (lspci) all become "0000:06:00.0"."""
     bus_id = bus_id.strip().lower()
     parts = bus_id.split(":")
     domain = parts[0][-4:] if len(parts) == 3 else "0000"
@@ -199,9 +216,11 @@ def as_text(value) -> str | None:
 def format_topology(topology: dict[str, Any]) -> str:
     """The probe as a person reads it: host, GPU table, path-level matrix, P2P matrix."""
     host = topology["host"]
-    lines = [f"host {host.get('hostname')}: {host.get('cpu_model') or 'unknown CPU'}, "
-             f"{host.get('logical_cpus')} logical CPUs, {host.get('sockets') or '?'} socket(s), "
-             f"{len(host.get('numa_nodes') or []) or '?'} NUMA node(s)"]
+    lines = [
+        f"host {host.get('hostname')}: {host.get('cpu_model') or 'unknown CPU'}, "
+        f"{host.get('logical_cpus')} logical CPUs, {host.get('sockets') or '?'} socket(s), "
+        f"{len(host.get('numa_nodes') or []) or '?'} NUMA node(s)"
+    ]
     for node in host.get("numa_nodes") or []:
         lines.append(f"  NUMA {node['node']}: CPUs {node['cpus']}")
     gpus = topology["gpus"]
@@ -213,8 +232,10 @@ def format_topology(topology: dict[str, Any]) -> str:
     for g in gpus:
         p = g["pcie"]
         link = f"Gen{p['gen_current']}x{p['width_current']}/Gen{p['gen_max']}x{p['width_max']}"
-        lines.append(f"{g['index']:>3}  {str(g['name'])[:44]:<44} {str(g['pci_bus_id']):<13} "
-                     f"{str(g['compute_capability']):>4}  {link:<14} {str(g['numa_node']):>4}  {g['cpu_affinity']}")
+        lines.append(
+            f"{g['index']:>3}  {str(g['name'])[:44]:<44} {str(g['pci_bus_id']):<13} "
+            f"{str(g['compute_capability']):>4}  {link:<14} {str(g['numa_node']):>4}  {g['cpu_affinity']}"
+        )
     level = {tuple(p["gpus"]): p for p in topology["pairs"]}
     lines.append("")
     lines.append("path level (P2P read/write: ok, - = not supported)")

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from commprof.models import ModelShape
 
@@ -21,8 +22,8 @@ class TrialRequest:
     """Everything a worker needs; JSON-able so the fork server can pass it through a pipe."""
 
     run_id: str
-    point: dict[str, Any]          # SweepPoint.to_dict()
-    model: dict[str, Any]          # ModelShape.to_dict()
+    point: dict[str, Any]  # SweepPoint.to_dict()
+    model: dict[str, Any]  # ModelShape.to_dict()
     tp: int
     tokens: list[int]
     phase: str
@@ -32,7 +33,7 @@ class TrialRequest:
     backend: str
     rank: int
     world_size: int
-    device_index: int               # the CUDA device this rank uses (ranks may share one, see --share-gpus)
+    device_index: int  # the CUDA device this rank uses (ranks may share one, see --share-gpus)
     store_host: str
     store_port: int
     store_prefix: str
@@ -44,7 +45,7 @@ class TrialRequest:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> "TrialRequest":
+    def from_json(cls, text: str) -> TrialRequest:
         return cls(**json.loads(text))
 
 
@@ -52,8 +53,9 @@ def _entry(tokens: int, mode: str, status: str, message: str | None = None, **ex
     return {"tokens": tokens, "mode": mode, "status": status, "message": message, **extra}
 
 
-def _agree(store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float,
-                   key: str = "support") -> str | None:
+def _agree(
+    store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float, key: str = "support"
+) -> str | None:
     """Share each rank's verdict through the store; the first refusal (by rank) applies to all ranks."""
     from commprof.harness import gather_via_store
 
@@ -84,23 +86,35 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
         device = torch.device("cuda", request.device_index)
         torch.cuda.set_device(device)
     timeout = timedelta(seconds=request.timeout_s)
-    store = dist.PrefixStore(request.store_prefix,
-                             dist.TCPStore(request.store_host, request.store_port, is_master=False, timeout=timeout))
+    store = dist.PrefixStore(
+        request.store_prefix, dist.TCPStore(request.store_host, request.store_port, is_master=False, timeout=timeout)
+    )
 
     impl_cls = load_impl(impl_name)
-    ctx = build_impl_context(request.backend, request.world_size, request.dtype, tuple(request.tokens),
-                             model.hidden_size, point.get("options", {}))
+    ctx = build_impl_context(
+        request.backend,
+        request.world_size,
+        request.dtype,
+        tuple(request.tokens),
+        model.hidden_size,
+        point.get("options", {}),
+    )
     support = impl_cls.support(ctx)
-    refusal = _agree(store, request.rank, request.world_size, (support.ok, support.reason),
-                             request.timeout_s)
+    refusal = _agree(store, request.rank, request.world_size, (support.ok, support.reason), request.timeout_s)
     if refusal is not None:
         for t in request.tokens:
             for m in request.modes:
                 emit(_entry(t, m, "unsupported", refusal))
         return
 
-    dist.init_process_group(request.backend, store=store, rank=request.rank, world_size=request.world_size,
-                            timeout=timeout, **({"device_id": device} if device.type == "cuda" else {}))
+    dist.init_process_group(
+        request.backend,
+        store=store,
+        rank=request.rank,
+        world_size=request.world_size,
+        timeout=timeout,
+        **({"device_id": device} if device.type == "cuda" else {}),
+    )
     group = dist.group.WORLD
     plans = {t: build_step_plan(model, request.tp, t, request.phase, request.dtype) for t in request.tokens}
     impl = None
@@ -112,8 +126,14 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
     except Exception as exc:  # a kernel library refusing this box is a result, not a crash
         setup_error = f"{impl_name} setup failed: {type(exc).__name__}: {exc}"[:2000]
     # Peers of a rank whose setup failed would wait in setup collectives forever: agree first, via the store.
-    refusal = _agree(store, request.rank, request.world_size, (setup_error is None, setup_error or ""),
-                             request.timeout_s, key="setup")
+    refusal = _agree(
+        store,
+        request.rank,
+        request.world_size,
+        (setup_error is None, setup_error or ""),
+        request.timeout_s,
+        key="setup",
+    )
     if refusal is not None:
         for t in request.tokens:
             for m in request.modes:
@@ -126,8 +146,9 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
         dist.destroy_process_group()
 
 
-def _replay_all(request: TrialRequest, impl, impl_cls, ctx, plans, group, device,
-                emit: Callable[[dict[str, Any]], None]) -> None:
+def _replay_all(
+    request: TrialRequest, impl, impl_cls, ctx, plans, group, device, emit: Callable[[dict[str, Any]], None]
+) -> None:
     """Eager mode for every T first, then graph mode: a failed capture can leave the communicator unusable,
     so after one, the remaining captures are not attempted and the eager numbers are already safe."""
     from commprof.harness import ReplayConfig, StepReplay, replay_mode
@@ -149,8 +170,15 @@ def _replay_all(request: TrialRequest, impl, impl_cls, ctx, plans, group, device
                 continue
             started = time.perf_counter()
             result = replay_mode(replay, mode).to_dict()
-            emit(_entry(tokens, **result, fused_rmsnorm=impl.fuses_rmsnorm, impl_detail=impl.detail(),
-                        measure_s=round(time.perf_counter() - started, 4)))
+            emit(
+                _entry(
+                    tokens,
+                    **result,
+                    fused_rmsnorm=impl.fuses_rmsnorm,
+                    impl_detail=impl.detail(),
+                    measure_s=round(time.perf_counter() - started, 4),
+                )
+            )
             if result["status"] in ("capture_failed", "error"):
                 broken = f"{mode} mode at T={tokens} ended {result['status']}; the communicator may be unusable"
 
@@ -161,6 +189,7 @@ def worker_main(request: TrialRequest) -> int:
     Entries are flushed one by one, so a worker that later hangs or dies leaves what it finished.
     """
     with open(request.result_path, "a", encoding="utf-8") as out:
+
         def emit(entry: dict[str, Any]) -> None:
             out.write(json.dumps(entry) + "\n")
             out.flush()

@@ -33,6 +33,7 @@ class FakeNvml:
             if answer is None:
                 raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
             return answer(*args)
+
         return call
 
     def _nvmlInit(self):

@@ -17,8 +17,9 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 def tiny_model(tmp_path: Path, layers: int = 3, hidden: int = 64, vocab: int = 256) -> Path:
     path = tmp_path / "tiny" / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"num_hidden_layers": layers, "hidden_size": hidden, "vocab_size": vocab,
-                                "torch_dtype": "bfloat16"}))
+    path.write_text(
+        json.dumps({"num_hidden_layers": layers, "hidden_size": hidden, "vocab_size": vocab, "torch_dtype": "bfloat16"})
+    )
     return path
 
 
@@ -35,14 +36,14 @@ def torchrun_args(nproc: int, *args: str, nnodes: int = 1, node_rank: int = 0, p
     if nnodes == 1:
         launch += ["--standalone"] if port is None else ["--master-addr=127.0.0.1", f"--master-port={port}"]
     else:
-        launch += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--master-addr=127.0.0.1",
-                   f"--master-port={port}"]
+        launch += [f"--nnodes={nnodes}", f"--node-rank={node_rank}", "--master-addr=127.0.0.1", f"--master-port={port}"]
     return [*TORCHRUN, *launch, "-m", "commprof.allreduce_sweep", *args]
 
 
 def run_sweep(nproc: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    return subprocess.run(torchrun_args(nproc, *args), capture_output=True, text=True, timeout=timeout,
-                          env=sweep_env(), cwd=REPO)
+    return subprocess.run(
+        torchrun_args(nproc, *args), capture_output=True, text=True, timeout=timeout, env=sweep_env(), cwd=REPO
+    )
 
 
 def only_run_dir(out: Path) -> Path:

@@ -17,8 +17,16 @@ def test_plan_json_matches_issue_contract():
     plan = json.loads(out.stdout)
     ops = plan["ops"]
     assert len(ops) == 124 and plan["all_reduce"] == 123 and plan["all_gather"] == 1
-    assert ops[25] == {"index": 25, "site": "layer.12.attn", "collective": "all_reduce", "shape": [4, 7168],
-                       "input_shape": [4, 7168], "dtype": "bfloat16", "bytes": 57344, "rmsnorm_after": True}
+    assert ops[25] == {
+        "index": 25,
+        "site": "layer.12.attn",
+        "collective": "all_reduce",
+        "shape": [4, 7168],
+        "input_shape": [4, 7168],
+        "dtype": "bfloat16",
+        "bytes": 57344,
+        "rmsnorm_after": True,
+    }
     assert ops[-1]["collective"] == "all_gather" and ops[-1]["shape"] == [4, 163840]
     assert plan["total_bytes"] == 123 * 57344 + 4 * 163840 * 2
 
@@ -35,12 +43,15 @@ def test_plan_from_speculative_method():
     assert json.loads(out.stdout)["tokens"] == 4
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("--model", "nope"), "known presets"),
-    (("--tokens", "0"), "tokens must be >= 1"),
-    (("--tp", "0"), "tensor parallel degree"),
-    (("--model", "/nonexistent/config.json"), "not found"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("--model", "nope"), "known presets"),
+        (("--tokens", "0"), "tokens must be >= 1"),
+        (("--tp", "0"), "tensor parallel degree"),
+        (("--model", "/nonexistent/config.json"), "not found"),
+    ],
+)
 def test_bad_input_is_one_line(args, needle):
     out = commprof("plan", *args)
     assert out.returncode == 2

@@ -11,7 +11,13 @@ import pytest
 from commprof.cli import main
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.model import (
-    default_protocols, estimate, nccl_prior, params_from_toml, params_to_toml, predict, trimmed_channels,
+    default_protocols,
+    estimate,
+    nccl_prior,
+    params_from_toml,
+    params_to_toml,
+    predict,
+    trimmed_channels,
 )
 from commprof.costmodel.nccl_tests import parse_text
 from commprof.errors import UsageError
@@ -42,8 +48,10 @@ def test_ring_simple_and_tree_by_hand_and_the_pick():
     assert tree.time_us == pytest.approx(8.4 + 14 * 4.0 + MB / (1000 * 22.08 * 0.5 * 0.5))
     picked = predict(pcie_prior(), "all_reduce", MB, 8)
     assert (picked.algo, picked.proto) == ("ring", "Simple")
-    assert (predict(pcie_prior(), "all_reduce", 16384, 8).algo, predict(pcie_prior(), "all_reduce", 16384, 8).proto) \
-        == ("ring", "LL")
+    assert (
+        predict(pcie_prior(), "all_reduce", 16384, 8).algo,
+        predict(pcie_prior(), "all_reduce", 16384, 8).proto,
+    ) == ("ring", "LL")
 
 
 def test_per_op_trimming():
@@ -68,9 +76,14 @@ def test_protocols_and_nvls_follow_the_link():
 
 
 def test_calibration_toml_round_trip_and_errors(tmp_path):
-    params = replace(pcie_prior(), overhead_us=3.5, channel_bw_gbps=7.25, hop_us={"LL": 2.0, "LL128": 2.5,
-                                                                                 "Simple": 6.0},
-                     nccl_bw_gbps=12.0, fit={"samples": 9, "protocols": ["LL", "Simple"]})
+    params = replace(
+        pcie_prior(),
+        overhead_us=3.5,
+        channel_bw_gbps=7.25,
+        hop_us={"LL": 2.0, "LL128": 2.5, "Simple": 6.0},
+        nccl_bw_gbps=12.0,
+        fit={"samples": 9, "protocols": ["LL", "Simple"]},
+    )
     text = params_to_toml(params, "a header")
     assert text.startswith("# a header\n")
     back = params_from_toml(text, "model.toml")
@@ -90,10 +103,18 @@ def test_nelder_mead_finds_a_minimum():
 
 
 def test_calibration_recovers_known_parameters():
-    truth = replace(pcie_prior(), overhead_us=12.0, channel_bw_gbps=7.0,
-                    hop_us={"LL": 2.0, "LL128": 2.5, "Simple": 9.0}, nccl_bw_gbps=12.0)
-    samples = [fitting.Sample("synthetic", "all_reduce", size, ranks, predict(truth, "all_reduce", size, ranks).time_us)
-               for ranks in (2, 4, 8) for size in (1 << k for k in range(10, 25))]
+    truth = replace(
+        pcie_prior(),
+        overhead_us=12.0,
+        channel_bw_gbps=7.0,
+        hop_us={"LL": 2.0, "LL128": 2.5, "Simple": 9.0},
+        nccl_bw_gbps=12.0,
+    )
+    samples = [
+        fitting.Sample("synthetic", "all_reduce", size, ranks, predict(truth, "all_reduce", size, ranks).time_us)
+        for ranks in (2, 4, 8)
+        for size in (1 << k for k in range(10, 25))
+    ]
     fitted = fitting.fit(samples, pcie_prior(), ridge=1e-6)
     assert fitted.overhead_us == pytest.approx(12.0, rel=0.05)
     assert fitted.channel_bw_gbps == pytest.approx(7.0, rel=0.05)
@@ -106,8 +127,11 @@ def test_calibration_recovers_known_parameters():
 
 def _real_samples():
     (run,) = parse_text(LOG_8GPU.read_text(), str(LOG_8GPU)).runs
-    return [fitting.Sample("charlie0129 x8", "all_reduce", row.bytes, 8, values["time_us"])
-            for row in run.rows for values in row.places.values()]
+    return [
+        fitting.Sample("charlie0129 x8", "all_reduce", row.bytes, 8, values["time_us"])
+        for row in run.rows
+        for values in row.places.values()
+    ]
 
 
 def test_holdout_on_the_real_8gpu_log_meets_the_target():
@@ -128,8 +152,7 @@ def test_calibrate_command(tmp_path, capsys):
     (run_dir,) = tmp_path.iterdir()
     capsys.readouterr()
     out = tmp_path / "model.toml"
-    assert main(["calibrate", str(run_dir), "--topology", "pcie-dual-socket-shm", "--out", str(out),
-                 "--holdout"]) == 0
+    assert main(["calibrate", str(run_dir), "--topology", "pcie-dual-socket-shm", "--out", str(out), "--holdout"]) == 0
     printed = capsys.readouterr().out
     assert "pass" in printed and "fit error per size band" in printed
     params = params_from_toml(out.read_text(), str(out))
@@ -142,16 +165,35 @@ def test_samples_from_measured_step_records():
     from commprof.costmodel.topology import load_topology
 
     topology = load_topology("pcie-dual-socket-shm")
-    step = {"kind": "step", "source": "measured", "status": "ok", "mode": "eager", "world_size": 8, "tokens": 4,
-            "run_id": "r", "point_id": "p000", "point": {"label": "defaults", "impl": "default", "env": {}},
-            "op_us": {"sites": ["embed", "layer.0.attn", "layer.0.mlp", "logits"],
-                      "bytes": [57344, 57344, 57344, 1048576], "median": [40.0, 44.0, 46.0, 300.0]}}
-    forced = {**step, "point_id": "p004", "point": {"label": "LL128", "impl": "default",
-                                                    "env": {"NCCL_PROTO": "LL128"}}}
+    step = {
+        "kind": "step",
+        "source": "measured",
+        "status": "ok",
+        "mode": "eager",
+        "world_size": 8,
+        "tokens": 4,
+        "run_id": "r",
+        "point_id": "p000",
+        "point": {"label": "defaults", "impl": "default", "env": {}},
+        "op_us": {
+            "sites": ["embed", "layer.0.attn", "layer.0.mlp", "logits"],
+            "bytes": [57344, 57344, 57344, 1048576],
+            "median": [40.0, 44.0, 46.0, 300.0],
+        },
+    }
+    forced = {
+        **step,
+        "point_id": "p004",
+        "point": {"label": "LL128", "impl": "default", "env": {"NCCL_PROTO": "LL128"}},
+    }
     graph = {**step, "mode": "graph", "op_us": None}
     other = {**step, "point": {"label": "fi", "impl": "flashinfer-pcie-ipc", "env": {}}}
-    samples, notes = fitting.samples_from_records([step, forced, graph, other], fitting.nccl_constraints(topology, "shm"))
-    assert [(s.collective, s.bytes, s.time_us) for s in samples] == [("all_gather", 1048576, 300.0),
-                                                                     ("all_reduce", 57344, 44.0)]
+    samples, notes = fitting.samples_from_records(
+        [step, forced, graph, other], fitting.nccl_constraints(topology, "shm")
+    )
+    assert [(s.collective, s.bytes, s.time_us) for s in samples] == [
+        ("all_gather", 1048576, 300.0),
+        ("all_reduce", 57344, 44.0),
+    ]
     assert samples[1].protos == ("LL", "Simple") and samples[1].ranks == 8
     assert len(notes) == 2  # the forced-LL128 point and the FlashInfer point are named as skipped

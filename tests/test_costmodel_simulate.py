@@ -11,7 +11,7 @@ import pytest
 from commprof.cli import main
 from commprof.costmodel.model import params_to_toml
 from commprof.costmodel.simulate import nccl_setting, parse_nccl_list, simulate_sweep
-from commprof.costmodel.topology import load_topology, link_for, preset_names, topology_from_dict
+from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
 from commprof.errors import UsageError
 from commprof.records import read_records
 from commprof.sweep.config import load_sweep
@@ -58,9 +58,18 @@ def test_every_preset_loads_and_states_its_sources():
 
 
 def test_topology_validation_names_file_and_key():
-    data = {"name": "x", "description": "d", "gpus": 8, "compute_capability": 9.0, "gpu_path": "PXB",
-            "p2p_supported": True, "launch_overhead_us": 4.0, "assumptions": "a", "sources": ["s"],
-            "links": {"pci": {"channels": 2, "channel_bw_gbps": 24.0}}}
+    data = {
+        "name": "x",
+        "description": "d",
+        "gpus": 8,
+        "compute_capability": 9.0,
+        "gpu_path": "PXB",
+        "p2p_supported": True,
+        "launch_overhead_us": 4.0,
+        "assumptions": "a",
+        "sources": ["s"],
+        "links": {"pci": {"channels": 2, "channel_bw_gbps": 24.0}},
+    }
     topology_from_dict(data, "ok.toml")
     with pytest.raises(UsageError, match=r"t.toml: links.pci.channels must be > 0"):
         topology_from_dict({**data, "links": {"pci": {"channels": 0, "channel_bw_gbps": 1.0}}}, "t.toml")
@@ -92,7 +101,10 @@ def test_p2p_variables_choose_the_transport():
 def test_nccl_list_syntax():
     algos = {"ring": "ring", "tree": "tree", "nvls": "nvls", "pat": None}
     assert parse_nccl_list("allreduce:tree", algos, "NCCL_ALGO") == {
-        "all_reduce": {"tree"}, "all_gather": None, "reduce_scatter": None}
+        "all_reduce": {"tree"},
+        "all_gather": None,
+        "reduce_scatter": None,
+    }
     assert parse_nccl_list("ring;allreduce:tree", algos, "NCCL_ALGO")["all_gather"] == {"ring"}
     assert parse_nccl_list("^tree", algos, "NCCL_ALGO")["all_reduce"] == {"ring", "nvls"}
     with pytest.raises(UsageError, match="unrecognized element 'bogus'"):
@@ -103,8 +115,9 @@ def test_nccl_list_syntax():
 
 def test_settings_from_environment():
     gen5 = load_topology("pcie-gen5-switch-p2p")
-    setting = nccl_setting(gen5, {"NCCL_PROTO": "LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4",
-                                  "NCCL_BUFFSIZE": "1048576"})
+    setting = nccl_setting(
+        gen5, {"NCCL_PROTO": "LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4", "NCCL_BUFFSIZE": "1048576"}
+    )
     assert setting.protos["all_reduce"] == ("LL128",) and setting.min_channels == 4 == setting.max_channels
     assert any("corrupt" in note for note in setting.notes)
     assert any("not modelled" in note and "NCCL_BUFFSIZE" in note for note in setting.notes)
@@ -117,8 +130,12 @@ def test_simulate_records(sweep_file):
     assert len(records) == len(spec.points) * 2 * 2  # T = 1, 16; eager and graph
     by = {(r["point"]["label"], r["tokens"], r["mode"]): r for r in records}
     base = by[("defaults", 1, "eager")]
-    assert (base["kind"], base["source"], base["calibration"], base["timing"]) == ("step", "model", "nccl-prior",
-                                                                                     "model")
+    assert (base["kind"], base["source"], base["calibration"], base["timing"]) == (
+        "step",
+        "model",
+        "nccl-prior",
+        "model",
+    )
     assert base["status"] == "ok" and base["world_size"] == 8 and base["point_id"] == "p000"
     ops = base["op_us"]
     assert len(ops["median"]) == base["plan"]["all_reduce"] + base["plan"]["all_gather"]
@@ -139,13 +156,26 @@ def test_simulate_records(sweep_file):
 
 def test_simulate_command_with_calibration_and_report(sweep_file, tmp_path, capsys):
     dual = load_topology("pcie-dual-socket-shm")
-    calibrated = replace(dual.prior("shm"), overhead_us=20.0, source="fitted.toml",
-                         fit={"protocols": ["LL", "Simple"]})
+    calibrated = replace(dual.prior("shm"), overhead_us=20.0, source="fitted.toml", fit={"protocols": ["LL", "Simple"]})
     model_toml = tmp_path / "fitted.toml"
     model_toml.write_text(params_to_toml(calibrated))
     out = tmp_path / "runs"
-    assert main(["simulate", "--topology", "pcie-dual-socket-shm", "--sweep", str(sweep_file), "--out", str(out),
-                 "--calibration", str(model_toml)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--topology",
+                "pcie-dual-socket-shm",
+                "--sweep",
+                str(sweep_file),
+                "--out",
+                str(out),
+                "--calibration",
+                str(model_toml),
+            ]
+        )
+        == 0
+    )
     assert "SIMULATED" in capsys.readouterr().out
     (run_dir,) = out.iterdir()
     assert run_dir.name.endswith("-sim-test-sim-pcie-dual-socket-shm")

@@ -22,21 +22,21 @@ def verdicts():
 
 
 def test_real_bundle_gives_the_documented_verdicts(verdicts):
-    assert verdicts["iommu"].status == "ok"            # amd_iommu=off iommu=off
+    assert verdicts["iommu"].status == "ok"  # amd_iommu=off iommu=off
     assert "amd_iommu=off iommu=off" in verdicts["iommu"].evidence[0]
-    assert verdicts["acs"].status == "ok"              # ACS request redirect cleared
+    assert verdicts["acs"].status == "ok"  # ACS request redirect cleared
     assert "12 ACS-capable bridges above 8 GPUs" in verdicts["acs"].detail
-    assert verdicts["numa"].status == "warn"           # TP 8 spans two sockets
+    assert verdicts["numa"].status == "warn"  # TP 8 spans two sockets
     assert "spans two sockets" in verdicts["numa"].detail and "GPU 4-7 on NUMA 1" in verdicts["numa"].detail
-    link = verdicts["pcie-link"]                       # Gen1 while idle: not a fail, measure under load
+    link = verdicts["pcie-link"]  # Gen1 while idle: not a fail, measure under load
     assert link.status == "warn" and "measure under load" in link.detail
     assert "Gen1 x16 of Gen5 x16 idle" in link.evidence[0]
-    assert verdicts["bar1"].status == "ok"             # BAR1 131072 MiB >= VRAM 97887 MiB
+    assert verdicts["bar1"].status == "ok"  # BAR1 131072 MiB >= VRAM 97887 MiB
     assert "BAR1 131072 MiB, VRAM 97887 MiB" in verdicts["bar1"].evidence[0]
 
 
 def test_real_bundle_other_verdicts(verdicts):
-    assert verdicts["pcie-errors"].status == "ok"      # the AdvNonFatalErr bits are on devices not above GPUs
+    assert verdicts["pcie-errors"].status == "ok"  # the AdvNonFatalErr bits are on devices not above GPUs
     assert verdicts["nccl"].status == "warn" and "PXB" in verdicts["nccl"].detail
     assert "NCCL_P2P_LEVEL=SYS" in verdicts["nccl"].fix
     assert verdicts["clocks"].status == "warn" and "not locked" in verdicts["clocks"].detail
@@ -75,8 +75,10 @@ def test_bad_flags_are_one_line_usage_errors(tmp_path):
 
 def test_failing_bundle_exits_1(tmp_path):
     (tmp_path / "cmdline").write_text("BOOT_IMAGE=/vmlinuz ro intel_iommu=on")
-    (tmp_path / "dmesg.log").write_text("[ 9.1] DMAR: DRHD: handling fault status reg 2\n"
-                                        "[ 9.1] DMAR: [DMA Read NO_PASID] Request device [43:00.0] fault addr 0x0\n")
+    (tmp_path / "dmesg.log").write_text(
+        "[ 9.1] DMAR: DRHD: handling fault status reg 2\n"
+        "[ 9.1] DMAR: [DMA Read NO_PASID] Request device [43:00.0] fault addr 0x0\n"
+    )
     result = CliRunner().invoke(doctor, ["--from", str(tmp_path)])
     assert result.exit_code == 1
     assert "fail    iommu" in result.output and "iommu=pt" in result.output

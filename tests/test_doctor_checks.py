@@ -35,15 +35,25 @@ def fixture(name):
 
 
 def gpu_topology(n=2, level="SYS", p2p="ok", vendor="GenuineIntel"):
-    gpus = [{"index": i, "pci_bus_id": f"0000:{0x43 + i:02x}:00.0", "name": "GPU", "numa_node": i * 2 // n,
-             "cpu_affinity": None, "pcie": {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16}}
-            for i in range(n)]
-    pairs = [{"gpus": [a, b], "level": level, "p2p": {"read": p2p, "write": p2p}}
-             for a in range(n) for b in range(a + 1, n)]
+    gpus = [
+        {
+            "index": i,
+            "pci_bus_id": f"0000:{0x43 + i:02x}:00.0",
+            "name": "GPU",
+            "numa_node": i * 2 // n,
+            "cpu_affinity": None,
+            "pcie": {"gen_current": 4, "gen_max": 4, "width_current": 16, "width_max": 16},
+        }
+        for i in range(n)
+    ]
+    pairs = [
+        {"gpus": [a, b], "level": level, "p2p": {"read": p2p, "write": p2p}} for a in range(n) for b in range(a + 1, n)
+    ]
     return {"gpus": gpus, "pairs": pairs, "host": {"cpu_vendor": vendor}, "reason": None}
 
 
 # --- parsers --------------------------------------------------------------------------------------------
+
 
 def test_lspci_tree_links_and_capabilities():
     devices = parse_lspci(fixture("lspci-acs-redirect.txt"))
@@ -80,6 +90,7 @@ def test_nvidia_smi_q_of_an_older_driver_with_na_fields():
 
 # --- acs ----------------------------------------------------------------------------------------------
 
+
 def test_acs_redirect_fails_with_setpci_for_each_port():
     r = check_acs(facts(lspci_full=fixture("lspci-acs-redirect.txt")))
     assert r.status == "fail" and "1 bridge(s)" in r.detail
@@ -105,29 +116,46 @@ def test_acs_ok_when_no_bridge_has_the_capability():
 
 # --- iommu --------------------------------------------------------------------------------------------
 
+
 def test_iommu_verdicts():
-    translated = check_iommu(facts(cmdline="ro quiet intel_iommu=on", iommu_groups="0 0000:00:00.0\n1 0000:43:00.0",
-                                   dmesg="[0.5] iommu: Default domain type: Translated\n"))
+    translated = check_iommu(
+        facts(
+            cmdline="ro quiet intel_iommu=on",
+            iommu_groups="0 0000:00:00.0\n1 0000:43:00.0",
+            dmesg="[0.5] iommu: Default domain type: Translated\n",
+        )
+    )
     assert translated.status == "warn" and "iommu=pt" in translated.fix
-    assert check_iommu(facts(cmdline="ro amd_iommu=on iommu=pt", iommu_groups="0 0000:00:00.0",
-                             dmesg="")).status == "ok"
-    assert check_iommu(facts(cmdline="ro", dmesg="iommu: Default domain type: Passthrough (set via kernel "
-                                                  "command line)")).status == "ok"
-    fault = check_iommu(facts(cmdline="ro", dmesg="AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0010 "
-                                                  "address=0x0 flags=0x0020]"))
+    assert (
+        check_iommu(facts(cmdline="ro amd_iommu=on iommu=pt", iommu_groups="0 0000:00:00.0", dmesg="")).status == "ok"
+    )
+    assert (
+        check_iommu(
+            facts(cmdline="ro", dmesg="iommu: Default domain type: Passthrough (set via kernel command line)")
+        ).status
+        == "ok"
+    )
+    fault = check_iommu(
+        facts(cmdline="ro", dmesg="AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x0010 address=0x0 flags=0x0020]")
+    )
     assert fault.status == "fail"
     assert check_iommu(facts()).status == "skipped"
 
 
 def test_iommu_with_dmesg_denied_says_root_reveals_more():
     f = facts(cmdline="ro iommu=off")
-    f.sources["dmesg"] = Source("dmesg", "dmesg", None, "permission denied, needs root (dmesg: read kernel "
-                                                         "buffer failed: Operation not permitted)")
+    f.sources["dmesg"] = Source(
+        "dmesg",
+        "dmesg",
+        None,
+        "permission denied, needs root (dmesg: read kernel buffer failed: Operation not permitted)",
+    )
     r = check_iommu(f)
     assert r.status == "ok" and any("root" in e for e in r.evidence)
 
 
 # --- driver -------------------------------------------------------------------------------------------
+
 
 def test_driver_forced_p2p_and_hmm():
     params = 'ResmanDebugLevel: 4294967295\nRegistryDwords: "ForceP2P=0x11;RMForceP2PType=1"\nEnableResizableBar: 1\n'
@@ -142,6 +170,7 @@ def test_driver_forced_p2p_and_hmm():
 
 
 # --- pcie ---------------------------------------------------------------------------------------------
+
 
 def test_pcie_link_under_load_fails_below_max_and_idle_only_warns():
     f = Facts(origin="test", topology=gpu_topology(2))
@@ -160,12 +189,22 @@ def test_pcie_uplink_downgrade_from_lspci_and_sysfs():
     f.topology = gpu_topology(1)
     r = check_pcie_link(f)
     assert r.status == "warn" and "uplink 0000:41:00.0" in r.detail and "x8 of Gen4 x16" in r.detail
-    sysfs = {"0000:43:00.0": {"chain": ["0000:40:01.1", "0000:41:00.0", "0000:42:08.0"]},
-             "0000:40:01.1": {"current_link_speed": "16.0 GT/s PCIe", "max_link_speed": "16.0 GT/s PCIe",
-                              "current_link_width": "16", "max_link_width": "16"},
-             "0000:41:00.0": {"current_link_speed": "8.0 GT/s PCIe", "max_link_speed": "16.0 GT/s PCIe",
-                              "current_link_width": "16", "max_link_width": "16"},
-             "0000:42:08.0": {"current_link_speed": "2.5 GT/s PCIe", "max_link_speed": "16.0 GT/s PCIe"}}
+    sysfs = {
+        "0000:43:00.0": {"chain": ["0000:40:01.1", "0000:41:00.0", "0000:42:08.0"]},
+        "0000:40:01.1": {
+            "current_link_speed": "16.0 GT/s PCIe",
+            "max_link_speed": "16.0 GT/s PCIe",
+            "current_link_width": "16",
+            "max_link_width": "16",
+        },
+        "0000:41:00.0": {
+            "current_link_speed": "8.0 GT/s PCIe",
+            "max_link_speed": "16.0 GT/s PCIe",
+            "current_link_width": "16",
+            "max_link_width": "16",
+        },
+        "0000:42:08.0": {"current_link_speed": "2.5 GT/s PCIe", "max_link_speed": "16.0 GT/s PCIe"},
+    }
     f.sources["sysfs_pci"] = Source("sysfs_pci", "/sys/bus/pci/devices", json.dumps(sysfs))
     r = check_pcie_link(f)
     assert "uplink 0000:41:00.0 above GPU 0000:43:00.0 at Gen3 x16 of Gen4 x16" in r.detail
@@ -176,10 +215,15 @@ def test_pcie_errors_from_lspci_bits_sysfs_counters_and_replays():
     f = facts(lspci_full=fixture("lspci-acs-redirect.txt"))
     f.topology = gpu_topology(1)
     assert check_pcie_errors(f).status == "fail"  # CmpltTO+ on the GPU
-    sysfs = {"0000:43:00.0": {"chain": ["0000:40:01.1"],
-                              "aer_dev_correctable": "RxErr 3\nBadTLP 0\nTOTAL_ERR_COR 3",
-                              "aer_dev_fatal": "TOTAL_ERR_FATAL 0", "aer_dev_nonfatal": "TOTAL_ERR_NONFATAL 0"},
-             "0000:40:01.1": {"aer_dev_correctable": "TOTAL_ERR_COR 0"}}
+    sysfs = {
+        "0000:43:00.0": {
+            "chain": ["0000:40:01.1"],
+            "aer_dev_correctable": "RxErr 3\nBadTLP 0\nTOTAL_ERR_COR 3",
+            "aer_dev_fatal": "TOTAL_ERR_FATAL 0",
+            "aer_dev_nonfatal": "TOTAL_ERR_NONFATAL 0",
+        },
+        "0000:40:01.1": {"aer_dev_correctable": "TOTAL_ERR_COR 0"},
+    }
     f.sources["sysfs_pci"] = Source("sysfs_pci", "/sys/bus/pci/devices", json.dumps(sysfs))
     r = check_pcie_errors(f)
     assert r.status == "warn" and "correctable AER errors at 0000:43:00.0" in r.detail
@@ -190,14 +234,17 @@ def test_pcie_errors_from_lspci_bits_sysfs_counters_and_replays():
 
 def test_bar1_small_warns_and_na_skips():
     f = Facts(origin="test", topology=gpu_topology(2))
-    f.gpu_health = [{"bus_id": "0000:43:00.0", "bar1_total_mib": 256, "fb_total_mib": 24564},
-                    {"bus_id": "0000:44:00.0", "bar1_total_mib": 32768, "fb_total_mib": 24564}]
+    f.gpu_health = [
+        {"bus_id": "0000:43:00.0", "bar1_total_mib": 256, "fb_total_mib": 24564},
+        {"bus_id": "0000:44:00.0", "bar1_total_mib": 32768, "fb_total_mib": 24564},
+    ]
     r = check_bar1(f)
     assert r.status == "warn" and "1 GPU(s)" in r.detail and "Above 4G" in r.fix
     assert check_bar1(facts(nvidia_smi_full=fixture("nvidia-smi-q-old-driver.txt"))).status == "skipped"
 
 
 # --- numa, nccl, env, clocks, p2p ------------------------------------------------------------------------
+
 
 def test_numa_from_topo_matrix_with_na_numa():
     f = facts(nvidia_smi_full=fixture("nvidia-smi-q-old-driver.txt"), nvidia_topo=fixture("nvidia-smi-topo-nic.txt"))
@@ -221,8 +268,10 @@ def test_nccl_trap_amd_exemption_user_level_and_log():
 
 
 def test_nccl_net_inside_one_host_warns():
-    log = ("h:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 1 localRank 0 MNNVL 0\n"
-           "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0\n")
+    log = (
+        "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 1 localRank 0 MNNVL 0\n"
+        "h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0\n"
+    )
     f = Facts(origin="test", topology=gpu_topology(2, level="PIX"))
     f.sources["nccl_init"] = Source("nccl_init", "log", log)
     r = check_nccl(f)
@@ -230,14 +279,17 @@ def test_nccl_net_inside_one_host_warns():
 
 
 def test_env_conflicts_and_conf_file_precedence():
-    r = check_env(facts(env="NCCL_ALGO=Tree\nPYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
-                            "CUDA_DEVICE_ORDER=FASTEST_FIRST", nccl_conf="NCCL_GRAPH_FILE=/etc/nccl-graph.xml\n"
-                                                                          "# NCCL_PROTO=LL128\nNCCL_ALGO=Ring"))
+    r = check_env(
+        facts(
+            env="NCCL_ALGO=Tree\nPYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\nCUDA_DEVICE_ORDER=FASTEST_FIRST",
+            nccl_conf="NCCL_GRAPH_FILE=/etc/nccl-graph.xml\n# NCCL_PROTO=LL128\nNCCL_ALGO=Ring",
+        )
+    )
     assert r.status == "warn"
     assert "NCCL_ALGO=allreduce:tree" in r.fix and "expandable_segments:False" in r.fix
     assert "unset NCCL_GRAPH_FILE" in r.fix and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in r.fix
     assert any("NCCL_ALGO=Tree (test/env)" in e for e in r.evidence)  # the environment beats nccl.conf
-    assert not any("LL128" in e for e in r.evidence)                  # commented out
+    assert not any("LL128" in e for e in r.evidence)  # commented out
     assert check_env(facts(env="NCCL_DEBUG=INFO\nCUDA_DEVICE_ORDER=PCI_BUS_ID")).status == "ok"
     assert check_env(facts(env="export NCCL_PROTO=LL128")).status == "warn"
     assert check_env(facts(env=None)).status == "skipped"
@@ -245,9 +297,19 @@ def test_env_conflicts_and_conf_file_precedence():
 
 def _smi_facts(**overrides):
     f = Facts(origin="test", topology=gpu_topology(1))
-    health = {"bus_id": "0000:43:00.0", "power_limit_w": 600.0, "power_default_w": 600.0, "event_reasons": [],
-              "temp_margin_c": 40.0, "persistence": True, "sm_clock_mhz": 2400, "sm_clock_max_mhz": 2430,
-              "utilization_pct": 0, "pstate": "P0", "temperature_c": 35}
+    health = {
+        "bus_id": "0000:43:00.0",
+        "power_limit_w": 600.0,
+        "power_default_w": 600.0,
+        "event_reasons": [],
+        "temp_margin_c": 40.0,
+        "persistence": True,
+        "sm_clock_mhz": 2400,
+        "sm_clock_max_mhz": 2430,
+        "utilization_pct": 0,
+        "pstate": "P0",
+        "temperature_c": 35,
+    }
     health.update(overrides)
     f.gpu_health = [health]
     return f
@@ -267,8 +329,14 @@ def test_clocks_power_thermals_persistence():
 
 
 def _pair(a, b, status="ok", control=None, transports=("P2P",)):
-    return {"gpus": [a, b], "status": status, "seconds": 2.0, "message": "" if status == "ok" else "hang",
-            "transports": list(transports), "control": control}
+    return {
+        "gpus": [a, b],
+        "status": status,
+        "seconds": 2.0,
+        "message": "" if status == "ok" else "hang",
+        "transports": list(transports),
+        "control": control,
+    }
 
 
 def test_p2p_verdicts():

@@ -57,8 +57,15 @@ def test_pair_rounds_are_gpu_disjoint_and_quick_takes_one_pair_per_level():
         used = [g for p in r for g in p]
         assert len(used) == len(set(used))
     assert len(rounds) <= 8
-    levels = {(0, 1): "PIX", (0, 2): "NODE", (0, 4): "SYS", (1, 2): "NODE", (2, 3): "PIX", (2, 4): "NODE",
-              (3, 5): "SYS"}
+    levels = {
+        (0, 1): "PIX",
+        (0, 2): "NODE",
+        (0, 4): "SYS",
+        (1, 2): "NODE",
+        (2, 3): "PIX",
+        (2, 4): "NODE",
+        (3, 5): "SYS",
+    }
     assert gpu_tests.representative_pairs(levels) == [(0, 1), (2, 4), (3, 5)]
     assert gpu_tests.representative_pairs({(0, 1): "PIX", (0, 2): "SYS"}) == [(0, 1), (0, 2)]
 
@@ -72,8 +79,14 @@ def test_gpu_tests_escalate_to_every_pair_and_control_the_failures(tmp_path, mon
         if len(gpus) == 4:
             return {"gpus": gpus, "status": "timeout", "message": "hang", "seconds": 1.0, "log": str(log_path)}
         bad = tuple(gpus) == (0, 2) and "NCCL_P2P_DISABLE" not in env
-        return {"gpus": gpus, "env": env, "status": "timeout" if bad else "ok", "seconds": 1.0,
-                "message": "", "log": str(log_path)}
+        return {
+            "gpus": gpus,
+            "env": env,
+            "status": "timeout" if bad else "ok",
+            "seconds": 1.0,
+            "message": "",
+            "log": str(log_path),
+        }
 
     monkeypatch.setattr(gpu_tests, "run_probe", fake_probe)
     topology = probe_topology(FakeNvml())
@@ -94,11 +107,18 @@ def test_live_gather_with_gpus_wires_nvml_tests_and_log_into_the_checks(monkeypa
     log = (Path(__file__).parent / "fixtures" / "nccl_log" / "nccl-2.27-8gpu-pcie.log").read_text()
 
     def fake_tests(topo, quick, workdir):
-        pairs = [{"gpus": [0, 1], "status": "ok", "seconds": 2.0, "transports": ["P2P"], "message": ""},
-                 {"gpus": [0, 2], "status": "ok", "seconds": 2.0, "transports": ["P2P"], "message": ""}]
-        return ({"pairs": pairs, "pairs_scope": " (quick)", "link_load": {
-            g["pci_bus_id"]: {"gen": 5, "width": 16} for g in topo["gpus"]}},
-            live.Source("nccl_init", "fake", log))
+        pairs = [
+            {"gpus": [0, 1], "status": "ok", "seconds": 2.0, "transports": ["P2P"], "message": ""},
+            {"gpus": [0, 2], "status": "ok", "seconds": 2.0, "transports": ["P2P"], "message": ""},
+        ]
+        return (
+            {
+                "pairs": pairs,
+                "pairs_scope": " (quick)",
+                "link_load": {g["pci_bus_id"]: {"gen": 5, "width": 16} for g in topo["gpus"]},
+            },
+            live.Source("nccl_init", "fake", log),
+        )
 
     monkeypatch.setattr(live.gpu_tests, "run_gpu_tests", fake_tests)
     facts = live.gather_live(quick=True)
@@ -125,13 +145,18 @@ def test_torch_calls_of_the_probe_bind_to_the_installed_signatures():
     import torch
     import torch.distributed as dist
 
-    inspect.signature(dist.init_process_group).bind("nccl", init_method="tcp://127.0.0.1:1", rank=0, world_size=2,
-                                                   device_id=torch.device("cuda", 0))
+    inspect.signature(dist.init_process_group).bind(
+        "nccl", init_method="tcp://127.0.0.1:1", rank=0, world_size=2, device_id=torch.device("cuda", 0)
+    )
     inspect.signature(dist.all_reduce).bind(torch.ones(1), op=dist.ReduceOp.MAX)
     inspect.signature(torch.cuda.can_device_access_peer).bind(0, 1)
     inspect.signature(torch.cuda.set_device).bind(torch.device("cuda", 0))
-    for name, args in [("nvmlDeviceGetPciInfo", (0,)), ("nvmlDeviceGetCurrPcieLinkGeneration", (0,)),
-                       ("nvmlDeviceGetCurrPcieLinkWidth", (0,)), ("nvmlDeviceGetHandleByIndex", (0,))]:
+    for name, args in [
+        ("nvmlDeviceGetPciInfo", (0,)),
+        ("nvmlDeviceGetCurrPcieLinkGeneration", (0,)),
+        ("nvmlDeviceGetCurrPcieLinkWidth", (0,)),
+        ("nvmlDeviceGetHandleByIndex", (0,)),
+    ]:
         inspect.signature(getattr(pynvml, name)).bind(*args)
 
 

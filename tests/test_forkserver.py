@@ -4,7 +4,11 @@ import os
 import signal
 import time
 
+import pytest
+
 from commprof.forkserver import ForkServer
+
+pytestmark = pytest.mark.slow
 
 
 def test_instant_exit_and_kill_are_both_reported(tmp_path):

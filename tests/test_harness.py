@@ -81,14 +81,31 @@ def _replay_many(rank, world_size):
 def test_ranks_agree_on_the_worst_verdict():
     from commprof.harness import agree_ranks
 
-    good = {"ok": True, "max_abs_err": 0.0, "tolerance": 1.0, "bad_ops": 0, "first_bad_op": None,
-            "first_bad_site": None}
-    bad = {"ok": False, "max_abs_err": 3.0, "tolerance": 1.0, "bad_ops": 5, "first_bad_op": 7,
-           "first_bad_site": "layer.3.attn"}
-    status, _, check = agree_ranks([{"status": "ok", "message": None, "check": good},
-                                    {"status": "ok", "message": None, "check": bad}])
+    good = {
+        "ok": True,
+        "max_abs_err": 0.0,
+        "tolerance": 1.0,
+        "bad_ops": 0,
+        "first_bad_op": None,
+        "first_bad_site": None,
+    }
+    bad = {
+        "ok": False,
+        "max_abs_err": 3.0,
+        "tolerance": 1.0,
+        "bad_ops": 5,
+        "first_bad_op": 7,
+        "first_bad_site": "layer.3.attn",
+    }
+    status, _, check = agree_ranks(
+        [{"status": "ok", "message": None, "check": good}, {"status": "ok", "message": None, "check": bad}]
+    )
     assert status == "ok" and not check.ok and check.bad_ranks == (1,) and check.first_bad_op == 7
     assert "rank(s) 1" in check.describe()
-    status, message, check = agree_ranks([{"status": "ok", "message": None, "check": good},
-                                          {"status": "capture_failed", "message": "boom", "check": None}])
+    status, message, check = agree_ranks(
+        [
+            {"status": "ok", "message": None, "check": good},
+            {"status": "capture_failed", "message": "boom", "check": None},
+        ]
+    )
     assert (status, message, check) == ("capture_failed", "rank 1: boom", None)

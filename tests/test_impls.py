@@ -10,9 +10,18 @@ from commprof.impls.base import AllReduceImpl, ImplContext
 from commprof.impls.registry import BUILTINS, interface_problem, load_impl
 
 # An 8 x H100 NVLink box running Kimi-K2.5 at TP 8 with bf16: every built-in applies here.
-GOOD = ImplContext(backend="nccl", world_size=8, dtype="bfloat16", tokens=(16, 64), hidden_size=7168,
-                   device_type="cuda", compute_capability=(9, 0), p2p_all_pairs=True,
-                   flashinfer_version="0.7.4", torch_version="2.13.0")
+GOOD = ImplContext(
+    backend="nccl",
+    world_size=8,
+    dtype="bfloat16",
+    tokens=(16, 64),
+    hidden_size=7168,
+    device_type="cuda",
+    compute_capability=(9, 0),
+    p2p_all_pairs=True,
+    flashinfer_version="0.7.4",
+    torch_version="2.13.0",
+)
 
 FUSED = {"use_oneshot": True}
 TWO_SHOT = {"use_oneshot": False}
@@ -26,12 +35,16 @@ def pcie(ctx=GOOD, **changes):
     return load_impl("flashinfer-pcie-ipc").support(replace(ctx, **{"options": {}, **changes}))
 
 
-def symm(ctx=GOOD, available=tuple(gating.SYMM_MEM_VARIANT_OPS.values()), **changes):
+ALL_SYMM_MEM_OPS = tuple(gating.SYMM_MEM_VARIANT_OPS.values())
+
+
+def symm(ctx=GOOD, available=ALL_SYMM_MEM_OPS, **changes):
     ctx = replace(ctx, **{"options": {"variant": "one_shot"}, **changes})
     return gating.symm_mem_support(ctx, available)
 
 
 # --- registry and plug-ins ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", list(BUILTINS))
 def test_every_builtin_loads_without_a_gpu_and_follows_the_interface(name):
@@ -62,8 +75,10 @@ def test_missing_attribute_is_one_clear_line():
 
 
 def test_module_that_fails_while_importing_is_reported_not_raised():
-    with pytest.raises(UsageError, match="importing 'tests.plugins.broken_import' failed .RuntimeError: "
-                                         "plug-in could not find its kernel library"):
+    with pytest.raises(
+        UsageError,
+        match="importing 'tests.plugins.broken_import' failed .RuntimeError: plug-in could not find its kernel library",
+    ):
         load_impl("tests.plugins.broken_import:Anything")
 
 
@@ -72,13 +87,16 @@ def test_empty_module_or_class_part_is_refused():
         load_impl("tests.plugins.interface_cases:")
 
 
-@pytest.mark.parametrize("attr, message", [
-    ("not_a_class", "not_a_class is not a subclass of commprof.impls.base.AllReduceImpl"),
-    ("DefinesNothing", "defines neither all_reduce nor .fuses_rmsnorm and all_reduce_rmsnorm."),
-    ("NormWithoutFlag", "defines neither all_reduce"),
-    ("FusedWithoutNorm", "sets fuses_rmsnorm but does not define all_reduce_rmsnorm"),
-    ("SupportNotClassmethod", "support must be a classmethod"),
-])
+@pytest.mark.parametrize(
+    "attr, message",
+    [
+        ("not_a_class", "not_a_class is not a subclass of commprof.impls.base.AllReduceImpl"),
+        ("DefinesNothing", "defines neither all_reduce nor .fuses_rmsnorm and all_reduce_rmsnorm."),
+        ("NormWithoutFlag", "defines neither all_reduce"),
+        ("FusedWithoutNorm", "sets fuses_rmsnorm but does not define all_reduce_rmsnorm"),
+        ("SupportNotClassmethod", "support must be a classmethod"),
+    ],
+)
 def test_a_class_that_does_not_follow_the_interface_is_refused(attr, message):
     with pytest.raises(UsageError, match=message) as info:
         load_impl(f"tests.plugins.interface_cases:{attr}")
@@ -91,6 +109,7 @@ def test_the_faulty_fixtures_and_a_fused_only_class_are_accepted():
 
 
 # --- options --------------------------------------------------------------------------------------------------
+
 
 def test_flashinfer_fused_needs_use_oneshot_spelled_out():
     cls = load_impl("flashinfer-fused")
@@ -126,6 +145,7 @@ def test_symm_mem_variant_is_one_of_two():
 
 # --- gating: every rule, one fabricated fact at a time ----------------------------------------------------------
 
+
 def test_everything_applies_on_a_hopper_nvlink_box():
     assert fused() and fused(options=TWO_SHOT) and pcie() and symm()
     assert symm(options={"variant": "two_shot"})
@@ -137,8 +157,19 @@ def test_cpu_ranks_are_refused_with_the_reason(support):
     assert not result and result.reason == "needs CUDA GPUs and the NCCL backend (this run: gloo on cpu)"
 
 
-@pytest.mark.parametrize("capability, ok", [((9, 0), True), ((10, 0), True), ((10, 3), True), ((12, 0), True),
-                                            ((12, 1), True), ((8, 0), False), ((8, 9), False), ((11, 0), False)])
+@pytest.mark.parametrize(
+    "capability, ok",
+    [
+        ((9, 0), True),
+        ((10, 0), True),
+        ((10, 3), True),
+        ((12, 0), True),
+        ((12, 1), True),
+        ((8, 0), False),
+        ((8, 9), False),
+        ((11, 0), False),
+    ],
+)
 def test_trtllm_kernels_run_on_sm90_sm10x_sm12x_only(capability, ok):
     result = fused(compute_capability=capability)
     assert bool(result) == ok
@@ -159,8 +190,10 @@ def test_unknown_capability_is_refused_for_the_arch_specific_kernels_only():
     assert pcie(compute_capability=None) and symm(compute_capability=None)
 
 
-@pytest.mark.parametrize("world, fused_ok, pcie_ok", [(2, True, True), (4, True, True), (6, False, False),
-                                                     (8, True, True), (16, True, False), (3, False, False)])
+@pytest.mark.parametrize(
+    "world, fused_ok, pcie_ok",
+    [(2, True, True), (4, True, True), (6, False, False), (8, True, True), (16, True, False), (3, False, False)],
+)
 def test_world_sizes(world, fused_ok, pcie_ok):
     assert bool(fused(world_size=world)) == fused_ok
     assert bool(pcie(world_size=world)) == pcie_ok
@@ -176,9 +209,10 @@ def test_symm_mem_two_shot_has_no_generic_world_size_but_one_shot_does():
     assert not refused and "two-shot runs at world size 2, 4 or 8, not 6" in refused.reason
 
 
-@pytest.mark.parametrize("dtype, fused_ok, pcie_ok, symm_ok", [("bfloat16", True, True, True),
-                                                               ("float16", True, True, False),
-                                                               ("float32", True, False, True)])
+@pytest.mark.parametrize(
+    "dtype, fused_ok, pcie_ok, symm_ok",
+    [("bfloat16", True, True, True), ("float16", True, True, False), ("float32", True, False, True)],
+)
 def test_dtypes(dtype, fused_ok, pcie_ok, symm_ok):
     assert (bool(fused(dtype=dtype)), bool(pcie(dtype=dtype)), bool(symm(dtype=dtype))) == (fused_ok, pcie_ok, symm_ok)
     if not pcie_ok:
@@ -190,15 +224,25 @@ def test_no_p2p_between_some_pair_is_refused_with_the_probe_detail(support):
     detail = "no peer access GPU0->GPU4 (NVML: read IOH topology not supported)"
     result = support(p2p_all_pairs=False, p2p_detail=detail)
     assert not result
-    assert result.reason == ("needs peer-to-peer access between every pair of GPUs: no peer access GPU0->GPU4 "
-                             "(NVML: read IOH topology not supported)")
+    assert result.reason == (
+        "needs peer-to-peer access between every pair of GPUs: no peer access GPU0->GPU4 "
+        "(NVML: read IOH topology not supported)"
+    )
     assert support(p2p_all_pairs=None)  # not probed: the correctness check still guards the run
 
 
-@pytest.mark.parametrize("installed, fused_ok, pcie_ok", [(None, False, False), ("0.5.3", False, False),
-                                                           ("0.6.10", False, False), ("0.6.11", True, False),
-                                                           ("0.6.18rc7", True, False), ("0.6.18", True, True),
-                                                           ("0.7.4", True, True)])
+@pytest.mark.parametrize(
+    "installed, fused_ok, pcie_ok",
+    [
+        (None, False, False),
+        ("0.5.3", False, False),
+        ("0.6.10", False, False),
+        ("0.6.11", True, False),
+        ("0.6.18rc7", True, False),
+        ("0.6.18", True, True),
+        ("0.7.4", True, True),
+    ],
+)
 def test_flashinfer_versions(installed, fused_ok, pcie_ok):
     assert bool(fused(flashinfer_version=installed)) == fused_ok
     assert bool(pcie(flashinfer_version=installed)) == pcie_ok
@@ -225,6 +269,7 @@ def test_installed_torch_provides_both_symm_mem_ops():
 
 # --- per-T gating -------------------------------------------------------------------------------------------
 
+
 def test_two_shot_needs_more_tokens_than_ranks():
     cls = load_impl("flashinfer-fused")
     ctx = replace(GOOD, options=TWO_SHOT)
@@ -244,9 +289,9 @@ def test_one_shot_refuses_a_t_that_flashinfer_would_silently_run_two_shot():
 def test_pcie_ipc_admits_whole_packs_with_one_per_rank():
     cls = load_impl("flashinfer-pcie-ipc")
     tiny = replace(GOOD, hidden_size=4, options={})
-    assert cls.support_tokens(tiny, 16)                   # 64 elements = 8 packs of 8
+    assert cls.support_tokens(tiny, 16)  # 64 elements = 8 packs of 8
     assert "at least 64 elements; T = 8 gives 32" in cls.support_tokens(tiny, 8).reason
-    assert not cls.support_tokens(tiny, 3)                # 12 elements: not whole packs
+    assert not cls.support_tokens(tiny, 3)  # 12 elements: not whole packs
     assert cls.support_tokens(replace(GOOD, options={}), 1)
 
 
@@ -262,9 +307,19 @@ def test_builtins_without_per_t_rules_admit_every_t():
 
 # --- versions -----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("installed, minimum, ok", [("0.6.17", "0.6.17", True), ("0.6.17rc5", "0.6.17", False),
-                                                   ("0.6.16.post4", "0.6.17", False), ("0.7.0", "0.6.18", True),
-                                                   ("0.6.18.post1", "0.6.18", True), ("1.0", "0.6.18", True),
-                                                   ("0.6.2", "0.6.17", False), ("v0.6.17", "0.6.17", True)])
+
+@pytest.mark.parametrize(
+    "installed, minimum, ok",
+    [
+        ("0.6.17", "0.6.17", True),
+        ("0.6.17rc5", "0.6.17", False),
+        ("0.6.16.post4", "0.6.17", False),
+        ("0.7.0", "0.6.18", True),
+        ("0.6.18.post1", "0.6.18", True),
+        ("1.0", "0.6.18", True),
+        ("0.6.2", "0.6.17", False),
+        ("v0.6.17", "0.6.17", True),
+    ],
+)
 def test_version_comparison(installed, minimum, ok):
     assert gating.version_at_least(installed, minimum) == ok

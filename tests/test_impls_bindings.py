@@ -34,6 +34,7 @@ def binding(real, compute):
     def stand_in(*args, **kwargs):
         signature.bind(*args, **kwargs)
         return compute(*args, **kwargs)
+
     return stand_in
 
 
@@ -72,13 +73,19 @@ def rmsnorm_fp32(summed, weight, eps):
 
 # --- FlashInfer fused all-reduce + RMSNorm ----------------------------------------------------------------
 
+
 def test_fused_calls_bind_against_flashinfer():
-    bind(comm.create_allreduce_fusion_workspace, **flashinfer_fused.workspace_kwargs(
-        world_size=8, rank=0, max_token_num=64, hidden_dim=7168, dtype=torch.bfloat16, group=None))
+    bind(
+        comm.create_allreduce_fusion_workspace,
+        **flashinfer_fused.workspace_kwargs(
+            world_size=8, rank=0, max_token_num=64, hidden_dim=7168, dtype=torch.bfloat16, group=None
+        ),
+    )
     plain = flashinfer_fused.allreduce_kwargs(X, object(), comm.AllReduceFusionPattern.kAllReduce, True)
     bind(comm.allreduce_fusion, **plain)
-    fused = flashinfer_fused.fused_kwargs(X, object(), comm.AllReduceFusionPattern.kARResidualRMSNorm, False,
-                                          X, X[0], 1e-6, X, X)
+    fused = flashinfer_fused.fused_kwargs(
+        X, object(), comm.AllReduceFusionPattern.kARResidualRMSNorm, False, X, X[0], 1e-6, X, X
+    )
     bound = bind(comm.allreduce_fusion, **fused)
     assert bound.arguments["use_oneshot"] is False and bound.arguments["trigger_completion_at_end"] is True
     assert comm.AllReduceFusionPattern.kAllReduce == 0 and comm.AllReduceFusionPattern.kARResidualRMSNorm == 1
@@ -88,7 +95,8 @@ def test_fused_calls_bind_against_flashinfer():
 def test_fused_workspace_is_trtllm_never_auto():
     kwargs = flashinfer_fused.workspace_kwargs(2, 1, 16, 64, torch.bfloat16, None)
     assert kwargs["backend"] == "trtllm" and "trtllm" in str(
-        inspect.signature(comm.create_allreduce_fusion_workspace).parameters["backend"].annotation)
+        inspect.signature(comm.create_allreduce_fusion_workspace).parameters["backend"].annotation
+    )
 
 
 def test_fused_runs_through_the_harness_with_the_exact_reduction(monkeypatch, one_rank):
@@ -98,8 +106,19 @@ def test_fused_runs_through_the_harness_with_the_exact_reduction(monkeypatch, on
         calls.append(("create", kwargs))
         return type("Workspace", (), {"destroy": lambda self: calls.append(("destroy", {}))})()
 
-    def allreduce_fusion(input, workspace, pattern, output=None, residual_in=None, rms_gamma=None,
-                         rms_eps=1e-6, residual_out=None, norm_out=None, use_oneshot=None, **rest):
+    def allreduce_fusion(
+        input,
+        workspace,
+        pattern,
+        output=None,
+        residual_in=None,
+        rms_gamma=None,
+        rms_eps=1e-6,
+        residual_out=None,
+        norm_out=None,
+        use_oneshot=None,
+        **rest,
+    ):
         calls.append(("fusion", {"pattern": pattern, "use_oneshot": use_oneshot}))
         summed = input.clone()  # one rank: the all-reduce is the identity
         if pattern == comm.AllReduceFusionPattern.kAllReduce:
@@ -108,8 +127,9 @@ def test_fused_runs_through_the_harness_with_the_exact_reduction(monkeypatch, on
         norm_out.copy_(rmsnorm_fp32(residual_out, rms_gamma, rms_eps))
         return norm_out
 
-    monkeypatch.setattr(comm, "create_allreduce_fusion_workspace",
-                        binding(comm.create_allreduce_fusion_workspace, create))
+    monkeypatch.setattr(
+        comm, "create_allreduce_fusion_workspace", binding(comm.create_allreduce_fusion_workspace, create)
+    )
     monkeypatch.setattr(comm, "allreduce_fusion", binding(comm.allreduce_fusion, allreduce_fusion))
     impl = load_impl("flashinfer-fused")({"use_oneshot": True})
     result = replay_on_one_rank(impl, one_rank)
@@ -125,22 +145,34 @@ def test_fused_runs_through_the_harness_with_the_exact_reduction(monkeypatch, on
 
 def test_fused_returns_norm_then_residual(monkeypatch, one_rank):
     """A kernel writing the two outputs the wrong way round is caught by the harness's check."""
-    def swapped(input, workspace, pattern, residual_in=None, rms_gamma=None, rms_eps=1e-6,
-                residual_out=None, norm_out=None, **rest):
+
+    def swapped(
+        input,
+        workspace,
+        pattern,
+        residual_in=None,
+        rms_gamma=None,
+        rms_eps=1e-6,
+        residual_out=None,
+        norm_out=None,
+        **rest,
+    ):
         if pattern == 0:
             return input.clone()
         norm_out.copy_(input + residual_in)
         residual_out.copy_(rmsnorm_fp32(norm_out, rms_gamma, rms_eps))
         return norm_out
 
-    monkeypatch.setattr(comm, "create_allreduce_fusion_workspace",
-                        lambda **kw: type("W", (), {"destroy": lambda self: None})())
+    monkeypatch.setattr(
+        comm, "create_allreduce_fusion_workspace", lambda **kw: type("W", (), {"destroy": lambda self: None})()
+    )
     monkeypatch.setattr(comm, "allreduce_fusion", swapped)
     result = replay_on_one_rank(load_impl("flashinfer-fused")({"use_oneshot": False}), one_rank)
     assert result.status == "wrong"
 
 
 # --- FlashInfer PCIe IPC ----------------------------------------------------------------------------------
+
 
 def test_pcie_ipc_calls_bind_against_flashinfer():
     workspace = comm.PcieIpcAllReduceWorkspace
@@ -189,6 +221,7 @@ def fake_pcie_workspace(log):
 
         def destroy(self):
             log.append(("destroy", None))
+
     return Workspace
 
 
@@ -229,6 +262,7 @@ def test_pcie_ipc_follows_the_caller_to_another_stream(monkeypatch):
 
 
 # --- torch symmetric memory -------------------------------------------------------------------------------
+
 
 def test_symm_mem_calls_bind_against_torch():
     import torch.distributed._symmetric_memory as torch_symm
@@ -272,8 +306,11 @@ def test_symm_mem_runs_through_the_harness(monkeypatch, one_rank, variant):
 
     monkeypatch.setattr(torch_symm, "empty", binding(torch_symm.empty, empty))
     monkeypatch.setattr(torch_symm, "rendezvous", binding(torch_symm.rendezvous, lambda t, g: ("handle", g)))
-    monkeypatch.setattr(torch_symm, "enable_symm_mem_for_group",
-                        binding(torch_symm.enable_symm_mem_for_group, lambda name: seen.setdefault("group", name)))
+    monkeypatch.setattr(
+        torch_symm,
+        "enable_symm_mem_for_group",
+        binding(torch_symm.enable_symm_mem_for_group, lambda name: seen.setdefault("group", name)),
+    )
     monkeypatch.setattr(torch.ops.symm_mem, "one_shot_all_reduce_copy_out", one_shot)
     monkeypatch.setattr(torch.ops.symm_mem, "two_shot_all_reduce_out", two_shot)
     result = replay_on_one_rank(load_impl("symm-mem")({"variant": variant}), one_rank, tokens=4, hidden=64)
@@ -282,6 +319,7 @@ def test_symm_mem_runs_through_the_harness(monkeypatch, one_rank, variant):
 
 
 # --- the unfused reference's norm kernel (torch_dist.py) ---------------------------------------------------
+
 
 def test_unfused_reference_norm_call_binds_against_flashinfer():
     import flashinfer

@@ -37,8 +37,10 @@ def test_blocked_pairs_are_named_with_nvml_cause():
     probes = [PeerProbe(0, 1, True, 0, 0), PeerProbe(0, 4, False, 3, 3), PeerProbe(4, 0, False, 3, None)]
     ok, detail = summarize_p2p(probes)
     assert ok is False
-    assert detail == ("no peer access GPU0->GPU4 (NVML: read IOH topology not supported, "
-                      "write IOH topology not supported); GPU4->GPU0 (NVML: read IOH topology not supported)")
+    assert detail == (
+        "no peer access GPU0->GPU4 (NVML: read IOH topology not supported, "
+        "write IOH topology not supported); GPU4->GPU0 (NVML: read IOH topology not supported)"
+    )
 
 
 def test_many_blocked_pairs_are_summarized():
@@ -83,9 +85,13 @@ def test_nvml_status_is_asked_with_plain_int_indices(monkeypatch):
         calls.append(index)
         return 3 if index == 0 else 0
 
-    fake = types.SimpleNamespace(NVMLError=pynvml.NVMLError, nvmlInit=lambda: None,
-                                 nvmlShutdown=lambda: calls.append("shutdown"),
-                                 nvmlDeviceGetHandleByPciBusId=handle_by_bus_id, nvmlDeviceGetP2PStatus=p2p_status)
+    fake = types.SimpleNamespace(
+        NVMLError=pynvml.NVMLError,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlDeviceGetHandleByPciBusId=handle_by_bus_id,
+        nvmlDeviceGetP2PStatus=p2p_status,
+    )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     props = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0x1B, pci_device_id=0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)

@@ -14,8 +14,9 @@ import torch
 from tests.distributed import free_port
 
 # Kimi-K2.5's hidden size and vocabulary, 3 layers: 7 all-reduces and the logits all-gather per step.
-MODEL = dict(name="kimi-k2.5-3-layers", num_layers=3, hidden_size=7168, vocab_size=163840, dtype="bfloat16",
-             source="test")
+MODEL = dict(
+    name="kimi-k2.5-3-layers", num_layers=3, hidden_size=7168, vocab_size=163840, dtype="bfloat16", source="test"
+)
 TOKENS = (1, 16)  # T = 1 is below every world size: two-shot refuses it per T
 
 CASES = [
@@ -75,8 +76,9 @@ def _rank(rank, world, port, name, options, queue):
 
 @pytest.mark.gpu
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("name, options", CASES, ids=[f"{n}-{'-'.join(map(str, o.values())) or 'plain'}"
-                                                      for n, o in CASES])
+@pytest.mark.parametrize(
+    "name, options", CASES, ids=[f"{n}-{'-'.join(map(str, o.values())) or 'plain'}" for n, o in CASES]
+)
 def test_builtin_on_local_gpus(name, options):
     world = world_size()
     if world < 2:

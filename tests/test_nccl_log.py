@@ -40,10 +40,17 @@ def test_old_numeric_tuning_format_ansi_codes_crlf_and_warnings():
     s = parse("nccl-2.21-2gpu-old-formats.log")
     assert s.version == "2.21.5+cuda12.4"
     assert s.transports == {"SHM": 4}  # the duplicated connection line is counted once
-    assert s.p2p_level == "LOC"        # NCCL_P2P_DISABLE=1
+    assert s.p2p_level == "LOC"  # NCCL_P2P_DISABLE=1
     assert s.rings == [[0, 1]]
-    assert s.choices[0] == {"coll": None, "bytes": 8192, "algo": "RING", "proto": "LL", "channels": None,
-                            "count": 2, "model_time_us": 13.4}
+    assert s.choices[0] == {
+        "coll": None,
+        "bytes": 8192,
+        "algo": "RING",
+        "proto": "LL",
+        "channels": None,
+        "count": 2,
+        "model_time_us": 13.4,
+    }
     assert s.choices[1]["proto"] == "SIMPLE"
     assert s.warnings == ["Cuda failure 'peer access is not supported between these two devices'"]
 
@@ -54,8 +61,10 @@ def test_net_transport_and_2_23_tuning_lines():
     directions = {c["direction"] for c in s.connections if c["transport"] == "NET"}
     assert directions == {"send", "receive"}
     assert s.peer_transports["0->1"] == ["P2P/direct pointer/read"]
-    assert [(c["coll"], c["algo"], c["proto"]) for c in s.choices] == [("AllReduce", "TREE", "SIMPLE"),
-                                                                     ("ReduceScatter", "PAT", "LL")]
+    assert [(c["coll"], c["algo"], c["proto"]) for c in s.choices] == [
+        ("AllReduce", "TREE", "SIMPLE"),
+        ("ReduceScatter", "PAT", "LL"),
+    ]
     assert (s.nranks, s.nnodes) == (16, 2)
 
 

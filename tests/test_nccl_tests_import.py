@@ -88,14 +88,16 @@ def test_broken_lines_are_reported_with_line_numbers():
 
 
 def test_timestamp_column_and_mpi_tags():
-    text = "\n".join([
-        "[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 1 iters: 5 "
-        "agg iters: 1 validation: 1 graph: 1",
-        "[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong     time"
-        "   algbw   busbw #wrong           timestamp",
-        "[1,0]<stdout>:           8             2     float     sum      -1    10.00    0.00    0.00      0    11.00"
-        "    0.00    0.00      0 2026-11-20 10:00:01",
-    ])
+    text = "\n".join(
+        [
+            "[1,0]<stdout>:# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 1 iters: 5 "
+            "agg iters: 1 validation: 1 graph: 1",
+            "[1,0]<stdout>:#       size         count      type   redop    root     time   algbw   busbw #wrong     time"
+            "   algbw   busbw #wrong           timestamp",
+            "[1,0]<stdout>:           8             2     float     sum      -1    10.00    0.00    0.00      0    11.00"
+            "    0.00    0.00      0 2026-11-20 10:00:01",
+        ]
+    )
     (run,) = parse_text(text, "mpi.txt").runs
     assert run.graph is True and run.ranks == 1
     assert run.rows[0].places["in_place"]["time_us"] == 11.0

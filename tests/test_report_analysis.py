@@ -9,20 +9,57 @@ from commprof.errors import UsageError
 from commprof.report import analysis as an
 
 
-def step(point_id, tokens, mode, median_us, env=None, impl="nccl", status="ok", fused=False, backend="nccl",
-         source="measured", op_us=None, ranks=None, p90=None, iterations=10):
+def step(
+    point_id,
+    tokens,
+    mode,
+    median_us,
+    env=None,
+    impl="nccl",
+    status="ok",
+    fused=False,
+    backend="nccl",
+    source="measured",
+    op_us=None,
+    ranks=None,
+    p90=None,
+    iterations=10,
+):
     """One step record, only the fields the analysis reads; p90 defaults to the median (no spread)."""
     return {
-        "schema": 1, "kind": "step", "source": source, "run_id": "r", "point_id": point_id,
+        "schema": 1,
+        "kind": "step",
+        "source": source,
+        "run_id": "r",
+        "point_id": point_id,
         "point": {"label": point_id, "impl": impl, "env": env or {}, "options": {}},
-        "backend": backend, "world_size": 8, "status": status, "message": None if status == "ok" else "boom",
-        "model": "Kimi-K2.5", "phase": "verify", "tp": 8, "tokens": tokens, "dtype": "bfloat16",
+        "backend": backend,
+        "world_size": 8,
+        "status": status,
+        "message": None if status == "ok" else "boom",
+        "model": "Kimi-K2.5",
+        "phase": "verify",
+        "tp": 8,
+        "tokens": tokens,
+        "dtype": "bfloat16",
         "plan": {"hidden_size": 7168, "num_layers": 61, "all_reduce": 123, "all_gather": 1},
-        "mode": mode, "timing": "cuda_events", "fused_rmsnorm": fused, "op_us": op_us,
-        "rank_step_median_us": ranks, "iterations": iterations,
-        "step_us": None if status != "ok" else {"n": iterations, "min": median_us, "median": median_us,
-                                                 "mean": median_us, "p90": median_us if p90 is None else p90,
-                                                 "p99": median_us * 1.1, "cv": 0.02},
+        "mode": mode,
+        "timing": "cuda_events",
+        "fused_rmsnorm": fused,
+        "op_us": op_us,
+        "rank_step_median_us": ranks,
+        "iterations": iterations,
+        "step_us": None
+        if status != "ok"
+        else {
+            "n": iterations,
+            "min": median_us,
+            "median": median_us,
+            "mean": median_us,
+            "p90": median_us if p90 is None else p90,
+            "p99": median_us * 1.1,
+            "cv": 0.02,
+        },
     }
 
 
@@ -37,22 +74,32 @@ def sweep():
     rows = []
     for t, base, ring_ll, tree, simple in ((1, 6000, 5200, 4000, 5100), (4, 9000, 7000, 5000, 8000)):
         for mode, extra in (("graph", 0), ("eager", 1000)):
-            rows += [step("p000", t, mode, base + extra),
-                     step("p001", t, mode, ring_ll + extra, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}),
-                     step("p003", t, mode, simple + extra, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}),
-                     step("p004", t, mode, base + 400 + extra, impl="nccl+rmsnorm", fused=True),
-                     step("p005", t, mode, 2000 + extra, impl="flashinfer_fused", fused=True)]
-            rows.append(step("p002", t, mode, tree + extra, {"NCCL_ALGO": "Tree"},
-                             status="capture_failed" if mode == "graph" else "ok"))
+            rows += [
+                step("p000", t, mode, base + extra),
+                step("p001", t, mode, ring_ll + extra, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}),
+                step("p003", t, mode, simple + extra, {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}),
+                step("p004", t, mode, base + 400 + extra, impl="nccl+rmsnorm", fused=True),
+                step("p005", t, mode, 2000 + extra, impl="flashinfer_fused", fused=True),
+            ]
+            rows.append(
+                step(
+                    "p002",
+                    t,
+                    mode,
+                    tree + extra,
+                    {"NCCL_ALGO": "Tree"},
+                    status="capture_failed" if mode == "graph" else "ok",
+                )
+            )
     return frame(rows)
 
 
 def test_best_point_per_t_is_the_fastest_ok_unfused_graph_point(sweep):
     best = an.best_points(sweep, "graph").set_index("tokens")
-    assert best.loc[1, "point_id"] == "p003"      # Tree is faster but failed capture; p005 is fused
+    assert best.loc[1, "point_id"] == "p003"  # Tree is faster but failed capture; p005 is fused
     assert best.loc[4, "point_id"] == "p001"
     eager = an.best_points(sweep, "eager").set_index("tokens")
-    assert eager.loc[4, "point_id"] == "p002"     # eagerly, Tree runs and wins
+    assert eager.loc[4, "point_id"] == "p002"  # eagerly, Tree runs and wins
 
 
 def test_headline_saved_percent_and_settings(sweep):
@@ -65,8 +112,12 @@ def test_headline_saved_percent_and_settings(sweep):
 
 def test_headline_mode_is_graph_when_any_graph_point_ran(sweep):
     assert an.headline_mode(sweep)[0] == "graph"
-    gloo = frame([step("p000", 1, "eager", 900, impl="gloo", backend="gloo"),
-                  step("p000", 1, "graph", 0, impl="gloo", backend="gloo", status="unsupported")])
+    gloo = frame(
+        [
+            step("p000", 1, "eager", 900, impl="gloo", backend="gloo"),
+            step("p000", 1, "graph", 0, impl="gloo", backend="gloo", status="unsupported"),
+        ]
+    )
     mode, why = an.headline_mode(gloo)
     assert mode == "eager" and "gloo" in why
 
@@ -87,7 +138,7 @@ def test_fusion_comparison(sweep):
 
 def test_best_overall_point_needs_every_t(sweep):
     point = an.best_overall_point(sweep, "graph", impl="nccl")
-    assert point["point_id"] == "p001"       # 5200 + 7000 < 5100 + 8000
+    assert point["point_id"] == "p001"  # 5200 + 7000 < 5100 + 8000
     assert point["total_us"] == pytest.approx(12200)
 
 
@@ -98,8 +149,13 @@ def test_baseline_must_exist(sweep):
 
 
 def test_failures_separate_failed_from_unsupported():
-    rows = frame([step("p000", 1, "graph", 1), step("p001", 1, "graph", 1, status="timeout"),
-                  step("p002", 1, "graph", 1, status="unsupported")])
+    rows = frame(
+        [
+            step("p000", 1, "graph", 1),
+            step("p001", 1, "graph", 1, status="timeout"),
+            step("p002", 1, "graph", 1, status="unsupported"),
+        ]
+    )
     bad = an.failures(rows).set_index("point_id")
     assert bool(bad.loc["p001", "failed"]) and not bool(bad.loc["p002", "failed"])
     assert "p000" not in bad.index
@@ -110,13 +166,20 @@ def test_strongest_axes_and_heatmap():
     for algo, cost in (("Ring", 1000), ("Tree", 3000)):
         for proto, extra in (("LL", 0), ("Simple", 100)):
             for threads in ("256", "512"):
-                rows.append(step(f"{algo}{proto}{threads}", 4, "graph", cost + extra + (1 if threads == "512" else 0),
-                                 {"NCCL_ALGO": algo, "NCCL_PROTO": proto, "NCCL_NTHREADS": threads}))
+                rows.append(
+                    step(
+                        f"{algo}{proto}{threads}",
+                        4,
+                        "graph",
+                        cost + extra + (1 if threads == "512" else 0),
+                        {"NCCL_ALGO": algo, "NCCL_PROTO": proto, "NCCL_NTHREADS": threads},
+                    )
+                )
     steps = frame(rows)
     assert set(an.varying_axes(steps)) == {"env.NCCL_ALGO", "env.NCCL_PROTO", "env.NCCL_NTHREADS"}
     assert an.strongest_axes(steps, "graph") == ["env.NCCL_ALGO", "env.NCCL_PROTO"]
     pivot = an.heatmap_pivot(steps, 4, "graph", "env.NCCL_ALGO", "env.NCCL_PROTO")
-    assert pivot.loc["Tree", "Simple"] == 3100       # min over the thread axis
+    assert pivot.loc["Tree", "Simple"] == 3100  # min over the thread axis
     assert pivot.loc["Ring", "LL"] == 1000
 
 
@@ -138,16 +201,16 @@ def test_breakdown_and_projection(sweep):
     parts = an.breakdown(sweep, head, "p000", an.parse_compute_ms("1=4.0,4=5.0"))
     best4 = parts[(parts["setting"] == "best") & (parts["tokens"] == 4)].iloc[0]
     assert best4["comm_ms"] == pytest.approx(7.0) and best4["compute_ms"] == 5.0
-    assert best4["overhead_ms"] == pytest.approx(1.0)       # eager - graph of p001
+    assert best4["overhead_ms"] == pytest.approx(1.0)  # eager - graph of p001
     assert best4["verify_ms"] == pytest.approx(12.0)
     assert best4["comm_share_pct"] == pytest.approx(100 * 7 / 12)
     proj = an.projection(parts, 0.5, (1.3, 2.0, 8.0)).set_index(["setting", "tokens"])
     row = proj.loc[("best", 4)]
-    decode = 4.0 + 5.1                                        # compute(1) + best comm at T = 1 (p003)
+    decode = 4.0 + 5.1  # compute(1) + best comm at T = 1 (p003)
     assert row["decode_ms"] == pytest.approx(decode)
     assert row["break_even_accept"] == pytest.approx((0.5 + 12.0) / decode)
     assert row[an.tps_column(2.0)] == pytest.approx(2000 / 12.5)
-    assert math.isnan(row[an.tps_column(8.0)])               # cannot accept more tokens than were verified
+    assert math.isnan(row[an.tps_column(8.0)])  # cannot accept more tokens than were verified
 
 
 def test_projection_needs_a_decode_step(sweep):
@@ -176,8 +239,12 @@ def test_parse_accept():
 
 
 def test_op_table_and_sizes():
-    op_us = {"sites": ["embed", "layer.0.attn", "layer.0.mlp", "logits"], "bytes": [100, 100, 100, 4000],
-             "median": [10.0, 12.0, 14.0, 50.0], "p99": [1, 1, 1, 1]}
+    op_us = {
+        "sites": ["embed", "layer.0.attn", "layer.0.mlp", "logits"],
+        "bytes": [100, 100, 100, 4000],
+        "median": [10.0, 12.0, 14.0, 50.0],
+        "p99": [1, 1, 1, 1],
+    }
     steps = frame([step("p000", 1, "eager", 100, op_us=op_us)])
     sizes = an.op_sizes(an.op_table(steps)).set_index(["collective", "bytes"])
     assert sizes.loc[("all_reduce", 100), "time_us"] == 12.0 and sizes.loc[("all_reduce", 100), "ops"] == 3
@@ -198,7 +265,7 @@ def test_empty_frame_is_handled():
 
 
 def test_beyond_noise_rule():
-    assert an.beyond_noise(95.0, 100.0) is True          # nine in ten steps faster than the baseline's typical one
+    assert an.beyond_noise(95.0, 100.0) is True  # nine in ten steps faster than the baseline's typical one
     assert an.beyond_noise(100.0, 100.0) is False
     assert an.beyond_noise(120.0, 100.0) is False
     assert an.beyond_noise(math.nan, 100.0) is None and an.beyond_noise(90.0, None) is None
@@ -214,10 +281,10 @@ def noisy_pair(best_p90):
 
 
 def test_headline_and_recommendation_within_noise_keep_the_baseline():
-    steps = noisy_pair(best_p90=120_000)                 # 10 % faster median, but p90 above the baseline's median
+    steps = noisy_pair(best_p90=120_000)  # 10 % faster median, but p90 above the baseline's median
     head = an.headline(steps, "p000", "eager")
     assert list(head["beyond_noise"]) == [False, False]
-    assert head["saved_pct"].iloc[0] == pytest.approx(10.0)          # the number stays, labelled as noise
+    assert head["saved_pct"].iloc[0] == pytest.approx(10.0)  # the number stays, labelled as noise
     rec = an.recommendation(steps, "p000", "eager", impl="nccl")
     assert rec.fastest["point_id"] == "p001" and rec.beyond_noise is False and rec.keeps_baseline
     assert rec.chosen["point_id"] == "p000" and rec.chosen["env"] == {}
@@ -236,11 +303,13 @@ def test_a_remeasured_configuration_counts_with_its_latest_longest_measurement()
     env = {"OMP_NUM_THREADS": "2"}
     rows = []
     for t in (1, 4):
-        rows += [step("p000", t, "eager", 100_000, iterations=5),
-                 step("p001", t, "eager", 70_000, env, iterations=5),
-                 step("s1-p000", t, "eager", 98_000, iterations=10),
-                 step("s1-p001", t, "eager", 104_000, env, iterations=10),
-                 step("p002", t, "eager", 101_000, {"OMP_NUM_THREADS": "4"}, iterations=5)]
+        rows += [
+            step("p000", t, "eager", 100_000, iterations=5),
+            step("p001", t, "eager", 70_000, env, iterations=5),
+            step("s1-p000", t, "eager", 98_000, iterations=10),
+            step("s1-p001", t, "eager", 104_000, env, iterations=10),
+            step("p002", t, "eager", 101_000, {"OMP_NUM_THREADS": "4"}, iterations=5),
+        ]
     all_steps = frame(rows)
     latest = an.latest_point_ids(all_steps)
     assert latest["p001"] == "s1-p001" and latest["p000"] == "s1-p000" and latest["p002"] == "p002"
@@ -255,8 +324,11 @@ def test_a_remeasured_configuration_counts_with_its_latest_longest_measurement()
 
 
 def test_the_longer_measurement_wins_within_a_stage():
-    rows = [step("p000", 1, "eager", 100, iterations=5), step("p003", 1, "eager", 50, iterations=5),
-            step("p007", 1, "eager", 80, iterations=20)]
+    rows = [
+        step("p000", 1, "eager", 100, iterations=5),
+        step("p003", 1, "eager", 50, iterations=5),
+        step("p007", 1, "eager", 80, iterations=20),
+    ]
     rows[2]["point"]["label"] = "same configuration as p003, measured longer"
     rows[1]["point"]["env"] = rows[2]["point"]["env"] = {"NCCL_ALGO": "Ring"}
     assert an.latest_point_ids(frame(rows))["p003"] == "p007"
@@ -265,7 +337,7 @@ def test_the_longer_measurement_wins_within_a_stage():
 def test_break_even_below_one_pays_at_any_accept_length(sweep):
     head = an.headline(sweep, "p000", "graph")
     parts = an.breakdown(sweep, head, "p000", an.ComputeTimes())
-    parts.loc[(parts["tokens"] == 4), "verify_ms"] = 4.0                # verify T = 4 faster than decode T = 1
+    parts.loc[(parts["tokens"] == 4), "verify_ms"] = 4.0  # verify T = 4 faster than decode T = 1
     row = an.projection(parts, 0.0, (1.3,)).set_index(["setting", "tokens"]).loc[("best", 4)]
     assert row["break_even_ratio"] == pytest.approx(4.0 / 5.1)
     assert math.isnan(row["break_even_accept"]) and bool(row["pays_at_any_accept"])
@@ -277,7 +349,7 @@ def test_fusion_comparison_applies_the_noise_rule_both_ways(sweep):
     assert fusion.loc[4, "beyond_noise"] is True and fusion.loc[4, "slower_beyond_noise"] is False
     close = sweep.copy()
     fused = close["point_id"] == "p005"
-    close.loc[fused, "median_us"] = close.loc[fused, "median_us"] + 8_000     # T = 4: 10 ms against p004 9.4 ms
+    close.loc[fused, "median_us"] = close.loc[fused, "median_us"] + 8_000  # T = 4: 10 ms against p004 9.4 ms
     close.loc[fused, "p90_us"] = close.loc[fused, "median_us"]
     fusion = an.fusion_comparison(close, "p000", "graph").set_index("tokens")
     assert fusion.loc[4, "beyond_noise"] is False and fusion.loc[4, "slower_beyond_noise"] is True
@@ -287,19 +359,23 @@ def test_ties_go_to_the_baselines_implementation_then_the_preferred_point_then_t
     """A cost model predicts many points alike: the first screen must not pick an arbitrary one of them."""
     env3 = {"NCCL_MIN_NCHANNELS": "4", "NCCL_MAX_NCHANNELS": "4", "NCCL_THREAD_THRESHOLDS": "0 0 0 0 0 0"}
     env2 = {**env3, "NCCL_MIN_NCHANNELS": "2", "NCCL_MAX_NCHANNELS": "2"}
-    rows = [step("p000", 8, "graph", 3160.0), step("p001", 8, "graph", 3160.0, {"NCCL_P2P_LEVEL": "SYS"}),
-            step("s1-p006", 8, "graph", 3160.0, env3), step("s2-p003", 8, "graph", 3160.0, env2),
-            step("s2-p001", 8, "graph", 3160.0, impl="flashinfer-pcie-ipc")]
+    rows = [
+        step("p000", 8, "graph", 3160.0),
+        step("p001", 8, "graph", 3160.0, {"NCCL_P2P_LEVEL": "SYS"}),
+        step("s1-p006", 8, "graph", 3160.0, env3),
+        step("s2-p003", 8, "graph", 3160.0, env2),
+        step("s2-p001", 8, "graph", 3160.0, impl="flashinfer-pcie-ipc"),
+    ]
     steps = frame(rows)
     family = an.implementation_family("default")
     assert set(family) == {"default", "nccl", "gloo"}
-    assert an.best_points(steps, "graph", family=family)["point_id"].iloc[0] == "s2-p003"      # confirmed first
+    assert an.best_points(steps, "graph", family=family)["point_id"].iloc[0] == "s2-p003"  # confirmed first
     assert an.best_points(steps, "graph", prefer=["p000", "s1-p006"], family=family)["point_id"].iloc[0] == "p000"
     assert an.best_overall_point(steps, "graph", impl=family)["point_id"] == "s2-p003"
     stage_one = frame([rows[2], step("s1-p007", 8, "graph", 3160.0, {"NCCL_MIN_NCHANNELS": "4"})])
     assert an.best_points(stage_one, "graph", family=family)["point_id"].iloc[0] == "s1-p007"  # then fewest settings
     faster = frame(rows[:4] + [step("s2-p001", 8, "graph", 3000.0, impl="flashinfer-pcie-ipc")])
-    assert an.best_points(faster, "graph", family=family)["point_id"].iloc[0] == "s2-p001"      # strictly faster
+    assert an.best_points(faster, "graph", family=family)["point_id"].iloc[0] == "s2-p001"  # strictly faster
 
 
 @pytest.fixture
@@ -308,23 +384,30 @@ def pcie_like():
     p003 a PCIe IPC all-reduce (much faster at T=1, slower at T=8); p004 a fused kind that never ran."""
     rows = []
     for t, base, channels, ll, ipc in ((1, 2300, 2100, 2250, 900), (8, 3600, 3300, 3200, 3900)):
-        rows += [step("p000", t, "graph", base, impl="default"),
-                 step("p001", t, "graph", channels, {"NCCL_MIN_NCHANNELS": "4"}, impl="default", p90=channels * 1.01),
-                 step("p002", t, "graph", ll, {"NCCL_PROTO": "LL"}, impl="default", p90=ll * 1.01),
-                 step("p003", t, "graph", ipc, impl="flashinfer-pcie-ipc", p90=ipc * 1.01),
-                 step("p004", t, "graph", 0, impl="flashinfer-fused", status="unsupported")]
+        rows += [
+            step("p000", t, "graph", base, impl="default"),
+            step("p001", t, "graph", channels, {"NCCL_MIN_NCHANNELS": "4"}, impl="default", p90=channels * 1.01),
+            step("p002", t, "graph", ll, {"NCCL_PROTO": "LL"}, impl="default", p90=ll * 1.01),
+            step("p003", t, "graph", ipc, impl="flashinfer-pcie-ipc", p90=ipc * 1.01),
+            step("p004", t, "graph", 0, impl="flashinfer-fused", status="unsupported"),
+        ]
     return frame(rows)
 
 
 def test_choices_per_tokens_mark_the_role_of_every_point(pcie_like):
     family = an.implementation_family("default")
     rec = an.recommendation(pcie_like, "p000", "graph", impl=family)
-    assert rec.chosen["point_id"] == "p001"                       # 2100 + 3300 < 2250 + 3200
+    assert rec.chosen["point_id"] == "p001"  # 2100 + 3300 < 2250 + 3200
     table = an.choices_per_tokens(pcie_like, "p000", "graph", "p001", family)
     roles = {(int(r.tokens), r.point_id): r.roles for r in table.itertuples()}
-    assert roles == {(1, "p000"): ["baseline"], (1, "p001"): ["recommended", "fastest setting"],
-                     (1, "p003"): ["fastest"],
-                     (8, "p000"): ["baseline"], (8, "p001"): ["recommended"], (8, "p002"): ["fastest setting", "fastest"]}
+    assert roles == {
+        (1, "p000"): ["baseline"],
+        (1, "p001"): ["recommended", "fastest setting"],
+        (1, "p003"): ["fastest"],
+        (8, "p000"): ["baseline"],
+        (8, "p001"): ["recommended"],
+        (8, "p002"): ["fastest setting", "fastest"],
+    }
     row = table[(table["tokens"] == 1) & (table["point_id"] == "p003")].iloc[0]
     assert row["saved_pct"] == pytest.approx(100 * (2300 - 900) / 2300) and row["beyond_noise"] is True
     assert table.loc[table["point_id"] == "p000", "beyond_noise"].isna().all()
@@ -341,8 +424,9 @@ def test_alternatives_are_judged_against_the_exported_settings(pcie_like):
     assert alt.loc[1, "beyond_noise"] is True and alt.loc[1, "slower_beyond_noise"] is False
     assert alt.loc[8, "beyond_noise"] is False and alt.loc[8, "slower_beyond_noise"] is True
     missing = an.implementations_without_result(pcie_like, "graph", family)
-    assert missing.to_dict("records") == [{"impl": "flashinfer-fused", "fused_rmsnorm": True,
-                                           "status": "unsupported", "message": "boom"}]
+    assert missing.to_dict("records") == [
+        {"impl": "flashinfer-fused", "fused_rmsnorm": True, "status": "unsupported", "message": "boom"}
+    ]
     assert an.alternatives(pcie_like[pcie_like["impl"] == "default"], "p001", "graph", family).empty
 
 
@@ -355,20 +439,29 @@ def test_breakdown_adds_the_recommended_setting(pcie_like):
     assert by.loc[("recommended", 8), "comm_ms"] == pytest.approx(3.3) and by.loc[("best", 8), "point_id"] == "p002"
     assert by.loc[("recommended", 1), "verify_ms"] == pytest.approx(7.1)
     same = an.breakdown(pcie_like, head, "p000", an.ComputeTimes(), recommended="p000", mode="graph")
-    assert "recommended" not in set(same["setting"])               # keeping the baseline adds no row
+    assert "recommended" not in set(same["setting"])  # keeping the baseline adds no row
 
 
 def test_model_comparison_pairs_the_same_configuration_t_and_mode():
-    measured = frame([step("p000", 4, "graph", 3300), step("p001", 4, "graph", 2200, {"NCCL_PROTO": "LL"}),
-                      step("p002", 4, "graph", 1000, {"NCCL_ALGO": "Tree"}, status="capture_failed"),
-                      step("p003", 4, "eager", 4000)])
-    model = frame([step("p000", 4, "graph", 3000, source="model"),
-                   step("s1-p009", 4, "graph", 2420, {"NCCL_PROTO": "LL"}, source="model"),
-                   step("p002", 4, "graph", 900, {"NCCL_ALGO": "Tree"}, source="model"),
-                   step("p004", 4, "graph", 900, {"NCCL_PROTO": "Simple"}, source="model")])
+    measured = frame(
+        [
+            step("p000", 4, "graph", 3300),
+            step("p001", 4, "graph", 2200, {"NCCL_PROTO": "LL"}),
+            step("p002", 4, "graph", 1000, {"NCCL_ALGO": "Tree"}, status="capture_failed"),
+            step("p003", 4, "eager", 4000),
+        ]
+    )
+    model = frame(
+        [
+            step("p000", 4, "graph", 3000, source="model"),
+            step("s1-p009", 4, "graph", 2420, {"NCCL_PROTO": "LL"}, source="model"),
+            step("p002", 4, "graph", 900, {"NCCL_ALGO": "Tree"}, source="model"),
+            step("p004", 4, "graph", 900, {"NCCL_PROTO": "Simple"}, source="model"),
+        ]
+    )
     model["calibration"] = "nccl-prior"
     pairs = an.model_comparison(measured, model).set_index("point_id_measured")
-    assert set(pairs.index) == {"p000", "p001"}                     # failed and one-sided points are not paired
+    assert set(pairs.index) == {"p000", "p001"}  # failed and one-sided points are not paired
     assert pairs.loc["p001", "point_id_model"] == "s1-p009" and pairs.loc["p001", "ratio"] == pytest.approx(1.1)
     assert pairs.loc["p000", "error_pct"] == pytest.approx(100 * (3000 / 3300 - 1))
     assert bool(pairs.loc["p001", "within_band"]) and bool(pairs.loc["p000", "within_band"])
@@ -378,23 +471,53 @@ def test_model_comparison_pairs_the_same_configuration_t_and_mode():
 
 
 def collective(source, size, ranks, time_us, in_place=False, calibration=None):
-    return {"schema": 1, "kind": "collective", "source": source, "run_id": source, "point_id": "p000",
-            "point": {"label": "all_reduce_perf", "impl": "nccl", "env": {}, "options": {}}, "backend": None,
-            "world_size": ranks, "status": "ok", "message": None, "calibration": calibration,
-            "collective": "all_reduce", "bytes": size, "count": size // 2, "dtype": "bfloat16", "in_place": in_place,
-            "graph": False, "time_us": time_us, "algbw_gbps": 1.0, "busbw_gbps": 1.0, "wrong": 0}
+    return {
+        "schema": 1,
+        "kind": "collective",
+        "source": source,
+        "run_id": source,
+        "point_id": "p000",
+        "point": {"label": "all_reduce_perf", "impl": "nccl", "env": {}, "options": {}},
+        "backend": None,
+        "world_size": ranks,
+        "status": "ok",
+        "message": None,
+        "calibration": calibration,
+        "collective": "all_reduce",
+        "bytes": size,
+        "count": size // 2,
+        "dtype": "bfloat16",
+        "in_place": in_place,
+        "graph": False,
+        "time_us": time_us,
+        "algbw_gbps": 1.0,
+        "busbw_gbps": 1.0,
+        "wrong": 0,
+    }
 
 
 def test_collective_model_comparison_pairs_size_and_rank_count():
-    measured = an.collective_frame(an.records_frame(
-        [collective("nccl-tests", 65536, 8, 40.0), collective("nccl-tests", 65536, 8, 44.0, in_place=True),
-         collective("nccl-tests", 1 << 20, 8, 200.0), collective("nccl-tests", 65536, 4, 30.0)]))
-    model = an.collective_frame(an.records_frame(
-        [collective("model", 65536, 8, 50.0, calibration="fitted.toml"),
-         collective("model", 1 << 20, 8, 180.0, calibration="fitted.toml"),
-         collective("model", 8192, 8, 20.0, calibration="fitted.toml")]))
+    measured = an.collective_frame(
+        an.records_frame(
+            [
+                collective("nccl-tests", 65536, 8, 40.0),
+                collective("nccl-tests", 65536, 8, 44.0, in_place=True),
+                collective("nccl-tests", 1 << 20, 8, 200.0),
+                collective("nccl-tests", 65536, 4, 30.0),
+            ]
+        )
+    )
+    model = an.collective_frame(
+        an.records_frame(
+            [
+                collective("model", 65536, 8, 50.0, calibration="fitted.toml"),
+                collective("model", 1 << 20, 8, 180.0, calibration="fitted.toml"),
+                collective("model", 8192, 8, 20.0, calibration="fitted.toml"),
+            ]
+        )
+    )
     pairs = an.collective_model_comparison(measured, model).set_index("bytes")
-    assert list(pairs.index) == [65536, 1 << 20]                      # 4 ranks and 8 KB are one-sided
-    assert pairs.loc[65536, "measured_us"] == pytest.approx(42.0)     # in and out of place: their median
+    assert list(pairs.index) == [65536, 1 << 20]  # 4 ranks and 8 KB are one-sided
+    assert pairs.loc[65536, "measured_us"] == pytest.approx(42.0)  # in and out of place: their median
     assert pairs.loc[65536, "ratio"] == pytest.approx(50 / 42) and not bool(pairs.loc[65536, "within_band"])
     assert pairs.loc[1 << 20, "label"] == "all_reduce x8" and pairs.loc[1 << 20, "calibration"] == "fitted.toml"

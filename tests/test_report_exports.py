@@ -19,52 +19,68 @@ def parse_rules(text):
     return [line.split(",") for line in text.splitlines() if line and not line.startswith("#")]
 
 
-@pytest.mark.parametrize("value, collective, kind, expected", [
-    ("Ring", "all_reduce", "algorithm", "ring"),
-    ("allreduce:tree", "all_reduce", "algorithm", "tree"),
-    ("allreduce:tree", "all_gather", "algorithm", None),
-    ("ring;allreduce:tree", "all_reduce", "algorithm", "tree"),
-    ("ring;allreduce:tree", "all_gather", "algorithm", "ring"),
-    ("Tree,Ring", "all_reduce", "algorithm", None),
-    ("^tree", "all_reduce", "algorithm", None),
-    ("NVLSTree", "all_reduce", "algorithm", "nvls_tree"),
-    ("CollnetDirect", "all_reduce", "algorithm", "collnet_direct"),
-    ("LL128", "all_reduce", "protocol", "ll128"),
-    ("simple", "all_gather", "protocol", "simple"),
-    ("Bogus", "all_reduce", "protocol", None),
-    (None, "all_reduce", "protocol", None),
-])
+@pytest.mark.parametrize(
+    "value, collective, kind, expected",
+    [
+        ("Ring", "all_reduce", "algorithm", "ring"),
+        ("allreduce:tree", "all_reduce", "algorithm", "tree"),
+        ("allreduce:tree", "all_gather", "algorithm", None),
+        ("ring;allreduce:tree", "all_reduce", "algorithm", "tree"),
+        ("ring;allreduce:tree", "all_gather", "algorithm", "ring"),
+        ("Tree,Ring", "all_reduce", "algorithm", None),
+        ("^tree", "all_reduce", "algorithm", None),
+        ("NVLSTree", "all_reduce", "algorithm", "nvls_tree"),
+        ("CollnetDirect", "all_reduce", "algorithm", "collnet_direct"),
+        ("LL128", "all_reduce", "protocol", "ll128"),
+        ("simple", "all_gather", "protocol", "simple"),
+        ("Bogus", "all_reduce", "protocol", None),
+        (None, "all_reduce", "protocol", None),
+    ],
+)
 def test_forced_choice(value, collective, kind, expected):
     assert ex.forced_choice(value, collective, kind) == expected
 
 
 def test_tuner_rules_one_per_size_range_merging_equal_neighbours():
-    rules = ex.tuner_rules(inputs([
-        ("allreduce", 14336, 1, "p1", "a", "ring", "ll", -1, 8),
-        ("allreduce", 57344, 4, "p1", "a", "ring", "ll", -1, 8),
-        ("allreduce", 114688, 8, "p2", "b", "ring", "ll128", -1, 8),
-        ("allreduce", 229376, 16, "p3", "c", "tree", "simple", 4, 8),
-    ]))
+    rules = ex.tuner_rules(
+        inputs(
+            [
+                ("allreduce", 14336, 1, "p1", "a", "ring", "ll", -1, 8),
+                ("allreduce", 57344, 4, "p1", "a", "ring", "ll", -1, 8),
+                ("allreduce", 114688, 8, "p2", "b", "ring", "ll128", -1, 8),
+                ("allreduce", 229376, 16, "p3", "c", "tree", "simple", 4, 8),
+            ]
+        )
+    )
     assert [(r.min_bytes, r.max_bytes, r.algorithm, r.protocol) for r in rules] == [
-        (0, 81095, "ring", "ll"),              # 14336 and 57344 merged; sqrt(57344 * 114688) = 81096
+        (0, 81095, "ring", "ll"),  # 14336 and 57344 merged; sqrt(57344 * 114688) = 81096
         (81096, 162192, "ring", "ll128"),
-        (162193, -1, "tree", "simple")]
+        (162193, -1, "tree", "simple"),
+    ]
     assert rules[-1].channels == 4 and rules[0].n_ranks == 8
 
 
 def test_sizes_without_a_known_choice_get_no_rule_and_do_not_widen_others():
-    rules = ex.tuner_rules(inputs([
-        ("allreduce", 1000, 1, "p1", "a", "ring", "ll", -1, 8),
-        ("allreduce", 4000, 4, "p0", "defaults", None, None, -1, 8),
-        ("allreduce", 16000, 8, "p1", "a", "ring", "ll", -1, 8),
-    ]))
+    rules = ex.tuner_rules(
+        inputs(
+            [
+                ("allreduce", 1000, 1, "p1", "a", "ring", "ll", -1, 8),
+                ("allreduce", 4000, 4, "p0", "defaults", None, None, -1, 8),
+                ("allreduce", 16000, 8, "p1", "a", "ring", "ll", -1, 8),
+            ]
+        )
+    )
     assert [(r.min_bytes, r.max_bytes) for r in rules] == [(0, 1999), (8000, -1)]
 
 
 def test_tuner_conf_has_ten_legal_fields_per_rule():
-    table = inputs([("allreduce", 14336, 1, "p1", "a", "ring", "ll", -1, 8),
-                    ("allgather", 327680, 1, "p1", "a", "ring", "simple", -1, 8),
-                    ("allreduce", 57344, 4, "p2", "b", "tree", "ll128", 2, 8)])
+    table = inputs(
+        [
+            ("allreduce", 14336, 1, "p1", "a", "ring", "ll", -1, 8),
+            ("allgather", 327680, 1, "p1", "a", "ring", "simple", -1, 8),
+            ("allreduce", 57344, 4, "p2", "b", "tree", "ll128", 2, 8),
+        ]
+    )
     text = ex.tuner_conf_text(ex.tuner_rules(table), table, ["run r (measured)"])
     rules = parse_rules(text)
     assert len(rules) == 3
@@ -78,17 +94,29 @@ def test_tuner_conf_has_ten_legal_fields_per_rule():
 
 
 def test_rule_inputs_prefer_what_nccl_ran_over_what_env_asked():
-    winners = pd.DataFrame([{
-        "tokens": 4, "hidden_size": 7168, "dtype": "bfloat16", "point_id": "p1", "label": "x", "world_size": 8,
-        "env": {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "4"},
-        "nccl": {"choices": [{"coll": "AllReduce", "bytes": 57344, "algo": "Ring", "proto": "LL", "channels": 4},
-                             {"coll": "AllGather", "bytes": 1310720, "algo": "Ring", "proto": "Simple",
-                              "channels": 4}]},
-    }])
+    winners = pd.DataFrame(
+        [
+            {
+                "tokens": 4,
+                "hidden_size": 7168,
+                "dtype": "bfloat16",
+                "point_id": "p1",
+                "label": "x",
+                "world_size": 8,
+                "env": {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "4"},
+                "nccl": {
+                    "choices": [
+                        {"coll": "AllReduce", "bytes": 57344, "algo": "Ring", "proto": "LL", "channels": 4},
+                        {"coll": "AllGather", "bytes": 1310720, "algo": "Ring", "proto": "Simple", "channels": 4},
+                    ]
+                },
+            }
+        ]
+    )
     rows = ex.rule_inputs(winners).set_index("collective")
     assert rows.loc["allreduce", "bytes"] == 4 * 7168 * 2
-    assert rows.loc["allreduce", "algorithm"] == "ring"          # the log wins over NCCL_ALGO=Tree
-    assert rows.loc["allreduce", "channels"] == 4                 # channels set by the point, as NCCL ran them
+    assert rows.loc["allreduce", "algorithm"] == "ring"  # the log wins over NCCL_ALGO=Tree
+    assert rows.loc["allreduce", "channels"] == 4  # channels set by the point, as NCCL ran them
     assert rows.loc["allgather", "protocol"] == "simple"
     winners.at[0, "nccl"] = None
     rows = ex.rule_inputs(winners).set_index("collective")
@@ -98,16 +126,26 @@ def test_rule_inputs_prefer_what_nccl_ran_over_what_env_asked():
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_recommend_env_sources_in_bash(tmp_path):
-    point = pd.Series({"point_id": "p1", "label": "x", "impl": "nccl",
-                       "env": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_WEIRD": "a b'c$HOME",
-                               "not a name": "x"}})
+    point = pd.Series(
+        {
+            "point_id": "p1",
+            "label": "x",
+            "impl": "nccl",
+            "env": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_WEIRD": "a b'c$HOME", "not a name": "x"},
+        }
+    )
     path = tmp_path / "recommend.env"
     path.write_text(ex.recommend_env_text(point, ["run r (measured)", "Versions: nccl 2.27.5"], ["note"]))
-    done = subprocess.run(["bash", "-c", f"set -e; source {path}; env"], capture_output=True, text=True,
-                          check=True, env={"PATH": os.environ.get("PATH", "")})
+    done = subprocess.run(
+        ["bash", "-c", f"set -e; source {path}; env"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": os.environ.get("PATH", "")},
+    )
     env = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     assert env["NCCL_ALGO"] == "Ring" and env["NCCL_PROTO"] == "LL"
-    assert env["NCCL_WEIRD"] == "a b'c$HOME"           # quoted, not expanded
+    assert env["NCCL_WEIRD"] == "a b'c$HOME"  # quoted, not expanded
     assert "skipped 'not a name'" in path.read_text()
 
 
@@ -118,57 +156,90 @@ def test_recommend_env_when_defaults_win_exports_nothing(tmp_path):
 
 
 def test_nccl_tests_table_bandwidths():
-    text = ex.nccl_tests_table([("all_reduce", 57344, 40.0), ("all_gather", 1310720, 200.0)], 8, "bfloat16",
-                               ["header"], 0)
+    text = ex.nccl_tests_table(
+        [("all_reduce", 57344, 40.0), ("all_gather", 1310720, 200.0)], 8, "bfloat16", ["header"], 0
+    )
     rows = [line.split() for line in text.splitlines() if line and not line.startswith("#")]
-    gather, reduce = rows                      # sorted by collective name
+    gather, reduce = rows  # sorted by collective name
     assert reduce[:5] == ["57344", "28672", "bfloat16", "sum", "-1"]
     algbw = 57344 / 40.0 / 1e3
     assert float(reduce[5]) == 40.0 and float(reduce[6]) == pytest.approx(algbw, abs=0.01)
     assert float(reduce[7]) == pytest.approx(algbw * 2 * 7 / 8, abs=0.01)
-    assert gather[1] == str(1310720 // 2 // 8) and float(gather[7]) == pytest.approx(1310720 / 200 / 1e3 * 7 / 8,
-                                                                                    abs=0.01)
+    assert gather[1] == str(1310720 // 2 // 8) and float(gather[7]) == pytest.approx(
+        1310720 / 200 / 1e3 * 7 / 8, abs=0.01
+    )
     assert reduce[8] == "0"
     assert text.rstrip().splitlines()[-1].startswith("# Avg bus bandwidth")
 
 
 def test_engine_hints_follow_what_was_measured():
     def fusion(saved, beyond, slower):
-        return pd.DataFrame([{"tokens": 4, "impl": "flashinfer_fused", "saved_pct": saved, "beyond_noise": beyond,
-                              "slower_beyond_noise": slower}])
+        return pd.DataFrame(
+            [
+                {
+                    "tokens": 4,
+                    "impl": "flashinfer_fused",
+                    "saved_pct": saved,
+                    "beyond_noise": beyond,
+                    "slower_beyond_noise": slower,
+                }
+            ]
+        )
+
     won, lost, noise = fusion(40.0, True, False), fusion(-5.0, False, True), fusion(3.0, False, False)
     hints = ex.engine_hints(won, True, True)
     settings = " ".join(h.setting for h in hints)
-    assert "--flashinfer-allreduce-fusion-backend auto" in settings and "fuse_allreduce_rms\": true" in settings
+    assert "--flashinfer-allreduce-fusion-backend auto" in settings and 'fuse_allreduce_rms": true' in settings
     assert all(h.version for h in hints)
     off = " ".join(h.setting for h in ex.engine_hints(lost, True, False))
     assert "--enforce-disable-flashinfer-allreduce-fusion" in off and "false" in off
-    assert ex.engine_hints(noise, True, False) == []           # within noise either way: nothing to change
+    assert ex.engine_hints(noise, True, False) == []  # within noise either way: nothing to change
     assert ex.engine_hints(pd.DataFrame(), False, False) == []
 
 
 def test_winners_within_noise_of_the_baseline_get_no_rule():
     choice = {"coll": "AllReduce", "bytes": 0, "algo": "Ring", "proto": "LL", "channels": 2}
-    winners = pd.DataFrame([
-        {"tokens": t, "hidden_size": 7168, "dtype": "bfloat16", "point_id": pid, "label": pid, "world_size": 8,
-         "env": {"NCCL_PROTO": "LL"}, "nccl": {"choices": [{**choice, "bytes": t * 14336}]}, "note": note}
-        for t, pid, note in ((1, "p001", None), (4, "p001", "within measurement noise of the baseline"),
-                             (8, "p001", None))])
+    winners = pd.DataFrame(
+        [
+            {
+                "tokens": t,
+                "hidden_size": 7168,
+                "dtype": "bfloat16",
+                "point_id": pid,
+                "label": pid,
+                "world_size": 8,
+                "env": {"NCCL_PROTO": "LL"},
+                "nccl": {"choices": [{**choice, "bytes": t * 14336}]},
+                "note": note,
+            }
+            for t, pid, note in (
+                (1, "p001", None),
+                (4, "p001", "within measurement noise of the baseline"),
+                (8, "p001", None),
+            )
+        ]
+    )
     inputs = ex.rule_inputs(winners).set_index("tokens")
     assert pd.isna(inputs.loc[4, "algorithm"]) and inputs.loc[1, "algorithm"] == "ring"
     rules = ex.tuner_rules(inputs.reset_index())
-    assert len(rules) == 2 and rules[0].max_bytes < 4 * 14336 < rules[1].min_bytes      # T = 4's range stays NCCL's
+    assert len(rules) == 2 and rules[0].max_bytes < 4 * 14336 < rules[1].min_bytes  # T = 4's range stays NCCL's
     text = ex.tuner_conf_text(rules, inputs.reset_index(), ["run r"])
     assert "(T=4): p001 p001 -> within measurement noise of the baseline: no rule" in text
 
 
 def test_alternative_implementations_get_their_engine_setting_or_say_engine_work():
-    alternatives = pd.DataFrame([
-        {"tokens": 1, "impl": "flashinfer-pcie-ipc", "beyond_noise": True, "slower_beyond_noise": False},
-        {"tokens": 4, "impl": "flashinfer-pcie-ipc", "beyond_noise": True, "slower_beyond_noise": False},
-        {"tokens": 8, "impl": "flashinfer-pcie-ipc", "beyond_noise": False, "slower_beyond_noise": True}])
-    hints = {h.engine: h for h in ex.engine_hints(pd.DataFrame(), False, True, alternatives)
-             if "flashinfer-pcie-ipc" in h.why}
+    alternatives = pd.DataFrame(
+        [
+            {"tokens": 1, "impl": "flashinfer-pcie-ipc", "beyond_noise": True, "slower_beyond_noise": False},
+            {"tokens": 4, "impl": "flashinfer-pcie-ipc", "beyond_noise": True, "slower_beyond_noise": False},
+            {"tokens": 8, "impl": "flashinfer-pcie-ipc", "beyond_noise": False, "slower_beyond_noise": True},
+        ]
+    )
+    hints = {
+        h.engine: h
+        for h in ex.engine_hints(pd.DataFrame(), False, True, alternatives)
+        if "flashinfer-pcie-ipc" in h.why
+    }
     assert hints["vLLM"].setting == "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" and "0.30" in hints["vLLM"].version
     assert hints["SGLang"].setting == "" and "engine work" in hints["SGLang"].why
     assert "T = 1, 4" in hints["vLLM"].why and "not at T = 8" in hints["vLLM"].why
@@ -178,4 +249,4 @@ def test_alternative_implementations_get_their_engine_setting_or_say_engine_work
     assert [engine for engine, setting, _ in symm if setting] == ["SGLang", "vLLM"]
     assert ex.implementation_settings("my_allreduce:GatherSum") == [("SGLang", "", "—"), ("vLLM", "", "—")]
     lost = alternatives.assign(beyond_noise=False)
-    assert ex.alternative_hints(lost) == []                          # nothing won: nothing to set in an engine
+    assert ex.alternative_hints(lost) == []  # nothing won: nothing to set in an engine

@@ -14,6 +14,8 @@ from commprof.topology import probe_topology
 from tests.nvml_fake import FakeNvml
 from tests.report_fixtures import base_points, doctor_meta, make_meta, make_records, write_run
 
+pytestmark = pytest.mark.slow  # renders whole reports (matplotlib): left out of `make test-fast`
+
 GLOO_RUN = Path(__file__).parent / "fixtures" / "report" / "cpu-smoke-gloo"
 
 
@@ -23,31 +25,49 @@ def rendered(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     run_dir = write_run(root / "runs", "kimi-synth")
     out = root / "out"
-    assert main([ "report", str(run_dir), "--out", str(out), "--compute-ms", "4=5.0,8=5.2", "--draft-ms", "0.8"]) == 0
+    assert main(["report", str(run_dir), "--out", str(out), "--compute-ms", "4=5.0,8=5.2", "--draft-ms", "0.8"]) == 0
     return out
 
 
 def test_writes_every_file(rendered):
-    for name in ("index.html", "summary.json", "results.csv", "recommend.env", "nccl_tuner.conf",
-                 "engine_flags.txt", "nccl-tests/p000.txt", "nccl-tests/p001.txt"):
+    for name in (
+        "index.html",
+        "summary.json",
+        "results.csv",
+        "recommend.env",
+        "nccl_tuner.conf",
+        "engine_flags.txt",
+        "nccl-tests/p000.txt",
+        "nccl-tests/p001.txt",
+    ):
         assert (rendered / name).is_file(), name
-    assert not (rendered / "nccl-tests" / "p009.txt").exists()        # unsupported: no timings
+    assert not (rendered / "nccl-tests" / "p009.txt").exists()  # unsupported: no timings
     lines = (rendered / "results.csv").read_text().splitlines()
     assert len(lines) == 1 + len(base_points()) * 4 * 2
 
 
 def test_index_answers_the_three_questions(rendered):
     html = (rendered / "index.html").read_text()
-    for text in ("What do I set?", "How much faster is my verify step?", "Does speculative decoding pay",
-                 "NCCL_ALGO=Ring NCCL_PROTO=LL", "capture_failed", "timeout", "unsupported",
-                 "CUDA-graph compatibility", "Topology: path level", "Doctor verdicts", "field report"):
+    for text in (
+        "What do I set?",
+        "How much faster is my verify step?",
+        "Does speculative decoding pay",
+        "NCCL_ALGO=Ring NCCL_PROTO=LL",
+        "capture_failed",
+        "timeout",
+        "unsupported",
+        "CUDA-graph compatibility",
+        "Topology: path level",
+        "Doctor verdicts",
+        "field report",
+    ):
         assert text in html, text
     assert "13 of 80 records failed" in html
     assert "SIMULATED" not in html
     assert not re.search(r">\s*nan\s*<|NaN", html)
-    assert "<script" not in html                                      # self-contained: nothing to fetch
+    assert "<script" not in html  # self-contained: nothing to fetch
     assert not re.search(r'(src|href)="(https?:)?//|url\((https?:)?//|@import', html)
-    assert html.count("<svg") == 3                                    # breakdown, op sites, projection
+    assert html.count("<svg") == 3  # breakdown, op sites, projection
 
 
 def test_summary_json(rendered):
@@ -74,7 +94,7 @@ def test_simulated_run_is_labelled_everywhere(tmp_path):
     html = (out / "index.html").read_text()
     assert "SIMULATED" in html and "banner sim" in html
     assert "SIMULATED" in (out / "recommend.env").read_text()
-    assert "communication only" in html                             # no --compute-ms given
+    assert "communication only" in html  # no --compute-ms given
     assert json.loads((out / "summary.json").read_text())["runs"][0]["simulated"] is True
 
 
@@ -118,13 +138,36 @@ def test_gloo_run_uses_eager_mode_and_says_so(tmp_path):
 
 
 def test_imported_collectives_only(tmp_path):
-    rows = [{"schema": 1, "kind": "collective", "source": "nccl-tests", "run_id": "imp", "point_id": "p000",
-             "point": {"label": "all_reduce_perf", "impl": "nccl", "env": {}, "options": {}}, "backend": None,
-             "world_size": 8, "status": "ok", "message": None, "time": "t", "calibration": None,
-             "collective": "all_reduce", "bytes": size, "count": size // 4, "dtype": "float", "redop": "sum",
-             "in_place": False, "graph": False, "time_us": 40.0 + size / 1e4, "algbw_gbps": 0.1,
-             "busbw_gbps": 0.2, "wrong": 0, "file": "x.txt", "line": i}
-            for i, size in enumerate((8, 1024, 65536))]
+    rows = [
+        {
+            "schema": 1,
+            "kind": "collective",
+            "source": "nccl-tests",
+            "run_id": "imp",
+            "point_id": "p000",
+            "point": {"label": "all_reduce_perf", "impl": "nccl", "env": {}, "options": {}},
+            "backend": None,
+            "world_size": 8,
+            "status": "ok",
+            "message": None,
+            "time": "t",
+            "calibration": None,
+            "collective": "all_reduce",
+            "bytes": size,
+            "count": size // 4,
+            "dtype": "float",
+            "redop": "sum",
+            "in_place": False,
+            "graph": False,
+            "time_us": 40.0 + size / 1e4,
+            "algbw_gbps": 0.1,
+            "busbw_gbps": 0.2,
+            "wrong": 0,
+            "file": "x.txt",
+            "line": i,
+        }
+        for i, size in enumerate((8, 1024, 65536))
+    ]
     run_dir = write_run(tmp_path, "imp", records=rows)
     out = tmp_path / "out"
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
@@ -151,7 +194,7 @@ def test_options_from_the_sweep_file(tmp_path):
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
     run = json.loads((out / "summary.json").read_text())["runs"][0]
     assert run["accepts"] == [1.5] and run["draft_ms"] == 1.0 and run["compute_ms"] == "T=4: 5 ms"
-    assert main(["report", str(run_dir), "--out", str(out), "--accept", "2,3"]) == 0    # the command line wins
+    assert main(["report", str(run_dir), "--out", str(out), "--accept", "2,3"]) == 0  # the command line wins
     assert json.loads((out / "summary.json").read_text())["runs"][0]["accepts"] == [2.0, 3.0]
 
 
@@ -209,7 +252,7 @@ def gloo_report(tmp_path_factory):
 def test_real_gloo_run_sells_no_noise_as_a_result(gloo_report):
     run = json.loads((gloo_report / "summary.json").read_text())["runs"][0]
     assert run["beyond_noise"] is False and "p90" in run["noise_rule"]
-    assert run["fastest"]["point_id"] == "s1-p001"                 # OMP_NUM_THREADS=2, re-measured in stage 1
+    assert run["fastest"]["point_id"] == "s1-p001"  # OMP_NUM_THREADS=2, re-measured in stage 1
     assert run["recommended"] == {**run["recommended"], "point_id": "s1-p000", "env": {}, "keeps_baseline": True}
     assert run["baseline_point_id"] == "s1-p000" and run["remeasured"] == {"p000": "s1-p000", "p001": "s1-p001"}
     assert all(row["beyond_noise"] is False for row in run["headline"])
@@ -221,7 +264,7 @@ def test_real_gloo_run_sells_no_noise_as_a_result(gloo_report):
     assert "Keep the defaults" in html and "no: within noise" in html
     sweep = html.split("4 · The sweep", 1)[1].split("5 · CUDA-graph", 1)[0]
     order = re.findall(r'<tr[^>]*><td class="num">1</td><td>(\S+) ', sweep)
-    assert order == ["s1-p001", "s1-p000", "p002", "p003", "p004", "p000", "p001"]   # old measurements last
+    assert order == ["s1-p001", "s1-p000", "p002", "p003", "p004", "p000", "p001"]  # old measurements last
     assert "p001 OMP_NUM_THREADS=2 <i>(re-measured as s1-p001)</i>" in sweep
 
 
@@ -229,12 +272,12 @@ def test_real_gloo_run_says_cpu_ranks_and_that_nccl_did_not_run(gloo_report):
     for name in ("recommend.env", "nccl_tuner.conf", "engine_flags.txt"):
         text = (gloo_report / name).read_text()
         assert "CPU ranks (gloo backend), no GPUs" in text and "0 x unknown GPUs" not in text, name
-        assert "None" not in text, name                                 # versions that were not there
+        assert "None" not in text, name  # versions that were not there
     html = (gloo_report / "index.html").read_text()
     section = html.split("2 · Environment and topology", 1)[1].split("3 · Verify-latency", 1)[0]
     assert section.count("NCCL did not run") == 1
     nccl = section.split("What NCCL chose", 1)[1]
-    assert "<table" not in nccl                                         # no rows of dashes
+    assert "<table" not in nccl  # no rows of dashes
     assert "no GPUs: no NVIDIA driver" in html and "host vm: AMD EPYC, 2 logical CPUs, 1 socket" in html
     for raw in ("CUDA_DRIVER_VERSION", "PAIRS", "REASON", ">null<", "numa_nodes"):
         assert raw not in html, raw
@@ -254,11 +297,11 @@ def test_real_gloo_run_doctor_rows_not_json(gloo_report):
     html = (gloo_report / "index.html").read_text()
     doctor = html.split("Doctor verdicts", 1)[1].split("</table>", 1)[0]
     assert '{"evidence"' not in doctor and '"fix"' not in doctor
-    assert doctor.count("<tr class=\"check-") == 11
-    assert doctor.index("check-ok") < doctor.index("check-info")          # skipped checks after the others
+    assert doctor.count('<tr class="check-') == 11
+    assert doctor.index("check-ok") < doctor.index("check-info")  # skipped checks after the others
     assert "<li>0 IOMMU group(s) (/sys/kernel/iommu_groups)</li>" in doctor
     assert "<code>install pciutils (apt install pciutils) and run as root</code>" in doctor
-    assert "banner fail" not in html and "banner warn" not in html    # every check ok or skipped
+    assert "banner fail" not in html and "banner warn" not in html  # every check ok or skipped
 
 
 def test_failing_doctor_check_puts_a_loud_banner_first(tmp_path):
@@ -271,7 +314,7 @@ def test_failing_doctor_check_puts_a_loud_banner_first(tmp_path):
     header = html.split("</header>", 1)[0]
     assert "not tuning results" in header and "IOMMU off or passthrough" in header
     assert "failing doctor checks (IOMMU off or passthrough)" in (out / "recommend.env").read_text()
-    assert header.index("not tuning results") < header.index("records failed")   # the box first, then points
+    assert header.index("not tuning results") < header.index("records failed")  # the box first, then points
     doctor = html.split("Doctor verdicts", 1)[1].split("</table>", 1)[0]
     rows = re.findall(r'<tr class="check-(\w+)"', doctor)
     assert rows == ["fail", "warn", "ok", "ok", "info"]
@@ -299,7 +342,11 @@ def test_topology_probe_of_a_fake_nvml_box_renders_as_tables_and_grids(tmp_path)
     assert "Gen1 x16 / Gen5 x16" in section and "<code>0000:84:00.0</code>" in section
     levels = section.split("Topology: path level", 1)[1].split("</table>", 1)[0]
     assert re.findall(r'<td class="(lv-\w+)"[^>]*>(\w+)</td>', levels)[:4] == [
-        ("lv-self", "X"), ("lv-pix", "PIX"), ("lv-sys", "SYS"), ("lv-sys", "SYS")]
+        ("lv-self", "X"),
+        ("lv-pix", "PIX"),
+        ("lv-sys", "SYS"),
+        ("lv-sys", "SYS"),
+    ]
     p2p = section.split("Topology: P2P", 1)[1].split("</table>", 1)[0]
     assert p2p.count(">no</td>") == 4 and p2p.count(">yes</td>") == 8
     assert "No P2P: GPU0–GPU2, GPU1–GPU3 (read chipset_not_supported, write chipset_not_supported)" in section
@@ -325,8 +372,12 @@ PCIE8_SWEEP = Path(__file__).resolve().parents[1] / "sweeps" / "pcie8-verify.tom
 def pcie8_simulated(tmp_path_factory):
     """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would."""
     root = tmp_path_factory.mktemp("pcie8")
-    assert main(["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(PCIE8_SWEEP),
-                 "--out", str(root / "sim")]) == 0
+    assert (
+        main(
+            ["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(PCIE8_SWEEP), "--out", str(root / "sim")]
+        )
+        == 0
+    )
     out = root / "report"
     assert main(["report", "--latest", str(root / "sim"), "--out", str(out)]) == 0
     return out
@@ -343,7 +394,7 @@ def test_pcie8_what_to_set_matches_table_1(pcie8_simulated):
     card = section(html, 'class="card set"', '<div class="answers">')
     table = section(html, "1 · Per T:", "2 · Environment and topology")
     recommended = run["recommended"]
-    assert recommended["point_id"].startswith("s2-")          # of tied settings, the confirmed (re-measured) one
+    assert recommended["point_id"].startswith("s2-")  # of tied settings, the confirmed (re-measured) one
     exports = [f"{k}={shlex.quote(v)}" for k, v in sorted(recommended["env"].items())]
     assert f"<code>export {' '.join(exports)}</code>" in html_lib.unescape(card)
     env_file = (pcie8_simulated / "recommend.env").read_text()
@@ -361,8 +412,8 @@ def test_pcie8_another_implementation_and_what_the_engine_needs(pcie8_simulated)
     alternative = section(card, "(b) Another all-reduce implementation", "(c) Fused")
     assert re.search(r"flashinfer-pcie-ipc beats \(a\) beyond noise at T = 1 \(14\.0 KiB\)", alternative)
     assert "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" in alternative and "vLLM 0.30" in alternative
-    assert "SGLang: <b class=\"verdict-warn\">no setting runs flashinfer-pcie-ipc: engine work" in alternative
-    assert "symm-mem: unsupported" in alternative                    # tried, no number: said why
+    assert 'SGLang: <b class="verdict-warn">no setting runs flashinfer-pcie-ipc: engine work' in alternative
+    assert "symm-mem: unsupported" in alternative  # tried, no number: said why
     fused = section(card, "(c) Fused", "Every number here")
     assert "flashinfer-fused: unsupported" in fused and "symm-mem" not in fused
     flags = (pcie8_simulated / "engine_flags.txt").read_text()
@@ -370,7 +421,7 @@ def test_pcie8_another_implementation_and_what_the_engine_needs(pcie8_simulated)
     run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
     fastest_setting = {c["tokens"]: c["point_id"] for c in run["choices"] if "fastest setting" in c["roles"]}
     tuner = (pcie8_simulated / "nccl_tuner.conf").read_text()
-    assert f"allreduce 14336 B (T=1): {fastest_setting[1]} " in tuner      # the rule comes from table 1's point
+    assert f"allreduce 14336 B (T=1): {fastest_setting[1]} " in tuner  # the rule comes from table 1's point
 
 
 def test_speculation_without_compute_leads_with_the_caveat(tmp_path):
@@ -392,7 +443,7 @@ def test_shared_gpus_is_a_functional_check_not_a_result(tmp_path):
     out = tmp_path / "out"
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
     header = (out / "index.html").read_text().split("</header>", 1)[0]
-    assert 'banner shared' in header and "SHARED GPUs" in header and "not a tuning result" in header
+    assert "banner shared" in header and "SHARED GPUs" in header and "not a tuning result" in header
     assert header.index("SHARED GPUs") < header.index("records failed")
     run = json.loads((out / "summary.json").read_text())["runs"][0]
     assert run["shared_gpus"] is True and "functional check" in " ".join(run["not_a_tuning_result"])
@@ -433,13 +484,23 @@ def measured_and_model(tmp_path_factory):
     root = tmp_path_factory.mktemp("mvm")
     sweep = root / "mvm.toml"
     sweep.write_text(SMALL_SWEEP)
-    model = simulate_sweep(load_sweep(sweep), load_topology("pcie-gen5-switch-p2p"), None, "sim-run",
-                           now="2026-11-29T12:00:00+00:00")
+    model = simulate_sweep(
+        load_sweep(sweep), load_topology("pcie-gen5-switch-p2p"), None, "sim-run", now="2026-11-29T12:00:00+00:00"
+    )
     measured = measured_twin(model, "box-run", seed=3, bias=1.1, spread=0.03)
-    sim_meta = {**make_meta("sim-run", with_topology=False), "source": "model", "simulated": True,
-                "calibration": "nccl-prior"}
-    return (write_run(root, "box-run", records=measured, meta=make_meta("box-run")),
-            write_run(root, "sim-run", records=model, meta=sim_meta), model, measured, root)
+    sim_meta = {
+        **make_meta("sim-run", with_topology=False),
+        "source": "model",
+        "simulated": True,
+        "calibration": "nccl-prior",
+    }
+    return (
+        write_run(root, "box-run", records=measured, meta=make_meta("box-run")),
+        write_run(root, "sim-run", records=model, meta=sim_meta),
+        model,
+        measured,
+        root,
+    )
 
 
 def test_measured_vs_model_plot_and_ratios(measured_and_model, tmp_path):
@@ -454,12 +515,11 @@ def test_measured_vs_model_plot_and_ratios(measured_and_model, tmp_path):
     assert checks.count("<svg") == 1 and "model = measured" in checks and "within ±15 %" in checks
     ratios = [float(r) for r in re.findall(r'<td class="ratio [^"]*"[^>]*>([\d.]+)</td>', checks)]
     ok_graph = {(r["point_id"], r["tokens"]) for r in model if r["status"] == "ok" and r["mode"] == "graph"}
-    assert len(ratios) == len(ok_graph) == 2 * 4                      # 3 NCCL protocols + pcie ipc, T = 1 and 4
+    assert len(ratios) == len(ok_graph) == 2 * 4  # 3 NCCL protocols + pcie ipc, T = 1 and 4
     assert all(1 / 1.1 / 1.04 < r < 1 / 1.1 / 0.96 for r in ratios)  # the twin runs 10 % (± 3 %) slower
     summary = json.loads((out / "summary.json").read_text())
     (check,) = summary["model_checks"]
-    assert (check["measured"], check["model"], check["kind"], check["mode"]) == ("box-run", "sim-run", "step",
-                                                                                  "graph")
+    assert (check["measured"], check["model"], check["kind"], check["mode"]) == ("box-run", "sim-run", "step", "graph")
     assert check["pairs"] == 8 and check["within_band_pct"] == 100.0 and check["calibration"] == "nccl-prior"
     assert main(["report", str(box), "--out", str(tmp_path / "alone")]) == 0
     assert "Measured vs model" not in (tmp_path / "alone" / "index.html").read_text()
@@ -479,11 +539,16 @@ def test_one_run_folder_holding_both_sources(measured_and_model, tmp_path):
 def test_collectives_measured_vs_model(tmp_path):
     from tests.test_report_analysis import collective
 
-    imported = [{**collective("nccl-tests", size, 8, 20.0 + size / 5e3, in_place=place), "run_id": "logs"}
-                for size in (8192, 65536, 1 << 20) for place in (False, True)]
+    imported = [
+        {**collective("nccl-tests", size, 8, 20.0 + size / 5e3, in_place=place), "run_id": "logs"}
+        for size in (8192, 65536, 1 << 20)
+        for place in (False, True)
+    ]
     imported.append({**collective("nccl-tests", 65536, 4, 15.0), "run_id": "logs"})
-    predicted = [{**collective("model", size, 8, 1.2 * (20.0 + size / 5e3), calibration="fitted.toml"),
-                  "run_id": "pred"} for size in (8192, 65536, 1 << 20)]
+    predicted = [
+        {**collective("model", size, 8, 1.2 * (20.0 + size / 5e3), calibration="fitted.toml"), "run_id": "pred"}
+        for size in (8192, 65536, 1 << 20)
+    ]
     logs = write_run(tmp_path, "logs", records=imported, meta=make_meta("logs", with_topology=False))
     pred = write_run(tmp_path, "pred", records=predicted, meta=make_meta("pred", with_topology=False))
     out = tmp_path / "out"
@@ -491,6 +556,6 @@ def test_collectives_measured_vs_model(tmp_path):
     checks = section((out / "index.html").read_text(), "<h2>Measured vs model</h2>", '<article class="run"')
     assert "x: imported (nccl-tests): logs (median time per op, µs)" in checks
     assert "calibration fitted.toml" in checks and checks.count("<svg") == 1
-    assert checks.count(">1.20</td>") == 3                             # 4 ranks has no prediction: not paired
+    assert checks.count(">1.20</td>") == 3  # 4 ranks has no prediction: not paired
     (check,) = json.loads((out / "summary.json").read_text())["model_checks"]
     assert check["kind"] == "collective" and check["pairs"] == 3 and check["within_band_pct"] == 0.0

@@ -58,13 +58,18 @@ def test_nvlink8_excludes_nvls_with_ll_protocols():
     spec = load_sweep(SWEEPS / "nvlink8.toml")
     nvls = [p for p in spec.points if p.env.get("NCCL_ALGO") == "allreduce:nvls"]
     assert sorted(p.env.get("NCCL_PROTO", "default") for p in nvls) == ["Simple", "default"]
-    assert spec.warnings == ()   # LL128 is no trap on NVLink
+    assert spec.warnings == ()  # LL128 is no trap on NVLink
 
 
 def test_every_key_fixture_expands_as_documented():
     spec = load_sweep(FIXTURES / "every-key.toml")
-    assert (spec.model, spec.tp, spec.tokens, spec.phase, spec.dtype) == ("llama-3.1-70b", 2, (1, 8), "decode",
-                                                                          "float16")
+    assert (spec.model, spec.tp, spec.tokens, spec.phase, spec.dtype) == (
+        "llama-3.1-70b",
+        2,
+        (1, 8),
+        "decode",
+        "float16",
+    )
     assert (spec.iterations, spec.warmup, spec.point_timeout_s) == (7, 2, 12.5)
     # impl (2) x PROTO (2) x channels (2) x MY_KNOB (2) = 16 combinations. The exclusions leave symm-mem only
     # PROTO and channels at default: 8 + 2. None is the baseline (MY_KNOB is always set), so p000 is added,
@@ -81,8 +86,12 @@ def test_every_key_fixture_expands_as_documented():
     assert channel_points and all(p.env["NCCL_MAX_NCHANNELS"] == "4" for p in channel_points)
     assert "ch=4" in channel_points[0].label
     assert [(s.name, s.top_k, s.rank_by) for s in spec.stages] == [("threads", 2, "sum"), ("confirm", 1, "geomean")]
-    assert spec.report == {"compute_ms": {1: 4.0, 8: 5.5}, "draft_ms": 1.2, "accept_lengths": [1.5, 2.0],
-                           "baseline": "p000"}
+    assert spec.report == {
+        "compute_ms": {1: 4.0, 8: 5.5},
+        "draft_ms": 1.2,
+        "accept_lengths": [1.5, 2.0],
+        "baseline": "p000",
+    }
 
 
 def test_point_ids_are_stable_and_follow_the_file():
@@ -98,8 +107,14 @@ def test_point_ids_are_stable_and_follow_the_file():
 def test_baseline_is_p000_even_when_axes_do_not_contain_it():
     spec = parse_sweep('[axes]\nNCCL_PROTO = ["LL", "Simple"]\n')
     assert [p.point_id for p in spec.points] == ["p000", "p001", "p002"]
-    assert spec.points[0].to_dict() == {"point_id": "p000", "label": "defaults", "impl": "default", "env": {},
-                                        "options": {}, "stage": 0}
+    assert spec.points[0].to_dict() == {
+        "point_id": "p000",
+        "label": "defaults",
+        "impl": "default",
+        "env": {},
+        "options": {},
+        "stage": 0,
+    }
     assert [p.env for p in spec.points[1:]] == [{"NCCL_PROTO": "LL"}, {"NCCL_PROTO": "Simple"}]
 
 
@@ -125,7 +140,7 @@ def test_point_key_ignores_label_and_order():
 
 
 def test_min_above_max_combinations_are_skipped_with_a_warning():
-    spec = parse_sweep('[axes]\nNCCL_MIN_NCHANNELS = [2, 8]\nNCCL_MAX_NCHANNELS = [4, 16]\n')
+    spec = parse_sweep("[axes]\nNCCL_MIN_NCHANNELS = [2, 8]\nNCCL_MAX_NCHANNELS = [4, 16]\n")
     pairs = {(p.env["NCCL_MIN_NCHANNELS"], p.env["NCCL_MAX_NCHANNELS"]) for p in spec.points[1:]}
     assert pairs == {("2", "4"), ("2", "16"), ("8", "16")}
     assert any("1 combinations skipped" in w for w in spec.warnings)
@@ -138,10 +153,18 @@ def test_scalar_axis_value_fixes_a_variable_for_every_point():
 
 
 def test_values_are_normalised_for_the_environment():
-    spec = parse_sweep('[[points]]\nNCCL_P2P_DISABLE = true\nNCCL_P2P_LEVEL = "sys"\nNCCL_BUFFSIZE = 1048576\n'
-                       'NCCL_THREAD_THRESHOLDS = " 8  8 64 -1 8 64 "\nenv = { FLAG = false, RATIO = 0.5 }\n')
-    assert spec.points[1].env == {"NCCL_P2P_DISABLE": "1", "NCCL_P2P_LEVEL": "SYS", "NCCL_BUFFSIZE": "1048576",
-                                  "NCCL_THREAD_THRESHOLDS": "8 8 64 -1 8 64", "FLAG": "0", "RATIO": "0.5"}
+    spec = parse_sweep(
+        '[[points]]\nNCCL_P2P_DISABLE = true\nNCCL_P2P_LEVEL = "sys"\nNCCL_BUFFSIZE = 1048576\n'
+        'NCCL_THREAD_THRESHOLDS = " 8  8 64 -1 8 64 "\nenv = { FLAG = false, RATIO = 0.5 }\n'
+    )
+    assert spec.points[1].env == {
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_P2P_LEVEL": "SYS",
+        "NCCL_BUFFSIZE": "1048576",
+        "NCCL_THREAD_THRESHOLDS": "8 8 64 -1 8 64",
+        "FLAG": "0",
+        "RATIO": "0.5",
+    }
     assert spec.points[1].label == "buff=1048576 P2P=SYS thresholds=8/8/64/-1/8/64 FLAG=0 P2P_DISABLE=1 RATIO=0.5"
 
 
@@ -161,14 +184,28 @@ def test_defaults_match_the_replay_harness():
 def test_default_sweep_is_the_baseline_plus_named_implementations():
     spec = default_sweep()
     assert [p.point_id for p in spec.points] == ["p000"] and spec.tokens == (1, 4, 8) and spec.path is None
-    spec = default_sweep(model="deepseek-v3", tokens=(2, 4), tp=4, dtype="fp16", iterations=None,
-                         impls=("default", "flashinfer-pcie-ipc", "flashinfer-fused", "flashinfer-fused"))
+    spec = default_sweep(
+        model="deepseek-v3",
+        tokens=(2, 4),
+        tp=4,
+        dtype="fp16",
+        iterations=None,
+        impls=("default", "flashinfer-pcie-ipc", "flashinfer-fused", "flashinfer-fused"),
+    )
     # A built-in with a required option runs in every variant of it.
     assert [(p.impl, p.options) for p in spec.points] == [
-        ("default", {}), ("flashinfer-pcie-ipc", {}), ("flashinfer-fused", {"use_oneshot": True}),
-        ("flashinfer-fused", {"use_oneshot": False})]
-    assert (spec.model, spec.tokens, spec.tp, spec.dtype, spec.iterations) == ("deepseek-v3", (2, 4), 4,
-                                                                                "float16", DEFAULT_ITERATIONS)
+        ("default", {}),
+        ("flashinfer-pcie-ipc", {}),
+        ("flashinfer-fused", {"use_oneshot": True}),
+        ("flashinfer-fused", {"use_oneshot": False}),
+    ]
+    assert (spec.model, spec.tokens, spec.tp, spec.dtype, spec.iterations) == (
+        "deepseek-v3",
+        (2, 4),
+        4,
+        "float16",
+        DEFAULT_ITERATIONS,
+    )
     assert "flashinfer-fused" in spec.content and spec.sha256
     with pytest.raises(UsageError, match="command line: axes.impl"):
         default_sweep(impls=("default", "no-such-impl"))
@@ -180,7 +217,12 @@ def test_with_overrides_replaces_only_what_is_given():
     assert same == spec
     changed = spec.with_overrides(tokens=(4,), iterations=3, tp=4, dtype="fp32", point_timeout_s=5)
     assert (changed.tokens, changed.iterations, changed.tp, changed.dtype, changed.point_timeout_s) == (
-        (4,), 3, 4, "float32", 5.0)
+        (4,),
+        3,
+        4,
+        "float32",
+        5.0,
+    )
     assert changed.points == spec.points and changed.warmup == spec.warmup
     with pytest.raises(UsageError):
         spec.with_overrides(phase="prefill")
@@ -196,8 +238,10 @@ def test_iterations_for_uses_a_re_measuring_stage():
 
 
 def test_estimate_counts_points_steps_and_stages():
-    spec = parse_sweep('[run]\ntokens = [1, 4]\niterations = 8\nwarmup = 2\n[axes]\nNCCL_PROTO = ["LL"]\n'
-                       '[[stages]]\ntop_k = 1\niterations = 18\n')
+    spec = parse_sweep(
+        '[run]\ntokens = [1, 4]\niterations = 8\nwarmup = 2\n[axes]\nNCCL_PROTO = ["LL"]\n'
+        "[[stages]]\ntop_k = 1\niterations = 18\n"
+    )
     # stage 0: 2 points x (1 s + 10 steps x 2 T x 2 modes x 10 ms); stage 1: 1 point x (1 s + 20 x 2 x 2 x 10 ms)
     assert spec.estimate_seconds(1.0, 10.0) == pytest.approx(2 * 1.4 + 1 * 1.8)
     assert spec.estimate_seconds(1.0, 10.0, modes=1) == pytest.approx(2 * 1.2 + 1 * 1.4)

@@ -19,16 +19,39 @@ def records(point, medians: dict[int, float], modes=("eager", "graph"), status="
         for tokens, median in medians.items():
             value = median * (graph_factor if mode == "graph" else 1.0)
             record_status = status if isinstance(status, str) else status.get((tokens, mode), "ok")
-            timed = record_status in ("ok", "wrong", "replay_wrong")   # these ran to the end and were timed
-            out.append({
-                "schema": 1, "kind": "step", "source": "measured", "run_id": "r", "point_id": point.point_id,
-                "point": {"label": point.label, "impl": point.impl, "env": dict(point.env),
-                          "options": dict(point.options)},
-                "backend": "nccl", "world_size": 8, "status": record_status,
-                "message": None if record_status == "ok" else "boom", "tokens": tokens, "mode": mode,
-                "step_us": {"n": 20, "min": value, "median": value, "mean": value, "p90": value, "p99": value,
-                            "cv": 0.0} if timed else None,
-            })
+            timed = record_status in ("ok", "wrong", "replay_wrong")  # these ran to the end and were timed
+            out.append(
+                {
+                    "schema": 1,
+                    "kind": "step",
+                    "source": "measured",
+                    "run_id": "r",
+                    "point_id": point.point_id,
+                    "point": {
+                        "label": point.label,
+                        "impl": point.impl,
+                        "env": dict(point.env),
+                        "options": dict(point.options),
+                    },
+                    "backend": "nccl",
+                    "world_size": 8,
+                    "status": record_status,
+                    "message": None if record_status == "ok" else "boom",
+                    "tokens": tokens,
+                    "mode": mode,
+                    "step_us": {
+                        "n": 20,
+                        "min": value,
+                        "median": value,
+                        "mean": value,
+                        "p90": value,
+                        "p99": value,
+                        "cv": 0.0,
+                    }
+                    if timed
+                    else None,
+                }
+            )
     return out
 
 
@@ -132,13 +155,14 @@ def test_refine_is_pure_and_deterministic():
 
 
 def test_refine_skips_configurations_already_measured():
-    spec = parse_sweep("[axes]\nNCCL_PROTO = ['LL', 'Simple']\n[[stages]]\ntop_k = 3\n"
-                       "[stages.axes]\nNCCL_PROTO = ['default', 'LL']\n")
+    spec = parse_sweep(
+        "[axes]\nNCCL_PROTO = ['LL', 'Simple']\n[[stages]]\ntop_k = 3\n[stages.axes]\nNCCL_PROTO = ['default', 'LL']\n"
+    )
     results = []
     for point, t in zip(spec.points, (100.0, 50.0, 80.0)):
         results += records(point, {1: t})
     new = spec.refine(1, results)
-    assert new == []   # every crossing of the 3 points with default / LL was already measured
+    assert new == []  # every crossing of the 3 points with default / LL was already measured
 
 
 def test_re_measuring_stage_repeats_the_best_with_the_baseline():
@@ -167,9 +191,9 @@ def test_latest_measurement_of_a_configuration_is_the_one_that_ranks():
         slow = 5000.0 if point.impl == "flashinfer-pcie-ipc" else 1.0
         remeasured += records(point, {1: slow, 4: slow})
     ranked = rank_points(results + remeasured, SPEC.tokens)
-    assert ranked[0].point.point_id == "s2-p000"                          # the re-measured baseline
+    assert ranked[0].point.point_id == "s2-p000"  # the re-measured baseline
     flashinfer = [r for r in ranked if r.point.impl == "flashinfer-pcie-ipc"]
-    assert [r.point.point_id for r in flashinfer] == ["s2-p001"]          # stage-0 p003 is superseded
+    assert [r.point.point_id for r in flashinfer] == ["s2-p001"]  # stage-0 p003 is superseded
 
 
 def test_refine_with_no_rankable_point_gives_no_points():
@@ -201,14 +225,15 @@ def test_pcie8_verify_stages_on_synthetic_results():
     for index, point in enumerate(spec.points):
         # Made-up numbers: faster with a higher index, and flashinfer-pcie-ipc fastest of all.
         base = 5000.0 - 100 * index - (3000 if point.impl == "flashinfer-pcie-ipc" else 0)
-        results += records(point, {t: base * t ** 0.1 for t in spec.tokens})
+        results += records(point, {t: base * t**0.1 for t in spec.tokens})
     stage1 = spec.refine(1, results)
     assert len(stage1) == spec.stages[0].max_points() == 48
     # The candidates filter keeps FlashInfer out: the 3 fastest NCCL points are the last 3 default ones.
     best_nccl = [p for p in spec.points if p.impl == "default"][-3:]
-    stage1_bases = {tuple(sorted((k, v) for k, v in p.env.items() if k in ("NCCL_ALGO", "NCCL_PROTO",
-                                                                          "NCCL_P2P_LEVEL")))
-                    for p in stage1}
+    stage1_bases = {
+        tuple(sorted((k, v) for k, v in p.env.items() if k in ("NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL")))
+        for p in stage1
+    }
     assert stage1_bases == {tuple(sorted(p.env.items())) for p in best_nccl}
     assert all(p.impl == "default" for p in stage1)
     assert {p.env["NCCL_MIN_NCHANNELS"] for p in stage1} == {"2", "4", "8", "16"}

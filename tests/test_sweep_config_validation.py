@@ -26,8 +26,10 @@ BAD = [
     ("[run\n", "bad.toml: not valid TOML"),
     ("nmae = 'x'\n", "bad.toml: nmae: unknown key (allowed: name, description, run,"),
     ("[run]\nmodle = 'kimi-k2.5'\n", "bad.toml: run.modle: unknown key (allowed: model, tp, tokens,"),
-    ("[axes]\nNCCL_ALOG = ['ring']\n",
-     "bad.toml: axes.NCCL_ALOG: unknown key (allowed: impl, channels, ctas, NCCL_ALGO,"),
+    (
+        "[axes]\nNCCL_ALOG = ['ring']\n",
+        "bad.toml: axes.NCCL_ALOG: unknown key (allowed: impl, channels, ctas, NCCL_ALGO,",
+    ),
     ("axes = 3\n", "bad.toml: axes: expected a table, got int"),
     ("[points]\nimpl = 'nccl'\n", "bad.toml: points: expected an array of tables ([[points]])"),
     # [run] types and values
@@ -42,19 +44,25 @@ BAD = [
     ("[run]\nphase = 'prefill'\n", "bad.toml: run.phase: 'prefill' is not a phase (allowed: decode, verify)"),
     ("[run]\ndtype = 'int8'\n", "bad.toml: run.dtype: unsupported dtype 'int8'"),
     ("[run]\nmodel = 'gpt-9'\n", "bad.toml: run.model: unknown model preset 'gpt-9'"),
-    ("[run]\ninterconnect = 'pci'\n",
-     "bad.toml: run.interconnect: 'pci' is not an interconnect (allowed: any, pcie, nvlink)"),
+    (
+        "[run]\ninterconnect = 'pci'\n",
+        "bad.toml: run.interconnect: 'pci' is not an interconnect (allowed: any, pcie, nvlink)",
+    ),
     # NCCL_ALGO / NCCL_PROTO tokens and syntax
-    ("[axes]\nNCCL_ALGO = ['Rng']\n",
-     "bad.toml: axes.NCCL_ALGO[0]: 'Rng' is not an algorithm (allowed: a comma list of Ring, Tree,"),
+    (
+        "[axes]\nNCCL_ALGO = ['Rng']\n",
+        "bad.toml: axes.NCCL_ALGO[0]: 'Rng' is not an algorithm (allowed: a comma list of Ring, Tree,",
+    ),
     ("[axes]\nNCCL_ALGO = 'ring,tre'\n", "bad.toml: axes.NCCL_ALGO: 'ring,tre': 'tre' is not an algorithm"),
     ("[axes]\nNCCL_ALGO = 'allreduc:tree'\n", "'allreduc' is not a collective (allowed:"),
     ("[axes]\nNCCL_ALGO = 'allreduce:tree;allreduce:ring'\n", "'allreduce' is given twice"),
     ("[axes]\nNCCL_ALGO = 'ring;tree'\n", "more than one segment without a collective"),
     ("[axes]\nNCCL_ALGO = '^'\n", "'' is not an algorithm"),
     ("[axes]\nNCCL_ALGO = ['']\n", "axes.NCCL_ALGO[0]: expected a non-empty string"),
-    ("[axes]\nNCCL_PROTO = ['LL', 'LL129']\n",
-     "bad.toml: axes.NCCL_PROTO[1]: 'LL129' is not a protocol (allowed: a comma list of LL, LL128, Simple"),
+    (
+        "[axes]\nNCCL_PROTO = ['LL', 'LL129']\n",
+        "bad.toml: axes.NCCL_PROTO[1]: 'LL129' is not a protocol (allowed: a comma list of LL, LL128, Simple",
+    ),
     ("[axes]\nNCCL_PROTO = [128]\n", "axes.NCCL_PROTO[0]: expected a non-empty string, got 128"),
     # counts and ranges
     ("[axes]\nchannels = [4, 65]\n", "bad.toml: axes.channels[1]: 65 is out of range (allowed: an integer 1..64)"),
@@ -65,16 +73,20 @@ BAD = [
     ("[axes]\nNCCL_NTHREADS = [32]\n", "axes.NCCL_NTHREADS[0]: 32 is not a multiple of 32 in 64..512"),
     ("[axes]\nNCCL_NTHREADS = [1024]\n", "axes.NCCL_NTHREADS[0]: 1024 is not a multiple of 32 in 64..512"),
     ("[axes]\nNCCL_BUFFSIZE = [0]\n", "axes.NCCL_BUFFSIZE[0]: 0 is not positive"),
-    ("[axes]\nNCCL_P2P_LEVEL = ['NODE2']\n",
-     "axes.NCCL_P2P_LEVEL[0]: 'NODE2' is not a P2P level "
-     "(allowed: LOC, NVL, PIX, PXB, PHB, SYS or the legacy integers 0..4)"),
+    (
+        "[axes]\nNCCL_P2P_LEVEL = ['NODE2']\n",
+        "axes.NCCL_P2P_LEVEL[0]: 'NODE2' is not a P2P level "
+        "(allowed: LOC, NVL, PIX, PXB, PHB, SYS or the legacy integers 0..4)",
+    ),
     ("[axes]\nNCCL_P2P_LEVEL = [5]\n", "axes.NCCL_P2P_LEVEL[0]: 5 is out of range"),
     ("[axes]\nNCCL_P2P_DISABLE = [2]\n", "axes.NCCL_P2P_DISABLE[0]: 2 is not a switch (allowed: 0, 1, true, false)"),
     ("[axes]\nNCCL_SHM_DISABLE = ['yes']\n", "axes.NCCL_SHM_DISABLE[0]: 'yes' is not a switch"),
     ("[axes]\nNCCL_CUMEM_ENABLE = [0.5]\n", "axes.NCCL_CUMEM_ENABLE[0]: 0.5 is not a switch"),
     ("[axes]\nNCCL_GRAPH_REGISTER = [3]\n", "axes.NCCL_GRAPH_REGISTER[0]: 3 is not a switch"),
-    ("[axes]\nNCCL_THREAD_THRESHOLDS = ['8 8 64']\n",
-     "axes.NCCL_THREAD_THRESHOLDS[0]: '8 8 64' is not six integers (allowed: six integers"),
+    (
+        "[axes]\nNCCL_THREAD_THRESHOLDS = ['8 8 64']\n",
+        "axes.NCCL_THREAD_THRESHOLDS[0]: '8 8 64' is not six integers (allowed: six integers",
+    ),
     ("[axes]\nNCCL_THREAD_THRESHOLDS = [8]\n", "axes.NCCL_THREAD_THRESHOLDS[0]: expected a string, got 8"),
     ("[axes]\nNCCL_PROTO = { LL = 1 }\n", "axes.NCCL_PROTO: expected a value or a list of values, got a table"),
     ("[axes]\nNCCL_PROTO = []\n", "axes.NCCL_PROTO: empty list"),
@@ -83,30 +95,44 @@ BAD = [
     ("[axes.env]\nNCCL_NTHREADS = [100]\n", "axes.env.NCCL_NTHREADS[0]: 100 is not a multiple of 32"),
     ("[axes.env]\nX = [[1]]\n", "axes.env.X[0]: expected a string or a number, got list"),
     # implementations and their options
-    ("[axes]\nimpl = ['flashinfer']\n",
-     "bad.toml: axes.impl[0]: unknown implementation 'flashinfer' (allowed: default, nccl,"),
+    (
+        "[axes]\nimpl = ['flashinfer']\n",
+        "bad.toml: axes.impl[0]: unknown implementation 'flashinfer' (allowed: default, nccl,",
+    ),
     ("[axes]\nimpl = ['my.kernels.Fast']\n", "axes.impl[0]: unknown implementation 'my.kernels.Fast'"),
     ("[axes]\nimpl = [3]\n", "axes.impl[0]: expected an implementation name, got 3"),
-    ("[axes]\nimpl = [{ name = 'flashinfer-fused', options = { use_oneshot = 'yes' } }]\n",
-     "axes.impl[0].options.use_oneshot: expected true or false, got 'yes'"),
-    ("[axes]\nimpl = [{ name = 'symm-mem', options = { variant = 'three_shot' } }]\n",
-     "axes.impl[0].options.variant: 'three_shot' is not allowed (allowed: one_shot, two_shot)"),
-    ("[axes]\nimpl = [{ name = 'flashinfer-pcie-ipc', options = { tuned = true } }]\n",
-     "axes.impl[0].options.tuned: flashinfer-pcie-ipc has no option 'tuned' (allowed: tune)"),
+    (
+        "[axes]\nimpl = [{ name = 'flashinfer-fused', options = { use_oneshot = 'yes' } }]\n",
+        "axes.impl[0].options.use_oneshot: expected true or false, got 'yes'",
+    ),
+    (
+        "[axes]\nimpl = [{ name = 'symm-mem', options = { variant = 'three_shot' } }]\n",
+        "axes.impl[0].options.variant: 'three_shot' is not allowed (allowed: one_shot, two_shot)",
+    ),
+    (
+        "[axes]\nimpl = [{ name = 'flashinfer-pcie-ipc', options = { tuned = true } }]\n",
+        "axes.impl[0].options.tuned: flashinfer-pcie-ipc has no option 'tuned' (allowed: tune)",
+    ),
     ("[axes]\nimpl = [{ name = 'nccl', opts = {} }]\n", "axes.impl[0].opts: unknown key (allowed: name, options)"),
     ("[axes]\nimpl = ['symm-mem']\n", "axes.impl[0]: symm-mem needs option 'variant' (allowed: one_shot, two_shot)"),
-    ("[[points]]\nimpl = 'flashinfer-fused'\n",
-     "points[0].options: flashinfer-fused needs option 'use_oneshot' (allowed: true, false)"),
+    (
+        "[[points]]\nimpl = 'flashinfer-fused'\n",
+        "points[0].options: flashinfer-fused needs option 'use_oneshot' (allowed: true, false)",
+    ),
     ("[[points]]\nimpl = 'gloo'\noptions = { x = 1 }\n", "points[0].options.x: gloo has no option 'x' (allowed: none)"),
     # explicit points
     ("[[points]]\nNCCL_PROTO = ['LL', 'Simple']\n", "bad.toml: points[0].NCCL_PROTO: a point takes one value per key"),
-    ("[[points]]\nNCCL_MIN_NCHANNELS = 8\nNCCL_MAX_NCHANNELS = 4\n",
-     "bad.toml: points[0]: NCCL_MIN_NCHANNELS=8 is above NCCL_MAX_NCHANNELS=4 (allowed: min <= max)"),
+    (
+        "[[points]]\nNCCL_MIN_NCHANNELS = 8\nNCCL_MAX_NCHANNELS = 4\n",
+        "bad.toml: points[0]: NCCL_MIN_NCHANNELS=8 is above NCCL_MAX_NCHANNELS=4 (allowed: min <= max)",
+    ),
     ("[[points]]\nlabel = 3\n", "points[0].label: expected a string, got 3"),
     ("[[points]]\nreason = 'x'\n", "points[0].reason: unknown key (allowed: impl, channels, ctas,"),
     # exclusions
-    ("[[exclude]]\nreason = 'everything'\n",
-     "bad.toml: exclude[0]: a rule needs at least one condition besides reason"),
+    (
+        "[[exclude]]\nreason = 'everything'\n",
+        "bad.toml: exclude[0]: a rule needs at least one condition besides reason",
+    ),
     ("[[exclude]]\nNCCL_PROTO = 'LL129'\n", "exclude[0].NCCL_PROTO: 'LL129' is not a protocol"),
     ("[[exclude]]\nimpl = 'nope'\n", "exclude[0].impl: unknown implementation 'nope'"),
     ("[[exclude]]\nlabel = 'x'\n", "exclude[0].label: unknown key (allowed: impl, channels,"),
@@ -114,25 +140,39 @@ BAD = [
     ("[[stages]]\niterations = 10\n", "bad.toml: stages[0].top_k: missing (allowed: an integer >= 1"),
     ("[[stages]]\ntop_k = 0\niterations = 10\n", "stages[0].top_k: 0 is below 1"),
     ("[[stages]]\ntop_k = 2\n", "bad.toml: stages[0]: a stage needs axes to cross its best points with, or iterations"),
-    ("[[stages]]\ntop_k = 2\niterations = 5\nrank_by = 'mean'\n",
-     "stages[0].rank_by: 'mean' is not a ranking (allowed: geomean, sum)"),
-    ("[[stages]]\ntop_k = 2\niterations = 5\nkeep = 2\n",
-     "stages[0].keep: unknown key (allowed: name, description, top_k,"),
+    (
+        "[[stages]]\ntop_k = 2\niterations = 5\nrank_by = 'mean'\n",
+        "stages[0].rank_by: 'mean' is not a ranking (allowed: geomean, sum)",
+    ),
+    (
+        "[[stages]]\ntop_k = 2\niterations = 5\nkeep = 2\n",
+        "stages[0].keep: unknown key (allowed: name, description, top_k,",
+    ),
     ("[[stages]]\ntop_k = 2\n[stages.axes]\nchannels = [99]\n", "stages[0].axes.channels[0]: 99 is out of range"),
-    ("[[stages]]\ntop_k = 2\niterations = 5\ninclude_baseline = 'yes'\n",
-     "stages[0].include_baseline: expected true or false"),
-    ("[[stages]]\ntop_k = 2\niterations = 5\ncandidates = { impl = 'nope' }\n",
-     "stages[0].candidates.impl: unknown implementation 'nope'"),
+    (
+        "[[stages]]\ntop_k = 2\niterations = 5\ninclude_baseline = 'yes'\n",
+        "stages[0].include_baseline: expected true or false",
+    ),
+    (
+        "[[stages]]\ntop_k = 2\niterations = 5\ncandidates = { impl = 'nope' }\n",
+        "stages[0].candidates.impl: unknown implementation 'nope'",
+    ),
     # report options
-    ("[run]\ntokens = [1, 4]\n[report]\ncompute_ms = { 8 = 5.0 }\n",
-     "bad.toml: report.compute_ms.8: not a T of run.tokens (allowed: 1, 4)"),
+    (
+        "[run]\ntokens = [1, 4]\n[report]\ncompute_ms = { 8 = 5.0 }\n",
+        "bad.toml: report.compute_ms.8: not a T of run.tokens (allowed: 1, 4)",
+    ),
     ("[report]\ncompute_ms = -1\n", "report.compute_ms: -1 is out of range (allowed: a number >= 0)"),
     ("[report]\ndraft_ms = 'fast'\n", "report.draft_ms: expected a number >= 0, got 'fast'"),
-    ("[report]\naccept_lengths = [1.5, 0.5]\n",
-     "report.accept_lengths[1]: 0.5 is out of range (allowed: a number >= 1)"),
+    (
+        "[report]\naccept_lengths = [1.5, 0.5]\n",
+        "report.accept_lengths[1]: 0.5 is out of range (allowed: a number >= 1)",
+    ),
     ("[report]\nbaseline = 'p999'\n", "report.baseline: 'p999' is no stage-0 point id or label (allowed: p000"),
-    ("[report]\nspeedup = true\n",
-     "report.speedup: unknown key (allowed: compute_ms, draft_ms, accept_lengths, baseline)"),
+    (
+        "[report]\nspeedup = true\n",
+        "report.speedup: unknown key (allowed: compute_ms, draft_ms, accept_lengths, baseline)",
+    ),
 ]
 
 
@@ -156,8 +196,19 @@ def test_missing_file_is_one_line():
         load_sweep("nowhere.toml")
 
 
-@pytest.mark.parametrize("value", ["Ring", "ring,tree", "^tree", "allreduce:tree", "ring;allreduce:tree",
-                                   "allreduce:^ring", "NVLS,Ring", "Broadcast:ring;AllReduce:Tree"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "Ring",
+        "ring,tree",
+        "^tree",
+        "allreduce:tree",
+        "ring;allreduce:tree",
+        "allreduce:^ring",
+        "NVLS,Ring",
+        "Broadcast:ring;AllReduce:Tree",
+    ],
+)
 def test_legal_algorithm_values(value):
     assert parse_sweep(f"[[points]]\nNCCL_ALGO = {value!r}\n").points[1].env == {"NCCL_ALGO": value}
 
@@ -168,9 +219,11 @@ def test_legal_protocol_values(value):
 
 
 def test_legal_edge_values():
-    spec = parse_sweep("[[points]]\nchannels = 64\nNCCL_NTHREADS = 64\nNCCL_P2P_LEVEL = 0\n"
-                       "[[points]]\nchannels = 1\nNCCL_NTHREADS = 512\nNCCL_P2P_LEVEL = 'pxb'\n"
-                       "NCCL_THREAD_THRESHOLDS = '0 0 0 0 0 0'\n")
+    spec = parse_sweep(
+        "[[points]]\nchannels = 64\nNCCL_NTHREADS = 64\nNCCL_P2P_LEVEL = 0\n"
+        "[[points]]\nchannels = 1\nNCCL_NTHREADS = 512\nNCCL_P2P_LEVEL = 'pxb'\n"
+        "NCCL_THREAD_THRESHOLDS = '0 0 0 0 0 0'\n"
+    )
     assert spec.points[1].env["NCCL_MIN_NCHANNELS"] == "64" and spec.points[2].env["NCCL_P2P_LEVEL"] == "PXB"
 
 
@@ -184,12 +237,22 @@ def test_plain_tree_warns_and_suggests_allreduce_tree():
     assert len(spec.warnings) == 1
     assert spec.warnings[0].startswith("t.toml: axes.NCCL_ALGO[0]: NCCL_ALGO='Tree' applies to every collective")
     assert '"allreduce:tree"' in spec.warnings[0]
-    assert len(spec.points) == 4   # a warning never drops a point
+    assert len(spec.points) == 4  # a warning never drops a point
 
 
-@pytest.mark.parametrize("value, warns", [("Tree", True), ("nvls", True), ("^ring", True), ("Ring", False),
-                                          ("tree,ring", False), ("allreduce:tree", False),
-                                          ("ring;allreduce:tree", False), ("^tree", False)])
+@pytest.mark.parametrize(
+    "value, warns",
+    [
+        ("Tree", True),
+        ("nvls", True),
+        ("^ring", True),
+        ("Ring", False),
+        ("tree,ring", False),
+        ("allreduce:tree", False),
+        ("ring;allreduce:tree", False),
+        ("^tree", False),
+    ],
+)
 def test_ring_disabling_algorithm_values(value, warns):
     assert bool(value_traps("NCCL_ALGO", value)) is warns
 
@@ -207,7 +270,6 @@ def test_rules_mentioning_a_trap_value_do_not_warn():
     assert spec.warnings == ()
 
 
-
 def test_option_table_agrees_with_the_implementations():
     """What validation accepts, each built-in's constructor accepts; what it requires, the constructor requires."""
     from commprof.impls.registry import BUILTINS, load_impl
@@ -221,7 +283,7 @@ def test_option_table_agrees_with_the_implementations():
         for options in impl_variants(name):
             cls(options)
             for option, kind in schema.items():
-                for value in ((True, False) if kind is bool else kind):
+                for value in (True, False) if kind is bool else kind:
                     cls({**options, option: value})
         if REQUIRED_OPTIONS.get(name):
             with pytest.raises(UsageError):

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from commprof.records import read_records
-from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
 from tests.distributed import free_port
+from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
 
 pytestmark = pytest.mark.slow
 
@@ -20,8 +20,10 @@ FAULTY = "tests.plugins.faulty"
 
 def write_sweep(tmp_path, model, body, timeout=8, tokens=(2,)):
     path = tmp_path / "sweep.toml"
-    path.write_text(f'name = "test"\n[run]\nmodel = "{model}"\ntokens = {list(tokens)}\niterations = 3\n'
-                    f"warmup = 1\npoint_timeout_s = {timeout}\n{body}")
+    path.write_text(
+        f'name = "test"\n[run]\nmodel = "{model}"\ntokens = {list(tokens)}\niterations = 3\n'
+        f"warmup = 1\npoint_timeout_s = {timeout}\n{body}"
+    )
     return path
 
 
@@ -59,24 +61,27 @@ def test_faulty_points_are_recorded_and_the_sweep_goes_on(tmp_path):
 
 def test_resume_after_the_controller_is_killed(tmp_path):
     model = tiny_model(tmp_path)
-    sweep = write_sweep(tmp_path, model, '[axes.env]\nCOMMPROF_TEST_KNOB = ["a", "b", "c", "d", "e"]\n',
-                        tokens=(1, 2))
+    sweep = write_sweep(tmp_path, model, '[axes.env]\nCOMMPROF_TEST_KNOB = ["a", "b", "c", "d", "e"]\n', tokens=(1, 2))
     out_dir = tmp_path / "runs"
-    proc = subprocess.Popen(torchrun_args(2, "--sweep", str(sweep), "--out", str(out_dir), "--no-doctor"),
-                            env=sweep_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        torchrun_args(2, "--sweep", str(sweep), "--out", str(out_dir), "--no-doctor"),
+        env=sweep_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     results = None
     while time.monotonic() < deadline:
         runs = list(out_dir.glob("*/results.jsonl")) if out_dir.exists() else []
-        if runs and len({json.loads(l)["point_id"] for l in runs[0].read_text().splitlines() if l}) >= 2:
+        if runs and len({json.loads(line)["point_id"] for line in runs[0].read_text().splitlines() if line}) >= 2:
             results = runs[0]
             break
         time.sleep(0.05)
     assert results is not None, "the sweep never wrote two points"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    before = {json.loads(l)["point_id"] for l in results.read_text().splitlines() if l.strip()}
+    before = {json.loads(line)["point_id"] for line in results.read_text().splitlines() if line.strip()}
     assert 2 <= len(before) < 7
 
     resumed = run_sweep(2, "--resume", str(results.parent), "--no-doctor")
@@ -94,8 +99,16 @@ def test_two_node_launch_with_torchrun_rendezvous(tmp_path):
     port = free_port()
     out_dir = tmp_path / "runs"
     args = ["--model", str(model), "--tokens", "2", "--iterations", "3", "--out", str(out_dir), "--no-doctor"]
-    nodes = [subprocess.Popen(torchrun_args(1, *args, nnodes=2, node_rank=rank, port=port), env=sweep_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    nodes = [
+        subprocess.Popen(
+            torchrun_args(1, *args, nnodes=2, node_rank=rank, port=port),
+            env=sweep_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
     outputs = [node.communicate(timeout=180) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], outputs[0][1][-2000:] + outputs[1][1][-2000:]
     records = read_records(only_run_dir(out_dir) / "results.jsonl")
@@ -105,25 +118,48 @@ def test_two_node_launch_with_torchrun_rendezvous(tmp_path):
 
 
 def test_dry_run_starts_nothing(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "commprof.allreduce_sweep", "--sweep", "sweeps/pcie8-verify.toml",
-                          "--dry-run", "--out", str(tmp_path / "runs")], capture_output=True, text=True,
-                         env=sweep_env(), cwd=sweep_env()["PYTHONPATH"].split(os.pathsep)[0], timeout=60)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "commprof.allreduce_sweep",
+            "--sweep",
+            "sweeps/pcie8-verify.toml",
+            "--dry-run",
+            "--out",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        env=sweep_env(),
+        cwd=sweep_env()["PYTHONPATH"].split(os.pathsep)[0],
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "p000" in out.stdout and not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--model", "nope"], "known presets"),
-    (["--tokens", "0"], "tokens must be >= 1"),
-    (["--tp", "0"], "tensor parallel degree"),
-    (["--tp", "4"], "TP 4 needs exactly 4 ranks"),
-    (["--out", "{tmp}/a-file/runs"], "not writable"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--model", "nope"], "known presets"),
+        (["--tokens", "0"], "tokens must be >= 1"),
+        (["--tp", "0"], "tensor parallel degree"),
+        (["--tp", "4"], "TP 4 needs exactly 4 ranks"),
+        (["--out", "{tmp}/a-file/runs"], "not writable"),
+    ],
+)
 def test_bad_input_is_one_clear_line(tmp_path, args, needle):
     (tmp_path / "a-file").write_text("")
     args = [a.format(tmp=tmp_path) for a in args]
-    out = subprocess.run([sys.executable, "-m", "commprof.allreduce_sweep", *args, "--no-doctor"],
-                         capture_output=True, text=True, env=sweep_env(), timeout=120, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "commprof.allreduce_sweep", *args, "--no-doctor"],
+        capture_output=True,
+        text=True,
+        env=sweep_env(),
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 2, out.stderr
     assert needle in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -6,8 +6,15 @@ import pynvml
 import pytest
 from click.testing import CliRunner
 
-from commprof.topology import (cpu_list, format_topology, normalize_bus_id, p2p_all_pairs, parse_cpuinfo,
-                               probe_topology, topo)
+from commprof.topology import (
+    cpu_list,
+    format_topology,
+    normalize_bus_id,
+    p2p_all_pairs,
+    parse_cpuinfo,
+    probe_topology,
+    topo,
+)
 from tests.nvml_fake import FakeNvml
 
 
@@ -73,8 +80,10 @@ def test_helpers():
     assert normalize_bus_id("00000000:06:00.0") == "0000:06:00.0"
     assert normalize_bus_id("06:00.0") == "0000:06:00.0"
     assert normalize_bus_id("0001:A1:00.0") == "0001:a1:00.0"
-    info = parse_cpuinfo("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9575F 64-Core Processor\n"
-                         "physical id\t: 0\n\nprocessor\t: 1\nphysical id\t: 1\n")
+    info = parse_cpuinfo(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9575F 64-Core Processor\n"
+        "physical id\t: 0\n\nprocessor\t: 1\nphysical id\t: 1\n"
+    )
     assert info == {"cpu_model": "AMD EPYC 9575F 64-Core Processor", "cpu_vendor": "AuthenticAMD", "sockets": 2}
     assert parse_cpuinfo("") == {"cpu_model": None, "cpu_vendor": None, "sockets": None}
 

@@ -18,11 +18,16 @@ import numpy as np
 from commprof.costmodel.model import COLLECTIVES, PROTOS, CostParams, estimate, predict
 from commprof.errors import UsageError
 
-SIZE_BANDS = ((0, 8 << 10, "< 8 KB"), (8 << 10, 64 << 10, "8-64 KB"), (64 << 10, 1 << 20, "64 KB-1 MB"),
-              (1 << 20, 16 << 20, "1-16 MB"), (16 << 20, math.inf, ">= 16 MB"))
+SIZE_BANDS = (
+    (0, 8 << 10, "< 8 KB"),
+    (8 << 10, 64 << 10, "8-64 KB"),
+    (64 << 10, 1 << 20, "64 KB-1 MB"),
+    (1 << 20, 16 << 20, "1-16 MB"),
+    (16 << 20, math.inf, ">= 16 MB"),
+)
 HOLDOUT_RANGE = (8 << 10, 1 << 20)  # sizes the holdout test fits on (every other one) and predicts (the rest)
-RIDGE = 0.01                        # weight of the pull toward NCCL's figures, per parameter, in log units
-PRIOR_OVERHEAD_US = 1.0             # where the fitted overhead starts and is pulled to (NCCL's own is 0)
+RIDGE = 0.01  # weight of the pull toward NCCL's figures, per parameter, in log units
+PRIOR_OVERHEAD_US = 1.0  # where the fitted overhead starts and is pulled to (NCCL's own is 0)
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,16 @@ def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample]
             if rule is None or record.get("collective") not in COLLECTIVES:
                 skipped[f"not plain NCCL {record.get('collective')} on this transport"] += 1
                 continue
-            samples.append(Sample(f"{group} ({record['collective']} x{ranks})", record["collective"],
-                                  int(record["bytes"]), ranks, float(record["time_us"]), *rule))
+            samples.append(
+                Sample(
+                    f"{group} ({record['collective']} x{ranks})",
+                    record["collective"],
+                    int(record["bytes"]),
+                    ranks,
+                    float(record["time_us"]),
+                    *rule,
+                )
+            )
         elif record.get("kind") == "step" and record.get("mode") == "eager" and record.get("op_us"):
             if constraints(point, "all_reduce") is None:
                 skipped[f"{point.get('impl')} {point.get('env') or ''}: not plain NCCL on this transport"] += 1
@@ -85,10 +98,17 @@ def nccl_constraints(topology, link: str):
             setting = nccl_setting(topology, point.get("env") or {})
         except UsageError:
             return None
-        if (setting.link != link or setting.notes or setting.min_channels or setting.max_channels
-                or setting.thread_thresholds or setting.nthreads):
+        if (
+            setting.link != link
+            or setting.notes
+            or setting.min_channels
+            or setting.max_channels
+            or setting.thread_thresholds
+            or setting.nthreads
+        ):
             return None
         return setting.algos[collective], setting.protos[collective]
+
     return rule
 
 
@@ -101,8 +121,10 @@ def _op_samples(record: dict, group: str, ranks: int, constraints) -> list[Sampl
             continue
         collective = "all_gather" if str(site).rsplit(".", 1)[-1] == "logits" else "all_reduce"
         by_size.setdefault((collective, int(nbytes)), []).append(float(value))
-    return [Sample(group, collective, nbytes, ranks, median(values), *constraints(record["point"], collective))
-            for (collective, nbytes), values in sorted(by_size.items())]
+    return [
+        Sample(group, collective, nbytes, ranks, median(values), *constraints(record["point"], collective))
+        for (collective, nbytes), values in sorted(by_size.items())
+    ]
 
 
 def predicted(params: CostParams, sample: Sample) -> float:
@@ -121,16 +143,22 @@ def fit(samples: list[Sample], prior: CostParams, ridge: float = RIDGE) -> CostP
     """
     if not samples:
         raise ValueError("no samples to fit")
-    used = sorted({predict(prior, s.collective, s.bytes, s.ranks, s.algos, s.protos).proto for s in samples},
-                  key=PROTOS.index)
+    used = sorted(
+        {predict(prior, s.collective, s.bytes, s.ranks, s.algos, s.protos).proto for s in samples}, key=PROTOS.index
+    )
     start = np.log([PRIOR_OVERHEAD_US, prior.channel_bw_gbps] + [max(prior.hop_us[p], 0.05) for p in used])
 
     def params_at(x: np.ndarray) -> CostParams:
         values = np.exp(x)
         hop = dict(prior.hop_us)
         hop.update({p: float(v) for p, v in zip(used, values[2:])})
-        return replace(prior, overhead_us=float(values[0]), channel_bw_gbps=float(values[1]), hop_us=hop,
-                       nccl_bw_gbps=prior.selection_bw_gbps)
+        return replace(
+            prior,
+            overhead_us=float(values[0]),
+            channel_bw_gbps=float(values[1]),
+            hop_us=hop,
+            nccl_bw_gbps=prior.selection_bw_gbps,
+        )
 
     # NCCL's choice depends only on the prior: fix it once per sample.
     choices = [predict(prior, s.collective, s.bytes, s.ranks, s.algos, s.protos) for s in samples]
@@ -138,10 +166,11 @@ def fit(samples: list[Sample], prior: CostParams, ridge: float = RIDGE) -> CostP
 
     def loss(x: np.ndarray) -> float:
         params = params_at(x)
-        times = [estimate(params, s.collective, s.bytes, s.ranks, c.algo, c.proto).time_us
-                 for s, c in zip(samples, choices)]
+        times = [
+            estimate(params, s.collective, s.bytes, s.ranks, c.algo, c.proto).time_us for s, c in zip(samples, choices)
+        ]
         residual = np.log(times) - log_measured
-        return float(np.mean(residual ** 2) + ridge * np.sum((x - start) ** 2))
+        return float(np.mean(residual**2) + ridge * np.sum((x - start) ** 2))
 
     best_x, best_loss = start, loss(start)
     for shift in (0.0, 1.5, -1.0):  # restarts: a larger or smaller overhead, the usual ambiguity
@@ -154,8 +183,9 @@ def fit(samples: list[Sample], prior: CostParams, ridge: float = RIDGE) -> CostP
     return replace(fitted, fit={"samples": len(samples), "loss": round(best_loss, 6), "protocols": used})
 
 
-def nelder_mead(f, x0: np.ndarray, step: float = 0.3, max_iter: int = 800,
-                tol: float = 1e-10) -> tuple[np.ndarray, float]:
+def nelder_mead(
+    f, x0: np.ndarray, step: float = 0.3, max_iter: int = 800, tol: float = 1e-10
+) -> tuple[np.ndarray, float]:
     """Minimise f from x0 with the Nelder-Mead simplex (scipy is not a dependency; a handful of parameters)."""
     simplex = [np.array(x0, dtype=float)]
     for i in range(len(x0)):
@@ -209,9 +239,9 @@ class Holdout:
     ranks: int
     fit_sizes: tuple[int, ...]
     held_sizes: tuple[int, ...]
-    held_median_pct: float      # held-out sizes inside 8 KB-1 MB: the figure with the 15 % target
-    rest_median_pct: float      # every size not fitted on, including outside 8 KB-1 MB
-    prior_median_pct: float     # NCCL's uncalibrated model, all sizes of the log
+    held_median_pct: float  # held-out sizes inside 8 KB-1 MB: the figure with the 15 % target
+    rest_median_pct: float  # every size not fitted on, including outside 8 KB-1 MB
+    prior_median_pct: float  # NCCL's uncalibrated model, all sizes of the log
     prior_held_median_pct: float
     params: CostParams
 
@@ -228,10 +258,17 @@ def holdout(samples: list[Sample], prior: CostParams) -> list[Holdout]:
         params = fit([s for s in members if s.bytes in fit_sizes], prior)
         held = [s for s in members if s.bytes in held_sizes]
         rest = [s for s in members if s.bytes not in fit_sizes]
-        results.append(Holdout(
-            group=group, ranks=members[0].ranks, fit_sizes=fit_sizes, held_sizes=held_sizes,
-            held_median_pct=median(abs_pct_errors(params, held)),
-            rest_median_pct=median(abs_pct_errors(params, rest)),
-            prior_median_pct=median(abs_pct_errors(prior, members)),
-            prior_held_median_pct=median(abs_pct_errors(prior, held)), params=params))
+        results.append(
+            Holdout(
+                group=group,
+                ranks=members[0].ranks,
+                fit_sizes=fit_sizes,
+                held_sizes=held_sizes,
+                held_median_pct=median(abs_pct_errors(params, held)),
+                rest_median_pct=median(abs_pct_errors(params, rest)),
+                prior_median_pct=median(abs_pct_errors(prior, members)),
+                prior_held_median_pct=median(abs_pct_errors(prior, held)),
+                params=params,
+            )
+        )
     return results

@@ -19,7 +19,7 @@ from rich.table import Table
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.model import params_from_toml, params_to_toml
 from commprof.costmodel.nccl_tests import parse_text, run_records
-from commprof.costmodel.topology import load_topology, link_for
+from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
 from commprof.records import META_FILE, RESULTS_FILE, append_records, new_run_dir, read_records, write_json
 
@@ -34,20 +34,42 @@ def _console(err: bool = False) -> Console:
 def _base_meta(run_id: str, world_size: int | None, backend: str | None) -> dict:
     from commprof.runmeta import package_version
 
-    return {"run_id": run_id, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": ["commprof", *sys.argv[1:]], "cwd": os.getcwd(), "hostname": socket.gethostname(),
-            "world_size": world_size, "nnodes": 1, "backend": backend,
-            "versions": {"python": platform.python_version(), "torch": None, "cuda": None, "nccl": None,
-                         "driver": None, "flashinfer": None, "commprof": package_version("commprof")},
-            "gpus": [], "env": {}}
+    return {
+        "run_id": run_id,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": ["commprof", *sys.argv[1:]],
+        "cwd": os.getcwd(),
+        "hostname": socket.gethostname(),
+        "world_size": world_size,
+        "nnodes": 1,
+        "backend": backend,
+        "versions": {
+            "python": platform.python_version(),
+            "torch": None,
+            "cuda": None,
+            "nccl": None,
+            "driver": None,
+            "flashinfer": None,
+            "commprof": package_version("commprof"),
+        },
+        "gpus": [],
+        "env": {},
+    }
 
 
 # ---------------------------------------------------------------------------------------------- import
 
+
 @click.command("import-nccl-tests")
 @click.argument("logs", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "out", default="runs", show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder that receives the new run folder.")
+@click.option(
+    "--out",
+    "out",
+    default="runs",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder that receives the new run folder.",
+)
 def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     """Turn nccl-tests (*_perf) logs, text or -J JSON, into one run folder of "nccl-tests" records."""
     parsed = []
@@ -67,15 +89,25 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     records, imported, point = [], [], 0
     for path, text, log in parsed:
         records.extend(run_records(log, run_dir.name, point, now))
-        imported.append({"file": str(path), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-                         "warnings": log.warnings,
-                         "runs": [dict(run.summary(), point_id=f"p{point + i:03d}") for i, run in enumerate(log.runs)]})
+        imported.append(
+            {
+                "file": str(path),
+                "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                "warnings": log.warnings,
+                "runs": [dict(run.summary(), point_id=f"p{point + i:03d}") for i, run in enumerate(log.runs)],
+            }
+        )
         point += len(log.runs)
     append_records(run_dir / RESULTS_FILE, records)
     ranks = {run["ranks"] for item in imported for run in item["runs"]}
     meta = _base_meta(run_dir.name, ranks.pop() if len(ranks) == 1 else None, None)
-    meta.update({"source": "nccl-tests", "imported": imported,
-                 "gpus": [{"name": d} for d in imported[0]["runs"][0]["devices"]] if imported else []})
+    meta.update(
+        {
+            "source": "nccl-tests",
+            "imported": imported,
+            "gpus": [{"name": d} for d in imported[0]["runs"][0]["devices"]] if imported else [],
+        }
+    )
     write_json(run_dir / META_FILE, meta)
 
     table = Table(title="imported nccl-tests runs (source: nccl-tests)")
@@ -85,9 +117,16 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
         log = next(p for _, _, p in parsed if p.path == item["file"])
         for run, summary in zip(log.runs, item["runs"]):
             sizes = f"{_size(run.rows[0].bytes)}-{_size(run.rows[-1].bytes)}"
-            table.add_row(summary["point_id"], f"{Path(item['file']).name}:{run.line}", run.collective,
-                          str(run.ranks or "?"), str(len(run.rows)), sizes, "yes" if run.graph else "no",
-                          "" if run.avg_busbw_gbps is None else f"{run.avg_busbw_gbps:g}")
+            table.add_row(
+                summary["point_id"],
+                f"{Path(item['file']).name}:{run.line}",
+                run.collective,
+                str(run.ranks or "?"),
+                str(len(run.rows)),
+                sizes,
+                "yes" if run.graph else "no",
+                "" if run.avg_busbw_gbps is None else f"{run.avg_busbw_gbps:g}",
+            )
     console = _console()
     console.print(table)
     console.print(f"wrote {run_dir} ({len(records)} records)", markup=False)
@@ -102,6 +141,7 @@ def _size(nbytes: int) -> str:
 
 # ------------------------------------------------------------------------------------------- calibrate
 
+
 def _load_runs(run_dirs: tuple[Path, ...]) -> list[dict]:
     records = []
     for run_dir in run_dirs:
@@ -114,12 +154,22 @@ def _load_runs(run_dirs: tuple[Path, ...]) -> list[dict]:
 
 @click.command("calibrate")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--topology", "topology_name", default="pcie-dual-socket-shm", show_default=True,
-              help="Preset name or .toml file: the box the records come from (NCCL's prior, its transport).")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the fitted parameters here (model.toml).")
-@click.option("--holdout", is_flag=True,
-              help="Accuracy test: per log, fit every other size in 8 KB-1 MB and predict the rest.")
+@click.option(
+    "--topology",
+    "topology_name",
+    default="pcie-dual-socket-shm",
+    show_default=True,
+    help="Preset name or .toml file: the box the records come from (NCCL's prior, its transport).",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the fitted parameters here (model.toml).",
+)
+@click.option(
+    "--holdout", is_flag=True, help="Accuracy test: per log, fit every other size in 8 KB-1 MB and predict the rest."
+)
 def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, holdout: bool) -> None:
     """Fit the cost model (overhead, per-hop latency, per-channel bandwidth) to measured or imported records."""
     if out is None and not holdout:
@@ -132,30 +182,48 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
     for note in notes:
         console.print(f"note: {note}", markup=False)
     if not samples:
-        raise UsageError("no usable records: calibrate needs ok all-reduce / all-gather latencies of plain NCCL "
-                         f"over {link} (nccl-tests imports or eager sweep records)")
-    console.print(f"prior: NCCL's model of {topology.name} over {link} ({prior.channels} channels x "
-                  f"{prior.channel_bw_gbps:g} GB/s, {prior.arch})", markup=False)
+        raise UsageError(
+            "no usable records: calibrate needs ok all-reduce / all-gather latencies of plain NCCL "
+            f"over {link} (nccl-tests imports or eager sweep records)"
+        )
+    console.print(
+        f"prior: NCCL's model of {topology.name} over {link} ({prior.channels} channels x "
+        f"{prior.channel_bw_gbps:g} GB/s, {prior.arch})",
+        markup=False,
+    )
     if holdout:
         _print_holdout(console, fitting.holdout(samples, prior))
     if out is not None:
         params = fitting.fit(samples, prior)
         _print_bands(console, params, prior, samples)
         errors = fitting.abs_pct_errors(params, samples)
-        params = replace(params, source=f"fit of {', '.join(map(str, run_dirs))}",
-                         fit={**params.fit, "median_abs_pct": round(median(errors), 2), "topology": topology.name,
-                              "link": link, "runs": [str(d) for d in run_dirs],
-                              "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-        header = (f"commprof cost-model calibration (docs/cost-model.md)\n"
-                  f"fitted on {len(samples)} latencies from {', '.join(map(str, run_dirs))}\n"
-                  f"prior: NCCL's tuning model of topology {topology.name} over {link}")
+        params = replace(
+            params,
+            source=f"fit of {', '.join(map(str, run_dirs))}",
+            fit={
+                **params.fit,
+                "median_abs_pct": round(median(errors), 2),
+                "topology": topology.name,
+                "link": link,
+                "runs": [str(d) for d in run_dirs],
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            },
+        )
+        header = (
+            f"commprof cost-model calibration (docs/cost-model.md)\n"
+            f"fitted on {len(samples)} latencies from {', '.join(map(str, run_dirs))}\n"
+            f"prior: NCCL's tuning model of topology {topology.name} over {link}"
+        )
         try:
             out.write_text(params_to_toml(params, header), encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
-        console.print(f"fitted: overhead {params.overhead_us:.2f} us, per-hop "
-                      + ", ".join(f"{p} {v:.2f}" for p, v in params.hop_us.items())
-                      + f" us, {params.channel_bw_gbps:.2f} GB/s per channel; wrote {out}", markup=False)
+        console.print(
+            f"fitted: overhead {params.overhead_us:.2f} us, per-hop "
+            + ", ".join(f"{p} {v:.2f}" for p, v in params.hop_us.items())
+            + f" us, {params.channel_bw_gbps:.2f} GB/s per channel; wrote {out}",
+            markup=False,
+        )
 
 
 def _print_bands(console: Console, params, prior, samples) -> None:
@@ -165,8 +233,12 @@ def _print_bands(console: Console, params, prior, samples) -> None:
         table.add_column(column, justify="right")
     for row in fitting.band_errors(prior, samples):
         mine = fitted[row["band"]]
-        table.add_row(row["band"], str(row["n"]), f"{mine['median_pct']:.1f} / {mine['max_pct']:.1f}",
-                      f"{row['median_pct']:.1f} / {row['max_pct']:.1f}")
+        table.add_row(
+            row["band"],
+            str(row["n"]),
+            f"{mine['median_pct']:.1f} / {mine['max_pct']:.1f}",
+            f"{row['median_pct']:.1f} / {row['max_pct']:.1f}",
+        )
     console.print(table)
 
 
@@ -174,26 +246,56 @@ def _print_holdout(console: Console, results: list) -> None:
     if not results:
         raise UsageError("--holdout needs a log with at least 4 sizes between 8 KB and 1 MB")
     table = Table(title="holdout: fit on every other size in 8 KB-1 MB, median absolute % error")
-    for column in ("log run", "ranks", "fit on", "held-out 8K-1M", "all unfitted sizes", "NCCL prior (all)",
-                   f"target <= {TARGET_PCT:g} %"):
+    for column in (
+        "log run",
+        "ranks",
+        "fit on",
+        "held-out 8K-1M",
+        "all unfitted sizes",
+        "NCCL prior (all)",
+        f"target <= {TARGET_PCT:g} %",
+    ):
         table.add_column(column)
     for r in results:
         verdict = ("pass" if r.held_median_pct <= TARGET_PCT else "FAIL") if r.ranks == 8 else "(8-GPU only)"
-        table.add_row(r.group, str(r.ranks), ", ".join(_size(b) for b in r.fit_sizes), f"{r.held_median_pct:.1f}",
-                      f"{r.rest_median_pct:.1f}", f"{r.prior_median_pct:.1f}", verdict)
+        table.add_row(
+            r.group,
+            str(r.ranks),
+            ", ".join(_size(b) for b in r.fit_sizes),
+            f"{r.held_median_pct:.1f}",
+            f"{r.rest_median_pct:.1f}",
+            f"{r.prior_median_pct:.1f}",
+            verdict,
+        )
     console.print(table)
 
 
 # -------------------------------------------------------------------------------------------- simulate
 
+
 @click.command("simulate")
 @click.option("--topology", "topology_name", required=True, help="Preset name (sweeps/topologies/) or .toml file.")
-@click.option("--sweep", "sweep_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The sweep file to predict.")
-@click.option("--out", "out", default="runs", show_default=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder that receives the new run folder.")
-@click.option("--calibration", "calibration_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="model.toml from `commprof calibrate` (default: NCCL's uncalibrated model).")
+@click.option(
+    "--sweep",
+    "sweep_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The sweep file to predict.",
+)
+@click.option(
+    "--out",
+    "out",
+    default="runs",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder that receives the new run folder.",
+)
+@click.option(
+    "--calibration",
+    "calibration_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="model.toml from `commprof calibrate` (default: NCCL's uncalibrated model).",
+)
 def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None) -> None:
     """Predict every point of a sweep on a topology with the cost model (records with source "model")."""
     from commprof.costmodel.simulate import simulate_sweep
@@ -215,15 +317,28 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
     append_records(run_dir / RESULTS_FILE, records)
     tp = spec.tp or topology.gpus
     meta = _base_meta(run_dir.name, tp, "nccl")
-    meta.update({
-        "source": "model", "simulated": True,
-        "plan": {"model": spec.model, "tp": tp, "phase": spec.phase, "dtype": spec.dtype,
-                 "tokens": list(spec.tokens)},
-        "sweep": {"path": str(sweep_file), "name": spec.name, "content": spec.content, "sha256": spec.sha256,
-                  "report": spec.report},
-        "topology": {"simulated": True, **topology.summary()},
-        "calibration": {"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
-    })
+    meta.update(
+        {
+            "source": "model",
+            "simulated": True,
+            "plan": {
+                "model": spec.model,
+                "tp": tp,
+                "phase": spec.phase,
+                "dtype": spec.dtype,
+                "tokens": list(spec.tokens),
+            },
+            "sweep": {
+                "path": str(sweep_file),
+                "name": spec.name,
+                "content": spec.content,
+                "sha256": spec.sha256,
+                "report": spec.report,
+            },
+            "topology": {"simulated": True, **topology.summary()},
+            "calibration": {"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
+        }
+    )
     write_json(run_dir / META_FILE, meta)
     _print_simulation(records, topology, calibration_file)
     _console().print(f"wrote {run_dir} ({len(records)} records, source: model)", markup=False)
@@ -231,9 +346,11 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
 
 def _print_simulation(records: list[dict], topology, calibration_file: Path | None) -> None:
     console = _console()
-    console.print(f"SIMULATED on {topology.name} with "
-                  f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements",
-                  markup=False)
+    console.print(
+        f"SIMULATED on {topology.name} with "
+        f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements",
+        markup=False,
+    )
     tokens = sorted({r["tokens"] for r in records})
     table = Table(title="predicted eager step time, ms (graph mode in the records)")
     table.add_column("point")

@@ -37,9 +37,81 @@ PER_CH_MAX_TREE_LL128_BW = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blac
 PER_CH_MAX_TREE_BW = {"volta": 26.5, "ampere": 24.0, "hopper": 38.7, "blackwell": 70.0}
 # Tree all-reduce bandwidth correction for sizes 64 B << k, k = 0..22 (ncclTopoGetAlgoTime).
 TREE_CORRECTION = {
-    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
-    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
-    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+    "LL": (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.7,
+        0.7,
+        0.7,
+        0.7,
+        0.6,
+        0.5,
+        0.4,
+        0.4,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.9,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    ),
+    "LL128": (
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+        0.9,
+        0.8,
+        0.8,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.6,
+        0.8,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        1.0,
+        1.0,
+    ),
+    "Simple": (
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.9,
+        0.8,
+        0.7,
+        0.6,
+        0.6,
+        0.5,
+        0.5,
+        0.5,
+        0.5,
+        0.6,
+        0.7,
+        0.8,
+        0.7,
+        0.7,
+        0.8,
+        0.9,
+        0.9,
+    ),
 }
 # Per-op trimming (enqueue.cc): channels, then threads, shrink while bytes < channels x threads x threshold.
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
@@ -83,10 +155,18 @@ class CostParams:
     fit: dict = field(default_factory=dict, compare=False)
 
     def to_dict(self) -> dict:
-        return {"link": self.link, "arch": self.arch, "channels": self.channels,
-                "channel_bw_gbps": self.channel_bw_gbps, "hop_us": dict(self.hop_us),
-                "overhead_us": self.overhead_us, "nvls_channels": self.nvls_channels,
-                "nccl_bw_gbps": self.selection_bw_gbps, "source": self.source, "fit": dict(self.fit)}
+        return {
+            "link": self.link,
+            "arch": self.arch,
+            "channels": self.channels,
+            "channel_bw_gbps": self.channel_bw_gbps,
+            "hop_us": dict(self.hop_us),
+            "overhead_us": self.overhead_us,
+            "nvls_channels": self.nvls_channels,
+            "nccl_bw_gbps": self.selection_bw_gbps,
+            "source": self.source,
+            "fit": dict(self.fit),
+        }
 
     @property
     def selection_bw_gbps(self) -> float:
@@ -97,10 +177,17 @@ class CostParams:
         ring = HW_LATENCY_US[_hw(self.link)]["ring"]
         channel_bw = self.selection_bw_gbps
         if self.bus_cap_gbps is not None:  # NCCL halves a duplicated ring's bandwidth in its own model
-            channel_bw = min(channel_bw, self.bus_cap_gbps * self.selection_bw_gbps / self.channel_bw_gbps
-                             / self.channels)
-        return replace(self, hop_us=dict(zip(PROTOS, ring)), overhead_us=0.0, channel_bw_gbps=channel_bw,
-                       nccl_bw_gbps=None, bus_cap_gbps=None)
+            channel_bw = min(
+                channel_bw, self.bus_cap_gbps * self.selection_bw_gbps / self.channel_bw_gbps / self.channels
+            )
+        return replace(
+            self,
+            hop_us=dict(zip(PROTOS, ring)),
+            overhead_us=0.0,
+            channel_bw_gbps=channel_bw,
+            nccl_bw_gbps=None,
+            bus_cap_gbps=None,
+        )
 
 
 def nccl_prior(link: str, arch: str, channels: int, channel_bw_gbps: float, nvls_channels: int = 0) -> CostParams:
@@ -110,8 +197,14 @@ def nccl_prior(link: str, arch: str, channels: int, channel_bw_gbps: float, nvls
     if arch not in ARCHS:
         raise UsageError(f"unknown GPU generation {arch!r}; known: {', '.join(ARCHS)}")
     ring = HW_LATENCY_US[_hw(link)]["ring"]
-    return CostParams(link=link, arch=arch, channels=channels, channel_bw_gbps=channel_bw_gbps,
-                      hop_us=dict(zip(PROTOS, ring)), nvls_channels=nvls_channels)
+    return CostParams(
+        link=link,
+        arch=arch,
+        channels=channels,
+        channel_bw_gbps=channel_bw_gbps,
+        hop_us=dict(zip(PROTOS, ring)),
+        nvls_channels=nvls_channels,
+    )
 
 
 @dataclass(frozen=True)
@@ -145,8 +238,16 @@ def default_algorithms(collective: str, nvls: bool) -> tuple[str, ...]:
     return ("tree", "ring", "nvls") if nvls else ("tree", "ring")
 
 
-def trimmed_channels(nbytes: int, algo: str, proto: str, ranks: int, channels: int, channel_bw_gbps: float,
-                     thread_thresholds: tuple[int, ...] | None = None, nthreads: int | None = None) -> int:
+def trimmed_channels(
+    nbytes: int,
+    algo: str,
+    proto: str,
+    ranks: int,
+    channels: int,
+    channel_bw_gbps: float,
+    thread_thresholds: tuple[int, ...] | None = None,
+    nthreads: int | None = None,
+) -> int:
     """Channels NCCL actually launches for this message after per-op trimming (enqueue.cc topoGetAlgoInfo)."""
     if algo == "nvls":
         return channels
@@ -166,8 +267,9 @@ def trimmed_channels(nbytes: int, algo: str, proto: str, ranks: int, channels: i
     return nc
 
 
-def estimate(params: CostParams, collective: str, nbytes: int, ranks: int, algo: str, proto: str,
-             trim: bool = True) -> Choice | None:
+def estimate(
+    params: CostParams, collective: str, nbytes: int, ranks: int, algo: str, proto: str, trim: bool = True
+) -> Choice | None:
     """NCCL's estimate for one pair with `params`; None where NCCL does not offer the pair.
 
     trim=False is NCCL's own selection-time view (all channels); trim=True uses the channels the op runs on.
@@ -185,8 +287,9 @@ def estimate(params: CostParams, collective: str, nbytes: int, ranks: int, algo:
     p = PROTOS.index(proto)
     channels = params.nvls_channels if algo == "nvls" else params.channels
     if trim:
-        channels = trimmed_channels(nbytes, algo, proto, ranks, channels, params.channel_bw_gbps,
-                                    params.thread_thresholds, params.nthreads)
+        channels = trimmed_channels(
+            nbytes, algo, proto, ranks, channels, params.channel_bw_gbps, params.thread_thresholds, params.nthreads
+        )
     bus = channels * params.channel_bw_gbps
     if params.bus_cap_gbps is not None:
         bus = min(bus, params.bus_cap_gbps)
@@ -218,8 +321,14 @@ def estimate(params: CostParams, collective: str, nbytes: int, ranks: int, algo:
     return Choice(algo, proto, channels, latency, algbw, time_us)
 
 
-def predict(params: CostParams, collective: str, nbytes: int, ranks: int,
-            algos: tuple[str, ...] | None = None, protos: tuple[str, ...] | None = None) -> Choice:
+def predict(
+    params: CostParams,
+    collective: str,
+    nbytes: int,
+    ranks: int,
+    algos: tuple[str, ...] | None = None,
+    protos: tuple[str, ...] | None = None,
+) -> Choice:
     """The pair NCCL picks (fastest by its own untrimmed estimate, params.selector()) and, with `params`,
     its time on the channels it runs on. UsageError when no pair is enabled ("No algorithm/protocol available").
     """
@@ -235,14 +344,17 @@ def predict(params: CostParams, collective: str, nbytes: int, ranks: int,
             if choice is not None and (best is None or choice.time_us < best[0]):
                 best = (choice.time_us, algo, proto)
     if best is None:
-        raise UsageError(f"no algorithm/protocol available for {collective} with algorithms {', '.join(algos)} "
-                         f"and protocols {', '.join(protos)}")
+        raise UsageError(
+            f"no algorithm/protocol available for {collective} with algorithms {', '.join(algos)} "
+            f"and protocols {', '.join(protos)}"
+        )
     chosen = estimate(params, collective, nbytes, ranks, best[1], best[2], trim=True)
     assert chosen is not None
     return chosen
 
 
 # ---- model.toml: a calibration as a small, hand-readable TOML file ----
+
 
 def _toml_value(value) -> str:
     if isinstance(value, bool):
@@ -276,12 +388,22 @@ def dumps_toml(tables: dict[str, dict]) -> str:
 
 
 def params_to_toml(params: CostParams, header: str = "") -> str:
-    body = dumps_toml({
-        "model": {"link": params.link, "arch": params.arch, "channels": params.channels,
-                  "nvls_channels": params.nvls_channels, "channel_bw_gbps": params.channel_bw_gbps,
-                  "nccl_bw_gbps": params.selection_bw_gbps, "overhead_us": params.overhead_us,
-                  "source": params.source, "hop_us": dict(params.hop_us)},
-        "fit": dict(params.fit)})
+    body = dumps_toml(
+        {
+            "model": {
+                "link": params.link,
+                "arch": params.arch,
+                "channels": params.channels,
+                "nvls_channels": params.nvls_channels,
+                "channel_bw_gbps": params.channel_bw_gbps,
+                "nccl_bw_gbps": params.selection_bw_gbps,
+                "overhead_us": params.overhead_us,
+                "source": params.source,
+                "hop_us": dict(params.hop_us),
+            },
+            "fit": dict(params.fit),
+        }
+    )
     comment = "".join(f"# {line}\n" for line in header.splitlines())
     return comment + body
 
@@ -299,8 +421,9 @@ def params_from_toml(text: str, path: str) -> CostParams:
     def need(key: str, kind, positive: bool = False):
         value = model.get(key)
         if isinstance(value, bool) or not isinstance(value, kind):
-            raise UsageError(f"{path}: model.{key} must be {kind.__name__ if isinstance(kind, type) else 'a number'}"
-                             f", got {value!r}")
+            raise UsageError(
+                f"{path}: model.{key} must be {kind.__name__ if isinstance(kind, type) else 'a number'}, got {value!r}"
+            )
         if positive and value <= 0:
             raise UsageError(f"{path}: model.{key} must be > 0, got {value!r}")
         return value
@@ -311,13 +434,22 @@ def params_from_toml(text: str, path: str) -> CostParams:
     if arch not in ARCHS:
         raise UsageError(f"{path}: model.arch must be one of {', '.join(ARCHS)}, got {arch!r}")
     hop = model.get("hop_us")
-    if not isinstance(hop, dict) or set(hop) != set(PROTOS) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in hop.values()):
+    if (
+        not isinstance(hop, dict)
+        or set(hop) != set(PROTOS)
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in hop.values())
+    ):
         raise UsageError(f"{path}: model.hop_us must give LL, LL128 and Simple as numbers >= 0")
     overhead = need("overhead_us", (int, float))
-    return CostParams(link=link, arch=arch, channels=need("channels", int, positive=True),
-                      channel_bw_gbps=float(need("channel_bw_gbps", (int, float), positive=True)),
-                      hop_us={k: float(v) for k, v in hop.items()}, overhead_us=float(overhead),
-                      nvls_channels=need("nvls_channels", int) if "nvls_channels" in model else 0,
-                      nccl_bw_gbps=float(model["nccl_bw_gbps"]) if "nccl_bw_gbps" in model else None, source=path,
-                      fit=data.get("fit", {}) if isinstance(data.get("fit"), dict) else {})
+    return CostParams(
+        link=link,
+        arch=arch,
+        channels=need("channels", int, positive=True),
+        channel_bw_gbps=float(need("channel_bw_gbps", (int, float), positive=True)),
+        hop_us={k: float(v) for k, v in hop.items()},
+        overhead_us=float(overhead),
+        nvls_channels=need("nvls_channels", int) if "nvls_channels" in model else 0,
+        nccl_bw_gbps=float(model["nccl_bw_gbps"]) if "nccl_bw_gbps" in model else None,
+        source=path,
+        fit=data.get("fit", {}) if isinstance(data.get("fit"), dict) else {},
+    )

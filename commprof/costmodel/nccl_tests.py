@@ -16,9 +16,20 @@ from commprof.errors import UsageError
 from commprof.records import SCHEMA_VERSION
 
 # nccl-tests type names -> commprof dtype names (others kept as nccl-tests spells them).
-_DTYPES = {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64",
-           "int8": "int8", "uint8": "uint8", "int32": "int32", "uint32": "uint32", "int64": "int64",
-           "uint64": "uint64", "f8e4m3": "float8_e4m3", "f8e5m2": "float8_e5m2"}
+_DTYPES = {
+    "float": "float32",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "double": "float64",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "f8e4m3": "float8_e4m3",
+    "f8e5m2": "float8_e5m2",
+}
 
 _RUN_LINE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)")
 _RANK_LINE = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)")
@@ -61,10 +72,20 @@ class Run:
     rows: list[Row] = field(default_factory=list)
 
     def summary(self) -> dict:
-        return {"line": self.line, "collective": self.collective, "ranks": self.ranks, "nthread": self.nthread,
-                "ngpus": self.ngpus, "graph": self.graph, "iterations": self.iterations, "warmup": self.warmup,
-                "devices": self.devices, "avg_busbw_gbps": self.avg_busbw_gbps,
-                "out_of_bounds": self.out_of_bounds, "rows": len(self.rows)}
+        return {
+            "line": self.line,
+            "collective": self.collective,
+            "ranks": self.ranks,
+            "nthread": self.nthread,
+            "ngpus": self.ngpus,
+            "graph": self.graph,
+            "iterations": self.iterations,
+            "warmup": self.warmup,
+            "devices": self.devices,
+            "avg_busbw_gbps": self.avg_busbw_gbps,
+            "out_of_bounds": self.out_of_bounds,
+            "rows": len(self.rows),
+        }
 
 
 @dataclass
@@ -113,12 +134,17 @@ def _parse_row(text: str, number: int, columns: list[str]) -> Row:
     if len(tokens) != expected:
         raise ValueError(f"{len(tokens)} fields where the header has {expected}")
     head = dict(zip(columns[:lead], tokens[:lead]))
-    row = Row(line=number, bytes=int(head["size"]), count=int(head["count"]),
-              dtype=_DTYPES.get(head.get("type", ""), head.get("type", "")), redop=head.get("redop", "none"),
-              root=int(head.get("root", -1)))
+    row = Row(
+        line=number,
+        bytes=int(head["size"]),
+        count=int(head["count"]),
+        dtype=_DTYPES.get(head.get("type", ""), head.get("type", "")),
+        redop=head.get("redop", "none"),
+        root=int(head.get("root", -1)),
+    )
     position = lead
     for place, group in places:
-        values = dict(zip(group, tokens[position:position + len(group)]))
+        values = dict(zip(group, tokens[position : position + len(group)]))
         position += len(group)
         time_us = _number(values["time"])
         if time_us is None:
@@ -130,12 +156,20 @@ def _parse_row(text: str, number: int, columns: list[str]) -> Row:
         else:
             count = _number(values.get("#wrong", "N/A"))
             wrong = None if count is None else int(count)
-        entry = {"time_us": time_us, "algbw_gbps": _number(values.get("algbw", "N/A")),
-                 "busbw_gbps": _number(values.get("busbw", "N/A")), "wrong": wrong}
+        entry = {
+            "time_us": time_us,
+            "algbw_gbps": _number(values.get("algbw", "N/A")),
+            "busbw_gbps": _number(values.get("busbw", "N/A")),
+            "wrong": wrong,
+        }
         per_iter = {name: _number(values[name]) for name in _PER_ITER if name in values}
         if per_iter:
-            entry["per_iteration"] = {"min_us": per_iter.get("i_min"), "max_us": per_iter.get("i_max"),
-                                      "p99_us": per_iter.get("i_p99"), "cv_pct": per_iter.get("i_cv%")}
+            entry["per_iteration"] = {
+                "min_us": per_iter.get("i_min"),
+                "max_us": per_iter.get("i_max"),
+                "p99_us": per_iter.get("i_p99"),
+                "cv_pct": per_iter.get("i_cv%"),
+            }
         row.places[place] = entry
     return row
 
@@ -166,8 +200,9 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
         if program_match and not _ROW_START.match(body):
             program = program_match.group(1)
         if match := _RUN_LINE.match(body):
-            run = Run(line=number, collective=program, ranks=None, nthread=int(match.group(1)),
-                      ngpus=int(match.group(2)))
+            run = Run(
+                line=number, collective=program, ranks=None, nthread=int(match.group(1)), ngpus=int(match.group(2))
+            )
             runs.append(run)
             rest = match.group(3)
             if m := re.search(r"graph:\s*(\d+)", rest):
@@ -185,9 +220,17 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
             columns, in_table = cols, True
             current_run(number)
             if run.rows:  # a second table under one run header: a new run of the same binary
-                run = Run(line=number, collective=run.collective, ranks=run.ranks, nthread=run.nthread,
-                          ngpus=run.ngpus, graph=run.graph, iterations=run.iterations, warmup=run.warmup,
-                          devices=list(run.devices))
+                run = Run(
+                    line=number,
+                    collective=run.collective,
+                    ranks=run.ranks,
+                    nthread=run.nthread,
+                    ngpus=run.ngpus,
+                    graph=run.graph,
+                    iterations=run.iterations,
+                    warmup=run.warmup,
+                    devices=list(run.devices),
+                )
                 runs.append(run)
             continue
         if body.startswith("#"):
@@ -208,8 +251,7 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
                 warnings.append(f"{path}:{number}: unreadable table line ({exc}): {body[:80]}")
             continue
         if _ROW_START.match(body) and len(body.split()) >= 9:
-            warnings.append(f"{path}:{number}: looks like a result row but no table header precedes it: "
-                            f"{body[:80]}")
+            warnings.append(f"{path}:{number}: looks like a result row but no table header precedes it: {body[:80]}")
 
     runs = [r for r in runs if r.rows]
     if not runs:
@@ -221,8 +263,10 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
         elif r.ngpus:
             r.ranks = (r.nthread or 1) * r.ngpus
         if r.ranks is None:
-            warnings.append(f"{path}:{r.line}: GPU count not stated (no '# nThread ... nGpus' or 'Using devices' "
-                            "lines); ranks left unknown")
+            warnings.append(
+                f"{path}:{r.line}: GPU count not stated (no '# nThread ... nGpus' or 'Using devices' "
+                "lines); ranks left unknown"
+            )
         if r.collective is None:
             warnings.append(f"{path}:{r.line}: the *_perf binary is not named in the file; assumed all_reduce")
             r.collective = "all_reduce"
@@ -244,9 +288,17 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
     devices = [d.get("device_info", "") for d in config.get("devices", []) if isinstance(d, dict)]
     nthread, ngpus = config.get("nthreads"), config.get("ngpus")
     warnings: list[str] = []
-    run = Run(line=1, collective=program or "all_reduce", ranks=None, nthread=nthread, ngpus=ngpus,
-              graph=bool(config.get("graph", 0)), iterations=config.get("iterations"),
-              warmup=config.get("warmup_iters"), devices=devices)
+    run = Run(
+        line=1,
+        collective=program or "all_reduce",
+        ranks=None,
+        nthread=nthread,
+        ngpus=ngpus,
+        graph=bool(config.get("graph", 0)),
+        iterations=config.get("iterations"),
+        warmup=config.get("warmup_iters"),
+        devices=devices,
+    )
     if program is None:
         warnings.append(f"{path}: the *_perf binary is not in 'args'; assumed all_reduce")
     # "devices" holds one entry per process (util.cu parses only the first rank line of each process's block).
@@ -260,9 +312,14 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
         run.out_of_bounds = bounds["count"]
     for index, item in enumerate(results):
         try:
-            row = Row(line=index + 1, bytes=int(item["size"]), count=int(item["count"]),
-                      dtype=_DTYPES.get(item.get("type", ""), item.get("type", "")),
-                      redop=item.get("redop", "none"), root=int(str(item.get("root", -1)).strip()))
+            row = Row(
+                line=index + 1,
+                bytes=int(item["size"]),
+                count=int(item["count"]),
+                dtype=_DTYPES.get(item.get("type", ""), item.get("type", "")),
+                redop=item.get("redop", "none"),
+                root=int(str(item.get("root", -1)).strip()),
+            )
             for place in ("out_of_place", "in_place"):
                 values = item.get(place)
                 if not isinstance(values, dict):
@@ -271,13 +328,17 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
                 if time_us is None:
                     raise ValueError(f"{place} time missing")
                 wrong = _json_float(values.get("nwrong"))
-                entry = {"time_us": time_us, "algbw_gbps": _json_float(values.get("alg_bw")),
-                         "busbw_gbps": _json_float(values.get("bus_bw")),
-                         "wrong": int(wrong) if wrong is not None else None}
+                entry = {
+                    "time_us": time_us,
+                    "algbw_gbps": _json_float(values.get("alg_bw")),
+                    "busbw_gbps": _json_float(values.get("bus_bw")),
+                    "wrong": int(wrong) if wrong is not None else None,
+                }
                 per_iter = item.get(f"{place}_per_iter")
                 if isinstance(per_iter, dict):
-                    entry["per_iteration"] = {key: _json_float(per_iter.get(key))
-                                              for key in ("min_us", "max_us", "p99_us")}
+                    entry["per_iteration"] = {
+                        key: _json_float(per_iter.get(key)) for key in ("min_us", "max_us", "p99_us")
+                    }
                     entry["per_iteration"]["cv_pct"] = _json_float(per_iter.get("cv_pct"))
                 row.places[place] = entry
             if not row.places:
@@ -314,15 +375,32 @@ def run_records(parsed: ParsedLog, run_id: str, first_point: int, now: str) -> l
             for place, values in row.places.items():
                 wrong = values["wrong"]
                 record = {
-                    "schema": SCHEMA_VERSION, "kind": "collective", "source": "nccl-tests", "run_id": run_id,
-                    "point_id": point_id, "point": point, "backend": None, "world_size": run.ranks,
+                    "schema": SCHEMA_VERSION,
+                    "kind": "collective",
+                    "source": "nccl-tests",
+                    "run_id": run_id,
+                    "point_id": point_id,
+                    "point": point,
+                    "backend": None,
+                    "world_size": run.ranks,
                     "status": "wrong" if wrong else "ok",
                     "message": f"nccl-tests reported {wrong} wrong elements" if wrong else None,
-                    "time": now, "calibration": None, "collective": run.collective, "bytes": row.bytes,
-                    "count": row.count, "dtype": row.dtype, "redop": row.redop, "root": row.root,
-                    "in_place": place == "in_place", "graph": run.graph, "time_us": values["time_us"],
-                    "algbw_gbps": values["algbw_gbps"], "busbw_gbps": values["busbw_gbps"], "wrong": wrong,
-                    "file": parsed.path, "line": row.line,
+                    "time": now,
+                    "calibration": None,
+                    "collective": run.collective,
+                    "bytes": row.bytes,
+                    "count": row.count,
+                    "dtype": row.dtype,
+                    "redop": row.redop,
+                    "root": row.root,
+                    "in_place": place == "in_place",
+                    "graph": run.graph,
+                    "time_us": values["time_us"],
+                    "algbw_gbps": values["algbw_gbps"],
+                    "busbw_gbps": values["busbw_gbps"],
+                    "wrong": wrong,
+                    "file": parsed.path,
+                    "line": row.line,
                 }
                 if "per_iteration" in values:
                     record["per_iteration"] = values["per_iteration"]

@@ -23,15 +23,33 @@ MODES = ("eager", "graph")
 NCCL_IMPLS = ("default", "nccl", "nccl+rmsnorm")
 FUSED_IMPLS = ("nccl+rmsnorm", "flashinfer-fused")
 # NCCL's function names in NCCL_ALGO / NCCL_PROTO prefixes, and the plan's collectives they govern.
-NCCL_FUNCS = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-              "broadcast": None, "reduce": None}
-NCCL_ALGOS = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": None, "collnetdirect": None,
-              "collnetchain": None, "pat": None}  # None: never used inside one node
+NCCL_FUNCS = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "broadcast": None,
+    "reduce": None,
+}
+NCCL_ALGOS = {
+    "ring": "ring",
+    "tree": "tree",
+    "nvls": "nvls",
+    "nvlstree": None,
+    "collnetdirect": None,
+    "collnetchain": None,
+    "pat": None,
+}  # None: never used inside one node
 NCCL_PROTOS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 CHANNEL_VARS = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
 NO_EFFECT_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
-MODELLED_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_THREAD_THRESHOLDS",
-                  "NCCL_NTHREADS") + CHANNEL_VARS
+MODELLED_VARS = (
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_P2P_LEVEL",
+    "NCCL_P2P_DISABLE",
+    "NCCL_THREAD_THRESHOLDS",
+    "NCCL_NTHREADS",
+) + CHANNEL_VARS
 
 
 @dataclass
@@ -84,8 +102,10 @@ def nccl_setting(topology: Topology, env: dict[str, str]) -> NcclSetting:
     link = link_for(topology, env)
     notes = []
     if link == "shm" and not topology.p2p_supported and "NCCL_P2P_LEVEL" in env:
-        notes.append(f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']}: this box's driver refuses GPU peer access "
-                     "(topology p2p_supported = false), so NCCL still goes through host memory")
+        notes.append(
+            f"NCCL_P2P_LEVEL={env['NCCL_P2P_LEVEL']}: this box's driver refuses GPU peer access "
+            "(topology p2p_supported = false), so NCCL still goes through host memory"
+        )
     nvls = link == "nvlink" and "nvlink" in topology.links and topology.links["nvlink"].nvls_channels >= 2
     algos = {c: default_algorithms(c, nvls) for c in ("all_reduce", "all_gather", "reduce_scatter")}
     protos = {c: default_protocols(link) for c in algos}
@@ -140,8 +160,10 @@ def params_for(topology: Topology, setting: NcclSetting, calibration: CostParams
     else:
         params, name = topology.prior(setting.link), "nccl-prior"
         if calibration is not None:
-            setting.notes.append(f"calibration {calibration.source} is for {calibration.link}, this point runs over "
-                                 f"{setting.link}: NCCL's uncalibrated model used")
+            setting.notes.append(
+                f"calibration {calibration.source} is for {calibration.link}, this point runs over "
+                f"{setting.link}: NCCL's uncalibrated model used"
+            )
     params = replace(params, thread_thresholds=setting.thread_thresholds, nthreads=setting.nthreads)
     channels = params.channels
     if setting.min_channels:
@@ -161,8 +183,9 @@ def _stats(value: float) -> dict:
     return summarize([value])
 
 
-def simulate_point(spec, point, topology: Topology, calibration: CostParams | None, run_id: str,
-                   now: str | None = None) -> list[dict]:
+def simulate_point(
+    spec, point, topology: Topology, calibration: CostParams | None, run_id: str, now: str | None = None
+) -> list[dict]:
     """One record per (T, mode) of the point, like the sweep writes; failures become a status and message."""
     now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
     model = load_model(spec.model)
@@ -183,11 +206,15 @@ def simulate_point(spec, point, topology: Topology, calibration: CostParams | No
         stated = topology.impls.get(point.impl)
         if stated is None:
             status = "unsupported"
-            message = (f"the cost model has no latency for {point.impl!r} on {topology.name} "
-                       f"(add [impls.{point.impl}] with published figures to the topology file)")
+            message = (
+                f"the cost model has no latency for {point.impl!r} on {topology.name} "
+                f"(add [impls.{point.impl}] with published figures to the topology file)"
+            )
         else:
-            notes.append(f"{point.impl}: stated latency from the topology file ({stated.source}), not modelled"
-                         + (f"; NCCL above {stated.max_bytes} B" if stated.max_bytes else ""))
+            notes.append(
+                f"{point.impl}: stated latency from the topology file ({stated.source}), not modelled"
+                + (f"; NCCL above {stated.max_bytes} B" if stated.max_bytes else "")
+            )
     if point.impl == "nccl+rmsnorm":
         notes.append("residual add + RMSNorm after each all-reduce not modelled (communication only)")
     for tokens in spec.tokens:
@@ -204,11 +231,22 @@ def simulate_point(spec, point, topology: Topology, calibration: CostParams | No
                         if stated is not None and op.collective == "all_reduce" and stated.covers(op.bytes):
                             cache[key] = stated.latency_us(op.bytes)
                         else:
-                            choice = predict(params, op.collective, op.bytes, tp, setting.algos[op.collective],
-                                             setting.protos[op.collective])
+                            choice = predict(
+                                params,
+                                op.collective,
+                                op.bytes,
+                                tp,
+                                setting.algos[op.collective],
+                                setting.protos[op.collective],
+                            )
                             cache[key] = choice.time_us
-                            choices[key] = {"coll": op.collective, "bytes": op.bytes, "algo": choice.algo,
-                                            "proto": choice.proto, "channels": choice.channels}
+                            choices[key] = {
+                                "coll": op.collective,
+                                "bytes": op.bytes,
+                                "algo": choice.algo,
+                                "proto": choice.proto,
+                                "channels": choice.channels,
+                            }
                     op_times.append(cache[key])
             except UsageError as exc:
                 op_status, op_message = "error", f"NCCL would fail: {exc}"
@@ -222,36 +260,69 @@ def simulate_point(spec, point, topology: Topology, calibration: CostParams | No
             op_message = "; ".join(op_notes)
         for mode in MODES:
             record = {
-                "schema": SCHEMA_VERSION, "kind": "step", "source": "model", "run_id": run_id,
+                "schema": SCHEMA_VERSION,
+                "kind": "step",
+                "source": "model",
+                "run_id": run_id,
                 "point_id": point.point_id,
                 "point": point.to_dict(),
-                "backend": "nccl", "world_size": tp, "status": op_status, "message": op_message, "time": now,
-                "calibration": calibration_name, "model": model.name, "phase": spec.phase, "tp": tp,
-                "tokens": tokens, "dtype": plan.model.dtype, "plan": plan.summary(), "mode": mode,
-                "timing": "model", "step_us": None, "op_us": None, "rank_step_median_us": None, "check": None,
-                "fused_rmsnorm": point.impl in FUSED_IMPLS, "impl_detail": None, "iterations": spec.iterations,
-                "warmup": spec.warmup, "duration_s": None, "measure_s": None,
-                "nccl": {"version": None, "transports": {"intra": setting.link}, "channels": params.channels,
-                         "choices": list(choices.values())} if op_status == "ok" else None,
+                "backend": "nccl",
+                "world_size": tp,
+                "status": op_status,
+                "message": op_message,
+                "time": now,
+                "calibration": calibration_name,
+                "model": model.name,
+                "phase": spec.phase,
+                "tp": tp,
+                "tokens": tokens,
+                "dtype": plan.model.dtype,
+                "plan": plan.summary(),
+                "mode": mode,
+                "timing": "model",
+                "step_us": None,
+                "op_us": None,
+                "rank_step_median_us": None,
+                "check": None,
+                "fused_rmsnorm": point.impl in FUSED_IMPLS,
+                "impl_detail": None,
+                "iterations": spec.iterations,
+                "warmup": spec.warmup,
+                "duration_s": None,
+                "measure_s": None,
+                "nccl": {
+                    "version": None,
+                    "transports": {"intra": setting.link},
+                    "channels": params.channels,
+                    "choices": list(choices.values()),
+                }
+                if op_status == "ok"
+                else None,
             }
             if op_status == "ok":
                 if mode == "eager":
                     record["step_us"] = _stats(sum(op_times))
-                    record["op_us"] = {"sites": [op.site for op in plan.ops], "bytes": [op.bytes for op in plan.ops],
-                                       **{k: list(op_times) for k in ("min", "median", "mean", "p90", "p99")},
-                                       "cv": [0.0] * len(op_times)}
+                    record["op_us"] = {
+                        "sites": [op.site for op in plan.ops],
+                        "bytes": [op.bytes for op in plan.ops],
+                        **{k: list(op_times) for k in ("min", "median", "mean", "p90", "p99")},
+                        "cv": [0.0] * len(op_times),
+                    }
                 else:
                     # A CUDA graph removes the CPU launch of every op; the op itself still runs.
                     record["step_us"] = _stats(sum(max(t - topology.launch_overhead_us, 0.0) for t in op_times))
-                    assumed = (f"graph mode = eager minus the topology's assumed launch overhead of "
-                               f"{topology.launch_overhead_us:g} µs per op")
+                    assumed = (
+                        f"graph mode = eager minus the topology's assumed launch overhead of "
+                        f"{topology.launch_overhead_us:g} µs per op"
+                    )
                     record["message"] = f"{op_message}; {assumed}" if op_message else assumed
             records.append(record)
     return records
 
 
-def simulate_sweep(spec, topology: Topology, calibration: CostParams | None, run_id: str,
-                   now: str | None = None) -> list[dict]:
+def simulate_sweep(
+    spec, topology: Topology, calibration: CostParams | None, run_id: str, now: str | None = None
+) -> list[dict]:
     """Records for every point of the sweep, stage by stage (later stages chosen from these predictions)."""
     records = []
     for point in spec.points:

@@ -82,13 +82,23 @@ class Topology:
         return nccl_prior(link, self.arch, spec.channels, spec.channel_bw_gbps, spec.nvls_channels)
 
     def summary(self) -> dict:
-        return {"name": self.name, "path": self.path, "description": self.description, "gpus": self.gpus,
-                "compute_capability": self.compute_capability, "gpu_path": self.gpu_path,
-                "p2p_supported": self.p2p_supported, "launch_overhead_us": self.launch_overhead_us,
-                "links": {k: vars(v) for k, v in self.links.items()},
-                "impls": {k: {"points": [list(p) for p in v.points], "max_bytes": v.max_bytes, "source": v.source}
-                          for k, v in self.impls.items()},
-                "assumptions": self.assumptions, "sources": list(self.sources)}
+        return {
+            "name": self.name,
+            "path": self.path,
+            "description": self.description,
+            "gpus": self.gpus,
+            "compute_capability": self.compute_capability,
+            "gpu_path": self.gpu_path,
+            "p2p_supported": self.p2p_supported,
+            "launch_overhead_us": self.launch_overhead_us,
+            "links": {k: vars(v) for k, v in self.links.items()},
+            "impls": {
+                k: {"points": [list(p) for p in v.points], "max_bytes": v.max_bytes, "source": v.source}
+                for k, v in self.impls.items()
+            },
+            "assumptions": self.assumptions,
+            "sources": list(self.sources),
+        }
 
 
 def preset_names() -> list[str]:
@@ -109,8 +119,10 @@ def resolve_topology(name_or_path: str) -> Path:
         candidate = folder / f"{name_or_path}.toml"
         if candidate.is_file():
             return candidate
-    raise UsageError(f"unknown topology {name_or_path!r}; presets: {', '.join(preset_names()) or 'none found'} "
-                     "(or pass a path to a .toml file)")
+    raise UsageError(
+        f"unknown topology {name_or_path!r}; presets: {', '.join(preset_names()) or 'none found'} "
+        "(or pass a path to a .toml file)"
+    )
 
 
 def load_topology(name_or_path: str) -> Topology:
@@ -143,8 +155,19 @@ def topology_from_dict(data: dict, path: str) -> Topology:
             raise UsageError(f"{path}: {name} must be > 0, got {value!r}")
         return value
 
-    known = {"name", "description", "gpus", "compute_capability", "gpu_path", "p2p_supported",
-             "launch_overhead_us", "links", "impls", "assumptions", "sources"}
+    known = {
+        "name",
+        "description",
+        "gpus",
+        "compute_capability",
+        "gpu_path",
+        "p2p_supported",
+        "launch_overhead_us",
+        "links",
+        "impls",
+        "assumptions",
+        "sources",
+    }
     for key in data:
         if key not in known:
             raise UsageError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(known))})")
@@ -159,10 +182,11 @@ def topology_from_dict(data: dict, path: str) -> Topology:
         if not isinstance(table, dict):
             raise UsageError(f"{path}: links.{link} must be a table")
         where = f"links.{link}."
-        links[link] = LinkSpec(channels=need(table, "channels", int, where, positive=True),
-                               channel_bw_gbps=float(need(table, "channel_bw_gbps", (int, float), where,
-                                                          positive=True)),
-                               nvls_channels=need(table, "nvls_channels", int, where, optional=True) or 0)
+        links[link] = LinkSpec(
+            channels=need(table, "channels", int, where, positive=True),
+            channel_bw_gbps=float(need(table, "channel_bw_gbps", (int, float), where, positive=True)),
+            nvls_channels=need(table, "nvls_channels", int, where, optional=True) or 0,
+        )
     if not links:
         raise UsageError(f"{path}: links needs at least one of {', '.join(LINKS)}")
     impls = {}
@@ -177,18 +201,28 @@ def topology_from_dict(data: dict, path: str) -> Topology:
             raise UsageError(f"{path}: {where}all_reduce_us must be a list of [bytes, microseconds] pairs") from None
         if not points or any(b <= 0 or us <= 0 for b, us in points):
             raise UsageError(f"{path}: {where}all_reduce_us needs positive [bytes, microseconds] pairs")
-        impls[impl] = StatedImpl(points=points, max_bytes=need(table, "max_bytes", int, where, optional=True),
-                                 source=need(table, "source", str, where))
+        impls[impl] = StatedImpl(
+            points=points,
+            max_bytes=need(table, "max_bytes", int, where, optional=True),
+            source=need(table, "source", str, where),
+        )
     sources = need(data, "sources", list)
     if not all(isinstance(s, str) for s in sources):
         raise UsageError(f"{path}: sources must be a list of strings")
     return Topology(
-        name=need(data, "name", str), path=path, description=need(data, "description", str),
+        name=need(data, "name", str),
+        path=path,
+        description=need(data, "description", str),
         gpus=need(data, "gpus", int, positive=True),
         compute_capability=float(need(data, "compute_capability", (int, float), positive=True)),
-        gpu_path=gpu_path, p2p_supported=need(data, "p2p_supported", bool),
+        gpu_path=gpu_path,
+        p2p_supported=need(data, "p2p_supported", bool),
         launch_overhead_us=float(need(data, "launch_overhead_us", (int, float))),
-        links=links, impls=impls, assumptions=need(data, "assumptions", str), sources=tuple(sources))
+        links=links,
+        impls=impls,
+        assumptions=need(data, "assumptions", str),
+        sources=tuple(sources),
+    )
 
 
 def p2p_level(value: str) -> str:

@@ -45,13 +45,13 @@ def read_bundle(directory: Path) -> Facts:
     for name in [*TEXT_FILES, *JSON_FILES]:
         path = _find(directory, name)
         if path is None:
-            facts.sources[name] = Source(name, f"bundle {directory.name}/{name}", None,
-                                         missing.get(name, "not in the bundle"))
+            facts.sources[name] = Source(
+                name, f"bundle {directory.name}/{name}", None, missing.get(name, "not in the bundle")
+            )
         elif name in JSON_FILES and _json(path) is None:
             facts.sources[name] = Source(name, f"bundle {directory.name}/{path.name}", None, "not valid JSON")
         else:
-            facts.sources[name] = Source(name, f"{directory.name}/{path.name}",
-                                         path.read_text(errors="replace"))
+            facts.sources[name] = Source(name, f"{directory.name}/{path.name}", path.read_text(errors="replace"))
     nvml = _json(directory / NVML_FILE)
     nvml = nvml if isinstance(nvml, dict) else {}
     # A hand-edited or truncated bundle must not crash the checks: keep only answers of the right shape.
@@ -60,8 +60,10 @@ def read_bundle(directory: Path) -> Facts:
     tests = _json(directory / TESTS_FILE)
     facts.tests = tests if isinstance(tests, dict) else {}
     if not any(s.ok for s in facts.sources.values()) and not nvml:
-        raise UsageError(f"--from {directory}: no bundle file found (expected names like cmdline.log, "
-                         "lspci_full.log, nvidia_smi_full.log)")
+        raise UsageError(
+            f"--from {directory}: no bundle file found (expected names like cmdline.log, "
+            "lspci_full.log, nvidia_smi_full.log)"
+        )
     return facts
 
 
@@ -74,10 +76,16 @@ def write_bundle(facts: Facts, directory: Path) -> list[Path]:
             path = directory / (f"{name}.json" if name in JSON_FILES else f"{name}.log")
             path.write_text(source.text)
             written.append(path)
-    files = {NVML_FILE: {"topology": facts.topology, "health": facts.gpu_health}, TESTS_FILE: facts.tests,
-             MANIFEST_FILE: {"collected": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "origin": facts.origin,
-                             "sources": {n: s.where for n, s in facts.sources.items() if s.ok},
-                             "missing": {n: s.missing for n, s in facts.sources.items() if not s.ok}}}
+    files = {
+        NVML_FILE: {"topology": facts.topology, "health": facts.gpu_health},
+        TESTS_FILE: facts.tests,
+        MANIFEST_FILE: {
+            "collected": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "origin": facts.origin,
+            "sources": {n: s.where for n, s in facts.sources.items() if s.ok},
+            "missing": {n: s.missing for n, s in facts.sources.items() if not s.ok},
+        },
+    }
     for filename, content in files.items():
         (directory / filename).write_text(json.dumps(content, indent=2))
         written.append(directory / filename)

@@ -9,9 +9,20 @@ from commprof.sweep.nccl_values import env_value, value_traps
 ID, TITLE = "env", "No conflicting NCCL / PyTorch settings"
 
 # Variables a sweep sets per point: set globally they replace NCCL's defaults in the baseline.
-TUNING_VARS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS",
-               "NCCL_MAX_CTAS", "NCCL_NTHREADS", "NCCL_BUFFSIZE", "NCCL_THREAD_THRESHOLDS", "NCCL_P2P_DISABLE",
-               "NCCL_SHM_DISABLE", "NCCL_TUNER_PLUGIN")
+TUNING_VARS = (
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_MIN_CTAS",
+    "NCCL_MAX_CTAS",
+    "NCCL_NTHREADS",
+    "NCCL_BUFFSIZE",
+    "NCCL_THREAD_THRESHOLDS",
+    "NCCL_P2P_DISABLE",
+    "NCCL_SHM_DISABLE",
+    "NCCL_TUNER_PLUGIN",
+)
 
 
 def parse_assignments(text: str) -> dict[str, str]:
@@ -47,11 +58,18 @@ def check_env(facts: Facts) -> CheckResult:
     for name in ("NCCL_GRAPH_FILE", "NCCL_TOPO_FILE"):
         if name in settings:
             value, where = settings[name]
-            findings.append((f"{name} forces a topology description; a stale file from another box or BIOS "
-                             "setting silently changes rings and transports",
-                             f"{name}={value} ({where})", f"unset {name} (keep it only as a sweep axis)"))
-    for name, fix in (("NCCL_ALGO", "restrict it to the all-reduce: NCCL_ALGO=allreduce:tree"),
-                      ("NCCL_PROTO", "unset NCCL_PROTO")):
+            findings.append(
+                (
+                    f"{name} forces a topology description; a stale file from another box or BIOS "
+                    "setting silently changes rings and transports",
+                    f"{name}={value} ({where})",
+                    f"unset {name} (keep it only as a sweep axis)",
+                )
+            )
+    for name, fix in (
+        ("NCCL_ALGO", "restrict it to the all-reduce: NCCL_ALGO=allreduce:tree"),
+        ("NCCL_PROTO", "unset NCCL_PROTO"),
+    ):
         if name in settings:
             value, where = settings[name]
             # The same trap rules the sweep file's validation applies (commprof.sweep.nccl_values).
@@ -59,25 +77,45 @@ def check_env(facts: Facts) -> CheckResult:
                 findings.append((trap, f"{name}={value} ({where})", fix))
     forced = [n for n in TUNING_VARS if n in settings]
     if forced:
-        findings.append(("NCCL tuning variables set globally: the sweep's baseline would not be NCCL's defaults",
-                         ", ".join(f"{n}={settings[n][0]} ({settings[n][1]})" for n in forced),
-                         "unset " + " ".join(forced) + " (sweep them as axes instead)"))
+        findings.append(
+            (
+                "NCCL tuning variables set globally: the sweep's baseline would not be NCCL's defaults",
+                ", ".join(f"{n}={settings[n][0]} ({settings[n][1]})" for n in forced),
+                "unset " + " ".join(forced) + " (sweep them as axes instead)",
+            )
+        )
     alloc = settings.get("PYTORCH_CUDA_ALLOC_CONF", ("", ""))[0]
     if "expandable_segments:true" in alloc.replace(" ", "").lower():
-        findings.append(("expandable_segments maps memory with cuMem APIs that custom all-reduce kernels' CUDA "
-                         "IPC handles do not cover (engines turn custom all-reduce off or fail to capture)",
-                         f"PYTORCH_CUDA_ALLOC_CONF={alloc} ({settings['PYTORCH_CUDA_ALLOC_CONF'][1]})",
-                         "unset PYTORCH_CUDA_ALLOC_CONF or set expandable_segments:False when measuring "
-                         "custom all-reduce"))
+        findings.append(
+            (
+                "expandable_segments maps memory with cuMem APIs that custom all-reduce kernels' CUDA "
+                "IPC handles do not cover (engines turn custom all-reduce off or fail to capture)",
+                f"PYTORCH_CUDA_ALLOC_CONF={alloc} ({settings['PYTORCH_CUDA_ALLOC_CONF'][1]})",
+                "unset PYTORCH_CUDA_ALLOC_CONF or set expandable_segments:False when measuring custom all-reduce",
+            )
+        )
     order = settings.get("CUDA_DEVICE_ORDER", ("", ""))[0]
     if order and order != "PCI_BUS_ID":
-        findings.append(("CUDA numbers GPUs differently from nvidia-smi / NVML / NCCL logs, so GPU i in one is "
-                         "not GPU i in the other", f"CUDA_DEVICE_ORDER={order} ({settings['CUDA_DEVICE_ORDER'][1]})",
-                         "export CUDA_DEVICE_ORDER=PCI_BUS_ID"))
+        findings.append(
+            (
+                "CUDA numbers GPUs differently from nvidia-smi / NVML / NCCL logs, so GPU i in one is "
+                "not GPU i in the other",
+                f"CUDA_DEVICE_ORDER={order} ({settings['CUDA_DEVICE_ORDER'][1]})",
+                "export CUDA_DEVICE_ORDER=PCI_BUS_ID",
+            )
+        )
     if not findings:
         shown = sorted(n for n in settings if n.startswith(("NCCL_", "CUDA_", "PYTORCH_")))
-        return CheckResult(ID, TITLE, OK, "nothing forces NCCL's choices or breaks custom all-reduce",
-                           [f"set: {', '.join(shown) or 'no NCCL_* / CUDA_* / PYTORCH_* variable'}"
-                            f" ({', '.join(s.where for s in (env_src, conf_src) if s.ok)})"])
-    return CheckResult(ID, TITLE, WARN, "; ".join(f[0] for f in findings), [f[1] for f in findings],
-                       "; ".join(f[2] for f in findings))
+        return CheckResult(
+            ID,
+            TITLE,
+            OK,
+            "nothing forces NCCL's choices or breaks custom all-reduce",
+            [
+                f"set: {', '.join(shown) or 'no NCCL_* / CUDA_* / PYTORCH_* variable'}"
+                f" ({', '.join(s.where for s in (env_src, conf_src) if s.ok)})"
+            ],
+        )
+    return CheckResult(
+        ID, TITLE, WARN, "; ".join(f[0] for f in findings), [f[1] for f in findings], "; ".join(f[2] for f in findings)
+    )

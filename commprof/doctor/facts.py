@@ -14,8 +14,8 @@ from typing import Any
 class Source:
     """One raw input, e.g. the output of `lspci -vvv`; `text` is None when it could not be read."""
 
-    name: str          # bundle key: "lspci_full", "cmdline", ...
-    where: str         # where it was read: "/proc/cmdline", "lspci -vvv", "bundle/cmdline.log"
+    name: str  # bundle key: "lspci_full", "cmdline", ...
+    where: str  # where it was read: "/proc/cmdline", "lspci -vvv", "bundle/cmdline.log"
     text: str | None = None
     missing: str = ""  # why text is None
 
@@ -35,12 +35,12 @@ class Facts:
     NVML health answers; `tests` holds the NCCL subprocess results (p2p pairs, all-GPU init, link load).
     """
 
-    origin: str                                     # "live" or the bundle directory
+    origin: str  # "live" or the bundle directory
     sources: dict[str, Source] = field(default_factory=dict)
     topology: dict[str, Any] | None = None
     gpu_health: list[dict[str, Any]] | None = None
     tests: dict[str, Any] = field(default_factory=dict)
-    tp: int | None = None                           # size of the TP group to judge (default: all GPUs)
+    tp: int | None = None  # size of the TP group to judge (default: all GPUs)
 
     def source(self, name: str) -> Source:
         return self.sources.get(name) or Source(name, name, None, "not gathered")

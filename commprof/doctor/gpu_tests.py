@@ -26,11 +26,16 @@ def run_gpu_tests(topology: dict[str, Any], quick: bool, workdir: Path) -> tuple
     gpus = [g["index"] for g in topology["gpus"]]
     log_path = workdir / "nccl_init.log"
     whole = run_probe(gpus, {}, ALL_GPUS_TIMEOUT_S, log_path, load_seconds=LOAD_SECONDS)
-    log = Source("nccl_init", f"NCCL_DEBUG=INFO all-reduce on GPUs {','.join(map(str, gpus))}",
-                 log_path.read_text(errors="replace") if log_path.exists() else None,
-                 "" if log_path.exists() else "no log written")
-    tests: dict[str, Any] = {"all_gpus": {k: v for k, v in whole.items() if k != "link_load"},
-                             "link_load": whole.get("link_load") or {}}
+    log = Source(
+        "nccl_init",
+        f"NCCL_DEBUG=INFO all-reduce on GPUs {','.join(map(str, gpus))}",
+        log_path.read_text(errors="replace") if log_path.exists() else None,
+        "" if log_path.exists() else "no log written",
+    )
+    tests: dict[str, Any] = {
+        "all_gpus": {k: v for k, v in whole.items() if k != "link_load"},
+        "link_load": whole.get("link_load") or {},
+    }
     if len(gpus) < 2:
         tests["pairs_skipped"] = "one GPU: no pairs"
         return tests, log
@@ -73,8 +78,9 @@ def run_pairs(pairs: list[tuple[int, int]], env: dict[str, str], workdir: Path, 
     results: dict[tuple[int, int], dict[str, Any]] = {}
     for group in rounds(pairs):
         with ThreadPoolExecutor(max_workers=len(group)) as pool:
-            done = pool.map(lambda p: run_probe(list(p), env, PAIR_TIMEOUT_S, workdir / f"{tag}-{p[0]}-{p[1]}.log"),
-                            group)
+            done = pool.map(
+                lambda p: run_probe(list(p), env, PAIR_TIMEOUT_S, workdir / f"{tag}-{p[0]}-{p[1]}.log"), group
+            )
             results.update(zip(group, done))
     out = []
     for pair in pairs:

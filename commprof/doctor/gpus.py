@@ -14,10 +14,30 @@ from commprof.doctor.facts import Facts
 from commprof.doctor.parse_nvsmi import number, parse_nvidia_smi_q, parse_topo_matrix, value
 from commprof.topology import normalize_bus_id
 
-GPU_KEYS = ("index", "bus_id", "name", "gen_current", "gen_max", "width_current", "width_max", "fb_total_mib",
-            "bar1_total_mib", "replays", "power_limit_w", "power_default_w", "temperature_c", "temp_margin_c",
-            "persistence", "event_reasons", "sm_clock_mhz", "sm_clock_max_mhz", "utilization_pct", "pstate",
-            "numa_node", "cpu_affinity")
+GPU_KEYS = (
+    "index",
+    "bus_id",
+    "name",
+    "gen_current",
+    "gen_max",
+    "width_current",
+    "width_max",
+    "fb_total_mib",
+    "bar1_total_mib",
+    "replays",
+    "power_limit_w",
+    "power_default_w",
+    "temperature_c",
+    "temp_margin_c",
+    "persistence",
+    "event_reasons",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "utilization_pct",
+    "pstate",
+    "numa_node",
+    "cpu_affinity",
+)
 
 
 def gpu_view(facts: Facts) -> tuple[list[dict[str, Any]], str, str]:
@@ -54,10 +74,17 @@ def pair_levels(facts: Facts) -> tuple[dict[tuple[int, int], str], str]:
 def _from_nvml(gpu: dict[str, Any], health: dict[str, Any]) -> dict[str, Any]:
     pcie = gpu.get("pcie") or {}
     out = {key: health.get(key) for key in GPU_KEYS}
-    out.update(index=gpu["index"], bus_id=gpu["pci_bus_id"], name=gpu["name"],
-               gen_current=pcie.get("gen_current"), gen_max=pcie.get("gen_max"),
-               width_current=pcie.get("width_current"), width_max=pcie.get("width_max"),
-               numa_node=gpu.get("numa_node"), cpu_affinity=gpu.get("cpu_affinity"))
+    out.update(
+        index=gpu["index"],
+        bus_id=gpu["pci_bus_id"],
+        name=gpu["name"],
+        gen_current=pcie.get("gen_current"),
+        gen_max=pcie.get("gen_max"),
+        width_current=pcie.get("width_current"),
+        width_max=pcie.get("width_max"),
+        numa_node=gpu.get("numa_node"),
+        cpu_affinity=gpu.get("cpu_affinity"),
+    )
     if out["fb_total_mib"] is None:
         out["fb_total_mib"] = gpu.get("memory_total_mib")
     return out

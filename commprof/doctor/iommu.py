@@ -12,13 +12,15 @@ ID, TITLE = "iommu", "IOMMU off or passthrough"
 _DOMAIN = re.compile(r"iommu: Default domain type: (\w+)")
 _FAULT = re.compile(r"IO_PAGE_FAULT|DMAR: \[DMA (?:Read|Write)|DMAR:.*fault", re.IGNORECASE)
 _ENABLED = re.compile(r"Adding to iommu group|DMAR: IOMMU enabled|AMD-Vi: .*IOMMU.*enabled", re.IGNORECASE)
-FIX = ("add iommu=pt to GRUB_CMDLINE_LINUX in /etc/default/grub (AMD: amd_iommu=on iommu=pt; Intel: "
-       "intel_iommu=on iommu=pt), sudo update-grub, reboot; iommu=off (amd_iommu=off / intel_iommu=off) also "
-       "works where nothing needs the IOMMU (VFIO, SR-IOV do)")
+FIX = (
+    "add iommu=pt to GRUB_CMDLINE_LINUX in /etc/default/grub (AMD: amd_iommu=on iommu=pt; Intel: "
+    "intel_iommu=on iommu=pt), sudo update-grub, reboot; iommu=off (amd_iommu=off / intel_iommu=off) also "
+    "works where nothing needs the IOMMU (VFIO, SR-IOV do)"
+)
 
 
 def kernel_params(cmdline: str) -> dict[str, str]:
-    """"a=b c" -> {"a": "b", "c": ""}; the last occurrence wins, as in the kernel."""
+    """ "a=b c" -> {"a": "b", "c": ""}; the last occurrence wins, as in the kernel."""
     params = {}
     for token in cmdline.split():
         key, _, value = token.partition("=")
@@ -49,8 +51,14 @@ def check_iommu(facts: Facts) -> CheckResult:
     elif "permission" in dmesg.missing:
         evidence.append(f"dmesg unreadable: {dmesg.missing} (root, or kernel.dmesg_restrict=0, reveals more)")
     if faults:
-        return CheckResult(ID, TITLE, FAIL, f"{len(faults)} IOMMU fault line(s) in dmesg: DMA was blocked",
-                           evidence + [f"{faults[0]} ({dmesg.where})"], FIX)
+        return CheckResult(
+            ID,
+            TITLE,
+            FAIL,
+            f"{len(faults)} IOMMU fault line(s) in dmesg: DMA was blocked",
+            evidence + [f"{faults[0]} ({dmesg.where})"],
+            FIX,
+        )
     off = "off" in (params.get("iommu"), params.get("amd_iommu"), params.get("intel_iommu"))
     passthrough = params.get("iommu") == "pt" or params.get("iommu.passthrough") in ("1", "on", "y")
     if n_groups == 0:
@@ -60,7 +68,13 @@ def check_iommu(facts: Facts) -> CheckResult:
     if passthrough or domain == "Passthrough":
         return CheckResult(ID, TITLE, OK, "IOMMU in passthrough mode: GPU DMA is not translated", evidence)
     if n_groups or (enabled and domain in ("Translated", "DMA", "DMA-FQ")):
-        return CheckResult(ID, TITLE, WARN,
-                           "the IOMMU translates DMA: GPU peer-to-peer requests go up to the root complex for "
-                           "translation, which slows P2P and on some platforms hangs it", evidence, FIX)
+        return CheckResult(
+            ID,
+            TITLE,
+            WARN,
+            "the IOMMU translates DMA: GPU peer-to-peer requests go up to the root complex for "
+            "translation, which slows P2P and on some platforms hangs it",
+            evidence,
+            FIX,
+        )
     return CheckResult(ID, TITLE, SKIPPED, "cannot tell the IOMMU mode from what was read", evidence)

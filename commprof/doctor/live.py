@@ -34,13 +34,21 @@ FILES = {
     "uvm_disable_hmm": "/sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
 }
 ENV_PREFIXES = ("NCCL_", "CUDA_", "PYTORCH_", "TORCH_")  # never the whole environment: bundles get shared
-PCI_FILES = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width",
-             "aer_dev_correctable", "aer_dev_fatal", "aer_dev_nonfatal")
+PCI_FILES = (
+    "current_link_speed",
+    "max_link_speed",
+    "current_link_width",
+    "max_link_width",
+    "aer_dev_correctable",
+    "aer_dev_fatal",
+    "aer_dev_nonfatal",
+)
 COMMAND_TIMEOUT_S = 20
 
 
-def gather_live(quick: bool = True, run_tests: bool = True, tp: int | None = None,
-                workdir: Path | None = None) -> Facts:
+def gather_live(
+    quick: bool = True, run_tests: bool = True, tp: int | None = None, workdir: Path | None = None
+) -> Facts:
     """All facts of this machine; `run_tests` runs the NCCL subprocess tests where there are GPUs."""
     facts = Facts(origin="live", tp=tp)
     with ThreadPoolExecutor(max_workers=len(COMMANDS)) as pool:
@@ -49,8 +57,9 @@ def gather_live(quick: bool = True, run_tests: bool = True, tp: int | None = Non
     facts.sources.update({name: _command_source(name, COMMANDS[name], *out) for name, out in outputs.items()})
     facts.sources.update({name: read_file(name, path) for name, path in FILES.items()})
     facts.sources["iommu_groups"] = iommu_groups()
-    facts.sources["env"] = Source("env", "environment", "\n".join(
-        f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)))
+    facts.sources["env"] = Source(
+        "env", "environment", "\n".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES))
+    )
     facts.sources["nccl_conf"] = nccl_conf()
     facts.topology = topology
     facts.gpu_health = gather_health() if topology["gpus"] else []

@@ -12,8 +12,10 @@ ID, TITLE = "nccl", "NCCL's own view: transports, rings, P2P level"
 
 # Path levels beyond NCCL's default P2P level (PXB): NCCL stages these pairs through host memory.
 BEYOND_PXB = ("PHB", "NODE", "SYS")
-TRAP_FIX = ("try NCCL_P2P_LEVEL=SYS (an axis of sweeps/pcie8-verify.toml); keep it if it measures faster and "
-            "the p2p check passes")
+TRAP_FIX = (
+    "try NCCL_P2P_LEVEL=SYS (an axis of sweeps/pcie8-verify.toml); keep it if it measures faster and "
+    "the p2p check passes"
+)
 
 
 def cpu_vendor(facts: Facts) -> str | None:
@@ -37,18 +39,23 @@ def check_nccl(facts: Facts) -> CheckResult:
     summary = parse_nccl_log(log.text) if log.ok else None
     if summary:
         transports = ", ".join(f"{k} {v}" for k, v in summary.transports.items()) or "none logged"
-        evidence.append(f"NCCL {summary.version or '?'}: connections {transports}, {summary.channels} coll "
-                        f"channels ({log.where})")
+        evidence.append(
+            f"NCCL {summary.version or '?'}: connections {transports}, {summary.channels} coll channels ({log.where})"
+        )
         for graph in summary.graphs[:1]:
-            evidence.append(f"{graph['kind']} graph: {graph['channels']} channels, {graph['bw_intra_gbps']:g} GB/s "
-                            f"per channel, paths {graph['type_intra']}/{graph['type_inter']} ({log.where})")
+            evidence.append(
+                f"{graph['kind']} graph: {graph['channels']} channels, {graph['bw_intra_gbps']:g} GB/s "
+                f"per channel, paths {graph['type_intra']}/{graph['type_inter']} ({log.where})"
+            )
         if summary.warnings:
             statuses.append(WARN)
             findings.append(f"NCCL warned: {summary.warnings[0]}")
         if summary.transports.get("NET") and summary.nnodes == 1:
             statuses.append(WARN)
-            findings.append("NCCL talks between GPUs of one host over the network transport: the ranks do not "
-                            "share /dev/shm or IPC (separate containers?)")
+            findings.append(
+                "NCCL talks between GPUs of one host over the network transport: the ranks do not "
+                "share /dev/shm or IPC (separate containers?)"
+            )
             fixes.append("run the ranks in one container, or with --ipc=host and a shared /dev/shm")
     else:
         evidence.append(f"NCCL INFO log not available ({log.why_missing()})")
@@ -63,14 +70,17 @@ def check_nccl(facts: Facts) -> CheckResult:
     elif beyond and not amd_pair:
         shm = summary.transports.get("SHM", 0) if summary else None
         statuses.append(WARN)
-        findings.append(f"NCCL's default P2P level is PXB: {len(beyond)} of {len(levels)} GPU pairs "
-                        f"({'/'.join(sorted({levels[p] for p in beyond}))} paths) are staged through host memory "
-                        "instead of going GPU to GPU" + (f" ({shm} SHM connections in the log)" if shm else ""))
+        findings.append(
+            f"NCCL's default P2P level is PXB: {len(beyond)} of {len(levels)} GPU pairs "
+            f"({'/'.join(sorted({levels[p] for p in beyond}))} paths) are staged through host memory "
+            "instead of going GPU to GPU" + (f" ({shm} SHM connections in the log)" if shm else "")
+        )
         evidence.append(f"{len(beyond)} pairs beyond PXB ({levels_where})")
         fixes.append(TRAP_FIX)
     status = worst(statuses)
-    detail = "; ".join(findings) or (f"NCCL uses P2P where the topology allows ({summary.version})" if summary
-                                     else "no path beyond NCCL's P2P level")
+    detail = "; ".join(findings) or (
+        f"NCCL uses P2P where the topology allows ({summary.version})" if summary else "no path beyond NCCL's P2P level"
+    )
     return CheckResult(ID, TITLE, status, detail, evidence, "; ".join(fixes))
 
 

@@ -21,25 +21,53 @@ from typing import Any
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH,ENV,TUNING"}
 
 
-def run_probe(gpus: list[int], extra_env: dict[str, str], timeout_s: float, log_path: Path,
-              load_seconds: float = 0.0, backend: str = "nccl",
-              module: str = "commprof.doctor.nccl_probe") -> dict[str, Any]:
+def run_probe(
+    gpus: list[int],
+    extra_env: dict[str, str],
+    timeout_s: float,
+    log_path: Path,
+    load_seconds: float = 0.0,
+    backend: str = "nccl",
+    module: str = "commprof.doctor.nccl_probe",
+) -> dict[str, Any]:
     """Run the probe on NVML GPU indices `gpus`; returns {"gpus", "env", "status", "seconds", "message", ...}.
 
     `backend="gloo"` runs the same ranks on CPU (tests); `module` swaps the worker (tests inject hangs).
     """
     out_path = log_path.with_suffix(".json")
-    env = {**os.environ, **NCCL_DEBUG_ENV, **extra_env, "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-           "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus))}
-    common = ["--nranks", str(len(gpus)), "--port", str(free_port()), "--out", str(out_path),
-              "--load-seconds", str(load_seconds), "--backend", backend]
+    env = {
+        **os.environ,
+        **NCCL_DEBUG_ENV,
+        **extra_env,
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)),
+    }
+    common = [
+        "--nranks",
+        str(len(gpus)),
+        "--port",
+        str(free_port()),
+        "--out",
+        str(out_path),
+        "--load-seconds",
+        str(load_seconds),
+        "--backend",
+        backend,
+    ]
     result: dict[str, Any] = {"gpus": gpus, "env": extra_env, "log": str(log_path)}
     start = time.monotonic()
     with open(log_path, "ab") as log:
         # One process per rank, each in its own session so a hang is killed with anything it started.
-        procs = [subprocess.Popen([sys.executable, "-m", module, "--rank", str(rank), *common], env=env,
-                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-                 for rank in range(len(gpus))]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", module, "--rank", str(rank), *common],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            for rank in range(len(gpus))
+        ]
         codes = _wait_all(procs, start + timeout_s)
     result["seconds"] = round(time.monotonic() - start, 2)
     if None in codes:
@@ -84,8 +112,9 @@ def _rank(rank: int, nranks: int, port: int, out: str, load_seconds: float, back
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=nranks,
-                            device_id=device if cuda else None)
+    dist.init_process_group(
+        backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=nranks, device_id=device if cuda else None
+    )
     x = torch.full((1 << 20,), float(rank + 1), device=device)
     dist.all_reduce(x)
     err = (x - nranks * (nranks + 1) / 2).abs().max()
@@ -96,12 +125,28 @@ def _rank(rank: int, nranks: int, port: int, out: str, load_seconds: float, back
     if cuda:
         torch.cuda.synchronize()
     if rank == 0:
-        peers = {f"{a}->{b}": torch.cuda.can_device_access_peer(a, b)
-                 for a in range(nranks) for b in range(nranks) if a != b} if cuda else {}
+        peers = (
+            {
+                f"{a}->{b}": torch.cuda.can_device_access_peer(a, b)
+                for a in range(nranks)
+                for b in range(nranks)
+                if a != b
+            }
+            if cuda
+            else {}
+        )
         status = "ok" if err.item() == 0 else "wrong"
-        Path(out).write_text(json.dumps({
-            "status": status, "max_abs_err": err.item(), "can_access_peer": peers, "link_load": links,
-            "message": "" if status == "ok" else f"all-reduce sum off by {err.item()}"}))
+        Path(out).write_text(
+            json.dumps(
+                {
+                    "status": status,
+                    "max_abs_err": err.item(),
+                    "can_access_peer": peers,
+                    "link_load": links,
+                    "message": "" if status == "ok" else f"all-reduce sum off by {err.item()}",
+                }
+            )
+        )
     dist.destroy_process_group()
 
 
@@ -135,8 +180,10 @@ def _nvml_links() -> dict[str, dict[str, int]]:
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             bus_id = pynvml.nvmlDeviceGetPciInfo(h).busId
             bus_id = normalize_bus_id(bus_id.decode() if isinstance(bus_id, bytes) else bus_id)
-            out[bus_id] = {"gen": pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h),
-                           "width": pynvml.nvmlDeviceGetCurrPcieLinkWidth(h)}
+            out[bus_id] = {
+                "gen": pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h),
+                "width": pynvml.nvmlDeviceGetCurrPcieLinkWidth(h),
+            }
         return out
     finally:
         pynvml.nvmlShutdown()

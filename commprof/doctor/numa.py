@@ -22,9 +22,10 @@ def check_numa(facts: Facts) -> CheckResult:
     nodes: dict[int | None, list[int]] = {}
     for g in gpus[:tp]:
         nodes.setdefault(g["numa_node"], []).append(g["index"])
-    placement = ", ".join(f"GPU {_span(ids)} on NUMA {node if node is not None else '?'}"
-                          for node, ids in nodes.items())
-    numa_where = (levels_where if where != "NVML" and levels_where else where)
+    placement = ", ".join(
+        f"GPU {_span(ids)} on NUMA {node if node is not None else '?'}" for node, ids in nodes.items()
+    )
+    numa_where = levels_where if where != "NVML" and levels_where else where
     evidence = [f"{placement} ({numa_where if any(n is not None for n in nodes) else 'NUMA unknown'})"]
     if levels:
         evidence.append(f"{len(cross)} of {tp * (tp - 1) // 2} pairs in TP {tp} are SYS ({levels_where})")
@@ -32,17 +33,21 @@ def check_numa(facts: Facts) -> CheckResult:
         return CheckResult(ID, TITLE, SKIPPED, "neither path levels nor NUMA nodes of the GPUs were read", evidence)
     if cross or (not levels and len(nodes) > 1):
         return CheckResult(
-            ID, TITLE, WARN,
+            ID,
+            TITLE,
+            WARN,
             f"TP {tp} spans two sockets ({placement}): every all-reduce crosses the socket link, a one-shot "
             "all-reduce (each GPU reads every peer) loses most there, and NCCL stages SYS pairs through host "
             "memory unless NCCL_P2P_LEVEL=SYS",
             evidence,
             "keep a TP group inside one socket where the model fits (e.g. TP 4 on GPUs 0-3 and 4-7), or measure "
             "TP across sockets with NCCL_P2P_LEVEL=SYS as a sweep axis; bind each rank to its GPU's node: "
-            "numactl --cpunodebind=<node> --membind=<node>")
+            "numactl --cpunodebind=<node> --membind=<node>",
+        )
     return CheckResult(ID, TITLE, OK, f"TP {tp} stays within one socket ({placement})", evidence)
 
 
 def _span(ids: list[int]) -> str:
-    return f"{ids[0]}-{ids[-1]}" if len(ids) > 1 and ids == list(range(ids[0], ids[-1] + 1)) else \
-        ",".join(map(str, ids))
+    return (
+        f"{ids[0]}-{ids[-1]}" if len(ids) > 1 and ids == list(range(ids[0], ids[-1] + 1)) else ",".join(map(str, ids))
+    )

@@ -8,9 +8,17 @@ from typing import Any
 from commprof.topology import as_text, normalize_bus_id, nvml_answer
 
 # nvmlClocksEventReason* bits, named as `nvidia-smi -q` names them.
-EVENT_REASONS = {0x1: "Idle", 0x2: "Applications Clocks Setting", 0x4: "SW Power Cap", 0x8: "HW Slowdown",
-                 0x10: "Sync Boost", 0x20: "SW Thermal Slowdown", 0x40: "HW Thermal Slowdown",
-                 0x80: "HW Power Brake Slowdown", 0x100: "Display Clock Setting"}
+EVENT_REASONS = {
+    0x1: "Idle",
+    0x2: "Applications Clocks Setting",
+    0x4: "SW Power Cap",
+    0x8: "HW Slowdown",
+    0x10: "Sync Boost",
+    0x20: "SW Thermal Slowdown",
+    0x40: "HW Thermal Slowdown",
+    0x80: "HW Power Brake Slowdown",
+    0x100: "Display Clock Setting",
+}
 
 
 def gather_health(nvml: Any = None) -> list[dict[str, Any]]:
@@ -50,13 +58,12 @@ def _health(nvml, h) -> dict[str, Any]:
         "fb_total_mib": memory.total / 2**20 if memory is not None else None,
         "bar1_total_mib": bar1.bar1Total / 2**20 if bar1 is not None else None,
         "replays": nvml_answer(nvml.nvmlDeviceGetPcieReplayCounter, h),
-        "power_limit_w": limit / 1000 if limit is not None else None,        # NVML answers mW
+        "power_limit_w": limit / 1000 if limit is not None else None,  # NVML answers mW
         "power_default_w": default / 1000 if default is not None else None,
         "temperature_c": temp,
         "temp_margin_c": margin,
         "persistence": None if persistence is None else persistence == 1,
-        "event_reasons": [name for bit, name in EVENT_REASONS.items() if reasons & bit] if reasons is not None
-        else [],
+        "event_reasons": [name for bit, name in EVENT_REASONS.items() if reasons & bit] if reasons is not None else [],
         "sm_clock_mhz": nvml_answer(nvml.nvmlDeviceGetClockInfo, h, nvml.NVML_CLOCK_SM),
         "sm_clock_max_mhz": nvml_answer(nvml.nvmlDeviceGetMaxClockInfo, h, nvml.NVML_CLOCK_SM),
         "utilization_pct": utilization.gpu if utilization is not None else None,

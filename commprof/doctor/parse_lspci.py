@@ -23,18 +23,18 @@ GEN_BY_RATE = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 @dataclass
 class PciDevice:
-    bdf: str                        # normalised "0000:06:00.0"
-    kind: str                       # lspci class text: "PCI bridge", "3D controller", ...
+    bdf: str  # normalised "0000:06:00.0"
+    kind: str  # lspci class text: "PCI bridge", "3D controller", ...
     description: str
     numa_node: int | None = None
-    bus_range: tuple[int, int, int] | None = None   # (primary, secondary, subordinate) of a bridge
-    port_type: str | None = None    # "Root Port", "Upstream Port", "Downstream Port", "Endpoint", ...
-    link_cap: tuple[float, int] | None = None       # (GT/s, width)
+    bus_range: tuple[int, int, int] | None = None  # (primary, secondary, subordinate) of a bridge
+    port_type: str | None = None  # "Root Port", "Upstream Port", "Downstream Port", "Endpoint", ...
+    link_cap: tuple[float, int] | None = None  # (GT/s, width)
     link_sta: tuple[float, int] | None = None
     acs_cap: dict[str, bool] | None = None
     acs_ctl: dict[str, bool] | None = None
     aer_uncorrectable: list[str] = field(default_factory=list)  # UESta bits set
-    aer_correctable: list[str] = field(default_factory=list)    # CESta bits set
+    aer_correctable: list[str] = field(default_factory=list)  # CESta bits set
     access_denied: bool = False
 
     @property
@@ -91,8 +91,14 @@ def parse_lspci(text: str) -> list[PciDevice]:
 
 def bridges_above(device: PciDevice, devices: list[PciDevice]) -> list[PciDevice]:
     """The bridges whose bus range holds `device`, root port first (widest range first)."""
-    above = [d for d in devices if d.bus_range and d.domain == device.domain and d is not device
-             and d.bus_range[1] <= device.bus <= d.bus_range[2]]
+    above = [
+        d
+        for d in devices
+        if d.bus_range
+        and d.domain == device.domain
+        and d is not device
+        and d.bus_range[1] <= device.bus <= d.bus_range[2]
+    ]
     return sorted(above, key=lambda d: (d.bus_range[1] - d.bus_range[2], d.bus_range[1]))
 
 

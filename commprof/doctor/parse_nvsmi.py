@@ -12,8 +12,16 @@ from typing import Any
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _GPU_SECTION = re.compile(r"^GPU [0-9A-Fa-f]{4,}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?")
-_UNKNOWN = ("n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "insufficient permissions",
-            "requested functionality has been deprecated", "")
+_UNKNOWN = (
+    "n/a",
+    "[n/a]",
+    "not supported",
+    "[not supported]",
+    "unknown error",
+    "insufficient permissions",
+    "requested functionality has been deprecated",
+    "",
+)
 
 
 def parse_nvidia_smi_q(text: str) -> dict[str, Any]:
@@ -82,7 +90,7 @@ def parse_topo_matrix(text: str) -> dict[str, Any]:
         row = int(cells[0][3:])
         out["gpus"].append(row)
         devices = [h for h in header if re.fullmatch(r"(GPU|NIC)\d+", h)]
-        matrix, rest = cells[1:1 + len(devices)], cells[1 + len(devices):]
+        matrix, rest = cells[1 : 1 + len(devices)], cells[1 + len(devices) :]
         for col, level in zip(devices, matrix):
             if col.startswith("GPU") and int(col[3:]) != row:
                 out["levels"][(row, int(col[3:]))] = level

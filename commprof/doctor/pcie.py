@@ -17,8 +17,10 @@ BAR_ID, BAR_TITLE = "bar1", "BAR1 covers VRAM"
 
 _AER_TOTAL = re.compile(r"TOTAL_ERR_(COR|FATAL|NONFATAL)\s+(\d+)")
 _SYSFS_SPEED = re.compile(r"([\d.]+) GT/s")
-LOAD_FIX = ("run `commprof doctor` on the box itself (it loads every GPU while reading its link), or watch "
-            "`nvidia-smi -q -d PCIE` during a run")
+LOAD_FIX = (
+    "run `commprof doctor` on the box itself (it loads every GPU while reading its link), or watch "
+    "`nvidia-smi -q -d PCIE` during a run"
+)
 
 
 def check_pcie_link(facts: Facts) -> CheckResult:
@@ -34,8 +36,11 @@ def check_pcie_link(facts: Facts) -> CheckResult:
         width = reading["width"] if reading else g["width_current"]
         label = f"GPU {g['index']} ({g['bus_id']})"
         state = "under load" if reading else "idle"
-        readings.setdefault(f"Gen{gen} x{width} of Gen{g['gen_max']} x{g['width_max']} {state} "
-                            f"({'NVML during a load' if reading else where})", []).append(g["index"])
+        readings.setdefault(
+            f"Gen{gen} x{width} of Gen{g['gen_max']} x{g['width_max']} {state} "
+            f"({'NVML during a load' if reading else where})",
+            [],
+        ).append(g["index"])
         if g["width_max"] and width and width < g["width_max"]:
             statuses.append(FAIL if reading else WARN)
             findings.append(f"{label} runs x{width} of x{g['width_max']}")
@@ -52,23 +57,32 @@ def check_pcie_link(facts: Facts) -> CheckResult:
         down_width = link["width"] and link["width_max"] and link["width"] < link["width_max"]
         if down_speed or down_width:
             statuses.append(WARN)
-            findings.append(f"uplink {link['bdf']} above GPU {link['gpu']} at Gen{pcie_gen(link['speed'])} "
-                            f"x{link['width']} of Gen{pcie_gen(link['speed_max'])} x{link['width_max']}")
-            evidence.append(f"{link['bdf']}: {link['speed']} GT/s x{link['width']} of {link['speed_max']} GT/s "
-                            f"x{link['width_max']} ({link['where']})")
+            findings.append(
+                f"uplink {link['bdf']} above GPU {link['gpu']} at Gen{pcie_gen(link['speed'])} "
+                f"x{link['width']} of Gen{pcie_gen(link['speed_max'])} x{link['width_max']}"
+            )
+            evidence.append(
+                f"{link['bdf']}: {link['speed']} GT/s x{link['width']} of {link['speed_max']} GT/s "
+                f"x{link['width_max']} ({link['where']})"
+            )
     if idle_down:
         statuses.append(WARN)
-        findings.append(f"GPU(s) {','.join(map(str, idle_down))} below their max generation while idle: idle "
-                        "links train down on purpose, so this is not a fault; measure under load")
+        findings.append(
+            f"GPU(s) {','.join(map(str, idle_down))} below their max generation while idle: idle "
+            "links train down on purpose, so this is not a fault; measure under load"
+        )
     status = worst(statuses)
     fix = ""
     if status == FAIL or any("uplink" in f or "runs x" in f for f in findings):
-        fix = ("reseat the GPU / riser, check the slot's BIOS PCIe speed setting (Auto or the max Gen) and "
-               "retimer cables, then re-check under load: sudo lspci -vvv -s <bdf> | grep LnkSta")
+        fix = (
+            "reseat the GPU / riser, check the slot's BIOS PCIe speed setting (Auto or the max Gen) and "
+            "retimer cables, then re-check under load: sudo lspci -vvv -s <bdf> | grep LnkSta"
+        )
     elif idle_down:
         fix = LOAD_FIX
-    detail = "; ".join(findings) or (f"all {len(gpus)} GPUs at full generation and width"
-                                     + (f", {len(links)} uplinks too" if links else ""))
+    detail = "; ".join(findings) or (
+        f"all {len(gpus)} GPUs at full generation and width" + (f", {len(links)} uplinks too" if links else "")
+    )
     return CheckResult(LINK_ID, LINK_TITLE, status, detail, evidence, fix)
 
 
@@ -82,10 +96,17 @@ def uplinks(facts: Facts, gpu_bus_ids: list[str]) -> tuple[list[dict[str, Any]],
             chain = (data.get(bus_id) or {}).get("chain") or []
             for bdf in chain[:-1]:  # the last bridge's link is the GPU's own link
                 d = data.get(bdf) or {}
-                out.append({"bdf": bdf, "gpu": bus_id, "where": sysfs.where,
-                            "speed": _sysfs_speed(d.get("current_link_speed")),
-                            "speed_max": _sysfs_speed(d.get("max_link_speed")),
-                            "width": _int(d.get("current_link_width")), "width_max": _int(d.get("max_link_width"))})
+                out.append(
+                    {
+                        "bdf": bdf,
+                        "gpu": bus_id,
+                        "where": sysfs.where,
+                        "speed": _sysfs_speed(d.get("current_link_speed")),
+                        "speed_max": _sysfs_speed(d.get("max_link_speed")),
+                        "width": _int(d.get("current_link_width")),
+                        "width_max": _int(d.get("max_link_width")),
+                    }
+                )
         return list({(u["bdf"]): u for u in out}.values()), sysfs.where
     lspci = facts.source("lspci_full")
     if not lspci.ok:
@@ -100,8 +121,15 @@ def uplinks(facts: Facts, gpu_bus_ids: list[str]) -> tuple[list[dict[str, Any]],
         for b in bridges_above(gpu, devices):
             if b.bus_range[1] == gpu.bus or not b.link_sta or not b.link_cap:
                 continue
-            out[b.bdf] = {"bdf": b.bdf, "gpu": bus_id, "where": lspci.where, "speed": b.link_sta[0],
-                          "speed_max": b.link_cap[0], "width": b.link_sta[1], "width_max": b.link_cap[1]}
+            out[b.bdf] = {
+                "bdf": b.bdf,
+                "gpu": bus_id,
+                "where": lspci.where,
+                "speed": b.link_sta[0],
+                "speed_max": b.link_cap[0],
+                "width": b.link_sta[1],
+                "width_max": b.link_cap[1],
+            }
     return list(out.values()), lspci.where
 
 
@@ -116,8 +144,9 @@ def check_pcie_errors(facts: Facts) -> CheckResult:
         statuses.append(WARN)
         findings.append("PCIe replays on GPU " + ", ".join(f"{i} ({n})" for i, n in replays))
     if known_replays:
-        evidence.append(f"replay counters: {sum(g['replays'] for g in known_replays)} over "
-                        f"{len(known_replays)} GPUs ({where})")
+        evidence.append(
+            f"replay counters: {sum(g['replays'] for g in known_replays)} over {len(known_replays)} GPUs ({where})"
+        )
     aer, aer_where = _aer_counts(facts, [g["bus_id"] for g in gpus])
     for bdf, counts in aer.items():
         if counts.get("FATAL") or counts.get("NONFATAL"):
@@ -131,9 +160,15 @@ def check_pcie_errors(facts: Facts) -> CheckResult:
     if not known_replays and not aer_where:
         return CheckResult(ERR_ID, ERR_TITLE, SKIPPED, "neither replay counters nor AER state could be read")
     status = worst(statuses)
-    fix = ("errors that grow under load point at signal integrity: reseat GPUs and risers / retimer cables, "
-           "try one Gen lower in the BIOS for that slot; watch `nvidia-smi -q -d PCIE` and "
-           "/sys/bus/pci/devices/<bdf>/aer_dev_correctable") if status != OK else ""
+    fix = (
+        (
+            "errors that grow under load point at signal integrity: reseat GPUs and risers / retimer cables, "
+            "try one Gen lower in the BIOS for that slot; watch `nvidia-smi -q -d PCIE` and "
+            "/sys/bus/pci/devices/<bdf>/aer_dev_correctable"
+        )
+        if status != OK
+        else ""
+    )
     detail = "; ".join(findings) or "no replays and no AER errors on the GPUs and the bridges above them"
     return CheckResult(ERR_ID, ERR_TITLE, status, detail, evidence, fix)
 
@@ -146,8 +181,10 @@ def _aer_counts(facts: Facts, gpu_bus_ids: list[str]) -> tuple[dict[str, dict[st
         wanted = {bdf for g in gpu_bus_ids for bdf in (data.get(g) or {}).get("chain", [])} | set(gpu_bus_ids)
         counts = {}
         for bdf in sorted(wanted):
-            text = " ".join(str((data.get(bdf) or {}).get(k) or "")
-                            for k in ("aer_dev_correctable", "aer_dev_fatal", "aer_dev_nonfatal"))
+            text = " ".join(
+                str((data.get(bdf) or {}).get(k) or "")
+                for k in ("aer_dev_correctable", "aer_dev_fatal", "aer_dev_nonfatal")
+            )
             found = {kind: int(n) for kind, n in _AER_TOTAL.findall(text)}
             if found:
                 counts[bdf] = found
@@ -176,15 +213,21 @@ def check_bar1(facts: Facts) -> CheckResult:
     if not known:
         return CheckResult(BAR_ID, BAR_TITLE, SKIPPED, f"BAR1 size not reported ({where})")
     small = [g for g in known if g["bar1_total_mib"] < g["fb_total_mib"]]
-    evidence = [f"GPU {g['index']}: BAR1 {g['bar1_total_mib']:.0f} MiB, VRAM {g['fb_total_mib']:.0f} MiB ({where})"
-                for g in (small or known[:1])]
+    evidence = [
+        f"GPU {g['index']}: BAR1 {g['bar1_total_mib']:.0f} MiB, VRAM {g['fb_total_mib']:.0f} MiB ({where})"
+        for g in (small or known[:1])
+    ]
     if small:
         return CheckResult(
-            BAR_ID, BAR_TITLE, WARN,
+            BAR_ID,
+            BAR_TITLE,
+            WARN,
             f"BAR1 smaller than VRAM on {len(small)} GPU(s): peers can map only part of each GPU's memory, "
-            "so P2P / IPC buffers beyond it fall back or fail", evidence,
+            "so P2P / IPC buffers beyond it fall back or fail",
+            evidence,
             "enable 'Above 4G Decoding' and 'Re-Size BAR Support' in the BIOS; on RTX PRO / workstation cards "
-            "switch the BAR1 mode with NVIDIA's displaymodeselector tool, then reboot")
+            "switch the BAR1 mode with NVIDIA's displaymodeselector tool, then reboot",
+        )
     return CheckResult(BAR_ID, BAR_TITLE, OK, f"BAR1 >= VRAM on all {len(known)} GPUs", evidence)
 
 

@@ -14,10 +14,10 @@ class CheckResult:
 
     id: str
     title: str
-    status: str                      # ok / warn / fail / skipped
-    detail: str                      # one sentence: the finding, or why the check was skipped
+    status: str  # ok / warn / fail / skipped
+    detail: str  # one sentence: the finding, or why the check was skipped
     evidence: list[str] = field(default_factory=list)
-    fix: str = ""                    # the command, kernel parameter or variable to apply (warn / fail)
+    fix: str = ""  # the command, kernel parameter or variable to apply (warn / fail)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from commprof.doctor.acs import check_acs
 from commprof.doctor.driver import check_driver
@@ -20,8 +21,17 @@ from commprof.doctor.result import FAIL, CheckResult, worst
 
 # In the order of the issue's checklist (1-11).
 CHECKS: list[Callable[[Facts], CheckResult]] = [
-    check_p2p, check_acs, check_iommu, check_driver, check_pcie_link, check_pcie_errors, check_bar1,
-    check_numa, check_nccl, check_env, check_clocks,
+    check_p2p,
+    check_acs,
+    check_iommu,
+    check_driver,
+    check_pcie_link,
+    check_pcie_errors,
+    check_bar1,
+    check_numa,
+    check_nccl,
+    check_env,
+    check_clocks,
 ]
 
 
@@ -30,8 +40,7 @@ def run_checks(facts: Facts) -> list[CheckResult]:
     return [check(facts) for check in CHECKS]
 
 
-def gather(bundle_dir: Path | None = None, quick: bool = True, tp: int | None = None,
-           run_tests: bool = True) -> Facts:
+def gather(bundle_dir: Path | None = None, quick: bool = True, tp: int | None = None, run_tests: bool = True) -> Facts:
     """Facts from a bundle directory, or from this machine."""
     if bundle_dir is not None:
         from commprof.doctor.bundle import read_bundle
@@ -55,5 +64,8 @@ def has_failures(results: list[CheckResult]) -> bool:
 
 def doctor_summary(results: list[CheckResult]) -> dict[str, Any]:
     """JSON-able verdicts for meta.json["doctor"]: overall status, counts per status, every check."""
-    return {"status": worst([r.status for r in results]), "counts": dict(Counter(r.status for r in results)),
-            "checks": [r.to_dict() for r in results]}
+    return {
+        "status": worst([r.status for r in results]),
+        "counts": dict(Counter(r.status for r in results)),
+        "checks": [r.to_dict() for r in results],
+    }

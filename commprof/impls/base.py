@@ -41,12 +41,12 @@ def unsupported(reason: str) -> Support:
 class ImplContext:
     """Facts about this run that decide whether an implementation applies; fabricate one to test gating."""
 
-    backend: str                      # "nccl" or "gloo"
+    backend: str  # "nccl" or "gloo"
     world_size: int
-    dtype: str                        # canonical name, e.g. "bfloat16"
-    tokens: tuple[int, ...]           # every T of the run
+    dtype: str  # canonical name, e.g. "bfloat16"
+    tokens: tuple[int, ...]  # every T of the run
     hidden_size: int
-    device_type: str = "cpu"          # "cuda" or "cpu"
+    device_type: str = "cpu"  # "cuda" or "cpu"
     compute_capability: tuple[int, int] | None = None
     p2p_all_pairs: bool | None = None  # None: unknown (no GPUs, or not probed)
     p2p_detail: str = ""
@@ -63,8 +63,8 @@ class AllReduceImpl:
     """
 
     name: ClassVar[str] = ""
-    fuses_rmsnorm: ClassVar[bool] = False   # True: replaces all-reduce + residual add + RMSNorm
-    capturable: ClassVar[bool] = True       # False: graph mode is recorded unsupported, eager still runs
+    fuses_rmsnorm: ClassVar[bool] = False  # True: replaces all-reduce + residual add + RMSNorm
+    capturable: ClassVar[bool] = True  # False: graph mode is recorded unsupported, eager still runs
 
     def __init__(self, options: dict[str, Any] | None = None):
         self.options = dict(options or {})
@@ -89,8 +89,9 @@ class AllReduceImpl:
     def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def all_reduce_rmsnorm(self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
-                           eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def all_reduce_rmsnorm(
+        self, x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Fused kinds: returns (rmsnorm(sum(x) + residual) * weight, sum(x) + residual)."""
         raise NotImplementedError
 

@@ -17,8 +17,12 @@ NVML_P2P_CAPS_INDEX_READ = 0
 NVML_P2P_CAPS_INDEX_WRITE = 1
 NVML_P2P_STATUS_OK = 0
 NVML_P2P_STATUS_NAMES = {
-    1: "chipset not supported", 2: "GPU not supported", 3: "IOH topology not supported",
-    4: "disabled by regkey", 5: "not supported", 6: "unknown",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "IOH topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
 }
 
 
@@ -57,9 +61,11 @@ def summarize_p2p(probes: list[PeerProbe]) -> tuple[bool | None, str]:
 
 
 def _nvml_problem(probe: PeerProbe) -> str:
-    problems = [f"{kind} {NVML_P2P_STATUS_NAMES.get(status, status)}"
-                for kind, status in (("read", probe.nvml_read), ("write", probe.nvml_write))
-                if status is not None and status != NVML_P2P_STATUS_OK]
+    problems = [
+        f"{kind} {NVML_P2P_STATUS_NAMES.get(status, status)}"
+        for kind, status in (("read", probe.nvml_read), ("write", probe.nvml_write))
+        if status is not None and status != NVML_P2P_STATUS_OK
+    ]
     return ", ".join(problems)
 
 
@@ -103,8 +109,10 @@ def _nvml_p2p_status(device_ids: list[int], pairs) -> dict[tuple[int, int], tupl
             bus_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
             handles[index] = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
         return {
-            (a, b): (pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], NVML_P2P_CAPS_INDEX_READ),
-                     pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], NVML_P2P_CAPS_INDEX_WRITE))
+            (a, b): (
+                pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], NVML_P2P_CAPS_INDEX_READ),
+                pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], NVML_P2P_CAPS_INDEX_WRITE),
+            )
             for a, b in pairs
         }
     except (pynvml.NVMLError, AttributeError, RuntimeError):
@@ -125,8 +133,9 @@ def installed_version(*distributions: str) -> str | None:
     return None
 
 
-def build_impl_context(backend: str, world_size: int, dtype: str, tokens, hidden_size: int,
-                       options: dict[str, Any] | None = None) -> ImplContext:
+def build_impl_context(
+    backend: str, world_size: int, dtype: str, tokens, hidden_size: int, options: dict[str, Any] | None = None
+) -> ImplContext:
     """An ImplContext filled from this machine: CUDA devices 0..world_size-1 are the ranks' GPUs.
 
     With GPUs of mixed architectures the lowest compute capability stands for all (every rank must run
@@ -147,14 +156,23 @@ def build_impl_context(backend: str, world_size: int, dtype: str, tokens, hidden
         if visible < world_size:
             # Ranks on other nodes, or several ranks on one GPU: CUDA IPC cannot join them all.
             p2p_all_pairs = False
-            p2p_detail = (f"world size {world_size} but {visible} CUDA device(s) here: ranks span nodes or share "
-                          "GPUs, and CUDA IPC needs every rank on its own GPU of this node")
+            p2p_detail = (
+                f"world size {world_size} but {visible} CUDA device(s) here: ranks span nodes or share "
+                "GPUs, and CUDA IPC needs every rank on its own GPU of this node"
+            )
         else:
             p2p_all_pairs, p2p_detail = summarize_p2p(probe_peers(devices))
     return ImplContext(
-        backend=backend, world_size=world_size, dtype=dtype, tokens=tuple(tokens),
-        hidden_size=hidden_size, device_type=device_type, compute_capability=capability,
-        p2p_all_pairs=p2p_all_pairs, p2p_detail=p2p_detail,
+        backend=backend,
+        world_size=world_size,
+        dtype=dtype,
+        tokens=tuple(tokens),
+        hidden_size=hidden_size,
+        device_type=device_type,
+        compute_capability=capability,
+        p2p_all_pairs=p2p_all_pairs,
+        p2p_detail=p2p_detail,
         flashinfer_version=installed_version("flashinfer-python", "flashinfer"),
-        torch_version=torch.__version__, options=dict(options or {}),
+        torch_version=torch.__version__,
+        options=dict(options or {}),
     )

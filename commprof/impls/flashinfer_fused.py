@@ -19,28 +19,46 @@ from commprof.impls import gating
 from commprof.impls.base import AllReduceImpl, ImplContext, Support
 
 
-def workspace_kwargs(world_size: int, rank: int, max_token_num: int, hidden_dim: int, dtype,
-                     group) -> dict[str, Any]:
+def workspace_kwargs(world_size: int, rank: int, max_token_num: int, hidden_dim: int, dtype, group) -> dict[str, Any]:
     """Arguments of flashinfer.comm.create_allreduce_fusion_workspace: always the TRT-LLM backend.
 
     backend="trtllm" explicitly: "auto" may pick MNNVL, which needs NVLink multicast and cannot be captured.
     """
-    return {"backend": "trtllm", "world_size": world_size, "rank": rank, "max_token_num": max_token_num,
-            "hidden_dim": hidden_dim, "dtype": dtype, "group": group}
+    return {
+        "backend": "trtllm",
+        "world_size": world_size,
+        "rank": rank,
+        "max_token_num": max_token_num,
+        "hidden_dim": hidden_dim,
+        "dtype": dtype,
+        "group": group,
+    }
 
 
 def allreduce_kwargs(x, workspace, pattern: int, use_oneshot: bool) -> dict[str, Any]:
     """Arguments of flashinfer.comm.allreduce_fusion for a plain all-reduce (pattern kAllReduce)."""
-    return {"input": x, "workspace": workspace, "pattern": pattern, "launch_with_pdl": False,
-            "trigger_completion_at_end": True, "use_oneshot": use_oneshot}
+    return {
+        "input": x,
+        "workspace": workspace,
+        "pattern": pattern,
+        "launch_with_pdl": False,
+        "trigger_completion_at_end": True,
+        "use_oneshot": use_oneshot,
+    }
 
 
-def fused_kwargs(x, workspace, pattern: int, use_oneshot: bool, residual, weight, eps: float,
-                 residual_out, norm_out) -> dict[str, Any]:
+def fused_kwargs(
+    x, workspace, pattern: int, use_oneshot: bool, residual, weight, eps: float, residual_out, norm_out
+) -> dict[str, Any]:
     """Arguments of flashinfer.comm.allreduce_fusion for all-reduce + residual add + RMSNorm."""
-    return {**allreduce_kwargs(x, workspace, pattern, use_oneshot),
-            "residual_in": residual, "rms_gamma": weight, "rms_eps": eps,
-            "residual_out": residual_out, "norm_out": norm_out}
+    return {
+        **allreduce_kwargs(x, workspace, pattern, use_oneshot),
+        "residual_in": residual,
+        "rms_gamma": weight,
+        "rms_eps": eps,
+        "residual_out": residual_out,
+        "norm_out": norm_out,
+    }
 
 
 def _use_oneshot(options: dict) -> bool:
@@ -84,20 +102,38 @@ class FlashInferFusedAllReduce(AllReduceImpl):
         self._comm = comm
         self._torch = torch
         self._patterns = comm.AllReduceFusionPattern
-        self.workspace = comm.create_allreduce_fusion_workspace(**workspace_kwargs(
-            world_size=dist.get_world_size(group), rank=dist.get_rank(group), max_token_num=plan.tokens,
-            hidden_dim=plan.model.hidden_size, dtype=getattr(torch, plan.model.dtype), group=group))
+        self.workspace = comm.create_allreduce_fusion_workspace(
+            **workspace_kwargs(
+                world_size=dist.get_world_size(group),
+                rank=dist.get_rank(group),
+                max_token_num=plan.tokens,
+                hidden_dim=plan.model.hidden_size,
+                dtype=getattr(torch, plan.model.dtype),
+                group=group,
+            )
+        )
 
     def all_reduce(self, x):
-        return self._comm.allreduce_fusion(**allreduce_kwargs(
-            x, self.workspace, self._patterns.kAllReduce, self.use_oneshot))
+        return self._comm.allreduce_fusion(
+            **allreduce_kwargs(x, self.workspace, self._patterns.kAllReduce, self.use_oneshot)
+        )
 
     def all_reduce_rmsnorm(self, x, residual, weight, eps: float):
         residual_out = self._torch.empty_like(residual)
         norm_out = self._torch.empty_like(x)
-        self._comm.allreduce_fusion(**fused_kwargs(
-            x, self.workspace, self._patterns.kARResidualRMSNorm, self.use_oneshot, residual, weight, eps,
-            residual_out, norm_out))
+        self._comm.allreduce_fusion(
+            **fused_kwargs(
+                x,
+                self.workspace,
+                self._patterns.kARResidualRMSNorm,
+                self.use_oneshot,
+                residual,
+                weight,
+                eps,
+                residual_out,
+                norm_out,
+            )
+        )
         return norm_out, residual_out
 
     def teardown(self) -> None:

@@ -19,9 +19,9 @@ FLASHINFER_FUSED_MIN = "0.6.11"
 # Its TRT-LLM kernels (flashinfer/jit/comm.py builds them for majors 9, 10 and, since 0.6.17, 12; they
 # launch thread-block clusters, so nothing older) and the release that supports each major.
 TRTLLM_ARCH_MIN_FLASHINFER = {9: FLASHINFER_FUSED_MIN, 10: FLASHINFER_FUSED_MIN, 12: "0.6.17"}
-TRTLLM_WORLD_SIZES = (2, 4, 8, 16)   # allreduce_fusion_kernel_launcher's NRanks dispatch
+TRTLLM_WORLD_SIZES = (2, 4, 8, 16)  # allreduce_fusion_kernel_launcher's NRanks dispatch
 TRTLLM_DTYPES = ("bfloat16", "float16", "float32")
-TRTLLM_ACCESS_BYTES = 16             # each thread moves 16 bytes: hidden % (16 / element size) == 0
+TRTLLM_ACCESS_BYTES = 16  # each thread moves 16 bytes: hidden % (16 / element size) == 0
 # trtllm_ar.MAX_COMM_SIZE: above it FlashInfer silently runs two-shot when one-shot was asked for.
 TRTLLM_MAX_COMM_BYTES = 2147483647 & ~((1 << 21) - 1)
 
@@ -76,6 +76,7 @@ def _join(values: Iterable) -> str:
 
 # --- single rules: each returns a reason, or None when the rule holds -------------------------------------
 
+
 def needs_cuda(ctx: ImplContext) -> str | None:
     if ctx.backend != "nccl" or ctx.device_type != "cuda":
         return f"needs CUDA GPUs and the NCCL backend (this run: {ctx.backend} on {ctx.device_type})"
@@ -119,16 +120,20 @@ def needs_trtllm_arch(ctx: ImplContext) -> str | None:
     if minimum is None:
         return f"FlashInfer's TRT-LLM all-reduce kernels build for SM90, SM10x and SM12x, not {sm_name(cap)}"
     if ctx.flashinfer_version is not None and not version_at_least(ctx.flashinfer_version, minimum):
-        return (f"FlashInfer's TRT-LLM all-reduce kernels support {sm_name(cap)} from flashinfer-python "
-                f"{minimum} (installed: {ctx.flashinfer_version})")
+        return (
+            f"FlashInfer's TRT-LLM all-reduce kernels support {sm_name(cap)} from flashinfer-python "
+            f"{minimum} (installed: {ctx.flashinfer_version})"
+        )
     return None
 
 
 def needs_row_alignment(ctx: ImplContext, access_bytes: int, kernel: str) -> str | None:
     elem = DTYPE_BYTES.get(ctx.dtype)
     if elem and ctx.hidden_size % (access_bytes // elem):
-        return (f"{kernel} needs hidden size divisible by {access_bytes // elem} "
-                f"({access_bytes}-byte accesses), not {ctx.hidden_size}")
+        return (
+            f"{kernel} needs hidden size divisible by {access_bytes // elem} "
+            f"({access_bytes}-byte accesses), not {ctx.hidden_size}"
+        )
     return None
 
 
@@ -143,8 +148,10 @@ def one_shot_fits(ctx: ImplContext, tokens: int) -> str | None:
     """One-shot above TRT-LLM's Lamport buffer limit silently runs two-shot: refuse the mislabelled point."""
     comm_elem = 4 if ctx.dtype == "float32" else 2  # its Lamport buffer holds fp16 for bf16/fp16 input
     if tokens * ctx.hidden_size * comm_elem * ctx.world_size > TRTLLM_MAX_COMM_BYTES:
-        return (f"FlashInfer one-shot needs T x hidden x world size within its {TRTLLM_MAX_COMM_BYTES >> 20} MiB "
-                f"buffer (beyond it FlashInfer runs two-shot); T = {tokens} exceeds it")
+        return (
+            f"FlashInfer one-shot needs T x hidden x world size within its {TRTLLM_MAX_COMM_BYTES >> 20} MiB "
+            f"buffer (beyond it FlashInfer runs two-shot); T = {tokens} exceeds it"
+        )
     return None
 
 
@@ -153,8 +160,10 @@ def pcie_ipc_shape(ctx: ImplContext, tokens: int) -> str | None:
     pack = PCIE_IPC_PACK_BYTES // DTYPE_BYTES.get(ctx.dtype, 2)
     numel = tokens * ctx.hidden_size
     if numel % pack or numel < pack * ctx.world_size:
-        return (f"FlashInfer's PCIe IPC all-reduce needs T x hidden to be a multiple of {pack} and at least "
-                f"{pack * ctx.world_size} elements; T = {tokens} gives {numel}")
+        return (
+            f"FlashInfer's PCIe IPC all-reduce needs T x hidden to be a multiple of {pack} and at least "
+            f"{pack * ctx.world_size} elements; T = {tokens} gives {numel}"
+        )
     return None
 
 
@@ -165,6 +174,7 @@ def symm_mem_alignment(ctx: ImplContext, tokens: int) -> str | None:
 
 
 # --- options: user input, checked before anything runs ------------------------------------------------------
+
 
 def bool_option(options: dict, key: str, *, required: bool, default: bool = False) -> bool:
     """A true/false option; ValueError with a one-line message when missing (if required) or not a bool."""
@@ -228,7 +238,8 @@ def flashinfer_fused_support(ctx: ImplContext) -> Support:
     """allreduce_fusion on a backend="trtllm" workspace, one-shot or two-shot as ctx.options says."""
     options = ctx.options
     problem = unknown_options(options, FLASHINFER_FUSED_OPTIONS) or option_problem(
-        lambda: bool_option(options, "use_oneshot", required=True))
+        lambda: bool_option(options, "use_oneshot", required=True)
+    )
     return first_failure(
         problem,
         needs_cuda(ctx),
@@ -252,7 +263,8 @@ def pcie_ipc_support(ctx: ImplContext) -> Support:
     """PcieIpcAllReduceWorkspace: 2/4/8 ranks, 2-byte dtypes, P2P between all GPUs; any SM."""
     options = ctx.options
     problem = unknown_options(options, PCIE_IPC_OPTIONS) or option_problem(
-        lambda: bool_option(options, "tune", required=False))
+        lambda: bool_option(options, "tune", required=False)
+    )
     return first_failure(
         problem,
         needs_cuda(ctx),
@@ -271,18 +283,21 @@ def symm_mem_support(ctx: ImplContext, available_ops: Collection[str]) -> Suppor
     """torch symmetric-memory one-shot / two-shot; `available_ops` are the torch.ops.symm_mem ops torch has."""
     options = ctx.options
     problem = unknown_options(options, SYMM_MEM_OPTIONS) or option_problem(
-        lambda: choice_option(options, "variant", tuple(SYMM_MEM_VARIANT_OPS)))
+        lambda: choice_option(options, "variant", tuple(SYMM_MEM_VARIANT_OPS))
+    )
     if problem:
         return unsupported(problem)
     variant = options["variant"]
     op = SYMM_MEM_VARIANT_OPS[variant]
     return first_failure(
         needs_cuda(ctx),
-        None if op in available_ops else
-        f"this torch ({ctx.torch_version or 'unknown version'}) has no torch.ops.symm_mem.{op}",
+        None
+        if op in available_ops
+        else f"this torch ({ctx.torch_version or 'unknown version'}) has no torch.ops.symm_mem.{op}",
         needs_dtype(ctx, SYMM_MEM_DTYPES, "torch symmetric-memory all-reduce"),
         needs_world_size(ctx, SYMM_MEM_TWO_SHOT_WORLD_SIZES, "torch symmetric-memory two-shot")
-        if variant == "two_shot" else None,
+        if variant == "two_shot"
+        else None,
         needs_p2p(ctx),
     )
 

@@ -22,7 +22,7 @@ DEFAULT_FOR_BACKEND = {"nccl": "nccl", "gloo": "gloo"}
 
 
 def resolve_impl_name(name: str, backend: str) -> str:
-    """"default" becomes the backend's own all-reduce; other names pass through."""
+    """ "default" becomes the backend's own all-reduce; other names pass through."""
     return DEFAULT_FOR_BACKEND[backend] if name == "default" else name
 
 
@@ -30,8 +30,10 @@ def load_impl(spec: str) -> type[AllReduceImpl]:
     """The class behind a built-in name or an importable "package.module:Name"; UsageError says what is wrong."""
     target = BUILTINS.get(spec, spec)
     if ":" not in target:
-        raise UsageError(f"unknown all-reduce implementation {spec!r}; built-ins: {', '.join(BUILTINS)}, "
-                         "or give an importable package.module:Class")
+        raise UsageError(
+            f"unknown all-reduce implementation {spec!r}; built-ins: {', '.join(BUILTINS)}, "
+            "or give an importable package.module:Class"
+        )
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
         raise UsageError(f"implementation {spec!r}: expected package.module:Class")
@@ -40,8 +42,9 @@ def load_impl(spec: str) -> type[AllReduceImpl]:
     except ImportError as exc:
         raise UsageError(f"implementation {spec!r}: cannot import module {module_name!r} ({exc})") from None
     except Exception as exc:  # the plug-in's own module failed while importing: say so in one line
-        raise UsageError(f"implementation {spec!r}: importing {module_name!r} failed "
-                         f"({type(exc).__name__}: {exc})") from None
+        raise UsageError(
+            f"implementation {spec!r}: importing {module_name!r} failed ({type(exc).__name__}: {exc})"
+        ) from None
     try:
         cls = getattr(module, attr)
     except AttributeError:

@@ -37,8 +37,10 @@ class _BackendAllReduce(TorchAllReduce):
     @classmethod
     def support(cls, ctx: ImplContext) -> Support:
         if ctx.backend != cls.name:
-            return unsupported(f"needs the {cls.backend_title} backend (this run uses {ctx.backend}"
-                               f"{': no CUDA GPUs' if ctx.backend == 'gloo' else ''})")
+            return unsupported(
+                f"needs the {cls.backend_title} backend (this run uses {ctx.backend}"
+                f"{': no CUDA GPUs' if ctx.backend == 'gloo' else ''})"
+            )
         return SUPPORTED
 
 

@@ -11,8 +11,9 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,22 +42,34 @@ BACKEND_IMPLS = ("default", "nccl", "gloo")
 CHOICE_ROLES = ("baseline", "recommended", "fastest setting", "fastest")
 # A model prediction counts as close when within ±15 % of the measurement (issue 6's accuracy target).
 MODEL_BAND = 0.15
-COMPARISON_COLUMNS = ["label", "tokens", "mode", "measured_us", "model_us", "ratio", "error_pct", "within_band",
-                      "calibration"]
+COMPARISON_COLUMNS = [
+    "label",
+    "tokens",
+    "mode",
+    "measured_us",
+    "model_us",
+    "ratio",
+    "error_pct",
+    "within_band",
+    "calibration",
+]
 
 _STAT_FIELDS = ("n", "min", "median", "mean", "p90", "p99", "cv")
 # Stage points re-measure a configuration: "s2-p003" is stage 2 (commprof.sweep.staging.stage_of).
 _STAGE_ID = re.compile(r"^s(\d+)-p\d+$")
-NOISE_RULE = ("a point beats the baseline beyond noise when its p90 step time is below the baseline's median "
-              "(nine in ten of its steps were faster than the baseline's typical step); over several T, the "
-              "sums over T")
+NOISE_RULE = (
+    "a point beats the baseline beyond noise when its p90 step time is below the baseline's median "
+    "(nine in ten of its steps were faster than the baseline's typical step); over several T, the "
+    "sums over T"
+)
 
 
 # ----------------------------------------------------------------------------------------------- the frame
 
+
 def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """One row per record: point fields, step_us statistics (µs), plan counts, skew; op_us kept as objects."""
-    settings: dict[tuple, tuple[str, str]] = {}   # every (T, mode) record of a point shares its env
+    settings: dict[tuple, tuple[str, str]] = {}  # every (T, mode) record of a point shares its env
     rows = [_flatten(record, settings) for record in records]
     frame = pd.DataFrame(rows)
     if frame.empty:
@@ -134,7 +147,8 @@ def _flatten(record: dict[str, Any], settings: dict[tuple, tuple[str, str]]) -> 
     for name in _STAT_FIELDS:
         value = stats.get(name)
         row["step_n" if name == "n" else f"{name}_us" if name != "cv" else "cv"] = (
-            float(value) if value is not None else math.nan)
+            float(value) if value is not None else math.nan
+        )
     if ranks:
         row["rank_skew_us"] = max(ranks) - min(ranks)
         middle = statistics.median(ranks)
@@ -179,14 +193,17 @@ def ok_rows(steps: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------------------- mode, baseline
 
+
 def headline_mode(steps: pd.DataFrame) -> tuple[str, str]:
     """("graph", why) when any point ran as a CUDA graph (engines run the verify step that way), else eager."""
     if not steps.empty and not ok_rows(steps, "graph").empty:
         return "graph", "graph mode: the verify step captured once as a CUDA graph and replayed, as engines run it"
     backends = sorted({b for b in steps.get("backend", pd.Series(dtype=object)).dropna()}) if not steps.empty else []
-    why = ("eager mode: no point ran as a CUDA graph"
-           + (" (gloo has no CUDA graphs)" if backends == ["gloo"] else "")
-           + "; eager step times include launch overhead an engine's graph would not pay")
+    why = (
+        "eager mode: no point ran as a CUDA graph"
+        + (" (gloo has no CUDA graphs)" if backends == ["gloo"] else "")
+        + "; eager step times include launch overhead an engine's graph would not pay"
+    )
     return "eager", why
 
 
@@ -202,6 +219,7 @@ def baseline_id(steps: pd.DataFrame, requested: str | None = None, latest: pd.Se
 
 # ------------------------------------------------------------------------------- re-measured configurations
 
+
 def latest_point_ids(steps: pd.DataFrame) -> pd.Series:
     """Point id -> the id holding its configuration's (impl + env + options) latest, longest measurement.
 
@@ -212,8 +230,11 @@ def latest_point_ids(steps: pd.DataFrame) -> pd.Series:
         return pd.Series(dtype=object)
     points = steps[["point_id", "config", "stage", "iterations", "step_n"]].drop_duplicates("point_id")
     points = points.assign(length=points["iterations"].astype(float).fillna(points["step_n"]).fillna(0.0))
-    latest = (points.sort_values(["config", "stage", "length", "point_id"])
-              .drop_duplicates("config", keep="last").set_index("config")["point_id"])
+    latest = (
+        points.sort_values(["config", "stage", "length", "point_id"])
+        .drop_duplicates("config", keep="last")
+        .set_index("config")["point_id"]
+    )
     return pd.Series(points["config"].map(latest).to_numpy(), index=points["point_id"].to_numpy())
 
 
@@ -223,7 +244,7 @@ def latest_measurements(steps: pd.DataFrame, latest: pd.Series | None = None) ->
         return steps
     latest = latest if latest is not None else latest_point_ids(steps)
     if (latest.index == latest.to_numpy()).all():
-        return steps                           # no configuration was measured twice
+        return steps  # no configuration was measured twice
     return steps[steps["point_id"].map(latest) == steps["point_id"]]
 
 
@@ -236,6 +257,7 @@ def superseded_by(latest: pd.Series) -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------ noise
+
 
 def beyond_noise(p90_us: Any, baseline_median_us: Any) -> bool | None:
     """Whether a point beats the baseline beyond measurement noise (NOISE_RULE); None when either is unknown."""
@@ -250,8 +272,10 @@ def beyond_noise(p90_us: Any, baseline_median_us: Any) -> bool | None:
 
 # -------------------------------------------------------------------------------------- best, speed-ups
 
-def best_points(steps: pd.DataFrame, mode: str, prefer: Iterable[str] = (), family: Iterable[str] | None = None
-                ) -> pd.DataFrame:
+
+def best_points(
+    steps: pd.DataFrame, mode: str, prefer: Iterable[str] = (), family: Iterable[str] | None = None
+) -> pd.DataFrame:
     """Per (source, T): the fastest ok unfused point in `mode` (fused kinds do more work; see fusion_comparison).
 
     Ties (a cost model predicts many points alike) go to an implementation of `family` (another implementation
@@ -263,14 +287,19 @@ def best_points(steps: pd.DataFrame, mode: str, prefer: Iterable[str] = (), fami
     if candidates.empty:
         return candidates
     ranks = {point_id: k for k, point_id in enumerate(prefer)}
-    keys = pd.DataFrame({
-        "source": candidates["source"].to_numpy(), "tokens": candidates["tokens"].to_numpy(),
-        "time": candidates["median_us"].round(3).to_numpy(),
-        "other": ~candidates["impl"].isin(list(family)).to_numpy() if family is not None else False,
-        "preferred": candidates["point_id"].map(lambda p: ranks.get(p, len(ranks))).to_numpy(),
-        "stage": -candidates["stage"].astype(float).to_numpy(),
-        "settings": candidates["env"].map(len).to_numpy(), "point": candidates["point_id"].to_numpy(),
-        "row": range(len(candidates))})
+    keys = pd.DataFrame(
+        {
+            "source": candidates["source"].to_numpy(),
+            "tokens": candidates["tokens"].to_numpy(),
+            "time": candidates["median_us"].round(3).to_numpy(),
+            "other": ~candidates["impl"].isin(list(family)).to_numpy() if family is not None else False,
+            "preferred": candidates["point_id"].map(lambda p: ranks.get(p, len(ranks))).to_numpy(),
+            "stage": -candidates["stage"].astype(float).to_numpy(),
+            "settings": candidates["env"].map(len).to_numpy(),
+            "point": candidates["point_id"].to_numpy(),
+            "row": range(len(candidates)),
+        }
+    )
     order = keys.sort_values(["source", "tokens", "time", "other", "preferred", "stage", "settings", "point"])
     first = order.drop_duplicates(["source", "tokens"])["row"].to_numpy()
     return candidates.iloc[first].reset_index(drop=True)
@@ -292,14 +321,18 @@ def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
     fused = out["fused_rmsnorm"].to_numpy()
     if fused.any():
         refs = ok_rows(latest_measurements(steps[steps["impl"] == UNFUSED_REFERENCE_IMPL]))
-        by_settings = {(r.source, r.tokens, r.mode, r.settings): (r.median_us, r.point_id)
-                       for r in refs.itertuples()}
-        by_default = {(r.source, r.tokens, r.mode): (r.median_us, r.point_id)
-                      for r in refs[refs["settings"] == env_text({})].itertuples()}
+        by_settings = {(r.source, r.tokens, r.mode, r.settings): (r.median_us, r.point_id) for r in refs.itertuples()}
+        by_default = {
+            (r.source, r.tokens, r.mode): (r.median_us, r.point_id)
+            for r in refs[refs["settings"] == env_text({})].itertuples()
+        }
         ref_us, ref_id = [], []
         for r in out[fused].itertuples():
-            found = (by_settings.get((r.source, r.tokens, r.mode, r.settings))
-                     or by_default.get((r.source, r.tokens, r.mode)) or (math.nan, None))
+            found = (
+                by_settings.get((r.source, r.tokens, r.mode, r.settings))
+                or by_default.get((r.source, r.tokens, r.mode))
+                or (math.nan, None)
+            )
             ref_us.append(found[0])
             ref_id.append(found[1])
         out.loc[fused, "reference_us"] = ref_us
@@ -309,8 +342,9 @@ def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
     return out
 
 
-def headline(steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None = None,
-             family: Iterable[str] | None = None) -> pd.DataFrame:
+def headline(
+    steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None = None, family: Iterable[str] | None = None
+) -> pd.DataFrame:
     """Per (source, T): baseline vs best step time in `mode`, µs, % saved, and the best point's settings.
 
     `recommended`, `family`: how best_points breaks ties (the same as choices_per_tokens' "fastest")."""
@@ -318,50 +352,100 @@ def headline(steps: pd.DataFrame, baseline: str, mode: str, recommended: str | N
     base = ok_rows(steps, mode)
     base = base[base["point_id"] == baseline][["source", "tokens", "median_us", "p90_us", "p99_us", "cv"]]
     base = base.drop_duplicates(["source", "tokens"]).rename(
-        columns={"median_us": "baseline_us", "p90_us": "baseline_p90_us", "p99_us": "baseline_p99_us",
-                 "cv": "baseline_cv"})
-    columns = ["source", "tokens", "point_id", "label", "impl", "settings", "env", "median_us", "p90_us", "p99_us",
-               "cv"]
-    table = best[columns].rename(columns={"point_id": "best_point_id", "label": "best_label", "impl": "best_impl",
-                                          "settings": "best_settings", "env": "best_env", "median_us": "best_us",
-                                          "p90_us": "best_p90_us", "p99_us": "best_p99_us", "cv": "best_cv"})
+        columns={
+            "median_us": "baseline_us",
+            "p90_us": "baseline_p90_us",
+            "p99_us": "baseline_p99_us",
+            "cv": "baseline_cv",
+        }
+    )
+    columns = [
+        "source",
+        "tokens",
+        "point_id",
+        "label",
+        "impl",
+        "settings",
+        "env",
+        "median_us",
+        "p90_us",
+        "p99_us",
+        "cv",
+    ]
+    table = best[columns].rename(
+        columns={
+            "point_id": "best_point_id",
+            "label": "best_label",
+            "impl": "best_impl",
+            "settings": "best_settings",
+            "env": "best_env",
+            "median_us": "best_us",
+            "p90_us": "best_p90_us",
+            "p99_us": "best_p99_us",
+            "cv": "best_cv",
+        }
+    )
     table = base.merge(table, on=["source", "tokens"], how="outer").sort_values(["source", "tokens"])
     table["saved_us"] = table["baseline_us"] - table["best_us"]
     table["saved_pct"] = 100.0 * table["saved_us"] / table["baseline_us"]
     table["speedup"] = table["baseline_us"] / table["best_us"]
-    table["beyond_noise"] = pd.Series([beyond_noise(p90, median) for p90, median
-                                       in zip(table["best_p90_us"], table["baseline_us"])],
-                                      index=table.index, dtype=object)
+    table["beyond_noise"] = pd.Series(
+        [beyond_noise(p90, median) for p90, median in zip(table["best_p90_us"], table["baseline_us"])],
+        index=table.index,
+        dtype=object,
+    )
     return table.reset_index(drop=True)
 
 
-def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str, rated: pd.DataFrame | None = None
-                      ) -> pd.DataFrame:
+def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str, rated: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (source, T): the fastest ok fused point in `mode` against its unfused reference, with NOISE_RULE
     both ways: `beyond_noise` (fused beats the reference) and `slower_beyond_noise` (the reference beats it).
 
     `rated`: speedups(steps, baseline) of these same rows, when already computed.
     """
     rated = speedups(steps, baseline) if rated is None else rated
-    fused = rated[rated["fused_rmsnorm"] & (rated["status"] == "ok") & (rated["mode"] == mode)
-                  & (rated["impl"] != UNFUSED_REFERENCE_IMPL) & rated["median_us"].notna()]
+    fused = rated[
+        rated["fused_rmsnorm"]
+        & (rated["status"] == "ok")
+        & (rated["mode"] == mode)
+        & (rated["impl"] != UNFUSED_REFERENCE_IMPL)
+        & rated["median_us"].notna()
+    ]
     if fused.empty:
         return fused
     best = fused.sort_values(["source", "tokens", "median_us"]).groupby(["source", "tokens"]).head(1)
-    best = best[["source", "tokens", "point_id", "label", "impl", "settings", "median_us", "p90_us", "reference",
-                 "reference_us", "speedup", "saved_pct"]].reset_index(drop=True)
+    best = best[
+        [
+            "source",
+            "tokens",
+            "point_id",
+            "label",
+            "impl",
+            "settings",
+            "median_us",
+            "p90_us",
+            "reference",
+            "reference_us",
+            "speedup",
+            "saved_pct",
+        ]
+    ].reset_index(drop=True)
     refs = ok_rows(steps, mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])["p90_us"]
     best["reference_p90_us"] = [refs.get((ref, t), math.nan) for ref, t in zip(best["reference"], best["tokens"])]
-    best["beyond_noise"] = pd.Series([beyond_noise(p90, ref) for p90, ref in zip(best["p90_us"], best["reference_us"])],
-                                     index=best.index, dtype=object)
-    best["slower_beyond_noise"] = pd.Series([beyond_noise(ref_p90, median) for ref_p90, median
-                                             in zip(best["reference_p90_us"], best["median_us"])],
-                                            index=best.index, dtype=object)
+    best["beyond_noise"] = pd.Series(
+        [beyond_noise(p90, ref) for p90, ref in zip(best["p90_us"], best["reference_us"])],
+        index=best.index,
+        dtype=object,
+    )
+    best["slower_beyond_noise"] = pd.Series(
+        [beyond_noise(ref_p90, median) for ref_p90, median in zip(best["reference_p90_us"], best["median_us"])],
+        index=best.index,
+        dtype=object,
+    )
     return best
 
 
-def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | Iterable[str] | None = None
-                       ) -> pd.Series | None:
+def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | Iterable[str] | None = None) -> pd.Series | None:
     """The unfused point (of `impl`, one name or several, if given) with the least total step time over every T,
     ok at all of them. Ties (a cost model predicts many settings alike) go to the latest stage (re-measured,
     confirmed), then to the point that sets the fewest variables."""
@@ -378,8 +462,14 @@ def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | Iterable[str]
     if totals.empty:
         return None
     info = rows.drop_duplicates("point_id").set_index("point_id").loc[totals.index]
-    order = pd.DataFrame({"total": totals.round(3).to_numpy(), "stage": -info["stage"].astype(float).to_numpy(),
-                          "settings": info["env"].map(len).to_numpy(), "point": totals.index})
+    order = pd.DataFrame(
+        {
+            "total": totals.round(3).to_numpy(),
+            "stage": -info["stage"].astype(float).to_numpy(),
+            "settings": info["env"].map(len).to_numpy(),
+            "point": totals.index,
+        }
+    )
     winner = order.sort_values(["total", "stage", "settings", "point"])["point"].iloc[0]
     first = rows[rows["point_id"] == winner].iloc[0].copy()
     first["total_us"] = float(totals[winner])
@@ -417,8 +507,9 @@ class Recommendation:
         return 100.0 * (self.baseline_total_us - self.fastest["total_us"]) / self.baseline_total_us
 
 
-def recommendation(steps: pd.DataFrame, baseline: str, mode: str, impl: str | Iterable[str] | None = None
-                   ) -> Recommendation:
+def recommendation(
+    steps: pd.DataFrame, baseline: str, mode: str, impl: str | Iterable[str] | None = None
+) -> Recommendation:
     """The fastest point of `impl` over every T (best_overall_point), judged against the baseline by NOISE_RULE."""
     fastest = best_overall_point(steps, mode, impl)
     base_rows = ok_rows(steps, mode)
@@ -427,13 +518,14 @@ def recommendation(steps: pd.DataFrame, baseline: str, mode: str, impl: str | It
     if fastest is None:
         return Recommendation(None, base, math.nan, None)
     covered = base_rows[base_rows["tokens"].isin(fastest["tokens_covered"])]
-    total = (float(covered["median_us"].sum()) if len(covered) == len(fastest["tokens_covered"]) else math.nan)
+    total = float(covered["median_us"].sum()) if len(covered) == len(fastest["tokens_covered"]) else math.nan
     if base is not None:
         base["total_us"] = total
     return Recommendation(fastest, base, total, beyond_noise(fastest["p90_total_us"], total))
 
 
 # ------------------------------------------------------------------ what to set: env, implementation, fusion
+
 
 def implementation_family(impl: str) -> tuple[str, ...]:
     """The impl names that run the same all-reduce as `impl`: torch.distributed's own on the run's backend
@@ -447,8 +539,9 @@ def all_reduce_bytes(rows: pd.DataFrame) -> pd.Series:
     return rows["tokens"].astype(float) * rows["hidden_size"].astype(float) * element
 
 
-def choices_per_tokens(steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None,
-                       family: Iterable[str]) -> pd.DataFrame:
+def choices_per_tokens(
+    steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None, family: Iterable[str]
+) -> pd.DataFrame:
     """Per (source, T), the points behind every answer of the first screen, one row per point with every role it
     plays there (CHOICE_ROLES order): the baseline, the recommended settings (one point over every T), the
     fastest setting of the baseline's implementation `family` at T and the fastest unfused point at T; each
@@ -474,11 +567,32 @@ def choices_per_tokens(steps: pd.DataFrame, baseline: str, mode: str, recommende
     table["baseline_us"] = [base.get((s, t), math.nan) for s, t in zip(table["source"], table["tokens"])]
     table["saved_pct"] = 100.0 * (table["baseline_us"] - table["median_us"]) / table["baseline_us"]
     table["speedup"] = table["baseline_us"] / table["median_us"]
-    table["beyond_noise"] = pd.Series([None if p == baseline else beyond_noise(p90, b) for p, p90, b
-                                       in zip(table["point_id"], table["p90_us"], table["baseline_us"])],
-                                      index=table.index, dtype=object)
-    columns = ["source", "tokens", "roles", "point_id", "label", "impl", "settings", "env", "median_us", "p90_us",
-               "p99_us", "cv", "baseline_us", "saved_pct", "speedup", "beyond_noise"]
+    table["beyond_noise"] = pd.Series(
+        [
+            None if p == baseline else beyond_noise(p90, b)
+            for p, p90, b in zip(table["point_id"], table["p90_us"], table["baseline_us"])
+        ],
+        index=table.index,
+        dtype=object,
+    )
+    columns = [
+        "source",
+        "tokens",
+        "roles",
+        "point_id",
+        "label",
+        "impl",
+        "settings",
+        "env",
+        "median_us",
+        "p90_us",
+        "p99_us",
+        "cv",
+        "baseline_us",
+        "saved_pct",
+        "speedup",
+        "beyond_noise",
+    ]
     return table[columns].reset_index(drop=True)
 
 
@@ -489,8 +603,23 @@ def alternatives(steps: pd.DataFrame, reference: str, mode: str, family: Iterabl
     ok = ok_rows(steps, mode)
     ok = ok[~ok["fused_rmsnorm"]]
     best = best_points(ok[~ok["impl"].isin(list(family))], mode)
-    columns = ["source", "tokens", "point_id", "label", "impl", "options", "median_us", "p90_us", "bytes",
-               "reference", "reference_us", "reference_p90_us", "saved_pct", "beyond_noise", "slower_beyond_noise"]
+    columns = [
+        "source",
+        "tokens",
+        "point_id",
+        "label",
+        "impl",
+        "options",
+        "median_us",
+        "p90_us",
+        "bytes",
+        "reference",
+        "reference_us",
+        "reference_p90_us",
+        "saved_pct",
+        "beyond_noise",
+        "slower_beyond_noise",
+    ]
     if best.empty:
         return pd.DataFrame(columns=columns)
     best = best.assign(bytes=all_reduce_bytes(best))
@@ -500,11 +629,14 @@ def alternatives(steps: pd.DataFrame, reference: str, mode: str, family: Iterabl
     best["reference_us"] = [ref["median_us"].get(k, math.nan) for k in where]
     best["reference_p90_us"] = [ref["p90_us"].get(k, math.nan) for k in where]
     best["saved_pct"] = 100.0 * (best["reference_us"] - best["median_us"]) / best["reference_us"]
-    best["beyond_noise"] = pd.Series([beyond_noise(p90, r) for p90, r in zip(best["p90_us"], best["reference_us"])],
-                                     index=best.index, dtype=object)
-    best["slower_beyond_noise"] = pd.Series([beyond_noise(r, m) for r, m
-                                             in zip(best["reference_p90_us"], best["median_us"])],
-                                            index=best.index, dtype=object)
+    best["beyond_noise"] = pd.Series(
+        [beyond_noise(p90, r) for p90, r in zip(best["p90_us"], best["reference_us"])], index=best.index, dtype=object
+    )
+    best["slower_beyond_noise"] = pd.Series(
+        [beyond_noise(r, m) for r, m in zip(best["reference_p90_us"], best["median_us"])],
+        index=best.index,
+        dtype=object,
+    )
     return best[columns].reset_index(drop=True)
 
 
@@ -519,13 +651,19 @@ def implementations_without_result(steps: pd.DataFrame, mode: str, family: Itera
     for impl, group in other[~other["impl"].isin(ran)].groupby("impl", sort=True):
         status = group["status"].value_counts().index[0]
         messages = group.loc[group["status"] == status, "message"].dropna()
-        rows.append({"impl": impl, "fused_rmsnorm": bool(group["fused_rmsnorm"].any()) or impl in FUSED_IMPLS,
-                     "status": status,
-                     "message": str(messages.iloc[0]) if not messages.empty else None})
+        rows.append(
+            {
+                "impl": impl,
+                "fused_rmsnorm": bool(group["fused_rmsnorm"].any()) or impl in FUSED_IMPLS,
+                "status": status,
+                "message": str(messages.iloc[0]) if not messages.empty else None,
+            }
+        )
     return pd.DataFrame(rows, columns=["impl", "fused_rmsnorm", "status", "message"])
 
 
 # ------------------------------------------------------------------------------------ measured vs model
+
 
 def model_comparison(measured: pd.DataFrame, modelled: pd.DataFrame) -> pd.DataFrame:
     """Step records of the same configuration (impl + env + options), T and mode in both frames: measured and
@@ -536,7 +674,8 @@ def model_comparison(measured: pd.DataFrame, modelled: pd.DataFrame) -> pd.DataF
     if left.empty or right.empty:
         return pd.DataFrame(columns=COMPARISON_COLUMNS)
     both = left[keys + ["point_id", "label", "impl", "settings", "median_us"]].merge(
-        right[keys + ["point_id", "median_us", "calibration"]], on=keys, suffixes=("_measured", "_model"))
+        right[keys + ["point_id", "median_us", "calibration"]], on=keys, suffixes=("_measured", "_model")
+    )
     both = both.rename(columns={"median_us_measured": "measured_us", "median_us_model": "model_us"})
     return _with_errors(both).sort_values(["mode", "tokens", "measured_us"], ignore_index=True)
 
@@ -551,9 +690,15 @@ def collective_model_comparison(measured: pd.DataFrame, modelled: pd.DataFrame) 
         if ok.empty:
             return pd.DataFrame(columns=COMPARISON_COLUMNS)
         grouped = ok.groupby(keys, sort=True)
-        sides.append(pd.DataFrame({"median_us": grouped["time_us"].median(),
-                                   "point_id": grouped["point_id"].first(),
-                                   "calibration": grouped["calibration"].first()}).reset_index())
+        sides.append(
+            pd.DataFrame(
+                {
+                    "median_us": grouped["time_us"].median(),
+                    "point_id": grouped["point_id"].first(),
+                    "calibration": grouped["calibration"].first(),
+                }
+            ).reset_index()
+        )
     both = sides[0].drop(columns="calibration").merge(sides[1], on=keys, suffixes=("_measured", "_model"))
     both = both.rename(columns={"median_us_measured": "measured_us", "median_us_model": "model_us"})
     both["label"] = both["collective"] + " x" + both["world_size"].astype(int).astype(str)
@@ -571,11 +716,15 @@ def comparison_summary(both: pd.DataFrame) -> dict[str, Any]:
     """How far the model is from the measurements: pairs, median |error| %, share within MODEL_BAND."""
     if both.empty:
         return {"pairs": 0, "median_abs_error_pct": math.nan, "within_band_pct": math.nan}
-    return {"pairs": int(len(both)), "median_abs_error_pct": float(both["error_pct"].abs().median()),
-            "within_band_pct": float(100.0 * both["within_band"].mean())}
+    return {
+        "pairs": int(len(both)),
+        "median_abs_error_pct": float(both["error_pct"].abs().median()),
+        "within_band_pct": float(100.0 * both["within_band"].mean()),
+    }
 
 
 # -------------------------------------------------------------------------------------- failures, matrix
+
 
 def failures(frame: pd.DataFrame) -> pd.DataFrame:
     """Every record that is not ok, with `failed` true unless it merely does not apply ("unsupported")."""
@@ -590,11 +739,13 @@ def status_matrix(steps: pd.DataFrame) -> pd.DataFrame:
     if steps.empty:
         return pd.DataFrame()
     table = steps.drop_duplicates(["point_id", "tokens", "mode"]).pivot(
-        index=["point_id", "label"], columns=["tokens", "mode"], values="status")
+        index=["point_id", "label"], columns=["tokens", "mode"], values="status"
+    )
     return table.sort_index(axis=0).sort_index(axis=1)
 
 
 # ------------------------------------------------------------------------------------------ the heatmap
+
 
 def varying_axes(steps: pd.DataFrame) -> list[str]:
     """The sweep's axes: env columns and impl that take more than one value among unfused points."""
@@ -632,29 +783,34 @@ def strongest_axes(steps: pd.DataFrame, mode: str, count: int = 2) -> list[str]:
     return list(axis_strength(steps, mode, axes).index[:count]) if axes else []
 
 
-def heatmap_pivot(steps: pd.DataFrame, tokens: int, mode: str, rows_axis: str,
-                  columns_axis: str | None) -> pd.DataFrame:
+def heatmap_pivot(
+    steps: pd.DataFrame, tokens: int, mode: str, rows_axis: str, columns_axis: str | None
+) -> pd.DataFrame:
     """Best (min over the other axes) ok step time in µs per (rows_axis value, columns_axis value) at T."""
     at = steps[(steps["tokens"] == tokens) & ~steps["fused_rmsnorm"]]
     if at.empty:
         return pd.DataFrame()
-    table = pd.DataFrame({
-        "row": axis_values(at, rows_axis),
-        "column": axis_values(at, columns_axis) if columns_axis else "all",
-        "median_us": at["median_us"].where((at["status"] == "ok") & (at["mode"] == mode)),
-    })
+    table = pd.DataFrame(
+        {
+            "row": axis_values(at, rows_axis),
+            "column": axis_values(at, columns_axis) if columns_axis else "all",
+            "median_us": at["median_us"].where((at["status"] == "ok") & (at["mode"] == mode)),
+        }
+    )
     return table.pivot_table(index="row", columns="column", values="median_us", aggfunc="min", dropna=False)
 
 
 # ---------------------------------------------------------------------------------- per-op-site, skew
+
 
 def op_sites(op_us: dict[str, list] | None) -> pd.DataFrame:
     """A record's op_us (columnar, one entry per op) as rows with the site kind (embed / attn / mlp / logits)."""
     if not op_us or not op_us.get("sites"):
         return pd.DataFrame(columns=["site", "site_kind", "bytes", "median", "p99"])
     count = len(op_us["sites"])
-    table = pd.DataFrame({key: values for key, values in op_us.items()
-                          if isinstance(values, list) and len(values) == count})
+    table = pd.DataFrame(
+        {key: values for key, values in op_us.items() if isinstance(values, list) and len(values) == count}
+    )
     table["site"] = table.pop("sites").astype(str)
     table["site_kind"] = table["site"].str.rsplit(".", n=1).str[-1]
     return table
@@ -665,13 +821,15 @@ def site_summary(sites: pd.DataFrame) -> pd.DataFrame:
     if sites.empty:
         return pd.DataFrame(columns=["site_kind", "ops", "bytes", "median_us", "p99_us", "total_us"])
     grouped = sites.groupby("site_kind")
-    table = pd.DataFrame({
-        "ops": grouped.size(),
-        "bytes": grouped["bytes"].max(),
-        "median_us": grouped["median"].median(),
-        "p99_us": grouped["median"].quantile(0.99),
-        "total_us": grouped["median"].sum(),
-    }).reset_index()
+    table = pd.DataFrame(
+        {
+            "ops": grouped.size(),
+            "bytes": grouped["bytes"].max(),
+            "median_us": grouped["median"].median(),
+            "p99_us": grouped["median"].quantile(0.99),
+            "total_us": grouped["median"].sum(),
+        }
+    ).reset_index()
     order = {kind: i for i, kind in enumerate(SITE_KINDS)}
     return table.sort_values("site_kind", key=lambda s: s.map(lambda k: order.get(k, len(order))))
 
@@ -686,17 +844,17 @@ def op_table(steps: pd.DataFrame) -> pd.DataFrame:
     columns: dict[str, list] = {"point_id": [], "tokens": [], "collective": [], "bytes": [], "median": []}
     point_codes: dict[str, int] = {}
     collectives = ("all_gather", "all_reduce")
-    collectives_of: dict[tuple, np.ndarray] = {}   # every record of a plan has the same sites
+    collectives_of: dict[tuple, np.ndarray] = {}  # every record of a plan has the same sites
     for point_id, tokens, op_us in zip(rows["point_id"], rows["tokens"], rows["op_us"]):
         sites = tuple(op_us.get("sites") or ())
         count = len(sites)
         if not count or len(op_us.get("median") or []) != count or len(op_us.get("bytes") or []) != count:
             continue
         if sites not in collectives_of:
-            collectives_of[sites] = np.array([collectives.index(site_collective(site)) for site in sites],
-                                             dtype=np.int8)
-        columns["point_id"].append(np.full(count, point_codes.setdefault(point_id, len(point_codes)),
-                                           dtype=np.int32))
+            collectives_of[sites] = np.array(
+                [collectives.index(site_collective(site)) for site in sites], dtype=np.int8
+            )
+        columns["point_id"].append(np.full(count, point_codes.setdefault(point_id, len(point_codes)), dtype=np.int32))
         columns["tokens"].append(np.full(count, tokens))
         columns["collective"].append(collectives_of[sites])
         columns["bytes"].append(np.asarray(op_us["bytes"], dtype=np.int64))
@@ -718,11 +876,13 @@ def op_sizes(ops: pd.DataFrame) -> pd.DataFrame:
     """Per (point, collective, size): how many ops and the median of their medians, µs (nccl-tests' rows)."""
     grouped = ops.groupby(["point_id", "collective", "bytes"], sort=True, observed=True)["median"]
     table = pd.DataFrame({"ops": grouped.size(), "time_us": grouped.median()}).reset_index()
-    return table.astype({"point_id": str, "collective": str}).sort_values(["point_id", "collective", "bytes"],
-                                                                          ignore_index=True)
+    return table.astype({"point_id": str, "collective": str}).sort_values(
+        ["point_id", "collective", "bytes"], ignore_index=True
+    )
 
 
 # ------------------------------------------------------------------- breakdown, speculative projection
+
 
 @dataclass(frozen=True)
 class ComputeTimes:
@@ -755,7 +915,7 @@ class ComputeTimes:
 
 
 def parse_compute_ms(value: Any) -> ComputeTimes:
-    """"5.0" (every T), "4=5.0,8=5.2" (per T), a number, or a {T: ms} mapping (from the sweep file)."""
+    """ "5.0" (every T), "4=5.0,8=5.2" (per T), a number, or a {T: ms} mapping (from the sweep file)."""
     if value is None or value == "":
         return ComputeTimes()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -770,7 +930,7 @@ def parse_compute_ms(value: Any) -> ComputeTimes:
         for part in text.split(","):
             key, sep, ms = part.partition("=")
             if not sep:
-                raise UsageError(f"--compute-ms: {part.strip()!r} is not T=ms (e.g. \"4=5.0,8=5.2\" or one number)")
+                raise UsageError(f'--compute-ms: {part.strip()!r} is not T=ms (e.g. "4=5.0,8=5.2" or one number)')
             items.append((key, ms))
     per_tokens = {}
     for key, ms in items:
@@ -823,8 +983,14 @@ def launch_overhead(steps: pd.DataFrame) -> pd.DataFrame:
     return both.reset_index()
 
 
-def breakdown(steps: pd.DataFrame, head: pd.DataFrame, baseline: str, compute: ComputeTimes,
-              recommended: str | None = None, mode: str | None = None) -> pd.DataFrame:
+def breakdown(
+    steps: pd.DataFrame,
+    head: pd.DataFrame,
+    baseline: str,
+    compute: ComputeTimes,
+    recommended: str | None = None,
+    mode: str | None = None,
+) -> pd.DataFrame:
     """Per (setting, T): communication, launch overhead and compute, ms, and comm's share. Settings: "baseline",
     "recommended" (the `recommended` point, when given and not the baseline) and "best" (the fastest per T).
 
@@ -851,14 +1017,19 @@ def breakdown(steps: pd.DataFrame, head: pd.DataFrame, baseline: str, compute: C
             over_us = overhead.get((r.source, point_id, r.tokens), math.nan) if isinstance(point_id, str) else math.nan
             comm_ms = comm_us / 1000.0 if pd.notna(comm_us) else math.nan
             total = comm_ms + (compute_ms or 0.0)
-            rows.append({
-                "source": r.source, "tokens": int(r.tokens), "setting": setting, "point_id": point_id,
-                "comm_ms": comm_ms,
-                "overhead_ms": over_us / 1000.0 if pd.notna(over_us) else math.nan,
-                "compute_ms": compute_ms if compute_ms is not None else math.nan,
-                "verify_ms": total if pd.notna(comm_ms) else math.nan,
-                "comm_share_pct": 100.0 * comm_ms / total if compute_ms is not None and total else math.nan,
-            })
+            rows.append(
+                {
+                    "source": r.source,
+                    "tokens": int(r.tokens),
+                    "setting": setting,
+                    "point_id": point_id,
+                    "comm_ms": comm_ms,
+                    "overhead_ms": over_us / 1000.0 if pd.notna(over_us) else math.nan,
+                    "compute_ms": compute_ms if compute_ms is not None else math.nan,
+                    "verify_ms": total if pd.notna(comm_ms) else math.nan,
+                    "comm_share_pct": 100.0 * comm_ms / total if compute_ms is not None and total else math.nan,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -905,19 +1076,29 @@ def projection(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...])
         plain = 1000.0 / decode_ms if decode_ms > 0 else math.nan
         for r in group[(group["tokens"] > 1) & group["verify_ms"].notna()].itertuples():
             ratio = break_even_accept(draft_ms, r.verify_ms, decode_ms)
-            row = {"source": source, "setting": setting, "tokens": r.tokens, "point_id": r.point_id,
-                   "decode_ms": decode_ms, "plain_tokens_per_s": plain, "draft_ms": draft_ms,
-                   "verify_ms": r.verify_ms, "break_even_ratio": ratio,
-                   "break_even_accept": ratio if math.isfinite(ratio) and ratio >= 1.0 else math.nan,
-                   "pays_at_any_accept": pays_at_any_accept(ratio)}
+            row = {
+                "source": source,
+                "setting": setting,
+                "tokens": r.tokens,
+                "point_id": r.point_id,
+                "decode_ms": decode_ms,
+                "plain_tokens_per_s": plain,
+                "draft_ms": draft_ms,
+                "verify_ms": r.verify_ms,
+                "break_even_ratio": ratio,
+                "break_even_accept": ratio if math.isfinite(ratio) and ratio >= 1.0 else math.nan,
+                "pays_at_any_accept": pays_at_any_accept(ratio),
+            }
             for accept in accepts:
-                row[tps_column(accept)] = (tokens_per_second(accept, draft_ms, r.verify_ms)
-                                          if accept <= r.tokens else math.nan)
+                row[tps_column(accept)] = (
+                    tokens_per_second(accept, draft_ms, r.verify_ms) if accept <= r.tokens else math.nan
+                )
             rows.append(row)
     return pd.DataFrame(rows)
 
 
 # --------------------------------------------------------------------------------------------- helpers
+
 
 def distinct_tokens(steps: pd.DataFrame) -> list[int]:
     return sorted(int(t) for t in steps["tokens"].dropna().unique()) if not steps.empty else []

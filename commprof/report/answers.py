@@ -19,7 +19,7 @@ import pandas as pd
 
 from commprof.report import analysis as an
 from commprof.report import exports as ex
-from commprof.report.formatting import (finite, fmt_bytes, fmt_ms, fmt_num, fmt_pct, fmt_x, source_label)
+from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_num, fmt_pct, fmt_x, source_label
 
 if TYPE_CHECKING:
     from commprof.report.render import RunAnalysis
@@ -48,11 +48,14 @@ def noise_sentence(run: RunAnalysis) -> str:
     fastest = rec.fastest
     tokens = ", ".join(map(str, fastest["tokens_covered"]))
     if rec.beyond_noise is None:
-        return (f"Not compared with the baseline {run.baseline}: it has no ok {run.mode}-mode record at every "
-                f"T = {tokens}.")
+        return (
+            f"Not compared with the baseline {run.baseline}: it has no ok {run.mode}-mode record at every T = {tokens}."
+        )
     relation = "below" if rec.beyond_noise else "not below"
-    return (f"{fastest['point_id']}'s p90 step time summed over T = {tokens} ({fmt_ms(fastest['p90_total_us'])}) "
-            f"is {relation} the baseline {run.baseline}'s median summed ({fmt_ms(rec.baseline_total_us)}).")
+    return (
+        f"{fastest['point_id']}'s p90 step time summed over T = {tokens} ({fmt_ms(fastest['p90_total_us'])}) "
+        f"is {relation} the baseline {run.baseline}'s median summed ({fmt_ms(rec.baseline_total_us)})."
+    )
 
 
 def not_a_result_notes(run: RunAnalysis) -> list[str]:
@@ -60,11 +63,15 @@ def not_a_result_notes(run: RunAnalysis) -> list[str]:
     the box, or ranks shared GPUs."""
     notes = []
     if run.doctor_failed:
-        notes.append(f"Measured on a box failing doctor checks ({', '.join(run.doctor_failed)}): not a tuning "
-                     "result; fix the box and measure again before applying this.")
+        notes.append(
+            f"Measured on a box failing doctor checks ({', '.join(run.doctor_failed)}): not a tuning "
+            "result; fix the box and measure again before applying this."
+        )
     if run.shared_gpus:
-        notes.append("Ranks SHARED GPUs (--share-gpus): a functional check, not a tuning result; measure with one "
-                     "GPU per rank before applying this.")
+        notes.append(
+            "Ranks SHARED GPUs (--share-gpus): a functional check, not a tuning result; measure with one "
+            "GPU per rank before applying this."
+        )
     return notes
 
 
@@ -83,18 +90,24 @@ def _recommend_notes(run: RunAnalysis, per_size_rules: bool) -> list[str]:
     if rec.keeps_baseline:
         if fastest["point_id"] == run.baseline:
             return [f"{keep_text(run)}: no point was faster than the baseline {run.baseline} over T = {tokens}."]
-        return [f"{keep_text(run)}: the fastest point, {fastest['point_id']} \"{fastest['label']}\" "
-                f"({fastest['settings']}), was {fmt_pct(rec.saved_pct)} faster over T = {tokens} but within "
-                "measurement noise.",
-                f"Beyond noise: no. {noise_sentence(run)}",
-                f"Rule: {an.NOISE_RULE}. Re-measure with more iterations before changing anything."]
-    notes = [f"Point {fastest['point_id']} \"{fastest['label']}\" (impl {fastest['impl']}): least total "
-             f"{run.mode}-mode step time over T = {tokens}: {fmt_ms(fastest['total_us'])} "
-             f"vs {fmt_ms(rec.baseline_total_us)} for the baseline {run.baseline}.",
-             f"Beyond noise: {'unknown' if rec.beyond_noise is None else 'yes'}. {noise_sentence(run)}"]
+        return [
+            f'{keep_text(run)}: the fastest point, {fastest["point_id"]} "{fastest["label"]}" '
+            f"({fastest['settings']}), was {fmt_pct(rec.saved_pct)} faster over T = {tokens} but within "
+            "measurement noise.",
+            f"Beyond noise: no. {noise_sentence(run)}",
+            f"Rule: {an.NOISE_RULE}. Re-measure with more iterations before changing anything.",
+        ]
+    notes = [
+        f'Point {fastest["point_id"]} "{fastest["label"]}" (impl {fastest["impl"]}): least total '
+        f"{run.mode}-mode step time over T = {tokens}: {fmt_ms(fastest['total_us'])} "
+        f"vs {fmt_ms(rec.baseline_total_us)} for the baseline {run.baseline}.",
+        f"Beyond noise: {'unknown' if rec.beyond_noise is None else 'yes'}. {noise_sentence(run)}",
+    ]
     if per_size_rules:
-        notes.append("The fastest point differs by T: nccl_tuner.conf has per-size rules "
-                     "(use it instead of NCCL_ALGO / NCCL_PROTO, not with them).")
+        notes.append(
+            "The fastest point differs by T: nccl_tuner.conf has per-size rules "
+            "(use it instead of NCCL_ALGO / NCCL_PROTO, not with them)."
+        )
     return notes
 
 
@@ -114,16 +127,23 @@ def _range_pct(values: pd.Series) -> str:
 
 def _reason(message: Any) -> str:
     text = " ".join(str(message or "no message").split())
-    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS - 1] + "…"
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
 # ------------------------------------------------------------------------------- (a) what to export
 
+
 def env_answer(run: RunAnalysis) -> dict[str, Any]:
     """(a): the export line (or what to keep), why, and its effect per T against the baseline."""
     name = tuned_name(run)
-    out: dict[str, Any] = {"title": f"(a) {name} environment", "code": "", "lines": [], "notes": [], "rows": [],
-                           "warnings": []}
+    out: dict[str, Any] = {
+        "title": f"(a) {name} environment",
+        "code": "",
+        "lines": [],
+        "notes": [],
+        "rows": [],
+        "warnings": [],
+    }
     rec, point = run.rec, run.recommended
     if point is None:
         out["lines"].append(f"No single {name} setting passed at every T; see table 1.")
@@ -132,26 +152,38 @@ def env_answer(run: RunAnalysis) -> dict[str, Any]:
         if rec.fastest["point_id"] == run.baseline:
             out["notes"].append("No setting measured was faster than the baseline.")
         else:
-            out["notes"].append(f"The fastest, {rec.fastest['point_id']} {rec.fastest['label']}, was "
-                                f"{fmt_pct(rec.saved_pct)} faster over every T, within measurement noise: "
-                                f"{noise_sentence(run)} Not a result; re-measure with more iterations.")
+            out["notes"].append(
+                f"The fastest, {rec.fastest['point_id']} {rec.fastest['label']}, was "
+                f"{fmt_pct(rec.saved_pct)} faster over every T, within measurement noise: "
+                f"{noise_sentence(run)} Not a result; re-measure with more iterations."
+            )
     elif not point["env"]:
         out["lines"].append(f"Keep {name}'s defaults: no {name} setting measured beat them.")
     else:
         out["code"] = export_line(point["env"])
-        out["notes"].append(f"Point {point['point_id']} {point['label']}: the least total {run.mode}-mode step "
-                            f"time over every T, beyond measurement noise; in recommend.env.")
+        out["notes"].append(
+            f"Point {point['point_id']} {point['label']}: the least total {run.mode}-mode step "
+            f"time over every T, beyond measurement noise; in recommend.env."
+        )
         if rec.beyond_noise is None:
             out["notes"].append(noise_sentence(run))
         chosen = run.choices[[("recommended" in roles) for roles in run.choices["roles"]]]
         for r in chosen.itertuples():
-            out["rows"].append({"tokens": int(r.tokens), "baseline": fmt_ms(r.baseline_us), "time": fmt_ms(r.median_us),
-                                "saved": fmt_pct(r.saved_pct), "noise": r.beyond_noise is not True})
+            out["rows"].append(
+                {
+                    "tokens": int(r.tokens),
+                    "baseline": fmt_ms(r.baseline_us),
+                    "time": fmt_ms(r.median_us),
+                    "saved": fmt_pct(r.saved_pct),
+                    "noise": r.beyond_noise is not True,
+                }
+            )
     out["warnings"] = not_a_result_notes(run)
     return out
 
 
 # ------------------------------------------------------------------- (b) another implementation
+
 
 def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
     """(b): where another all-reduce implementation beats (a) beyond noise, by how much, and what it takes in
@@ -160,64 +192,99 @@ def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
     reference = "(a)" if run.reference != run.baseline else f"{name}'s baseline"
     out: dict[str, Any] = {"lines": [], "rows": [], "engine": [], "not_run": []}
     alt = run.alternatives
-    absent = run.without_result[~run.without_result["fused_rmsnorm"].astype(bool)] \
-        if not run.without_result.empty else run.without_result
+    absent = (
+        run.without_result[~run.without_result["fused_rmsnorm"].astype(bool)]
+        if not run.without_result.empty
+        else run.without_result
+    )
     out["not_run"] = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
     if alt.empty:
-        out["lines"].append("No other all-reduce implementation ran in this sweep"
-                            + (" (see below why)." if out["not_run"] else "."))
+        out["lines"].append(
+            "No other all-reduce implementation ran in this sweep" + (" (see below why)." if out["not_run"] else ".")
+        )
         return out
     for r in alt.itertuples():
-        out["rows"].append({"tokens": int(r.tokens), "size": fmt_bytes(r.bytes), "reference": fmt_ms(r.reference_us),
-                            "impl": r.impl, "time": fmt_ms(r.median_us), "saved": fmt_pct(r.saved_pct),
-                            "wins": r.beyond_noise is True, "loses": r.slower_beyond_noise is True})
+        out["rows"].append(
+            {
+                "tokens": int(r.tokens),
+                "size": fmt_bytes(r.bytes),
+                "reference": fmt_ms(r.reference_us),
+                "impl": r.impl,
+                "time": fmt_ms(r.median_us),
+                "saved": fmt_pct(r.saved_pct),
+                "wins": r.beyond_noise is True,
+                "loses": r.slower_beyond_noise is True,
+            }
+        )
     won = alt[[v is True for v in alt["beyond_noise"]]]
     if won.empty:
         out["lines"].append(f"No other implementation beats {reference} beyond noise at any T: stay with {name}.")
         return out
     for impl, group in won.groupby("impl", sort=True):
         sizes = ", ".join(f"{int(t)} ({fmt_bytes(b)})" for t, b in zip(group["tokens"], group["bytes"]))
-        line = (f"{impl} beats {reference} beyond noise at T = {sizes} per all-reduce: "
-                f"{_range_pct(group['saved_pct'])} less communication per step.")
+        line = (
+            f"{impl} beats {reference} beyond noise at T = {sizes} per all-reduce: "
+            f"{_range_pct(group['saved_pct'])} less communication per step."
+        )
         rest = sorted(set(int(t) for t in alt["tokens"]) - set(int(t) for t in group["tokens"]))
         if rest:
             line += f" Not at T = {_tokens_text(rest)}: keep {name} for those sizes."
         out["lines"].append(line)
     for impl in sorted(set(won["impl"])):
         for engine, setting, version in ex.implementation_settings(impl):
-            out["engine"].append({"engine": engine, "setting": setting, "version": version,
-                                  "text": "" if setting else f"no setting runs {impl}: engine work"})
+            out["engine"].append(
+                {
+                    "engine": engine,
+                    "setting": setting,
+                    "version": version,
+                    "text": "" if setting else f"no setting runs {impl}: engine work",
+                }
+            )
     return out
 
 
 # --------------------------------------------------------------------------------- (c) fused kinds
 
+
 def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
     """(c): fused all-reduce + RMSNorm kinds against their unfused reference, per T, and the engine flags."""
     out: dict[str, Any] = {"lines": [], "engine": [], "not_run": []}
-    absent = run.without_result[run.without_result["fused_rmsnorm"].astype(bool)
-                                & (run.without_result["impl"] != an.UNFUSED_REFERENCE_IMPL)] \
-        if not run.without_result.empty else run.without_result
+    absent = (
+        run.without_result[
+            run.without_result["fused_rmsnorm"].astype(bool) & (run.without_result["impl"] != an.UNFUSED_REFERENCE_IMPL)
+        ]
+        if not run.without_result.empty
+        else run.without_result
+    )
     out["not_run"] = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
     fusion = run.fusion
     if fusion.empty:
-        out["lines"].append("No fused kind ran in this sweep." if out["not_run"] else
-                            "No fused kind in this sweep (add impl = \"flashinfer-fused\" and its reference "
-                            f"\"{an.UNFUSED_REFERENCE_IMPL}\" to measure it).")
+        out["lines"].append(
+            "No fused kind ran in this sweep."
+            if out["not_run"]
+            else 'No fused kind in this sweep (add impl = "flashinfer-fused" and its reference '
+            f'"{an.UNFUSED_REFERENCE_IMPL}" to measure it).'
+        )
         return out
     if fusion["reference_us"].isna().any():
         missing = fusion[fusion["reference_us"].isna()]
-        out["lines"].append(f"No {an.UNFUSED_REFERENCE_IMPL} reference ran at T = {_tokens_text(missing['tokens'])}: "
-                            f"add impl = \"{an.UNFUSED_REFERENCE_IMPL}\" to the sweep to compare there.")
-    verdicts = (("beats", [v is True for v in fusion["beyond_noise"]]),
-                ("is slower than", [v is True for v in fusion["slower_beyond_noise"]]))
+        out["lines"].append(
+            f"No {an.UNFUSED_REFERENCE_IMPL} reference ran at T = {_tokens_text(missing['tokens'])}: "
+            f'add impl = "{an.UNFUSED_REFERENCE_IMPL}" to the sweep to compare there.'
+        )
+    verdicts = (
+        ("beats", [v is True for v in fusion["beyond_noise"]]),
+        ("is slower than", [v is True for v in fusion["slower_beyond_noise"]]),
+    )
     for verb, mask in verdicts:
         rows = fusion[mask]
         if not rows.empty:
             saved = rows["saved_pct"].abs()
-            out["lines"].append(f"{rows['impl'].iloc[0]} {verb} {an.UNFUSED_REFERENCE_IMPL} beyond noise at "
-                                f"T = {_tokens_text(rows['tokens'])}: {_range_pct(saved)} "
-                                f"{'less' if verb == 'beats' else 'more'} time per step.")
+            out["lines"].append(
+                f"{rows['impl'].iloc[0]} {verb} {an.UNFUSED_REFERENCE_IMPL} beyond noise at "
+                f"T = {_tokens_text(rows['tokens'])}: {_range_pct(saved)} "
+                f"{'less' if verb == 'beats' else 'more'} time per step."
+            )
     within = fusion[[b is False and s is False for b, s in zip(fusion["beyond_noise"], fusion["slower_beyond_noise"])]]
     if not within.empty:
         out["lines"].append(f"Within noise of {an.UNFUSED_REFERENCE_IMPL} at T = {_tokens_text(within['tokens'])}.")
@@ -228,6 +295,7 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------- how much faster, does it pay
+
 
 def faster_answer(run: RunAnalysis) -> dict[str, Any]:
     """Per verify T: the baseline, with (a), and the fastest of all (maybe (b)); the headline verdict."""
@@ -246,41 +314,56 @@ def faster_answer(run: RunAnalysis) -> dict[str, Any]:
         env = roles.get("recommended", base)
         env_real = env.point_id != run.baseline and env.beyond_noise is True
         best_real = fastest.point_id != run.baseline and fastest.beyond_noise is True
-        any_noise |= (env.point_id != run.baseline and not env_real) or (fastest.point_id != run.baseline
-                                                                         and not best_real)
+        any_noise |= (env.point_id != run.baseline and not env_real) or (
+            fastest.point_id != run.baseline and not best_real
+        )
         other = fastest.impl not in family
         if env_real:
             env_gains.append((int(tokens), env.saved_pct))
         if other and best_real:
             alt_gains.append((int(tokens), fastest.saved_pct, fastest.impl))
-        out["rows"].append({
-            "tokens": int(tokens), "baseline": fmt_ms(base.median_us),
-            "env": fmt_ms(env.median_us), "env_saved": fmt_pct(env.saved_pct) if env.point_id != run.baseline else "—",
-            "env_noise": env.point_id != run.baseline and not env_real,
-            "best": fmt_ms(fastest.median_us),
-            "best_saved": fmt_pct(fastest.saved_pct) if fastest.point_id != run.baseline else "—",
-            "best_label": fastest.impl if other else "baseline" if fastest.point_id == run.baseline
-            else "(a)" if fastest.point_id == env.point_id else fastest.label,
-            "best_noise": fastest.point_id != run.baseline and not best_real, "best_other": other})
+        out["rows"].append(
+            {
+                "tokens": int(tokens),
+                "baseline": fmt_ms(base.median_us),
+                "env": fmt_ms(env.median_us),
+                "env_saved": fmt_pct(env.saved_pct) if env.point_id != run.baseline else "—",
+                "env_noise": env.point_id != run.baseline and not env_real,
+                "best": fmt_ms(fastest.median_us),
+                "best_saved": fmt_pct(fastest.saved_pct) if fastest.point_id != run.baseline else "—",
+                "best_label": fastest.impl
+                if other
+                else "baseline"
+                if fastest.point_id == run.baseline
+                else "(a)"
+                if fastest.point_id == env.point_id
+                else fastest.label,
+                "best_noise": fastest.point_id != run.baseline and not best_real,
+                "best_other": other,
+            }
+        )
     verify_count = len(out["rows"])
     if env_gains:
         out["verdict"] = f"{_range_pct(pd.Series([g for _, g in env_gains]))} less communication with (a)"
         if len(env_gains) < verify_count:
             out["verdict"] += f" at T = {_tokens_text(t for t, _ in env_gains)}"
     elif alt_gains:
-        out["verdict"] = (f"{_range_pct(pd.Series([g for _, g, _ in alt_gains]))} less communication with "
-                          f"{alt_gains[0][2]} (b) at T = {_tokens_text(t for t, _, _ in alt_gains)}")
+        out["verdict"] = (
+            f"{_range_pct(pd.Series([g for _, g, _ in alt_gains]))} less communication with "
+            f"{alt_gains[0][2]} (b) at T = {_tokens_text(t for t, _, _ in alt_gains)}"
+        )
     elif out["rows"]:
         out["verdict"] = "No gain beyond measurement noise"
         out["noise"] = True
     if env_gains and alt_gains:
-        out["more"] = (f"With {alt_gains[0][2]} (b): {_range_pct(pd.Series([g for _, g, _ in alt_gains]))} at "
-                       f"T = {_tokens_text(t for t, _, _ in alt_gains)} (needs the engine to run it).")
+        out["more"] = (
+            f"With {alt_gains[0][2]} (b): {_range_pct(pd.Series([g for _, g, _ in alt_gains]))} at "
+            f"T = {_tokens_text(t for t, _, _ in alt_gains)} (needs the engine to run it)."
+        )
     elif alt_gains and not env_gains:
         out["more"] = f"{tuned_name(run)} settings alone (a): no gain beyond noise."
     if any_noise:
-        out["note"] = ("Grey: within measurement noise (the point's p90 is not below the baseline's median), not a "
-                       "gain.")
+        out["note"] = "Grey: within measurement noise (the point's p90 is not below the baseline's median), not a gain."
     return out
 
 
@@ -288,29 +371,47 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
     """Break-even accept length and tokens/s per verify T with the settings (a) exports; without compute times
     a communication-only bound, said first and greyed."""
     bound = not run.options.compute.given
-    out: dict[str, Any] = {"bound": bound, "rows": [], "verdict": "", "plain": "", "setting": "", "note": "",
-                           "fastest": "", "caveat": ""}
+    out: dict[str, Any] = {
+        "bound": bound,
+        "rows": [],
+        "verdict": "",
+        "plain": "",
+        "setting": "",
+        "note": "",
+        "fastest": "",
+        "caveat": "",
+    }
     if bound:
-        out["caveat"] = ("Communication only: compute time not given (--compute-ms, or compute_ms in the sweep "
-                         "file's [report]). These tokens/s leave the model's compute out: upper bounds, not "
-                         "throughput.")
+        out["caveat"] = (
+            "Communication only: compute time not given (--compute-ms, or compute_ms in the sweep "
+            "file's [report]). These tokens/s leave the model's compute out: upper bounds, not "
+            "throughput."
+        )
     if run.proj.empty:
-        out["note"] = ("Not answerable from this run: a T = 1 step (plain decode) and at least one verify T are "
-                       "both needed.")
+        out["note"] = (
+            "Not answerable from this run: a T = 1 step (plain decode) and at least one verify T are both needed."
+        )
         return out
     setting = "recommended" if (run.proj["setting"] == "recommended").any() else "baseline"
-    out["setting"] = ("with (a), the settings to export" if setting == "recommended"
-                      else "with the baseline's settings (kept: nothing beat them beyond noise)"
-                      if run.rec is not None and run.rec.keeps_baseline else "with the baseline's settings")
+    out["setting"] = (
+        "with (a), the settings to export"
+        if setting == "recommended"
+        else "with the baseline's settings (kept: nothing beat them beyond noise)"
+        if run.rec is not None and run.rec.keeps_baseline
+        else "with the baseline's settings"
+    )
     chosen = run.proj[run.proj["setting"] == setting]
     for r in chosen.itertuples():
         cells = []
         for accept in run.options.accepts:
             value = getattr(r, an.tps_column(accept))
-            cells.append({"text": fmt_num(value, 0) if finite(value) else "n/a",
-                          "pays": finite(value) and value > r.plain_tokens_per_s})
-        out["rows"].append({"tokens": int(r.tokens), "break_even": break_even_text(r.break_even_ratio),
-                            "cells": cells})
+            cells.append(
+                {
+                    "text": fmt_num(value, 0) if finite(value) else "n/a",
+                    "pays": finite(value) and value > r.plain_tokens_per_s,
+                }
+            )
+        out["rows"].append({"tokens": int(r.tokens), "break_even": break_even_text(r.break_even_ratio), "cells": cells})
     plain = chosen["plain_tokens_per_s"]
     out["plain"] = fmt_num(plain.iloc[0], 0) if not plain.empty else "—"
     if not chosen.empty and chosen["break_even_ratio"].notna().any():
@@ -319,15 +420,17 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
             out["verdict"] = "Pays at any accept length at T = " + _tokens_text(anywhere["tokens"])
         else:
             lowest = chosen.loc[chosen["break_even_ratio"].idxmin()]
-            out["verdict"] = (f"Pays above accept length {lowest['break_even_ratio']:.2f} "
-                              f"at T = {int(lowest['tokens'])}")
+            out["verdict"] = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
     fastest = run.proj[run.proj["setting"] == "best"]
     best = fastest.set_index("tokens")["break_even_ratio"].map(break_even_text)
     ours = chosen.set_index("tokens")["break_even_ratio"].map(break_even_text)
     if not best.empty and not ours.reindex(best.index).equals(best):
-        out["fastest"] = ("With the fastest point at each T (table 1, other implementations included): plain "
-                          f"decode {fmt_num(fastest['plain_tokens_per_s'].iloc[0], 0)} tok/s, break-even "
-                          + ", ".join(f"T = {int(t)}: {v}" for t, v in best.items()) + ".")
+        out["fastest"] = (
+            "With the fastest point at each T (table 1, other implementations included): plain "
+            f"decode {fmt_num(fastest['plain_tokens_per_s'].iloc[0], 0)} tok/s, break-even "
+            + ", ".join(f"T = {int(t)}: {v}" for t, v in best.items())
+            + "."
+        )
     out["note"] = draft_text(run).capitalize() + "." if bound else spec_label(run)
     return out
 
@@ -340,21 +443,29 @@ def break_even_text(ratio: Any) -> str:
 
 
 def draft_text(run: RunAnalysis) -> str:
-    return (f"draft time {run.options.draft_ms:g} ms" if run.options.draft_ms is not None
-            else "draft time not given (taken as 0: an upper bound)")
+    return (
+        f"draft time {run.options.draft_ms:g} ms"
+        if run.options.draft_ms is not None
+        else "draft time not given (taken as 0: an upper bound)"
+    )
 
 
 def spec_label(run: RunAnalysis) -> str:
     """How to read the projection: an estimate with compute, communication-only without it."""
     draft = draft_text(run)
     if not run.options.compute.given:
-        return ("ESTIMATE, communication only: compute time not given (--compute-ms), so tokens/s are upper "
-                f"bounds and break-even lengths count collectives alone; {draft}.")
-    return (f"Estimate: compute {run.options.compute.describe()} (given) + {run.mode}-mode communication "
-            f"({source_label(run.source)}); {draft}.")
+        return (
+            "ESTIMATE, communication only: compute time not given (--compute-ms), so tokens/s are upper "
+            f"bounds and break-even lengths count collectives alone; {draft}."
+        )
+    return (
+        f"Estimate: compute {run.options.compute.describe()} (given) + {run.mode}-mode communication "
+        f"({source_label(run.source)}); {draft}."
+    )
 
 
 # -------------------------------------------------------------------------------------------- table 1
+
 
 def role_label(role: str, run: RunAnalysis, impl: str) -> str:
     """Table 1's words for a role (analysis.CHOICE_ROLES), naming the answer it backs."""
@@ -362,8 +473,11 @@ def role_label(role: str, run: RunAnalysis, impl: str) -> str:
     if role == "recommended":
         return "(a) to export" if run.reference != run.baseline else "(a) kept"
     if role == "fastest setting":
-        return f"fastest {name} setting at this T (nccl_tuner.conf)" if name == "NCCL" else \
-            f"fastest {name} setting at this T"
+        return (
+            f"fastest {name} setting at this T (nccl_tuner.conf)"
+            if name == "NCCL"
+            else f"fastest {name} setting at this T"
+        )
     if role == "fastest":
         return f"fastest at this T: (b) {impl}" if impl not in run.family else "fastest at this T"
     return role
@@ -375,29 +489,52 @@ def choice_rows(run: RunAnalysis) -> list[dict[str, Any]]:
     previous = None
     for r in run.choices.itertuples():
         is_base = r.point_id == run.baseline
-        rows.append({
-            "tokens": int(r.tokens), "first": r.tokens != previous,
-            "roles": " · ".join(role_label(role, run, r.impl) for role in r.roles),
-            "css": " ".join(c for c in ("baseline" if is_base else "",
-                                        "chosen" if "recommended" in r.roles and not is_base else "",
-                                        "other" if r.impl not in run.family else "",
-                                        "noise" if not is_base and r.beyond_noise is False else "") if c),
-            "point_id": r.point_id, "label": r.label, "impl": r.impl, "settings": r.settings,
-            "time": fmt_ms(r.median_us), "p90": fmt_ms(r.p90_us),
-            "cv": fmt_pct(r.cv * 100 if finite(r.cv) else None),
-            "saved": "—" if is_base else f"{fmt_pct(r.saved_pct)} ({fmt_ms(r.baseline_us - r.median_us)})",
-            "speedup": "—" if is_base else fmt_x(r.speedup),
-            "noise": "" if is_base else {True: "yes", False: "no: within noise"}.get(r.beyond_noise, "—"),
-            "noise_css": "" if is_base or not isinstance(r.beyond_noise, bool)
-            else "verdict-ok" if r.beyond_noise else "verdict-warn"})
+        rows.append(
+            {
+                "tokens": int(r.tokens),
+                "first": r.tokens != previous,
+                "roles": " · ".join(role_label(role, run, r.impl) for role in r.roles),
+                "css": " ".join(
+                    c
+                    for c in (
+                        "baseline" if is_base else "",
+                        "chosen" if "recommended" in r.roles and not is_base else "",
+                        "other" if r.impl not in run.family else "",
+                        "noise" if not is_base and r.beyond_noise is False else "",
+                    )
+                    if c
+                ),
+                "point_id": r.point_id,
+                "label": r.label,
+                "impl": r.impl,
+                "settings": r.settings,
+                "time": fmt_ms(r.median_us),
+                "p90": fmt_ms(r.p90_us),
+                "cv": fmt_pct(r.cv * 100 if finite(r.cv) else None),
+                "saved": "—" if is_base else f"{fmt_pct(r.saved_pct)} ({fmt_ms(r.baseline_us - r.median_us)})",
+                "speedup": "—" if is_base else fmt_x(r.speedup),
+                "noise": "" if is_base else {True: "yes", False: "no: within noise"}.get(r.beyond_noise, "—"),
+                "noise_css": ""
+                if is_base or not isinstance(r.beyond_noise, bool)
+                else "verdict-ok"
+                if r.beyond_noise
+                else "verdict-warn",
+            }
+        )
         previous = r.tokens
     return rows
 
 
 def headline_answers(run: RunAnalysis) -> dict[str, Any]:
     """The first screen's answers: (a), (b), (c), how much faster, and whether speculative decoding pays."""
-    answers: dict[str, Any] = {"empty": "", "env": None, "alt": None, "fused": None, "faster": faster_answer(run),
-                               "spec": spec_answer(run)}
+    answers: dict[str, Any] = {
+        "empty": "",
+        "env": None,
+        "alt": None,
+        "fused": None,
+        "faster": faster_answer(run),
+        "spec": spec_answer(run),
+    }
     if run.steps.empty:
         answers["empty"] = "No replayed steps in this run: nothing to recommend."
     elif run.all_failed:

@@ -62,14 +62,16 @@ def sweep_options(meta: dict) -> dict[str, Any]:
     known = {"compute_ms", "draft_ms", "accept_lengths", "baseline"}
     unknown = sorted(set(options) - known)
     if unknown:
-        raise UsageError(f"the sweep file's [report] section has unknown option(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(sorted(known))}")
+        raise UsageError(
+            f"the sweep file's [report] section has unknown option(s) {', '.join(unknown)}; "
+            f"known: {', '.join(sorted(known))}"
+        )
     return options
 
 
 def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]):
     """Command line over sweep file over defaults, parsed and checked."""
-    from commprof.report.analysis import parse_ms, parse_accept, parse_compute_ms
+    from commprof.report.analysis import parse_accept, parse_compute_ms, parse_ms
     from commprof.report.render import DEFAULT_ACCEPTS, ReportOptions
 
     def pick(name: str, sweep_name: str):
@@ -77,26 +79,43 @@ def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]):
 
     draft = pick("draft_ms", "draft_ms")
     accept = pick("accept", "accept_lengths")
-    return ReportOptions(compute=parse_compute_ms(pick("compute_ms", "compute_ms")),
-                         draft_ms=parse_ms(draft, "draft") if draft is not None else None,
-                         accepts=parse_accept(accept) if accept is not None else DEFAULT_ACCEPTS,
-                         baseline=pick("baseline", "baseline"))
+    return ReportOptions(
+        compute=parse_compute_ms(pick("compute_ms", "compute_ms")),
+        draft_ms=parse_ms(draft, "draft") if draft is not None else None,
+        accepts=parse_accept(accept) if accept is not None else DEFAULT_ACCEPTS,
+        baseline=pick("baseline", "baseline"),
+    )
 
 
 def default_out(run_ids: list[str]) -> Path:
     return Path("reports") / "_vs_".join(run_ids)
 
 
-@click.command(help="Render a run (or several, side by side) as reports/<run-id>/index.html with the files "
-               "that apply it: recommend.env, nccl_tuner.conf, engine_flags.txt, summary.json, results.csv, "
-               "and nccl-tests-style tables per point.")
+@click.command(
+    help="Render a run (or several, side by side) as reports/<run-id>/index.html with the files "
+    "that apply it: recommend.env, nccl_tuner.conf, engine_flags.txt, summary.json, results.csv, "
+    "and nccl-tests-style tables per point."
+)
 @click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--latest", "latest", type=click.Path(path_type=Path), default=None,
-              help="Render the newest run folder under this parent (e.g. runs/).")
-@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
-              help="Folder for the report's files (default reports/<run-id>/).")
-@click.option("--compute-ms", default=None,
-              help="Compute time of the target forward pass per T, ms: one number or T=ms pairs, e.g. 4=5.0,8=5.2.")
+@click.option(
+    "--latest",
+    "latest",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Render the newest run folder under this parent (e.g. runs/).",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Folder for the report's files (default reports/<run-id>/).",
+)
+@click.option(
+    "--compute-ms",
+    default=None,
+    help="Compute time of the target forward pass per T, ms: one number or T=ms pairs, e.g. 4=5.0,8=5.2.",
+)
 @click.option("--draft-ms", default=None, type=str, help="Draft time per speculative step, ms (default: not given, 0).")
 @click.option("--accept", default=None, help="Accept lengths to project (default 1.3,2.0,3.0).")
 @click.option("--baseline", default=None, help="Baseline point id (default p000, NCCL's defaults).")
@@ -132,6 +151,7 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline):
         if run.all_failed:
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)
     click.echo(f"wrote {paths['index.html']}")
-    click.echo(f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
-               "engine_flags.txt, nccl-tests/")
-
+    click.echo(
+        f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
+        "engine_flags.txt, nccl-tests/"
+    )

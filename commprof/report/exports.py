@@ -20,53 +20,101 @@ import pandas as pd
 from commprof.models import DTYPE_BYTES
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
-TUNER_FIELDS = ("collective", "min_bytes", "max_bytes", "algorithm", "protocol", "channels", "nNodes", "nRanks",
-                "numPipeOps", "regBuff")
+TUNER_FIELDS = (
+    "collective",
+    "min_bytes",
+    "max_bytes",
+    "algorithm",
+    "protocol",
+    "channels",
+    "nNodes",
+    "nRanks",
+    "numPipeOps",
+    "regBuff",
+)
 TUNER_COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
 TUNER_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 TUNER_PROTOCOLS = ("ll", "ll128", "simple")
 # NCCL_ALGO spellings (case-insensitive) -> the tuner file's names.
-_ALGO_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
-               "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat", "collnet_direct": "collnet_direct",
-               "collnet_chain": "collnet_chain", "nvls_tree": "nvls_tree"}
+_ALGO_NAMES = {
+    "tree": "tree",
+    "ring": "ring",
+    "collnetdirect": "collnet_direct",
+    "collnetchain": "collnet_chain",
+    "nvls": "nvls",
+    "nvlstree": "nvls_tree",
+    "pat": "pat",
+    "collnet_direct": "collnet_direct",
+    "collnet_chain": "collnet_chain",
+    "nvls_tree": "nvls_tree",
+}
 _PROTO_NAMES = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
 # commprof collective names and NCCL's log names -> the tuner file's names.
-_COLLECTIVE_NAMES = {"all_reduce": "allreduce", "allreduce": "allreduce", "all_gather": "allgather",
-                     "allgather": "allgather", "reduce_scatter": "reducescatter", "reducescatter": "reducescatter",
-                     "broadcast": "broadcast", "reduce": "reduce"}
+_COLLECTIVE_NAMES = {
+    "all_reduce": "allreduce",
+    "allreduce": "allreduce",
+    "all_gather": "allgather",
+    "allgather": "allgather",
+    "reduce_scatter": "reducescatter",
+    "reducescatter": "reducescatter",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NCCL_TESTS_TYPES = {"bfloat16": "bfloat16", "float16": "half", "float32": "float"}
 
 # Engine flags, each with the engine version it was written for and where that was checked.
-SGLANG_FUSION_FLAG = ("--flashinfer-allreduce-fusion-backend auto",
-                      "SGLang 2026 main (flag added by sgl-project/sglang#12787); releases before it, e.g. v0.5.10, "
-                      "take --enable-flashinfer-allreduce-fusion, which newer ones accept as a deprecated alias")
-SGLANG_FUSION_OFF_FLAG = ("--enforce-disable-flashinfer-allreduce-fusion",
-                          "SGLang 2026 main (sgl-project/sglang#21446): turns off the fusion SGLang auto-enables")
-VLLM_FUSION_FLAG = ("--compilation-config '{\"pass_config\": {\"fuse_allreduce_rms\": true}}'",
-                    "vLLM 0.18 (docs.vllm.ai/en/v0.18.2/design/fusions: PassConfig.fuse_allreduce_rms; "
-                    "vLLM 0.10-0.11 named it enable_fi_allreduce_fusion)")
-VLLM_FUSION_OFF_FLAG = ("--compilation-config '{\"pass_config\": {\"fuse_allreduce_rms\": false}}'",
-                        "vLLM 0.18 (PassConfig.fuse_allreduce_rms; on by default at -O2 on Hopper/Blackwell, TP > 1)")
-VLLM_FUSION_BACKEND_ENV = ("VLLM_FLASHINFER_ALLREDUCE_BACKEND=auto   # or trtllm / mnnvl",
-                           "vLLM with vllm-project/vllm#34109 (2026)")
+SGLANG_FUSION_FLAG = (
+    "--flashinfer-allreduce-fusion-backend auto",
+    "SGLang 2026 main (flag added by sgl-project/sglang#12787); releases before it, e.g. v0.5.10, "
+    "take --enable-flashinfer-allreduce-fusion, which newer ones accept as a deprecated alias",
+)
+SGLANG_FUSION_OFF_FLAG = (
+    "--enforce-disable-flashinfer-allreduce-fusion",
+    "SGLang 2026 main (sgl-project/sglang#21446): turns off the fusion SGLang auto-enables",
+)
+VLLM_FUSION_FLAG = (
+    '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": true}}\'',
+    "vLLM 0.18 (docs.vllm.ai/en/v0.18.2/design/fusions: PassConfig.fuse_allreduce_rms; "
+    "vLLM 0.10-0.11 named it enable_fi_allreduce_fusion)",
+)
+VLLM_FUSION_OFF_FLAG = (
+    '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": false}}\'',
+    "vLLM 0.18 (PassConfig.fuse_allreduce_rms; on by default at -O2 on Hopper/Blackwell, TP > 1)",
+)
+VLLM_FUSION_BACKEND_ENV = (
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND=auto   # or trtllm / mnnvl",
+    "vLLM with vllm-project/vllm#34109 (2026)",
+)
 ENGINES = ("SGLang", "vLLM")
 # What makes each engine run an all-reduce implementation other than NCCL, per commprof impl name:
 # (engine, setting, version written for). An engine missing here has no such setting that commprof knows of:
 # running that implementation in it is engine work. Fused kinds: the fusion flags above.
 ALTERNATIVE_ENGINE_SETTINGS = {
     "flashinfer-pcie-ipc": (
-        ("vLLM", "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1",
-         "vLLM 0.30 (vllm-project/vllm#53576: opt-in, default 0; single node, PCIe only, TP 2 / 4 / 8)"),),
+        (
+            "vLLM",
+            "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1",
+            "vLLM 0.30 (vllm-project/vllm#53576: opt-in, default 0; single node, PCIe only, TP 2 / 4 / 8)",
+        ),
+    ),
     "symm-mem": (
-        ("SGLang", "--enable-torch-symm-mem",
-         "SGLang 2026 main server arguments: only SM90 (TP 4 / 6 / 8) and SM10x (TP 6 / 8); elsewhere NCCL runs"),
-        ("vLLM", "VLLM_ALLREDUCE_USE_SYMM_MEM=1",
-         "vLLM 0.11+ (SymmMemCommunicator: only SM90 / SM10x; its kernel choice may differ from the one measured)")),
+        (
+            "SGLang",
+            "--enable-torch-symm-mem",
+            "SGLang 2026 main server arguments: only SM90 (TP 4 / 6 / 8) and SM10x (TP 6 / 8); elsewhere NCCL runs",
+        ),
+        (
+            "vLLM",
+            "VLLM_ALLREDUCE_USE_SYMM_MEM=1",
+            "vLLM 0.11+ (SymmMemCommunicator: only SM90 / SM10x; its kernel choice may differ from the one measured)",
+        ),
+    ),
 }
 
 
 # ------------------------------------------------------------------------------------------- tuner rules
+
 
 @dataclass(frozen=True)
 class TunerRule:
@@ -74,7 +122,7 @@ class TunerRule:
 
     collective: str
     min_bytes: int
-    max_bytes: int          # -1: no upper bound (strtoull("-1") is the largest size)
+    max_bytes: int  # -1: no upper bound (strtoull("-1") is the largest size)
     algorithm: str
     protocol: str
     channels: int = -1
@@ -84,9 +132,21 @@ class TunerRule:
     reg_buff: int = -1
 
     def csv(self) -> str:
-        return ",".join(str(v) for v in (self.collective, self.min_bytes, self.max_bytes, self.algorithm,
-                                         self.protocol, self.channels, self.n_nodes, self.n_ranks,
-                                         self.num_pipe_ops, self.reg_buff))
+        return ",".join(
+            str(v)
+            for v in (
+                self.collective,
+                self.min_bytes,
+                self.max_bytes,
+                self.algorithm,
+                self.protocol,
+                self.channels,
+                self.n_nodes,
+                self.n_ranks,
+                self.num_pipe_ops,
+                self.reg_buff,
+            )
+        )
 
 
 def tuner_name(kind: str, value: str | None) -> str | None:
@@ -137,32 +197,62 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
         note = note if isinstance(note, str) and note else None
         env = r.env if isinstance(r.env, dict) else {}
         choices = (r.nccl or {}).get("choices") or [] if isinstance(r.nccl, dict) else []
-        sizes = {"allreduce": int(r.tokens) * int(r.hidden_size) * DTYPE_BYTES.get(r.dtype, 2)
-                 if _number(r.hidden_size) and _number(r.tokens) else None}
+        sizes = {
+            "allreduce": int(r.tokens) * int(r.hidden_size) * DTYPE_BYTES.get(r.dtype, 2)
+            if _number(r.hidden_size) and _number(r.tokens)
+            else None
+        }
         logged: dict[str, dict] = {}
         for choice in choices:
             coll = tuner_name("collective", choice.get("coll"))
             if coll:
                 logged.setdefault(coll, choice)
                 sizes.setdefault(coll, choice.get("bytes"))
-        sets_channels = any(k in env for k in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
-                                               "NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))
+        sets_channels = any(
+            k in env for k in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
+        )
         for coll, size in sizes.items():
             if not size:
                 continue
             choice = logged.get(coll, {})
-            algorithm = (tuner_name("algorithm", choice.get("algo"))
-                         or forced_choice(env.get("NCCL_ALGO"), coll, "algorithm"))
-            protocol = (tuner_name("protocol", choice.get("proto"))
-                        or forced_choice(env.get("NCCL_PROTO"), coll, "protocol"))
+            algorithm = tuner_name("algorithm", choice.get("algo")) or forced_choice(
+                env.get("NCCL_ALGO"), coll, "algorithm"
+            )
+            protocol = tuner_name("protocol", choice.get("proto")) or forced_choice(
+                env.get("NCCL_PROTO"), coll, "protocol"
+            )
             channels = choice.get("channels") if sets_channels and choice.get("channels") else -1
             if note:
                 algorithm = protocol = None
-            rows.append({"collective": coll, "bytes": int(size), "tokens": int(r.tokens), "point_id": r.point_id,
-                         "label": r.label, "algorithm": algorithm, "protocol": protocol, "channels": int(channels),
-                         "n_ranks": int(r.world_size) if _number(r.world_size) else -1, "note": note})
-    return pd.DataFrame(rows, columns=["collective", "bytes", "tokens", "point_id", "label", "algorithm",
-                                       "protocol", "channels", "n_ranks", "note"])
+            rows.append(
+                {
+                    "collective": coll,
+                    "bytes": int(size),
+                    "tokens": int(r.tokens),
+                    "point_id": r.point_id,
+                    "label": r.label,
+                    "algorithm": algorithm,
+                    "protocol": protocol,
+                    "channels": int(channels),
+                    "n_ranks": int(r.world_size) if _number(r.world_size) else -1,
+                    "note": note,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "collective",
+            "bytes",
+            "tokens",
+            "point_id",
+            "label",
+            "algorithm",
+            "protocol",
+            "channels",
+            "n_ranks",
+            "note",
+        ],
+    )
 
 
 def tuner_rules(inputs: pd.DataFrame) -> list[TunerRule]:
@@ -177,15 +267,19 @@ def tuner_rules(inputs: pd.DataFrame) -> list[TunerRule]:
         lows = [0] + bounds
         highs = [b - 1 for b in bounds] + [-1]
         merged: list[TunerRule] = []
-        for (r, low, high) in zip(group.itertuples(), lows, highs):
+        for r, low, high in zip(group.itertuples(), lows, highs):
             if not (r.algorithm in TUNER_ALGORITHMS and r.protocol in TUNER_PROTOCOLS):
                 continue
             rule = TunerRule(coll, low, high, r.algorithm, r.protocol, int(r.channels), -1, int(r.n_ranks))
             last = merged[-1] if merged else None
-            if (last and last.max_bytes == low - 1 and (last.algorithm, last.protocol, last.channels)
-                    == (rule.algorithm, rule.protocol, rule.channels)):
-                merged[-1] = TunerRule(coll, last.min_bytes, high, last.algorithm, last.protocol, last.channels,
-                                       -1, last.n_ranks)
+            if (
+                last
+                and last.max_bytes == low - 1
+                and (last.algorithm, last.protocol, last.channels) == (rule.algorithm, rule.protocol, rule.channels)
+            ):
+                merged[-1] = TunerRule(
+                    coll, last.min_bytes, high, last.algorithm, last.protocol, last.channels, -1, last.n_ranks
+                )
             else:
                 merged.append(rule)
         rules.extend(merged)
@@ -206,17 +300,25 @@ def tuner_conf_text(rules: list[TunerRule], inputs: pd.DataFrame, provenance: li
     ]
     for r in inputs.sort_values(["collective", "bytes"]).itertuples():
         note = getattr(r, "note", None)
-        choice = (f"{r.algorithm}/{r.protocol}" if isinstance(r.algorithm, str) and isinstance(r.protocol, str)
-                  else f"{note}: no rule" if isinstance(note, str) and note else "no single algo/proto: no rule")
+        choice = (
+            f"{r.algorithm}/{r.protocol}"
+            if isinstance(r.algorithm, str) and isinstance(r.protocol, str)
+            else f"{note}: no rule"
+            if isinstance(note, str) and note
+            else "no single algo/proto: no rule"
+        )
         lines.append(f"#   {r.collective} {r.bytes} B (T={r.tokens}): {r.point_id} {r.label!s} -> {choice}")
     if not rules:
-        lines.append("# No rule: at every size NCCL keeps its own choice (no winner beyond noise with a known "
-                     "algorithm and protocol).")
+        lines.append(
+            "# No rule: at every size NCCL keeps its own choice (no winner beyond noise with a known "
+            "algorithm and protocol)."
+        )
     lines += [rule.csv() for rule in rules]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------- recommend.env
+
 
 def recommend_env_text(point: pd.Series | None, provenance: list[str], notes: list[str]) -> str:
     """Bash-sourceable export lines for the recommended point's environment, with where it was measured."""
@@ -236,6 +338,7 @@ def recommend_env_text(point: pd.Series | None, provenance: list[str], notes: li
 
 
 # -------------------------------------------------------------------------------------------- engines
+
 
 @dataclass(frozen=True)
 class EngineHint:
@@ -258,13 +361,21 @@ def alternative_hints(alternatives: pd.DataFrame, reference_name: str = "NCCL") 
     for impl, group in won.groupby("impl", sort=True):
         tokens = ", ".join(str(int(t)) for t in group["tokens"])
         lost = sorted(set(int(t) for t in alternatives["tokens"]) - set(int(t) for t in group["tokens"]))
-        why = (f"{impl} beat {reference_name} (recommend.env) beyond noise at T = {tokens}"
-               + (f"; not at T = {', '.join(map(str, lost))}, where the engine should keep {reference_name}"
-                  if lost else ""))
+        why = f"{impl} beat {reference_name} (recommend.env) beyond noise at T = {tokens}" + (
+            f"; not at T = {', '.join(map(str, lost))}, where the engine should keep {reference_name}" if lost else ""
+        )
         for engine, setting, version in implementation_settings(str(impl)):
-            hints.append(EngineHint(engine, setting, version, why) if setting else
-                         EngineHint(engine, "", "—", f"{why}; {engine} has no setting that runs {impl} (none known "
-                                    "to commprof): using it there is engine work"))
+            hints.append(
+                EngineHint(engine, setting, version, why)
+                if setting
+                else EngineHint(
+                    engine,
+                    "",
+                    "—",
+                    f"{why}; {engine} has no setting that runs {impl} (none known "
+                    "to commprof): using it there is engine work",
+                )
+            )
     return hints
 
 
@@ -275,8 +386,9 @@ def implementation_settings(impl: str) -> list[tuple[str, str, str]]:
     return [(engine, *known.get(engine, ("", "—"))) for engine in ENGINES]
 
 
-def engine_hints(fusion: pd.DataFrame, fused_measured: bool, env_exported: bool,
-                 alternatives: pd.DataFrame | None = None) -> list[EngineHint]:
+def engine_hints(
+    fusion: pd.DataFrame, fused_measured: bool, env_exported: bool, alternatives: pd.DataFrame | None = None
+) -> list[EngineHint]:
     """SGLang / vLLM flags and environment for what won beyond noise; only what this run measured.
 
     `fusion`: analysis.fusion_comparison (impl, tokens, beyond_noise, slower_beyond_noise per T);
@@ -284,9 +396,14 @@ def engine_hints(fusion: pd.DataFrame, fused_measured: bool, env_exported: bool,
     """
     hints = []
     if env_exported:
-        hints.append(EngineHint("SGLang and vLLM", "source recommend.env in the shell that launches the engine",
-                                "any version (both use NCCL through PyNccl / torch.distributed)",
-                                "NCCL_* variables reach every rank through the environment"))
+        hints.append(
+            EngineHint(
+                "SGLang and vLLM",
+                "source recommend.env in the shell that launches the engine",
+                "any version (both use NCCL through PyNccl / torch.distributed)",
+                "NCCL_* variables reach every rank through the environment",
+            )
+        )
     if alternatives is not None:
         hints += alternative_hints(alternatives)
     if not fused_measured or fusion.empty:
@@ -296,17 +413,26 @@ def engine_hints(fusion: pd.DataFrame, fused_measured: bool, env_exported: bool,
     lost = fusion[np.array([v is True for v in fusion["slower_beyond_noise"]], dtype=bool)]
     if not won.empty:
         tokens = ", ".join(str(int(t)) for t in won["tokens"])
-        why = (f"the FlashInfer fused all-reduce + RMSNorm beat its unfused reference at T = {tokens}; the engine "
-               "uses it only where its FlashInfer build supports this GPU: check its log says it initialised")
-        hints += [EngineHint("SGLang", SGLANG_FUSION_FLAG[0], SGLANG_FUSION_FLAG[1], why),
-                  EngineHint("vLLM", VLLM_FUSION_FLAG[0], VLLM_FUSION_FLAG[1], why),
-                  EngineHint("vLLM", VLLM_FUSION_BACKEND_ENV[0], VLLM_FUSION_BACKEND_ENV[1],
-                             "chooses FlashInfer's all-reduce backend for the fused kernels")]
+        why = (
+            f"the FlashInfer fused all-reduce + RMSNorm beat its unfused reference at T = {tokens}; the engine "
+            "uses it only where its FlashInfer build supports this GPU: check its log says it initialised"
+        )
+        hints += [
+            EngineHint("SGLang", SGLANG_FUSION_FLAG[0], SGLANG_FUSION_FLAG[1], why),
+            EngineHint("vLLM", VLLM_FUSION_FLAG[0], VLLM_FUSION_FLAG[1], why),
+            EngineHint(
+                "vLLM",
+                VLLM_FUSION_BACKEND_ENV[0],
+                VLLM_FUSION_BACKEND_ENV[1],
+                "chooses FlashInfer's all-reduce backend for the fused kernels",
+            ),
+        ]
     elif not fusion.empty and len(lost) == len(fusion):
-        why = ("the fused all-reduce + RMSNorm was slower than its unfused reference, beyond noise, at every T "
-               "measured")
-        hints += [EngineHint("SGLang", SGLANG_FUSION_OFF_FLAG[0], SGLANG_FUSION_OFF_FLAG[1], why),
-                  EngineHint("vLLM", VLLM_FUSION_OFF_FLAG[0], VLLM_FUSION_OFF_FLAG[1], why)]
+        why = "the fused all-reduce + RMSNorm was slower than its unfused reference, beyond noise, at every T measured"
+        hints += [
+            EngineHint("SGLang", SGLANG_FUSION_OFF_FLAG[0], SGLANG_FUSION_OFF_FLAG[1], why),
+            EngineHint("vLLM", VLLM_FUSION_OFF_FLAG[0], VLLM_FUSION_OFF_FLAG[1], why),
+        ]
     return hints
 
 
@@ -324,8 +450,10 @@ def engine_hints_text(hints: list[EngineHint], provenance: list[str]) -> str:
 
 # ------------------------------------------------------------------------------------- nccl-tests tables
 
-def nccl_tests_table(sizes: list[tuple[str, int, float]], world_size: int, dtype: str, header: list[str],
-                     wrong: int | None) -> str:
+
+def nccl_tests_table(
+    sizes: list[tuple[str, int, float]], world_size: int, dtype: str, header: list[str], wrong: int | None
+) -> str:
     """An all_reduce_perf-style table per collective: size, count, type, redop, root, time, algbw, busbw, #wrong.
 
     `sizes`: (collective, bytes, time µs) rows, time being the median over the ops of that size.
@@ -339,19 +467,24 @@ def nccl_tests_table(sizes: list[tuple[str, int, float]], world_size: int, dtype
     for collective in sorted({row[0] for row in sizes}):
         factor = 2 * (world_size - 1) / world_size if collective == "all_reduce" else (world_size - 1) / world_size
         redop = "sum" if collective == "all_reduce" else "none"
-        lines += ["#", f"# {collective} (in place)",
-                  f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}  {'time':>7}  "
-                  f"{'algbw':>6}  {'busbw':>6}  {'#wrong':>6}",
-                  f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}  {'(us)':>7}  "
-                  f"{'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}"]
+        lines += [
+            "#",
+            f"# {collective} (in place)",
+            f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'root':>6}  {'time':>7}  "
+            f"{'algbw':>6}  {'busbw':>6}  {'#wrong':>6}",
+            f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'':>6}  {'(us)':>7}  "
+            f"{'(GB/s)':>6}  {'(GB/s)':>6}  {'':>6}",
+        ]
         for _, size, time_us in sorted(row for row in sizes if row[0] == collective):
             size = int(size)
             count = size // elem if collective == "all_reduce" else size // elem // world_size
             algbw = size / time_us / 1e3 if time_us > 0 else 0.0
             busbw = algbw * factor
             busbws.append(busbw)
-            lines.append(f"{size:>12}  {count:>12}  {type_name:>8}  {redop:>6}  {-1:>6}  {time_us:>7.2f}  "
-                         f"{algbw:>6.2f}  {busbw:>6.2f}  {'N/A' if wrong is None else wrong:>6}")
+            lines.append(
+                f"{size:>12}  {count:>12}  {type_name:>8}  {redop:>6}  {-1:>6}  {time_us:>7.2f}  "
+                f"{algbw:>6.2f}  {busbw:>6.2f}  {'N/A' if wrong is None else wrong:>6}"
+            )
     lines.append(f"# Avg bus bandwidth    : {sum(busbws) / len(busbws) if busbws else 0.0:.4f}")
     return "\n".join(lines) + "\n"
 
@@ -365,8 +498,10 @@ def results_csv(frame: pd.DataFrame) -> str:
     """Every record as one CSV row (nested op_us / nccl left out; per-rank medians joined with ';')."""
     table = frame.drop(columns=[c for c in CSV_DROP if c in frame])
     if "rank_step_median_us" in frame:
-        table["rank_step_median_us"] = [";".join(f"{v:g}" for v in ranks) if isinstance(ranks, list) else ""
-                                        for ranks in frame["rank_step_median_us"]]
+        table["rank_step_median_us"] = [
+            ";".join(f"{v:g}" for v in ranks) if isinstance(ranks, list) else ""
+            for ranks in frame["rank_step_median_us"]
+        ]
     return table.to_csv(index=False)
 
 

@@ -20,15 +20,19 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-plt.rcParams.update({
-    "svg.fonttype": "none",          # text stays text: smaller files, selectable, prints crisply
-    "svg.hashsalt": "commprof",      # stable ids (made unique per figure below)
-    "font.size": 9, "axes.titlesize": 10, "axes.spines.top": False, "axes.spines.right": False,
-    "font.family": ["DejaVu Sans", "sans-serif"],
-})
+plt.rcParams.update(
+    {
+        "svg.fonttype": "none",  # text stays text: smaller files, selectable, prints crisply
+        "svg.hashsalt": "commprof",  # stable ids (made unique per figure below)
+        "font.size": 9,
+        "axes.titlesize": 10,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "font.family": ["DejaVu Sans", "sans-serif"],
+    }
+)
 
-COLORS = {"baseline": "#8c8c8c", "best": "#1f6fb4", "comm": "#1f6fb4", "overhead": "#f0a030",
-          "compute": "#b9c7d6"}
+COLORS = {"baseline": "#8c8c8c", "best": "#1f6fb4", "comm": "#1f6fb4", "overhead": "#f0a030", "compute": "#b9c7d6"}
 SITE_ORDER = ("embed", "attn", "mlp", "logits")
 _figure_counter = itertools.count()
 
@@ -40,7 +44,7 @@ def to_svg(fig) -> str:
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     plt.close(fig)
     text = buffer.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     prefix = f"f{next(_figure_counter)}-"
     text = re.sub(r'\bid="', f'id="{prefix}', text)
     text = text.replace("url(#", f"url(#{prefix}").replace('href="#', f'href="#{prefix}')
@@ -54,14 +58,15 @@ def _single_axes(size: tuple[float, float]):
     return fig, ax
 
 
-def breakdown_svg(parts: pd.DataFrame, compute_given: bool, mode: str = "graph",
-                  labels: dict[str, str] | None = None) -> str:
+def breakdown_svg(
+    parts: pd.DataFrame, compute_given: bool, mode: str = "graph", labels: dict[str, str] | None = None
+) -> str:
     """Per T, stacked bars for each setting (baseline, recommended, best, as present): communication (in
     `mode`), launch overhead (eager − graph), compute. `labels` names the settings under their bars."""
     tokens = sorted(parts["tokens"].unique())
     settings = [s for s in ("baseline", "recommended", "best") if (parts["setting"] == s).any()]
     fig, ax = _single_axes((7.5, 3.2))
-    fig.subplots_adjust(top=0.86)          # the legend sits above the bars
+    fig.subplots_adjust(top=0.86)  # the legend sits above the bars
     width = 0.8 / len(settings)
     for k, setting in enumerate(settings):
         rows = parts[parts["setting"] == setting].set_index("tokens").reindex(tokens)
@@ -71,13 +76,29 @@ def breakdown_svg(parts: pd.DataFrame, compute_given: bool, mode: str = "graph",
         comp = rows["compute_ms"].fillna(0).to_numpy()
         alpha = 0.55 if setting == "baseline" else 1.0
         first = k == len(settings) - 1
-        ax.bar(x, comm, width * 0.95, color=COLORS["comm"], alpha=alpha,
-               label=f"communication ({mode})" if first else None)
-        ax.bar(x, over, width * 0.95, bottom=comm, color=COLORS["overhead"], alpha=alpha, hatch="//",
-               label="launch overhead (eager − graph)" if first and over.any() else None)
+        ax.bar(
+            x, comm, width * 0.95, color=COLORS["comm"], alpha=alpha, label=f"communication ({mode})" if first else None
+        )
+        ax.bar(
+            x,
+            over,
+            width * 0.95,
+            bottom=comm,
+            color=COLORS["overhead"],
+            alpha=alpha,
+            hatch="//",
+            label="launch overhead (eager − graph)" if first and over.any() else None,
+        )
         if compute_given:
-            ax.bar(x, comp, width * 0.95, bottom=comm + over, color=COLORS["compute"], alpha=alpha,
-                   label="compute (given)" if first else None)
+            ax.bar(
+                x,
+                comp,
+                width * 0.95,
+                bottom=comm + over,
+                color=COLORS["compute"],
+                alpha=alpha,
+                label="compute (given)" if first else None,
+            )
         name = (labels or {}).get(setting, setting)
         for xi, top in zip(x, comm + over + (comp if compute_given else 0)):
             ax.text(xi, top, name, ha="center", va="bottom", fontsize=6.5, color="#444")
@@ -99,8 +120,9 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
     # Fixed margins, not a layout engine: constrained layout costs half again the drawing time.
     fig, axes = plt.subplots(lines, columns, figsize=(3.3 * columns, 2.8 * lines), squeeze=False)
     # ~0.75 inch on the left for the tick labels and the axis label, whatever the width.
-    fig.subplots_adjust(left=max(0.07, 0.75 / (3.3 * columns)), right=0.99, bottom=0.1, top=0.84, wspace=0.35,
-                        hspace=0.45)
+    fig.subplots_adjust(
+        left=max(0.07, 0.75 / (3.3 * columns)), right=0.99, bottom=0.1, top=0.84, wspace=0.35, hspace=0.45
+    )
     for ax, (tokens, settings) in zip(axes.flat, per_tokens.items()):
         positions, data, colors, ticks = [], [], [], []
         for k, site in enumerate(SITE_ORDER):
@@ -112,8 +134,15 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
                     colors.append(COLORS.get(setting, "#555"))
             ticks.append((k * 3 + 0.5, site))
         if data:
-            boxes = ax.boxplot(data, positions=positions, widths=0.8, patch_artist=True, whis=(0, 100),
-                               showfliers=False, medianprops={"color": "black"})
+            boxes = ax.boxplot(
+                data,
+                positions=positions,
+                widths=0.8,
+                patch_artist=True,
+                whis=(0, 100),
+                showfliers=False,
+                medianprops={"color": "black"},
+            )
             for patch, color in zip(boxes["boxes"], colors):
                 patch.set_facecolor(color)
                 patch.set_alpha(0.8)
@@ -131,13 +160,18 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
     return to_svg(fig)
 
 
-def projection_svg(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...],
-                   field_cases: tuple[tuple[float, int], ...], labels: dict[str, str] | None = None) -> str:
+def projection_svg(
+    parts: pd.DataFrame,
+    draft_ms: float,
+    accepts: tuple[float, ...],
+    field_cases: tuple[tuple[float, int], ...],
+    labels: dict[str, str] | None = None,
+) -> str:
     """Tokens/s vs accept length: plain decode (flat) and each verify T, baseline (dashed), recommended
     (dash-dot) and best (solid); `labels` names the settings in the legend."""
     labels = labels or {}
     fig, ax = _single_axes((9.5, 3.6))
-    fig.subplots_adjust(left=0.07, right=0.72)          # the legend sits right of the plot
+    fig.subplots_adjust(left=0.07, right=0.72)  # the legend sits right of the plot
     top = max(max(accepts), 3.0)
     palette = plt.get_cmap("tab10")
     verify_tokens = sorted(t for t in parts["tokens"].unique() if t > 1)
@@ -145,24 +179,41 @@ def projection_svg(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, .
         rows = parts[parts["setting"] == setting].set_index("tokens")
         if 1 in rows.index and np.isfinite(rows.loc[1, "verify_ms"]):
             plain = 1000.0 / rows.loc[1, "verify_ms"]
-            ax.axhline(plain, color="black", linestyle=style, linewidth=1,
-                       label=f"plain decode, {labels.get(setting, setting)}: {plain:.0f} tok/s")
+            ax.axhline(
+                plain,
+                color="black",
+                linestyle=style,
+                linewidth=1,
+                label=f"plain decode, {labels.get(setting, setting)}: {plain:.0f} tok/s",
+            )
         for k, tokens in enumerate(verify_tokens):
             if tokens not in rows.index or not np.isfinite(rows.loc[tokens, "verify_ms"]):
                 continue
             verify = rows.loc[tokens, "verify_ms"]
             accept = np.linspace(1.0, min(top, tokens), 50)
-            ax.plot(accept, 1000.0 * accept / (draft_ms + verify), style, color=palette(k % 10), linewidth=1.4,
-                    label=f"T = {tokens}, {labels.get(setting, setting)}")
+            ax.plot(
+                accept,
+                1000.0 * accept / (draft_ms + verify),
+                style,
+                color=palette(k % 10),
+                linewidth=1.4,
+                label=f"T = {tokens}, {labels.get(setting, setting)}",
+            )
             for case_accept, case_tokens in field_cases:
                 if case_tokens == tokens and case_accept <= tokens:
                     y = 1000.0 * case_accept / (draft_ms + verify)
-                    ax.plot([case_accept], [y], marker="o", color=palette(k % 10), markersize=6,
-                            markeredgecolor="black")
+                    ax.plot(
+                        [case_accept], [y], marker="o", color=palette(k % 10), markersize=6, markeredgecolor="black"
+                    )
                     if setting == "best":
-                        ax.annotate(f"field report: accept {case_accept:g}, T = {case_tokens}", (case_accept, y),
-                                    textcoords="offset points", xytext=(8, -14), fontsize=7,
-                                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1})
+                        ax.annotate(
+                            f"field report: accept {case_accept:g}, T = {case_tokens}",
+                            (case_accept, y),
+                            textcoords="offset points",
+                            xytext=(8, -14),
+                            fontsize=7,
+                            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1},
+                        )
     for accept in accepts:
         ax.axvline(accept, color="#ccc", linewidth=0.8, zorder=0)
     ax.set_xlabel("accept length (tokens kept per verify step)")
@@ -183,8 +234,7 @@ def comparison_svg(heads: dict[str, pd.DataFrame]) -> str:
     for k, (name, head) in enumerate(heads.items()):
         rows = head.drop_duplicates("tokens").set_index("tokens").reindex(tokens)
         x = np.arange(len(tokens)) - 0.4 + width * (2 * k + 0.5)
-        ax.bar(x, rows["baseline_us"].to_numpy() / 1000, width, color=palette(k), alpha=0.4,
-               label=f"{name}: baseline")
+        ax.bar(x, rows["baseline_us"].to_numpy() / 1000, width, color=palette(k), alpha=0.4, label=f"{name}: baseline")
         ax.bar(x + width, rows["best_us"].to_numpy() / 1000, width, color=palette(k), label=f"{name}: best")
     ax.set_xticks(np.arange(len(tokens)), [f"T = {t}" for t in tokens])
     ax.set_ylabel("ms per step (communication)")
@@ -198,8 +248,12 @@ def collectives_svg(collectives: pd.DataFrame) -> str:
     ok = collectives[collectives["status"] == "ok"].dropna(subset=["bytes", "time_us"])
     for (source, collective, graph), group in ok.groupby(["source", "collective", "graph"], dropna=False):
         group = group.groupby("bytes")["time_us"].median()
-        ax.plot(group.index, group.to_numpy(), marker=".", label=f"{collective} · {source}"
-                + (" · graph" if graph is True else ""))
+        ax.plot(
+            group.index,
+            group.to_numpy(),
+            marker=".",
+            label=f"{collective} · {source}" + (" · graph" if graph is True else ""),
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("message size (bytes)")
@@ -208,8 +262,9 @@ def collectives_svg(collectives: pd.DataFrame) -> str:
     return to_svg(fig)
 
 
-def model_scatter_svg(pairs: pd.DataFrame, x_label: str, y_label: str, band: float, scale: float = 1.0,
-                      group: str = "tokens") -> str:
+def model_scatter_svg(
+    pairs: pd.DataFrame, x_label: str, y_label: str, band: float, scale: float = 1.0, group: str = "tokens"
+) -> str:
     """Measured (x) vs modelled (y), log-log, one colour per `group` value: the y = x line and the ±band where
     a prediction counts as close. `scale` converts the µs columns to the axes' unit (1e-3: ms)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
@@ -220,14 +275,28 @@ def model_scatter_svg(pairs: pd.DataFrame, x_label: str, y_label: str, band: flo
     values = values[np.isfinite(values) & (values > 0)]
     low, high = (values.min() / 1.3, values.max() * 1.3) if values.size else (0.1, 10.0)
     line = np.geomspace(low, high, 50)
-    ax.fill_between(line, line * (1 - band), line * (1 + band), color="#1e7b34", alpha=0.12, linewidth=0,
-                    label=f"within ±{band * 100:.0f} %")
+    ax.fill_between(
+        line,
+        line * (1 - band),
+        line * (1 + band),
+        color="#1e7b34",
+        alpha=0.12,
+        linewidth=0,
+        label=f"within ±{band * 100:.0f} %",
+    )
     ax.plot(line, line, color="#1e7b34", linewidth=1, label="model = measured")
     palette = plt.get_cmap("tab10")
     for k, (value, rows) in enumerate(pairs.groupby(group, sort=True)):
         name = f"T = {value}" if group == "tokens" else str(value)
-        ax.scatter(rows["measured_us"].to_numpy(dtype=float) * scale, rows["model_us"].to_numpy(dtype=float) * scale,
-                   s=14, color=palette(k % 10), alpha=0.8, label=name, edgecolors="none")
+        ax.scatter(
+            rows["measured_us"].to_numpy(dtype=float) * scale,
+            rows["model_us"].to_numpy(dtype=float) * scale,
+            s=14,
+            color=palette(k % 10),
+            alpha=0.8,
+            label=name,
+            edgecolors="none",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(low, high)

@@ -1,9 +1,17 @@
 """Sweeps: which configurations to measure (sweep files, staged search) and the runner that measures them."""
 
-from commprof.sweep.config import (SweepSpec, StageSpec, default_sweep, format_points_table, load_sweep,
-                                   parse_sweep)
+from commprof.sweep.config import StageSpec, SweepSpec, default_sweep, format_points_table, load_sweep, parse_sweep
 from commprof.sweep.points import SweepPoint
 from commprof.sweep.staging import RankedPoint, rank_points
 
-__all__ = ["SweepPoint", "SweepSpec", "StageSpec", "RankedPoint", "default_sweep", "format_points_table",
-           "load_sweep", "parse_sweep", "rank_points"]
+__all__ = [
+    "SweepPoint",
+    "SweepSpec",
+    "StageSpec",
+    "RankedPoint",
+    "default_sweep",
+    "format_points_table",
+    "load_sweep",
+    "parse_sweep",
+    "rank_points",
+]

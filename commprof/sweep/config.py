@@ -21,15 +21,28 @@ else:
     import tomli as tomllib
 
 from commprof.errors import UsageError
+from commprof.impls.gating import BUILTIN_OPTIONS, REQUIRED_OPTIONS
 from commprof.impls.registry import BUILTINS
 from commprof.models import load_model, normalize_dtype
 from commprof.plan import PHASES
 from commprof.sweep import staging
 from commprof.sweep.dryrun import format_points_table
 from commprof.sweep.nccl_values import ENV_CHECKS, ENV_NAME, env_value, value_traps
-from commprof.impls.gating import BUILTIN_OPTIONS, REQUIRED_OPTIONS
-from commprof.sweep.points import (ANY, DEFAULT, MIN_MAX_PAIRS, Axis, Rule, Setting, SweepPoint, auto_label,
-                                   baseline, combinations, expand_axes, option_text, point_key)
+from commprof.sweep.points import (
+    ANY,
+    DEFAULT,
+    MIN_MAX_PAIRS,
+    Axis,
+    Rule,
+    Setting,
+    SweepPoint,
+    auto_label,
+    baseline,
+    combinations,
+    expand_axes,
+    option_text,
+    point_key,
+)
 
 # The replay harness's defaults (commprof.harness.ReplayConfig), repeated so parsing never imports torch.
 DEFAULT_ITERATIONS = 50
@@ -45,8 +58,17 @@ TOP_KEYS = ("name", "description", "run", "axes", "points", "exclude", "stages",
 RUN_KEYS = ("model", "tp", "tokens", "phase", "dtype", "iterations", "warmup", "point_timeout_s", "interconnect")
 # What the file is written for; only decides which trap warnings apply (the topology probe says what is there).
 INTERCONNECTS = ("any", "pcie", "nvlink")
-STAGE_KEYS = ("name", "description", "top_k", "candidates", "rank_by", "iterations", "warmup",
-              "include_baseline", "axes")
+STAGE_KEYS = (
+    "name",
+    "description",
+    "top_k",
+    "candidates",
+    "rank_by",
+    "iterations",
+    "warmup",
+    "include_baseline",
+    "axes",
+)
 REPORT_KEYS = ("compute_ms", "draft_ms", "accept_lengths", "baseline")
 SETTING_KEYS = ("impl", *SHORTHANDS, *ENV_CHECKS, "env")
 
@@ -77,7 +99,7 @@ class StageSpec:
     axes: tuple[Axis, ...] = ()
     candidates: Rule | None = None
     rank_by: str = "geomean"
-    iterations: int | None = None   # set: this stage re-measures its points with these iterations
+    iterations: int | None = None  # set: this stage re-measures its points with these iterations
     warmup: int | None = None
     include_baseline: bool = False
 
@@ -118,28 +140,39 @@ class SweepSpec:
         """(iterations, warmup) for a point: its stage's own when that stage re-measures, else the run's."""
         if point.stage >= 1:
             stage = self.stages[point.stage - 1]
-            return (stage.iterations or self.iterations,
-                    self.warmup if stage.warmup is None else stage.warmup)
+            return (stage.iterations or self.iterations, self.warmup if stage.warmup is None else stage.warmup)
         return self.iterations, self.warmup
 
     def estimate_seconds(self, per_point_overhead_s: float, step_ms_guess: float, modes: int = 2) -> float:
         """Estimated wall time: every point (stages at their upper bound) pays start-up plus its timed steps."""
+
         def cost(points: int, iterations: int, warmup: int) -> float:
             steps = (iterations + warmup) * len(self.tokens) * modes
             return points * (per_point_overhead_s + steps * step_ms_guess / 1000.0)
 
         total = cost(len(self.points), self.iterations, self.warmup)
         for stage in self.stages:
-            total += cost(stage.max_points(), stage.iterations or self.iterations,
-                          self.warmup if stage.warmup is None else stage.warmup)
+            total += cost(
+                stage.max_points(),
+                stage.iterations or self.iterations,
+                self.warmup if stage.warmup is None else stage.warmup,
+            )
         return total
 
     def max_points(self) -> int:
         return len(self.points) + sum(stage.max_points() for stage in self.stages)
 
-    def with_overrides(self, model: str | None = None, tokens=None, phase: str | None = None,
-                       dtype: str | None = None, tp: int | None = None, iterations: int | None = None,
-                       warmup: int | None = None, point_timeout_s: float | None = None) -> SweepSpec:
+    def with_overrides(
+        self,
+        model: str | None = None,
+        tokens=None,
+        phase: str | None = None,
+        dtype: str | None = None,
+        tp: int | None = None,
+        iterations: int | None = None,
+        warmup: int | None = None,
+        point_timeout_s: float | None = None,
+    ) -> SweepSpec:
         """This sweep with command-line values in place of the file's; None (or no tokens) keeps the file's."""
         changes: dict[str, Any] = {}
         if model is not None:
@@ -173,7 +206,7 @@ class _Problems:
 
     def __init__(self, source: str, interconnect: str = "any"):
         self.source = source
-        self.interconnect = interconnect   # which trap warnings apply
+        self.interconnect = interconnect  # which trap warnings apply
         self.errors: list[str] = []
         self.warnings: list[str] = []
 
@@ -240,14 +273,17 @@ def _string(value, key: str, problems: _Problems) -> str | None:
 
 # --- settings: the shared grammar of [axes], [[points]], [[exclude]] and stage axes ---------------------
 
+
 def _impl_name(raw, key: str, problems: _Problems) -> str | None:
     if not isinstance(raw, str):
         problems.error(key, f"expected an implementation name, got {raw!r}")
         return None
     if raw in known_impls() or PLUGIN.match(raw):
         return raw
-    problems.error(key, f"unknown implementation {raw!r} (allowed: {', '.join(known_impls())}, "
-                        "or an importable package.module:Class)")
+    problems.error(
+        key,
+        f"unknown implementation {raw!r} (allowed: {', '.join(known_impls())}, or an importable package.module:Class)",
+    )
     return None
 
 
@@ -294,8 +330,9 @@ def _impl_setting(raw, key: str, problems: _Problems) -> Setting | None:
     return Setting(impl=name, options={})
 
 
-def _env_string(name: str, raw, key: str, problems: _Problems, accept_any: bool = False,
-                warn_traps: bool = True) -> str | None:
+def _env_string(
+    name: str, raw, key: str, problems: _Problems, accept_any: bool = False, warn_traps: bool = True
+) -> str | None:
     """A variable's value as the environment gets it; DEFAULT / ANY pass through; None after an error."""
     if raw == DEFAULT or (accept_any and raw == ANY):
         return raw
@@ -351,8 +388,10 @@ def _parse_axes(table: dict, key: str, problems: _Problems) -> tuple[Axis, ...]:
         elif name == "env":
             for var, values in _table(raw, f"{key}.env", problems).items():
                 if not ENV_NAME.match(var):
-                    problems.error(f"{key}.env.{var}", "not an environment variable name "
-                                   "(allowed: letters, digits and _, not starting with a digit)")
+                    problems.error(
+                        f"{key}.env.{var}",
+                        "not an environment variable name (allowed: letters, digits and _, not starting with a digit)",
+                    )
                     continue
                 axes.append(Axis(var, tuple(_env_settings((var,), values, f"{key}.env.{var}", problems, False))))
         elif name in SETTING_KEYS:
@@ -408,8 +447,11 @@ def _parse_rule(table: dict, key: str, problems: _Problems, with_reason: bool) -
         if name not in allowed:
             continue
         if name == "impl":
-            names = {n for k, v in _values(raw, f"{key}.impl", problems, single=False)
-                     if (n := _impl_name(v, k, problems)) is not None}
+            names = {
+                n
+                for k, v in _values(raw, f"{key}.impl", problems, single=False)
+                if (n := _impl_name(v, k, problems)) is not None
+            }
             conditions["impl"] = names
             continue
         if name == "env":
@@ -417,9 +459,11 @@ def _parse_rule(table: dict, key: str, problems: _Problems, with_reason: bool) -
         else:
             pairs = [(SHORTHANDS.get(name, (name,)), f"{key}.{name}", raw)]
         for targets, var_key, value in pairs:
-            accepted = {text for k, v in _values(value, var_key, problems, single=False)
-                        if (text := _env_string(targets[0], v, k, problems, accept_any=True,
-                                                warn_traps=False)) is not None}
+            accepted = {
+                text
+                for k, v in _values(value, var_key, problems, single=False)
+                if (text := _env_string(targets[0], v, k, problems, accept_any=True, warn_traps=False)) is not None
+            }
             for target in targets:
                 conditions[target] = accepted
     if not conditions:
@@ -429,6 +473,7 @@ def _parse_rule(table: dict, key: str, problems: _Problems, with_reason: bool) -
 
 
 # --- expansion ------------------------------------------------------------------------------------------
+
 
 def _stage0_points(axes, excludes, explicit, problems: _Problems) -> tuple[SweepPoint, ...]:
     points = [baseline()]
@@ -464,8 +509,9 @@ def _parse_stage(table, index: int, problems: _Problems) -> StageSpec | None:
     axes = _parse_axes(_table(table.get("axes"), f"{key}.axes", problems), f"{key}.axes", problems)
     candidates = None
     if "candidates" in table:
-        candidates = _parse_rule(_table(table["candidates"], f"{key}.candidates", problems),
-                                 f"{key}.candidates", problems, with_reason=False)
+        candidates = _parse_rule(
+            _table(table["candidates"], f"{key}.candidates", problems), f"{key}.candidates", problems, with_reason=False
+        )
     rank_by = table.get("rank_by", "geomean")
     if rank_by not in staging.RANK_BY:
         problems.error(f"{key}.rank_by", f"{rank_by!r} is not a ranking (allowed: {', '.join(staging.RANK_BY)})")
@@ -475,17 +521,29 @@ def _parse_stage(table, index: int, problems: _Problems) -> StageSpec | None:
     if not isinstance(include_baseline, bool):
         problems.error(f"{key}.include_baseline", f"expected true or false, got {include_baseline!r}")
     if not axes and "iterations" not in table and "axes" not in table:
-        problems.error(key, "a stage needs axes to cross its best points with, or iterations to re-measure "
-                            "them with (successive halving)")
+        problems.error(
+            key,
+            "a stage needs axes to cross its best points with, or iterations to re-measure "
+            "them with (successive halving)",
+        )
     name = table.get("name", f"stage {index}")
     description = table.get("description", "")
     for field_name, value in (("name", name), ("description", description)):
         _string(value, f"{key}.{field_name}", problems)
     if top_k is None:
         return None
-    return StageSpec(index=index, name=str(name), description=str(description), top_k=top_k, axes=axes,
-                     candidates=candidates, rank_by=str(rank_by), iterations=iterations, warmup=warmup,
-                     include_baseline=bool(include_baseline))
+    return StageSpec(
+        index=index,
+        name=str(name),
+        description=str(description),
+        top_k=top_k,
+        axes=axes,
+        candidates=candidates,
+        rank_by=str(rank_by),
+        iterations=iterations,
+        warmup=warmup,
+        include_baseline=bool(include_baseline),
+    )
 
 
 def _per_tokens(raw, key: str, tokens: tuple[int, ...], problems: _Problems) -> float | dict[int, float] | None:
@@ -519,8 +577,11 @@ def _parse_report(table: dict, tokens, points: tuple[SweepPoint, ...], problems:
         wanted = table["baseline"]
         match = [p.point_id for p in points if wanted in (p.point_id, p.label)]
         if not match:
-            problems.error("report.baseline", f"{wanted!r} is no stage-0 point id or label "
-                                              f"(allowed: {', '.join(p.point_id for p in points[:8])}, ...)")
+            problems.error(
+                "report.baseline",
+                f"{wanted!r} is no stage-0 point id or label "
+                f"(allowed: {', '.join(p.point_id for p in points[:8])}, ...)",
+            )
         else:
             report["baseline"] = match[0]
     return report
@@ -557,8 +618,9 @@ def parse_sweep(text: str, path: str | None = None, source: str | None = None) -
     if interconnect in INTERCONNECTS:
         problems.interconnect = interconnect
     else:
-        problems.error("run.interconnect", f"{interconnect!r} is not an interconnect "
-                                           f"(allowed: {', '.join(INTERCONNECTS)})")
+        problems.error(
+            "run.interconnect", f"{interconnect!r} is not an interconnect (allowed: {', '.join(INTERCONNECTS)})"
+        )
     raw_tokens = run.get("tokens", [1])
     tokens: tuple[int, ...] = ()
     if not isinstance(raw_tokens, list) or not raw_tokens:
@@ -578,26 +640,50 @@ def parse_sweep(text: str, path: str | None = None, source: str | None = None) -
             problems.error("run.dtype", str(exc))
     iterations = _int(run.get("iterations", DEFAULT_ITERATIONS), "run.iterations", problems, 1)
     warmup = _int(run.get("warmup", DEFAULT_WARMUP), "run.warmup", problems, 0)
-    timeout = _number(run.get("point_timeout_s", DEFAULT_POINT_TIMEOUT_S), "run.point_timeout_s", problems,
-                      0.0, strict=True)
+    timeout = _number(
+        run.get("point_timeout_s", DEFAULT_POINT_TIMEOUT_S), "run.point_timeout_s", problems, 0.0, strict=True
+    )
 
     axes = _parse_axes(_table(data.get("axes"), "axes", problems), "axes", problems)
-    excludes = tuple(rule for i, table in enumerate(_list_of_tables(data, "exclude", problems))
-                     if (rule := _parse_rule(table, f"exclude[{i}]", problems, with_reason=True)) is not None)
-    explicit = [(i, point) for i, table in enumerate(_list_of_tables(data, "points", problems))
-                if (point := _parse_point(table, f"points[{i}]", problems)) is not None]
-    stages = tuple(stage for i, table in enumerate(_list_of_tables(data, "stages", problems), start=1)
-                   if (stage := _parse_stage(table, i, problems)) is not None)
+    excludes = tuple(
+        rule
+        for i, table in enumerate(_list_of_tables(data, "exclude", problems))
+        if (rule := _parse_rule(table, f"exclude[{i}]", problems, with_reason=True)) is not None
+    )
+    explicit = [
+        (i, point)
+        for i, table in enumerate(_list_of_tables(data, "points", problems))
+        if (point := _parse_point(table, f"points[{i}]", problems)) is not None
+    ]
+    stages = tuple(
+        stage
+        for i, table in enumerate(_list_of_tables(data, "stages", problems), start=1)
+        if (stage := _parse_stage(table, i, problems)) is not None
+    )
     problems.raise_if_any()
 
     points = _stage0_points(axes, excludes, explicit, problems)
     report = _parse_report(_table(data.get("report"), "report", problems), tokens, points, problems)
     problems.raise_if_any()
     return SweepSpec(
-        path=path, content=text, sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        name=str(name), description=str(description).strip(), model=model, tp=tp, tokens=tokens,
-        phase=phase, dtype=dtype, iterations=iterations, warmup=warmup, point_timeout_s=timeout,
-        points=points, stages=stages, warnings=tuple(problems.warnings), report=report, excludes=excludes,
+        path=path,
+        content=text,
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        name=str(name),
+        description=str(description).strip(),
+        model=model,
+        tp=tp,
+        tokens=tokens,
+        phase=phase,
+        dtype=dtype,
+        iterations=iterations,
+        warmup=warmup,
+        point_timeout_s=timeout,
+        points=points,
+        stages=stages,
+        warnings=tuple(problems.warnings),
+        report=report,
+        excludes=excludes,
         interconnect=problems.interconnect,
     )
 
@@ -625,12 +711,20 @@ def load_sweep(path) -> SweepSpec:
 def _toml_value(value) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(value)   # a JSON string or number is a valid TOML basic string or number
+    return json.dumps(value)  # a JSON string or number is a valid TOML basic string or number
 
 
-def default_sweep(model: str = "kimi-k2.5", tokens=(1, 4, 8), phase: str = "verify", dtype: str | None = None,
-                  tp: int | None = None, iterations: int | None = None, warmup: int | None = None,
-                  impls=("default",), point_timeout_s: float | None = None) -> SweepSpec:
+def default_sweep(
+    model: str = "kimi-k2.5",
+    tokens=(1, 4, 8),
+    phase: str = "verify",
+    dtype: str | None = None,
+    tp: int | None = None,
+    iterations: int | None = None,
+    warmup: int | None = None,
+    impls=("default",),
+    point_timeout_s: float | None = None,
+) -> SweepSpec:
     """The sweep `allreduce_sweep` runs without --sweep: the baseline (and any extra implementations).
 
     A built-in with required options runs in each of its variants (symm-mem: one_shot and two_shot).
@@ -640,11 +734,22 @@ def default_sweep(model: str = "kimi-k2.5", tokens=(1, 4, 8), phase: str = "veri
     iterations = DEFAULT_ITERATIONS if iterations is None else iterations
     warmup = DEFAULT_WARMUP if warmup is None else warmup
     point_timeout_s = DEFAULT_POINT_TIMEOUT_S if point_timeout_s is None else point_timeout_s
-    run = {"model": model, "tokens": list(tokens), "phase": phase, "dtype": dtype, "tp": tp,
-           "iterations": iterations, "warmup": warmup, "point_timeout_s": point_timeout_s}
-    lines = ['name = "default"',
-             'description = "NCCL defaults (the baseline) and the implementations named on the command line."',
-             "", "[run]"]
+    run = {
+        "model": model,
+        "tokens": list(tokens),
+        "phase": phase,
+        "dtype": dtype,
+        "tp": tp,
+        "iterations": iterations,
+        "warmup": warmup,
+        "point_timeout_s": point_timeout_s,
+    }
+    lines = [
+        'name = "default"',
+        'description = "NCCL defaults (the baseline) and the implementations named on the command line."',
+        "",
+        "[run]",
+    ]
     lines += [f"{key} = {_toml_value(value)}" for key, value in run.items() if value is not None]
     entries = [_toml_value(DEFAULT)]
     for name in dict.fromkeys(impls):
@@ -661,6 +766,17 @@ def default_sweep(model: str = "kimi-k2.5", tokens=(1, 4, 8), phase: str = "veri
     return parse_sweep("\n".join(lines) + "\n", None, source="command line")
 
 
-__all__ = ["SweepPoint", "SweepSpec", "StageSpec", "load_sweep", "parse_sweep", "default_sweep",
-           "DEFAULT_ITERATIONS", "DEFAULT_WARMUP", "DEFAULT_POINT_TIMEOUT_S", "BUILTIN_OPTIONS",
-           "known_impls", "format_points_table"]
+__all__ = [
+    "SweepPoint",
+    "SweepSpec",
+    "StageSpec",
+    "load_sweep",
+    "parse_sweep",
+    "default_sweep",
+    "DEFAULT_ITERATIONS",
+    "DEFAULT_WARMUP",
+    "DEFAULT_POINT_TIMEOUT_S",
+    "BUILTIN_OPTIONS",
+    "known_impls",
+    "format_points_table",
+]

@@ -30,9 +30,16 @@ class SweepConsole(SweepProgress):
         if not self.enabled:
             return
         self.console.print(f"[bold]commprof[/] sweep → {run_dir}")
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=self.console, transient=False)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+        )
         self.progress.start()
         self.task = self.progress.add_task("starting", total=total)
 
@@ -47,7 +54,9 @@ class SweepConsole(SweepProgress):
     def point_done(self, label: str, status: str) -> None:
         if self.progress is not None:
             self.progress.advance(self.task)
-            style = "green" if status == "ok" else "yellow" if status in ("unsupported", "done before resume") else "red"
+            style = (
+                "green" if status == "ok" else "yellow" if status in ("unsupported", "done before resume") else "red"
+            )
             self.progress.console.print(f"  [{style}]{status:<18}[/] {label}")
 
     def stop(self) -> None:
@@ -84,8 +93,9 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     """The sweep at a glance: one row per point, eager / graph medians per T, speed-up vs the baseline."""
     steps = [r for r in records if r.get("kind") == "step"]
     tokens = sorted({r["tokens"] for r in steps})
-    modes = [m for m in ("eager", "graph")
-             if any(r["mode"] == m and r["status"] != "unsupported" for r in steps)] or ["eager"]
+    modes = [m for m in ("eager", "graph") if any(r["mode"] == m and r["status"] != "unsupported" for r in steps)] or [
+        "eager"
+    ]
     by_point: dict[str, dict] = {}
     for r in steps:
         entry = by_point.setdefault(r["point_id"], {"label": r["point"]["label"], "records": [], "cells": {}})
@@ -150,8 +160,11 @@ def per_collective_table(records: list[dict[str, Any]], point_id: str = "p000") 
                 row += ["—"] * 3
                 continue
             medians = sorted(v[0] for v in values)
-            row += [_fmt_bytes(sizes[(kind, t)]), _fmt_us({"median": medians[len(medians) // 2]}),
-                    _fmt_us({"median": max(v[1] for v in values)})]
+            row += [
+                _fmt_bytes(sizes[(kind, t)]),
+                _fmt_us({"median": medians[len(medians) // 2]}),
+                _fmt_us({"median": max(v[1] for v in values)}),
+            ]
         table.add_row(*row)
     return table
 

@@ -26,7 +26,7 @@ from commprof.records import SCHEMA_VERSION
 from commprof.trial import TrialRequest
 
 STDERR_TAIL_LINES = 15
-NCCL_INIT_SUBSYS = "INIT,ENV,GRAPH"        # logged once, at communicator init: safe to time
+NCCL_INIT_SUBSYS = "INIT,ENV,GRAPH"  # logged once, at communicator init: safe to time
 NCCL_TUNING_SUBSYS = "INIT,ENV,GRAPH,TUNING"  # one line per enqueued op: only in the untimed probe
 
 # When ranks disagree, the most telling status wins: a crash explains its peers' timeouts.
@@ -39,16 +39,16 @@ class ControllerContext:
 
     rank: int
     world_size: int
-    device_index: int            # CUDA device of this rank's workers (local rank, modulo GPUs when shared)
+    device_index: int  # CUDA device of this rank's workers (local rank, modulo GPUs when shared)
     backend: str
     run_dir: Path
     run_id: str
-    session: str                 # fresh per launch, so a resumed run never reuses a rendezvous prefix
-    store: Any                   # the launch's store (controllers' default group)
+    session: str  # fresh per launch, so a resumed run never reuses a rendezvous prefix
+    store: Any  # the launch's store (controllers' default group)
     store_host: str
     store_port: int
     nccl_debug: bool = True
-    rank_env: dict[str, str] = field(default_factory=dict)   # set for this rank's workers at every point
+    rank_env: dict[str, str] = field(default_factory=dict)  # set for this rank's workers at every point
     interrupted: bool = field(default=False, repr=False)
 
     @property
@@ -60,13 +60,14 @@ class ControllerContext:
 class PointOutcome:
     """One controller's view of one point."""
 
-    status: str                       # ok / crashed / timeout / aborted (a peer failed first)
+    status: str  # ok / crashed / timeout / aborted (a peer failed first)
     message: str | None
-    entries: list[dict[str, Any]]     # what the worker finished before it ended
+    entries: list[dict[str, Any]]  # what the worker finished before it ended
 
 
-def measure_point(ctx: ControllerContext, server: ForkServer, spec, model: dict, point,
-                   tp: int) -> list[dict[str, Any]]:
+def measure_point(
+    ctx: ControllerContext, server: ForkServer, spec, model: dict, point, tp: int
+) -> list[dict[str, Any]]:
     """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records.
 
     With NCCL, the timed workers log only NCCL's init (transports, rings, channels); NCCL's per-op
@@ -78,25 +79,44 @@ def measure_point(ctx: ControllerContext, server: ForkServer, spec, model: dict,
     prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}"
     iterations, warmup = spec.iterations_for(point)
     request = TrialRequest(
-        run_id=ctx.run_id, point=point.to_dict(), model=model, tp=tp, tokens=list(spec.tokens),
-        phase=spec.phase, dtype=model["dtype"] if spec.dtype is None else spec.dtype,
-        iterations=iterations, warmup=warmup, backend=ctx.backend, rank=ctx.rank,
-        world_size=ctx.world_size, device_index=ctx.device_index, store_host=ctx.store_host,
-        store_port=ctx.store_port, store_prefix=prefix, result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
-        timeout_s=float(spec.point_timeout_s))
+        run_id=ctx.run_id,
+        point=point.to_dict(),
+        model=model,
+        tp=tp,
+        tokens=list(spec.tokens),
+        phase=spec.phase,
+        dtype=model["dtype"] if spec.dtype is None else spec.dtype,
+        iterations=iterations,
+        warmup=warmup,
+        backend=ctx.backend,
+        rank=ctx.rank,
+        world_size=ctx.world_size,
+        device_index=ctx.device_index,
+        store_host=ctx.store_host,
+        store_port=ctx.store_port,
+        store_prefix=prefix,
+        result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
+        timeout_s=float(spec.point_timeout_s),
+    )
     Path(request.result_path).unlink(missing_ok=True)
     logs = ctx.backend == "nccl" and ctx.nccl_debug
     init_log = point_dir / f"nccl.rank{ctx.rank}.log"
     started = time.monotonic()
-    outcome = run_point(ctx, server, request, _point_env(ctx, point, init_log if logs else None, NCCL_INIT_SUBSYS),
-                        point_dir)
+    outcome = run_point(
+        ctx, server, request, _point_env(ctx, point, init_log if logs else None, NCCL_INIT_SUBSYS), point_dir
+    )
     outcomes = all_gather_json({"status": outcome.status, "message": outcome.message}, ctx.world_size)
     status, message = agree(outcomes)
     duration = time.monotonic() - started
     tuning_log = point_dir / f"nccl-tuning.rank{ctx.rank}.log"
     if logs and status == "ok":
-        probe = replace(request, iterations=1, warmup=0, store_prefix=f"{prefix}/probe",
-                        result_path=str(point_dir / f"probe.rank{ctx.rank}.jsonl"))
+        probe = replace(
+            request,
+            iterations=1,
+            warmup=0,
+            store_prefix=f"{prefix}/probe",
+            result_path=str(point_dir / f"probe.rank{ctx.rank}.jsonl"),
+        )
         Path(probe.result_path).unlink(missing_ok=True)
         run_point(ctx, server, probe, _point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS), point_dir)
         all_gather_json(None, ctx.world_size)  # every rank's probe has ended before the next point starts
@@ -122,8 +142,9 @@ def _point_env(ctx: ControllerContext, point, log_path: Path | None, subsystems:
     return env
 
 
-def run_point(ctx: ControllerContext, server: ForkServer, request: TrialRequest, env: dict[str, str],
-              point_dir: Path) -> PointOutcome:
+def run_point(
+    ctx: ControllerContext, server: ForkServer, request: TrialRequest, env: dict[str, str], point_dir: Path
+) -> PointOutcome:
     """Run this rank's worker for one point, within the point's time limit; never raises for worker failures."""
     log_path = point_dir / f"rank{ctx.rank}.log"
     abort_key = f"{request.store_prefix}/abort"
@@ -185,8 +206,15 @@ def agree(outcomes: list[dict[str, Any]]) -> tuple[str, str | None]:
     return "ok", None
 
 
-def build_records(ctx: ControllerContext, request: TrialRequest, status: str, message: str | None,
-                  entries: list[dict[str, Any]], nccl: dict | None, duration_s: float) -> list[dict[str, Any]]:
+def build_records(
+    ctx: ControllerContext,
+    request: TrialRequest,
+    status: str,
+    message: str | None,
+    entries: list[dict[str, Any]],
+    nccl: dict | None,
+    duration_s: float,
+) -> list[dict[str, Any]]:
     """One record per (T, mode) of the point: the worker's entries, and the failure status for the rest."""
     from commprof.models import ModelShape
     from commprof.plan import build_step_plan
@@ -206,21 +234,41 @@ def build_records(ctx: ControllerContext, request: TrialRequest, status: str, me
             elif entry is None or (status != "ok" and entry["status"] == "error"):
                 # A peer's crash or hang is the cause of this rank's error (e.g. "connection closed").
                 entry = {"status": status, "message": message}
-            records.append({
-                "schema": SCHEMA_VERSION, "kind": "step", "source": "measured",
-                "run_id": ctx.run_id, "point_id": request.point["point_id"], "point": request.point,
-                "backend": ctx.backend, "world_size": ctx.world_size,
-                "model": model.name, "phase": request.phase, "tp": request.tp, "tokens": tokens,
-                "dtype": request.dtype, "plan": plan.summary(), "mode": mode,
-                "status": entry["status"], "message": entry.get("message"),
-                "timing": entry.get("timing"), "step_us": entry.get("step_us"), "op_us": entry.get("op_us"),
-                "rank_step_median_us": entry.get("rank_step_median_us"), "check": entry.get("check"),
-                "fused_rmsnorm": entry.get("fused_rmsnorm", fuses), "impl_detail": entry.get("impl_detail"),
-                "nccl": nccl,
-                "iterations": request.iterations, "warmup": request.warmup,
-                "duration_s": round(duration_s, 3), "measure_s": entry.get("measure_s"),
-                "time": now, "calibration": None,
-            })
+            records.append(
+                {
+                    "schema": SCHEMA_VERSION,
+                    "kind": "step",
+                    "source": "measured",
+                    "run_id": ctx.run_id,
+                    "point_id": request.point["point_id"],
+                    "point": request.point,
+                    "backend": ctx.backend,
+                    "world_size": ctx.world_size,
+                    "model": model.name,
+                    "phase": request.phase,
+                    "tp": request.tp,
+                    "tokens": tokens,
+                    "dtype": request.dtype,
+                    "plan": plan.summary(),
+                    "mode": mode,
+                    "status": entry["status"],
+                    "message": entry.get("message"),
+                    "timing": entry.get("timing"),
+                    "step_us": entry.get("step_us"),
+                    "op_us": entry.get("op_us"),
+                    "rank_step_median_us": entry.get("rank_step_median_us"),
+                    "check": entry.get("check"),
+                    "fused_rmsnorm": entry.get("fused_rmsnorm", fuses),
+                    "impl_detail": entry.get("impl_detail"),
+                    "nccl": nccl,
+                    "iterations": request.iterations,
+                    "warmup": request.warmup,
+                    "duration_s": round(duration_s, 3),
+                    "measure_s": entry.get("measure_s"),
+                    "time": now,
+                    "calibration": None,
+                }
+            )
     return records
 
 
@@ -229,8 +277,14 @@ def point_status(records: list[dict[str, Any]]) -> str:
 
     Graph mode on CPU ranks is unsupported by nature and does not make a point "not ok".
     """
-    bad = sorted({r["status"] for r in records if r["status"] != "ok"
-                  and not (r["status"] == "unsupported" and r["mode"] == "graph" and r.get("backend") == "gloo")})
+    bad = sorted(
+        {
+            r["status"]
+            for r in records
+            if r["status"] != "ok"
+            and not (r["status"] == "unsupported" and r["mode"] == "graph" and r.get("backend") == "gloo")
+        }
+    )
     return ", ".join(bad) if bad else "ok"
 
 
@@ -249,8 +303,7 @@ def _unique_choices(choices: list[dict], plan_bytes: set[int]) -> list[dict]:
     for choice in choices:
         if plan_bytes and choice.get("bytes") not in plan_bytes:
             continue
-        key = (choice.get("coll"), choice.get("bytes"), choice.get("algo"), choice.get("proto"),
-               choice.get("channels"))
+        key = (choice.get("coll"), choice.get("bytes"), choice.get("algo"), choice.get("proto"), choice.get("channels"))
         unique.setdefault(key, choice)
     return list(unique.values())
 

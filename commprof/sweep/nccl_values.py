@@ -7,7 +7,7 @@ environment, or raises ValueError with what is allowed. Facts from NCCL 2.23-2.3
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 ALGORITHMS = ("Ring", "Tree", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -34,6 +34,7 @@ def int_range(low: int, high: int) -> Callable[[object], str]:
         if not low <= value <= high:
             raise ValueError(f"{value} is out of range (allowed: {allowed})")
         return str(value)
+
     return check
 
 
@@ -75,8 +76,10 @@ def p2p_level(raw) -> str:
 
 
 def thread_thresholds(raw) -> str:
-    allowed = ('six integers "treeLL treeLL128 treeSimple ringLL ringLL128 ringSimple" separated by spaces; '
-               "a negative one keeps NCCL's default for that slot")
+    allowed = (
+        'six integers "treeLL treeLL128 treeSimple ringLL ringLL128 ringSimple" separated by spaces; '
+        "a negative one keeps NCCL's default for that slot"
+    )
     if not isinstance(raw, str):
         raise ValueError(f"expected a string, got {raw!r} (allowed: {allowed})")
     fields = raw.split()
@@ -88,9 +91,11 @@ def thread_thresholds(raw) -> str:
 def _selection_list(tokens: tuple[str, ...], what: str) -> Callable[[object], str]:
     """NCCL_ALGO / NCCL_PROTO syntax: "a,b", "^a" (exclude), and since 2.24 "b;allreduce:a" per collective."""
     lookup = {t.lower(): t for t in tokens}
-    allowed = (f"a comma list of {', '.join(tokens)} (any case), a leading ^ to exclude, and per collective "
-               f"(NCCL >= 2.24) segments like \"allreduce:{tokens[0].lower()}\" joined by ';'; "
-               f"collectives: {', '.join(COLLECTIVES)}")
+    allowed = (
+        f"a comma list of {', '.join(tokens)} (any case), a leading ^ to exclude, and per collective "
+        f"(NCCL >= 2.24) segments like \"allreduce:{tokens[0].lower()}\" joined by ';'; "
+        f"collectives: {', '.join(COLLECTIVES)}"
+    )
 
     def check_list(text: str, value: str) -> None:
         body = text[1:] if text.startswith("^") else text
@@ -119,6 +124,7 @@ def _selection_list(tokens: tuple[str, ...], what: str) -> Callable[[object], st
                 seen.add("")
             check_list(body.strip(), value)
         return value
+
     return check
 
 
@@ -183,13 +189,15 @@ def value_traps(name: str, value: str, interconnect: str = "any") -> list[str]:
                 traps.append(
                     f"NCCL_ALGO={value!r} applies to every collective and leaves broadcast / all-gather without "
                     "Ring, which torch needs at init: on NCCL >= 2.24 they fail with 'No algorithm/protocol "
-                    "available'. Restrict it to the all-reduce, e.g. \"allreduce:tree\"")
+                    'available\'. Restrict it to the all-reduce, e.g. "allreduce:tree"'
+                )
     if name == "NCCL_PROTO" and interconnect != "nvlink":
         for _, excluding, names in _segments(value):
             if not excluding and "ll128" in names:
                 traps.append(
                     f"NCCL_PROTO={value!r} forces LL128, which NCCL turns off on PCIe-only boxes because it can "
                     "corrupt data there; every point's results are checked, and a corrupt one is recorded "
-                    "'wrong', never ranked")
+                    "'wrong', never ranked"
+                )
                 break
     return traps

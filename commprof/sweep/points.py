@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 BASELINE_ID = "p000"
 BASELINE_LABEL = "defaults"
@@ -20,9 +21,13 @@ MIN_MAX_PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_CTAS",
 
 # How labels name variables, in the order they list them; a MIN/MAX pair with equal values shows as one.
 _LABEL_ORDER = (
-    ("NCCL_ALGO", "ALGO"), ("NCCL_PROTO", "PROTO"),
-    (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), "ch"), (("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"), "ctas"),
-    ("NCCL_NTHREADS", "threads"), ("NCCL_BUFFSIZE", "buff"), ("NCCL_P2P_LEVEL", "P2P"),
+    ("NCCL_ALGO", "ALGO"),
+    ("NCCL_PROTO", "PROTO"),
+    (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), "ch"),
+    (("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"), "ctas"),
+    ("NCCL_NTHREADS", "threads"),
+    ("NCCL_BUFFSIZE", "buff"),
+    ("NCCL_P2P_LEVEL", "P2P"),
     ("NCCL_THREAD_THRESHOLDS", "thresholds"),
 )
 
@@ -42,12 +47,18 @@ class SweepPoint:
         """Canonical identity (implementation, sorted environment and options) for de-duplication and resume."""
         return point_key(self.impl, self.env, self.options)
 
-    def __hash__(self) -> int:   # env and options are dicts: hash what identifies the point
+    def __hash__(self) -> int:  # env and options are dicts: hash what identifies the point
         return hash((self.point_id, self.key(), self.stage))
 
     def to_dict(self) -> dict:
-        return {"point_id": self.point_id, "label": self.label, "impl": self.impl, "env": dict(self.env),
-                "options": dict(self.options), "stage": self.stage}
+        return {
+            "point_id": self.point_id,
+            "label": self.label,
+            "impl": self.impl,
+            "env": dict(self.env),
+            "options": dict(self.options),
+            "stage": self.stage,
+        }
 
     @property
     def is_baseline(self) -> bool:
@@ -168,8 +179,9 @@ def _min_max_ok(env: dict[str, str]) -> bool:
     return all(not (low in env and high in env) or int(env[low]) <= int(env[high]) for low, high in MIN_MAX_PAIRS)
 
 
-def expand_axes(bases: Iterable[SweepPoint], axes: tuple[Axis, ...], excludes: tuple[Rule, ...]
-                ) -> tuple[list[tuple[str, dict, dict]], int]:
+def expand_axes(
+    bases: Iterable[SweepPoint], axes: tuple[Axis, ...], excludes: tuple[Rule, ...]
+) -> tuple[list[tuple[str, dict, dict]], int]:
     """Bases crossed with the axes, minus excluded ones and MIN > MAX pairs: (combinations, dropped count)."""
     kept, dropped = [], 0
     for impl, env, options in cross(bases, axes):

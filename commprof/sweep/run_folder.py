@@ -20,19 +20,33 @@ def prepare_run_folder(run_dir: Path, backend: str, spec, options, with_doctor: 
         return
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     meta = collect_meta(run_dir.name, world_size, backend, options.argv)
-    meta["plan"] = {"model": spec.model, "tp": spec.tp or world_size, "phase": spec.phase,
-                    "dtype": spec.dtype, "tokens": list(spec.tokens),
-                    "iterations": spec.iterations, "warmup": spec.warmup, "point_timeout_s": spec.point_timeout_s}
-    meta["sweep"] = {"path": spec.path, "name": spec.name, "content": spec.content,
-                     "sha256": hashlib.sha256(spec.content.encode()).hexdigest(), "report": spec.report}
+    meta["plan"] = {
+        "model": spec.model,
+        "tp": spec.tp or world_size,
+        "phase": spec.phase,
+        "dtype": spec.dtype,
+        "tokens": list(spec.tokens),
+        "iterations": spec.iterations,
+        "warmup": spec.warmup,
+        "point_timeout_s": spec.point_timeout_s,
+    }
+    meta["sweep"] = {
+        "path": spec.path,
+        "name": spec.name,
+        "content": spec.content,
+        "sha256": hashlib.sha256(spec.content.encode()).hexdigest(),
+        "report": spec.report,
+    }
     meta["shared_gpus"] = options.share_gpus  # ranks shared GPUs: a functional check, not a tuning result
     meta["topology"] = probe_topology()
     if with_doctor:
         meta["doctor"] = _doctor(console)
         if options.strict and meta["doctor"]["failed"]:
             write_json(meta_path, meta)
-            raise UsageError(f"doctor found failing checks ({', '.join(meta['doctor']['failed'])}); "
-                             "fix them or drop --strict (details: python -m commprof doctor)")
+            raise UsageError(
+                f"doctor found failing checks ({', '.join(meta['doctor']['failed'])}); "
+                "fix them or drop --strict (details: python -m commprof doctor)"
+            )
     write_json(meta_path, meta)
 
 
@@ -41,6 +55,9 @@ def _doctor(console) -> dict:
     summary = doctor_summary(results)
     summary["failed"] = [r.id for r in results if r.status == "fail"]
     if has_failures(results):
-        console.note("[red]doctor: failing checks[/] " + ", ".join(summary["failed"])
-                     + " — numbers measured on this box may not be tuning results (python -m commprof doctor)")
+        console.note(
+            "[red]doctor: failing checks[/] "
+            + ", ".join(summary["failed"])
+            + " — numbers measured on this box may not be tuning results (python -m commprof doctor)"
+        )
     return summary

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import secrets
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch.distributed as dist
 
@@ -49,8 +50,9 @@ class SweepProgress:
     def stop(self) -> None: ...
 
 
-def run_sweep(spec, options: SweepOptions, progress: SweepProgress | None = None,
-              prepare_run: Callable[..., dict] | None = None) -> dict[str, Any]:
+def run_sweep(
+    spec, options: SweepOptions, progress: SweepProgress | None = None, prepare_run: Callable[..., dict] | None = None
+) -> dict[str, Any]:
     """Run every point of `spec` (and its refinement stages) on this rank; returns a summary on every rank.
 
     `prepare_run(run_dir, backend)` is called on rank 0 once the run folder exists (writes meta.json).
@@ -64,8 +66,10 @@ def run_sweep(spec, options: SweepOptions, progress: SweepProgress | None = None
     backend = choose_backend(options.share_gpus)
     tp = spec.tp or world_size
     if tp != world_size:
-        raise UsageError(f"TP {tp} needs exactly {tp} ranks, but this launch has {world_size}: "
-                         f"run torchrun with {tp} processes in all (e.g. --nproc-per-node {tp})")
+        raise UsageError(
+            f"TP {tp} needs exactly {tp} ranks, but this launch has {world_size}: "
+            f"run torchrun with {tp} processes in all (e.g. --nproc-per-node {tp})"
+        )
     model = load_model(spec.model).to_dict()
 
     server = ForkServer()
@@ -78,12 +82,20 @@ def run_sweep(spec, options: SweepOptions, progress: SweepProgress | None = None
         if setup["error"]:
             raise UsageError(setup["error"])
         store = dist.distributed_c10d._get_default_store()
-        ctx = ControllerContext(rank=rank, world_size=world_size, device_index=_device_index(local_rank, backend),
-                                backend=backend,
-                                run_dir=Path(setup["run_dir"]), run_id=setup["run_id"], session=setup["session"],
-                                store=store, store_host=os.environ.get("MASTER_ADDR", "127.0.0.1"),
-                                store_port=int(os.environ["MASTER_PORT"]), nccl_debug=options.nccl_debug,
-                                rank_env=shared_gpu_env(rank) if options.share_gpus and backend == "nccl" else {})
+        ctx = ControllerContext(
+            rank=rank,
+            world_size=world_size,
+            device_index=_device_index(local_rank, backend),
+            backend=backend,
+            run_dir=Path(setup["run_dir"]),
+            run_id=setup["run_id"],
+            session=setup["session"],
+            store=store,
+            store_host=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+            store_port=int(os.environ["MASTER_PORT"]),
+            nccl_debug=options.nccl_debug,
+            rank_env=shared_gpu_env(rank) if options.share_gpus and backend == "nccl" else {},
+        )
         install_interrupt_handlers(ctx)
         return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
     finally:
@@ -100,8 +112,10 @@ def choose_backend(share_gpus: bool = False) -> str:
     if gpus == 0:
         return "gloo"
     if gpus < local_world and not share_gpus:
-        raise UsageError(f"{local_world} ranks on this node but only {gpus} GPU(s): "
-                         f"use --nproc-per-node {gpus} or fewer (or --share-gpus for a functional check)")
+        raise UsageError(
+            f"{local_world} ranks on this node but only {gpus} GPU(s): "
+            f"use --nproc-per-node {gpus} or fewer (or --share-gpus for a functional check)"
+        )
     return "nccl"
 
 
@@ -143,12 +157,18 @@ def _open_run_dir(spec, options: SweepOptions, backend: str, tp: int, prepare_ru
         return {"error": str(exc)}
     except OSError as exc:
         return {"error": f"cannot write the run folder under {options.out}: {exc.strerror or exc}"}
-    return {"error": None, "run_dir": str(run_dir), "run_id": run_dir.name, "session": secrets.token_hex(4),
-            "done": sorted(done)}
+    return {
+        "error": None,
+        "run_dir": str(run_dir),
+        "run_id": run_dir.name,
+        "session": secrets.token_hex(4),
+        "done": sorted(done),
+    }
 
 
-def _sweep_loop(ctx: ControllerContext, server: ForkServer, spec, model: dict, tp: int, done: set[str],
-                progress: SweepProgress) -> dict[str, Any]:
+def _sweep_loop(
+    ctx: ControllerContext, server: ForkServer, spec, model: dict, tp: int, done: set[str], progress: SweepProgress
+) -> dict[str, Any]:
     results_path = ctx.run_dir / RESULTS_FILE
     points = list(spec.points)
     statuses: dict[str, str] = {}
@@ -185,12 +205,18 @@ def _sweep_loop(ctx: ControllerContext, server: ForkServer, spec, model: dict, t
             progress.add_points(len(points))
     if ctx.is_writer:
         progress.stop()
-    return {"run_dir": str(ctx.run_dir), "run_id": ctx.run_id, "interrupted": ctx.interrupted,
-            "statuses": statuses, "backend": ctx.backend}
+    return {
+        "run_dir": str(ctx.run_dir),
+        "run_id": ctx.run_id,
+        "interrupted": ctx.interrupted,
+        "statuses": statuses,
+        "backend": ctx.backend,
+    }
 
 
 def install_interrupt_handlers(ctx: ControllerContext) -> None:
     """SIGINT / SIGTERM stop the sweep after killing the running worker; finished points are already on disk."""
+
     def handler(signum, frame):
         ctx.interrupted = True
 

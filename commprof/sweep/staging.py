@@ -23,9 +23,9 @@ _STAGE_ID = re.compile(r"^s(\d+)-p\d+$")
 @dataclass(frozen=True)
 class RankedPoint:
     point: SweepPoint
-    score_us: float                 # geometric mean or sum over T of the median step time, µs
-    mode: str                       # "graph" or "eager": which records the score comes from
-    median_us: dict[int, float]     # T -> median step time
+    score_us: float  # geometric mean or sum over T of the median step time, µs
+    mode: str  # "graph" or "eager": which records the score comes from
+    median_us: dict[int, float]  # T -> median step time
 
 
 def stage_of(point_id: str) -> int:
@@ -40,9 +40,14 @@ def stage_point_id(stage: int, index: int) -> str:
 
 def point_from_record(record: dict) -> SweepPoint:
     point = record.get("point") or {}
-    return SweepPoint(point_id=record["point_id"], label=point.get("label", ""),
-                      impl=point.get("impl", DEFAULT), env=dict(point.get("env") or {}),
-                      options=dict(point.get("options") or {}), stage=stage_of(record["point_id"]))
+    return SweepPoint(
+        point_id=record["point_id"],
+        label=point.get("label", ""),
+        impl=point.get("impl", DEFAULT),
+        env=dict(point.get("env") or {}),
+        options=dict(point.get("options") or {}),
+        stage=stage_of(record["point_id"]),
+    )
 
 
 def _combine(values: list[float], rank_by: str) -> float:
@@ -80,8 +85,9 @@ def rank_points(results: list[dict], tokens: tuple[int, ...], rank_by: str = "ge
         if not all(t in medians for t in tokens):
             continue
         values = [medians[t] for t in tokens]
-        ranked.append(RankedPoint(point_from_record(records[0]), _combine(values, rank_by), mode,
-                                  {t: medians[t] for t in tokens}))
+        ranked.append(
+            RankedPoint(point_from_record(records[0]), _combine(values, rank_by), mode, {t: medians[t] for t in tokens})
+        )
     ranked.sort(key=lambda r: (r.score_us, r.point.point_id))
     return ranked
 
@@ -95,7 +101,7 @@ def refine(spec: SweepSpec, stage: int, results: list[dict]) -> list[SweepPoint]
     ranked = rank_points(earlier, spec.tokens, stage_spec.rank_by)
     if stage_spec.candidates is not None:
         ranked = [r for r in ranked if stage_spec.candidates.matches(r.point)]
-    chosen = [r.point for r in ranked[:stage_spec.top_k]]
+    chosen = [r.point for r in ranked[: stage_spec.top_k]]
     measured = {point_from_record(r).key() for r in earlier}
     remeasure = stage_spec.iterations is not None
 
@@ -117,6 +123,5 @@ def refine(spec: SweepSpec, stage: int, results: list[dict]) -> list[SweepPoint]
             add(impl, env, options, auto_label(impl, env, options))
     else:
         for point in chosen:
-            add(point.impl, point.env, point.options, point.label or auto_label(point.impl, point.env,
-                                                                                point.options))
+            add(point.impl, point.env, point.options, point.label or auto_label(point.impl, point.env, point.options))
     return new
