@@ -12,11 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-# NCCL_ALGO_* / NCCL_PROTO_* in src/include/nccl_common.h: the TUNING lines of 2.20-2.23 print these numbers.
-ALGO_BY_NUMBER = ["TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE", "PAT"]
-PROTO_BY_NUMBER = ["LL", "LL128", "SIMPLE"]
-# NCCL_TOPO_PATTERN_* in src/include/graph.h.
-GRAPH_PATTERNS = {1: "balanced_tree", 2: "split_tree", 3: "tree", 4: "ring", 5: "nvls", 6: "collnet_direct"}
+from commprof.nccl_vocab import ALGO_BY_NUMBER, GRAPH_PATTERNS, PROTO_BY_NUMBER
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _INFO = re.compile(r"NCCL INFO (.*)$")

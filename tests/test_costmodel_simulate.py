@@ -10,7 +10,7 @@ import pytest
 
 from commprof.cli import main
 from commprof.costmodel.model import params_to_toml
-from commprof.costmodel.simulate import nccl_setting, parse_nccl_list, simulate_sweep
+from commprof.costmodel.simulate import nccl_setting, simulate_sweep
 from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
 from commprof.errors import UsageError
 from commprof.records import read_records
@@ -96,21 +96,6 @@ def test_p2p_variables_choose_the_transport():
     assert link_for(host_bridge, {}) == "shm" and link_for(host_bridge, {"NCCL_P2P_LEVEL": "SYS"}) == "pci"
     assert link_for(host_bridge, {"NCCL_P2P_LEVEL": "4"}) == "pci"  # legacy integer = SYS
     assert link_for(h100, {}) == "nvlink" and link_for(h100, {"NCCL_P2P_DISABLE": "1"}) == "shm"
-
-
-def test_nccl_list_syntax():
-    algos = {"ring": "ring", "tree": "tree", "nvls": "nvls", "pat": None}
-    assert parse_nccl_list("allreduce:tree", algos, "NCCL_ALGO") == {
-        "all_reduce": {"tree"},
-        "all_gather": None,
-        "reduce_scatter": None,
-    }
-    assert parse_nccl_list("ring;allreduce:tree", algos, "NCCL_ALGO")["all_gather"] == {"ring"}
-    assert parse_nccl_list("^tree", algos, "NCCL_ALGO")["all_reduce"] == {"ring", "nvls"}
-    with pytest.raises(UsageError, match="unrecognized element 'bogus'"):
-        parse_nccl_list("bogus", algos, "NCCL_ALGO")
-    with pytest.raises(UsageError, match="needs a 'function:' prefix"):
-        parse_nccl_list("ring;tree", algos, "NCCL_ALGO")
 
 
 def test_settings_from_environment():

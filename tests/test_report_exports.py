@@ -7,6 +7,7 @@ import subprocess
 import pandas as pd
 import pytest
 
+from commprof.nccl_vocab import COLLECTIVES
 from commprof.report import exports as ex
 
 
@@ -17,28 +18,6 @@ def inputs(rows):
 
 def parse_rules(text):
     return [line.split(",") for line in text.splitlines() if line and not line.startswith("#")]
-
-
-@pytest.mark.parametrize(
-    "value, collective, kind, expected",
-    [
-        ("Ring", "all_reduce", "algorithm", "ring"),
-        ("allreduce:tree", "all_reduce", "algorithm", "tree"),
-        ("allreduce:tree", "all_gather", "algorithm", None),
-        ("ring;allreduce:tree", "all_reduce", "algorithm", "tree"),
-        ("ring;allreduce:tree", "all_gather", "algorithm", "ring"),
-        ("Tree,Ring", "all_reduce", "algorithm", None),
-        ("^tree", "all_reduce", "algorithm", None),
-        ("NVLSTree", "all_reduce", "algorithm", "nvls_tree"),
-        ("CollnetDirect", "all_reduce", "algorithm", "collnet_direct"),
-        ("LL128", "all_reduce", "protocol", "ll128"),
-        ("simple", "all_gather", "protocol", "simple"),
-        ("Bogus", "all_reduce", "protocol", None),
-        (None, "all_reduce", "protocol", None),
-    ],
-)
-def test_forced_choice(value, collective, kind, expected):
-    assert ex.forced_choice(value, collective, kind) == expected
 
 
 def test_tuner_rules_one_per_size_range_merging_equal_neighbours():
@@ -86,7 +65,7 @@ def test_tuner_conf_has_ten_legal_fields_per_rule():
     assert len(rules) == 3
     for fields in rules:
         assert len(fields) == 10 == len(ex.TUNER_FIELDS)
-        assert fields[0] in ex.TUNER_COLLECTIVES
+        assert fields[0] in {c.tuner for c in COLLECTIVES}
         assert fields[3] in ex.TUNER_ALGORITHMS and fields[4] in ex.TUNER_PROTOCOLS
         numbers = [int(f) for f in fields[1:3] + fields[5:]]
         assert all(n >= -1 for n in numbers)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from commprof.errors import UsageError
+from commprof.nccl_vocab import value_traps
 from commprof.sweep import load_sweep, parse_sweep
-from commprof.sweep.nccl_values import value_traps
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sweeps"
 
@@ -56,7 +56,7 @@ BAD = [
     ("[axes]\nNCCL_ALGO = 'ring,tre'\n", "bad.toml: axes.NCCL_ALGO: 'ring,tre': 'tre' is not an algorithm"),
     ("[axes]\nNCCL_ALGO = 'allreduc:tree'\n", "'allreduc' is not a collective (allowed:"),
     ("[axes]\nNCCL_ALGO = 'allreduce:tree;allreduce:ring'\n", "'allreduce' is given twice"),
-    ("[axes]\nNCCL_ALGO = 'ring;tree'\n", "more than one segment without a collective"),
+    ("[axes]\nNCCL_ALGO = 'ring;tree'\n", "'tree' has no collective: only the first segment may omit it"),
     ("[axes]\nNCCL_ALGO = '^'\n", "'' is not an algorithm"),
     ("[axes]\nNCCL_ALGO = ['']\n", "axes.NCCL_ALGO[0]: expected a non-empty string"),
     (

@@ -12,16 +12,17 @@ import math
 from dataclasses import dataclass, field, replace
 
 from commprof.errors import UsageError
+from commprof.nccl_vocab import MODEL_PROTOCOLS, PLAN_COLLECTIVES
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-PROTOS = ("LL", "LL128", "Simple")
+PROTOS = MODEL_PROTOCOLS
 LINKS = ("nvlink", "pci", "shm")
 ARCHS = ("volta", "ampere", "hopper", "blackwell")
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+COLLECTIVES = PLAN_COLLECTIVES
 
 # NCCL 2.23-2.30 tuning.cc constants, microseconds and GB/s. Index = PROTOS.
 BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0)}

@@ -15,6 +15,7 @@ from commprof.costmodel.model import CostParams, default_algorithms, default_pro
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
 from commprof.models import load_model
+from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECTIVES, modelled_selection
 from commprof.plan import build_step_plan
 from commprof.records import SCHEMA_VERSION
 from commprof.stats import summarize
@@ -22,25 +23,6 @@ from commprof.stats import summarize
 MODES = ("eager", "graph")
 NCCL_IMPLS = ("default", "nccl", "nccl+rmsnorm")
 FUSED_IMPLS = ("nccl+rmsnorm", "flashinfer-fused")
-# NCCL's function names in NCCL_ALGO / NCCL_PROTO prefixes, and the plan's collectives they govern.
-NCCL_FUNCS = {
-    "allreduce": "all_reduce",
-    "allgather": "all_gather",
-    "reducescatter": "reduce_scatter",
-    "broadcast": None,
-    "reduce": None,
-}
-NCCL_ALGOS = {
-    "ring": "ring",
-    "tree": "tree",
-    "nvls": "nvls",
-    "nvlstree": None,
-    "collnetdirect": None,
-    "collnetchain": None,
-    "pat": None,
-}  # None: never used inside one node
-NCCL_PROTOS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
-CHANNEL_VARS = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
 NO_EFFECT_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 MODELLED_VARS = (
     "NCCL_ALGO",
@@ -49,7 +31,7 @@ MODELLED_VARS = (
     "NCCL_P2P_DISABLE",
     "NCCL_THREAD_THRESHOLDS",
     "NCCL_NTHREADS",
-) + CHANNEL_VARS
+) + CHANNEL_VARIABLES
 
 
 @dataclass
@@ -66,35 +48,12 @@ class NcclSetting:
     notes: list[str] = field(default_factory=list)
 
 
-def parse_nccl_list(value: str, names: dict[str, str | None], variable: str) -> dict[str, set[str] | None]:
-    """NCCL_ALGO / NCCL_PROTO syntax ("ring,tree", "^LL128", "allreduce:tree", "ring;allreduce:tree").
-
-    Returns, per plan collective, the enabled modelled names (None: the variable leaves it alone).
-    UsageError for what NCCL rejects at init (unknown element or prefix, a second entry without prefix).
-    """
-    enabled: dict[str, set[str] | None] = {c: None for c in NCCL_FUNCS.values() if c}
-    for index, entry in enumerate(value.split(";")):
-        prefix, _, elements = entry.rpartition(":")
-        if not prefix and index > 0:
-            raise UsageError(f"{variable}={value!r}: every entry after the first needs a 'function:' prefix")
-        negate = elements.startswith("^")
-        items = [e.strip().lower() for e in elements.lstrip("^").split(",") if e.strip()]
-        unknown = [e for e in items if e not in names]
-        if unknown:
-            raise UsageError(f"{variable}={value!r}: unrecognized element {unknown[0]!r}")
-        chosen = {names[e] for e in items if names[e]}
-        allowed = {n for n in names.values() if n}
-        result = allowed - chosen if negate else chosen
-        if prefix:
-            func = prefix.strip().lower()
-            if func not in NCCL_FUNCS:
-                raise UsageError(f"{variable}={value!r}: unrecognized prefix {prefix!r}")
-            targets = [NCCL_FUNCS[func]] if NCCL_FUNCS[func] else []
-        else:
-            targets = list(enabled)
-        for target in targets:
-            enabled[target] = set(result)
-    return enabled
+def _selection(variable: str, value: str) -> dict[str, set[str] | None]:
+    """Per plan collective, the model's names the value enables; UsageError for what NCCL rejects at init."""
+    try:
+        return modelled_selection(variable, value)
+    except ValueError as exc:
+        raise UsageError(f"{variable}: {exc}") from None
 
 
 def nccl_setting(topology: Topology, env: dict[str, str]) -> NcclSetting:
@@ -107,21 +66,21 @@ def nccl_setting(topology: Topology, env: dict[str, str]) -> NcclSetting:
             "(topology p2p_supported = false), so NCCL still goes through host memory"
         )
     nvls = link == "nvlink" and "nvlink" in topology.links and topology.links["nvlink"].nvls_channels >= 2
-    algos = {c: default_algorithms(c, nvls) for c in ("all_reduce", "all_gather", "reduce_scatter")}
+    algos = {c: default_algorithms(c, nvls) for c in PLAN_COLLECTIVES}
     protos = {c: default_protocols(link) for c in algos}
     setting = NcclSetting(link=link, algos=algos, protos=protos, notes=notes)
     if "NCCL_ALGO" in env:
-        for collective, chosen in parse_nccl_list(env["NCCL_ALGO"], NCCL_ALGOS, "NCCL_ALGO").items():
+        for collective, chosen in _selection("NCCL_ALGO", env["NCCL_ALGO"]).items():
             if chosen is not None:
                 possible = default_algorithms(collective, nvls)
                 setting.algos[collective] = tuple(a for a in possible if a in chosen)
     if "NCCL_PROTO" in env:
-        for collective, chosen in parse_nccl_list(env["NCCL_PROTO"], NCCL_PROTOS, "NCCL_PROTO").items():
+        for collective, chosen in _selection("NCCL_PROTO", env["NCCL_PROTO"]).items():
             if chosen is not None:
-                setting.protos[collective] = tuple(p for p in ("LL", "LL128", "Simple") if p in chosen)
+                setting.protos[collective] = tuple(p for p in MODEL_PROTOCOLS if p in chosen)
         if link != "nvlink" and any("LL128" in p for p in setting.protos.values()):
             setting.notes.append("LL128 forced on a box without NVLink: NCCL warns this can corrupt data")
-    for name in CHANNEL_VARS:
+    for name in CHANNEL_VARIABLES:
         if name in env:
             try:
                 count = int(env[name])

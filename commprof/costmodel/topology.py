@@ -13,6 +13,7 @@ from pathlib import Path
 
 from commprof.costmodel.model import LINKS, CostParams, arch_of, nccl_prior
 from commprof.errors import UsageError
+from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, LEGACY_P2P_LEVELS, P2P_LEVELS
 
 try:
     import tomllib
@@ -22,9 +23,7 @@ except ModuleNotFoundError:  # Python 3.10
 # Where the presets live, relative to the repository root (the working directory of a checkout).
 PRESET_DIRS = (Path("sweeps/topologies"), Path(__file__).resolve().parents[2] / "sweeps" / "topologies")
 # PCIe path types as nvidia-smi topo -m and NCCL_P2P_LEVEL name them, nearest first.
-PATH_TYPES = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
-LEGACY_P2P_LEVELS = {"0": "LOC", "1": "PIX", "2": "PXB", "3": "PHB", "4": "SYS"}  # paths.cc levelsOldToNew
-DEFAULT_P2P_LEVEL = "PXB"
+PATH_TYPES = P2P_LEVELS
 
 
 @dataclass(frozen=True)

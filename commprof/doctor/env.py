@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from commprof.doctor.facts import Facts
 from commprof.doctor.result import OK, SKIPPED, WARN, CheckResult
-from commprof.sweep.nccl_values import env_value, value_traps
+from commprof.nccl_vocab import env_value, value_traps
 
 ID, TITLE = "env", "No conflicting NCCL / PyTorch settings"
 
@@ -72,7 +72,7 @@ def check_env(facts: Facts) -> CheckResult:
     ):
         if name in settings:
             value, where = settings[name]
-            # The same trap rules the sweep file's validation applies (commprof.sweep.nccl_values).
+            # The same trap rules the sweep file's validation applies (commprof.nccl_vocab).
             for trap in _traps(name, value):
                 findings.append((trap, f"{name}={value} ({where})", fix))
     forced = [n for n in TUNING_VARS if n in settings]

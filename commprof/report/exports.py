@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from commprof.models import DTYPE_BYTES
+from commprof.nccl_vocab import ALGORITHMS, CHANNEL_VARIABLES, COLLECTIVES, ENV_NAME, PROTOCOLS, Name, forced, named
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
 TUNER_FIELDS = (
@@ -32,35 +32,8 @@ TUNER_FIELDS = (
     "numPipeOps",
     "regBuff",
 )
-TUNER_COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
-TUNER_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
-TUNER_PROTOCOLS = ("ll", "ll128", "simple")
-# NCCL_ALGO spellings (case-insensitive) -> the tuner file's names.
-_ALGO_NAMES = {
-    "tree": "tree",
-    "ring": "ring",
-    "collnetdirect": "collnet_direct",
-    "collnetchain": "collnet_chain",
-    "nvls": "nvls",
-    "nvlstree": "nvls_tree",
-    "pat": "pat",
-    "collnet_direct": "collnet_direct",
-    "collnet_chain": "collnet_chain",
-    "nvls_tree": "nvls_tree",
-}
-_PROTO_NAMES = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
-# commprof collective names and NCCL's log names -> the tuner file's names.
-_COLLECTIVE_NAMES = {
-    "all_reduce": "allreduce",
-    "allreduce": "allreduce",
-    "all_gather": "allgather",
-    "allgather": "allgather",
-    "reduce_scatter": "reducescatter",
-    "reducescatter": "reducescatter",
-    "broadcast": "broadcast",
-    "reduce": "reduce",
-}
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+TUNER_ALGORITHMS = tuple(a.tuner for a in ALGORITHMS)
+TUNER_PROTOCOLS = tuple(p.tuner for p in PROTOCOLS)
 NCCL_TESTS_TYPES = {"bfloat16": "bfloat16", "float16": "half", "float32": "float"}
 
 # Engine flags, each with the engine version it was written for and where that was checked.
@@ -149,41 +122,8 @@ class TunerRule:
         )
 
 
-def tuner_name(kind: str, value: str | None) -> str | None:
-    """NCCL's spelling of a collective / algorithm / protocol -> the tuner file's, or None if not one of them."""
-    if value is None:
-        return None
-    table = {"collective": _COLLECTIVE_NAMES, "algorithm": _ALGO_NAMES, "protocol": _PROTO_NAMES}[kind]
-    return table.get(str(value).strip().lower())
-
-
-def forced_choice(env_value: str | None, collective: str, kind: str) -> str | None:
-    """The single algorithm (kind "algorithm") or protocol an NCCL_ALGO / NCCL_PROTO value forces on `collective`.
-
-    Understands "Ring", "allreduce:tree" and "ring;allreduce:tree"; lists, "^" exclusions and names it does not
-    know give None (no single choice to write as a rule).
-    """
-    if not env_value:
-        return None
-    target = tuner_name("collective", collective)
-    everywhere = specific = None
-    for part in str(env_value).split(";"):
-        part = part.strip()
-        if not part:
-            continue
-        coll, sep, names = part.rpartition(":")
-        if sep and tuner_name("collective", coll) != target:
-            continue
-        if "," in names or names.startswith("^"):
-            return None
-        name = tuner_name(kind, names)
-        if name is None:
-            return None
-        if sep:
-            specific = name
-        else:
-            everywhere = name
-    return specific or everywhere
+def _tuner(name: Name | None) -> str | None:
+    return name.tuner if name is not None else None
 
 
 def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
@@ -204,22 +144,18 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
         }
         logged: dict[str, dict] = {}
         for choice in choices:
-            coll = tuner_name("collective", choice.get("coll"))
+            coll = _tuner(named(COLLECTIVES, choice.get("coll")))
             if coll:
                 logged.setdefault(coll, choice)
                 sizes.setdefault(coll, choice.get("bytes"))
-        sets_channels = any(
-            k in env for k in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
-        )
+        sets_channels = any(k in env for k in CHANNEL_VARIABLES)
         for coll, size in sizes.items():
             if not size:
                 continue
             choice = logged.get(coll, {})
-            algorithm = tuner_name("algorithm", choice.get("algo")) or forced_choice(
-                env.get("NCCL_ALGO"), coll, "algorithm"
-            )
-            protocol = tuner_name("protocol", choice.get("proto")) or forced_choice(
-                env.get("NCCL_PROTO"), coll, "protocol"
+            algorithm = _tuner(named(ALGORITHMS, choice.get("algo")) or forced("NCCL_ALGO", env.get("NCCL_ALGO"), coll))
+            protocol = _tuner(
+                named(PROTOCOLS, choice.get("proto")) or forced("NCCL_PROTO", env.get("NCCL_PROTO"), coll)
             )
             channels = choice.get("channels") if sets_channels and choice.get("channels") else -1
             if note:
@@ -330,7 +266,7 @@ def recommend_env_text(point: pd.Series | None, provenance: list[str], notes: li
         lines.append("# The recommendation sets no variable: nothing to export.")
     lines.append("# NCCL reads most variables once per process: restart the engine after sourcing this file.")
     for name, value in sorted(env.items()):
-        if not _ENV_NAME.match(name):
+        if not ENV_NAME.match(name):
             lines.append(f"# skipped {name!r}: not a valid environment variable name")
             continue
         lines.append(f"export {name}={shlex.quote(str(value))}")

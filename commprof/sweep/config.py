@@ -24,14 +24,13 @@ from commprof.errors import UsageError
 from commprof.impls.gating import BUILTIN_OPTIONS, REQUIRED_OPTIONS
 from commprof.impls.registry import BUILTINS
 from commprof.models import load_model, normalize_dtype
+from commprof.nccl_vocab import ENV_CHECKS, ENV_NAME, MIN_MAX_PAIRS, env_value, value_traps
 from commprof.plan import PHASES
 from commprof.sweep import staging
 from commprof.sweep.dryrun import format_points_table
-from commprof.sweep.nccl_values import ENV_CHECKS, ENV_NAME, env_value, value_traps
 from commprof.sweep.points import (
     ANY,
     DEFAULT,
-    MIN_MAX_PAIRS,
     Axis,
     Rule,
     Setting,

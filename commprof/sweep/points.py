@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from commprof.nccl_vocab import MIN_MAX_PAIRS
+
 BASELINE_ID = "p000"
 BASELINE_LABEL = "defaults"
 
@@ -16,8 +18,6 @@ BASELINE_LABEL = "defaults"
 DEFAULT = "default"
 ANY = "*"
 
-# NCCL variables that bound one count from both sides; NCCL expects MIN <= MAX.
-MIN_MAX_PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))
 
 # How labels name variables, in the order they list them; a MIN/MAX pair with equal values shows as one.
 _LABEL_ORDER = (

@@ -1,0 +1,334 @@
+"""NCCL's vocabulary, defined once: its algorithms, protocols and collectives in every spelling commprof meets,
+and the grammar of the variables a sweep sets, with the known traps among their values.
+
+Spellings: NCCL_ALGO / NCCL_PROTO values (ncclAlgoStr / ncclProtoStr / ncclFuncStr, matched case-insensitively),
+NCCL_DEBUG=INFO TUNING lines (ncclAlgoToString; 2.20-2.23 print the NCCL_ALGO_* number instead), the example
+tuner plugin's CSV (plugins/tuner/example) and commprof's own cost model and step plan. Facts from NCCL
+2.23-2.30 (/work/shared/reference/nccl.md, docs/sweep-files.md). Pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Name:
+    """One algorithm, protocol or collective as each place that names it spells it."""
+
+    env: str  # in NCCL_ALGO / NCCL_PROTO prefixes and lists, e.g. "CollnetDirect" (any case)
+    log: str  # in NCCL's TUNING log lines, e.g. "COLLNET_DIRECT"
+    tuner: str  # in the example tuner plugin's CSV, e.g. "collnet_direct"
+    model: str | None  # in commprof's cost model / step plan, e.g. "ring"; None: never used inside one node
+    number: int  # NCCL's enum value (NCCL_ALGO_*, NCCL_PROTO_*, ncclFunc_t)
+
+    def spellings(self) -> set[str]:
+        return {s.lower() for s in (self.env, self.log, self.tuner, self.model) if s}
+
+
+# In the order error messages list them.
+ALGORITHMS = (
+    Name("Ring", "RING", "ring", "ring", 1),
+    Name("Tree", "TREE", "tree", "tree", 0),
+    Name("CollnetDirect", "COLLNET_DIRECT", "collnet_direct", None, 2),
+    Name("CollnetChain", "COLLNET_CHAIN", "collnet_chain", None, 3),
+    Name("NVLS", "NVLS", "nvls", "nvls", 4),
+    Name("NVLSTree", "NVLS_TREE", "nvls_tree", None, 5),
+    Name("PAT", "PAT", "pat", None, 6),
+)
+PROTOCOLS = (
+    Name("LL", "LL", "ll", "LL", 0),
+    Name("LL128", "LL128", "ll128", "LL128", 1),
+    Name("Simple", "SIMPLE", "simple", "Simple", 2),
+)
+# model: the step plan's collective; None for those a decode / verify step does not issue.
+COLLECTIVES = (
+    Name("allreduce", "AllReduce", "allreduce", "all_reduce", 4),
+    Name("broadcast", "Broadcast", "broadcast", None, 0),
+    Name("reduce", "Reduce", "reduce", None, 1),
+    Name("allgather", "AllGather", "allgather", "all_gather", 2),
+    Name("reducescatter", "ReduceScatter", "reducescatter", "reduce_scatter", 3),
+)
+MODEL_PROTOCOLS = tuple(p.model for p in PROTOCOLS if p.model)  # cost-model tables are indexed in this order
+PLAN_COLLECTIVES = tuple(c.model for c in COLLECTIVES if c.model)
+
+# 2.20-2.23 TUNING lines print NCCL_ALGO_* / NCCL_PROTO_* numbers (src/include/nccl_common.h).
+ALGO_BY_NUMBER = tuple(a.log for a in sorted(ALGORITHMS, key=lambda a: a.number))
+PROTO_BY_NUMBER = tuple(p.log for p in sorted(PROTOCOLS, key=lambda p: p.number))
+# NCCL_TOPO_PATTERN_* (src/include/graph.h), as GRAPH lines print them.
+GRAPH_PATTERNS = {1: "balanced_tree", 2: "split_tree", 3: "tree", 4: "ring", 5: "nvls", 6: "collnet_direct"}
+
+# NCCL_P2P_LEVEL path types, nearest first; the legacy integers map through paths.cc levelsOldToNew.
+P2P_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
+LEGACY_P2P_LEVELS = {"0": "LOC", "1": "PIX", "2": "PXB", "3": "PHB", "4": "SYS"}
+DEFAULT_P2P_LEVEL = "PXB"
+
+# Variables that bound one count from both sides; NCCL expects MIN <= MAX.
+MIN_MAX_PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))
+CHANNEL_VARIABLES = tuple(name for pair in MIN_MAX_PAIRS for name in pair)
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+_SELECTIONS = {"NCCL_ALGO": (ALGORITHMS, "an algorithm"), "NCCL_PROTO": (PROTOCOLS, "a protocol")}
+
+
+def named(names: tuple[Name, ...], text: object) -> Name | None:
+    """The entry of `names` that `text` spells in any of its spellings (any case), else None."""
+    if text is None:
+        return None
+    wanted = str(text).strip().lower()
+    return next((n for n in names if wanted in n.spellings()), None)
+
+
+# --- NCCL_ALGO / NCCL_PROTO: "a,b", "^a" (exclude), and since 2.24 "b;allreduce:a" per collective -----------
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One ';'-separated part of an NCCL_ALGO / NCCL_PROTO value."""
+
+    collective: Name | None  # None: every collective
+    excluding: bool  # a leading ^: everything but `names`
+    names: tuple[Name, ...]
+
+
+def selection_allowed(variable: str) -> str:
+    """What an NCCL_ALGO / NCCL_PROTO value may be, for error messages."""
+    names, _ = _SELECTIONS[variable]
+    return (
+        f"a comma list of {', '.join(n.env for n in names)} (any case), a leading ^ to exclude, and per collective "
+        f"(NCCL >= 2.24) segments like \"allreduce:{names[0].env.lower()}\" joined by ';'; "
+        f"collectives: {', '.join(c.env for c in COLLECTIVES)}"
+    )
+
+
+def parse_selection(variable: str, value: str) -> tuple[Segment, ...]:
+    """Segments of an NCCL_ALGO / NCCL_PROTO value, checked as NCCL's parseList (tuning.cc) checks it.
+
+    ValueError names the offending part and what is allowed: an unknown name or collective, a segment after
+    the first without a collective (NCCL rejects it), or a collective given twice (NCCL keeps the last; a slip).
+    """
+    names, what = _SELECTIONS[variable]
+    allowed = f"(allowed: {selection_allowed(variable)})"
+    segments: list[Segment] = []
+    seen: set[str] = set()
+    for index, part in enumerate(value.split(";")):
+        prefix, sep, body = part.strip().rpartition(":")
+        collective = None
+        if sep:
+            collective = _env_named(COLLECTIVES, prefix)
+            if collective is None:
+                raise ValueError(f"{value!r}: {prefix.strip()!r} is not a collective {allowed}")
+            if collective.env in seen:
+                raise ValueError(f"{value!r}: {prefix.strip()!r} is given twice {allowed}")
+            seen.add(collective.env)
+        elif index > 0:
+            raise ValueError(
+                f"{value!r}: {part.strip()!r} has no collective: only the first segment may omit it {allowed}"
+            )
+        body = body.strip()
+        excluding = body.startswith("^")
+        entries = []
+        for entry in (e.strip() for e in body.removeprefix("^").split(",")):
+            match = _env_named(names, entry)
+            if match is None:
+                where = f"{value!r}: " if entry != value else ""
+                raise ValueError(f"{where}{entry!r} is not {what} {allowed}")
+            entries.append(match)
+        segments.append(Segment(collective, excluding, tuple(entries)))
+    return tuple(segments)
+
+
+def _env_named(names: tuple[Name, ...], text: str) -> Name | None:
+    """NCCL's own spelling only (it compares with strcasecmp): "collnet_direct" is no NCCL_ALGO name."""
+    return next((n for n in names if n.env.lower() == text.strip().lower()), None)
+
+
+def modelled_selection(variable: str, value: str) -> dict[str, set[str] | None]:
+    """Per plan collective, the cost model's names an NCCL_ALGO / NCCL_PROTO value enables (None: left alone).
+
+    Algorithms NCCL never uses inside one node (CollNet, NVLSTree, PAT) drop out. ValueError as parse_selection.
+    """
+    names, _ = _SELECTIONS[variable]
+    modelled = {n.model for n in names if n.model}
+    enabled: dict[str, set[str] | None] = dict.fromkeys(PLAN_COLLECTIVES)
+    for segment in parse_selection(variable, value):
+        chosen = {n.model for n in segment.names if n.model}
+        result = modelled - chosen if segment.excluding else chosen
+        if segment.collective is None:
+            targets = list(enabled)
+        else:
+            targets = [segment.collective.model] if segment.collective.model else []
+        for target in targets:
+            enabled[target] = set(result)
+    return enabled
+
+
+def forced(variable: str, value: str | None, collective: str) -> Name | None:
+    """The single algorithm / protocol an NCCL_ALGO / NCCL_PROTO value forces on `collective` (any spelling).
+
+    Its own segment wins over the one for every collective; lists, ^ exclusions and invalid values give None
+    (no single choice).
+    """
+    if not value:
+        return None
+    try:
+        segments = parse_selection(variable, str(value))
+    except ValueError:
+        return None
+    target = named(COLLECTIVES, collective)
+    segment = next((s for s in segments if s.collective is not None and s.collective == target), None)
+    segment = segment or next((s for s in segments if s.collective is None), None)
+    if segment is None or segment.excluding or len(segment.names) != 1:
+        return None
+    return segment.names[0]
+
+
+# --- legal values of the variables a sweep sets: each checker takes the value as TOML gave it (str, int or
+# bool) and returns the string put in the environment, or raises ValueError saying what is allowed ----------
+
+
+def _as_int(raw: object, name_of_kind: str) -> int:
+    if isinstance(raw, bool):
+        raise ValueError(f"expected {name_of_kind}, got {raw!r}")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
+        return int(raw)
+    raise ValueError(f"expected {name_of_kind}, got {raw!r}")
+
+
+def int_range(low: int, high: int) -> Callable[[object], str]:
+    def check(raw: object) -> str:
+        allowed = f"an integer {low}..{high}"
+        value = _as_int(raw, allowed)
+        if not low <= value <= high:
+            raise ValueError(f"{value} is out of range (allowed: {allowed})")
+        return str(value)
+
+    return check
+
+
+def positive_int(raw: object) -> str:
+    value = _as_int(raw, "a positive integer (bytes)")
+    if value < 1:
+        raise ValueError(f"{value} is not positive (allowed: a positive integer, bytes)")
+    return str(value)
+
+
+def nthreads(raw: object) -> str:
+    allowed = "a multiple of 32 in 64..512"
+    value = _as_int(raw, allowed)
+    if value % 32 or not 64 <= value <= 512:
+        raise ValueError(f"{value} is not {allowed} (allowed: {allowed})")
+    return str(value)
+
+
+def flag(raw: object) -> str:
+    """NCCL's 0/1 switches; TOML true/false are accepted too."""
+    if isinstance(raw, bool):
+        return "1" if raw else "0"
+    if raw in (0, 1, "0", "1"):
+        return str(raw)
+    raise ValueError(f"{raw!r} is not a switch (allowed: 0, 1, true, false)")
+
+
+def p2p_level(raw: object) -> str:
+    allowed = f"{', '.join(P2P_LEVELS)} or the legacy integers 0..4"
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        if 0 <= raw <= 4:
+            return str(raw)
+        raise ValueError(f"{raw} is out of range (allowed: {allowed})")
+    if isinstance(raw, str) and raw.strip().upper() in P2P_LEVELS:
+        return raw.strip().upper()
+    if isinstance(raw, str) and raw.strip() in LEGACY_P2P_LEVELS:
+        return raw.strip()
+    raise ValueError(f"{raw!r} is not a P2P level (allowed: {allowed})")
+
+
+def thread_thresholds(raw: object) -> str:
+    allowed = (
+        'six integers "treeLL treeLL128 treeSimple ringLL ringLL128 ringSimple" separated by spaces; '
+        "a negative one keeps NCCL's default for that slot"
+    )
+    if not isinstance(raw, str):
+        raise ValueError(f"expected a string, got {raw!r} (allowed: {allowed})")
+    fields = raw.split()
+    if len(fields) != 6 or not all(re.fullmatch(r"-?\d+", f) for f in fields):
+        raise ValueError(f"{raw!r} is not six integers (allowed: {allowed})")
+    return " ".join(fields)
+
+
+def _selection(variable: str) -> Callable[[object], str]:
+    def check(raw: object) -> str:
+        if not isinstance(raw, str) or not raw.strip():
+            raise ValueError(f"expected a non-empty string, got {raw!r} (allowed: {selection_allowed(variable)})")
+        value = raw.strip()
+        parse_selection(variable, value)
+        return value
+
+    return check
+
+
+# Variables a sweep validates by name (anywhere: [axes], [axes.env], [[points]], [[stages]]).
+ENV_CHECKS: dict[str, Callable[[object], str]] = {
+    "NCCL_ALGO": _selection("NCCL_ALGO"),
+    "NCCL_PROTO": _selection("NCCL_PROTO"),
+    "NCCL_MIN_NCHANNELS": int_range(1, 64),
+    "NCCL_MAX_NCHANNELS": int_range(1, 64),
+    "NCCL_MIN_CTAS": int_range(1, 64),
+    "NCCL_MAX_CTAS": int_range(1, 64),
+    "NCCL_NTHREADS": nthreads,
+    "NCCL_BUFFSIZE": positive_int,
+    "NCCL_LL_BUFFSIZE": positive_int,
+    "NCCL_LL128_BUFFSIZE": positive_int,
+    "NCCL_P2P_LEVEL": p2p_level,
+    "NCCL_P2P_DISABLE": flag,
+    "NCCL_SHM_DISABLE": flag,
+    "NCCL_CUMEM_ENABLE": flag,
+    "NCCL_GRAPH_REGISTER": flag,
+    "NCCL_NVLS_ENABLE": flag,
+    "NCCL_CGA_CLUSTER_SIZE": int_range(0, 8),
+    "NCCL_THREAD_THRESHOLDS": thread_thresholds,
+}
+
+
+def env_value(name: str, raw: object) -> str:
+    """The environment string for `name`; ValueError says what is allowed."""
+    check = ENV_CHECKS.get(name)
+    if check is not None:
+        return check(raw)
+    if isinstance(raw, bool):
+        return "1" if raw else "0"
+    if isinstance(raw, (int, float, str)):
+        return str(raw)
+    raise ValueError(f"expected a string or a number, got {type(raw).__name__} {raw!r}")
+
+
+def value_traps(name: str, value: str, interconnect: str = "any") -> list[str]:
+    """Known traps of one (validated) value, each a sentence for the user; `interconnect` is what the
+    sweep file says it targets ("any", "pcie" or "nvlink")."""
+    traps = []
+    if name == "NCCL_ALGO":
+        ring = named(ALGORITHMS, "ring")
+        for segment in parse_selection(name, value):
+            ring_off = (ring in segment.names) if segment.excluding else (ring not in segment.names)
+            if segment.collective is None and ring_off:
+                traps.append(
+                    f"NCCL_ALGO={value!r} applies to every collective and leaves broadcast / all-gather without "
+                    "Ring, which torch needs at init: on NCCL >= 2.24 they fail with 'No algorithm/protocol "
+                    'available\'. Restrict it to the all-reduce, e.g. "allreduce:tree"'
+                )
+    if name == "NCCL_PROTO" and interconnect != "nvlink":
+        ll128 = named(PROTOCOLS, "ll128")
+        for segment in parse_selection(name, value):
+            if not segment.excluding and ll128 in segment.names:
+                traps.append(
+                    f"NCCL_PROTO={value!r} forces LL128, which NCCL turns off on PCIe-only boxes because it can "
+                    "corrupt data there; every point's results are checked, and a corrupt one is recorded "
+                    "'wrong', never ranked"
+                )
+                break
+    return traps
