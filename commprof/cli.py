@@ -14,6 +14,7 @@ from commprof.errors import UsageError
 SUBCOMMANDS: dict[str, str] = {
     "plan": "commprof.plan_command:plan",
     "topo": "commprof.topology:topo",
+    "nccl-log": "commprof.nccl_log_command:nccl_log",
     "doctor": "commprof.doctor.command:doctor",
     "report": "commprof.report.command:report",
     "import-nccl-tests": "commprof.costmodel.commands:import_nccl_tests",
@@ -24,6 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
 _HELP = {
     "plan": "Print the ordered collectives of one step.",
     "topo": "Probe GPUs, PCIe links and peer-to-peer topology.",
+    "nccl-log": "Explain an NCCL_DEBUG=INFO log: what NCCL built, chose and ran.",
     "doctor": "Check the box before trusting any number.",
     "report": "Render a run (or several) as an HTML report.",
     "import-nccl-tests": "Turn nccl-tests logs into commprof records.",

@@ -1,8 +1,10 @@
-"""Parse NCCL_DEBUG=INFO output (subsystems INIT, GRAPH, TUNING) into what NCCL really did.
+"""Parse NCCL_DEBUG=INFO output into what NCCL really did; one parser for the doctor, the sweep and `nccl-log`.
 
-Pure text in, `NcclLogSummary` out: version, transport per peer connection, channel counts, the ring /
-tree graphs the topology search settled on, and the algorithm / protocol chosen per collective and size.
-Formats follow NCCL's source (2.18 to 2.30); the fixture headers in tests/fixtures/nccl_log/ cite the lines.
+Pure text in, `NcclLogSummary` out: version, ranks and nodes, transport per peer connection, rings, channel
+counts, the graphs the topology search settled on, the op sequence of COLL lines, the algorithm / protocol
+chosen per collective and size, the latency / bandwidth table of TUNING, the variables NCCL reports set,
+and WARN lines. Formats follow NCCL's source from 2.4 to 2.30 (cited per pattern below); any line prefix
+(mpirun's "[1,0]<stdout>:", Ray's "(RayWorker pid=...)", timestamps) is tolerated. Unknown lines are ignored.
 """
 
 from __future__ import annotations
@@ -12,33 +14,54 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from commprof.nccl_vocab import ALGO_BY_NUMBER, GRAPH_PATTERNS, PROTO_BY_NUMBER
+from commprof.nccl_vocab import ALGO_BY_NUMBER, COLLECTIVES, DATATYPES, GRAPH_PATTERNS, PROTO_BY_NUMBER, named
+
+EVIDENCE_LINES = 3  # raw lines kept per kind of fact, to quote as evidence
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_INFO = re.compile(r"NCCL INFO (.*)$")
-_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+[\w.+-]*)")
-_PEER = r"(\d+)\[([0-9a-fA-Fx]+)\]"
-# "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read", "Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
-# "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA"
-_CONNECTION = re.compile(
-    rf"^Channel (\d+)(?:/(\d+))? : {_PEER} -> {_PEER}(?: \[(send|receive)\])? via (\S+(?: pointer)?\S*)"
+# src/debug.cc: "host:pid:tid [cudaDev] NCCL INFO msg"; the last "NCCL INFO" wins when two ranks' lines interleave.
+# WARN lines carry the source position: "host:pid:tid [cudaDev] enqueue.cc:1828 NCCL WARN msg".
+_LINE = re.compile(
+    r"(?:(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?)?NCCL (?P<kind>INFO|WARN) "
 )
-_RING = re.compile(r"^Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
+_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+[\w.+-]*)")
+_PEER = r"(\d+)(?:\[([0-9a-fA-Fx]+)\])?"
+# >= 2.7 "Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read", "Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
+# "Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA"; <= 2.6 "Ring 00 : 12[41000] -> 11[2d000] via P2P/IPC",
+# "Ring 00 : 0[0] -> 1[1] via P2P/common device", 2.4 "Ring 00 : 34 -> 33 [send] via NET/Socket/0".
+_CONNECTION = re.compile(
+    rf"^(?:Channel|Ring) (\d+)(?:/(\d+))? : {_PEER} -> {_PEER}(?: \[(send|receive)\])? via (\S.*?)\s*$"
+)
+_RING = re.compile(r"^Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")  # rank 0 prints each ring (src/graph/rings.cc)
+_RING_HOP = re.compile(r"^Ring (\d+) : (\d+) -> (\d+) -> (\d+)\s*$")  # each rank: "Ring %02d : prev -> rank -> next"
+# >= 2.19 with collnet, 2.18 with nvls, <= 2.17 "%d coll channels, %d p2p channels, %d p2p channels per peer".
 _CHANNELS = re.compile(
-    r"^(\d+) coll channels, (?:(\d+) collnet channels, )?(\d+) nvls channels, "
+    r"^(\d+) coll channels, (?:(\d+) collnet channels, )?(?:(\d+) nvls channels, )?"
     r"(\d+) p2p channels, (\d+) p2p channels per peer"
 )
+# src/graph/search.cc ncclTopoPrintGraph; <= 2.7 printed "speed" where later versions print "bw".
 _GRAPH = re.compile(
-    r"^Pattern (\d+), crossNic (\d+), nChannels (\d+), bw ([\d.]+)/([\d.]+), "
-    r"type (\w+)/(\w+), sameChannels (\d+)"
+    r"^Pattern (\d+), crossNic (\d+), nChannels (\d+), (?:bw|speed) ([\d.]+)/([\d.]+), type (\w+)/(\w+), "
+    r"sameChannels (\d+)"
 )
-# >= 2.24: "AllReduce: 14336 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}"
+# >= 2.24: "AllReduce: 14336 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}" (count x type size);
+# 2.23: "AllReduce: 1048576 Bytes -> Algo 0 proto 2 time 45.25"; 2.20-2.22 without the collective.
 _CHOICE = re.compile(
-    r"^(?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)"
-    r"(?: channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}| time ([\d.]+))?"
+    r"^(?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)(?: channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\}| time ([\d.]+))?"
 )
-_COMM = re.compile(r"^comm 0x[0-9a-fA-F]+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
-_P2P_LEVEL = re.compile(r"^(NCCL_P2P_LEVEL|NCCL_P2P_DISABLE) set by environment to (\w+)")
+# "comm %p rank %d nRanks %d nNodes %d localRanks %d ..." (>= 2.9); "ncclCommInitRank comm %p rank %d nranks %d
+# cudaDev %d ..." and "comm %p rank %d nranks %d cudaDev %d busId %lx ... - Init COMPLETE" (every version).
+_COMM = re.compile(r"\bcomm (0x[0-9a-fA-F]+) rank (\d+) n[Rr]anks (\d+)(?: nNodes (\d+))?(?: cudaDev (\d+))?")
+_SET_BY_ENV = re.compile(r"^(NCCL_\w+) set by environment to (.*?)\.?\s*$")
+# src/enqueue.cc: "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d]"
+_OP = re.compile(
+    r"^(\w+): opCount ([0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (\d+) datatype (\d+) op (\d+) root (-?\d+) "
+    r"comm (\S+)(?: \[nranks=(\d+)\])?"
+)
+_TUNER = re.compile(r"^TUNER/Plugin: Using tuner plugin (.+)$")
+# TUNING table, src/graph/tuning.cc: >= 2.24 "  Algorithm   |  ... RING ... |" then "  Protocol    | LL | ..." then
+# "%13s |%8.1f/%6.1f |..." per function; <= 2.23 "Latency/AlgBw |    Tree/    LL | ..." then the same rows.
+_TABLE_ROW = re.compile(r"^\s*(\w+) \|((?:\s*-?[\d.]+/\s*-?[\d.]+ \|)+)\s*$")
 
 
 @dataclass
@@ -51,10 +74,38 @@ class NcclLogSummary:
     graphs: list[dict[str, Any]] = field(default_factory=list)
     rings: list[list[int]] = field(default_factory=list)
     choices: list[dict[str, Any]] = field(default_factory=list)
-    nranks: int | None = None
-    nnodes: int | None = None
-    p2p_level: str | None = None
+    ops: list[dict[str, Any]] = field(default_factory=list)
+    tuning_table: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    communicators: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    hosts: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # variables NCCL says were set by the environment
+    tuner_plugin: str | None = None
     warnings: list[str] = field(default_factory=list)
+    evidence: dict[str, list[str]] = field(default_factory=dict)  # kind of fact -> the first raw lines
+    nccl_lines: int = 0  # lines with "NCCL INFO" or "NCCL WARN"
+
+    @property
+    def nranks(self) -> int | None:
+        """Ranks of the largest communicator the log shows (init lines, else the COLL lines' [nranks=N])."""
+        counts = [c["nranks"] for c in self.communicators.values() if c.get("nranks")]
+        counts = counts or [op["nranks"] for op in self.ops if op.get("nranks")]
+        return max(counts) if counts else None
+
+    @property
+    def nnodes(self) -> int | None:
+        """Nodes as NCCL counted them (>= 2.9), else the distinct host names of the line prefixes."""
+        counts = [c["nnodes"] for c in self.communicators.values() if c.get("nnodes")]
+        if counts:
+            return max(counts)
+        return len(self.hosts) or None
+
+    @property
+    def p2p_level(self) -> str | None:
+        if self.env.get("NCCL_P2P_LEVEL"):
+            return self.env["NCCL_P2P_LEVEL"]
+        if self.env.get("NCCL_P2P_DISABLE", "0") not in ("0", ""):
+            return "LOC"  # NCCL_P2P_DISABLE=1 means level LOC
+        return None
 
     @property
     def transports(self) -> dict[str, int]:
@@ -78,6 +129,8 @@ class NcclLogSummary:
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": self.version,
+            "nranks": self.nranks,
+            "nnodes": self.nnodes,
             "transports": self.transports,
             "peer_transports": self.peer_transports,
             "channels": self.channels,
@@ -85,83 +138,141 @@ class NcclLogSummary:
             "graphs": self.graphs,
             "rings": self.rings,
             "choices": self.choices,
-            "nranks": self.nranks,
-            "nnodes": self.nnodes,
+            "ops": self.ops,
+            "tuning_table": self.tuning_table,
             "p2p_level": self.p2p_level,
+            "env": self.env,
+            "tuner_plugin": self.tuner_plugin,
             "warnings": self.warnings,
         }
 
 
+@dataclass
+class _State:
+    """What the line loop carries between lines."""
+
+    seen_connections: set = field(default_factory=set)
+    choice_index: dict = field(default_factory=dict)
+    ring_hops: dict = field(default_factory=dict)  # channel -> {rank: next}
+    op_source: tuple | None = None  # (host, pid, dev) whose COLL lines make the op sequence
+    table_columns: list = field(default_factory=list)  # [(algo, proto)] of the TUNING table block being read
+    table_algos: list = field(default_factory=list)
+
+
 def parse_nccl_log(text: str) -> NcclLogSummary:
-    """Parse interleaved INFO lines of any number of ranks and communicators; unknown lines are ignored."""
+    """Parse interleaved lines of any number of ranks and communicators; unknown lines are ignored."""
     summary = NcclLogSummary()
-    seen_connections: set[tuple] = set()
-    choice_index: dict[tuple, dict[str, Any]] = {}
+    state = _State()
     for raw in text.splitlines():
         line = _ANSI.sub("", raw).rstrip("\r")
+        if line.lstrip().startswith("#"):  # nccl-tests' tables and annotations, never NCCL's own lines
+            continue
         if summary.version is None and (m := _VERSION.search(line)):
             summary.version = m.group(1)
-        if "NCCL WARN" in line:
-            summary.warnings.append(line.split("NCCL WARN", 1)[1].strip())
+        matches = list(_LINE.finditer(line))
+        if not matches:
             continue
-        m = _INFO.search(line)
-        if m:
-            _parse_info(m.group(1).strip(), summary, seen_connections, choice_index)
+        head = matches[-1]
+        summary.nccl_lines += 1
+        if head.group("host") and head.group("host") not in summary.hosts:
+            summary.hosts.append(head.group("host"))
+        msg = line[head.end() :].strip()
+        if head.group("kind") == "WARN":
+            summary.warnings.append(msg)
+            _keep(summary, "warn", line)
+            continue
+        source = (head.group("host"), head.group("pid"), head.group("dev"))
+        _parse_info(msg, line, source, summary, state)
+    _close_rings(summary, state)
     return summary
 
 
-def _parse_info(msg: str, summary: NcclLogSummary, seen: set[tuple], choice_index: dict) -> None:
+def _keep(summary: NcclLogSummary, kind: str, line: str) -> None:
+    lines = summary.evidence.setdefault(kind, [])
+    if len(lines) < EVIDENCE_LINES and line.strip() not in lines:
+        lines.append(line.strip())
+
+
+def _parse_info(msg: str, line: str, source: tuple, summary: NcclLogSummary, state: _State) -> None:
     if m := _CONNECTION.match(msg):
-        channel, conn, src, src_dev, dst, dst_dev, direction, via = m.groups()
-        key = (int(channel), int(conn or 0), int(src), int(dst), direction or "")
-        if key not in seen:
-            seen.add(key)
-            summary.connections.append(
-                {
-                    "channel": int(channel),
-                    "conn": int(conn or 0),
-                    "src": int(src),
-                    "dst": int(dst),
-                    "src_dev": src_dev,
-                    "dst_dev": dst_dev,
-                    "direction": direction,
-                    "transport": via.split("/", 1)[0],
-                    "via": via,
-                }
-            )
+        _add_connection(m, line, summary, state)
     elif m := _RING.match(msg):
         ring = [int(r) for r in m.group(3).split()]
         if ring not in summary.rings:
             summary.rings.append(ring)
+    elif m := _RING_HOP.match(msg):
+        channel, prev, rank, nxt = (int(g) for g in m.groups())
+        state.ring_hops.setdefault(channel, {})[rank] = nxt
+        state.ring_hops[channel].setdefault(prev, rank)
     elif m := _CHANNELS.match(msg):
         coll, collnet, nvls, p2p, per_peer = m.groups()
-        summary.channel_counts = {"coll": int(coll), "nvls": int(nvls), "p2p": int(p2p), "p2p_per_peer": int(per_peer)}
-        if collnet is not None:
-            summary.channel_counts["collnet"] = int(collnet)
+        summary.channel_counts = {"coll": int(coll), "p2p": int(p2p), "p2p_per_peer": int(per_peer)}
+        for name, value in (("collnet", collnet), ("nvls", nvls)):
+            if value is not None:
+                summary.channel_counts[name] = int(value)
     elif m := _GRAPH.match(msg):
-        pattern, cross_nic, nch, bw_intra, bw_inter, type_intra, type_inter, same = m.groups()
-        summary.graphs.append(
-            {
-                "pattern": int(pattern),
-                "kind": GRAPH_PATTERNS.get(int(pattern), "unknown"),
-                "cross_nic": int(cross_nic),
-                "channels": int(nch),
-                "bw_intra_gbps": float(bw_intra),
-                "bw_inter_gbps": float(bw_inter),
-                "type_intra": type_intra,
-                "type_inter": type_inter,
-                "same_channels": int(same),
-            }
-        )
+        _add_graph(m, line, summary)
     elif m := _CHOICE.match(msg):
-        _add_choice(m, summary, choice_index)
-    elif m := _COMM.match(msg):
-        summary.nranks, summary.nnodes = int(m.group(2)), int(m.group(3))
-    elif m := _P2P_LEVEL.match(msg):
-        if m.group(1) == "NCCL_P2P_LEVEL":
-            summary.p2p_level = m.group(2)
-        elif m.group(2) not in ("0", ""):  # NCCL_P2P_DISABLE=1 means level LOC; =0 changes nothing
-            summary.p2p_level = "LOC"
+        _add_choice(m, summary, state.choice_index)
+    elif m := _OP.match(msg):
+        _add_op(m, source, summary, state)
+    elif m := _SET_BY_ENV.match(msg):
+        summary.env.setdefault(m.group(1), m.group(2).strip())
+        _keep(summary, m.group(1), line)
+    elif m := _TUNER.match(msg):
+        summary.tuner_plugin = m.group(1).strip()
+        _keep(summary, "tuner", line)
+    elif msg.startswith(("Algorithm", "Latency/AlgBw", "Protocol")) and "|" in msg:
+        _table_header(msg, state)
+    elif m := _TABLE_ROW.match(msg):
+        _table_row(m, summary, state)
+    elif m := _COMM.search(msg):
+        comm, _rank, nranks, nnodes, _dev = m.groups()
+        entry = summary.communicators.setdefault(comm, {"nranks": int(nranks), "nnodes": None})
+        if nnodes is not None:
+            entry["nnodes"] = int(nnodes)
+        _keep(summary, "comm", line)
+
+
+def _add_connection(m: re.Match, line: str, summary: NcclLogSummary, state: _State) -> None:
+    channel, conn, src, src_dev, dst, dst_dev, direction, via = m.groups()
+    key = (int(channel), int(conn or 0), int(src), int(dst), direction or "")
+    if key in state.seen_connections:
+        return
+    state.seen_connections.add(key)
+    transport = via.split("/", 1)[0]
+    summary.connections.append(
+        {
+            "channel": int(channel),
+            "conn": int(conn or 0),
+            "src": int(src),
+            "dst": int(dst),
+            "src_dev": src_dev,
+            "dst_dev": dst_dev,
+            "direction": direction,
+            "transport": transport,
+            "via": via,
+        }
+    )
+    _keep(summary, f"transport:{transport}", line)
+
+
+def _add_graph(m: re.Match, line: str, summary: NcclLogSummary) -> None:
+    pattern, cross_nic, nch, bw_intra, bw_inter, type_intra, type_inter, same = m.groups()
+    summary.graphs.append(
+        {
+            "pattern": int(pattern),
+            "kind": GRAPH_PATTERNS.get(int(pattern), "unknown"),
+            "cross_nic": int(cross_nic),
+            "channels": int(nch),
+            "bw_intra_gbps": float(bw_intra),
+            "bw_inter_gbps": float(bw_inter),
+            "type_intra": type_intra,
+            "type_inter": type_inter,
+            "same_channels": int(same),
+            "line": line.strip(),
+        }
+    )
 
 
 def _add_choice(m: re.Match, summary: NcclLogSummary, choice_index: dict) -> None:
@@ -177,6 +288,9 @@ def _add_choice(m: re.Match, summary: NcclLogSummary, choice_index: dict) -> Non
         "algo": algo.upper(),
         "proto": proto.upper(),
         "channels": int(hi) - int(lo) + 1 if lo is not None else None,
+        # >= 2.24 log count x type size: one rank's piece of an all-gather / reduce-scatter; <= 2.23 log the
+        # larger of the send and receive buffers (the gathered output). Equal for all-reduce.
+        "bytes_scope": "per_rank" if lo is not None else "largest_buffer",
     }
     key = tuple(choice.values())
     if key in choice_index:
@@ -187,3 +301,72 @@ def _add_choice(m: re.Match, summary: NcclLogSummary, choice_index: dict) -> Non
         choice["model_time_us"] = float(time_us)
     choice_index[key] = choice
     summary.choices.append(choice)
+
+
+def _add_op(m: re.Match, source: tuple, summary: NcclLogSummary, state: _State) -> None:
+    """COLL lines of one process (the first that logs them): every rank logs the same sequence."""
+    if state.op_source is None:
+        state.op_source = source
+    if source != state.op_source:
+        return
+    coll, op_count, count, datatype, _op, _root, comm, nranks = m.groups()
+    name, size = DATATYPES.get(int(datatype), (f"datatype {datatype}", None))
+    summary.ops.append(
+        {
+            "coll": coll,
+            "op_count": int(op_count, 16),
+            "count": int(count),
+            "datatype": name,
+            # count is per rank for all-gather (send) and reduce-scatter (receive), as NCCL's API takes it
+            "bytes": int(count) * size if size else None,
+            "comm": comm,
+            "nranks": int(nranks) if nranks else None,
+        }
+    )
+
+
+def _table_header(msg: str, state: _State) -> None:
+    cells = [c.strip() for c in msg.split("|")[1:] if c.strip()]
+    if msg.startswith("Algorithm"):
+        state.table_algos = cells
+    elif msg.startswith("Protocol"):
+        state.table_columns = [
+            (state.table_algos[i // 3] if i // 3 < len(state.table_algos) else "?", proto)
+            for i, proto in enumerate(cells)
+        ]
+    else:  # "Latency/AlgBw |    Tree/    LL |    Tree/ LL128 | ..."
+        state.table_columns = [tuple(part.strip() for part in c.split("/", 1)) for c in cells if "/" in c]
+
+
+def _table_row(m: re.Match, summary: NcclLogSummary, state: _State) -> None:
+    function, body = m.group(1), m.group(2)
+    if not state.table_columns or function == "NThreads":
+        return
+    row = summary.tuning_table.setdefault(function, {})
+    for (algo, proto), cell in zip(state.table_columns, [c for c in body.split("|") if c.strip()]):
+        latency, bandwidth = (float(x) for x in cell.split("/"))
+        row.setdefault(f"{algo.upper()}/{proto.upper()}", {"latency_us": latency, "bw_gbps": bandwidth})
+
+
+def _close_rings(summary: NcclLogSummary, state: _State) -> None:
+    """Rings rebuilt from every rank's "Ring c : prev -> rank -> next" line, where the log holds them all."""
+    for _channel, nxt in sorted(state.ring_hops.items()):
+        ring, rank = [], min(nxt)
+        while rank in nxt and rank not in ring:
+            ring.append(rank)
+            rank = nxt[rank]
+        if rank == ring[0] and len(ring) == len(nxt) and ring not in summary.rings:
+            summary.rings.append(ring)
+
+
+def choice_matches(choice: dict[str, Any], collective: str, input_bytes: int, output_bytes: int) -> bool:
+    """Whether a TUNING choice is NCCL's decision for a step-plan op of `collective` ("all_reduce", ...).
+
+    NCCL >= 2.24 logs count x type size (one rank's input of an all-gather), <= 2.23 the larger buffer (the
+    gathered output); lines without a collective (2.20-2.22) match on size alone.
+    """
+    logged = named(COLLECTIVES, choice.get("coll")) if choice.get("coll") else None
+    if choice.get("coll") and (logged is None or logged.model != collective):
+        return False
+    size = input_bytes if choice.get("bytes_scope") == "per_rank" else max(input_bytes, output_bytes)
+    return choice.get("bytes") == size

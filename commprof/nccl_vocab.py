@@ -59,6 +59,21 @@ ALGO_BY_NUMBER = tuple(a.log for a in sorted(ALGORITHMS, key=lambda a: a.number)
 PROTO_BY_NUMBER = tuple(p.log for p in sorted(PROTOCOLS, key=lambda p: p.number))
 # NCCL_TOPO_PATTERN_* (src/include/graph.h), as GRAPH lines print them.
 GRAPH_PATTERNS = {1: "balanced_tree", 2: "split_tree", 3: "tree", 4: "ring", 5: "nvls", 6: "collnet_direct"}
+# ncclDataType_t (src/nccl.h.in) -> (name, bytes per element), as COLL lines print "datatype %d".
+DATATYPES = {
+    0: ("int8", 1),
+    1: ("uint8", 1),
+    2: ("int32", 4),
+    3: ("uint32", 4),
+    4: ("int64", 8),
+    5: ("uint64", 8),
+    6: ("float16", 2),
+    7: ("float32", 4),
+    8: ("float64", 8),
+    9: ("bfloat16", 2),
+    10: ("float8e4m3", 1),
+    11: ("float8e5m2", 1),
+}
 
 # NCCL_P2P_LEVEL path types, nearest first; the legacy integers map through paths.cc levelsOldToNew.
 P2P_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")

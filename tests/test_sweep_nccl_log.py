@@ -15,7 +15,7 @@ def test_point_log_is_parsed_for_the_steps_sizes(tmp_path):
     # The probe repeats each op's tuning line once per step; a choice is kept once.
     log.write_text(text + "\n" + "\n".join(tuning * 3) + "\n")
     sizes = {int(line.split(": ")[1].split(" Bytes")[0]) for line in tuning}
-    summary = summarize_nccl_log(log, {min(sizes)})
+    summary = summarize_nccl_log(log, {("all_reduce", min(sizes), min(sizes))})
     assert summary["version"].startswith("2.27.3")
     assert summary["choices"] and {c["bytes"] for c in summary["choices"]} == {min(sizes)}
     keys = [(c["coll"], c["bytes"], c["algo"], c["proto"], c["channels"]) for c in summary["choices"]]
@@ -24,3 +24,44 @@ def test_point_log_is_parsed_for_the_steps_sizes(tmp_path):
 
 def test_missing_log_means_no_summary(tmp_path):
     assert summarize_nccl_log(tmp_path / "absent.log", set()) is None
+
+
+def test_the_logits_all_gather_choice_is_kept(tmp_path):
+    """NCCL >= 2.24 logs an all-gather's per-rank input; the plan knows the gathered output too."""
+    from commprof.models import load_model
+    from commprof.plan import build_step_plan
+    from commprof.sweep.measure import plan_sizes
+    from commprof.trial import TrialRequest
+
+    model = load_model("kimi-k2.5")
+    request = TrialRequest(
+        run_id="r",
+        point={},
+        model=model.to_dict(),
+        tp=8,
+        tokens=[4],
+        phase="verify",
+        dtype="bfloat16",
+        iterations=1,
+        warmup=0,
+        backend="nccl",
+        rank=0,
+        world_size=8,
+        device_index=0,
+        store_host="",
+        store_port=0,
+        store_prefix="",
+        result_path="",
+        timeout_s=1.0,
+    )
+    gather = build_step_plan(model, 8, 4).ops[-1]
+    per_rank = gather.bytes // 8
+    log = tmp_path / "nccl-tuning.rank0.log"
+    log.write_text(
+        "h:1:1 [0] NCCL INFO NCCL version 2.27.3+cuda12.9\n"
+        "h:1:1 [0] NCCL INFO AllReduce: 57344 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}\n"
+        f"h:1:1 [0] NCCL INFO AllGather: {per_rank} Bytes -> Algo RING proto LL channel{{Lo..Hi}}={{0..1}}\n"
+        "h:1:1 [0] NCCL INFO AllGather: 64 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}\n"
+    )
+    summary = summarize_nccl_log(log, plan_sizes(request))
+    assert [(c["coll"], c["bytes"]) for c in summary["choices"]] == [("AllReduce", 57344), ("AllGather", per_rank)]

@@ -5,13 +5,16 @@ from __future__ import annotations
 from commprof.doctor.env import parse_assignments
 from commprof.doctor.facts import Facts
 from commprof.doctor.gpus import pair_levels
-from commprof.doctor.result import OK, SKIPPED, WARN, CheckResult, worst
+from commprof.doctor.result import FAIL, OK, SKIPPED, WARN, CheckResult, worst
+from commprof.nccl_findings import find_problems
 from commprof.nccl_log import parse_nccl_log
 
 ID, TITLE = "nccl", "NCCL's own view: transports, rings, P2P level"
 
 # Path levels beyond NCCL's default P2P level (PXB): NCCL stages these pairs through host memory.
 BEYOND_PXB = ("PHB", "NODE", "SYS")
+# The log's own findings on P2P reach (commprof.nccl_findings) that the topology-aware trap below says better.
+TOPOLOGY_AWARE = ("p2p_unavailable", "p2p_through_host")
 TRAP_FIX = (
     "try NCCL_P2P_LEVEL=SYS (an axis of sweeps/pcie8-verify.toml); keep it if it measures faster and "
     "the p2p check passes"
@@ -47,16 +50,13 @@ def check_nccl(facts: Facts) -> CheckResult:
                 f"{graph['kind']} graph: {graph['channels']} channels, {graph['bw_intra_gbps']:g} GB/s "
                 f"per channel, paths {graph['type_intra']}/{graph['type_inter']} ({log.where})"
             )
-        if summary.warnings:
-            statuses.append(WARN)
-            findings.append(f"NCCL warned: {summary.warnings[0]}")
-        if summary.transports.get("NET") and summary.nnodes == 1:
-            statuses.append(WARN)
-            findings.append(
-                "NCCL talks between GPUs of one host over the network transport: the ranks do not "
-                "share /dev/shm or IPC (separate containers?)"
-            )
-            fixes.append("run the ranks in one container, or with --ipc=host and a shared /dev/shm")
+        for finding in find_problems(summary):
+            if finding.id in TOPOLOGY_AWARE:
+                continue
+            statuses.append(FAIL if finding.severity == "fail" else WARN)
+            findings.append(finding.text)
+            evidence += [f"{line} ({log.where})" for line in finding.evidence[:2]]
+            fixes.append(finding.fix)
     else:
         evidence.append(f"NCCL INFO log not available ({log.why_missing()})")
     user_level = _user_p2p_level(facts)

@@ -9,6 +9,7 @@ point's status over their own gloo group, and rank 0 builds the point's records.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import time
@@ -21,7 +22,7 @@ import torch.distributed as dist
 
 from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
-from commprof.nccl_log import parse_nccl_log
+from commprof.nccl_log import choice_matches, parse_nccl_log
 from commprof.records import SCHEMA_VERSION
 from commprof.trial import TrialRequest
 
@@ -124,9 +125,9 @@ def measure_point(
         return []
     nccl = None
     if logs:
-        plan_bytes = {op_bytes for e in outcome.entries for op_bytes in ((e.get("op_us") or {}).get("bytes") or [])}
-        nccl = summarize_nccl_log(init_log, plan_bytes)
-        tuning = summarize_nccl_log(tuning_log, plan_bytes)
+        sizes = plan_sizes(request)
+        nccl = summarize_nccl_log(init_log, sizes)
+        tuning = summarize_nccl_log(tuning_log, sizes)
         if nccl is not None and tuning is not None:
             nccl["choices"] = tuning.get("choices", [])
     return build_records(ctx, request, status, message, outcome.entries, nccl, duration)
@@ -288,20 +289,56 @@ def point_status(records: list[dict[str, Any]]) -> str:
     return ", ".join(bad) if bad else "ok"
 
 
-def summarize_nccl_log(path: Path, plan_bytes: set[int]) -> dict | None:
-    """What NCCL reported in a point's rank-0 INFO log, its choices kept for the step's own sizes."""
+def plan_sizes(request: TrialRequest) -> set[tuple[str, int, int]]:
+    """(collective, input bytes per rank, output bytes) of every op of the point's plans, over its T values."""
+    from commprof.models import DTYPE_BYTES, ModelShape
+    from commprof.plan import build_step_plan
+
+    model = ModelShape(**request.model)
+    sizes = set()
+    for tokens in request.tokens:
+        for op in build_step_plan(model, request.tp, tokens, request.phase, request.dtype).ops:
+            sizes.add((op.collective, math.prod(op.input_shape) * DTYPE_BYTES[op.dtype], op.bytes))
+    return sizes
+
+
+# What a record keeps of the parsed log: the op sequence and the TUNING table stay in the point's log files.
+RECORD_KEYS = (
+    "version",
+    "nranks",
+    "nnodes",
+    "transports",
+    "peer_transports",
+    "channels",
+    "channel_counts",
+    "graphs",
+    "rings",
+    "choices",
+    "p2p_level",
+    "env",
+    "warnings",
+)
+
+
+def summarize_nccl_log(path: Path, sizes: set[tuple[str, int, int]]) -> dict | None:
+    """What NCCL reported in a point's rank-0 INFO log, its choices kept for the step's own ops, and the
+    log's findings (see commprof.nccl_findings)."""
+    from commprof.nccl_findings import find_problems
+
     if not path.exists():
         return None
-    summary = parse_nccl_log(path.read_text(errors="replace")).to_dict()
-    summary["choices"] = _unique_choices(summary.get("choices", []), plan_bytes)
+    parsed = parse_nccl_log(path.read_text(errors="replace"))
+    summary = {key: value for key, value in parsed.to_dict().items() if key in RECORD_KEYS}
+    summary["choices"] = _unique_choices(summary.get("choices", []), sizes)
+    summary["findings"] = [f.to_dict() for f in find_problems(parsed)]
     return summary
 
 
-def _unique_choices(choices: list[dict], plan_bytes: set[int]) -> list[dict]:
-    """One entry per distinct choice, for the step's own message sizes (torch's init traffic left out)."""
+def _unique_choices(choices: list[dict], sizes: set[tuple[str, int, int]]) -> list[dict]:
+    """One entry per distinct choice, for the step's own ops (torch's init traffic left out)."""
     unique = {}
     for choice in choices:
-        if plan_bytes and choice.get("bytes") not in plan_bytes:
+        if sizes and not any(choice_matches(choice, *size) for size in sizes):
             continue
         key = (choice.get("coll"), choice.get("bytes"), choice.get("algo"), choice.get("proto"), choice.get("channels"))
         unique.setdefault(key, choice)
