@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from commprof.errors import UsageError
-from commprof.plan import PHASES
+from commprof.planner.plan import PHASES
 from commprof.records import ensure_writable_dir
 
 
@@ -153,7 +153,7 @@ def sweep_command(
             point_timeout_s=point_timeout,
             impls=("default",) + tuple(impls),
         )
-    from commprof.models import load_model
+    from commprof.planner.models import load_model
 
     load_model(spec.model)  # fail fast, before any process starts
     _check_impls(spec)

@@ -1,4 +1,4 @@
-"""`commprof` / `python -m commprof`: one click group; each subcommand lives beside the stage it drives."""
+"""`commprof` / `python -m commprof`: one click group; each subcommand is `command.py` of the stage it drives."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from commprof.errors import UsageError
 # Subcommand -> "module:attribute" of its click command, imported only when invoked (keeps start-up fast
 # and keeps pandas / FlashInfer out of commands that do not need them).
 SUBCOMMANDS: dict[str, str] = {
-    "plan": "commprof.plan_command:plan",
-    "topo": "commprof.topology:topo",
+    "plan": "commprof.planner.command:plan",
+    "topo": "commprof.doctor.command:topo",
     "nccl-log": "commprof.nccl_log_command:nccl_log",
     "doctor": "commprof.doctor.command:doctor",
     "report": "commprof.report.command:report",
-    "import-nccl-tests": "commprof.costmodel.commands:import_nccl_tests",
-    "calibrate": "commprof.costmodel.commands:calibrate",
-    "simulate": "commprof.costmodel.commands:simulate",
+    "import-nccl-tests": "commprof.costmodel.command:import_nccl_tests",
+    "calibrate": "commprof.costmodel.command:calibrate",
+    "simulate": "commprof.costmodel.command:simulate",
 }
 
 _HELP = {

@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from commprof.impls.base import AllReduceImpl
-from commprof.plan import StepPlan
+from commprof.planner.plan import StepPlan
 from commprof.stats import summarize, summarize_columns
 
 # torch 2.13 renamed all_gather_into_tensor; older releases (still what many GPU boxes run) lack the new name.

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from commprof.models import ModelShape
+from commprof.planner.models import ModelShape
 
 
 @dataclass
@@ -76,7 +76,7 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
 
     from commprof.impls.context import build_impl_context
     from commprof.impls.registry import load_impl, resolve_impl_name
-    from commprof.plan import build_step_plan
+    from commprof.planner.plan import build_step_plan
 
     point = request.point
     impl_name = resolve_impl_name(point["impl"], request.backend)

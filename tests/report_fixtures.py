@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from commprof.models import load_model
-from commprof.plan import build_step_plan
+from commprof.planner.models import load_model
+from commprof.planner.plan import build_step_plan
 from commprof.records import META_FILE, RESULTS_FILE, SCHEMA_VERSION
 
 TOKENS = (1, 4, 8, 16)
@@ -235,7 +235,7 @@ def _level(a: int, b: int) -> str:
 
 
 def probe_meta(gpus: int = WORLD_SIZE) -> dict:
-    """meta["topology"] as commprof.topology.probe_topology() writes it, for the box above (idle links at
+    """meta["topology"] as commprof.doctor.topology_probe.probe_topology() writes it, for the box above (idle links at
     Gen1); P2P across sockets is SYNTHETIC: "chipset_not_supported", as on boards whose root complex blocks it."""
     p2p_ok = {"read": "ok", "write": "ok", "nvlink": "not_supported", "atomics": "ok"}
     p2p_no = {

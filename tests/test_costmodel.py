@@ -10,7 +10,7 @@ import pytest
 
 from commprof.cli import main
 from commprof.costmodel import calibrate as fitting
-from commprof.costmodel.model import (
+from commprof.costmodel.latency import (
     default_protocols,
     estimate,
     nccl_prior,

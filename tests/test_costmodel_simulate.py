@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.costmodel.model import params_to_toml
+from commprof.costmodel.latency import params_to_toml
 from commprof.costmodel.simulate import nccl_setting, simulate_sweep
 from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
 from commprof.errors import UsageError

@@ -13,7 +13,7 @@ from commprof.doctor import gpu_tests, live
 from commprof.doctor.nccl_probe import run_probe
 from commprof.doctor.nvml_health import gather_health
 from commprof.doctor.runner import run_checks
-from commprof.topology import probe_topology
+from commprof.doctor.topology_probe import probe_topology
 from tests.nvml_fake import FakeNvml, HealthyNvml
 
 DOCTOR = Path(__file__).parent / "fixtures" / "doctor"

@@ -28,8 +28,8 @@ def _nccl_replay(rank, world_size):
 
     from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
-    from commprof.models import load_model
-    from commprof.plan import build_step_plan
+    from commprof.planner.models import load_model
+    from commprof.planner.plan import build_step_plan
 
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)

@@ -11,8 +11,8 @@ def _replay(rank, world_size, impl_path, model, tokens, modes, fused_norm="torch
 
     from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
-    from commprof.models import load_model
-    from commprof.plan import build_step_plan
+    from commprof.planner.models import load_model
+    from commprof.planner.plan import build_step_plan
 
     plan = build_step_plan(load_model(model), world_size, tokens)
     impl = load_impl(impl_path)({"norm": fused_norm})
@@ -63,8 +63,8 @@ def _replay_many(rank, world_size):
 
     from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
-    from commprof.models import ModelShape
-    from commprof.plan import build_step_plan
+    from commprof.planner.models import ModelShape
+    from commprof.planner.plan import build_step_plan
 
     plan = build_step_plan(ModelShape("tiny", 4, 64, 128, "bfloat16", "test"), world_size, 2)
     impl = load_impl("gloo")()

@@ -14,8 +14,8 @@ import torch.distributed as dist
 from commprof.harness import ReplayConfig, StepReplay, replay_mode
 from commprof.impls import flashinfer_fused, flashinfer_pcie, symm_mem
 from commprof.impls.registry import load_impl
-from commprof.models import ModelShape
-from commprof.plan import build_step_plan
+from commprof.planner.models import ModelShape
+from commprof.planner.plan import build_step_plan
 
 comm = pytest.importorskip("flashinfer.comm")
 

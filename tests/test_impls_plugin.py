@@ -26,8 +26,8 @@ def _replay_plugin(rank, world_size, plugin_dir):
     sys.path.insert(0, plugin_dir)
     from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
-    from commprof.models import ModelShape
-    from commprof.plan import build_step_plan
+    from commprof.planner.models import ModelShape
+    from commprof.planner.plan import build_step_plan
 
     impl = load_impl("my_allreduce:GatherSum")()
     plan = build_step_plan(ModelShape("tiny", 3, 128, 512, "bfloat16", "test"), world_size, 4)

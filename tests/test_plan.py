@@ -5,8 +5,8 @@ import json
 import pytest
 
 from commprof.errors import UsageError
-from commprof.models import PRESETS, load_model
-from commprof.plan import build_step_plan, graph_bucket, step_tokens, tokens_per_request
+from commprof.planner.models import PRESETS, load_model
+from commprof.planner.plan import build_step_plan, graph_bucket, step_tokens, tokens_per_request
 
 # (layers, hidden, vocab) from each model's published config.json.
 SHAPES = {

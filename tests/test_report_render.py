@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
+from commprof.doctor.topology_probe import probe_topology
 from commprof.records import RESULTS_FILE
-from commprof.topology import probe_topology
 from tests.nvml_fake import FakeNvml
 from tests.report_fixtures import base_points, doctor_meta, make_meta, make_records, write_run
 

@@ -28,8 +28,8 @@ def test_missing_log_means_no_summary(tmp_path):
 
 def test_the_logits_all_gather_choice_is_kept(tmp_path):
     """NCCL >= 2.24 logs an all-gather's per-rank input; the plan knows the gathered output too."""
-    from commprof.models import load_model
-    from commprof.plan import build_step_plan
+    from commprof.planner.models import load_model
+    from commprof.planner.plan import build_step_plan
     from commprof.sweep.measure import plan_sizes
     from commprof.trial import TrialRequest
 

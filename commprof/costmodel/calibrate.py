@@ -15,7 +15,7 @@ from statistics import median
 
 import numpy as np
 
-from commprof.costmodel.model import COLLECTIVES, PROTOS, CostParams, estimate, predict
+from commprof.costmodel.latency import COLLECTIVES, PROTOS, CostParams, estimate, predict
 from commprof.errors import UsageError
 
 SIZE_BANDS = (

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from commprof.costmodel.model import CostParams, default_algorithms, default_protocols, predict
+from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
-from commprof.models import load_model
 from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECTIVES, modelled_selection
-from commprof.plan import build_step_plan
+from commprof.planner.models import load_model
+from commprof.planner.plan import build_step_plan
 from commprof.records import SCHEMA_VERSION
 from commprof.stats import summarize
 

@@ -11,7 +11,7 @@ import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from commprof.costmodel.model import LINKS, CostParams, arch_of, nccl_prior
+from commprof.costmodel.latency import LINKS, CostParams, arch_of, nccl_prior
 from commprof.errors import UsageError
 from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, LEGACY_P2P_LEVELS, P2P_LEVELS
 

@@ -1,4 +1,5 @@
-"""The `commprof doctor` command: print the verdicts, write or read a diagnostic bundle, exit 1 on a failure."""
+"""`commprof doctor`: print the verdicts, write or read a diagnostic bundle, exit 1 on a failure; and
+`commprof topo`: print the topology probe."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import click
 
 from commprof.doctor.result import FAIL, OK, SKIPPED, WARN, CheckResult
 from commprof.doctor.runner import doctor_summary, gather, has_failures, run_checks
+from commprof.doctor.topology_probe import format_topology, probe_topology
 from commprof.errors import UsageError
 from commprof.records import ensure_writable_dir
 
@@ -108,3 +110,10 @@ def _verdict(results: list[CheckResult], facts) -> str:
             "tuning results until fixed"
         )
     return "no check failed" + (f"; {len(warned)} warning(s): {', '.join(warned)}" if warned else "")
+
+
+@click.command(name="topo", help="Probe GPUs, PCIe links and peer-to-peer topology (NVML).")
+@click.option("--json", "as_json", is_flag=True, help="Print the probe as JSON.")
+def topo(as_json: bool) -> None:
+    topology = probe_topology()
+    click.echo(json.dumps(topology, indent=2) if as_json else format_topology(topology))

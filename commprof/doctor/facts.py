@@ -31,7 +31,7 @@ class Source:
 class Facts:
     """Everything gathered for one doctor run.
 
-    `topology` is the NVML probe (commprof.topology) where NVML answered; `gpu_health` holds the per-GPU
+    `topology` is the NVML probe (commprof.doctor.topology_probe) where NVML answered; `gpu_health` holds the per-GPU
     NVML health answers; `tests` holds the NCCL subprocess results (p2p pairs, all-GPU init, link load).
     """
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from commprof.doctor.facts import Facts
 from commprof.doctor.parse_nvsmi import number, parse_nvidia_smi_q, parse_topo_matrix, value
-from commprof.topology import normalize_bus_id
+from commprof.doctor.topology_probe import normalize_bus_id
 
 GPU_KEYS = (
     "index",

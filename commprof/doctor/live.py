@@ -17,7 +17,7 @@ from pathlib import Path
 from commprof.doctor import gpu_tests
 from commprof.doctor.facts import Facts, Source
 from commprof.doctor.nvml_health import gather_health
-from commprof.topology import probe_topology
+from commprof.doctor.topology_probe import probe_topology
 
 COMMANDS = {
     "dmesg": ["dmesg"],

@@ -171,7 +171,7 @@ def _links_under_load(rank: int, seconds: float) -> dict[str, dict[str, int]]:
 def _nvml_links() -> dict[str, dict[str, int]]:
     import pynvml
 
-    from commprof.topology import normalize_bus_id
+    from commprof.doctor.topology_probe import normalize_bus_id
 
     pynvml.nvmlInit()
     try:

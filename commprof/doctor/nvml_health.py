@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from commprof.topology import as_text, normalize_bus_id, nvml_answer
+from commprof.doctor.topology_probe import as_text, normalize_bus_id, nvml_answer
 
 # nvmlClocksEventReason* bits, named as `nvidia-smi -q` names them.
 EVENT_REASONS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from commprof.doctor.facts import Facts
 from commprof.doctor.gpus import gpu_view
 from commprof.doctor.result import FAIL, OK, SKIPPED, WARN, CheckResult
-from commprof.topology import p2p_all_pairs
+from commprof.doctor.topology_probe import p2p_all_pairs
 
 ID, TITLE = "p2p", "GPU peer-to-peer works between every pair"
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import torch
     import torch.distributed as dist
 
-    from commprof.plan import StepPlan
+    from commprof.planner.plan import StepPlan
 
 
 @dataclass(frozen=True)

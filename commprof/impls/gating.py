@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from commprof.impls.base import SUPPORTED, ImplContext, Support, unsupported
-from commprof.models import DTYPE_BYTES
+from commprof.planner.models import DTYPE_BYTES
 
 # FlashInfer's unified allreduce_fusion API with create_allreduce_fusion_workspace(group=...) (0.6.10.post1).
 FLASHINFER_FUSED_MIN = "0.6.11"

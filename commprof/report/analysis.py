@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from commprof.errors import UsageError
-from commprof.models import DTYPE_BYTES
+from commprof.planner.models import DTYPE_BYTES
 
 BASELINE_POINT_ID = "p000"
 # The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from commprof.models import DTYPE_BYTES
 from commprof.nccl_vocab import ALGORITHMS, CHANNEL_VARIABLES, COLLECTIVES, ENV_NAME, PROTOCOLS, Name, forced, named
+from commprof.planner.models import DTYPE_BYTES
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
 TUNER_FIELDS = (

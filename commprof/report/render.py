@@ -27,6 +27,7 @@ from commprof.report.answers import (
     recommend_notes,
     spec_label,
 )
+from commprof.report.costmodel_check import check_summary, check_view, model_checks
 from commprof.report.formatting import (
     SOURCE_LABELS,
     axis_name,
@@ -40,7 +41,6 @@ from commprof.report.formatting import (
     fmt_us,
     fmt_x,
 )
-from commprof.report.model_check import check_summary, check_view, model_checks
 
 DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
 # The breakdown's and projection's settings (analysis.breakdown) as the page names them.
@@ -380,7 +380,7 @@ _PROBE_KEYS = {"source", "reason", "host", "driver_version", "cuda_driver_versio
 
 
 def topology_view(topology: Any) -> dict[str, Any] | None:
-    """meta["topology"] for the page: commprof.topology.probe_topology()'s answer as a host line, a GPU table
+    """meta["topology"] for the page: commprof.doctor.topology_probe.probe_topology()'s answer as a host line, a GPU table
     and level / P2P grids; any other shape as its square matrices (grids) and the rest as text."""
     if not topology:
         return None

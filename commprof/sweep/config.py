@@ -23,9 +23,9 @@ else:
 from commprof.errors import UsageError
 from commprof.impls.gating import BUILTIN_OPTIONS, REQUIRED_OPTIONS
 from commprof.impls.registry import BUILTINS
-from commprof.models import load_model, normalize_dtype
 from commprof.nccl_vocab import ENV_CHECKS, ENV_NAME, MIN_MAX_PAIRS, env_value, value_traps
-from commprof.plan import PHASES
+from commprof.planner.models import load_model, normalize_dtype
+from commprof.planner.plan import PHASES
 from commprof.sweep import staging
 from commprof.sweep.dryrun import format_points_table
 from commprof.sweep.points import (

@@ -217,8 +217,8 @@ def build_records(
     duration_s: float,
 ) -> list[dict[str, Any]]:
     """One record per (T, mode) of the point: the worker's entries, and the failure status for the rest."""
-    from commprof.models import ModelShape
-    from commprof.plan import build_step_plan
+    from commprof.planner.models import ModelShape
+    from commprof.planner.plan import build_step_plan
 
     model = ModelShape(**request.model)
     # Points that never ran (unsupported, crashed at start) still say whether their kind fuses RMSNorm.
@@ -291,8 +291,8 @@ def point_status(records: list[dict[str, Any]]) -> str:
 
 def plan_sizes(request: TrialRequest) -> set[tuple[str, int, int]]:
     """(collective, input bytes per rank, output bytes) of every op of the point's plans, over its T values."""
-    from commprof.models import DTYPE_BYTES, ModelShape
-    from commprof.plan import build_step_plan
+    from commprof.planner.models import DTYPE_BYTES, ModelShape
+    from commprof.planner.plan import build_step_plan
 
     model = ModelShape(**request.model)
     sizes = set()

@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 from commprof.doctor import doctor_summary, has_failures, run_doctor
+from commprof.doctor.topology_probe import probe_topology
 from commprof.errors import UsageError
 from commprof.records import META_FILE, write_json
 from commprof.runmeta import collect_meta
-from commprof.topology import probe_topology
 
 
 def prepare_run_folder(run_dir: Path, backend: str, spec, options, with_doctor: bool, console) -> None:

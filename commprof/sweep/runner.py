@@ -57,7 +57,7 @@ def run_sweep(
 
     `prepare_run(run_dir, backend)` is called on rank 0 once the run folder exists (writes meta.json).
     """
-    from commprof.models import load_model
+    from commprof.planner.models import load_model
 
     progress = progress or SweepProgress()
     rank = int(os.environ.get("RANK", "0"))

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from commprof.costmodel import calibrate as fitting
-from commprof.costmodel.model import params_from_toml, params_to_toml
+from commprof.costmodel.latency import params_from_toml, params_to_toml
 from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError

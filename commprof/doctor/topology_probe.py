@@ -1,6 +1,7 @@
 """Topology probe: GPUs, PCIe links, pairwise P2P and path levels through NVML, or the host alone without GPUs.
 
-`probe_topology()` returns a plain JSON-able dict (stored in meta.json["topology"]); `commprof topo` prints it.
+`probe_topology()` returns a plain JSON-able dict (stored in meta.json["topology"]); `commprof topo`
+(doctor/command.py) prints it with `format_topology()`.
 NVML (nvidia-ml-py) is imported lazily; no NVML, no driver or no GPU is an answer, never an exception.
 """
 
@@ -8,13 +9,10 @@ from __future__ import annotations
 
 import glob
 import importlib
-import json
 import os
 import socket
 from pathlib import Path
 from typing import Any
-
-import click
 
 # nvmlDeviceGetTopologyCommonAncestor answers (NVML_TOPOLOGY_*), named as `nvidia-smi topo -m` names them.
 LEVEL_NAMES = {0: "BRD", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
@@ -252,10 +250,3 @@ def format_topology(topology: dict[str, Any]) -> str:
             cells.append(f"{pair.get('level') or '?'}/{ok}")
         lines.append(f"GPU{a['index']:<3}" + "".join(f"{c:<8}" for c in cells))
     return "\n".join(lines)
-
-
-@click.command(name="topo", help="Probe GPUs, PCIe links and peer-to-peer topology (NVML).")
-@click.option("--json", "as_json", is_flag=True, help="Print the probe as JSON.")
-def topo(as_json: bool) -> None:
-    topology = probe_topology()
-    click.echo(json.dumps(topology, indent=2) if as_json else format_topology(topology))

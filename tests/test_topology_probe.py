@@ -6,14 +6,14 @@ import pynvml
 import pytest
 from click.testing import CliRunner
 
-from commprof.topology import (
+from commprof.doctor.command import topo
+from commprof.doctor.topology_probe import (
     cpu_list,
     format_topology,
     normalize_bus_id,
     p2p_all_pairs,
     parse_cpuinfo,
     probe_topology,
-    topo,
 )
 from tests.nvml_fake import FakeNvml
 

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from commprof.models import load_model
-from commprof.plan import PHASES, SPEC_METHODS, StepPlan, build_step_plan, step_tokens, tokens_per_request
+from commprof.planner.models import load_model
+from commprof.planner.plan import PHASES, SPEC_METHODS, StepPlan, build_step_plan, step_tokens, tokens_per_request
 
 
 def human_bytes(n: int) -> str:
@@ -60,7 +60,7 @@ def format_plan(plan: StepPlan) -> str:
 @click.option("--dtype", default=None, help="Activation dtype (default: the model's).")
 @click.option("--json", "as_json", is_flag=True, help='Print JSON: an object with an "ops" list.')
 def plan(model, tp, tokens, batch, phase, spec_method, num_steps, draft_tokens, pad_to_graph_bucket, dtype, as_json):
-    from commprof.models import normalize_dtype
+    from commprof.planner.models import normalize_dtype
 
     shape = load_model(model)
     if tokens is None:

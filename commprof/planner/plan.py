@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from commprof.errors import UsageError
-from commprof.models import DTYPE_BYTES, ModelShape
+from commprof.planner.models import DTYPE_BYTES, ModelShape
 
 PHASES = ("decode", "verify")
 SPEC_METHODS = ("eagle", "ngram")

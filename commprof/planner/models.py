@@ -95,7 +95,7 @@ def load_model(spec: str) -> ModelShape:
     """A preset name (see PRESETS) or a path to a config.json."""
     key = spec.lower()
     if key in PRESETS:
-        text = resources.files("commprof.presets").joinpath(PRESETS[key]).read_text()
+        text = resources.files("commprof.planner.presets").joinpath(PRESETS[key]).read_text()
         return shape_from_config(json.loads(text), key, f"preset:{key}")
     path = Path(spec)
     if path.is_dir():
