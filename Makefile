@@ -44,8 +44,10 @@ report: install
 
 demo: sweep report
 
-gpu-smoke: install
-	$(PY) -m commprof.gpu_smoke
+# Every GPU path, one verdict each. On a GPU box without a package index: `make gpu-smoke PY=python3 [OUT=dir]`
+# runs with that interpreter's own packages from this checkout (no venv is built); without CUDA it says so.
+gpu-smoke: $(if $(filter $(VENV)/bin/python,$(PY)),install)
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m commprof.gpu_smoke $(if $(OUT),--out $(OUT))
 
 bench: install
 	$(PY) bench/harness_overhead.py

@@ -38,3 +38,37 @@ def run_ranks(fn, world_size: int = 2, args: tuple = (), timeout: float = 120.0)
         p.join(timeout=timeout)
         assert p.exitcode == 0, f"rank process exited with {p.exitcode}"
     return [results[r] for r in range(world_size)]
+
+
+def _nccl_worker(rank, world_size, port, fn, args, queue):
+    import torch
+
+    from commprof.sweep.runner import shared_gpu_env
+
+    gpus = torch.cuda.device_count()
+    if gpus < world_size:
+        os.environ.update(shared_gpu_env(rank))  # read by NCCL at communicator init
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    device = torch.device("cuda", rank % gpus)
+    torch.cuda.set_device(device)
+    dist.init_process_group("nccl", rank=rank, world_size=world_size, timeout=timedelta(seconds=120), device_id=device)
+    try:
+        queue.put((rank, fn(rank, world_size, device, *args)))
+    finally:
+        dist.destroy_process_group()
+
+
+def run_nccl_ranks(fn, world_size: int = 2, args: tuple = (), timeout: float = 300.0) -> list:
+    """fn(rank, world_size, device, *args) on every rank of a fresh NCCL group, one GPU per rank where there
+    are enough, else ranks sharing GPUs as `--share-gpus` does; returns results by rank."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_nccl_worker, args=(r, world_size, port, fn, args, queue)) for r in range(world_size)]
+    for p in procs:
+        p.start()
+    results = dict(queue.get(timeout=timeout) for _ in procs)
+    for p in procs:
+        p.join(timeout=timeout)
+        assert p.exitcode == 0, f"rank process exited with {p.exitcode}"
+    return [results[r] for r in range(world_size)]

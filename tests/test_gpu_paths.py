@@ -1,29 +1,13 @@
-"""GPU paths: the smoke script's inputs checked on CPU; the NCCL + CUDA-graph replay itself where CUDA exists."""
+"""The NCCL + CUDA-graph replay of a whole step on GPUs, at two ranks (sharing GPU 0 when there is one GPU):
+NCCL's one-rank path enqueues nothing for an in-place sum, so a single rank proves nothing about NCCL.
+The smoke's CPU-side logic is tested in tests/test_gpu_smoke.py."""
 
 import pytest
 
-from commprof.gpu_smoke import SMOKE_SWEEP, main
-from commprof.sweep.config import parse_sweep
+from tests.distributed import run_nccl_ranks
 
 
-def test_smoke_sweep_is_a_valid_sweep_with_every_implementation():
-    spec = parse_sweep(SMOKE_SWEEP)
-    impls = {p.impl for p in spec.points}
-    assert {"default", "nccl+rmsnorm", "flashinfer-pcie-ipc", "flashinfer-fused", "symm-mem"} <= impls
-    assert any(p.env.get("NCCL_ALGO") == "allreduce:tree" for p in spec.points)
-
-
-def test_smoke_without_gpu_says_so(capsys):
-    import torch
-
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU: `make gpu-smoke` runs the real paths")
-    assert main() == 0
-    assert "no CUDA GPU" in capsys.readouterr().out
-
-
-def _nccl_replay(rank, world_size):
-    import torch
+def _nccl_replay(rank, world_size, device):
     import torch.distributed as dist
 
     from commprof.harness import ReplayConfig, StepReplay, replay_mode
@@ -31,21 +15,18 @@ def _nccl_replay(rank, world_size):
     from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
 
-    device = torch.device("cuda", 0)
-    torch.cuda.set_device(device)
-    group = dist.new_group(backend="nccl")
     plan = build_step_plan(load_model("kimi-k2.5"), world_size, 4)
     impl = load_impl("nccl")()
-    impl.setup(group, plan, device)
-    replay = StepReplay(plan, impl, group, device, ReplayConfig(iterations=5, warmup=2))
+    impl.setup(dist.group.WORLD, plan, device)
+    replay = StepReplay(plan, impl, dist.group.WORLD, device, ReplayConfig(iterations=3, warmup=1))
     return [replay_mode(replay, mode).to_dict() for mode in ("eager", "graph")]
 
 
 @pytest.mark.gpu
-def test_nccl_world_one_eager_and_graph_replay_verified():
-    from tests.distributed import run_ranks
-
-    eager, graph = run_ranks(_nccl_replay, 1)[0]
+@pytest.mark.timeout(600)
+def test_nccl_two_ranks_eager_and_graph_replay_verified():
+    eager, graph = run_nccl_ranks(_nccl_replay, 2)[0]
     assert eager["status"] == "ok" and eager["timing"] == "cuda_events", eager["message"]
+    assert eager["check"]["bad_ops"] == 0 and len(eager["op_us"]["median"]) == 124
     assert graph["status"] == "ok", graph["message"]
     assert graph["step_us"]["median"] > 0 and graph["op_us"] is None

@@ -247,7 +247,9 @@ def test_flashinfer_versions(installed, fused_ok, pcie_ok):
     assert bool(fused(flashinfer_version=installed)) == fused_ok
     assert bool(pcie(flashinfer_version=installed)) == pcie_ok
     if installed is None:
-        assert "not installed" in pcie(flashinfer_version=None).reason
+        assert "not installed (pip install 'commprof[flashinfer]')" in pcie(flashinfer_version=None).reason
+    elif not pcie_ok:
+        assert "pip install -U 'flashinfer-python>=0.6.18'" in pcie(flashinfer_version=installed).reason
 
 
 def test_trtllm_needs_16_byte_rows():

@@ -321,7 +321,23 @@ def test_symm_mem_runs_through_the_harness(monkeypatch, one_rank, variant):
 # --- the unfused reference's norm kernel (torch_dist.py) ---------------------------------------------------
 
 
-def test_unfused_reference_norm_call_binds_against_flashinfer():
+def test_unfused_reference_runs_flashinfers_rmsnorm_with_the_fused_kinds_pdl_setting(one_rank):
+    """The fused-vs-reference comparison is fair only with one PDL setting for both kernels."""
     import flashinfer
 
-    bind(flashinfer.fused_add_rmsnorm, X, X, X[0], 1e-6)
+    calls = []
+
+    def norm(input, residual, weight, eps=1e-6, enable_pdl=None):
+        calls.append(enable_pdl)
+        residual.add_(input)
+        input.copy_(rmsnorm_fp32(residual, weight, eps))
+
+    impl = load_impl("nccl+rmsnorm")({})
+    impl.setup(one_rank, None, torch.device("cpu"))
+    impl._fused_add_rmsnorm = binding(flashinfer.fused_add_rmsnorm, norm)  # what setup() binds on CUDA
+    x, residual = X.clone() + 1, X.clone()
+    impl.all_reduce_rmsnorm(x, residual, X[0] + 1, 1e-6)
+    fused_pdl = flashinfer_fused.allreduce_kwargs(X, object(), 0, True)["launch_with_pdl"]
+    assert calls == [fused_pdl] and fused_pdl is False
+    assert f"PDL {'on' if fused_pdl else 'off'}" in impl.detail()
+    assert "PDL off" in load_impl("flashinfer-fused")({"use_oneshot": True}).detail()

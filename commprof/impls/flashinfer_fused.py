@@ -7,7 +7,8 @@ embedding's) run the same kernels with the plain kAllReduce pattern.
 What is timed per op: the one kernel (it stages the input into the IPC workspace itself: no separate copy)
 plus allocating its outputs (norm_out, residual_out, and the all-reduce output FlashInfer allocates), as
 SGLang does; under a CUDA graph the allocations cost nothing. No PDL: launch_with_pdl=False with
-trigger_completion_at_end=True, the safe pairing when the next kernel is not PDL-aware.
+trigger_completion_at_end=True, the safe pairing when the next kernel is not PDL-aware; its unfused reference
+(`nccl+rmsnorm`) runs FlashInfer's RMSNorm with the same setting, so the comparison is like for like.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ from typing import Any, ClassVar
 from commprof.errors import UsageError
 from commprof.impls import gating
 from commprof.impls.base import AllReduceImpl, ImplContext, Support
+
+# Programmatic dependent launch, for this kernel and for the reference's RMSNorm kernel alike (FlashInfer's
+# RMSNorm turns it on by default from SM90): one setting, recorded with every result.
+LAUNCH_WITH_PDL = False
 
 
 def workspace_kwargs(world_size: int, rank: int, max_token_num: int, hidden_dim: int, dtype, group) -> dict[str, Any]:
@@ -41,7 +46,7 @@ def allreduce_kwargs(x, workspace, pattern: int, use_oneshot: bool) -> dict[str,
         "input": x,
         "workspace": workspace,
         "pattern": pattern,
-        "launch_with_pdl": False,
+        "launch_with_pdl": LAUNCH_WITH_PDL,
         "trigger_completion_at_end": True,
         "use_oneshot": use_oneshot,
     }
@@ -135,6 +140,10 @@ class FlashInferFusedAllReduce(AllReduceImpl):
             )
         )
         return norm_out, residual_out
+
+    def detail(self) -> str:
+        shot = "one-shot" if self.use_oneshot else "two-shot"
+        return f"allreduce_fusion {shot} on a trtllm workspace, PDL {'on' if LAUNCH_WITH_PDL else 'off'}"
 
     def teardown(self) -> None:
         if self.workspace is not None:

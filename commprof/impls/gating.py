@@ -14,6 +14,8 @@ from typing import Any
 from commprof.impls.base import SUPPORTED, ImplContext, Support, unsupported
 from commprof.planner.models import DTYPE_BYTES
 
+# How FlashInfer gets installed: it is an optional extra (its CUDA libraries weigh about 1.7 GB).
+FLASHINFER_INSTALL = "pip install 'commprof[flashinfer]'"
 # FlashInfer's unified allreduce_fusion API with create_allreduce_fusion_workspace(group=...) (0.6.10.post1).
 FLASHINFER_FUSED_MIN = "0.6.11"
 # Its TRT-LLM kernels (flashinfer/jit/comm.py builds them for majors 9, 10 and, since 0.6.17, 12; they
@@ -105,9 +107,12 @@ def needs_p2p(ctx: ImplContext) -> str | None:
 
 def needs_flashinfer(ctx: ImplContext, minimum: str, what: str) -> str | None:
     if ctx.flashinfer_version is None:
-        return f"needs flashinfer-python >= {minimum} (not installed)"
+        return f"needs flashinfer-python >= {minimum}, which is not installed ({FLASHINFER_INSTALL})"
     if not version_at_least(ctx.flashinfer_version, minimum):
-        return f"{what} needs flashinfer-python >= {minimum} (installed: {ctx.flashinfer_version})"
+        return (
+            f"{what} needs flashinfer-python >= {minimum} (installed: {ctx.flashinfer_version}; "
+            f"pip install -U 'flashinfer-python>={minimum}')"
+        )
     return None
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from commprof.impls.base import SUPPORTED, AllReduceImpl, ImplContext, Support, unsupported
+from commprof.impls.flashinfer_fused import LAUNCH_WITH_PDL
+from commprof.impls.gating import FLASHINFER_INSTALL
 
 
 def rmsnorm_reference(x, residual, weight, eps: float):
@@ -59,7 +61,8 @@ class TorchAllReduceRmsnorm(TorchAllReduce):
     """The unfused reference for fused kinds: all-reduce, then residual add + RMSNorm, the same work.
 
     On CUDA it uses FlashInfer's fused_add_rmsnorm kernel when FlashInfer is importable (what an engine
-    runs), torch ops otherwise; `options["norm"]` = "torch" forces torch ops.
+    runs), with the fused kind's PDL setting, and torch ops otherwise; `options["norm"]` = "torch" forces
+    torch ops.
     """
 
     name: ClassVar[str] = "nccl+rmsnorm"
@@ -68,21 +71,28 @@ class TorchAllReduceRmsnorm(TorchAllReduce):
     def setup(self, group, plan, device) -> None:
         super().setup(group, plan, device)
         self._fused_add_rmsnorm = None
-        if device.type == "cuda" and self.options.get("norm", "flashinfer") == "flashinfer":
+        self._why_torch = "" if device.type == "cuda" else " (CPU ranks)"
+        if self.options.get("norm", "flashinfer") != "flashinfer":
+            self._why_torch = ' (option norm = "torch")'
+        elif device.type == "cuda":
             try:
                 from flashinfer import fused_add_rmsnorm
             except ImportError:
-                fused_add_rmsnorm = None
-            self._fused_add_rmsnorm = fused_add_rmsnorm
+                self._why_torch = f" (FlashInfer is not installed: {FLASHINFER_INSTALL})"
+            else:
+                self._fused_add_rmsnorm = fused_add_rmsnorm
 
     def detail(self) -> str:
-        norm = "flashinfer.fused_add_rmsnorm" if self._fused_add_rmsnorm else "torch ops"
+        if self._fused_add_rmsnorm is not None:
+            norm = f"flashinfer.fused_add_rmsnorm, PDL {'on' if LAUNCH_WITH_PDL else 'off'}"
+        else:
+            norm = "torch ops" + self._why_torch
         return f"all-reduce, then residual add + RMSNorm with {norm}"
 
     def all_reduce_rmsnorm(self, x, residual, weight, eps: float):
         self.all_reduce(x)
         if self._fused_add_rmsnorm is not None:
             # In place: residual += x, then x = rmsnorm(residual) * weight.
-            self._fused_add_rmsnorm(x, residual, weight, eps)
+            self._fused_add_rmsnorm(x, residual, weight, eps, enable_pdl=LAUNCH_WITH_PDL)
             return x, residual
         return rmsnorm_reference(x, residual, weight, eps)

@@ -1,0 +1,232 @@
+"""What `make gpu-smoke` concludes: one verdict per GPU path, from the records and outputs of its runs. Pure.
+
+A path passes only on evidence that it acted: a knob passes when NCCL's own log shows the algorithm it asked
+for, a capture when the ranks agreed on a capture verdict, the doctor's link reading when it was taken under
+load. An implementation this box cannot run is a skip with the gate's reason, never a pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from commprof.models import DTYPE_BYTES
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+# Statuses that are a capture verdict (the ranks agreed on what capture did), not a broken run.
+CAPTURE_VERDICTS = ("ok", "capture_failed", "replay_wrong")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One GPU path: what was exercised, pass / fail / skip, and the evidence (or the reason)."""
+
+    path: str
+    status: str
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def exit_code(verdicts: list[Verdict]) -> int:
+    """1 when any path failed; skips (gated, not installed) are not failures."""
+    return 1 if any(v.status == FAIL for v in verdicts) else 0
+
+
+def format_verdicts(verdicts: list[Verdict]) -> str:
+    width = max((len(v.path) for v in verdicts), default=0)
+    lines = []
+    for v in verdicts:
+        lines.append(f"[{v.status.upper():<4}] {v.path:<{width}}  {v.detail.splitlines()[0] if v.detail else ''}")
+        lines.extend(f"{'':8}{line}" for line in v.detail.splitlines()[1:6])
+    passed = sum(v.status == PASS for v in verdicts)
+    skipped = sum(v.status == SKIP for v in verdicts)
+    failed = sum(v.status == FAIL for v in verdicts)
+    lines.append(f"gpu-smoke: {passed} passed, {failed} failed, {skipped} skipped of {len(verdicts)} paths")
+    return "\n".join(lines)
+
+
+# --- records of one point ----------------------------------------------------------------------------------
+
+
+def point_records(records: list[dict], label: str) -> list[dict]:
+    return [r for r in records if (r.get("point") or {}).get("label") == label]
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0][:300] if (text or "").strip() else ""
+
+
+def _medians(rows: list[dict]) -> str:
+    return ", ".join(
+        f"T={r['tokens']} {r['step_us']['median']:.0f} µs"
+        for r in sorted(rows, key=lambda r: r["tokens"])
+        if r.get("step_us")
+    )
+
+
+def mode_verdict(path: str, rows: list[dict], mode: str, gated_ok: bool = False) -> Verdict:
+    """Every T of `mode` ended ok; `gated_ok`: an "unsupported" point is a skip with its reason, not a failure."""
+    rows = [r for r in rows if r.get("mode") == mode]
+    if not rows:
+        return Verdict(path, FAIL, f"no {mode} record: the sweep did not reach this point")
+    statuses = {r["status"] for r in rows}
+    if statuses == {"ok"}:
+        return Verdict(path, PASS, f"{mode} ok, verified: {_medians(rows)}")
+    if statuses == {"unsupported"}:
+        reason = _first_line(rows[0].get("message"))
+        return Verdict(path, SKIP if gated_ok else FAIL, f"unsupported: {reason}")
+    bad = next(r for r in rows if r["status"] != "ok")
+    return Verdict(path, FAIL, f"{mode} T={bad['tokens']}: {bad['status']}: {_first_line(bad.get('message'))}")
+
+
+def capture_verdict(path: str, rows: list[dict]) -> Verdict:
+    """The ranks reached a capture verdict (ok, capture_failed or replay_wrong): a result, whichever it is."""
+    rows = [r for r in rows if r.get("mode") == "graph"]
+    if not rows:
+        return Verdict(path, FAIL, "no graph record: the sweep did not reach this point")
+    broken = [r for r in rows if r["status"] not in CAPTURE_VERDICTS]
+    if broken:
+        r = broken[0]
+        return Verdict(path, FAIL, f"T={r['tokens']}: {r['status']}: {_first_line(r.get('message'))}")
+    verdicts = "; ".join(
+        f"T={r['tokens']} {r['status']}" + (f" ({_first_line(r.get('message'))})" if r["status"] != "ok" else "")
+        for r in sorted(rows, key=lambda r: r["tokens"])
+    )
+    return Verdict(path, PASS, f"capture verdict recorded: {verdicts}")
+
+
+# --- what NCCL's log says ----------------------------------------------------------------------------------
+
+
+def all_reduce_bytes(rows: list[dict]) -> set[int]:
+    """The step's all-reduce message size at each T (T x hidden x element size), from the records' plans."""
+    sizes = set()
+    for r in rows:
+        plan = r.get("plan") or {}
+        elem = DTYPE_BYTES.get(r.get("dtype") or plan.get("dtype"))
+        if elem and plan.get("hidden_size") and r.get("tokens"):
+            sizes.add(int(r["tokens"]) * int(plan["hidden_size"]) * elem)
+    return sizes
+
+
+def all_reduce_choices(rows: list[dict]) -> tuple[dict[int, list[dict]], dict | None]:
+    """(NCCL's all-reduce choices by message size, the NCCL summary) of a point's records."""
+    nccl = next((r["nccl"] for r in rows if r.get("nccl")), None)
+    by_size: dict[int, list[dict]] = {}
+    for choice in (nccl or {}).get("choices") or []:
+        if (choice.get("coll") or "AllReduce").lower() == "allreduce":
+            by_size.setdefault(int(choice["bytes"]), []).append(choice)
+    return by_size, nccl
+
+
+def _choice_text(size: int, choices: list[dict]) -> str:
+    shown = ", ".join(
+        f"{c['algo']}/{c['proto']}" + (f" {c['channels']} ch" if c.get("channels") else "") for c in choices
+    )
+    return f"{size} B -> {shown}"
+
+
+def nccl_log_verdict(path: str, rows: list[dict]) -> Verdict:
+    """NCCL's INFO log was parsed: its version, and an algorithm / protocol choice for every all-reduce size."""
+    by_size, nccl = all_reduce_choices(rows)
+    if not nccl:
+        return Verdict(path, FAIL, "no NCCL summary in the records (no INFO log was written or parsed)")
+    sizes = all_reduce_bytes(rows)
+    missing = sorted(sizes - set(by_size))
+    head = (
+        f"NCCL {nccl.get('version') or '?'}, {nccl.get('channels')} coll channels, transports {nccl.get('transports')}"
+    )
+    if not nccl.get("version"):
+        return Verdict(path, FAIL, f"{head}: the log has no version line")
+    if missing:
+        return Verdict(
+            path,
+            FAIL,
+            f"{head}; no TUNING choice for all-reduce size(s) {missing} in the probe's log "
+            "(NCCL prints none at one rank: the run needs >= 2 ranks)",
+        )
+    return Verdict(path, PASS, head + "\n" + "\n".join(_choice_text(s, by_size[s]) for s in sorted(sizes)))
+
+
+def knob_verdict(path: str, rows: list[dict], algo: str, proto: str | None) -> Verdict:
+    """The point ran (eager ok) and NCCL's log shows the algorithm (and protocol) the point asked for."""
+    ran = mode_verdict(path, rows, "eager")
+    if ran.status != PASS:
+        return ran
+    by_size, _ = all_reduce_choices(rows)
+    sizes = sorted(all_reduce_bytes(rows))
+    missing = [s for s in sizes if s not in by_size]
+    if missing:
+        return Verdict(path, FAIL, f"no TUNING choice logged for all-reduce size(s) {missing}: cannot tell if it acted")
+    wrong = [
+        (s, c)
+        for s in sizes
+        for c in by_size[s]
+        if c["algo"].upper() != algo.upper() or (proto and c["proto"].upper() != proto.upper())
+    ]
+    shown = "; ".join(_choice_text(s, by_size[s]) for s in sizes)
+    if wrong:
+        return Verdict(path, FAIL, f"NCCL did not follow it: {shown}")
+    return Verdict(path, PASS, f"NCCL chose {shown}; {ran.detail}")
+
+
+def channels_verdict(path: str, rows: list[dict], channels: int) -> Verdict:
+    ran = mode_verdict(path, rows, "eager")
+    if ran.status != PASS:
+        return ran
+    _, nccl = all_reduce_choices(rows)
+    seen = (nccl or {}).get("channels")
+    if seen != channels:
+        return Verdict(path, FAIL, f"NCCL's init log shows {seen} coll channels, not {channels}")
+    return Verdict(path, PASS, f"NCCL's init log shows {seen} coll channels; {ran.detail}")
+
+
+# --- the other steps ---------------------------------------------------------------------------------------
+
+
+def doctor_verdict(path: str, code: int | None, summary: dict | None, output: str) -> Verdict:
+    """The doctor ran its GPU tests: an NCCL probe (check "nccl" not skipped) and link readings under load."""
+    if summary is None:
+        return Verdict(path, FAIL, f"no JSON from `commprof doctor` (exit {code}): {output.strip()[-500:]}")
+    checks = {c["id"]: c for c in summary.get("checks") or []}
+    link = checks.get("pcie-link") or {}
+    nccl = checks.get("nccl") or {}
+    problems = []
+    if not any("under load" in e for e in link.get("evidence") or []):
+        problems.append(f"no PCIe link reading under load ({link.get('detail')})")
+    if nccl.get("status") in (None, "skipped"):
+        problems.append(f"NCCL check not run ({nccl.get('detail')})")
+    box = f"doctor says {summary.get('status')} {summary.get('counts')}"
+    if problems:
+        return Verdict(path, FAIL, "; ".join(problems) + f"; {box}")
+    evidence = "; ".join((link.get("evidence") or [])[:2])
+    return Verdict(path, PASS, f"{box} (a failing box check is the box's verdict, not the smoke's); {evidence}")
+
+
+def pytest_verdict(path: str, code: int | None, output: str) -> Verdict:
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    if code == 0:
+        return Verdict(path, PASS, last)
+    if code == 5:
+        return Verdict(path, FAIL, "no GPU test was collected")
+    return Verdict(path, FAIL, f"exit {code}: " + "\n".join(lines[-5:]))
+
+
+def file_verdict(path: str, code: int | None, made: list[str], output: str) -> Verdict:
+    """A command that must exit 0 and leave the named files behind."""
+    if code == 0 and made:
+        return Verdict(path, PASS, ", ".join(made))
+    return Verdict(path, FAIL, f"exit {code}: {output.strip()[-500:]}")
+
+
+def summary(environment: dict[str, Any], verdicts: list[Verdict], seconds: float) -> dict[str, Any]:
+    """summary.json: where it ran, every verdict, and the exit status."""
+    return {
+        "environment": environment,
+        "verdicts": [v.to_dict() for v in verdicts],
+        "seconds": round(seconds, 1),
+        "exit_code": exit_code(verdicts),
+    }

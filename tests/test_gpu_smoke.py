@@ -1,0 +1,297 @@
+"""`make gpu-smoke` on CPU: the no-CUDA path, the CUDA-but-unusable failure, the exit codes, and the verdicts
+assembled from records whose NCCL summaries come from fake logs in NCCL's real formats."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from commprof.gpu_smoke import __main__ as smoke_main
+from commprof.gpu_smoke.environment import FAIL, RUN, SKIP, SmokeEnvironment, decide
+from commprof.gpu_smoke.points import ONE_RANK_POINTS, POINTS, sweep_toml, sweep_verdicts
+from commprof.gpu_smoke.verdicts import FAIL as V_FAIL
+from commprof.gpu_smoke.verdicts import (
+    PASS,
+    Verdict,
+    doctor_verdict,
+    exit_code,
+    format_verdicts,
+    pytest_verdict,
+)
+from commprof.gpu_smoke.verdicts import SKIP as V_SKIP
+from commprof.sweep.config import parse_sweep
+from commprof.sweep.measure import summarize_nccl_log
+
+REPO = Path(__file__).resolve().parents[1]
+HIDDEN = 7168
+
+
+def env(**changes) -> SmokeEnvironment:
+    base = dict(
+        torch_version="2.11.0+cu130",
+        torch_cuda="13.0",
+        cuda_available=True,
+        cuda_error=None,
+        gpus=["NVIDIA H200"],
+        nvml_gpus=1,
+        nvml_detail="driver 580.65.06, CUDA 13.0",
+        nccl_version="2.28.3",
+        flashinfer_version=None,
+    )
+    return SmokeEnvironment(**{**base, **changes})
+
+
+# --- whether to run at all ---------------------------------------------------------------------------------
+
+
+def test_a_cuda_machine_runs():
+    decision, line = decide(env())
+    assert decision == RUN and "1 GPU(s): NVIDIA H200" in line and "commprof[flashinfer]" in line
+
+
+def test_no_gpu_anywhere_is_a_skip():
+    decision, line = decide(env(cuda_available=False, gpus=[], nvml_gpus=None, nvml_detail="no NVIDIA driver"))
+    assert decision == SKIP and "no CUDA GPU here (no NVIDIA driver" in line
+
+
+def test_gpus_that_torch_cannot_use_are_a_failure_with_torchs_reason():
+    too_old = "RuntimeError: The NVIDIA driver on your system is too old (found version 12020)."
+    decision, line = decide(env(cuda_available=False, gpus=[], nvml_gpus=8, cuda_error=too_old))
+    assert decision == FAIL
+    assert "NVML sees 8 GPU(s)" in line and "built for CUDA 13.0" in line and "too old (found version 12020)" in line
+    decision, line = decide(env(cuda_available=False, gpus=[], nvml_gpus=8, torch_cuda=None))
+    assert decision == FAIL and "is a CPU build: install a CUDA build of torch" in line
+
+
+def test_smoke_without_gpu_says_so_and_creates_nothing(capsys, monkeypatch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: `make gpu-smoke` runs the real paths")
+    monkeypatch.setattr("tempfile.mkdtemp", lambda **kw: pytest.fail("the no-CUDA path made an output folder"))
+    assert smoke_main.main([]) == 0
+    assert "no CUDA GPU here" in capsys.readouterr().out
+
+
+def test_unusable_gpus_exit_1_with_the_reason_in_the_summary(tmp_path, monkeypatch, capsys):
+    broken = env(cuda_available=False, gpus=[], nvml_gpus=2, cuda_error="RuntimeError: driver too old")
+    monkeypatch.setattr(smoke_main, "probe_environment", lambda: broken)
+    monkeypatch.setattr(smoke_main, "gpu_paths", lambda *a, **k: pytest.fail("no GPU path may run"))
+    assert smoke_main.main(["--out", str(tmp_path)]) == 1
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["exit_code"] == 1 and summary["verdicts"][0]["status"] == "fail"
+    assert "driver too old" in summary["verdicts"][0]["detail"] and "[FAIL]" in capsys.readouterr().out
+
+
+def test_verdicts_decide_the_exit_code(tmp_path, monkeypatch):
+    monkeypatch.setattr(smoke_main, "probe_environment", lambda: env())
+    outcomes = {"pass": [Verdict("a", PASS, "x")], "skip": [Verdict("b", V_SKIP, "gated")]}
+    outcomes["fail"] = outcomes["pass"] + [Verdict("c", V_FAIL, "broke")]
+    for name, verdicts in outcomes.items():
+        monkeypatch.setattr(smoke_main, "gpu_paths", lambda *a, v=verdicts, **k: v)
+        assert smoke_main.main(["--out", str(tmp_path / name)]) == (1 if name == "fail" else 0)
+        assert (tmp_path / name / "summary.txt").read_text().count("\n") == len(verdicts) + 2
+
+
+@pytest.mark.slow
+def test_make_gpu_smoke_with_a_given_python_builds_no_venv(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the target would run the real paths")
+    venv = tmp_path / "venv"
+    proc = subprocess.run(
+        ["make", "-C", str(REPO), "gpu-smoke", f"PY={sys.executable}", f"VENV={venv}", f"OUT={tmp_path / 'out'}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "no CUDA GPU here" in proc.stdout and "--out" in proc.stdout
+    assert not venv.exists() and "pip" not in proc.stdout
+
+
+# --- the sweeps it runs ------------------------------------------------------------------------------------
+
+
+def test_smoke_sweeps_are_valid_sweep_files():
+    spec = parse_sweep(sweep_toml("nccl-sweep", POINTS, [4, 16], 150))
+    assert [p.label for p in spec.points[1:]] == [p.label for p in POINTS]
+    assert any(p.env.get("NCCL_ALGO") == "allreduce:tree" for p in spec.points)
+    assert {p.impl for p in spec.points} >= {"default", "nccl+rmsnorm", "symm-mem", "flashinfer-fused"}
+    assert not spec.warnings
+    assert parse_sweep(sweep_toml("one-rank-sweep", ONE_RANK_POINTS, [4], 60)).points[1].impl == "symm-mem"
+
+
+# --- verdicts from records ---------------------------------------------------------------------------------
+
+# NCCL 2.28's INFO lines as src/init.cc and src/enqueue.cc print them (rank 0; TUNING only with >= 2 ranks).
+INIT = """host:100:100 [0] NCCL INFO NCCL version 2.28.3+cuda13.0
+host:100:200 [0] NCCL INFO comm 0x5600 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0
+host:100:200 [0] NCCL INFO {channels} coll channels, {channels} collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer
+"""
+TUNING = (
+    "host:100:100 [0] NCCL INFO AllReduce: {bytes} Bytes -> Algo {algo} proto {proto} channel{{Lo..Hi}}={{0..{hi}}}\n"
+)
+
+
+def nccl_summary(tmp_path, algo="RING", proto="LL", channels=2, tuning=True, tokens=(4,)):
+    """What the sweep stores for a point: its logs, parsed by the sweep's own code path."""
+    sizes = {t * HIDDEN * 2 for t in tokens}
+    tmp_path = tmp_path / f"{algo}-{proto}-{channels}-{tuning}"
+    tmp_path.mkdir(exist_ok=True)
+    init, tune = tmp_path / "nccl.rank0.log", tmp_path / "nccl-tuning.rank0.log"
+    init.write_text(INIT.format(channels=channels))
+    lines = [TUNING.format(bytes=4, algo="RING", proto="LL", hi=0)]  # the harness's one-number barrier
+    if tuning:
+        lines += [TUNING.format(bytes=s, algo=algo, proto=proto, hi=channels - 1) for s in sorted(sizes)] * 3
+    tune.write_text(INIT.format(channels=channels) + "".join(lines))
+    summary = summarize_nccl_log(init, sizes)
+    summary["choices"] = summarize_nccl_log(tune, sizes)["choices"]
+    return summary
+
+
+def record(label, point_id, mode, status="ok", tokens=4, message=None, nccl=None, detail=None):
+    return {
+        "point_id": point_id,
+        "point": {"point_id": point_id, "label": label},
+        "mode": mode,
+        "status": status,
+        "message": message,
+        "tokens": tokens,
+        "dtype": "bfloat16",
+        "plan": {"hidden_size": HIDDEN, "dtype": "bfloat16"},
+        "step_us": {"median": 812.0} if status == "ok" else None,
+        "nccl": nccl,
+        "impl_detail": detail,
+    }
+
+
+def healthy_records(tmp_path, overrides=None):
+    """Every point of the smoke's NCCL sweep as a healthy GPU box records it; `overrides`: label -> records."""
+    overrides = overrides or {}
+    knobs = {"ring/LL": ("RING", "LL"), "tree/Simple": ("TREE", "SIMPLE")}
+    out = []
+    for index, label in enumerate(["defaults"] + [p.label for p in POINTS]):
+        if label in overrides:
+            out += overrides[label]
+            continue
+        folder = tmp_path / label.replace("/", "-").replace(" ", "-")
+        folder.mkdir(exist_ok=True)
+        algo, proto = knobs.get(label, ("RING", "LL"))
+        nccl = nccl_summary(folder, algo, proto)
+        for mode in ("eager", "graph"):
+            if label.startswith("flashinfer"):
+                out.append(
+                    record(
+                        label,
+                        f"p{index:03d}",
+                        mode,
+                        "unsupported",
+                        message="needs flashinfer-python >= 0.6.11, which is not installed (pip install 'commprof[flashinfer]')",
+                    )
+                )
+            else:
+                out.append(record(label, f"p{index:03d}", mode, nccl=nccl))
+    return out
+
+
+def by_path(verdicts):
+    return {v.path: v for v in verdicts}
+
+
+def test_a_healthy_box_passes_every_path_and_skips_what_is_not_installed(tmp_path):
+    verdicts = sweep_verdicts(healthy_records(tmp_path), POINTS, "2 ranks sharing one GPU", baseline=True)
+    statuses = {v.path: v.status for v in verdicts}
+    assert [s for p, s in statuses.items() if p.startswith("flashinfer")] == [V_SKIP, V_SKIP]
+    assert all(s == PASS for p, s in statuses.items() if not p.startswith("flashinfer")), format_verdicts(verdicts)
+    log = by_path(verdicts)["NCCL INFO log parsed: version, channels, a choice per all-reduce size"]
+    assert "NCCL 2.28.3+cuda13.0" in log.detail and "57344 B -> RING/LL 2 ch" in log.detail
+    skipped = by_path(verdicts)["flashinfer-pcie-ipc, eager + graph (2 ranks sharing one GPU)"]
+    assert "pip install 'commprof[flashinfer]'" in skipped.detail
+    assert exit_code(verdicts) == 0
+
+
+def test_a_one_rank_log_has_no_choices_and_fails_the_nccl_verdicts(tmp_path):
+    one_rank = nccl_summary(tmp_path, tuning=False)
+    rows = [record("defaults", "p000", m, nccl=one_rank) for m in ("eager", "graph")]
+    verdicts = by_path(sweep_verdicts(healthy_records(tmp_path, {"defaults": rows}), POINTS, "x", baseline=True))
+    log = verdicts["NCCL INFO log parsed: version, channels, a choice per all-reduce size"]
+    assert log.status == V_FAIL and "no TUNING choice for all-reduce size(s) [57344]" in log.detail
+
+
+def test_a_knob_that_did_not_act_fails(tmp_path):
+    ignored = nccl_summary(tmp_path, algo="RING", proto="SIMPLE")
+    rows = [record("tree/Simple", "p003", m, nccl=ignored) for m in ("eager", "graph")]
+    verdicts = by_path(sweep_verdicts(healthy_records(tmp_path, {"tree/Simple": rows}), POINTS, "x", baseline=True))
+    knob = verdicts["NCCL_ALGO=allreduce:tree NCCL_PROTO=SIMPLE acts (NCCL's log shows it)"]
+    assert knob.status == V_FAIL and "did not follow it: 57344 B -> RING/SIMPLE" in knob.detail
+
+
+def test_a_failed_capture_under_tree_is_a_verdict_but_a_crash_is_not(tmp_path):
+    nccl = nccl_summary(tmp_path, algo="TREE", proto="SIMPLE")
+    failed = [
+        record("tree/Simple", "p003", "eager", nccl=nccl),
+        record(
+            "tree/Simple",
+            "p003",
+            "graph",
+            "capture_failed",
+            message="RuntimeError: operation not permitted when stream is capturing",
+        ),
+    ]
+    verdicts = by_path(sweep_verdicts(healthy_records(tmp_path, {"tree/Simple": failed}), POINTS, "x", baseline=True))
+    capture = verdicts["capture verdict under NCCL_ALGO=allreduce:tree NCCL_PROTO=SIMPLE"]
+    assert capture.status == PASS and "T=4 capture_failed (RuntimeError: operation not permitted" in capture.detail
+    crashed = [
+        record("tree/Simple", "p003", m, "crashed", message="rank 1: worker killed by signal 9")
+        for m in ("eager", "graph")
+    ]
+    verdicts = by_path(sweep_verdicts(healthy_records(tmp_path, {"tree/Simple": crashed}), POINTS, "x", baseline=True))
+    assert verdicts["capture verdict under NCCL_ALGO=allreduce:tree NCCL_PROTO=SIMPLE"].status == V_FAIL
+    assert verdicts["NCCL_ALGO=allreduce:tree NCCL_PROTO=SIMPLE acts (NCCL's log shows it)"].status == V_FAIL
+
+
+def test_channels_and_missing_points_are_judged(tmp_path):
+    four = nccl_summary(tmp_path, channels=4)
+    rows = [record("2 channels", "p004", m, nccl=four) for m in ("eager", "graph")]
+    verdicts = by_path(sweep_verdicts(healthy_records(tmp_path, {"2 channels": rows}), POINTS, "x", baseline=True))
+    assert "shows 4 coll channels, not 2" in verdicts["NCCL_MIN/MAX_NCHANNELS=2 acts (NCCL's init log shows it)"].detail
+    verdicts = by_path(sweep_verdicts(healthy_records(tmp_path, {"nccl+rmsnorm": []}), POINTS, "x", baseline=True))
+    missing = verdicts["nccl+rmsnorm, the unfused reference (x)"]
+    assert missing.status == V_FAIL and "did not reach this point" in missing.detail
+
+
+def test_the_baseline_must_run_where_an_implementation_may_be_gated(tmp_path):
+    gated = [record("defaults", "p000", m, "unsupported", message="needs the NCCL backend") for m in ("eager", "graph")]
+    verdicts = sweep_verdicts(healthy_records(tmp_path, {"defaults": gated}), POINTS, "x", baseline=True)
+    assert verdicts[0].status == V_FAIL and exit_code(verdicts) == 1
+
+
+def test_doctor_verdict_needs_a_loaded_link_reading_and_the_nccl_probe():
+    loaded = {
+        "status": "fail",
+        "counts": {"ok": 9, "fail": 1},
+        "checks": [
+            {
+                "id": "pcie-link",
+                "status": "ok",
+                "detail": "",
+                "evidence": ["GPU 0: Gen5 x16 of Gen5 x16 under load (NVML during a load)"],
+            },
+            {"id": "nccl", "status": "ok", "detail": "", "evidence": []},
+        ],
+    }
+    assert doctor_verdict("d", 1, loaded, "").status == PASS  # a failing box check is not the smoke's failure
+    idle = json.loads(json.dumps(loaded))
+    idle["checks"][0]["evidence"] = ["GPU 0: Gen1 x16 of Gen5 x16 idle (nvidia-smi)"]
+    assert "no PCIe link reading under load" in doctor_verdict("d", 0, idle, "").detail
+    assert doctor_verdict("d", 2, None, "Traceback ...").status == V_FAIL
+
+
+def test_pytest_verdict():
+    assert pytest_verdict("p", 0, "....\n12 passed, 3 skipped in 40.1s\n").detail == "12 passed, 3 skipped in 40.1s"
+    assert pytest_verdict("p", 1, "F\n1 failed, 2 passed\n").status == V_FAIL
+    assert pytest_verdict("p", 5, "no tests ran").detail == "no GPU test was collected"
