@@ -132,21 +132,28 @@ INIT = """host:100:100 [0] NCCL INFO NCCL version 2.28.3+cuda13.0
 host:100:200 [0] NCCL INFO comm 0x5600 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0
 host:100:200 [0] NCCL INFO {channels} coll channels, {channels} collnet channels, 0 nvls channels, 2 p2p channels, 2 p2p channels per peer
 """
-TUNING = (
-    "host:100:100 [0] NCCL INFO AllReduce: {bytes} Bytes -> Algo {algo} proto {proto} channel{{Lo..Hi}}={{0..{hi}}}\n"
-)
+TUNING = "host:100:100 [0] NCCL INFO {coll}: {bytes} Bytes -> Algo {algo} proto {proto} channel{{Lo..Hi}}={{0..{hi}}}\n"
+VOCAB_BYTES = 163840 // 2 * 4 * 2  # the logits all-gather's per-rank input at T=4 over 2 ranks, as NCCL logs it
 
 
 def nccl_summary(tmp_path, algo="RING", proto="LL", channels=2, tuning=True, tokens=(4,)):
     """What the sweep stores for a point: its logs, parsed by the sweep's own code path."""
-    sizes = {t * HIDDEN * 2 for t in tokens}
+    sizes = {("all_reduce", t * HIDDEN * 2, t * HIDDEN * 2) for t in tokens} | {
+        ("all_gather", VOCAB_BYTES, 2 * VOCAB_BYTES)
+    }
     tmp_path = tmp_path / f"{algo}-{proto}-{channels}-{tuning}"
     tmp_path.mkdir(exist_ok=True)
     init, tune = tmp_path / "nccl.rank0.log", tmp_path / "nccl-tuning.rank0.log"
     init.write_text(INIT.format(channels=channels))
-    lines = [TUNING.format(bytes=4, algo="RING", proto="LL", hi=0)]  # the harness's one-number barrier
+    lines = [TUNING.format(coll="AllReduce", bytes=4, algo="RING", proto="LL", hi=0)]  # the harness's barrier
     if tuning:
-        lines += [TUNING.format(bytes=s, algo=algo, proto=proto, hi=channels - 1) for s in sorted(sizes)] * 3
+        for _ in range(3):
+            lines += [
+                TUNING.format(coll="AllReduce", bytes=s, algo=algo, proto=proto, hi=channels - 1)
+                for coll, s, _ in sorted(sizes)
+                if coll == "all_reduce"
+            ]
+            lines.append(TUNING.format(coll="AllGather", bytes=VOCAB_BYTES, algo="RING", proto="SIMPLE", hi=1))
     tune.write_text(INIT.format(channels=channels) + "".join(lines))
     summary = summarize_nccl_log(init, sizes)
     summary["choices"] = summarize_nccl_log(tune, sizes)["choices"]
@@ -208,7 +215,8 @@ def test_a_healthy_box_passes_every_path_and_skips_what_is_not_installed(tmp_pat
     assert [s for p, s in statuses.items() if p.startswith("flashinfer")] == [V_SKIP, V_SKIP]
     assert all(s == PASS for p, s in statuses.items() if not p.startswith("flashinfer")), format_verdicts(verdicts)
     log = by_path(verdicts)["NCCL INFO log parsed: version, channels, a choice per all-reduce size"]
-    assert "NCCL 2.28.3+cuda13.0" in log.detail and "57344 B -> RING/LL 2 ch" in log.detail
+    assert "NCCL 2.28.3+cuda13.0" in log.detail and "AllReduce 57344 B -> RING/LL 2 ch" in log.detail
+    assert f"AllGather {VOCAB_BYTES} B -> RING/SIMPLE 2 ch" in log.detail
     skipped = by_path(verdicts)["flashinfer-pcie-ipc, eager + graph (2 ranks sharing one GPU)"]
     assert "pip install 'commprof[flashinfer]'" in skipped.detail
     assert exit_code(verdicts) == 0

@@ -58,9 +58,9 @@ def probe_environment() -> SmokeEnvironment:
     """Ask torch, NVML and package metadata; initializes CUDA in this process when there is one."""
     import torch
 
+    from commprof.doctor.topology_probe import probe_topology
     from commprof.impls.context import installed_version
     from commprof.runmeta import nccl_version
-    from commprof.topology import probe_topology
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from commprof.models import DTYPE_BYTES
+from commprof.planner.models import DTYPE_BYTES
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 # Statuses that are a capture verdict (the ranks agreed on what capture did), not a broken run.
@@ -111,12 +111,13 @@ def all_reduce_bytes(rows: list[dict]) -> set[int]:
     return sizes
 
 
-def all_reduce_choices(rows: list[dict]) -> tuple[dict[int, list[dict]], dict | None]:
-    """(NCCL's all-reduce choices by message size, the NCCL summary) of a point's records."""
+def all_reduce_choices(rows: list[dict], coll: str = "AllReduce") -> tuple[dict[int, list[dict]], dict | None]:
+    """(NCCL's choices for `coll` by logged message size, the NCCL summary) of a point's records; lines
+    without a collective (NCCL 2.20-2.22) count as all-reduces."""
     nccl = next((r["nccl"] for r in rows if r.get("nccl")), None)
     by_size: dict[int, list[dict]] = {}
     for choice in (nccl or {}).get("choices") or []:
-        if (choice.get("coll") or "AllReduce").lower() == "allreduce":
+        if (choice.get("coll") or "AllReduce").lower() == coll.lower():
             by_size.setdefault(int(choice["bytes"]), []).append(choice)
     return by_size, nccl
 
@@ -129,8 +130,10 @@ def _choice_text(size: int, choices: list[dict]) -> str:
 
 
 def nccl_log_verdict(path: str, rows: list[dict]) -> Verdict:
-    """NCCL's INFO log was parsed: its version, and an algorithm / protocol choice for every all-reduce size."""
+    """NCCL's INFO log was parsed: its version, an algorithm / protocol choice for every all-reduce size and
+    one for the logits all-gather (matched on the per-rank bytes NCCL logs)."""
     by_size, nccl = all_reduce_choices(rows)
+    gathers, _ = all_reduce_choices(rows, "AllGather")
     if not nccl:
         return Verdict(path, FAIL, "no NCCL summary in the records (no INFO log was written or parsed)")
     sizes = all_reduce_bytes(rows)
@@ -147,7 +150,11 @@ def nccl_log_verdict(path: str, rows: list[dict]) -> Verdict:
             f"{head}; no TUNING choice for all-reduce size(s) {missing} in the probe's log "
             "(NCCL prints none at one rank: the run needs >= 2 ranks)",
         )
-    return Verdict(path, PASS, head + "\n" + "\n".join(_choice_text(s, by_size[s]) for s in sorted(sizes)))
+    if not gathers:
+        return Verdict(path, FAIL, f"{head}; no TUNING choice kept for the logits all-gather")
+    shown = [f"AllReduce {_choice_text(s, by_size[s])}" for s in sorted(sizes)]
+    shown += [f"AllGather {_choice_text(s, c)}" for s, c in sorted(gathers.items())]
+    return Verdict(path, PASS, head + "\n" + "\n".join(shown))
 
 
 def knob_verdict(path: str, rows: list[dict], algo: str, proto: str | None) -> Verdict:
