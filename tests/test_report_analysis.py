@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from commprof.errors import UsageError
-from commprof.report import analysis as an
+from commprof.report import choices, command, costmodel_check, frame, heatmap, ops, projection, ranking
 
 
 def step(
@@ -63,8 +63,8 @@ def step(
     }
 
 
-def frame(records):
-    return an.step_frame(an.records_frame(records))
+def steps_of(records):
+    return frame.step_frame(frame.records_frame(records))
 
 
 @pytest.fixture
@@ -91,19 +91,19 @@ def sweep():
                     status="capture_failed" if mode == "graph" else "ok",
                 )
             )
-    return frame(rows)
+    return steps_of(rows)
 
 
 def test_best_point_per_t_is_the_fastest_ok_unfused_graph_point(sweep):
-    best = an.best_points(sweep, "graph").set_index("tokens")
+    best = ranking.best_points(sweep, "graph").set_index("tokens")
     assert best.loc[1, "point_id"] == "p003"  # Tree is faster but failed capture; p005 is fused
     assert best.loc[4, "point_id"] == "p001"
-    eager = an.best_points(sweep, "eager").set_index("tokens")
+    eager = ranking.best_points(sweep, "eager").set_index("tokens")
     assert eager.loc[4, "point_id"] == "p002"  # eagerly, Tree runs and wins
 
 
 def test_headline_saved_percent_and_settings(sweep):
-    head = an.headline(sweep, "p000", "graph").set_index("tokens")
+    head = ranking.headline(sweep, "p000", "graph").set_index("tokens")
     assert head.loc[4, "baseline_us"] == 9000 and head.loc[4, "best_us"] == 7000
     assert head.loc[4, "saved_pct"] == pytest.approx(100 * 2000 / 9000)
     assert head.loc[4, "speedup"] == pytest.approx(9000 / 7000)
@@ -111,19 +111,19 @@ def test_headline_saved_percent_and_settings(sweep):
 
 
 def test_headline_mode_is_graph_when_any_graph_point_ran(sweep):
-    assert an.headline_mode(sweep)[0] == "graph"
-    gloo = frame(
+    assert ranking.headline_mode(sweep)[0] == "graph"
+    gloo = steps_of(
         [
             step("p000", 1, "eager", 900, impl="gloo", backend="gloo"),
             step("p000", 1, "graph", 0, impl="gloo", backend="gloo", status="unsupported"),
         ]
     )
-    mode, why = an.headline_mode(gloo)
+    mode, why = ranking.headline_mode(gloo)
     assert mode == "eager" and "gloo" in why
 
 
 def test_speedups_compare_fused_kinds_with_the_unfused_reference(sweep):
-    rated = an.speedups(sweep, "p000").set_index(["point_id", "tokens", "mode"])
+    rated = ranking.speedups(sweep, "p000").set_index(["point_id", "tokens", "mode"])
     assert rated.loc[("p001", 4, "graph"), "speedup"] == pytest.approx(9000 / 7000)
     assert rated.loc[("p005", 4, "graph"), "reference"] == "p004"
     assert rated.loc[("p005", 4, "graph"), "speedup"] == pytest.approx(9400 / 2000)
@@ -131,32 +131,32 @@ def test_speedups_compare_fused_kinds_with_the_unfused_reference(sweep):
 
 
 def test_fusion_comparison(sweep):
-    fusion = an.fusion_comparison(sweep, "p000", "graph").set_index("tokens")
+    fusion = choices.fusion_comparison(sweep, "p000", "graph").set_index("tokens")
     assert list(fusion["point_id"]) == ["p005", "p005"]
     assert fusion.loc[1, "saved_pct"] == pytest.approx(100 * (6400 - 2000) / 6400)
 
 
 def test_best_overall_point_needs_every_t(sweep):
-    point = an.best_overall_point(sweep, "graph", impl="nccl")
+    point = ranking.best_overall_point(sweep, "graph", impl="nccl")
     assert point["point_id"] == "p001"  # 5200 + 7000 < 5100 + 8000
     assert point["total_us"] == pytest.approx(12200)
 
 
 def test_baseline_must_exist(sweep):
-    assert an.baseline_id(sweep) == "p000"
+    assert ranking.baseline_id(sweep) == "p000"
     with pytest.raises(UsageError, match="p999"):
-        an.baseline_id(sweep, "p999")
+        ranking.baseline_id(sweep, "p999")
 
 
 def test_failures_separate_failed_from_unsupported():
-    rows = frame(
+    rows = steps_of(
         [
             step("p000", 1, "graph", 1),
             step("p001", 1, "graph", 1, status="timeout"),
             step("p002", 1, "graph", 1, status="unsupported"),
         ]
     )
-    bad = an.failures(rows).set_index("point_id")
+    bad = frame.failures(rows).set_index("point_id")
     assert bool(bad.loc["p001", "failed"]) and not bool(bad.loc["p002", "failed"])
     assert "p000" not in bad.index
 
@@ -175,67 +175,67 @@ def test_strongest_axes_and_heatmap():
                         {"NCCL_ALGO": algo, "NCCL_PROTO": proto, "NCCL_NTHREADS": threads},
                     )
                 )
-    steps = frame(rows)
-    assert set(an.varying_axes(steps)) == {"env.NCCL_ALGO", "env.NCCL_PROTO", "env.NCCL_NTHREADS"}
-    assert an.strongest_axes(steps, "graph") == ["env.NCCL_ALGO", "env.NCCL_PROTO"]
-    pivot = an.heatmap_pivot(steps, 4, "graph", "env.NCCL_ALGO", "env.NCCL_PROTO")
+    steps = steps_of(rows)
+    assert set(heatmap.varying_axes(steps)) == {"env.NCCL_ALGO", "env.NCCL_PROTO", "env.NCCL_NTHREADS"}
+    assert heatmap.strongest_axes(steps, "graph") == ["env.NCCL_ALGO", "env.NCCL_PROTO"]
+    pivot = heatmap.heatmap_pivot(steps, 4, "graph", "env.NCCL_ALGO", "env.NCCL_PROTO")
     assert pivot.loc["Tree", "Simple"] == 3100  # min over the thread axis
     assert pivot.loc["Ring", "LL"] == 1000
 
 
 def test_status_matrix(sweep):
-    matrix = an.status_matrix(sweep)
+    matrix = frame.status_matrix(sweep)
     assert matrix.loc[("p002", "p002"), (4, "graph")] == "capture_failed"
     assert matrix.loc[("p002", "p002"), (4, "eager")] == "ok"
 
 
 def test_break_even_and_tokens_per_second_match_the_field_report_arithmetic():
     # 30 ms verify (25 comm + 5 compute) against 12 ms plain decode: break-even at accept 2.5.
-    assert an.break_even_accept(0.0, 30.0, 12.0) == pytest.approx(2.5)
-    assert an.tokens_per_second(1.3, 0.0, 30.0) == pytest.approx(43.33, abs=0.01)
-    assert an.break_even_accept(1.0, 30.0, 12.0) == pytest.approx(31 / 12)
+    assert projection.break_even_accept(0.0, 30.0, 12.0) == pytest.approx(2.5)
+    assert projection.tokens_per_second(1.3, 0.0, 30.0) == pytest.approx(43.33, abs=0.01)
+    assert projection.break_even_accept(1.0, 30.0, 12.0) == pytest.approx(31 / 12)
 
 
 def test_breakdown_and_projection(sweep):
-    head = an.headline(sweep, "p000", "graph")
-    parts = an.breakdown(sweep, head, "p000", an.parse_compute_ms("1=4.0,4=5.0"))
+    head = ranking.headline(sweep, "p000", "graph")
+    parts = projection.breakdown(sweep, head, "p000", command.parse_compute_ms("1=4.0,4=5.0"))
     best4 = parts[(parts["setting"] == "best") & (parts["tokens"] == 4)].iloc[0]
     assert best4["comm_ms"] == pytest.approx(7.0) and best4["compute_ms"] == 5.0
     assert best4["overhead_ms"] == pytest.approx(1.0)  # eager - graph of p001
     assert best4["verify_ms"] == pytest.approx(12.0)
     assert best4["comm_share_pct"] == pytest.approx(100 * 7 / 12)
-    proj = an.projection(parts, 0.5, (1.3, 2.0, 8.0)).set_index(["setting", "tokens"])
+    proj = projection.projection(parts, 0.5, (1.3, 2.0, 8.0)).set_index(["setting", "tokens"])
     row = proj.loc[("best", 4)]
     decode = 4.0 + 5.1  # compute(1) + best comm at T = 1 (p003)
     assert row["decode_ms"] == pytest.approx(decode)
     assert row["break_even_accept"] == pytest.approx((0.5 + 12.0) / decode)
-    assert row[an.tps_column(2.0)] == pytest.approx(2000 / 12.5)
-    assert math.isnan(row[an.tps_column(8.0)])  # cannot accept more tokens than were verified
+    assert row[projection.tps_column(2.0)] == pytest.approx(2000 / 12.5)
+    assert math.isnan(row[projection.tps_column(8.0)])  # cannot accept more tokens than were verified
 
 
 def test_projection_needs_a_decode_step(sweep):
     only_verify = sweep[sweep["tokens"] == 4]
-    head = an.headline(only_verify, "p000", "graph")
-    parts = an.breakdown(only_verify, head, "p000", an.ComputeTimes())
-    assert an.projection(parts, 0.0, (2.0,)).empty
+    head = ranking.headline(only_verify, "p000", "graph")
+    parts = projection.breakdown(only_verify, head, "p000", projection.ComputeTimes())
+    assert projection.projection(parts, 0.0, (2.0,)).empty
 
 
 def test_parse_compute_ms():
-    assert an.parse_compute_ms("5").for_tokens(8) == 5.0
-    per_t = an.parse_compute_ms("4=5.0, 8=5.2")
+    assert command.parse_compute_ms("5").for_tokens(8) == 5.0
+    per_t = command.parse_compute_ms("4=5.0, 8=5.2")
     assert per_t.for_tokens(8) == 5.2 and per_t.for_tokens(1) == 5.0 and per_t.for_tokens(16) == 5.2
-    assert an.parse_compute_ms({"4": 3}).for_tokens(4) == 3.0
-    assert not an.parse_compute_ms(None).given
+    assert command.parse_compute_ms({"4": 3}).for_tokens(4) == 3.0
+    assert not command.parse_compute_ms(None).given
     for bad in ("x", "4=", "a=1", "-1", "0=2"):
         with pytest.raises(UsageError):
-            an.parse_compute_ms(bad)
+            command.parse_compute_ms(bad)
 
 
 def test_parse_accept():
-    assert an.parse_accept("3,1.3,2") == (1.3, 2.0, 3.0)
+    assert command.parse_accept("3,1.3,2") == (1.3, 2.0, 3.0)
     for bad in ("0.5", "x", ""):
         with pytest.raises(UsageError):
-            an.parse_accept(bad)
+            command.parse_accept(bad)
 
 
 def test_op_table_and_sizes():
@@ -245,30 +245,30 @@ def test_op_table_and_sizes():
         "median": [10.0, 12.0, 14.0, 50.0],
         "p99": [1, 1, 1, 1],
     }
-    steps = frame([step("p000", 1, "eager", 100, op_us=op_us)])
-    sizes = an.op_sizes(an.op_table(steps)).set_index(["collective", "bytes"])
+    steps = steps_of([step("p000", 1, "eager", 100, op_us=op_us)])
+    sizes = ops.op_sizes(ops.op_table(steps)).set_index(["collective", "bytes"])
     assert sizes.loc[("all_reduce", 100), "time_us"] == 12.0 and sizes.loc[("all_reduce", 100), "ops"] == 3
     assert sizes.loc[("all_gather", 4000), "time_us"] == 50.0
-    summary = an.site_summary(an.op_sites(op_us)).set_index("site_kind")
+    summary = ops.site_summary(ops.op_sites(op_us)).set_index("site_kind")
     assert list(summary.index) == ["embed", "attn", "mlp", "logits"]
 
 
 def test_rank_skew():
-    steps = frame([step("p000", 1, "graph", 100, ranks=[100.0, 104.0, 98.0, 100.0])])
+    steps = steps_of([step("p000", 1, "graph", 100, ranks=[100.0, 104.0, 98.0, 100.0])])
     assert steps["rank_skew_us"].iloc[0] == pytest.approx(6.0)
     assert steps["rank_skew_pct"].iloc[0] == pytest.approx(6.0)
 
 
 def test_empty_frame_is_handled():
-    assert an.records_frame([]).empty
-    assert isinstance(an.step_frame(pd.DataFrame()), pd.DataFrame)
+    assert frame.records_frame([]).empty
+    assert isinstance(frame.step_frame(pd.DataFrame()), pd.DataFrame)
 
 
 def test_beyond_noise_rule():
-    assert an.beyond_noise(95.0, 100.0) is True  # nine in ten steps faster than the baseline's typical one
-    assert an.beyond_noise(100.0, 100.0) is False
-    assert an.beyond_noise(120.0, 100.0) is False
-    assert an.beyond_noise(math.nan, 100.0) is None and an.beyond_noise(90.0, None) is None
+    assert ranking.beyond_noise(95.0, 100.0) is True  # nine in ten steps faster than the baseline's typical one
+    assert ranking.beyond_noise(100.0, 100.0) is False
+    assert ranking.beyond_noise(120.0, 100.0) is False
+    assert ranking.beyond_noise(math.nan, 100.0) is None and ranking.beyond_noise(90.0, None) is None
 
 
 def noisy_pair(best_p90):
@@ -277,15 +277,15 @@ def noisy_pair(best_p90):
     for t in (1, 4):
         rows.append(step("p000", t, "eager", 100_000, p90=130_000))
         rows.append(step("p001", t, "eager", 90_000, {"OMP_NUM_THREADS": "2"}, p90=best_p90))
-    return frame(rows)
+    return steps_of(rows)
 
 
 def test_headline_and_recommendation_within_noise_keep_the_baseline():
     steps = noisy_pair(best_p90=120_000)  # 10 % faster median, but p90 above the baseline's median
-    head = an.headline(steps, "p000", "eager")
+    head = ranking.headline(steps, "p000", "eager")
     assert list(head["beyond_noise"]) == [False, False]
     assert head["saved_pct"].iloc[0] == pytest.approx(10.0)  # the number stays, labelled as noise
-    rec = an.recommendation(steps, "p000", "eager", impl="nccl")
+    rec = ranking.recommendation(steps, "p000", "eager", impl="nccl")
     assert rec.fastest["point_id"] == "p001" and rec.beyond_noise is False and rec.keeps_baseline
     assert rec.chosen["point_id"] == "p000" and rec.chosen["env"] == {}
     assert rec.baseline_total_us == pytest.approx(200_000) and rec.fastest["p90_total_us"] == pytest.approx(240_000)
@@ -293,8 +293,8 @@ def test_headline_and_recommendation_within_noise_keep_the_baseline():
 
 def test_headline_and_recommendation_beyond_noise_choose_the_fastest():
     steps = noisy_pair(best_p90=95_000)
-    assert list(an.headline(steps, "p000", "eager")["beyond_noise"]) == [True, True]
-    rec = an.recommendation(steps, "p000", "eager", impl="nccl")
+    assert list(ranking.headline(steps, "p000", "eager")["beyond_noise"]) == [True, True]
+    rec = ranking.recommendation(steps, "p000", "eager", impl="nccl")
     assert rec.beyond_noise is True and not rec.keeps_baseline and rec.chosen["point_id"] == "p001"
 
 
@@ -310,16 +310,16 @@ def test_a_remeasured_configuration_counts_with_its_latest_longest_measurement()
             step("s1-p001", t, "eager", 104_000, env, iterations=10),
             step("p002", t, "eager", 101_000, {"OMP_NUM_THREADS": "4"}, iterations=5),
         ]
-    all_steps = frame(rows)
-    latest = an.latest_point_ids(all_steps)
+    all_steps = steps_of(rows)
+    latest = frame.latest_point_ids(all_steps)
     assert latest["p001"] == "s1-p001" and latest["p000"] == "s1-p000" and latest["p002"] == "p002"
-    assert an.superseded_by(latest) == {"p000": "s1-p000", "p001": "s1-p001"}
-    assert an.baseline_id(all_steps) == "s1-p000"
-    steps = an.latest_measurements(all_steps)
+    assert frame.superseded_by(latest) == {"p000": "s1-p000", "p001": "s1-p001"}
+    assert ranking.baseline_id(all_steps) == "s1-p000"
+    steps = frame.latest_measurements(all_steps)
     assert set(steps["point_id"]) == {"s1-p000", "s1-p001", "p002"}
-    head = an.headline(steps, "s1-p000", "eager").set_index("tokens")
+    head = ranking.headline(steps, "s1-p000", "eager").set_index("tokens")
     assert head.loc[4, "best_point_id"] == "s1-p000" and head.loc[4, "baseline_us"] == 98_000
-    rec = an.recommendation(steps, "s1-p000", "eager", impl="nccl")
+    rec = ranking.recommendation(steps, "s1-p000", "eager", impl="nccl")
     assert rec.fastest["point_id"] == "s1-p000" and rec.keeps_baseline
 
 
@@ -331,27 +331,27 @@ def test_the_longer_measurement_wins_within_a_stage():
     ]
     rows[2]["point"]["label"] = "same configuration as p003, measured longer"
     rows[1]["point"]["env"] = rows[2]["point"]["env"] = {"NCCL_ALGO": "Ring"}
-    assert an.latest_point_ids(frame(rows))["p003"] == "p007"
+    assert frame.latest_point_ids(steps_of(rows))["p003"] == "p007"
 
 
 def test_break_even_below_one_pays_at_any_accept_length(sweep):
-    head = an.headline(sweep, "p000", "graph")
-    parts = an.breakdown(sweep, head, "p000", an.ComputeTimes())
+    head = ranking.headline(sweep, "p000", "graph")
+    parts = projection.breakdown(sweep, head, "p000", projection.ComputeTimes())
     parts.loc[(parts["tokens"] == 4), "verify_ms"] = 4.0  # verify T = 4 faster than decode T = 1
-    row = an.projection(parts, 0.0, (1.3,)).set_index(["setting", "tokens"]).loc[("best", 4)]
+    row = projection.projection(parts, 0.0, (1.3,)).set_index(["setting", "tokens"]).loc[("best", 4)]
     assert row["break_even_ratio"] == pytest.approx(4.0 / 5.1)
     assert math.isnan(row["break_even_accept"]) and bool(row["pays_at_any_accept"])
-    assert not an.pays_at_any_accept(1.0) and an.pays_at_any_accept(0.99)
+    assert not projection.pays_at_any_accept(1.0) and projection.pays_at_any_accept(0.99)
 
 
 def test_fusion_comparison_applies_the_noise_rule_both_ways(sweep):
-    fusion = an.fusion_comparison(sweep, "p000", "graph").set_index("tokens")
+    fusion = choices.fusion_comparison(sweep, "p000", "graph").set_index("tokens")
     assert fusion.loc[4, "beyond_noise"] is True and fusion.loc[4, "slower_beyond_noise"] is False
     close = sweep.copy()
     fused = close["point_id"] == "p005"
     close.loc[fused, "median_us"] = close.loc[fused, "median_us"] + 8_000  # T = 4: 10 ms against p004 9.4 ms
     close.loc[fused, "p90_us"] = close.loc[fused, "median_us"]
-    fusion = an.fusion_comparison(close, "p000", "graph").set_index("tokens")
+    fusion = choices.fusion_comparison(close, "p000", "graph").set_index("tokens")
     assert fusion.loc[4, "beyond_noise"] is False and fusion.loc[4, "slower_beyond_noise"] is True
 
 
@@ -366,16 +366,18 @@ def test_ties_go_to_the_baselines_implementation_then_the_preferred_point_then_t
         step("s2-p003", 8, "graph", 3160.0, env2),
         step("s2-p001", 8, "graph", 3160.0, impl="flashinfer-pcie-ipc"),
     ]
-    steps = frame(rows)
-    family = an.implementation_family("default")
+    steps = steps_of(rows)
+    family = ranking.implementation_family("default")
     assert set(family) == {"default", "nccl", "gloo"}
-    assert an.best_points(steps, "graph", family=family)["point_id"].iloc[0] == "s2-p003"  # confirmed first
-    assert an.best_points(steps, "graph", prefer=["p000", "s1-p006"], family=family)["point_id"].iloc[0] == "p000"
-    assert an.best_overall_point(steps, "graph", impl=family)["point_id"] == "s2-p003"
-    stage_one = frame([rows[2], step("s1-p007", 8, "graph", 3160.0, {"NCCL_MIN_NCHANNELS": "4"})])
-    assert an.best_points(stage_one, "graph", family=family)["point_id"].iloc[0] == "s1-p007"  # then fewest settings
-    faster = frame(rows[:4] + [step("s2-p001", 8, "graph", 3000.0, impl="flashinfer-pcie-ipc")])
-    assert an.best_points(faster, "graph", family=family)["point_id"].iloc[0] == "s2-p001"  # strictly faster
+    assert ranking.best_points(steps, "graph", family=family)["point_id"].iloc[0] == "s2-p003"  # confirmed first
+    assert ranking.best_points(steps, "graph", prefer=["p000", "s1-p006"], family=family)["point_id"].iloc[0] == "p000"
+    assert ranking.best_overall_point(steps, "graph", impl=family)["point_id"] == "s2-p003"
+    stage_one = steps_of([rows[2], step("s1-p007", 8, "graph", 3160.0, {"NCCL_MIN_NCHANNELS": "4"})])
+    assert (
+        ranking.best_points(stage_one, "graph", family=family)["point_id"].iloc[0] == "s1-p007"
+    )  # then fewest settings
+    faster = steps_of(rows[:4] + [step("s2-p001", 8, "graph", 3000.0, impl="flashinfer-pcie-ipc")])
+    assert ranking.best_points(faster, "graph", family=family)["point_id"].iloc[0] == "s2-p001"  # strictly faster
 
 
 @pytest.fixture
@@ -391,14 +393,14 @@ def pcie_like():
             step("p003", t, "graph", ipc, impl="flashinfer-pcie-ipc", p90=ipc * 1.01),
             step("p004", t, "graph", 0, impl="flashinfer-fused", status="unsupported"),
         ]
-    return frame(rows)
+    return steps_of(rows)
 
 
 def test_choices_per_tokens_mark_the_role_of_every_point(pcie_like):
-    family = an.implementation_family("default")
-    rec = an.recommendation(pcie_like, "p000", "graph", impl=family)
+    family = ranking.implementation_family("default")
+    rec = ranking.recommendation(pcie_like, "p000", "graph", impl=family)
     assert rec.chosen["point_id"] == "p001"  # 2100 + 3300 < 2250 + 3200
-    table = an.choices_per_tokens(pcie_like, "p000", "graph", "p001", family)
+    table = choices.choices_per_tokens(pcie_like, "p000", "graph", "p001", family)
     roles = {(int(r.tokens), r.point_id): r.roles for r in table.itertuples()}
     assert roles == {
         (1, "p000"): ["baseline"],
@@ -411,39 +413,41 @@ def test_choices_per_tokens_mark_the_role_of_every_point(pcie_like):
     row = table[(table["tokens"] == 1) & (table["point_id"] == "p003")].iloc[0]
     assert row["saved_pct"] == pytest.approx(100 * (2300 - 900) / 2300) and row["beyond_noise"] is True
     assert table.loc[table["point_id"] == "p000", "beyond_noise"].isna().all()
-    head = an.headline(pcie_like, "p000", "graph", "p001", family).set_index("tokens")
+    head = ranking.headline(pcie_like, "p000", "graph", "p001", family).set_index("tokens")
     assert head.loc[1, "best_point_id"] == "p003" and head.loc[8, "best_point_id"] == "p002"
 
 
 def test_alternatives_are_judged_against_the_exported_settings(pcie_like):
-    family = an.implementation_family("default")
-    alt = an.alternatives(pcie_like, "p001", "graph", family).set_index("tokens")
+    family = ranking.implementation_family("default")
+    alt = choices.alternatives(pcie_like, "p001", "graph", family).set_index("tokens")
     assert list(alt["impl"]) == ["flashinfer-pcie-ipc"] * 2 and set(alt["reference"]) == {"p001"}
     assert alt.loc[1, "bytes"] == 1 * 7168 * 2 and alt.loc[8, "bytes"] == 8 * 7168 * 2
     assert alt.loc[1, "saved_pct"] == pytest.approx(100 * (2100 - 900) / 2100)
     assert alt.loc[1, "beyond_noise"] is True and alt.loc[1, "slower_beyond_noise"] is False
     assert alt.loc[8, "beyond_noise"] is False and alt.loc[8, "slower_beyond_noise"] is True
-    missing = an.implementations_without_result(pcie_like, "graph", family)
+    missing = choices.implementations_without_result(pcie_like, "graph", family)
     assert missing.to_dict("records") == [
         {"impl": "flashinfer-fused", "fused_rmsnorm": True, "status": "unsupported", "message": "boom"}
     ]
-    assert an.alternatives(pcie_like[pcie_like["impl"] == "default"], "p001", "graph", family).empty
+    assert choices.alternatives(pcie_like[pcie_like["impl"] == "default"], "p001", "graph", family).empty
 
 
 def test_breakdown_adds_the_recommended_setting(pcie_like):
-    family = an.implementation_family("default")
-    head = an.headline(pcie_like, "p000", "graph", "p001", family)
-    parts = an.breakdown(pcie_like, head, "p000", an.ComputeTimes(everywhere=5.0), recommended="p001", mode="graph")
+    family = ranking.implementation_family("default")
+    head = ranking.headline(pcie_like, "p000", "graph", "p001", family)
+    parts = projection.breakdown(
+        pcie_like, head, "p000", projection.ComputeTimes(everywhere=5.0), recommended="p001", mode="graph"
+    )
     by = parts.set_index(["setting", "tokens"])
     assert list(parts["setting"].unique()) == ["baseline", "recommended", "best"]
     assert by.loc[("recommended", 8), "comm_ms"] == pytest.approx(3.3) and by.loc[("best", 8), "point_id"] == "p002"
     assert by.loc[("recommended", 1), "verify_ms"] == pytest.approx(7.1)
-    same = an.breakdown(pcie_like, head, "p000", an.ComputeTimes(), recommended="p000", mode="graph")
+    same = projection.breakdown(pcie_like, head, "p000", projection.ComputeTimes(), recommended="p000", mode="graph")
     assert "recommended" not in set(same["setting"])  # keeping the baseline adds no row
 
 
 def test_model_comparison_pairs_the_same_configuration_t_and_mode():
-    measured = frame(
+    measured = steps_of(
         [
             step("p000", 4, "graph", 3300),
             step("p001", 4, "graph", 2200, {"NCCL_PROTO": "LL"}),
@@ -451,7 +455,7 @@ def test_model_comparison_pairs_the_same_configuration_t_and_mode():
             step("p003", 4, "eager", 4000),
         ]
     )
-    model = frame(
+    model = steps_of(
         [
             step("p000", 4, "graph", 3000, source="model"),
             step("s1-p009", 4, "graph", 2420, {"NCCL_PROTO": "LL"}, source="model"),
@@ -460,13 +464,13 @@ def test_model_comparison_pairs_the_same_configuration_t_and_mode():
         ]
     )
     model["calibration"] = "nccl-prior"
-    pairs = an.model_comparison(measured, model).set_index("point_id_measured")
+    pairs = costmodel_check.step_comparison(measured, model).set_index("point_id_measured")
     assert set(pairs.index) == {"p000", "p001"}  # failed and one-sided points are not paired
     assert pairs.loc["p001", "point_id_model"] == "s1-p009" and pairs.loc["p001", "ratio"] == pytest.approx(1.1)
     assert pairs.loc["p000", "error_pct"] == pytest.approx(100 * (3000 / 3300 - 1))
     assert bool(pairs.loc["p001", "within_band"]) and bool(pairs.loc["p000", "within_band"])
     assert set(pairs["calibration"]) == {"nccl-prior"}
-    summary = an.comparison_summary(pairs.reset_index())
+    summary = costmodel_check.comparison_summary(pairs.reset_index())
     assert summary["pairs"] == 2 and summary["within_band_pct"] == 100.0
 
 
@@ -497,8 +501,8 @@ def collective(source, size, ranks, time_us, in_place=False, calibration=None):
 
 
 def test_collective_model_comparison_pairs_size_and_rank_count():
-    measured = an.collective_frame(
-        an.records_frame(
+    measured = frame.collective_frame(
+        frame.records_frame(
             [
                 collective("nccl-tests", 65536, 8, 40.0),
                 collective("nccl-tests", 65536, 8, 44.0, in_place=True),
@@ -507,8 +511,8 @@ def test_collective_model_comparison_pairs_size_and_rank_count():
             ]
         )
     )
-    model = an.collective_frame(
-        an.records_frame(
+    model = frame.collective_frame(
+        frame.records_frame(
             [
                 collective("model", 65536, 8, 50.0, calibration="fitted.toml"),
                 collective("model", 1 << 20, 8, 180.0, calibration="fitted.toml"),
@@ -516,7 +520,7 @@ def test_collective_model_comparison_pairs_size_and_rank_count():
             ]
         )
     )
-    pairs = an.collective_model_comparison(measured, model).set_index("bytes")
+    pairs = costmodel_check.collective_comparison(measured, model).set_index("bytes")
     assert list(pairs.index) == [65536, 1 << 20]  # 4 ranks and 8 KB are one-sided
     assert pairs.loc[65536, "measured_us"] == pytest.approx(42.0)  # in and out of place: their median
     assert pairs.loc[65536, "ratio"] == pytest.approx(50 / 42) and not bool(pairs.loc[65536, "within_band"])

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from commprof.nccl_vocab import COLLECTIVES
+from commprof.report import engine_hints as eh
 from commprof.report import exports as ex
 
 
@@ -166,14 +167,14 @@ def test_engine_hints_follow_what_was_measured():
         )
 
     won, lost, noise = fusion(40.0, True, False), fusion(-5.0, False, True), fusion(3.0, False, False)
-    hints = ex.engine_hints(won, True, True)
+    hints = eh.engine_hints(won, True, True)
     settings = " ".join(h.setting for h in hints)
     assert "--flashinfer-allreduce-fusion-backend auto" in settings and 'fuse_allreduce_rms": true' in settings
     assert all(h.version for h in hints)
-    off = " ".join(h.setting for h in ex.engine_hints(lost, True, False))
+    off = " ".join(h.setting for h in eh.engine_hints(lost, True, False))
     assert "--enforce-disable-flashinfer-allreduce-fusion" in off and "false" in off
-    assert ex.engine_hints(noise, True, False) == []  # within noise either way: nothing to change
-    assert ex.engine_hints(pd.DataFrame(), False, False) == []
+    assert eh.engine_hints(noise, True, False) == []  # within noise either way: nothing to change
+    assert eh.engine_hints(pd.DataFrame(), False, False) == []
 
 
 def test_winners_within_noise_of_the_baseline_get_no_rule():
@@ -216,16 +217,16 @@ def test_alternative_implementations_get_their_engine_setting_or_say_engine_work
     )
     hints = {
         h.engine: h
-        for h in ex.engine_hints(pd.DataFrame(), False, True, alternatives)
+        for h in eh.engine_hints(pd.DataFrame(), False, True, alternatives)
         if "flashinfer-pcie-ipc" in h.why
     }
     assert hints["vLLM"].setting == "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" and "0.30" in hints["vLLM"].version
     assert hints["SGLang"].setting == "" and "engine work" in hints["SGLang"].why
     assert "T = 1, 4" in hints["vLLM"].why and "not at T = 8" in hints["vLLM"].why
-    text = ex.engine_hints_text(list(hints.values()), ["run r"])
+    text = eh.engine_hints_text(list(hints.values()), ["run r"])
     assert "# SGLang: no setting" in text and "\nVLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
-    symm = ex.implementation_settings("symm-mem")
+    symm = eh.implementation_settings("symm-mem")
     assert [engine for engine, setting, _ in symm if setting] == ["SGLang", "vLLM"]
-    assert ex.implementation_settings("my_allreduce:GatherSum") == [("SGLang", "", "—"), ("vLLM", "", "—")]
+    assert eh.implementation_settings("my_allreduce:GatherSum") == [("SGLang", "", "—"), ("vLLM", "", "—")]
     lost = alternatives.assign(beyond_noise=False)
-    assert ex.alternative_hints(lost) == []  # nothing won: nothing to set in an engine
+    assert eh.alternative_hints(lost) == []  # nothing won: nothing to set in an engine

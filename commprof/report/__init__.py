@@ -1,8 +1,10 @@
-"""The report: analysis of a run's records (pure pandas), exports a user can paste, and the HTML page.
+"""The report: a run's records analysed (pure pandas), the page, and the files a user pastes.
 
-analysis.py turns records into DataFrames and answers the questions; exports.py writes the files that apply
-an answer (recommend.env, nccl_tuner.conf, engine flags, summary.json, results.csv, nccl-tests tables);
-answers.py words the first screen (what to set, how much faster, does speculation pay, table 1);
-costmodel_check.py sets measured against simulated numbers; formatting.py writes numbers with their units;
-render.py draws the plots and fills templates/index.html; command.py is `commprof report`.
+Front door: run_analysis.analyze_run → RunAnalysis (one per source of a run), over the pure analyses:
+frame.py (records → DataFrame, row selections), ranking.py (noise rule, best points, the recommendation),
+choices.py (table 1, other implementations, fused kinds), projection.py (breakdown, speculative decoding),
+ops.py (per-op sites and sizes), heatmap.py (sweep axes), costmodel_check.py (measured vs simulated).
+Words and views: words.py, provenance.py, doctor_verdicts.py, formatting.py, views/ (the page);
+exports.py and engine_hints.py (the pasted files' texts), summary.py (summary.json);
+write.py writes every file; command.py is `commprof report` (flags, run folders).
 """

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ import click
 
 from commprof.errors import UsageError
 from commprof.records import RESULTS_FILE, read_meta, read_records
+from commprof.report.projection import ComputeTimes
+from commprof.report.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
 
 def newest_run(parent: Path) -> Path:
@@ -69,10 +72,8 @@ def sweep_options(meta: dict) -> dict[str, Any]:
     return options
 
 
-def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]):
+def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]) -> ReportOptions:
     """Command line over sweep file over defaults, parsed and checked."""
-    from commprof.report.analysis import parse_accept, parse_compute_ms, parse_ms
-    from commprof.report.render import DEFAULT_ACCEPTS, ReportOptions
 
     def pick(name: str, sweep_name: str):
         return cli[name] if cli.get(name) is not None else from_sweep.get(sweep_name)
@@ -85,6 +86,64 @@ def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]):
         accepts=parse_accept(accept) if accept is not None else DEFAULT_ACCEPTS,
         baseline=pick("baseline", "baseline"),
     )
+
+
+def parse_compute_ms(value: Any) -> ComputeTimes:
+    """ "5.0" (every T), "4=5.0,8=5.2" (per T), a number, or a {T: ms} mapping (from the sweep file)."""
+    if value is None or value == "":
+        return ComputeTimes()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ComputeTimes(everywhere=parse_ms(value, "compute"))
+    if isinstance(value, dict):
+        items = list(value.items())
+    else:
+        text = str(value).strip()
+        if "=" not in text:
+            return ComputeTimes(everywhere=parse_ms(text, "compute"))
+        items = []
+        for part in text.split(","):
+            key, sep, ms = part.partition("=")
+            if not sep:
+                raise UsageError(f'--compute-ms: {part.strip()!r} is not T=ms (e.g. "4=5.0,8=5.2" or one number)')
+            items.append((key, ms))
+    per_tokens = {}
+    for key, ms in items:
+        try:
+            tokens = int(str(key).strip())
+        except ValueError:
+            raise UsageError(f"--compute-ms: T {key!r} is not a whole number") from None
+        if tokens < 1:
+            raise UsageError(f"--compute-ms: T must be >= 1, got {tokens}")
+        per_tokens[tokens] = parse_ms(ms, "compute")
+    return ComputeTimes(per_tokens=per_tokens)
+
+
+def parse_ms(value: Any, what: str) -> float:
+    """A duration in ms from the command line or the sweep file; `what` names the option in the error."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise UsageError(f"--{what}-ms: {value!r} is not a number of milliseconds") from None
+    if not math.isfinite(number) or number < 0:
+        raise UsageError(f"--{what}-ms: {value!r} must be a finite number >= 0")
+    return number
+
+
+def parse_accept(value: Any) -> tuple[float, ...]:
+    """Accept lengths (tokens kept per verify step, bonus token included): "1.3,2.0,3.0" or a list; each >= 1."""
+    parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    lengths = []
+    for part in parts:
+        try:
+            length = float(str(part).strip())
+        except ValueError:
+            raise UsageError(f"--accept: {part!r} is not a number") from None
+        if not math.isfinite(length) or length < 1:
+            raise UsageError(f"--accept: accept length {part!r} must be >= 1 (the bonus token always counts)")
+        lengths.append(length)
+    if not lengths:
+        raise UsageError("--accept: give at least one accept length, e.g. 1.3,2.0,3.0")
+    return tuple(sorted(set(lengths)))
 
 
 def default_out(run_ids: list[str]) -> Path:
@@ -138,7 +197,8 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline):
         for note in notes:
             click.echo(f"commprof: warning: {note}", err=True)
 
-    from commprof.report.render import analyze_run, render_report
+    from commprof.report.run_analysis import analyze_run
+    from commprof.report.write import write_report
 
     cli = {"compute_ms": compute_ms, "draft_ms": draft_ms, "accept": accept, "baseline": baseline}
     runs = []
@@ -146,7 +206,7 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline):
         options = report_options(cli, sweep_options(meta))
         runs.extend(analyze_run(run_id, records, meta, options))
     out_dir = out or default_out([run_id for run_id, *_ in loaded])
-    paths = render_report(runs, out_dir)
+    paths = write_report(runs, out_dir)
     for run in runs:
         if run.all_failed:
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)

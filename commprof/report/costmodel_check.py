@@ -1,184 +1,88 @@
-"""Measured vs model: wherever the report holds measured numbers (a sweep, or imported nccl-tests rows) and model
-predictions of the same configurations, how far the model is from them, each axis labelled with its source
-and the model's calibration. The only place the page puts the two sources side by side.
+"""Measured vs simulated: wherever the report holds measured numbers (a sweep, or imported nccl-tests rows) and
+cost-model predictions of the same configurations, how far the predictions are from them.
 
-Steps pair on configuration (impl + env + options), T and mode (analysis.model_comparison); single collectives
-on settings, collective, size and rank count (analysis.collective_model_comparison).
+Steps pair on configuration (impl + env + options), T and mode (step_comparison); single collectives on settings,
+collective, size and rank count (collective_comparison). Pure: DataFrames in, DataFrames out; which runs are set
+against which: run_analysis.costmodel_checks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+import math
+from typing import Any
 
 import pandas as pd
 
-from commprof.report import analysis as an
-from commprof.report.formatting import escaped, fmt_bytes, fmt_ms, fmt_pct, fmt_us, source_label
+from commprof.report.frame import ok_rows
 
-if TYPE_CHECKING:
-    from commprof.report.render import RunAnalysis
-
-
-@dataclass
-class ModelCheck:
-    """One measured run (or source) against one simulated run, on what both hold."""
-
-    measured: RunAnalysis
-    model: RunAnalysis
-    kind: str  # "step" or "collective"
-    mode: str | None  # steps: the mode compared
-    pairs: pd.DataFrame  # analysis.model_comparison / collective_model_comparison
-
-    @property
-    def calibration(self) -> str:
-        values = sorted({str(c) for c in self.pairs["calibration"].dropna()})
-        return ", ".join(values) or "unknown"
-
-    @property
-    def summary(self) -> dict[str, Any]:
-        return an.comparison_summary(self.pairs)
+# A prediction counts as close when within ±15 % of the measurement (the cost model's target, docs/cost-model.md).
+PREDICTION_BAND = 0.15
+COMPARISON_COLUMNS = [
+    "label",
+    "tokens",
+    "mode",
+    "measured_us",
+    "model_us",
+    "ratio",
+    "error_pct",
+    "within_band",
+    "calibration",
+]
 
 
-def model_checks(runs: list[RunAnalysis]) -> list[ModelCheck]:
-    """Every (measured or imported, simulated) pair of runs that share configurations, steps and collectives."""
-    checks = []
-    models = [r for r in runs if r.source == "model"]
-    for measured in (r for r in runs if r.source != "model"):
-        for model in models:
-            steps = an.model_comparison(measured.steps, model.steps)
-            if not steps.empty:
-                modes = set(steps["mode"])
-                mode = measured.mode if measured.mode in modes else sorted(modes)[0]
-                checks.append(
-                    ModelCheck(measured, model, "step", mode, steps[steps["mode"] == mode].reset_index(drop=True))
-                )
-            collectives = an.collective_model_comparison(measured.collectives, model.collectives)
-            if not collectives.empty:
-                checks.append(ModelCheck(measured, model, "collective", None, collectives))
-    return checks
-
-
-def axis_labels(check: ModelCheck) -> tuple[str, str]:
-    """(x, y): the measured side's source and run, the model's run and calibration, and the unit."""
-    what = f"median {check.mode}-mode step time, ms" if check.kind == "step" else "median time per op, µs"
-    return (
-        f"{source_label(check.measured.source)}: {check.measured.name} ({what})",
-        f"model: {check.model.name}, calibration {check.calibration} ({what})",
+def step_comparison(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
+    """Step records of the same configuration (impl + env + options), T and mode in both frames: measured and
+    modelled median step time (µs), ratio model / measured, error % and whether it is within PREDICTION_BAND."""
+    keys = ["config", "tokens", "mode"]
+    left = ok_rows(measured).drop_duplicates(keys)
+    right = ok_rows(simulated).drop_duplicates(keys)
+    if left.empty or right.empty:
+        return pd.DataFrame(columns=COMPARISON_COLUMNS)
+    both = left[keys + ["point_id", "label", "impl", "settings", "median_us"]].merge(
+        right[keys + ["point_id", "median_us", "calibration"]], on=keys, suffixes=("_measured", "_model")
     )
+    both = both.rename(columns={"median_us_measured": "measured_us", "median_us_model": "model_us"})
+    return _with_errors(both).sort_values(["mode", "tokens", "measured_us"], ignore_index=True)
 
 
-def check_view(check: ModelCheck, figures) -> dict[str, Any]:
-    """The template's view of one check: title, axis labels, summary line, the scatter and the ratio table."""
-    x_label, y_label = axis_labels(check)
-    stats = check.summary
-    band = f"±{an.MODEL_BAND * 100:.0f} %"
-    view: dict[str, Any] = {
-        "title": (
-            f"{check.measured.name} ({source_label(check.measured.source)}) vs {check.model.name} "
-            f"(model, calibration {check.calibration})"
-        ),
-        "kind": check.kind,
-        "x_label": x_label,
-        "y_label": y_label,
-        "band": band,
-        "summary": (
-            f"{stats['pairs']} {'configuration × T' if check.kind == 'step' else 'size'} pairs; median "
-            f"|model − measured| {fmt_pct(stats['median_abs_error_pct'])}; "
-            f"{fmt_pct(stats['within_band_pct'])} within {band}."
-        ),
-        "svg": figures.model_scatter_svg(
-            check.pairs,
-            x_label,
-            y_label,
-            an.MODEL_BAND,
-            scale=1e-3 if check.kind == "step" else 1.0,
-            group="tokens" if check.kind == "step" else "label",
-        ),
-    }
-    if check.kind == "step":
-        view.update(step_ratio_table(check.pairs))
-    else:
-        view["rows"] = [
-            {
-                "label": r.label,
-                "size": fmt_bytes(r.bytes),
-                "measured": fmt_us(r.measured_us),
-                "model": fmt_us(r.model_us),
-                "ratio": f"{r.ratio:.2f}",
-                "css": _band_css(r.within_band),
-            }
-            for r in check.pairs.itertuples()
-        ]
-    return view
-
-
-def step_ratio_table(pairs: pd.DataFrame) -> dict[str, Any]:
-    """Configurations × T, model / measured per cell (escaped here: hundreds of rows render with autoescape off)."""
-    tokens = sorted(int(t) for t in pairs["tokens"].unique())
-    rows = []
-    for (_config, point_id), group in pairs.groupby(["config", "point_id_measured"], sort=False):
-        by_t = group.set_index("tokens")
-        first = group.iloc[0]
-        cells = []
-        for t in tokens:
-            if t not in by_t.index:
-                cells.append(("—", "", ""))
-                continue
-            r = by_t.loc[t]
-            cells.append(
-                (
-                    f"{r['ratio']:.2f}",
-                    _band_css(r["within_band"]),
-                    escaped(f"measured {fmt_ms(r['measured_us'])}, model {fmt_ms(r['model_us'])}"),
-                )
-            )
-        rows.append(
-            {
-                "point": escaped(f"{point_id} {first['label']}"),
-                "impl": escaped(first["impl"]),
-                "settings": escaped(first["settings"]),
-                "cells": cells,
-            }
+def collective_comparison(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
+    """Single collectives of the same settings, kind, size and rank count in both frames (nccl-tests imports or
+    measured ops vs model predictions): median time over the rows of each (in / out of place, repeats), µs."""
+    keys = ["settings", "collective", "bytes", "world_size"]
+    sides = []
+    for frame in (measured, simulated):
+        ok = frame[(frame["status"] == "ok") & frame["time_us"].notna()] if not frame.empty else frame
+        if ok.empty:
+            return pd.DataFrame(columns=COMPARISON_COLUMNS)
+        grouped = ok.groupby(keys, sort=True)
+        sides.append(
+            pd.DataFrame(
+                {
+                    "median_us": grouped["time_us"].median(),
+                    "point_id": grouped["point_id"].first(),
+                    "calibration": grouped["calibration"].first(),
+                }
+            ).reset_index()
         )
-    return {"tokens": tokens, "rows": rows}
+    both = sides[0].drop(columns="calibration").merge(sides[1], on=keys, suffixes=("_measured", "_model"))
+    both = both.rename(columns={"median_us_measured": "measured_us", "median_us_model": "model_us"})
+    both["label"] = both["collective"] + " x" + both["world_size"].astype(int).astype(str)
+    return _with_errors(both).sort_values(["collective", "world_size", "bytes"], ignore_index=True)
 
 
-def _band_css(within: Any) -> str:
-    return "verdict-ok" if bool(within) else "verdict-warn"
+def _with_errors(both: pd.DataFrame) -> pd.DataFrame:
+    both["ratio"] = both["model_us"] / both["measured_us"]
+    both["error_pct"] = 100.0 * (both["ratio"] - 1.0)
+    both["within_band"] = (both["ratio"] - 1.0).abs() <= PREDICTION_BAND
+    return both
 
 
-def check_summary(check: ModelCheck) -> dict[str, Any]:
-    """summary.json's record of one check."""
-    keep = [
-        c
-        for c in (
-            "label",
-            "point_id_measured",
-            "point_id_model",
-            "impl",
-            "settings",
-            "collective",
-            "bytes",
-            "world_size",
-            "tokens",
-            "mode",
-            "measured_us",
-            "model_us",
-            "ratio",
-            "error_pct",
-            "within_band",
-        )
-        if c in check.pairs
-    ]
+def comparison_summary(both: pd.DataFrame) -> dict[str, Any]:
+    """How far the model is from the measurements: pairs, median |error| %, share within PREDICTION_BAND."""
+    if both.empty:
+        return {"pairs": 0, "median_abs_error_pct": math.nan, "within_band_pct": math.nan}
     return {
-        "measured": check.measured.name,
-        "measured_source": check.measured.source,
-        "model": check.model.name,
-        "calibration": check.calibration,
-        "kind": check.kind,
-        "mode": check.mode,
-        "band": an.MODEL_BAND,
-        **check.summary,
-        "pairs_table": check.pairs[keep].to_dict("records"),
+        "pairs": int(len(both)),
+        "median_abs_error_pct": float(both["error_pct"].abs().median()),
+        "within_band_pct": float(100.0 * both["within_band"].mean()),
     }

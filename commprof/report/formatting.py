@@ -7,7 +7,7 @@ import html
 import math
 from typing import Any
 
-from commprof.report.analysis import ENV_PREFIX
+from commprof.report.frame import ENV_PREFIX
 
 SOURCE_LABELS = {"measured": "measured", "model": "simulated (cost model)", "nccl-tests": "imported (nccl-tests)"}
 

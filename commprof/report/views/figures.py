@@ -1,6 +1,6 @@
 """The report's plots as inline SVG strings (matplotlib, Agg, no network): one function per figure.
 
-Inputs are the DataFrames analysis.py returns; outputs are `<svg>` text with ids made unique per figure, so
+Inputs are the DataFrames of a RunAnalysis; outputs are `<svg>` text with ids made unique per figure, so
 several figures can live in one HTML page. Step times are drawn in ms, single collectives in µs.
 """
 

@@ -1,7 +1,7 @@
-"""The report's first screen: what to set, how much faster the verify step gets, whether speculative decoding
-pays, and table 1, which holds every number those answers quote, each row marked with the answer it backs.
+"""The report's first screen: what to set, how much faster the verify step gets and whether speculative decoding
+pays, each answer built from the points of table 1 (choices.choices_per_tokens).
 
-"What do I set?" has three parts, each judged by analysis.NOISE_RULE:
+"What do I set?" has three parts, each judged by ranking.NOISE_RULE:
 (a) the environment to export: the fastest setting of the baseline's implementation (NCCL) over every T if it
     beats the baseline beyond noise, else keep the baseline; with its effect per T;
 (b) another all-reduce implementation, where it beats (a) beyond noise (for which T, by how much) and what
@@ -12,108 +12,27 @@ Pure: a RunAnalysis in, formatted strings and dicts for the template out.
 
 from __future__ import annotations
 
-import shlex
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-from commprof.report import analysis as an
-from commprof.report import exports as ex
-from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_num, fmt_pct, fmt_x, source_label
-
-if TYPE_CHECKING:
-    from commprof.report.render import RunAnalysis
+from commprof.report.engine_hints import engine_hints, implementation_settings
+from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_num, fmt_pct
+from commprof.report.projection import tps_column
+from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
+from commprof.report.run_analysis import RunAnalysis
+from commprof.report.words import (
+    break_even_text,
+    draft_text,
+    export_line,
+    keep_text,
+    noise_sentence,
+    not_a_result_notes,
+    spec_label,
+    tuned_name,
+)
 
 MAX_REASON_CHARS = 160
-
-
-def tuned_name(run: RunAnalysis) -> str:
-    """What the environment tunes: NCCL, or gloo on CPU runs."""
-    return "gloo" if run.backend == "gloo" else "NCCL"
-
-
-def keep_text(run: RunAnalysis) -> str:
-    """What keeping the baseline means in words: NCCL's defaults, gloo's defaults, or the baseline's settings."""
-    base = run.rec.baseline if run.rec is not None else None
-    if base is not None and base["env"]:
-        return f"Keep the baseline's settings ({base['settings']})"
-    return "Keep the defaults (gloo: no NCCL to tune)" if run.backend == "gloo" else "Keep NCCL's defaults"
-
-
-def noise_sentence(run: RunAnalysis) -> str:
-    """Why the fastest point over every T is, or is not, a result (NOISE_RULE with this run's numbers)."""
-    rec = run.rec
-    if rec is None or rec.fastest is None:
-        return ""
-    fastest = rec.fastest
-    tokens = ", ".join(map(str, fastest["tokens_covered"]))
-    if rec.beyond_noise is None:
-        return (
-            f"Not compared with the baseline {run.baseline}: it has no ok {run.mode}-mode record at every T = {tokens}."
-        )
-    relation = "below" if rec.beyond_noise else "not below"
-    return (
-        f"{fastest['point_id']}'s p90 step time summed over T = {tokens} ({fmt_ms(fastest['p90_total_us'])}) "
-        f"is {relation} the baseline {run.baseline}'s median summed ({fmt_ms(rec.baseline_total_us)})."
-    )
-
-
-def not_a_result_notes(run: RunAnalysis) -> list[str]:
-    """Lines for every recommendation when the numbers cannot be tuning results: the doctor failed checks on
-    the box, or ranks shared GPUs."""
-    notes = []
-    if run.doctor_failed:
-        notes.append(
-            f"Measured on a box failing doctor checks ({', '.join(run.doctor_failed)}): not a tuning "
-            "result; fix the box and measure again before applying this."
-        )
-    if run.shared_gpus:
-        notes.append(
-            "Ranks SHARED GPUs (--share-gpus): a functional check, not a tuning result; measure with one "
-            "GPU per rank before applying this."
-        )
-    return notes
-
-
-def recommend_notes(run: RunAnalysis, per_size_rules: bool = False) -> list[str]:
-    """The comment lines of recommend.env: what was chosen and why, with the noise verdict."""
-    rec = run.rec
-    if rec is None or rec.fastest is None:
-        return []
-    return not_a_result_notes(run) + _recommend_notes(run, per_size_rules)
-
-
-def _recommend_notes(run: RunAnalysis, per_size_rules: bool) -> list[str]:
-    rec = run.rec
-    fastest = rec.fastest
-    tokens = ", ".join(map(str, fastest["tokens_covered"]))
-    if rec.keeps_baseline:
-        if fastest["point_id"] == run.baseline:
-            return [f"{keep_text(run)}: no point was faster than the baseline {run.baseline} over T = {tokens}."]
-        return [
-            f'{keep_text(run)}: the fastest point, {fastest["point_id"]} "{fastest["label"]}" '
-            f"({fastest['settings']}), was {fmt_pct(rec.saved_pct)} faster over T = {tokens} but within "
-            "measurement noise.",
-            f"Beyond noise: no. {noise_sentence(run)}",
-            f"Rule: {an.NOISE_RULE}. Re-measure with more iterations before changing anything.",
-        ]
-    notes = [
-        f'Point {fastest["point_id"]} "{fastest["label"]}" (impl {fastest["impl"]}): least total '
-        f"{run.mode}-mode step time over T = {tokens}: {fmt_ms(fastest['total_us'])} "
-        f"vs {fmt_ms(rec.baseline_total_us)} for the baseline {run.baseline}.",
-        f"Beyond noise: {'unknown' if rec.beyond_noise is None else 'yes'}. {noise_sentence(run)}",
-    ]
-    if per_size_rules:
-        notes.append(
-            "The fastest point differs by T: nccl_tuner.conf has per-size rules "
-            "(use it instead of NCCL_ALGO / NCCL_PROTO, not with them)."
-        )
-    return notes
-
-
-def export_line(env: dict[str, str]) -> str:
-    """`export A=1 B='0 0'`: the settings as one line a shell accepts."""
-    return "export " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()))
 
 
 def _tokens_text(tokens) -> str:
@@ -130,9 +49,6 @@ def _reason(message: Any) -> str:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
-# ------------------------------------------------------------------------------- (a) what to export
-
-
 def env_answer(run: RunAnalysis) -> dict[str, Any]:
     """(a): the export line (or what to keep), why, and its effect per T against the baseline."""
     name = tuned_name(run)
@@ -144,7 +60,7 @@ def env_answer(run: RunAnalysis) -> dict[str, Any]:
         "rows": [],
         "warnings": [],
     }
-    rec, point = run.rec, run.recommended
+    rec, point = run.recommendation, run.recommended
     if point is None:
         out["lines"].append(f"No single {name} setting passed at every T; see table 1.")
     elif rec.keeps_baseline:
@@ -180,9 +96,6 @@ def env_answer(run: RunAnalysis) -> dict[str, Any]:
             )
     out["warnings"] = not_a_result_notes(run)
     return out
-
-
-# ------------------------------------------------------------------- (b) another implementation
 
 
 def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
@@ -231,7 +144,7 @@ def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
             line += f" Not at T = {_tokens_text(rest)}: keep {name} for those sizes."
         out["lines"].append(line)
     for impl in sorted(set(won["impl"])):
-        for engine, setting, version in ex.implementation_settings(impl):
+        for engine, setting, version in implementation_settings(impl):
             out["engine"].append(
                 {
                     "engine": engine,
@@ -243,15 +156,12 @@ def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------------- (c) fused kinds
-
-
 def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
     """(c): fused all-reduce + RMSNorm kinds against their unfused reference, per T, and the engine flags."""
     out: dict[str, Any] = {"lines": [], "engine": [], "not_run": []}
     absent = (
         run.without_result[
-            run.without_result["fused_rmsnorm"].astype(bool) & (run.without_result["impl"] != an.UNFUSED_REFERENCE_IMPL)
+            run.without_result["fused_rmsnorm"].astype(bool) & (run.without_result["impl"] != UNFUSED_REFERENCE_IMPL)
         ]
         if not run.without_result.empty
         else run.without_result
@@ -263,14 +173,14 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
             "No fused kind ran in this sweep."
             if out["not_run"]
             else 'No fused kind in this sweep (add impl = "flashinfer-fused" and its reference '
-            f'"{an.UNFUSED_REFERENCE_IMPL}" to measure it).'
+            f'"{UNFUSED_REFERENCE_IMPL}" to measure it).'
         )
         return out
     if fusion["reference_us"].isna().any():
         missing = fusion[fusion["reference_us"].isna()]
         out["lines"].append(
-            f"No {an.UNFUSED_REFERENCE_IMPL} reference ran at T = {_tokens_text(missing['tokens'])}: "
-            f'add impl = "{an.UNFUSED_REFERENCE_IMPL}" to the sweep to compare there.'
+            f"No {UNFUSED_REFERENCE_IMPL} reference ran at T = {_tokens_text(missing['tokens'])}: "
+            f'add impl = "{UNFUSED_REFERENCE_IMPL}" to the sweep to compare there.'
         )
     verdicts = (
         ("beats", [v is True for v in fusion["beyond_noise"]]),
@@ -281,20 +191,17 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
         if not rows.empty:
             saved = rows["saved_pct"].abs()
             out["lines"].append(
-                f"{rows['impl'].iloc[0]} {verb} {an.UNFUSED_REFERENCE_IMPL} beyond noise at "
+                f"{rows['impl'].iloc[0]} {verb} {UNFUSED_REFERENCE_IMPL} beyond noise at "
                 f"T = {_tokens_text(rows['tokens'])}: {_range_pct(saved)} "
                 f"{'less' if verb == 'beats' else 'more'} time per step."
             )
     within = fusion[[b is False and s is False for b, s in zip(fusion["beyond_noise"], fusion["slower_beyond_noise"])]]
     if not within.empty:
-        out["lines"].append(f"Within noise of {an.UNFUSED_REFERENCE_IMPL} at T = {_tokens_text(within['tokens'])}.")
-    fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != an.UNFUSED_REFERENCE_IMPL)).any())
-    for hint in ex.engine_hints(fusion, fused_measured, env_exported=False):
+        out["lines"].append(f"Within noise of {UNFUSED_REFERENCE_IMPL} at T = {_tokens_text(within['tokens'])}.")
+    fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any())
+    for hint in engine_hints(fusion, fused_measured, env_exported=False):
         out["engine"].append({"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": ""})
     return out
-
-
-# --------------------------------------------------------------------- how much faster, does it pay
 
 
 def faster_answer(run: RunAnalysis) -> dict[str, Any]:
@@ -304,7 +211,7 @@ def faster_answer(run: RunAnalysis) -> dict[str, Any]:
     if choices.empty:
         return out
     verify = choices[choices["tokens"] > 1] if (choices["tokens"] > 1).any() else choices
-    family = set(run.family)
+    family = set(run.baseline_family)
     env_gains, alt_gains, any_noise = [], [], False
     for tokens, group in verify.groupby("tokens", sort=True):
         roles = {role: r for r in group.itertuples() for role in r.roles}
@@ -387,24 +294,24 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
             "file's [report]). These tokens/s leave the model's compute out: upper bounds, not "
             "throughput."
         )
-    if run.proj.empty:
+    if run.projection.empty:
         out["note"] = (
             "Not answerable from this run: a T = 1 step (plain decode) and at least one verify T are both needed."
         )
         return out
-    setting = "recommended" if (run.proj["setting"] == "recommended").any() else "baseline"
+    setting = "recommended" if (run.projection["setting"] == "recommended").any() else "baseline"
     out["setting"] = (
         "with (a), the settings to export"
         if setting == "recommended"
         else "with the baseline's settings (kept: nothing beat them beyond noise)"
-        if run.rec is not None and run.rec.keeps_baseline
+        if run.recommendation is not None and run.recommendation.keeps_baseline
         else "with the baseline's settings"
     )
-    chosen = run.proj[run.proj["setting"] == setting]
+    chosen = run.projection[run.projection["setting"] == setting]
     for r in chosen.itertuples():
         cells = []
         for accept in run.options.accepts:
-            value = getattr(r, an.tps_column(accept))
+            value = getattr(r, tps_column(accept))
             cells.append(
                 {
                     "text": fmt_num(value, 0) if finite(value) else "n/a",
@@ -421,7 +328,7 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
         else:
             lowest = chosen.loc[chosen["break_even_ratio"].idxmin()]
             out["verdict"] = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
-    fastest = run.proj[run.proj["setting"] == "best"]
+    fastest = run.projection[run.projection["setting"] == "best"]
     best = fastest.set_index("tokens")["break_even_ratio"].map(break_even_text)
     ours = chosen.set_index("tokens")["break_even_ratio"].map(break_even_text)
     if not best.empty and not ours.reindex(best.index).equals(best):
@@ -433,96 +340,6 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
         )
     out["note"] = draft_text(run).capitalize() + "." if bound else spec_label(run)
     return out
-
-
-def break_even_text(ratio: Any) -> str:
-    """A break-even accept length as shown: below 1 it is not an accept length, speculation pays at any."""
-    if not finite(ratio):
-        return "—"
-    return "pays at any accept length" if an.pays_at_any_accept(float(ratio)) else f"{float(ratio):.2f}"
-
-
-def draft_text(run: RunAnalysis) -> str:
-    return (
-        f"draft time {run.options.draft_ms:g} ms"
-        if run.options.draft_ms is not None
-        else "draft time not given (taken as 0: an upper bound)"
-    )
-
-
-def spec_label(run: RunAnalysis) -> str:
-    """How to read the projection: an estimate with compute, communication-only without it."""
-    draft = draft_text(run)
-    if not run.options.compute.given:
-        return (
-            "ESTIMATE, communication only: compute time not given (--compute-ms), so tokens/s are upper "
-            f"bounds and break-even lengths count collectives alone; {draft}."
-        )
-    return (
-        f"Estimate: compute {run.options.compute.describe()} (given) + {run.mode}-mode communication "
-        f"({source_label(run.source)}); {draft}."
-    )
-
-
-# -------------------------------------------------------------------------------------------- table 1
-
-
-def role_label(role: str, run: RunAnalysis, impl: str) -> str:
-    """Table 1's words for a role (analysis.CHOICE_ROLES), naming the answer it backs."""
-    name = tuned_name(run)
-    if role == "recommended":
-        return "(a) to export" if run.reference != run.baseline else "(a) kept"
-    if role == "fastest setting":
-        return (
-            f"fastest {name} setting at this T (nccl_tuner.conf)"
-            if name == "NCCL"
-            else f"fastest {name} setting at this T"
-        )
-    if role == "fastest":
-        return f"fastest at this T: (b) {impl}" if impl not in run.family else "fastest at this T"
-    return role
-
-
-def choice_rows(run: RunAnalysis) -> list[dict[str, Any]]:
-    """Table 1: per T, the baseline, (a), the fastest setting and the fastest point, each once, with its roles."""
-    rows = []
-    previous = None
-    for r in run.choices.itertuples():
-        is_base = r.point_id == run.baseline
-        rows.append(
-            {
-                "tokens": int(r.tokens),
-                "first": r.tokens != previous,
-                "roles": " · ".join(role_label(role, run, r.impl) for role in r.roles),
-                "css": " ".join(
-                    c
-                    for c in (
-                        "baseline" if is_base else "",
-                        "chosen" if "recommended" in r.roles and not is_base else "",
-                        "other" if r.impl not in run.family else "",
-                        "noise" if not is_base and r.beyond_noise is False else "",
-                    )
-                    if c
-                ),
-                "point_id": r.point_id,
-                "label": r.label,
-                "impl": r.impl,
-                "settings": r.settings,
-                "time": fmt_ms(r.median_us),
-                "p90": fmt_ms(r.p90_us),
-                "cv": fmt_pct(r.cv * 100 if finite(r.cv) else None),
-                "saved": "—" if is_base else f"{fmt_pct(r.saved_pct)} ({fmt_ms(r.baseline_us - r.median_us)})",
-                "speedup": "—" if is_base else fmt_x(r.speedup),
-                "noise": "" if is_base else {True: "yes", False: "no: within noise"}.get(r.beyond_noise, "—"),
-                "noise_css": ""
-                if is_base or not isinstance(r.beyond_noise, bool)
-                else "verdict-ok"
-                if r.beyond_noise
-                else "verdict-warn",
-            }
-        )
-        previous = r.tokens
-    return rows
 
 
 def headline_answers(run: RunAnalysis) -> dict[str, Any]:

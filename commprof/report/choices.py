@@ -1,0 +1,199 @@
+"""The points behind each answer of the first screen: table 1's choices per T, other all-reduce implementations
+against the exported settings, and fused kinds against their unfused reference, each judged by NOISE_RULE."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import pandas as pd
+
+from commprof.planner.models import DTYPE_BYTES
+from commprof.report.frame import ok_rows
+from commprof.report.ranking import UNFUSED_REFERENCE_IMPL, best_points, beyond_noise, speedups
+
+# Built-in kinds that replace all-reduce + residual add + RMSNorm, and their reference: records of points that
+# never ran (unsupported) do not say so themselves.
+FUSED_IMPLS = ("flashinfer-fused", UNFUSED_REFERENCE_IMPL)
+
+# Who a row of table 1 is, in the order the page lists them: the baseline, the settings the recommendation
+# exports (one point over every T), the fastest setting of the baseline's implementation at T (nccl_tuner.conf's
+# rule there) and the fastest unfused point of any implementation at T.
+CHOICE_ROLES = ("baseline", "recommended", "fastest setting", "fastest")
+
+
+def all_reduce_bytes(rows: pd.DataFrame) -> pd.Series:
+    """Bytes of one [T, hidden] all-reduce of each row's step (NaN where the plan does not say)."""
+    element = rows["dtype"].map(DTYPE_BYTES).astype(float)
+    return rows["tokens"].astype(float) * rows["hidden_size"].astype(float) * element
+
+
+def choices_per_tokens(
+    steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None, family: Iterable[str]
+) -> pd.DataFrame:
+    """Per (source, T), the points behind every answer of the first screen, one row per point with every role it
+    plays there (CHOICE_ROLES order): the baseline, the recommended settings (one point over every T), the
+    fastest setting of the baseline's implementation `family` at T and the fastest unfused point at T; each
+    with its speed-up over the baseline and NOISE_RULE's verdict."""
+    ok = ok_rows(steps, mode)
+    ok = ok[~ok["fused_rmsnorm"]]
+    keys = ["source", "tokens"]
+    picks = [ok[ok["point_id"] == baseline].drop_duplicates(keys).assign(role="baseline")]
+    if recommended is not None:
+        picks.append(ok[ok["point_id"] == recommended].drop_duplicates(keys).assign(role="recommended"))
+    prefer = [p for p in (baseline, recommended) if p]
+    picks.append(best_points(ok[ok["impl"].isin(list(family))], mode, prefer).assign(role="fastest setting"))
+    picks.append(best_points(ok, mode, prefer, family).assign(role="fastest"))
+    table = pd.concat(picks, ignore_index=True)
+    if table.empty:
+        return table.assign(roles=pd.Series(dtype=object))
+    order = {role: i for i, role in enumerate(CHOICE_ROLES)}
+    table["rank"] = table["role"].map(order)
+    roles = table.groupby(keys + ["point_id"])["role"].agg(lambda r: sorted(r, key=order.get))
+    table = table.sort_values(keys + ["rank"]).drop_duplicates(keys + ["point_id"])
+    table["roles"] = [roles[(s, t, p)] for s, t, p in zip(table["source"], table["tokens"], table["point_id"])]
+    base = picks[0].set_index(keys)["median_us"]
+    table["baseline_us"] = [base.get((s, t), math.nan) for s, t in zip(table["source"], table["tokens"])]
+    table["saved_pct"] = 100.0 * (table["baseline_us"] - table["median_us"]) / table["baseline_us"]
+    table["speedup"] = table["baseline_us"] / table["median_us"]
+    table["beyond_noise"] = pd.Series(
+        [
+            None if p == baseline else beyond_noise(p90, b)
+            for p, p90, b in zip(table["point_id"], table["p90_us"], table["baseline_us"])
+        ],
+        index=table.index,
+        dtype=object,
+    )
+    columns = [
+        "source",
+        "tokens",
+        "roles",
+        "point_id",
+        "label",
+        "impl",
+        "settings",
+        "env",
+        "median_us",
+        "p90_us",
+        "p99_us",
+        "cv",
+        "baseline_us",
+        "saved_pct",
+        "speedup",
+        "beyond_noise",
+    ]
+    return table[columns].reset_index(drop=True)
+
+
+def alternatives(steps: pd.DataFrame, reference: str, mode: str, family: Iterable[str]) -> pd.DataFrame:
+    """Per (source, T): the fastest ok unfused point of an implementation outside `family` against the
+    `reference` point (the settings the recommendation exports) at that T, with NOISE_RULE both ways:
+    `beyond_noise` (the alternative wins) and `slower_beyond_noise` (the reference wins)."""
+    ok = ok_rows(steps, mode)
+    ok = ok[~ok["fused_rmsnorm"]]
+    best = best_points(ok[~ok["impl"].isin(list(family))], mode)
+    columns = [
+        "source",
+        "tokens",
+        "point_id",
+        "label",
+        "impl",
+        "options",
+        "median_us",
+        "p90_us",
+        "bytes",
+        "reference",
+        "reference_us",
+        "reference_p90_us",
+        "saved_pct",
+        "beyond_noise",
+        "slower_beyond_noise",
+    ]
+    if best.empty:
+        return pd.DataFrame(columns=columns)
+    best = best.assign(bytes=all_reduce_bytes(best))
+    ref = ok[ok["point_id"] == reference].drop_duplicates(["source", "tokens"]).set_index(["source", "tokens"])
+    where = list(zip(best["source"], best["tokens"]))
+    best["reference"] = reference
+    best["reference_us"] = [ref["median_us"].get(k, math.nan) for k in where]
+    best["reference_p90_us"] = [ref["p90_us"].get(k, math.nan) for k in where]
+    best["saved_pct"] = 100.0 * (best["reference_us"] - best["median_us"]) / best["reference_us"]
+    best["beyond_noise"] = pd.Series(
+        [beyond_noise(p90, r) for p90, r in zip(best["p90_us"], best["reference_us"])], index=best.index, dtype=object
+    )
+    best["slower_beyond_noise"] = pd.Series(
+        [beyond_noise(r, m) for r, m in zip(best["reference_p90_us"], best["median_us"])],
+        index=best.index,
+        dtype=object,
+    )
+    return best[columns].reset_index(drop=True)
+
+
+def implementations_without_result(steps: pd.DataFrame, mode: str, family: Iterable[str]) -> pd.DataFrame:
+    """Implementations outside `family` with no ok record in `mode`: their commonest status and its first
+    message (why a user sees no number for them)."""
+    other = steps[~steps["impl"].isin(list(family))]
+    if other.empty:
+        return pd.DataFrame(columns=["impl", "fused_rmsnorm", "status", "message"])
+    ran = set(ok_rows(other, mode)["impl"])
+    rows = []
+    for impl, group in other[~other["impl"].isin(ran)].groupby("impl", sort=True):
+        status = group["status"].value_counts().index[0]
+        messages = group.loc[group["status"] == status, "message"].dropna()
+        rows.append(
+            {
+                "impl": impl,
+                "fused_rmsnorm": bool(group["fused_rmsnorm"].any()) or impl in FUSED_IMPLS,
+                "status": status,
+                "message": str(messages.iloc[0]) if not messages.empty else None,
+            }
+        )
+    return pd.DataFrame(rows, columns=["impl", "fused_rmsnorm", "status", "message"])
+
+
+def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str, rated: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (source, T): the fastest ok fused point in `mode` against its unfused reference, with NOISE_RULE
+    both ways: `beyond_noise` (fused beats the reference) and `slower_beyond_noise` (the reference beats it).
+
+    `rated`: speedups(steps, baseline) of these same rows, when already computed.
+    """
+    rated = speedups(steps, baseline) if rated is None else rated
+    fused = rated[
+        rated["fused_rmsnorm"]
+        & (rated["status"] == "ok")
+        & (rated["mode"] == mode)
+        & (rated["impl"] != UNFUSED_REFERENCE_IMPL)
+        & rated["median_us"].notna()
+    ]
+    if fused.empty:
+        return fused
+    best = fused.sort_values(["source", "tokens", "median_us"]).groupby(["source", "tokens"]).head(1)
+    best = best[
+        [
+            "source",
+            "tokens",
+            "point_id",
+            "label",
+            "impl",
+            "settings",
+            "median_us",
+            "p90_us",
+            "reference",
+            "reference_us",
+            "speedup",
+            "saved_pct",
+        ]
+    ].reset_index(drop=True)
+    refs = ok_rows(steps, mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])["p90_us"]
+    best["reference_p90_us"] = [refs.get((ref, t), math.nan) for ref, t in zip(best["reference"], best["tokens"])]
+    best["beyond_noise"] = pd.Series(
+        [beyond_noise(p90, ref) for p90, ref in zip(best["p90_us"], best["reference_us"])],
+        index=best.index,
+        dtype=object,
+    )
+    best["slower_beyond_noise"] = pd.Series(
+        [beyond_noise(ref_p90, median) for ref_p90, median in zip(best["reference_p90_us"], best["median_us"])],
+        index=best.index,
+        dtype=object,
+    )
+    return best

@@ -1,0 +1,171 @@
+"""Engine flags: how to apply what won beyond noise in SGLang and vLLM, each flag with the engine version it was
+written for and where that was checked; engine work where an engine has no setting for it. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+# Engine flags, each with the engine version it was written for and where that was checked.
+SGLANG_FUSION_FLAG = (
+    "--flashinfer-allreduce-fusion-backend auto",
+    "SGLang 2026 main (flag added by sgl-project/sglang#12787); releases before it, e.g. v0.5.10, "
+    "take --enable-flashinfer-allreduce-fusion, which newer ones accept as a deprecated alias",
+)
+SGLANG_FUSION_OFF_FLAG = (
+    "--enforce-disable-flashinfer-allreduce-fusion",
+    "SGLang 2026 main (sgl-project/sglang#21446): turns off the fusion SGLang auto-enables",
+)
+VLLM_FUSION_FLAG = (
+    '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": true}}\'',
+    "vLLM 0.18 (docs.vllm.ai/en/v0.18.2/design/fusions: PassConfig.fuse_allreduce_rms; "
+    "vLLM 0.10-0.11 named it enable_fi_allreduce_fusion)",
+)
+VLLM_FUSION_OFF_FLAG = (
+    '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": false}}\'',
+    "vLLM 0.18 (PassConfig.fuse_allreduce_rms; on by default at -O2 on Hopper/Blackwell, TP > 1)",
+)
+VLLM_FUSION_BACKEND_ENV = (
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND=auto   # or trtllm / mnnvl",
+    "vLLM with vllm-project/vllm#34109 (2026)",
+)
+ENGINES = ("SGLang", "vLLM")
+
+# What makes each engine run an all-reduce implementation other than NCCL, per commprof impl name:
+# (engine, setting, version written for). An engine missing here has no such setting that commprof knows of:
+# running that implementation in it is engine work. Fused kinds: the fusion flags above.
+ALTERNATIVE_ENGINE_SETTINGS = {
+    "flashinfer-pcie-ipc": (
+        (
+            "vLLM",
+            "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1",
+            "vLLM 0.30 (vllm-project/vllm#53576: opt-in, default 0; single node, PCIe only, TP 2 / 4 / 8)",
+        ),
+    ),
+    "symm-mem": (
+        (
+            "SGLang",
+            "--enable-torch-symm-mem",
+            "SGLang 2026 main server arguments: only SM90 (TP 4 / 6 / 8) and SM10x (TP 6 / 8); elsewhere NCCL runs",
+        ),
+        (
+            "vLLM",
+            "VLLM_ALLREDUCE_USE_SYMM_MEM=1",
+            "vLLM 0.11+ (SymmMemCommunicator: only SM90 / SM10x; its kernel choice may differ from the one measured)",
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class EngineHint:
+    """One way to apply the result in a serving engine, with the version it was written for; `setting` empty:
+    the engine has no setting for it (engine work)."""
+
+    engine: str
+    setting: str
+    version: str
+    why: str
+
+
+def alternative_hints(alternatives: pd.DataFrame, reference_name: str = "NCCL") -> list[EngineHint]:
+    """Per implementation that beat the exported settings beyond noise at some T (choices.alternatives): each
+    engine's setting that runs it, or a hint without a setting saying it needs engine work."""
+    if alternatives.empty:
+        return []
+    won = alternatives[np.array([v is True for v in alternatives["beyond_noise"]], dtype=bool)]
+    hints = []
+    for impl, group in won.groupby("impl", sort=True):
+        tokens = ", ".join(str(int(t)) for t in group["tokens"])
+        lost = sorted(set(int(t) for t in alternatives["tokens"]) - set(int(t) for t in group["tokens"]))
+        why = f"{impl} beat {reference_name} (recommend.env) beyond noise at T = {tokens}" + (
+            f"; not at T = {', '.join(map(str, lost))}, where the engine should keep {reference_name}" if lost else ""
+        )
+        for engine, setting, version in implementation_settings(str(impl)):
+            hints.append(
+                EngineHint(engine, setting, version, why)
+                if setting
+                else EngineHint(
+                    engine,
+                    "",
+                    "—",
+                    f"{why}; {engine} has no setting that runs {impl} (none known "
+                    "to commprof): using it there is engine work",
+                )
+            )
+    return hints
+
+
+def implementation_settings(impl: str) -> list[tuple[str, str, str]]:
+    """Per engine (ENGINES): the setting that makes it run `impl` and the version it was written for, or
+    ("", "—") where commprof knows none (running it there is engine work)."""
+    known = {engine: (setting, version) for engine, setting, version in ALTERNATIVE_ENGINE_SETTINGS.get(impl, ())}
+    return [(engine, *known.get(engine, ("", "—"))) for engine in ENGINES]
+
+
+def engine_hints(
+    fusion: pd.DataFrame, fused_measured: bool, env_exported: bool, alternatives: pd.DataFrame | None = None
+) -> list[EngineHint]:
+    """SGLang / vLLM flags and environment for what won beyond noise; only what this run measured.
+
+    `fusion`: choices.fusion_comparison (impl, tokens, beyond_noise, slower_beyond_noise per T);
+    `alternatives`: choices.alternatives (other all-reduce implementations against the exported settings).
+    """
+    hints = []
+    if env_exported:
+        hints.append(
+            EngineHint(
+                "SGLang and vLLM",
+                "source recommend.env in the shell that launches the engine",
+                "any version (both use NCCL through PyNccl / torch.distributed)",
+                "NCCL_* variables reach every rank through the environment",
+            )
+        )
+    if alternatives is not None:
+        hints += alternative_hints(alternatives)
+    if not fused_measured or fusion.empty:
+        return hints
+    flashinfer = fusion["impl"].astype(str).str.contains("flashinfer").to_numpy()
+    won = fusion[flashinfer & np.array([v is True for v in fusion["beyond_noise"]], dtype=bool)]
+    lost = fusion[np.array([v is True for v in fusion["slower_beyond_noise"]], dtype=bool)]
+    if not won.empty:
+        tokens = ", ".join(str(int(t)) for t in won["tokens"])
+        why = (
+            f"the FlashInfer fused all-reduce + RMSNorm beat its unfused reference at T = {tokens}; the engine "
+            "uses it only where its FlashInfer build supports this GPU: check its log says it initialised"
+        )
+        hints += [
+            EngineHint("SGLang", SGLANG_FUSION_FLAG[0], SGLANG_FUSION_FLAG[1], why),
+            EngineHint("vLLM", VLLM_FUSION_FLAG[0], VLLM_FUSION_FLAG[1], why),
+            EngineHint(
+                "vLLM",
+                VLLM_FUSION_BACKEND_ENV[0],
+                VLLM_FUSION_BACKEND_ENV[1],
+                "chooses FlashInfer's all-reduce backend for the fused kernels",
+            ),
+        ]
+    elif not fusion.empty and len(lost) == len(fusion):
+        why = "the fused all-reduce + RMSNorm was slower than its unfused reference, beyond noise, at every T measured"
+        hints += [
+            EngineHint("SGLang", SGLANG_FUSION_OFF_FLAG[0], SGLANG_FUSION_OFF_FLAG[1], why),
+            EngineHint("vLLM", VLLM_FUSION_OFF_FLAG[0], VLLM_FUSION_OFF_FLAG[1], why),
+        ]
+    return hints
+
+
+def engine_hints_text(hints: list[EngineHint], provenance: list[str]) -> str:
+    lines = [f"# {line}" for line in provenance]
+    if not hints:
+        lines.append("# Nothing engine-specific to set from this run.")
+    for hint in hints:
+        if not hint.setting:
+            lines += ["", f"# {hint.engine}: no setting", f"# why: {hint.why}"]
+            continue
+        lines += ["", f"# {hint.engine} -- written for {hint.version}", f"# why: {hint.why}", hint.setting]
+    return "\n".join(lines) + "\n"
+
+
+def hints_as_dicts(hints: list[EngineHint]) -> list[dict]:
+    return [asdict(h) for h in hints]

@@ -1,0 +1,87 @@
+"""Per-op numbers of eager step records: op sites with their kind, per-kind summaries, and per-size tables in
+nccl-tests' terms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+SITE_KINDS = ("embed", "attn", "mlp", "logits")
+
+
+def op_sites(op_us: dict[str, list] | None) -> pd.DataFrame:
+    """A record's op_us (columnar, one entry per op) as rows with the site kind (embed / attn / mlp / logits)."""
+    if not op_us or not op_us.get("sites"):
+        return pd.DataFrame(columns=["site", "site_kind", "bytes", "median", "p99"])
+    count = len(op_us["sites"])
+    table = pd.DataFrame(
+        {key: values for key, values in op_us.items() if isinstance(values, list) and len(values) == count}
+    )
+    table["site"] = table.pop("sites").astype(str)
+    table["site_kind"] = table["site"].str.rsplit(".", n=1).str[-1]
+    return table
+
+
+def site_summary(sites: pd.DataFrame) -> pd.DataFrame:
+    """Per site kind: op count, bytes, median and p99 (µs) of the ops' medians, and their sum (µs)."""
+    if sites.empty:
+        return pd.DataFrame(columns=["site_kind", "ops", "bytes", "median_us", "p99_us", "total_us"])
+    grouped = sites.groupby("site_kind")
+    table = pd.DataFrame(
+        {
+            "ops": grouped.size(),
+            "bytes": grouped["bytes"].max(),
+            "median_us": grouped["median"].median(),
+            "p99_us": grouped["median"].quantile(0.99),
+            "total_us": grouped["median"].sum(),
+        }
+    ).reset_index()
+    order = {kind: i for i, kind in enumerate(SITE_KINDS)}
+    return table.sort_values("site_kind", key=lambda s: s.map(lambda k: order.get(k, len(order))))
+
+
+def op_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """Every op of every record that has op_us, one row each: point_id, tokens, collective, bytes, median (µs).
+
+    Built with numpy in one pass (a sweep of thousands of records has hundreds of thousands of ops); point_id
+    and collective are categoricals, which op_sizes groups several times faster than strings.
+    """
+    rows = steps[steps["op_us"].notna()]
+    columns: dict[str, list] = {"point_id": [], "tokens": [], "collective": [], "bytes": [], "median": []}
+    point_codes: dict[str, int] = {}
+    collectives = ("all_gather", "all_reduce")
+    collectives_of: dict[tuple, np.ndarray] = {}  # every record of a plan has the same sites
+    for point_id, tokens, op_us in zip(rows["point_id"], rows["tokens"], rows["op_us"]):
+        sites = tuple(op_us.get("sites") or ())
+        count = len(sites)
+        if not count or len(op_us.get("median") or []) != count or len(op_us.get("bytes") or []) != count:
+            continue
+        if sites not in collectives_of:
+            collectives_of[sites] = np.array(
+                [collectives.index(site_collective(site)) for site in sites], dtype=np.int8
+            )
+        columns["point_id"].append(np.full(count, point_codes.setdefault(point_id, len(point_codes)), dtype=np.int32))
+        columns["tokens"].append(np.full(count, tokens))
+        columns["collective"].append(collectives_of[sites])
+        columns["bytes"].append(np.asarray(op_us["bytes"], dtype=np.int64))
+        columns["median"].append(np.asarray(op_us["median"], dtype=float))
+    if not columns["point_id"]:
+        return pd.DataFrame({key: pd.Series(dtype=object) for key in columns})
+    table = {key: np.concatenate(parts) for key, parts in columns.items()}
+    table["point_id"] = pd.Categorical.from_codes(table["point_id"], categories=list(point_codes))
+    table["collective"] = pd.Categorical.from_codes(table["collective"], categories=list(collectives))
+    return pd.DataFrame(table)
+
+
+def site_collective(site: str) -> str:
+    """The collective an op site issues: the logits all-gather, an all-reduce everywhere else (docs/step-plan.md)."""
+    return "all_gather" if site.rsplit(".", 1)[-1] == "logits" else "all_reduce"
+
+
+def op_sizes(ops: pd.DataFrame) -> pd.DataFrame:
+    """Per (point, collective, size): how many ops and the median of their medians, µs (nccl-tests' rows)."""
+    grouped = ops.groupby(["point_id", "collective", "bytes"], sort=True, observed=True)["median"]
+    table = pd.DataFrame({"ops": grouped.size(), "time_us": grouped.median()}).reset_index()
+    return table.astype({"point_id": str, "collective": str}).sort_values(
+        ["point_id", "collective", "bytes"], ignore_index=True
+    )

@@ -1,0 +1,53 @@
+"""Where a run's numbers come from, in words: the head of every exported file and the page's hardware line."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from commprof.report.formatting import SOURCE_LABELS
+from commprof.report.frame import env_text
+from commprof.report.run_analysis import RunAnalysis
+
+
+def provenance(run: RunAnalysis) -> list[str]:
+    """Where a number came from, for the head of every exported file."""
+    meta = run.meta
+    versions = {k: v for k, v in (meta.get("versions") or {}).items() if v not in (None, "")}
+    lines = [f"commprof report of run {run.run_id} ({SOURCE_LABELS.get(run.source, run.source)})"]
+    if run.simulated:
+        calibration = ", ".join(sorted({str(c) for c in run.frame.get("calibration", pd.Series()).dropna()}))
+        lines.append(
+            f"SIMULATED by the cost model (calibration: {calibration or 'unknown'}): not measured on "
+            "any machine; measure before you rely on it."
+        )
+    if run.shared_gpus:
+        lines.append("SHARED GPUs: ranks shared GPUs (--share-gpus): a functional check, not a tuning result.")
+    where = {"model": "Simulated for", "nccl-tests": "Imported from"}.get(run.source, "Measured on")
+    lines.append(
+        f"{where}: {hardware_text(meta, run.backend)}, host {meta.get('hostname', 'unknown')}, "
+        f"{meta.get('created', 'date unknown')}, world size {meta.get('world_size', '?')}, "
+        f"backend {run.backend or '?'}"
+    )
+    if versions:
+        lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
+    launch_env = {
+        k: v for k, v in (meta.get("env") or {}).items() if k.startswith("NCCL_") and not k.startswith("NCCL_DEBUG")
+    }
+    if launch_env:
+        lines.append("On top of the launch environment: " + env_text(launch_env))
+    return lines
+
+
+def hardware_text(meta: dict, backend: str | None) -> str:
+    """ "8 x NVIDIA ..." from meta["gpus"], or the simulated topology's description; CPU ranks said as such (a
+    gloo run has no GPU to name)."""
+    gpus = [g for g in meta.get("gpus") or [] if isinstance(g, dict)]
+    if gpus:
+        names = sorted({str(g.get("name", "?")) for g in gpus})
+        return f"{len(gpus)} x {' / '.join(names)}"
+    topology = meta.get("topology")
+    if isinstance(topology, dict) and topology.get("simulated") and topology.get("description"):
+        return f"{topology['description']} (topology preset {topology.get('name', '?')})"
+    if backend == "gloo":
+        return "CPU ranks (gloo backend), no GPUs"
+    return "GPUs not recorded"

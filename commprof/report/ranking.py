@@ -1,0 +1,296 @@
+"""Who is fastest, judged by the noise rule: the baseline, the best point per T, speed-ups, the recommendation.
+
+Pure functions over frame.step_frame rows (DataFrames in, DataFrames or plain values out).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from commprof.errors import UsageError
+from commprof.report.frame import BASELINE_POINT_ID, env_text, latest_measurements, latest_point_ids, ok_rows
+
+# The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.
+UNFUSED_REFERENCE_IMPL = "nccl+rmsnorm"
+
+# torch.distributed's own all-reduce: "default" runs the backend's (NCCL or gloo), as "nccl" / "gloo" do there.
+BACKEND_IMPLS = ("default", "nccl", "gloo")
+NOISE_RULE = (
+    "a point beats the baseline beyond noise when its p90 step time is below the baseline's median "
+    "(nine in ten of its steps were faster than the baseline's typical step); over several T, the "
+    "sums over T"
+)
+
+
+def headline_mode(steps: pd.DataFrame) -> tuple[str, str]:
+    """("graph", why) when any point ran as a CUDA graph (engines run the verify step that way), else eager."""
+    if not steps.empty and not ok_rows(steps, "graph").empty:
+        return "graph", "graph mode: the verify step captured once as a CUDA graph and replayed, as engines run it"
+    backends = sorted({b for b in steps.get("backend", pd.Series(dtype=object)).dropna()}) if not steps.empty else []
+    why = (
+        "eager mode: no point ran as a CUDA graph"
+        + (" (gloo has no CUDA graphs)" if backends == ["gloo"] else "")
+        + "; eager step times include launch overhead an engine's graph would not pay"
+    )
+    return "eager", why
+
+
+def baseline_id(steps: pd.DataFrame, requested: str | None = None, latest: pd.Series | None = None) -> str:
+    """The baseline point: `requested`, else "p000", as its configuration's latest measurement (`latest`:
+    latest_point_ids(steps), if already computed); UsageError when the run has no such point."""
+    wanted = requested or BASELINE_POINT_ID
+    if steps.empty or wanted not in set(steps["point_id"]):
+        known = ", ".join(sorted(set(steps["point_id"])))[:200] if not steps.empty else "none"
+        raise UsageError(f"baseline point {wanted!r} is not in this run (points: {known})")
+    return str((latest if latest is not None else latest_point_ids(steps))[wanted])
+
+
+def beyond_noise(p90_us: Any, baseline_median_us: Any) -> bool | None:
+    """Whether a point beats the baseline beyond measurement noise (NOISE_RULE); None when either is unknown."""
+    try:
+        p90, median = float(p90_us), float(baseline_median_us)
+    except (TypeError, ValueError):
+        return None
+    if not (math.isfinite(p90) and math.isfinite(median)):
+        return None
+    return p90 < median
+
+
+def best_points(
+    steps: pd.DataFrame, mode: str, prefer: Iterable[str] = (), family: Iterable[str] | None = None
+) -> pd.DataFrame:
+    """Per (source, T): the fastest ok unfused point in `mode` (fused kinds do more work; see fusion_comparison).
+
+    Ties (a cost model predicts many points alike) go to an implementation of `family` (another implementation
+    must be faster to count), then to the `prefer` point ids in order (e.g. the baseline, then the recommended
+    point), then to the latest stage (confirmed), then to the point that sets the fewest variables.
+    """
+    candidates = ok_rows(steps, mode)
+    candidates = candidates[~candidates["fused_rmsnorm"]]
+    if candidates.empty:
+        return candidates
+    ranks = {point_id: k for k, point_id in enumerate(prefer)}
+    keys = pd.DataFrame(
+        {
+            "source": candidates["source"].to_numpy(),
+            "tokens": candidates["tokens"].to_numpy(),
+            "time": candidates["median_us"].round(3).to_numpy(),
+            "other": ~candidates["impl"].isin(list(family)).to_numpy() if family is not None else False,
+            "preferred": candidates["point_id"].map(lambda p: ranks.get(p, len(ranks))).to_numpy(),
+            "stage": -candidates["stage"].astype(float).to_numpy(),
+            "settings": candidates["env"].map(len).to_numpy(),
+            "point": candidates["point_id"].to_numpy(),
+            "row": range(len(candidates)),
+        }
+    )
+    order = keys.sort_values(["source", "tokens", "time", "other", "preferred", "stage", "settings", "point"])
+    first = order.drop_duplicates(["source", "tokens"])["row"].to_numpy()
+    return candidates.iloc[first].reset_index(drop=True)
+
+
+def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Every row with its reference time and speed-up (reference / own median), per (source, T, mode).
+
+    Unfused rows compare against the baseline point; fused rows against the unfused reference
+    ("nccl+rmsnorm") with the same settings, else the one with NCCL defaults.
+    """
+    out = steps.copy()
+    keys = ["source", "tokens", "mode"]
+    ok = ok_rows(steps)
+    base = ok[ok["point_id"] == baseline][keys + ["median_us"]].rename(columns={"median_us": "reference_us"})
+    base = base.drop_duplicates(keys)
+    out = out.merge(base, on=keys, how="left")
+    out["reference"] = baseline
+    fused = out["fused_rmsnorm"].to_numpy()
+    if fused.any():
+        refs = ok_rows(latest_measurements(steps[steps["impl"] == UNFUSED_REFERENCE_IMPL]))
+        by_settings = {(r.source, r.tokens, r.mode, r.settings): (r.median_us, r.point_id) for r in refs.itertuples()}
+        by_default = {
+            (r.source, r.tokens, r.mode): (r.median_us, r.point_id)
+            for r in refs[refs["settings"] == env_text({})].itertuples()
+        }
+        ref_us, ref_id = [], []
+        for r in out[fused].itertuples():
+            found = (
+                by_settings.get((r.source, r.tokens, r.mode, r.settings))
+                or by_default.get((r.source, r.tokens, r.mode))
+                or (math.nan, None)
+            )
+            ref_us.append(found[0])
+            ref_id.append(found[1])
+        out.loc[fused, "reference_us"] = ref_us
+        out.loc[fused, "reference"] = ref_id
+    out["speedup"] = out["reference_us"] / out["median_us"]
+    out["saved_pct"] = 100.0 * (out["reference_us"] - out["median_us"]) / out["reference_us"]
+    return out
+
+
+def headline(
+    steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None = None, family: Iterable[str] | None = None
+) -> pd.DataFrame:
+    """Per (source, T): baseline vs best step time in `mode`, µs, % saved, and the best point's settings.
+
+    `recommended`, `family`: how best_points breaks ties (the same as choices_per_tokens' "fastest")."""
+    best = best_points(steps, mode, prefer=[p for p in (baseline, recommended) if p], family=family)
+    base = ok_rows(steps, mode)
+    base = base[base["point_id"] == baseline][["source", "tokens", "median_us", "p90_us", "p99_us", "cv"]]
+    base = base.drop_duplicates(["source", "tokens"]).rename(
+        columns={
+            "median_us": "baseline_us",
+            "p90_us": "baseline_p90_us",
+            "p99_us": "baseline_p99_us",
+            "cv": "baseline_cv",
+        }
+    )
+    columns = [
+        "source",
+        "tokens",
+        "point_id",
+        "label",
+        "impl",
+        "settings",
+        "env",
+        "median_us",
+        "p90_us",
+        "p99_us",
+        "cv",
+    ]
+    table = best[columns].rename(
+        columns={
+            "point_id": "best_point_id",
+            "label": "best_label",
+            "impl": "best_impl",
+            "settings": "best_settings",
+            "env": "best_env",
+            "median_us": "best_us",
+            "p90_us": "best_p90_us",
+            "p99_us": "best_p99_us",
+            "cv": "best_cv",
+        }
+    )
+    table = base.merge(table, on=["source", "tokens"], how="outer").sort_values(["source", "tokens"])
+    table["saved_us"] = table["baseline_us"] - table["best_us"]
+    table["saved_pct"] = 100.0 * table["saved_us"] / table["baseline_us"]
+    table["speedup"] = table["baseline_us"] / table["best_us"]
+    table["beyond_noise"] = pd.Series(
+        [beyond_noise(p90, median) for p90, median in zip(table["best_p90_us"], table["baseline_us"])],
+        index=table.index,
+        dtype=object,
+    )
+    return table.reset_index(drop=True)
+
+
+def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | Iterable[str] | None = None) -> pd.Series | None:
+    """The unfused point (of `impl`, one name or several, if given) with the least total step time over every T,
+    ok at all of them. Ties (a cost model predicts many settings alike) go to the latest stage (re-measured,
+    confirmed), then to the point that sets the fewest variables."""
+    rows = ok_rows(steps, mode)
+    all_tokens = set(rows["tokens"])
+    rows = rows[~rows["fused_rmsnorm"]]
+    if impl is not None:
+        rows = rows[rows["impl"].isin([impl] if isinstance(impl, str) else list(impl))]
+    if rows.empty:
+        return None
+    grouped = rows.groupby("point_id")
+    coverage = grouped["tokens"].nunique()
+    totals = grouped["median_us"].sum()[coverage == len(all_tokens)]
+    if totals.empty:
+        return None
+    info = rows.drop_duplicates("point_id").set_index("point_id").loc[totals.index]
+    order = pd.DataFrame(
+        {
+            "total": totals.round(3).to_numpy(),
+            "stage": -info["stage"].astype(float).to_numpy(),
+            "settings": info["env"].map(len).to_numpy(),
+            "point": totals.index,
+        }
+    )
+    winner = order.sort_values(["total", "stage", "settings", "point"])["point"].iloc[0]
+    first = rows[rows["point_id"] == winner].iloc[0].copy()
+    first["total_us"] = float(totals[winner])
+    first["p90_total_us"] = float(rows.loc[rows["point_id"] == winner, "p90_us"].sum(min_count=len(all_tokens)))
+    first["tokens_covered"] = sorted(int(t) for t in all_tokens)
+    return first
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What to set: the fastest point over every T if it beats the baseline beyond noise, else the baseline.
+
+    `beyond_noise` is None when the baseline has no ok record at some T the fastest point covers (no comparison).
+    """
+
+    fastest: pd.Series | None
+    baseline: pd.Series | None
+    baseline_total_us: float
+    beyond_noise: bool | None
+
+    @property
+    def chosen(self) -> pd.Series | None:
+        if self.fastest is None or self.beyond_noise is not False:
+            return self.fastest
+        return self.baseline
+
+    @property
+    def keeps_baseline(self) -> bool:
+        return self.fastest is not None and self.beyond_noise is False
+
+    @property
+    def saved_pct(self) -> float:
+        if self.fastest is None or not math.isfinite(self.baseline_total_us) or not self.baseline_total_us:
+            return math.nan
+        return 100.0 * (self.baseline_total_us - self.fastest["total_us"]) / self.baseline_total_us
+
+
+def recommendation(
+    steps: pd.DataFrame, baseline: str, mode: str, impl: str | Iterable[str] | None = None
+) -> Recommendation:
+    """The fastest point of `impl` over every T (best_overall_point), judged against the baseline by NOISE_RULE."""
+    fastest = best_overall_point(steps, mode, impl)
+    base_rows = ok_rows(steps, mode)
+    base_rows = base_rows[base_rows["point_id"] == baseline].drop_duplicates("tokens")
+    base = base_rows.iloc[0].copy() if not base_rows.empty else None
+    if fastest is None:
+        return Recommendation(None, base, math.nan, None)
+    covered = base_rows[base_rows["tokens"].isin(fastest["tokens_covered"])]
+    total = float(covered["median_us"].sum()) if len(covered) == len(fastest["tokens_covered"]) else math.nan
+    if base is not None:
+        base["total_us"] = total
+    return Recommendation(fastest, base, total, beyond_noise(fastest["p90_total_us"], total))
+
+
+def implementation_family(impl: str) -> tuple[str, ...]:
+    """The impl names that run the same all-reduce as `impl`: torch.distributed's own on the run's backend
+    ("default", "nccl", "gloo" name the same thing there), else `impl` alone."""
+    return BACKEND_IMPLS if impl in BACKEND_IMPLS else (str(impl),)
+
+
+def tuner_winners(
+    steps: pd.DataFrame, baseline: str, mode: str, prefer: Iterable[str], family: Iterable[str]
+) -> pd.DataFrame:
+    """Per T, the fastest ok record of the baseline's implementation `family` (NCCL) in `mode`, with whether it
+    beats the baseline beyond noise (`beyond_noise`) and, where not, why it gets no rule (`note`).
+
+    `prefer`: the point ids ties go to, in order (best_points), as for table 1's "fastest setting" rows."""
+    rows = ok_rows(steps, mode)
+    base = rows[rows["point_id"] == baseline].drop_duplicates("tokens").set_index("tokens")["median_us"]
+    winners = best_points(rows[rows["impl"].isin(list(family))], mode, prefer).sort_values("tokens")
+    winners["beyond_noise"] = pd.Series(
+        [beyond_noise(p90, base.get(t)) for p90, t in zip(winners["p90_us"], winners["tokens"])],
+        index=winners.index,
+        dtype=object,
+    )
+    winners["note"] = [
+        "the baseline was fastest"
+        if pid == baseline
+        else "within measurement noise of the baseline"
+        if verdict is False
+        else None
+        for pid, verdict in zip(winners["point_id"], winners["beyond_noise"])
+    ]
+    return winners

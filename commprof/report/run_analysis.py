@@ -1,0 +1,218 @@
+"""The report's front door: a run's records (one source of them) analysed once into a RunAnalysis, and the
+measured runs set against the simulated ones (costmodel_checks).
+
+`analyze_run` calls the pure analyses (frame, ranking, choices, projection, heatmap) and keeps what they return
+under full names; the views, summary.json and the exported files read a RunAnalysis and never analyse again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import pandas as pd
+
+from commprof.report import choices as ch
+from commprof.report import costmodel_check as cc
+from commprof.report import frame as fr
+from commprof.report import ranking as rk
+from commprof.report.doctor_verdicts import doctor_view
+from commprof.report.formatting import SOURCE_LABELS
+from commprof.report.heatmap import strongest_axes
+from commprof.report.projection import ComputeTimes, breakdown, projection
+
+DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the user tells the report beyond the records (`--compute-ms`, `--draft-ms`, `--accept`, `--baseline`)."""
+
+    compute: ComputeTimes = field(default_factory=ComputeTimes)
+    draft_ms: float | None = None  # draft time per speculative step; None: not given (projected as 0)
+    accepts: tuple[float, ...] = DEFAULT_ACCEPTS  # accept lengths to project tokens/s at
+    baseline: str | None = None  # the baseline point id; None: the sweep's baseline ("p000")
+
+
+@dataclass
+class RunAnalysis:
+    """Everything the report says about one run (one source of it), each DataFrame from one pure analysis."""
+
+    run_id: str
+    name: str  # the run id, with the source when a run mixes sources
+    source: str  # "measured", "model" (simulated) or "nccl-tests"
+    meta: dict  # the run's meta.json
+    frame: pd.DataFrame  # every record (frame.records_frame)
+    steps: pd.DataFrame  # each configuration's latest, longest measurement: what is ranked
+    all_steps: pd.DataFrame  # every step record, re-measured configurations' earlier ones included
+    collectives: pd.DataFrame  # single-collective records (imported or simulated)
+    options: ReportOptions
+    mode: str = "graph"  # the headline mode (ranking.headline_mode)
+    mode_reason: str = ""
+    baseline: str | None = None  # the baseline's point id, as its configuration's latest measurement
+    baseline_requested: str | None = None  # the id asked for (--baseline, else "p000")
+    baseline_family: tuple[str, ...] = ()  # impl names of the baseline's all-reduce (ranking.implementation_family)
+    superseded: dict[str, str] = field(default_factory=dict)  # re-measured: old point id -> the id that counts
+    failures: pd.DataFrame = field(default_factory=pd.DataFrame)  # frame.failures
+    speedups: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.speedups of every step record
+    recommendation: rk.Recommendation | None = None  # what to set, answer (a)
+    headline: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.headline: baseline vs best per T
+    choices: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.choices_per_tokens: table 1
+    alternatives: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.alternatives: answer (b)
+    without_result: pd.DataFrame = field(default_factory=pd.DataFrame)  # implementations that never gave a number
+    fusion: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.fusion_comparison: answer (c)
+    breakdown: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.breakdown
+    projection: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.projection
+    heatmap_axes: list[str] = field(default_factory=list)  # heatmap.strongest_axes
+
+    @property
+    def simulated(self) -> bool:
+        return self.source == "model"
+
+    @property
+    def shared_gpus(self) -> bool:
+        """Ranks shared GPUs (the sweep's --share-gpus): a functional check, never a tuning result."""
+        return bool(self.meta.get("shared_gpus"))
+
+    @property
+    def recommended(self) -> pd.Series | None:
+        """The point to set: the fastest over every T if beyond noise, else the baseline (None: nothing passed)."""
+        return self.recommendation.chosen if self.recommendation is not None else None
+
+    @property
+    def reference(self) -> str | None:
+        """The point whose settings the recommendation exports (the baseline when it is kept or nothing passed)."""
+        point = self.recommended
+        return str(point["point_id"]) if point is not None else self.baseline
+
+    @cached_property
+    def doctor_failed(self) -> list[str]:
+        doctor = doctor_view(self.meta.get("doctor"))
+        return doctor["failed"] if doctor else []
+
+    @cached_property
+    def backend(self) -> str | None:
+        backends = self.frame["backend"].dropna().unique() if "backend" in self.frame else []
+        return str(backends[0]) if len(backends) == 1 else self.meta.get("backend")
+
+    @property
+    def failed_count(self) -> int:
+        return int(self.failures["failed"].sum()) if not self.failures.empty else 0
+
+    @cached_property
+    def all_failed(self) -> bool:
+        return not self.steps.empty and fr.ok_rows(self.steps).empty
+
+    def tuner_winners(self) -> pd.DataFrame:
+        """Per T, the fastest setting of the baseline's implementation, as nccl_tuner.conf's rules use it."""
+        if self.steps.empty or self.baseline is None:
+            return self.steps.iloc[0:0]
+        prefer = [p for p in (self.baseline, self.reference) if p]  # table 1's "fastest setting" ties
+        return rk.tuner_winners(self.steps, self.baseline, self.mode, prefer, self.baseline_family)
+
+
+def split_by_source(records: list[dict]) -> dict[str, list[dict]]:
+    """A run's records per source, so measured and simulated numbers are never mixed in one table."""
+    by_source: dict[str, list[dict]] = {}
+    for record in records:
+        by_source.setdefault(str(record.get("source")), []).append(record)
+    return by_source
+
+
+def analyze_run(run_id: str, records: list[dict], meta: dict, options: ReportOptions) -> list[RunAnalysis]:
+    """One RunAnalysis per source present in the run."""
+    by_source = split_by_source(records)
+    results = []
+    for source, rows in by_source.items():
+        name = run_id if len(by_source) == 1 else f"{run_id} · {SOURCE_LABELS.get(source, source)}"
+        results.append(analyze_source(run_id, name, source, rows, meta, options))
+    return results
+
+
+def analyze_source(
+    run_id: str, name: str, source: str, records: list[dict], meta: dict, options: ReportOptions
+) -> RunAnalysis:
+    """The analysis of one source's records of a run."""
+    frame = fr.records_frame(records)
+    all_steps = fr.step_frame(frame)
+    latest = fr.latest_point_ids(all_steps)
+    steps = fr.latest_measurements(all_steps, latest)
+    run = RunAnalysis(
+        run_id=run_id,
+        name=name,
+        source=source,
+        meta=meta,
+        frame=frame,
+        steps=steps,
+        all_steps=all_steps,
+        collectives=fr.collective_frame(frame),
+        options=options,
+        failures=fr.failures(frame),
+    )
+    if steps.empty:
+        return run
+    run.mode, run.mode_reason = rk.headline_mode(steps)
+    run.baseline_requested = options.baseline or fr.BASELINE_POINT_ID
+    run.baseline = rk.baseline_id(all_steps, options.baseline, latest)
+    run.superseded = fr.superseded_by(latest)
+    run.speedups = rk.speedups(all_steps, run.baseline)
+    run.baseline_family = rk.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])
+    family = run.baseline_family
+    ranked = fr.ok_rows(steps, run.mode)  # the rankings below read only these rows: filter once
+    run.recommendation = rk.recommendation(ranked, run.baseline, run.mode, impl=family)
+    recommended = run.reference if run.recommended is not None else None
+    run.headline = rk.headline(ranked, run.baseline, run.mode, recommended, family)
+    current = run.speedups[run.speedups["point_id"].isin(set(latest))] if run.superseded else run.speedups
+    run.fusion = ch.fusion_comparison(steps, run.baseline, run.mode, rated=current)
+    run.choices = ch.choices_per_tokens(ranked, run.baseline, run.mode, recommended, family)
+    run.alternatives = ch.alternatives(ranked, run.reference, run.mode, family)
+    run.without_result = ch.implementations_without_result(steps, run.mode, family)
+    run.heatmap_axes = strongest_axes(steps, run.mode)
+    if not run.headline.empty:
+        run.breakdown = breakdown(
+            steps, run.headline, run.baseline, options.compute, recommended=run.reference, mode=run.mode
+        )
+        run.projection = projection(run.breakdown, options.draft_ms or 0.0, options.accepts)
+    return run
+
+
+@dataclass
+class CostModelCheck:
+    """One measured run (or source) against one simulated run, on what both hold."""
+
+    measured: RunAnalysis
+    simulated: RunAnalysis
+    kind: str  # "step" or "collective"
+    mode: str | None  # steps: the mode compared
+    pairs: pd.DataFrame  # step_comparison / collective_comparison
+
+    @property
+    def calibration(self) -> str:
+        values = sorted({str(c) for c in self.pairs["calibration"].dropna()})
+        return ", ".join(values) or "unknown"
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return cc.comparison_summary(self.pairs)
+
+
+def costmodel_checks(runs: list[RunAnalysis]) -> list[CostModelCheck]:
+    """Every (measured or imported, simulated) pair of runs that share configurations, steps and collectives."""
+    checks = []
+    simulated_runs = [r for r in runs if r.simulated]
+    for measured in (r for r in runs if not r.simulated):
+        for simulated in simulated_runs:
+            steps = cc.step_comparison(measured.steps, simulated.steps)
+            if not steps.empty:
+                modes = set(steps["mode"])
+                mode = measured.mode if measured.mode in modes else sorted(modes)[0]
+                checks.append(
+                    CostModelCheck(
+                        measured, simulated, "step", mode, steps[steps["mode"] == mode].reset_index(drop=True)
+                    )
+                )
+            collectives = cc.collective_comparison(measured.collectives, simulated.collectives)
+            if not collectives.empty:
+                checks.append(CostModelCheck(measured, simulated, "collective", None, collectives))
+    return checks

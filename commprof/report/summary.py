@@ -1,0 +1,120 @@
+"""summary.json: the headline numbers of each run and each cost-model check, machine-readable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from commprof.report.costmodel_check import PREDICTION_BAND
+from commprof.report.engine_hints import hints_as_dicts
+from commprof.report.exports import RunExports
+from commprof.report.frame import status_counts
+from commprof.report.ranking import NOISE_RULE
+from commprof.report.run_analysis import CostModelCheck, RunAnalysis
+from commprof.report.words import not_a_result_notes, spec_label
+
+
+def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
+    """The headline numbers, machine-readable (summary.json)."""
+    point = run.recommended
+    rec = run.recommendation
+    fastest = rec.fastest if rec is not None else None
+    return {
+        "run_id": run.run_id,
+        "name": run.name,
+        "source": run.source,
+        "simulated": run.simulated,
+        "shared_gpus": run.shared_gpus,
+        "not_a_tuning_result": not_a_result_notes(run),
+        "mode": run.mode if not run.steps.empty else None,
+        "mode_note": run.mode_reason,
+        "baseline_point_id": run.baseline,
+        "model": _first_value(run.steps, "model"),
+        "tp": _first_value(run.steps, "tp"),
+        "world_size": run.meta.get("world_size"),
+        "records": len(run.frame),
+        "status_counts": status_counts(run.frame),
+        "failed": run.failed_count,
+        "all_failed": run.all_failed,
+        "headline": run.headline.to_dict("records") if not run.headline.empty else [],
+        "fusion": run.fusion.to_dict("records") if not run.fusion.empty else [],
+        "beyond_noise": rec.beyond_noise if rec is not None else None,
+        "noise_rule": NOISE_RULE,
+        "recommended": None
+        if point is None
+        else {
+            "point_id": point["point_id"],
+            "label": point["label"],
+            "impl": point["impl"],
+            "env": point["env"],
+            "total_us": point["total_us"],
+            "keeps_baseline": rec.keeps_baseline,
+        },
+        "fastest": None
+        if fastest is None
+        else {
+            "point_id": fastest["point_id"],
+            "label": fastest["label"],
+            "impl": fastest["impl"],
+            "env": fastest["env"],
+            "total_us": fastest["total_us"],
+            "p90_total_us": fastest["p90_total_us"],
+            "tokens": fastest["tokens_covered"],
+        },
+        "baseline_total_us": rec.baseline_total_us if rec is not None else None,
+        "choices": run.choices.drop(columns=["env"]).to_dict("records") if not run.choices.empty else [],
+        "alternatives": run.alternatives.to_dict("records") if not run.alternatives.empty else [],
+        "without_result": run.without_result.to_dict("records") if not run.without_result.empty else [],
+        "remeasured": run.superseded,
+        "compute_ms": run.options.compute.describe(),
+        "draft_ms": run.options.draft_ms,
+        "accepts": list(run.options.accepts),
+        "projection_label": spec_label(run) if not run.projection.empty else None,
+        "projection": run.projection.to_dict("records") if not run.projection.empty else [],
+        "engine_hints": hints_as_dicts(exports.hints),
+        "files": exports.files,
+    }
+
+
+def _first_value(frame: pd.DataFrame, column: str) -> Any:
+    if frame.empty or column not in frame:
+        return None
+    values = frame[column].dropna()
+    return values.iloc[0] if not values.empty else None
+
+
+def check_summary(check: CostModelCheck) -> dict[str, Any]:
+    """summary.json's record of one check."""
+    keep = [
+        c
+        for c in (
+            "label",
+            "point_id_measured",
+            "point_id_model",
+            "impl",
+            "settings",
+            "collective",
+            "bytes",
+            "world_size",
+            "tokens",
+            "mode",
+            "measured_us",
+            "model_us",
+            "ratio",
+            "error_pct",
+            "within_band",
+        )
+        if c in check.pairs
+    ]
+    return {
+        "measured": check.measured.name,
+        "measured_source": check.measured.source,
+        "model": check.simulated.name,
+        "calibration": check.calibration,
+        "kind": check.kind,
+        "mode": check.mode,
+        "band": PREDICTION_BAND,
+        **check.summary,
+        "pairs_table": check.pairs[keep].to_dict("records"),
+    }

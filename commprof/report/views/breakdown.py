@@ -1,0 +1,130 @@
+"""Where the step's time goes: the breakdown and projection tables, and the per-collective (op-site) view."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct, fmt_us
+from commprof.report.frame import ok_rows
+from commprof.report.ops import op_sites, site_summary
+from commprof.report.projection import FIELD_REPORT_CASES, tps_column
+from commprof.report.run_analysis import RunAnalysis
+from commprof.report.words import break_even_text
+
+# The breakdown's and projection's settings (projection.breakdown) as the page names them.
+SETTING_LABELS = {"baseline": "baseline", "recommended": "(a) to export", "best": "fastest at this T"}
+SHORT_SETTING_LABELS = {"baseline": "baseline", "recommended": "(a)", "best": "fastest"}
+
+
+def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
+    noise = (
+        {
+            (int(h.tokens), "best")
+            for h in run.headline.itertuples()
+            if h.beyond_noise is False and h.best_point_id != run.baseline
+        }
+        if not run.headline.empty
+        else set()
+    )
+    noise |= (
+        {
+            (int(c.tokens), "recommended")
+            for c in run.choices.itertuples()
+            if "recommended" in c.roles and c.beyond_noise is False
+        }
+        if not run.choices.empty
+        else set()
+    )
+    return [
+        {
+            "tokens": int(r.tokens),
+            "setting": r.setting,
+            "setting_label": SETTING_LABELS.get(r.setting, r.setting),
+            "point_id": r.point_id,
+            "noise": (int(r.tokens), r.setting) in noise,
+            "comm": fmt_ms_value(r.comm_ms),
+            "overhead": fmt_ms_value(r.overhead_ms),
+            "compute": fmt_ms_value(r.compute_ms) if finite(r.compute_ms) else "not given",
+            "verify": fmt_ms_value(r.verify_ms),
+            "share": fmt_pct(r.comm_share_pct),
+        }
+        for r in run.breakdown.itertuples()
+    ]
+
+
+def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
+    cases = {(a, t) for a, t in FIELD_REPORT_CASES}
+    rows = []
+    for r in run.projection.itertuples():
+        cells = []
+        for accept in run.options.accepts:
+            value = getattr(r, tps_column(accept))
+            cells.append(
+                {
+                    "text": fmt_num(value, 0) if finite(value) else "n/a (accept > T)",
+                    "pays": finite(value) and finite(r.plain_tokens_per_s) and value > r.plain_tokens_per_s,
+                    "field": (accept, int(r.tokens)) in cases,
+                }
+            )
+        rows.append(
+            {
+                "setting": r.setting,
+                "setting_label": SETTING_LABELS.get(r.setting, r.setting),
+                "tokens": int(r.tokens),
+                "point_id": r.point_id,
+                "verify": fmt_ms_value(r.verify_ms),
+                "decode": fmt_ms_value(r.decode_ms),
+                "plain": fmt_num(r.plain_tokens_per_s, 0),
+                "break_even": break_even_text(r.break_even_ratio),
+                "cells": cells,
+            }
+        )
+    return rows
+
+
+def per_collective(run: RunAnalysis) -> dict[str, Any]:
+    """Per T: op-site distributions of the baseline and best point (eager records) and rank skew."""
+    if run.headline.empty:
+        return {"per_tokens": {}, "tables": [], "skew": []}
+    eager = ok_rows(run.steps, "eager").drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
+    per_tokens, tables, skew = {}, [], []
+    for r in run.headline.itertuples():
+        settings = {}
+        for setting, point_id in (("baseline", run.baseline), ("best", r.best_point_id)):
+            if (point_id, r.tokens) in eager.index:
+                sites = op_sites(eager.loc[(point_id, r.tokens), "op_us"])
+                if not sites.empty:
+                    settings[setting] = sites
+                    for s in site_summary(sites).itertuples():
+                        tables.append(
+                            {
+                                "tokens": int(r.tokens),
+                                "setting": setting,
+                                "point_id": point_id,
+                                "site": s.site_kind,
+                                "ops": int(s.ops),
+                                "bytes": fmt_bytes(s.bytes),
+                                "median": fmt_us(s.median_us),
+                                "p99": fmt_us(s.p99_us),
+                                "total": fmt_ms(s.total_us),
+                            }
+                        )
+        if settings:
+            per_tokens[int(r.tokens)] = settings
+    ok = ok_rows(run.steps)
+    for r in run.headline.itertuples():
+        for setting, point_id in (("baseline", run.baseline), ("best", r.best_point_id)):
+            rows = ok[(ok["point_id"] == point_id) & (ok["tokens"] == r.tokens)]
+            for s in rows.itertuples():
+                if finite(s.rank_skew_us):
+                    skew.append(
+                        {
+                            "tokens": int(r.tokens),
+                            "setting": setting,
+                            "point_id": point_id,
+                            "mode": s.mode,
+                            "skew": fmt_us(s.rank_skew_us),
+                            "pct": fmt_pct(s.rank_skew_pct),
+                        }
+                    )
+    return {"per_tokens": per_tokens, "tables": tables, "skew": skew}

@@ -1,0 +1,245 @@
+"""The page: index.html's view of each run (formatted strings and inline SVG, nothing left to compute), its
+banners, the side-by-side comparison of several runs, and the template filled in."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+import jinja2
+
+from commprof.report.costmodel_check import PREDICTION_BAND
+from commprof.report.doctor_verdicts import doctor_view
+from commprof.report.exports import RunExports
+from commprof.report.formatting import SOURCE_LABELS, axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x
+from commprof.report.frame import distinct_tokens, ok_rows
+from commprof.report.heatmap import heatmap_pivot
+from commprof.report.projection import FIELD_REPORT_CASES
+from commprof.report.ranking import NOISE_RULE
+from commprof.report.run_analysis import CostModelCheck, RunAnalysis
+from commprof.report.views import figures
+from commprof.report.views.answers import headline_answers
+from commprof.report.views.box import environment
+from commprof.report.views.breakdown import (
+    SETTING_LABELS,
+    SHORT_SETTING_LABELS,
+    breakdown_rows,
+    per_collective,
+    projection_rows,
+)
+from commprof.report.views.costmodel_check import check_view
+from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
+from commprof.report.words import spec_label
+
+
+def banners(run: RunAnalysis) -> list[dict[str, str]]:
+    """The page's banners for one run: shared GPUs, simulated, a failing box, failed records, doctor warnings,
+    eager mode."""
+    out = []
+    if run.shared_gpus:
+        out.append(
+            {
+                "level": "shared",
+                "text": f"SHARED GPUs: in {run.name} several ranks ran on one GPU "
+                "(--share-gpus). A functional check that every setting runs and gives the right answer, not "
+                "a tuning result: its times say nothing about a box with one GPU per rank.",
+            }
+        )
+    if run.simulated:
+        out.append(
+            {
+                "level": "sim",
+                "text": f"SIMULATED: {run.name} comes from the cost model, not from a "
+                "measurement on this machine. Measure before acting on it.",
+            }
+        )
+    elif run.source == "nccl-tests":
+        out.append({"level": "info", "text": f"{run.name}: imported from nccl-tests logs."})
+    doctor = doctor_view(run.meta.get("doctor"))
+    if doctor and doctor["failed"]:
+        out.append(
+            {
+                "level": "fail",
+                "text": f"{run.name}: doctor checks failed ({', '.join(doctor['failed'])}): "
+                "numbers measured on a box with failing checks are not tuning results. Fix the box "
+                "(section 2 says how) and measure again.",
+            }
+        )
+    if run.all_failed:
+        out.append(
+            {
+                "level": "fail",
+                "text": f"{run.name}: every point failed; no tuning result. See the CUDA-graph compatibility matrix.",
+            }
+        )
+    elif run.failed_count:
+        counts = run.failures[run.failures["failed"]]["status"].value_counts()
+        detail = ", ".join(f"{k} {v}" for k, v in counts.items())
+        out.append(
+            {
+                "level": "fail",
+                "text": f"{run.name}: {run.failed_count} of {len(run.frame)} records failed "
+                f"({detail}). Failed settings are excluded from the recommendation.",
+            }
+        )
+    if doctor and doctor["warned"] and not doctor["failed"]:
+        out.append(
+            {
+                "level": "warn",
+                "text": f"{run.name}: doctor warnings ({', '.join(doctor['warned'])}): "
+                "the box may not reach its best numbers; see section 2.",
+            }
+        )
+    if not run.steps.empty and run.mode == "eager":
+        out.append({"level": "info", "text": f"{run.name}: headline uses {run.mode_reason}."})
+    return out
+
+
+def noise_text(verdict: Any, baseline_fastest: bool = False) -> str:
+    """Table 1's "beyond noise?" cell."""
+    if baseline_fastest:
+        return "baseline fastest"
+    return {True: "yes", False: "no: within noise"}.get(verdict, "—") if isinstance(verdict, bool) else "—"
+
+
+def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
+    """The template's view of one run: formatted strings and inline SVG, nothing left to compute."""
+    tokens = distinct_tokens(run.steps)
+    page: dict[str, Any] = {
+        "name": run.name,
+        "run_id": run.run_id,
+        "source": run.source,
+        "source_label": SOURCE_LABELS.get(run.source, run.source),
+        "simulated": run.simulated,
+        "banners": banners(run),
+        "mode": run.mode,
+        "mode_why": run.mode_reason,
+        "baseline": run.baseline,
+        "baseline_requested": run.baseline_requested,
+        "remeasured": sorted(run.superseded.items()),
+        "noise_rule": NOISE_RULE,
+        "has_steps": not run.steps.empty,
+        "all_failed": run.all_failed,
+        "tokens": tokens,
+        "answers": headline_answers(run),
+        "accepts": [f"{a:g}" for a in run.options.accepts],
+        "choices": choice_rows(run),
+        "shared_gpus": run.shared_gpus,
+        "fusion": [
+            {
+                "tokens": int(r.tokens),
+                "point_id": r.point_id,
+                "label": r.label,
+                "impl": r.impl,
+                "time": fmt_ms(r.median_us),
+                "reference": r.reference,
+                "reference_time": fmt_ms(r.reference_us),
+                "saved": fmt_pct(r.saved_pct),
+                "speedup": fmt_x(r.speedup),
+                "noise": "yes"
+                if r.beyond_noise is True
+                else "slower"
+                if r.slower_beyond_noise is True
+                else "no: within noise"
+                if r.beyond_noise is False
+                else "—",
+            }
+            for r in run.fusion.itertuples()
+        ],
+        "env": environment(run),
+        "exports": exports,
+        "compute": run.options.compute.describe(),
+        "compute_given": run.options.compute.given,
+        "breakdown": breakdown_rows(run),
+        "points": points_table(run),
+        "matrix": compat_matrix(run),
+        "per_collective": per_collective(run),
+        "projection": projection_rows(run),
+        "spec_label": spec_label(run),
+        "axes": [axis_name(a) for a in run.heatmap_axes],
+        "collectives": collectives_rows(run),
+        "heatmaps": [],
+        "heatmap_axes": ("", ""),
+        "nccl_tables": sum(1 for name in exports.files if name.startswith("nccl-tests/")),
+        "svg": {},
+    }
+    if not run.breakdown.empty:
+        page["svg"]["breakdown"] = figures.breakdown_svg(
+            run.breakdown, run.options.compute.given, run.mode, SHORT_SETTING_LABELS
+        )
+    if not run.projection.empty:
+        page["svg"]["projection"] = figures.projection_svg(
+            run.breakdown, run.options.draft_ms or 0.0, run.options.accepts, FIELD_REPORT_CASES, SETTING_LABELS
+        )
+    if run.heatmap_axes and not ok_rows(run.steps, run.mode).empty:
+        rows_axis, columns_axis = run.heatmap_axes[0], (run.heatmap_axes[1] if len(run.heatmap_axes) > 1 else None)
+        page["heatmaps"] = [
+            heatmap_view(t, heatmap_pivot(run.steps, t, run.mode, rows_axis, columns_axis)) for t in tokens
+        ]
+        page["heatmap_axes"] = (axis_name(rows_axis), axis_name(columns_axis) if columns_axis else "")
+    if page["per_collective"]["per_tokens"]:
+        page["svg"]["sites"] = figures.sites_svg(page["per_collective"]["per_tokens"])
+    if not run.collectives.empty and (run.collectives["status"] == "ok").any():
+        page["svg"]["collectives"] = figures.collectives_svg(run.collectives)
+    return page
+
+
+def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
+    """Several runs side by side: per run and T, baseline vs best step time (None for a single run)."""
+    if len(runs) < 2:
+        return None
+    named = {f"{r.name} ({SOURCE_LABELS.get(r.source, r.source)})": r for r in runs if not r.headline.empty}
+    headlines = {name: r.headline for name, r in named.items()}
+    return {
+        "svg": figures.comparison_svg(headlines) if headlines else "",
+        "rows": [
+            {
+                "run": name,
+                "tokens": int(h.tokens),
+                "baseline": fmt_ms(h.baseline_us),
+                "best": fmt_ms(h.best_us),
+                "saved": fmt_pct(h.saved_pct),
+                "settings": h.best_settings
+                if h.best_impl in run.baseline_family
+                else f"{h.best_impl} ({h.best_settings})",
+                "noise": noise_text(h.beyond_noise, h.best_point_id == run.baseline),
+            }
+            for name, run in named.items()
+            for h in run.headline.itertuples()
+        ],
+    }
+
+
+# Banner order on the page: what makes every number doubtful first.
+_BANNER_ORDER = {"shared": 0, "sim": 0, "fail": 1, "warn": 2, "info": 3}
+
+
+def index_html(runs: list[RunAnalysis], pages: list[dict[str, Any]], checks: list[CostModelCheck]) -> str:
+    """templates/index.html filled in: every run's page, the comparison, the banners and the cost-model checks."""
+    banners_shown = sorted(
+        (b for page in pages for b in page["banners"]), key=lambda b: _BANNER_ORDER.get(b["level"], 3)
+    )
+    return (
+        _templates()
+        .get_template("index.html")
+        .render(
+            runs=pages,
+            comparison=comparison_view(runs),
+            banners=banners_shown,
+            model_checks=[check_view(check) for check in checks],
+            band=f"±{PREDICTION_BAND * 100:.0f} %",
+            title=" vs ".join(r.name for r in runs),
+            generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        )
+    )
+
+
+def _templates() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("commprof.report", "templates"),
+        autoescape=jinja2.select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(ms=fmt_ms, us=fmt_us, pct=fmt_pct, x=fmt_x, axis=axis_name)
+    return env

@@ -1,0 +1,216 @@
+"""The page's tables of points: table 1 (the points behind every answer), every point per T, the CUDA-graph
+compatibility matrix, the heatmaps and imported single collectives."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from commprof.report.formatting import escaped, finite, fmt_ms, fmt_num, fmt_pct, fmt_us, fmt_x
+from commprof.report.frame import FAILED_STATUSES, status_matrix
+from commprof.report.run_analysis import RunAnalysis
+from commprof.report.words import tuned_name
+
+MAX_MESSAGE_CELLS = 12
+
+
+def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
+    """Every (point, T): status and medians per mode, p99 / CV / skew / speed-up in the headline mode."""
+    if run.speedups.empty:
+        return []
+    rated = run.speedups
+    keys = ["point_id", "tokens"]
+    eager = rated[rated["mode"] == "eager"].drop_duplicates(keys).set_index(keys)
+    graph = rated[rated["mode"] == "graph"].drop_duplicates(keys).set_index(keys)
+    head = rated[rated["mode"] == run.mode].drop_duplicates(keys).set_index(keys)
+    index = eager.index.union(graph.index)
+    info = rated.drop_duplicates(keys).set_index(keys)
+    table = pd.DataFrame(index=index)
+    for column in ("label", "impl", "settings", "fused_rmsnorm"):
+        table[column] = info[column].reindex(index)
+    table["status_eager"] = eager["status"].reindex(index)
+    table["status_graph"] = graph["status"].reindex(index)
+    table["eager_us"] = eager["median_us"].where(eager["status"] == "ok").reindex(index)
+    table["graph_us"] = graph["median_us"].where(graph["status"] == "ok").reindex(index)
+    for column in ("p99_us", "cv", "speedup", "reference", "rank_skew_pct"):
+        table[column] = head[column].where(head["status"] == "ok").reindex(index)
+    table["sort"] = table["graph_us" if run.mode == "graph" else "eager_us"]
+    table = table.reset_index()
+    table["old"] = table["point_id"].map(run.superseded) if run.superseded else None
+    table["is_old"] = table["old"].notna()  # earlier measurements of re-measured configurations go last
+    table = table.sort_values(
+        ["tokens", "is_old", "sort", "point_id"] if run.superseded else ["tokens", "sort", "point_id"],
+        na_position="last",
+    )
+    rows = []
+    # Escaped here, rendered with autoescape off: a 10,000-row table renders 3x faster (see index.html).
+    for r in table.itertuples():
+        label = escaped(r.label) + (f" <i>(re-measured as {escaped(r.old)})</i>" if isinstance(r.old, str) else "")
+        row_class = (
+            ' class="baseline"'
+            if r.point_id == run.baseline
+            else ' class="superseded"'
+            if isinstance(r.old, str)
+            else ""
+        )
+        rows.append(
+            {
+                "tokens": int(r.tokens),
+                "point_id": escaped(r.point_id),
+                "label": label,
+                "impl": escaped(r.impl),
+                "settings": escaped(r.settings),
+                "fused": bool(r.fused_rmsnorm),
+                "status_eager": escaped(r.status_eager) if isinstance(r.status_eager, str) else "—",
+                "status_graph": escaped(r.status_graph) if isinstance(r.status_graph, str) else "—",
+                "eager": fmt_ms(r.eager_us),
+                "graph": fmt_ms(r.graph_us),
+                "p99": fmt_ms(r.p99_us),
+                "cv": fmt_pct(r.cv * 100 if finite(r.cv) else None),
+                "speedup": fmt_x(r.speedup),
+                "reference": escaped(r.reference) if isinstance(r.reference, str) else "",
+                "skew": fmt_pct(r.rank_skew_pct),
+                "row_class": row_class,
+            }
+        )
+    return rows
+
+
+# Heatmap colours, fast to slow: green, yellow, red (ColorBrewer RdYlGn ends and middle).
+_HEAT_STOPS = ((0x1A, 0x98, 0x50), (0xFE, 0xE0, 0x8B), (0xD7, 0x30, 0x27))
+
+
+def heat_colour(fraction: float) -> str:
+    """#rrggbb between green (0, fastest) and red (1, slowest) through yellow."""
+    fraction = min(max(fraction, 0.0), 1.0) * (len(_HEAT_STOPS) - 1)
+    low = min(int(fraction), len(_HEAT_STOPS) - 2)
+    share = fraction - low
+    mixed = (round(a + (b - a) * share) for a, b in zip(_HEAT_STOPS[low], _HEAT_STOPS[low + 1]))
+    return "#" + "".join(f"{c:02x}" for c in mixed)
+
+
+def heatmap_view(tokens: int, pivot: pd.DataFrame) -> dict[str, Any]:
+    """A heatmap as a coloured HTML table (crisp in print, cheap for big sweeps): ms per cell, × = no ok point."""
+    values = pivot.to_numpy(dtype=float) / 1000.0 if not pivot.empty else None
+    known = values[pd.notna(values)] if values is not None else []
+    low, high = (float(min(known)), float(max(known))) if len(known) else (0.0, 0.0)
+    rows = []
+    for label, line in zip(pivot.index, values if values is not None else []):
+        cells = []
+        for v in line:
+            if not finite(v):
+                cells.append(("×", "#e6e6e6"))
+            else:
+                cells.append((f"{v:.2f}", heat_colour((v - low) / (high - low) if high > low else 0.0)))
+        rows.append({"label": str(label), "cells": cells})
+    return {
+        "tokens": tokens,
+        "columns": [str(c) for c in pivot.columns],
+        "rows": rows,
+        "range": f"{low:.2f}–{high:.2f} ms" if len(known) else "no ok point",
+    }
+
+
+def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
+    matrix = status_matrix(run.all_steps)
+    if matrix.empty:
+        return {"columns": [], "rows": [], "messages": []}
+    columns = [f"T={t} {m}" for t, m in matrix.columns]
+    # Escaped here, rendered with autoescape off (see points_table).
+    rows = [
+        {
+            "point_id": escaped(pid),
+            "label": escaped(label),
+            "cells": [escaped(c) if isinstance(c, str) else "—" for c in values],
+        }
+        for (pid, label), values in zip(matrix.index, matrix.to_numpy())
+    ]
+    messages = []
+    fails = run.failures[run.failures["status"].isin(FAILED_STATUSES + ("unsupported",))]
+    for (status, message), group in fails.groupby(["status", fails["message"].fillna("(no message)")], sort=True):
+        cells = [f"{r.point_id} T={r.tokens} {r.mode}" for r in group.itertuples()]
+        more = len(cells) - MAX_MESSAGE_CELLS
+        messages.append(
+            {
+                "status": status,
+                "message": message,
+                "where": ", ".join(cells[:MAX_MESSAGE_CELLS]) + (f" and {more} more" if more > 0 else ""),
+            }
+        )
+    return {"columns": columns, "rows": rows, "messages": messages}
+
+
+def collectives_rows(run: RunAnalysis) -> list[dict[str, Any]]:
+    return [
+        {
+            "collective": r.collective,
+            "bytes": int(r.bytes) if finite(r.bytes) else "—",
+            "time": fmt_us(r.time_us),
+            "algbw": fmt_num(r.algbw_gbps),
+            "busbw": fmt_num(r.busbw_gbps),
+            "wrong": "N/A" if r.wrong is None or (isinstance(r.wrong, float) and math.isnan(r.wrong)) else r.wrong,
+            "graph": bool(r.graph) if isinstance(r.graph, bool) else False,
+            "status": r.status,
+        }
+        for r in run.collectives.sort_values(["collective", "bytes"]).itertuples()
+    ]
+
+
+def role_label(role: str, run: RunAnalysis, impl: str) -> str:
+    """Table 1's words for a role (choices.CHOICE_ROLES), naming the answer it backs."""
+    name = tuned_name(run)
+    if role == "recommended":
+        return "(a) to export" if run.reference != run.baseline else "(a) kept"
+    if role == "fastest setting":
+        return (
+            f"fastest {name} setting at this T (nccl_tuner.conf)"
+            if name == "NCCL"
+            else f"fastest {name} setting at this T"
+        )
+    if role == "fastest":
+        return f"fastest at this T: (b) {impl}" if impl not in run.baseline_family else "fastest at this T"
+    return role
+
+
+def choice_rows(run: RunAnalysis) -> list[dict[str, Any]]:
+    """Table 1: per T, the baseline, (a), the fastest setting and the fastest point, each once, with its roles."""
+    rows = []
+    previous = None
+    for r in run.choices.itertuples():
+        is_base = r.point_id == run.baseline
+        rows.append(
+            {
+                "tokens": int(r.tokens),
+                "first": r.tokens != previous,
+                "roles": " · ".join(role_label(role, run, r.impl) for role in r.roles),
+                "css": " ".join(
+                    c
+                    for c in (
+                        "baseline" if is_base else "",
+                        "chosen" if "recommended" in r.roles and not is_base else "",
+                        "other" if r.impl not in run.baseline_family else "",
+                        "noise" if not is_base and r.beyond_noise is False else "",
+                    )
+                    if c
+                ),
+                "point_id": r.point_id,
+                "label": r.label,
+                "impl": r.impl,
+                "settings": r.settings,
+                "time": fmt_ms(r.median_us),
+                "p90": fmt_ms(r.p90_us),
+                "cv": fmt_pct(r.cv * 100 if finite(r.cv) else None),
+                "saved": "—" if is_base else f"{fmt_pct(r.saved_pct)} ({fmt_ms(r.baseline_us - r.median_us)})",
+                "speedup": "—" if is_base else fmt_x(r.speedup),
+                "noise": "" if is_base else {True: "yes", False: "no: within noise"}.get(r.beyond_noise, "—"),
+                "noise_css": ""
+                if is_base or not isinstance(r.beyond_noise, bool)
+                else "verdict-ok"
+                if r.beyond_noise
+                else "verdict-warn",
+            }
+        )
+        previous = r.tokens
+    return rows
