@@ -1,0 +1,156 @@
+"""`commprof trace TRACE...`: what one step of the engine (or of a commprof replay) communicates, and for how long."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from commprof.errors import UsageError
+from commprof.planner.plan import PHASES
+
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_files(arguments: tuple[str, ...]) -> list[Path]:
+    """Files as given, and the trace files inside any folder given (sorted)."""
+    files: list[Path] = []
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+            if not found:
+                raise UsageError(f"{path}: no .json or .json.gz trace files in this folder")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value >= 1000:
+        return f"{value / 1000:.2f} ms"
+    return f"{value:.1f} µs"
+
+
+def _bytes(value: int | None) -> str:
+    if value is None:
+        return "?"
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value} B"
+
+
+def _size_range(c: dict[str, Any]) -> str:
+    if c.get("bytes_out_max") not in (None, c["bytes_out"]):
+        return f"{_bytes(c['bytes_out'])}..{_bytes(c['bytes_out_max'])}"
+    return _bytes(c["bytes_out"])
+
+
+def format_account(account: dict[str, Any]) -> str:
+    """The account as a person reads it."""
+    traces = account["traces"]
+    first = traces[0]
+    where = ", ".join(
+        part
+        for part in (
+            first.get("backend"),
+            f"world size {first['world_size']}" if first.get("world_size") else None,
+            f"NCCL {first['nccl_version']}" if first.get("nccl_version") else None,
+        )
+        if part
+    )
+    ranks = ", ".join(str(t["rank"]) for t in traces)
+    lines = [f"commprof trace: {len(traces)} trace(s), rank(s) {ranks}" + (f" ({where})" if where else "")]
+    steps = account["steps"]
+    if not steps["collectives_per_step"]:
+        lines.append("no collectives in these traces (no NCCL kernels and no c10d ops)")
+        return "\n".join(lines)
+    lines.append(
+        f"steps: {steps['count']} (found by {steps['found_by']}); {steps['alike']} alike with "
+        f"{steps['collectives_per_step']} collectives each"
+        + (f", {steps['differing']} different (left out)" if steps["differing"] else "")
+    )
+    lines.append(f"one step, rank {steps['reference_rank']} (median over {steps['alike']} steps):")
+    lines.append(
+        f"  {'collective':<15}{'per step':>9}  {'in':>10}  {'out':>21}  {'dtype':<14}{'median op':>11}{'p90 op':>11}"
+    )
+    for c in account["step"]["collectives"]:
+        lines.append(
+            f"  {c['kind']:<15}{c['per_step']:>9}  {_bytes(c['bytes_in']):>10}  {_size_range(c):>21}  "
+            f"{str(c['dtype']):<14}{_us(c['median_us']):>11}{_us(c['p90_us']):>11}"
+        )
+    lines.append(
+        f"  communication: {_us(account['step']['comm_us_median'])} per step inside collectives; "
+        f"{_us(account['step']['span_us_median'])} from the first one's start to the last one's end"
+    )
+    for rank, pct in account["overlap_pct"].items():
+        if pct is None:
+            lines.append(f"  overlap with compute (rank {rank}): none measurable (no GPU kernels: CPU ranks)")
+        else:
+            lines.append(f"  overlap with compute (rank {rank}): {pct:.1f}% of communication time")
+    skew = account["skew"]
+    if skew:
+        lines.append(
+            f"  ranks {', '.join(map(str, skew['ranks']))}: {_us(skew['wait_us'])} per step waiting for the slowest "
+            f"rank, {_us(skew['wire_us'])} after all arrived (median over {skew['steps']} steps; largest start skew "
+            f"of one op {_us(skew['max_op_start_skew_us'])})"
+        )
+    elif len(traces) == 1:
+        lines.append("  one trace only: give every rank's trace of the same run to split waiting from the wire")
+    if "plan_match" in account:
+        plan = account["plan"]
+        lines.append(
+            f"plan {plan['model']} TP {plan['tp']} T={plan['tokens']} ({plan['phase']}, {plan['ops']} ops): "
+            f"plan_match {str(account['plan_match']).lower()}"
+        )
+        for d in account["differences"]:
+            lines.append(f"  {d['what']}: plan {d['plan']}, trace {d['trace']}")
+    if "hta" in account:
+        for rank, pct in account["hta"]["comm_comp_overlap_pct"].items():
+            lines.append(f"Holistic Trace Analysis, rank {rank}: comm/comp overlap {pct:.1f}% over the whole trace")
+    return "\n".join(lines)
+
+
+@click.command(help="Read PyTorch profiler (Kineto) traces, one per rank: the step's collectives, time and skew.")
+@click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
+@click.option(
+    "--model", default=None, help="Compare the step with commprof's plan of this model (preset or config.json)."
+)
+@click.option("--tp", type=int, default=None, help="Tensor parallel degree of the plan [the traces' group size].")
+@click.option("--tokens", type=int, default=None, help="Tokens in the step (T) for the plan.")
+@click.option("--phase", type=click.Choice(PHASES), default="verify", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option("--hta", is_flag=True, help="Add Holistic Trace Analysis's overlap figures (needs commprof[trace]).")
+def trace(traces, model, tp, tokens, phase, as_json, hta):
+    from commprof.trace.analysis import TraceAnalysis
+    from commprof.trace.events import load_traces
+
+    files = trace_files(traces)
+    plan = None
+    if model is not None or tokens is not None:
+        if model is None or tokens is None:
+            raise UsageError("comparing with the plan needs both --model and --tokens")
+    if hta:
+        from commprof.trace.hta import hta_overlap
+
+        hta_figures = hta_overlap(files)
+    loaded = load_traces(files)
+    if model is not None:
+        from commprof.planner.models import load_model
+        from commprof.planner.plan import build_step_plan
+
+        group = next((t.world_size for t in loaded if t.world_size), None)
+        plan = build_step_plan(load_model(model), tp or group or 1, tokens, phase)
+    account = TraceAnalysis(loaded).account(plan)
+    if hta:
+        account["hta"] = {"comm_comp_overlap_pct": hta_figures}
+    if as_json:
+        click.echo(json.dumps(account, indent=2, default=str))
+    else:
+        click.echo(format_account(account))

@@ -1,0 +1,97 @@
+"""Kineto trace files (.json / .json.gz, one per rank) -> one DataFrame of complete events per trace.
+
+The only module here that touches files. A trace's rank, backend and world size come from its
+"distributedInfo" (torch >= 1.13 writes it); traces without it are numbered in the order given.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from commprof.errors import UsageError
+
+COLUMNS = ["name", "cat", "pid", "tid", "ts", "dur", "args"]
+# What the analyses read: GPU kernels, their launches, annotations (steps, nccl:*, gloo:*) and c10d CPU ops.
+CATEGORIES = ("kernel", "cuda_runtime", "user_annotation")
+
+
+def _wanted(event: Any) -> bool:
+    if not isinstance(event, dict) or event.get("ph") != "X" or "ts" not in event or "dur" not in event:
+        return False
+    category = event.get("cat")
+    return category in CATEGORIES or (category == "cpu_op" and str(event.get("name", "")).startswith("c10d::"))
+
+
+@dataclass
+class Trace:
+    """One rank's trace: the complete ("X") events the analyses read, times in µs, and what the trace says of its run."""
+
+    path: str
+    rank: int
+    events: pd.DataFrame = field(repr=False)
+    backend: str | None = None
+    world_size: int | None = None
+    nccl_version: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "rank": self.rank,
+            "backend": self.backend,
+            "world_size": self.world_size,
+            "nccl_version": self.nccl_version,
+            "events": len(self.events),
+        }
+
+
+def trace_from_dict(data: dict[str, Any], path: str, default_rank: int) -> Trace:
+    """A parsed trace document as a Trace (pure)."""
+    events = data.get("traceEvents") if isinstance(data, dict) else None
+    if not isinstance(events, list):
+        raise UsageError(f"{path}: not a Kineto trace (no traceEvents list)")
+    frame = pd.DataFrame([e for e in events if _wanted(e)], columns=COLUMNS)
+    frame["ts"] = pd.to_numeric(frame["ts"], errors="coerce")
+    frame["dur"] = pd.to_numeric(frame["dur"], errors="coerce")
+    frame["args"] = frame["args"].map(lambda a: a if isinstance(a, dict) else {})
+    frame = frame.dropna(subset=["ts", "dur"]).sort_values("ts", kind="stable", ignore_index=True)
+    info = data.get("distributedInfo") or {}
+    rank = info.get("rank")
+    return Trace(
+        path=path,
+        rank=int(rank) if isinstance(rank, int) else default_rank,
+        events=frame,
+        backend=info.get("backend"),
+        world_size=info.get("world_size"),
+        nccl_version=info.get("nccl_version"),
+    )
+
+
+def load_trace(path: str | Path, default_rank: int = 0) -> Trace:
+    """Read one trace file; UsageError (one line) when it is missing or not a Kineto trace."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        data = json.loads(raw)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (ValueError, EOFError) as exc:
+        raise UsageError(f"{path}: not JSON or gzipped JSON ({exc})") from None
+    return trace_from_dict(data, str(path), default_rank)
+
+
+def load_traces(paths: list[str | Path]) -> list[Trace]:
+    """Every trace, ordered by rank; two traces of one rank are refused (they would be compared as peers)."""
+    traces = sorted((load_trace(p, i) for i, p in enumerate(paths)), key=lambda t: t.rank)
+    ranks = [t.rank for t in traces]
+    if len(set(ranks)) != len(ranks):
+        duplicated = sorted({r for r in ranks if ranks.count(r) > 1})
+        raise UsageError(f"several traces of rank {duplicated[0]}: give one trace per rank of one run")
+    return traces
