@@ -71,6 +71,12 @@ def _tokens(ctx, param, value):
     help="Capture NCCL's INFO log per point to record what NCCL chose.",
 )
 @click.option(
+    "--profile",
+    is_flag=True,
+    help="After each point's timed run, write a Kineto trace per rank of a few steps per T (read with "
+    "`commprof trace`; points/<id>/profile/T<T>/).",
+)
+@click.option(
     "--share-gpus",
     is_flag=True,
     help="Let several ranks share a GPU (a functional check of NCCL paths, not a tuning result).",
@@ -98,6 +104,7 @@ def sweep_command(
     resume,
     dry_run,
     nccl_debug,
+    profile,
     share_gpus,
     strict,
     with_doctor,
@@ -178,6 +185,7 @@ def sweep_command(
         out=Path(out),
         resume=Path(resume) if resume else None,
         nccl_debug=nccl_debug,
+        profile=profile,
         strict=strict,
         share_gpus=share_gpus,
         argv=list(sys.argv),

@@ -40,6 +40,7 @@ class TrialRequest:
     result_path: str
     timeout_s: float
     modes: list[str] = field(default_factory=lambda: ["eager", "graph"])
+    profile_dir: str | None = None  # set: write Kineto traces of a few steps there instead of timing
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -140,7 +141,10 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
                 emit(_entry(t, m, "error", refusal))
         return  # no teardown: its collectives would wait for the rank that failed
     try:
-        _replay_all(request, impl, impl_cls, ctx, plans, group, device, emit)
+        if request.profile_dir:
+            _profile_all(request, impl, impl_cls, ctx, plans, group, device, emit)
+        else:
+            _replay_all(request, impl, impl_cls, ctx, plans, group, device, emit)
     finally:
         impl.teardown()
         dist.destroy_process_group()
@@ -181,6 +185,21 @@ def _replay_all(
             )
             if result["status"] in ("capture_failed", "error"):
                 broken = f"{mode} mode at T={tokens} ended {result['status']}; the communicator may be unusable"
+
+
+def _profile_all(
+    request: TrialRequest, impl, impl_cls, ctx, plans, group, device, emit: Callable[[dict[str, Any]], None]
+) -> None:
+    """The profiling pass: a trace of a few eager steps per T, one entry per T saying where it went."""
+    from commprof.harness import ReplayConfig, StepReplay
+    from commprof.profile_pass import profile_steps, trace_path
+
+    for tokens, plan in plans.items():
+        if not impl_cls.support_tokens(ctx, tokens):
+            continue
+        path = trace_path(request.profile_dir, tokens, request.rank)
+        profile_steps(StepReplay(plan, impl, group, device, ReplayConfig()), path)
+        emit(_entry(tokens, "eager", "ok", trace=str(path)))
 
 
 def worker_main(request: TrialRequest) -> int:

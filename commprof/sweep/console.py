@@ -80,6 +80,12 @@ class SweepConsole(SweepProgress):
         if collectives is not None:
             out.print(collectives)
         out.print(f"results: {run_dir / RESULTS_FILE}\nrender the report: python -m commprof report {run_dir}")
+        profiles = sorted(run_dir.glob("points/*/profile/T*"))
+        if profiles:
+            out.print(
+                f"profiler traces: {run_dir}/points/<point>/profile/T<T>/ ({len(profiles)} folders); read one with "
+                f"python -m commprof trace {profiles[0]}"
+            )
 
 
 def _fmt_us(stats: dict | None) -> str:

@@ -49,6 +49,7 @@ class ControllerContext:
     store_host: str
     store_port: int
     nccl_debug: bool = True
+    profile: bool = False  # after the timed run, an untimed pass writes Kineto traces (commprof.profile_pass)
     rank_env: dict[str, str] = field(default_factory=dict)  # set for this rank's workers at every point
     interrupted: bool = field(default=False, repr=False)
 
@@ -73,7 +74,8 @@ def measure_point(
 
     With NCCL, the timed workers log only NCCL's init (transports, rings, channels); NCCL's per-op
     choices come from a second, untimed probe worker with TUNING on, because NCCL logs every enqueued op
-    there and that logging would be timed with the op.
+    there and that logging would be timed with the op. With `ctx.profile`, a third untimed worker writes
+    Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz.
     """
     point_dir = ctx.run_dir / "points" / point.point_id
     point_dir.mkdir(parents=True, exist_ok=True)
@@ -121,6 +123,18 @@ def measure_point(
         Path(probe.result_path).unlink(missing_ok=True)
         run_point(ctx, server, probe, _point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS), point_dir)
         all_gather_json(None, ctx.world_size)  # every rank's probe has ended before the next point starts
+    if ctx.profile and status == "ok":
+        profiled = replace(
+            request,
+            warmup=0,
+            modes=["eager"],
+            store_prefix=f"{prefix}/profile",
+            result_path=str(point_dir / f"profile.rank{ctx.rank}.jsonl"),
+            profile_dir=str(point_dir / "profile"),
+        )
+        Path(profiled.result_path).unlink(missing_ok=True)
+        run_point(ctx, server, profiled, _point_env(ctx, point, None, ""), point_dir)
+        all_gather_json(None, ctx.world_size)  # every rank's trace is written before the next point starts
     if not ctx.is_writer:
         return []
     nccl = None

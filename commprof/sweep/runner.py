@@ -35,6 +35,7 @@ class SweepOptions:
     out: Path
     resume: Path | None = None
     nccl_debug: bool = True
+    profile: bool = False
     strict: bool = False
     share_gpus: bool = False
     argv: list[str] = field(default_factory=list)
@@ -94,6 +95,7 @@ def run_sweep(
             store_host=os.environ.get("MASTER_ADDR", "127.0.0.1"),
             store_port=int(os.environ["MASTER_PORT"]),
             nccl_debug=options.nccl_debug,
+            profile=options.profile,
             rank_env=shared_gpu_env(rank) if options.share_gpus and backend == "nccl" else {},
         )
         install_interrupt_handlers(ctx)
