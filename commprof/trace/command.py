@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +13,52 @@ from commprof.errors import UsageError
 from commprof.planner.plan import PHASES
 
 TRACE_SUFFIXES = (".json", ".json.gz")
+DUMP_SUFFIXES = (".log", ".prom")
+# NCCL Inspector's file names: <host>-pid<pid>.log (JSON lines) and nccl_inspector_metrics_<GPU UUID>.prom
+DUMP_NAMES = re.compile(r"(-pid\d+\.log|^nccl_inspector_metrics_.*\.prom)$")
 
 
-def trace_files(arguments: tuple[str, ...]) -> list[Path]:
-    """Files as given, and the trace files inside any folder given (sorted)."""
-    files: list[Path] = []
+def input_files(arguments: tuple[str, ...]) -> tuple[list[Path], list[Path]]:
+    """Kineto traces and NCCL Inspector dumps among the arguments; folders are searched (sorted), where
+    only Inspector's own file names count as dumps (a run folder's worker logs are not)."""
+    traces: list[Path] = []
+    dumps: list[Path] = []
     for argument in arguments:
         path = Path(argument)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+            found = [p for p in sorted(path.rglob("*")) if p.is_file() and (_is_trace(p) or DUMP_NAMES.search(p.name))]
             if not found:
-                raise UsageError(f"{path}: no .json or .json.gz trace files in this folder")
-            files.extend(found)
+                raise UsageError(
+                    f"{path}: no trace (.json, .json.gz) or NCCL Inspector dump (.log, .prom) in this folder"
+                )
         else:
-            files.append(path)
-    return files
+            found = [path]
+        for p in found:
+            (traces if _is_trace(p) or not p.name.endswith(DUMP_SUFFIXES) else dumps).append(p)
+    return traces, dumps
+
+
+def _is_trace(path: Path) -> bool:
+    return path.name.endswith(TRACE_SUFFIXES)
+
+
+def read_dumps(paths: list[Path]):
+    """Inspector records of every dump file, and how many lines could not be read."""
+    from commprof.trace.inspector import parse_json_lines, parse_prom, records_frame
+
+    rows, unreadable = [], 0
+    for path in paths:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        if path.name.endswith(".prom"):
+            rows += parse_prom(text)
+        else:
+            found, bad = parse_json_lines(text)
+            rows += found
+            unreadable += bad
+    return records_frame(rows), unreadable
 
 
 def _us(value: float | None) -> str:
@@ -50,6 +82,41 @@ def _size_range(c: dict[str, Any]) -> str:
     if c.get("bytes_out_max") not in (None, c["bytes_out"]):
         return f"{_bytes(c['bytes_out'])}..{_bytes(c['bytes_out_max'])}"
     return _bytes(c["bytes_out"])
+
+
+def _bucket(row: dict[str, Any]) -> str:
+    """A size, or a Prometheus size bucket as its range."""
+    if row.get("bytes_upper") not in (None, row["bytes"]):
+        return f"{_bytes(row['bytes'])}..{_bytes(row['bytes_upper'])}"
+    return _bytes(row["bytes"])
+
+
+def format_inspector(summary: dict[str, Any]) -> str:
+    """Inspector dumps as a person reads them: per size, then before -> after."""
+    lines = [
+        f"NCCL Inspector: {summary['records']} records ({', '.join(summary['formats']) or 'none'})"
+        + (f", {summary['unreadable_lines']} unreadable line(s) left out" if summary["unreadable_lines"] else "")
+    ]
+    for r in summary["per_size"]:
+        spread = f" (p10 {_us(r['p10_us'])}, p90 {_us(r['p90_us'])})" if r["ops"] > 1 else ""
+        pairs = f"  {r['algo_proto']}" if r["algo_proto"] else ""
+        lines.append(
+            f"  {r['coll']:<14}{_bucket(r):>20}  {r['ops']:>5} records  median {_us(r['time_us'])}{spread}{pairs}"
+        )
+    if summary.get("note"):
+        lines.append(f"  note: {summary['note']}")
+    if "before_after" in summary:
+        lines.append("before -> after, per collective and size:")
+        for c in summary["before_after"]:
+            change = (
+                f" ({c['change_pct']:+.0f}%, {c['verdict']})" if c["change_pct"] is not None else f" ({c['verdict']})"
+            )
+            algos = ""
+            if c["algo_proto_before"] or c["algo_proto_after"]:
+                algos = f"; {c['algo_proto_before'] or '?'} -> {c['algo_proto_after'] or '?'}"
+            times = f"{_us(c['time_us_before'])} -> {_us(c['time_us_after'])}"
+            lines.append(f"  {c['coll']} {_bucket(c)}: {times}{change}{algos}")
+    return "\n".join(lines)
 
 
 def format_account(account: dict[str, Any]) -> str:
@@ -117,7 +184,10 @@ def format_account(account: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-@click.command(help="Read PyTorch profiler (Kineto) traces, one per rank: the step's collectives, time and skew.")
+@click.command(
+    help="Read PyTorch profiler (Kineto) traces, one per rank: the step's collectives, time and skew; "
+    "and NCCL Inspector dumps (.log, .prom), with --before DIR to compare two."
+)
 @click.argument("traces", nargs=-1, required=True, metavar="TRACE...")
 @click.option(
     "--model", default=None, help="Compare the step with commprof's plan of this model (preset or config.json)."
@@ -125,32 +195,48 @@ def format_account(account: dict[str, Any]) -> str:
 @click.option("--tp", type=int, default=None, help="Tensor parallel degree of the plan [the traces' group size].")
 @click.option("--tokens", type=int, default=None, help="Tokens in the step (T) for the plan.")
 @click.option("--phase", type=click.Choice(PHASES), default="verify", show_default=True)
+@click.option("--before", "before", default=None, help="NCCL Inspector dumps of the run before a change, to compare.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--hta", is_flag=True, help="Add Holistic Trace Analysis's overlap figures (needs commprof[trace]).")
-def trace(traces, model, tp, tokens, phase, as_json, hta):
+def trace(traces, model, tp, tokens, phase, before, as_json, hta):
     from commprof.trace.analysis import TraceAnalysis
     from commprof.trace.events import load_traces
+    from commprof.trace.inspector import summarize_dumps
 
-    files = trace_files(traces)
-    plan = None
-    if model is not None or tokens is not None:
-        if model is None or tokens is None:
-            raise UsageError("comparing with the plan needs both --model and --tokens")
-    if hta:
-        from commprof.trace.hta import hta_overlap
+    files, dumps = input_files(traces)
+    if (model is None) != (tokens is None):
+        raise UsageError("comparing with the plan needs both --model and --tokens")
+    before_dumps = input_files((before,))[1] if before else None
+    if before and not before_dumps:
+        raise UsageError(f"--before {before}: no NCCL Inspector dumps (.log, .prom) there")
+    if before and not dumps:
+        raise UsageError("--before compares NCCL Inspector dumps: give the folder of the run after the change as TRACE")
+    account: dict[str, Any] = {}
+    if files:
+        hta_figures = None
+        if hta:
+            from commprof.trace.hta import hta_overlap
 
-        hta_figures = hta_overlap(files)
-    loaded = load_traces(files)
-    if model is not None:
-        from commprof.planner.models import load_model
-        from commprof.planner.plan import build_step_plan
+            hta_figures = hta_overlap(files)
+        loaded = load_traces(files)
+        plan = None
+        if model is not None:
+            from commprof.planner.models import load_model
+            from commprof.planner.plan import build_step_plan
 
-        group = next((t.world_size for t in loaded if t.world_size), None)
-        plan = build_step_plan(load_model(model), tp or group or 1, tokens, phase)
-    account = TraceAnalysis(loaded).account(plan)
-    if hta:
-        account["hta"] = {"comm_comp_overlap_pct": hta_figures}
+            group = next((t.world_size for t in loaded if t.world_size), None)
+            plan = build_step_plan(load_model(model), tp or group or 1, tokens, phase)
+        account = TraceAnalysis(loaded).account(plan)
+        if hta_figures is not None:
+            account["hta"] = {"comm_comp_overlap_pct": hta_figures}
+    if dumps:
+        records, unreadable = read_dumps(dumps)
+        previous = read_dumps(before_dumps)[0] if before_dumps else None
+        account["inspector"] = summarize_dumps(records, unreadable, previous)
     if as_json:
         click.echo(json.dumps(account, indent=2, default=str))
-    else:
-        click.echo(format_account(account))
+        return
+    parts = [format_account(account)] if files else []
+    if dumps:
+        parts.append(format_inspector(account["inspector"]))
+    click.echo("\n".join(parts))
