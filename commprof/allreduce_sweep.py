@@ -16,7 +16,7 @@ import click
 
 from commprof.errors import UsageError
 from commprof.planner.plan import PHASES
-from commprof.records import ensure_writable_dir
+from commprof.records.files import ensure_writable_dir
 
 
 def _tokens(ctx, param, value):
@@ -224,7 +224,7 @@ def _check_impls(spec) -> None:
 
 def _resumed_sweep(run_dir: Path):
     """The sweep a run started with, from its meta.json (every node needs the run folder to resume)."""
-    from commprof.records import read_meta
+    from commprof.records.files import read_meta
     from commprof.sweep.config import parse_sweep
 
     meta = read_meta(run_dir)

@@ -16,7 +16,9 @@ import numpy as np
 
 from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
-from commprof.records import META_FILE, RESULTS_FILE, SCHEMA_VERSION
+from commprof.records import point_ids
+from commprof.records.files import META_FILE, RESULTS_FILE
+from commprof.records.schema import step_record
 
 TOKENS = (1, 4, 8, 16)
 WORLD_SIZE = 8
@@ -93,47 +95,39 @@ def make_records(
     points = points if points is not None else base_points()
     records = []
     for index, point in enumerate(points):
-        point_id = f"p{index:03d}"
+        this_id = point_ids.point_id(index)
         for t in tokens:
             plan = build_step_plan(model, WORLD_SIZE, t, "verify")
             for mode in ("eager", "graph"):
-                records.append(_record(run_id, point_id, point, plan, mode, source, rng))
+                records.append(_record(run_id, this_id, point, plan, mode, source, rng))
     return records
 
 
 def _record(run_id, point_id, point, plan, mode, source, rng) -> dict:
     env, impl, t = point["env"], point["impl"], plan.tokens
     fused = impl in ("flashinfer_fused", "nccl+rmsnorm")
-    record = {
-        "schema": SCHEMA_VERSION,
-        "kind": "step",
-        "source": source,
-        "run_id": run_id,
-        "point_id": point_id,
-        "point": point,
-        "backend": "nccl",
-        "world_size": WORLD_SIZE,
-        "status": "ok",
-        "message": None,
-        "time": "2026-03-01T12:00:00Z",
-        "calibration": "nccl-prior" if source == "model" else None,
-        "model": MODEL,
-        "phase": "verify",
-        "tp": WORLD_SIZE,
-        "tokens": t,
-        "dtype": "bfloat16",
-        "plan": plan.summary(),
-        "mode": mode,
-        "timing": "model" if source == "model" else "cuda_events",
-        "step_us": None,
-        "op_us": None,
-        "rank_step_median_us": None,
-        "check": None,
-        "fused_rmsnorm": fused,
-        "nccl": None,
-        "iterations": 200,
-        "warmup": 20,
-    }
+    record = step_record(
+        source=source,
+        run_id=run_id,
+        point_id=point_id,
+        point=point,
+        backend="nccl",
+        world_size=WORLD_SIZE,
+        status="ok",
+        time="2026-03-01T12:00:00Z",
+        calibration="nccl-prior" if source == "model" else None,
+        model=MODEL,
+        phase="verify",
+        tp=WORLD_SIZE,
+        tokens=t,
+        dtype="bfloat16",
+        plan=plan.summary(),
+        mode=mode,
+        timing="model" if source == "model" else "cuda_events",
+        fused_rmsnorm=fused,
+        iterations=200,
+        warmup=20,
+    )
     algo, proto = env.get("NCCL_ALGO", "default"), env.get("NCCL_PROTO", "default")
     if impl == "custom_oneshot":
         return {

@@ -13,7 +13,7 @@ from commprof.costmodel.latency import params_to_toml
 from commprof.costmodel.simulate import nccl_setting, simulate_sweep
 from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
 from commprof.errors import UsageError
-from commprof.records import read_records
+from commprof.records.files import read_records
 from commprof.sweep.config import load_sweep
 
 PRESETS = ("nvlink-b200", "nvlink-h100", "pcie-4gpu", "pcie-dual-socket-shm", "pcie-gen4", "pcie-gen5-switch-p2p")

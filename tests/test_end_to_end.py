@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from commprof.records import read_records
+from commprof.records.files import read_records
 from tests.sweeprun import REPO, only_run_dir, run_sweep, sweep_env, tiny_model
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 from commprof.cli import main
 from commprof.costmodel.nccl_tests import parse_json, parse_text
 from commprof.errors import UsageError
-from commprof.records import read_records
+from commprof.records.files import read_records
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl-tests"
 LOG_8GPU = FIXTURES / "rtx4090x8_sys_noP2P_charlie0129.txt"

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from commprof.errors import UsageError
+from commprof.records.schema import collective_record, step_record
 from commprof.report import choices, command, costmodel_check, frame, heatmap, ops, projection, ranking
 
 
@@ -26,30 +27,28 @@ def step(
     iterations=10,
 ):
     """One step record, only the fields the analysis reads; p90 defaults to the median (no spread)."""
-    return {
-        "schema": 1,
-        "kind": "step",
-        "source": source,
-        "run_id": "r",
-        "point_id": point_id,
-        "point": {"label": point_id, "impl": impl, "env": env or {}, "options": {}},
-        "backend": backend,
-        "world_size": 8,
-        "status": status,
-        "message": None if status == "ok" else "boom",
-        "model": "Kimi-K2.5",
-        "phase": "verify",
-        "tp": 8,
-        "tokens": tokens,
-        "dtype": "bfloat16",
-        "plan": {"hidden_size": 7168, "num_layers": 61, "all_reduce": 123, "all_gather": 1},
-        "mode": mode,
-        "timing": "cuda_events",
-        "fused_rmsnorm": fused,
-        "op_us": op_us,
-        "rank_step_median_us": ranks,
-        "iterations": iterations,
-        "step_us": None
+    return step_record(
+        source=source,
+        run_id="r",
+        point_id=point_id,
+        point={"label": point_id, "impl": impl, "env": env or {}, "options": {}},
+        backend=backend,
+        world_size=8,
+        status=status,
+        message=None if status == "ok" else "boom",
+        model="Kimi-K2.5",
+        phase="verify",
+        tp=8,
+        tokens=tokens,
+        dtype="bfloat16",
+        plan={"hidden_size": 7168, "num_layers": 61, "all_reduce": 123, "all_gather": 1},
+        mode=mode,
+        timing="cuda_events",
+        fused_rmsnorm=fused,
+        op_us=op_us,
+        rank_step_median_us=ranks,
+        iterations=iterations,
+        step_us=None
         if status != "ok"
         else {
             "n": iterations,
@@ -60,7 +59,7 @@ def step(
             "p99": median_us * 1.1,
             "cv": 0.02,
         },
-    }
+    )
 
 
 def steps_of(records):
@@ -475,29 +474,24 @@ def test_model_comparison_pairs_the_same_configuration_t_and_mode():
 
 
 def collective(source, size, ranks, time_us, in_place=False, calibration=None):
-    return {
-        "schema": 1,
-        "kind": "collective",
-        "source": source,
-        "run_id": source,
-        "point_id": "p000",
-        "point": {"label": "all_reduce_perf", "impl": "nccl", "env": {}, "options": {}},
-        "backend": None,
-        "world_size": ranks,
-        "status": "ok",
-        "message": None,
-        "calibration": calibration,
-        "collective": "all_reduce",
-        "bytes": size,
-        "count": size // 2,
-        "dtype": "bfloat16",
-        "in_place": in_place,
-        "graph": False,
-        "time_us": time_us,
-        "algbw_gbps": 1.0,
-        "busbw_gbps": 1.0,
-        "wrong": 0,
-    }
+    return collective_record(
+        source=source,
+        run_id=source,
+        point_id="p000",
+        point={"label": "all_reduce_perf", "impl": "nccl", "env": {}, "options": {}},
+        world_size=ranks,
+        status="ok",
+        calibration=calibration,
+        collective="all_reduce",
+        bytes=size,
+        count=size // 2,
+        dtype="bfloat16",
+        in_place=in_place,
+        time_us=time_us,
+        algbw_gbps=1.0,
+        busbw_gbps=1.0,
+        wrong=0,
+    )
 
 
 def test_collective_model_comparison_pairs_size_and_rank_count():

@@ -10,7 +10,8 @@ import pytest
 
 from commprof.cli import main
 from commprof.doctor.topology_probe import probe_topology
-from commprof.records import RESULTS_FILE
+from commprof.records.files import RESULTS_FILE
+from commprof.records.schema import collective_record
 from tests.nvml_fake import FakeNvml
 from tests.report_fixtures import base_points, doctor_meta, make_meta, make_records, write_run
 
@@ -139,33 +140,26 @@ def test_gloo_run_uses_eager_mode_and_says_so(tmp_path):
 
 def test_imported_collectives_only(tmp_path):
     rows = [
-        {
-            "schema": 1,
-            "kind": "collective",
-            "source": "nccl-tests",
-            "run_id": "imp",
-            "point_id": "p000",
-            "point": {"label": "all_reduce_perf", "impl": "nccl", "env": {}, "options": {}},
-            "backend": None,
-            "world_size": 8,
-            "status": "ok",
-            "message": None,
-            "time": "t",
-            "calibration": None,
-            "collective": "all_reduce",
-            "bytes": size,
-            "count": size // 4,
-            "dtype": "float",
-            "redop": "sum",
-            "in_place": False,
-            "graph": False,
-            "time_us": 40.0 + size / 1e4,
-            "algbw_gbps": 0.1,
-            "busbw_gbps": 0.2,
-            "wrong": 0,
-            "file": "x.txt",
-            "line": i,
-        }
+        collective_record(
+            source="nccl-tests",
+            run_id="imp",
+            point_id="p000",
+            point={"label": "all_reduce_perf", "impl": "nccl", "env": {}, "options": {}},
+            world_size=8,
+            status="ok",
+            time="t",
+            collective="all_reduce",
+            bytes=size,
+            count=size // 4,
+            dtype="float",
+            redop="sum",
+            time_us=40.0 + size / 1e4,
+            algbw_gbps=0.1,
+            busbw_gbps=0.2,
+            wrong=0,
+            file="x.txt",
+            line=i,
+        )
         for i, size in enumerate((8, 1024, 65536))
     ]
     run_dir = write_run(tmp_path, "imp", records=rows)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from commprof.records.point_ids import stage_of
+from commprof.records.schema import step_record
 from commprof.sweep import load_sweep, parse_sweep, rank_points
-from commprof.sweep.staging import stage_of
 
 SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
 
@@ -21,25 +22,23 @@ def records(point, medians: dict[int, float], modes=("eager", "graph"), status="
             record_status = status if isinstance(status, str) else status.get((tokens, mode), "ok")
             timed = record_status in ("ok", "wrong", "replay_wrong")  # these ran to the end and were timed
             out.append(
-                {
-                    "schema": 1,
-                    "kind": "step",
-                    "source": "measured",
-                    "run_id": "r",
-                    "point_id": point.point_id,
-                    "point": {
+                step_record(
+                    source="measured",
+                    run_id="r",
+                    point_id=point.point_id,
+                    point={
                         "label": point.label,
                         "impl": point.impl,
                         "env": dict(point.env),
                         "options": dict(point.options),
                     },
-                    "backend": "nccl",
-                    "world_size": 8,
-                    "status": record_status,
-                    "message": None if record_status == "ok" else "boom",
-                    "tokens": tokens,
-                    "mode": mode,
-                    "step_us": {
+                    backend="nccl",
+                    world_size=8,
+                    status=record_status,
+                    message=None if record_status == "ok" else "boom",
+                    tokens=tokens,
+                    mode=mode,
+                    step_us={
                         "n": 20,
                         "min": value,
                         "median": value,
@@ -50,7 +49,7 @@ def records(point, medians: dict[int, float], modes=("eager", "graph"), status="
                     }
                     if timed
                     else None,
-                }
+                )
             )
     return out
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from commprof.records import read_records
+from commprof.records.files import read_records
 from tests.distributed import free_port
 from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
 

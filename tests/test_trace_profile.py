@@ -5,7 +5,7 @@ import json
 import pytest
 
 from commprof.cli import main
-from commprof.records import read_records
+from commprof.records.files import read_records
 from tests.sweeprun import only_run_dir, run_sweep
 
 

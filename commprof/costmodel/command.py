@@ -21,7 +21,8 @@ from commprof.costmodel.latency import params_from_toml, params_to_toml
 from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
-from commprof.records import META_FILE, RESULTS_FILE, append_records, new_run_dir, read_records, write_json
+from commprof.records import point_ids
+from commprof.records.files import META_FILE, RESULTS_FILE, append_records, new_run_dir, read_records, write_json
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
 
@@ -94,7 +95,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
                 "file": str(path),
                 "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
                 "warnings": log.warnings,
-                "runs": [dict(run.summary(), point_id=f"p{point + i:03d}") for i, run in enumerate(log.runs)],
+                "runs": [dict(run.summary(), point_id=point_ids.point_id(point + i)) for i, run in enumerate(log.runs)],
             }
         )
         point += len(log.runs)

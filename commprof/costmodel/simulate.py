@@ -17,10 +17,9 @@ from commprof.errors import UsageError
 from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECTIVES, modelled_selection
 from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
-from commprof.records import SCHEMA_VERSION
+from commprof.records.schema import MODES, StepRecord, step_record
 from commprof.stats import summarize
 
-MODES = ("eager", "graph")
 NCCL_IMPLS = ("default", "nccl", "nccl+rmsnorm")
 FUSED_IMPLS = ("nccl+rmsnorm", "flashinfer-fused")
 NO_EFFECT_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
@@ -144,7 +143,7 @@ def _stats(value: float) -> dict:
 
 def simulate_point(
     spec, point, topology: Topology, calibration: CostParams | None, run_id: str, now: str | None = None
-) -> list[dict]:
+) -> list[StepRecord]:
     """One record per (T, mode) of the point, like the sweep writes; failures become a status and message."""
     now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
     model = load_model(spec.model)
@@ -217,71 +216,68 @@ def simulate_point(
                 op_notes.append(f"{', '.join(guessed)} not in the calibration data: NCCL's per-hop figure used")
         if op_status == "ok" and op_notes:
             op_message = "; ".join(op_notes)
-        for mode in MODES:
-            record = {
-                "schema": SCHEMA_VERSION,
-                "kind": "step",
-                "source": "model",
-                "run_id": run_id,
-                "point_id": point.point_id,
-                "point": point.to_dict(),
-                "backend": "nccl",
-                "world_size": tp,
-                "status": op_status,
-                "message": op_message,
-                "time": now,
-                "calibration": calibration_name,
-                "model": model.name,
-                "phase": spec.phase,
-                "tp": tp,
-                "tokens": tokens,
-                "dtype": plan.model.dtype,
-                "plan": plan.summary(),
-                "mode": mode,
-                "timing": "model",
-                "step_us": None,
-                "op_us": None,
-                "rank_step_median_us": None,
-                "check": None,
-                "fused_rmsnorm": point.impl in FUSED_IMPLS,
-                "impl_detail": None,
-                "iterations": spec.iterations,
-                "warmup": spec.warmup,
-                "duration_s": None,
-                "measure_s": None,
-                "nccl": {
-                    "version": None,
-                    "transports": {"intra": setting.link},
-                    "channels": params.channels,
-                    "choices": list(choices.values()),
-                }
-                if op_status == "ok"
-                else None,
+        nccl = (
+            {
+                "version": None,
+                "transports": {"intra": setting.link},
+                "channels": params.channels,
+                "choices": list(choices.values()),
             }
-            if op_status == "ok":
-                if mode == "eager":
-                    record["step_us"] = _stats(sum(op_times))
-                    record["op_us"] = {
-                        "sites": [op.site for op in plan.ops],
-                        "bytes": [op.bytes for op in plan.ops],
-                        **{k: list(op_times) for k in ("min", "median", "mean", "p90", "p99")},
-                        "cv": [0.0] * len(op_times),
-                    }
-                else:
-                    # A CUDA graph removes the CPU launch of every op; the op itself still runs.
-                    record["step_us"] = _stats(sum(max(t - topology.launch_overhead_us, 0.0) for t in op_times))
-                    assumed = (
-                        f"graph mode = eager minus the topology's assumed launch overhead of "
-                        f"{topology.launch_overhead_us:g} µs per op"
-                    )
-                    record["message"] = f"{op_message}; {assumed}" if op_message else assumed
-            records.append(record)
+            if op_status == "ok"
+            else None
+        )
+        for mode in MODES:
+            step_us, op_us, mode_message = None, None, op_message
+            if op_status == "ok" and mode == "eager":
+                step_us = _stats(sum(op_times))
+                op_us = {
+                    "sites": [op.site for op in plan.ops],
+                    "bytes": [op.bytes for op in plan.ops],
+                    **{k: list(op_times) for k in ("min", "median", "mean", "p90", "p99")},
+                    "cv": [0.0] * len(op_times),
+                }
+            elif op_status == "ok":
+                # A CUDA graph removes the CPU launch of every op; the op itself still runs.
+                step_us = _stats(sum(max(t - topology.launch_overhead_us, 0.0) for t in op_times))
+                assumed = (
+                    f"graph mode = eager minus the topology's assumed launch overhead of "
+                    f"{topology.launch_overhead_us:g} µs per op"
+                )
+                mode_message = f"{op_message}; {assumed}" if op_message else assumed
+            records.append(
+                step_record(
+                    source="model",
+                    run_id=run_id,
+                    point_id=point.point_id,
+                    point=point.to_dict(),
+                    backend="nccl",
+                    world_size=tp,
+                    status=op_status,
+                    message=mode_message,
+                    time=now,
+                    calibration=calibration_name,
+                    model=model.name,
+                    phase=spec.phase,
+                    tp=tp,
+                    tokens=tokens,
+                    dtype=plan.model.dtype,
+                    plan=plan.summary(),
+                    mode=mode,
+                    timing="model",
+                    step_us=step_us,
+                    op_us=op_us,
+                    fused_rmsnorm=point.impl in FUSED_IMPLS,
+                    nccl=nccl,
+                    iterations=spec.iterations,
+                    warmup=spec.warmup,
+                )
+            )
     return records
 
 
 def simulate_sweep(
     spec, topology: Topology, calibration: CostParams | None, run_id: str, now: str | None = None
-) -> list[dict]:
+) -> list[StepRecord]:
     """Records for every point of the sweep, stage by stage (later stages chosen from these predictions)."""
     records = []
     for point in spec.points:

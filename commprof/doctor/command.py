@@ -12,7 +12,7 @@ from commprof.doctor.result import FAIL, OK, SKIPPED, WARN, CheckResult
 from commprof.doctor.runner import doctor_summary, gather, has_failures, run_checks
 from commprof.doctor.topology_probe import format_topology, probe_topology
 from commprof.errors import UsageError
-from commprof.records import ensure_writable_dir
+from commprof.records.files import ensure_writable_dir
 
 COLORS = {OK: "green", WARN: "yellow", FAIL: "red", SKIPPED: "bright_black"}
 EVIDENCE_SHOWN = 3

@@ -22,7 +22,7 @@ from commprof.gpu_smoke.verdicts import (
     nccl_log_verdict,
     point_records,
 )
-from commprof.sweep.points import BASELINE_ID
+from commprof.records.point_ids import BASELINE_POINT_ID
 
 
 def both_modes(path: str, rows: list[dict], gated_ok: bool = False) -> Verdict:
@@ -148,7 +148,7 @@ def sweep_verdicts(records: list[dict], points: tuple[SmokePoint, ...], where: s
     """Every verdict of one smoke sweep, in the table's order (the baseline's first when it is judged)."""
     verdicts = []
     if baseline:
-        verdicts += _baseline([r for r in records if r.get("point_id") == BASELINE_ID], where)
+        verdicts += _baseline([r for r in records if r.get("point_id") == BASELINE_POINT_ID], where)
     for point in points:
         verdicts += point.verdicts(point_records(records, point.label), where)
     return verdicts

@@ -84,7 +84,7 @@ def run_sweep(
     steps: Steps, name: str, ranks: int, points, tokens: list[int], extra: list[str], cap: float | None = None
 ):
     """One smoke sweep; (its run folder or None, its records, exit code, output)."""
-    from commprof.records import RESULTS_FILE, read_records
+    from commprof.records.files import RESULTS_FILE, read_records
 
     sweep_file = steps.out / f"{name}.toml"
     sweep_file.write_text(sweep_toml(name, points, tokens, POINT_TIMEOUT_S))

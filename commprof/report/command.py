@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from commprof.errors import UsageError
-from commprof.records import RESULTS_FILE, read_meta, read_records
+from commprof.records.files import RESULTS_FILE, read_meta, read_records
 from commprof.report.projection import ComputeTimes
 from commprof.report.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 

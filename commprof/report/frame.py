@@ -8,25 +8,20 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
-BASELINE_POINT_ID = "p000"
+from commprof.records.point_ids import stage_of
+from commprof.records.schema import FAILED_STATUSES, CollectiveRecord, Stats, StepRecord
 
-# Statuses that mean "the setting does not work here"; "unsupported" only means it does not apply.
-FAILED_STATUSES = ("wrong", "capture_failed", "replay_wrong", "timeout", "crashed", "error")
+# Columns of the settings a point sets: "env.NCCL_ALGO", ...
 ENV_PREFIX = "env."
-_STAT_FIELDS = ("n", "min", "median", "mean", "p90", "p99", "cv")
-
-# Stage points re-measure a configuration: "s2-p003" is stage 2 (commprof.sweep.staging.stage_of).
-_STAGE_ID = re.compile(r"^s(\d+)-p\d+$")
 
 
-def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFrame:
     """One row per record: point fields, step_us statistics (µs), plan counts, skew; op_us kept as objects."""
     settings: dict[tuple, tuple[str, str]] = {}  # every (T, mode) record of a point shares its env
     rows = [_flatten(record, settings) for record in records]
@@ -39,7 +34,7 @@ def records_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return frame
 
 
-def _flatten(record: dict[str, Any], settings: dict[tuple, tuple[str, str]]) -> dict[str, Any]:
+def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[str, str]]) -> dict[str, Any]:
     point = record.get("point") or {}
     env = {str(k): str(v) for k, v in (point.get("env") or {}).items()}
     key = tuple(sorted(env.items()))
@@ -103,7 +98,7 @@ def _flatten(record: dict[str, Any], settings: dict[tuple, tuple[str, str]]) -> 
         "graph": record.get("graph"),
         "in_place": record.get("in_place"),
     }
-    for name in _STAT_FIELDS:
+    for name in Stats.__annotations__:
         value = stats.get(name)
         row["step_n" if name == "n" else f"{name}_us" if name != "cv" else "cv"] = (
             float(value) if value is not None else math.nan
@@ -115,12 +110,6 @@ def _flatten(record: dict[str, Any], settings: dict[tuple, tuple[str, str]]) -> 
     else:
         row["rank_skew_us"] = row["rank_skew_pct"] = math.nan
     return row
-
-
-def stage_of(point_id: str) -> int:
-    """The sweep stage a point id belongs to: "p012" is stage 0, "s2-p003" stage 2."""
-    match = _STAGE_ID.match(point_id)
-    return int(match.group(1)) if match else 0
 
 
 def env_text(env: dict[str, str]) -> str:

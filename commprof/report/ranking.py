@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 
 from commprof.errors import UsageError
-from commprof.report.frame import BASELINE_POINT_ID, env_text, latest_measurements, latest_point_ids, ok_rows
+from commprof.records.point_ids import BASELINE_POINT_ID
+from commprof.report.frame import env_text, latest_measurements, latest_point_ids, ok_rows
 
 # The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.
 UNFUSED_REFERENCE_IMPL = "nccl+rmsnorm"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.report import choices as ch
 from commprof.report import costmodel_check as cc
 from commprof.report import frame as fr
@@ -153,7 +154,7 @@ def analyze_source(
     if steps.empty:
         return run
     run.mode, run.mode_reason = rk.headline_mode(steps)
-    run.baseline_requested = options.baseline or fr.BASELINE_POINT_ID
+    run.baseline_requested = options.baseline or BASELINE_POINT_ID
     run.baseline = rk.baseline_id(all_steps, options.baseline, latest)
     run.superseded = fr.superseded_by(latest)
     run.speedups = rk.speedups(all_steps, run.baseline)

@@ -26,6 +26,7 @@ from commprof.impls.registry import BUILTINS
 from commprof.nccl_vocab import ENV_CHECKS, ENV_NAME, MIN_MAX_PAIRS, env_value, value_traps
 from commprof.planner.models import load_model, normalize_dtype
 from commprof.planner.plan import PHASES
+from commprof.records import point_ids
 from commprof.sweep import staging
 from commprof.sweep.dryrun import format_points_table
 from commprof.sweep.points import (
@@ -487,9 +488,9 @@ def _stage0_points(axes, excludes, explicit, problems: _Problems) -> tuple[Sweep
             if where:
                 problems.warn(where, f"repeats {seen[key]}; listed once")
             return
-        point_id = f"p{len(points):03d}"
-        seen[key] = point_id
-        points.append(SweepPoint(point_id, label or auto_label(impl, env, options), impl, env, options))
+        this_id = point_ids.point_id(len(points))
+        seen[key] = this_id
+        points.append(SweepPoint(this_id, label or auto_label(impl, env, options), impl, env, options))
 
     for impl, env, options in combos:
         add(impl, env, options, None, None)

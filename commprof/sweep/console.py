@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from commprof.records import RESULTS_FILE, read_records
+from commprof.records.files import RESULTS_FILE, read_records
+from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.sweep.measure import point_status
 from commprof.sweep.runner import SweepProgress
 
@@ -118,7 +119,7 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
             table.add_column(f"T={t} {mode}", justify="right", no_wrap=True)
         if compare:
             table.add_column(f"T={t} vs base", justify="right", no_wrap=True)
-    base = by_point.get("p000")
+    base = by_point.get(BASELINE_POINT_ID)
     for point_id, entry in by_point.items():
         row = [point_id, entry["label"], point_status(entry["records"])]
         for t in tokens:
@@ -131,7 +132,7 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     return table
 
 
-def per_collective_table(records: list[dict[str, Any]], point_id: str = "p000") -> Table | None:
+def per_collective_table(records: list[dict[str, Any]], point_id: str = BASELINE_POINT_ID) -> Table | None:
     """Per-collective latency of one point (eager, where ops are timed one by one), grouped by site kind."""
     rows: dict[str, dict[int, list]] = {}
     sizes: dict[tuple[str, int], int] = {}

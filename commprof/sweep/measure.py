@@ -23,7 +23,7 @@ import torch.distributed as dist
 from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log import choice_matches, parse_nccl_log
-from commprof.records import SCHEMA_VERSION
+from commprof.records.schema import StepRecord, step_record
 from commprof.trial import TrialRequest
 
 STDERR_TAIL_LINES = 15
@@ -229,7 +229,7 @@ def build_records(
     entries: list[dict[str, Any]],
     nccl: dict | None,
     duration_s: float,
-) -> list[dict[str, Any]]:
+) -> list[StepRecord]:
     """One record per (T, mode) of the point: the worker's entries, and the failure status for the rest."""
     from commprof.planner.models import ModelShape
     from commprof.planner.plan import build_step_plan
@@ -250,39 +250,36 @@ def build_records(
                 # A peer's crash or hang is the cause of this rank's error (e.g. "connection closed").
                 entry = {"status": status, "message": message}
             records.append(
-                {
-                    "schema": SCHEMA_VERSION,
-                    "kind": "step",
-                    "source": "measured",
-                    "run_id": ctx.run_id,
-                    "point_id": request.point["point_id"],
-                    "point": request.point,
-                    "backend": ctx.backend,
-                    "world_size": ctx.world_size,
-                    "model": model.name,
-                    "phase": request.phase,
-                    "tp": request.tp,
-                    "tokens": tokens,
-                    "dtype": request.dtype,
-                    "plan": plan.summary(),
-                    "mode": mode,
-                    "status": entry["status"],
-                    "message": entry.get("message"),
-                    "timing": entry.get("timing"),
-                    "step_us": entry.get("step_us"),
-                    "op_us": entry.get("op_us"),
-                    "rank_step_median_us": entry.get("rank_step_median_us"),
-                    "check": entry.get("check"),
-                    "fused_rmsnorm": entry.get("fused_rmsnorm", fuses),
-                    "impl_detail": entry.get("impl_detail"),
-                    "nccl": nccl,
-                    "iterations": request.iterations,
-                    "warmup": request.warmup,
-                    "duration_s": round(duration_s, 3),
-                    "measure_s": entry.get("measure_s"),
-                    "time": now,
-                    "calibration": None,
-                }
+                step_record(
+                    source="measured",
+                    run_id=ctx.run_id,
+                    point_id=request.point["point_id"],
+                    point=request.point,
+                    backend=ctx.backend,
+                    world_size=ctx.world_size,
+                    status=entry["status"],
+                    message=entry.get("message"),
+                    time=now,
+                    model=model.name,
+                    phase=request.phase,
+                    tp=request.tp,
+                    tokens=tokens,
+                    dtype=request.dtype,
+                    plan=plan.summary(),
+                    mode=mode,
+                    timing=entry.get("timing"),
+                    step_us=entry.get("step_us"),
+                    op_us=entry.get("op_us"),
+                    rank_step_median_us=entry.get("rank_step_median_us"),
+                    check=entry.get("check"),
+                    impl_detail=entry.get("impl_detail"),
+                    fused_rmsnorm=entry.get("fused_rmsnorm", fuses),
+                    nccl=nccl,
+                    iterations=request.iterations,
+                    warmup=request.warmup,
+                    duration_s=round(duration_s, 3),
+                    measure_s=entry.get("measure_s"),
+                )
             )
     return records
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from commprof.nccl_vocab import MIN_MAX_PAIRS
+from commprof.records.point_ids import BASELINE_POINT_ID
 
-BASELINE_ID = "p000"
 BASELINE_LABEL = "defaults"
 
 # Written in an axis, a rule or a point, "default" means "leave unset" (NCCL's own choice); in a rule, "*"
@@ -71,7 +71,7 @@ def point_key(impl: str, env: dict[str, str], options: dict) -> str:
 
 def baseline() -> SweepPoint:
     """p000: the backend's own all-reduce with no variable set (NCCL's defaults)."""
-    return SweepPoint(BASELINE_ID, BASELINE_LABEL, DEFAULT, {}, {})
+    return SweepPoint(BASELINE_POINT_ID, BASELINE_LABEL, DEFAULT, {}, {})
 
 
 def option_text(value: Any) -> str:

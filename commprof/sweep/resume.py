@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from commprof.records import read_records
+from commprof.records.files import read_records
 
 
 def completed_point_ids(records: list[dict[str, Any]], expected_per_point: int) -> set[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from commprof.doctor import doctor_summary, has_failures, run_doctor
 from commprof.doctor.topology_probe import probe_topology
 from commprof.errors import UsageError
-from commprof.records import META_FILE, write_json
+from commprof.records.files import META_FILE, write_json
 from commprof.runmeta import collect_meta
 
 

@@ -19,7 +19,7 @@ import torch.distributed as dist
 
 from commprof.errors import UsageError
 from commprof.forkserver import ForkServer
-from commprof.records import RESULTS_FILE, append_records, new_run_dir, read_records
+from commprof.records.files import RESULTS_FILE, append_records, new_run_dir, read_records
 from commprof.sweep.config import SweepPoint
 from commprof.sweep.measure import ControllerContext, all_gather_json, measure_point, point_status
 from commprof.sweep.resume import completed_point_ids, repair_results

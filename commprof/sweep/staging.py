@@ -7,17 +7,17 @@ over every T of the run; a point with any record that is not "ok" (or "unsupport
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from commprof.records import point_ids
+from commprof.records.point_ids import stage_of
 from commprof.sweep.points import BASELINE_LABEL, DEFAULT, SweepPoint, auto_label, expand_axes, point_key
 
 if TYPE_CHECKING:
     from commprof.sweep.config import SweepSpec
 
 RANK_BY = ("geomean", "sum")
-_STAGE_ID = re.compile(r"^s(\d+)-p\d+$")
 
 
 @dataclass(frozen=True)
@@ -26,16 +26,6 @@ class RankedPoint:
     score_us: float  # geometric mean or sum over T of the median step time, µs
     mode: str  # "graph" or "eager": which records the score comes from
     median_us: dict[int, float]  # T -> median step time
-
-
-def stage_of(point_id: str) -> int:
-    """The stage a point id belongs to: "p012" is stage 0, "s2-p003" stage 2."""
-    match = _STAGE_ID.match(point_id)
-    return int(match.group(1)) if match else 0
-
-
-def stage_point_id(stage: int, index: int) -> str:
-    return f"p{index:03d}" if stage == 0 else f"s{stage}-p{index:03d}"
 
 
 def point_from_record(record: dict) -> SweepPoint:
@@ -113,7 +103,7 @@ def refine(spec: SweepSpec, stage: int, results: list[dict]) -> list[SweepPoint]
         if key in seen or (key in measured and not again):
             return
         seen.add(key)
-        new.append(SweepPoint(stage_point_id(stage, len(new)), label, impl, env, options, stage))
+        new.append(SweepPoint(point_ids.point_id(len(new), stage), label, impl, env, options, stage))
 
     if stage_spec.include_baseline:
         add(DEFAULT, {}, {}, BASELINE_LABEL, again=True)

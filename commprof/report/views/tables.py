@@ -8,8 +8,9 @@ from typing import Any
 
 import pandas as pd
 
+from commprof.records.schema import FAILED_STATUSES
 from commprof.report.formatting import escaped, finite, fmt_ms, fmt_num, fmt_pct, fmt_us, fmt_x
-from commprof.report.frame import FAILED_STATUSES, status_matrix
+from commprof.report.frame import status_matrix
 from commprof.report.run_analysis import RunAnalysis
 from commprof.report.words import tuned_name
 

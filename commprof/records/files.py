@@ -1,7 +1,7 @@
-"""Results records: append-only JSON lines, one record per measured (point, T, mode), flushed as each point ends.
+"""Where records live: a run folder's results.jsonl (append-only JSON lines, one record per measured (point, T,
+mode), fsynced as each point ends), its meta.json (written atomically), and new run folders.
 
-The schema is documented in docs/results-schema.md; the report, calibration and import tools read it.
-Every record says where its numbers come from (`source`): "measured", "model" (simulated) or "nccl-tests".
+What a record holds: schema.py (docs/results-schema.md); the report, calibration and import tools read it.
 """
 
 from __future__ import annotations
@@ -16,26 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
+from commprof.records.schema import SCHEMA_VERSION
 
-SCHEMA_VERSION = 1
 RESULTS_FILE = "results.jsonl"
 META_FILE = "meta.json"
-
-SOURCES = ("measured", "model", "nccl-tests")
-KINDS = ("step", "collective")
-MODES = ("eager", "graph")
-
-# Trial outcomes. "ok" is the only one whose numbers are a tuning result.
-STATUSES = (
-    "ok",  # measured and verified
-    "wrong",  # ran, but results differ from the exact reduction (eager)
-    "capture_failed",  # CUDA-graph capture raised
-    "replay_wrong",  # graph replay gave results that differ from the exact reduction
-    "timeout",  # killed after the point's time limit, on every rank
-    "crashed",  # a worker died: signal, abort or non-zero exit
-    "unsupported",  # the implementation or mode does not apply here; message says why
-    "error",  # a Python exception in the trial; message has it
-)
 
 
 def new_run_dir(parent: Path, label: str) -> Path:
