@@ -87,6 +87,7 @@ class ForkServer:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()  # reap it, so the server is gone when close() returns
 
 
 def die_with_parent() -> None:
