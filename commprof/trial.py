@@ -100,7 +100,7 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
         model.hidden_size,
         point.get("options", {}),
     )
-    support = impl_cls.support(ctx)
+    support = impl_cls.gate(ctx)
     refusal = _agree(store, request.rank, request.world_size, (support.ok, support.reason), request.timeout_s)
     if refusal is not None:
         for t in request.tokens:

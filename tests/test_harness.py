@@ -15,7 +15,8 @@ def _replay(rank, world_size, impl_path, model, tokens, modes, fused_norm="torch
     from commprof.planner.plan import build_step_plan
 
     plan = build_step_plan(load_model(model), world_size, tokens)
-    impl = load_impl(impl_path)({"norm": fused_norm})
+    cls = load_impl(impl_path)
+    impl = cls({"norm": fused_norm} if "norm" in (cls.option_kinds or {}) else {})
     impl.setup(dist.group.WORLD, plan, torch.device("cpu"))
     replay = StepReplay(plan, impl, dist.group.WORLD, torch.device("cpu"), ReplayConfig(iterations=4, warmup=1))
     return [replay_mode(replay, mode).to_dict() for mode in modes]

@@ -1,13 +1,15 @@
 """All-reduce implementations: the registry, plug-in loading, options and every gating rule, on fabricated facts."""
 
+import re
 from dataclasses import replace
 
 import pytest
 
 from commprof.errors import UsageError
-from commprof.impls import gating
+from commprof.impls import gating, registry
 from commprof.impls.base import AllReduceImpl, ImplContext
 from commprof.impls.registry import BUILTINS, interface_problem, load_impl
+from commprof.impls.symm_mem import SYMM_MEM_VARIANT_OPS, symm_mem_support
 
 # An 8 x H100 NVLink box running Kimi-K2.5 at TP 8 with bf16: every built-in applies here.
 GOOD = ImplContext(
@@ -28,19 +30,20 @@ TWO_SHOT = {"use_oneshot": False}
 
 
 def fused(ctx=GOOD, **changes):
-    return load_impl("flashinfer-fused").support(replace(ctx, **{"options": FUSED, **changes}))
+    return load_impl("flashinfer-fused").gate(replace(ctx, **{"options": FUSED, **changes}))
 
 
 def pcie(ctx=GOOD, **changes):
-    return load_impl("flashinfer-pcie-ipc").support(replace(ctx, **{"options": {}, **changes}))
+    return load_impl("flashinfer-pcie-ipc").gate(replace(ctx, **{"options": {}, **changes}))
 
 
-ALL_SYMM_MEM_OPS = tuple(gating.SYMM_MEM_VARIANT_OPS.values())
+ALL_SYMM_MEM_OPS = tuple(SYMM_MEM_VARIANT_OPS.values())
 
 
 def symm(ctx=GOOD, available=ALL_SYMM_MEM_OPS, **changes):
     ctx = replace(ctx, **{"options": {"variant": "one_shot"}, **changes})
-    return gating.symm_mem_support(ctx, available)
+    problems = load_impl("symm-mem").option_problems(ctx.options)
+    return symm_mem_support(ctx, available) if not problems else gating.unsupported(problems[0][1])
 
 
 # --- registry and plug-ins ------------------------------------------------------------------------------------
@@ -57,6 +60,17 @@ def test_builtin_flags_match_what_each_kernel_does():
     assert load_impl("flashinfer-fused").fuses_rmsnorm and load_impl("flashinfer-fused").capturable
     assert not load_impl("flashinfer-pcie-ipc").fuses_rmsnorm and load_impl("flashinfer-pcie-ipc").capturable
     assert not load_impl("symm-mem").fuses_rmsnorm and load_impl("symm-mem").capturable
+    assert not load_impl("gloo").capturable
+
+
+def test_the_registry_reads_each_builtins_facts_and_leaves_plug_ins_unimported():
+    assert [n for n in registry.known_names() if registry.fuses_rmsnorm(n)] == ["nccl+rmsnorm", "flashinfer-fused"]
+    assert [n for n in registry.known_names() if registry.runs_on_nccl(n)] == ["default", "nccl", "nccl+rmsnorm"]
+    assert registry.unfused_reference() == "nccl+rmsnorm"
+    assert registry.option_kinds("symm-mem") == {"variant": ("one_shot", "two_shot")}
+    assert registry.required_options("flashinfer-fused") == ("use_oneshot",)
+    assert registry.option_kinds("default") == {} and registry.option_kinds("no_such_pkg.kernels:Fast") is None
+    assert not registry.fuses_rmsnorm("no_such_pkg.kernels:Fast") and registry.builtin("gloo", "gloo").name == "gloo"
 
 
 def test_unknown_name_lists_the_builtins():
@@ -95,6 +109,7 @@ def test_empty_module_or_class_part_is_refused():
         ("NormWithoutFlag", "defines neither all_reduce"),
         ("FusedWithoutNorm", "sets fuses_rmsnorm but does not define all_reduce_rmsnorm"),
         ("SupportNotClassmethod", "support must be a classmethod"),
+        ("RequiredWithoutKind", "required_options names mode, which option_kinds does not describe"),
     ],
 )
 def test_a_class_that_does_not_follow_the_interface_is_refused(attr, message):
@@ -113,34 +128,43 @@ def test_the_faulty_fixtures_and_a_fused_only_class_are_accepted():
 
 def test_flashinfer_fused_needs_use_oneshot_spelled_out():
     cls = load_impl("flashinfer-fused")
-    assert not fused(options={}) and "'use_oneshot' is required" in fused(options={}).reason
-    assert "must be true or false" in fused(options={"use_oneshot": "yes"}).reason
-    with pytest.raises(UsageError, match="use_oneshot.*separate sweep points"):
+    missing = "flashinfer-fused needs option 'use_oneshot' (allowed: true, false)"
+    assert not fused(options={}) and fused(options={}).reason == missing
+    assert fused(options={"use_oneshot": "yes"}).reason == (
+        "'yes' is not a value of flashinfer-fused's option 'use_oneshot' (allowed: true, false)"
+    )
+    with pytest.raises(UsageError, match=re.escape(missing)):
         cls({})
     assert cls(FUSED).use_oneshot is True and cls(TWO_SHOT).use_oneshot is False
 
 
 def test_unknown_options_are_refused_by_name():
-    assert "unknown option 'oneshot'" in fused(options={"oneshot": True}).reason
-    assert "unknown option 'tunes'" in pcie(options={"tunes": True}).reason
-    with pytest.raises(UsageError, match="symm-mem: unknown option 'mode'"):
+    assert "flashinfer-fused has no option 'oneshot' (allowed: use_oneshot)" in fused(options={"oneshot": True}).reason
+    assert "has no option 'tunes' (allowed: tune)" in pcie(options={"tunes": True}).reason
+    with pytest.raises(UsageError, match="symm-mem has no option 'mode'"):
         load_impl("symm-mem")({"variant": "one_shot", "mode": 1})
+    with pytest.raises(UsageError, match="nccl has no option 'x' .allowed: none."):
+        load_impl("nccl")({"x": 1})
 
 
 def test_pcie_tune_defaults_off_and_must_be_a_bool():
     cls = load_impl("flashinfer-pcie-ipc")
     assert cls({}).tune is False and cls({"tune": True}).tune is True
-    assert "'tune' must be true or false" in pcie(options={"tune": 1}).reason
-    with pytest.raises(UsageError, match="flashinfer-pcie-ipc: option 'tune'"):
+    assert "1 is not a value of flashinfer-pcie-ipc's option 'tune'" in pcie(options={"tune": 1}).reason
+    with pytest.raises(UsageError, match="'on' is not a value of flashinfer-pcie-ipc's option 'tune'"):
         cls({"tune": "on"})
 
 
 def test_symm_mem_variant_is_one_of_two():
     cls = load_impl("symm-mem")
     assert cls({"variant": "two_shot"}).variant == "two_shot"
-    assert "'variant' must be one of one_shot, two_shot (missing)" in symm(options={}).reason
-    with pytest.raises(UsageError, match="'variant' must be one of one_shot, two_shot .'multimem'."):
+    assert symm(options={}).reason == "symm-mem needs option 'variant' (allowed: one_shot, two_shot)"
+    with pytest.raises(UsageError, match="'multimem' is not a value of symm-mem's option 'variant' .allowed: one_shot"):
         cls({"variant": "multimem"})
+
+
+def test_plug_ins_check_their_own_options():
+    assert load_impl("tests.plugins.interface_cases:FusedOnly")({"anything": 1}).options == {"anything": 1}
 
 
 # --- gating: every rule, one fabricated fact at a time ----------------------------------------------------------
@@ -266,7 +290,7 @@ def test_symm_mem_needs_its_op_in_this_torch():
 def test_installed_torch_provides_both_symm_mem_ops():
     from commprof.impls.symm_mem import installed_symm_mem_ops
 
-    assert installed_symm_mem_ops() == frozenset(gating.SYMM_MEM_VARIANT_OPS.values())
+    assert installed_symm_mem_ops() == frozenset(SYMM_MEM_VARIANT_OPS.values())
 
 
 # --- per-T gating -------------------------------------------------------------------------------------------

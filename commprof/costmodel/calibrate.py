@@ -17,6 +17,7 @@ import numpy as np
 
 from commprof.costmodel.latency import COLLECTIVES, PROTOS, CostParams, estimate, predict
 from commprof.errors import UsageError
+from commprof.impls.registry import fuses_rmsnorm, runs_on_nccl
 
 SIZE_BANDS = (
     (0, 8 << 10, "< 8 KB"),
@@ -89,10 +90,11 @@ def nccl_constraints(topology, link: str):
 
     Points whose env the fit cannot represent (channel counts, thresholds, unmodelled variables) are skipped.
     """
-    from commprof.costmodel.simulate import NCCL_IMPLS, nccl_setting
+    from commprof.costmodel.simulate import nccl_setting
 
     def rule(point: dict, collective: str):
-        if point.get("impl", "nccl") not in NCCL_IMPLS or point.get("impl") == "nccl+rmsnorm":
+        impl = point.get("impl", "nccl")
+        if not runs_on_nccl(impl) or fuses_rmsnorm(impl):
             return None
         try:
             setting = nccl_setting(topology, point.get("env") or {})

@@ -14,14 +14,13 @@ from datetime import datetime, timezone
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
+from commprof.impls.registry import fuses_rmsnorm, runs_on_nccl
 from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECTIVES, modelled_selection
 from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
 from commprof.records.schema import MODES, StepRecord, step_record
 from commprof.stats import summarize
 
-NCCL_IMPLS = ("default", "nccl", "nccl+rmsnorm")
-FUSED_IMPLS = ("nccl+rmsnorm", "flashinfer-fused")
 NO_EFFECT_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 MODELLED_VARS = (
     "NCCL_ALGO",
@@ -160,7 +159,7 @@ def simulate_point(
         notes = setting.notes
     except UsageError as exc:
         status, message = "error", f"NCCL would refuse this configuration: {exc}"
-    if status == "ok" and point.impl not in NCCL_IMPLS:
+    if status == "ok" and not runs_on_nccl(point.impl):
         stated = topology.impls.get(point.impl)
         if stated is None:
             status = "unsupported"
@@ -173,7 +172,7 @@ def simulate_point(
                 f"{point.impl}: stated latency from the topology file ({stated.source}), not modelled"
                 + (f"; NCCL above {stated.max_bytes} B" if stated.max_bytes else "")
             )
-    if point.impl == "nccl+rmsnorm":
+    if runs_on_nccl(point.impl) and fuses_rmsnorm(point.impl):
         notes.append("residual add + RMSNorm after each all-reduce not modelled (communication only)")
     for tokens in spec.tokens:
         plan = build_step_plan(model, tp, tokens, spec.phase, spec.dtype)
@@ -266,7 +265,7 @@ def simulate_point(
                     timing="model",
                     step_us=step_us,
                     op_us=op_us,
-                    fused_rmsnorm=point.impl in FUSED_IMPLS,
+                    fused_rmsnorm=fuses_rmsnorm(point.impl),
                     nccl=nccl,
                     iterations=spec.iterations,
                     warmup=spec.warmup,

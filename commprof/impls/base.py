@@ -1,8 +1,8 @@
 """The all-reduce implementation interface: what the replay harness needs from NCCL, FlashInfer or your kernel.
 
 An implementation is a class. The harness asks it, before anything is allocated, whether it runs here
-(`support(ctx)`, a pure function of the facts in `ImplContext`), then, in every rank of one fresh
-process group: `setup()` once, `prepare()` with every shape it will see before CUDA-graph capture,
+(`gate(ctx)`: its options, then `support(ctx)`, a pure function of the facts in `ImplContext`), then, in
+every rank of one fresh process group: `setup()` once, `prepare()` with every shape it will see before CUDA-graph capture,
 `all_reduce()` (or `all_reduce_rmsnorm()` for fused kinds) per op, `teardown()` at the end.
 See docs/implementations.md for a worked example.
 """
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from commprof.errors import UsageError
 
 if TYPE_CHECKING:
     import torch
@@ -37,6 +39,10 @@ def unsupported(reason: str) -> Support:
     return Support(False, reason)
 
 
+# What an option takes: bool (true / false) or the tuple of allowed strings.
+OptionKind = type[bool] | tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class ImplContext:
     """Facts about this run that decide whether an implementation applies; fabricate one to test gating."""
@@ -58,19 +64,66 @@ class ImplContext:
 class AllReduceImpl:
     """Base class of all-reduce implementations; subclasses override what differs.
 
-    The defaults describe an implementation that captures into CUDA graphs, needs no preparation
-    and does not fuse RMSNorm. `all_reduce` returns the reduced tensor (it may reduce in place).
+    The defaults describe an implementation that captures into CUDA graphs, needs no preparation, does not
+    fuse RMSNorm and checks its own options. `all_reduce` returns the reduced tensor (it may reduce in place).
+    The class attributes are the facts the sweep file's validation, the simulator and the report read
+    (through commprof.impls.registry) without running anything.
     """
 
     name: ClassVar[str] = ""
     fuses_rmsnorm: ClassVar[bool] = False  # True: replaces all-reduce + residual add + RMSNorm
     capturable: ClassVar[bool] = True  # False: graph mode is recorded unsupported, eager still runs
+    # True: the all-reduce is NCCL's own (on the NCCL backend), so NCCL variables act on it and the cost model
+    # predicts it; False: NCCL variables change nothing it does.
+    runs_on_nccl: ClassVar[bool] = False
+    # True: all-reduce, then residual add + RMSNorm as separate kernels, the reference fused kinds are set against.
+    unfused_reference: ClassVar[bool] = False
+    # Option name -> what it takes; None: any options (the implementation checks its own).
+    option_kinds: ClassVar[dict[str, OptionKind] | None] = None
+    required_options: ClassVar[tuple[str, ...]] = ()  # each value of these is its own sweep point
 
     def __init__(self, options: dict[str, Any] | None = None):
         self.options = dict(options or {})
+        problems = self.option_problems(self.options)
+        if problems:
+            raise UsageError(problems[0][1])
+
+    @classmethod
+    def option_problems(cls, options: dict[str, Any]) -> list[tuple[str | None, str]]:
+        """(option, problem) for each unknown, mistyped or missing option (option None: the whole table).
+
+        Every problem is a sentence naming the implementation and ending in "(allowed: ...)".
+        """
+        kinds = cls.option_kinds
+        if kinds is None:
+            return []
+        problems: list[tuple[str | None, str]] = []
+        for option, value in options.items():
+            kind = kinds.get(option)
+            if kind is None:
+                allowed = ", ".join(kinds) or "none"
+                problems.append((option, f"{cls.name} has no option {option!r} (allowed: {allowed})"))
+            elif not _is_value_of(kind, value):
+                problems.append(
+                    (
+                        option,
+                        f"{value!r} is not a value of {cls.name}'s option {option!r} (allowed: {values_text(kind)})",
+                    )
+                )
+        for option in cls.required_options:
+            if option not in options:
+                problems.append((None, f"{cls.name} needs option {option!r} (allowed: {values_text(kinds[option])})"))
+        return problems
+
+    @classmethod
+    def gate(cls, ctx: ImplContext) -> Support:
+        """What the trial asks before anything is allocated: the point's options, then support(ctx)."""
+        problems = cls.option_problems(ctx.options)
+        return unsupported(problems[0][1]) if problems else cls.support(ctx)
 
     @classmethod
     def support(cls, ctx: ImplContext) -> Support:
+        """Whether this runs here (options already checked); a refusal's reason is recorded as is."""
         return SUPPORTED
 
     @classmethod
@@ -101,3 +154,18 @@ class AllReduceImpl:
 
     def teardown(self) -> None:
         """Release workspaces; called on every rank, also after a failure."""
+
+
+def option_values(kind: OptionKind) -> tuple:
+    """Every value an option of this kind takes, in order."""
+    return (True, False) if kind is bool else tuple(kind)
+
+
+def values_text(kind: OptionKind) -> str:
+    return ", ".join("true" if v is True else "false" if v is False else str(v) for v in option_values(kind))
+
+
+def _is_value_of(kind: OptionKind, value: Any) -> bool:
+    if kind is bool:
+        return isinstance(value, bool)
+    return isinstance(value, str) and value in kind

@@ -15,13 +15,62 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from commprof.errors import UsageError
-from commprof.impls import gating
-from commprof.impls.base import AllReduceImpl, ImplContext, Support
+from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
+from commprof.impls.gating import (
+    first_failure,
+    needs_cuda,
+    needs_dtype,
+    needs_flashinfer,
+    needs_p2p,
+    needs_row_alignment,
+    needs_world_size,
+    sm_name,
+    two_shot_tokens,
+    version_at_least,
+)
+
+# FlashInfer's unified allreduce_fusion API with create_allreduce_fusion_workspace(group=...) (0.6.10.post1).
+FLASHINFER_FUSED_MIN = "0.6.11"
+# Its TRT-LLM kernels (flashinfer/jit/comm.py builds them for majors 9, 10 and, since 0.6.17, 12; they
+# launch thread-block clusters, so nothing older) and the release that supports each major.
+TRTLLM_ARCH_MIN_FLASHINFER = {9: FLASHINFER_FUSED_MIN, 10: FLASHINFER_FUSED_MIN, 12: "0.6.17"}
+TRTLLM_WORLD_SIZES = (2, 4, 8, 16)  # allreduce_fusion_kernel_launcher's NRanks dispatch
+TRTLLM_DTYPES = ("bfloat16", "float16", "float32")
+TRTLLM_ACCESS_BYTES = 16  # each thread moves 16 bytes: hidden % (16 / element size) == 0
+# trtllm_ar.MAX_COMM_SIZE: above it FlashInfer silently runs two-shot when one-shot was asked for.
+TRTLLM_MAX_COMM_BYTES = 2147483647 & ~((1 << 21) - 1)
+KERNEL = "FlashInfer's TRT-LLM all-reduce"
 
 # Programmatic dependent launch, for this kernel and for the reference's RMSNorm kernel alike (FlashInfer's
 # RMSNorm turns it on by default from SM90): one setting, recorded with every result.
 LAUNCH_WITH_PDL = False
+
+
+def needs_trtllm_arch(ctx: ImplContext) -> str | None:
+    """SM90 / SM100-family / SM12x, the latter only with a FlashInfer that builds the kernels for it."""
+    cap = ctx.compute_capability
+    if cap is None:
+        return "needs a known compute capability (no GPU was probed)"
+    minimum = TRTLLM_ARCH_MIN_FLASHINFER.get(cap[0])
+    if minimum is None:
+        return f"FlashInfer's TRT-LLM all-reduce kernels build for SM90, SM10x and SM12x, not {sm_name(cap)}"
+    if ctx.flashinfer_version is not None and not version_at_least(ctx.flashinfer_version, minimum):
+        return (
+            f"FlashInfer's TRT-LLM all-reduce kernels support {sm_name(cap)} from flashinfer-python "
+            f"{minimum} (installed: {ctx.flashinfer_version})"
+        )
+    return None
+
+
+def one_shot_fits(ctx: ImplContext, tokens: int) -> str | None:
+    """One-shot above TRT-LLM's Lamport buffer limit silently runs two-shot: refuse the mislabelled point."""
+    comm_elem = 4 if ctx.dtype == "float32" else 2  # its Lamport buffer holds fp16 for bf16/fp16 input
+    if tokens * ctx.hidden_size * comm_elem * ctx.world_size > TRTLLM_MAX_COMM_BYTES:
+        return (
+            f"FlashInfer one-shot needs T x hidden x world size within its {TRTLLM_MAX_COMM_BYTES >> 20} MiB "
+            f"buffer (beyond it FlashInfer runs two-shot); T = {tokens} exceeds it"
+        )
+    return None
 
 
 def workspace_kwargs(world_size: int, rank: int, max_token_num: int, hidden_dim: int, dtype, group) -> dict[str, Any]:
@@ -66,35 +115,40 @@ def fused_kwargs(
     }
 
 
-def _use_oneshot(options: dict) -> bool:
-    try:
-        return gating.bool_option(options, "use_oneshot", required=True)
-    except ValueError as exc:
-        raise UsageError(f"flashinfer-fused: {exc} (one-shot and two-shot are separate sweep points)") from None
-
-
 class FlashInferFusedAllReduce(AllReduceImpl):
     """flashinfer.comm.allreduce_fusion on a backend="trtllm" workspace; options: use_oneshot (true/false)."""
 
     name: ClassVar[str] = "flashinfer-fused"
     fuses_rmsnorm: ClassVar[bool] = True
     capturable: ClassVar[bool] = True
+    option_kinds: ClassVar[dict[str, OptionKind] | None] = {"use_oneshot": bool}
+    # FlashInfer's own one-shot heuristic is tuned for other machines: both are measured, as separate points.
+    required_options: ClassVar[tuple[str, ...]] = ("use_oneshot",)
 
     def __init__(self, options: dict[str, Any] | None = None):
         super().__init__(options)
-        unknown = gating.unknown_options(self.options, gating.FLASHINFER_FUSED_OPTIONS)
-        if unknown:
-            raise UsageError(f"flashinfer-fused: {unknown}")
-        self.use_oneshot = _use_oneshot(self.options)
+        self.use_oneshot: bool = self.options["use_oneshot"]
         self.workspace = None
 
     @classmethod
     def support(cls, ctx: ImplContext) -> Support:
-        return gating.flashinfer_fused_support(ctx)
+        """allreduce_fusion on a backend="trtllm" workspace, one-shot or two-shot as ctx.options says."""
+        return first_failure(
+            needs_cuda(ctx),
+            needs_flashinfer(ctx, FLASHINFER_FUSED_MIN, "allreduce_fusion"),
+            needs_trtllm_arch(ctx),
+            needs_world_size(ctx, TRTLLM_WORLD_SIZES, KERNEL),
+            needs_dtype(ctx, TRTLLM_DTYPES, KERNEL),
+            needs_row_alignment(ctx, TRTLLM_ACCESS_BYTES, KERNEL),
+            needs_p2p(ctx),
+        )
 
     @classmethod
     def support_tokens(cls, ctx: ImplContext, tokens: int) -> Support:
-        return gating.flashinfer_fused_tokens(ctx, tokens)
+        """Per T: two-shot needs T > world size; one-shot must fit the Lamport buffer (else it is two-shot)."""
+        if ctx.options.get("use_oneshot") is True:
+            return first_failure(one_shot_fits(ctx, tokens))
+        return first_failure(two_shot_tokens(ctx, tokens, "FlashInfer"))
 
     def setup(self, group, plan, device) -> None:
         import flashinfer.comm as comm

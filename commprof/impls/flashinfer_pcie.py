@@ -13,9 +13,29 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from commprof.errors import UsageError
-from commprof.impls import gating
-from commprof.impls.base import AllReduceImpl, ImplContext, Support
+from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
+from commprof.impls.gating import first_failure, needs_cuda, needs_dtype, needs_flashinfer, needs_p2p, needs_world_size
+from commprof.planner.models import DTYPE_BYTES
+
+# flashinfer.comm.PcieIpcAllReduceWorkspace (pcie_ipc_ar.py, pcie_ipc_policy._admits). It landed after
+# 0.6.18rc7 (flashinfer PR #4393). Its kernels use plain loads/stores over CUDA IPC: no SM restriction.
+PCIE_IPC_MIN_FLASHINFER = "0.6.18"
+PCIE_IPC_WORLD_SIZES = (2, 4, 8)
+PCIE_IPC_DTYPES = ("bfloat16", "float16")
+PCIE_IPC_PACK_BYTES = 16
+KERNEL = "FlashInfer's PCIe IPC all-reduce"
+
+
+def pcie_ipc_shape(ctx: ImplContext, tokens: int) -> str | None:
+    """pcie_ipc_policy._admits: whole 16-byte packs, and at least one pack per rank."""
+    pack = PCIE_IPC_PACK_BYTES // DTYPE_BYTES.get(ctx.dtype, 2)
+    numel = tokens * ctx.hidden_size
+    if numel % pack or numel < pack * ctx.world_size:
+        return (
+            f"{KERNEL} needs T x hidden to be a multiple of {pack} and at least "
+            f"{pack * ctx.world_size} elements; T = {tokens} gives {numel}"
+        )
+    return None
 
 
 def workspace_kwargs(group, max_numel: int, dtype) -> dict[str, Any]:
@@ -33,35 +53,33 @@ def prepare_args(shapes, dtype) -> tuple[tuple, dict[str, Any]]:
     return ([(int(t), int(h)) for t, h in shapes],), {"dtype": dtype}
 
 
-def _tune(options: dict) -> bool:
-    try:
-        return gating.bool_option(options, "tune", required=False)
-    except ValueError as exc:
-        raise UsageError(f"flashinfer-pcie-ipc: {exc}") from None
-
-
 class FlashInferPcieIpcAllReduce(AllReduceImpl):
     """PcieIpcAllReduceWorkspace.all_reduce; option tune (true/false, default false) runs tune() once at setup."""
 
     name: ClassVar[str] = "flashinfer-pcie-ipc"
     capturable: ClassVar[bool] = True
+    option_kinds: ClassVar[dict[str, OptionKind] | None] = {"tune": bool}
 
     def __init__(self, options: dict[str, Any] | None = None):
         super().__init__(options)
-        unknown = gating.unknown_options(self.options, gating.PCIE_IPC_OPTIONS)
-        if unknown:
-            raise UsageError(f"flashinfer-pcie-ipc: {unknown}")
-        self.tune = _tune(self.options)
+        self.tune: bool = self.options.get("tune", False)
         self.workspace = None
         self._stream = None
 
     @classmethod
     def support(cls, ctx: ImplContext) -> Support:
-        return gating.pcie_ipc_support(ctx)
+        """PcieIpcAllReduceWorkspace: 2/4/8 ranks, 2-byte dtypes, P2P between all GPUs; any SM."""
+        return first_failure(
+            needs_cuda(ctx),
+            needs_flashinfer(ctx, PCIE_IPC_MIN_FLASHINFER, "PcieIpcAllReduceWorkspace"),
+            needs_world_size(ctx, PCIE_IPC_WORLD_SIZES, KERNEL),
+            needs_dtype(ctx, PCIE_IPC_DTYPES, KERNEL),
+            needs_p2p(ctx),
+        )
 
     @classmethod
     def support_tokens(cls, ctx: ImplContext, tokens: int) -> Support:
-        return gating.pcie_ipc_tokens(ctx, tokens)
+        return first_failure(pcie_ipc_shape(ctx, tokens))
 
     def setup(self, group, plan, device) -> None:
         import torch

@@ -1,13 +1,18 @@
-"""Names the sweep accepts for an all-reduce implementation: built-ins and `package.module:Class` plug-ins."""
+"""Names the sweep accepts for an all-reduce implementation (built-ins and `package.module:Class` plug-ins), and
+the facts each built-in's class states (options, fuses RMSNorm, runs on NCCL), read here by the sweep file's
+validation, the simulator and the report. Adding a built-in: its module, and one line in BUILTINS.
+"""
 
 from __future__ import annotations
 
 import importlib
+from functools import cache
 
 from commprof.errors import UsageError
-from commprof.impls.base import AllReduceImpl
+from commprof.impls.base import AllReduceImpl, OptionKind
 
-# Built-in name -> "module:Class", imported only when used (FlashInfer must never be needed on CPU).
+# Built-in name -> "module:Class". The modules import torch and FlashInfer only inside methods, so reading a
+# class's facts costs nothing and FlashInfer is never needed on CPU.
 BUILTINS: dict[str, str] = {
     "nccl": "commprof.impls.torch_dist:NcclAllReduce",
     "gloo": "commprof.impls.torch_dist:GlooAllReduce",
@@ -19,11 +24,53 @@ BUILTINS: dict[str, str] = {
 
 # What "the backend's default" means: the baseline of every sweep.
 DEFAULT_FOR_BACKEND = {"nccl": "nccl", "gloo": "gloo"}
+# Names of torch.distributed's own all-reduce: "default" runs the backend's, as "nccl" / "gloo" do there.
+BACKEND_IMPLS = ("default", *DEFAULT_FOR_BACKEND.values())
 
 
 def resolve_impl_name(name: str, backend: str) -> str:
     """ "default" becomes the backend's own all-reduce; other names pass through."""
     return DEFAULT_FOR_BACKEND[backend] if name == "default" else name
+
+
+def known_names() -> tuple[str, ...]:
+    """Every built-in name a sweep accepts, "default" first."""
+    return ("default", *BUILTINS)
+
+
+@cache
+def builtin(name: str, backend: str = "nccl") -> type[AllReduceImpl] | None:
+    """The class of a built-in name ("default": the backend's own), else None: plug-ins are not imported here."""
+    name = resolve_impl_name(name, backend)
+    return load_impl(name) if name in BUILTINS else None
+
+
+def option_kinds(name: str) -> dict[str, OptionKind] | None:
+    """A built-in's options and what each takes; None: a plug-in, which checks its own."""
+    cls = builtin(name)
+    return None if cls is None else cls.option_kinds
+
+
+def required_options(name: str) -> tuple[str, ...]:
+    cls = builtin(name)
+    return () if cls is None else cls.required_options
+
+
+def fuses_rmsnorm(name: str) -> bool:
+    """Whether a built-in replaces all-reduce + residual add + RMSNorm (plug-ins: as their records say)."""
+    cls = builtin(name)
+    return cls is not None and cls.fuses_rmsnorm
+
+
+def runs_on_nccl(name: str) -> bool:
+    """Whether a built-in's all-reduce is NCCL's own on the NCCL backend ("default" is)."""
+    cls = builtin(name)
+    return cls is not None and cls.runs_on_nccl
+
+
+def unfused_reference() -> str:
+    """The built-in fused kinds are set against: all-reduce, then residual add + RMSNorm, separately."""
+    return next(name for name in BUILTINS if builtin(name).unfused_reference)
 
 
 def load_impl(spec: str) -> type[AllReduceImpl]:
@@ -66,6 +113,9 @@ def interface_problem(cls) -> str | None:
         return f"{name} sets fuses_rmsnorm but does not define all_reduce_rmsnorm"
     if not plain and not (cls.fuses_rmsnorm and fused):
         return f"{name} defines neither all_reduce nor (fuses_rmsnorm and all_reduce_rmsnorm)"
+    missing = [o for o in cls.required_options if o not in (cls.option_kinds or {})]
+    if missing:
+        return f"{name}.required_options names {', '.join(missing)}, which option_kinds does not describe"
     for gate in ("support", "support_tokens"):
         owner = next(klass for klass in cls.__mro__ if gate in klass.__dict__)
         if not isinstance(owner.__dict__[gate], (classmethod, staticmethod)):

@@ -14,11 +14,19 @@ What is timed per op:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, ClassVar
 
-from commprof.errors import UsageError
-from commprof.impls import gating
-from commprof.impls.base import AllReduceImpl, ImplContext, Support
+from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
+from commprof.impls.gating import first_failure, needs_cuda, needs_dtype, needs_p2p, needs_world_size
+from commprof.planner.models import DTYPE_BYTES
+
+# torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu: kernels are dispatched for bf16 and fp32
+# only; two_shot_all_reduce_out has no generic world-size fallback.
+SYMM_MEM_DTYPES = ("bfloat16", "float32")
+SYMM_MEM_VARIANT_OPS = {"one_shot": "one_shot_all_reduce_copy_out", "two_shot": "two_shot_all_reduce_out"}
+SYMM_MEM_TWO_SHOT_WORLD_SIZES = (2, 4, 8)
+SYMM_MEM_ALIGN_BYTES = 4
 
 
 def installed_symm_mem_ops() -> frozenset[str]:
@@ -26,7 +34,30 @@ def installed_symm_mem_ops() -> frozenset[str]:
     import torch
 
     namespace = torch.ops.symm_mem
-    return frozenset(op for op in gating.SYMM_MEM_VARIANT_OPS.values() if hasattr(namespace, op))
+    return frozenset(op for op in SYMM_MEM_VARIANT_OPS.values() if hasattr(namespace, op))
+
+
+def symm_mem_support(ctx: ImplContext, available_ops: Collection[str]) -> Support:
+    """One-shot / two-shot as ctx.options["variant"] says; `available_ops` are the torch.ops.symm_mem ops torch has."""
+    variant = ctx.options["variant"]
+    op = SYMM_MEM_VARIANT_OPS[variant]
+    return first_failure(
+        needs_cuda(ctx),
+        None
+        if op in available_ops
+        else f"this torch ({ctx.torch_version or 'unknown version'}) has no torch.ops.symm_mem.{op}",
+        needs_dtype(ctx, SYMM_MEM_DTYPES, "torch symmetric-memory all-reduce"),
+        needs_world_size(ctx, SYMM_MEM_TWO_SHOT_WORLD_SIZES, "torch symmetric-memory two-shot")
+        if variant == "two_shot"
+        else None,
+        needs_p2p(ctx),
+    )
+
+
+def symm_mem_alignment(ctx: ImplContext, tokens: int) -> str | None:
+    if (tokens * ctx.hidden_size * DTYPE_BYTES.get(ctx.dtype, 2)) % SYMM_MEM_ALIGN_BYTES:
+        return f"torch symmetric memory needs a tensor size that is a multiple of 4 bytes; T = {tokens} is not"
+    return None
 
 
 def buffer_args(numel: int, dtype, device) -> tuple[tuple, dict[str, Any]]:
@@ -49,35 +80,27 @@ def two_shot_args(symm_view, group_name: str, out) -> tuple:
     return (symm_view, "sum", group_name, out)
 
 
-def _variant(options: dict) -> str:
-    try:
-        return gating.choice_option(options, "variant", tuple(gating.SYMM_MEM_VARIANT_OPS))
-    except ValueError as exc:
-        raise UsageError(f"symm-mem: {exc}") from None
-
-
 class SymmMemAllReduce(AllReduceImpl):
     """torch symmetric-memory all-reduce; option variant: "one_shot" or "two_shot"."""
 
     name: ClassVar[str] = "symm-mem"
     capturable: ClassVar[bool] = True
+    option_kinds: ClassVar[dict[str, OptionKind] | None] = {"variant": tuple(SYMM_MEM_VARIANT_OPS)}
+    required_options: ClassVar[tuple[str, ...]] = ("variant",)
 
     def __init__(self, options: dict[str, Any] | None = None):
         super().__init__(options)
-        unknown = gating.unknown_options(self.options, gating.SYMM_MEM_OPTIONS)
-        if unknown:
-            raise UsageError(f"symm-mem: {unknown}")
-        self.variant = _variant(self.options)
+        self.variant: str = self.options["variant"]
         self.buffer = None
         self.handle = None
 
     @classmethod
     def support(cls, ctx: ImplContext) -> Support:
-        return gating.symm_mem_support(ctx, installed_symm_mem_ops())
+        return symm_mem_support(ctx, installed_symm_mem_ops())
 
     @classmethod
     def support_tokens(cls, ctx: ImplContext, tokens: int) -> Support:
-        return gating.symm_mem_tokens(ctx, tokens)
+        return first_failure(symm_mem_alignment(ctx, tokens))
 
     def setup(self, group, plan, device) -> None:
         import torch
@@ -94,7 +117,7 @@ class SymmMemAllReduce(AllReduceImpl):
         self.buffer = symm_mem.empty(*args, **kwargs)
         args, kwargs = rendezvous_args(self.buffer, self.group_name)
         self.handle = symm_mem.rendezvous(*args, **kwargs)
-        self._op = getattr(torch.ops.symm_mem, gating.SYMM_MEM_VARIANT_OPS[self.variant])
+        self._op = getattr(torch.ops.symm_mem, SYMM_MEM_VARIANT_OPS[self.variant])
 
     def all_reduce(self, x):
         symm_view = self.buffer[: x.numel()].view(x.shape)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from commprof.impls.base import SUPPORTED, AllReduceImpl, ImplContext, Support, unsupported
+from commprof.impls.base import SUPPORTED, AllReduceImpl, ImplContext, OptionKind, Support, unsupported
 from commprof.impls.flashinfer_fused import LAUNCH_WITH_PDL
 from commprof.impls.gating import FLASHINFER_INSTALL
 
@@ -23,6 +23,7 @@ class TorchAllReduce(AllReduceImpl):
     """dist.all_reduce on the process group's backend, in place."""
 
     name: ClassVar[str] = "torch"
+    option_kinds: ClassVar[dict[str, OptionKind] | None] = {}
 
     def all_reduce(self, x):
         import torch.distributed as dist
@@ -49,6 +50,7 @@ class _BackendAllReduce(TorchAllReduce):
 class NcclAllReduce(_BackendAllReduce):
     name: ClassVar[str] = "nccl"
     backend_title: ClassVar[str] = "NCCL"
+    runs_on_nccl: ClassVar[bool] = True
 
 
 class GlooAllReduce(_BackendAllReduce):
@@ -67,6 +69,9 @@ class TorchAllReduceRmsnorm(TorchAllReduce):
 
     name: ClassVar[str] = "nccl+rmsnorm"
     fuses_rmsnorm: ClassVar[bool] = True
+    unfused_reference: ClassVar[bool] = True
+    runs_on_nccl: ClassVar[bool] = True  # on the NCCL backend
+    option_kinds: ClassVar[dict[str, OptionKind] | None] = {"norm": ("flashinfer", "torch")}
 
     def setup(self, group, plan, device) -> None:
         super().setup(group, plan, device)

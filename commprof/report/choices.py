@@ -8,13 +8,10 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from commprof.impls.registry import fuses_rmsnorm
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.frame import ok_rows
 from commprof.report.ranking import UNFUSED_REFERENCE_IMPL, best_points, beyond_noise, speedups
-
-# Built-in kinds that replace all-reduce + residual add + RMSNorm, and their reference: records of points that
-# never ran (unsupported) do not say so themselves.
-FUSED_IMPLS = ("flashinfer-fused", UNFUSED_REFERENCE_IMPL)
 
 # Who a row of table 1 is, in the order the page lists them: the baseline, the settings the recommendation
 # exports (one point over every T), the fastest setting of the baseline's implementation at T (nccl_tuner.conf's
@@ -143,7 +140,8 @@ def implementations_without_result(steps: pd.DataFrame, mode: str, family: Itera
         rows.append(
             {
                 "impl": impl,
-                "fused_rmsnorm": bool(group["fused_rmsnorm"].any()) or impl in FUSED_IMPLS,
+                # Records of points that never ran (unsupported) do not say so themselves: the registry does.
+                "fused_rmsnorm": bool(group["fused_rmsnorm"].any()) or fuses_rmsnorm(impl),
                 "status": status,
                 "message": str(messages.iloc[0]) if not messages.empty else None,
             }

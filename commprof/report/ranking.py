@@ -13,14 +13,12 @@ from typing import Any
 import pandas as pd
 
 from commprof.errors import UsageError
+from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.report.frame import env_text, latest_measurements, latest_point_ids, ok_rows
 
 # The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.
-UNFUSED_REFERENCE_IMPL = "nccl+rmsnorm"
-
-# torch.distributed's own all-reduce: "default" runs the backend's (NCCL or gloo), as "nccl" / "gloo" do there.
-BACKEND_IMPLS = ("default", "nccl", "gloo")
+UNFUSED_REFERENCE_IMPL = unfused_reference()
 NOISE_RULE = (
     "a point beats the baseline beyond noise when its p90 step time is below the baseline's median "
     "(nine in ten of its steps were faster than the baseline's typical step); over several T, the "

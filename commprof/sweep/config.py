@@ -21,8 +21,8 @@ else:
     import tomli as tomllib
 
 from commprof.errors import UsageError
-from commprof.impls.gating import BUILTIN_OPTIONS, REQUIRED_OPTIONS
-from commprof.impls.registry import BUILTINS
+from commprof.impls import registry
+from commprof.impls.base import option_values
 from commprof.nccl_vocab import ENV_CHECKS, ENV_NAME, MIN_MAX_PAIRS, env_value, value_traps
 from commprof.planner.models import load_model, normalize_dtype
 from commprof.planner.plan import PHASES
@@ -40,7 +40,6 @@ from commprof.sweep.points import (
     baseline,
     combinations,
     expand_axes,
-    option_text,
     point_key,
 )
 
@@ -73,18 +72,11 @@ REPORT_KEYS = ("compute_ms", "draft_ms", "accept_lengths", "baseline")
 SETTING_KEYS = ("impl", *SHORTHANDS, *ENV_CHECKS, "env")
 
 
-def known_impls() -> tuple[str, ...]:
-    return tuple(dict.fromkeys(["default", *BUILTINS, *BUILTIN_OPTIONS]))
-
-
-def _option_values(kind) -> tuple:
-    return (True, False) if kind is bool else tuple(kind)
-
-
 def impl_variants(name: str) -> list[dict]:
     """Every setting of a built-in's required options, e.g. symm-mem: variant one_shot, then two_shot."""
-    required = REQUIRED_OPTIONS.get(name, ())
-    values = [_option_values(BUILTIN_OPTIONS[name][option]) for option in required]
+    required = registry.required_options(name)
+    kinds = registry.option_kinds(name) or {}
+    values = [option_values(kinds[option]) for option in required]
     return [dict(zip(required, combination)) for combination in itertools.product(*values)]
 
 
@@ -278,11 +270,12 @@ def _impl_name(raw, key: str, problems: _Problems) -> str | None:
     if not isinstance(raw, str):
         problems.error(key, f"expected an implementation name, got {raw!r}")
         return None
-    if raw in known_impls() or PLUGIN.match(raw):
+    if raw in registry.known_names() or PLUGIN.match(raw):
         return raw
     problems.error(
         key,
-        f"unknown implementation {raw!r} (allowed: {', '.join(known_impls())}, or an importable package.module:Class)",
+        f"unknown implementation {raw!r} "
+        f"(allowed: {', '.join(registry.known_names())}, or an importable package.module:Class)",
     )
     return None
 
@@ -291,28 +284,11 @@ def _impl_options(name: str, options, key: str, problems: _Problems) -> dict | N
     if not isinstance(options, dict):
         problems.error(key, f"expected a table of options, got {options!r}")
         return None
-    schema = BUILTIN_OPTIONS.get(name)
-    if schema is None:
-        return dict(options)
-    ok = True
-    for option, value in options.items():
-        kind = schema.get(option)
-        if kind is None:
-            allowed = ", ".join(schema) or "none"
-            problems.error(f"{key}.{option}", f"{name} has no option {option!r} (allowed: {allowed})")
-            ok = False
-        elif kind is bool and not isinstance(value, bool):
-            problems.error(f"{key}.{option}", f"expected true or false, got {value!r}")
-            ok = False
-        elif isinstance(kind, tuple) and value not in kind:
-            problems.error(f"{key}.{option}", f"{value!r} is not allowed (allowed: {', '.join(kind)})")
-            ok = False
-    for option in REQUIRED_OPTIONS.get(name, ()):
-        if option not in options:
-            allowed = ", ".join(option_text(v) for v in _option_values(schema[option]))
-            problems.error(key, f"{name} needs option {option!r} (allowed: {allowed})")
-            ok = False
-    return dict(options) if ok else None
+    cls = registry.builtin(name) if name else None
+    found = cls.option_problems(options) if cls is not None else []
+    for option, text in found:
+        problems.error(f"{key}.{option}" if option else key, text)
+    return None if found else dict(options)
 
 
 def _impl_setting(raw, key: str, problems: _Problems) -> Setting | None:
@@ -755,7 +731,7 @@ def default_sweep(
     for name in dict.fromkeys(impls):
         if name == DEFAULT:
             continue
-        if name in REQUIRED_OPTIONS:
+        if registry.required_options(name):
             for options in impl_variants(name):
                 table = ", ".join(f"{key} = {_toml_value(value)}" for key, value in options.items())
                 entries.append(f"{{ name = {_toml_value(name)}, options = {{ {table} }} }}")
@@ -776,7 +752,5 @@ __all__ = [
     "DEFAULT_ITERATIONS",
     "DEFAULT_WARMUP",
     "DEFAULT_POINT_TIMEOUT_S",
-    "BUILTIN_OPTIONS",
-    "known_impls",
     "format_points_table",
 ]

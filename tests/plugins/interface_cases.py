@@ -52,3 +52,13 @@ class SupportNotClassmethod(AllReduceImpl):
 
 def not_a_class(x):
     return x
+
+
+class RequiredWithoutKind(AllReduceImpl):
+    """Requires an option it does not describe: validation could not say what the option takes."""
+
+    name = "required-without-kind"
+    required_options = ("mode",)
+
+    def all_reduce(self, x):
+        return x

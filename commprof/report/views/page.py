@@ -15,7 +15,7 @@ from commprof.report.formatting import SOURCE_LABELS, axis_name, fmt_ms, fmt_pct
 from commprof.report.frame import distinct_tokens, ok_rows
 from commprof.report.heatmap import heatmap_pivot
 from commprof.report.projection import FIELD_REPORT_CASES
-from commprof.report.ranking import NOISE_RULE
+from commprof.report.ranking import NOISE_RULE, UNFUSED_REFERENCE_IMPL
 from commprof.report.run_analysis import CostModelCheck, RunAnalysis
 from commprof.report.views import figures
 from commprof.report.views.answers import headline_answers
@@ -228,6 +228,7 @@ def index_html(runs: list[RunAnalysis], pages: list[dict[str, Any]], checks: lis
             banners=banners_shown,
             model_checks=[check_view(check) for check in checks],
             band=f"±{PREDICTION_BAND * 100:.0f} %",
+            unfused_reference=UNFUSED_REFERENCE_IMPL,
             title=" vs ".join(r.name for r in runs),
             generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         )
