@@ -115,7 +115,7 @@ def _record(run_id, point_id, point, plan, mode, source, rng) -> dict:
         world_size=WORLD_SIZE,
         status="ok",
         time="2026-03-01T12:00:00Z",
-        calibration="nccl-prior" if source == "model" else None,
+        calibration="nccl-prior" if source == "simulated" else None,
         model=MODEL,
         phase="verify",
         tp=WORLD_SIZE,
@@ -123,7 +123,7 @@ def _record(run_id, point_id, point, plan, mode, source, rng) -> dict:
         dtype="bfloat16",
         plan=plan.summary(),
         mode=mode,
-        timing="model" if source == "model" else "cuda_events",
+        timing="simulated" if source == "simulated" else "cuda_events",
         fused_rmsnorm=fused,
         iterations=200,
         warmup=20,
@@ -383,7 +383,7 @@ def write_run(
 def measured_twin(
     model_records: list[dict], run_id: str, seed: int = 0, bias: float = 1.1, spread: float = 0.08
 ) -> list[dict]:
-    """SYNTHETIC measured records of the same sweep as `model_records` (source "model"): every ok step time is
+    """SYNTHETIC measured records of the same sweep as `model_records` (source "simulated"): every ok step time is
     the model's × `bias` × a per-configuration factor around 1 (± `spread`), p90 2 % above the median, as if the
     box ran `bias` slower than the model predicts. Failed predictions stay failed."""
     rng = np.random.default_rng(seed)

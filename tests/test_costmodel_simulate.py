@@ -117,9 +117,9 @@ def test_simulate_records(sweep_file):
     base = by[("defaults", 1, "eager")]
     assert (base["kind"], base["source"], base["calibration"], base["timing"]) == (
         "step",
-        "model",
+        "simulated",
         "nccl-prior",
-        "model",
+        "simulated",
     )
     assert base["status"] == "ok" and base["world_size"] == 8 and base["point_id"] == "p000"
     ops = base["op_us"]
@@ -167,7 +167,7 @@ def test_simulate_command_with_calibration_and_report(sweep_file, tmp_path, caps
     records = read_records(run_dir / "results.jsonl")
     assert {r["calibration"] for r in records if r["status"] == "ok"} == {str(model_toml)}
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert meta["source"] == "model" and meta["topology"]["name"] == "pcie-dual-socket-shm"
+    assert meta["source"] == "simulated" and meta["topology"]["name"] == "pcie-dual-socket-shm"
     assert meta["calibration"]["overhead_us"] == 20.0
     pytest.importorskip("commprof.report.command")
     report_dir = tmp_path / "report"

@@ -456,16 +456,16 @@ def test_model_comparison_pairs_the_same_configuration_t_and_mode():
     )
     model = steps_of(
         [
-            step("p000", 4, "graph", 3000, source="model"),
-            step("s1-p009", 4, "graph", 2420, {"NCCL_PROTO": "LL"}, source="model"),
-            step("p002", 4, "graph", 900, {"NCCL_ALGO": "Tree"}, source="model"),
-            step("p004", 4, "graph", 900, {"NCCL_PROTO": "Simple"}, source="model"),
+            step("p000", 4, "graph", 3000, source="simulated"),
+            step("s1-p009", 4, "graph", 2420, {"NCCL_PROTO": "LL"}, source="simulated"),
+            step("p002", 4, "graph", 900, {"NCCL_ALGO": "Tree"}, source="simulated"),
+            step("p004", 4, "graph", 900, {"NCCL_PROTO": "Simple"}, source="simulated"),
         ]
     )
     model["calibration"] = "nccl-prior"
     pairs = costmodel_check.step_comparison(measured, model).set_index("point_id_measured")
     assert set(pairs.index) == {"p000", "p001"}  # failed and one-sided points are not paired
-    assert pairs.loc["p001", "point_id_model"] == "s1-p009" and pairs.loc["p001", "ratio"] == pytest.approx(1.1)
+    assert pairs.loc["p001", "point_id_simulated"] == "s1-p009" and pairs.loc["p001", "ratio"] == pytest.approx(1.1)
     assert pairs.loc["p000", "error_pct"] == pytest.approx(100 * (3000 / 3300 - 1))
     assert bool(pairs.loc["p001", "within_band"]) and bool(pairs.loc["p000", "within_band"])
     assert set(pairs["calibration"]) == {"nccl-prior"}
@@ -508,9 +508,9 @@ def test_collective_model_comparison_pairs_size_and_rank_count():
     model = frame.collective_frame(
         frame.records_frame(
             [
-                collective("model", 65536, 8, 50.0, calibration="fitted.toml"),
-                collective("model", 1 << 20, 8, 180.0, calibration="fitted.toml"),
-                collective("model", 8192, 8, 20.0, calibration="fitted.toml"),
+                collective("simulated", 65536, 8, 50.0, calibration="fitted.toml"),
+                collective("simulated", 1 << 20, 8, 180.0, calibration="fitted.toml"),
+                collective("simulated", 8192, 8, 20.0, calibration="fitted.toml"),
             ]
         )
     )

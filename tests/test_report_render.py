@@ -89,7 +89,7 @@ def test_nccl_tests_table_lists_each_size(rendered):
 
 
 def test_simulated_run_is_labelled_everywhere(tmp_path):
-    run_dir = write_run(tmp_path, "sim", source="model")
+    run_dir = write_run(tmp_path, "sim", source="simulated")
     out = tmp_path / "out"
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
     html = (out / "index.html").read_text()
@@ -101,7 +101,7 @@ def test_simulated_run_is_labelled_everywhere(tmp_path):
 
 def test_measured_and_simulated_side_by_side(tmp_path):
     measured = write_run(tmp_path, "before")
-    simulated = write_run(tmp_path, "model-run", source="model")
+    simulated = write_run(tmp_path, "model-run", source="simulated")
     out = tmp_path / "cmp"
     assert main(["report", str(measured), str(simulated), "--out", str(out)]) == 0
     html = (out / "index.html").read_text()
@@ -484,7 +484,7 @@ def measured_and_model(tmp_path_factory):
     measured = measured_twin(model, "box-run", seed=3, bias=1.1, spread=0.03)
     sim_meta = {
         **make_meta("sim-run", with_topology=False),
-        "source": "model",
+        "source": "simulated",
         "simulated": True,
         "calibration": "nccl-prior",
     }
@@ -512,8 +512,13 @@ def test_measured_vs_model_plot_and_ratios(measured_and_model, tmp_path):
     assert len(ratios) == len(ok_graph) == 2 * 4  # 3 NCCL protocols + pcie ipc, T = 1 and 4
     assert all(1 / 1.1 / 1.04 < r < 1 / 1.1 / 0.96 for r in ratios)  # the twin runs 10 % (± 3 %) slower
     summary = json.loads((out / "summary.json").read_text())
-    (check,) = summary["model_checks"]
-    assert (check["measured"], check["model"], check["kind"], check["mode"]) == ("box-run", "sim-run", "step", "graph")
+    (check,) = summary["costmodel_checks"]
+    assert (check["measured"], check["simulated"], check["kind"], check["mode"]) == (
+        "box-run",
+        "sim-run",
+        "step",
+        "graph",
+    )
     assert check["pairs"] == 8 and check["within_band_pct"] == 100.0 and check["calibration"] == "nccl-prior"
     assert main(["report", str(box), "--out", str(tmp_path / "alone")]) == 0
     assert "Measured vs model" not in (tmp_path / "alone" / "index.html").read_text()
@@ -540,7 +545,7 @@ def test_collectives_measured_vs_model(tmp_path):
     ]
     imported.append({**collective("nccl-tests", 65536, 4, 15.0), "run_id": "logs"})
     predicted = [
-        {**collective("model", size, 8, 1.2 * (20.0 + size / 5e3), calibration="fitted.toml"), "run_id": "pred"}
+        {**collective("simulated", size, 8, 1.2 * (20.0 + size / 5e3), calibration="fitted.toml"), "run_id": "pred"}
         for size in (8192, 65536, 1 << 20)
     ]
     logs = write_run(tmp_path, "logs", records=imported, meta=make_meta("logs", with_topology=False))
@@ -551,5 +556,5 @@ def test_collectives_measured_vs_model(tmp_path):
     assert "x: imported (nccl-tests): logs (median time per op, µs)" in checks
     assert "calibration fitted.toml" in checks and checks.count("<svg") == 1
     assert checks.count(">1.20</td>") == 3  # 4 ranks has no prediction: not paired
-    (check,) = json.loads((out / "summary.json").read_text())["model_checks"]
+    (check,) = json.loads((out / "summary.json").read_text())["costmodel_checks"]
     assert check["kind"] == "collective" and check["pairs"] == 3 and check["within_band_pct"] == 0.0

@@ -56,7 +56,7 @@ def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample]
         point = record.get("point") or {}
         ranks = record.get("world_size")
         group = f"{record.get('point_id')} {point.get('label', '')}".strip()
-        if record.get("status") != "ok" or record.get("source") == "model":
+        if record.get("status") != "ok" or record.get("source") == "simulated":
             skipped["not ok, or modelled"] += 1
         elif record.get("backend") not in ("nccl", None):  # imported nccl-tests rows carry no backend
             skipped[f"measured on {record.get('backend')}, not NCCL"] += 1

@@ -298,7 +298,7 @@ def _print_holdout(console: Console, results: list) -> None:
     help="model.toml from `commprof calibrate` (default: NCCL's uncalibrated model).",
 )
 def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None) -> None:
-    """Predict every point of a sweep on a topology with the cost model (records with source "model")."""
+    """Predict every point of a sweep on a topology with the cost model (records with source "simulated")."""
     from commprof.costmodel.simulate import simulate_sweep
     from commprof.sweep.config import load_sweep
 
@@ -320,7 +320,7 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
     meta = _base_meta(run_dir.name, tp, "nccl")
     meta.update(
         {
-            "source": "model",
+            "source": "simulated",
             "simulated": True,
             "plan": {
                 "model": spec.model,
@@ -342,7 +342,7 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
     )
     write_json(run_dir / META_FILE, meta)
     _print_simulation(records, topology, calibration_file)
-    _console().print(f"wrote {run_dir} ({len(records)} records, source: model)", markup=False)
+    _console().print(f"wrote {run_dir} ({len(records)} records, source: simulated)", markup=False)
 
 
 def _print_simulation(records: list[dict], topology, calibration_file: Path | None) -> None:

@@ -1,4 +1,4 @@
-"""Predict every point of a sweep on a topology: the same step records a sweep writes, with source "model".
+"""Predict every point of a sweep on a topology: the same step records a sweep writes, with source "simulated".
 
 Step latency = the sum over the step plan's collectives of each op's predicted latency. NCCL points are
 predicted by the cost model under the NCCL variables it knows (NCCL_ALGO, NCCL_PROTO, channel counts,
@@ -245,7 +245,7 @@ def simulate_point(
                 mode_message = f"{op_message}; {assumed}" if op_message else assumed
             records.append(
                 step_record(
-                    source="model",
+                    source="simulated",
                     run_id=run_id,
                     point_id=point.point_id,
                     point=point.to_dict(),
@@ -262,7 +262,7 @@ def simulate_point(
                     dtype=plan.model.dtype,
                     plan=plan.summary(),
                     mode=mode,
-                    timing="model",
+                    timing="simulated",
                     step_us=step_us,
                     op_us=op_us,
                     fused_rmsnorm=fuses_rmsnorm(point.impl),

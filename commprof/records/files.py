@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
-from commprof.records.schema import SCHEMA_VERSION
+from commprof.records.schema import READABLE_VERSIONS, upgraded
 
 RESULTS_FILE = "results.jsonl"
 META_FILE = "meta.json"
@@ -61,7 +61,8 @@ def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
 def read_records(path: Path) -> list[dict[str, Any]]:
     """All records of a results.jsonl; a truncated last line (a killed writer) is skipped with a warning.
 
-    A bad line elsewhere, or a record of an unknown schema version, is a UsageError naming the line.
+    Records of an older readable schema version are read as this version (schema.upgraded). A bad line elsewhere,
+    or a record of an unknown schema version, is a UsageError naming the line.
     """
     return list(_iter_records(Path(path)))
 
@@ -82,12 +83,12 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
                 continue
             raise UsageError(f"{path}:{number}: not a JSON record") from None
         version = record.get("schema") if isinstance(record, dict) else None
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             raise UsageError(
-                f"{path}:{number}: results schema version {version!r}, this commprof reads "
-                f"version {SCHEMA_VERSION}; re-run or use the commprof version that wrote it"
+                f"{path}:{number}: results schema version {version!r}, this commprof reads versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))}; re-run or use the commprof version that wrote it"
             )
-        yield record
+        yield upgraded(record)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -11,10 +11,13 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, TypedDict
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions this commprof reads. Version 1 said "model" where version 2 says "simulated" (source and timing of
+# cost-model predictions); `upgraded` reads a version-1 record as version 2.
+READABLE_VERSIONS = (1, 2)
 
 # Where a record's numbers come from: timed here, predicted by the cost model, or imported from nccl-tests.
-SOURCES = ("measured", "model", "nccl-tests")
+SOURCES = ("measured", "simulated", "nccl-tests")
 KINDS = ("step", "collective")
 MODES = ("eager", "graph")
 # Trial outcomes. "ok" is the only one whose numbers are a tuning result.
@@ -82,7 +85,7 @@ class StepRecord(_Record):
     dtype: str | None  # activation dtype
     plan: dict[str, Any] | None  # StepPlan.summary(): collective counts, bytes, hidden size, layers
     mode: str  # MODES
-    timing: str | None  # "cuda_events", "cpu_clock" or "model"
+    timing: str | None  # "cuda_events", "cpu_clock" or "simulated"
     step_us: Stats | None  # per-step latency over the timed steps
     op_us: dict[str, list] | None  # per-op Stats, columnar, with "sites" and "bytes"; eager only
     rank_step_median_us: list[float] | None  # each rank's median step time
@@ -154,3 +157,14 @@ def _build(record_type: Any, kind: str, required: tuple[str, ...], fields: dict[
     if values.get("time") is None:
         values["time"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return {name: values.get(name, _FLAGS.get(name)) for name in names}
+
+
+def upgraded(record: dict[str, Any]) -> dict[str, Any]:
+    """A record of a readable older version as this version writes it, changed in place (version 1: source and
+    timing "model" become "simulated")."""
+    if record.get("schema") == 1:
+        for name in ("source", "timing"):
+            if record.get(name) == "model":
+                record[name] = "simulated"
+        record["schema"] = SCHEMA_VERSION
+    return record

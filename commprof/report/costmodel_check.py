@@ -22,7 +22,7 @@ COMPARISON_COLUMNS = [
     "tokens",
     "mode",
     "measured_us",
-    "model_us",
+    "simulated_us",
     "ratio",
     "error_pct",
     "within_band",
@@ -39,9 +39,9 @@ def step_comparison(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataF
     if left.empty or right.empty:
         return pd.DataFrame(columns=COMPARISON_COLUMNS)
     both = left[keys + ["point_id", "label", "impl", "settings", "median_us"]].merge(
-        right[keys + ["point_id", "median_us", "calibration"]], on=keys, suffixes=("_measured", "_model")
+        right[keys + ["point_id", "median_us", "calibration"]], on=keys, suffixes=("_measured", "_simulated")
     )
-    both = both.rename(columns={"median_us_measured": "measured_us", "median_us_model": "model_us"})
+    both = both.rename(columns={"median_us_measured": "measured_us", "median_us_simulated": "simulated_us"})
     return _with_errors(both).sort_values(["mode", "tokens", "measured_us"], ignore_index=True)
 
 
@@ -64,14 +64,14 @@ def collective_comparison(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd
                 }
             ).reset_index()
         )
-    both = sides[0].drop(columns="calibration").merge(sides[1], on=keys, suffixes=("_measured", "_model"))
-    both = both.rename(columns={"median_us_measured": "measured_us", "median_us_model": "model_us"})
+    both = sides[0].drop(columns="calibration").merge(sides[1], on=keys, suffixes=("_measured", "_simulated"))
+    both = both.rename(columns={"median_us_measured": "measured_us", "median_us_simulated": "simulated_us"})
     both["label"] = both["collective"] + " x" + both["world_size"].astype(int).astype(str)
     return _with_errors(both).sort_values(["collective", "world_size", "bytes"], ignore_index=True)
 
 
 def _with_errors(both: pd.DataFrame) -> pd.DataFrame:
-    both["ratio"] = both["model_us"] / both["measured_us"]
+    both["ratio"] = both["simulated_us"] / both["measured_us"]
     both["error_pct"] = 100.0 * (both["ratio"] - 1.0)
     both["within_band"] = (both["ratio"] - 1.0).abs() <= PREDICTION_BAND
     return both

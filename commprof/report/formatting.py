@@ -9,7 +9,7 @@ from typing import Any
 
 from commprof.report.frame import ENV_PREFIX
 
-SOURCE_LABELS = {"measured": "measured", "model": "simulated (cost model)", "nccl-tests": "imported (nccl-tests)"}
+SOURCE_LABELS = {"measured": "measured", "simulated": "simulated (cost model)", "nccl-tests": "imported (nccl-tests)"}
 
 
 def source_label(source: str) -> str:

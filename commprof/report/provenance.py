@@ -22,7 +22,7 @@ def provenance(run: RunAnalysis) -> list[str]:
         )
     if run.shared_gpus:
         lines.append("SHARED GPUs: ranks shared GPUs (--share-gpus): a functional check, not a tuning result.")
-    where = {"model": "Simulated for", "nccl-tests": "Imported from"}.get(run.source, "Measured on")
+    where = {"simulated": "Simulated for", "nccl-tests": "Imported from"}.get(run.source, "Measured on")
     lines.append(
         f"{where}: {hardware_text(meta, run.backend)}, host {meta.get('hostname', 'unknown')}, "
         f"{meta.get('created', 'date unknown')}, world size {meta.get('world_size', '?')}, "

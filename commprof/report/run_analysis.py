@@ -42,7 +42,7 @@ class RunAnalysis:
 
     run_id: str
     name: str  # the run id, with the source when a run mixes sources
-    source: str  # "measured", "model" (simulated) or "nccl-tests"
+    source: str  # "measured", "simulated" or "nccl-tests" (records.schema.SOURCES)
     meta: dict  # the run's meta.json
     frame: pd.DataFrame  # every record (frame.records_frame)
     steps: pd.DataFrame  # each configuration's latest, longest measurement: what is ranked
@@ -69,7 +69,7 @@ class RunAnalysis:
 
     @property
     def simulated(self) -> bool:
-        return self.source == "model"
+        return self.source == "simulated"
 
     @property
     def shared_gpus(self) -> bool:

@@ -91,7 +91,7 @@ def check_summary(check: CostModelCheck) -> dict[str, Any]:
         for c in (
             "label",
             "point_id_measured",
-            "point_id_model",
+            "point_id_simulated",
             "impl",
             "settings",
             "collective",
@@ -100,7 +100,7 @@ def check_summary(check: CostModelCheck) -> dict[str, Any]:
             "tokens",
             "mode",
             "measured_us",
-            "model_us",
+            "simulated_us",
             "ratio",
             "error_pct",
             "within_band",
@@ -110,7 +110,7 @@ def check_summary(check: CostModelCheck) -> dict[str, Any]:
     return {
         "measured": check.measured.name,
         "measured_source": check.measured.source,
-        "model": check.simulated.name,
+        "simulated": check.simulated.name,
         "calibration": check.calibration,
         "kind": check.kind,
         "mode": check.mode,

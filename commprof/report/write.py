@@ -121,7 +121,7 @@ def write_report(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
     return {
         "index.html": write_text(out_dir / "index.html", index_html(runs, pages, checks)),
         "summary.json": write_json_file(
-            out_dir / "summary.json", {"runs": summaries, "model_checks": [check_summary(c) for c in checks]}
+            out_dir / "summary.json", {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]}
         ),
         "results.csv": write_text(out_dir / "results.csv", results_csv(frame)),
     }

@@ -41,7 +41,7 @@ def check_view(check: CostModelCheck) -> dict[str, Any]:
             f"|model − measured| {fmt_pct(stats['median_abs_error_pct'])}; "
             f"{fmt_pct(stats['within_band_pct'])} within {band}."
         ),
-        "svg": figures.model_scatter_svg(
+        "svg": figures.costmodel_scatter_svg(
             check.pairs,
             x_label,
             y_label,
@@ -58,7 +58,7 @@ def check_view(check: CostModelCheck) -> dict[str, Any]:
                 "label": r.label,
                 "size": fmt_bytes(r.bytes),
                 "measured": fmt_us(r.measured_us),
-                "model": fmt_us(r.model_us),
+                "simulated": fmt_us(r.simulated_us),
                 "ratio": f"{r.ratio:.2f}",
                 "css": _band_css(r.within_band),
             }
@@ -84,7 +84,7 @@ def step_ratio_table(pairs: pd.DataFrame) -> dict[str, Any]:
                 (
                     f"{r['ratio']:.2f}",
                     _band_css(r["within_band"]),
-                    escaped(f"measured {fmt_ms(r['measured_us'])}, model {fmt_ms(r['model_us'])}"),
+                    escaped(f"measured {fmt_ms(r['measured_us'])}, model {fmt_ms(r['simulated_us'])}"),
                 )
             )
         rows.append(

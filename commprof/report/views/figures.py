@@ -262,7 +262,7 @@ def collectives_svg(collectives: pd.DataFrame) -> str:
     return to_svg(fig)
 
 
-def model_scatter_svg(
+def costmodel_scatter_svg(
     pairs: pd.DataFrame, x_label: str, y_label: str, band: float, scale: float = 1.0, group: str = "tokens"
 ) -> str:
     """Measured (x) vs modelled (y), log-log, one colour per `group` value: the y = x line and the ±band where
@@ -270,7 +270,7 @@ def model_scatter_svg(
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     fig.subplots_adjust(left=0.15, right=0.97, bottom=0.16, top=0.97)
     x = pairs["measured_us"].to_numpy(dtype=float) * scale
-    y = pairs["model_us"].to_numpy(dtype=float) * scale
+    y = pairs["simulated_us"].to_numpy(dtype=float) * scale
     values = np.concatenate([x, y])
     values = values[np.isfinite(values) & (values > 0)]
     low, high = (values.min() / 1.3, values.max() * 1.3) if values.size else (0.1, 10.0)
@@ -290,7 +290,7 @@ def model_scatter_svg(
         name = f"T = {value}" if group == "tokens" else str(value)
         ax.scatter(
             rows["measured_us"].to_numpy(dtype=float) * scale,
-            rows["model_us"].to_numpy(dtype=float) * scale,
+            rows["simulated_us"].to_numpy(dtype=float) * scale,
             s=14,
             color=palette(k % 10),
             alpha=0.8,

@@ -226,7 +226,7 @@ def index_html(runs: list[RunAnalysis], pages: list[dict[str, Any]], checks: lis
             runs=pages,
             comparison=comparison_view(runs),
             banners=banners_shown,
-            model_checks=[check_view(check) for check in checks],
+            costmodel_checks=[check_view(check) for check in checks],
             band=f"±{PREDICTION_BAND * 100:.0f} %",
             unfused_reference=UNFUSED_REFERENCE_IMPL,
             title=" vs ".join(r.name for r in runs),
