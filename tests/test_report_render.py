@@ -404,7 +404,7 @@ def test_pcie8_another_implementation_and_what_the_engine_needs(pcie8_simulated)
     html = (pcie8_simulated / "index.html").read_text()
     card = section(html, 'class="card set"', '<div class="answers">')
     alternative = section(card, "(b) Another all-reduce implementation", "(c) Fused")
-    assert re.search(r"flashinfer-pcie-ipc beats \(a\) beyond noise at T = 1 \(14\.0 KiB\)", alternative)
+    assert re.search(r"flashinfer-pcie-ipc beats \(a\) beyond noise at T = 1 \(14 KiB\)", alternative)
     assert "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" in alternative and "vLLM 0.30" in alternative
     assert 'SGLang: <b class="verdict-warn">no setting runs flashinfer-pcie-ipc: engine work' in alternative
     assert "symm-mem: unsupported" in alternative  # tried, no number: said why

@@ -23,6 +23,7 @@ from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
 from commprof.records import point_ids
 from commprof.records.files import META_FILE, RESULTS_FILE, append_records, new_run_dir, read_records, write_json
+from commprof.units import format_bytes
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
 
@@ -117,7 +118,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     for item in imported:
         log = next(p for _, _, p in parsed if p.path == item["file"])
         for run, summary in zip(log.runs, item["runs"]):
-            sizes = f"{_size(run.rows[0].bytes)}-{_size(run.rows[-1].bytes)}"
+            sizes = f"{format_bytes(run.rows[0].bytes)}-{format_bytes(run.rows[-1].bytes)}"
             table.add_row(
                 summary["point_id"],
                 f"{Path(item['file']).name}:{run.line}",
@@ -131,13 +132,6 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     console = _console()
     console.print(table)
     console.print(f"wrote {run_dir} ({len(records)} records)", markup=False)
-
-
-def _size(nbytes: int) -> str:
-    for unit, shift in (("GB", 30), ("MB", 20), ("KB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes} B"
 
 
 # ------------------------------------------------------------------------------------------- calibrate
@@ -262,7 +256,7 @@ def _print_holdout(console: Console, results: list) -> None:
         table.add_row(
             r.group,
             str(r.ranks),
-            ", ".join(_size(b) for b in r.fit_sizes),
+            ", ".join(format_bytes(b) for b in r.fit_sizes),
             f"{r.held_median_pct:.1f}",
             f"{r.rest_median_pct:.1f}",
             f"{r.prior_median_pct:.1f}",

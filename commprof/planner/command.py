@@ -8,13 +8,7 @@ import click
 
 from commprof.planner.models import load_model
 from commprof.planner.plan import PHASES, SPEC_METHODS, StepPlan, build_step_plan, step_tokens, tokens_per_request
-
-
-def human_bytes(n: int) -> str:
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
+from commprof.units import format_bytes
 
 
 def format_plan(plan: StepPlan) -> str:
@@ -31,8 +25,8 @@ def format_plan(plan: StepPlan) -> str:
     for collective, ops in totals.items():
         if ops:
             size = sum(op.bytes for op in ops)
-            lines.append(f"total {collective}: {len(ops)} ops, {size} bytes ({human_bytes(size)})")
-    lines.append(f"total: {len(plan.ops)} collectives, {plan.total_bytes} bytes ({human_bytes(plan.total_bytes)})")
+            lines.append(f"total {collective}: {len(ops)} ops, {size} bytes ({format_bytes(size)})")
+    lines.append(f"total: {len(plan.ops)} collectives, {plan.total_bytes} bytes ({format_bytes(plan.total_bytes)})")
     return "\n".join(lines)
 
 

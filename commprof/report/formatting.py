@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from commprof.report.frame import ENV_PREFIX
+from commprof.units import format_bytes
 
 SOURCE_LABELS = {"measured": "measured", "simulated": "simulated (cost model)", "nccl-tests": "imported (nccl-tests)"}
 
@@ -48,14 +49,7 @@ def fmt_num(value: Any, digits: int = 2) -> str:
 
 
 def fmt_bytes(value: Any) -> str:
-    if not finite(value):
-        return "—"
-    value = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"
+    return "—" if not finite(value) else format_bytes(value)
 
 
 def escaped(value: Any) -> str:

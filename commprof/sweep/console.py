@@ -15,6 +15,7 @@ from commprof.records.files import RESULTS_FILE, read_records
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.sweep.measure import point_status
 from commprof.sweep.runner import SweepProgress
+from commprof.units import format_bytes
 
 
 class SweepConsole(SweepProgress):
@@ -168,16 +169,12 @@ def per_collective_table(records: list[dict[str, Any]], point_id: str = BASELINE
                 continue
             medians = sorted(v[0] for v in values)
             row += [
-                _fmt_bytes(sizes[(kind, t)]),
+                format_bytes(sizes[(kind, t)]),
                 _fmt_us({"median": medians[len(medians) // 2]}),
                 _fmt_us({"median": max(v[1] for v in values)}),
             ]
         table.add_row(*row)
     return table
-
-
-def _fmt_bytes(n: int) -> str:
-    return f"{n / 1024:.0f} KiB" if n >= 1024 else f"{n} B"
 
 
 def _cell(record: dict | None) -> str:

@@ -11,6 +11,7 @@ import click
 
 from commprof.errors import UsageError
 from commprof.planner.plan import PHASES
+from commprof.units import format_bytes
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 DUMP_SUFFIXES = (".log", ".prom")
@@ -70,12 +71,7 @@ def _us(value: float | None) -> str:
 
 
 def _bytes(value: int | None) -> str:
-    if value is None:
-        return "?"
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if value >= scale:
-            return f"{value / scale:.1f} {unit}"
-    return f"{value} B"
+    return "?" if value is None else format_bytes(value)
 
 
 def _size_range(c: dict[str, Any]) -> str:
