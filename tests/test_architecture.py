@@ -1,0 +1,223 @@
+"""The package's shape stays as README's "How it is built" says: data flows one way, no import circles, small files.
+
+Imports are read from the source (every `import` and `from ... import`, including those inside functions and
+`if TYPE_CHECKING:`), so a circle hidden behind a lazy or type-only import counts too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "commprof"
+MAX_LINES = 600
+
+# The stages in data-flow order: a unit imports only units of earlier tiers (and itself). A unit is a top-level
+# module or package of commprof; each stage's command (`<stage>/command.py`) and the other entry points may
+# import anything.
+TIERS = (
+    {"errors", "stats", "units", "runmeta"},
+    {"nccl_vocab", "records"},  # vocabularies every stage shares
+    {"planner", "nccl_log"},  # config.json -> step plan; NCCL's log -> facts
+    {"impls", "nccl_findings"},
+    {"harness", "doctor"},  # the timed replay; the box checks
+    {"profile_pass"},
+    {"trial"},
+    {"forkserver"},
+    {"sweep"},
+    {"costmodel", "report", "trace"},  # what reads records (or traces) afterwards
+)
+# Known and being fixed: the sweep file parser still holds the spec dataclasses (so points.py's neighbours
+# dryrun.py and staging.py import it back for their types) and its own validation helpers. Nothing may join
+# these; the tests below fail when one is fixed, so that it is taken off.
+PENDING_CIRCLES = [{"commprof.sweep.config", "commprof.sweep.dryrun", "commprof.sweep.staging"}]
+PENDING_LONG = {"commprof/sweep/config.py"}
+ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "nccl_log_command", "gpu_smoke"}
+# Inside the report: analyses, then the front door, then what words and shows it, then the writer and the command.
+REPORT_TIERS = (
+    {"frame", "ops", "doctor_verdicts", "engine_hints"},
+    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
+    {"choices"},
+    {"run_analysis"},
+    {"words", "provenance"},
+    {"views", "summary"},
+    {"write"},
+    {"command"},
+)
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """commprof module -> the commprof modules it imports (a `from package import name` counts as the module
+    `package.name` where that is one, else as `package`)."""
+    paths = sorted(package.rglob("*.py"))
+    modules = {module_name(p, package) for p in paths}
+    root = package.name
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        name = module_name(path, package)
+        package_of = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name.split(".")[0] == root)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package_of.split(".")[: len(package_of.split(".")) - node.level + 1]
+                    base = ".".join(parent + ([base] if base else []))
+                if base.split(".")[0] != root:
+                    continue
+                for alias in node.names:
+                    targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+        graph[name] = {t for t in targets if t != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Every import circle: the groups of modules that import each other, directly or around a loop."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = set()
+            while not group or node not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                found.append(group)
+
+    for start in sorted(graph):
+        if start not in index:
+            visit(start)
+    return found
+
+
+def back_edges(graph: dict[str, set[str]], tiers, unit_of, free) -> list[str]:
+    """Imports of a unit from a later (or the same, other) tier: "importer -> imported" lines."""
+    tier = {unit: rank for rank, units in enumerate(tiers) for unit in units}
+    found = []
+    for importer, imported in sorted(graph.items()):
+        a = unit_of(importer)
+        if a is None or free(importer, a):
+            continue
+        for target in sorted(imported):
+            b = unit_of(target)
+            if b is None or a == b:
+                continue
+            if a not in tier or b not in tier or tier[b] >= tier[a]:
+                found.append(f"{importer} -> {target}")
+    return found
+
+
+def _stage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _report_unit(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "report" else None
+
+
+def test_no_import_circle():
+    found = circles(import_graph())
+    assert found == PENDING_CIRCLES, (
+        f"import circles {[sorted(c) for c in found]}; known and pending: {[sorted(c) for c in PENDING_CIRCLES]} "
+        "(a pending one that is gone: remove it from PENDING_CIRCLES)"
+    )
+
+
+def test_no_file_over_the_line_limit():
+    long = {
+        str(p.relative_to(PACKAGE.parent))
+        for p in PACKAGE.rglob("*.py")
+        if len(p.read_text(encoding="utf-8").splitlines()) > MAX_LINES
+    }
+    assert long == PENDING_LONG, (
+        f"over {MAX_LINES} lines (split by job): {sorted(long)}; known and pending: {sorted(PENDING_LONG)} "
+        "(a pending one that is short now: remove it from PENDING_LONG)"
+    )
+
+
+def test_stages_import_only_earlier_stages():
+    def free(module: str, stage: str) -> bool:
+        return stage in ENTRY_POINTS or module.endswith(".command")
+
+    assert back_edges(import_graph(), TIERS, _stage, free) == []
+
+
+def test_report_analyses_import_no_views_or_writers():
+    report_modules = {m: t for m, t in import_graph().items() if _report_unit(m)}
+    assert back_edges(report_modules, REPORT_TIERS, _report_unit, lambda module, unit: False) == []
+
+
+def test_every_stage_is_placed():
+    names = [module_name(p).split(".") for p in PACKAGE.rglob("*.py")]
+    stages = {parts[1] for parts in names if len(parts) > 1}
+    assert stages <= set().union(*TIERS) | ENTRY_POINTS, "place in TIERS or ENTRY_POINTS"
+    report = {parts[2] for parts in names if len(parts) > 2 and parts[1] == "report"}
+    assert report <= set().union(*REPORT_TIERS), "place in REPORT_TIERS"
+
+
+# The checks themselves, on small graphs: each finds what it is there to find.
+
+
+def test_circles_finds_a_type_only_circle(tmp_path):
+    package = tmp_path / "commprof"
+    (package / "report").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "report" / "__init__.py").write_text("")
+    (package / "report" / "render.py").write_text("from commprof.report.answers import words\n")
+    (package / "report" / "answers.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from commprof.report.render import Run\n"
+    )
+    graph = import_graph(package)
+    assert graph["commprof.report.render"] == {"commprof.report.answers"}
+    assert circles(graph) == [{"commprof.report.answers", "commprof.report.render"}]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+@pytest.mark.parametrize(
+    "importer, imported, allowed",
+    [
+        ("commprof.doctor.env", "commprof.sweep.points", False),  # a box check reading the sweep
+        ("commprof.records.files", "commprof.report.frame", False),
+        ("commprof.report.frame", "commprof.costmodel.simulate", False),  # siblings
+        ("commprof.sweep.measure", "commprof.records.schema", True),
+        ("commprof.report.command", "commprof.sweep.config", True),  # a command may reach anywhere
+    ],
+)
+def test_back_edges_are_found(importer, imported, allowed):
+    def free(module: str, stage: str) -> bool:
+        return stage in ENTRY_POINTS or module.endswith(".command")
+
+    found = back_edges({importer: {imported}}, TIERS, _stage, free)
+    assert found == ([] if allowed else [f"{importer} -> {imported}"])
+
+
+def test_report_back_edges_are_found():
+    graph = {
+        "commprof.report.frame": {"commprof.report.views.page"},
+        "commprof.report.views.page": {"commprof.report.frame"},
+    }
+    assert back_edges(graph, REPORT_TIERS, _report_unit, lambda m, u: False) == [
+        "commprof.report.frame -> commprof.report.views.page"
+    ]
