@@ -14,7 +14,7 @@ from commprof.errors import UsageError
 SUBCOMMANDS: dict[str, str] = {
     "plan": "commprof.planner.command:plan",
     "topo": "commprof.doctor.command:topo",
-    "nccl-log": "commprof.nccl_log_command:nccl_log",
+    "nccl-log": "commprof.nccl_log.command:nccl_log",
     "trace": "commprof.trace.command:trace",
     "doctor": "commprof.doctor.command:doctor",
     "report": "commprof.report.command:report",

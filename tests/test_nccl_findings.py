@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 from commprof.cli import main
-from commprof.nccl_findings import find_problems
-from commprof.nccl_log import parse_nccl_log
+from commprof.nccl_log.findings import find_problems
+from commprof.nccl_log.parse import parse_nccl_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl_log"
 

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from commprof.nccl_log import choice_matches, parse_nccl_log
+from commprof.nccl_log.parse import choice_matches, parse_nccl_log
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl_log"
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from commprof.doctor.facts import Source
 from commprof.doctor.nccl_probe import run_probe
-from commprof.nccl_log import parse_nccl_log
+from commprof.nccl_log.parse import parse_nccl_log
 
 ALL_GPUS_TIMEOUT_S = 90
 PAIR_TIMEOUT_S = 45

@@ -6,14 +6,14 @@ from commprof.doctor.env import parse_assignments
 from commprof.doctor.facts import Facts
 from commprof.doctor.gpus import pair_levels
 from commprof.doctor.result import FAIL, OK, SKIPPED, WARN, CheckResult, worst
-from commprof.nccl_findings import find_problems
-from commprof.nccl_log import parse_nccl_log
+from commprof.nccl_log.findings import find_problems
+from commprof.nccl_log.parse import parse_nccl_log
 
 ID, TITLE = "nccl", "NCCL's own view: transports, rings, P2P level"
 
 # Path levels beyond NCCL's default P2P level (PXB): NCCL stages these pairs through host memory.
 BEYOND_PXB = ("PHB", "NODE", "SYS")
-# The log's own findings on P2P reach (commprof.nccl_findings) that the topology-aware trap below says better.
+# The log's own findings on P2P reach (commprof.nccl_log.findings) that the topology-aware trap below says better.
 TOPOLOGY_AWARE = ("p2p_unavailable", "p2p_through_host")
 TRAP_FIX = (
     "try NCCL_P2P_LEVEL=SYS (an axis of sweeps/pcie8-verify.toml); keep it if it measures faster and "

@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
-from commprof.nccl_log import choice_matches, parse_nccl_log
+from commprof.nccl_log.parse import choice_matches, parse_nccl_log
 from commprof.records.schema import StepRecord, step_record
 from commprof.trial import TrialRequest
 
@@ -333,8 +333,8 @@ RECORD_KEYS = (
 
 def summarize_nccl_log(path: Path, sizes: set[tuple[str, int, int]]) -> dict | None:
     """What NCCL reported in a point's rank-0 INFO log, its choices kept for the step's own ops, and the
-    log's findings (see commprof.nccl_findings)."""
-    from commprof.nccl_findings import find_problems
+    log's findings (see commprof.nccl_log.findings)."""
+    from commprof.nccl_log.findings import find_problems
 
     if not path.exists():
         return None

@@ -1,6 +1,6 @@
 """What a parsed NCCL INFO log means for an inference box: findings, each with its evidence lines and a fix.
 
-Pure: rules over an `NcclLogSummary` (commprof.nccl_log). Each rule mirrors a known failure of PCIe boxes or of
+Pure: rules over an `NcclLogSummary` (commprof.nccl_log.parse). Each rule mirrors a known failure of PCIe boxes or of
 CUDA-graph serving; the evidence is the log's own lines, so a user can find them in their file.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from commprof.nccl_log import NcclLogSummary
+from commprof.nccl_log.parse import NcclLogSummary
 from commprof.nccl_vocab import PROTOCOLS, named, parse_selection
 
 INFO, WARN, FAIL = "info", "warn", "fail"

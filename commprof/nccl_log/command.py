@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from commprof.errors import UsageError
-from commprof.nccl_findings import find_problems
-from commprof.nccl_log import NcclLogSummary, parse_nccl_log
+from commprof.nccl_log.findings import find_problems
+from commprof.nccl_log.parse import NcclLogSummary, parse_nccl_log
 
 
 def read_log(path: str) -> str:
