@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from commprof.errors import UsageError
+from commprof.errors import run_command
 
 # Subcommand -> "module:attribute" of its click command, imported only when invoked (keeps start-up fast
 # and keeps pandas / FlashInfer out of commands that do not need them).
@@ -64,21 +64,8 @@ def cli():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; UsageError becomes one line on stderr and exit status 2."""
-    try:
-        cli.main(args=argv, prog_name="commprof", standalone_mode=False)
-    except UsageError as exc:
-        click.echo(f"commprof: error: {exc}", err=True)
-        return 2
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("commprof: aborted", err=True)
-        return 130
-    return 0
+    """Run the CLI; UsageError and click's usage errors become one line on stderr and exit status 2."""
+    return run_command(cli, argv, "commprof")
 
 
 if __name__ == "__main__":

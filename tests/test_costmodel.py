@@ -89,12 +89,23 @@ def test_calibration_toml_round_trip_and_errors(tmp_path):
     back = params_from_toml(text, "model.toml")
     assert (back.overhead_us, back.channel_bw_gbps, back.hop_us, back.nccl_bw_gbps) == (3.5, 7.25, params.hop_us, 12.0)
     assert back.fit["protocols"] == ["LL", "Simple"] and back.source == "model.toml"
-    with pytest.raises(UsageError, match=r"model.toml: model.channel_bw_gbps must be > 0"):
+    with pytest.raises(
+        UsageError, match=r"model.toml: model.channel_bw_gbps: 0 is out of range .allowed: a number > 0."
+    ):
         params_from_toml(text.replace("channel_bw_gbps = 7.25", "channel_bw_gbps = 0"), "model.toml")
-    with pytest.raises(UsageError, match=r"m.toml: model.link must be one of"):
+    with pytest.raises(
+        UsageError, match=r"m.toml: model.link: 'carrier-pigeon' is not a link type .allowed: nvlink, pci"
+    ):
         params_from_toml(text.replace('link = "pci"', 'link = "carrier-pigeon"'), "m.toml")
     with pytest.raises(UsageError, match="not valid TOML"):
         params_from_toml("[model\n", "m.toml")
+    with pytest.raises(UsageError) as info:  # every problem at once, one line each, as sweep files report them
+        params_from_toml(text.replace('arch = "', 'arch = "x').replace("LL128 = ", "LL129 = "), "m.toml")
+    assert str(info.value).splitlines() == [
+        "m.toml: model.arch: 'xampere' is not a GPU generation (allowed: volta, ampere, hopper, blackwell)",
+        "m.toml: model.hop_us.LL129: unknown key (allowed: LL, LL128, Simple)",
+        "m.toml: model.hop_us.LL128: missing (allowed: a number >= 0)",
+    ]
 
 
 def test_nelder_mead_finds_a_minimum():

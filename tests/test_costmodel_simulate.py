@@ -13,6 +13,7 @@ from commprof.costmodel.latency import params_to_toml
 from commprof.costmodel.simulate import nccl_setting, simulate_sweep
 from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
 from commprof.errors import UsageError
+from commprof.problems import MISSING
 from commprof.records.files import read_records
 from commprof.sweep.config import load_sweep
 
@@ -71,16 +72,28 @@ def test_topology_validation_names_file_and_key():
         "links": {"pci": {"channels": 2, "channel_bw_gbps": 24.0}},
     }
     topology_from_dict(data, "ok.toml")
-    with pytest.raises(UsageError, match=r"t.toml: links.pci.channels must be > 0"):
-        topology_from_dict({**data, "links": {"pci": {"channels": 0, "channel_bw_gbps": 1.0}}}, "t.toml")
-    with pytest.raises(UsageError, match=r"t.toml: gpu_path must be one of"):
-        topology_from_dict({**data, "gpu_path": "QPI"}, "t.toml")
-    with pytest.raises(UsageError, match=r"t.toml: missing key 'gpus'"):
-        topology_from_dict({k: v for k, v in data.items() if k != "gpus"}, "t.toml")
-    with pytest.raises(UsageError, match=r"t.toml: unknown key 'gpu'"):
-        topology_from_dict({**data, "gpu": "H100"}, "t.toml")
-    with pytest.raises(UsageError, match=r"t.toml: impls.x.all_reduce_us must be a list"):
-        topology_from_dict({**data, "impls": {"x": {"all_reduce_us": [["a", 1]], "source": "s"}}}, "t.toml")
+    for changes, line in [
+        (
+            {"links": {"pci": {"channels": 0, "channel_bw_gbps": 1.0}}},
+            "t.toml: links.pci.channels: 0 is below 1 (allowed: an integer >= 1)",
+        ),
+        ({"gpu_path": "QPI"}, "t.toml: gpu_path: 'QPI' is not a path type (allowed: NVL, PIX, PXB, PHB, SYS)"),
+        ({"gpus": MISSING}, "t.toml: gpus: missing (allowed: an integer >= 1)"),
+        ({"gpu": "H100"}, "t.toml: gpu: unknown key (allowed: name, description, gpus,"),
+        ({"links": {"pcie": {}}}, "t.toml: links.pcie: unknown link type (allowed: nvlink, pci, shm)"),
+        (
+            {"impls": {"x": {"all_reduce_us": [["a", 1]], "source": "s"}}},
+            "t.toml: impls.x.all_reduce_us: [['a', 1]] is not a list of [bytes, microseconds] pairs",
+        ),
+    ]:
+        broken = {k: v for k, v in {**data, **changes}.items() if v is not MISSING}
+        with pytest.raises(UsageError) as info:
+            topology_from_dict(broken, "t.toml")
+        assert line in str(info.value)
+    # Every problem at once, one line each.
+    with pytest.raises(UsageError) as info:
+        topology_from_dict({**data, "gpus": 0, "gpu_path": "QPI", "sources": "s"}, "t.toml")
+    assert [line.split(": ")[1] for line in str(info.value).splitlines()] == ["gpus", "gpu_path", "sources"]
     with pytest.raises(UsageError, match="unknown topology 'nope'"):
         load_topology("nope")
 

@@ -8,7 +8,7 @@ import pytest
 
 from commprof.errors import UsageError
 from commprof.sweep import SweepPoint, default_sweep, format_points_table, load_sweep, parse_sweep
-from commprof.sweep.config import DEFAULT_ITERATIONS, DEFAULT_WARMUP
+from commprof.sweep.spec import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEPS = ROOT / "sweeps"

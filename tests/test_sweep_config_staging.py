@@ -9,6 +9,7 @@ import pytest
 from commprof.records.point_ids import stage_of
 from commprof.records.schema import step_record
 from commprof.sweep import load_sweep, parse_sweep, rank_points
+from commprof.sweep.staging import refine
 
 SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
 
@@ -136,7 +137,7 @@ def test_a_point_missing_a_T_does_not_rank():
 
 
 def test_refine_crosses_the_best_candidates_with_the_stage_axes():
-    points = SPEC.refine(1, stage0_results(TIMES))
+    points = refine(SPEC, 1, stage0_results(TIMES))
     # candidates are impl = default only: p001 (LL) then p002 (Simple); PROTO axis resets it to default.
     assert [(p.point_id, p.stage, p.env) for p in points] == [
         ("s1-p000", 1, {"NCCL_MIN_NCHANNELS": "2", "NCCL_MAX_NCHANNELS": "2"}),
@@ -148,9 +149,9 @@ def test_refine_crosses_the_best_candidates_with_the_stage_axes():
 def test_refine_is_pure_and_deterministic():
     results = stage0_results(TIMES)
     snapshot = [dict(r) for r in results]
-    first = SPEC.refine(1, results)
+    first = refine(SPEC, 1, results)
     assert results == snapshot
-    assert [p.to_dict() for p in SPEC.refine(1, list(reversed(results)))] == [p.to_dict() for p in first]
+    assert [p.to_dict() for p in refine(SPEC, 1, list(reversed(results)))] == [p.to_dict() for p in first]
 
 
 def test_refine_skips_configurations_already_measured():
@@ -160,17 +161,17 @@ def test_refine_skips_configurations_already_measured():
     results = []
     for point, t in zip(spec.points, (100.0, 50.0, 80.0)):
         results += records(point, {1: t})
-    new = spec.refine(1, results)
+    new = refine(spec, 1, results)
     assert new == []  # every crossing of the 3 points with default / LL was already measured
 
 
 def test_re_measuring_stage_repeats_the_best_with_the_baseline():
     stage0 = stage0_results(TIMES)
-    stage1 = SPEC.refine(1, stage0)
+    stage1 = refine(SPEC, 1, stage0)
     results = list(stage0)
     for point, t in zip(stage1, (30.0, 40.0)):
         results += records(point, {1: t, 4: t})
-    confirm = SPEC.refine(2, results)
+    confirm = refine(SPEC, 2, results)
     assert [p.point_id for p in confirm] == ["s2-p000", "s2-p001", "s2-p002"]
     assert confirm[0].is_baseline and confirm[0].label == "defaults"
     assert [p.label for p in confirm[1:]] == ["flashinfer-pcie-ipc", "ch=2"]
@@ -180,11 +181,11 @@ def test_re_measuring_stage_repeats_the_best_with_the_baseline():
 
 def test_latest_measurement_of_a_configuration_is_the_one_that_ranks():
     stage0 = stage0_results(TIMES)
-    stage1 = SPEC.refine(1, stage0)
+    stage1 = refine(SPEC, 1, stage0)
     results = list(stage0)
     for point in stage1:
         results += records(point, {1: 1000.0, 4: 1000.0})
-    confirm = SPEC.refine(2, results)
+    confirm = refine(SPEC, 2, results)
     remeasured = []
     for point in confirm:
         slow = 5000.0 if point.impl == "flashinfer-pcie-ipc" else 1.0
@@ -197,21 +198,21 @@ def test_latest_measurement_of_a_configuration_is_the_one_that_ranks():
 
 def test_refine_with_no_rankable_point_gives_no_points():
     results = stage0_results(TIMES, **{p: {"status": "crashed"} for p in TIMES})
-    assert SPEC.refine(1, results) == []
+    assert refine(SPEC, 1, results) == []
 
 
 def test_refine_ignores_records_of_its_own_and_later_stages():
     stage0 = stage0_results(TIMES)
     ghost = SPEC.points[2]
     later = [dict(r, point_id="s1-p009") for r in records(ghost, {1: 0.1, 4: 0.1})]
-    assert SPEC.refine(1, stage0 + later) == SPEC.refine(1, stage0)
+    assert refine(SPEC, 1, stage0 + later) == refine(SPEC, 1, stage0)
 
 
 def test_refine_rejects_a_stage_that_does_not_exist():
     with pytest.raises(ValueError, match="stage 3 does not exist"):
-        SPEC.refine(3, [])
+        refine(SPEC, 3, [])
     with pytest.raises(ValueError):
-        SPEC.refine(0, [])
+        refine(SPEC, 0, [])
 
 
 def test_stage_of_point_ids():
@@ -225,7 +226,7 @@ def test_pcie8_verify_stages_on_synthetic_results():
         # Made-up numbers: faster with a higher index, and flashinfer-pcie-ipc fastest of all.
         base = 5000.0 - 100 * index - (3000 if point.impl == "flashinfer-pcie-ipc" else 0)
         results += records(point, {t: base * t**0.1 for t in spec.tokens})
-    stage1 = spec.refine(1, results)
+    stage1 = refine(spec, 1, results)
     assert len(stage1) == spec.stages[0].max_points() == 48
     # The candidates filter keeps FlashInfer out: the 3 fastest NCCL points are the last 3 default ones.
     best_nccl = [p for p in spec.points if p.impl == "default"][-3:]
@@ -238,6 +239,6 @@ def test_pcie8_verify_stages_on_synthetic_results():
     assert {p.env["NCCL_MIN_NCHANNELS"] for p in stage1} == {"2", "4", "8", "16"}
     for point in stage1:
         results += records(point, {t: 100.0 for t in spec.tokens})
-    confirm = spec.refine(2, results)
+    confirm = refine(spec, 2, results)
     assert len(confirm) == 5 and confirm[0].is_baseline
     assert all(p.stage == 2 for p in confirm)

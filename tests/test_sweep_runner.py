@@ -144,7 +144,7 @@ def test_dry_run_starts_nothing(tmp_path):
     [
         (["--model", "nope"], "known presets"),
         (["--tokens", "0"], "tokens must be >= 1"),
-        (["--tp", "0"], "tensor parallel degree"),
+        (["--tp", "0"], "Invalid value for '--tp': 0 is not in the range x>=1"),
         (["--tp", "4"], "TP 4 needs exactly 4 ranks"),
         (["--out", "{tmp}/a-file/runs"], "not writable"),
     ],

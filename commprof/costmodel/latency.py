@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from commprof.errors import UsageError
 from commprof.nccl_vocab import MODEL_PROTOCOLS, PLAN_COLLECTIVES
+from commprof.problems import MISSING, Problems
 
 try:
     import tomllib
@@ -409,48 +410,51 @@ def params_to_toml(params: CostParams, header: str = "") -> str:
     return comment + body
 
 
+CALIBRATION_KEYS = ("model", "fit")
+MODEL_KEYS = (
+    "link",
+    "arch",
+    "channels",
+    "nvls_channels",
+    "channel_bw_gbps",
+    "nccl_bw_gbps",
+    "overhead_us",
+    "source",
+    "hop_us",
+)
+
+
 def params_from_toml(text: str, path: str) -> CostParams:
-    """Read a calibration written by params_to_toml; UsageError naming the file and key on bad content."""
+    """Read a calibration written by params_to_toml; UsageError lists every problem as "file: key: problem"."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML ({exc})") from None
-    model = data.get("model")
-    if not isinstance(model, dict):
-        raise UsageError(f"{path}: missing [model] table")
-
-    def need(key: str, kind, positive: bool = False):
-        value = model.get(key)
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise UsageError(
-                f"{path}: model.{key} must be {kind.__name__ if isinstance(kind, type) else 'a number'}, got {value!r}"
-            )
-        if positive and value <= 0:
-            raise UsageError(f"{path}: model.{key} must be > 0, got {value!r}")
-        return value
-
-    link, arch = need("link", str), need("arch", str)
-    if link not in LINKS:
-        raise UsageError(f"{path}: model.link must be one of {', '.join(LINKS)}, got {link!r}")
-    if arch not in ARCHS:
-        raise UsageError(f"{path}: model.arch must be one of {', '.join(ARCHS)}, got {arch!r}")
-    hop = model.get("hop_us")
-    if (
-        not isinstance(hop, dict)
-        or set(hop) != set(PROTOS)
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in hop.values())
-    ):
-        raise UsageError(f"{path}: model.hop_us must give LL, LL128 and Simple as numbers >= 0")
-    overhead = need("overhead_us", (int, float))
+    problems = Problems(path)
+    problems.unknown_keys(data, CALIBRATION_KEYS, "")
+    model = problems.table(data.get("model", MISSING), "model")
+    problems.unknown_keys(model, MODEL_KEYS, "model")
+    link = problems.choice(model.get("link", MISSING), "model.link", LINKS, "a link type")
+    arch = problems.choice(model.get("arch", MISSING), "model.arch", ARCHS, "a GPU generation")
+    channels = problems.integer(model.get("channels", MISSING), "model.channels", 1)
+    nvls_channels = problems.integer(model.get("nvls_channels", 0), "model.nvls_channels", 0)
+    bandwidth = problems.number(model.get("channel_bw_gbps", MISSING), "model.channel_bw_gbps", 0.0, strict=True)
+    nccl_bw = model.get("nccl_bw_gbps")
+    nccl_bw = None if nccl_bw is None else problems.number(nccl_bw, "model.nccl_bw_gbps", 0.0, strict=True)
+    overhead = problems.number(model.get("overhead_us", MISSING), "model.overhead_us", None)
+    hop = problems.table(model.get("hop_us", MISSING), "model.hop_us")
+    problems.unknown_keys(hop, PROTOS, "model.hop_us")
+    hop_us = {proto: problems.number(hop.get(proto, MISSING), f"model.hop_us.{proto}", 0.0) for proto in PROTOS}
+    problems.raise_if_any()
     return CostParams(
         link=link,
         arch=arch,
-        channels=need("channels", int, positive=True),
-        channel_bw_gbps=float(need("channel_bw_gbps", (int, float), positive=True)),
-        hop_us={k: float(v) for k, v in hop.items()},
-        overhead_us=float(overhead),
-        nvls_channels=need("nvls_channels", int) if "nvls_channels" in model else 0,
-        nccl_bw_gbps=float(model["nccl_bw_gbps"]) if "nccl_bw_gbps" in model else None,
+        channels=channels,
+        channel_bw_gbps=bandwidth,
+        hop_us=hop_us,
+        overhead_us=overhead,
+        nvls_channels=nvls_channels,
+        nccl_bw_gbps=nccl_bw,
         source=path,
         fit=data.get("fit", {}) if isinstance(data.get("fit"), dict) else {},
     )

@@ -20,6 +20,8 @@ from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
 from commprof.records.schema import MODES, StepRecord, step_record
 from commprof.stats import summarize
+from commprof.sweep.spec import SweepPoint, SweepSpec
+from commprof.sweep.staging import refine
 
 NO_EFFECT_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 MODELLED_VARS = (
@@ -141,7 +143,12 @@ def _stats(value: float) -> dict:
 
 
 def simulate_point(
-    spec, point, topology: Topology, calibration: CostParams | None, run_id: str, now: str | None = None
+    spec: SweepSpec,
+    point: SweepPoint,
+    topology: Topology,
+    calibration: CostParams | None,
+    run_id: str,
+    now: str | None = None,
 ) -> list[StepRecord]:
     """One record per (T, mode) of the point, like the sweep writes; failures become a status and message."""
     now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -275,7 +282,7 @@ def simulate_point(
 
 
 def simulate_sweep(
-    spec, topology: Topology, calibration: CostParams | None, run_id: str, now: str | None = None
+    spec: SweepSpec, topology: Topology, calibration: CostParams | None, run_id: str, now: str | None = None
 ) -> list[StepRecord]:
     """Records for every point of the sweep, stage by stage (later stages chosen from these predictions)."""
     records = []
@@ -283,6 +290,6 @@ def simulate_sweep(
         records.extend(simulate_point(spec, point, topology, calibration, run_id, now))
     for stage in range(1, len(spec.stages) + 1):
         # Later stages pick their points from the earlier results: here, the predictions.
-        for point in spec.refine(stage, records):
+        for point in refine(spec, stage, records):
             records.extend(simulate_point(spec, point, topology, calibration, run_id, now))
     return records

@@ -14,6 +14,7 @@ from pathlib import Path
 from commprof.costmodel.latency import LINKS, CostParams, arch_of, nccl_prior
 from commprof.errors import UsageError
 from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, LEGACY_P2P_LEVELS, P2P_LEVELS
+from commprof.problems import MISSING, Problems, allowed
 
 try:
     import tomllib
@@ -125,6 +126,7 @@ def resolve_topology(name_or_path: str) -> Path:
 
 
 def load_topology(name_or_path: str) -> Topology:
+    """A preset by name, or a topology file; UsageError lists every problem in it."""
     path = resolve_topology(name_or_path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -137,91 +139,101 @@ def load_topology(name_or_path: str) -> Topology:
     return topology_from_dict(data, str(path))
 
 
+TOPOLOGY_KEYS = (
+    "name",
+    "description",
+    "gpus",
+    "compute_capability",
+    "gpu_path",
+    "p2p_supported",
+    "launch_overhead_us",
+    "assumptions",
+    "sources",
+    "links",
+    "impls",
+)
+LINK_KEYS = ("channels", "channel_bw_gbps", "nvls_channels")
+IMPL_KEYS = ("all_reduce_us", "max_bytes", "source")
+LATENCY_POINTS = "a list of [bytes, microseconds] pairs, both > 0"
+
+
 def topology_from_dict(data: dict, path: str) -> Topology:
-    """Validate a parsed topology file; UsageError names the file and the key."""
-
-    def need(table: dict, key: str, kind, where: str = "", positive: bool = False, optional: bool = False):
-        name = f"{where}{key}"
-        if key not in table:
-            if optional:
-                return None
-            raise UsageError(f"{path}: missing key {name!r}")
-        value = table[key]
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-            raise UsageError(f"{path}: {name} must be {' or '.join(k.__name__ for k in kinds)}, got {value!r}")
-        if positive and value <= 0:
-            raise UsageError(f"{path}: {name} must be > 0, got {value!r}")
-        return value
-
-    known = {
-        "name",
-        "description",
-        "gpus",
-        "compute_capability",
-        "gpu_path",
-        "p2p_supported",
-        "launch_overhead_us",
-        "links",
-        "impls",
-        "assumptions",
-        "sources",
+    """Validate a parsed topology file; UsageError lists every problem as "file: key: problem (allowed: ...)"."""
+    problems = Problems(path)
+    problems.unknown_keys(data, TOPOLOGY_KEYS, "")
+    name = problems.string(data.get("name", MISSING), "name")
+    description = problems.string(data.get("description", MISSING), "description")
+    gpus = problems.integer(data.get("gpus", MISSING), "gpus", 1)
+    capability = problems.number(data.get("compute_capability", MISSING), "compute_capability", 0.0, strict=True)
+    gpu_path = data.get("gpu_path", MISSING)
+    gpu_path = problems.choice(
+        gpu_path.upper() if isinstance(gpu_path, str) else gpu_path, "gpu_path", PATH_TYPES[1:], "a path type"
+    )
+    p2p_supported = problems.boolean(data.get("p2p_supported", MISSING), "p2p_supported")
+    launch_overhead = problems.number(data.get("launch_overhead_us", MISSING), "launch_overhead_us", None)
+    assumptions = problems.string(data.get("assumptions", MISSING), "assumptions")
+    sources = problems.strings(data.get("sources", MISSING), "sources")
+    links = _links(problems.table(data.get("links", MISSING), "links"), problems)
+    impls = {
+        impl: stated
+        for impl, table in problems.table(data.get("impls"), "impls").items()
+        if (stated := _stated_impl(problems.table(table, f"impls.{impl}"), f"impls.{impl}", problems)) is not None
     }
-    for key in data:
-        if key not in known:
-            raise UsageError(f"{path}: unknown key {key!r} (known: {', '.join(sorted(known))})")
-    gpu_path = need(data, "gpu_path", str).upper()
-    if gpu_path not in PATH_TYPES[1:]:
-        raise UsageError(f"{path}: gpu_path must be one of {', '.join(PATH_TYPES[1:])}, got {gpu_path!r}")
-    links_table = need(data, "links", dict)
+    problems.raise_if_any()
+    return Topology(
+        name=name,
+        path=path,
+        description=description,
+        gpus=gpus,
+        compute_capability=capability,
+        gpu_path=gpu_path,
+        p2p_supported=p2p_supported,
+        launch_overhead_us=launch_overhead,
+        links=links,
+        impls=impls,
+        assumptions=assumptions,
+        sources=sources,
+    )
+
+
+def _links(tables: dict, problems: Problems) -> dict[str, LinkSpec]:
     links = {}
-    for link, table in links_table.items():
+    for link, table in tables.items():
+        key = f"links.{link}"
         if link not in LINKS:
-            raise UsageError(f"{path}: links.{link}: unknown link type (known: {', '.join(LINKS)})")
-        if not isinstance(table, dict):
-            raise UsageError(f"{path}: links.{link} must be a table")
-        where = f"links.{link}."
-        links[link] = LinkSpec(
-            channels=need(table, "channels", int, where, positive=True),
-            channel_bw_gbps=float(need(table, "channel_bw_gbps", (int, float), where, positive=True)),
-            nvls_channels=need(table, "nvls_channels", int, where, optional=True) or 0,
-        )
-    if not links:
-        raise UsageError(f"{path}: links needs at least one of {', '.join(LINKS)}")
-    impls = {}
-    for impl, table in (need(data, "impls", dict, optional=True) or {}).items():
-        where = f"impls.{impl}."
-        if not isinstance(table, dict):
-            raise UsageError(f"{path}: impls.{impl} must be a table")
-        raw = need(table, "all_reduce_us", list, where)
+            problems.error(key, f"unknown link type {allowed(LINKS)}")
+            continue
+        table = problems.table(table, key)
+        problems.unknown_keys(table, LINK_KEYS, key)
+        channels = problems.integer(table.get("channels", MISSING), f"{key}.channels", 1)
+        bandwidth = problems.number(table.get("channel_bw_gbps", MISSING), f"{key}.channel_bw_gbps", 0.0, strict=True)
+        nvls_channels = problems.integer(table.get("nvls_channels", 0), f"{key}.nvls_channels", 0)
+        if channels is not None and bandwidth is not None and nvls_channels is not None:
+            links[link] = LinkSpec(channels, bandwidth, nvls_channels)
+    if not tables:
+        problems.error("links", f"empty (allowed: at least one of {', '.join(LINKS)})")
+    return links
+
+
+def _stated_impl(table: dict, key: str, problems: Problems) -> StatedImpl | None:
+    problems.unknown_keys(table, IMPL_KEYS, key)
+    raw = table.get("all_reduce_us", MISSING)
+    points = None
+    if raw is MISSING:
+        problems.error(f"{key}.all_reduce_us", f"missing (allowed: {LATENCY_POINTS})")
+    else:
         try:
             points = tuple(sorted((int(b), float(us)) for b, us in raw))
         except (TypeError, ValueError):
-            raise UsageError(f"{path}: {where}all_reduce_us must be a list of [bytes, microseconds] pairs") from None
+            points = None
         if not points or any(b <= 0 or us <= 0 for b, us in points):
-            raise UsageError(f"{path}: {where}all_reduce_us needs positive [bytes, microseconds] pairs")
-        impls[impl] = StatedImpl(
-            points=points,
-            max_bytes=need(table, "max_bytes", int, where, optional=True),
-            source=need(table, "source", str, where),
-        )
-    sources = need(data, "sources", list)
-    if not all(isinstance(s, str) for s in sources):
-        raise UsageError(f"{path}: sources must be a list of strings")
-    return Topology(
-        name=need(data, "name", str),
-        path=path,
-        description=need(data, "description", str),
-        gpus=need(data, "gpus", int, positive=True),
-        compute_capability=float(need(data, "compute_capability", (int, float), positive=True)),
-        gpu_path=gpu_path,
-        p2p_supported=need(data, "p2p_supported", bool),
-        launch_overhead_us=float(need(data, "launch_overhead_us", (int, float))),
-        links=links,
-        impls=impls,
-        assumptions=need(data, "assumptions", str),
-        sources=tuple(sources),
-    )
+            problems.error(f"{key}.all_reduce_us", f"{raw!r} is not {LATENCY_POINTS} (allowed: {LATENCY_POINTS})")
+            points = None
+    max_bytes = problems.integer(table["max_bytes"], f"{key}.max_bytes", 1) if "max_bytes" in table else None
+    source = problems.string(table.get("source", MISSING), f"{key}.source")
+    if points is None or source is None or ("max_bytes" in table and max_bytes is None):
+        return None
+    return StatedImpl(points=points, max_bytes=max_bytes, source=source)
 
 
 def p2p_level(value: str) -> str:

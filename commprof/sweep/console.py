@@ -15,6 +15,7 @@ from commprof.records.files import RESULTS_FILE, read_records
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.sweep.measure import point_status
 from commprof.sweep.runner import SweepProgress
+from commprof.sweep.spec import SweepSpec
 from commprof.units import format_bytes
 
 
@@ -69,7 +70,7 @@ class SweepConsole(SweepProgress):
         if self.enabled:
             self.console.print(text)
 
-    def print_summary(self, run_dir: Path, spec) -> None:
+    def print_summary(self, run_dir: Path, spec: SweepSpec) -> None:
         """Every point: status, eager and graph median step time per T, speed-up against the baseline."""
         import warnings
 

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from commprof.sweep.points import option_text
-
-if TYPE_CHECKING:
-    from commprof.sweep.config import StageSpec, SweepSpec
+from commprof.sweep.spec import StageSpec, SweepSpec
 
 # What the estimate assumes unless told otherwise: an 8-GPU box's start-up per point (process start,
 # rendezvous, communicator init) and a verify step of Kimi-K2.5 at TP 8 over PCIe.

@@ -24,6 +24,7 @@ from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log.parse import choice_matches, parse_nccl_log
 from commprof.records.schema import StepRecord, step_record
+from commprof.sweep.spec import SweepPoint, SweepSpec
 from commprof.trial import TrialRequest
 
 STDERR_TAIL_LINES = 15
@@ -68,7 +69,7 @@ class PointOutcome:
 
 
 def measure_point(
-    ctx: ControllerContext, server: ForkServer, spec, model: dict, point, tp: int
+    ctx: ControllerContext, server: ForkServer, spec: SweepSpec, model: dict, point: SweepPoint, tp: int
 ) -> list[dict[str, Any]]:
     """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records.
 
@@ -147,7 +148,7 @@ def measure_point(
     return build_records(ctx, request, status, message, outcome.entries, nccl, duration)
 
 
-def _point_env(ctx: ControllerContext, point, log_path: Path | None, subsystems: str) -> dict[str, str]:
+def _point_env(ctx: ControllerContext, point: SweepPoint, log_path: Path | None, subsystems: str) -> dict[str, str]:
     """The point's variables on top of the launch's, plus NCCL's INFO log to `log_path` where asked for."""
     env = {**ctx.rank_env, **{str(k): str(v) for k, v in point.env.items()}}
     if log_path is not None:

@@ -5,15 +5,23 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from commprof.doctor import doctor_summary, has_failures, run_doctor
 from commprof.doctor.topology_probe import probe_topology
 from commprof.errors import UsageError
 from commprof.records.files import META_FILE, write_json
 from commprof.runmeta import collect_meta
+from commprof.sweep.spec import SweepSpec
+
+if TYPE_CHECKING:  # both import torch.distributed; this module runs before it is needed
+    from commprof.sweep.console import SweepConsole
+    from commprof.sweep.runner import SweepOptions
 
 
-def prepare_run_folder(run_dir: Path, backend: str, spec, options, with_doctor: bool, console) -> None:
+def prepare_run_folder(
+    run_dir: Path, backend: str, spec: SweepSpec, options: SweepOptions, with_doctor: bool, console: SweepConsole
+) -> None:
     """Write meta.json (kept as it is on --resume); with --strict, refuse a box whose doctor finds a failure."""
     meta_path = run_dir / META_FILE
     if options.resume and meta_path.exists():
@@ -50,7 +58,7 @@ def prepare_run_folder(run_dir: Path, backend: str, spec, options, with_doctor: 
     write_json(meta_path, meta)
 
 
-def _doctor(console) -> dict:
+def _doctor(console: SweepConsole) -> dict:
     results = run_doctor(quick=True)
     summary = doctor_summary(results)
     summary["failed"] = [r.id for r in results if r.status == "fail"]

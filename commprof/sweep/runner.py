@@ -20,9 +20,10 @@ import torch.distributed as dist
 from commprof.errors import UsageError
 from commprof.forkserver import ForkServer
 from commprof.records.files import RESULTS_FILE, append_records, new_run_dir, read_records
-from commprof.sweep.config import SweepPoint
 from commprof.sweep.measure import ControllerContext, all_gather_json, measure_point, point_status
 from commprof.sweep.resume import completed_point_ids, repair_results
+from commprof.sweep.spec import SweepPoint, SweepSpec
+from commprof.sweep.staging import refine
 
 # Extra time, beyond a point's limit, that controllers wait for each other before giving up on a peer.
 AGREEMENT_SLACK_S = 120.0
@@ -52,7 +53,10 @@ class SweepProgress:
 
 
 def run_sweep(
-    spec, options: SweepOptions, progress: SweepProgress | None = None, prepare_run: Callable[..., dict] | None = None
+    spec: SweepSpec,
+    options: SweepOptions,
+    progress: SweepProgress | None = None,
+    prepare_run: Callable[..., dict] | None = None,
 ) -> dict[str, Any]:
     """Run every point of `spec` (and its refinement stages) on this rank; returns a summary on every rank.
 
@@ -140,7 +144,9 @@ def _device_index(local_rank: int, backend: str) -> int:
     return local_rank % torch.cuda.device_count()
 
 
-def _open_run_dir(spec, options: SweepOptions, backend: str, tp: int, prepare_run) -> dict[str, Any]:
+def _open_run_dir(
+    spec: SweepSpec, options: SweepOptions, backend: str, tp: int, prepare_run: Callable[..., dict] | None
+) -> dict[str, Any]:
     """Rank 0: create (or reopen, for --resume) the run folder; errors travel to every rank as text."""
     expected = len(spec.tokens) * 2
     try:
@@ -169,7 +175,13 @@ def _open_run_dir(spec, options: SweepOptions, backend: str, tp: int, prepare_ru
 
 
 def _sweep_loop(
-    ctx: ControllerContext, server: ForkServer, spec, model: dict, tp: int, done: set[str], progress: SweepProgress
+    ctx: ControllerContext,
+    server: ForkServer,
+    spec: SweepSpec,
+    model: dict,
+    tp: int,
+    done: set[str],
+    progress: SweepProgress,
 ) -> dict[str, Any]:
     results_path = ctx.run_dir / RESULTS_FILE
     points = list(spec.points)
@@ -201,7 +213,7 @@ def _sweep_loop(
             break
         refined = None
         if ctx.is_writer:
-            refined = [p.to_dict() for p in spec.refine(stage, read_records(results_path))]
+            refined = [p.to_dict() for p in refine(spec, stage, read_records(results_path))]
         points = [SweepPoint(**p) for p in all_gather_json(refined, ctx.world_size)[0]]
         if ctx.is_writer:
             progress.add_points(len(points))

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from commprof.records import point_ids
 from commprof.records.point_ids import stage_of
-from commprof.sweep.points import BASELINE_LABEL, DEFAULT, SweepPoint, auto_label, expand_axes, point_key
-
-if TYPE_CHECKING:
-    from commprof.sweep.config import SweepSpec
+from commprof.sweep.points import auto_label, expand_axes
+from commprof.sweep.spec import BASELINE_LABEL, DEFAULT, SweepPoint, SweepSpec, point_key
 
 RANK_BY = ("geomean", "sum")
 

@@ -1,0 +1,128 @@
+"""Checks of the files a user writes (sweeps, topologies, calibrations): every problem one line, the same way.
+
+"file: key: problem (allowed: ...)", all of them in one pass, so the file is fixed once; known traps are
+warnings in the same form. Readers return the checked value, or None after recording what is wrong; pass
+`table.get(name, MISSING)` for a key the file must have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from commprof.errors import UsageError
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()  # what table.get(name, MISSING) gives for a required key the file leaves out
+
+
+def allowed(values: Iterable[object]) -> str:
+    return f"(allowed: {', '.join(str(v) for v in values)})"
+
+
+class Problems:
+    """Collects "file: key: problem" lines; raise_if_any() turns them into one UsageError, a line each."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.errors: list[str] = []
+        self.warnings: list[str] = []
+
+    def error(self, key: str, text: str) -> None:
+        self.errors.append(f"{self.source}: {key}: {text}" if key else f"{self.source}: {text}")
+
+    def warn(self, key: str, text: str) -> None:
+        line = f"{self.source}: {key}: {text}"
+        if line not in self.warnings:
+            self.warnings.append(line)
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise UsageError("\n".join(self.errors))
+
+    # --- readers: the value when it is right, else None (and the problem recorded) -----------------------
+
+    def table(self, value: Any, key: str) -> dict:
+        """A TOML table (an absent one, None, is empty)."""
+        if value is None or self._missing(value, key, "a table"):
+            return {}
+        if not isinstance(value, dict):
+            self.error(key, f"expected a table, got {type(value).__name__}")
+            return {}
+        return value
+
+    def unknown_keys(self, table: dict, known: Iterable[str], key: str) -> None:
+        known = tuple(known)
+        for name in table:
+            if name not in known:
+                self.error(f"{key}.{name}" if key else name, f"unknown key {allowed(known)}")
+
+    def _missing(self, value: Any, key: str, want: str) -> bool:
+        if value is MISSING:
+            self.error(key, f"missing (allowed: {want})")
+            return True
+        return False
+
+    def integer(self, value: Any, key: str, minimum: int) -> int | None:
+        if self._missing(value, key, f"an integer >= {minimum}"):
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.error(key, f"expected an integer >= {minimum}, got {value!r}")
+            return None
+        if value < minimum:
+            self.error(key, f"{value} is below {minimum} (allowed: an integer >= {minimum})")
+            return None
+        return value
+
+    def number(self, value: Any, key: str, minimum: float | None, strict: bool = False) -> float | None:
+        """An int or float >= minimum (> minimum when strict; any number when minimum is None)."""
+        bound = "" if minimum is None else f" > {minimum:g}" if strict else f" >= {minimum:g}"
+        if self._missing(value, key, f"a number{bound}"):
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.error(key, f"expected a number{bound}, got {value!r}")
+            return None
+        if minimum is not None and (value < minimum or (strict and value == minimum)):
+            self.error(key, f"{value} is out of range (allowed: a number{bound})")
+            return None
+        return float(value)
+
+    def string(self, value: Any, key: str) -> str | None:
+        if self._missing(value, key, "a string"):
+            return None
+        if not isinstance(value, str):
+            self.error(key, f"expected a string, got {value!r}")
+            return None
+        return value
+
+    def boolean(self, value: Any, key: str) -> bool | None:
+        if self._missing(value, key, "true or false"):
+            return None
+        if not isinstance(value, bool):
+            self.error(key, f"expected true or false, got {value!r}")
+            return None
+        return value
+
+    def choice(self, value: Any, key: str, choices: Iterable[str], what: str) -> str | None:
+        """One of `choices`; "'x' is not <what> (allowed: ...)" otherwise."""
+        choices = tuple(choices)
+        if self._missing(value, key, ", ".join(choices)):
+            return None
+        if value not in choices:
+            self.error(key, f"{value!r} is not {what} {allowed(choices)}")
+            return None
+        return value
+
+    def strings(self, value: Any, key: str) -> tuple[str, ...] | None:
+        """A list of strings."""
+        if self._missing(value, key, "a list of strings"):
+            return None
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            self.error(key, f"expected a list of strings, got {value!r}")
+            return None
+        return tuple(value)

@@ -1,0 +1,262 @@
+"""The sweep's command, run as `torchrun --nproc-per-node N -m commprof.allreduce_sweep`: replay a model's step
+collectives and sweep settings.
+
+Each torchrun rank becomes a sweep controller; every sweep point runs in fresh worker processes (see
+commprof.sweep.measure). NCCL on GPUs, gloo on CPU-only machines, with no flag changed. Rank 0 writes
+runs/<run-id>/results.jsonl and meta.json and prints the table; the other ranks stay quiet.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import click
+
+from commprof.errors import EXIT_INTERRUPTED, UsageError, run_command
+from commprof.planner.plan import PHASES
+from commprof.records.files import ensure_writable_dir
+from commprof.sweep.spec import DEFAULT, SweepSpec
+
+PROG_NAME = "commprof.allreduce_sweep"
+
+
+def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    try:
+        tokens = tuple(int(t) for t in str(value).replace(" ", "").split(",") if t)
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not tokens or any(t < 1 for t in tokens):
+        raise click.BadParameter(f"tokens must be >= 1, got {value}")
+    return tokens
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--sweep",
+    "sweep_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Sweep file (TOML, see sweeps/). Without it: the baseline point only.",
+)
+@click.option("--model", default=None, help="Preset name or path to a config.json [kimi-k2.5].")
+@click.option("--tokens", callback=_tokens, default=None, help="T values, comma-separated [1,4,8].")
+@click.option("--phase", type=click.Choice(PHASES), default=None, help="decode or verify [verify].")
+@click.option("--dtype", default=None, help="Activation dtype [the model's].")
+@click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor parallel degree [world size].")
+@click.option("--impl", "impls", multiple=True, help="All-reduce implementation(s) to compare with the baseline.")
+@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Timed steps per (T, mode).")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up steps per (T, mode).")
+@click.option(
+    "--point-timeout",
+    type=click.FloatRange(min=0, min_open=True, max=1e6),
+    default=None,
+    help="Seconds before a point is killed.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="runs",
+    show_default=True,
+    help="Parent folder of the run's own folder.",
+)
+@click.option(
+    "--resume", type=click.Path(file_okay=False), default=None, help="Continue an interrupted run: runs/<run-id>."
+)
+@click.option("--dry-run", is_flag=True, help="Print the expanded points and an estimate; run nothing.")
+@click.option(
+    "--nccl-debug/--no-nccl-debug",
+    default=True,
+    show_default=True,
+    help="Capture NCCL's INFO log per point to record what NCCL chose.",
+)
+@click.option(
+    "--profile",
+    is_flag=True,
+    help="After each point's timed run, write a Kineto trace per rank of a few steps per T (read with "
+    "`commprof trace`; points/<id>/profile/T<T>/).",
+)
+@click.option(
+    "--share-gpus",
+    is_flag=True,
+    help="Let several ranks share a GPU (a functional check of NCCL paths, not a tuning result).",
+)
+@click.option("--strict", is_flag=True, help="Refuse to sweep when `commprof doctor` finds a failing check.")
+@click.option(
+    "--doctor/--no-doctor",
+    "with_doctor",
+    default=True,
+    show_default=True,
+    help="Run the doctor's quick checks first and store the verdicts in meta.json.",
+)
+def sweep_command(
+    sweep_file: str | None,
+    model: str | None,
+    tokens: tuple[int, ...] | None,
+    phase: str | None,
+    dtype: str | None,
+    tp: int | None,
+    impls: tuple[str, ...],
+    iterations: int | None,
+    warmup: int | None,
+    point_timeout: float | None,
+    out: str,
+    resume: str | None,
+    dry_run: bool,
+    nccl_debug: bool,
+    profile: bool,
+    share_gpus: bool,
+    strict: bool,
+    with_doctor: bool,
+) -> None:
+    """Replay the step's collectives at their real sizes and sweep NCCL settings and implementations."""
+    from commprof.sweep.config import default_sweep, load_sweep
+    from commprof.sweep.runner import SweepOptions, run_sweep
+
+    rank = int(os.environ.get("RANK", "0"))
+    if resume:
+        given = {
+            "--sweep": sweep_file,
+            "--model": model,
+            "--tokens": tokens,
+            "--phase": phase,
+            "--dtype": dtype,
+            "--tp": tp,
+            "--impl": impls,
+            "--iterations": iterations,
+            "--warmup": warmup,
+            "--point-timeout": point_timeout,
+        }
+        extra = [flag for flag, value in given.items() if value not in (None, ())]
+        if extra:
+            raise UsageError(f"--resume continues a run exactly as it started: drop {', '.join(extra)}")
+        spec = _resumed_sweep(Path(resume))
+    elif sweep_file:
+        spec = load_sweep(sweep_file)
+        spec = spec.with_overrides(
+            model=model,
+            tokens=tokens,
+            phase=phase,
+            dtype=dtype,
+            tp=tp,
+            iterations=iterations,
+            warmup=warmup,
+            point_timeout_s=point_timeout,
+        )
+    else:
+        spec = default_sweep(
+            model=model or "kimi-k2.5",
+            tokens=tokens or (1, 4, 8),
+            phase=phase or "verify",
+            dtype=dtype,
+            tp=tp,
+            iterations=iterations,
+            warmup=warmup,
+            point_timeout_s=point_timeout,
+            impls=(DEFAULT, *impls),
+        )
+    from commprof.planner.models import load_model
+
+    load_model(spec.model)  # fail fast, before any process starts
+    _check_impls(spec)
+    if rank == 0:
+        for warning in spec.warnings:
+            click.echo(f"commprof: warning: {warning}", err=True)
+    if dry_run:
+        if rank == 0:
+            from commprof.sweep.config import format_points_table
+            from commprof.sweep.runner import choose_backend
+
+            # Start-up per point: about 0.1 s on gloo with the fork server (0.25 s allows for a loaded machine);
+            # a few seconds with NCCL communicator init.
+            if choose_backend(share_gpus) == "gloo":
+                click.echo(format_points_table(spec, per_point_overhead_s=0.25, modes=1))
+            else:
+                click.echo(format_points_table(spec))
+        return
+    if resume is None:
+        ensure_writable_dir(Path(out), "output folder")
+    options = SweepOptions(
+        out=Path(out),
+        resume=Path(resume) if resume else None,
+        nccl_debug=nccl_debug,
+        profile=profile,
+        strict=strict,
+        share_gpus=share_gpus,
+        argv=list(sys.argv),
+    )
+    from commprof.sweep.console import SweepConsole
+    from commprof.sweep.run_folder import prepare_run_folder
+
+    console = SweepConsole(enabled=rank == 0)
+    summary = run_sweep(
+        spec,
+        options,
+        progress=console,
+        prepare_run=lambda run_dir, backend: prepare_run_folder(run_dir, backend, spec, options, with_doctor, console),
+    )
+    if rank == 0:
+        console.print_summary(Path(summary["run_dir"]), spec)
+        if summary["interrupted"]:
+            click.echo(
+                f"Interrupted. Finished points are saved; continue with:\n  torchrun --nproc-per-node "
+                f"{os.environ.get('LOCAL_WORLD_SIZE', '1')} -m {PROG_NAME} --resume "
+                f"{summary['run_dir']}",
+                err=True,
+            )
+    if summary["interrupted"]:
+        raise SystemExit(EXIT_INTERRUPTED)
+
+
+def _check_impls(spec: SweepSpec) -> None:
+    """Every implementation of the sweep imports and follows the interface (UsageError names the bad one)."""
+    from commprof.impls.registry import load_impl
+
+    for name in dict.fromkeys(p.impl for p in spec.points):
+        if name != DEFAULT:
+            load_impl(name)
+
+
+def _resumed_sweep(run_dir: Path) -> SweepSpec:
+    """The sweep a run started with, from its meta.json (every node needs the run folder to resume)."""
+    from commprof.records.files import read_meta
+    from commprof.sweep.config import parse_sweep
+
+    meta = read_meta(run_dir)
+    sweep = meta.get("sweep") or {}
+    if not sweep.get("content"):
+        raise UsageError(f"--resume {run_dir}: not a commprof run folder (no sweep in meta.json)")
+    spec = parse_sweep(sweep["content"], sweep.get("path"))
+    plan = meta.get("plan") or {}
+    return spec.with_overrides(
+        model=plan.get("model"),
+        tokens=plan.get("tokens"),
+        phase=plan.get("phase"),
+        dtype=plan.get("dtype"),
+        tp=plan.get("tp"),
+        iterations=plan.get("iterations"),
+        warmup=plan.get("warmup"),
+        point_timeout_s=plan.get("point_timeout_s"),
+    )
+
+
+def _single_process_defaults() -> None:
+    """Without torchrun, run as a world of one rank (useful for one GPU, and for --dry-run)."""
+    if "RANK" in os.environ:
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(
+        RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweep command on this rank; its exit status (errors are printed by rank 0 only)."""
+    _single_process_defaults()
+    return run_command(sweep_command, argv, PROG_NAME, quiet=int(os.environ["RANK"]) != 0)
