@@ -4,7 +4,8 @@ and the grammar of the variables a sweep sets, with the known traps among their 
 Spellings: NCCL_ALGO / NCCL_PROTO values (ncclAlgoStr / ncclProtoStr / ncclFuncStr, matched case-insensitively),
 NCCL_DEBUG=INFO TUNING lines (ncclAlgoToString; 2.20-2.23 print the NCCL_ALGO_* number instead), the example
 tuner plugin's CSV (plugins/tuner/example) and commprof's own cost model and step plan. Facts from NCCL
-2.23-2.30 (/work/shared/reference/nccl.md, docs/sweep-files.md). Pure.
+2.23-2.30 (src/graph/tuning.cc, src/include/nccl_common.h, its environment-variable docs; docs/sweep-files.md).
+Pure.
 """
 
 from __future__ import annotations
