@@ -3,15 +3,15 @@
 One harness for every all-reduce implementation (the nccl-tests way): tensors are allocated once, outside the
 timed loop; each step starts from fresh activations (one untimed copy, as an engine reduces fresh activations
 every layer, so values never drift to inf); verification is its own untimed pass against the exact reduction.
-Timing: CUDA events on GPUs, a monotonic clock between barriers on CPUs. Eager mode everywhere; on CUDA the
-whole step is also captured once as a CUDA graph and replayed.
+Timing (commprof/timing.py, docs/timing.md): a start aligned across ranks on the device, then two stamps per
+step; the per-op breakdown is its own pass. Eager mode everywhere; on CUDA the whole step is also captured
+once as a CUDA graph and replayed.
 """
 
 from __future__ import annotations
 
 import gc
 import json
-import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,6 +23,7 @@ import torch.distributed as dist
 from commprof.impls.base import AllReduceImpl
 from commprof.planner.plan import StepPlan
 from commprof.stats import summarize, summarize_columns
+from commprof.timing import START_DELAY_US, make_clock
 
 # torch 2.13 renamed all_gather_into_tensor; older releases (still what many GPU boxes run) lack the new name.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -40,6 +41,8 @@ class ReplayConfig:
     iterations: int = 50
     warmup: int = 5
     rms_eps: float = 1e-6
+    # CUDA: the spin between the aligning all-reduce and the start event (see commprof.timing).
+    start_delay_us: float = START_DELAY_US
 
 
 @dataclass(frozen=True)
@@ -168,11 +171,7 @@ class StepReplay:
             self.gather_out = torch.empty((self.world * rows, cols), dtype=self.dtype, device=device)
         self.outputs: list[Any] = [None] * len(plan.ops)
         self.graph = None
-        # Timing events are created once and reused every step (creating them between ops would add host time).
-        self._events = (
-            [torch.cuda.Event(enable_timing=True) for _ in range(len(plan.ops) + 1)] if device.type == "cuda" else []
-        )
-        self._next_event = 0
+        self.clock = make_clock(group, device, len(plan.ops) + 1, config.start_delay_us)
 
     def agree(self, key: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
         """Every rank's payload for `key`, through the store; waits at most the store's timeout."""
@@ -185,7 +184,7 @@ class StepReplay:
             self.residual_block.copy_(self.residual_pristine)
 
     def run_ops(self, stamps: list | None = None) -> None:
-        """Issue every collective of the step in order; `stamps` gets a timestamp after each op."""
+        """Issue every collective of the step in order; `stamps` gets a clock stamp after each op."""
         impl, eps = self.impl, self.config.rms_eps
         for op in self.plan.ops:
             if op.collective == "all_gather":
@@ -200,7 +199,7 @@ class StepReplay:
                 else:
                     self.outputs[op.index] = impl.all_reduce(self.inputs[row])
             if stamps is not None:
-                stamps.append(self._stamp())
+                stamps.append(self.clock.stamp())
 
     def verify(self) -> Verification:
         """Compare every op's output of the last step with the exact expected result, in fp32."""
@@ -255,28 +254,8 @@ class StepReplay:
 
     # -- timing ------------------------------------------------------------------------------------------------
 
-    def _stamp(self):
-        if self.device.type == "cuda":
-            event = self._events[self._next_event]
-            self._next_event += 1
-            event.record()
-            return event
-        return time.perf_counter_ns()
-
-    def _elapsed_us(self, start, end) -> float:
-        if self.device.type == "cuda":
-            return start.elapsed_time(end) * 1000.0  # elapsed_time is in ms
-        return (end - start) / 1000.0
-
-    def _barrier(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        dist.barrier(group=self.group, **({"device_ids": [self.device.index]} if self.device.type == "cuda" else {}))
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
     def time_steps(self, graph: bool) -> tuple[list[float], list[list[float]] | None]:
-        """Warm-up then timed steps; returns per-step µs and, in eager mode, per-op µs rows.
+        """Warm-up then timed steps; returns per-step µs and, in eager mode, per-op µs rows from its own pass.
 
         Python's cyclic garbage collector is paused meanwhile: the timing records it allocates would
         otherwise trigger collections inside timed steps, a cost the engine being modelled does not pay.
@@ -284,32 +263,31 @@ class StepReplay:
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._time_steps(graph)
+            steps = self._timed_pass(graph, per_op=False, warmup=self.config.warmup)
+            # The breakdown's stamps between ops cost host time: a pass of its own, never part of step_us.
+            ops = None if graph else self._timed_pass(graph, per_op=True, warmup=min(1, self.config.warmup))
+            return [row[0] for row in steps], ops
         finally:
             if gc_was_enabled:
                 gc.enable()
 
-    def _time_steps(self, graph: bool) -> tuple[list[float], list[list[float]] | None]:
-        steps: list[float] = []
-        ops: list[list[float]] = []
-        for i in range(self.config.warmup + self.config.iterations):
+    def _timed_pass(self, graph: bool, per_op: bool, warmup: int) -> list[list[float]]:
+        """Samples of one pass: [step µs] per step, or [op µs, ...] per step with `per_op`."""
+        clock, samples = self.clock, []
+        for i in range(warmup + self.config.iterations):
             self.refill()
-            self._barrier()
-            self._next_event = 0
-            stamps = [self._stamp()]
+            clock.align()
+            stamps = [clock.stamp()]
             if graph:
                 self.graph.replay()
-                stamps.append(self._stamp())
             else:
-                self.run_ops(stamps)
-            if self.device.type == "cuda":
-                stamps[-1].synchronize()
-            if i < self.config.warmup:
-                continue
-            steps.append(self._elapsed_us(stamps[0], stamps[-1]))
-            if not graph:
-                ops.append([self._elapsed_us(a, b) for a, b in zip(stamps, stamps[1:])])
-        return steps, (None if graph else ops)
+                self.run_ops(stamps if per_op else None)
+            if not per_op:
+                stamps.append(clock.stamp())
+            clock.wait(stamps[-1])
+            if i >= warmup:
+                samples.append([clock.elapsed_us(a, b) for a, b in zip(stamps, stamps[1:])])
+        return samples
 
     def capture(self) -> None:
         """Capture the whole step as one CUDA graph (the implementation was warmed up eagerly first)."""
@@ -320,18 +298,18 @@ class StepReplay:
         torch.cuda.synchronize(self.device)
 
     def gather_samples(self, steps: list[float], ops: list[list[float]] | None):
-        """Per-step maximum over ranks (a step ends when its slowest rank does), and each rank's median."""
-        columns = 1 + (len(ops[0]) if ops else 0)
-        local = torch.tensor([[s] + (ops[i] if ops else []) for i, s in enumerate(steps)], dtype=torch.float64)
-        local = local.reshape(len(steps), columns).to(self.device)
+        """Per-sample maximum over ranks (a step ends when its slowest rank does), and each rank's median step."""
+        stacked = self._gather([[s] for s in steps])  # [ranks, steps, 1]
+        rank_medians = [float(x) for x in stacked[:, :, 0].median(dim=1).values]
+        step_samples = stacked.max(dim=0).values[:, 0].tolist()
+        op_rows = self._gather(ops).max(dim=0).values.tolist() if ops else None
+        return step_samples, op_rows, rank_medians
+
+    def _gather(self, rows: list[list[float]]) -> torch.Tensor:
+        local = torch.tensor(rows, dtype=torch.float64, device=self.device)
         gathered = [torch.empty_like(local) for _ in range(self.world)]
         dist.all_gather(gathered, local, group=self.group)
-        stacked = torch.stack(gathered).cpu()  # [ranks, steps, columns]
-        worst = stacked.max(dim=0).values
-        rank_medians = [float(x) for x in stacked[:, :, 0].median(dim=1).values]
-        step_samples = worst[:, 0].tolist()
-        op_rows = worst[:, 1:].tolist() if ops else None
-        return step_samples, op_rows, rank_medians
+        return torch.stack(gathered).cpu()
 
 
 def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
@@ -341,7 +319,7 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
     broken) on the capture verdict and the check, so every rank returns the same status and no rank is left
     waiting in a collective that its peers skipped.
     """
-    timing = "cuda_events" if replay.device.type == "cuda" else "cpu_clock"
+    timing = replay.clock.kind
     if mode == "graph":
         if replay.device.type != "cuda":
             return ModeResult(mode, "unsupported", "CUDA graphs need CUDA GPUs (this run is on CPU ranks)")
