@@ -167,3 +167,53 @@ def test_gpu_tests_on_this_machine(tmp_path):
     assert tests["all_gpus"]["status"] == "ok", tests["all_gpus"]
     assert log.ok and "NCCL INFO" in log.text
     assert tests["link_load"]
+
+
+def test_link_reading_binds_the_nvml_calls_it_makes(monkeypatch):
+    import sys
+    import types
+
+    from commprof.doctor import nccl_probe
+
+    def bound(name, answer):
+        signature = inspect.signature(getattr(pynvml, name))
+
+        def call(*args):
+            signature.bind(*args)
+            return answer(*args) if callable(answer) else answer
+
+        return call
+
+    fake = types.SimpleNamespace(
+        NVML_PCIE_UTIL_TX_BYTES=pynvml.NVML_PCIE_UTIL_TX_BYTES,
+        NVML_PCIE_UTIL_RX_BYTES=pynvml.NVML_PCIE_UTIL_RX_BYTES,
+        nvmlInit=bound("nvmlInit", None),
+        nvmlShutdown=bound("nvmlShutdown", None),
+        nvmlDeviceGetCount=bound("nvmlDeviceGetCount", 1),
+        nvmlDeviceGetHandleByIndex=bound("nvmlDeviceGetHandleByIndex", "h0"),
+        nvmlDeviceGetPciInfo=bound("nvmlDeviceGetPciInfo", types.SimpleNamespace(busId=b"00000000:1B:00.0")),
+        nvmlDeviceGetCurrPcieLinkGeneration=bound("nvmlDeviceGetCurrPcieLinkGeneration", 5),
+        nvmlDeviceGetCurrPcieLinkWidth=bound("nvmlDeviceGetCurrPcieLinkWidth", 16),
+        nvmlDeviceGetPcieThroughput=bound(
+            "nvmlDeviceGetPcieThroughput",
+            lambda h, counter: 20_000_000 if counter == pynvml.NVML_PCIE_UTIL_TX_BYTES else 5,
+        ),
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert nccl_probe._nvml_links() == {"0000:1b:00.0": {"gen": 5, "width": 16, "tx_kbps": 20_000_000, "rx_kbps": 5}}
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+def test_one_gpu_is_read_under_a_load_of_host_copies(tmp_path):
+    """At one GPU an in-place NCCL sum moves nothing: the load is host <-> device copies, read while they run."""
+    from commprof.doctor.topology_probe import probe_topology
+
+    gpu = probe_topology()["gpus"][0]
+    result = run_probe([gpu["index"]], {}, 120, tmp_path / "one.log", load_seconds=0.5)
+    assert result["status"] == "ok", result
+    assert result["load"]["gbps"] > 1.0, result["load"]  # copies really moved data over the link
+    reading = result["link_load"][gpu["pci_bus_id"]]
+    assert reading["gen"] >= 1 and reading["width"] >= 1
+    if reading["tx_kbps"] is not None:  # NVML reports traffic on this GPU: it was read under load
+        assert reading["tx_kbps"] + reading["rx_kbps"] > 100_000, reading

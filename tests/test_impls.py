@@ -349,3 +349,12 @@ def test_builtins_without_per_t_rules_admit_every_t():
 )
 def test_version_comparison(installed, minimum, ok):
     assert gating.version_at_least(installed, minimum) == ok
+
+
+def test_symm_mem_needs_native_p2p_atomics_where_nvml_says_there_are_none():
+    none = "NVML reports no P2P atomics for GPU0->GPU1 (not supported)"
+    refused = symm(p2p_atomics=False, p2p_atomics_detail=none)
+    assert not refused and "system-scope atomics" in refused.reason and none in refused.reason
+    assert not symm(p2p_atomics=False, options={"variant": "two_shot"})
+    assert symm(p2p_atomics=True) and symm(p2p_atomics=None)  # unknown is let through, as for P2P itself
+    assert fused(p2p_atomics=False) and pcie(p2p_atomics=False)  # their kernels use plain loads and stores

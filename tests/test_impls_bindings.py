@@ -341,3 +341,40 @@ def test_unfused_reference_runs_flashinfers_rmsnorm_with_the_fused_kinds_pdl_set
     assert calls == [fused_pdl] and fused_pdl is False
     assert f"PDL {'on' if fused_pdl else 'off'}" in impl.detail()
     assert "PDL off" in load_impl("flashinfer-fused")({"use_oneshot": True}).detail()
+
+
+# --- what the sweep builds before its first point (impls/jit_build.py) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, options", [("flashinfer-fused", {"use_oneshot": True}), ("flashinfer-pcie-ipc", {}), ("nccl+rmsnorm", {})]
+)
+def test_jit_builds_name_zero_argument_callables_that_return_buildables(name, options):
+    import dataclasses
+    import importlib
+
+    from flashinfer.jit import core
+
+    builds = load_impl(name).jit_builds("nccl", options)
+    assert builds and load_impl(name).jit_builds("gloo", options) == ()  # nothing is built for CPU ranks
+    for build in builds:
+        module_name, _, attr = build.partition(":")
+        factory = getattr(importlib.import_module(module_name), attr)
+        inspect.signature(factory).bind()
+        returned = inspect.signature(factory).return_annotation
+        if returned is core.JitSpec:  # FlashInfer's own generators: what its kernels build on first use
+            assert "name" in {f.name for f in dataclasses.fields(core.JitSpecNvcc)}
+            assert isinstance(core.JitSpecNvcc.is_compiled, property)
+            assert isinstance(core.JitSpecNvcc.jit_library_path, property)
+            inspect.signature(core.JitSpec.build_and_load).bind(None)
+        else:
+            assert factory.name and callable(factory.build_and_load)
+    assert load_impl("nccl+rmsnorm").jit_builds("nccl", {"norm": "torch"}) == ()
+
+
+def test_flashinfers_modules_are_the_ones_its_kernels_build_on_first_use():
+    """get_trtllm_comm_module / get_pcie_ipc_comm_module call exactly the generators the sweep pre-builds."""
+    from flashinfer.comm import pcie_ipc_ar, trtllm_ar
+
+    assert "gen_trtllm_comm_module().build_and_load()" in inspect.getsource(trtllm_ar.get_trtllm_comm_module)
+    assert "gen_pcie_ipc_comm_module().build_and_load()" in inspect.getsource(pcie_ipc_ar.get_pcie_ipc_comm_module)

@@ -7,7 +7,7 @@ import types
 import torch
 
 from commprof.impls import context
-from commprof.impls.context import PeerProbe, build_impl_context, summarize_p2p
+from commprof.impls.context import PeerProbe, build_impl_context, summarize_p2p, summarize_p2p_atomics
 
 
 def test_context_on_a_cpu_machine():
@@ -61,11 +61,11 @@ def test_unprobeable_pairs_leave_p2p_unknown():
 def test_probe_asks_cuda_and_nvml_for_every_ordered_pair(monkeypatch):
     asked = []
     monkeypatch.setattr(torch.cuda, "can_device_access_peer", lambda a, b: asked.append((a, b)) or (a, b) != (2, 0))
-    monkeypatch.setattr(context, "_nvml_p2p_status", lambda ids, pairs: {(2, 0): (3, 3)})
+    monkeypatch.setattr(context, "_nvml_p2p_status", lambda ids, pairs: {(2, 0): (3, 3, 5)})
     probes = context.probe_peers([0, 1, 2])
     assert asked == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
     blocked = [p for p in probes if not p.cuda_can_access]
-    assert blocked == [PeerProbe(2, 0, False, 3, 3)]
+    assert blocked == [PeerProbe(2, 0, False, 3, 3, 5)]
 
 
 def test_nvml_status_is_asked_with_plain_int_indices(monkeypatch):
@@ -83,7 +83,7 @@ def test_nvml_status_is_asked_with_plain_int_indices(monkeypatch):
     def p2p_status(device1, device2, index):
         inspect.signature(pynvml.nvmlDeviceGetP2PStatus).bind(device1, device2, index)
         calls.append(index)
-        return 3 if index == 0 else 0
+        return {0: 3, 1: 0, 3: 5}[index]
 
     fake = types.SimpleNamespace(
         NVMLError=pynvml.NVMLError,
@@ -95,9 +95,10 @@ def test_nvml_status_is_asked_with_plain_int_indices(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     props = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0x1B, pci_device_id=0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
-    assert context._nvml_p2p_status([0, 1], [(0, 1)]) == {(0, 1): (3, 0)}
-    assert calls == ["00000000:1b:00.0", "00000000:1b:00.0", 0, 1, "shutdown"]
-    assert all(type(c) is int for c in calls[2:4])
+    assert context._nvml_p2p_status([0, 1], [(0, 1)]) == {(0, 1): (3, 0, 5)}
+    assert calls == ["00000000:1b:00.0", "00000000:1b:00.0", 0, 1, 3, "shutdown"]  # read, write, atomics
+    assert all(type(c) is int for c in calls[2:5])
+    assert pynvml.NVML_P2P_CAPS_INDEX_ATOMICS == context.NVML_P2P_CAPS_INDEX_ATOMICS
 
 
 def test_no_nvml_library_means_no_nvml_opinion(monkeypatch):
@@ -108,3 +109,17 @@ def test_no_nvml_library_means_no_nvml_opinion(monkeypatch):
 
     monkeypatch.setattr(pynvml, "nvmlInit", fail)
     assert context._nvml_p2p_status([0, 1], [(0, 1)]) == {}
+
+
+def test_p2p_atomics_come_from_nvml_for_every_ordered_pair():
+    ok = [PeerProbe(a, b, True, 0, 0, 0) for a in range(2) for b in range(2) if a != b]
+    assert summarize_p2p_atomics(ok) == (True, "NVML: P2P atomics supported between all 2 ordered GPU pairs")
+    pcie = [PeerProbe(0, 1, True, 0, 0, 5), PeerProbe(1, 0, True, 0, 0, 5)]
+    assert summarize_p2p_atomics(pcie) == (
+        False,
+        "NVML reports no P2P atomics for GPU0->GPU1 (not supported); GPU1->GPU0 (not supported)",
+    )
+    assert summarize_p2p_atomics([PeerProbe(0, 1, True)]) == (
+        None,
+        "NVML's P2P atomics status could not be read for every pair",
+    )

@@ -297,3 +297,15 @@ def _toml_table(options: dict) -> str:
         + ", ".join(f"{k} = {str(v).lower() if isinstance(v, bool) else repr(v)}" for k, v in options.items())
         + " }"
     )
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        '[[points]]\nenv = { TORCH_SYMMMEM = "NCCL" }',
+        '[axes.env]\nPYTORCH_CUDA_ALLOC_CONF = ["default", "expandable_segments:True"]',
+    ],
+)
+def test_variables_libtorch_reads_once_are_refused_per_point(table):
+    with pytest.raises(UsageError, match=r"read once, when libtorch loads.*set it on the launch instead"):
+        parse_sweep(f'name = "x"\n{table}\n')

@@ -3,6 +3,9 @@
 `run_probe()` (doctor side, never imports torch) starts one `python -m commprof.doctor.nccl_probe --rank r`
 per GPU; the ranks all-reduce, check the sum, optionally load the links while NVML reads their generation,
 and rank 0 writes a JSON result. A hang is killed with its whole session: status "timeout".
+
+The load is copies, not collectives: host <-> device copies through pinned memory load every GPU's own link
+(also at one GPU, where an in-place NCCL sum moves nothing), and a copy to the next GPU loads the peer path.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from pathlib import Path
 from typing import Any
 
 NCCL_DEBUG_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,GRAPH,ENV,TUNING"}
+LOAD_BYTES = 64 << 20  # per copy
+# Round trips queued at once: > 60 ms of traffic even on a Gen5 x16 link, so NVML reads the link (and its
+# 20 ms throughput sample) while the copies run.
+LOAD_ROUNDS = 24
+READ_AFTER_S = 0.025
 
 
 def run_probe(
@@ -120,7 +128,7 @@ def _rank(rank: int, nranks: int, port: int, out: str, load_seconds: float, back
     err = (x - nranks * (nranks + 1) / 2).abs().max()
     # One verify-step-sized message ([1, 7168] bf16) so the TUNING log shows NCCL's choice at that size.
     dist.all_reduce(torch.ones(1, 7168, dtype=torch.bfloat16, device=device))
-    links = _links_under_load(rank, load_seconds) if cuda and load_seconds > 0 else {}
+    loaded = _links_under_load(rank, nranks, load_seconds) if cuda and load_seconds > 0 else {}
     dist.all_reduce(err, op=dist.ReduceOp.MAX)
     if cuda:
         torch.cuda.synchronize()
@@ -142,7 +150,8 @@ def _rank(rank: int, nranks: int, port: int, out: str, load_seconds: float, back
                     "status": status,
                     "max_abs_err": err.item(),
                     "can_access_peer": peers,
-                    "link_load": links,
+                    "link_load": loaded.get("links") or {},
+                    "load": loaded.get("load"),
                     "message": "" if status == "ok" else f"all-reduce sum off by {err.item()}",
                 }
             )
@@ -150,28 +159,47 @@ def _rank(rank: int, nranks: int, port: int, out: str, load_seconds: float, back
     dist.destroy_process_group()
 
 
-def _links_under_load(rank: int, seconds: float) -> dict[str, dict[str, int]]:
-    """Queue large all-reduces for about `seconds`, and read every GPU's PCIe link through NVML while they run."""
+def _links_under_load(rank: int, nranks: int, seconds: float) -> dict[str, Any]:
+    """Keep this rank's links busy for about `seconds` with copies; rank 0 reads every GPU's link meanwhile.
+
+    Returns {"links": NVML's reading per bus id (rank 0), "load": bytes, seconds and GB/s of this rank's copies}.
+    """
     import torch
     import torch.distributed as dist
 
-    big = torch.ones(16 << 20, device=torch.device("cuda", rank))  # 64 MiB
-    links: dict[str, dict[str, int]] = {}
-    # A fixed count on every rank (a deadline could differ between ranks and leave one waiting).
-    for step in range(max(1, round(seconds / 0.05))):
-        for _ in range(4):
-            dist.all_reduce(big)
-        if rank == 0 and step == 0:
-            time.sleep(0.02)
-            links = _nvml_links()
-        torch.cuda.synchronize()
-    return links
+    device = torch.device("cuda", rank)
+    numel = LOAD_BYTES // 4
+    block = torch.ones(numel, device=device)
+    host = torch.empty(numel, pin_memory=True)  # pinned: copies run at the link's speed, without staging
+    # Peer copies stage through the host where P2P is off: the peer path is loaded either way.
+    peer = torch.empty(numel, device=torch.device("cuda", (rank + 1) % nranks)) if nranks > 1 else None
+    stream = torch.cuda.Stream(device)
+    links: dict[str, dict[str, int | None]] = {}
+    moved = 0
+    dist.barrier()  # every rank starts loading together, so rank 0 reads while all links carry traffic
+    started, read = time.monotonic(), rank != 0
+    while not read or time.monotonic() - started < seconds:  # no collective inside: each rank loops on its own
+        with torch.cuda.stream(stream):
+            for _ in range(LOAD_ROUNDS):
+                host.copy_(block, non_blocking=True)  # device -> host
+                block.copy_(host, non_blocking=True)  # host -> device
+                moved += 2 * LOAD_BYTES
+                if peer is not None:
+                    peer.copy_(block, non_blocking=True)
+                    moved += LOAD_BYTES
+        if not read:
+            time.sleep(READ_AFTER_S)  # the copies are queued and running
+            links, read = _nvml_links(), True
+        stream.synchronize()
+    took = time.monotonic() - started
+    dist.barrier()
+    return {"links": links, "load": {"bytes": moved, "seconds": round(took, 3), "gbps": round(moved / took / 1e9, 2)}}
 
 
 def _nvml_links() -> dict[str, dict[str, int]]:
     import pynvml
 
-    from commprof.doctor.topology_probe import normalize_bus_id
+    from commprof.doctor.topology_probe import normalize_bus_id, nvml_answer
 
     pynvml.nvmlInit()
     try:
@@ -183,6 +211,9 @@ def _nvml_links() -> dict[str, dict[str, int]]:
             out[bus_id] = {
                 "gen": pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h),
                 "width": pynvml.nvmlDeviceGetCurrPcieLinkWidth(h),
+                # KB/s over NVML's 20 ms sample: the traffic the reading was taken under (None: not reported)
+                "tx_kbps": nvml_answer(pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_TX_BYTES),
+                "rx_kbps": nvml_answer(pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_RX_BYTES),
             }
         return out
     finally:

@@ -23,6 +23,14 @@ LOAD_FIX = (
 )
 
 
+def _traffic(reading: dict) -> str:
+    """The traffic NVML saw on the link while it was read (KB/s over its 20 ms sample), where it reports it."""
+    kbps = [reading.get(k) for k in ("tx_kbps", "rx_kbps")]
+    if None in kbps:
+        return ""
+    return f" of {sum(kbps) / 1e6:.1f} GB/s"
+
+
 def check_pcie_link(facts: Facts) -> CheckResult:
     gpus, where, why = gpu_view(facts)
     if not gpus:
@@ -35,7 +43,7 @@ def check_pcie_link(facts: Facts) -> CheckResult:
         gen = reading["gen"] if reading else g["gen_current"]
         width = reading["width"] if reading else g["width_current"]
         label = f"GPU {g['index']} ({g['bus_id']})"
-        state = "under load" if reading else "idle"
+        state = f"under load{_traffic(reading)}" if reading else "idle"
         readings.setdefault(
             f"Gen{gen} x{width} of Gen{g['gen_max']} x{g['width_max']} {state} "
             f"({'NVML during a load' if reading else where})",

@@ -56,6 +56,8 @@ class ImplContext:
     compute_capability: tuple[int, int] | None = None
     p2p_all_pairs: bool | None = None  # None: unknown (no GPUs, or not probed)
     p2p_detail: str = ""
+    p2p_atomics: bool | None = None  # native atomics on peer memory between every pair (NVML); None: unknown
+    p2p_atomics_detail: str = ""
     flashinfer_version: str | None = None
     torch_version: str = ""
     options: dict[str, Any] = field(default_factory=dict)
@@ -125,6 +127,13 @@ class AllReduceImpl:
     def support(cls, ctx: ImplContext) -> Support:
         """Whether this runs here (options already checked); a refusal's reason is recorded as is."""
         return SUPPORTED
+
+    @classmethod
+    def jit_builds(cls, backend: str, options: dict[str, Any]) -> tuple[str, ...]:
+        """What this implementation compiles on first use on `backend`, as importable "module:callable" names;
+        the call returns a buildable with `name` and `build_and_load()` (FlashInfer's JIT spec generators do).
+        The sweep builds each once before its first point, outside every point's time limit."""
+        return ()
 
     @classmethod
     def support_tokens(cls, ctx: ImplContext, tokens: int) -> Support:

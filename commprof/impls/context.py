@@ -15,6 +15,7 @@ from commprof.impls.base import ImplContext
 # pass; these are the enum values from nvml.h.
 NVML_P2P_CAPS_INDEX_READ = 0
 NVML_P2P_CAPS_INDEX_WRITE = 1
+NVML_P2P_CAPS_INDEX_ATOMICS = 3
 NVML_P2P_STATUS_OK = 0
 NVML_P2P_STATUS_NAMES = {
     1: "chipset not supported",
@@ -35,6 +36,7 @@ class PeerProbe:
     cuda_can_access: bool | None
     nvml_read: int | None = None
     nvml_write: int | None = None
+    nvml_atomics: int | None = None
 
 
 def summarize_p2p(probes: list[PeerProbe]) -> tuple[bool | None, str]:
@@ -58,6 +60,22 @@ def summarize_p2p(probes: list[PeerProbe]) -> tuple[bool | None, str]:
         shown = "; ".join(_describe(p) for p in nvml_only[:2])
         parts.append(f"CUDA allows peer access but NVML reports {shown}")
     return not blocked, ", ".join(parts)
+
+
+def summarize_p2p_atomics(probes: list[PeerProbe]) -> tuple[bool | None, str]:
+    """(native atomics between every GPU pair, detail) from NVML's P2P atomics status; None when unknown."""
+    if not probes:
+        return True, ""
+    if any(p.nvml_atomics is None for p in probes):
+        return None, "NVML's P2P atomics status could not be read for every pair"
+    missing = [p for p in probes if p.nvml_atomics != NVML_P2P_STATUS_OK]
+    if not missing:
+        return True, f"NVML: P2P atomics supported between all {len(probes)} ordered GPU pairs"
+    shown = "; ".join(
+        f"GPU{p.src}->GPU{p.dst} ({NVML_P2P_STATUS_NAMES.get(p.nvml_atomics, p.nvml_atomics)})" for p in missing[:3]
+    )
+    more = f" (+{len(missing) - 3} more pairs)" if len(missing) > 3 else ""
+    return False, f"NVML reports no P2P atomics for {shown}{more}"
 
 
 def _nvml_problem(probe: PeerProbe) -> str:
@@ -86,13 +104,14 @@ def probe_peers(device_ids: list[int]) -> list[PeerProbe]:
             cuda_ok = bool(torch.cuda.can_device_access_peer(a, b))
         except (RuntimeError, AssertionError):
             cuda_ok = None
-        read, write = nvml.get((a, b), (None, None))
-        probes.append(PeerProbe(a, b, cuda_ok, read, write))
+        read, write, atomics = nvml.get((a, b), (None, None, None))
+        probes.append(PeerProbe(a, b, cuda_ok, read, write, atomics))
     return probes
 
 
-def _nvml_p2p_status(device_ids: list[int], pairs) -> dict[tuple[int, int], tuple[int | None, int | None]]:
-    """NVML read/write P2P status per pair, matching CUDA devices to NVML by PCI address; {} without NVML."""
+def _nvml_p2p_status(device_ids: list[int], pairs) -> dict[tuple[int, int], tuple[int | None, ...]]:
+    """NVML read / write / atomics P2P status per pair, matching CUDA devices to NVML by PCI address; {}
+    without NVML."""
     try:
         import pynvml
         import torch
@@ -109,9 +128,9 @@ def _nvml_p2p_status(device_ids: list[int], pairs) -> dict[tuple[int, int], tupl
             bus_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
             handles[index] = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
         return {
-            (a, b): (
-                pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], NVML_P2P_CAPS_INDEX_READ),
-                pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], NVML_P2P_CAPS_INDEX_WRITE),
+            (a, b): tuple(
+                pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], index)
+                for index in (NVML_P2P_CAPS_INDEX_READ, NVML_P2P_CAPS_INDEX_WRITE, NVML_P2P_CAPS_INDEX_ATOMICS)
             )
             for a, b in pairs
         }
@@ -147,6 +166,7 @@ def build_impl_context(
     capability = None
     p2p_all_pairs: bool | None = None
     p2p_detail = ""
+    atomics: tuple[bool | None, str] = (None, "")
     if backend == "nccl" and torch.cuda.is_available():
         device_type = "cuda"
         visible = torch.cuda.device_count()
@@ -161,7 +181,9 @@ def build_impl_context(
                 "GPUs, and CUDA IPC needs every rank on its own GPU of this node"
             )
         else:
-            p2p_all_pairs, p2p_detail = summarize_p2p(probe_peers(devices))
+            probes = probe_peers(devices)
+            p2p_all_pairs, p2p_detail = summarize_p2p(probes)
+            atomics = summarize_p2p_atomics(probes)
     return ImplContext(
         backend=backend,
         world_size=world_size,
@@ -172,6 +194,8 @@ def build_impl_context(
         compute_capability=capability,
         p2p_all_pairs=p2p_all_pairs,
         p2p_detail=p2p_detail,
+        p2p_atomics=atomics[0],
+        p2p_atomics_detail=atomics[1],
         flashinfer_version=installed_version("flashinfer-python", "flashinfer"),
         torch_version=torch.__version__,
         options=dict(options or {}),

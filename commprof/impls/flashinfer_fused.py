@@ -150,6 +150,11 @@ class FlashInferFusedAllReduce(AllReduceImpl):
             return first_failure(one_shot_fits(ctx, tokens))
         return first_failure(two_shot_tokens(ctx, tokens, "FlashInfer"))
 
+    @classmethod
+    def jit_builds(cls, backend: str, options: dict[str, Any]) -> tuple[str, ...]:
+        # trtllm_ar.get_trtllm_comm_module builds it on first use
+        return ("flashinfer.jit.comm:gen_trtllm_comm_module",) if backend == "nccl" else ()
+
     def setup(self, group, plan, device) -> None:
         import flashinfer.comm as comm
         import torch

@@ -81,6 +81,11 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
     def support_tokens(cls, ctx: ImplContext, tokens: int) -> Support:
         return first_failure(pcie_ipc_shape(ctx, tokens))
 
+    @classmethod
+    def jit_builds(cls, backend: str, options: dict[str, Any]) -> tuple[str, ...]:
+        # pcie_ipc_ar.get_pcie_ipc_comm_module builds it on first use
+        return ("flashinfer.jit.comm:gen_pcie_ipc_comm_module",) if backend == "nccl" else ()
+
     def setup(self, group, plan, device) -> None:
         import torch
         from flashinfer.comm import PcieIpcAllReduceWorkspace

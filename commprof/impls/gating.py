@@ -81,6 +81,17 @@ def needs_p2p(ctx: ImplContext) -> str | None:
     return None
 
 
+def needs_p2p_atomics(ctx: ImplContext, kernel: str) -> str | None:
+    """The kernel signals peers with system-scope atomics on their memory; None (not known) is let through."""
+    if ctx.p2p_atomics is False:
+        detail = f": {ctx.p2p_atomics_detail}" if ctx.p2p_atomics_detail else ""
+        return (
+            f"{kernel} signals peers with system-scope atomics on their memory, which need native P2P atomics "
+            f"between every pair of GPUs (PCIe boxes usually lack them){detail}"
+        )
+    return None
+
+
 def needs_flashinfer(ctx: ImplContext, minimum: str, what: str) -> str | None:
     if ctx.flashinfer_version is None:
         return f"needs flashinfer-python >= {minimum}, which is not installed ({FLASHINFER_INSTALL})"

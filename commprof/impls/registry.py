@@ -116,7 +116,7 @@ def interface_problem(cls) -> str | None:
     missing = [o for o in cls.required_options if o not in (cls.option_kinds or {})]
     if missing:
         return f"{name}.required_options names {', '.join(missing)}, which option_kinds does not describe"
-    for gate in ("support", "support_tokens"):
+    for gate in ("support", "support_tokens", "jit_builds"):
         owner = next(klass for klass in cls.__mro__ if gate in klass.__dict__)
         if not isinstance(owner.__dict__[gate], (classmethod, staticmethod)):
             return f"{name}.{gate} must be a classmethod (it is asked before any instance exists)"

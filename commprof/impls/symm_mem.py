@@ -18,7 +18,14 @@ from collections.abc import Collection
 from typing import Any, ClassVar
 
 from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
-from commprof.impls.gating import first_failure, needs_cuda, needs_dtype, needs_p2p, needs_world_size
+from commprof.impls.gating import (
+    first_failure,
+    needs_cuda,
+    needs_dtype,
+    needs_p2p,
+    needs_p2p_atomics,
+    needs_world_size,
+)
 from commprof.planner.models import DTYPE_BYTES
 
 # torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu: kernels are dispatched for bf16 and fp32
@@ -51,6 +58,9 @@ def symm_mem_support(ctx: ImplContext, available_ops: Collection[str]) -> Suppor
         if variant == "two_shot"
         else None,
         needs_p2p(ctx),
+        # CUDASymmetricMemory-inl.cuh: sync_remote_blocks -> put_signal / wait_signal, a compare-and-swap
+        # through cuda::atomic_ref<uint32_t, thread_scope_system> on the peer's signal pad.
+        needs_p2p_atomics(ctx, "torch symmetric memory's one-shot / two-shot all-reduce"),
     )
 
 

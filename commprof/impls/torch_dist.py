@@ -5,8 +5,25 @@ from __future__ import annotations
 from typing import ClassVar
 
 from commprof.impls.base import SUPPORTED, AllReduceImpl, ImplContext, OptionKind, Support, unsupported
+from commprof.impls.context import installed_version
 from commprof.impls.flashinfer_fused import LAUNCH_WITH_PDL
 from commprof.impls.gating import FLASHINFER_INSTALL
+
+
+class FlashInferNormBuild:
+    """FlashInfer's fused_add_rmsnorm as a build (see AllReduceImpl.jit_builds): running it once on this GPU
+    compiles its kernel, which FlashInfer otherwise does on first use."""
+
+    name = "flashinfer_norm"
+
+    def build_and_load(self) -> None:
+        import torch
+        from flashinfer import fused_add_rmsnorm
+
+        for dtype in (torch.bfloat16, torch.float16):
+            x = torch.ones(1, 128, dtype=dtype, device="cuda")
+            fused_add_rmsnorm(x, x.clone(), x[0].clone(), 1e-6, enable_pdl=LAUNCH_WITH_PDL)
+        torch.cuda.synchronize()
 
 
 def rmsnorm_reference(x, residual, weight, eps: float):
@@ -72,6 +89,16 @@ class TorchAllReduceRmsnorm(TorchAllReduce):
     unfused_reference: ClassVar[bool] = True
     runs_on_nccl: ClassVar[bool] = True  # on the NCCL backend
     option_kinds: ClassVar[dict[str, OptionKind] | None] = {"norm": ("flashinfer", "torch")}
+
+    @classmethod
+    def jit_builds(cls, backend: str, options: dict) -> tuple[str, ...]:
+        """FlashInfer's RMSNorm, where setup() will use it: on CUDA, with FlashInfer installed."""
+        wanted = backend == "nccl" and options.get("norm", "flashinfer") == "flashinfer"
+        return (
+            ("commprof.impls.torch_dist:FlashInferNormBuild",)
+            if wanted and installed_version("flashinfer-python")
+            else ()
+        )
 
     def setup(self, group, plan, device) -> None:
         super().setup(group, plan, device)

@@ -24,6 +24,7 @@ from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log.parse import choice_matches, parse_nccl_log
 from commprof.records.schema import StepRecord, step_record
+from commprof.sweep.prebuild import build_refusal
 from commprof.sweep.spec import SweepPoint, SweepSpec
 from commprof.trial import TrialRequest
 
@@ -52,6 +53,7 @@ class ControllerContext:
     nccl_debug: bool = True
     profile: bool = False  # after the timed run, an untimed pass writes Kineto traces (commprof.profile_pass)
     rank_env: dict[str, str] = field(default_factory=dict)  # set for this rank's workers at every point
+    build_failures: dict[str, str] = field(default_factory=dict)  # kernel build -> its error (sweep/prebuild.py)
     interrupted: bool = field(default=False, repr=False)
 
     @property
@@ -103,6 +105,9 @@ def measure_point(
         timeout_s=float(spec.point_timeout_s),
     )
     Path(request.result_path).unlink(missing_ok=True)
+    refusal = build_refusal(point, ctx.backend, ctx.build_failures)
+    if refusal is not None:  # its kernels could not be built before the sweep: no worker would get further
+        return build_records(ctx, request, "unsupported", refusal, [], None, 0.0) if ctx.is_writer else []
     logs = ctx.backend == "nccl" and ctx.nccl_debug
     init_log = point_dir / f"nccl.rank{ctx.rank}.log"
     started = time.monotonic()

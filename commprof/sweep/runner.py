@@ -19,7 +19,15 @@ import torch.distributed as dist
 
 from commprof.errors import UsageError
 from commprof.forkserver import ForkServer
-from commprof.records.files import RESULTS_FILE, append_records, new_run_dir, read_records
+from commprof.records.files import (
+    META_FILE,
+    RESULTS_FILE,
+    append_records,
+    new_run_dir,
+    read_meta,
+    read_records,
+    write_json,
+)
 from commprof.sweep.measure import ControllerContext, all_gather_json, measure_point, point_status
 from commprof.sweep.resume import completed_point_ids, repair_results
 from commprof.sweep.spec import SweepPoint, SweepSpec
@@ -50,6 +58,7 @@ class SweepProgress:
     def point_started(self, label: str) -> None: ...
     def point_done(self, label: str, status: str) -> None: ...
     def stop(self) -> None: ...
+    def note(self, text: str) -> None: ...
 
 
 def run_sweep(
@@ -103,10 +112,23 @@ def run_sweep(
             rank_env=shared_gpu_env(rank) if options.share_gpus and backend == "nccl" else {},
         )
         install_interrupt_handlers(ctx)
+        ctx.build_failures = _prebuild(ctx, spec, model, tp, progress)
         return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
     finally:
         server.close()
         dist.destroy_process_group()
+
+
+def _prebuild(ctx: ControllerContext, spec, model: dict, tp: int, progress: SweepProgress) -> dict[str, str]:
+    """Build the kernels the sweep's implementations compile on first use; rank 0 records how in meta.json."""
+    from commprof.sweep.prebuild import prebuild
+
+    failed, reports = prebuild(ctx, spec, model, tp, progress.note)
+    if ctx.is_writer and reports:
+        meta = read_meta(ctx.run_dir)
+        meta["kernel_builds"] = reports
+        write_json(ctx.run_dir / META_FILE, meta)
+    return failed
 
 
 def choose_backend(share_gpus: bool = False) -> str:

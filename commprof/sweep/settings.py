@@ -9,6 +9,7 @@ import itertools
 import re
 from typing import Any
 
+from commprof.forkserver import frozen_variable
 from commprof.impls import registry
 from commprof.impls.base import option_values
 from commprof.nccl_vocab import ENV_CHECKS, ENV_NAME, MIN_MAX_PAIRS, env_value, value_traps
@@ -116,6 +117,10 @@ def _env_settings(
     targets: tuple[str, ...], raw: object, key: str, problems: SweepProblems, single: bool
 ) -> list[Setting]:
     """Settings of one key; `targets` are the variables it sets (two for a MIN / MAX shorthand)."""
+    frozen = frozen_variable(targets[0])
+    if frozen:
+        problems.error(key, frozen)
+        return []
     settings = []
     for value_key, value in value_list(raw, key, problems, single):
         text = _env_string(targets[0], value, value_key, problems)
