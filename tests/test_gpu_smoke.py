@@ -51,6 +51,17 @@ def test_a_cuda_machine_runs():
     assert decision == RUN and "1 GPU(s): NVIDIA H200" in line and "commprof[flashinfer]" in line
 
 
+def test_a_missing_package_fails_before_any_step_runs():
+    decision, line = decide(env(missing_modules=["tomli"]))
+    assert decision == FAIL and "this interpreter lacks tomli" in line and "PY=" in line
+
+
+def test_this_interpreter_has_what_the_gpu_paths_import():
+    from commprof.gpu_smoke.environment import missing_modules
+
+    assert missing_modules() == []
+
+
 def test_no_gpu_anywhere_is_a_skip():
     decision, line = decide(env(cuda_available=False, gpus=[], nvml_gpus=None, nvml_detail="no NVIDIA driver"))
     assert decision == SKIP and "no CUDA GPU here (no NVIDIA driver" in line

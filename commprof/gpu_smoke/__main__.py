@@ -35,9 +35,9 @@ def smoke(out: Path | None, budget: int) -> int:
     out.mkdir(parents=True, exist_ok=True)
     click.echo(f"gpu-smoke: {line}\ngpu-smoke: writing to {out}")
     if decision == FAIL:
-        verdicts = [Verdict("CUDA usable by torch", "fail", line)]
+        verdicts = [Verdict("CUDA and the needed packages usable here", "fail", line)]
     else:
-        verdicts = [Verdict("CUDA usable by torch", "pass", line)]
+        verdicts = [Verdict("CUDA and the needed packages usable here", "pass", line)]
         verdicts += gpu_paths(out, len(env.gpus), budget - (time.monotonic() - started), echo=click.echo)
     text = format_verdicts(verdicts)
     click.echo("\n" + text)

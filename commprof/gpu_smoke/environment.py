@@ -13,6 +13,8 @@ from typing import Any
 from commprof.impls.gating import FLASHINFER_INSTALL
 
 RUN, SKIP, FAIL = "run", "skip", "fail"
+# What the GPU paths import, by import name (tomllib on Python >= 3.11, its backport tomli before).
+NEEDED_MODULES = ("click", "rich", "jinja2", "pandas", "matplotlib", "pynvml", "pytest")
 
 
 @dataclass
@@ -28,6 +30,7 @@ class SmokeEnvironment:
     nvml_detail: str = ""  # the driver and CUDA version NVML reports, or why NVML is absent
     nccl_version: str | None = None
     flashinfer_version: str | None = None
+    missing_modules: list[str] = field(default_factory=list)  # needed by the GPU paths, not importable here
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -44,6 +47,11 @@ class SmokeEnvironment:
 def decide(env: SmokeEnvironment) -> tuple[str, str]:
     """(run / skip / fail, one line saying why). Pure."""
     if env.cuda_available and env.gpus:
+        if env.missing_modules:
+            return FAIL, (
+                f"{env.describe()}; but this interpreter lacks {', '.join(env.missing_modules)}, which the GPU "
+                "paths import: install them, or run with a python that has them (make gpu-smoke PY=...)"
+            )
         return RUN, env.describe()
     if env.nvml_gpus:
         if env.torch_cuda is None:
@@ -89,4 +97,14 @@ def probe_environment() -> SmokeEnvironment:
         nvml_detail=detail or "",
         nccl_version=nccl_version() if available else None,
         flashinfer_version=installed_version("flashinfer-python", "flashinfer"),
+        missing_modules=missing_modules(),
     )
+
+
+def missing_modules() -> list[str]:
+    """The modules the GPU paths import that this interpreter cannot find (without importing them)."""
+    import importlib.util
+    import sys
+
+    toml = "tomllib" if sys.version_info >= (3, 11) else "tomli"
+    return [name for name in (*NEEDED_MODULES, toml) if importlib.util.find_spec(name) is None]
