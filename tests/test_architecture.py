@@ -21,7 +21,7 @@ TIERS = (
     {"errors", "stats", "units", "runmeta"},
     {"nccl_vocab", "records", "problems"},  # vocabularies every stage shares; how user files report problems
     {"planner", "nccl_log"},  # config.json -> step plan; NCCL's log -> facts and findings
-    {"impls"},
+    {"impls", "timing"},  # the implementations; the clocks the harness reads
     {"harness", "doctor"},  # the timed replay; the box checks
     {"profile_pass"},
     {"trial"},
