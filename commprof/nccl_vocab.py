@@ -86,8 +86,15 @@ MIN_MAX_PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_CTAS",
 CHANNEL_VARIABLES = tuple(name for pair in MIN_MAX_PAIRS for name in pair)
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Every variable NCCL reads starts with this; a backend other than NCCL reads none of them.
+VARIABLE_PREFIX = "NCCL_"
 
 _SELECTIONS = {"NCCL_ALGO": (ALGORITHMS, "an algorithm"), "NCCL_PROTO": (PROTOCOLS, "a protocol")}
+
+
+def is_nccl_variable(name: str) -> bool:
+    """Whether NCCL (and only NCCL) reads this environment variable."""
+    return name.startswith(VARIABLE_PREFIX)
 
 
 def named(names: tuple[Name, ...], text: object) -> Name | None:

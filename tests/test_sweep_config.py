@@ -8,6 +8,7 @@ import pytest
 
 from commprof.errors import UsageError
 from commprof.sweep import SweepPoint, default_sweep, format_points_table, load_sweep, parse_sweep
+from commprof.sweep.dryrun import ASSUMED, StepCost, estimate_seconds
 from commprof.sweep.spec import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,9 +40,9 @@ def test_pcie8_verify_expansion_and_fifteen_minute_budget():
     axes = {name for p in spec.points for name in p.env}
     assert axes == {"NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL"}
     assert not any(p.env.get("NCCL_ALGO", "").lower() == "tree" for p in spec.points)
-    assert [s.max_points() for s in spec.stages] == [3 * 4 * 2 * 2, 4 + 1]
+    assert [s.max_points() for s in spec.stages] == [3 * 5 * 2 * 2, 4 + 1]
     # ~3 s start-up per point and ~30 ms per step (eager + graph): about 15 minutes, not an hour.
-    minutes = spec.estimate_seconds(3.0, 30.0) / 60
+    minutes = estimate_seconds(spec, ASSUMED, len(spec.points), "nccl") / 60
     assert 10 <= minutes <= 16, minutes
 
 
@@ -51,7 +52,8 @@ def test_cpu_smoke_is_small_and_has_points_gloo_cannot_run():
     assert any(p.impl == "nccl" for p in spec.points)
     assert any(p.impl.startswith("flashinfer") for p in spec.points)
     assert any(name.startswith("NCCL_") for p in spec.points for name in p.env)
-    assert spec.estimate_seconds(0.25, 20.0, modes=1) < 30
+    cost = StepCost(0.25, {1: 20.0, 4: 20.0})
+    assert estimate_seconds(spec, cost, len(spec.points), "gloo") < 30
 
 
 def test_nvlink8_excludes_nvls_with_ll_protocols():
@@ -242,9 +244,10 @@ def test_estimate_counts_points_steps_and_stages():
         '[run]\ntokens = [1, 4]\niterations = 8\nwarmup = 2\n[axes]\nNCCL_PROTO = ["LL"]\n'
         "[[stages]]\ntop_k = 1\niterations = 18\n"
     )
-    # stage 0: 2 points x (1 s + 10 steps x 2 T x 2 modes x 10 ms); stage 1: 1 point x (1 s + 20 x 2 x 2 x 10 ms)
-    assert spec.estimate_seconds(1.0, 10.0) == pytest.approx(2 * 1.4 + 1 * 1.8)
-    assert spec.estimate_seconds(1.0, 10.0, modes=1) == pytest.approx(2 * 1.2 + 1 * 1.4)
+    # stage 0: 2 points x (1 s + 10 steps x 2 T x 20 ms (both modes)); stage 1: 1 point x (1 s + 20 x 2 x 20 ms)
+    assert estimate_seconds(spec, StepCost(1.0, {1: 20.0, 4: 20.0}), 2, "nccl") == pytest.approx(2 * 1.4 + 1 * 1.8)
+    # On gloo the NCCL_PROTO point is recorded unsupported: only the baseline and the stage's one point run.
+    assert estimate_seconds(spec, StepCost(1.0, {1: 10.0, 4: 10.0}), 1, "gloo") == pytest.approx(1.2 + 1.4)
 
 
 def test_dry_run_table_lists_every_point_the_count_and_an_estimate():
@@ -255,17 +258,24 @@ def test_dry_run_table_lists_every_point_the_count_and_an_estimate():
     assert "p000" in rows[0] and "defaults" in rows[0]
     assert "NCCL_ALGO=allreduce:tree NCCL_P2P_LEVEL=SYS NCCL_PROTO=Simple" in text
     assert "flashinfer-fused use_oneshot=true" in text
-    assert '# stage 1 "channels"' in text and "up to 48 points" in text
-    assert f"{len(spec.points)} points in stage 0, up to {spec.max_points()} in all" in text
-    assert "estimated 13.8 min" in text
+    assert '# stage 1 "channels"' in text and "up to 60 points" in text
+    assert f"{len(spec.points)} points will run in stage 0, up to {spec.max_points()} in all" in text
+    assert "estimated 15.6 min" in text and "assumed, not measured here" in text
 
 
+@pytest.mark.slow  # the probe starts a fork server and a gloo group in this process
 def test_dry_run_through_the_sweep_command(capsys):
     sweep_module = pytest.importorskip("commprof.allreduce_sweep")
     status = sweep_module.main(["--sweep", str(SWEEPS / "cpu-smoke.toml"), "--dry-run"])
     out = capsys.readouterr().out
     assert status == 0
-    assert out.count("\n  p0") == len(load_sweep(SWEEPS / "cpu-smoke.toml").points)
+    points = load_sweep(SWEEPS / "cpu-smoke.toml").points
+    # A world of one gloo rank: the NCCL and CUDA points are shown up front and marked, the others will run.
+    assert out.count("\n  p0") + out.count("\nx p0") == len(points)
+    assert "this launch: gloo backend, 1 rank: 2 of 5 stage-0 points will run" in out
+    assert "NCCL_ALGO and NCCL_PROTO have no effect on the gloo backend" not in out  # the impl's reason comes first
+    assert "needs the NCCL backend" in out
+    assert "measured on this launch: the baseline" in out
 
 
 def test_the_documented_example_is_a_valid_sweep_file():

@@ -117,6 +117,27 @@ def test_two_node_launch_with_torchrun_rendezvous(tmp_path):
     assert "p000" in outputs[0][0] and outputs[1][0] == ""  # only global rank 0 prints
 
 
+def test_nccl_settings_on_gloo_are_recorded_unsupported_and_never_timed(tmp_path):
+    model = tiny_model(tmp_path)
+    sweep = write_sweep(
+        tmp_path,
+        model,
+        '[axes]\nNCCL_ALGO = ["default", "ring"]\n[[points]]\nchannels = 4\nenv = { OMP_NUM_THREADS = "2" }\n',
+    )
+    out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor")
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = only_run_dir(tmp_path / "runs")
+    records = {(r["point_id"], r["mode"]): r for r in read_records(run / "results.jsonl")}
+    assert records[("p000", "eager")]["status"] == "ok"
+    ring, channels = records[("p001", "eager")], records[("p002", "eager")]
+    assert ring["status"] == "unsupported" and ring["step_us"] is None
+    assert ring["message"] == "NCCL_ALGO has no effect on the gloo backend (NCCL does not run here)"
+    assert channels["status"] == "unsupported" and "NCCL_MAX_NCHANNELS and NCCL_MIN_NCHANNELS" in channels["message"]
+    # Never timed: no worker started for them, so no worker log.
+    assert (run / "points" / "p000" / "rank0.log").exists()
+    assert not (run / "points" / "p001").exists() and not (run / "points" / "p002").exists()
+
+
 def test_dry_run_starts_nothing(tmp_path):
     out = subprocess.run(
         [
@@ -146,6 +167,7 @@ def test_dry_run_starts_nothing(tmp_path):
         (["--tokens", "0"], "tokens must be >= 1"),
         (["--tp", "0"], "Invalid value for '--tp': 0 is not in the range x>=1"),
         (["--tp", "4"], "TP 4 needs exactly 4 ranks"),
+        (["--tp", "4", "--dry-run"], "TP 4 needs exactly 4 ranks"),
         (["--out", "{tmp}/a-file/runs"], "not writable"),
     ],
 )

@@ -67,7 +67,12 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option(
     "--resume", type=click.Path(file_okay=False), default=None, help="Continue an interrupted run: runs/<run-id>."
 )
-@click.option("--dry-run", is_flag=True, help="Print the expanded points and an estimate; run nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the expanded points, which of them will run here, and an estimate from a quick probe of the "
+    "baseline (a few steps); write nothing.",
+)
 @click.option(
     "--nccl-debug/--no-nccl-debug",
     default=True,
@@ -167,16 +172,7 @@ def sweep_command(
         for warning in spec.warnings:
             click.echo(f"commprof: warning: {warning}", err=True)
     if dry_run:
-        if rank == 0:
-            from commprof.sweep.config import format_points_table
-            from commprof.sweep.runner import choose_backend
-
-            # Start-up per point: about 0.1 s on gloo with the fork server (0.25 s allows for a loaded machine);
-            # a few seconds with NCCL communicator init.
-            if choose_backend(share_gpus) == "gloo":
-                click.echo(format_points_table(spec, per_point_overhead_s=0.25, modes=1))
-            else:
-                click.echo(format_points_table(spec))
+        _dry_run(spec, rank, share_gpus)
         return
     if resume is None:
         ensure_writable_dir(Path(out), "output folder")
@@ -210,6 +206,26 @@ def sweep_command(
             )
     if summary["interrupted"]:
         raise SystemExit(EXIT_INTERRUPTED)
+
+
+def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
+    """The points, which of them will really run on this launch and why not, and an estimate from a quick probe
+    of this machine (every rank takes part in the probe; rank 0 prints)."""
+    from commprof.planner.models import load_model
+    from commprof.sweep.dryrun import format_points_table
+    from commprof.sweep.gate import launch_context, refusals
+    from commprof.sweep.probe import probe_step_cost
+    from commprof.sweep.runner import choose_backend, launch_tp
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    launch_tp(spec, world_size)  # refused as the real run would be
+    backend = choose_backend(share_gpus)
+    model = load_model(spec.model)
+    context = launch_context(backend, world_size, spec.dtype or model.dtype, spec.tokens, model.hidden_size)
+    refused = refusals(spec.points, backend, context)
+    cost = probe_step_cost(spec, backend, share_gpus)
+    if rank == 0:
+        click.echo(format_points_table(spec, cost, refused, backend, world_size))
 
 
 def _check_impls(spec: SweepSpec) -> None:

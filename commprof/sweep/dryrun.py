@@ -1,17 +1,93 @@
-"""`--dry-run`: the expanded points of a sweep, its stages and an estimated duration, as plain text."""
+"""`--dry-run`: the expanded points of a sweep, which of them will really run on this launch, its stages and an
+estimated duration from what one point costs here (commprof.sweep.probe measures it), as plain text. Pure."""
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass, field
+
+from commprof.sweep.gate import inert_variables
 from commprof.sweep.points import option_text
 from commprof.sweep.spec import StageSpec, SweepSpec
 
-# What the estimate assumes unless told otherwise: an 8-GPU box's start-up per point (process start,
-# rendezvous, communicator init) and a verify step of Kimi-K2.5 at TP 8 over PCIe.
-OVERHEAD_S = 3.0
-STEP_MS = 30.0
+# What an estimate assumes when nothing was measured: an 8-GPU box's start-up per point (process start,
+# rendezvous, communicator init) and a verify step of Kimi-K2.5 at TP 8 over PCIe, in each of two modes.
+ASSUMED_OVERHEAD_S = 3.0
+ASSUMED_STEP_MS = 30.0
 
 
-def _stage_line(stage: StageSpec, spec: SweepSpec) -> str:
+@dataclass(frozen=True)
+class StepCost:
+    """What one point costs on a launch: its start-up, and one step per T over the modes that run."""
+
+    overhead_s: float  # a point's wall time beyond its steps: fork, rendezvous, communicator init, verification
+    step_ms: dict[int, float] = field(default_factory=dict)  # T -> one step, ms, summed over the modes that run
+    basis: str = ""  # where the figures come from, in words
+
+    def step_for(self, tokens: int) -> float:
+        return self.step_ms.get(tokens, 2 * ASSUMED_STEP_MS)
+
+
+ASSUMED = StepCost(
+    ASSUMED_OVERHEAD_S,
+    {},
+    f"assumed, not measured here: {ASSUMED_OVERHEAD_S:g} s start-up per point and {ASSUMED_STEP_MS:g} ms per "
+    "step in each of eager and graph mode (an 8-GPU PCIe box)",
+)
+
+
+def cost_from_records(records: list[dict], iterations: int, warmup: int) -> StepCost | None:
+    """A probe's StepCost from its records: None unless every T has an ok step."""
+    steps = [r for r in records if r.get("kind") == "step" and r.get("status") == "ok" and r.get("step_us")]
+    step_ms: dict[int, float] = {}
+    for record in steps:
+        tokens = int(record["tokens"])
+        step_ms[tokens] = step_ms.get(tokens, 0.0) + float(record["step_us"]["median"]) / 1000.0
+    wanted = {int(r["tokens"]) for r in records if r.get("kind") == "step"}
+    if not wanted or set(step_ms) != wanted:
+        return None
+    timed_s = sum(step_ms.values()) * (iterations + warmup) / 1000.0
+    duration = max((float(r.get("duration_s") or 0.0) for r in records), default=0.0)
+    modes = sorted({r["mode"] for r in steps})
+    return StepCost(
+        max(duration - timed_s, 0.0),
+        step_ms,
+        f"measured on this launch: the baseline with {iterations} timed + {warmup} warm-up steps per T "
+        f"({' + '.join(modes)} mode), {duration:.1f} s",
+    )
+
+
+def point_seconds(spec: SweepSpec, cost: StepCost, iterations: int, warmup: int) -> float:
+    return cost.overhead_s + sum((iterations + warmup) * cost.step_for(t) / 1000.0 for t in spec.tokens)
+
+
+def runnable_combinations(stage: StageSpec, backend: str) -> int:
+    """A stage's axis combinations that set no variable `backend` ignores (the others are recorded unsupported)."""
+    count = 0
+    for combination in itertools.product(*(axis.settings for axis in stage.axes)):
+        env = {k: v for setting in combination for k, v in setting.set_env.items()}
+        count += not inert_variables(env, backend)
+    return count
+
+
+def stage_runnable_points(stage: StageSpec, backend: str) -> int:
+    """Points of a stage that can run on `backend`, at most."""
+    per_candidate = runnable_combinations(stage, backend) if stage.axes else 1
+    return stage.top_k * per_candidate + int(stage.include_baseline)
+
+
+def estimate_seconds(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> float:
+    """Wall time of `running` stage-0 points and the stages' runnable points at their upper bound."""
+    total = running * point_seconds(spec, cost, spec.iterations, spec.warmup)
+    for stage in spec.stages:
+        warmup = spec.warmup if stage.warmup is None else stage.warmup
+        total += stage_runnable_points(stage, backend) * point_seconds(
+            spec, cost, stage.iterations or spec.iterations, warmup
+        )
+    return total
+
+
+def _stage_line(stage: StageSpec, spec: SweepSpec, backend: str) -> str:
     pool = "best finished point" if stage.top_k == 1 else f"best {stage.top_k} finished points"
     where = f" where {stage.candidates.describe()}" if stage.candidates else ""
     text = f'# stage {stage.index} "{stage.name}": {pool}{where} (ranked by {stage.rank_by} over T)'
@@ -22,16 +98,26 @@ def _stage_line(stage: StageSpec, spec: SweepSpec) -> str:
         text += f", re-measured with {stage.iterations} timed + {warmup} warm-up steps"
     if stage.include_baseline:
         text += ", with the baseline"
-    return text + f": up to {stage.max_points()} points"
+    text += f": up to {stage.max_points()} points"
+    runnable = stage_runnable_points(stage, backend)
+    if runnable < stage.max_points():
+        text += f", of which up to {runnable} can run on {backend}"
+    return text
 
 
 def format_points_table(
-    spec: SweepSpec, per_point_overhead_s: float = OVERHEAD_S, step_ms_guess: float = STEP_MS, modes: int = 2
+    spec: SweepSpec,
+    cost: StepCost = ASSUMED,
+    refused: dict[str, str] | None = None,
+    backend: str = "nccl",
+    world_size: int | None = None,
 ) -> str:
-    """Every stage-0 point (id, label, implementation, environment), the stages, the count and an estimate.
+    """The points that will not run on this launch first (with why), then every stage-0 point, the stages, the
+    counts and an estimate from `cost`. `refused`: point id -> reason (commprof.sweep.gate.refusals).
 
     spec.warnings are not repeated here: the caller prints them.
     """
+    refused = refused or {}
     source = spec.path or "built in"
     lines = [f'# sweep "{spec.name}" ({source}, sha256 {spec.sha256[:12]})']
     if spec.description:
@@ -42,6 +128,17 @@ def format_points_table(
         f"T = {' '.join(map(str, spec.tokens))}; {spec.iterations} timed + {spec.warmup} warm-up steps "
         f"per (T, mode); {spec.point_timeout_s:g} s limit per point"
     )
+    launch = f"{backend} backend" + (f", {world_size} rank{'s' if world_size != 1 else ''}" if world_size else "")
+    running = len(spec.points) - len(refused)
+    lines.append(f"# this launch: {launch}: {running} of {len(spec.points)} stage-0 points will run")
+    if refused:
+        lines.append(f"# {len(refused)} will be recorded unsupported, never timed:")
+        by_reason: dict[str, list[str]] = {}
+        for point_id, reason in refused.items():
+            by_reason.setdefault(reason, []).append(point_id)
+        for reason, ids in by_reason.items():
+            shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+            lines.append(f"#   {reason}: {shown}")
     rows = [("id", "label", "impl", "environment")]
     for point in spec.points:
         impl = " ".join([point.impl] + [f"{k}={option_text(v)}" for k, v in sorted(point.options.items())])
@@ -50,17 +147,21 @@ def format_points_table(
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines.append("#")
     for number, row in enumerate(rows):
-        lead = "#" if number == 0 else " "
+        lead = "#" if number == 0 else "x" if row[0] in refused else " "
         lines.append(f"{lead} {row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}".rstrip())
+    if refused:
+        lines.append("# (x: will not run on this launch, see above)")
     if spec.stages:
         lines.append("#")
-        lines += [_stage_line(stage, spec) for stage in spec.stages]
-    seconds = spec.estimate_seconds(per_point_overhead_s, step_ms_guess, modes)
-    mode_text = "eager + graph" if modes == 2 else "one mode"
+        lines += [_stage_line(stage, spec, backend) for stage in spec.stages]
+    seconds = estimate_seconds(spec, cost, running, backend)
     lines += [
         "#",
-        f"# {len(spec.points)} points in stage 0, up to {spec.max_points()} in all; estimated "
-        f"{seconds / 60:.1f} min (estimated: {per_point_overhead_s:g} s start-up per point, "
-        f"{step_ms_guess:g} ms per step, {mode_text})",
+        f"# {running} point{'s' if running != 1 else ''} will run in stage 0, up to "
+        f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all; estimated "
+        f"{seconds / 60:.1f} min",
+        f"# per point: {cost.overhead_s:.2f} s start-up + its steps, one step at "
+        + ", ".join(f"T={t}: {cost.step_for(t):.1f} ms" for t in spec.tokens)
+        + f"; {cost.basis}",
     ]
     return "\n".join(lines)

@@ -82,28 +82,8 @@ def measure_point(
     """
     point_dir = ctx.run_dir / "points" / point.point_id
     point_dir.mkdir(parents=True, exist_ok=True)
-    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}"
-    iterations, warmup = spec.iterations_for(point)
-    request = TrialRequest(
-        run_id=ctx.run_id,
-        point=point.to_dict(),
-        model=model,
-        tp=tp,
-        tokens=list(spec.tokens),
-        phase=spec.phase,
-        dtype=model["dtype"] if spec.dtype is None else spec.dtype,
-        iterations=iterations,
-        warmup=warmup,
-        backend=ctx.backend,
-        rank=ctx.rank,
-        world_size=ctx.world_size,
-        device_index=ctx.device_index,
-        store_host=ctx.store_host,
-        store_port=ctx.store_port,
-        store_prefix=prefix,
-        result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
-        timeout_s=float(spec.point_timeout_s),
-    )
+    request = trial_request(ctx, spec, model, point, tp, point_dir)
+    prefix = request.store_prefix
     Path(request.result_path).unlink(missing_ok=True)
     refusal = build_refusal(point, ctx.backend, ctx.build_failures)
     if refusal is not None:  # its kernels could not be built before the sweep: no worker would get further
@@ -151,6 +131,42 @@ def measure_point(
         if nccl is not None and tuning is not None:
             nccl["choices"] = tuning.get("choices", [])
     return build_records(ctx, request, status, message, outcome.entries, nccl, duration)
+
+
+def trial_request(
+    ctx: ControllerContext, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, point_dir: Path
+) -> TrialRequest:
+    """What this rank's worker gets for one point: the replay, the point, the rendezvous and where to write."""
+    iterations, warmup = spec.iterations_for(point)
+    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}"
+    return TrialRequest(
+        run_id=ctx.run_id,
+        point=point.to_dict(),
+        model=model,
+        tp=tp,
+        tokens=list(spec.tokens),
+        phase=spec.phase,
+        dtype=model["dtype"] if spec.dtype is None else spec.dtype,
+        iterations=iterations,
+        warmup=warmup,
+        backend=ctx.backend,
+        rank=ctx.rank,
+        world_size=ctx.world_size,
+        device_index=ctx.device_index,
+        store_host=ctx.store_host,
+        store_port=ctx.store_port,
+        store_prefix=prefix,
+        result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
+        timeout_s=float(spec.point_timeout_s),
+    )
+
+
+def refused_records(
+    ctx: ControllerContext, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, reason: str
+) -> list[dict[str, Any]]:
+    """The records of a point that cannot act on this launch (commprof.sweep.gate): unsupported, never timed."""
+    request = trial_request(ctx, spec, model, point, tp, ctx.run_dir / "points" / point.point_id)
+    return build_records(ctx, request, "unsupported", reason, [], None, 0.0) if ctx.is_writer else []
 
 
 def _point_env(ctx: ControllerContext, point: SweepPoint, log_path: Path | None, subsystems: str) -> dict[str, str]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import secrets
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -28,7 +29,8 @@ from commprof.records.files import (
     read_records,
     write_json,
 )
-from commprof.sweep.measure import ControllerContext, all_gather_json, measure_point, point_status
+from commprof.sweep.gate import launch_context, refusal
+from commprof.sweep.measure import ControllerContext, all_gather_json, measure_point, point_status, refused_records
 from commprof.sweep.resume import completed_point_ids, repair_results
 from commprof.sweep.spec import SweepPoint, SweepSpec
 from commprof.sweep.staging import refine
@@ -76,44 +78,49 @@ def run_sweep(
     progress = progress or SweepProgress()
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     backend = choose_backend(options.share_gpus)
-    tp = spec.tp or world_size
-    if tp != world_size:
-        raise UsageError(
-            f"TP {tp} needs exactly {tp} ranks, but this launch has {world_size}: "
-            f"run torchrun with {tp} processes in all (e.g. --nproc-per-node {tp})"
-        )
+    tp = launch_tp(spec, world_size)
     model = load_model(spec.model).to_dict()
 
-    server = ForkServer()
-    dist.init_process_group("gloo", timeout=timedelta(seconds=float(spec.point_timeout_s) + AGREEMENT_SLACK_S))
-    try:
+    with controllers(spec.point_timeout_s) as server:
         setup = {"error": None}
         if rank == 0:
             setup = _open_run_dir(spec, options, backend, tp, prepare_run)
         setup = all_gather_json(setup, world_size)[0]
         if setup["error"]:
             raise UsageError(setup["error"])
-        store = dist.distributed_c10d._get_default_store()
-        ctx = ControllerContext(
-            rank=rank,
-            world_size=world_size,
-            device_index=_device_index(local_rank, backend),
-            backend=backend,
-            run_dir=Path(setup["run_dir"]),
-            run_id=setup["run_id"],
-            session=setup["session"],
-            store=store,
-            store_host=os.environ.get("MASTER_ADDR", "127.0.0.1"),
-            store_port=int(os.environ["MASTER_PORT"]),
+        ctx = controller_context(
+            backend,
+            Path(setup["run_dir"]),
+            setup["run_id"],
+            setup["session"],
             nccl_debug=options.nccl_debug,
+            share_gpus=options.share_gpus,
             profile=options.profile,
-            rank_env=shared_gpu_env(rank) if options.share_gpus and backend == "nccl" else {},
         )
         install_interrupt_handlers(ctx)
         ctx.build_failures = _prebuild(ctx, spec, model, tp, progress)
         return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
+
+
+def launch_tp(spec: SweepSpec, world_size: int) -> int:
+    """The sweep's TP on this launch (the world size unless the sweep names one); UsageError when they differ."""
+    tp = spec.tp or world_size
+    if tp != world_size:
+        raise UsageError(
+            f"TP {tp} needs exactly {tp} ranks, but this launch has {world_size}: "
+            f"run torchrun with {tp} processes in all (e.g. --nproc-per-node {tp})"
+        )
+    return tp
+
+
+@contextmanager
+def controllers(point_timeout_s: float) -> Iterator[ForkServer]:
+    """The fork server and the controllers' own gloo group, for the life of a sweep (or a probe)."""
+    server = ForkServer()
+    dist.init_process_group("gloo", timeout=timedelta(seconds=float(point_timeout_s) + AGREEMENT_SLACK_S))
+    try:
+        yield server
     finally:
         server.close()
         dist.destroy_process_group()
@@ -129,6 +136,28 @@ def _prebuild(ctx: ControllerContext, spec, model: dict, tp: int, progress: Swee
         meta["kernel_builds"] = reports
         write_json(ctx.run_dir / META_FILE, meta)
     return failed
+
+
+def controller_context(
+    backend: str, run_dir: Path, run_id: str, session: str, nccl_debug: bool, share_gpus: bool, profile: bool = False
+) -> ControllerContext:
+    """This rank's ControllerContext, inside controllers()."""
+    rank = int(os.environ.get("RANK", "0"))
+    return ControllerContext(
+        rank=rank,
+        world_size=int(os.environ.get("WORLD_SIZE", "1")),
+        device_index=_device_index(int(os.environ.get("LOCAL_RANK", "0")), backend),
+        backend=backend,
+        run_dir=run_dir,
+        run_id=run_id,
+        session=session,
+        store=dist.distributed_c10d._get_default_store(),
+        store_host=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+        store_port=int(os.environ["MASTER_PORT"]),
+        nccl_debug=nccl_debug,
+        profile=profile,
+        rank_env=shared_gpu_env(rank) if share_gpus and backend == "nccl" else {},
+    )
 
 
 def choose_backend(share_gpus: bool = False) -> str:
@@ -207,6 +236,8 @@ def _sweep_loop(
 ) -> dict[str, Any]:
     results_path = ctx.run_dir / RESULTS_FILE
     points = list(spec.points)
+    dtype = model["dtype"] if spec.dtype is None else spec.dtype
+    context = launch_context(ctx.backend, ctx.world_size, dtype, spec.tokens, model["hidden_size"])
     statuses: dict[str, str] = {}
     if ctx.is_writer:
         progress.start(len(points), ctx.run_dir)
@@ -219,7 +250,12 @@ def _sweep_loop(
                 continue
             if ctx.is_writer:
                 progress.point_started(point.label)
-            records = measure_point(ctx, server, spec, model, point, tp)
+            # Every rank reaches the same verdict (a pure function of the point and the launch): no agreement needed.
+            reason = refusal(point, ctx.backend, context)
+            if reason:
+                records = refused_records(ctx, spec, model, point, tp, reason)
+            else:
+                records = measure_point(ctx, server, spec, model, point, tp)
             interrupted = all_gather_json(ctx.interrupted, ctx.world_size)
             if any(interrupted):
                 ctx.interrupted = True

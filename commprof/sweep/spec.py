@@ -182,22 +182,6 @@ class SweepSpec:
             return (stage.iterations or self.iterations, self.warmup if stage.warmup is None else stage.warmup)
         return self.iterations, self.warmup
 
-    def estimate_seconds(self, per_point_overhead_s: float, step_ms_guess: float, modes: int = 2) -> float:
-        """Estimated wall time: every point (stages at their upper bound) pays start-up plus its timed steps."""
-
-        def cost(points: int, iterations: int, warmup: int) -> float:
-            steps = (iterations + warmup) * len(self.tokens) * modes
-            return points * (per_point_overhead_s + steps * step_ms_guess / 1000.0)
-
-        total = cost(len(self.points), self.iterations, self.warmup)
-        for stage in self.stages:
-            total += cost(
-                stage.max_points(),
-                stage.iterations or self.iterations,
-                self.warmup if stage.warmup is None else stage.warmup,
-            )
-        return total
-
     def max_points(self) -> int:
         return len(self.points) + sum(stage.max_points() for stage in self.stages)
 
