@@ -362,6 +362,19 @@ def make_meta(run_id: str, with_topology: bool = True) -> dict:
     return meta
 
 
+def simulated_meta(run_id: str, calibration: str = "nccl-prior") -> dict:
+    """meta.json of a simulation of the synthetic box, with the expected error `commprof simulate` records."""
+    from commprof.costmodel.model_error import expected_error
+
+    return {
+        **make_meta(run_id, with_topology=False),
+        "source": "simulated",
+        "simulated": True,
+        "calibration": calibration,
+        "model_error": expected_error([calibration], None, WORLD_SIZE).to_dict(),
+    }
+
+
 def write_run(
     parent: Path,
     run_id: str = "synthetic-run",
@@ -376,7 +389,9 @@ def write_run(
     with open(run_dir / RESULTS_FILE, "w", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record, separators=(",", ":")) + "\n")
-    (run_dir / META_FILE).write_text(json.dumps(meta if meta is not None else make_meta(run_id), indent=2))
+    if meta is None:
+        meta = simulated_meta(run_id) if make_kwargs.get("source") == "simulated" else make_meta(run_id)
+    (run_dir / META_FILE).write_text(json.dumps(meta, indent=2))
     return run_dir
 
 

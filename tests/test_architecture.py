@@ -19,7 +19,12 @@ MAX_LINES = 600
 # import anything.
 TIERS = (
     {"errors", "stats", "units", "runmeta"},
-    {"nccl_vocab", "records", "problems"},  # vocabularies every stage shares; how user files report problems
+    {
+        "nccl_vocab",
+        "records",
+        "problems",
+        "evidence",
+    },  # vocabularies every stage shares; how user files report problems
     {"planner", "nccl_log"},  # config.json -> step plan; NCCL's log -> facts and findings
     {"impls", "timing"},  # the implementations; the clocks the harness reads
     {"harness", "doctor"},  # the timed replay; the box checks
@@ -36,11 +41,11 @@ PENDING_LONG: set[str] = set()
 ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 # Inside the report: analyses, then the front door, then what words and shows it, then the writer and the command.
 REPORT_TIERS = (
-    {"frame", "ops", "doctor_verdicts", "engine_hints"},
+    {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness"},
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
     {"choices"},
     {"run_analysis"},
-    {"words", "provenance"},
+    {"words", "provenance", "apply"},
     {"views", "summary"},
     {"write"},
     {"command"},

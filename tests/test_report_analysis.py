@@ -6,8 +6,11 @@ import pandas as pd
 import pytest
 
 from commprof.errors import UsageError
+from commprof.evidence import Evidence, ModelError
 from commprof.records.schema import collective_record, step_record
 from commprof.report import choices, command, costmodel_check, frame, heatmap, ops, projection, ranking
+
+MEASURED = Evidence("measured", backend="nccl")
 
 
 def step(
@@ -102,7 +105,7 @@ def test_best_point_per_t_is_the_fastest_ok_unfused_graph_point(sweep):
 
 
 def test_headline_saved_percent_and_settings(sweep):
-    head = ranking.headline(sweep, "p000", "graph").set_index("tokens")
+    head = ranking.headline(sweep, "p000", "graph", MEASURED).set_index("tokens")
     assert head.loc[4, "baseline_us"] == 9000 and head.loc[4, "best_us"] == 7000
     assert head.loc[4, "saved_pct"] == pytest.approx(100 * 2000 / 9000)
     assert head.loc[4, "speedup"] == pytest.approx(9000 / 7000)
@@ -130,7 +133,7 @@ def test_speedups_compare_fused_kinds_with_the_unfused_reference(sweep):
 
 
 def test_fusion_comparison(sweep):
-    fusion = choices.fusion_comparison(sweep, "p000", "graph").set_index("tokens")
+    fusion = choices.fusion_comparison(sweep, "p000", "graph", MEASURED).set_index("tokens")
     assert list(fusion["point_id"]) == ["p005", "p005"]
     assert fusion.loc[1, "saved_pct"] == pytest.approx(100 * (6400 - 2000) / 6400)
 
@@ -196,7 +199,7 @@ def test_break_even_and_tokens_per_second_match_the_field_report_arithmetic():
 
 
 def test_breakdown_and_projection(sweep):
-    head = ranking.headline(sweep, "p000", "graph")
+    head = ranking.headline(sweep, "p000", "graph", MEASURED)
     parts = projection.breakdown(sweep, head, "p000", command.parse_compute_ms("1=4.0,4=5.0"))
     best4 = parts[(parts["setting"] == "best") & (parts["tokens"] == 4)].iloc[0]
     assert best4["comm_ms"] == pytest.approx(7.0) and best4["compute_ms"] == 5.0
@@ -214,7 +217,7 @@ def test_breakdown_and_projection(sweep):
 
 def test_projection_needs_a_decode_step(sweep):
     only_verify = sweep[sweep["tokens"] == 4]
-    head = ranking.headline(only_verify, "p000", "graph")
+    head = ranking.headline(only_verify, "p000", "graph", MEASURED)
     parts = projection.breakdown(only_verify, head, "p000", projection.ComputeTimes())
     assert projection.projection(parts, 0.0, (2.0,)).empty
 
@@ -264,10 +267,10 @@ def test_empty_frame_is_handled():
 
 
 def test_beyond_noise_rule():
-    assert ranking.beyond_noise(95.0, 100.0) is True  # nine in ten steps faster than the baseline's typical one
-    assert ranking.beyond_noise(100.0, 100.0) is False
-    assert ranking.beyond_noise(120.0, 100.0) is False
-    assert ranking.beyond_noise(math.nan, 100.0) is None and ranking.beyond_noise(90.0, None) is None
+    assert MEASURED.beats(90.0, 95.0, 100.0) is True  # nine in ten steps faster than the baseline's typical one
+    assert MEASURED.beats(90.0, 100.0, 100.0) is False
+    assert MEASURED.beats(90.0, 120.0, 100.0) is False
+    assert MEASURED.beats(90.0, math.nan, 100.0) is None and MEASURED.beats(80.0, 90.0, None) is None
 
 
 def noisy_pair(best_p90):
@@ -281,20 +284,20 @@ def noisy_pair(best_p90):
 
 def test_headline_and_recommendation_within_noise_keep_the_baseline():
     steps = noisy_pair(best_p90=120_000)  # 10 % faster median, but p90 above the baseline's median
-    head = ranking.headline(steps, "p000", "eager")
-    assert list(head["beyond_noise"]) == [False, False]
+    head = ranking.headline(steps, "p000", "eager", MEASURED)
+    assert list(head["beyond_uncertainty"]) == [False, False]
     assert head["saved_pct"].iloc[0] == pytest.approx(10.0)  # the number stays, labelled as noise
-    rec = ranking.recommendation(steps, "p000", "eager", impl="nccl")
-    assert rec.fastest["point_id"] == "p001" and rec.beyond_noise is False and rec.keeps_baseline
+    rec = ranking.recommendation(steps, "p000", "eager", MEASURED, impl="nccl")
+    assert rec.fastest["point_id"] == "p001" and rec.beyond_uncertainty is False and rec.keeps_baseline
     assert rec.chosen["point_id"] == "p000" and rec.chosen["env"] == {}
     assert rec.baseline_total_us == pytest.approx(200_000) and rec.fastest["p90_total_us"] == pytest.approx(240_000)
 
 
-def test_headline_and_recommendation_beyond_noise_choose_the_fastest():
+def test_headline_and_recommendation_beyond_uncertainty_choose_the_fastest():
     steps = noisy_pair(best_p90=95_000)
-    assert list(ranking.headline(steps, "p000", "eager")["beyond_noise"]) == [True, True]
-    rec = ranking.recommendation(steps, "p000", "eager", impl="nccl")
-    assert rec.beyond_noise is True and not rec.keeps_baseline and rec.chosen["point_id"] == "p001"
+    assert list(ranking.headline(steps, "p000", "eager", MEASURED)["beyond_uncertainty"]) == [True, True]
+    rec = ranking.recommendation(steps, "p000", "eager", MEASURED, impl="nccl")
+    assert rec.beyond_uncertainty is True and not rec.keeps_baseline and rec.chosen["point_id"] == "p001"
 
 
 def test_a_remeasured_configuration_counts_with_its_latest_longest_measurement():
@@ -316,9 +319,9 @@ def test_a_remeasured_configuration_counts_with_its_latest_longest_measurement()
     assert ranking.baseline_id(all_steps) == "s1-p000"
     steps = frame.latest_measurements(all_steps)
     assert set(steps["point_id"]) == {"s1-p000", "s1-p001", "p002"}
-    head = ranking.headline(steps, "s1-p000", "eager").set_index("tokens")
+    head = ranking.headline(steps, "s1-p000", "eager", MEASURED).set_index("tokens")
     assert head.loc[4, "best_point_id"] == "s1-p000" and head.loc[4, "baseline_us"] == 98_000
-    rec = ranking.recommendation(steps, "s1-p000", "eager", impl="nccl")
+    rec = ranking.recommendation(steps, "s1-p000", "eager", MEASURED, impl="nccl")
     assert rec.fastest["point_id"] == "s1-p000" and rec.keeps_baseline
 
 
@@ -334,7 +337,7 @@ def test_the_longer_measurement_wins_within_a_stage():
 
 
 def test_break_even_below_one_pays_at_any_accept_length(sweep):
-    head = ranking.headline(sweep, "p000", "graph")
+    head = ranking.headline(sweep, "p000", "graph", MEASURED)
     parts = projection.breakdown(sweep, head, "p000", projection.ComputeTimes())
     parts.loc[(parts["tokens"] == 4), "verify_ms"] = 4.0  # verify T = 4 faster than decode T = 1
     row = projection.projection(parts, 0.0, (1.3,)).set_index(["setting", "tokens"]).loc[("best", 4)]
@@ -344,14 +347,14 @@ def test_break_even_below_one_pays_at_any_accept_length(sweep):
 
 
 def test_fusion_comparison_applies_the_noise_rule_both_ways(sweep):
-    fusion = choices.fusion_comparison(sweep, "p000", "graph").set_index("tokens")
-    assert fusion.loc[4, "beyond_noise"] is True and fusion.loc[4, "slower_beyond_noise"] is False
+    fusion = choices.fusion_comparison(sweep, "p000", "graph", MEASURED).set_index("tokens")
+    assert fusion.loc[4, "beyond_uncertainty"] is True and fusion.loc[4, "slower_beyond_uncertainty"] is False
     close = sweep.copy()
     fused = close["point_id"] == "p005"
     close.loc[fused, "median_us"] = close.loc[fused, "median_us"] + 8_000  # T = 4: 10 ms against p004 9.4 ms
     close.loc[fused, "p90_us"] = close.loc[fused, "median_us"]
-    fusion = choices.fusion_comparison(close, "p000", "graph").set_index("tokens")
-    assert fusion.loc[4, "beyond_noise"] is False and fusion.loc[4, "slower_beyond_noise"] is True
+    fusion = choices.fusion_comparison(close, "p000", "graph", MEASURED).set_index("tokens")
+    assert fusion.loc[4, "beyond_uncertainty"] is False and fusion.loc[4, "slower_beyond_uncertainty"] is True
 
 
 def test_ties_go_to_the_baselines_implementation_then_the_preferred_point_then_the_confirmed_one():
@@ -397,9 +400,9 @@ def pcie_like():
 
 def test_choices_per_tokens_mark_the_role_of_every_point(pcie_like):
     family = ranking.implementation_family("default")
-    rec = ranking.recommendation(pcie_like, "p000", "graph", impl=family)
+    rec = ranking.recommendation(pcie_like, "p000", "graph", MEASURED, impl=family)
     assert rec.chosen["point_id"] == "p001"  # 2100 + 3300 < 2250 + 3200
-    table = choices.choices_per_tokens(pcie_like, "p000", "graph", "p001", family)
+    table = choices.choices_per_tokens(pcie_like, "p000", "graph", MEASURED, "p001", family)
     roles = {(int(r.tokens), r.point_id): r.roles for r in table.itertuples()}
     assert roles == {
         (1, "p000"): ["baseline"],
@@ -410,30 +413,30 @@ def test_choices_per_tokens_mark_the_role_of_every_point(pcie_like):
         (8, "p002"): ["fastest setting", "fastest"],
     }
     row = table[(table["tokens"] == 1) & (table["point_id"] == "p003")].iloc[0]
-    assert row["saved_pct"] == pytest.approx(100 * (2300 - 900) / 2300) and row["beyond_noise"] is True
-    assert table.loc[table["point_id"] == "p000", "beyond_noise"].isna().all()
-    head = ranking.headline(pcie_like, "p000", "graph", "p001", family).set_index("tokens")
+    assert row["saved_pct"] == pytest.approx(100 * (2300 - 900) / 2300) and row["beyond_uncertainty"] is True
+    assert table.loc[table["point_id"] == "p000", "beyond_uncertainty"].isna().all()
+    head = ranking.headline(pcie_like, "p000", "graph", MEASURED, "p001", family).set_index("tokens")
     assert head.loc[1, "best_point_id"] == "p003" and head.loc[8, "best_point_id"] == "p002"
 
 
 def test_alternatives_are_judged_against_the_exported_settings(pcie_like):
     family = ranking.implementation_family("default")
-    alt = choices.alternatives(pcie_like, "p001", "graph", family).set_index("tokens")
+    alt = choices.alternatives(pcie_like, "p001", "graph", MEASURED, family).set_index("tokens")
     assert list(alt["impl"]) == ["flashinfer-pcie-ipc"] * 2 and set(alt["reference"]) == {"p001"}
     assert alt.loc[1, "bytes"] == 1 * 7168 * 2 and alt.loc[8, "bytes"] == 8 * 7168 * 2
     assert alt.loc[1, "saved_pct"] == pytest.approx(100 * (2100 - 900) / 2100)
-    assert alt.loc[1, "beyond_noise"] is True and alt.loc[1, "slower_beyond_noise"] is False
-    assert alt.loc[8, "beyond_noise"] is False and alt.loc[8, "slower_beyond_noise"] is True
+    assert alt.loc[1, "beyond_uncertainty"] is True and alt.loc[1, "slower_beyond_uncertainty"] is False
+    assert alt.loc[8, "beyond_uncertainty"] is False and alt.loc[8, "slower_beyond_uncertainty"] is True
     missing = choices.implementations_without_result(pcie_like, "graph", family)
     assert missing.to_dict("records") == [
         {"impl": "flashinfer-fused", "fused_rmsnorm": True, "status": "unsupported", "message": "boom"}
     ]
-    assert choices.alternatives(pcie_like[pcie_like["impl"] == "default"], "p001", "graph", family).empty
+    assert choices.alternatives(pcie_like[pcie_like["impl"] == "default"], "p001", "graph", MEASURED, family).empty
 
 
 def test_breakdown_adds_the_recommended_setting(pcie_like):
     family = ranking.implementation_family("default")
-    head = ranking.headline(pcie_like, "p000", "graph", "p001", family)
+    head = ranking.headline(pcie_like, "p000", "graph", MEASURED, "p001", family)
     parts = projection.breakdown(
         pcie_like, head, "p000", projection.ComputeTimes(everywhere=5.0), recommended="p001", mode="graph"
     )
@@ -519,3 +522,33 @@ def test_collective_model_comparison_pairs_size_and_rank_count():
     assert pairs.loc[65536, "measured_us"] == pytest.approx(42.0)  # in and out of place: their median
     assert pairs.loc[65536, "ratio"] == pytest.approx(50 / 42) and not bool(pairs.loc[65536, "within_band"])
     assert pairs.loc[1 << 20, "label"] == "all_reduce x8" and pairs.loc[1 << 20, "calibration"] == "fitted.toml"
+
+
+def test_a_variable_that_does_not_earn_its_place_is_not_exported():
+    measured = MEASURED
+    rows = []
+    for t in (1, 4):
+        rows += [
+            step("p000", t, "graph", 1000.0, p90=1010.0),
+            step("p001", t, "graph", 800.0, env={"NCCL_PROTO": "LL"}, p90=805.0),
+            step("p002", t, "graph", 795.0, env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}, p90=830.0),
+        ]
+    steps = steps_of(rows)
+    rec = ranking.recommendation(steps, "p000", "graph", measured, impl=("default", "nccl", "gloo"))
+    assert rec.fastest["point_id"] == "p002" and rec.recommends
+    assert rec.chosen["point_id"] == "p001" and rec.dropped == ("NCCL_ALGO",)
+    # Told apart beyond noise, the extra variable stays.
+    steps.loc[steps["point_id"] == "p002", "p90_us"] = 796.0
+    steps.loc[steps["point_id"] == "p002", "median_us"] = 700.0
+    rec = ranking.recommendation(steps, "p000", "graph", measured, impl=("default", "nccl", "gloo"))
+    assert rec.chosen["point_id"] == "p002" and rec.dropped == ()
+
+
+def test_simulated_gains_count_only_beyond_the_expected_error():
+    prior = Evidence("simulated", calibration="nccl-prior", model_error=ModelError(41.0, "real logs"))
+    assert prior.beats(900.0, 900.0, 1000.0) is False  # 10 % predicted: inside ±41 %
+    assert prior.beats(500.0, 500.0, 1000.0) is True
+    unknown = Evidence("simulated", calibration="old.toml", model_error=ModelError(None, "no held-out error"))
+    assert unknown.beats(100.0, 100.0, 1000.0) is False and "unknown" in unknown.rule
+    assert prior.label == "simulated with nccl-prior (expected error ±41 %)"
+    assert Evidence("measured", backend="gloo").label == "measured on gloo"

@@ -17,6 +17,10 @@ def inputs(rows):
     return pd.DataFrame([dict(zip(columns, r)) for r in rows], columns=columns)
 
 
+def plan(choice, env=None, rules=(), inputs=None, why="why"):
+    return ex.ApplyPlan(choice, why, dict(env or {}), list(rules), inputs if inputs is not None else pd.DataFrame())
+
+
 def parse_rules(text):
     return [line.split(",") for line in text.splitlines() if line and not line.startswith("#")]
 
@@ -33,11 +37,12 @@ def test_tuner_rules_one_per_size_range_merging_equal_neighbours():
         )
     )
     assert [(r.min_bytes, r.max_bytes, r.algorithm, r.protocol) for r in rules] == [
-        (0, 81095, "ring", "ll"),  # 14336 and 57344 merged; sqrt(57344 * 114688) = 81096
+        (8192, 81095, "ring", "ll"),  # 14336 and 57344 merged; sqrt(57344 * 114688) = 81096
         (81096, 162192, "ring", "ll128"),
-        (162193, -1, "tree", "simple"),
+        (162193, 262143, "tree", "simple"),  # the power-of-two band of 229376, never -1 (prefill)
     ]
     assert rules[-1].channels == 4 and rules[0].n_ranks == 8
+    assert all(r.max_bytes != -1 and r.max_bytes <= 4 * 229376 for r in rules)
 
 
 def test_sizes_without_a_known_choice_get_no_rule_and_do_not_widen_others():
@@ -50,7 +55,7 @@ def test_sizes_without_a_known_choice_get_no_rule_and_do_not_widen_others():
             ]
         )
     )
-    assert [(r.min_bytes, r.max_bytes) for r in rules] == [(0, 1999), (8000, -1)]
+    assert [(r.min_bytes, r.max_bytes) for r in rules] == [(512, 1999), (8000, 16383)]
 
 
 def test_tuner_conf_has_ten_legal_fields_per_rule():
@@ -61,7 +66,7 @@ def test_tuner_conf_has_ten_legal_fields_per_rule():
             ("allreduce", 57344, 4, "p2", "b", "tree", "ll128", 2, 8),
         ]
     )
-    text = ex.tuner_conf_text(ex.tuner_rules(table), table, ["run r (measured)"])
+    text = ex.tuner_conf_text(plan(ex.TUNER_CONF, rules=ex.tuner_rules(table), inputs=table), ["run r (measured)"])
     rules = parse_rules(text)
     assert len(rules) == 3
     for fields in rules:
@@ -115,7 +120,11 @@ def test_recommend_env_sources_in_bash(tmp_path):
         }
     )
     path = tmp_path / "recommend.env"
-    path.write_text(ex.recommend_env_text(point, ["run r (measured)", "Versions: nccl 2.27.5"], ["note"]))
+    path.write_text(
+        ex.recommend_env_text(
+            plan(ex.RECOMMEND_ENV, env=point["env"]), ["run r (measured)", "Versions: nccl 2.27.5"], ["note"]
+        )
+    )
     done = subprocess.run(
         ["bash", "-c", f"set -e; source {path}; env"],
         capture_output=True,
@@ -130,9 +139,22 @@ def test_recommend_env_sources_in_bash(tmp_path):
 
 
 def test_recommend_env_when_defaults_win_exports_nothing(tmp_path):
-    point = pd.Series({"point_id": "p000", "label": "defaults", "impl": "nccl", "env": {}})
-    text = ex.recommend_env_text(point, ["run r"], [])
-    assert "nothing to export" in text and "export " not in text
+    text = ex.recommend_env_text(plan(None, why="nothing beat the baseline beyond noise"), ["run r"], [])
+    assert "Nothing to export: nothing beat the baseline beyond noise" in text and "export " not in text
+
+
+def test_exactly_one_file_applies_and_the_other_is_a_commented_alternative():
+    rules = ex.tuner_rules(inputs([("allreduce", 14336, 1, "p1", "a", "ring", "ll", -1, 8)]))
+    tuner = plan(ex.TUNER_CONF, env={"NCCL_PROTO": "LL"}, rules=rules)
+    env_text = ex.recommend_env_text(tuner, ["run r"], [])
+    assert "ALTERNATIVE, not recommended" in env_text and "\n# export NCCL_PROTO=LL\n" in env_text
+    assert not [line for line in env_text.splitlines() if line.startswith("export")]
+    conf = ex.tuner_conf_text(tuner, ["run r"])
+    assert "commprof recommends this file" in conf and len(parse_rules(conf)) == 1
+    env_first = plan(ex.RECOMMEND_ENV, env={"NCCL_PROTO": "LL"}, rules=rules)
+    assert parse_rules(ex.tuner_conf_text(env_first, ["run r"])) == []  # the rules are there, commented out
+    assert "ALTERNATIVE, not recommended" in ex.tuner_conf_text(env_first, ["run r"])
+    assert "\nexport NCCL_PROTO=LL\n" in ex.recommend_env_text(env_first, ["run r"], [])
 
 
 def test_nccl_tests_table_bandwidths():
@@ -160,8 +182,8 @@ def test_engine_hints_follow_what_was_measured():
                     "tokens": 4,
                     "impl": "flashinfer_fused",
                     "saved_pct": saved,
-                    "beyond_noise": beyond,
-                    "slower_beyond_noise": slower,
+                    "beyond_uncertainty": beyond,
+                    "slower_beyond_uncertainty": slower,
                 }
             ]
         )
@@ -203,30 +225,45 @@ def test_winners_within_noise_of_the_baseline_get_no_rule():
     assert pd.isna(inputs.loc[4, "algorithm"]) and inputs.loc[1, "algorithm"] == "ring"
     rules = ex.tuner_rules(inputs.reset_index())
     assert len(rules) == 2 and rules[0].max_bytes < 4 * 14336 < rules[1].min_bytes  # T = 4's range stays NCCL's
-    text = ex.tuner_conf_text(rules, inputs.reset_index(), ["run r"])
+    text = ex.tuner_conf_text(plan(ex.TUNER_CONF, rules=rules, inputs=inputs.reset_index()), ["run r"])
     assert "(T=4): p001 p001 -> within measurement noise of the baseline: no rule" in text
 
 
 def test_alternative_implementations_get_their_engine_setting_or_say_engine_work():
     alternatives = pd.DataFrame(
         [
-            {"tokens": 1, "impl": "flashinfer-pcie-ipc", "beyond_noise": True, "slower_beyond_noise": False},
-            {"tokens": 4, "impl": "flashinfer-pcie-ipc", "beyond_noise": True, "slower_beyond_noise": False},
-            {"tokens": 8, "impl": "flashinfer-pcie-ipc", "beyond_noise": False, "slower_beyond_noise": True},
+            {
+                "tokens": 1,
+                "impl": "flashinfer-pcie-ipc",
+                "beyond_uncertainty": True,
+                "slower_beyond_uncertainty": False,
+            },
+            {
+                "tokens": 4,
+                "impl": "flashinfer-pcie-ipc",
+                "beyond_uncertainty": True,
+                "slower_beyond_uncertainty": False,
+            },
+            {
+                "tokens": 8,
+                "impl": "flashinfer-pcie-ipc",
+                "beyond_uncertainty": False,
+                "slower_beyond_uncertainty": True,
+            },
         ]
     )
     hints = {
         h.engine: h
-        for h in eh.engine_hints(pd.DataFrame(), False, True, alternatives)
+        for h in eh.engine_hints(pd.DataFrame(), False, "recommend.env", alternatives)
         if "flashinfer-pcie-ipc" in h.why
     }
     assert hints["vLLM"].setting == "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" and "0.30" in hints["vLLM"].version
     assert hints["SGLang"].setting == "" and "engine work" in hints["SGLang"].why
     assert "T = 1, 4" in hints["vLLM"].why and "not at T = 8" in hints["vLLM"].why
     text = eh.engine_hints_text(list(hints.values()), ["run r"])
-    assert "# SGLang: no setting" in text and "\nVLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
+    assert "# SGLang: no setting" in text and "\nexport VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
     symm = eh.implementation_settings("symm-mem")
     assert [engine for engine, setting, _ in symm if setting] == ["SGLang", "vLLM"]
     assert eh.implementation_settings("my_allreduce:GatherSum") == [("SGLang", "", "—"), ("vLLM", "", "—")]
-    lost = alternatives.assign(beyond_noise=False)
+    lost = alternatives.assign(beyond_uncertainty=False)
     assert eh.alternative_hints(lost) == []  # nothing won: nothing to set in an engine

@@ -138,7 +138,7 @@ def test_nccl_settings_on_gloo_are_recorded_unsupported_and_never_timed(tmp_path
     assert not (run / "points" / "p001").exists() and not (run / "points" / "p002").exists()
 
 
-def test_dry_run_starts_nothing(tmp_path):
+def test_dry_run_writes_nothing_and_estimates_from_a_probe(tmp_path):
     out = subprocess.run(
         [
             sys.executable,
@@ -154,10 +154,11 @@ def test_dry_run_starts_nothing(tmp_path):
         text=True,
         env=sweep_env(),
         cwd=sweep_env()["PYTHONPATH"].split(os.pathsep)[0],
-        timeout=60,
+        timeout=240,
     )
     assert out.returncode == 0, out.stderr
     assert "p000" in out.stdout and not (tmp_path / "runs").exists()
+    assert "measured on this launch: the baseline" in out.stdout and "1 of 30 stage-0 points will run" in out.stdout
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,11 @@ from rich.table import Table
 
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.latency import params_from_toml, params_to_toml
+from commprof.costmodel.model_error import expected_error
 from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
+from commprof.evidence import ModelError
 from commprof.records import point_ids
 from commprof.records.files import META_FILE, RESULTS_FILE, append_records, new_run_dir, read_records, write_json
 from commprof.units import format_bytes
@@ -192,12 +194,20 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
         params = fitting.fit(samples, prior)
         _print_bands(console, params, prior, samples)
         errors = fitting.abs_pct_errors(params, samples)
+        held_pct, held_basis = fitting.held_out_error(samples, prior)
+        console.print(
+            "expected error where not fitted (what a simulation with this file is judged by): "
+            + (f"{held_pct:g} % ({held_basis})" if held_pct is not None else f"unknown: {held_basis}"),
+            markup=False,
+        )
         params = replace(
             params,
             source=f"fit of {', '.join(map(str, run_dirs))}",
             fit={
                 **params.fit,
                 "median_abs_pct": round(median(errors), 2),
+                **({"holdout_median_pct": held_pct} if held_pct is not None else {}),
+                "holdout_basis": held_basis,
                 "topology": topology.name,
                 "link": link,
                 "runs": [str(d) for d in run_dirs],
@@ -309,6 +319,8 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
         calibration = params_from_toml(text, str(calibration_file))
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-"))
     records = simulate_sweep(spec, topology, calibration, run_dir.name)
+    used = {str(r["calibration"]) for r in records if r.get("calibration")}
+    error = expected_error(used, calibration.fit if calibration else None, spec.tp or topology.gpus)
     append_records(run_dir / RESULTS_FILE, records)
     tp = spec.tp or topology.gpus
     meta = _base_meta(run_dir.name, tp, "nccl")
@@ -332,22 +344,24 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
             },
             "topology": {"simulated": True, **topology.summary()},
             "calibration": {"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
+            "model_error": error.to_dict(),
         }
     )
     write_json(run_dir / META_FILE, meta)
-    _print_simulation(records, topology, calibration_file)
+    _print_simulation(records, topology, calibration_file, error)
     _console().print(f"wrote {run_dir} ({len(records)} records, source: simulated)", markup=False)
 
 
-def _print_simulation(records: list[dict], topology, calibration_file: Path | None) -> None:
+def _print_simulation(records: list[dict], topology, calibration_file: Path | None, error: ModelError) -> None:
     console = _console()
     console.print(
         f"SIMULATED on {topology.name} with "
-        f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements",
+        f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements; expected "
+        f"error {error.band} ({error.basis}). A predicted difference smaller than that is not a result.",
         markup=False,
     )
     tokens = sorted({r["tokens"] for r in records})
-    table = Table(title="predicted eager step time, ms (graph mode in the records)")
+    table = Table(title=f"predicted eager step time, ms, expected error {error.band} (graph mode in the records)")
     table.add_column("point")
     table.add_column("label")
     for t in tokens:

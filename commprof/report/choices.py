@@ -1,5 +1,6 @@
 """The points behind each answer of the first screen: table 1's choices per T, other all-reduce implementations
-against the exported settings, and fused kinds against their unfused reference, each judged by NOISE_RULE."""
+against the exported settings, and fused kinds against their unfused reference, each judged by the run's
+evidence (commprof.evidence: beyond noise when measured, beyond the model's error when simulated)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from commprof.evidence import Evidence
 from commprof.impls.registry import fuses_rmsnorm
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.frame import ok_rows
-from commprof.report.ranking import UNFUSED_REFERENCE_IMPL, best_points, beyond_noise, speedups
+from commprof.report.ranking import UNFUSED_REFERENCE_IMPL, best_points, speedups
 
 # Who a row of table 1 is, in the order the page lists them: the baseline, the settings the recommendation
 # exports (one point over every T), the fastest setting of the baseline's implementation at T (nccl_tuner.conf's
@@ -26,12 +28,12 @@ def all_reduce_bytes(rows: pd.DataFrame) -> pd.Series:
 
 
 def choices_per_tokens(
-    steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None, family: Iterable[str]
+    steps: pd.DataFrame, baseline: str, mode: str, evidence: Evidence, recommended: str | None, family: Iterable[str]
 ) -> pd.DataFrame:
     """Per (source, T), the points behind every answer of the first screen, one row per point with every role it
     plays there (CHOICE_ROLES order): the baseline, the recommended settings (one point over every T), the
     fastest setting of the baseline's implementation `family` at T and the fastest unfused point at T; each
-    with its speed-up over the baseline and NOISE_RULE's verdict."""
+    with its speed-up over the baseline and the evidence's verdict."""
     ok = ok_rows(steps, mode)
     ok = ok[~ok["fused_rmsnorm"]]
     keys = ["source", "tokens"]
@@ -53,10 +55,10 @@ def choices_per_tokens(
     table["baseline_us"] = [base.get((s, t), math.nan) for s, t in zip(table["source"], table["tokens"])]
     table["saved_pct"] = 100.0 * (table["baseline_us"] - table["median_us"]) / table["baseline_us"]
     table["speedup"] = table["baseline_us"] / table["median_us"]
-    table["beyond_noise"] = pd.Series(
+    table["beyond_uncertainty"] = pd.Series(
         [
-            None if p == baseline else beyond_noise(p90, b)
-            for p, p90, b in zip(table["point_id"], table["p90_us"], table["baseline_us"])
+            None if p == baseline else evidence.beats(m, p90, b)
+            for p, m, p90, b in zip(table["point_id"], table["median_us"], table["p90_us"], table["baseline_us"])
         ],
         index=table.index,
         dtype=object,
@@ -77,15 +79,17 @@ def choices_per_tokens(
         "baseline_us",
         "saved_pct",
         "speedup",
-        "beyond_noise",
+        "beyond_uncertainty",
     ]
     return table[columns].reset_index(drop=True)
 
 
-def alternatives(steps: pd.DataFrame, reference: str, mode: str, family: Iterable[str]) -> pd.DataFrame:
+def alternatives(
+    steps: pd.DataFrame, reference: str, mode: str, evidence: Evidence, family: Iterable[str]
+) -> pd.DataFrame:
     """Per (source, T): the fastest ok unfused point of an implementation outside `family` against the
-    `reference` point (the settings the recommendation exports) at that T, with NOISE_RULE both ways:
-    `beyond_noise` (the alternative wins) and `slower_beyond_noise` (the reference wins)."""
+    `reference` point (the settings the recommendation exports) at that T, with the evidence's verdict both ways:
+    `beyond_uncertainty` (the alternative wins) and `slower_beyond_uncertainty` (the reference wins)."""
     ok = ok_rows(steps, mode)
     ok = ok[~ok["fused_rmsnorm"]]
     best = best_points(ok[~ok["impl"].isin(list(family))], mode)
@@ -103,8 +107,8 @@ def alternatives(steps: pd.DataFrame, reference: str, mode: str, family: Iterabl
         "reference_us",
         "reference_p90_us",
         "saved_pct",
-        "beyond_noise",
-        "slower_beyond_noise",
+        "beyond_uncertainty",
+        "slower_beyond_uncertainty",
     ]
     if best.empty:
         return pd.DataFrame(columns=columns)
@@ -115,15 +119,19 @@ def alternatives(steps: pd.DataFrame, reference: str, mode: str, family: Iterabl
     best["reference_us"] = [ref["median_us"].get(k, math.nan) for k in where]
     best["reference_p90_us"] = [ref["p90_us"].get(k, math.nan) for k in where]
     best["saved_pct"] = 100.0 * (best["reference_us"] - best["median_us"]) / best["reference_us"]
-    best["beyond_noise"] = pd.Series(
-        [beyond_noise(p90, r) for p90, r in zip(best["p90_us"], best["reference_us"])], index=best.index, dtype=object
-    )
-    best["slower_beyond_noise"] = pd.Series(
-        [beyond_noise(r, m) for r, m in zip(best["reference_p90_us"], best["median_us"])],
-        index=best.index,
-        dtype=object,
-    )
+    best["beyond_uncertainty"], best["slower_beyond_uncertainty"] = both_ways(evidence, best)
     return best[columns].reset_index(drop=True)
+
+
+def both_ways(evidence: Evidence, rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Per row, whether the point beats its reference and whether the reference beats it, each beyond the
+    evidence's uncertainty (columns median_us, p90_us, reference_us, reference_p90_us)."""
+    wins = [evidence.beats(m, p90, r) for m, p90, r in zip(rows["median_us"], rows["p90_us"], rows["reference_us"])]
+    loses = [
+        evidence.beats(r, r90, m)
+        for r, r90, m in zip(rows["reference_us"], rows["reference_p90_us"], rows["median_us"])
+    ]
+    return pd.Series(wins, index=rows.index, dtype=object), pd.Series(loses, index=rows.index, dtype=object)
 
 
 def implementations_without_result(steps: pd.DataFrame, mode: str, family: Iterable[str]) -> pd.DataFrame:
@@ -149,9 +157,12 @@ def implementations_without_result(steps: pd.DataFrame, mode: str, family: Itera
     return pd.DataFrame(rows, columns=["impl", "fused_rmsnorm", "status", "message"])
 
 
-def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str, rated: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per (source, T): the fastest ok fused point in `mode` against its unfused reference, with NOISE_RULE
-    both ways: `beyond_noise` (fused beats the reference) and `slower_beyond_noise` (the reference beats it).
+def fusion_comparison(
+    steps: pd.DataFrame, baseline: str, mode: str, evidence: Evidence, rated: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Per (source, T): the fastest ok fused point in `mode` against its unfused reference, with the evidence's
+    verdict both ways: `beyond_uncertainty` (fused beats the reference) and `slower_beyond_uncertainty` (the
+    reference beats it).
 
     `rated`: speedups(steps, baseline) of these same rows, when already computed.
     """
@@ -184,14 +195,5 @@ def fusion_comparison(steps: pd.DataFrame, baseline: str, mode: str, rated: pd.D
     ].reset_index(drop=True)
     refs = ok_rows(steps, mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])["p90_us"]
     best["reference_p90_us"] = [refs.get((ref, t), math.nan) for ref, t in zip(best["reference"], best["tokens"])]
-    best["beyond_noise"] = pd.Series(
-        [beyond_noise(p90, ref) for p90, ref in zip(best["p90_us"], best["reference_us"])],
-        index=best.index,
-        dtype=object,
-    )
-    best["slower_beyond_noise"] = pd.Series(
-        [beyond_noise(ref_p90, median) for ref_p90, median in zip(best["reference_p90_us"], best["median_us"])],
-        index=best.index,
-        dtype=object,
-    )
+    best["beyond_uncertainty"], best["slower_beyond_uncertainty"] = both_ways(evidence, best)
     return best

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from commprof.errors import UsageError
-from commprof.records.files import RESULTS_FILE, read_meta, read_records
+from commprof.records.files import RESULTS_FILE, ensure_writable_dir, read_meta, read_records
 from commprof.report.projection import ComputeTimes
 from commprof.report.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
@@ -80,11 +80,18 @@ def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]) -> ReportOpt
 
     draft = pick("draft_ms", "draft_ms")
     accept = pick("accept", "accept_lengths")
+    compute = pick("compute_ms", "compute_ms")
     return ReportOptions(
-        compute=parse_compute_ms(pick("compute_ms", "compute_ms")),
+        compute=parse_compute_ms(compute),
         draft_ms=parse_ms(draft, "draft") if draft is not None else None,
         accepts=parse_accept(accept) if accept is not None else DEFAULT_ACCEPTS,
         baseline=pick("baseline", "baseline"),
+        compute_source="given with --compute-ms"
+        if cli.get("compute_ms") is not None
+        else "given in the sweep file's [report] compute_ms"
+        if compute is not None
+        else "",
+        allow_partial=bool(cli.get("allow_partial")),
     )
 
 
@@ -178,16 +185,21 @@ def default_out(run_ids: list[str]) -> Path:
 @click.option("--draft-ms", default=None, type=str, help="Draft time per speculative step, ms (default: not given, 0).")
 @click.option("--accept", default=None, help="Accept lengths to project (default 1.3,2.0,3.0).")
 @click.option("--baseline", default=None, help="Baseline point id (default p000, NCCL's defaults).")
-def report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline):
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Recommend from an interrupted run's finished points (by default an incomplete run recommends nothing).",
+)
+def report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial):
     # Records are acyclic JSON: the cyclic collector only re-scans them (a fifth of a 10,000-record render).
     gc.disable()
     try:
-        _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline)
+        _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial)
     finally:
         gc.enable()
 
 
-def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline):
+def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial):
     if latest is not None:
         run_dirs = (*run_dirs, newest_run(latest))
     if not run_dirs:
@@ -197,19 +209,31 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline):
         for note in notes:
             click.echo(f"commprof: warning: {note}", err=True)
 
-    from commprof.report.run_analysis import analyze_run
+    from commprof.report.run_analysis import analyze_run, incomparable
     from commprof.report.write import write_report
 
-    cli = {"compute_ms": compute_ms, "draft_ms": draft_ms, "accept": accept, "baseline": baseline}
-    runs = []
-    for run_id, records, meta, _ in loaded:
-        options = report_options(cli, sweep_options(meta))
-        runs.extend(analyze_run(run_id, records, meta, options))
+    cli = {
+        "compute_ms": compute_ms,
+        "draft_ms": draft_ms,
+        "accept": accept,
+        "baseline": baseline,
+        "allow_partial": allow_partial,
+    }
     out_dir = out or default_out([run_id for run_id, *_ in loaded])
+    ensure_writable_dir(Path(out_dir), "--out")
+    runs = []
+    for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
+        options = report_options(cli, sweep_options(meta))
+        runs.extend(analyze_run(run_id, records, meta, options, str(run_dir)))
+    mismatch = incomparable(runs)
+    if mismatch:
+        click.echo(f"commprof: warning: {mismatch}", err=True)
     paths = write_report(runs, out_dir)
     for run in runs:
         if run.all_failed:
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)
+        if run.completeness is not None and not run.completeness.complete:
+            click.echo(f"commprof: warning: {run.name}: {run.completeness.sentence(allow_partial)}", err=True)
     click.echo(f"wrote {paths['index.html']}")
     click.echo(
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "

@@ -1,8 +1,12 @@
-"""Engine flags: how to apply what won beyond noise in SGLang and vLLM, each flag with the engine version it was
-written for and where that was checked; engine work where an engine has no setting for it. Pure."""
+"""Engine flags: how to apply what won (beyond the evidence's uncertainty) in SGLang and vLLM, each flag with the
+engine version it was written for and where that was checked; engine work where an engine has no setting for it.
+engine_flags.txt is a bash script: environment as `export`, command-line flags collected in arrays, prose as
+comments. Pure."""
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -71,16 +75,16 @@ class EngineHint:
 
 
 def alternative_hints(alternatives: pd.DataFrame, reference_name: str = "NCCL") -> list[EngineHint]:
-    """Per implementation that beat the exported settings beyond noise at some T (choices.alternatives): each
+    """Per implementation that beat the exported settings at some T (choices.alternatives): each
     engine's setting that runs it, or a hint without a setting saying it needs engine work."""
     if alternatives.empty:
         return []
-    won = alternatives[np.array([v is True for v in alternatives["beyond_noise"]], dtype=bool)]
+    won = alternatives[np.array([v is True for v in alternatives["beyond_uncertainty"]], dtype=bool)]
     hints = []
     for impl, group in won.groupby("impl", sort=True):
         tokens = ", ".join(str(int(t)) for t in group["tokens"])
         lost = sorted(set(int(t) for t in alternatives["tokens"]) - set(int(t) for t in group["tokens"]))
-        why = f"{impl} beat {reference_name} (recommend.env) beyond noise at T = {tokens}" + (
+        why = f"{impl} beat {reference_name} at T = {tokens}" + (
             f"; not at T = {', '.join(map(str, lost))}, where the engine should keep {reference_name}" if lost else ""
         )
         for engine, setting, version in implementation_settings(str(impl)):
@@ -106,21 +110,31 @@ def implementation_settings(impl: str) -> list[tuple[str, str, str]]:
 
 
 def engine_hints(
-    fusion: pd.DataFrame, fused_measured: bool, env_exported: bool, alternatives: pd.DataFrame | None = None
+    fusion: pd.DataFrame, fused_measured: bool, applied: str | None, alternatives: pd.DataFrame | None = None
 ) -> list[EngineHint]:
-    """SGLang / vLLM flags and environment for what won beyond noise; only what this run measured.
+    """SGLang / vLLM flags and environment for what won; only what this run measured.
 
-    `fusion`: choices.fusion_comparison (impl, tokens, beyond_noise, slower_beyond_noise per T);
+    `fusion`: choices.fusion_comparison (impl, tokens, beyond_uncertainty, slower_beyond_uncertainty per T);
+    `applied`: the file the report recommends ("recommend.env", "nccl_tuner.conf" or None);
     `alternatives`: choices.alternatives (other all-reduce implementations against the exported settings).
     """
     hints = []
-    if env_exported:
+    if applied == "recommend.env":
         hints.append(
             EngineHint(
                 "SGLang and vLLM",
-                "source recommend.env in the shell that launches the engine",
+                "source recommend.env",
                 "any version (both use NCCL through PyNccl / torch.distributed)",
-                "NCCL_* variables reach every rank through the environment",
+                "NCCL_* variables reach every rank through the environment of the shell that launches the engine",
+            )
+        )
+    elif applied == "nccl_tuner.conf":
+        hints.append(
+            EngineHint(
+                "SGLang and vLLM",
+                "export NCCL_TUNER_CONFIG_FILE=nccl_tuner.conf",
+                "NCCL 2.23+ with the example tuner plugin (plugins/tuner/example) built",
+                "also export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so; NCCL reads both at init",
             )
         )
     if alternatives is not None:
@@ -128,8 +142,8 @@ def engine_hints(
     if not fused_measured or fusion.empty:
         return hints
     flashinfer = fusion["impl"].astype(str).str.contains("flashinfer").to_numpy()
-    won = fusion[flashinfer & np.array([v is True for v in fusion["beyond_noise"]], dtype=bool)]
-    lost = fusion[np.array([v is True for v in fusion["slower_beyond_noise"]], dtype=bool)]
+    won = fusion[flashinfer & np.array([v is True for v in fusion["beyond_uncertainty"]], dtype=bool)]
+    lost = fusion[np.array([v is True for v in fusion["slower_beyond_uncertainty"]], dtype=bool)]
     if not won.empty:
         tokens = ", ".join(str(int(t)) for t in won["tokens"])
         why = (
@@ -155,15 +169,48 @@ def engine_hints(
     return hints
 
 
+ENV_ASSIGNMENT = re.compile(r"^(export )?[A-Za-z_][A-Za-z0-9_]*=")
+ARRAYS = {"SGLang": "COMMPROF_SGLANG_ARGS", "vLLM": "COMMPROF_VLLM_ARGS"}
+
+
+def script_lines(hint: EngineHint) -> list[str]:
+    """A hint as bash: an assignment is exported, a flag joins its engine's argument array, a file is sourced
+    from this script's folder; anything else stays a comment."""
+    setting = hint.setting
+    if setting.startswith("source "):
+        return [f'source "$(dirname "${{BASH_SOURCE[0]}}")/{setting.split(maxsplit=1)[1]}"']
+    if ENV_ASSIGNMENT.match(setting):
+        name, _, value = setting.removeprefix("export ").partition("=")
+        value, _, comment = value.partition("#")
+        line = (
+            f'export {name}="$(dirname "${{BASH_SOURCE[0]}}")/{value.strip()}"'
+            if value.strip().endswith(".conf")
+            else (f"export {name}={shlex.quote(value.strip())}")
+        )
+        return [line + (f"  # {comment.strip()}" if comment.strip() else "")]
+    if setting.startswith("--") and hint.engine in ARRAYS:
+        words = " ".join(shlex.quote(word) for word in shlex.split(setting))
+        return [f"{ARRAYS[hint.engine]}+=({words})"]
+    return [f"# {setting}"]
+
+
 def engine_hints_text(hints: list[EngineHint], provenance: list[str]) -> str:
-    lines = [f"# {line}" for line in provenance]
+    """engine_flags.txt: `source` it in bash before launching the engine, then add the array of flags."""
+    lines = ["#!/usr/bin/env bash"] + [f"# {line}" for line in provenance]
+    lines += [
+        "# Source this file in the bash that launches the engine, then add its flags to the command line:",
+        '#   python -m sglang.launch_server ... "${COMMPROF_SGLANG_ARGS[@]}"',
+        '#   vllm serve ... "${COMMPROF_VLLM_ARGS[@]}"',
+        "COMMPROF_SGLANG_ARGS=()",
+        "COMMPROF_VLLM_ARGS=()",
+    ]
     if not hints:
         lines.append("# Nothing engine-specific to set from this run.")
     for hint in hints:
         if not hint.setting:
             lines += ["", f"# {hint.engine}: no setting", f"# why: {hint.why}"]
             continue
-        lines += ["", f"# {hint.engine} -- written for {hint.version}", f"# why: {hint.why}", hint.setting]
+        lines += ["", f"# {hint.engine} -- written for {hint.version}", f"# why: {hint.why}", *script_lines(hint)]
     return "\n".join(lines) + "\n"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -35,6 +35,36 @@ TUNER_PROTOCOLS = tuple(p.tuner for p in PROTOCOLS)
 NCCL_TESTS_TYPES = {"bfloat16": "bfloat16", "float16": "half", "float32": "float"}
 
 
+# ------------------------------------------------------------------------------------------ what to apply
+
+RECOMMEND_ENV = "recommend.env"
+TUNER_CONF = "nccl_tuner.conf"
+# What the example tuner plugin can set per size: the algorithm, the protocol and the channel count.
+TUNER_VARIABLES = frozenset(("NCCL_ALGO", "NCCL_PROTO", *CHANNEL_VARIABLES))
+
+
+@dataclass(frozen=True)
+class ApplyPlan:
+    """The one file to apply (`choice`, None: nothing), why, and what each file holds."""
+
+    choice: str | None
+    why: str
+    env: dict[str, str]  # what recommend.env exports (the recommendation's settings; {} when the baseline is kept)
+    rules: list[TunerRule] = field(default_factory=list)
+    inputs: pd.DataFrame = field(default_factory=pd.DataFrame)  # rule_inputs: the per-size winners
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # collective -> measured sizes (min, max)
+    no_rule: str = ""  # why nccl_tuner.conf has no rule, when it has none
+
+    @property
+    def alternative(self) -> str | None:
+        """The other file, when it holds something to apply instead (its lines are commented out)."""
+        if self.choice == RECOMMEND_ENV and self.rules:
+            return TUNER_CONF
+        if self.choice == TUNER_CONF and self.env:
+            return RECOMMEND_ENV
+        return None
+
+
 # ------------------------------------------------------------------------------------------- tuner rules
 
 
@@ -44,7 +74,7 @@ class TunerRule:
 
     collective: str
     min_bytes: int
-    max_bytes: int  # -1: no upper bound (strtoull("-1") is the largest size)
+    max_bytes: int  # inclusive; commprof never writes -1 ("any size": strtoull("-1") is the largest size)
     algorithm: str
     protocol: str
     channels: int = -1
@@ -140,17 +170,25 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def size_band(size: int) -> tuple[int, int]:
+    """The power-of-two band a message size falls in, [2^k, 2^(k+1) - 1]: how far a rule reaches beyond the
+    smallest and largest measured size (never to size 0 or to -1, "any size": prefill was not measured)."""
+    low = 1 << (max(int(size), 1).bit_length() - 1)
+    return low, 2 * low - 1
+
+
 def tuner_rules(inputs: pd.DataFrame) -> list[TunerRule]:
-    """One rule per message-size range, per collective: each measured size owns the range up to the geometric
-    midpoint with its neighbours; neighbouring ranges with the same choice merge; sizes without a known
-    algorithm and protocol get no rule (NCCL keeps its own choice there)."""
+    """One rule per message-size range, per collective, over the measured sizes only: each measured size owns the
+    range up to the geometric midpoint with its neighbours, the smallest and largest down and up to the edges of
+    their size_band; neighbouring ranges with the same choice merge; sizes without a known algorithm and protocol
+    get no rule (NCCL keeps its own choice there, as it does outside the measured range)."""
     rules: list[TunerRule] = []
     for coll, group in inputs.groupby("collective", sort=True):
         group = group.sort_values("bytes").drop_duplicates("bytes")
         sizes = group["bytes"].tolist()
         bounds = [math.isqrt(a * b) for a, b in zip(sizes, sizes[1:])]
-        lows = [0] + bounds
-        highs = [b - 1 for b in bounds] + [-1]
+        lows = [size_band(sizes[0])[0]] + bounds
+        highs = [b - 1 for b in bounds] + [size_band(sizes[-1])[1]]
         merged: list[TunerRule] = []
         for r, low, high in zip(group.itertuples(), lows, highs):
             if not (r.algorithm in TUNER_ALGORITHMS and r.protocol in TUNER_PROTOCOLS):
@@ -171,19 +209,41 @@ def tuner_rules(inputs: pd.DataFrame) -> list[TunerRule]:
     return rules
 
 
-def tuner_conf_text(rules: list[TunerRule], inputs: pd.DataFrame, provenance: list[str]) -> str:
-    """nccl_tuner.conf: comments (where from, how to load, the override trap), then one CSV line per rule."""
+def measured_ranges(inputs: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Per collective, the smallest and largest measured size (the rules' scope, before the band edges)."""
+    return {str(c): (int(g["bytes"].min()), int(g["bytes"].max())) for c, g in inputs.groupby("collective")}
+
+
+def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
+    """nccl_tuner.conf: comments (where from, whether to apply it or recommend.env, how to load, the override
+    trap, the measured scope), then one CSV line per rule, commented out when it is only the alternative."""
     lines = [f"# {line}" for line in provenance]
+    active = plan.choice == TUNER_CONF
+    if active:
+        lines.append(f"# commprof recommends this file for this run: {plan.why}.")
+        if plan.alternative:
+            lines.append("# recommend.env holds the alternative (commented out): use one of the two, never both.")
+    elif plan.rules:
+        lines += [
+            f"# ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why}).",
+            "# To use these rules instead of it (never with its NCCL_ALGO / NCCL_PROTO), uncomment them.",
+        ]
     lines += [
         "# NCCL example tuner plugin rules (plugins/tuner/example in the NCCL source tree). Load with:",
         "#   export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so",
         "#   export NCCL_TUNER_CONFIG_FILE=/path/to/nccl_tuner.conf",
         "# NCCL_ALGO / NCCL_PROTO in the environment override a tuner: do not set them together with this file.",
         "# An algorithm/protocol pair NCCL cannot run is silently ignored: check NCCL_DEBUG=INFO's TUNING lines.",
-        "# Ranges come from the fastest point at each measured size (one T each); -1 = any / keep NCCL's choice.",
-        "# " + ",".join(TUNER_FIELDS),
     ]
-    for r in inputs.sort_values(["collective", "bytes"]).itertuples():
+    for coll, (low, high) in sorted(plan.ranges.items()):
+        lines.append(
+            f"# Measured {coll} sizes: {low}-{high} B; rules reach {size_band(low)[0]}-{size_band(high)[1]} B at "
+            "most. Larger messages (prefill's: thousands of tokens, tens of MB) and smaller ones were not "
+            "measured: NCCL keeps its own choice there."
+        )
+    if not plan.inputs.empty:
+        lines.append("# The fastest point at each measured size (one T each):")
+    for r in plan.inputs.sort_values(["collective", "bytes"]).itertuples() if not plan.inputs.empty else []:
         note = getattr(r, "note", None)
         choice = (
             f"{r.algorithm}/{r.protocol}"
@@ -193,32 +253,40 @@ def tuner_conf_text(rules: list[TunerRule], inputs: pd.DataFrame, provenance: li
             else "no single algo/proto: no rule"
         )
         lines.append(f"#   {r.collective} {r.bytes} B (T={r.tokens}): {r.point_id} {r.label!s} -> {choice}")
-    if not rules:
-        lines.append(
-            "# No rule: at every size NCCL keeps its own choice (no winner beyond noise with a known "
-            "algorithm and protocol)."
-        )
-    lines += [rule.csv() for rule in rules]
+    if not plan.rules:
+        lines.append(f"# No rule: {plan.no_rule}")
+    lines.append("# " + ",".join(TUNER_FIELDS))
+    lines += [rule.csv() if active else f"# {rule.csv()}" for rule in plan.rules]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------------- recommend.env
 
 
-def recommend_env_text(point: pd.Series | None, provenance: list[str], notes: list[str]) -> str:
-    """Bash-sourceable export lines for the recommended point's environment, with where it was measured."""
+def recommend_env_text(plan: ApplyPlan, provenance: list[str], notes: list[str]) -> str:
+    """Bash-sourceable export lines of the recommended settings, with where they were measured and why; the
+    lines are commented out when nccl_tuner.conf is what to apply (they would override it)."""
     lines = [f"# {line}" for line in provenance + notes]
-    env = point["env"] if point is not None and isinstance(point.get("env"), dict) else {}
-    if point is None:
-        lines.append("# No point passed at every T in this run: nothing to recommend.")
-    elif not env:
-        lines.append("# The recommendation sets no variable: nothing to export.")
-    lines.append("# NCCL reads most variables once per process: restart the engine after sourcing this file.")
-    for name, value in sorted(env.items()):
+    active = plan.choice == RECOMMEND_ENV
+    if active:
+        lines.append(f"# commprof recommends this file for this run: {plan.why}.")
+        if plan.alternative:
+            lines.append("# nccl_tuner.conf holds the alternative (commented out): use one of the two, never both.")
+    elif plan.env:
+        lines += [
+            f"# ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why}).",
+            "# To use these settings instead of it (never with it: they override a tuner), uncomment them.",
+        ]
+    else:
+        lines.append(f"# Nothing to export: {plan.why}.")
+    if plan.env:
+        lines.append("# NCCL reads most variables once per process: restart the engine after sourcing this file.")
+    for name, value in sorted(plan.env.items()):
         if not ENV_NAME.match(name):
             lines.append(f"# skipped {name!r}: not a valid environment variable name")
             continue
-        lines.append(f"export {name}={shlex.quote(str(value))}")
+        line = f"export {name}={shlex.quote(str(value))}"
+        lines.append(line if active else f"# {line}")
     return "\n".join(lines) + "\n"
 
 
@@ -296,3 +364,4 @@ class RunExports:
     tuner_conf: str
     engine_text: str
     hints: list[EngineHint]
+    plan: ApplyPlan

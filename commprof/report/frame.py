@@ -38,9 +38,10 @@ def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[
     point = record.get("point") or {}
     env = {str(k): str(v) for k, v in (point.get("env") or {}).items()}
     key = tuple(sorted(env.items()))
-    if key not in settings:
-        settings[key] = (env_text(env), json.dumps(key))
-    text, env_key = settings[key]
+    backend = record.get("backend")
+    if (key, backend) not in settings:
+        settings[(key, backend)] = (env_text(env, backend), json.dumps(key))
+    text, env_key = settings[(key, backend)]
     stats = record.get("step_us") or {}
     plan = record.get("plan") or {}
     check = record.get("check") or {}
@@ -112,9 +113,11 @@ def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[
     return row
 
 
-def env_text(env: dict[str, str]) -> str:
-    """A point's settings as one line, "NCCL defaults" when it sets nothing."""
-    return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "NCCL defaults"
+def env_text(env: dict[str, str], backend: str | None = None) -> str:
+    """A point's settings as one line; when it sets nothing, the defaults of the backend it ran on ("NCCL
+    defaults", "gloo defaults")."""
+    name = "NCCL" if backend in (None, "nccl") else backend
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or f"{name} defaults"
 
 
 def step_frame(frame: pd.DataFrame) -> pd.DataFrame:

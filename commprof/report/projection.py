@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from commprof.evidence import Evidence
 from commprof.report.frame import ok_rows
 
 # The field report's operating points: (accept length, verify T). See docs/report.md.
@@ -73,10 +74,11 @@ def breakdown(
     shown = {baseline, recommended, *head["best_point_id"].dropna()}
     overhead = launch_overhead(steps[steps["point_id"].isin(shown)]).set_index(["source", "point_id", "tokens"])
     overhead = overhead["overhead_us"]
+    ok = ok_rows(steps, mode).drop_duplicates(["source", "point_id", "tokens"])
+    p90 = ok.set_index(["source", "point_id", "tokens"])["p90_us"]
     chosen: dict[tuple, float] = {}
     if recommended is not None and recommended != baseline:
-        rows = ok_rows(steps, mode)
-        rows = rows[rows["point_id"] == recommended].drop_duplicates(["source", "tokens"])
+        rows = ok[ok["point_id"] == recommended]
         chosen = dict(zip(zip(rows["source"], rows["tokens"]), rows["median_us"]))
     rows = []
     for r in head.itertuples():
@@ -85,6 +87,7 @@ def breakdown(
             settings.append(("recommended", recommended, chosen.get((r.source, r.tokens), math.nan)))
         settings.append(("best", r.best_point_id, r.best_us))
         for setting, point_id, comm_us in settings:
+            comm_p90_us = p90.get((r.source, point_id, r.tokens), math.nan) if isinstance(point_id, str) else math.nan
             compute_ms = compute.for_tokens(int(r.tokens))
             over_us = overhead.get((r.source, point_id, r.tokens), math.nan) if isinstance(point_id, str) else math.nan
             comm_ms = comm_us / 1000.0 if pd.notna(comm_us) else math.nan
@@ -96,6 +99,7 @@ def breakdown(
                     "setting": setting,
                     "point_id": point_id,
                     "comm_ms": comm_ms,
+                    "comm_p90_ms": comm_p90_us / 1000.0 if pd.notna(comm_p90_us) else math.nan,
                     "overhead_ms": over_us / 1000.0 if pd.notna(over_us) else math.nan,
                     "compute_ms": compute_ms if compute_ms is not None else math.nan,
                     "verify_ms": total if pd.notna(comm_ms) else math.nan,
@@ -130,12 +134,16 @@ def pays_at_any_accept(ratio: float) -> bool:
     return math.isfinite(ratio) and ratio < 1.0
 
 
-def projection(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...]) -> pd.DataFrame:
+def projection(
+    parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...], evidence: Evidence | None = None
+) -> pd.DataFrame:
     """Per (source, setting, T): plain-decode and speculative tokens/s at each accept length, and break-even.
 
     break_even_ratio is (draft + verify) / decode as computed; break_even_accept is that ratio where it is an
-    accept length (>= 1), NaN where pays_at_any_accept. T = 1 is plain decode; without it (or without a verify
-    T) there is nothing to project: empty frame.
+    accept length (>= 1), NaN where pays_at_any_accept. A ratio below 1 means "pays at any accept length" only
+    when draft + verify beats the decode step beyond the evidence's uncertainty (else `within_uncertainty`: the
+    two are not told apart). T = 1 is plain decode; without it (or without a verify T) there is nothing to
+    project: empty frame.
     An accept length above T is impossible (NaN). Without compute times the numbers cover communication only
     and are upper bounds, not throughput estimates.
     """
@@ -148,6 +156,13 @@ def projection(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...])
         plain = 1000.0 / decode_ms if decode_ms > 0 else math.nan
         for r in group[(group["tokens"] > 1) & group["verify_ms"].notna()].itertuples():
             ratio = break_even_accept(draft_ms, r.verify_ms, decode_ms)
+            spread_ms = r.comm_p90_ms - r.comm_ms if pd.notna(r.comm_p90_ms) else math.nan
+            faster = (
+                evidence.beats(draft_ms + r.verify_ms, draft_ms + r.verify_ms + spread_ms, decode_ms)
+                if evidence is not None
+                else ratio < 1.0
+            )
+            within = pays_at_any_accept(ratio) and faster is not True
             row = {
                 "source": source,
                 "setting": setting,
@@ -159,7 +174,8 @@ def projection(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...])
                 "verify_ms": r.verify_ms,
                 "break_even_ratio": ratio,
                 "break_even_accept": ratio if math.isfinite(ratio) and ratio >= 1.0 else math.nan,
-                "pays_at_any_accept": pays_at_any_accept(ratio),
+                "pays_at_any_accept": pays_at_any_accept(ratio) and not within,
+                "within_uncertainty": within,
             }
             for accept in accepts:
                 row[tps_column(accept)] = (

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
-
-from commprof.report.formatting import SOURCE_LABELS
 from commprof.report.frame import env_text
 from commprof.report.run_analysis import RunAnalysis
 
@@ -13,12 +10,14 @@ def provenance(run: RunAnalysis) -> list[str]:
     """Where a number came from, for the head of every exported file."""
     meta = run.meta
     versions = {k: v for k, v in (meta.get("versions") or {}).items() if v not in (None, "")}
-    lines = [f"commprof report of run {run.run_id} ({SOURCE_LABELS.get(run.source, run.source)})"]
+    lines = [f"commprof report of run {run.run_id}: {run.evidence.label}"]
     if run.simulated:
-        calibration = ", ".join(sorted({str(c) for c in run.frame.get("calibration", pd.Series()).dropna()}))
+        error = run.evidence.model_error
         lines.append(
-            f"SIMULATED by the cost model (calibration: {calibration or 'unknown'}): not measured on "
-            "any machine; measure before you rely on it."
+            f"SIMULATED by the cost model (calibration: {run.evidence.calibration}): not measured on any machine; "
+            f"expected error {error.band if error else 'unknown'}"
+            + (f" ({error.basis})" if error else "")
+            + ". Nothing ran: CUDA-graph capture and correctness are not tested."
         )
     if run.shared_gpus:
         lines.append("SHARED GPUs: ranks shared GPUs (--share-gpus): a functional check, not a tuning result.")

@@ -1,4 +1,5 @@
-"""Who is fastest, judged by the noise rule: the baseline, the best point per T, speed-ups, the recommendation.
+"""Who is fastest, judged by the run's evidence (commprof.evidence: beyond noise when measured, beyond the model's
+expected error when simulated): the baseline, the best point per T, speed-ups, the recommendation.
 
 Pure functions over frame.step_frame rows (DataFrames in, DataFrames or plain values out).
 """
@@ -8,22 +9,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from commprof.errors import UsageError
+from commprof.evidence import Evidence
 from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
 from commprof.records.point_ids import BASELINE_POINT_ID
-from commprof.report.frame import env_text, latest_measurements, latest_point_ids, ok_rows
+from commprof.report.frame import latest_measurements, latest_point_ids, ok_rows
 
 # The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.
 UNFUSED_REFERENCE_IMPL = unfused_reference()
-NOISE_RULE = (
-    "a point beats the baseline beyond noise when its p90 step time is below the baseline's median "
-    "(nine in ten of its steps were faster than the baseline's typical step); over several T, the "
-    "sums over T"
-)
 
 
 def headline_mode(steps: pd.DataFrame) -> tuple[str, str]:
@@ -47,17 +43,6 @@ def baseline_id(steps: pd.DataFrame, requested: str | None = None, latest: pd.Se
         known = ", ".join(sorted(set(steps["point_id"])))[:200] if not steps.empty else "none"
         raise UsageError(f"baseline point {wanted!r} is not in this run (points: {known})")
     return str((latest if latest is not None else latest_point_ids(steps))[wanted])
-
-
-def beyond_noise(p90_us: Any, baseline_median_us: Any) -> bool | None:
-    """Whether a point beats the baseline beyond measurement noise (NOISE_RULE); None when either is unknown."""
-    try:
-        p90, median = float(p90_us), float(baseline_median_us)
-    except (TypeError, ValueError):
-        return None
-    if not (math.isfinite(p90) and math.isfinite(median)):
-        return None
-    return p90 < median
 
 
 def best_points(
@@ -96,7 +81,7 @@ def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
     """Every row with its reference time and speed-up (reference / own median), per (source, T, mode).
 
     Unfused rows compare against the baseline point; fused rows against the unfused reference
-    ("nccl+rmsnorm") with the same settings, else the one with NCCL defaults.
+    ("nccl+rmsnorm") with the same settings, else the one that sets nothing (the backend's defaults).
     """
     out = steps.copy()
     keys = ["source", "tokens", "mode"]
@@ -111,7 +96,7 @@ def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
         by_settings = {(r.source, r.tokens, r.mode, r.settings): (r.median_us, r.point_id) for r in refs.itertuples()}
         by_default = {
             (r.source, r.tokens, r.mode): (r.median_us, r.point_id)
-            for r in refs[refs["settings"] == env_text({})].itertuples()
+            for r in refs[refs["env"].map(len) == 0].itertuples()
         }
         ref_us, ref_id = [], []
         for r in out[fused].itertuples():
@@ -130,9 +115,15 @@ def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
 
 
 def headline(
-    steps: pd.DataFrame, baseline: str, mode: str, recommended: str | None = None, family: Iterable[str] | None = None
+    steps: pd.DataFrame,
+    baseline: str,
+    mode: str,
+    evidence: Evidence,
+    recommended: str | None = None,
+    family: Iterable[str] | None = None,
 ) -> pd.DataFrame:
-    """Per (source, T): baseline vs best step time in `mode`, µs, % saved, and the best point's settings.
+    """Per (source, T): baseline vs best step time in `mode`, µs, % saved, the best point's settings and whether
+    it beats the baseline beyond the evidence's uncertainty.
 
     `recommended`, `family`: how best_points breaks ties (the same as choices_per_tokens' "fastest")."""
     best = best_points(steps, mode, prefer=[p for p in (baseline, recommended) if p], family=family)
@@ -176,68 +167,108 @@ def headline(
     table["saved_us"] = table["baseline_us"] - table["best_us"]
     table["saved_pct"] = 100.0 * table["saved_us"] / table["baseline_us"]
     table["speedup"] = table["baseline_us"] / table["best_us"]
-    table["beyond_noise"] = pd.Series(
-        [beyond_noise(p90, median) for p90, median in zip(table["best_p90_us"], table["baseline_us"])],
+    table["beyond_uncertainty"] = pd.Series(
+        [
+            evidence.beats(median, p90, base)
+            for median, p90, base in zip(table["best_us"], table["best_p90_us"], table["baseline_us"])
+        ],
         index=table.index,
         dtype=object,
     )
     return table.reset_index(drop=True)
 
 
-def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | Iterable[str] | None = None) -> pd.Series | None:
-    """The unfused point (of `impl`, one name or several, if given) with the least total step time over every T,
-    ok at all of them. Ties (a cost model predicts many settings alike) go to the latest stage (re-measured,
-    confirmed), then to the point that sets the fewest variables."""
+def point_totals(steps: pd.DataFrame, mode: str, impl: str | Iterable[str] | None = None) -> pd.DataFrame:
+    """Per unfused point (of `impl`, one name or several, if given) ok at every T of the run in `mode`: its first
+    row with `total_us` and `p90_total_us` (sums over T) and `tokens_covered`, one row per point."""
     rows = ok_rows(steps, mode)
     all_tokens = set(rows["tokens"])
     rows = rows[~rows["fused_rmsnorm"]]
     if impl is not None:
         rows = rows[rows["impl"].isin([impl] if isinstance(impl, str) else list(impl))]
     if rows.empty:
-        return None
+        return rows.assign(total_us=pd.Series(dtype=float), p90_total_us=pd.Series(dtype=float))
     grouped = rows.groupby("point_id")
-    coverage = grouped["tokens"].nunique()
-    totals = grouped["median_us"].sum()[coverage == len(all_tokens)]
+    covered = grouped["tokens"].nunique() == len(all_tokens)
+    firsts = rows.drop_duplicates("point_id").set_index("point_id").loc[covered[covered].index]
+    firsts["total_us"] = grouped["median_us"].sum()
+    firsts["p90_total_us"] = grouped["p90_us"].sum(min_count=len(all_tokens))
+    firsts["tokens_covered"] = [sorted(int(t) for t in all_tokens)] * len(firsts)
+    return firsts.reset_index()
+
+
+def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | Iterable[str] | None = None) -> pd.Series | None:
+    """The unfused point (of `impl`, one name or several, if given) with the least total step time over every T,
+    ok at all of them. Ties (a cost model predicts many settings alike) go to the latest stage (re-measured,
+    confirmed), then to the point that sets the fewest variables."""
+    totals = point_totals(steps, mode, impl)
     if totals.empty:
         return None
-    info = rows.drop_duplicates("point_id").set_index("point_id").loc[totals.index]
-    order = pd.DataFrame(
-        {
-            "total": totals.round(3).to_numpy(),
-            "stage": -info["stage"].astype(float).to_numpy(),
-            "settings": info["env"].map(len).to_numpy(),
-            "point": totals.index,
-        }
-    )
-    winner = order.sort_values(["total", "stage", "settings", "point"])["point"].iloc[0]
-    first = rows[rows["point_id"] == winner].iloc[0].copy()
-    first["total_us"] = float(totals[winner])
-    first["p90_total_us"] = float(rows.loc[rows["point_id"] == winner, "p90_us"].sum(min_count=len(all_tokens)))
-    first["tokens_covered"] = sorted(int(t) for t in all_tokens)
-    return first
+    order = totals.assign(
+        _total=totals["total_us"].round(3), _later=-totals["stage"].astype(float), _count=totals["env"].map(len)
+    ).sort_values(["_total", "_later", "_count", "point_id"])
+    return order.iloc[0].drop(["_total", "_later", "_count"])
+
+
+def minimal_export(
+    steps: pd.DataFrame, mode: str, evidence: Evidence, fastest: pd.Series, baseline_total_us: float
+) -> tuple[pd.Series, list[str]]:
+    """The point to export instead of `fastest` when a variable does not earn its place: of the measured points
+    with the same implementation and a subset of its variables (an ablation), the one with the fewest variables
+    that still beats the baseline and that `fastest` does not beat, both beyond the evidence's uncertainty.
+    Returns (the point, the variables dropped); (fastest, []) when every variable counts or nothing was ablated."""
+    env = fastest["env"]
+    totals = point_totals(steps, mode, fastest["impl"])
+    subsets = totals[
+        (totals["options"] == fastest["options"])
+        & totals["env"].map(lambda e: len(e) < len(env) and all(env.get(k) == v for k, v in e.items()))
+    ]
+    keep = [
+        evidence.beats(r.total_us, r.p90_total_us, baseline_total_us) is True
+        and evidence.beats(fastest["total_us"], fastest["p90_total_us"], r.total_us) is False
+        for r in subsets.itertuples()
+    ]
+    candidates = subsets[keep]
+    if candidates.empty:
+        return fastest, []
+    chosen = candidates.assign(_count=candidates["env"].map(len)).sort_values(["_count", "total_us"]).iloc[0]
+    return chosen.drop("_count"), sorted(set(env) - set(chosen["env"]))
 
 
 @dataclass(frozen=True)
 class Recommendation:
-    """What to set: the fastest point over every T if it beats the baseline beyond noise, else the baseline.
+    """What to set: the fastest point over every T if it beats the baseline beyond the evidence's uncertainty
+    (as its minimal measured form, `exported`), else the baseline.
 
-    `beyond_noise` is None when the baseline has no ok record at some T the fastest point covers (no comparison).
+    `beyond_uncertainty` is None when the baseline has no ok record at some T the fastest point covers (no
+    comparison, so nothing is recommended); `withheld` says why a result is not recommended anyway (an
+    unfinished run).
     """
 
     fastest: pd.Series | None
     baseline: pd.Series | None
     baseline_total_us: float
-    beyond_noise: bool | None
+    beyond_uncertainty: bool | None
+    exported: pd.Series | None = None  # the fastest's minimal form (minimal_export); None: the fastest itself
+    dropped: tuple[str, ...] = ()  # variables of the fastest that did not earn their place
+    withheld: str | None = None
+
+    @property
+    def recommends(self) -> bool:
+        """Whether anything other than the baseline is recommended."""
+        return self.fastest is not None and self.beyond_uncertainty is True and self.withheld is None
 
     @property
     def chosen(self) -> pd.Series | None:
-        if self.fastest is None or self.beyond_noise is not False:
-            return self.fastest
-        return self.baseline
+        if self.fastest is None:
+            return None
+        if not self.recommends:
+            return self.baseline
+        return self.exported if self.exported is not None else self.fastest
 
     @property
     def keeps_baseline(self) -> bool:
-        return self.fastest is not None and self.beyond_noise is False
+        return self.fastest is not None and not self.recommends
 
     @property
     def saved_pct(self) -> float:
@@ -247,20 +278,36 @@ class Recommendation:
 
 
 def recommendation(
-    steps: pd.DataFrame, baseline: str, mode: str, impl: str | Iterable[str] | None = None
+    steps: pd.DataFrame,
+    baseline: str,
+    mode: str,
+    evidence: Evidence,
+    impl: str | Iterable[str] | None = None,
+    withheld: str | None = None,
 ) -> Recommendation:
-    """The fastest point of `impl` over every T (best_overall_point), judged against the baseline by NOISE_RULE."""
+    """The fastest point of `impl` over every T (best_overall_point), judged against the baseline by the
+    evidence's rule, in its minimal measured form; `withheld`: why not to recommend even a result."""
     fastest = best_overall_point(steps, mode, impl)
     base_rows = ok_rows(steps, mode)
     base_rows = base_rows[base_rows["point_id"] == baseline].drop_duplicates("tokens")
     base = base_rows.iloc[0].copy() if not base_rows.empty else None
     if fastest is None:
-        return Recommendation(None, base, math.nan, None)
+        return Recommendation(None, base, math.nan, None, withheld=withheld)
     covered = base_rows[base_rows["tokens"].isin(fastest["tokens_covered"])]
     total = float(covered["median_us"].sum()) if len(covered) == len(fastest["tokens_covered"]) else math.nan
     if base is not None:
         base["total_us"] = total
-    return Recommendation(fastest, base, total, beyond_noise(fastest["p90_total_us"], total))
+    verdict = evidence.beats(fastest["total_us"], fastest["p90_total_us"], total)
+    exported, dropped = minimal_export(steps, mode, evidence, fastest, total) if verdict is True else (fastest, [])
+    return Recommendation(
+        fastest,
+        base,
+        total,
+        verdict,
+        exported=exported if exported is not fastest else None,
+        dropped=tuple(dropped),
+        withheld=withheld,
+    )
 
 
 def implementation_family(impl: str) -> tuple[str, ...]:
@@ -270,26 +317,32 @@ def implementation_family(impl: str) -> tuple[str, ...]:
 
 
 def tuner_winners(
-    steps: pd.DataFrame, baseline: str, mode: str, prefer: Iterable[str], family: Iterable[str]
+    steps: pd.DataFrame, baseline: str, mode: str, evidence: Evidence, prefer: Iterable[str], family: Iterable[str]
 ) -> pd.DataFrame:
     """Per T, the fastest ok record of the baseline's implementation `family` (NCCL) in `mode`, with whether it
-    beats the baseline beyond noise (`beyond_noise`) and, where not, why it gets no rule (`note`).
+    beats the baseline beyond the evidence's uncertainty (`beyond_uncertainty`) and, where not, why it gets no rule
+    (`note`).
 
     `prefer`: the point ids ties go to, in order (best_points), as for table 1's "fastest setting" rows."""
     rows = ok_rows(steps, mode)
     base = rows[rows["point_id"] == baseline].drop_duplicates("tokens").set_index("tokens")["median_us"]
     winners = best_points(rows[rows["impl"].isin(list(family))], mode, prefer).sort_values("tokens")
-    winners["beyond_noise"] = pd.Series(
-        [beyond_noise(p90, base.get(t)) for p90, t in zip(winners["p90_us"], winners["tokens"])],
+    winners["beyond_uncertainty"] = pd.Series(
+        [
+            evidence.beats(median, p90, base.get(t))
+            for median, p90, t in zip(winners["median_us"], winners["p90_us"], winners["tokens"])
+        ],
         index=winners.index,
         dtype=object,
     )
     winners["note"] = [
         "the baseline was fastest"
         if pid == baseline
-        else "within measurement noise of the baseline"
+        else f"{evidence.within} of the baseline"
         if verdict is False
+        else "not compared: the baseline has no result at this T"
+        if verdict is None
         else None
-        for pid, verdict in zip(winners["point_id"], winners["beyond_noise"])
+        for pid, verdict in zip(winners["point_id"], winners["beyond_uncertainty"])
     ]
     return winners

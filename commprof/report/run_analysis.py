@@ -13,11 +13,14 @@ from typing import Any
 
 import pandas as pd
 
+from commprof.evidence import IMPORTED, LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence, ModelError
+from commprof.nccl_vocab import ENV_CHECKS, value_traps
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.report import choices as ch
 from commprof.report import costmodel_check as cc
 from commprof.report import frame as fr
 from commprof.report import ranking as rk
+from commprof.report.completeness import Completeness, completeness
 from commprof.report.doctor_verdicts import doctor_view
 from commprof.report.formatting import SOURCE_LABELS
 from commprof.report.heatmap import strongest_axes
@@ -34,6 +37,8 @@ class ReportOptions:
     draft_ms: float | None = None  # draft time per speculative step; None: not given (projected as 0)
     accepts: tuple[float, ...] = DEFAULT_ACCEPTS  # accept lengths to project tokens/s at
     baseline: str | None = None  # the baseline point id; None: the sweep's baseline ("p000")
+    compute_source: str = ""  # where the compute times come from ("--compute-ms", "the sweep file's [report]")
+    allow_partial: bool = False  # recommend from an incomplete run (--allow-partial)
 
 
 @dataclass
@@ -49,12 +54,15 @@ class RunAnalysis:
     all_steps: pd.DataFrame  # every step record, re-measured configurations' earlier ones included
     collectives: pd.DataFrame  # single-collective records (imported or simulated)
     options: ReportOptions
+    evidence: Evidence  # where these numbers come from, and the rule their verdicts follow
     mode: str = "graph"  # the headline mode (ranking.headline_mode)
     mode_reason: str = ""
     baseline: str | None = None  # the baseline's point id, as its configuration's latest measurement
     baseline_requested: str | None = None  # the id asked for (--baseline, else "p000")
     baseline_family: tuple[str, ...] = ()  # impl names of the baseline's all-reduce (ranking.implementation_family)
     superseded: dict[str, str] = field(default_factory=dict)  # re-measured: old point id -> the id that counts
+    completeness: Completeness | None = None  # planned vs done (None: no sweep to compare with)
+    untested: dict[str, str] = field(default_factory=dict)  # simulated: point id -> why it is not ranked
     failures: pd.DataFrame = field(default_factory=pd.DataFrame)  # frame.failures
     speedups: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.speedups of every step record
     recommendation: rk.Recommendation | None = None  # what to set, answer (a)
@@ -78,7 +86,8 @@ class RunAnalysis:
 
     @property
     def recommended(self) -> pd.Series | None:
-        """The point to set: the fastest over every T if beyond noise, else the baseline (None: nothing passed)."""
+        """The point to set: the fastest over every T (its minimal form) if beyond the evidence's uncertainty, else
+        the baseline (None: nothing passed)."""
         return self.recommendation.chosen if self.recommendation is not None else None
 
     @property
@@ -98,6 +107,21 @@ class RunAnalysis:
         return str(backends[0]) if len(backends) == 1 else self.meta.get("backend")
 
     @property
+    def rankable(self) -> pd.DataFrame:
+        """The step records a verdict may rest on: all but simulated points with an untested correctness risk."""
+        if not self.untested or self.steps.empty:
+            return self.steps
+        return self.steps[~self.steps["point_id"].isin(list(self.untested))]
+
+    @property
+    def family_steps(self) -> pd.DataFrame:
+        """Step records of the baseline's implementation (NCCL's own, or gloo's): what the heatmap and the tuner
+        read; other implementations are answer (b)."""
+        if self.steps.empty or not self.baseline_family:
+            return self.steps
+        return self.steps[self.steps["impl"].isin(list(self.baseline_family))]
+
+    @property
     def failed_count(self) -> int:
         return int(self.failures["failed"].sum()) if not self.failures.empty else 0
 
@@ -110,7 +134,7 @@ class RunAnalysis:
         if self.steps.empty or self.baseline is None:
             return self.steps.iloc[0:0]
         prefer = [p for p in (self.baseline, self.reference) if p]  # table 1's "fastest setting" ties
-        return rk.tuner_winners(self.steps, self.baseline, self.mode, prefer, self.baseline_family)
+        return rk.tuner_winners(self.rankable, self.baseline, self.mode, self.evidence, prefer, self.baseline_family)
 
 
 def split_by_source(records: list[dict]) -> dict[str, list[dict]]:
@@ -121,21 +145,31 @@ def split_by_source(records: list[dict]) -> dict[str, list[dict]]:
     return by_source
 
 
-def analyze_run(run_id: str, records: list[dict], meta: dict, options: ReportOptions) -> list[RunAnalysis]:
+def analyze_run(
+    run_id: str, records: list[dict], meta: dict, options: ReportOptions, run_dir: str | None = None
+) -> list[RunAnalysis]:
     """One RunAnalysis per source present in the run."""
     by_source = split_by_source(records)
+    progress = completeness(meta, records, run_dir or f"runs/{run_id}")
     results = []
     for source, rows in by_source.items():
         name = run_id if len(by_source) == 1 else f"{run_id} · {SOURCE_LABELS.get(source, source)}"
-        results.append(analyze_source(run_id, name, source, rows, meta, options))
+        results.append(analyze_source(run_id, name, source, rows, meta, options, progress))
     return results
 
 
 def analyze_source(
-    run_id: str, name: str, source: str, records: list[dict], meta: dict, options: ReportOptions
+    run_id: str,
+    name: str,
+    source: str,
+    records: list[dict],
+    meta: dict,
+    options: ReportOptions,
+    progress: Completeness | None = None,
 ) -> RunAnalysis:
-    """The analysis of one source's records of a run."""
+    """The analysis of one source's records of a run (`progress`: the run's, when known)."""
     frame = fr.records_frame(records)
+    evidence = run_evidence(source, frame, meta)
     all_steps = fr.step_frame(frame)
     latest = fr.latest_point_ids(all_steps)
     steps = fr.latest_measurements(all_steps, latest)
@@ -149,33 +183,86 @@ def analyze_source(
         all_steps=all_steps,
         collectives=fr.collective_frame(frame),
         options=options,
+        evidence=evidence,
+        completeness=progress,
         failures=fr.failures(frame),
     )
     if steps.empty:
         return run
     run.mode, run.mode_reason = rk.headline_mode(steps)
+    if evidence.simulated and run.mode == "graph":
+        run.mode_reason = (
+            "graph mode as the cost model predicts it (eager minus the preset's launch overhead): whether each "
+            "setting captures into a CUDA graph is not tested"
+        )
     run.baseline_requested = options.baseline or BASELINE_POINT_ID
     run.baseline = rk.baseline_id(all_steps, options.baseline, latest)
     run.superseded = fr.superseded_by(latest)
     run.speedups = rk.speedups(all_steps, run.baseline)
     run.baseline_family = rk.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])
     family = run.baseline_family
-    ranked = fr.ok_rows(steps, run.mode)  # the rankings below read only these rows: filter once
-    run.recommendation = rk.recommendation(ranked, run.baseline, run.mode, impl=family)
+    run.untested = untested_settings(steps, meta) if evidence.simulated else {}
+    ranked = fr.ok_rows(run.rankable, run.mode)  # the rankings below read only these rows: filter once
+    unfinished = progress is not None and not progress.complete and not options.allow_partial
+    withheld = f"the run is incomplete ({progress.summary()})" if unfinished else None
+    run.recommendation = rk.recommendation(ranked, run.baseline, run.mode, evidence, impl=family, withheld=withheld)
     recommended = run.reference if run.recommended is not None else None
-    run.headline = rk.headline(ranked, run.baseline, run.mode, recommended, family)
+    run.headline = rk.headline(ranked, run.baseline, run.mode, evidence, recommended, family)
     current = run.speedups[run.speedups["point_id"].isin(set(latest))] if run.superseded else run.speedups
-    run.fusion = ch.fusion_comparison(steps, run.baseline, run.mode, rated=current)
-    run.choices = ch.choices_per_tokens(ranked, run.baseline, run.mode, recommended, family)
-    run.alternatives = ch.alternatives(ranked, run.reference, run.mode, family)
+    run.fusion = ch.fusion_comparison(steps, run.baseline, run.mode, evidence, rated=current)
+    run.choices = ch.choices_per_tokens(ranked, run.baseline, run.mode, evidence, recommended, family)
+    run.alternatives = ch.alternatives(ranked, run.reference, run.mode, evidence, family)
     run.without_result = ch.implementations_without_result(steps, run.mode, family)
-    run.heatmap_axes = strongest_axes(steps, run.mode)
+    run.heatmap_axes = strongest_axes(run.family_steps, run.mode)
     if not run.headline.empty:
         run.breakdown = breakdown(
             steps, run.headline, run.baseline, options.compute, recommended=run.reference, mode=run.mode
         )
-        run.projection = projection(run.breakdown, options.draft_ms or 0.0, options.accepts)
+        run.projection = projection(run.breakdown, options.draft_ms or 0.0, options.accepts, evidence)
     return run
+
+
+def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
+    """Simulated points whose variables carry a known trap on the simulated interconnect (LL128 off NVLink can
+    corrupt data): nothing checked their result, so they are not ranked. Point id -> why."""
+    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
+    interconnect = "nvlink" if str(topology.get("gpu_path", "")).upper().startswith("NV") else "pcie"
+    out = {}
+    for point_id, env in steps.drop_duplicates("point_id")[["point_id", "env"]].itertuples(index=False):
+        traps = [
+            trap
+            for name, value in sorted(env.items())
+            if name in ENV_CHECKS
+            for trap in value_traps(name, value, interconnect)
+        ]
+        if traps:
+            out[str(point_id)] = (
+                f"{traps[0].split(';')[0]}; a simulation checks no result, so it is not ranked: measure it"
+            )
+    return out
+
+
+def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
+    """The evidence of one source's records: measured on which backend, simulated with which calibration and
+    what expected error (as `commprof simulate` recorded it in meta.json), or imported from which files."""
+    level = LEVEL_OF_SOURCE.get(source, source)
+
+    def values(column: str) -> list[str]:
+        return sorted({str(v) for v in frame[column].dropna()}) if column in frame else []
+
+    if level == MEASURED:
+        backends = values("backend")
+        return Evidence(MEASURED, backend=backends[0] if len(backends) == 1 else meta.get("backend"))
+    if level == SIMULATED:
+        calibrations = values("calibration") or ["nccl-prior"]
+        return Evidence(
+            SIMULATED,
+            backend=values("backend")[0] if values("backend") else None,
+            calibration=", ".join(calibrations),
+            model_error=ModelError.from_meta(meta),
+        )
+    files = [str(item.get("file")) for item in meta.get("imported") or [] if isinstance(item, dict)]
+    return Evidence(IMPORTED if level == IMPORTED else str(level), origin=tuple(files))
 
 
 @dataclass
@@ -198,13 +285,39 @@ class CostModelCheck:
         return cc.comparison_summary(self.pairs)
 
 
+def step_shape(run: RunAnalysis) -> tuple[str, str, str] | None:
+    """(model, TP, phase) of the step a run replays; None for a run without step records."""
+    if run.steps.empty:
+        return None
+
+    def first(column: str) -> str:
+        values = run.steps[column].dropna() if column in run.steps else pd.Series(dtype=object)
+        return str(values.iloc[0]) if not values.empty else "?"
+
+    return first("model"), first("tp"), first("phase")
+
+
+def incomparable(runs: list[RunAnalysis]) -> str | None:
+    """Why these runs' steps cannot be set side by side (different model, TP or phase), or None."""
+    shapes = {r.name: step_shape(r) for r in runs if step_shape(r) is not None}
+    if len(set(shapes.values())) <= 1:
+        return None
+    described = "; ".join(f"{name}: {m}, TP {tp}, {phase}" for name, (m, tp, phase) in shapes.items())
+    return (
+        f"these runs replay different steps ({described}): their step times are not comparable, and no "
+        "measured-vs-model check is made across them"
+    )
+
+
 def costmodel_checks(runs: list[RunAnalysis]) -> list[CostModelCheck]:
-    """Every (measured or imported, simulated) pair of runs that share configurations, steps and collectives."""
+    """Every (measured or imported, simulated) pair of runs that share configurations, steps (of the same model,
+    TP and phase) and collectives."""
     checks = []
     simulated_runs = [r for r in runs if r.simulated]
     for measured in (r for r in runs if not r.simulated):
         for simulated in simulated_runs:
-            steps = cc.step_comparison(measured.steps, simulated.steps)
+            same_step = step_shape(measured) == step_shape(simulated)
+            steps = cc.step_comparison(measured.steps, simulated.steps) if same_step else pd.DataFrame()
             if not steps.empty:
                 modes = set(steps["mode"])
                 mode = measured.mode if measured.mode in modes else sorted(modes)[0]

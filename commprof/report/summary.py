@@ -10,7 +10,6 @@ from commprof.report.costmodel_check import PREDICTION_BAND
 from commprof.report.engine_hints import hints_as_dicts
 from commprof.report.exports import RunExports
 from commprof.report.frame import status_counts
-from commprof.report.ranking import NOISE_RULE
 from commprof.report.run_analysis import CostModelCheck, RunAnalysis
 from commprof.report.words import not_a_result_notes, spec_label
 
@@ -24,7 +23,10 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "run_id": run.run_id,
         "name": run.name,
         "source": run.source,
+        "evidence": run.evidence.to_dict(),
         "simulated": run.simulated,
+        "complete": run.completeness.complete if run.completeness is not None else None,
+        "progress": run.completeness.summary() if run.completeness is not None else None,
         "shared_gpus": run.shared_gpus,
         "not_a_tuning_result": not_a_result_notes(run),
         "mode": run.mode if not run.steps.empty else None,
@@ -39,8 +41,15 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "all_failed": run.all_failed,
         "headline": run.headline.to_dict("records") if not run.headline.empty else [],
         "fusion": run.fusion.to_dict("records") if not run.fusion.empty else [],
-        "beyond_noise": rec.beyond_noise if rec is not None else None,
-        "noise_rule": NOISE_RULE,
+        "beyond_uncertainty": rec.beyond_uncertainty if rec is not None else None,
+        "rule": run.evidence.rule,
+        "apply": {
+            "file": exports.plan.choice,
+            "why": exports.plan.why,
+            "alternative": exports.plan.alternative,
+            "tuner_rules": [rule.csv() for rule in exports.plan.rules],
+            "measured_sizes": {k: list(v) for k, v in exports.plan.ranges.items()},
+        },
         "recommended": None
         if point is None
         else {
@@ -48,8 +57,10 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
             "label": point["label"],
             "impl": point["impl"],
             "env": point["env"],
-            "total_us": point["total_us"],
+            "total_us": point.get("total_us"),
             "keeps_baseline": rec.keeps_baseline,
+            "dropped": list(rec.dropped),
+            "withheld": rec.withheld,
         },
         "fastest": None
         if fastest is None

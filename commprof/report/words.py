@@ -1,51 +1,81 @@
 """How the report words a run's verdicts, shared by the page, summary.json and the exported files: what is tuned,
-what keeping the baseline means, the noise verdict, why numbers are not a tuning result, the projection's label."""
+what keeping the baseline means, the verdict against the evidence's uncertainty (noise or model error), why numbers
+are not a tuning result, the projection's label."""
 
 from __future__ import annotations
 
 import shlex
 from typing import Any
 
-from commprof.report.formatting import finite, fmt_ms, fmt_pct, source_label
+from commprof.report.formatting import finite, fmt_ms, fmt_pct
 from commprof.report.projection import pays_at_any_accept
-from commprof.report.ranking import NOISE_RULE
 from commprof.report.run_analysis import RunAnalysis
+
+# How to get a calibration for the uncalibrated model: one nccl-tests run on the user's own box.
+CALIBRATE_HOWTO = (
+    "all_reduce_perf -b 8K -e 1G -f 2 -g 1 on every GPU of your box (mpirun -np <GPUs>, nccl-tests), then "
+    "commprof import-nccl-tests <log> and commprof calibrate runs/<import> --out model.toml, and simulate again "
+    "with --calibration model.toml"
+)
 
 
 def tuned_name(run: RunAnalysis) -> str:
-    """What the environment tunes: NCCL, or gloo on CPU runs."""
-    return "gloo" if run.backend == "gloo" else "NCCL"
+    """What the environment tunes: NCCL, or the backend measured (gloo on CPU runs)."""
+    return "NCCL" if run.backend in (None, "nccl") else str(run.backend)
+
+
+def defaults_name(run: RunAnalysis) -> str:
+    """The baseline's settings in words: "NCCL defaults", or the backend's defaults where NCCL did not run."""
+    return f"{tuned_name(run)} defaults"
 
 
 def keep_text(run: RunAnalysis) -> str:
-    """What keeping the baseline means in words: NCCL's defaults, gloo's defaults, or the baseline's settings."""
+    """What keeping the baseline means in words: the backend's defaults, or the baseline's settings."""
     base = run.recommendation.baseline if run.recommendation is not None else None
     if base is not None and base["env"]:
         return f"Keep the baseline's settings ({base['settings']})"
-    return "Keep the defaults (gloo: no NCCL to tune)" if run.backend == "gloo" else "Keep NCCL's defaults"
+    return f"Keep {tuned_name(run)}'s defaults"
 
 
-def noise_sentence(run: RunAnalysis) -> str:
-    """Why the fastest point over every T is, or is not, a result (NOISE_RULE with this run's numbers)."""
+def verdict_sentence(run: RunAnalysis) -> str:
+    """Why the fastest point over every T is, or is not, a result, with this run's numbers and evidence."""
     rec = run.recommendation
     if rec is None or rec.fastest is None:
         return ""
     fastest = rec.fastest
     tokens = ", ".join(map(str, fastest["tokens_covered"]))
-    if rec.beyond_noise is None:
+    if rec.beyond_uncertainty is None:
         return (
             f"Not compared with the baseline {run.baseline}: it has no ok {run.mode}-mode record at every T = {tokens}."
         )
-    relation = "below" if rec.beyond_noise else "not below"
+    evidence = run.evidence
+    if evidence.simulated:
+        verdict = evidence.beyond if rec.beyond_uncertainty else evidence.within
+        error = evidence.model_error.band if evidence.model_error else "unknown"
+        return (
+            f"{fastest['point_id']}'s predicted step time summed over T = {tokens} ({fmt_ms(fastest['total_us'])}) "
+            f"is {fmt_pct(rec.saved_pct)} below the baseline {run.baseline}'s ({fmt_ms(rec.baseline_total_us)}): "
+            f"{verdict} (expected error {error})."
+        )
+    relation = "below" if rec.beyond_uncertainty else "not below"
     return (
         f"{fastest['point_id']}'s p90 step time summed over T = {tokens} ({fmt_ms(fastest['p90_total_us'])}) "
         f"is {relation} the baseline {run.baseline}'s median summed ({fmt_ms(rec.baseline_total_us)})."
     )
 
 
+def how_to_firm_up(run: RunAnalysis) -> str:
+    """What would turn a difference inside the uncertainty into evidence."""
+    if run.evidence.simulated:
+        if run.evidence.uncalibrated:
+            return f"Calibrate the model against your own box: {CALIBRATE_HOWTO}; or measure with a sweep."
+        return "Measure on the box with a sweep before changing anything."
+    return "Re-measure with more iterations before changing anything."
+
+
 def not_a_result_notes(run: RunAnalysis) -> list[str]:
     """Lines for every recommendation when the numbers cannot be tuning results: the doctor failed checks on
-    the box, or ranks shared GPUs."""
+    the box, ranks shared GPUs, the run is incomplete."""
     notes = []
     if run.doctor_failed:
         notes.append(
@@ -57,41 +87,50 @@ def not_a_result_notes(run: RunAnalysis) -> list[str]:
             "Ranks SHARED GPUs (--share-gpus): a functional check, not a tuning result; measure with one "
             "GPU per rank before applying this."
         )
+    if run.completeness is not None and not run.completeness.complete:
+        notes.append(run.completeness.sentence(run.options.allow_partial))
     return notes
 
 
-def recommend_notes(run: RunAnalysis, per_size_rules: bool = False) -> list[str]:
-    """The comment lines of recommend.env: what was chosen and why, with the noise verdict."""
+def recommend_notes(run: RunAnalysis) -> list[str]:
+    """The comment lines of recommend.env: the evidence, what was chosen and why, with the verdict."""
     rec = run.recommendation
+    lines = [f"Evidence: {run.evidence.label}. Rule: {run.evidence.rule}."]
     if rec is None or rec.fastest is None:
-        return []
-    return not_a_result_notes(run) + _recommend_notes(run, per_size_rules)
+        return lines + not_a_result_notes(run)
+    return lines + not_a_result_notes(run) + _recommend_notes(run)
 
 
-def _recommend_notes(run: RunAnalysis, per_size_rules: bool) -> list[str]:
+def _recommend_notes(run: RunAnalysis) -> list[str]:
     rec = run.recommendation
     fastest = rec.fastest
     tokens = ", ".join(map(str, fastest["tokens_covered"]))
     if rec.keeps_baseline:
         if fastest["point_id"] == run.baseline:
             return [f"{keep_text(run)}: no point was faster than the baseline {run.baseline} over T = {tokens}."]
+        if rec.withheld and rec.beyond_uncertainty:
+            return [
+                f"{keep_text(run)} for now: {fastest['point_id']} was faster {run.evidence.beyond}, but {rec.withheld}."
+            ]
         return [
             f'{keep_text(run)}: the fastest point, {fastest["point_id"]} "{fastest["label"]}" '
-            f"({fastest['settings']}), was {fmt_pct(rec.saved_pct)} faster over T = {tokens} but within "
-            "measurement noise.",
-            f"Beyond noise: no. {noise_sentence(run)}",
-            f"Rule: {NOISE_RULE}. Re-measure with more iterations before changing anything.",
+            f"({fastest['settings']}), was {fmt_pct(rec.saved_pct)} faster over T = {tokens}, "
+            f"{run.evidence.within}.",
+            f"{run.evidence.beyond.capitalize()}: no. {verdict_sentence(run)}",
+            how_to_firm_up(run),
         ]
+    point = run.recommended
     notes = [
         f'Point {fastest["point_id"]} "{fastest["label"]}" (impl {fastest["impl"]}): least total '
         f"{run.mode}-mode step time over T = {tokens}: {fmt_ms(fastest['total_us'])} "
         f"vs {fmt_ms(rec.baseline_total_us)} for the baseline {run.baseline}.",
-        f"Beyond noise: {'unknown' if rec.beyond_noise is None else 'yes'}. {noise_sentence(run)}",
+        f"{run.evidence.beyond.capitalize()}: yes. {verdict_sentence(run)}",
     ]
-    if per_size_rules:
+    if rec.dropped:
         notes.append(
-            "The fastest point differs by T: nccl_tuner.conf has per-size rules "
-            "(use it instead of NCCL_ALGO / NCCL_PROTO, not with them)."
+            f"Not exported: {', '.join(rec.dropped)}. Point {point['point_id']} ({point['settings']}) measured "
+            f"without {'it' if len(rec.dropped) == 1 else 'them'} and {fastest['point_id']} did not beat it "
+            f"{run.evidence.beyond}."
         )
     return notes
 
@@ -101,10 +140,13 @@ def export_line(env: dict[str, str]) -> str:
     return "export " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()))
 
 
-def break_even_text(ratio: Any) -> str:
-    """A break-even accept length as shown: below 1 it is not an accept length, speculation pays at any."""
+def break_even_text(ratio: Any, within: bool = False) -> str:
+    """A break-even accept length as shown: below 1 it is not an accept length, speculation pays at any; unless
+    the verify step was not told apart from the decode step (`within`): then it is no change, about 1."""
     if not finite(ratio):
         return "—"
+    if within:
+        return "≈ 1: no change (verify step within the uncertainty of the decode step)"
     return "pays at any accept length" if pays_at_any_accept(float(ratio)) else f"{float(ratio):.2f}"
 
 
@@ -116,6 +158,13 @@ def draft_text(run: RunAnalysis) -> str:
     )
 
 
+def compute_text(run: RunAnalysis) -> str:
+    """The compute figure and where it comes from."""
+    if not run.options.compute.given:
+        return "compute not given (--compute-ms): communication only"
+    return f"compute {run.options.compute.describe()} ({run.options.compute_source})"
+
+
 def spec_label(run: RunAnalysis) -> str:
     """How to read the projection: an estimate with compute, communication-only without it."""
     draft = draft_text(run)
@@ -124,7 +173,4 @@ def spec_label(run: RunAnalysis) -> str:
             "ESTIMATE, communication only: compute time not given (--compute-ms), so tokens/s are upper "
             f"bounds and break-even lengths count collectives alone; {draft}."
         )
-    return (
-        f"Estimate: compute {run.options.compute.describe()} (given) + {run.mode}-mode communication "
-        f"({source_label(run.source)}); {draft}."
-    )
+    return f"Estimate: {compute_text(run)} + {run.mode}-mode communication ({run.evidence.label}); {draft}."

@@ -10,17 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from commprof.report.apply import apply_plan
 from commprof.report.engine_hints import engine_hints, engine_hints_text
-from commprof.report.exports import (
-    RunExports,
-    nccl_tests_table,
-    recommend_env_text,
-    results_csv,
-    rule_inputs,
-    tuner_conf_text,
-    tuner_rules,
-)
-from commprof.report.formatting import SOURCE_LABELS
+from commprof.report.exports import RunExports, nccl_tests_table, recommend_env_text, results_csv, tuner_conf_text
 from commprof.report.frame import ok_rows
 from commprof.report.ops import op_sizes, op_table
 from commprof.report.provenance import provenance
@@ -34,24 +26,13 @@ from commprof.report.words import recommend_notes
 def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExports:
     """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run."""
     lines = provenance(run)
-    winners = run.tuner_winners()
-    inputs = rule_inputs(winners)
-    rules = tuner_rules(inputs)
-    tuner_lines = lines + (
-        ["This run used gloo (CPU ranks): NCCL did not run, so there is nothing to tune in it."]
-        if run.backend == "gloo"
-        else []
-    )
-    tuner_text = tuner_conf_text(rules, inputs, tuner_lines)
-    per_size = (
-        bool(rules) and winners.loc[[v is True for v in winners.get("beyond_noise", [])], "point_id"].nunique() > 1
-    )
-    env_text = recommend_env_text(run.recommended, lines, recommend_notes(run, per_size))
-    env_exported = run.recommended is not None and bool(run.recommended["env"])
+    plan = apply_plan(run)
+    tuner_text = tuner_conf_text(plan, lines)
+    env_text = recommend_env_text(plan, lines, recommend_notes(run))
     fused_measured = not run.steps.empty and bool(
         (run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any()
     )
-    hints = engine_hints(run.fusion, fused_measured, env_exported, run.alternatives)
+    hints = engine_hints(run.fusion, fused_measured, plan.choice, run.alternatives)
     engine_text = engine_hints_text(hints, lines)
     files = {
         "recommend.env": write_text(folder / "recommend.env", env_text),
@@ -67,6 +48,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         tuner_conf=tuner_text,
         engine_text=engine_text,
         hints=hints,
+        plan=plan,
     )
 
 
@@ -77,7 +59,7 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
     if sizes.empty:
         return {}
     written = {}
-    label = SOURCE_LABELS.get(run.source, run.source)
+    label = run.evidence.label
     firsts = {
         row["point_id"]: row
         for row in eager.drop_duplicates("point_id")[

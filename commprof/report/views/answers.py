@@ -1,11 +1,13 @@
 """The report's first screen: what to set, how much faster the verify step gets and whether speculative decoding
 pays, each answer built from the points of table 1 (choices.choices_per_tokens).
 
-"What do I set?" has three parts, each judged by ranking.NOISE_RULE:
+"How much faster is my verify step?" comes first: verify-step latency (compute + communication) and tokens/s at
+the user's accept lengths, before -> after. "What do I set?" has three parts, each judged by the run's evidence
+(beyond noise when measured, beyond the model's expected error when simulated):
 (a) the environment to export: the fastest setting of the baseline's implementation (NCCL) over every T if it
-    beats the baseline beyond noise, else keep the baseline; with its effect per T;
-(b) another all-reduce implementation, where it beats (a) beyond noise (for which T, by how much) and what
-    that takes in an engine: its flag where one exists, else engine work;
+    beats the baseline, else keep the baseline; with its effect per T and the one file to apply;
+(b) another all-reduce implementation, where it beats (a) (for which T, by how much) and what that takes in an
+    engine: its flag where one exists, else engine work;
 (c) fused all-reduce + residual + RMSNorm kinds against their unfused reference (nccl+rmsnorm).
 Pure: a RunAnalysis in, formatted strings and dicts for the template out.
 """
@@ -17,19 +19,22 @@ from typing import Any
 import pandas as pd
 
 from commprof.report.engine_hints import engine_hints, implementation_settings
-from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_num, fmt_pct
+from commprof.report.exports import ApplyPlan
+from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct
 from commprof.report.projection import tps_column
 from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.run_analysis import RunAnalysis
 from commprof.report.words import (
     break_even_text,
+    compute_text,
     draft_text,
     export_line,
+    how_to_firm_up,
     keep_text,
-    noise_sentence,
     not_a_result_notes,
     spec_label,
     tuned_name,
+    verdict_sentence,
 )
 
 MAX_REASON_CHARS = 160
@@ -49,9 +54,11 @@ def _reason(message: Any) -> str:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
-def env_answer(run: RunAnalysis) -> dict[str, Any]:
-    """(a): the export line (or what to keep), why, and its effect per T against the baseline."""
+def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
+    """(a): the export line (or what to keep), why, its effect per T against the baseline, and the one file to
+    apply with the other as its alternative."""
     name = tuned_name(run)
+    evidence = run.evidence
     out: dict[str, Any] = {
         "title": f"(a) {name} environment",
         "code": "",
@@ -59,6 +66,7 @@ def env_answer(run: RunAnalysis) -> dict[str, Any]:
         "notes": [],
         "rows": [],
         "warnings": [],
+        "apply": "",
     }
     rec, point = run.recommendation, run.recommended
     if point is None:
@@ -67,22 +75,27 @@ def env_answer(run: RunAnalysis) -> dict[str, Any]:
         out["lines"].append(keep_text(run))
         if rec.fastest["point_id"] == run.baseline:
             out["notes"].append("No setting measured was faster than the baseline.")
+        elif rec.withheld and rec.beyond_uncertainty:
+            out["notes"].append(f"{rec.fastest['point_id']} was faster {evidence.beyond}, but {rec.withheld}.")
         else:
             out["notes"].append(
                 f"The fastest, {rec.fastest['point_id']} {rec.fastest['label']}, was "
-                f"{fmt_pct(rec.saved_pct)} faster over every T, within measurement noise: "
-                f"{noise_sentence(run)} Not a result; re-measure with more iterations."
+                f"{fmt_pct(rec.saved_pct)} faster over every T, {evidence.within}: "
+                f"{verdict_sentence(run)} Not a result. {how_to_firm_up(run)}"
             )
     elif not point["env"]:
-        out["lines"].append(f"Keep {name}'s defaults: no {name} setting measured beat them.")
+        out["lines"].append(f"Keep {name}'s defaults: no {name} setting beat them.")
     else:
         out["code"] = export_line(point["env"])
         out["notes"].append(
             f"Point {point['point_id']} {point['label']}: the least total {run.mode}-mode step "
-            f"time over every T, beyond measurement noise; in recommend.env."
+            f"time over every T, {evidence.beyond} ({evidence.label})."
         )
-        if rec.beyond_noise is None:
-            out["notes"].append(noise_sentence(run))
+        if rec.dropped:
+            out["notes"].append(
+                f"{', '.join(rec.dropped)} left out: {rec.fastest['point_id']} (with "
+                f"{'it' if len(rec.dropped) == 1 else 'them'}) did not beat {point['point_id']} {evidence.beyond}."
+            )
         chosen = run.choices[[("recommended" in roles) for roles in run.choices["roles"]]]
         for r in chosen.itertuples():
             out["rows"].append(
@@ -91,15 +104,28 @@ def env_answer(run: RunAnalysis) -> dict[str, Any]:
                     "baseline": fmt_ms(r.baseline_us),
                     "time": fmt_ms(r.median_us),
                     "saved": fmt_pct(r.saved_pct),
-                    "noise": r.beyond_noise is not True,
+                    "noise": r.beyond_uncertainty is not True,
                 }
             )
+    reasons: dict[str, list[str]] = {}
+    for point_id, reason in run.untested.items():
+        reasons.setdefault(reason, []).append(point_id)
+    for reason, ids in reasons.items():
+        out["notes"].append(f"Not ranked ({len(ids)} point{'s' if len(ids) != 1 else ''}, e.g. {ids[0]}): {reason}.")
+    if plan.choice:
+        out["apply"] = f"Apply {plan.choice}: {plan.why}." + (
+            f" {plan.alternative} holds the alternative, commented out: use one, never both."
+            if plan.alternative
+            else ""
+        )
+    else:
+        out["apply"] = f"Nothing to apply: {plan.why}."
     out["warnings"] = not_a_result_notes(run)
     return out
 
 
 def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
-    """(b): where another all-reduce implementation beats (a) beyond noise, by how much, and what it takes in
+    """(b): where another all-reduce implementation beats (a), by how much, and what it takes in
     SGLang / vLLM (their setting, or engine work where none exists)."""
     name = tuned_name(run)
     reference = "(a)" if run.reference != run.baseline else f"{name}'s baseline"
@@ -125,18 +151,20 @@ def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
                 "impl": r.impl,
                 "time": fmt_ms(r.median_us),
                 "saved": fmt_pct(r.saved_pct),
-                "wins": r.beyond_noise is True,
-                "loses": r.slower_beyond_noise is True,
+                "wins": r.beyond_uncertainty is True,
+                "loses": r.slower_beyond_uncertainty is True,
             }
         )
-    won = alt[[v is True for v in alt["beyond_noise"]]]
+    won = alt[[v is True for v in alt["beyond_uncertainty"]]]
     if won.empty:
-        out["lines"].append(f"No other implementation beats {reference} beyond noise at any T: stay with {name}.")
+        out["lines"].append(
+            f"No other implementation beats {reference} {run.evidence.beyond} at any T: stay with {name}."
+        )
         return out
     for impl, group in won.groupby("impl", sort=True):
         sizes = ", ".join(f"{int(t)} ({fmt_bytes(b)})" for t, b in zip(group["tokens"], group["bytes"]))
         line = (
-            f"{impl} beats {reference} beyond noise at T = {sizes} per all-reduce: "
+            f"{impl} beats {reference} {run.evidence.beyond} at T = {sizes} per all-reduce: "
             f"{_range_pct(group['saved_pct'])} less communication per step."
         )
         rest = sorted(set(int(t) for t in alt["tokens"]) - set(int(t) for t in group["tokens"]))
@@ -183,94 +211,124 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
             f'add impl = "{UNFUSED_REFERENCE_IMPL}" to the sweep to compare there.'
         )
     verdicts = (
-        ("beats", [v is True for v in fusion["beyond_noise"]]),
-        ("is slower than", [v is True for v in fusion["slower_beyond_noise"]]),
+        ("beats", [v is True for v in fusion["beyond_uncertainty"]]),
+        ("is slower than", [v is True for v in fusion["slower_beyond_uncertainty"]]),
     )
     for verb, mask in verdicts:
         rows = fusion[mask]
         if not rows.empty:
             saved = rows["saved_pct"].abs()
             out["lines"].append(
-                f"{rows['impl'].iloc[0]} {verb} {UNFUSED_REFERENCE_IMPL} beyond noise at "
+                f"{rows['impl'].iloc[0]} {verb} {UNFUSED_REFERENCE_IMPL} {run.evidence.beyond} at "
                 f"T = {_tokens_text(rows['tokens'])}: {_range_pct(saved)} "
                 f"{'less' if verb == 'beats' else 'more'} time per step."
             )
-    within = fusion[[b is False and s is False for b, s in zip(fusion["beyond_noise"], fusion["slower_beyond_noise"])]]
+    within = fusion[
+        [b is False and s is False for b, s in zip(fusion["beyond_uncertainty"], fusion["slower_beyond_uncertainty"])]
+    ]
     if not within.empty:
-        out["lines"].append(f"Within noise of {UNFUSED_REFERENCE_IMPL} at T = {_tokens_text(within['tokens'])}.")
+        out["lines"].append(
+            f"{run.evidence.within.capitalize()} of {UNFUSED_REFERENCE_IMPL} at T = {_tokens_text(within['tokens'])}."
+        )
     fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any())
-    for hint in engine_hints(fusion, fused_measured, env_exported=False):
+    for hint in engine_hints(fusion, fused_measured, applied=None):
         out["engine"].append({"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": ""})
     return out
 
 
 def faster_answer(run: RunAnalysis) -> dict[str, Any]:
-    """Per verify T: the baseline, with (a), and the fastest of all (maybe (b)); the headline verdict."""
-    out: dict[str, Any] = {"rows": [], "verdict": "", "noise": False, "more": "", "note": ""}
-    choices = run.choices
-    if choices.empty:
+    """Per verify T: verify-step latency (compute + communication) and tokens/s at the user's accept lengths,
+    before (the baseline) -> after (what the recommendation applies); "no change" when it keeps the baseline.
+    Communication alone, and the fastest point of any implementation, come second."""
+    out: dict[str, Any] = {"rows": [], "verdict": "", "noise": False, "more": "", "note": "", "accepts": []}
+    parts = run.breakdown
+    if parts.empty:
         return out
-    verify = choices[choices["tokens"] > 1] if (choices["tokens"] > 1).any() else choices
-    family = set(run.baseline_family)
-    env_gains, alt_gains, any_noise = [], [], False
-    for tokens, group in verify.groupby("tokens", sort=True):
-        roles = {role: r for r in group.itertuples() for role in r.roles}
-        base, fastest = roles.get("baseline"), roles.get("fastest")
-        if base is None or fastest is None:
+    rec = run.recommendation
+    after = "recommended" if rec is not None and rec.recommends and (parts["setting"] == "recommended").any() else None
+    verify_tokens = sorted(int(t) for t in parts["tokens"].unique() if t > 1) or sorted(
+        int(t) for t in parts["tokens"].unique()
+    )
+    by = parts.set_index(["setting", "tokens"])
+    spec = run.projection.set_index(["setting", "tokens"]) if not run.projection.empty else None
+    accepts = list(run.options.accepts)
+    out["accepts"] = [f"{a:g}" for a in accepts]
+    gains = []
+    for tokens in verify_tokens:
+        if ("baseline", tokens) not in by.index:
             continue
-        env = roles.get("recommended", base)
-        env_real = env.point_id != run.baseline and env.beyond_noise is True
-        best_real = fastest.point_id != run.baseline and fastest.beyond_noise is True
-        any_noise |= (env.point_id != run.baseline and not env_real) or (
-            fastest.point_id != run.baseline and not best_real
-        )
-        other = fastest.impl not in family
-        if env_real:
-            env_gains.append((int(tokens), env.saved_pct))
-        if other and best_real:
-            alt_gains.append((int(tokens), fastest.saved_pct, fastest.impl))
+        before = by.loc[("baseline", tokens)]
+        now = by.loc[(after, tokens)] if after and (after, tokens) in by.index else before
+        change = 100.0 * (before["verify_ms"] - now["verify_ms"]) / before["verify_ms"] if after else 0.0
+        if after:
+            gains.append(change)
+        cells = []
+        for accept in accepts:
+            column = tps_column(accept)
+            was = (
+                spec.loc[("baseline", tokens), column]
+                if spec is not None and ("baseline", tokens) in spec.index
+                else None
+            )
+            key = (after or "baseline", tokens)
+            becomes = spec.loc[key, column] if spec is not None and key in spec.index else None
+            cells.append(
+                "n/a (accept > T)"
+                if accept > tokens
+                else "—"
+                if not finite(was)
+                else f"{fmt_num(was, 0)} → {fmt_num(becomes, 0)}"
+                if after and finite(becomes)
+                else f"{fmt_num(was, 0)} (no change)"
+            )
         out["rows"].append(
             {
-                "tokens": int(tokens),
-                "baseline": fmt_ms(base.median_us),
-                "env": fmt_ms(env.median_us),
-                "env_saved": fmt_pct(env.saved_pct) if env.point_id != run.baseline else "—",
-                "env_noise": env.point_id != run.baseline and not env_real,
-                "best": fmt_ms(fastest.median_us),
-                "best_saved": fmt_pct(fastest.saved_pct) if fastest.point_id != run.baseline else "—",
-                "best_label": fastest.impl
-                if other
-                else "baseline"
-                if fastest.point_id == run.baseline
-                else "(a)"
-                if fastest.point_id == env.point_id
-                else fastest.label,
-                "best_noise": fastest.point_id != run.baseline and not best_real,
-                "best_other": other,
+                "tokens": tokens,
+                "before": fmt_ms_value(before["verify_ms"]),
+                "after": fmt_ms_value(now["verify_ms"]) if after else "no change",
+                "change": fmt_pct(change) if after else "—",
+                "comm": f"{fmt_ms_value(before['comm_ms'])} → {fmt_ms_value(now['comm_ms'])}"
+                if after
+                else fmt_ms_value(before["comm_ms"]),
+                "tps": cells,
             }
         )
-    verify_count = len(out["rows"])
-    if env_gains:
-        out["verdict"] = f"{_range_pct(pd.Series([g for _, g in env_gains]))} less communication with (a)"
-        if len(env_gains) < verify_count:
-            out["verdict"] += f" at T = {_tokens_text(t for t, _ in env_gains)}"
-    elif alt_gains:
-        out["verdict"] = (
-            f"{_range_pct(pd.Series([g for _, g, _ in alt_gains]))} less communication with "
-            f"{alt_gains[0][2]} (b) at T = {_tokens_text(t for t, _, _ in alt_gains)}"
-        )
+    compute = compute_text(run)
+    if gains:
+        out["verdict"] = f"{_range_pct(pd.Series(gains))} faster verify step with (a)"
+        if not run.options.compute.given:
+            out["verdict"] += " (communication only)"
     elif out["rows"]:
-        out["verdict"] = "No gain beyond measurement noise"
+        out["verdict"] = f"No change: nothing beat the baseline {run.evidence.beyond}"
         out["noise"] = True
-    if env_gains and alt_gains:
+        if rec is not None and rec.withheld:
+            out["verdict"] = "No change recommended: the run is incomplete"
+    latency = (
+        f"{compute} + {run.mode}-mode communication"
+        if run.options.compute.given
+        else f"{run.mode}-mode communication only (compute not given: --compute-ms)"
+    )
+    out["note"] = (
+        f"Verify latency = {latency} ({run.evidence.label}); tokens/s = accept / ({draft_text(run)} + verify "
+        "latency), before → after."
+    )
+    alternative = (
+        [
+            r
+            for r in run.choices.itertuples()
+            if "fastest" in r.roles and r.impl not in set(run.baseline_family) and r.beyond_uncertainty is True
+        ]
+        if not run.choices.empty
+        else []
+    )
+    if alternative:
         out["more"] = (
-            f"With {alt_gains[0][2]} (b): {_range_pct(pd.Series([g for _, g, _ in alt_gains]))} at "
-            f"T = {_tokens_text(t for t, _, _ in alt_gains)} (needs the engine to run it)."
+            "Another implementation (b) is faster still: "
+            + ", ".join(
+                f"{r.impl} at T = {int(r.tokens)} ({fmt_pct(r.saved_pct)} less communication)" for r in alternative
+            )
+            + "; it needs the engine to run it (see (b))."
         )
-    elif alt_gains and not env_gains:
-        out["more"] = f"{tuned_name(run)} settings alone (a): no gain beyond noise."
-    if any_noise:
-        out["note"] = "Grey: within measurement noise (the point's p90 is not below the baseline's median), not a gain."
     return out
 
 
@@ -303,7 +361,7 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
     out["setting"] = (
         "with (a), the settings to export"
         if setting == "recommended"
-        else "with the baseline's settings (kept: nothing beat them beyond noise)"
+        else f"with the baseline's settings (kept: nothing beat them {run.evidence.beyond})"
         if run.recommendation is not None and run.recommendation.keeps_baseline
         else "with the baseline's settings"
     )
@@ -318,16 +376,28 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
                     "pays": finite(value) and value > r.plain_tokens_per_s,
                 }
             )
-        out["rows"].append({"tokens": int(r.tokens), "break_even": break_even_text(r.break_even_ratio), "cells": cells})
+        out["rows"].append(
+            {
+                "tokens": int(r.tokens),
+                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty)),
+                "cells": cells,
+            }
+        )
     plain = chosen["plain_tokens_per_s"]
     out["plain"] = fmt_num(plain.iloc[0], 0) if not plain.empty else "—"
-    if not chosen.empty and chosen["break_even_ratio"].notna().any():
-        anywhere = chosen[chosen["pays_at_any_accept"].astype(bool)]
+    decided = chosen[~chosen["within_uncertainty"].astype(bool)] if not chosen.empty else chosen
+    if not decided.empty and decided["break_even_ratio"].notna().any():
+        anywhere = decided[decided["pays_at_any_accept"].astype(bool)]
         if not anywhere.empty:
             out["verdict"] = "Pays at any accept length at T = " + _tokens_text(anywhere["tokens"])
         else:
-            lowest = chosen.loc[chosen["break_even_ratio"].idxmin()]
+            lowest = decided.loc[decided["break_even_ratio"].idxmin()]
             out["verdict"] = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
+    elif not chosen.empty:
+        out["verdict"] = (
+            f"No change: the verify step is {run.evidence.within} of the decode step (break-even about 1) at "
+            f"T = {_tokens_text(chosen['tokens'])}"
+        )
     fastest = run.projection[run.projection["setting"] == "best"]
     best = fastest.set_index("tokens")["break_even_ratio"].map(break_even_text)
     ours = chosen.set_index("tokens")["break_even_ratio"].map(break_even_text)
@@ -342,8 +412,8 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
     return out
 
 
-def headline_answers(run: RunAnalysis) -> dict[str, Any]:
-    """The first screen's answers: (a), (b), (c), how much faster, and whether speculative decoding pays."""
+def headline_answers(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
+    """The first screen's answers: how much faster, (a), (b), (c), and whether speculative decoding pays."""
     answers: dict[str, Any] = {
         "empty": "",
         "env": None,
@@ -357,5 +427,5 @@ def headline_answers(run: RunAnalysis) -> dict[str, Any]:
     elif run.all_failed:
         answers["empty"] = "Nothing: every point failed. See the CUDA-graph compatibility matrix below."
     else:
-        answers.update(env=env_answer(run), alt=alternative_answer(run), fused=fusion_answer(run))
+        answers.update(env=env_answer(run, plan), alt=alternative_answer(run), fused=fusion_answer(run))
     return answers

@@ -32,7 +32,7 @@ def environment(run: RunAnalysis) -> dict[str, Any]:
     facts += [(k, meta.get(k)) for k in ("hostname", "world_size", "nnodes", "backend", "created") if k in meta]
     plan = meta.get("plan") or {}
     if plan:
-        facts.append(("plan", ", ".join(f"{k} {v}" for k, v in plan.items())))
+        facts.append(("plan", ", ".join(f"{k} {v if v is not None else 'the model’s'}" for k, v in plan.items())))
     if run.simulated and meta.get("calibration"):
         calibration = meta["calibration"]
         facts.append(

@@ -21,7 +21,7 @@ def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
         {
             (int(h.tokens), "best")
             for h in run.headline.itertuples()
-            if h.beyond_noise is False and h.best_point_id != run.baseline
+            if h.beyond_uncertainty is False and h.best_point_id != run.baseline
         }
         if not run.headline.empty
         else set()
@@ -30,7 +30,7 @@ def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
         {
             (int(c.tokens), "recommended")
             for c in run.choices.itertuples()
-            if "recommended" in c.roles and c.beyond_noise is False
+            if "recommended" in c.roles and c.beyond_uncertainty is False
         }
         if not run.choices.empty
         else set()
@@ -75,7 +75,7 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
                 "verify": fmt_ms_value(r.verify_ms),
                 "decode": fmt_ms_value(r.decode_ms),
                 "plain": fmt_num(r.plain_tokens_per_s, 0),
-                "break_even": break_even_text(r.break_even_ratio),
+                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty)),
                 "cells": cells,
             }
         )

@@ -61,8 +61,9 @@ def _single_axes(size: tuple[float, float]):
 def breakdown_svg(
     parts: pd.DataFrame, compute_given: bool, mode: str = "graph", labels: dict[str, str] | None = None
 ) -> str:
-    """Per T, stacked bars for each setting (baseline, recommended, best, as present): communication (in
-    `mode`), launch overhead (eager − graph), compute. `labels` names the settings under their bars."""
+    """Per T, for each setting (baseline, recommended, best, as present) a bar of the verify latency as the table
+    gives it, communication (in `mode`) + compute, and beside it a thin hatched bar of the launch overhead
+    (eager - graph), which an engine replaying the captured graph does not pay. `labels` names the settings."""
     tokens = sorted(parts["tokens"].unique())
     settings = [s for s in ("baseline", "recommended", "best") if (parts["setting"] == s).any()]
     fig, ax = _single_axes((7.5, 3.2))
@@ -73,37 +74,43 @@ def breakdown_svg(
         x = np.arange(len(tokens)) + (k - (len(settings) - 1) / 2) * width
         comm = rows["comm_ms"].fillna(0).to_numpy()
         over = rows["overhead_ms"].clip(lower=0).fillna(0).to_numpy()
-        comp = rows["compute_ms"].fillna(0).to_numpy()
+        comp = rows["compute_ms"].fillna(0).to_numpy() if compute_given else np.zeros(len(tokens))
         alpha = 0.55 if setting == "baseline" else 1.0
         first = k == len(settings) - 1
+        stack_x = x - width * 0.14
         ax.bar(
-            x, comm, width * 0.95, color=COLORS["comm"], alpha=alpha, label=f"communication ({mode})" if first else None
-        )
-        ax.bar(
-            x,
-            over,
-            width * 0.95,
-            bottom=comm,
-            color=COLORS["overhead"],
+            stack_x,
+            comm,
+            width * 0.68,
+            color=COLORS["comm"],
             alpha=alpha,
-            hatch="//",
-            label="launch overhead (eager − graph)" if first and over.any() else None,
+            label=f"communication ({mode})" if first else None,
         )
         if compute_given:
             ax.bar(
-                x,
+                stack_x,
                 comp,
-                width * 0.95,
-                bottom=comm + over,
+                width * 0.68,
+                bottom=comm,
                 color=COLORS["compute"],
                 alpha=alpha,
                 label="compute (given)" if first else None,
             )
+        if over.any():
+            ax.bar(
+                x + width * 0.34,
+                over,
+                width * 0.24,
+                color="white",
+                edgecolor=COLORS["overhead"],
+                hatch="//",
+                label="launch overhead (eager − graph), not paid in a graph" if first else None,
+            )
         name = (labels or {}).get(setting, setting)
-        for xi, top in zip(x, comm + over + (comp if compute_given else 0)):
+        for xi, top in zip(stack_x, comm + comp):
             ax.text(xi, top, name, ha="center", va="bottom", fontsize=6.5, color="#444")
     ax.set_xticks(np.arange(len(tokens)), [f"T = {t}" for t in tokens])
-    ax.set_ylabel("ms per step")
+    ax.set_ylabel("verify latency, ms per step")
     ax.legend(frameon=False, fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3)
     ax.margins(y=0.15)
     return to_svg(fig)

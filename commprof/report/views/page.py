@@ -11,12 +11,12 @@ import jinja2
 from commprof.report.costmodel_check import PREDICTION_BAND
 from commprof.report.doctor_verdicts import doctor_view
 from commprof.report.exports import RunExports
-from commprof.report.formatting import SOURCE_LABELS, axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x
+from commprof.report.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x
 from commprof.report.frame import distinct_tokens, ok_rows
 from commprof.report.heatmap import heatmap_pivot
 from commprof.report.projection import FIELD_REPORT_CASES
-from commprof.report.ranking import NOISE_RULE, UNFUSED_REFERENCE_IMPL
-from commprof.report.run_analysis import CostModelCheck, RunAnalysis
+from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
+from commprof.report.run_analysis import CostModelCheck, RunAnalysis, incomparable
 from commprof.report.views import figures
 from commprof.report.views.answers import headline_answers
 from commprof.report.views.box import environment
@@ -29,7 +29,7 @@ from commprof.report.views.breakdown import (
 )
 from commprof.report.views.costmodel_check import check_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
-from commprof.report.words import spec_label
+from commprof.report.words import how_to_firm_up, spec_label
 
 
 def banners(run: RunAnalysis) -> list[dict[str, str]]:
@@ -49,10 +49,13 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
         out.append(
             {
                 "level": "sim",
-                "text": f"SIMULATED: {run.name} comes from the cost model, not from a "
-                "measurement on this machine. Measure before acting on it.",
+                "text": f"SIMULATED: {run.name} comes from the cost model ({run.evidence.label}), not from a "
+                "measurement. A predicted gain counts only beyond the model's expected error; nothing was run, "
+                "so CUDA-graph capture and correctness are not tested. Measure before acting on it.",
             }
         )
+        if run.evidence.uncalibrated:
+            out.append({"level": "sim", "text": f"Uncalibrated model: {how_to_firm_up(run)}"})
     elif run.source == "nccl-tests":
         out.append({"level": "info", "text": f"{run.name}: imported from nccl-tests logs."})
     doctor = doctor_view(run.meta.get("doctor"))
@@ -90,16 +93,18 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
                 "the box may not reach its best numbers; see section 2.",
             }
         )
+    if run.completeness is not None and not run.completeness.complete:
+        out.append({"level": "fail", "text": f"{run.name}: {run.completeness.sentence(run.options.allow_partial)}"})
     if not run.steps.empty and run.mode == "eager":
         out.append({"level": "info", "text": f"{run.name}: headline uses {run.mode_reason}."})
     return out
 
 
-def noise_text(verdict: Any, baseline_fastest: bool = False) -> str:
-    """Table 1's "beyond noise?" cell."""
+def verdict_text(run: RunAnalysis, verdict: Any, baseline_fastest: bool = False) -> str:
+    """A "beyond noise?" / "beyond model error?" cell."""
     if baseline_fastest:
         return "baseline fastest"
-    return {True: "yes", False: "no: within noise"}.get(verdict, "—") if isinstance(verdict, bool) else "—"
+    return {True: "yes", False: f"no: {run.evidence.within}"}.get(verdict, "—") if isinstance(verdict, bool) else "—"
 
 
 def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
@@ -109,7 +114,8 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "name": run.name,
         "run_id": run.run_id,
         "source": run.source,
-        "source_label": SOURCE_LABELS.get(run.source, run.source),
+        "source_label": run.evidence.label,
+        "evidence": run.evidence,
         "simulated": run.simulated,
         "banners": banners(run),
         "mode": run.mode,
@@ -117,11 +123,12 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "baseline": run.baseline,
         "baseline_requested": run.baseline_requested,
         "remeasured": sorted(run.superseded.items()),
-        "noise_rule": NOISE_RULE,
+        "noise_rule": run.evidence.rule,
+        "beyond": run.evidence.beyond,
         "has_steps": not run.steps.empty,
         "all_failed": run.all_failed,
         "tokens": tokens,
-        "answers": headline_answers(run),
+        "answers": headline_answers(run, exports.plan),
         "accepts": [f"{a:g}" for a in run.options.accepts],
         "choices": choice_rows(run),
         "shared_gpus": run.shared_gpus,
@@ -137,11 +144,11 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
                 "saved": fmt_pct(r.saved_pct),
                 "speedup": fmt_x(r.speedup),
                 "noise": "yes"
-                if r.beyond_noise is True
+                if r.beyond_uncertainty is True
                 else "slower"
-                if r.slower_beyond_noise is True
-                else "no: within noise"
-                if r.beyond_noise is False
+                if r.slower_beyond_uncertainty is True
+                else f"no: {run.evidence.within}"
+                if r.beyond_uncertainty is False
                 else "—",
             }
             for r in run.fusion.itertuples()
@@ -174,7 +181,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     if run.heatmap_axes and not ok_rows(run.steps, run.mode).empty:
         rows_axis, columns_axis = run.heatmap_axes[0], (run.heatmap_axes[1] if len(run.heatmap_axes) > 1 else None)
         page["heatmaps"] = [
-            heatmap_view(t, heatmap_pivot(run.steps, t, run.mode, rows_axis, columns_axis)) for t in tokens
+            heatmap_view(t, heatmap_pivot(run.family_steps, t, run.mode, rows_axis, columns_axis)) for t in tokens
         ]
         page["heatmap_axes"] = (axis_name(rows_axis), axis_name(columns_axis) if columns_axis else "")
     if page["per_collective"]["per_tokens"]:
@@ -188,7 +195,7 @@ def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
     """Several runs side by side: per run and T, baseline vs best step time (None for a single run)."""
     if len(runs) < 2:
         return None
-    named = {f"{r.name} ({SOURCE_LABELS.get(r.source, r.source)})": r for r in runs if not r.headline.empty}
+    named = {f"{r.name} ({r.evidence.label})": r for r in runs if not r.headline.empty}
     headlines = {name: r.headline for name, r in named.items()}
     return {
         "svg": figures.comparison_svg(headlines) if headlines else "",
@@ -202,7 +209,7 @@ def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
                 "settings": h.best_settings
                 if h.best_impl in run.baseline_family
                 else f"{h.best_impl} ({h.best_settings})",
-                "noise": noise_text(h.beyond_noise, h.best_point_id == run.baseline),
+                "noise": verdict_text(run, h.beyond_uncertainty, h.best_point_id == run.baseline),
             }
             for name, run in named.items()
             for h in run.headline.itertuples()
@@ -219,6 +226,9 @@ def index_html(runs: list[RunAnalysis], pages: list[dict[str, Any]], checks: lis
     banners_shown = sorted(
         (b for page in pages for b in page["banners"]), key=lambda b: _BANNER_ORDER.get(b["level"], 3)
     )
+    mismatch = incomparable(runs)
+    if mismatch:
+        banners_shown.insert(0, {"level": "fail", "text": f"Not comparable: {mismatch}."})
     return (
         _templates()
         .get_template("index.html")

@@ -64,8 +64,8 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
                 "impl": escaped(r.impl),
                 "settings": escaped(r.settings),
                 "fused": bool(r.fused_rmsnorm),
-                "status_eager": escaped(r.status_eager) if isinstance(r.status_eager, str) else "—",
-                "status_graph": escaped(r.status_graph) if isinstance(r.status_graph, str) else "—",
+                "status_eager": shown_status(run, r.status_eager),
+                "status_graph": shown_status(run, r.status_graph),
                 "eager": fmt_ms(r.eager_us),
                 "graph": fmt_ms(r.graph_us),
                 "p99": fmt_ms(r.p99_us),
@@ -77,6 +77,13 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def shown_status(run: RunAnalysis, status: Any) -> str:
+    """A record's status as the tables show it: a simulated "ok" is a prediction, never a tested result."""
+    if not isinstance(status, str):
+        return "—"
+    return "predicted" if run.simulated and status == "ok" else escaped(status)
 
 
 # Heatmap colours, fast to slow: green, yellow, red (ColorBrewer RdYlGn ends and middle).
@@ -114,10 +121,17 @@ def heatmap_view(tokens: int, pivot: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+# A simulated record's "ok" is a prediction: nothing ran, so neither capture nor correctness was tested.
+NOT_TESTED = "not tested"
+
+
 def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
+    """Every point x (T, mode) with its status; a simulated run's predictions are "not tested", never ok."""
     matrix = status_matrix(run.all_steps)
     if matrix.empty:
-        return {"columns": [], "rows": [], "messages": []}
+        return {"columns": [], "rows": [], "messages": [], "note": ""}
+    if run.simulated:
+        matrix = matrix.where(matrix != "ok", NOT_TESTED)
     columns = [f"T={t} {m}" for t, m in matrix.columns]
     # Escaped here, rendered with autoescape off (see points_table).
     rows = [
@@ -140,7 +154,14 @@ def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
                 "where": ", ".join(cells[:MAX_MESSAGE_CELLS]) + (f" and {more} more" if more > 0 else ""),
             }
         )
-    return {"columns": columns, "rows": rows, "messages": messages}
+    note = (
+        f"Simulated ({run.evidence.label}): nothing was run, so no setting was captured into a CUDA graph or "
+        f'checked against the exact reduction; "{NOT_TESTED}" cells hold predictions only. Measure on the box '
+        "to test capture."
+        if run.simulated
+        else ""
+    )
+    return {"columns": columns, "rows": rows, "messages": messages, "note": note}
 
 
 def collectives_rows(run: RunAnalysis) -> list[dict[str, Any]]:
@@ -165,11 +186,7 @@ def role_label(role: str, run: RunAnalysis, impl: str) -> str:
     if role == "recommended":
         return "(a) to export" if run.reference != run.baseline else "(a) kept"
     if role == "fastest setting":
-        return (
-            f"fastest {name} setting at this T (nccl_tuner.conf)"
-            if name == "NCCL"
-            else f"fastest {name} setting at this T"
-        )
+        return f"fastest {name} setting at this T" + (" (nccl_tuner.conf's rule)" if name == "NCCL" else "")
     if role == "fastest":
         return f"fastest at this T: (b) {impl}" if impl not in run.baseline_family else "fastest at this T"
     return role
@@ -192,7 +209,7 @@ def choice_rows(run: RunAnalysis) -> list[dict[str, Any]]:
                         "baseline" if is_base else "",
                         "chosen" if "recommended" in r.roles and not is_base else "",
                         "other" if r.impl not in run.baseline_family else "",
-                        "noise" if not is_base and r.beyond_noise is False else "",
+                        "noise" if not is_base and r.beyond_uncertainty is not True else "",
                     )
                     if c
                 ),
@@ -205,11 +222,13 @@ def choice_rows(run: RunAnalysis) -> list[dict[str, Any]]:
                 "cv": fmt_pct(r.cv * 100 if finite(r.cv) else None),
                 "saved": "—" if is_base else f"{fmt_pct(r.saved_pct)} ({fmt_ms(r.baseline_us - r.median_us)})",
                 "speedup": "—" if is_base else fmt_x(r.speedup),
-                "noise": "" if is_base else {True: "yes", False: "no: within noise"}.get(r.beyond_noise, "—"),
+                "noise": ""
+                if is_base
+                else {True: "yes", False: f"no: {run.evidence.within}"}.get(r.beyond_uncertainty, "—"),
                 "noise_css": ""
-                if is_base or not isinstance(r.beyond_noise, bool)
+                if is_base or not isinstance(r.beyond_uncertainty, bool)
                 else "verdict-ok"
-                if r.beyond_noise
+                if r.beyond_uncertainty
                 else "verdict-warn",
             }
         )

@@ -1,0 +1,139 @@
+"""The expected error of a simulation, with its source: what "within model error" is judged by.
+
+With a calibration: its error on sizes it was not fitted on (`commprof calibrate` records it as
+fit.holdout_median_pct). Without one, the prior (NCCL's own tuning model): its median absolute error on real
+nccl-tests logs over the sizes of a decode / verify step's collectives (8 KB-1 MB), computed with the calibration
+code and recorded in prior_error.toml with each log's sha256. Recompute that record (tests/test_model_error.py
+does, and fails when it drifts):
+
+    python -m commprof.costmodel.model_error tests/fixtures/nccl-tests/rtx4090x*.txt > commprof/costmodel/prior_error.toml
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from statistics import median
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+from commprof.costmodel import calibrate as fitting
+from commprof.costmodel.nccl_tests import parse_text, run_records
+from commprof.costmodel.topology import link_for, load_topology
+from commprof.evidence import ModelError
+
+PRIOR = "nccl-prior"  # the records' calibration name of the uncalibrated model
+RECORD = Path(__file__).with_name("prior_error.toml")
+# The preset of the box the real logs come from (8 x RTX 4090, dual socket, no P2P: NCCL moves data through SHM).
+LOGS_TOPOLOGY = "pcie-dual-socket-shm"
+SIZE_RANGE = fitting.HOLDOUT_RANGE  # the sizes of a decode / verify step's all-reduces and all-gathers
+
+
+def measure(logs: dict[str, str]) -> list[dict]:
+    """Per run of each log (file name -> text): the prior's median absolute % error, in SIZE_RANGE and over every
+    size, with the log's sha256 and the run's rank count."""
+    topology = load_topology(LOGS_TOPOLOGY)
+    link = link_for(topology, {})
+    prior = topology.prior(link)
+    rows = []
+    for name, text in sorted(logs.items()):
+        records = run_records(parse_text(text, name), "prior-error", 0, "")
+        samples, _ = fitting.samples_from_records(records, fitting.nccl_constraints(topology, link))
+        for group in sorted({s.group for s in samples}):
+            members = [s for s in samples if s.group == group]
+            inside = [s for s in members if SIZE_RANGE[0] <= s.bytes <= SIZE_RANGE[1]]
+            if not inside:
+                continue
+            rows.append(
+                {
+                    "file": name,
+                    "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                    "run": group,
+                    "ranks": members[0].ranks,
+                    "samples": len(inside),
+                    "median_abs_pct": round(median(fitting.abs_pct_errors(prior, inside)), 1),
+                    "all_sizes_median_abs_pct": round(median(fitting.abs_pct_errors(prior, members)), 1),
+                }
+            )
+    return rows
+
+
+def to_toml(rows: list[dict]) -> str:
+    lines = [
+        "# The cost model's prior (NCCL's uncalibrated tuning model, topology preset "
+        f"{LOGS_TOPOLOGY}) against real nccl-tests logs:",
+        f"# median absolute % error over sizes {SIZE_RANGE[0] >> 10} KB-{SIZE_RANGE[1] >> 20} MB (median_abs_pct)"
+        " and over every size.",
+        "# Written by: python -m commprof.costmodel.model_error LOG... (see commprof/costmodel/model_error.py).",
+        f'topology = "{LOGS_TOPOLOGY}"',
+    ]
+    for row in rows:
+        lines.append("")
+        lines.append("[[runs]]")
+        for key, value in row.items():
+            lines.append(f"{key} = {value!r}" if not isinstance(value, str) else f'{key} = "{value}"')
+    return "\n".join(lines) + "\n"
+
+
+def recorded() -> list[dict]:
+    """The record shipped with commprof (prior_error.toml)."""
+    return tomllib.loads(RECORD.read_text(encoding="utf-8")).get("runs", [])
+
+
+def prior_error(world_size: int | None, rows: list[dict] | None = None) -> ModelError:
+    """The prior's expected error for a simulation at `world_size` ranks: the median error of the real logs' runs
+    at that rank count, else the largest of every run (the prior is no better elsewhere), with its source."""
+    rows = recorded() if rows is None else rows
+    if not rows:
+        return ModelError(None, "no real log recorded to measure the uncalibrated model against")
+    same = [r for r in rows if r["ranks"] == world_size]
+    chosen = same or [max(rows, key=lambda r: r["median_abs_pct"])]
+    pct = float(median(r["median_abs_pct"] for r in chosen))
+    files = ", ".join(sorted({r["file"] for r in chosen}))
+    where = f"{len(chosen)} run(s) at {world_size} ranks" if same else f"the worst run, no log at {world_size} ranks"
+    return ModelError(
+        pct,
+        f"NCCL's uncalibrated model, median error over {SIZE_RANGE[0] >> 10} KB-{SIZE_RANGE[1] >> 20} MB on real "
+        f"nccl-tests logs ({files}; {where}, box preset {LOGS_TOPOLOGY})",
+    )
+
+
+def calibration_error(name: str, fit: dict | None) -> ModelError:
+    """A calibration file's expected error: its held-out error as `commprof calibrate` recorded it."""
+    fit = fit or {}
+    pct = fit.get("holdout_median_pct")
+    if isinstance(pct, (int, float)) and not isinstance(pct, bool):
+        return ModelError(float(pct), f"held-out error of calibration {name} ({fit.get('holdout_basis', 'holdout')})")
+    return ModelError(
+        None,
+        f"calibration {name} records no held-out error ({fit.get('holdout_basis', 'calibrated by an older commprof')};"
+        " re-run commprof calibrate)",
+    )
+
+
+def expected_error(calibrations: Iterable[str], fit: dict | None, world_size: int | None) -> ModelError:
+    """The expected error of a simulation whose records name `calibrations` (PRIOR or a file, whose fit is
+    `fit`): the largest of theirs, since a verdict over its points must hold for each (unknown wins)."""
+    errors = [
+        prior_error(world_size) if name == PRIOR else calibration_error(name, fit) for name in sorted(set(calibrations))
+    ] or [prior_error(world_size)]
+    unknown = [e for e in errors if e.pct is None]
+    if unknown:
+        return unknown[0]
+    worst = max(errors, key=lambda e: e.pct)
+    return worst if len(errors) == 1 else ModelError(worst.pct, f"{worst.basis}; the largest of {len(errors)} used")
+
+
+def main(argv: list[str]) -> int:
+    logs = {Path(p).name: Path(p).read_text(encoding="utf-8", errors="replace") for p in argv}
+    sys.stdout.write(to_toml(measure(logs)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

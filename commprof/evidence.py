@@ -1,0 +1,140 @@
+"""Where a number comes from, and how far it can be trusted: the one vocabulary every number, verdict and exported
+line of commprof uses.
+
+Three levels: *measured* (timed by commprof, on which backend), *simulated* (predicted by the cost model, with
+which calibration and what expected error) and *imported* (read from which nccl-tests file). Each level brings
+its own rule for when a difference is a result: beyond measurement noise for measured numbers, beyond the model's
+expected error for simulated ones. A difference inside that uncertainty is not a result and is never recommended.
+Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MEASURED = "measured"
+SIMULATED = "simulated"
+IMPORTED = "imported"
+# The records' `source` field (one of commprof.records.schema.SOURCES) -> its evidence level.
+LEVEL_OF_SOURCE = {"measured": MEASURED, "simulated": SIMULATED, "nccl-tests": IMPORTED}
+
+NOISE_RULE = (
+    "a point beats the baseline beyond noise when its p90 step time is below the baseline's median "
+    "(nine in ten of its steps were faster than the baseline's typical step); over several T, the "
+    "sums over T"
+)
+
+
+@dataclass(frozen=True)
+class ModelError:
+    """The expected error of a simulation (median |model - measured| / measured, %) and where that figure comes
+    from; `pct` None: unknown, and then no predicted difference counts."""
+
+    pct: float | None
+    basis: str
+
+    @property
+    def band(self) -> str:
+        return f"±{self.pct:.0f} %" if self.pct is not None else "unknown"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a simulated run's meta.json holds it ("model_error")."""
+        return {"pct": self.pct, "basis": self.basis}
+
+    @classmethod
+    def from_meta(cls, meta: dict) -> ModelError:
+        """A simulated run's recorded expected error; unknown when meta.json holds none (an older simulation)."""
+        item = meta.get("model_error")
+        pct = item.get("pct") if isinstance(item, dict) else None
+        if isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct) and pct >= 0:
+            return cls(float(pct), str(item.get("basis") or "recorded by commprof simulate"))
+        return cls(None, "meta.json records no expected error (simulated by an older commprof: simulate again)")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One run's (one source's) evidence: its level and what qualifies it."""
+
+    level: str  # MEASURED, SIMULATED or IMPORTED
+    backend: str | None = None  # measured: the backend the steps ran on ("nccl", "gloo")
+    calibration: str | None = None  # simulated: "nccl-prior" (uncalibrated) or the calibration file
+    model_error: ModelError | None = None  # simulated: the expected error the verdicts use
+    origin: tuple[str, ...] = field(default_factory=tuple)  # imported: the files
+
+    @property
+    def simulated(self) -> bool:
+        return self.level == SIMULATED
+
+    @property
+    def uncalibrated(self) -> bool:
+        return self.simulated and self.calibration in (None, "nccl-prior")
+
+    @property
+    def label(self) -> str:
+        """ "measured on gloo", "simulated with nccl-prior (expected error ±41 %)", "imported from a.txt"."""
+        if self.level == MEASURED:
+            return f"measured on {self.backend}" if self.backend else "measured"
+        if self.level == SIMULATED:
+            error = self.model_error.band if self.model_error else "unknown"
+            return f"simulated with {self.calibration or 'unknown calibration'} (expected error {error})"
+        return "imported from " + (", ".join(self.origin) if self.origin else "nccl-tests logs")
+
+    @property
+    def uncertainty(self) -> str:
+        """What a difference must exceed to count: "measurement noise" or "the model's expected error"."""
+        return "the model's expected error" if self.simulated else "measurement noise"
+
+    @property
+    def beyond(self) -> str:
+        return "beyond model error" if self.simulated else "beyond noise"
+
+    @property
+    def within(self) -> str:
+        if self.simulated and (self.model_error is None or self.model_error.pct is None):
+            return "not judged: the model's error is unknown"
+        return "within model error" if self.simulated else "within noise"
+
+    @property
+    def rule(self) -> str:
+        """The rule the verdicts follow, with this run's figures."""
+        if not self.simulated:
+            return NOISE_RULE
+        error = self.model_error
+        if error is None or error.pct is None:
+            return (
+                "a predicted difference counts only beyond the model's expected error, which is unknown for this "
+                f"calibration ({error.basis if error else 'no figure'}): no predicted difference counts"
+            )
+        return (
+            f"a predicted gain counts when it exceeds the model's expected error ({error.band}: {error.basis}); "
+            "a smaller one is within model error; over several T, the sums over T"
+        )
+
+    def beats(self, median_us: Any, p90_us: Any, reference_median_us: Any) -> bool | None:
+        """Whether a point (its median and p90) beats a reference (its median) by more than this evidence's
+        uncertainty; None when a number is missing. Unknown model error: never."""
+        try:
+            median, p90, reference = float(median_us), float(p90_us), float(reference_median_us)
+        except (TypeError, ValueError):
+            return None
+        if not self.simulated:
+            return p90 < reference if math.isfinite(p90) and math.isfinite(reference) else None
+        if not (math.isfinite(median) and math.isfinite(reference)):
+            return None
+        if self.model_error is None or self.model_error.pct is None:
+            return False
+        return median < reference * (1.0 - self.model_error.pct / 100.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "label": self.label,
+            "backend": self.backend,
+            "calibration": self.calibration,
+            "expected_error_pct": self.model_error.pct if self.model_error else None,
+            "expected_error_basis": self.model_error.basis if self.model_error else None,
+            "origin": list(self.origin),
+            "rule": self.rule,
+        }

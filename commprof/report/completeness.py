@@ -1,0 +1,106 @@
+"""Whether a run finished what its sweep planned: points planned vs done per stage, and the stages that never ran,
+rebuilt from the sweep in meta.json and the records (the stages' points are a pure function of the earlier
+records: SweepSpec.refine). An interrupted run is reported as such and recommends nothing unless asked to. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commprof.errors import UsageError
+
+
+@dataclass(frozen=True)
+class StageProgress:
+    """One stage: its name, the points it planned (None: not known, its stage before did not finish) and done."""
+
+    index: int
+    name: str
+    planned: int | None
+    done: int
+
+    @property
+    def title(self) -> str:
+        return f'stage {self.index} "{self.name}"' if self.index else "stage 0"
+
+
+@dataclass(frozen=True)
+class Completeness:
+    """What a run planned and what it finished."""
+
+    run_dir_hint: str  # how to resume it
+    stages: tuple[StageProgress, ...]
+
+    @property
+    def complete(self) -> bool:
+        return all(s.planned is not None and s.done >= s.planned for s in self.stages)
+
+    @property
+    def planned(self) -> int:
+        return sum(s.planned or 0 for s in self.stages)
+
+    @property
+    def done(self) -> int:
+        return sum(s.done for s in self.stages)
+
+    @property
+    def not_run(self) -> list[str]:
+        return [s.name for s in self.stages if s.done == 0 and s.planned != 0]
+
+    def summary(self) -> str:
+        """ "12 of 30 points done (stage 0 "axes": 12 of 30); stages not run: channels, confirm"."""
+        parts = [
+            f"{s.title}: {s.done} of {s.planned if s.planned is not None else '?'}"
+            for s in self.stages
+            if s.done or s.planned
+        ]
+        text = f"{self.done} of {self.planned}{'+' if any(s.planned is None for s in self.stages) else ''} points done"
+        text += f" ({'; '.join(parts)})" if parts else ""
+        if self.not_run:
+            text += f"; stages not run: {', '.join(self.not_run)}"
+        return text
+
+    def sentence(self, allow_partial: bool) -> str:
+        """The line every recommendation of an incomplete run carries."""
+        if allow_partial:
+            return (
+                f"INCOMPLETE RUN: {self.summary()}. Recommended from what finished (--allow-partial): a later "
+                f"stage might have changed it. Resume with --resume {self.run_dir_hint} to finish it."
+            )
+        return (
+            f"INCOMPLETE RUN: {self.summary()}. Nothing is recommended from an unfinished run: resume it with "
+            f"--resume {self.run_dir_hint}, or report with --allow-partial to recommend from what finished."
+        )
+
+
+def completeness(meta: dict, records: list[dict], run_dir: str) -> Completeness | None:
+    """The run's progress against its sweep (None when meta.json holds no sweep to compare with, e.g. imports)."""
+    from commprof.sweep.config import parse_sweep
+    from commprof.sweep.resume import completed_point_ids
+    from commprof.sweep.staging import refine
+
+    sweep = meta.get("sweep") if isinstance(meta.get("sweep"), dict) else {}
+    if not sweep.get("content"):
+        return None
+    plan = meta.get("plan") or {}
+    try:
+        spec = parse_sweep(sweep["content"], sweep.get("path"))
+        if plan.get("tokens"):
+            spec = spec.with_overrides(tokens=plan["tokens"])
+    except (UsageError, TypeError, ValueError):
+        return None
+    steps = [r for r in records if r.get("kind") == "step" and r.get("point_id")]
+    modes = {r.get("mode") for r in steps} or {"eager", "graph"}
+    done = completed_point_ids(steps, len(spec.tokens) * len(modes))
+    stages = [StageProgress(0, "stage 0", len(spec.points), sum(p.point_id in done for p in spec.points))]
+    finished = stages[0].done >= len(spec.points)
+    for index, stage in enumerate(spec.stages, start=1):
+        ran = {r["point_id"] for r in steps if str(r["point_id"]).startswith(f"s{index}-")}
+        planned = None
+        if finished:
+            try:
+                planned = len(refine(spec, index, records))
+            except (UsageError, ValueError, KeyError):
+                planned = None
+        stages.append(StageProgress(index, stage.name or f"stage {index}", planned, len(ran & done)))
+        finished = planned is not None and stages[-1].done >= planned
+    return Completeness(run_dir, tuple(stages))
