@@ -399,7 +399,7 @@ def test_pcie8_with_the_uncalibrated_prior_recommends_nothing_inside_its_error(p
     assert "within model error" in env and "commprof calibrate" in env
     tuner = (pcie8_simulated / "nccl_tuner.conf").read_text()
     assert not [line for line in tuner.splitlines() if line and not line.startswith("#")]
-    assert "Measured allreduce sizes: 14336-229376 B; rules reach 8192-262143 B at most" in tuner
+    assert "allreduce sizes this run covers: 14336-229376 B; rules reach 8192-262143 B at most" in tuner
     assert run["apply"]["file"] is None
     first = section(html, 'id="r1-headline"', "1 · Per T:")
     assert "No change: nothing beat the baseline beyond model error" in first

@@ -52,7 +52,7 @@ class ApplyPlan:
     env: dict[str, str]  # what recommend.env exports (the recommendation's settings; {} when the baseline is kept)
     rules: list[TunerRule] = field(default_factory=list)
     inputs: pd.DataFrame = field(default_factory=pd.DataFrame)  # rule_inputs: the per-size winners
-    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # collective -> measured sizes (min, max)
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # collective -> the run's sizes (min, max)
     no_rule: str = ""  # why nccl_tuner.conf has no rule, when it has none
 
     @property
@@ -210,7 +210,7 @@ def tuner_rules(inputs: pd.DataFrame) -> list[TunerRule]:
 
 
 def measured_ranges(inputs: pd.DataFrame) -> dict[str, tuple[int, int]]:
-    """Per collective, the smallest and largest measured size (the rules' scope, before the band edges)."""
+    """Per collective, the smallest and largest size the run covers (the rules' scope, before the band edges)."""
     return {str(c): (int(g["bytes"].min()), int(g["bytes"].max())) for c, g in inputs.groupby("collective")}
 
 
@@ -237,9 +237,9 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
     ]
     for coll, (low, high) in sorted(plan.ranges.items()):
         lines.append(
-            f"# Measured {coll} sizes: {low}-{high} B; rules reach {size_band(low)[0]}-{size_band(high)[1]} B at "
-            "most. Larger messages (prefill's: thousands of tokens, tens of MB) and smaller ones were not "
-            "measured: NCCL keeps its own choice there."
+            f"# {coll} sizes this run covers: {low}-{high} B; rules reach {size_band(low)[0]}-"
+            f"{size_band(high)[1]} B at most. Larger messages (prefill's: thousands of tokens, tens of MB) and "
+            "smaller ones were not in this run: NCCL keeps its own choice there."
         )
     if not plan.inputs.empty:
         lines.append("# The fastest point at each measured size (one T each):")

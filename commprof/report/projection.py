@@ -109,6 +109,21 @@ def breakdown(
     return pd.DataFrame(rows)
 
 
+def accept_verdict(
+    evidence: Evidence, draft_ms: float, verify_ms: float, verify_p90_ms: float, decode_ms: float, accept: float
+) -> str:
+    """At one accept length: "pays" when speculation's time per token beats plain decode's beyond the evidence's
+    uncertainty, "loses" when plain decode beats it so, else "within" (not told apart)."""
+    per_token = (draft_ms + verify_ms) / accept
+    per_token_p90 = (draft_ms + verify_p90_ms) / accept
+    if evidence.beats(per_token, per_token_p90, decode_ms) is True:
+        return "pays"
+    spread = verify_p90_ms - verify_ms
+    if evidence.beats(decode_ms, decode_ms + spread / accept, per_token) is True:
+        return "loses"
+    return "within"
+
+
 def tps_column(accept: float) -> str:
     """The projection's column of tokens/s at one accept length, e.g. "tps_at_1_3"."""
     return "tps_at_" + f"{accept:g}".replace(".", "_")
@@ -172,6 +187,7 @@ def projection(
                 "plain_tokens_per_s": plain,
                 "draft_ms": draft_ms,
                 "verify_ms": r.verify_ms,
+                "verify_p90_ms": r.verify_ms + spread_ms,
                 "break_even_ratio": ratio,
                 "break_even_accept": ratio if math.isfinite(ratio) and ratio >= 1.0 else math.nan,
                 "pays_at_any_accept": pays_at_any_accept(ratio) and not within,

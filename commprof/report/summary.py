@@ -48,7 +48,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
             "why": exports.plan.why,
             "alternative": exports.plan.alternative,
             "tuner_rules": [rule.csv() for rule in exports.plan.rules],
-            "measured_sizes": {k: list(v) for k, v in exports.plan.ranges.items()},
+            "sizes": {k: list(v) for k, v in exports.plan.ranges.items()},
         },
         "recommended": None
         if point is None

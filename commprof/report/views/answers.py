@@ -21,7 +21,7 @@ import pandas as pd
 from commprof.report.engine_hints import engine_hints, implementation_settings
 from commprof.report.exports import ApplyPlan
 from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct
-from commprof.report.projection import tps_column
+from commprof.report.projection import accept_verdict, tps_column
 from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.run_analysis import RunAnalysis
 from commprof.report.words import (
@@ -74,7 +74,7 @@ def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
     elif rec.keeps_baseline:
         out["lines"].append(keep_text(run))
         if rec.fastest["point_id"] == run.baseline:
-            out["notes"].append("No setting measured was faster than the baseline.")
+            out["notes"].append(f"No other setting was faster than the baseline ({run.evidence.label}).")
         elif rec.withheld and rec.beyond_uncertainty:
             out["notes"].append(f"{rec.fastest['point_id']} was faster {evidence.beyond}, but {rec.withheld}.")
         else:
@@ -345,6 +345,7 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
         "note": "",
         "fastest": "",
         "caveat": "",
+        "noise": False,
     }
     if bound:
         out["caveat"] = (
@@ -373,7 +374,11 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
             cells.append(
                 {
                     "text": fmt_num(value, 0) if finite(value) else "n/a",
-                    "pays": finite(value) and value > r.plain_tokens_per_s,
+                    "verdict": accept_verdict(
+                        run.evidence, r.draft_ms, r.verify_ms, r.verify_p90_ms, r.decode_ms, accept
+                    )
+                    if finite(value)
+                    else "within",
                 }
             )
         out["rows"].append(
@@ -394,6 +399,7 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
             lowest = decided.loc[decided["break_even_ratio"].idxmin()]
             out["verdict"] = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
     elif not chosen.empty:
+        out["noise"] = True
         out["verdict"] = (
             f"No change: the verify step is {run.evidence.within} of the decode step (break-even about 1) at "
             f"T = {_tokens_text(chosen['tokens'])}"

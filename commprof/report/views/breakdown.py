@@ -7,7 +7,7 @@ from typing import Any
 from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct, fmt_us
 from commprof.report.frame import ok_rows
 from commprof.report.ops import op_sites, site_summary
-from commprof.report.projection import FIELD_REPORT_CASES, tps_column
+from commprof.report.projection import FIELD_REPORT_CASES, accept_verdict, tps_column
 from commprof.report.run_analysis import RunAnalysis
 from commprof.report.words import break_even_text
 
@@ -62,7 +62,11 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
             cells.append(
                 {
                     "text": fmt_num(value, 0) if finite(value) else "n/a (accept > T)",
-                    "pays": finite(value) and finite(r.plain_tokens_per_s) and value > r.plain_tokens_per_s,
+                    "verdict": accept_verdict(
+                        run.evidence, r.draft_ms, r.verify_ms, r.verify_p90_ms, r.decode_ms, accept
+                    )
+                    if finite(value)
+                    else "within",
                     "field": (accept, int(r.tokens)) in cases,
                 }
             )
