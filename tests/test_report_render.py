@@ -548,9 +548,9 @@ def test_measured_vs_model_plot_and_ratios(measured_and_model, tmp_path):
     assert main(["report", str(box), str(sim), "--out", str(out)]) == 0
     html = (out / "index.html").read_text()
     checks = section(html, "<h2>Measured vs model</h2>", '<article class="run"')
-    assert "box-run (measured) vs sim-run (model, calibration nccl-prior)" in checks
-    assert "x: measured: box-run (median graph-mode step time, ms)" in checks
-    assert "y: model: sim-run, calibration nccl-prior (median graph-mode step time, ms)" in checks
+    assert "box-run (measured on nccl) vs sim-run (simulated, calibration nccl-prior)" in checks
+    assert "x: measured on nccl: box-run (median graph-mode step time, ms)" in checks
+    assert "y: simulated: sim-run, calibration nccl-prior (median graph-mode step time, ms)" in checks
     assert checks.count("<svg") == 1 and "model = measured" in checks and "within ±15 %" in checks
     ratios = [float(r) for r in re.findall(r'<td class="ratio [^"]*"[^>]*>([\d.]+)</td>', checks)]
     ok_graph = {(r["point_id"], r["tokens"]) for r in model if r["status"] == "ok" and r["mode"] == "graph"}
@@ -575,8 +575,8 @@ def test_one_run_folder_holding_both_sources(measured_and_model, tmp_path):
     out = tmp_path / "out"
     assert main(["report", str(both), "--out", str(out)]) == 0
     html = (out / "index.html").read_text()
-    assert "mixed · measured (measured) vs mixed · simulated (cost model) (model, calibration nccl-prior)" in html
-    for name in ("mixed___measured", "mixed___simulated__cost_model_"):
+    assert "mixed · measured (measured on nccl) vs mixed · simulated (simulated, calibration nccl-prior)" in html
+    for name in ("mixed___measured", "mixed___simulated"):
         assert (out / name / "recommend.env").is_file(), name
 
 
@@ -598,7 +598,7 @@ def test_collectives_measured_vs_model(tmp_path):
     out = tmp_path / "out"
     assert main(["report", str(logs), str(pred), "--out", str(out)]) == 0
     checks = section((out / "index.html").read_text(), "<h2>Measured vs model</h2>", '<article class="run"')
-    assert "x: imported (nccl-tests): logs (median time per op, µs)" in checks
+    assert "x: imported from nccl-tests logs: logs (median time per op, µs)" in checks
     assert "calibration fitted.toml" in checks and checks.count("<svg") == 1
     assert checks.count(">1.20</td>") == 3  # 4 ranks has no prediction: not paired
     (check,) = json.loads((out / "summary.json").read_text())["costmodel_checks"]

@@ -242,7 +242,7 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
             "smaller ones were not in this run: NCCL keeps its own choice there."
         )
     if not plan.inputs.empty:
-        lines.append("# The fastest point at each measured size (one T each):")
+        lines.append("# The fastest point at each size of this run (one T each):")
     for r in plan.inputs.sort_values(["collective", "bytes"]).itertuples() if not plan.inputs.empty else []:
         note = getattr(r, "note", None)
         choice = (

@@ -1,5 +1,5 @@
 """How the report writes numbers: units and sensible precision (steps in ms, single collectives in µs), "—" for
-anything not measured (never zero), and where numbers come from in words."""
+anything not measured (never zero). Where numbers come from is commprof.evidence's to say."""
 
 from __future__ import annotations
 
@@ -9,12 +9,6 @@ from typing import Any
 
 from commprof.report.frame import ENV_PREFIX
 from commprof.units import format_bytes
-
-SOURCE_LABELS = {"measured": "measured", "simulated": "simulated (cost model)", "nccl-tests": "imported (nccl-tests)"}
-
-
-def source_label(source: str) -> str:
-    return SOURCE_LABELS.get(source, source)
 
 
 def fmt_ms(us: Any) -> str:

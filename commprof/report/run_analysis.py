@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -22,7 +23,6 @@ from commprof.report import frame as fr
 from commprof.report import ranking as rk
 from commprof.report.completeness import Completeness, completeness
 from commprof.report.doctor_verdicts import doctor_view
-from commprof.report.formatting import SOURCE_LABELS
 from commprof.report.heatmap import strongest_axes
 from commprof.report.projection import ComputeTimes, breakdown, projection
 
@@ -153,7 +153,7 @@ def analyze_run(
     progress = completeness(meta, records, run_dir or f"runs/{run_id}")
     results = []
     for source, rows in by_source.items():
-        name = run_id if len(by_source) == 1 else f"{run_id} · {SOURCE_LABELS.get(source, source)}"
+        name = run_id if len(by_source) == 1 else f"{run_id} · {LEVEL_OF_SOURCE.get(source, source)}"
         results.append(analyze_source(run_id, name, source, rows, meta, options, progress))
     return results
 
@@ -261,7 +261,7 @@ def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
             calibration=", ".join(calibrations),
             model_error=ModelError.from_meta(meta),
         )
-    files = [str(item.get("file")) for item in meta.get("imported") or [] if isinstance(item, dict)]
+    files = [Path(str(item.get("file"))).name for item in meta.get("imported") or [] if isinstance(item, dict)]
     return Evidence(IMPORTED if level == IMPORTED else str(level), origin=tuple(files))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.report.costmodel_check import PREDICTION_BAND
-from commprof.report.formatting import escaped, fmt_bytes, fmt_ms, fmt_pct, fmt_us, source_label
+from commprof.report.formatting import escaped, fmt_bytes, fmt_ms, fmt_pct, fmt_us
 from commprof.report.run_analysis import CostModelCheck
 from commprof.report.views import figures
 
@@ -17,8 +17,8 @@ def axis_labels(check: CostModelCheck) -> tuple[str, str]:
     """(x, y): the measured side's source and run, the model's run and calibration, and the unit."""
     what = f"median {check.mode}-mode step time, ms" if check.kind == "step" else "median time per op, µs"
     return (
-        f"{source_label(check.measured.source)}: {check.measured.name} ({what})",
-        f"model: {check.simulated.name}, calibration {check.calibration} ({what})",
+        f"{check.measured.evidence.label}: {check.measured.name} ({what})",
+        f"simulated: {check.simulated.name}, calibration {check.calibration} ({what})",
     )
 
 
@@ -29,8 +29,8 @@ def check_view(check: CostModelCheck) -> dict[str, Any]:
     band = f"±{PREDICTION_BAND * 100:.0f} %"
     view: dict[str, Any] = {
         "title": (
-            f"{check.measured.name} ({source_label(check.measured.source)}) vs {check.simulated.name} "
-            f"(model, calibration {check.calibration})"
+            f"{check.measured.name} ({check.measured.evidence.label}) vs {check.simulated.name} "
+            f"(simulated, calibration {check.calibration})"
         ),
         "kind": check.kind,
         "x_label": x_label,
