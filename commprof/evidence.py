@@ -47,10 +47,12 @@ class ModelError:
     def from_meta(cls, meta: dict) -> ModelError:
         """A simulated run's recorded expected error; unknown when meta.json holds none (an older simulation)."""
         item = meta.get("model_error")
-        pct = item.get("pct") if isinstance(item, dict) else None
+        if not isinstance(item, dict):
+            return cls(None, "meta.json records no expected error (simulated by an older commprof: simulate again)")
+        pct, basis = item.get("pct"), str(item.get("basis") or "recorded by commprof simulate")
         if isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct) and pct >= 0:
-            return cls(float(pct), str(item.get("basis") or "recorded by commprof simulate"))
-        return cls(None, "meta.json records no expected error (simulated by an older commprof: simulate again)")
+            return cls(float(pct), basis)
+        return cls(None, basis)
 
 
 @dataclass(frozen=True)

@@ -182,10 +182,15 @@ def test_simulate_command_with_calibration_and_report(sweep_file, tmp_path, caps
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["source"] == "simulated" and meta["topology"]["name"] == "pcie-dual-socket-shm"
     assert meta["calibration"]["overhead_us"] == 20.0
+    # A calibration without a held-out error: its expected error is unknown, and meta.json says so.
+    assert meta["model_error"]["pct"] is None and "records no held-out error" in meta["model_error"]["basis"]
     pytest.importorskip("commprof.report.command")
     report_dir = tmp_path / "report"
     assert main(["report", str(run_dir), "--out", str(report_dir)]) == 0
-    assert "simulated" in (report_dir / "index.html").read_text().lower()
+    html = (report_dir / "index.html").read_text()
+    assert "simulated with " + str(model_toml) + " (expected error unknown)" in html
+    (run,) = json.loads((report_dir / "summary.json").read_text())["runs"]
+    assert run["evidence"]["expected_error_pct"] is None and "records no held-out error" in run["evidence"]["rule"]
 
 
 def test_simulate_command_errors(sweep_file, tmp_path, capsys):

@@ -19,3 +19,11 @@ def test_measured_counts_beyond_noise_and_simulated_beyond_the_models_error():
     unknown = Evidence(SIMULATED, calibration="mine.toml", model_error=ModelError(None, "no held-out error"))
     assert not unknown.beats(1, 1, 100) and unknown.within.startswith("not judged")
     assert measured.beats("x", 1, 100) is None and measured.beats(1, float("nan"), 100) is None
+
+
+def test_a_simulation_carries_its_expected_error_and_an_older_one_has_none():
+    recorded = ModelError(41.0, "real logs")
+    assert ModelError.from_meta({"model_error": recorded.to_dict()}) == recorded
+    older = ModelError.from_meta({"source": "simulated"})
+    assert older.pct is None and "simulate again" in older.basis
+    assert ModelError.from_meta({"model_error": {"pct": True, "basis": "odd"}}) == ModelError(None, "odd")
