@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from commprof.records.files import RESULTS_FILE, read_records
 from commprof.records.point_ids import BASELINE_POINT_ID
@@ -32,7 +34,7 @@ class SweepConsole(SweepProgress):
     def start(self, total: int, run_dir: Path) -> None:
         if not self.enabled:
             return
-        self.console.print(f"[bold]commprof[/] sweep → {run_dir}")
+        self.console.print(f"[bold]commprof[/] sweep → {escape(str(run_dir))}")
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -52,7 +54,7 @@ class SweepConsole(SweepProgress):
 
     def point_started(self, label: str) -> None:
         if self.progress is not None:
-            self.progress.update(self.task, description=f"[cyan]{label}")
+            self.progress.update(self.task, description=f"[cyan]{escape(label)}")
 
     def point_done(self, label: str, status: str) -> None:
         if self.progress is not None:
@@ -60,7 +62,7 @@ class SweepConsole(SweepProgress):
             style = (
                 "green" if status == "ok" else "yellow" if status in ("unsupported", "done before resume") else "red"
             )
-            self.progress.console.print(f"  [{style}]{status:<18}[/] {label}")
+            self.progress.console.print(f"  [{style}]{status:<18}[/] {escape(label)}")
 
     def stop(self) -> None:
         if self.progress is not None:
@@ -68,7 +70,7 @@ class SweepConsole(SweepProgress):
 
     def note(self, text: str) -> None:
         if self.enabled:
-            self.console.print(text)
+            self.console.print(text, markup=False)
 
     def print_summary(self, run_dir: Path, spec: SweepSpec) -> None:
         """Every point: status, eager and graph median step time per T, speed-up against the baseline."""
@@ -82,12 +84,15 @@ class SweepConsole(SweepProgress):
         collectives = per_collective_table(records)
         if collectives is not None:
             out.print(collectives)
-        out.print(f"results: {run_dir / RESULTS_FILE}\nrender the report: python -m commprof report {run_dir}")
+        out.print(
+            f"results: {run_dir / RESULTS_FILE}\nrender the report: python -m commprof report {run_dir}", markup=False
+        )
         profiles = sorted(run_dir.glob("points/*/profile/T*"))
         if profiles:
             out.print(
                 f"profiler traces: {run_dir}/points/<point>/profile/T<T>/ ({len(profiles)} folders); read one with "
-                f"python -m commprof trace {profiles[0]}"
+                f"python -m commprof trace {profiles[0]}",
+                markup=False,
             )
 
 
@@ -123,7 +128,7 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
             table.add_column(f"T={t} vs base", justify="right", no_wrap=True)
     base = by_point.get(BASELINE_POINT_ID)
     for point_id, entry in by_point.items():
-        row = [point_id, entry["label"], point_status(entry["records"])]
+        row = [point_id, Text(entry["label"]), point_status(entry["records"])]
         for t in tokens:
             row += [_cell(entry["cells"].get((t, m))) for m in modes]
             if compare:
