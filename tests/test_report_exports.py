@@ -7,9 +7,13 @@ import subprocess
 import pandas as pd
 import pytest
 
+from commprof.evidence import MEASURED, SIMULATED, Evidence, ModelError
 from commprof.nccl_vocab import COLLECTIVES
 from commprof.report import engine_hints as eh
 from commprof.report import exports as ex
+
+GLOO = Evidence(MEASURED, backend="gloo")
+PRIOR = Evidence(SIMULATED, calibration="nccl-prior", model_error=ModelError(41.0, "real logs"))
 
 
 def inputs(rows):
@@ -189,14 +193,14 @@ def test_engine_hints_follow_what_was_measured():
         )
 
     won, lost, noise = fusion(40.0, True, False), fusion(-5.0, False, True), fusion(3.0, False, False)
-    hints = eh.engine_hints(won, True, True)
+    hints = eh.engine_hints(won, True, True, GLOO)
     settings = " ".join(h.setting for h in hints)
     assert "--flashinfer-allreduce-fusion-backend auto" in settings and 'fuse_allreduce_rms": true' in settings
     assert all(h.version for h in hints)
-    off = " ".join(h.setting for h in eh.engine_hints(lost, True, False))
+    off = " ".join(h.setting for h in eh.engine_hints(lost, True, False, GLOO))
     assert "--enforce-disable-flashinfer-allreduce-fusion" in off and "false" in off
-    assert eh.engine_hints(noise, True, False) == []  # within noise either way: nothing to change
-    assert eh.engine_hints(pd.DataFrame(), False, False) == []
+    assert eh.engine_hints(noise, True, False, GLOO) == []  # within noise either way: nothing to change
+    assert eh.engine_hints(pd.DataFrame(), False, False, GLOO) == []
 
 
 def test_winners_within_noise_of_the_baseline_get_no_rule():
@@ -254,7 +258,7 @@ def test_alternative_implementations_get_their_engine_setting_or_say_engine_work
     )
     hints = {
         h.engine: h
-        for h in eh.engine_hints(pd.DataFrame(), False, "recommend.env", alternatives)
+        for h in eh.engine_hints(pd.DataFrame(), False, "recommend.env", GLOO, alternatives)
         if "flashinfer-pcie-ipc" in h.why
     }
     assert hints["vLLM"].setting == "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" and "0.30" in hints["vLLM"].version
@@ -266,4 +270,12 @@ def test_alternative_implementations_get_their_engine_setting_or_say_engine_work
     assert [engine for engine, setting, _ in symm if setting] == ["SGLang", "vLLM"]
     assert eh.implementation_settings("my_allreduce:GatherSum") == [("SGLang", "", "—"), ("vLLM", "", "—")]
     lost = alternatives.assign(beyond_uncertainty=False)
-    assert eh.alternative_hints(lost) == []  # nothing won: nothing to set in an engine
+    assert eh.alternative_hints(lost, GLOO) == []  # nothing won: nothing to set in an engine
+    # Predicted, not measured: the same switch is written, commented out, with why it is not tested.
+    predicted = eh.engine_hints(pd.DataFrame(), False, None, PRIOR, alternatives)
+    vllm = next(h for h in predicted if h.engine == "vLLM")
+    assert "is predicted to beat NCCL beyond model error at T = 1, 4" in vllm.why
+    assert vllm.untested.startswith("not tested: a simulation ran nothing")
+    text = eh.engine_hints_text(predicted, ["run r"])
+    assert "\n#   export VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
+    assert "\nexport VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC" not in text

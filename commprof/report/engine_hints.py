@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from commprof.evidence import Evidence
+
 # Engine flags, each with the engine version it was written for and where that was checked.
 SGLANG_FUSION_FLAG = (
     "--flashinfer-allreduce-fusion-backend auto",
@@ -72,24 +74,37 @@ class EngineHint:
     setting: str
     version: str
     why: str
+    untested: str = ""  # set: why this was not tested (a simulation ran nothing); the script keeps it commented out
 
 
-def alternative_hints(alternatives: pd.DataFrame, reference_name: str = "NCCL") -> list[EngineHint]:
+def untested_reason(evidence: Evidence, what: str) -> str:
+    """Why a simulated result is not a setting to enable: nothing ran, so its capture and results are unchecked."""
+    if not evidence.simulated:
+        return ""
+    return (
+        f"not tested: a simulation ran nothing, so {what} was never captured into a CUDA graph or checked against "
+        "the exact reduction; measure it with a sweep on the box before enabling it"
+    )
+
+
+def alternative_hints(alternatives: pd.DataFrame, evidence: Evidence, reference_name: str = "NCCL") -> list[EngineHint]:
     """Per implementation that beat the exported settings at some T (choices.alternatives): each
     engine's setting that runs it, or a hint without a setting saying it needs engine work."""
     if alternatives.empty:
         return []
     won = alternatives[np.array([v is True for v in alternatives["beyond_uncertainty"]], dtype=bool)]
+    verb = "is predicted to beat" if evidence.simulated else "beat"
     hints = []
     for impl, group in won.groupby("impl", sort=True):
         tokens = ", ".join(str(int(t)) for t in group["tokens"])
         lost = sorted(set(int(t) for t in alternatives["tokens"]) - set(int(t) for t in group["tokens"]))
-        why = f"{impl} beat {reference_name} at T = {tokens}" + (
+        why = f"{impl} {verb} {reference_name} {evidence.beyond} at T = {tokens}" + (
             f"; not at T = {', '.join(map(str, lost))}, where the engine should keep {reference_name}" if lost else ""
         )
+        untested = untested_reason(evidence, str(impl))
         for engine, setting, version in implementation_settings(str(impl)):
             hints.append(
-                EngineHint(engine, setting, version, why)
+                EngineHint(engine, setting, version, why, untested)
                 if setting
                 else EngineHint(
                     engine,
@@ -110,9 +125,14 @@ def implementation_settings(impl: str) -> list[tuple[str, str, str]]:
 
 
 def engine_hints(
-    fusion: pd.DataFrame, fused_measured: bool, applied: str | None, alternatives: pd.DataFrame | None = None
+    fusion: pd.DataFrame,
+    fused_measured: bool,
+    applied: str | None,
+    evidence: Evidence,
+    alternatives: pd.DataFrame | None = None,
 ) -> list[EngineHint]:
-    """SGLang / vLLM flags and environment for what won; only what this run measured.
+    """SGLang / vLLM flags and environment for what won; only what this run measured. A simulated run's
+    implementation switches are untested (commented out in the script).
 
     `fusion`: choices.fusion_comparison (impl, tokens, beyond_uncertainty, slower_beyond_uncertainty per T);
     `applied`: the file the report recommends ("recommend.env", "nccl_tuner.conf" or None);
@@ -138,7 +158,7 @@ def engine_hints(
             )
         )
     if alternatives is not None:
-        hints += alternative_hints(alternatives)
+        hints += alternative_hints(alternatives, evidence)
     if not fused_measured or fusion.empty:
         return hints
     flashinfer = fusion["impl"].astype(str).str.contains("flashinfer").to_numpy()
@@ -146,22 +166,29 @@ def engine_hints(
     lost = fusion[np.array([v is True for v in fusion["slower_beyond_uncertainty"]], dtype=bool)]
     if not won.empty:
         tokens = ", ".join(str(int(t)) for t in won["tokens"])
+        verb = "is predicted to beat" if evidence.simulated else "beat"
         why = (
-            f"the FlashInfer fused all-reduce + RMSNorm beat its unfused reference at T = {tokens}; the engine "
-            "uses it only where its FlashInfer build supports this GPU: check its log says it initialised"
+            f"the FlashInfer fused all-reduce + RMSNorm {verb} its unfused reference {evidence.beyond} at T = "
+            f"{tokens}; the engine uses it only where its FlashInfer build supports this GPU: check its log says it "
+            "initialised"
         )
+        untested = untested_reason(evidence, "the fused all-reduce + RMSNorm")
         hints += [
-            EngineHint("SGLang", SGLANG_FUSION_FLAG[0], SGLANG_FUSION_FLAG[1], why),
-            EngineHint("vLLM", VLLM_FUSION_FLAG[0], VLLM_FUSION_FLAG[1], why),
+            EngineHint("SGLang", SGLANG_FUSION_FLAG[0], SGLANG_FUSION_FLAG[1], why, untested),
+            EngineHint("vLLM", VLLM_FUSION_FLAG[0], VLLM_FUSION_FLAG[1], why, untested),
             EngineHint(
                 "vLLM",
                 VLLM_FUSION_BACKEND_ENV[0],
                 VLLM_FUSION_BACKEND_ENV[1],
                 "chooses FlashInfer's all-reduce backend for the fused kernels",
+                untested,
             ),
         ]
     elif not fusion.empty and len(lost) == len(fusion):
-        why = "the fused all-reduce + RMSNorm was slower than its unfused reference, beyond noise, at every T measured"
+        why = (
+            f"the fused all-reduce + RMSNorm was slower than its unfused reference, {evidence.beyond}, at every T "
+            + ("predicted" if evidence.simulated else "measured")
+        )
         hints += [
             EngineHint("SGLang", SGLANG_FUSION_OFF_FLAG[0], SGLANG_FUSION_OFF_FLAG[1], why),
             EngineHint("vLLM", VLLM_FUSION_OFF_FLAG[0], VLLM_FUSION_OFF_FLAG[1], why),
@@ -210,7 +237,11 @@ def engine_hints_text(hints: list[EngineHint], provenance: list[str]) -> str:
         if not hint.setting:
             lines += ["", f"# {hint.engine}: no setting", f"# why: {hint.why}"]
             continue
-        lines += ["", f"# {hint.engine} -- written for {hint.version}", f"# why: {hint.why}", *script_lines(hint)]
+        lines += ["", f"# {hint.engine} -- written for {hint.version}", f"# why: {hint.why}"]
+        if hint.untested:
+            lines += [f"# {hint.untested}:", *(f"#   {line}" for line in script_lines(hint))]
+        else:
+            lines += script_lines(hint)
     return "\n".join(lines) + "\n"
 
 

@@ -32,7 +32,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
     fused_measured = not run.steps.empty and bool(
         (run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any()
     )
-    hints = engine_hints(run.fusion, fused_measured, plan.choice, run.alternatives)
+    hints = engine_hints(run.fusion, fused_measured, plan.choice, run.evidence, run.alternatives)
     engine_text = engine_hints_text(hints, lines)
     files = {
         "recommend.env": write_text(folder / "recommend.env", env_text),

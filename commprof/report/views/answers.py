@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.report.engine_hints import engine_hints, implementation_settings
+from commprof.report.engine_hints import engine_hints, implementation_settings, untested_reason
 from commprof.report.exports import ApplyPlan
 from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct
 from commprof.report.projection import accept_verdict, tps_column
@@ -163,8 +163,9 @@ def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
         return out
     for impl, group in won.groupby("impl", sort=True):
         sizes = ", ".join(f"{int(t)} ({fmt_bytes(b)})" for t, b in zip(group["tokens"], group["bytes"]))
+        verb = "is predicted to beat" if run.evidence.simulated else "beats"
         line = (
-            f"{impl} beats {reference} {run.evidence.beyond} at T = {sizes} per all-reduce: "
+            f"{impl} {verb} {reference} {run.evidence.beyond} at T = {sizes} per all-reduce: "
             f"{_range_pct(group['saved_pct'])} less communication per step."
         )
         rest = sorted(set(int(t) for t in alt["tokens"]) - set(int(t) for t in group["tokens"]))
@@ -172,6 +173,8 @@ def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
             line += f" Not at T = {_tokens_text(rest)}: keep {name} for those sizes."
         out["lines"].append(line)
     for impl in sorted(set(won["impl"])):
+        if run.evidence.simulated:
+            out["lines"].append(untested_reason(run.evidence, impl).capitalize() + ".")
         for engine, setting, version in implementation_settings(impl):
             out["engine"].append(
                 {
@@ -231,8 +234,10 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
             f"{run.evidence.within.capitalize()} of {UNFUSED_REFERENCE_IMPL} at T = {_tokens_text(within['tokens'])}."
         )
     fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any())
-    for hint in engine_hints(fusion, fused_measured, applied=None):
-        out["engine"].append({"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": ""})
+    for hint in engine_hints(fusion, fused_measured, None, run.evidence):
+        out["engine"].append(
+            {"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": hint.untested}
+        )
     return out
 
 
