@@ -415,6 +415,9 @@ def test_pcie8_simulated_capture_is_not_tested(pcie8_simulated):
     points = section(html, "4 · The sweep", "5 · CUDA-graph")
     assert ">predicted<" in points and ">ok<" not in points
     assert "whether each setting captures into a CUDA graph is not tested" in html
+    # A prediction has no spread: no CV of 0 % or p90 that would read as a perfectly steady measurement.
+    table1 = section(html, "1 · Per T:", "2 · Environment")
+    assert "0.0 %</td>" not in table1 and "0.0 %</td>" not in points and "p90 and CV are —" in table1
 
 
 def test_pcie8_another_implementation_and_what_the_engine_needs(pcie8_simulated):

@@ -68,8 +68,8 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
                 "status_graph": shown_status(run, r.status_graph),
                 "eager": fmt_ms(r.eager_us),
                 "graph": fmt_ms(r.graph_us),
-                "p99": fmt_ms(r.p99_us),
-                "cv": fmt_pct(r.cv * 100 if finite(r.cv) else None),
+                "p99": "—" if run.simulated else fmt_ms(r.p99_us),  # a prediction has no spread
+                "cv": "—" if run.simulated else fmt_pct(r.cv * 100 if finite(r.cv) else None),
                 "speedup": fmt_x(r.speedup),
                 "reference": escaped(r.reference) if isinstance(r.reference, str) else "",
                 "skew": fmt_pct(r.rank_skew_pct),
@@ -218,8 +218,8 @@ def choice_rows(run: RunAnalysis) -> list[dict[str, Any]]:
                 "impl": r.impl,
                 "settings": r.settings,
                 "time": fmt_ms(r.median_us),
-                "p90": fmt_ms(r.p90_us),
-                "cv": fmt_pct(r.cv * 100 if finite(r.cv) else None),
+                "p90": "—" if run.simulated else fmt_ms(r.p90_us),  # a prediction has no spread
+                "cv": "—" if run.simulated else fmt_pct(r.cv * 100 if finite(r.cv) else None),
                 "saved": "—" if is_base else f"{fmt_pct(r.saved_pct)} ({fmt_ms(r.baseline_us - r.median_us)})",
                 "speedup": "—" if is_base else fmt_x(r.speedup),
                 "noise": ""
