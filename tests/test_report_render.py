@@ -420,6 +420,15 @@ def test_pcie8_simulated_capture_is_not_tested(pcie8_simulated):
     assert "0.0 %</td>" not in table1 and "0.0 %</td>" not in points and "p90 and CV are —" in table1
 
 
+def test_pcie8_simulated_heatmap_does_not_colour_what_is_not_ranked(pcie8_simulated):
+    """LL128 off NVLink is a correctness trap a simulation cannot check: its cells keep their number, grey."""
+    heat = section((pcie8_simulated / "index.html").read_text(), '<div class="heatmaps">', "</div>")
+    ll128 = re.findall(r"<tr><th>LL128</th>(.*?)</tr>", heat)
+    cells = [cell for row in ll128 for cell in re.findall(r"<td .*?</td>", row)]
+    assert cells and all(re.fullmatch(r'<td style="background:#d9d9d9">[\d.]+ †</td>', cell) for cell in cells)
+    assert all("†" not in row for row in re.findall(r"<tr><th>LL</th>(.*?)</tr>", heat))
+
+
 def test_pcie8_another_implementation_and_what_the_engine_needs(pcie8_simulated):
     html = (pcie8_simulated / "index.html").read_text()
     card = section(html, 'class="card set"', '<div class="answers">')

@@ -166,6 +166,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "axes": [axis_name(a) for a in run.heatmap_axes],
         "collectives": collectives_rows(run),
         "heatmaps": [],
+        "heatmap_unranked": False,
         "heatmap_axes": ("", ""),
         "nccl_tables": sum(1 for name in exports.files if name.startswith("nccl-tests/")),
         "svg": {},
@@ -180,9 +181,14 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         )
     if run.heatmap_axes and not ok_rows(run.steps, run.mode).empty:
         rows_axis, columns_axis = run.heatmap_axes[0], (run.heatmap_axes[1] if len(run.heatmap_axes) > 1 else None)
-        page["heatmaps"] = [
-            heatmap_view(t, heatmap_pivot(run.family_steps, t, run.mode, rows_axis, columns_axis)) for t in tokens
-        ]
+        family, untested = run.family_steps, list(run.untested)
+        ranked = family[~family["point_id"].isin(untested)] if untested and not family.empty else family
+        page["heatmaps"] = []
+        for t in tokens:
+            every = heatmap_pivot(family, t, run.mode, rows_axis, columns_axis)
+            ranked_only = heatmap_pivot(ranked, t, run.mode, rows_axis, columns_axis) if untested else every
+            page["heatmaps"].append(heatmap_view(t, every, ranked_only.reindex_like(every)))
+        page["heatmap_unranked"] = bool(untested)
         page["heatmap_axes"] = (axis_name(rows_axis), axis_name(columns_axis) if columns_axis else "")
     if page["per_collective"]["per_tokens"]:
         page["svg"]["sites"] = figures.sites_svg(page["per_collective"]["per_tokens"])

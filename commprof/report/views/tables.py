@@ -99,19 +99,26 @@ def heat_colour(fraction: float) -> str:
     return "#" + "".join(f"{c:02x}" for c in mixed)
 
 
-def heatmap_view(tokens: int, pivot: pd.DataFrame) -> dict[str, Any]:
-    """A heatmap as a coloured HTML table (crisp in print, cheap for big sweeps): ms per cell, × = no ok point."""
+UNRANKED_CELL = "#d9d9d9"  # grey: a number shown, but not ranked (colour would rank it)
+
+
+def heatmap_view(tokens: int, pivot: pd.DataFrame, ranked: pd.DataFrame | None = None) -> dict[str, Any]:
+    """A heatmap as a coloured HTML table (crisp in print, cheap for big sweeps): ms per cell, × = no ok point.
+    `ranked`: the same pivot over the points a verdict may rest on; a cell only unranked points fill is grey, †."""
     values = pivot.to_numpy(dtype=float) / 1000.0 if not pivot.empty else None
-    known = values[pd.notna(values)] if values is not None else []
+    rankable = ranked.to_numpy(dtype=float) / 1000.0 if ranked is not None and not pivot.empty else values
+    known = rankable[pd.notna(rankable)] if rankable is not None else []
     low, high = (float(min(known)), float(max(known))) if len(known) else (0.0, 0.0)
     rows = []
-    for label, line in zip(pivot.index, values if values is not None else []):
+    for label, line, ranked_line in zip(pivot.index, *((values, rankable) if values is not None else ([], []))):
         cells = []
-        for v in line:
+        for v, r in zip(line, ranked_line):
             if not finite(v):
                 cells.append(("×", "#e6e6e6"))
+            elif not finite(r):
+                cells.append((f"{v:.2f} †", UNRANKED_CELL))
             else:
-                cells.append((f"{v:.2f}", heat_colour((v - low) / (high - low) if high > low else 0.0)))
+                cells.append((f"{r:.2f}", heat_colour((r - low) / (high - low) if high > low else 0.0)))
         rows.append({"label": str(label), "cells": cells})
     return {
         "tokens": tokens,
