@@ -46,8 +46,11 @@ def test_pcie8_on_gloo_runs_only_its_baseline_and_the_dry_run_shows_it_first():
     assert "this launch: gloo backend, 2 ranks: 1 of 30 stage-0 points will run" in head
     assert "29 will be recorded unsupported, never timed" in head
     assert "\nx p001" in text and "\n  p000" in text
-    # The channels stage sets NCCL variables in every combination but the all-default one (a re-measure).
-    channels = spec.stages[0]
-    assert stage_runnable_points(channels, "gloo") == channels.top_k
+    # The channels stage sets NCCL variables in every combination but the all-default one, which is each
+    # candidate itself: on gloo it adds nothing. The confirm stage re-measures its candidates: they run again.
+    channels, confirm = spec.stages
+    assert stage_runnable_points(channels, "gloo") == 0
     assert stage_runnable_points(channels, "nccl") == channels.max_points()
+    assert stage_runnable_points(confirm, "gloo") == confirm.max_points()
     assert "1 point will run in stage 0" in text and "; probe" in text
+    assert "up to 60 points, none of which can run on gloo" in text

@@ -62,11 +62,16 @@ def point_seconds(spec: SweepSpec, cost: StepCost, iterations: int, warmup: int)
 
 
 def runnable_combinations(stage: StageSpec, backend: str) -> int:
-    """A stage's axis combinations that set no variable `backend` ignores (the others are recorded unsupported)."""
+    """A stage's axis combinations that set no variable `backend` ignores (the others are recorded unsupported).
+
+    Off NCCL a candidate that ran carries no NCCL variable, so a combination that only unsets variables gives the
+    candidate itself, which a stage that does not re-measure skips (staging.refine)."""
     count = 0
     for combination in itertools.product(*(axis.settings for axis in stage.axes)):
         env = {k: v for setting in combination for k, v in setting.set_env.items()}
-        count += not inert_variables(env, backend)
+        changes = bool(env) or any(setting.impl is not None for setting in combination)
+        repeats = backend != "nccl" and not changes and stage.iterations is None
+        count += not inert_variables(env, backend) and not repeats
     return count
 
 
@@ -100,7 +105,9 @@ def _stage_line(stage: StageSpec, spec: SweepSpec, backend: str) -> str:
         text += ", with the baseline"
     text += f": up to {stage.max_points()} points"
     runnable = stage_runnable_points(stage, backend)
-    if runnable < stage.max_points():
+    if runnable == 0:
+        text += f", none of which can run on {backend}"
+    elif runnable < stage.max_points():
         text += f", of which up to {runnable} can run on {backend}"
     return text
 
