@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from commprof.cli import main
 from commprof.records.files import read_records
 from tests.distributed import free_port
 from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
@@ -136,6 +137,19 @@ def test_nccl_settings_on_gloo_are_recorded_unsupported_and_never_timed(tmp_path
     # Never timed: no worker started for them, so no worker log.
     assert (run / "points" / "p000" / "rank0.log").exists()
     assert not (run / "points" / "p001").exists() and not (run / "points" / "p002").exists()
+    # The report of this real run: nothing NCCL exported or ruled, the first screen says what was not measured
+    # and how to measure it, and nothing measured on CPU ranks is handed to an engine.
+    report = tmp_path / "report"
+    assert main(["report", str(run), "--out", str(report)]) == 0
+    env = (report / "recommend.env").read_text()
+    assert not [line for line in env.splitlines() if "NCCL_" in line and not line.startswith("#")]
+    tuner = (report / "nccl_tuner.conf").read_text()
+    assert not [line for line in tuner.splitlines() if line and not line.startswith("#")]
+    flags = (report / "engine_flags.txt").read_text()
+    assert not [line for line in flags.splitlines() if line.startswith(("source", "export"))]
+    card = (report / "index.html").read_text().split('class="card set"', 1)[1].split("Every number here", 1)[0]
+    assert "Not measured (1 point, e.g. p001): NCCL_ALGO has no effect on the gloo backend" in card
+    assert "Measure them on GPUs, where the sweep runs on NCCL." in card
 
 
 def test_dry_run_writes_nothing_and_estimates_from_a_probe(tmp_path):

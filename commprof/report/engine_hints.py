@@ -139,7 +139,18 @@ def engine_hints(
     `alternatives`: choices.alternatives (other all-reduce implementations against the exported settings).
     """
     hints = []
-    if applied == "recommend.env":
+    if applied and evidence.backend not in (None, "nccl"):
+        hints.append(
+            EngineHint(
+                "SGLang and vLLM",
+                "",
+                "—",
+                f"this run's all-reduce ran on {evidence.backend} (CPU ranks); engines run theirs on NCCL on GPUs, "
+                f"where nothing measured here applies: {applied} is for {evidence.backend} launches only. Run the "
+                "sweep on the GPU box to tune the engine",
+            )
+        )
+    elif applied == "recommend.env":
         hints.append(
             EngineHint(
                 "SGLang and vLLM",

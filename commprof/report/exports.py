@@ -280,7 +280,10 @@ def recommend_env_text(plan: ApplyPlan, provenance: list[str], notes: list[str])
     else:
         lines.append(f"# Nothing to export: {plan.why}.")
     if plan.env:
-        lines.append("# NCCL reads most variables once per process: restart the engine after sourcing this file.")
+        lines.append(
+            "# These variables are read once per process (NCCL reads most of its own at init): restart the engine "
+            "after sourcing this file."
+        )
     for name, value in sorted(plan.env.items()):
         if not ENV_NAME.match(name):
             lines.append(f"# skipped {name!r}: not a valid environment variable name")

@@ -112,6 +112,11 @@ def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
         reasons.setdefault(reason, []).append(point_id)
     for reason, ids in reasons.items():
         out["notes"].append(f"Not ranked ({len(ids)} point{'s' if len(ids) != 1 else ''}, e.g. {ids[0]}): {reason}.")
+    for reason, ids in settings_not_measured(run).items():
+        how = " Measure them on GPUs, where the sweep runs on NCCL." if "NCCL does not run here" in reason else ""
+        out["notes"].append(
+            f"Not measured ({len(ids)} point{'s' if len(ids) != 1 else ''}, e.g. {ids[0]}): {reason}.{how}"
+        )
     if plan.choice:
         out["apply"] = f"Apply {plan.choice}: {plan.why}." + (
             f" {plan.alternative} holds the alternative, commented out: use one, never both."
@@ -121,6 +126,21 @@ def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
     else:
         out["apply"] = f"Nothing to apply: {plan.why}."
     out["warnings"] = not_a_result_notes(run)
+    return out
+
+
+def settings_not_measured(run: RunAnalysis) -> dict[str, list[str]]:
+    """Why points of (a)'s implementation never ran (every record unsupported, e.g. NCCL variables on gloo) -> their
+    ids."""
+    steps = run.all_steps
+    if steps.empty:
+        return {}
+    family = steps[steps["impl"].isin(list(run.baseline_family))]
+    refused = family.groupby("point_id")["status"].agg(lambda s: bool((s == "unsupported").all()))
+    rows = family[family["point_id"].isin(refused[refused].index)].drop_duplicates("point_id")
+    out: dict[str, list[str]] = {}
+    for point_id, message in rows[["point_id", "message"]].itertuples(index=False):
+        out.setdefault(str(message or "unsupported"), []).append(str(point_id))
     return out
 
 
