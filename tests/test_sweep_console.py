@@ -32,8 +32,10 @@ def test_bracketed_labels_and_notes_are_printed_as_written(tmp_path, capsys):
     assert LABEL in err and "build [flashinfer] failed: error: [Errno 2]" in err and "runs/[x]" in err
 
 
-def test_the_summary_table_keeps_bracketed_labels():
+def test_the_summary_table_keeps_bracketed_labels_and_says_why_points_never_ran():
+    refused = {**step("p002", "ALGO=ring", status="unsupported"), "message": "NCCL_ALGO has no effect [gloo]"}
     out = Console(width=250, record=True, force_terminal=False)
-    out.print(summary_table([step("p000", "baseline"), step("p001", LABEL, median=1000.0)]))
+    out.print(summary_table([step("p000", "baseline"), step("p001", LABEL, median=1000.0), refused]))
     text = out.export_text()
     assert LABEL in text and "measured on gloo" in text
+    assert "n/a, never timed: NCCL_ALGO has no effect [gloo] (p002)" in text

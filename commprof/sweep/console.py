@@ -134,8 +134,14 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
             if compare:
                 row.append(_speedup(entry, base, t, modes))
         table.add_row(*row)
-    if modes == ["eager"]:
-        table.caption = "graph mode: not measurable on CPU ranks (CUDA graphs need GPUs)"
+    notes = ["graph mode: not measurable on CPU ranks (CUDA graphs need GPUs)"] if modes == ["eager"] else []
+    refused: dict[str, list[str]] = {}
+    for point_id, entry in by_point.items():
+        if all(r["status"] == "unsupported" for r in entry["records"]):
+            refused.setdefault(str(entry["records"][0].get("message") or "unsupported"), []).append(point_id)
+    notes += [f"n/a, never timed: {reason} ({', '.join(ids)})" for reason, ids in refused.items()]
+    if notes:
+        table.caption = Text("\n".join(notes))
     return table
 
 
