@@ -127,6 +127,16 @@ def test_import_command_writes_a_run_folder(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
+def test_an_imported_report_says_where_the_logs_came_from_not_where_they_were_imported(tmp_path):
+    assert main(["import-nccl-tests", str(LOG_8GPU), "--out", str(tmp_path / "runs")]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "report")]) == 0
+    head = (tmp_path / "report" / "recommend.env").read_text().splitlines()[:2]
+    assert head[0].endswith(f"{run_dir.name}: imported from {LOG_8GPU.name}")
+    assert head[1].startswith("# Imported from nccl-tests logs of: 8 x NVIDIA GeForce RTX 4090, world size 8, ")
+    assert "backend NCCL; imported on host " in head[1]
+
+
 def test_import_command_refuses_a_file_without_table(tmp_path, capsys):
     prose = tmp_path / "prose.md"
     prose.write_text("no table here\n")

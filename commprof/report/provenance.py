@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from commprof.evidence import IMPORTED, SIMULATED
 from commprof.report.frame import env_text
 from commprof.report.run_analysis import RunAnalysis
 
@@ -21,12 +22,19 @@ def provenance(run: RunAnalysis) -> list[str]:
         )
     if run.shared_gpus:
         lines.append("SHARED GPUs: ranks shared GPUs (--share-gpus): a functional check, not a tuning result.")
-    where = {"simulated": "Simulated for", "nccl-tests": "Imported from"}.get(run.source, "Measured on")
-    lines.append(
-        f"{where}: {hardware_text(meta, run.backend)}, host {meta.get('hostname', 'unknown')}, "
-        f"{meta.get('created', 'date unknown')}, world size {meta.get('world_size', '?')}, "
-        f"backend {run.backend or '?'}"
-    )
+    host, created, world = meta.get("hostname", "unknown"), meta.get("created", "date unknown"), meta.get("world_size")
+    if run.evidence.level == IMPORTED:
+        # The host and date are the import's; the logs came from the box they describe.
+        lines.append(
+            f"Imported from nccl-tests logs of: {hardware_text(meta, run.backend)}, world size {world or '?'}, "
+            f"backend NCCL; imported on host {host}, {created}"
+        )
+    else:
+        where = "Simulated for" if run.evidence.level == SIMULATED else "Measured on"
+        lines.append(
+            f"{where}: {hardware_text(meta, run.backend)}, host {host}, {created}, world size {world or '?'}, "
+            f"backend {run.backend or '?'}"
+        )
     if versions:
         lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
     launch_env = {
