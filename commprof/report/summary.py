@@ -74,7 +74,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
             "tokens": fastest["tokens_covered"],
         },
         "baseline_total_us": rec.baseline_total_us if rec is not None else None,
-        "choices": run.choices.drop(columns=["env"]).to_dict("records") if not run.choices.empty else [],
+        "choices": _choices(run),
         "alternatives": run.alternatives.to_dict("records") if not run.alternatives.empty else [],
         "without_result": run.without_result.to_dict("records") if not run.without_result.empty else [],
         "remeasured": run.superseded,
@@ -129,3 +129,17 @@ def check_summary(check: CostModelCheck) -> dict[str, Any]:
         **check.summary,
         "pairs_table": check.pairs[keep].to_dict("records"),
     }
+
+
+# A prediction has no spread: a simulated run's p90, p99 and CV would read as a perfectly steady measurement.
+SPREAD_COLUMNS = ("p90_us", "p99_us", "cv")
+
+
+def _choices(run: RunAnalysis) -> list[dict[str, Any]]:
+    """Table 1's rows; a simulated run's spread columns null."""
+    if run.choices.empty:
+        return []
+    rows = run.choices.drop(columns=["env"])
+    if run.simulated:
+        rows = rows.assign(**{c: None for c in SPREAD_COLUMNS if c in rows})
+    return rows.to_dict("records")
