@@ -39,7 +39,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "status_counts": status_counts(run.frame),
         "failed": run.failed_count,
         "all_failed": run.all_failed,
-        "headline": run.headline.to_dict("records") if not run.headline.empty else [],
+        "headline": _rows(run, run.headline),
         "fusion": run.fusion.to_dict("records") if not run.fusion.empty else [],
         "beyond_uncertainty": rec.beyond_uncertainty if rec is not None else None,
         "rule": run.evidence.rule,
@@ -74,7 +74,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
             "tokens": fastest["tokens_covered"],
         },
         "baseline_total_us": rec.baseline_total_us if rec is not None else None,
-        "choices": _choices(run),
+        "choices": _rows(run, run.choices.drop(columns=["env"]) if not run.choices.empty else run.choices),
         "alternatives": run.alternatives.to_dict("records") if not run.alternatives.empty else [],
         "without_result": run.without_result.to_dict("records") if not run.without_result.empty else [],
         "remeasured": run.superseded,
@@ -132,14 +132,13 @@ def check_summary(check: CostModelCheck) -> dict[str, Any]:
 
 
 # A prediction has no spread: a simulated run's p90, p99 and CV would read as a perfectly steady measurement.
-SPREAD_COLUMNS = ("p90_us", "p99_us", "cv")
+SPREAD_SUFFIXES = ("p90_us", "p99_us", "cv")
 
 
-def _choices(run: RunAnalysis) -> list[dict[str, Any]]:
-    """Table 1's rows; a simulated run's spread columns null."""
-    if run.choices.empty:
+def _rows(run: RunAnalysis, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows as records; a simulated run's spread columns null."""
+    if frame.empty:
         return []
-    rows = run.choices.drop(columns=["env"])
     if run.simulated:
-        rows = rows.assign(**{c: None for c in SPREAD_COLUMNS if c in rows})
-    return rows.to_dict("records")
+        frame = frame.assign(**{c: None for c in frame.columns if str(c).endswith(SPREAD_SUFFIXES)})
+    return frame.to_dict("records")
