@@ -151,6 +151,13 @@ def test_torch_calls_of_the_probe_bind_to_the_installed_signatures():
     inspect.signature(dist.all_reduce).bind(torch.ones(1), op=dist.ReduceOp.MAX)
     inspect.signature(torch.cuda.can_device_access_peer).bind(0, 1)
     inspect.signature(torch.cuda.set_device).bind(torch.device("cuda", 0))
+    # The link load: a side stream, pinned host memory, asynchronous copies.
+    inspect.signature(torch.cuda.Stream.__new__).bind(torch.cuda.Stream, torch.device("cuda", 0))
+    inspect.signature(torch.cuda.stream).bind(None)
+    inspect.signature(torch.cuda.Stream.synchronize).bind(None)
+    host = torch.empty(4, pin_memory=False)  # builtins have no signature: calling them binds the keywords
+    host.copy_(torch.ones(4), non_blocking=True)
+    assert host.tolist() == [1.0] * 4
     for name, args in [
         ("nvmlDeviceGetPciInfo", (0,)),
         ("nvmlDeviceGetCurrPcieLinkGeneration", (0,)),

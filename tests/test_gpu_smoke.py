@@ -86,6 +86,18 @@ def test_smoke_without_gpu_says_so_and_creates_nothing(capsys, monkeypatch):
     assert "no CUDA GPU here" in capsys.readouterr().out
 
 
+def test_no_gpu_with_an_out_folder_keeps_the_skip_and_its_reason(tmp_path, monkeypatch, capsys):
+    bare = env(cuda_available=False, gpus=[], nvml_gpus=None, nvml_detail="no NVIDIA driver")
+    monkeypatch.setattr(smoke_main, "probe_environment", lambda: bare)
+    monkeypatch.setattr(smoke_main, "gpu_paths", lambda *a, **k: pytest.fail("no GPU path may run"))
+    assert smoke_main.main(["--out", str(tmp_path)]) == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["exit_code"] == 0 and [v["status"] for v in summary["verdicts"]] == ["skip"]
+    assert "no CUDA GPU here (no NVIDIA driver" in summary["verdicts"][0]["detail"]
+    assert summary["environment"]["nvml_detail"] == "no NVIDIA driver"
+    assert "[SKIP]" in (tmp_path / "summary.txt").read_text() and "[SKIP]" in capsys.readouterr().out
+
+
 def test_unusable_gpus_exit_1_with_the_reason_in_the_summary(tmp_path, monkeypatch, capsys):
     broken = env(cuda_available=False, gpus=[], nvml_gpus=2, cuda_error="RuntimeError: driver too old")
     monkeypatch.setattr(smoke_main, "probe_environment", lambda: broken)
@@ -122,6 +134,7 @@ def test_make_gpu_smoke_with_a_given_python_builds_no_venv(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "no CUDA GPU here" in proc.stdout and "--out" in proc.stdout
     assert not venv.exists() and "pip" not in proc.stdout
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["verdicts"][0]["status"] == "skip"
 
 
 # --- the sweeps it runs ------------------------------------------------------------------------------------
