@@ -327,3 +327,74 @@ def test_pytest_verdict():
     assert pytest_verdict("p", 0, "....\n12 passed, 3 skipped in 40.1s\n").detail == "12 passed, 3 skipped in 40.1s"
     assert pytest_verdict("p", 1, "F\n1 failed, 2 passed\n").status == V_FAIL
     assert pytest_verdict("p", 5, "no tests ran").detail == "no GPU test was collected"
+    skipped = pytest_verdict("p", 0, "sssss\n15 skipped, 578 deselected in 14.41s\n")
+    assert skipped.status == V_FAIL and skipped.detail.startswith("no GPU test ran: 15 skipped")
+
+
+# --- the steps on one GPU and on eight ---------------------------------------------------------------------
+
+
+class FakeSteps:
+    """Stands in for the subprocesses: records each step's command and limit, leaves what a healthy box would."""
+
+    def __init__(self, tmp_path, monkeypatch):
+        from commprof.gpu_smoke import run
+        from commprof.records.files import RESULTS_FILE, append_records
+        from commprof.records.schema import SCHEMA_VERSION
+
+        self.calls: list[tuple[str, list[str], float]] = []
+        tmp_path.mkdir()
+        records = [{**r, "schema": SCHEMA_VERSION} for r in healthy_records(tmp_path)]
+        doctor = {"status": "ok", "counts": {"ok": 9}, "checks": [{"id": "nccl", "status": "ok"}]}
+        doctor["checks"].append({"id": "pcie-link", "status": "ok", "evidence": ["Gen5 x16 under load of 40.0 GB/s"]})
+
+        def fake_run(steps, name, cmd, cap=None):
+            self.calls.append((name, cmd, steps.limit(name, cap)))
+            if name.endswith("sweep"):
+                run_dir = Path(cmd[cmd.index("--out") + 1]) / f"20260101-000000-{name}"
+                run_dir.mkdir(parents=True)
+                append_records(run_dir / RESULTS_FILE, records)
+            elif name == "report":
+                report = Path(cmd[cmd.index("--out") + 1])
+                report.mkdir(parents=True)
+                (report / "index.html").write_text("<html></html>")
+            stdout = json.dumps(doctor) if name == "doctor" else ""
+            return 0, stdout, stdout + ("3 passed, 2 skipped, 590 deselected in 60.0s\n" if "pytest" in name else "")
+
+        monkeypatch.setattr(run.Steps, "run", fake_run)
+
+    def command(self, name):
+        return next(cmd for step, cmd, _ in self.calls if step == name)
+
+
+def test_one_gpu_runs_two_ranks_sharing_it_then_one_rank_then_the_rest(tmp_path, monkeypatch):
+    from commprof.gpu_smoke.run import BUDGET_S, STEP_MINIMUM_S, gpu_paths
+
+    fake = FakeSteps(tmp_path / "records", monkeypatch)
+    verdicts = gpu_paths(tmp_path / "out", 1, BUDGET_S, echo=lambda text: None)
+    assert [name for name, _, _ in fake.calls] == list(STEP_MINIMUM_S)
+    sweep = fake.command("nccl-sweep")
+    assert sweep[:3] == [sys.executable, "-m", "torch.distributed.run"] and "--nproc-per-node=2" in sweep
+    assert "--share-gpus" in sweep and sweep[sweep.index("-m", 3) + 1] == "commprof.allreduce_sweep"
+    assert "--nproc-per-node=1" in fake.command("one-rank-sweep")
+    assert parse_sweep((tmp_path / "out" / "nccl-sweep.toml").read_text()).tokens == (4,)
+    report = fake.command("report")
+    assert [Path(p).name for p in report[4:6]] == ["20260101-000000-nccl-sweep", "20260101-000000-one-rank-sweep"]
+    assert fake.command("pytest -m gpu")[-1] == "tests" and "gpu" in fake.command("pytest -m gpu")
+    # Every step's limit leaves every later step its minimum, inside the budget (the fake steps take no time).
+    for index, (name, _, limit) in enumerate(fake.calls):
+        later = sum(STEP_MINIMUM_S[n] for n, _, _ in fake.calls[index + 1 :])
+        assert STEP_MINIMUM_S[name] <= limit <= BUDGET_S - later
+    assert "2 ranks sharing one GPU" in verdicts[0].path
+    assert [v.status for v in verdicts if v.status != PASS] == [V_SKIP] * 2, format_verdicts(verdicts)
+
+
+def test_eight_gpus_run_eight_ranks_with_two_sizes_and_no_one_rank_sweep(tmp_path, monkeypatch):
+    from commprof.gpu_smoke.run import gpu_paths
+
+    fake = FakeSteps(tmp_path / "records", monkeypatch)
+    verdicts = gpu_paths(tmp_path / "out", 8, echo=lambda text: None)
+    assert "one-rank-sweep" not in [name for name, _, _ in fake.calls]
+    assert "--nproc-per-node=8" in fake.command("nccl-sweep") and "--share-gpus" not in fake.command("nccl-sweep")
+    assert parse_sweep((tmp_path / "out" / "nccl-sweep.toml").read_text()).tokens == (4, 16)
+    assert "8 ranks on 8 GPUs" in verdicts[0].path

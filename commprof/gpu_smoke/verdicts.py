@@ -7,6 +7,7 @@ load. An implementation this box cannot run is a skip with the gate's reason, ne
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -213,9 +214,13 @@ def doctor_verdict(path: str, code: int | None, summary: dict | None, output: st
 
 
 def pytest_verdict(path: str, code: int | None, output: str) -> Verdict:
+    """Every GPU test passed or skipped, and at least one ran: a run of skips alone proves nothing."""
     lines = [line for line in output.strip().splitlines() if line.strip()]
     last = lines[-1] if lines else ""
     if code == 0:
+        passed = re.search(r"(\d+) passed", last)
+        if passed is None or int(passed.group(1)) == 0:
+            return Verdict(path, FAIL, f"no GPU test ran: {last} (why each skipped: its log under logs/)")
         return Verdict(path, PASS, last)
     if code == 5:
         return Verdict(path, FAIL, "no GPU test was collected")
