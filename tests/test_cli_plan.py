@@ -26,6 +26,7 @@ def test_plan_json_matches_issue_contract():
         "dtype": "bfloat16",
         "bytes": 57344,
         "rmsnorm_after": True,
+        "draft": False,
     }
     assert ops[-1]["collective"] == "all_gather" and ops[-1]["shape"] == [4, 163840]
     assert plan["total_bytes"] == 123 * 57344 + 4 * 163840 * 2
@@ -57,3 +58,79 @@ def test_bad_input_is_one_line(args, needle):
     assert out.returncode == 2
     assert needle in out.stderr and "Traceback" not in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+CONFIGS = "tests/fixtures/model-configs"
+
+
+@pytest.mark.parametrize(
+    "model,reduces",
+    [
+        (f"{CONFIGS}/Nemotron-H-8B-Base-8K.json", 53),
+        (f"{CONFIGS}/Falcon-40B.json", 61),
+        (f"{CONFIGS}/c4ai-command-r-v01.json", 81),  # both engines reduce o_proj and down_proj separately
+        (f"{CONFIGS}/GLM-4.5-Air.json", 93),
+        (f"{CONFIGS}/Mixtral-8x7B-v0.1.json", 65),
+        ("kimi-k2.5", 123),
+    ],
+)
+def test_family_all_reduces_at_tp8_t4(model, reduces):
+    out = commprof("plan", "--model", model, "--tp", "8", "--tokens", "4", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["all_reduce"] == reduces
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("--model", f"{CONFIGS}/Mixtral-8x7B-v0.1.json", "--tp", "6"), "TP 6 is impossible"),
+        (("--model", "kimi-k2.5", "--tp", "3"), "TP 3 is impossible"),
+        (("--model", "kimi-k2.5", "--layout", "hybrid:"), "is not a layout"),
+        (("--spec", "mtp", "--num-steps", "3"), "num_nextn_predict_layers"),
+    ],
+)
+def test_impossible_plans_are_one_line(args, needle):
+    out = commprof("plan", *args)
+    assert out.returncode == 2 and needle in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_unknown_architecture_is_one_line(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(
+        json.dumps(
+            {"architectures": ["JambaForCausalLM"], "num_hidden_layers": 32, "hidden_size": 4096, "vocab_size": 65536}
+        )
+    )
+    out = commprof("plan", "--model", str(path))
+    assert out.returncode == 2 and "JambaForCausalLM" in out.stderr and "--layout" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    out = commprof("plan", "--model", str(path), "--layout", "standard", "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["all_reduce"] == 65
+
+
+def test_billion_layer_config_exits_2_within_seconds(tmp_path):
+    import time
+
+    path = tmp_path / "config.json"
+    path.write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "num_hidden_layers": 10**9,
+                "hidden_size": 8192,
+                "vocab_size": 128256,
+            }
+        )
+    )
+    started = time.monotonic()
+    out = commprof("plan", "--model", str(path))
+    assert out.returncode == 2 and "num_layers 1000000000 is beyond commprof's limit of 1260" in out.stderr
+    assert time.monotonic() - started < 20  # the Python start-up; planning a billion layers took minutes
+
+
+def test_spec_plan_totals_draft_apart():
+    out = commprof("plan", "--spec", "eagle", "--num-steps", "3", "--draft-vocab", "32000")
+    assert out.returncode == 0, out.stderr
+    assert "  draft all_reduce: 9 ops" in out.stdout and "  verify (target) all_reduce: 123 ops" in out.stdout
+

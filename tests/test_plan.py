@@ -36,7 +36,7 @@ def test_plan_counts_and_sizes(name, tp, tokens):
     assert all(op.shape == (tokens, hidden) and op.bytes == tokens * hidden * 2 for op in reduces)
     assert [op.index for op in plan.ops] == list(range(len(plan.ops)))
     assert plan.ops[0].site == "embed" and plan.ops[-1].site == "logits"
-    assert plan.ops[1].site == "layer.0.attn" and plan.ops[2].site == "layer.0.mlp"
+    assert plan.ops[1].site == "layer.0.attn" and plan.ops[2].site_kind in ("mlp", "moe")
     gather = gathers[0]
     padded = -(-vocab // 64) * 64
     assert gather.input_shape == (tokens, -(-padded // tp)) and gather.shape == (tokens, gather.input_shape[1] * tp)
@@ -57,7 +57,8 @@ def test_dtype_override_changes_bytes():
 
 
 def test_multimodal_wrapper_and_missing_fields(tmp_path):
-    wrapper = {"architectures": ["X"], "text_config": {"num_hidden_layers": 3, "hidden_size": 64, "vocab_size": 1000}}
+    text = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 3, "hidden_size": 64, "vocab_size": 1000}
+    wrapper = {"architectures": ["SomeVisionWrapper"], "text_config": text}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(wrapper))
     model = load_model(str(path))

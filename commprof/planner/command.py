@@ -6,26 +6,44 @@ import json
 
 import click
 
+from commprof.planner.architectures import LAYOUT_HELP
 from commprof.planner.models import load_model
-from commprof.planner.plan import PHASES, SPEC_METHODS, StepPlan, build_step_plan, step_tokens, tokens_per_request
+from commprof.planner.plan import COLLECTIVES, PHASES, SPEC_METHODS, PlanOptions, StepPlan, build_step_plan, step_tokens
+from commprof.planner.speculative import tokens_per_request
 from commprof.units import format_bytes
 
 
+def _totals(label: str, ops) -> list[str]:
+    lines = []
+    for collective in COLLECTIVES:
+        chosen = [op for op in ops if op.collective == collective]
+        if chosen:
+            size = sum(op.bytes for op in chosen)
+            lines.append(f"{label}{collective}: {len(chosen)} ops, {size} bytes ({format_bytes(size)})")
+    return lines
+
+
 def format_plan(plan: StepPlan) -> str:
-    """The plan as an aligned text table: every op in order, then totals per collective."""
+    """The plan as an aligned text table: every op in order, then totals per collective (draft apart)."""
+    model = plan.model
+    extras = [f"{model.layout} layout ({model.family or 'default'})"]
+    if plan.options.spec:
+        extras.append(f"--spec {plan.options.spec} --num-steps {plan.options.num_steps}")
+    if plan.options.dp_attention:
+        extras.append("DP attention: T per rank")
     lines = [
-        f"# {plan.model.name}: {plan.phase} step, TP {plan.tp}, T = {plan.tokens}, {plan.model.dtype} "
-        f"({plan.model.num_layers} layers, hidden {plan.model.hidden_size}, vocab {plan.model.vocab_size})",
-        f"{'#':>4}  {'site':<16} {'collective':<11} {'shape':<16} {'bytes':>10}",
+        f"# {model.name}: {plan.phase} step, TP {plan.tp}, T = {plan.tokens}, {model.dtype} "
+        f"({model.num_layers} layers, hidden {model.hidden_size}, vocab {model.vocab_size}); {', '.join(extras)}",
+        f"{'#':>4}  {'site':<24} {'collective':<14} {'shape':<16} {'bytes':>10}",
     ]
     for op in plan.ops:
         shape = "[" + ", ".join(map(str, op.shape)) + "]"
-        lines.append(f"{op.index:>4}  {op.site:<16} {op.collective:<11} {shape:<16} {op.bytes:>10}")
-    totals = {c: [op for op in plan.ops if op.collective == c] for c in ("all_reduce", "all_gather")}
-    for collective, ops in totals.items():
-        if ops:
-            size = sum(op.bytes for op in ops)
-            lines.append(f"total {collective}: {len(ops)} ops, {size} bytes ({format_bytes(size)})")
+        lines.append(f"{op.index:>4}  {op.site:<24} {op.collective:<14} {shape:<16} {op.bytes:>10}")
+    draft = [op for op in plan.ops if op.draft]
+    lines += _totals("total ", plan.ops)
+    if draft:
+        lines += _totals("  verify (target) ", [op for op in plan.ops if not op.draft])
+        lines += _totals("  draft ", draft)
     lines.append(f"total: {len(plan.ops)} collectives, {plan.total_bytes} bytes ({format_bytes(plan.total_bytes)})")
     return "\n".join(lines)
 
@@ -46,19 +64,38 @@ def format_plan(plan: StepPlan) -> str:
     "spec_method",
     type=click.Choice(SPEC_METHODS),
     default=None,
-    help="Derive tokens per request from a speculative method (SGLang's rules).",
+    help="Speculative method: T per request from SGLang's rules; eagle and mtp add the draft model's collectives.",
 )
-@click.option("--num-steps", type=int, default=None, help="EAGLE draft steps (T = steps + 1).")
+@click.option("--num-steps", type=int, default=None, help="EAGLE / MTP draft steps K (T per request = K + 1).")
 @click.option("--draft-tokens", type=int, default=None, help="NGRAM draft tokens (default 12).")
+@click.option("--draft-vocab", type=int, default=None, help="EAGLE-3 head's draft_vocab_size (default: the model's).")
+@click.option("--dp-attention", is_flag=True, help="SGLang DP attention (DP size = TP); T is tokens per rank.")
+@click.option("--layout", default=None, help=f"Override the layout the architecture implies: {LAYOUT_HELP}.")
 @click.option("--pad-to-graph-bucket", is_flag=True, help="Pad the batch to SGLang's CUDA-graph bucket.")
 @click.option("--dtype", default=None, help="Activation dtype (default: the model's).")
 @click.option("--json", "as_json", is_flag=True, help='Print JSON: an object with an "ops" list.')
-def plan(model, tp, tokens, batch, phase, spec_method, num_steps, draft_tokens, pad_to_graph_bucket, dtype, as_json):
+def plan(
+    model,
+    tp,
+    tokens,
+    batch,
+    phase,
+    spec_method,
+    num_steps,
+    draft_tokens,
+    draft_vocab,
+    dp_attention,
+    layout,
+    pad_to_graph_bucket,
+    dtype,
+    as_json,
+):
     from commprof.planner.models import normalize_dtype
 
-    shape = load_model(model)
+    shape = load_model(model, layout)
     if tokens is None:
         tokens = tokens_per_request(spec_method, num_steps, draft_tokens=draft_tokens) if spec_method else 1
+    options = PlanOptions(spec_method, num_steps, draft_vocab, dp_attention)
     total = step_tokens(phase, batch, tokens, pad_to_graph_bucket)
-    step = build_step_plan(shape, tp, total, phase, normalize_dtype(dtype) if dtype else None)
+    step = build_step_plan(shape, tp, total, phase, normalize_dtype(dtype) if dtype else None, options)
     click.echo(json.dumps(step.to_dict(), indent=2) if as_json else format_plan(step))

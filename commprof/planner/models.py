@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import stat
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
+from commprof.planner import architectures
 from commprof.errors import UsageError
 
 # Preset name -> bundled config.json (copied verbatim from the published configs, see presets/SOURCES.md).
@@ -33,6 +35,17 @@ _DTYPE_ALIASES = {
 # Bytes per element of the activation dtypes commprof replays.
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
+# Ten times the largest published value of each: beyond it a config is no real model, and planning it would
+# take minutes and gigabytes. (field, limit, the model the limit is ten times of)
+SIZE_LIMITS = (
+    ("num_layers", 1260, "Llama-3.1-405B's 126 layers"),
+    ("hidden_size", 163840, "Llama-3.1-405B's hidden size 16384"),
+    ("vocab_size", 2560000, "Command-R's 256000-token vocabulary"),
+)
+
+# A config.json is a few kilobytes; reading more than this is reading something else.
+MAX_CONFIG_BYTES = 4 << 20
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -44,16 +57,27 @@ class ModelShape:
     vocab_size: int
     dtype: str
     source: str
+    # Every layer's reduction sites in engine order (commprof/planner/architectures.py); empty: standard dense layers.
+    layers: tuple[tuple[str, ...], ...] = ()
+    layout: str = "standard"  # "standard", "parallel" or "hybrid"
+    family: str = ""  # the family rule that decided the layout, or "--layout" when the user did
+    architecture: str = ""
+    rmsnorm_after: bool = True  # residual add + RMSNorm follows each layer reduction (fusable)
+    num_heads: int | None = None  # attention heads; None: not in the config (not checked)
+    num_kv_heads: int | None = None
+    mamba_heads: int | None = None
+    mamba_groups: int | None = None
+    mtp_layers: int = 0  # num_nextn_predict_layers: the model's own MTP draft layers
+    has_moe: bool = False
+
+    def __post_init__(self) -> None:
+        layers = tuple(tuple(layer) for layer in self.layers) or tuple(("attn", "mlp") for _ in range(self.num_layers))
+        object.__setattr__(self, "layers", layers)
 
     def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "num_layers": self.num_layers,
-            "hidden_size": self.hidden_size,
-            "vocab_size": self.vocab_size,
-            "dtype": self.dtype,
-            "source": self.source,
-        }
+        out = asdict(self)
+        out["layers"] = [list(layer) for layer in self.layers]
+        return out
 
 
 def normalize_dtype(name: str) -> str:
@@ -64,11 +88,28 @@ def normalize_dtype(name: str) -> str:
     return _DTYPE_ALIASES[key]
 
 
-def shape_from_config(config: dict, name: str, source: str) -> ModelShape:
-    """Read layers, hidden size, vocabulary and dtype, looking inside "text_config" for multimodal wrappers."""
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+def check_size(name: str, value: int, source: str) -> None:
+    """UsageError naming the limit when `value` of field `name` is beyond any real model's by 10x."""
+    for limit_name, limit, reference in SIZE_LIMITS:
+        if limit_name == name and value > limit:
+            raise UsageError(f"{source}: {name} {value} is beyond commprof's limit of {limit} (10x {reference})")
 
-    def field(*keys: str, required: bool = True):
+
+def _positive_int(value, key: str, source: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise UsageError(f"{source}: {key!r} must be a positive integer, got {str(value)[:40]!r}")
+    return value
+
+
+def shape_from_config(config: dict, name: str, source: str, layout: str | None = None) -> ModelShape:
+    """Read a config's shape and layer layout, looking inside "text_config" for multimodal wrappers.
+
+    `layout` ("standard", "parallel" or "hybrid:PATTERN") overrides what the architecture says.
+    """
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    merged = {**config, **text}
+
+    def field_value(*keys: str, required: bool = True):
         for scope in (text, config):
             for key in keys:
                 if scope.get(key) is not None:
@@ -83,20 +124,78 @@ def shape_from_config(config: dict, name: str, source: str) -> ModelShape:
         ("hidden_size", ("hidden_size", "n_embd", "d_model")),
         ("vocab_size", ("vocab_size",)),
     ):
-        value = field(*keys)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise UsageError(f"{source}: {keys[0]!r} must be a positive integer, got {value!r}")
-        values[attr] = value
-    dtype = field("dtype", "torch_dtype", required=False) or "bfloat16"
-    return ModelShape(name=name, dtype=normalize_dtype(dtype), source=source, **values)
+        values[attr] = _positive_int(field_value(*keys), keys[0], source)
+        check_size(attr, values[attr], source)  # before anything grows with it
+    dtype = field_value("dtype", "torch_dtype", required=False) or "bfloat16"
+
+    def optional_int(*keys: str, allow_zero: bool = False) -> int | None:
+        value = field_value(*keys, required=False)
+        if value is None or (allow_zero and value == 0 and not isinstance(value, bool)):
+            return None
+        return _positive_int(value, keys[0], source)
+
+    heads = optional_int("num_attention_heads", "n_head")
+    kv_heads = optional_int("num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if kv_heads is None and merged.get("multi_query") and not merged.get("new_decoder_architecture"):
+        kv_heads = 1  # Falcon-7B style multi-query attention (vLLM models/falcon.py)
+    architecture = architectures.architecture_of(text, config)
+    if layout is None:
+        family = architectures.family_of(architecture, source)
+        chosen = family.layout_of(merged) if family.layout_of else family.layout
+        rmsnorm_after, family_name, pattern = family.rmsnorm_after, family.name, None
+        if chosen == "hybrid":
+            pattern = architectures.hybrid_pattern(merged, values["num_layers"], source)
+    else:
+        chosen, pattern = architectures.parse_layout(layout)
+        if pattern is not None:
+            pattern = architectures.check_pattern(pattern, values["num_layers"], source)
+        rmsnorm_after, family_name = True, "--layout"
+    moe = architectures.moe_layers(merged, values["num_layers"])
+    layers = architectures.layer_sites(chosen, values["num_layers"], moe, pattern)
+    return ModelShape(
+        name=name,
+        dtype=normalize_dtype(dtype),
+        source=source,
+        layers=layers,
+        layout=chosen,
+        family=family_name,
+        architecture=architecture or "",
+        rmsnorm_after=rmsnorm_after,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        mamba_heads=optional_int("mamba_num_heads"),
+        mamba_groups=optional_int("n_groups", "mamba_n_groups"),
+        mtp_layers=optional_int("num_nextn_predict_layers", allow_zero=True) or 0,
+        has_moe=bool(moe) or any("moe" in layer for layer in layers),
+        **values,
+    )
 
 
-def load_model(spec: str) -> ModelShape:
-    """A preset name (see PRESETS) or a path to a config.json."""
+def read_config(path: Path) -> dict:
+    """A config.json as a dict; UsageError for anything that is not a small regular file holding a JSON object."""
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"model config {path} is not a regular file")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise UsageError(f"model config {path} is {info.st_size} bytes; a config.json is a few kilobytes")
+        with path.open("rb") as handle:
+            config = json.loads(handle.read(MAX_CONFIG_BYTES + 1).decode("utf-8"))
+    except UsageError:
+        raise
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"cannot read model config {path}: {type(exc).__name__}: {str(exc)[:200]}") from None
+    if not isinstance(config, dict):
+        raise UsageError(f"{path}: expected a JSON object")
+    return config
+
+
+def load_model(spec: str, layout: str | None = None) -> ModelShape:
+    """A preset name (see PRESETS) or a path to a config.json (or its folder); `layout` as in shape_from_config."""
     key = spec.lower()
     if key in PRESETS:
         text = resources.files("commprof.planner.presets").joinpath(PRESETS[key]).read_text()
-        return shape_from_config(json.loads(text), key, f"preset:{key}")
+        return shape_from_config(json.loads(text), key, f"preset:{key}", layout)
     path = Path(spec)
     if path.is_dir():
         path = path / "config.json"
@@ -106,10 +205,6 @@ def load_model(spec: str) -> ModelShape:
         raise UsageError(
             f"unknown model preset {spec!r}; known presets: {', '.join(PRESETS)} (or pass a path to a config.json)"
         )
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read model config {path}: {exc}") from None
-    if not isinstance(config, dict):
-        raise UsageError(f"{path}: expected a JSON object")
-    return shape_from_config(config, path.parent.name or path.stem, str(path))
+    # A model folder's config.json is named after the folder; any other file after itself.
+    name = (path.parent.name or path.stem) if path.name == "config.json" else path.stem
+    return shape_from_config(read_config(path), name, str(path), layout)

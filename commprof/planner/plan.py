@@ -1,8 +1,10 @@
 """The step plan: the ordered collectives of one tensor-parallel forward pass, at their real sizes.
 
-Follows what SGLang and vLLM do under pure tensor parallelism (see docs/step-plan.md): one all-reduce after
-the vocab-parallel embedding, two per layer (after attention's o_proj and after the MLP / MoE), and one
-all-gather of the vocab-parallel logits. Pure: no processes, no torch.
+Follows what SGLang and vLLM issue (docs/step-plan.md): one all-reduce after the vocab-parallel embedding, the
+layers' reductions as their family issues them (commprof/planner/architectures.py), and one all-gather of the
+vocab-parallel logits. With a speculative draft model the plan also holds the draft's K steps (marked
+`draft`); with DP attention, all-gather / reduce-scatter pairs around each MLP replace the all-reduces.
+Pure: no processes, no torch.
 """
 
 from __future__ import annotations
@@ -12,15 +14,48 @@ from dataclasses import dataclass, field, replace
 
 from commprof.errors import UsageError
 from commprof.planner.models import DTYPE_BYTES, ModelShape
+from commprof.planner.speculative import (
+    GRAPH_BATCH_BUCKETS,
+    PHASES,
+    SPEC_METHODS,
+    PlanOptions,
+    graph_bucket,
+    step_tokens,
+    tokens_per_request,
+)
+from commprof.planner.tensor_parallel import check_tp, padded_vocab
 
-PHASES = ("decode", "verify")
-SPEC_METHODS = ("eagle", "ngram")
+__all__ = [
+    "COLLECTIVES",
+    "GRAPH_BATCH_BUCKETS",
+    "PHASES",
+    "SITE_COLLECTIVES",
+    "SITE_KINDS",
+    "SPEC_METHODS",
+    "CollectiveOp",
+    "PlanOptions",
+    "StepPlan",
+    "build_step_plan",
+    "graph_bucket",
+    "step_tokens",
+    "tokens_per_request",
+]
 
-# vLLM and SGLang pad the vocabulary to a multiple of 64 before splitting it across ranks.
-VOCAB_PAD = 64
-
-# SGLang's CUDA-graph batch buckets for speculative decoding: 1-8, 10-32 step 2, 40-64 step 4, 72-256 step 8.
-GRAPH_BATCH_BUCKETS = tuple(range(1, 9)) + tuple(range(10, 33, 2)) + tuple(range(40, 65, 4)) + tuple(range(72, 257, 8))
+# Every site kind a plan holds (the last part of an op's site) and the collective issued there.
+SITE_COLLECTIVES = {
+    "embed": "all_reduce",
+    "attn": "all_reduce",
+    "mlp": "all_reduce",
+    "moe": "all_reduce",
+    "attn+mlp": "all_reduce",  # a parallel block: attention and MLP summed, then reduced once
+    "mamba": "all_reduce",
+    "mamba_norm": "all_reduce",  # Mamba-2's gated RMSNorm over TP ranks when the model has one group
+    "dp_gather": "all_gather",  # DP attention: every rank's tokens gathered before the MLP / MoE / lm_head
+    "dp_scatter": "reduce_scatter",  # ...and reduced back to each rank's own tokens after the MLP / MoE
+    "logits": "all_gather",
+}
+SITE_KINDS = tuple(SITE_COLLECTIVES)
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
 
 @dataclass(frozen=True)
@@ -28,17 +63,18 @@ class CollectiveOp:
     """One collective of the step, as every rank issues it."""
 
     index: int
-    site: str  # where the engine issues it, e.g. "embed", "layer.12.attn", "logits"
-    collective: str  # "all_reduce" or "all_gather"
+    site: str  # where the engine issues it, e.g. "embed", "layer.12.attn", "draft.0.logits"
+    collective: str  # "all_reduce", "all_gather" or "reduce_scatter"
     shape: tuple[int, ...]  # the output tensor on each rank
     input_shape: tuple[int, ...]  # what each rank contributes (equals shape for all-reduce)
     dtype: str
-    bytes: int  # bytes of the output buffer, the size nccl-tests reports
+    bytes: int  # bytes of the larger buffer (gathered output, reduce-scatter input): what nccl-tests reports
     rmsnorm_after: bool  # the engine runs residual-add + RMSNorm right after it (fusable)
+    draft: bool = False  # issued by the speculative draft model, not the target
 
     @property
     def site_kind(self) -> str:
-        """The op's site without the layer number: "embed", "attn", "mlp" or "logits"."""
+        """The op's site without its prefix: "embed", "attn", "mlp", "moe", "logits", ..."""
         return self.site.rsplit(".", 1)[-1]
 
     def to_dict(self) -> dict:
@@ -51,25 +87,28 @@ class CollectiveOp:
             "dtype": self.dtype,
             "bytes": self.bytes,
             "rmsnorm_after": self.rmsnorm_after,
+            "draft": self.draft,
         }
 
 
 @dataclass(frozen=True)
 class StepPlan:
-    """The ordered collectives of one forward pass of `tokens` tokens at tensor parallelism `tp`."""
+    """The ordered collectives of one forward pass of `tokens` tokens at tensor parallelism `tp`
+    (with a draft model: the whole speculative cycle, verify and draft)."""
 
     model: ModelShape
     tp: int
     tokens: int
     phase: str
     ops: tuple[CollectiveOp, ...] = field(repr=False)
+    options: PlanOptions = field(default_factory=PlanOptions)
 
     @property
     def total_bytes(self) -> int:
         return sum(op.bytes for op in self.ops)
 
-    def count(self, collective: str) -> int:
-        return sum(1 for op in self.ops if op.collective == collective)
+    def count(self, collective: str, draft: bool | None = None) -> int:
+        return sum(1 for op in self.ops if op.collective == collective and (draft is None or op.draft == draft))
 
     @property
     def max_numel(self) -> int:
@@ -86,8 +125,10 @@ class StepPlan:
             "hidden_size": self.model.hidden_size,
             "num_layers": self.model.num_layers,
             "vocab_size": self.model.vocab_size,
-            "all_reduce": self.count("all_reduce"),
-            "all_gather": self.count("all_gather"),
+            "layout": self.model.layout,
+            **{c: self.count(c) for c in COLLECTIVES},
+            "draft_ops": sum(1 for op in self.ops if op.draft),
+            **self.options.summary(),
             "total_bytes": self.total_bytes,
         }
 
@@ -95,78 +136,101 @@ class StepPlan:
         return {**self.summary(), "model_source": self.model.source, "ops": [op.to_dict() for op in self.ops]}
 
 
-def graph_bucket(batch: int) -> int:
-    """The CUDA-graph batch an engine pads `batch` to (SGLang's speculative buckets); beyond them, unchanged."""
-    for bucket in GRAPH_BATCH_BUCKETS:
-        if bucket >= batch:
-            return bucket
-    return batch
+class _Builder:
+    """Appends ops in engine order; one forward pass at a time."""
 
+    def __init__(self, model: ModelShape, tp: int, dtype: str, dp_attention: bool):
+        self.model, self.tp, self.dtype, self.dp = model, tp, dtype, dp_attention
+        self.size = DTYPE_BYTES[dtype]
+        self.ops: list[CollectiveOp] = []
 
-def tokens_per_request(spec: str, num_steps: int | None = None, topk: int = 1, draft_tokens: int | None = None) -> int:
-    """Tokens one request contributes to a verify step under SGLang's rules.
+    def add(self, site, collective, shape, input_shape, rmsnorm_after=False, draft=False, dtype=None) -> None:
+        dtype = dtype or self.dtype
+        big = max(math.prod(shape), math.prod(input_shape))
+        self.ops.append(
+            CollectiveOp(
+                len(self.ops),
+                site,
+                collective,
+                tuple(shape),
+                tuple(input_shape),
+                dtype,
+                big * DTYPE_BYTES[dtype],
+                rmsnorm_after,
+                draft,
+            )
+        )
 
-    EAGLE / EAGLE-3 chain (topk 1) with num_steps k verifies k + 1 tokens; NGRAM always verifies
-    num_draft_tokens (default 12), padded when fewer drafts are found.
-    """
-    if spec == "eagle":
-        if topk != 1:
-            raise UsageError("EAGLE with topk > 1 verifies a tree: pass --tokens (num_draft_tokens) instead")
-        if num_steps is None or num_steps < 1:
-            raise UsageError("EAGLE needs --num-steps >= 1")
-        return num_steps + 1
-    if spec == "ngram":
-        draft = 12 if draft_tokens is None else draft_tokens
-        if draft < 1:
-            raise UsageError("NGRAM needs --draft-tokens >= 1")
-        return draft
-    raise UsageError(f"unknown speculative method {spec!r}; known: {', '.join(SPEC_METHODS)}")
-
-
-def step_tokens(phase: str, batch: int = 1, per_request: int = 1, pad_to_graph_bucket: bool = False) -> int:
-    """T for one step: decode verifies one token per request, verify `per_request` tokens per request."""
-    if phase not in PHASES:
-        raise UsageError(f"unknown phase {phase!r}; known: {', '.join(PHASES)}")
-    if batch < 1:
-        raise UsageError(f"batch must be >= 1, got {batch}")
-    if per_request < 1:
-        raise UsageError(f"tokens must be >= 1, got {per_request}")
-    if phase == "decode" and per_request != 1:
-        raise UsageError("decode verifies one token per request; use --phase verify for more")
-    padded = graph_bucket(batch) if pad_to_graph_bucket else batch
-    return padded * per_request
+    def forward(self, prefix: str, layers, tokens: int, logit_rows: int, vocab: int, draft: bool) -> None:
+        """One forward pass: embedding, every layer's reductions, the logits gather."""
+        hidden, tp, norm = (tokens, self.model.hidden_size), self.tp, self.model.rmsnorm_after
+        gathered = (tp * tokens, self.model.hidden_size)
+        if not self.dp:
+            # The embedding's all-reduce feeds layer 0's input norm, which has no residual yet: not fusable.
+            self.add(f"{prefix}embed", "all_reduce", hidden, hidden, draft=draft)
+        for number, sites in enumerate(layers):
+            for site in sites:
+                where = f"{prefix}layer.{number}"
+                if self.dp:
+                    # SGLang layers/communicator.py + dp_attention.py (MAX_LEN padding, as under CUDA graphs):
+                    # attention runs whole heads per rank; the MLP / MoE sees every rank's tokens.
+                    if site == "attn":
+                        continue
+                    self.add(f"{where}.dp_gather", "all_gather", gathered, hidden, draft=draft)
+                    self.add(f"{where}.dp_scatter", "reduce_scatter", hidden, gathered, draft=draft)
+                    continue
+                if site == "mamba" and self.model.mamba_groups == 1 and tp > 1:
+                    # layers/mamba/mamba_mixer2.py Mixer2RMSNormGated: one group split over ranks, so the sum
+                    # of squares is all-reduced (fp32, one value per token) before out_proj.
+                    self.add(
+                        f"{where}.mamba_norm", "all_reduce", (tokens, 1), (tokens, 1), draft=draft, dtype="float32"
+                    )
+                self.add(f"{where}.{site}", "all_reduce", hidden, hidden, norm, draft)
+        rows = logit_rows * tp if self.dp else logit_rows
+        if self.dp:
+            # layers/logits_processor.py: dp_gather_replicate of the hidden states, then the vocab-parallel head.
+            self.add(
+                f"{prefix}logits.dp_gather",
+                "all_gather",
+                (rows, self.model.hidden_size),
+                (logit_rows, self.model.hidden_size),
+                draft=draft,
+            )
+        per_rank = padded_vocab(vocab) // tp
+        self.add(f"{prefix}logits", "all_gather", (rows, per_rank * tp), (rows, per_rank), draft=draft)
 
 
 def build_step_plan(
-    model: ModelShape, tp: int, tokens: int, phase: str = "verify", dtype: str | None = None
+    model: ModelShape,
+    tp: int,
+    tokens: int,
+    phase: str = "verify",
+    dtype: str | None = None,
+    options: PlanOptions | None = None,
 ) -> StepPlan:
-    """Every collective of one forward pass over `tokens` tokens, in the order the engine issues them."""
-    if tp < 1:
-        raise UsageError(f"tensor parallel degree must be >= 1, got {tp}")
+    """Every collective of one forward pass over `tokens` tokens (a speculative cycle with a draft model),
+    in the order the engine issues them. UsageError when no engine could run it."""
+    options = options or PlanOptions()
     if tokens < 1:
         raise UsageError(f"tokens must be >= 1, got {tokens}")
     if phase not in PHASES:
         raise UsageError(f"unknown phase {phase!r}; known: {', '.join(PHASES)}")
+    check_tp(model, tp, options.dp_attention)
     dtype = dtype or model.dtype
     if dtype not in DTYPE_BYTES:
         raise UsageError(f"unsupported dtype {dtype!r}; use one of {', '.join(DTYPE_BYTES)}")
-    size = DTYPE_BYTES[dtype]
-    hidden = (tokens, model.hidden_size)
-    hidden_bytes = tokens * model.hidden_size * size
-    vocab_per_rank = math.ceil(math.ceil(model.vocab_size / VOCAB_PAD) * VOCAB_PAD / tp)
-
-    ops: list[CollectiveOp] = []
-
-    def add(site: str, collective: str, shape, input_shape, nbytes: int, rmsnorm_after: bool) -> None:
-        ops.append(
-            CollectiveOp(len(ops), site, collective, tuple(shape), tuple(input_shape), dtype, nbytes, rmsnorm_after)
-        )
-
-    # The embedding's all-reduce feeds layer 0's input RMSNorm, which has no residual yet: not fusable.
-    add("embed", "all_reduce", hidden, hidden, hidden_bytes, False)
-    for layer in range(model.num_layers):
-        add(f"layer.{layer}.attn", "all_reduce", hidden, hidden, hidden_bytes, True)
-        add(f"layer.{layer}.mlp", "all_reduce", hidden, hidden, hidden_bytes, True)
-    gathered = (tokens, vocab_per_rank * tp)
-    add("logits", "all_gather", gathered, (tokens, vocab_per_rank), math.prod(gathered) * size, False)
-    return StepPlan(model=replace(model, dtype=dtype), tp=tp, tokens=tokens, phase=phase, ops=tuple(ops))
+    draft = options.draft(model, phase, tokens)
+    if options.dp_attention and model.layout != "standard":
+        raise UsageError(f"{model.name}: DP attention is modelled for standard layouts, not {model.layout}")
+    build = _Builder(model, tp, dtype, options.dp_attention)
+    # The verify forward needs logits for every token it checks.
+    build.forward("", model.layers, tokens, tokens, model.vocab_size, draft=False)
+    if draft is not None:
+        # SGLang eagle_worker.py / vLLM's EAGLE proposer: one draft forward over the verified tokens (logits of
+        # each request's last one), then num_steps - 1 decode steps of one token per request.
+        for step in range(draft.num_steps):
+            step_t = tokens if step == 0 else draft.batch
+            build.forward(f"draft.{step}.", (draft.layer,), step_t, draft.batch, draft.vocab_size, draft=True)
+    return StepPlan(
+        model=replace(model, dtype=dtype), tp=tp, tokens=tokens, phase=phase, ops=tuple(build.ops), options=options
+    )

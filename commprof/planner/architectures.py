@@ -1,0 +1,194 @@
+"""Model families: which reductions each layer of a model issues, read from its config's `architectures`.
+
+A layer is a tuple of reduction sites in engine order: ("attn", "mlp") for a standard dense layer, ("attn",
+"moe") for an MoE layer, ("attn+mlp",) for a parallel block whose two branch outputs are summed before one
+all-reduce, and one site per character of a hybrid pattern. Each family names the engine code it mirrors
+(docs/step-plan.md says which version was read). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from commprof.errors import UsageError
+
+LAYOUTS = ("standard", "parallel", "hybrid")
+
+# Nemotron-H's hybrid_override_pattern: one mixer per character, each ending in one all-reduce.
+HYBRID_MIXERS = {"M": "mamba", "*": "attn", "-": "mlp", "E": "moe"}
+# The same mixers as newer Nemotron-H configs spell them (layers_block_type).
+BLOCK_TYPES = {"mamba": "mamba", "attention": "attn", "mlp": "mlp", "moe": "moe"}
+
+LAYOUT_HELP = "--layout standard|parallel|hybrid:PATTERN (PATTERN: one of M * - E per layer, Nemotron-H's letters)"
+
+
+@dataclass(frozen=True)
+class Family:
+    """A group of architectures whose layers communicate alike, and the engine code that says so."""
+
+    name: str
+    architectures: tuple[str, ...]
+    layout: str  # "standard", "parallel" or "hybrid"
+    rmsnorm_after: bool  # the norm after each reduction is residual add + RMSNorm (FlashInfer fuses that)
+    engine: str  # the engine code this rule mirrors
+    # Config facts that turn this family's layout into another (Falcon without parallel_attn is standard).
+    layout_of: Callable[[dict], str] | None = None
+
+
+def _falcon_layout(config: dict) -> str:
+    # vLLM models/falcon.py: reduce_row_parallel_results = not (new_decoder_architecture or parallel_attn).
+    return "parallel" if config.get("new_decoder_architecture") or config.get("parallel_attn") else "standard"
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        "Llama / Mistral / Qwen dense",
+        ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"),
+        "standard",
+        True,
+        "models/llama.py, qwen2.py, qwen3.py: o_proj and down_proj are RowParallelLinear that all-reduce",
+    ),
+    Family(
+        "Mixtral / Qwen MoE / gpt-oss",
+        ("MixtralForCausalLM", "Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "GptOssForCausalLM"),
+        "standard",
+        True,
+        "models/mixtral.py, qwen2_moe.py, qwen3_moe.py, gpt_oss.py: o_proj all-reduces; the experts' output "
+        "(with Qwen2-MoE's shared expert added first) is all-reduced once",
+    ),
+    Family(
+        "DeepSeek / Kimi / GLM MoE",
+        (
+            "DeepseekV2ForCausalLM",
+            "DeepseekV3ForCausalLM",
+            "KimiK25ForConditionalGeneration",
+            "Glm4MoeForCausalLM",
+        ),
+        "standard",
+        True,
+        "models/deepseek_v2.py, glm4_moe.py: shared experts are added to the routed output before the one "
+        "all-reduce of the MoE; layers below first_k_dense_replace are dense MLPs reducing the same [T, H]",
+    ),
+    Family(
+        "Falcon",
+        ("FalconForCausalLM", "RWForCausalLM"),
+        "parallel",
+        False,
+        "vLLM models/falcon.py: with parallel_attn or new_decoder_architecture, attention and MLP outputs are "
+        "summed and reduced by one tensor_model_parallel_all_reduce (LayerNorm, not RMSNorm, follows)",
+        _falcon_layout,
+    ),
+    Family(
+        "Cohere / Command-R",
+        ("CohereForCausalLM", "Cohere2ForCausalLM"),
+        "standard",
+        False,
+        "models/commandr.py (both engines): attention and MLP run in parallel, but o_proj and down_proj are "
+        "RowParallelLinear with reduce_results=True, so each all-reduces (LayerNorm follows)",
+    ),
+    Family(
+        "GPT-NeoX / GPT-J",
+        ("GPTNeoXForCausalLM", "GPTJForCausalLM"),
+        "standard",
+        False,
+        "vLLM models/gpt_neox.py, gpt_j.py: with or without use_parallel_residual, dense and dense_4h_to_h "
+        "(out_proj and fc_out) each all-reduce (LayerNorm follows)",
+    ),
+    Family(
+        "Nemotron-H",
+        ("NemotronHForCausalLM",),
+        "hybrid",
+        True,
+        "models/nemotron_h.py (both engines): every layer is one mixer (Mamba-2 out_proj, attention o_proj, "
+        "MLP down_proj, or MoE with its shared expert summed in) ending in one all-reduce",
+    ),
+)
+
+KNOWN = {arch: family for family in FAMILIES for arch in family.architectures}
+
+
+def known_families() -> str:
+    """One line naming every known family by layout, for refusals."""
+    by_layout = {layout: [f.name for f in FAMILIES if f.layout == layout] for layout in LAYOUTS}
+    return "; ".join(f"{layout}: {'; '.join(names)}" for layout, names in by_layout.items() if names)
+
+
+def architecture_of(text: dict, config: dict) -> str | None:
+    """The first entry of `architectures`, the language model's (text_config) before the wrapper's."""
+    for scope in (text, config):
+        names = scope.get("architectures")
+        if isinstance(names, list) and names and isinstance(names[0], str):
+            return names[0]
+    return None
+
+
+def family_of(architecture: str | None, source: str) -> Family:
+    """The family of an architecture; UsageError naming the known ones and the override otherwise."""
+    if architecture in KNOWN:
+        return KNOWN[architecture]
+    what = f"architecture {architecture!r}" if architecture else "no architecture (config has no 'architectures')"
+    raise UsageError(
+        f"{source}: {what} is not one commprof knows how to plan ({known_families()}); say how its layers "
+        f"communicate with {LAYOUT_HELP}"
+    )
+
+
+def parse_layout(text: str) -> tuple[str, str | None]:
+    """A --layout value: ("standard", None), ("parallel", None) or ("hybrid", PATTERN)."""
+    name, _, pattern = str(text).partition(":")
+    if name not in LAYOUTS or (name == "hybrid") != bool(pattern):
+        raise UsageError(f"--layout {text!r} is not a layout (allowed: {LAYOUT_HELP})")
+    return name, pattern or None
+
+
+def moe_layers(text: dict, num_layers: int) -> frozenset[int]:
+    """Which layers are MoE, by the config fields the engines read (the rest are dense MLPs)."""
+    if text.get("n_routed_experts"):
+        # models/deepseek_v2.py, glm4_moe.py: MoE from first_k_dense_replace on, every moe_layer_freq-th layer.
+        first = int(text.get("first_k_dense_replace") or 0)
+        every = int(text.get("moe_layer_freq") or 1)
+        return frozenset(i for i in range(first, num_layers) if i % every == 0)
+    if text.get("num_experts"):
+        # models/qwen2_moe.py, qwen3_moe.py: sparse unless in mlp_only_layers, every decoder_sparse_step-th.
+        dense = set(text.get("mlp_only_layers") or ())
+        step = int(text.get("decoder_sparse_step") or 1)
+        return frozenset(i for i in range(num_layers) if i not in dense and (i + 1) % step == 0)
+    if text.get("num_local_experts"):
+        return frozenset(range(num_layers))  # Mixtral, gpt-oss: every layer
+    return frozenset()
+
+
+def hybrid_pattern(text: dict, num_layers: int, source: str) -> str:
+    """The per-layer mixer letters of a hybrid config (hybrid_override_pattern or layers_block_type)."""
+    pattern = text.get("hybrid_override_pattern")
+    if pattern is None and isinstance(text.get("layers_block_type"), list):
+        letters = {mixer: letter for letter, mixer in HYBRID_MIXERS.items()}
+        kinds = text["layers_block_type"]
+        bad = [k for k in kinds if BLOCK_TYPES.get(k) is None]
+        if bad:
+            raise UsageError(f"{source}: layers_block_type has {bad[0]!r} (allowed: {', '.join(BLOCK_TYPES)})")
+        pattern = "".join(letters[BLOCK_TYPES[k]] for k in kinds)
+    if not isinstance(pattern, str) or not pattern:
+        raise UsageError(f"{source}: a hybrid model needs hybrid_override_pattern (or pass {LAYOUT_HELP})")
+    return check_pattern(pattern, num_layers, source)
+
+
+def check_pattern(pattern: str, num_layers: int, source: str) -> str:
+    bad = sorted(set(pattern) - set(HYBRID_MIXERS))
+    if bad:
+        raise UsageError(
+            f"{source}: hybrid pattern has {bad[0]!r}, not a mixer (allowed: M Mamba, * attention, - MLP, E MoE)"
+        )
+    if len(pattern) != num_layers:
+        raise UsageError(f"{source}: hybrid pattern has {len(pattern)} layers, the config {num_layers}")
+    return pattern
+
+
+def layer_sites(layout: str, num_layers: int, moe: frozenset[int], pattern: str | None) -> tuple[tuple[str, ...], ...]:
+    """Every layer's reduction sites, in order."""
+    if layout == "hybrid":
+        return tuple((HYBRID_MIXERS[letter],) for letter in pattern or "")
+    if layout == "parallel":
+        return tuple(("attn+mlp",) for _ in range(num_layers))
+    return tuple(("attn", "moe" if i in moe else "mlp") for i in range(num_layers))
