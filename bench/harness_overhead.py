@@ -36,10 +36,7 @@ def _measure(rank, world_size):
     group = dist.group.WORLD
     impl.setup(group, plan, torch.device("cpu"))
     replay = StepReplay(plan, impl, group, torch.device("cpu"), ReplayConfig(iterations=10, warmup=2))
-    ops = [
-        (op.collective, replay.inputs[replay.row_of[op.index]] if op.collective == "all_reduce" else None)
-        for op in plan.ops
-    ]
+    ops = [(op.collective, replay.buffers(op)) for op in plan.ops]
 
     def bare_steps(count: int) -> list[float]:
         samples = []
@@ -47,11 +44,11 @@ def _measure(rank, world_size):
             replay.refill()
             dist.barrier(group=group)
             start = time.perf_counter_ns()
-            for _collective, tensor in ops:
-                if tensor is not None:
-                    dist.all_reduce(tensor, group=group)
+            for collective, tensors in ops:
+                if collective == "all_reduce":
+                    dist.all_reduce(tensors[0], group=group)
                 else:
-                    _all_gather_single(replay.gather_out, replay.gather_in, group=group)
+                    _all_gather_single(*tensors, group=group)
             samples.append((time.perf_counter_ns() - start) / 1000.0)
         return samples
 

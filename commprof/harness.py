@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,8 +26,9 @@ from commprof.planner.plan import StepPlan
 from commprof.stats import summarize, summarize_columns
 from commprof.timing import START_DELAY_US, make_clock
 
-# torch 2.13 renamed all_gather_into_tensor; older releases (still what many GPU boxes run) lack the new name.
+# torch 2.13 renamed all_gather_into_tensor (and reduce_scatter_tensor); older releases (still what many GPU boxes run) lack the new name.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+_reduce_scatter_single = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
 
 TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -119,11 +121,46 @@ def gather_via_store(
     return [json.loads(store.get(k)) for k in keys]
 
 
+def _pattern(rows: int, cols: int, step: int, modulus: int, offset: int, device) -> torch.Tensor:
+    """Small exact integers (fp32), different in every row: values a reduction can be checked against."""
+    index = torch.arange(cols, device=device).unsqueeze(0) + step * torch.arange(rows, device=device).unsqueeze(1)
+    return (index % modulus - offset).to(torch.float32)
+
+
+@dataclass
+class _Rows:
+    """The all-reduce ops of one (shape, dtype): rows of one block, refilled with one copy per step."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    count: int = 0
+    rmsnorm: bool = False  # some op of this shape is followed by residual add + RMSNorm
+
+    def allocate(self, rank: int, device, with_residual: bool) -> None:
+        numel, dtype = math.prod(self.shape), TORCH_DTYPES[self.dtype]
+        self.base = _pattern(self.count, numel, 3, 9, 4, device)  # fp32, exact small ints
+        self.pristine = (self.base * (rank + 1)).to(dtype)
+        self.block = torch.empty_like(self.pristine)
+        self.inputs = [self.block[row].view(self.shape) for row in range(self.count)]
+        self.residuals = []
+        if with_residual:
+            self.residual_pristine = (_pattern(self.count, numel, 5, 7, 3, device) * 0.5).to(dtype)
+            self.residual_block = torch.empty_like(self.residual_pristine)
+            self.residuals = [self.residual_block[row].view(self.shape) for row in range(self.count)]
+
+    def refill(self) -> None:
+        self.block.copy_(self.pristine)
+        if self.residuals:
+            self.residual_block.copy_(self.residual_pristine)
+
+
 class StepReplay:
     """One rank's tensors for one plan, allocated once, and the three things done with them: run, verify, time.
 
-    All-reduce inputs are rows of one [ops, T*H] block so a step's fresh activations are one copy.
-    Rank r contributes pattern * (r + 1) with small-integer patterns, so the exact sum is known.
+    All-reduce inputs of one shape are rows of one block, so a step's fresh activations are one copy per shape;
+    every all-gather and reduce-scatter writes its own output, so each op is verified on its own.
+    Rank r contributes pattern * (r + 1) (all-gather: pattern + r) with small-integer patterns, so the exact
+    result is known.
     """
 
     def __init__(
@@ -140,35 +177,46 @@ class StepReplay:
         self.store = store if store is not None else dist.distributed_c10d._get_default_store()
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
-        self.dtype = TORCH_DTYPES[plan.model.dtype]
         self.fused = impl.fuses_rmsnorm
-        ar_ops = [op for op in plan.ops if op.collective == "all_reduce"]
-        self.row_of = {op.index: row for row, op in enumerate(ar_ops)}
-        numel = plan.tokens * plan.model.hidden_size
-        shape = (plan.tokens, plan.model.hidden_size)
-
-        def pattern(rows: int, cols: int, step: int, modulus: int, offset: int) -> torch.Tensor:
-            index = torch.arange(cols, device=device).unsqueeze(0) + step * torch.arange(rows, device=device).unsqueeze(
-                1
-            )
-            return (index % modulus - offset).to(torch.float32)
-
-        self.base = pattern(len(ar_ops), numel, 3, 9, 4)  # fp32, exact small ints
-        self.pristine = (self.base * (self.rank + 1)).to(self.dtype)
-        self.block = torch.empty_like(self.pristine)
-        self.inputs = [self.block[row].view(shape) for row in range(len(ar_ops))]
-        if self.fused:
-            self.residual_pristine = (pattern(len(ar_ops), numel, 5, 7, 3) * 0.5).to(self.dtype)
-            self.residual_block = torch.empty_like(self.residual_pristine)
-            self.residuals = [self.residual_block[row].view(shape) for row in range(len(ar_ops))]
-            self.weight = (1.0 + (torch.arange(plan.model.hidden_size, device=device) % 5 - 2) * 0.125).to(self.dtype)
-        gather = next((op for op in plan.ops if op.collective == "all_gather"), None)
-        if gather is not None:
-            self.gather_base = pattern(1, gather.input_shape[0] * gather.input_shape[1], 0, 9, 4)[0]
-            self.gather_in = (self.gather_base + self.rank).to(self.dtype).view(gather.input_shape)
-            # Rank-major, as engines gather vocab-parallel logits before rearranging them to [T, V].
-            rows, cols = gather.input_shape
-            self.gather_out = torch.empty((self.world * rows, cols), dtype=self.dtype, device=device)
+        hidden = plan.model.hidden_size
+        self.weight = (1.0 + (torch.arange(hidden, device=device) % 5 - 2) * 0.125).to(TORCH_DTYPES[plan.model.dtype])
+        # All-reduce ops grouped by (shape, dtype): key -> _Rows; op index -> (key, row).
+        self.reduce_rows: dict[tuple, _Rows] = {}
+        self.row_of: dict[int, tuple[tuple, int]] = {}
+        for op in plan.ops:
+            if op.collective == "all_reduce":
+                key = (op.shape, op.dtype)
+                rows = self.reduce_rows.setdefault(key, _Rows(op.shape, op.dtype))
+                self.row_of[op.index] = (key, rows.count)
+                rows.count += 1
+                rows.rmsnorm |= op.rmsnorm_after
+        for rows in self.reduce_rows.values():
+            rows.allocate(self.rank, device, with_residual=self.fused and rows.rmsnorm)
+        # All-gather and reduce-scatter inputs by (input shape, dtype), one output per op.
+        self.gather_base: dict[tuple, torch.Tensor] = {}
+        self.gather_in: dict[tuple, torch.Tensor] = {}
+        self.scatter_base: dict[tuple, torch.Tensor] = {}
+        self.scatter_pristine: dict[tuple, torch.Tensor] = {}
+        self.scatter_in: dict[tuple, torch.Tensor] = {}
+        self.op_out: dict[int, torch.Tensor] = {}
+        for op in plan.ops:
+            key, dtype = (op.input_shape, op.dtype), TORCH_DTYPES[op.dtype]
+            numel = math.prod(op.input_shape)
+            if op.collective == "all_gather":
+                if key not in self.gather_in:
+                    self.gather_base[key] = _pattern(1, numel, 0, 9, 4, device)[0]
+                    self.gather_in[key] = (self.gather_base[key] + self.rank).to(dtype).view(op.input_shape)
+                # Rank-major, as engines gather before rearranging (logits to [T, V]; DP tokens stay rank-major).
+                rows, cols = op.input_shape[0], numel // op.input_shape[0]
+                self.op_out[op.index] = torch.empty((self.world * rows, cols), dtype=dtype, device=device)
+            elif op.collective == "reduce_scatter":
+                if key not in self.scatter_in:
+                    self.scatter_base[key] = _pattern(1, numel, 0, 9, 4, device)[0]
+                    self.scatter_pristine[key] = (
+                        (self.scatter_base[key] * (self.rank + 1)).to(dtype).view(op.input_shape)
+                    )
+                    self.scatter_in[key] = torch.empty_like(self.scatter_pristine[key])
+                self.op_out[op.index] = torch.empty(op.shape, dtype=dtype, device=device)
         self.outputs: list[Any] = [None] * len(plan.ops)
         self.graph = None
         self.clock = make_clock(group, device, len(plan.ops) + 1, config.start_delay_us)
@@ -179,48 +227,74 @@ class StepReplay:
 
     def refill(self) -> None:
         """Fresh activations for the next step (untimed)."""
-        self.block.copy_(self.pristine)
-        if self.fused:
-            self.residual_block.copy_(self.residual_pristine)
+        for rows in self.reduce_rows.values():
+            rows.refill()
+        for key, pristine in self.scatter_pristine.items():
+            self.scatter_in[key].copy_(pristine)
+
+    def buffers(self, op) -> tuple[torch.Tensor, ...]:
+        """The tensors `op` works on: (input,) for an all-reduce (in place), (output, input) otherwise."""
+        if op.collective == "all_reduce":
+            key, row = self.row_of[op.index]
+            return (self.reduce_rows[key].inputs[row],)
+        inputs = self.gather_in if op.collective == "all_gather" else self.scatter_in
+        return self.op_out[op.index], inputs[(op.input_shape, op.dtype)]
 
     def run_ops(self, stamps: list | None = None) -> None:
         """Issue every collective of the step in order; `stamps` gets a clock stamp after each op."""
         impl, eps = self.impl, self.config.rms_eps
         for op in self.plan.ops:
+            key = (op.input_shape, op.dtype)
             if op.collective == "all_gather":
-                _all_gather_single(self.gather_out, self.gather_in, group=self.group)
-                self.outputs[op.index] = self.gather_out
+                _all_gather_single(self.op_out[op.index], self.gather_in[key], group=self.group)
+                self.outputs[op.index] = self.op_out[op.index]
+            elif op.collective == "reduce_scatter":
+                _reduce_scatter_single(self.op_out[op.index], self.scatter_in[key], group=self.group)
+                self.outputs[op.index] = self.op_out[op.index]
             else:
-                row = self.row_of[op.index]
+                rows_key, row = self.row_of[op.index]
+                rows = self.reduce_rows[rows_key]
                 if self.fused and op.rmsnorm_after:
                     self.outputs[op.index] = impl.all_reduce_rmsnorm(
-                        self.inputs[row], self.residuals[row], self.weight, eps
+                        rows.inputs[row], rows.residuals[row], self.weight, eps
                     )
+                elif op.dtype != self.plan.model.dtype:
+                    # Not an activation (Mamba-2's fp32 sum of squares per token): the engine's plain all-reduce,
+                    # not the implementation under test, whose workspace holds the activation dtype.
+                    dist.all_reduce(rows.inputs[row], group=self.group)
+                    self.outputs[op.index] = rows.inputs[row]
                 else:
-                    self.outputs[op.index] = impl.all_reduce(self.inputs[row])
+                    self.outputs[op.index] = impl.all_reduce(rows.inputs[row])
             if stamps is not None:
                 stamps.append(self.clock.stamp())
 
     def verify(self) -> Verification:
         """Compare every op's output of the last step with the exact expected result, in fp32."""
         total = self.world * (self.world + 1) / 2
-        eps = DTYPE_EPS[self.plan.model.dtype]
         worst, tolerance_used, bad, first = 0.0, 0.0, 0, None
         for op in self.plan.ops:
             out = self.outputs[op.index]
+            eps = DTYPE_EPS[op.dtype]
+            key = (op.input_shape, op.dtype)
             if op.collective == "all_gather":
-                got = out.float().view(self.world, -1) - self.gather_base
+                got = out.float().view(self.world, -1) - self.gather_base[key]
                 expected = torch.arange(self.world, device=self.device, dtype=torch.float32).unsqueeze(1).expand_as(got)
                 tolerance = 0.0
+            elif op.collective == "reduce_scatter":
+                summed = self.scatter_base[key].view(self.world, -1)[self.rank] * total
+                expected, got = summed, out.float().reshape(-1)
+                tolerance = self.world * eps * float(summed.abs().max())
             else:
-                row = self.row_of[op.index]
-                summed = self.base[row] * total
+                rows_key, row = self.row_of[op.index]
+                rows = self.reduce_rows[rows_key]
+                summed = rows.base[row] * total
                 if self.fused and op.rmsnorm_after:
                     normed, residual_out = out
-                    resid = summed + self.residual_pristine[row].float()
-                    rows = resid.view(-1, self.plan.model.hidden_size)
-                    rms = torch.rsqrt(rows.pow(2).mean(-1, keepdim=True) + self.config.rms_eps)
-                    expected = (rows * rms * self.weight.float()).reshape(-1)
+                    resid = summed + rows.residual_pristine[row].float()
+                    hidden = op.shape[-1]
+                    by_token = resid.view(-1, hidden)
+                    rms = torch.rsqrt(by_token.pow(2).mean(-1, keepdim=True) + self.config.rms_eps)
+                    expected = (by_token * rms * self.weight.float()).reshape(-1)
                     got = normed.float().reshape(-1)
                     # Normed values are O(1); the residual sum is rounded to the dtype before the norm.
                     tolerance = 8 * eps * max(1.0, float(expected.abs().max()))
@@ -358,6 +432,8 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
     if op_rows:
         op_us = {
             "sites": [op.site for op in replay.plan.ops],
+            "collectives": [op.collective for op in replay.plan.ops],
+            "draft": [op.draft for op in replay.plan.ops],
             "bytes": [op.bytes for op in replay.plan.ops],
             **summarize_columns(op_rows),
         }

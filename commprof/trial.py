@@ -41,6 +41,7 @@ class TrialRequest:
     timeout_s: float
     modes: list[str] = field(default_factory=lambda: ["eager", "graph"])
     profile_dir: str | None = None  # set: write Kineto traces of a few steps there instead of timing
+    plan_options: dict[str, Any] = field(default_factory=dict)  # PlanOptions fields
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -77,7 +78,7 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
 
     from commprof.impls.context import build_impl_context
     from commprof.impls.registry import load_impl, resolve_impl_name
-    from commprof.planner.plan import build_step_plan
+    from commprof.planner.plan import PlanOptions, build_step_plan
 
     point = request.point
     impl_name = resolve_impl_name(point["impl"], request.backend)
@@ -117,13 +118,24 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
         **({"device_id": device} if device.type == "cuda" else {}),
     )
     group = dist.group.WORLD
-    plans = {t: build_step_plan(model, request.tp, t, request.phase, request.dtype) for t in request.tokens}
+    options = PlanOptions(**request.plan_options)
+    plans = {t: build_step_plan(model, request.tp, t, request.phase, request.dtype, options) for t in request.tokens}
     impl = None
     setup_error = None
     try:
         impl = impl_cls(point.get("options", {}))
         impl.setup(group, plans[max(plans)], device)
-        impl.prepare(sorted({(t, model.hidden_size) for t in request.tokens}))
+        # Every all-reduce shape of every plan (a draft's decode steps reduce [batch, H]).
+        impl.prepare(
+            sorted(
+                {
+                    op.shape
+                    for plan in plans.values()
+                    for op in plan.ops
+                    if op.collective == "all_reduce" and op.dtype == plan.model.dtype
+                }
+            )
+        )
     except Exception as exc:  # a kernel library refusing this box is a result, not a crash
         setup_error = f"{impl_name} setup failed: {type(exc).__name__}: {exc}"[:2000]
     # Peers of a rank whose setup failed would wait in setup collectives forever: agree first, via the store.
@@ -160,7 +172,10 @@ def _replay_all(
     config = ReplayConfig(iterations=request.iterations, warmup=request.warmup)
     replays = {}
     for tokens, plan in plans.items():
-        per_t = impl_cls.support_tokens(ctx, tokens)
+        # Gated on every row count the implementation reduces (a draft's decode steps reduce fewer rows than T).
+        rows = sorted({op.shape[0] for op in plan.ops if op.collective == "all_reduce"}, reverse=True) or [tokens]
+        verdicts = [impl_cls.support_tokens(ctx, r) for r in rows]
+        per_t = next((verdict for verdict in verdicts if not verdict), verdicts[0])
         if per_t:
             replays[tokens] = StepReplay(plan, impl, group, device, config)
         else:

@@ -423,7 +423,9 @@ def measured_twin(
             }
             if twin.get("op_us"):
                 twin["op_us"] = {
-                    key: values if key in ("sites", "bytes", "cv") else [v * factor for v in values]
+                    key: values
+                    if key in ("sites", "collectives", "draft", "bytes", "cv")
+                    else [v * factor for v in values]
                     for key, values in twin["op_us"].items()
                 }
         twins.append(twin)

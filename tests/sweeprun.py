@@ -17,9 +17,8 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 def tiny_model(tmp_path: Path, layers: int = 3, hidden: int = 64, vocab: int = 256) -> Path:
     path = tmp_path / "tiny" / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(
-        json.dumps({"num_hidden_layers": layers, "hidden_size": hidden, "vocab_size": vocab, "torch_dtype": "bfloat16"})
-    )
+    config = {"architectures": ["LlamaForCausalLM"], "num_hidden_layers": layers, "hidden_size": hidden}
+    path.write_text(json.dumps(config | {"vocab_size": vocab, "torch_dtype": "bfloat16"}))
     return path
 
 

@@ -134,3 +134,18 @@ def test_spec_plan_totals_draft_apart():
     assert out.returncode == 0, out.stderr
     assert "  draft all_reduce: 9 ops" in out.stdout and "  verify (target) all_reduce: 123 ops" in out.stdout
 
+
+def test_sweep_dry_run_refuses_the_launch_tp(tmp_path):
+    import os
+
+    env = dict(os.environ, RANK="0", WORLD_SIZE="3", LOCAL_RANK="0", LOCAL_WORLD_SIZE="3")
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29999")
+    out = subprocess.run(
+        [sys.executable, "-m", "commprof.allreduce_sweep", "--dry-run", "--no-doctor"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert out.returncode == 2 and "kimi-k2.5: TP 3 is impossible" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

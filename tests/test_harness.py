@@ -75,7 +75,7 @@ def _replay_many(rank, world_size):
     # After 300 in-place steps the buffers still hold finite, fresh-activation-sized values.
     replay.run_ops()
     replay.verify()
-    assert torch.isfinite(replay.block.float()).all()
+    assert all(torch.isfinite(rows.block.float()).all() for rows in replay.reduce_rows.values())
     return [result.to_dict()]
 
 
@@ -110,3 +110,89 @@ def test_ranks_agree_on_the_worst_verdict():
         ]
     )
     assert (status, message, check) == ("capture_failed", "rank 1: boom", None)
+
+
+# Small configs of the families, so that gloo replays them in seconds.
+TINY_DEEPSEEK = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "num_hidden_layers": 3,
+    "hidden_size": 64,
+    "vocab_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "n_routed_experts": 4,
+    "first_k_dense_replace": 1,
+    "num_nextn_predict_layers": 1,
+}
+TINY_NEMOTRON_H = {
+    "architectures": ["NemotronHForCausalLM"],
+    "num_hidden_layers": 4,
+    "hidden_size": 64,
+    "vocab_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "hybrid_override_pattern": "M*-E",
+    "mamba_num_heads": 4,
+    "n_groups": 1,  # one group split over the ranks: the gated norm all-reduces
+}
+
+
+def _replay_family(rank, world_size, config, tokens, options, impl_path, corrupt=None):
+    import torch
+    import torch.distributed as dist
+
+    from commprof import harness
+    from commprof.harness import ReplayConfig, StepReplay, replay_mode
+    from commprof.impls.registry import load_impl
+    from commprof.planner.models import shape_from_config
+    from commprof.planner.plan import PlanOptions, build_step_plan
+
+    if corrupt is not None:
+        name = {"all_gather": "_all_gather_single", "reduce_scatter": "_reduce_scatter_single"}[corrupt]
+        real = getattr(harness, name)
+
+        def off_by_one_on_rank_1(out, inp, group=None):
+            real(out, inp, group=group)
+            if rank == 1:
+                out.add_(1)
+
+        setattr(harness, name, off_by_one_on_rank_1)
+    plan = build_step_plan(
+        shape_from_config(config, "tiny", "test"), world_size, tokens, options=PlanOptions(**options)
+    )
+    impl = load_impl(impl_path)({"norm": "torch"})
+    impl.setup(dist.group.WORLD, plan, torch.device("cpu"))
+    replay = StepReplay(plan, impl, dist.group.WORLD, torch.device("cpu"), ReplayConfig(iterations=3, warmup=1))
+    return [replay_mode(replay, "eager").to_dict()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "config,tokens,options,impl",
+    [
+        (TINY_DEEPSEEK, 4, {"spec": "mtp", "num_steps": 1, "dp_attention": True}, "gloo"),
+        (TINY_DEEPSEEK, 6, {"spec": "eagle", "num_steps": 2, "draft_vocab": 96}, "nccl+rmsnorm"),
+        (TINY_NEMOTRON_H, 3, {}, "gloo"),
+    ],
+)
+def test_every_collective_kind_replays_and_verifies(config, tokens, options, impl):
+    (eager,) = run_ranks(_replay_family, 2, (config, tokens, options, impl))[0]
+    assert eager["status"] == "ok", eager["message"]
+    ops = eager["op_us"]
+    assert len(ops["median"]) == len(ops["sites"]) == len(ops["collectives"]) == len(ops["draft"])
+    if options.get("dp_attention"):
+        assert {"all_gather", "reduce_scatter"} <= set(ops["collectives"]) and "all_reduce" not in ops["collectives"]
+    if options.get("spec"):
+        assert ops["draft"][-1] and ops["sites"][-1].startswith("draft.") and not ops["draft"][0]
+    if config is TINY_NEMOTRON_H:
+        assert "layer.0.mamba_norm" in ops["sites"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "collective,site", [("reduce_scatter", "layer.0.dp_scatter"), ("all_gather", "layer.0.dp_gather")]
+)
+def test_a_wrong_gather_or_scatter_is_caught(collective, site):
+    options = {"dp_attention": True}
+    for (eager,) in run_ranks(_replay_family, 2, (TINY_DEEPSEEK, 2, options, "gloo", collective)):
+        assert eager["status"] == "wrong" and eager["check"]["first_bad_site"] == site

@@ -44,6 +44,12 @@ BAD = [
     ("[run]\nphase = 'prefill'\n", "bad.toml: run.phase: 'prefill' is not a phase (allowed: decode, verify)"),
     ("[run]\ndtype = 'int8'\n", "bad.toml: run.dtype: unsupported dtype 'int8'"),
     ("[run]\nmodel = 'gpt-9'\n", "bad.toml: run.model: unknown model preset 'gpt-9'"),
+    ("[run]\ntp = 3\n", "bad.toml: run: kimi-k2.5: TP 3 is impossible: 64 attention heads do not divide by 3"),
+    ("[run]\nspec = 'mtp'\nnum_steps = 3\ntokens = [4]\ntp = 8\n", "bad.toml: run: kimi-k2.5: --spec mtp needs"),
+    ("[run]\nspec = 'eagle'\nnum_steps = 3\ntokens = [6]\ntp = 8\n", "bad.toml: run: T = 6 is not a whole batch"),
+    ("[run]\nspec = 'medusa'\n", "bad.toml: run.spec: unknown speculative method 'medusa'"),
+    ("[run]\ndp_attention = 'yes'\n", "bad.toml: run.spec: dp_attention must be true or false"),
+    ("[run]\nlayout = 'hybrid:MX'\n", "bad.toml: run.model: preset:kimi-k2.5: hybrid pattern has 'X'"),
     (
         "[run]\ninterconnect = 'pci'\n",
         "bad.toml: run.interconnect: 'pci' is not an interconnect (allowed: any, pcie, nvlink)",
@@ -309,3 +315,13 @@ def _toml_table(options: dict) -> str:
 def test_variables_libtorch_reads_once_are_refused_per_point(table):
     with pytest.raises(UsageError, match=r"read once, when libtorch loads.*set it on the launch instead"):
         parse_sweep(f'name = "x"\n{table}\n')
+
+
+def test_run_keys_for_the_step_beyond_the_target():
+    spec = parse_sweep(
+        "[run]\nmodel = 'deepseek-v3'\nspec = 'mtp'\nnum_steps = 1\ndp_attention = true\ntokens = [2, 4]\n"
+    )
+    assert (spec.plan_options.spec, spec.plan_options.num_steps, spec.plan_options.dp_attention) == ("mtp", 1, True)
+    spec.check_plans(8)
+    with pytest.raises(UsageError, match="TP 6 is impossible"):
+        spec.check_plans(6)  # the launch's world size, when the file names no TP

@@ -18,6 +18,7 @@ import numpy as np
 from commprof.costmodel.latency import COLLECTIVES, PROTOS, CostParams, estimate, predict
 from commprof.errors import UsageError
 from commprof.impls.registry import fuses_rmsnorm, runs_on_nccl
+from commprof.planner.plan import SITE_COLLECTIVES
 
 SIZE_BANDS = (
     (0, 8 << 10, "< 8 KB"),
@@ -117,11 +118,15 @@ def nccl_constraints(topology, link: str):
 def _op_samples(record: dict, group: str, ranks: int, constraints) -> list[Sample]:
     """One sample per distinct (collective, bytes) of a step: the median of its ops' median latencies."""
     ops = record["op_us"]
+    sites = ops.get("sites", [])
+    # Records name each op's collective; older ones only their sites (the logits gather, all-reduces elsewhere).
+    collectives = ops.get("collectives") or [
+        SITE_COLLECTIVES.get(str(s).rsplit(".", 1)[-1], "all_reduce") for s in sites
+    ]
     by_size: dict[tuple[str, int], list[float]] = {}
-    for site, nbytes, value in zip(ops.get("sites", []), ops.get("bytes", []), ops.get("median", [])):
+    for collective, nbytes, value in zip(collectives, ops.get("bytes", []), ops.get("median", [])):
         if value is None:
             continue
-        collective = "all_gather" if str(site).rsplit(".", 1)[-1] == "logits" else "all_reduce"
         by_size.setdefault((collective, int(nbytes)), []).append(float(value))
     return [
         Sample(group, collective, nbytes, ranks, median(values), *constraints(record["point"], collective))

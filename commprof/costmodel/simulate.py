@@ -152,7 +152,7 @@ def simulate_point(
 ) -> list[StepRecord]:
     """One record per (T, mode) of the point, like the sweep writes; failures become a status and message."""
     now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
-    model = load_model(spec.model)
+    model = load_model(spec.model, spec.layout)
     tp = spec.tp or topology.gpus
     if tp > topology.gpus:
         raise UsageError(f"TP {tp} needs {tp} GPUs, topology {topology.name} has {topology.gpus}")
@@ -182,7 +182,7 @@ def simulate_point(
     if runs_on_nccl(point.impl) and fuses_rmsnorm(point.impl):
         notes.append("residual add + RMSNorm after each all-reduce not modelled (communication only)")
     for tokens in spec.tokens:
-        plan = build_step_plan(model, tp, tokens, spec.phase, spec.dtype)
+        plan = build_step_plan(model, tp, tokens, spec.phase, spec.dtype, spec.plan_options)
         op_times: list[float] = []
         choices: dict[tuple, dict] = {}
         op_status, op_message = status, message
@@ -238,6 +238,8 @@ def simulate_point(
                 step_us = _stats(sum(op_times))
                 op_us = {
                     "sites": [op.site for op in plan.ops],
+                    "collectives": [op.collective for op in plan.ops],
+                    "draft": [op.draft for op in plan.ops],
                     "bytes": [op.bytes for op in plan.ops],
                     **{k: list(op_times) for k in ("min", "median", "mean", "p90", "p99")},
                     "cv": [0.0] * len(op_times),

@@ -8,8 +8,8 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
-from commprof.planner import architectures
 from commprof.errors import UsageError
+from commprof.planner import architectures
 
 # Preset name -> bundled config.json (copied verbatim from the published configs, see presets/SOURCES.md).
 PRESETS: dict[str, str] = {

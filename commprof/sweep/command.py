@@ -164,9 +164,8 @@ def sweep_command(
             point_timeout_s=point_timeout,
             impls=(DEFAULT, *impls),
         )
-    from commprof.planner.models import load_model
-
-    load_model(spec.model)  # fail fast, before any process starts
+    # Fail fast, before any process starts: the model, and every step at this launch's TP.
+    spec.check_plans(spec.tp or int(os.environ.get("WORLD_SIZE", "1")))
     _check_impls(spec)
     if rank == 0:
         for warning in spec.warnings:
@@ -220,7 +219,7 @@ def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     launch_tp(spec, world_size)  # refused as the real run would be
     backend = choose_backend(share_gpus)
-    model = load_model(spec.model)
+    model = load_model(spec.model, spec.layout)
     context = launch_context(backend, world_size, spec.dtype or model.dtype, spec.tokens, model.hidden_size)
     refused = refusals(spec.points, backend, context)
     cost = probe_step_cost(spec, backend, share_gpus)

@@ -22,7 +22,7 @@ else:
 from commprof.errors import UsageError
 from commprof.impls import registry
 from commprof.planner.models import load_model, normalize_dtype
-from commprof.planner.plan import PHASES
+from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
 from commprof.records import point_ids
 from commprof.sweep.dryrun import format_points_table
 from commprof.sweep.points import auto_label, baseline, expand_axes
@@ -49,7 +49,24 @@ from commprof.sweep.spec import (
 from commprof.sweep.staging import RANK_BY
 
 TOP_KEYS = ("name", "description", "run", "axes", "points", "exclude", "stages", "report")
-RUN_KEYS = ("model", "tp", "tokens", "phase", "dtype", "iterations", "warmup", "point_timeout_s", "interconnect")
+RUN_KEYS = (
+    "model",
+    "tp",
+    "tokens",
+    "phase",
+    "dtype",
+    "iterations",
+    "warmup",
+    "point_timeout_s",
+    "interconnect",
+    "layout",
+    "spec",
+    "num_steps",
+    "draft_vocab",
+    "dp_attention",
+)
+# The [run] keys that become PlanOptions (what the step holds beyond the target's forward pass).
+PLAN_OPTION_KEYS = ("spec", "num_steps", "draft_vocab", "dp_attention")
 STAGE_KEYS = (
     "name",
     "description",
@@ -203,11 +220,19 @@ def parse_sweep(text: str, path: str | None = None, source: str | None = None) -
     run = problems.table(data.get("run"), "run")
     problems.unknown_keys(run, RUN_KEYS, "run")
     model = run.get("model", "kimi-k2.5")
+    layout = run.get("layout")
+    if layout is not None and problems.string(layout, "run.layout") is None:
+        layout = None
     if problems.string(model, "run.model") is not None:
         try:
-            load_model(model)
+            load_model(model, layout)
         except UsageError as exc:
             problems.error("run.model", str(exc))
+    plan_options = PlanOptions()
+    try:
+        plan_options = PlanOptions(**{key: run[key] for key in PLAN_OPTION_KEYS if key in run})
+    except (UsageError, TypeError) as exc:
+        problems.error("run.spec", str(exc))
     tp = problems.integer(run["tp"], "run.tp", 1) if "tp" in run else None
     problems.interconnect = (
         problems.choice(run.get("interconnect", "any"), "run.interconnect", INTERCONNECTS, "an interconnect") or "any"
@@ -251,6 +276,13 @@ def parse_sweep(text: str, path: str | None = None, source: str | None = None) -
         if (stage := _parse_stage(table, i, problems)) is not None
     )
     problems.raise_if_any()
+    if tp is not None:
+        try:
+            for t in tokens:
+                build_step_plan(load_model(model, layout), tp, t, phase, dtype, plan_options)
+        except UsageError as exc:
+            problems.error("run", str(exc))
+            problems.raise_if_any()
 
     points = _stage0_points(axes, excludes, explicit, problems)
     report = _parse_report(problems.table(data.get("report"), "report"), tokens, points, problems)
@@ -275,6 +307,8 @@ def parse_sweep(text: str, path: str | None = None, source: str | None = None) -
         report=report,
         excludes=excludes,
         interconnect=problems.interconnect,
+        layout=layout,
+        plan_options=plan_options,
     )
 
 

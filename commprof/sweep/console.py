@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from commprof.planner.plan import SITE_KINDS
 from commprof.records.files import RESULTS_FILE, read_records
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.sweep.measure import point_status
@@ -156,9 +157,10 @@ def per_collective_table(records: list[dict[str, Any]], point_id: str = BASELINE
         tokens.append(r["tokens"])
         ops = r["op_us"]
         for site, nbytes, median, p99 in zip(ops["sites"], ops["bytes"], ops["median"], ops["p99"]):
-            kind = site.rsplit(".", 1)[-1]
+            # The draft model's ops are their own rows: draft and verify communication apart.
+            kind = ("draft " if site.startswith("draft.") else "") + site.rsplit(".", 1)[-1]
             rows.setdefault(kind, {}).setdefault(r["tokens"], []).append((median, p99))
-            sizes[(kind, r["tokens"])] = nbytes
+            sizes[(kind, r["tokens"])] = max(nbytes, sizes.get((kind, r["tokens"]), 0))
     if not rows:
         return None
     tokens = sorted(set(tokens))
@@ -169,9 +171,8 @@ def per_collective_table(records: list[dict[str, Any]], point_id: str = BASELINE
         table.add_column(f"T={t} size", justify="right", no_wrap=True)
         table.add_column(f"T={t} median", justify="right", no_wrap=True)
         table.add_column(f"T={t} p99", justify="right", no_wrap=True)
-    for kind in ("embed", "attn", "mlp", "logits"):
-        if kind not in rows:
-            continue
+    order = [*SITE_KINDS, *(f"draft {kind}" for kind in SITE_KINDS)]
+    for kind in sorted(rows, key=lambda k: order.index(k) if k in order else len(order)):
         count = len(next(iter(rows[kind].values())))
         row = [kind, str(count)]
         for t in tokens:

@@ -135,6 +135,16 @@ def format_points_table(
         f"T = {' '.join(map(str, spec.tokens))}; {spec.iterations} timed + {spec.warmup} warm-up steps "
         f"per (T, mode); {spec.point_timeout_s:g} s limit per point"
     )
+    options = spec.plan_options
+    extras = [f"layout {spec.layout}"] if spec.layout else []
+    if options.spec:
+        extras.append(
+            f"speculative {options.spec}" + (f", {options.num_steps} draft steps" if options.num_steps else "")
+        )
+    if options.dp_attention:
+        extras.append("DP attention (T per rank)")
+    if extras:
+        lines.append(f"# step: {'; '.join(extras)}")
     launch = f"{backend} backend" + (f", {world_size} rank{'s' if world_size != 1 else ''}" if world_size else "")
     running = len(spec.points) - len(refused)
     lines.append(f"# this launch: {launch}: {running} of {len(spec.points)} stage-0 points will run")

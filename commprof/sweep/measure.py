@@ -13,7 +13,7 @@ import math
 import os
 import signal
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,7 @@ def trial_request(
         tp=tp,
         tokens=list(spec.tokens),
         phase=spec.phase,
+        plan_options=asdict(spec.plan_options),
         dtype=model["dtype"] if spec.dtype is None else spec.dtype,
         iterations=iterations,
         warmup=warmup,
@@ -254,16 +255,17 @@ def build_records(
 ) -> list[StepRecord]:
     """One record per (T, mode) of the point: the worker's entries, and the failure status for the rest."""
     from commprof.planner.models import ModelShape
-    from commprof.planner.plan import build_step_plan
+    from commprof.planner.plan import PlanOptions, build_step_plan
 
     model = ModelShape(**request.model)
+    options = PlanOptions(**request.plan_options)
     # Points that never ran (unsupported, crashed at start) still say whether their kind fuses RMSNorm.
     fuses = load_impl(resolve_impl_name(request.point["impl"], ctx.backend)).fuses_rmsnorm
     by_key = {(e["tokens"], e["mode"]): e for e in entries}
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     records = []
     for tokens in request.tokens:
-        plan = build_step_plan(model, request.tp, tokens, request.phase, request.dtype)
+        plan = build_step_plan(model, request.tp, tokens, request.phase, request.dtype, options)
         for mode in request.modes:
             entry = by_key.get((tokens, mode))
             if entry is None and status == "ok":

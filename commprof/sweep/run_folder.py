@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,8 @@ def prepare_run_folder(
         "iterations": spec.iterations,
         "warmup": spec.warmup,
         "point_timeout_s": spec.point_timeout_s,
+        "layout": spec.layout,
+        **asdict(spec.plan_options),
     }
     meta["sweep"] = {
         "path": spec.path,

@@ -80,7 +80,8 @@ def run_sweep(
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     backend = choose_backend(options.share_gpus)
     tp = launch_tp(spec, world_size)
-    model = load_model(spec.model).to_dict()
+    spec.check_plans(tp)  # an impossible TP or T is refused before any process starts
+    model = load_model(spec.model, spec.layout).to_dict()
 
     with controllers(spec.point_timeout_s) as server:
         setup = {"error": None}

@@ -12,7 +12,7 @@ from typing import Any
 
 from commprof.errors import UsageError
 from commprof.planner.models import load_model, normalize_dtype
-from commprof.planner.plan import PHASES
+from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
 
 # The replay harness's defaults (commprof.harness.ReplayConfig), repeated so parsing never imports torch.
 DEFAULT_ITERATIONS = 50
@@ -174,6 +174,14 @@ class SweepSpec:
     report: dict[str, Any] = field(default_factory=dict)  # the file's [report] table, validated
     excludes: tuple[Rule, ...] = ()  # points no stage builds
     interconnect: str = "any"  # what the file is written for: "any", "pcie" or "nvlink" (trap warnings only)
+    layout: str | None = None  # overrides the layout the model's architecture implies
+    plan_options: PlanOptions = field(default_factory=PlanOptions)  # draft cycle and DP attention
+
+    def check_plans(self, tp: int) -> None:
+        """UsageError in one line when a step of this sweep is one no engine runs (e.g. an impossible TP)."""
+        model = load_model(self.model, self.layout)
+        for tokens in self.tokens:
+            build_step_plan(model, tp, tokens, self.phase, self.dtype, self.plan_options)
 
     def iterations_for(self, point: SweepPoint) -> tuple[int, int]:
         """(iterations, warmup) for a point: its stage's own when that stage re-measures, else the run's."""
