@@ -64,8 +64,12 @@ def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample]
         elif not isinstance(ranks, int) or ranks < 2:
             skipped["rank count unknown or 1"] += 1
         elif record.get("kind") == "collective":
+            if record.get("collective") not in COLLECTIVES:
+                # broadcast, reduce, all-to-all, ...: the cost model has no formula to fit them to.
+                skipped[f"{record.get('collective')} (the cost model fits {', '.join(COLLECTIVES)})"] += 1
+                continue
             rule = constraints(point, record.get("collective"))
-            if rule is None or record.get("collective") not in COLLECTIVES:
+            if rule is None:
                 skipped[f"not plain NCCL {record.get('collective')} on this transport"] += 1
                 continue
             samples.append(
@@ -84,6 +88,26 @@ def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample]
                 continue
             samples.extend(_op_samples(record, f"{group} (T={record.get('tokens')} x{ranks})", ranks, constraints))
     return samples, [f"skipped {count} record(s): {why}" for why, count in skipped.items()]
+
+
+def impossible_time(record: dict) -> str | None:
+    """Why a record's times cannot be a measurement (negative or not finite), or None when they can."""
+    values = [("time_us", record.get("time_us"))]
+    for name in ("step_us",):
+        stats = record.get(name)
+        if isinstance(stats, dict):
+            values += [(f"{name}.{key}", stats.get(key)) for key in ("min", "median", "p99")]
+    op_us = record.get("op_us")
+    if isinstance(op_us, dict):
+        values += [("op_us.median", value) for value in op_us.get("median") or ()]
+    for name, value in values:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"{name} {value!r} is not a latency"
+        if value < 0:
+            return f"{name} {value} is negative"
+    return None
 
 
 def nccl_constraints(topology, link: str):

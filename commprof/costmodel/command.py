@@ -17,14 +17,22 @@ from rich.console import Console
 from rich.table import Table
 
 from commprof.costmodel import calibrate as fitting
-from commprof.costmodel.latency import params_from_toml, params_to_toml
+from commprof.costmodel.latency import arch_of, arch_of_gpu_name, params_from_toml, params_to_toml
 from commprof.costmodel.model_error import expected_error
 from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.records import point_ids
-from commprof.records.files import META_FILE, RESULTS_FILE, append_records, new_run_dir, read_records, write_json
+from commprof.records.files import (
+    META_FILE,
+    RESULTS_FILE,
+    append_records,
+    new_run_dir,
+    read_meta,
+    read_records,
+    write_json,
+)
 from commprof.units import format_bytes
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
@@ -98,6 +106,8 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
                 "file": str(path),
                 "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
                 "warnings": log.warnings,
+                "nccl_versions": log.nccl_versions,
+                "gpus": log.gpu_names,
                 "runs": [dict(run.summary(), point_id=point_ids.point_id(point + i)) for i, run in enumerate(log.runs)],
             }
         )
@@ -105,11 +115,14 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     append_records(run_dir / RESULTS_FILE, records)
     ranks = {run["ranks"] for item in imported for run in item["runs"]}
     meta = _base_meta(run_dir.name, ranks.pop() if len(ranks) == 1 else None, None)
+    # What the logs state about the software and the GPUs (None / empty where they do not say).
+    versions = sorted({v for _, _, log in parsed for v in log.nccl_versions})
+    meta["versions"]["nccl"] = ", ".join(versions) or None
     meta.update(
         {
             "source": "nccl-tests",
             "imported": imported,
-            "gpus": [{"name": d} for d in imported[0]["runs"][0]["devices"]] if imported else [],
+            "gpus": [{"name": name} for name in sorted({n for _, _, log in parsed for n in log.gpu_names})],
         }
     )
     write_json(run_dir / META_FILE, meta)
@@ -139,14 +152,52 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
 # ------------------------------------------------------------------------------------------- calibrate
 
 
-def _load_runs(run_dirs: tuple[Path, ...]) -> list[dict]:
-    records = []
+def _load_runs(run_dirs: tuple[Path, ...]) -> tuple[list[dict], list[str]]:
+    """Every record of the runs, and a note for each record refused for times no measurement can have."""
+    records, refused = [], []
     for run_dir in run_dirs:
         results = run_dir / RESULTS_FILE
         if not results.is_file():
             raise UsageError(f"{run_dir}: not a commprof run folder (no {RESULTS_FILE})")
-        records.extend(read_records(results))
-    return records
+        for number, record in enumerate(read_records(results), start=1):
+            problem = fitting.impossible_time(record)
+            if problem is None:
+                records.append(record)
+                continue
+            where = f"{record['file']}:{record['line']}" if record.get("file") else f"{results} record {number}"
+            refused.append(f"{where}: refused, {problem}")
+    return records, refused
+
+
+def _gpu_generation(run_dirs: tuple[Path, ...], topology) -> tuple[str, str | None]:
+    """The GPU generation for NCCL's prior: the one the runs' GPUs have, else the topology's; and a note."""
+    found: dict[str, set[str]] = {}
+    for run_dir in run_dirs:
+        try:
+            gpus = read_meta(run_dir).get("gpus") or []
+        except UsageError:
+            continue
+        for gpu in gpus if isinstance(gpus, list) else []:
+            name = str(gpu.get("name", "")) if isinstance(gpu, dict) else str(gpu)
+            capability = gpu.get("compute_capability") if isinstance(gpu, dict) else None
+            try:
+                arch = arch_of(float(capability)) if capability else arch_of_gpu_name(name)
+            except ValueError:
+                arch = arch_of_gpu_name(name)
+            if arch:
+                found.setdefault(arch, set()).add(name)
+    if len(found) > 1:
+        kinds = "; ".join(f"{arch}: {', '.join(sorted(names))}" for arch, names in sorted(found.items()))
+        raise UsageError(f"the runs hold GPUs of several generations ({kinds}): calibrate one generation at a time")
+    if not found:
+        return topology.arch, None
+    arch, names = next(iter(found.items()))
+    if arch == topology.arch:
+        return arch, None
+    return arch, (
+        f"prior: the {arch} generation of the runs' GPUs ({', '.join(sorted(names))}), "
+        f"not topology {topology.name}'s {topology.arch}"
+    )
 
 
 @click.command("calibrate")
@@ -173,10 +224,12 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
         raise UsageError("calibrate needs --out model.toml (or --holdout for the accuracy test)")
     topology = load_topology(topology_name)
     link = link_for(topology, {})
-    prior = topology.prior(link)
-    samples, notes = fitting.samples_from_records(_load_runs(run_dirs), fitting.nccl_constraints(topology, link))
+    arch, arch_note = _gpu_generation(run_dirs, topology)
+    prior = topology.prior(link, arch)
+    records, refused = _load_runs(run_dirs)
+    samples, notes = fitting.samples_from_records(records, fitting.nccl_constraints(topology, link))
     console = _console()
-    for note in notes:
+    for note in [*refused, *notes] + ([arch_note] if arch_note else []):
         console.print(f"note: {note}", markup=False)
     if not samples:
         raise UsageError(

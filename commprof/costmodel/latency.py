@@ -9,6 +9,7 @@ overhead, the per-hop latency of each protocol, and the per-channel bus bandwidt
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 from commprof.errors import UsageError
@@ -119,6 +120,24 @@ TREE_CORRECTION = {
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 PCI_BW = 12.0  # GB/s; NCCL runs Ring/Simple on 256 threads when channels x bandwidth <= this
+
+
+# GPU product names -> NCCL's generation (compute capabilities from NVIDIA's CUDA GPU list; Ada, 8.9, counts as
+# Ampere in NCCL's tables, Turing, 7.5, as Volta). Blackwell first: "RTX PRO 6000 Blackwell" is no RTX 6000 Ada.
+_GPU_GENERATIONS = (
+    ("blackwell", re.compile(r"Blackwell|\bG?B[123]00\b|\bGB10\b|RTX 50[5-9]0")),
+    ("hopper", re.compile(r"\bG?H(100|200|800|20)\b")),
+    ("ampere", re.compile(r"\bA(100|800|10|16|2|30|40)\b|RTX A\d{4}|RTX [34]0[5-9]0|\bL(4|20|40S?)\b|\bAda\b")),
+    ("volta", re.compile(r"V100|TITAN V|\bT4\b|RTX 20[5-9]0|Quadro RTX")),
+)
+
+
+def arch_of_gpu_name(name: str) -> str | None:
+    """NCCL's generation of a GPU by the name nvidia-smi / nccl-tests print, or None when it is not known."""
+    for arch, pattern in _GPU_GENERATIONS:
+        if pattern.search(name):
+            return arch
+    return None
 
 
 def arch_of(compute_capability: float) -> str:

@@ -9,8 +9,9 @@ writeBenchmarkLineBody, writePerIterReport, writeResultFooter, jsonOutputInit), 
 from __future__ import annotations
 
 import json
+import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from commprof.errors import UsageError
 from commprof.records import point_ids
@@ -37,8 +38,13 @@ _RANK_LINE = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+
 _PROGRAM = re.compile(r"\b([a-z_]+)_perf(?:_mpi)?\b")
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z_0-9]+\s+\S+")
 _TIMESTAMP = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
-# Output lines prefixed by `mpirun --tag-output` ("[1,0]<stdout>:") or quoted in markdown ("> ").
-_PREFIX = re.compile(r"^(?:\[\d+,\d+\]<stdout>:|>\s?)")
+# Output lines prefixed by `mpirun --tag-output` ("[1,0]<stdout>:", the process rank second) or quoted in
+# markdown ("> ").
+_PREFIX = re.compile(r"^(?:\[\d+,(\d+)\]<stdout>:|>\s?)")
+# "# nccl-tests version 2.18.3 nccl-headers=23003 nccl-library=23003" (NCCL_VERSION_CODE: major*10000 + minor*100
+# + patch since NCCL 2.9), and NCCL's own "NCCL version 2.19.3+cuda12.3" (NCCL_DEBUG=INFO, or printed by tests).
+_TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+\S+.*\bnccl-library=(\d+)")
+_NCCL_VERSION = re.compile(r"\bNCCL version\s+(\d+\.\d+\.\d+)")
 _PER_ITER = ("i_min", "i_max", "i_p99", "i_cv%")
 
 
@@ -53,6 +59,7 @@ class Row:
     redop: str
     root: int
     places: dict[str, dict] = field(default_factory=dict)  # "out_of_place" / "in_place" -> values
+    process: int | None = None  # the MPI process that printed it, where `mpirun --tag-output` says
 
 
 @dataclass
@@ -68,6 +75,7 @@ class Run:
     iterations: int | None = None
     warmup: int | None = None
     devices: list[str] = field(default_factory=list)
+    nccl_version: str | None = None
     avg_busbw_gbps: float | None = None
     out_of_bounds: int | None = None
     rows: list[Row] = field(default_factory=list)
@@ -83,6 +91,7 @@ class Run:
             "iterations": self.iterations,
             "warmup": self.warmup,
             "devices": self.devices,
+            "nccl_version": self.nccl_version,
             "avg_busbw_gbps": self.avg_busbw_gbps,
             "out_of_bounds": self.out_of_bounds,
             "rows": len(self.rows),
@@ -95,12 +104,47 @@ class ParsedLog:
     runs: list[Run]
     warnings: list[str]
 
+    @property
+    def nccl_versions(self) -> list[str]:
+        return sorted({r.nccl_version for r in self.runs if r.nccl_version})
+
+    @property
+    def gpu_names(self) -> list[str]:
+        """The distinct GPU names the log's device lines print (after "[busid]")."""
+        return sorted({name for r in self.runs for d in r.devices if (name := _gpu_name(d))})
+
+
+def _gpu_name(device: str) -> str:
+    return device.split("]", 1)[-1].strip() if "]" in device else device.strip()
+
+
+def _nccl_version_from_code(code: int) -> str:
+    """NCCL_VERSION_CODE as a version: major*10000 + minor*100 + patch (NCCL >= 2.9), else major*1000 + ..."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
 
 def _number(token: str) -> float | None:
-    """A float column; "N/A" (and -nan) become None."""
+    """A float column; "N/A", NaN and infinities become None."""
     if token.upper() in ("N/A", "NAN", "-NAN"):
         return None
-    return float(token)
+    value = float(token)
+    return value if math.isfinite(value) else None
+
+
+class RefusedRow(ValueError):
+    """A row whose numbers cannot be a measurement (a negative or non-finite time)."""
+
+
+def _latency(token) -> float:
+    """A time column: a finite number >= 0, else RefusedRow saying why."""
+    value = float(token)
+    if not math.isfinite(value):
+        raise RefusedRow(f"time {token} is not a latency")
+    if value < 0:
+        raise RefusedRow(f"time {token} is negative")
+    return value
 
 
 def _header_columns(line: str) -> list[str] | None:
@@ -147,9 +191,9 @@ def _parse_row(text: str, number: int, columns: list[str]) -> Row:
     for place, group in places:
         values = dict(zip(group, tokens[position : position + len(group)]))
         position += len(group)
-        time_us = _number(values["time"])
-        if time_us is None:
+        if values["time"].upper() == "N/A":
             raise ValueError("time is N/A")
+        time_us = _latency(values["time"])
         if "error" in values:
             # Old nccl-tests printed the largest error, not a count: 0 means none wrong, else the count is unknown.
             error = _number(values["error"])
@@ -183,6 +227,7 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
     runs: list[Run] = []
     warnings: list[str] = []
     program: str | None = None  # last *_perf named in the text (command line or "Collective test starting")
+    version: str | None = None  # the last NCCL version the text states
     run: Run | None = None
     columns: list[str] | None = None
     in_table = False
@@ -190,19 +235,31 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
     def current_run(number: int) -> Run:
         nonlocal run
         if run is None:
-            run = Run(line=number, collective=program, ranks=None)
+            run = Run(line=number, collective=program, ranks=None, nccl_version=version)
             runs.append(run)
         return run
 
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = _PREFIX.sub("", raw).rstrip()
+        prefix = _PREFIX.match(raw)
+        process = int(prefix.group(1)) if prefix and prefix.group(1) is not None else None
+        line = raw[prefix.end() :].rstrip() if prefix else raw.rstrip()
         body = line.strip()
+        if match := _TESTS_VERSION.match(body) or _NCCL_VERSION.search(body):
+            text_version = match.group(1)
+            version = _nccl_version_from_code(int(text_version)) if text_version.isdigit() else text_version
+            if run is not None and not run.rows:  # NCCL prints its version while the run initializes
+                run.nccl_version = version
         program_match = _PROGRAM.search(body)
         if program_match and not _ROW_START.match(body):
             program = program_match.group(1)
         if match := _RUN_LINE.match(body):
             run = Run(
-                line=number, collective=program, ranks=None, nthread=int(match.group(1)), ngpus=int(match.group(2))
+                line=number,
+                collective=program,
+                ranks=None,
+                nthread=int(match.group(1)),
+                ngpus=int(match.group(2)),
+                nccl_version=version,
             )
             runs.append(run)
             rest = match.group(3)
@@ -231,6 +288,7 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
                     iterations=run.iterations,
                     warmup=run.warmup,
                     devices=list(run.devices),
+                    nccl_version=run.nccl_version,
                 )
                 runs.append(run)
             continue
@@ -247,19 +305,26 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
                 in_table = False
                 continue
             try:
-                run.rows.append(_parse_row(body, number, columns))
+                row = _parse_row(body, number, columns)
+            except RefusedRow as exc:
+                warnings.append(f"{path}:{number}: row refused ({exc}): {body[:80]}")
             except ValueError as exc:
                 warnings.append(f"{path}:{number}: unreadable table line ({exc}): {body[:80]}")
+            else:
+                row.process = process
+                run.rows.append(row)
             continue
         if _ROW_START.match(body) and len(body.split()) >= 9:
             warnings.append(f"{path}:{number}: looks like a result row but no table header precedes it: {body[:80]}")
 
-    runs = [r for r in runs if r.rows]
+    runs = [piece for r in runs if r.rows for piece in _split_interleaved(r, path, warnings)]
     if not runs:
         raise UsageError(f"{path}: no nccl-tests result table found")
     for r in runs:
         # "Using devices" lists every rank (MPI gathers them to the root); nThread x nGpus is per process.
-        if r.devices:
+        if r.ranks is not None:
+            pass
+        elif r.devices:
             r.ranks = len(r.devices)
         elif r.ngpus:
             r.ranks = (r.nthread or 1) * r.ngpus
@@ -272,6 +337,41 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
             warnings.append(f"{path}:{r.line}: the *_perf binary is not named in the file; assumed all_reduce")
             r.collective = "all_reduce"
     return ParsedLog(path=path, runs=runs, warnings=warnings)
+
+
+def _split_interleaved(run: Run, path: str, warnings: list[str]) -> list[Run]:
+    """One run per MPI process when several processes printed their rows into one table.
+
+    nccl-tests prints from one process only when built with MPI=1; mpirun of a build without it starts
+    independent tests whose lines interleave, each size appearing once per process. With `--tag-output`
+    the tags say whose row is whose; without, the k-th row of a size is the k-th process's.
+    """
+    tags = sorted({row.process for row in run.rows if row.process is not None})
+    repeats = any(b.bytes <= a.bytes for a, b in zip(run.rows, run.rows[1:]))
+    if len(tags) < 2 and not repeats:
+        return [run]
+    if len(tags) >= 2:
+        owners = [tags.index(row.process) if row.process is not None else 0 for row in run.rows]
+        how = "by their --tag-output ranks"
+    else:
+        seen: dict[int, int] = {}
+        owners = []
+        for row in run.rows:
+            owners.append(seen.get(row.bytes, 0))
+            seen[row.bytes] = owners[-1] + 1
+        how = "in order of appearance (no --tag-output tags)"
+    count = max(owners) + 1
+    per_process = (run.nthread or 1) * (run.ngpus or 1)
+    warnings.append(
+        f"{path}:{run.line}: rows of {count} processes interleaved in one table (each printed its own test: "
+        f"nccl-tests built without MPI=1 under mpirun?); split {how} into {count} runs of {per_process} rank(s) each"
+    )
+    pieces = []
+    for owner in range(count):
+        devices = [run.devices[owner]] if len(run.devices) == count else list(run.devices)
+        rows = [row for row, who in zip(run.rows, owners) if who == owner]
+        pieces.append(replace(run, rows=rows, devices=devices, ranks=per_process))
+    return pieces
 
 
 def parse_json(text: str, path: str = "<json>") -> ParsedLog:
@@ -325,9 +425,10 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
                 values = item.get(place)
                 if not isinstance(values, dict):
                     continue
-                time_us = _json_float(values.get("time", values.get("cpu_time")))
-                if time_us is None:
+                raw_time = values.get("time", values.get("cpu_time"))
+                if raw_time is None or isinstance(raw_time, bool):
                     raise ValueError(f"{place} time missing")
+                time_us = _latency(raw_time)
                 wrong = _json_float(values.get("nwrong"))
                 entry = {
                     "time_us": time_us,
@@ -345,6 +446,8 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
             if not row.places:
                 raise ValueError("neither out_of_place nor in_place values")
             run.rows.append(row)
+        except RefusedRow as exc:
+            warnings.append(f"{path}: results[{index}] refused ({exc})")
         except (KeyError, TypeError, ValueError) as exc:
             warnings.append(f"{path}: results[{index}] unreadable ({exc})")
     if not run.rows:
@@ -358,7 +461,8 @@ def _json_float(value) -> float | None:
         return None
     if isinstance(value, str):
         return _number(value)
-    return float(value)
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def run_records(parsed: ParsedLog, run_id: str, first_point: int, now: str) -> list[CollectiveRecord]:

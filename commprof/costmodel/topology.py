@@ -76,10 +76,10 @@ class Topology:
     def arch(self) -> str:
         return arch_of(self.compute_capability)
 
-    def prior(self, link: str) -> CostParams:
-        """NCCL's own model of this box over `link`."""
+    def prior(self, link: str, arch: str | None = None) -> CostParams:
+        """NCCL's own model of this box over `link` (with another GPU generation's figures when `arch` says)."""
         spec = self.links[link]
-        return nccl_prior(link, self.arch, spec.channels, spec.channel_bw_gbps, spec.nvls_channels)
+        return nccl_prior(link, arch or self.arch, spec.channels, spec.channel_bw_gbps, spec.nvls_channels)
 
     def summary(self) -> dict:
         return {
