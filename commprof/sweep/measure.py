@@ -327,13 +327,15 @@ def point_status(records: list[dict[str, Any]]) -> str:
 def plan_sizes(request: TrialRequest) -> set[tuple[str, int, int]]:
     """(collective, input bytes per rank, output bytes) of every op of the point's plans, over its T values."""
     from commprof.planner.models import DTYPE_BYTES, ModelShape
-    from commprof.planner.plan import build_step_plan
+    from commprof.planner.plan import PlanOptions, build_step_plan
 
     model = ModelShape(**request.model)
+    options = PlanOptions(**request.plan_options)
     sizes = set()
     for tokens in request.tokens:
-        for op in build_step_plan(model, request.tp, tokens, request.phase, request.dtype).ops:
-            sizes.add((op.collective, math.prod(op.input_shape) * DTYPE_BYTES[op.dtype], op.bytes))
+        for op in build_step_plan(model, request.tp, tokens, request.phase, request.dtype, options).ops:
+            element = DTYPE_BYTES[op.dtype]
+            sizes.add((op.collective, math.prod(op.input_shape) * element, math.prod(op.shape) * element))
     return sizes
 
 

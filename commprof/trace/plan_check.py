@@ -12,7 +12,10 @@ from commprof.planner.plan import StepPlan
 
 def plan_signature(plan: StepPlan) -> tuple:
     """The plan's ops as the trace records them: (kind, bytes one rank sends in, bytes it receives)."""
-    return tuple((op.collective, math.prod(op.input_shape) * DTYPE_BYTES[op.dtype], op.bytes) for op in plan.ops)
+    return tuple(
+        (op.collective, math.prod(op.input_shape) * DTYPE_BYTES[op.dtype], math.prod(op.shape) * DTYPE_BYTES[op.dtype])
+        for op in plan.ops
+    )
 
 
 def compare_with_plan(step: tuple, plan: StepPlan, group_sizes: set[int]) -> dict[str, Any]:
