@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from commprof.planner.models import load_model
-from commprof.planner.plan import build_step_plan
+from commprof.planner.plan import PlanOptions, build_step_plan
 from commprof.records import point_ids
 from commprof.records.files import META_FILE, RESULTS_FILE
 from commprof.records.schema import step_record
@@ -87,17 +87,23 @@ def many_points(count: int) -> list[dict]:
 
 
 def make_records(
-    run_id: str, points: list[dict] | None = None, tokens=TOKENS, source: str = "measured", seed: int = 0
+    run_id: str,
+    points: list[dict] | None = None,
+    tokens=TOKENS,
+    source: str = "measured",
+    seed: int = 0,
+    options: PlanOptions | None = None,
+    model_name: str = MODEL,
 ) -> list[dict]:
-    """One record per (point, T, mode), as the sweep would write them."""
+    """One record per (point, T, mode), as the sweep would write them (the step `options` holds, if any)."""
     rng = np.random.default_rng(seed)
-    model = load_model(MODEL)
+    model = load_model(model_name)
     points = points if points is not None else base_points()
     records = []
     for index, point in enumerate(points):
         this_id = point_ids.point_id(index)
         for t in tokens:
-            plan = build_step_plan(model, WORLD_SIZE, t, "verify")
+            plan = build_step_plan(model, WORLD_SIZE, t, "verify", options=options)
             for mode in ("eager", "graph"):
                 records.append(_record(run_id, this_id, point, plan, mode, source, rng))
     return records
@@ -149,7 +155,7 @@ def _record(run_id, point_id, point, plan, mode, source, rng) -> dict:
     channels = int(env.get("NCCL_MIN_NCHANNELS", "2"))
     latency *= 1.0 + 0.03 * abs(np.log2(channels) - 1.5)
     sizes = np.array([op.bytes for op in plan.ops], dtype=float)
-    is_gather = np.array([op.collective == "all_gather" for op in plan.ops])
+    is_gather = np.array([op.collective != "all_reduce" for op in plan.ops])
     op_median = latency + sizes / (bandwidth * 1e3)
     op_median[is_gather] = 60.0 + sizes[is_gather] / 9e3
     if impl == "nccl+rmsnorm":
@@ -197,6 +203,8 @@ def _record(run_id, point_id, point, plan, mode, source, rng) -> dict:
     if mode == "eager":
         record["op_us"] = {
             "sites": [op.site for op in plan.ops],
+            "collectives": [op.collective for op in plan.ops],
+            "draft": [op.draft for op in plan.ops],
             "bytes": [op.bytes for op in plan.ops],
             "min": np.round(op_median * 0.95, 2).tolist(),
             "median": np.round(op_median, 2).tolist(),

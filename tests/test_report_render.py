@@ -1,5 +1,6 @@
 """`commprof report` on run folders written per the results schema (SYNTHETIC numbers, tests/report_fixtures.py)."""
 
+import html as html_lib
 import json
 import re
 from pathlib import Path
@@ -622,3 +623,34 @@ def test_collectives_measured_vs_model(tmp_path):
     assert checks.count(">1.20</td>") == 3  # 4 ranks has no prediction: not paired
     (check,) = json.loads((out / "summary.json").read_text())["costmodel_checks"]
     assert check["kind"] == "collective" and check["pairs"] == 3 and check["within_band_pct"] == 0.0
+
+
+def test_draft_and_verify_communication_apart(tmp_path):
+    """A replayed speculative cycle: the draft model's sites are their own rows, and their sum is shown apart."""
+    from commprof.planner.plan import PlanOptions
+
+    options = PlanOptions("eagle", 3, draft_vocab=32000)
+    records = make_records("spec", points=base_points()[:2], tokens=(4, 8), options=options)
+    run_dir = write_run(tmp_path / "runs", "spec", records=records)
+    out = tmp_path / "out"
+    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    page = html_lib.unescape((out / "index.html").read_text())
+    assert "Verify and draft communication" in page
+    assert re.search(r"<td>draft attn</td><td class=\"num\">3</td>", page)  # one attention all-reduce per draft step
+    assert re.search(r"<td class=\"num\">124</td><td class=\"num\">[\d.]+ ms</td><td class=\"num\">12</td>", page)
+
+
+def test_dp_attention_ops_keep_their_collectives_in_the_nccl_tests_tables(tmp_path):
+    from commprof.planner.plan import PlanOptions
+
+    records = make_records(
+        "dp", points=base_points()[:1], tokens=(4,), options=PlanOptions(dp_attention=True), model_name="deepseek-v3"
+    )
+    run_dir = write_run(tmp_path / "runs", "dp", records=records)
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "out")]) == 0
+    text = (tmp_path / "out" / "nccl-tests" / "p000.txt").read_text()
+    assert (
+        "# reduce_scatter (in place)" in text
+        and "# all_gather (in place)" in text
+        and "all_reduce" not in text.split("#\n", 1)[1]
+    )

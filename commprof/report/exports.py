@@ -302,8 +302,9 @@ def nccl_tests_table(
     """An all_reduce_perf-style table per collective: size, count, type, redop, root, time, algbw, busbw, #wrong.
 
     `sizes`: (collective, bytes, time µs) rows, time being the median over the ops of that size.
-    algbw = bytes / time; busbw = algbw × 2(n−1)/n for all-reduce, × (n−1)/n for all-gather (nccl-tests'
-    definitions); count is elements of the buffer (all-reduce) or per rank (all-gather), as nccl-tests prints.
+    algbw = bytes / time; busbw = algbw × 2(n−1)/n for all-reduce, × (n−1)/n for all-gather and reduce-scatter
+    (nccl-tests' definitions); count is elements of the buffer (all-reduce) or per rank (all-gather,
+    reduce-scatter), as nccl-tests prints.
     """
     elem = DTYPE_BYTES.get(dtype, 2)
     type_name = NCCL_TESTS_TYPES.get(dtype, dtype)
@@ -311,7 +312,7 @@ def nccl_tests_table(
     busbws = []
     for collective in sorted({row[0] for row in sizes}):
         factor = 2 * (world_size - 1) / world_size if collective == "all_reduce" else (world_size - 1) / world_size
-        redop = "sum" if collective == "all_reduce" else "none"
+        redop = "none" if collective == "all_gather" else "sum"
         lines += [
             "#",
             f"# {collective} (in place)",

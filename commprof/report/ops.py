@@ -6,19 +6,28 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-SITE_KINDS = ("embed", "attn", "mlp", "logits")
+from commprof.planner.plan import COLLECTIVES, SITE_COLLECTIVES, SITE_KINDS
+
+# The draft model's sites are kinds of their own ("draft attn"), after the target's: draft and verify apart.
+DRAFT = "draft "
+KIND_ORDER = (*SITE_KINDS, *(DRAFT + kind for kind in SITE_KINDS))
 
 
 def op_sites(op_us: dict[str, list] | None) -> pd.DataFrame:
-    """A record's op_us (columnar, one entry per op) as rows with the site kind (embed / attn / mlp / logits)."""
+    """A record's op_us (columnar, one entry per op) as rows with the site kind (embed, attn, mlp, moe, logits,
+    ...; "draft attn" for the speculative draft model's ops) and whether the draft model issued it."""
     if not op_us or not op_us.get("sites"):
-        return pd.DataFrame(columns=["site", "site_kind", "bytes", "median", "p99"])
+        return pd.DataFrame(columns=["site", "site_kind", "draft", "bytes", "median", "p99"])
     count = len(op_us["sites"])
     table = pd.DataFrame(
         {key: values for key, values in op_us.items() if isinstance(values, list) and len(values) == count}
     )
     table["site"] = table.pop("sites").astype(str)
-    table["site_kind"] = table["site"].str.rsplit(".", n=1).str[-1]
+    if "draft" not in table:  # records written before ops were marked: the site says it
+        table["draft"] = table["site"].str.startswith("draft.")
+    table["draft"] = table["draft"].astype(bool)
+    kinds = table["site"].str.rsplit(".", n=1).str[-1]
+    table["site_kind"] = np.where(table["draft"], DRAFT + kinds, kinds)
     return table
 
 
@@ -36,8 +45,21 @@ def site_summary(sites: pd.DataFrame) -> pd.DataFrame:
             "total_us": grouped["median"].sum(),
         }
     ).reset_index()
-    order = {kind: i for i, kind in enumerate(SITE_KINDS)}
+    order = {kind: i for i, kind in enumerate(KIND_ORDER)}
     return table.sort_values("site_kind", key=lambda s: s.map(lambda k: order.get(k, len(order))))
+
+
+def draft_split(sites: pd.DataFrame) -> dict[str, float] | None:
+    """Ops and summed per-op medians (µs) of the verify forward and of the draft model; None without draft ops."""
+    if sites.empty or not sites["draft"].any():
+        return None
+    draft = sites["draft"]
+    return {
+        "verify_ops": int((~draft).sum()),
+        "verify_us": float(sites.loc[~draft, "median"].sum()),
+        "draft_ops": int(draft.sum()),
+        "draft_us": float(sites.loc[draft, "median"].sum()),
+    }
 
 
 def op_table(steps: pd.DataFrame) -> pd.DataFrame:
@@ -49,7 +71,7 @@ def op_table(steps: pd.DataFrame) -> pd.DataFrame:
     rows = steps[steps["op_us"].notna()]
     columns: dict[str, list] = {"point_id": [], "tokens": [], "collective": [], "bytes": [], "median": []}
     point_codes: dict[str, int] = {}
-    collectives = ("all_gather", "all_reduce")
+    collectives = COLLECTIVES
     collectives_of: dict[tuple, np.ndarray] = {}  # every record of a plan has the same sites
     for point_id, tokens, op_us in zip(rows["point_id"], rows["tokens"], rows["op_us"]):
         sites = tuple(op_us.get("sites") or ())
@@ -57,9 +79,9 @@ def op_table(steps: pd.DataFrame) -> pd.DataFrame:
         if not count or len(op_us.get("median") or []) != count or len(op_us.get("bytes") or []) != count:
             continue
         if sites not in collectives_of:
-            collectives_of[sites] = np.array(
-                [collectives.index(site_collective(site)) for site in sites], dtype=np.int8
-            )
+            named = op_us.get("collectives")
+            names = named if isinstance(named, list) and len(named) == count else [site_collective(s) for s in sites]
+            collectives_of[sites] = np.array([collectives.index(name) for name in names], dtype=np.int8)
         columns["point_id"].append(np.full(count, point_codes.setdefault(point_id, len(point_codes)), dtype=np.int32))
         columns["tokens"].append(np.full(count, tokens))
         columns["collective"].append(collectives_of[sites])
@@ -74,8 +96,8 @@ def op_table(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def site_collective(site: str) -> str:
-    """The collective an op site issues: the logits all-gather, an all-reduce everywhere else (docs/step-plan.md)."""
-    return "all_gather" if site.rsplit(".", 1)[-1] == "logits" else "all_reduce"
+    """The collective an op site issues (docs/step-plan.md), for records that do not name it."""
+    return SITE_COLLECTIVES.get(site.rsplit(".", 1)[-1], "all_reduce")
 
 
 def op_sizes(ops: pd.DataFrame) -> pd.DataFrame:

@@ -12,7 +12,14 @@ import pandas as pd
 
 from commprof.report.apply import apply_plan
 from commprof.report.engine_hints import engine_hints, engine_hints_text
-from commprof.report.exports import RunExports, nccl_tests_table, recommend_env_text, results_csv, tuner_conf_text
+from commprof.report.exports import (
+    NCCL_TESTS_TYPES,
+    RunExports,
+    nccl_tests_table,
+    recommend_env_text,
+    results_csv,
+    tuner_conf_text,
+)
 from commprof.report.frame import ok_rows
 from commprof.report.ops import op_sizes, op_table
 from commprof.report.provenance import provenance
@@ -82,7 +89,9 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
             f"{first['settings']}), run {run.run_id}, {label}",
             f"nRanks {int(first['world_size'])}, eager mode, per-op median over each step's timed "
             f"iterations; sizes are the step's at T = {', '.join(map(str, tokens_of[point_id]))}",
-            "Compare with: all_reduce_perf -b <size> -e <size> -d bfloat16 (in-place columns)",
+            "Compare with: "
+            + ", ".join(f"{c}_perf" for c in sorted({row[0] for row in rows}))
+            + f" -b <size> -e <size> -d {NCCL_TESTS_TYPES.get(first['dtype'], first['dtype'])} (in-place columns)",
         ]
         text = nccl_tests_table(rows, int(first["world_size"]), str(first["dtype"]), header, bad[point_id])
         written[point_id] = write_text(folder / f"{point_id}.txt", text)

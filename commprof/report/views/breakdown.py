@@ -6,7 +6,7 @@ from typing import Any
 
 from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct, fmt_us
 from commprof.report.frame import ok_rows
-from commprof.report.ops import op_sites, site_summary
+from commprof.report.ops import draft_split, op_sites, site_summary
 from commprof.report.projection import FIELD_REPORT_CASES, accept_verdict, tps_column
 from commprof.report.run_analysis import RunAnalysis
 from commprof.report.words import break_even_text
@@ -89,9 +89,9 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
 def per_collective(run: RunAnalysis) -> dict[str, Any]:
     """Per T: op-site distributions of the baseline and best point (eager records) and rank skew."""
     if run.headline.empty:
-        return {"per_tokens": {}, "tables": [], "skew": []}
+        return {"per_tokens": {}, "tables": [], "skew": [], "draft": []}
     eager = ok_rows(run.steps, "eager").drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
-    per_tokens, tables, skew = {}, [], []
+    per_tokens, tables, skew, draft = {}, [], [], []
     for r in run.headline.itertuples():
         settings = {}
         for setting, point_id in (("baseline", run.baseline), ("best", r.best_point_id)):
@@ -99,6 +99,18 @@ def per_collective(run: RunAnalysis) -> dict[str, Any]:
                 sites = op_sites(eager.loc[(point_id, r.tokens), "op_us"])
                 if not sites.empty:
                     settings[setting] = sites
+                    if split := draft_split(sites):
+                        draft.append(
+                            {
+                                "tokens": int(r.tokens),
+                                "setting": setting,
+                                "point_id": point_id,
+                                "verify_ops": split["verify_ops"],
+                                "verify": fmt_ms(split["verify_us"]),
+                                "draft_ops": split["draft_ops"],
+                                "draft": fmt_ms(split["draft_us"]),
+                            }
+                        )
                     for s in site_summary(sites).itertuples():
                         tables.append(
                             {
@@ -131,4 +143,4 @@ def per_collective(run: RunAnalysis) -> dict[str, Any]:
                             "pct": fmt_pct(s.rank_skew_pct),
                         }
                     )
-    return {"per_tokens": per_tokens, "tables": tables, "skew": skew}
+    return {"per_tokens": per_tokens, "tables": tables, "skew": skew, "draft": draft}

@@ -20,6 +20,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from commprof.report.ops import KIND_ORDER  # noqa: E402
+
 plt.rcParams.update(
     {
         "svg.fonttype": "none",  # text stays text: smaller files, selectable, prints crisply
@@ -33,7 +35,6 @@ plt.rcParams.update(
 )
 
 COLORS = {"baseline": "#8c8c8c", "best": "#1f6fb4", "comm": "#1f6fb4", "overhead": "#f0a030", "compute": "#b9c7d6"}
-SITE_ORDER = ("embed", "attn", "mlp", "logits")
 _figure_counter = itertools.count()
 
 
@@ -132,7 +133,8 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
     )
     for ax, (tokens, settings) in zip(axes.flat, per_tokens.items()):
         positions, data, colors, ticks = [], [], [], []
-        for k, site in enumerate(SITE_ORDER):
+        present = {kind for sites in settings.values() for kind in sites["site_kind"]}
+        for k, site in enumerate(kind for kind in KIND_ORDER if kind in present):
             for j, (setting, sites) in enumerate(settings.items()):
                 values = sites.loc[sites["site_kind"] == site, "median"].to_numpy(dtype=float)
                 if values.size:
