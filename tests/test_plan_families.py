@@ -159,7 +159,7 @@ def test_layout_override(tmp_path):
 
 @pytest.mark.parametrize(
     "field,value,limit",
-    [("num_hidden_layers", 10**9, "1260"), ("hidden_size", 10**7, "163840"), ("vocab_size", 10**8, "2560000")],
+    [("num_hidden_layers", 10**9, "1260"), ("hidden_size", 10**7, "184320"), ("vocab_size", 10**8, "2622080")],
 )
 def test_absurd_sizes_are_refused_before_planning(tmp_path, field, value, limit):
     raw = config("Mixtral-8x7B-v0.1") | {field: value}

@@ -39,8 +39,8 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # take minutes and gigabytes. (field, limit, the model the limit is ten times of)
 SIZE_LIMITS = (
     ("num_layers", 1260, "Llama-3.1-405B's 126 layers"),
-    ("hidden_size", 163840, "Llama-3.1-405B's hidden size 16384"),
-    ("vocab_size", 2560000, "Command-R's 256000-token vocabulary"),
+    ("hidden_size", 184320, "Nemotron-4-340B's hidden size 18432"),
+    ("vocab_size", 2622080, "Gemma 3's vocabulary of 262208"),
 )
 
 # A config.json is a few kilobytes; reading more than this is reading something else.
