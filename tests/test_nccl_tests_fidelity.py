@@ -11,7 +11,7 @@ import pytest
 from commprof.cli import main
 from commprof.costmodel.latency import arch_of_gpu_name, params_from_toml
 from commprof.costmodel.nccl_tests import parse_text
-from commprof.records import read_records
+from commprof.records.files import read_records
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl-tests"
 TWO_TABLES = FIXTURES / "h100x4_all_reduce_and_broadcast_mpi.txt"
