@@ -137,7 +137,7 @@ TINY_NEMOTRON_H = {
 }
 
 
-def _replay_family(rank, world_size, config, tokens, options, impl_path, corrupt=None):
+def _replay_family(rank, world_size, config, tokens, options, impl_path, impl_options, corrupt=None):
     import torch
     import torch.distributed as dist
 
@@ -160,7 +160,7 @@ def _replay_family(rank, world_size, config, tokens, options, impl_path, corrupt
     plan = build_step_plan(
         shape_from_config(config, "tiny", "test"), world_size, tokens, options=PlanOptions(**options)
     )
-    impl = load_impl(impl_path)({"norm": "torch"})
+    impl = load_impl(impl_path)(impl_options)
     impl.setup(dist.group.WORLD, plan, torch.device("cpu"))
     replay = StepReplay(plan, impl, dist.group.WORLD, torch.device("cpu"), ReplayConfig(iterations=3, warmup=1))
     return [replay_mode(replay, "eager").to_dict()]
@@ -168,15 +168,15 @@ def _replay_family(rank, world_size, config, tokens, options, impl_path, corrupt
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "config,tokens,options,impl",
+    "config,tokens,options,impl,impl_options",
     [
-        (TINY_DEEPSEEK, 4, {"spec": "mtp", "num_steps": 1, "dp_attention": True}, "gloo"),
-        (TINY_DEEPSEEK, 6, {"spec": "eagle", "num_steps": 2, "draft_vocab": 96}, "nccl+rmsnorm"),
-        (TINY_NEMOTRON_H, 3, {}, "gloo"),
+        (TINY_DEEPSEEK, 4, {"spec": "mtp", "num_steps": 1, "dp_attention": True}, "gloo", {}),
+        (TINY_DEEPSEEK, 6, {"spec": "eagle", "num_steps": 2, "draft_vocab": 96}, "nccl+rmsnorm", {"norm": "torch"}),
+        (TINY_NEMOTRON_H, 3, {}, "gloo", {}),
     ],
 )
-def test_every_collective_kind_replays_and_verifies(config, tokens, options, impl):
-    (eager,) = run_ranks(_replay_family, 2, (config, tokens, options, impl))[0]
+def test_every_collective_kind_replays_and_verifies(config, tokens, options, impl, impl_options):
+    (eager,) = run_ranks(_replay_family, 2, (config, tokens, options, impl, impl_options))[0]
     assert eager["status"] == "ok", eager["message"]
     ops = eager["op_us"]
     assert len(ops["median"]) == len(ops["sites"]) == len(ops["collectives"]) == len(ops["draft"])
@@ -194,5 +194,5 @@ def test_every_collective_kind_replays_and_verifies(config, tokens, options, imp
 )
 def test_a_wrong_gather_or_scatter_is_caught(collective, site):
     options = {"dp_attention": True}
-    for (eager,) in run_ranks(_replay_family, 2, (TINY_DEEPSEEK, 2, options, "gloo", collective)):
+    for (eager,) in run_ranks(_replay_family, 2, (TINY_DEEPSEEK, 2, options, "gloo", {}, collective)):
         assert eager["status"] == "wrong" and eager["check"]["first_bad_site"] == site
