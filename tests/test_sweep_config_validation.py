@@ -47,9 +47,11 @@ BAD = [
     ("[run]\ntp = 3\n", "bad.toml: run: kimi-k2.5: TP 3 is impossible: 64 attention heads do not divide by 3"),
     ("[run]\nspec = 'mtp'\nnum_steps = 3\ntokens = [4]\ntp = 8\n", "bad.toml: run: kimi-k2.5: --spec mtp needs"),
     ("[run]\nspec = 'eagle'\nnum_steps = 3\ntokens = [6]\ntp = 8\n", "bad.toml: run: T = 6 is not a whole batch"),
-    ("[run]\nspec = 'medusa'\n", "bad.toml: run.spec: unknown speculative method 'medusa'"),
-    ("[run]\ndp_attention = 'yes'\n", "bad.toml: run.spec: dp_attention must be true or false"),
+    ("[run]\nspec = 'medusa'\n", "bad.toml: run: unknown speculative method 'medusa'"),
+    ("[run]\ndp_attention = 'yes'\n", "bad.toml: run: dp_attention must be true or false"),
     ("[run]\nlayout = 'hybrid:MX'\n", "bad.toml: run.model: preset:kimi-k2.5: hybrid pattern has 'X'"),
+    ("[run]\nlayout = 'serial'\n", "bad.toml: run.layout: --layout 'serial' is not a layout"),
+    ("[run]\nnum_steps = 'x'\nspec = 'eagle'\n", "bad.toml: run: --num-steps must be an integer, got 'x'"),
     (
         "[run]\ninterconnect = 'pci'\n",
         "bad.toml: run.interconnect: 'pci' is not an interconnect (allowed: any, pcie, nvlink)",
@@ -323,5 +325,5 @@ def test_run_keys_for_the_step_beyond_the_target():
     )
     assert (spec.plan_options.spec, spec.plan_options.num_steps, spec.plan_options.dp_attention) == ("mtp", 1, True)
     spec.check_plans(8)
-    with pytest.raises(UsageError, match="TP 6 is impossible"):
+    with pytest.raises(UsageError, match="^command line: run: deepseek-v3: TP 6 is impossible"):
         spec.check_plans(6)  # the launch's world size, when the file names no TP

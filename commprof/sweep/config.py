@@ -21,6 +21,7 @@ else:
 
 from commprof.errors import UsageError
 from commprof.impls import registry
+from commprof.planner.architectures import parse_layout
 from commprof.planner.models import load_model, normalize_dtype
 from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
 from commprof.records import point_ids
@@ -221,7 +222,13 @@ def parse_sweep(text: str, path: str | None = None, source: str | None = None) -
     problems.unknown_keys(run, RUN_KEYS, "run")
     model = run.get("model", "kimi-k2.5")
     layout = run.get("layout")
-    if layout is not None and problems.string(layout, "run.layout") is None:
+    if layout is not None and problems.string(layout, "run.layout") is not None:
+        try:
+            parse_layout(layout)
+        except UsageError as exc:
+            problems.error("run.layout", str(exc))
+            layout = None
+    elif layout is not None:
         layout = None
     if problems.string(model, "run.model") is not None:
         try:
@@ -231,8 +238,8 @@ def parse_sweep(text: str, path: str | None = None, source: str | None = None) -
     plan_options = PlanOptions()
     try:
         plan_options = PlanOptions(**{key: run[key] for key in PLAN_OPTION_KEYS if key in run})
-    except (UsageError, TypeError) as exc:
-        problems.error("run.spec", str(exc))
+    except UsageError as exc:
+        problems.error("run", str(exc))
     tp = problems.integer(run["tp"], "run.tp", 1) if "tp" in run else None
     problems.interconnect = (
         problems.choice(run.get("interconnect", "any"), "run.interconnect", INTERCONNECTS, "an interconnect") or "any"

@@ -180,8 +180,11 @@ class SweepSpec:
     def check_plans(self, tp: int) -> None:
         """UsageError in one line when a step of this sweep is one no engine runs (e.g. an impossible TP)."""
         model = load_model(self.model, self.layout)
-        for tokens in self.tokens:
-            build_step_plan(model, tp, tokens, self.phase, self.dtype, self.plan_options)
+        try:
+            for tokens in self.tokens:
+                build_step_plan(model, tp, tokens, self.phase, self.dtype, self.plan_options)
+        except UsageError as exc:
+            raise UsageError(f"{self.path or 'command line'}: run: {exc}") from None
 
     def iterations_for(self, point: SweepPoint) -> tuple[int, int]:
         """(iterations, warmup) for a point: its stage's own when that stage re-measures, else the run's."""
