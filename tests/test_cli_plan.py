@@ -149,3 +149,20 @@ def test_sweep_dry_run_refuses_the_launch_tp(tmp_path):
     )
     assert out.returncode == 2 and "kimi-k2.5: TP 3 is impossible" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_table_columns_stay_aligned_for_long_draft_sites():
+    out = commprof("plan", "--model", "deepseek-v3", "--spec", "mtp", "--num-steps", "1", "--dp-attention")
+    assert out.returncode == 0, out.stderr
+    header, *rows = [
+        line for line in out.stdout.splitlines()[1:] if line.split()[0].isdigit() or line.split()[0] == "#"
+    ]
+    column = header.index("collective")
+    assert any(len(row.split()[1]) > 24 for row in rows)  # draft.0.layer.0.dp_scatter
+    assert all(row[column - 1] == " " and row[column] != " " for row in rows)
+
+
+def test_ngram_header_names_no_draft_steps():
+    out = commprof("plan", "--spec", "ngram")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].endswith("--spec ngram") and "None" not in out.stdout

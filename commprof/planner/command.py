@@ -28,17 +28,22 @@ def format_plan(plan: StepPlan) -> str:
     model = plan.model
     extras = [f"{model.layout} layout ({model.family or 'default'})"]
     if plan.options.spec:
-        extras.append(f"--spec {plan.options.spec} --num-steps {plan.options.num_steps}")
+        steps = f" --num-steps {plan.options.num_steps}" if plan.options.num_steps is not None else ""
+        extras.append(f"--spec {plan.options.spec}{steps}")
     if plan.options.dp_attention:
         extras.append("DP attention: T per rank")
     lines = [
         f"# {model.name}: {plan.phase} step, TP {plan.tp}, T = {plan.tokens}, {model.dtype} "
         f"({model.num_layers} layers, hidden {model.hidden_size}, vocab {model.vocab_size}); {', '.join(extras)}",
-        f"{'#':>4}  {'site':<24} {'collective':<14} {'shape':<16} {'bytes':>10}",
     ]
-    for op in plan.ops:
-        shape = "[" + ", ".join(map(str, op.shape)) + "]"
-        lines.append(f"{op.index:>4}  {op.site:<24} {op.collective:<14} {shape:<16} {op.bytes:>10}")
+    shapes = ["[" + ", ".join(map(str, op.shape)) + "]" for op in plan.ops]
+    site_width = max([24, *(len(op.site) for op in plan.ops)])
+    shape_width = max([16, *map(len, shapes)])
+    lines.append(f"{'#':>4}  {'site':<{site_width}} {'collective':<14} {'shape':<{shape_width}} {'bytes':>10}")
+    for op, shape in zip(plan.ops, shapes):
+        lines.append(
+            f"{op.index:>4}  {op.site:<{site_width}} {op.collective:<14} {shape:<{shape_width}} {op.bytes:>10}"
+        )
     draft = [op for op in plan.ops if op.draft]
     lines += _totals("total ", plan.ops)
     if draft:
