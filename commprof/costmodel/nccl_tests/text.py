@@ -1,4 +1,4 @@
-"""Parse nccl-tests (*_perf) output as people post it: tables in prose or markdown, several runs per file, -I, -J.
+"""Parse nccl-tests (*_perf) text output as people post it: tables in prose or markdown, several runs per file, -I.
 
 Pure: text in, rows and warnings out. The column layout is read from each table's header line, so the
 older 12-column tables, the -I per-iteration columns (i_min i_max i_p99 i_cv%) and the -S timestamp column
@@ -8,34 +8,15 @@ writeBenchmarkLineBody, writePerIterReport, writeResultFooter, jsonOutputInit), 
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
+from commprof.costmodel.nccl_tests.json_file import parse_json
+from commprof.costmodel.nccl_tests.log import DTYPES, PROGRAM, ParsedLog, RefusedRow, Row, Run, latency, optional_float
 from commprof.errors import UsageError
-from commprof.records import point_ids
-from commprof.records.schema import CollectiveRecord, collective_record
-
-# nccl-tests type names -> commprof dtype names (others kept as nccl-tests spells them).
-_DTYPES = {
-    "float": "float32",
-    "half": "float16",
-    "bfloat16": "bfloat16",
-    "double": "float64",
-    "int8": "int8",
-    "uint8": "uint8",
-    "int32": "int32",
-    "uint32": "uint32",
-    "int64": "int64",
-    "uint64": "uint64",
-    "f8e4m3": "float8_e4m3",
-    "f8e5m2": "float8_e5m2",
-}
 
 _RUN_LINE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)")
 _RANK_LINE = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)")
-_PROGRAM = re.compile(r"\b([a-z_]+)_perf(?:_mpi)?\b")
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z_0-9]+\s+\S+")
 _TIMESTAMP = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
 # Output lines prefixed by `mpirun --tag-output` ("[1,0]<stdout>:", the process rank second) or quoted in
@@ -48,103 +29,11 @@ _NCCL_VERSION = re.compile(r"\bNCCL version\s+(\d+\.\d+\.\d+)")
 _PER_ITER = ("i_min", "i_max", "i_p99", "i_cv%")
 
 
-@dataclass
-class Row:
-    """One size of one run: out-of-place and in-place measurements (either may be absent)."""
-
-    line: int
-    bytes: int
-    count: int
-    dtype: str
-    redop: str
-    root: int
-    places: dict[str, dict] = field(default_factory=dict)  # "out_of_place" / "in_place" -> values
-    process: int | None = None  # the MPI process that printed it, where `mpirun --tag-output` says
-
-
-@dataclass
-class Run:
-    """One invocation of a *_perf binary: its header facts and its table."""
-
-    line: int
-    collective: str | None
-    ranks: int | None
-    nthread: int | None = None
-    ngpus: int | None = None
-    graph: bool = False
-    iterations: int | None = None
-    warmup: int | None = None
-    devices: list[str] = field(default_factory=list)
-    nccl_version: str | None = None
-    avg_busbw_gbps: float | None = None
-    out_of_bounds: int | None = None
-    rows: list[Row] = field(default_factory=list)
-
-    def summary(self) -> dict:
-        return {
-            "line": self.line,
-            "collective": self.collective,
-            "ranks": self.ranks,
-            "nthread": self.nthread,
-            "ngpus": self.ngpus,
-            "graph": self.graph,
-            "iterations": self.iterations,
-            "warmup": self.warmup,
-            "devices": self.devices,
-            "nccl_version": self.nccl_version,
-            "avg_busbw_gbps": self.avg_busbw_gbps,
-            "out_of_bounds": self.out_of_bounds,
-            "rows": len(self.rows),
-        }
-
-
-@dataclass
-class ParsedLog:
-    path: str
-    runs: list[Run]
-    warnings: list[str]
-
-    @property
-    def nccl_versions(self) -> list[str]:
-        return sorted({r.nccl_version for r in self.runs if r.nccl_version})
-
-    @property
-    def gpu_names(self) -> list[str]:
-        """The distinct GPU names the log's device lines print (after "[busid]")."""
-        return sorted({name for r in self.runs for d in r.devices if (name := _gpu_name(d))})
-
-
-def _gpu_name(device: str) -> str:
-    return device.split("]", 1)[-1].strip() if "]" in device else device.strip()
-
-
 def _nccl_version_from_code(code: int) -> str:
     """NCCL_VERSION_CODE as a version: major*10000 + minor*100 + patch (NCCL >= 2.9), else major*1000 + ..."""
     if code >= 10000:
         return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
     return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
-
-
-def _number(token: str) -> float | None:
-    """A float column; "N/A", NaN and infinities become None."""
-    if token.upper() in ("N/A", "NAN", "-NAN"):
-        return None
-    value = float(token)
-    return value if math.isfinite(value) else None
-
-
-class RefusedRow(ValueError):
-    """A row whose numbers cannot be a measurement (a negative or non-finite time)."""
-
-
-def _latency(token) -> float:
-    """A time column: a finite number >= 0, else RefusedRow saying why."""
-    value = float(token)
-    if not math.isfinite(value):
-        raise RefusedRow(f"time {token} is not a latency")
-    if value < 0:
-        raise RefusedRow(f"time {token} is negative")
-    return value
 
 
 def _header_columns(line: str) -> list[str] | None:
@@ -183,7 +72,7 @@ def _parse_row(text: str, number: int, columns: list[str]) -> Row:
         line=number,
         bytes=int(head["size"]),
         count=int(head["count"]),
-        dtype=_DTYPES.get(head.get("type", ""), head.get("type", "")),
+        dtype=DTYPES.get(head.get("type", ""), head.get("type", "")),
         redop=head.get("redop", "none"),
         root=int(head.get("root", -1)),
     )
@@ -193,21 +82,21 @@ def _parse_row(text: str, number: int, columns: list[str]) -> Row:
         position += len(group)
         if values["time"].upper() == "N/A":
             raise ValueError("time is N/A")
-        time_us = _latency(values["time"])
+        time_us = latency(values["time"])
         if "error" in values:
             # Old nccl-tests printed the largest error, not a count: 0 means none wrong, else the count is unknown.
-            error = _number(values["error"])
+            error = optional_float(values["error"])
             wrong = 0 if error == 0 else None
         else:
-            count = _number(values.get("#wrong", "N/A"))
+            count = optional_float(values.get("#wrong", "N/A"))
             wrong = None if count is None else int(count)
         entry = {
             "time_us": time_us,
-            "algbw_gbps": _number(values.get("algbw", "N/A")),
-            "busbw_gbps": _number(values.get("busbw", "N/A")),
+            "algbw_gbps": optional_float(values.get("algbw", "N/A")),
+            "busbw_gbps": optional_float(values.get("busbw", "N/A")),
             "wrong": wrong,
         }
-        per_iter = {name: _number(values[name]) for name in _PER_ITER if name in values}
+        per_iter = {name: optional_float(values[name]) for name in _PER_ITER if name in values}
         if per_iter:
             entry["per_iteration"] = {
                 "min_us": per_iter.get("i_min"),
@@ -249,7 +138,7 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
             version = _nccl_version_from_code(int(text_version)) if text_version.isdigit() else text_version
             if run is not None and not run.rows:  # NCCL prints its version while the run initializes
                 run.nccl_version = version
-        program_match = _PROGRAM.search(body)
+        program_match = PROGRAM.search(body)
         if program_match and not _ROW_START.match(body):
             program = program_match.group(1)
         if match := _RUN_LINE.match(body):
@@ -294,7 +183,7 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
             continue
         if body.startswith("#"):
             if run is not None and (m := re.match(r"#\s*Avg bus bandwidth\s*:\s*(\S+)", body)):
-                value = _number(m.group(1))
+                value = optional_float(m.group(1))
                 run.avg_busbw_gbps = value
                 in_table = False
             elif run is not None and (m := re.match(r"#\s*Out of bounds values\s*:\s*(\d+)", body)):
@@ -322,11 +211,9 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
         raise UsageError(f"{path}: no nccl-tests result table found")
     for r in runs:
         # "Using devices" lists every rank (MPI gathers them to the root); nThread x nGpus is per process.
-        if r.ranks is not None:
-            pass
-        elif r.devices:
+        if r.ranks is None and r.devices:
             r.ranks = len(r.devices)
-        elif r.ngpus:
+        elif r.ranks is None and r.ngpus:
             r.ranks = (r.nthread or 1) * r.ngpus
         if r.ranks is None:
             warnings.append(
@@ -372,139 +259,3 @@ def _split_interleaved(run: Run, path: str, warnings: list[str]) -> list[Run]:
         rows = [row for row, who in zip(run.rows, owners) if who == owner]
         pieces.append(replace(run, rows=rows, devices=devices, ranks=per_process))
     return pieces
-
-
-def parse_json(text: str, path: str = "<json>") -> ParsedLog:
-    """The -J output file (JSON_FILE_VERSION 3): config, devices, results with out_of_place / in_place."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    results = data.get("results") if isinstance(data, dict) else None
-    if not isinstance(results, list) or not results:
-        raise UsageError(f"{path}: no nccl-tests results in this JSON file")
-    config = data.get("config") if isinstance(data.get("config"), dict) else {}
-    args = data.get("args") if isinstance(data.get("args"), list) else []
-    program = next((m.group(1) for a in args if isinstance(a, str) and (m := _PROGRAM.search(a))), None)
-    devices = [d.get("device_info", "") for d in config.get("devices", []) if isinstance(d, dict)]
-    nthread, ngpus = config.get("nthreads"), config.get("ngpus")
-    warnings: list[str] = []
-    run = Run(
-        line=1,
-        collective=program or "all_reduce",
-        ranks=None,
-        nthread=nthread,
-        ngpus=ngpus,
-        graph=bool(config.get("graph", 0)),
-        iterations=config.get("iterations"),
-        warmup=config.get("warmup_iters"),
-        devices=devices,
-    )
-    if program is None:
-        warnings.append(f"{path}: the *_perf binary is not in 'args'; assumed all_reduce")
-    # "devices" holds one entry per process (util.cu parses only the first rank line of each process's block).
-    if devices or ngpus:
-        run.ranks = max(1, len(devices)) * (nthread or 1) * (ngpus or 1)
-    bandwidth = data.get("average_bus_bandwidth")
-    if isinstance(bandwidth, dict):
-        run.avg_busbw_gbps = _json_float(bandwidth.get("bandwidth"))
-    bounds = data.get("out_of_bounds")
-    if isinstance(bounds, dict) and isinstance(bounds.get("count"), int):
-        run.out_of_bounds = bounds["count"]
-    for index, item in enumerate(results):
-        try:
-            row = Row(
-                line=index + 1,
-                bytes=int(item["size"]),
-                count=int(item["count"]),
-                dtype=_DTYPES.get(item.get("type", ""), item.get("type", "")),
-                redop=item.get("redop", "none"),
-                root=int(str(item.get("root", -1)).strip()),
-            )
-            for place in ("out_of_place", "in_place"):
-                values = item.get(place)
-                if not isinstance(values, dict):
-                    continue
-                raw_time = values.get("time", values.get("cpu_time"))
-                if raw_time is None or isinstance(raw_time, bool):
-                    raise ValueError(f"{place} time missing")
-                time_us = _latency(raw_time)
-                wrong = _json_float(values.get("nwrong"))
-                entry = {
-                    "time_us": time_us,
-                    "algbw_gbps": _json_float(values.get("alg_bw")),
-                    "busbw_gbps": _json_float(values.get("bus_bw")),
-                    "wrong": int(wrong) if wrong is not None else None,
-                }
-                per_iter = item.get(f"{place}_per_iter")
-                if isinstance(per_iter, dict):
-                    entry["per_iteration"] = {
-                        key: _json_float(per_iter.get(key)) for key in ("min_us", "max_us", "p99_us")
-                    }
-                    entry["per_iteration"]["cv_pct"] = _json_float(per_iter.get("cv_pct"))
-                row.places[place] = entry
-            if not row.places:
-                raise ValueError("neither out_of_place nor in_place values")
-            run.rows.append(row)
-        except RefusedRow as exc:
-            warnings.append(f"{path}: results[{index}] refused ({exc})")
-        except (KeyError, TypeError, ValueError) as exc:
-            warnings.append(f"{path}: results[{index}] unreadable ({exc})")
-    if not run.rows:
-        raise UsageError(f"{path}: no readable nccl-tests results in this JSON file")
-    return ParsedLog(path=path, runs=[run], warnings=warnings)
-
-
-def _json_float(value) -> float | None:
-    """nccl-tests writes doubles with %lf, and NaN as the string "nan"."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        return _number(value)
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def run_records(parsed: ParsedLog, run_id: str, first_point: int, now: str) -> list[CollectiveRecord]:
-    """Results-schema records (kind "collective", source "nccl-tests") for every row of every run.
-
-    Each run of the log is one point ("p000", "p001", ... from first_point); one record per row and place.
-    """
-    records = []
-    name = parsed.path.rsplit("/", 1)[-1]
-    for offset, run in enumerate(parsed.runs):
-        point_id = point_ids.point_id(first_point + offset)
-        label = f"{name}:{run.line} {run.collective} x{run.ranks or '?'}" + (" graph" if run.graph else "")
-        point = {"label": label, "impl": "nccl", "env": {}, "options": {}}
-        for row in run.rows:
-            for place, values in row.places.items():
-                wrong = values["wrong"]
-                extras = {"per_iteration": values["per_iteration"]} if "per_iteration" in values else {}
-                records.append(
-                    collective_record(
-                        source="nccl-tests",
-                        run_id=run_id,
-                        point_id=point_id,
-                        point=point,
-                        world_size=run.ranks,
-                        status="wrong" if wrong else "ok",
-                        message=f"nccl-tests reported {wrong} wrong elements" if wrong else None,
-                        time=now,
-                        collective=run.collective,
-                        bytes=row.bytes,
-                        count=row.count,
-                        dtype=row.dtype,
-                        redop=row.redop,
-                        root=row.root,
-                        in_place=place == "in_place",
-                        graph=run.graph,
-                        time_us=values["time_us"],
-                        algbw_gbps=values["algbw_gbps"],
-                        busbw_gbps=values["busbw_gbps"],
-                        wrong=wrong,
-                        file=parsed.path,
-                        line=row.line,
-                        **extras,
-                    )
-                )
-    return records

@@ -1,0 +1,118 @@
+"""What an nccl-tests log holds once parsed: runs, their rows, and the numbers' rules (shared by both formats)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+# nccl-tests type names -> commprof dtype names (others kept as nccl-tests spells them).
+DTYPES = {
+    "float": "float32",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "double": "float64",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "uint32": "uint32",
+    "int64": "int64",
+    "uint64": "uint64",
+    "f8e4m3": "float8_e4m3",
+    "f8e5m2": "float8_e5m2",
+}
+
+# The *_perf binary a command line or a JSON file's args name ("all_reduce_perf", "..._perf_mpi").
+PROGRAM = re.compile(r"\b([a-z_]+)_perf(?:_mpi)?\b")
+
+
+@dataclass
+class Row:
+    """One size of one run: out-of-place and in-place measurements (either may be absent)."""
+
+    line: int
+    bytes: int
+    count: int
+    dtype: str
+    redop: str
+    root: int
+    places: dict[str, dict] = field(default_factory=dict)  # "out_of_place" / "in_place" -> values
+    process: int | None = None  # the MPI process that printed it, where `mpirun --tag-output` says
+
+
+@dataclass
+class Run:
+    """One invocation of a *_perf binary: its header facts and its table."""
+
+    line: int
+    collective: str | None
+    ranks: int | None
+    nthread: int | None = None
+    ngpus: int | None = None
+    graph: bool = False
+    iterations: int | None = None
+    warmup: int | None = None
+    devices: list[str] = field(default_factory=list)
+    nccl_version: str | None = None
+    avg_busbw_gbps: float | None = None
+    out_of_bounds: int | None = None
+    rows: list[Row] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        return {
+            "line": self.line,
+            "collective": self.collective,
+            "ranks": self.ranks,
+            "nthread": self.nthread,
+            "ngpus": self.ngpus,
+            "graph": self.graph,
+            "iterations": self.iterations,
+            "warmup": self.warmup,
+            "devices": self.devices,
+            "nccl_version": self.nccl_version,
+            "avg_busbw_gbps": self.avg_busbw_gbps,
+            "out_of_bounds": self.out_of_bounds,
+            "rows": len(self.rows),
+        }
+
+
+@dataclass
+class ParsedLog:
+    path: str
+    runs: list[Run]
+    warnings: list[str]
+
+    @property
+    def nccl_versions(self) -> list[str]:
+        return sorted({r.nccl_version for r in self.runs if r.nccl_version})
+
+    @property
+    def gpu_names(self) -> list[str]:
+        """The distinct GPU names the log's device lines print (after "[busid]")."""
+        return sorted({name for r in self.runs for d in r.devices if (name := _gpu_name(d))})
+
+
+def _gpu_name(device: str) -> str:
+    return device.split("]", 1)[-1].strip() if "]" in device else device.strip()
+
+
+def optional_float(token: str) -> float | None:
+    """A float column; "N/A", NaN and infinities become None."""
+    if token.upper() in ("N/A", "NAN", "-NAN"):
+        return None
+    value = float(token)
+    return value if math.isfinite(value) else None
+
+
+class RefusedRow(ValueError):
+    """A row whose numbers cannot be a measurement (a negative or non-finite time)."""
+
+
+def latency(token) -> float:
+    """A time column: a finite number >= 0, else RefusedRow saying why."""
+    value = float(token)
+    if not math.isfinite(value):
+        raise RefusedRow(f"time {token} is not a latency")
+    if value < 0:
+        raise RefusedRow(f"time {token} is negative")
+    return value
