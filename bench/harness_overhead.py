@@ -36,7 +36,7 @@ def _measure(rank, world_size):
     group = dist.group.WORLD
     impl.setup(group, plan, torch.device("cpu"))
     replay = StepReplay(plan, impl, group, torch.device("cpu"), ReplayConfig(iterations=10, warmup=2))
-    ops = [(op.collective, replay.buffers(op)) for op in plan.ops]
+    ops = [(op.collective, replay.tensors.buffers(op)) for op in plan.ops]
 
     def bare_steps(count: int) -> list[float]:
         samples = []

@@ -26,7 +26,7 @@ TIERS = (
         "evidence",
     },  # vocabularies every stage shares; how user files report problems
     {"planner", "nccl_log"},  # config.json -> step plan; NCCL's log -> facts and findings
-    {"impls", "timing"},  # the implementations; the clocks the harness reads
+    {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"harness", "doctor"},  # the timed replay; the box checks
     {"profile_pass"},
     {"trial"},

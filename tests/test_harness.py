@@ -75,7 +75,7 @@ def _replay_many(rank, world_size):
     # After 300 in-place steps the buffers still hold finite, fresh-activation-sized values.
     replay.run_ops()
     replay.verify()
-    assert all(torch.isfinite(rows.block.float()).all() for rows in replay.reduce_rows.values())
+    assert all(torch.isfinite(rows.block.float()).all() for rows in replay.tensors.reduce_rows.values())
     return [result.to_dict()]
 
 

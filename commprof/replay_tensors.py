@@ -1,0 +1,210 @@
+"""A replayed step's tensors: inputs whose exact reduction is known, allocated once, and the check of every output.
+
+The harness (commprof/harness.py) issues the collectives and times them; this module owns what they read and
+write, the untimed refill before each step, and the verification against the exact result in fp32.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from commprof.planner.plan import StepPlan
+
+TORCH_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+# Relative precision of each dtype: tolerances scale with it (bf16 keeps 8 significant bits).
+DTYPE_EPS = {"bfloat16": 2.0**-8, "float16": 2.0**-11, "float32": 2.0**-23}
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Every op's output against the exact expected result; a mismatch names the first bad op."""
+
+    ok: bool
+    max_abs_err: float
+    tolerance: float
+    bad_ops: int
+    first_bad_op: int | None
+    first_bad_site: str | None
+    bad_ranks: tuple[int, ...] = ()  # after agreement: the ranks whose outputs were wrong
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "max_abs_err": self.max_abs_err,
+            "tolerance": self.tolerance,
+            "bad_ops": self.bad_ops,
+            "first_bad_op": self.first_bad_op,
+            "first_bad_site": self.first_bad_site,
+            "bad_ranks": list(self.bad_ranks),
+        }
+
+    def describe(self) -> str:
+        where = f" on rank(s) {', '.join(map(str, self.bad_ranks))}" if self.bad_ranks else ""
+        return (
+            f"{self.bad_ops} op(s) wrong{where}, first op {self.first_bad_op} ({self.first_bad_site}), "
+            f"max abs error {self.max_abs_err:.4g} > tolerance {self.tolerance:.3g}"
+        )
+
+
+def _pattern(rows: int, cols: int, step: int, modulus: int, offset: int, device) -> torch.Tensor:
+    """Small exact integers (fp32), different in every row: values a reduction can be checked against."""
+    index = torch.arange(cols, device=device).unsqueeze(0) + step * torch.arange(rows, device=device).unsqueeze(1)
+    return (index % modulus - offset).to(torch.float32)
+
+
+@dataclass
+class _Rows:
+    """The all-reduce ops of one (shape, dtype): rows of one block, refilled with one copy per step."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    count: int = 0
+    rmsnorm: bool = False  # some op of this shape is followed by residual add + RMSNorm
+
+    def allocate(self, rank: int, device, with_residual: bool) -> None:
+        numel, dtype = math.prod(self.shape), TORCH_DTYPES[self.dtype]
+        self.base = _pattern(self.count, numel, 3, 9, 4, device)  # fp32, exact small ints
+        self.pristine = (self.base * (rank + 1)).to(dtype)
+        self.block = torch.empty_like(self.pristine)
+        self.inputs = [self.block[row].view(self.shape) for row in range(self.count)]
+        self.residuals = []
+        if with_residual:
+            self.residual_pristine = (_pattern(self.count, numel, 5, 7, 3, device) * 0.5).to(dtype)
+            self.residual_block = torch.empty_like(self.residual_pristine)
+            self.residuals = [self.residual_block[row].view(self.shape) for row in range(self.count)]
+
+    def refill(self) -> None:
+        self.block.copy_(self.pristine)
+        if self.residuals:
+            self.residual_block.copy_(self.residual_pristine)
+
+
+class StepTensors:
+    """One rank's tensors for one plan, allocated once: every op's input, output and exact expected result.
+
+    All-reduce inputs of one shape are rows of one block, so a step's fresh activations are one copy per shape;
+    every all-gather and reduce-scatter writes its own output, so each op is verified on its own.
+    Rank r contributes pattern * (r + 1) (all-gather: pattern + r) with small-integer patterns, so the exact
+    result is known.
+    """
+
+    def __init__(self, plan: StepPlan, rank: int, world: int, device: torch.device, fused: bool):
+        self.plan, self.rank, self.world, self.device, self.fused = plan, rank, world, device, fused
+        hidden = plan.model.hidden_size
+        self.weight = (1.0 + (torch.arange(hidden, device=device) % 5 - 2) * 0.125).to(TORCH_DTYPES[plan.model.dtype])
+        # All-reduce ops grouped by (shape, dtype): key -> _Rows; op index -> (key, row).
+        self.reduce_rows: dict[tuple, _Rows] = {}
+        self.row_of: dict[int, tuple[tuple, int]] = {}
+        for op in plan.ops:
+            if op.collective == "all_reduce":
+                key = (op.shape, op.dtype)
+                rows = self.reduce_rows.setdefault(key, _Rows(op.shape, op.dtype))
+                self.row_of[op.index] = (key, rows.count)
+                rows.count += 1
+                rows.rmsnorm |= op.rmsnorm_after
+        for rows in self.reduce_rows.values():
+            rows.allocate(rank, device, with_residual=self.fused and rows.rmsnorm)
+        # All-gather and reduce-scatter inputs by (input shape, dtype), one output per op.
+        self.gather_base: dict[tuple, torch.Tensor] = {}
+        self.gather_in: dict[tuple, torch.Tensor] = {}
+        self.scatter_base: dict[tuple, torch.Tensor] = {}
+        self.scatter_pristine: dict[tuple, torch.Tensor] = {}
+        self.scatter_in: dict[tuple, torch.Tensor] = {}
+        self.op_out: dict[int, torch.Tensor] = {}
+        for op in plan.ops:
+            key, dtype = (op.input_shape, op.dtype), TORCH_DTYPES[op.dtype]
+            numel = math.prod(op.input_shape)
+            if op.collective == "all_gather":
+                if key not in self.gather_in:
+                    self.gather_base[key] = _pattern(1, numel, 0, 9, 4, device)[0]
+                    self.gather_in[key] = (self.gather_base[key] + self.rank).to(dtype).view(op.input_shape)
+                # Rank-major, as engines gather before rearranging (logits to [T, V]; DP tokens stay rank-major).
+                rows, cols = op.input_shape[0], numel // op.input_shape[0]
+                self.op_out[op.index] = torch.empty((self.world * rows, cols), dtype=dtype, device=device)
+            elif op.collective == "reduce_scatter":
+                if key not in self.scatter_in:
+                    self.scatter_base[key] = _pattern(1, numel, 0, 9, 4, device)[0]
+                    self.scatter_pristine[key] = (
+                        (self.scatter_base[key] * (self.rank + 1)).to(dtype).view(op.input_shape)
+                    )
+                    self.scatter_in[key] = torch.empty_like(self.scatter_pristine[key])
+                self.op_out[op.index] = torch.empty(op.shape, dtype=dtype, device=device)
+        self.outputs: list[Any] = [None] * len(plan.ops)
+
+    def refill(self) -> None:
+        """Fresh activations for the next step (untimed)."""
+        for rows in self.reduce_rows.values():
+            rows.refill()
+        for key, pristine in self.scatter_pristine.items():
+            self.scatter_in[key].copy_(pristine)
+
+    def buffers(self, op) -> tuple[torch.Tensor, ...]:
+        """The tensors `op` works on: (input,) for an all-reduce (in place), (output, input) otherwise."""
+        if op.collective == "all_reduce":
+            key, row = self.row_of[op.index]
+            return (self.reduce_rows[key].inputs[row],)
+        inputs = self.gather_in if op.collective == "all_gather" else self.scatter_in
+        return self.op_out[op.index], inputs[(op.input_shape, op.dtype)]
+
+    def verify(self, rms_eps: float) -> Verification:
+        """Compare every op's output of the last step with the exact expected result, in fp32."""
+        total = self.world * (self.world + 1) / 2
+        worst, tolerance_used, bad, first = 0.0, 0.0, 0, None
+        for op in self.plan.ops:
+            out = self.outputs[op.index]
+            eps = DTYPE_EPS[op.dtype]
+            key = (op.input_shape, op.dtype)
+            if op.collective == "all_gather":
+                got = out.float().view(self.world, -1) - self.gather_base[key]
+                expected = torch.arange(self.world, device=self.device, dtype=torch.float32).unsqueeze(1).expand_as(got)
+                tolerance = 0.0
+            elif op.collective == "reduce_scatter":
+                summed = self.scatter_base[key].view(self.world, -1)[self.rank] * total
+                expected, got = summed, out.float().reshape(-1)
+                tolerance = self.world * eps * float(summed.abs().max())
+            else:
+                rows_key, row = self.row_of[op.index]
+                rows = self.reduce_rows[rows_key]
+                summed = rows.base[row] * total
+                if self.fused and op.rmsnorm_after:
+                    normed, residual_out = out
+                    resid = summed + rows.residual_pristine[row].float()
+                    hidden = op.shape[-1]
+                    by_token = resid.view(-1, hidden)
+                    rms = torch.rsqrt(by_token.pow(2).mean(-1, keepdim=True) + rms_eps)
+                    expected = (by_token * rms * self.weight.float()).reshape(-1)
+                    got = normed.float().reshape(-1)
+                    # Normed values are O(1); the residual sum is rounded to the dtype before the norm.
+                    tolerance = 8 * eps * max(1.0, float(expected.abs().max()))
+                    resid_err = float((residual_out.float().reshape(-1) - resid).abs().max())
+                    # The sum rounds as it accumulates over ranks (beyond 2^8 in bf16), then once more with the residual.
+                    resid_tolerance = self.world * eps * float(summed.abs().max()) + eps * float(resid.abs().max())
+                    if resid_err > resid_tolerance + 1e-6:
+                        worst, bad, first = max(worst, resid_err), bad + 1, op if first is None else first
+                        continue
+                else:
+                    expected = summed
+                    got = out.float().reshape(-1)
+                    # Partial sums of small integers stay exact up to 2^8 in bf16; beyond, each add rounds.
+                    tolerance = self.world * eps * float(summed.abs().max())
+            err = float((got - expected).abs().max()) if got.numel() else 0.0
+            if not err <= tolerance:  # also catches NaN
+                bad += 1
+                first = op if first is None else first
+                worst = max(worst, err) if err == err else float("nan")
+            else:
+                worst = max(worst, err)
+            tolerance_used = max(tolerance_used, tolerance)
+        return Verification(
+            ok=bad == 0,
+            max_abs_err=worst,
+            tolerance=tolerance_used,
+            bad_ops=bad,
+            first_bad_op=first.index if first else None,
+            first_bad_site=first.site if first else None,
+        )
