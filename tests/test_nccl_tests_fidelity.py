@@ -36,7 +36,7 @@ def test_calibrate_fits_the_all_reduce_rows_and_says_what_it_skipped(tmp_path, c
     assert main(["import-nccl-tests", str(TWO_TABLES), "--out", str(tmp_path)]) == 0
     (run_dir,) = tmp_path.iterdir()
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert meta["versions"]["nccl"] == "2.29.7" and meta["gpus"] == [{"name": "NVIDIA H100 80GB HBM3"}]
+    assert meta["versions"]["nccl"] == "2.29.7" and meta["gpus"] == [{"name": "NVIDIA H100 80GB HBM3"}] * 4
     assert meta["imported"][0]["nccl_versions"] == ["2.29.7"]
     capsys.readouterr()
     out = tmp_path / "model.toml"

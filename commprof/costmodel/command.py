@@ -19,7 +19,7 @@ from rich.table import Table
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.latency import arch_of, arch_of_gpu_name, params_from_toml, params_to_toml
 from commprof.costmodel.model_error import expected_error
-from commprof.costmodel.nccl_tests import parse_text, run_records
+from commprof.costmodel.nccl_tests import gpu_name, parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
@@ -118,13 +118,9 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     # What the logs state about the software and the GPUs (None / empty where they do not say).
     versions = sorted({v for _, _, log in parsed for v in log.nccl_versions})
     meta["versions"]["nccl"] = ", ".join(versions) or None
-    meta.update(
-        {
-            "source": "nccl-tests",
-            "imported": imported,
-            "gpus": [{"name": name} for name in sorted({n for _, _, log in parsed for n in log.gpu_names})],
-        }
-    )
+    # One entry per GPU, as a sweep's meta.json has: the first run that lists its devices.
+    devices = next((run.devices for _, _, log in parsed for run in log.runs if run.devices), [])
+    meta.update({"source": "nccl-tests", "imported": imported, "gpus": [{"name": gpu_name(d)} for d in devices]})
     write_json(run_dir / META_FILE, meta)
 
     table = Table(title="imported nccl-tests runs (source: nccl-tests)")

@@ -89,10 +89,11 @@ class ParsedLog:
     @property
     def gpu_names(self) -> list[str]:
         """The distinct GPU names the log's device lines print (after "[busid]")."""
-        return sorted({name for r in self.runs for d in r.devices if (name := _gpu_name(d))})
+        return sorted({name for r in self.runs for d in r.devices if (name := gpu_name(d))})
 
 
-def _gpu_name(device: str) -> str:
+def gpu_name(device: str) -> str:
+    """A "Using devices" entry's GPU name, without the bus id before it."""
     return device.split("]", 1)[-1].strip() if "]" in device else device.strip()
 
 
