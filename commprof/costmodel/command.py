@@ -25,14 +25,14 @@ from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.records import point_ids
 from commprof.records.files import META_FILE, RESULTS_FILE, append_records, new_run_dir, read_records, write_json
+from commprof.terminal import plain_console
 from commprof.units import format_bytes
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
 
 
 def _console(err: bool = False) -> Console:
-    stream = sys.stderr if err else sys.stdout
-    return Console(stderr=err, highlight=False, width=None if stream.isatty() else 160)
+    return plain_console(stderr=err)
 
 
 def _base_meta(run_id: str, world_size: int | None, backend: str | None) -> dict:
@@ -86,7 +86,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     err = _console(err=True)
     for _, _, log in parsed:
         for warning in log.warnings:
-            err.print(f"warning: {warning}", markup=False)
+            err.print(f"warning: {warning}")
 
     run_dir = new_run_dir(out, "nccl-tests")
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -133,7 +133,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
             )
     console = _console()
     console.print(table)
-    console.print(f"wrote {run_dir} ({len(records)} records)", markup=False)
+    console.print(f"wrote {run_dir} ({len(records)} records)")
 
 
 # ------------------------------------------------------------------------------------------- calibrate
@@ -177,7 +177,7 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
     samples, notes = fitting.samples_from_records(_load_runs(run_dirs), fitting.nccl_constraints(topology, link))
     console = _console()
     for note in notes:
-        console.print(f"note: {note}", markup=False)
+        console.print(f"note: {note}")
     if not samples:
         raise UsageError(
             "no usable records: calibrate needs ok all-reduce / all-gather latencies of plain NCCL "
@@ -186,7 +186,6 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
     console.print(
         f"prior: NCCL's model of {topology.name} over {link} ({prior.channels} channels x "
         f"{prior.channel_bw_gbps:g} GB/s, {prior.arch})",
-        markup=False,
     )
     if holdout:
         _print_holdout(console, fitting.holdout(samples, prior))
@@ -227,7 +226,6 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
             f"fitted: overhead {params.overhead_us:.2f} us, per-hop "
             + ", ".join(f"{p} {v:.2f}" for p, v in params.hop_us.items())
             + f" us, {params.channel_bw_gbps:.2f} GB/s per channel; wrote {out}",
-            markup=False,
         )
 
 
@@ -349,7 +347,7 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
     )
     write_json(run_dir / META_FILE, meta)
     _print_simulation(records, topology, calibration_file, error)
-    _console().print(f"wrote {run_dir} ({len(records)} records, source: simulated)", markup=False)
+    _console().print(f"wrote {run_dir} ({len(records)} records, source: simulated)")
 
 
 def _print_simulation(records: list[dict], topology, calibration_file: Path | None, error: ModelError) -> None:
@@ -358,7 +356,6 @@ def _print_simulation(records: list[dict], topology, calibration_file: Path | No
         f"SIMULATED on {topology.name} with "
         f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements; expected "
         f"error {error.band} ({error.basis}). A predicted difference smaller than that is not a result.",
-        markup=False,
     )
     tokens = sorted({r["tokens"] for r in records})
     table = Table(title=f"predicted eager step time, ms, expected error {error.band} (graph mode in the records)")

@@ -7,6 +7,7 @@ What a record holds: schema.py (docs/results-schema.md); the report, calibration
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import warnings
@@ -49,9 +50,25 @@ def ensure_writable_dir(directory: Path, what: str) -> None:
         raise UsageError(f"{what} {directory} is not writable ({exc.strerror or exc})") from None
 
 
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN / Inf float replaced by null: strict JSON that any reader (and jq) accepts.
+
+    A broken implementation producing NaN is a result to record (its check says how many), never a crash.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    return value
+
+
 def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
     """Append records and fsync, so a controller killed right after loses nothing already written."""
-    lines = "".join(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n" for record in records)
+    lines = "".join(
+        json.dumps(finite_json(record), separators=(",", ":"), allow_nan=False) + "\n" for record in records
+    )
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(lines)
         handle.flush()
@@ -94,7 +111,8 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one)."""
     tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
+    tmp.write_text(text + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
@@ -18,6 +15,7 @@ from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.sweep.measure import point_status
 from commprof.sweep.runner import SweepProgress
 from commprof.sweep.spec import SweepSpec
+from commprof.terminal import plain_console, styled
 from commprof.units import format_bytes
 
 
@@ -26,7 +24,7 @@ class SweepConsole(SweepProgress):
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
-        self.console = Console(stderr=True)
+        self.console = plain_console(stderr=True)
         self.progress: Progress | None = None
         self.task = None
         self.started = time.monotonic()
@@ -34,9 +32,9 @@ class SweepConsole(SweepProgress):
     def start(self, total: int, run_dir: Path) -> None:
         if not self.enabled:
             return
-        self.console.print(f"[bold]commprof[/] sweep → {escape(str(run_dir))}")
+        self.console.print(styled(("commprof", "bold"), f" sweep → {run_dir}"))
         self.progress = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", style="cyan", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -54,7 +52,7 @@ class SweepConsole(SweepProgress):
 
     def point_started(self, label: str) -> None:
         if self.progress is not None:
-            self.progress.update(self.task, description=f"[cyan]{escape(label)}")
+            self.progress.update(self.task, description=label)
 
     def point_done(self, label: str, status: str) -> None:
         if self.progress is not None:
@@ -62,15 +60,16 @@ class SweepConsole(SweepProgress):
             style = (
                 "green" if status == "ok" else "yellow" if status in ("unsupported", "done before resume") else "red"
             )
-            self.progress.console.print(f"  [{style}]{status:<18}[/] {escape(label)}")
+            self.progress.console.print(styled("  ", (f"{status:<18}", style), f" {label}"))
 
     def stop(self) -> None:
         if self.progress is not None:
             self.progress.stop()
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, style: str = "") -> None:
+        """One line for the person at the terminal, printed as given (never read as markup)."""
         if self.enabled:
-            self.console.print(text, markup=False)
+            self.console.print(styled((text, style)))
 
     def print_summary(self, run_dir: Path, spec: SweepSpec) -> None:
         """Every point: status, eager and graph median step time per T, speed-up against the baseline."""
@@ -79,7 +78,7 @@ class SweepConsole(SweepProgress):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             records = read_records(run_dir / RESULTS_FILE)
-        out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200)
+        out = plain_console(pipe_width=200)
         out.print(summary_table(records))
         collectives = per_collective_table(records)
         if collectives is not None:

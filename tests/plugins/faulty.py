@@ -53,3 +53,15 @@ class Crash(AllReduceImpl):
 
 class NotAnImpl:
     """Does not follow the interface."""
+
+
+class NaNOnRank0(AllReduceImpl):
+    """Rank 0 returns a NaN in the first row, like a custom all-reduce reading an unwritten buffer."""
+
+    name = "nan-on-rank0"
+
+    def all_reduce(self, x):
+        dist.all_reduce(x, group=self.group)
+        if dist.get_rank(self.group) == 0:
+            x.view(-1)[0] = float("nan")
+        return x

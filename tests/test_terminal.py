@@ -1,0 +1,66 @@
+"""What commprof prints to a terminal: user text (labels, paths, messages) is printed as given."""
+
+import io
+import json
+
+from rich.console import Console
+
+from commprof.cli import main
+from commprof.records.files import append_records
+from commprof.sweep.console import SweepConsole
+from commprof.terminal import plain_console
+
+HOSTILE = "x [/] [bold]y[/bold] :smile: [red]"
+
+
+def _captured(console: Console) -> io.StringIO:
+    buffer = io.StringIO()
+    console.file = buffer
+    return buffer
+
+
+def test_plain_console_prints_markup_and_emoji_codes_literally():
+    console = plain_console()
+    out = _captured(console)
+    console.print(HOSTILE)
+    assert out.getvalue().strip() == HOSTILE
+
+
+def test_progress_and_notes_take_labels_with_markup(tmp_path):
+    console = SweepConsole()
+    out = _captured(console.console)
+    console.start(2, tmp_path / "run [/]")
+    console.point_started(HOSTILE)
+    console.point_done(HOSTILE, "ok")
+    console.note(HOSTILE, style="red")
+    console.stop()
+    text = out.getvalue()
+    assert "run [/]" in text and text.count(HOSTILE) >= 2
+
+
+def test_summary_table_shows_labels_with_markup_as_written(tmp_path, capsys):
+    record = {
+        "schema": 1,
+        "kind": "step",
+        "point_id": "p000",
+        "point": {"label": HOSTILE},
+        "tokens": 1,
+        "mode": "eager",
+        "status": "ok",
+        "backend": "gloo",
+        "step_us": {"median": 10.0},
+    }
+    append_records(tmp_path / "results.jsonl", [record])
+    SweepConsole().print_summary(tmp_path, None)
+    assert HOSTILE in capsys.readouterr().out
+
+
+def test_simulate_prints_a_label_with_markup_as_written(tmp_path, capsys):
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        '[run]\nmodel = "llama-3.1-70b"\ntokens = [1]\n'
+        f'[[points]]\nlabel = {json.dumps(HOSTILE)}\nenv = {{ NCCL_PROTO = "Simple" }}\n'
+    )
+    args = ["simulate", "--topology", "pcie-4gpu", "--sweep", str(sweep), "--out", str(tmp_path / "runs")]
+    assert main(args) == 0
+    assert HOSTILE in capsys.readouterr().out
