@@ -3,7 +3,7 @@
 import json
 import math
 
-from commprof.records.files import append_records, read_records, write_json
+from commprof.records.files import append_records, duplicated_measurements, read_records, write_json
 
 
 def test_non_finite_floats_are_written_as_null(tmp_path):
@@ -20,3 +20,12 @@ def test_non_finite_floats_are_written_as_null(tmp_path):
 def test_meta_with_non_finite_floats_is_strict_json(tmp_path):
     write_json(tmp_path / "meta.json", {"fit": {"error": math.nan}})
     assert json.loads((tmp_path / "meta.json").read_text()) == {"fit": {"error": None}}
+
+
+def test_duplicated_measurements_are_found():
+    def step(point, tokens, mode):
+        return {"kind": "step", "point_id": point, "tokens": tokens, "mode": mode}
+
+    records = [step("p000", 1, "eager"), step("p000", 1, "graph"), step("p001", 1, "eager"), step("p000", 1, "eager")]
+    records.append({"kind": "collective", "point_id": "p000", "tokens": 1, "mode": "eager"})
+    assert duplicated_measurements(records) == {("p000", 1, "eager"): 2}

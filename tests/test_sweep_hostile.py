@@ -1,11 +1,16 @@
 """Sweeps fed what an attacker (or a broken plug-in) would feed them: they record it and go on."""
 
 import json
+import os
+import re
+import signal
+import subprocess
+import time
 
 import pytest
 
 from commprof.records.files import read_records
-from tests.sweeprun import only_run_dir, run_sweep, tiny_model
+from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
 
 pytestmark = pytest.mark.slow
 
@@ -32,3 +37,38 @@ def test_nan_results_and_hostile_labels_are_recorded_and_the_sweep_goes_on(tmp_p
     (nan,) = [r for r in records if r["status"] == "wrong"]
     assert nan["check"]["non_finite"] > 0 and "NaN/Inf" in nan["message"]
     assert MARKUP in out.stdout
+
+
+def test_resume_of_a_run_still_going_is_refused_naming_the_holder(tmp_path):
+    model = tiny_model(tmp_path)
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'name = "live"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 3\nwarmup = 1\n'
+        'point_timeout_s = 120\n[axes]\nimpl = ["default", "tests.plugins.faulty:Hang"]\n'
+    )
+    out_dir = tmp_path / "runs"
+    first = subprocess.Popen(
+        torchrun_args(2, "--sweep", str(sweep), "--out", str(out_dir), "--no-doctor"),
+        env=sweep_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the baseline is on disk, the hanging point is running
+            results = list(out_dir.glob("*/results.jsonl")) if out_dir.exists() else []
+            if results and results[0].read_text().count("\n") >= 2:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the first sweep never finished its baseline")
+        second = run_sweep(2, "--resume", str(results[0].parent), "--no-doctor", timeout=100)
+        assert second.returncode != 0, second.stderr[-2000:]
+        assert f"is being written by pid {first.pid}" not in second.stderr  # the holder is rank 0, not torchrun
+        assert re.search(r"is being written by pid \d+ on host \S+ \(since ", second.stderr), second.stderr[-2000:]
+        assert first.poll() is None  # the first sweep goes on, untouched
+        assert results[0].read_text().count("\n") == 2
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)

@@ -65,7 +65,10 @@ def doctor(
     if collect_dir and from_dir:
         raise UsageError("--collect writes a bundle of this machine and --from reads one: use one of them")
     if collect_dir:
-        ensure_writable_dir(collect_dir, "--collect")  # before minutes of gathering, not after
+        from commprof.doctor.bundle import check_bundle_target
+
+        check_bundle_target(collect_dir)  # before minutes of gathering, not after
+        ensure_writable_dir(collect_dir, "--collect")
     facts = gather(from_dir, quick=not all_pairs, tp=tp, run_tests=not no_gpu_tests)
     results = run_checks(facts)
     written = []

@@ -108,6 +108,19 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
         yield upgraded(record)
 
 
+def duplicated_measurements(records: Iterable[dict[str, Any]]) -> dict[tuple, int]:
+    """(point_id, tokens, mode) keys recorded more than once, with their counts: two writers on one run folder.
+
+    A point has one record per (T, mode); more means its numbers were measured twice, perhaps at once.
+    """
+    counts: dict[tuple, int] = {}
+    for record in records:
+        if record.get("kind") == "step":
+            key = (record.get("point_id"), record.get("tokens"), record.get("mode"))
+            counts[key] = counts.get(key, 0) + 1
+    return {key: count for key, count in counts.items() if count > 1}
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one)."""
     tmp = Path(f"{path}.tmp")

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from commprof.errors import UsageError
-from commprof.records.files import RESULTS_FILE, ensure_writable_dir, read_meta, read_records
+from commprof.records.files import RESULTS_FILE, duplicated_measurements, ensure_writable_dir, read_meta, read_records
 from commprof.report.projection import ComputeTimes
 from commprof.report.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
@@ -49,6 +49,13 @@ def load_run(run_dir: Path) -> tuple[str, list[dict], dict, list[str]]:
     notes = [str(w.message) for w in caught]
     if not records:
         raise UsageError(f"{results}: empty, no records (the run wrote nothing; did it start?)")
+    duplicated = duplicated_measurements(records)
+    if duplicated:
+        examples = ", ".join(f"{p} T={t} {m} ({n}x)" for (p, t, m), n in list(duplicated.items())[:3])
+        notes.append(
+            f"{results}: {len(duplicated)} (point, T, mode) measured more than once, e.g. {examples}: two sweeps "
+            "wrote this run (a --resume of a run still going?); their timings may disturb each other"
+        )
     meta = read_meta(run_dir)
     run_id = str(meta.get("run_id") or records[0].get("run_id") or run_dir.name)
     return run_id, records, meta, notes
