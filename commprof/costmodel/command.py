@@ -299,13 +299,21 @@ def _print_holdout(console: Console, results: list) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="model.toml from `commprof calibrate` (default: NCCL's uncalibrated model).",
 )
-def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None) -> None:
+@click.option(
+    "--max-points",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Allow a sweep of up to this many points (default: refuse one above 1000).",
+)
+def simulate(
+    topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None, max_points: int | None
+) -> None:
     """Predict every point of a sweep on a topology with the cost model (records with source "simulated")."""
     from commprof.costmodel.simulate import simulate_sweep
-    from commprof.sweep.config import load_sweep
+    from commprof.sweep.config import DEFAULT_MAX_POINTS, load_sweep
 
     topology = load_topology(topology_name)
-    spec = load_sweep(sweep_file)
+    spec = load_sweep(sweep_file, max_points=max_points or DEFAULT_MAX_POINTS)
     calibration = None
     if calibration_file is not None:
         try:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import click
@@ -93,7 +94,7 @@ def doctor(
         if written:
             click.echo(
                 f"bundle: {len(written)} files in {collect_dir} (attach it to an issue; "
-                f"`commprof doctor --from {collect_dir}` replays these checks)"
+                f"`commprof doctor --from {shlex.quote(str(collect_dir))}` replays these checks)"
             )
     if has_failures(results):
         raise SystemExit(1)

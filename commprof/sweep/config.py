@@ -37,6 +37,7 @@ from commprof.sweep.settings import (
 from commprof.sweep.spec import (
     DEFAULT,
     DEFAULT_ITERATIONS,
+    DEFAULT_MAX_POINTS,
     DEFAULT_POINT_TIMEOUT_S,
     DEFAULT_WARMUP,
     Axis,
@@ -44,7 +45,10 @@ from commprof.sweep.spec import (
     StageSpec,
     SweepPoint,
     SweepSpec,
+    SweepTooLarge,
+    combinations,
     point_key,
+    stage_work,
 )
 from commprof.sweep.staging import RANK_BY
 
@@ -182,10 +186,13 @@ def _parse_report(
     return report
 
 
-def parse_sweep(text: str, path: str | None = None, source: str | None = None) -> SweepSpec:
+def parse_sweep(
+    text: str, path: str | None = None, source: str | None = None, max_points: int | None = DEFAULT_MAX_POINTS
+) -> SweepSpec:
     """Validate a sweep file's text and expand it; UsageError lists every problem, one line each.
 
-    Problems name `source`, else `path`, else "<sweep>".
+    Problems name `source`, else `path`, else "<sweep>". A sweep that may have more than `max_points` points
+    (None: no limit) raises SweepTooLarge, counted before anything is expanded.
     """
     source = source or path or "<sweep>"
     problems = SweepProblems(source)
@@ -252,6 +259,10 @@ def parse_sweep(text: str, path: str | None = None, source: str | None = None) -
     )
     problems.raise_if_any()
 
+    # Counted before expanding: a million-point sweep is refused in milliseconds, not built for a minute first.
+    work = stage_work(1 + combinations(axes) + len(explicit), stages, iterations, warmup)
+    if max_points is not None and sum(points for points, _, _ in work) > max_points:
+        raise SweepTooLarge(source, str(name), work, len(tokens), max_points)
     points = _stage0_points(axes, excludes, explicit, problems)
     report = _parse_report(problems.table(data.get("report"), "report"), tokens, points, problems)
     problems.raise_if_any()
@@ -286,8 +297,9 @@ def _list_of_tables(data: dict, key: str, problems: SweepProblems) -> list[dict]
     return raw
 
 
-def load_sweep(path: str | Path) -> SweepSpec:
-    """Read and validate a sweep file; UsageError "file: key: problem (allowed: ...)" on any problem."""
+def load_sweep(path: str | Path, max_points: int | None = DEFAULT_MAX_POINTS) -> SweepSpec:
+    """Read and validate a sweep file; UsageError "file: key: problem (allowed: ...)" on any problem, and
+    SweepTooLarge above `max_points` points."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
@@ -295,7 +307,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
         raise UsageError(f"sweep file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read sweep file {path}: {exc}") from None
-    return parse_sweep(text, str(path))
+    return parse_sweep(text, str(path), max_points=max_points)
 
 
 def _toml_value(value: object) -> str:
@@ -356,4 +368,4 @@ def default_sweep(
     return parse_sweep("\n".join(lines) + "\n", None, source="command line")
 
 
-__all__ = ["default_sweep", "format_points_table", "load_sweep", "parse_sweep"]
+__all__ = ["DEFAULT_MAX_POINTS", "SweepTooLarge", "default_sweep", "format_points_table", "load_sweep", "parse_sweep"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -84,14 +85,13 @@ class SweepConsole(SweepProgress):
         if collectives is not None:
             out.print(collectives)
         out.print(
-            f"results: {run_dir / RESULTS_FILE}\nrender the report: python -m commprof report {run_dir}", markup=False
+            f"results: {run_dir / RESULTS_FILE}\nrender the report: python -m commprof report {shlex.quote(str(run_dir))}"
         )
         profiles = sorted(run_dir.glob("points/*/profile/T*"))
         if profiles:
             out.print(
                 f"profiler traces: {run_dir}/points/<point>/profile/T<T>/ ({len(profiles)} folders); read one with "
-                f"python -m commprof trace {profiles[0]}",
-                markup=False,
+                f"python -m commprof trace {shlex.quote(str(profiles[0]))}",
             )
 
 

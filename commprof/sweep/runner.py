@@ -18,8 +18,8 @@ from typing import Any
 
 import torch.distributed as dist
 
-from commprof.errors import UsageError
-from commprof.forkserver import ForkServer
+from commprof.errors import RunStopped, UsageError
+from commprof.forkserver import ForkServer, ForkServerDied
 from commprof.records.files import (
     META_FILE,
     RESULTS_FILE,
@@ -30,7 +30,14 @@ from commprof.records.files import (
     write_json,
 )
 from commprof.sweep.gate import launch_context, refusal
-from commprof.sweep.measure import ControllerContext, all_gather_json, measure_point, point_status, refused_records
+from commprof.sweep.measure import (
+    ControllerContext,
+    PeerLost,
+    all_gather_json,
+    measure_point,
+    point_status,
+    refused_records,
+)
 from commprof.sweep.resume import completed_point_ids, repair_results
 from commprof.sweep.run_lock import RunLock
 from commprof.sweep.spec import SweepPoint, SweepSpec
@@ -102,8 +109,13 @@ def run_sweep(
                 profile=options.profile,
             )
             install_interrupt_handlers(ctx)
-            ctx.build_failures = _prebuild(ctx, spec, model, tp, progress)
-            return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
+            try:
+                ctx.build_failures = _prebuild(ctx, spec, model, tp, progress)
+                return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
+            except (PeerLost, ForkServerDied) as exc:
+                progress.stop()
+                lost = "another rank's controller is gone" if isinstance(exc, PeerLost) else "its fork server died"
+                raise RunStopped(f"rank {rank}: {lost} ({exc}); the sweep stops", run_dir=ctx.run_dir) from None
         finally:
             if lock is not None:
                 lock.release()
@@ -304,7 +316,9 @@ def _sweep_loop(
 
 
 def install_interrupt_handlers(ctx: ControllerContext) -> None:
-    """SIGINT / SIGTERM stop the sweep after killing the running worker; finished points are already on disk."""
+    """SIGINT or SIGTERM stops the sweep after killing the running workers (every rank's, through the store);
+    finished points are already on disk. (torchrun repeats a Ctrl-C to its workers: a second signal is no
+    reason to stop less cleanly; torchrun's own SIGKILL follows 30 s later.)"""
 
     def handler(signum, frame):
         ctx.interrupted = True
