@@ -7,6 +7,7 @@ from rich.console import Console
 
 from commprof.cli import main
 from commprof.records.files import append_records
+from commprof.records.schema import step_record
 from commprof.sweep.console import SweepConsole
 from commprof.terminal import plain_console
 
@@ -39,17 +40,17 @@ def test_progress_and_notes_take_labels_with_markup(tmp_path):
 
 
 def test_summary_table_shows_labels_with_markup_as_written(tmp_path, capsys):
-    record = {
-        "schema": 1,
-        "kind": "step",
-        "point_id": "p000",
-        "point": {"label": HOSTILE},
-        "tokens": 1,
-        "mode": "eager",
-        "status": "ok",
-        "backend": "gloo",
-        "step_us": {"median": 10.0},
-    }
+    record = step_record(
+        source="measured",
+        run_id="r",
+        point_id="p000",
+        point={"point_id": "p000", "label": HOSTILE, "impl": "default", "env": {}, "options": {}},
+        status="ok",
+        backend="gloo",
+        tokens=1,
+        mode="eager",
+        step_us={"n": 3, "min": 9.0, "median": 10.0, "mean": 10.0, "p90": 11.0, "p99": 11.0, "cv": 0.1},
+    )
     append_records(tmp_path / "results.jsonl", [record])
     SweepConsole().print_summary(tmp_path, None)
     assert HOSTILE in capsys.readouterr().out

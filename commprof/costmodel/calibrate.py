@@ -82,7 +82,10 @@ def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample]
                 skipped[f"{point.get('impl')} {point.get('env') or ''}: not plain NCCL on this transport"] += 1
                 continue
             samples.extend(_op_samples(record, f"{group} (T={record.get('tokens')} x{ranks})", ranks, constraints))
-    return samples, [f"skipped {count} record(s): {why}" for why, count in skipped.items()]
+    usable = [s for s in samples if s.time_us > 0 and math.isfinite(s.time_us)]
+    if len(usable) < len(samples):
+        skipped["a latency of 0 or less, or not finite (not a measurement)"] += len(samples) - len(usable)
+    return usable, [f"skipped {count} record(s): {why}" for why, count in skipped.items()]
 
 
 def nccl_constraints(topology, link: str):

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from commprof.costmodel import calibrate as fitting
-from commprof.costmodel.latency import params_from_toml, params_to_toml
+from commprof.costmodel.latency import out_of_bounds, params_from_toml, params_to_toml
 from commprof.costmodel.model_error import expected_error
 from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
@@ -26,6 +26,7 @@ from commprof.evidence import ModelError
 from commprof.records import point_ids
 from commprof.records.files import META_FILE, RESULTS_FILE, append_records, new_run_dir, read_records, write_json
 from commprof.terminal import plain_console
+from commprof.textfiles import LOG_BYTES, read_text
 from commprof.units import format_bytes
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
@@ -78,10 +79,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     """Turn nccl-tests (*_perf) logs, text or -J JSON, into one run folder of "nccl-tests" records."""
     parsed = []
     for log in logs:
-        try:
-            text = log.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise UsageError(f"cannot read {log}: {exc.strerror or exc}") from None
+        text = read_text(log, "nccl-tests log", LOG_BYTES, errors="replace")
         parsed.append((log, text, parse_text(text, str(log))))
     err = _console(err=True)
     for _, _, log in parsed:
@@ -191,6 +189,12 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
         _print_holdout(console, fitting.holdout(samples, prior))
     if out is not None:
         params = fitting.fit(samples, prior)
+        wild = out_of_bounds(params)
+        if wild:
+            raise UsageError(
+                f"the fit landed outside what any interconnect does ({wild}): these records are not NCCL latencies "
+                "of one transport; nothing written"
+            )
         _print_bands(console, params, prior, samples)
         errors = fitting.abs_pct_errors(params, samples)
         held_pct, held_basis = fitting.held_out_error(samples, prior)
@@ -316,12 +320,7 @@ def simulate(
     spec = load_sweep(sweep_file, max_points=max_points or DEFAULT_MAX_POINTS)
     calibration = None
     if calibration_file is not None:
-        try:
-            text = calibration_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read {calibration_file}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"{calibration_file}: not a UTF-8 text file") from None
+        text = read_text(calibration_file, "calibration")
         calibration = params_from_toml(text, str(calibration_file))
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-"))
     records = simulate_sweep(spec, topology, calibration, run_dir.name)

@@ -9,6 +9,7 @@ writeBenchmarkLineBody, writePerIterReport, writeResultFooter, jsonOutputInit), 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -175,6 +176,20 @@ def _parse_row(text: str, number: int, columns: list[str]) -> Row:
     return row
 
 
+def impossible_number(row: Row) -> str | None:
+    """What in a parsed row no measurement can produce (a negative or non-finite time or bandwidth), or None.
+
+    Such a row is a corrupt or edited log: it is refused, never imported as a number to rank.
+    """
+    for place, entry in row.places.items():
+        values = {name: entry.get(name) for name in ("time_us", "algbw_gbps", "busbw_gbps")}
+        values.update({f"per-iteration {k}": v for k, v in (entry.get("per_iteration") or {}).items()})
+        for name, value in values.items():
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                return f"{place} {name} {value:g} is not a measurement (negative or not finite)"
+    return None
+
+
 def parse_text(text: str, path: str = "<text>") -> ParsedLog:
     """All runs of a text log. A file without any nccl-tests table is a UsageError naming it."""
     stripped = text.lstrip()
@@ -247,9 +262,14 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
                 in_table = False
                 continue
             try:
-                run.rows.append(_parse_row(body, number, columns))
+                row = _parse_row(body, number, columns)
             except ValueError as exc:
                 warnings.append(f"{path}:{number}: unreadable table line ({exc}): {body[:80]}")
+                continue
+            problem = impossible_number(row)
+            if problem:
+                raise UsageError(f"{path}:{number}: {problem}")
+            run.rows.append(row)
             continue
         if _ROW_START.match(body) and len(body.split()) >= 9:
             warnings.append(f"{path}:{number}: looks like a result row but no table header precedes it: {body[:80]}")
@@ -344,9 +364,13 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
                 row.places[place] = entry
             if not row.places:
                 raise ValueError("neither out_of_place nor in_place values")
-            run.rows.append(row)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             warnings.append(f"{path}: results[{index}] unreadable ({exc})")
+            continue
+        problem = impossible_number(row)
+        if problem:
+            raise UsageError(f"{path}: results[{index}]: {problem}")
+        run.rows.append(row)
     if not run.rows:
         raise UsageError(f"{path}: no readable nccl-tests results in this JSON file")
     return ParsedLog(path=path, runs=[run], warnings=warnings)

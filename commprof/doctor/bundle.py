@@ -13,6 +13,7 @@ from pathlib import Path
 
 from commprof.doctor.facts import Facts, Source
 from commprof.errors import UsageError
+from commprof.textfiles import LOG_BYTES, parse_json, read_text
 
 # Bundle key -> what it holds.
 TEXT_FILES = {
@@ -51,7 +52,8 @@ def read_bundle(directory: Path) -> Facts:
         elif name in JSON_FILES and _json(path) is None:
             facts.sources[name] = Source(name, f"bundle {directory.name}/{path.name}", None, "not valid JSON")
         else:
-            facts.sources[name] = Source(name, f"{directory.name}/{path.name}", path.read_text(errors="replace"))
+            text = read_text(path, "bundle file", LOG_BYTES, errors="replace")
+            facts.sources[name] = Source(name, f"{directory.name}/{path.name}", text)
     nvml = _json(directory / NVML_FILE)
     nvml = nvml if isinstance(nvml, dict) else {}
     # A hand-edited or truncated bundle must not crash the checks: keep only answers of the right shape.
@@ -123,6 +125,6 @@ def _find(directory: Path, name: str) -> Path | None:
 
 def _json(path: Path):
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return parse_json(read_text(path, "bundle file", LOG_BYTES), str(path))
+    except UsageError:  # absent, not a regular file, too large or not JSON: the checks say what is missing
         return None

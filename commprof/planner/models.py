@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from commprof.errors import UsageError
+from commprof.textfiles import read_json
 
 # Preset name -> bundled config.json (copied verbatim from the published configs, see presets/SOURCES.md).
 PRESETS: dict[str, str] = {
@@ -106,10 +107,7 @@ def load_model(spec: str) -> ModelShape:
         raise UsageError(
             f"unknown model preset {spec!r}; known presets: {', '.join(PRESETS)} (or pass a path to a config.json)"
         )
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read model config {path}: {exc}") from None
+    config = read_json(path, "model config")
     if not isinstance(config, dict):
         raise UsageError(f"{path}: expected a JSON object")
     return shape_from_config(config, path.parent.name or path.stem, str(path))

@@ -143,6 +143,10 @@ def parse_ms(value: Any, what: str) -> float:
     return number
 
 
+# No verify step keeps more tokens than this (drafts are a handful of tokens; T itself is at most a few hundred).
+MAX_ACCEPT = 1024
+
+
 def parse_accept(value: Any) -> tuple[float, ...]:
     """Accept lengths (tokens kept per verify step, bonus token included): "1.3,2.0,3.0" or a list; each >= 1."""
     parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
@@ -154,6 +158,8 @@ def parse_accept(value: Any) -> tuple[float, ...]:
             raise UsageError(f"--accept: {part!r} is not a number") from None
         if not math.isfinite(length) or length < 1:
             raise UsageError(f"--accept: accept length {part!r} must be >= 1 (the bonus token always counts)")
+        if length > MAX_ACCEPT:
+            raise UsageError(f"--accept: accept length {part!r} is above {MAX_ACCEPT} (tokens kept per verify step)")
         lengths.append(length)
     if not lengths:
         raise UsageError("--accept: give at least one accept length, e.g. 1.3,2.0,3.0")

@@ -262,11 +262,17 @@ def resume_command(run_dir: str | Path) -> str:
 
 
 def _check_impls(spec: SweepSpec) -> None:
-    """Every implementation of the sweep imports and follows the interface (UsageError names the bad one)."""
-    from commprof.impls.registry import load_impl
+    """Every implementation of the sweep imports and follows the interface (UsageError names the bad one).
+
+    A plug-in is imported in a throwaway child first: its import may exit or abort (commprof.impls.plugin_check).
+    """
+    from commprof.impls.plugin_check import check_plugin_import
+    from commprof.impls.registry import BUILTINS, load_impl
 
     for name in dict.fromkeys(p.impl for p in spec.points):
         if name != DEFAULT:
+            if name not in BUILTINS:
+                check_plugin_import(name)
             load_impl(name)
 
 

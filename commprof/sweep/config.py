@@ -10,14 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 from commprof.errors import UsageError
 from commprof.impls import registry
@@ -51,6 +45,7 @@ from commprof.sweep.spec import (
     stage_work,
 )
 from commprof.sweep.staging import RANK_BY
+from commprof.textfiles import parse_toml, read_text
 
 TOP_KEYS = ("name", "description", "run", "axes", "points", "exclude", "stages", "report")
 RUN_KEYS = ("model", "tp", "tokens", "phase", "dtype", "iterations", "warmup", "point_timeout_s", "interconnect")
@@ -196,10 +191,7 @@ def parse_sweep(
     """
     source = source or path or "<sweep>"
     problems = SweepProblems(source)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{source}: not valid TOML: {exc}") from None
+    data = parse_toml(text, source)
     problems.unknown_keys(data, TOP_KEYS, "")
 
     name = data.get("name", Path(path).stem if path else "sweep")
@@ -300,13 +292,7 @@ def _list_of_tables(data: dict, key: str, problems: SweepProblems) -> list[dict]
 def load_sweep(path: str | Path, max_points: int | None = DEFAULT_MAX_POINTS) -> SweepSpec:
     """Read and validate a sweep file; UsageError "file: key: problem (allowed: ...)" on any problem, and
     SweepTooLarge above `max_points` points."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"sweep file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read sweep file {path}: {exc}") from None
+    text = read_text(path, "sweep file")
     return parse_sweep(text, str(path), max_points=max_points)
 
 
