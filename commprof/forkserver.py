@@ -26,6 +26,7 @@ PR_SET_CHILD_SUBREAPER = 36
 class ForkServerDied(RuntimeError):
     """The fork server ended while the controller still needed it."""
 
+
 # Variables libtorch reads once, from static initializers when it loads: in the fork server, before any point,
 # so every forked worker keeps the launch's value whatever the point sets. Each: what it sets, and where.
 FROZEN_AT_TORCH_LOAD = {

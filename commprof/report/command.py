@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 import warnings
 from pathlib import Path
@@ -167,7 +168,12 @@ def parse_accept(value: Any) -> tuple[float, ...]:
 
 
 def default_out(run_ids: list[str]) -> Path:
-    return Path("reports") / "_vs_".join(run_ids)
+    """reports/<run-id>, or reports/<id>_vs_<id>... for several (shortened to stay a valid folder name)."""
+    name = "_vs_".join(run_ids)
+    if len(name) > 200:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+        name = f"{run_ids[0][:150]}_vs_{len(run_ids) - 1}_more-{digest}"
+    return Path("reports") / name
 
 
 @click.command(
@@ -223,7 +229,7 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
             click.echo(f"commprof: warning: {note}", err=True)
 
     from commprof.report.run_analysis import analyze_run, incomparable
-    from commprof.report.write import write_report
+    from commprof.report.write import check_report_target, write_report
 
     cli = {
         "compute_ms": compute_ms,
@@ -233,7 +239,8 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
         "allow_partial": allow_partial,
     }
     out_dir = out or default_out([run_id for run_id, *_ in loaded])
-    ensure_writable_dir(Path(out_dir), "--out")
+    check_report_target(out_dir)  # before the analysis: a link, or a folder of other files, is refused
+    ensure_writable_dir(out_dir.parent, "--out")  # the report is rendered beside it, then swapped in
     runs = []
     for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
         options = report_options(cli, sweep_options(meta))
