@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from commprof.cli import main
 from commprof.records.files import read_records
 from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
 
@@ -39,6 +40,15 @@ def test_nan_results_and_hostile_labels_are_recorded_and_the_sweep_goes_on(tmp_p
     assert nan["check"]["non_finite"] > 0 and "NaN/Inf" in nan["message"]
     assert MARKUP in out.stdout
     assert "commprof: 4 points in stage 0, up to 4 in all; estimated" in out.stderr  # before the first point
+    report = tmp_path / "report"
+    assert main(["report", str(only_run_dir(tmp_path / "runs")), "--out", str(report)]) == 0
+    shell = subprocess.run(
+        ["env", "-i", "bash", "--norc", "-c", f"source {report / 'recommend.env'}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert shell.returncode == 0 and shell.stderr == "" and not (tmp_path / "PWNED").exists()
 
 
 def test_resume_of_a_run_still_going_is_refused_naming_the_holder(tmp_path):
