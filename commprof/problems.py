@@ -103,12 +103,12 @@ class Problems:
             number = float(value)
         except OverflowError:  # an integer beyond any float
             number, value = math.inf, f"an integer of {len(str(abs(value)))} digits"
-        if math.isnan(number):
-            self.error(key, f"{value} is not a number (allowed: a number{bound})")
+        if not math.isfinite(number):
+            self.error(key, f"{value} is not a finite number (allowed: a number{bound})")
             return None
         too_low = minimum is not None and (number < minimum or (strict and number == minimum))
-        if too_low or math.isinf(number) or (maximum is not None and number > maximum):
-            self.error(key, f"{value} is out of range (allowed: a finite number{bound})")
+        if too_low or (maximum is not None and number > maximum):
+            self.error(key, f"{value} is out of range (allowed: a number{bound})")
             return None
         return number
 
