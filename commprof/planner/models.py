@@ -34,6 +34,11 @@ _DTYPE_ALIASES = {
 # Bytes per element of the activation dtypes commprof replays.
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
+# The largest shape a config may give, far beyond any published model (Llama-3.1-405B: 126 layers, hidden 16384;
+# vocabularies up to ~260k). A config past them is a mistake or an attack: a billion layers would make the plan
+# and every replay grow for minutes.
+SHAPE_LIMITS = {"num_layers": 2_000, "hidden_size": 1 << 17, "vocab_size": 1 << 24}
+
 
 @dataclass(frozen=True)
 class ModelShape:
@@ -87,6 +92,8 @@ def shape_from_config(config: dict, name: str, source: str) -> ModelShape:
         value = field(*keys)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise UsageError(f"{source}: {keys[0]!r} must be a positive integer, got {value!r}")
+        if value > SHAPE_LIMITS[attr]:
+            raise UsageError(f"{source}: {keys[0]!r} = {value} is beyond any model (allowed: 1..{SHAPE_LIMITS[attr]})")
         values[attr] = value
     dtype = field("dtype", "torch_dtype", required=False) or "bfloat16"
     return ModelShape(name=name, dtype=normalize_dtype(dtype), source=source, **values)
