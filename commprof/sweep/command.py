@@ -204,9 +204,12 @@ def sweep_command(
         argv=list(sys.argv),
     )
     from commprof.sweep.console import SweepConsole
+    from commprof.sweep.dryrun import ASSUMED, size_lines
     from commprof.sweep.run_folder import prepare_run_folder
 
-    console = SweepConsole(enabled=rank == 0)
+    backend, _, refused = _launch_refusals(spec, share_gpus)
+    estimate = size_lines(spec, ASSUMED, len(spec.points) - len(refused), backend)
+    console = SweepConsole(enabled=rank == 0, estimate=estimate)
     try:
         summary = run_sweep(
             spec,
@@ -236,21 +239,28 @@ def sweep_command(
 def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
     """The points, which of them will really run on this launch and why not, and an estimate from a quick probe
     of this machine (every rank takes part in the probe; rank 0 prints)."""
-    from commprof.planner.models import load_model
     from commprof.sweep.dryrun import format_points_table
-    from commprof.sweep.gate import launch_context, refusals
     from commprof.sweep.probe import probe_step_cost
-    from commprof.sweep.runner import choose_backend, launch_tp
 
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    launch_tp(spec, world_size)  # refused as the real run would be
-    backend = choose_backend(share_gpus)
-    model = load_model(spec.model)
-    context = launch_context(backend, world_size, spec.dtype or model.dtype, spec.tokens, model.hidden_size)
-    refused = refusals(spec.points, backend, context)
+    backend, world_size, refused = _launch_refusals(spec, share_gpus)
     cost = probe_step_cost(spec, backend, share_gpus)
     if rank == 0:
         click.echo(format_points_table(spec, cost, refused, backend, world_size))
+
+
+def _launch_refusals(spec: SweepSpec, share_gpus: bool) -> tuple[str, int, dict[str, str]]:
+    """(backend, world size, point id -> why it cannot run on this launch); UsageError where the run would give
+    one (a TP that is not the world size, too few GPUs)."""
+    from commprof.planner.models import load_model
+    from commprof.sweep.gate import launch_context, refusals
+    from commprof.sweep.runner import choose_backend, launch_tp
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    launch_tp(spec, world_size)
+    backend = choose_backend(share_gpus)
+    model = load_model(spec.model)
+    context = launch_context(backend, world_size, spec.dtype or model.dtype, spec.tokens, model.hidden_size)
+    return backend, world_size, refusals(spec.points, backend, context)
 
 
 def resume_command(run_dir: str | Path) -> str:

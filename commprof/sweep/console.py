@@ -23,8 +23,9 @@ from commprof.units import format_bytes
 class SweepConsole(SweepProgress):
     """A rich progress bar (points done / total, current point, elapsed, ETA) on rank 0; silent elsewhere."""
 
-    def __init__(self, enabled: bool = True):
+    def __init__(self, enabled: bool = True, estimate: list[str] | None = None):
         self.enabled = enabled
+        self.estimate = estimate or []  # the sweep's size, estimated duration and its basis: before the first point
         self.console = plain_console(stderr=True)
         self.progress: Progress | None = None
         self.task = None
@@ -34,6 +35,8 @@ class SweepConsole(SweepProgress):
         if not self.enabled:
             return
         self.console.print(styled(("commprof", "bold"), f" sweep → {run_dir}"))
+        for line in self.estimate:
+            self.console.print(f"  {line}")
         self.progress = Progress(
             TextColumn("{task.description}", style="cyan", markup=False),
             BarColumn(),
