@@ -1,11 +1,13 @@
 """`commprof report` of run folders an attacker wrote: exports run nothing, paths stay inside --out."""
 
 import csv
+import errno
 import io
 import json
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -157,3 +159,25 @@ def test_two_runs_with_one_id_get_their_own_folders(tmp_path):
         "same-id-2/recommend.env",
     }
     assert os.path.getsize(out / "same-id" / "recommend.env") > 0
+
+
+def test_a_read_only_out_is_one_line_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    run_dir = write_run(tmp_path / "runs", "r")
+    parent = tmp_path / "read-only"
+    parent.mkdir()
+    if os.geteuid() == 0:  # root writes through permissions: the file system says no instead
+
+        def read_only(*args, **kwargs):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+        monkeypatch.setattr(tempfile, "mkdtemp", read_only)
+    else:
+        parent.chmod(0o555)
+    try:
+        assert main(["report", str(run_dir), "--out", str(parent / "out")]) == 2
+    finally:
+        parent.chmod(0o755)
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert f"--out {parent / 'out'}: cannot write there" in err
+    assert list(parent.iterdir()) == []
