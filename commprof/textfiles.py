@@ -28,6 +28,15 @@ RESULTS_BYTES = 4 << 30  # a results.jsonl
 
 def read_text(path: Path | str, what: str, limit: int = CONFIG_BYTES, errors: str = "strict") -> str:
     """The UTF-8 text of a regular file of at most `limit` bytes; UsageError "<what> <path>: <why>" otherwise."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_bytes(path: Path | str, what: str, limit: int = CONFIG_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; UsageError "<what> <path>: <why>" otherwise."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO for reading blocks without O_NONBLOCK
@@ -47,10 +56,7 @@ def read_text(path: Path | str, what: str, limit: int = CONFIG_BYTES, errors: st
             raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
     if len(data) > limit:  # grew while being read
         raise UsageError(f"{what} {path}: more than the {limit} bytes a {what} may have")
-    try:
-        return data.decode("utf-8", errors=errors)
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+    return data
 
 
 def parse_json(text: str, where: str) -> Any:
