@@ -39,7 +39,9 @@ def test_nan_results_and_hostile_labels_are_recorded_and_the_sweep_goes_on(tmp_p
     (nan,) = [r for r in records if r["status"] == "wrong"]
     assert nan["check"]["non_finite"] > 0 and "NaN/Inf" in nan["message"]
     assert MARKUP in out.stdout
-    assert "5 points will run in stage 0, up to 5 in all; estimated" in out.stderr, out.stderr[:2000]  # before the first point
+    assert "5 points will run in stage 0, up to 5 in all; estimated" in out.stderr, out.stderr[
+        :2000
+    ]  # before the first point
     report = tmp_path / "report"
     assert main(["report", str(only_run_dir(tmp_path / "runs")), "--out", str(report)]) == 0
     shell = subprocess.run(
