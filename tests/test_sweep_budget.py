@@ -45,7 +45,7 @@ def test_dry_run_of_a_huge_sweep_prints_its_size_and_estimate_fast(tmp_path, cap
     assert sweep_main(["--sweep", str(sweep), "--dry-run"]) == 0
     assert time.monotonic() - started < 30  # torch's import included
     out = capsys.readouterr().out
-    assert "up to 1000041 points (1000001 in stage 0); estimated" in out and " h (estimated: " in out
+    assert "up to 1000041 points (1000001 in stage 0); estimated" in out and " h (assumed, not measured here: " in out
     assert "a run is refused; allow it with --max-points 1000041" in out
     assert "p000" not in out  # nothing listed, nothing expanded
 
