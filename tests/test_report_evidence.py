@@ -81,7 +81,7 @@ def test_engine_flags_is_a_script_bash_runs(tmp_path):
 def test_runs_of_different_steps_are_not_compared(tmp_path, capsys):
     a = write_run(tmp_path, "tp8")
     records = [json.loads(line) for line in (a / RESULTS_FILE).read_text().splitlines()]
-    other = [{**r, "run_id": "tp4", "tp": 4, "source": "model", "calibration": "nccl-prior"} for r in records]
+    other = [{**r, "run_id": "tp4", "tp": 4, "source": "simulated", "calibration": "nccl-prior"} for r in records]
     b = write_run(tmp_path, "tp4", records=other, meta=make_meta("tp4"))
     out = tmp_path / "out"
     assert main(["report", str(a), str(b), "--out", str(out)]) == 0

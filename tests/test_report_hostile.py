@@ -49,7 +49,8 @@ def test_sourcing_recommend_env_runs_nothing_but_exports(hostile_report, tmp_pat
     assert subprocess.run(["bash", "-n", str(env_file)]).returncode == 0
     for line in env_file.read_text().splitlines():
         assert re.fullmatch(r"(#[^\n]*|export [A-Za-z_][A-Za-z0-9_]*=\S+|)", line), line
-    assert any(line.startswith("export NCCL_") for line in env_file.read_text().splitlines())
+    # the synthetic run's recommendation is its tuner rules: the variables are there, as the commented alternative
+    assert any(re.match(r"(# )?export NCCL_", line) for line in env_file.read_text().splitlines())
     shell = subprocess.run(
         ["env", "-i", "bash", "--norc", "--noprofile", "-c", f"source {env_file} && env"],
         cwd=tmp_path,
