@@ -6,10 +6,20 @@ would restyle. Every console commprof prints through comes from here, and styles
 
 from __future__ import annotations
 
+import re
 import sys
 
 from rich.console import Console
 from rich.text import Text
+
+# C0 and C1 control characters (newline, carriage return, escape, NUL, ...), DEL, and Unicode's line and paragraph
+# separators: whatever could end a line or drive a terminal.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: object) -> str:
+    """`text` with every control character replaced by a space: it stays on one line and prints as itself."""
+    return CONTROL_CHARACTERS.sub(" ", str(text))
 
 
 def plain_console(stderr: bool = False, pipe_width: int = 160) -> Console:

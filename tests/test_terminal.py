@@ -65,3 +65,15 @@ def test_simulate_prints_a_label_with_markup_as_written(tmp_path, capsys):
     args = ["simulate", "--topology", "pcie-4gpu", "--sweep", str(sweep), "--out", str(tmp_path / "runs")]
     assert main(args) == 0
     assert HOSTILE in capsys.readouterr().out
+
+
+def test_a_label_with_newlines_or_escapes_prints_on_one_line(tmp_path):
+    hostile = "x\ntouch PWNED\n#\x1b[2J"
+    console = SweepConsole()
+    out = _captured(console.console)
+    console.start(1, tmp_path)
+    console.point_started(hostile)
+    console.point_done(hostile, "ok")
+    console.stop()
+    text = out.getvalue()
+    assert "\x1b[2J" not in text and "x touch PWNED #" in text

@@ -8,23 +8,14 @@ Every comment line of an export is built by `comment`, every value by `export_li
 
 from __future__ import annotations
 
-import re
 import shlex
 from typing import Any
 
 from commprof.nccl_vocab import ENV_NAME
-
-# C0 and C1 control characters (newline, carriage return, escape, NUL, ...), DEL, and Unicode's line and paragraph
-# separators: whatever could end a line or drive a terminal.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+from commprof.terminal import CONTROL_CHARACTERS, one_line
 
 # What makes a spreadsheet run a cell as a formula (OWASP, "CSV injection").
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def one_line(text: Any) -> str:
-    """`text` with every control character replaced by a space: it stays on one line and prints as itself."""
-    return _CONTROL.sub(" ", str(text))
 
 
 def comment(text: Any) -> str:
@@ -37,7 +28,7 @@ def export_line(name: str, value: Any) -> str:
     text = str(value)
     if not ENV_NAME.fullmatch(name):
         return comment(f"skipped {name!r}: not a valid environment variable name")
-    if _CONTROL.search(text):
+    if CONTROL_CHARACTERS.search(text):
         return comment(f"skipped {name}: its value holds control characters ({text!r})")
     return f"export {name}={shlex.quote(text)}"
 

@@ -16,7 +16,7 @@ from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.sweep.measure import point_status
 from commprof.sweep.runner import SweepProgress
 from commprof.sweep.spec import SweepSpec
-from commprof.terminal import plain_console, styled
+from commprof.terminal import one_line, plain_console, styled
 from commprof.units import format_bytes
 
 
@@ -56,7 +56,7 @@ class SweepConsole(SweepProgress):
 
     def point_started(self, label: str) -> None:
         if self.progress is not None:
-            self.progress.update(self.task, description=label)
+            self.progress.update(self.task, description=one_line(label))
 
     def point_done(self, label: str, status: str) -> None:
         if self.progress is not None:
@@ -64,7 +64,7 @@ class SweepConsole(SweepProgress):
             style = (
                 "green" if status == "ok" else "yellow" if status in ("unsupported", "done before resume") else "red"
             )
-            self.progress.console.print(styled("  ", (f"{status:<18}", style), f" {label}"))
+            self.progress.console.print(styled("  ", (f"{status:<18}", style), f" {one_line(label)}"))
 
     def stop(self) -> None:
         if self.progress is not None:
@@ -130,7 +130,7 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
             table.add_column(f"T={t} vs base", justify="right", no_wrap=True)
     base = by_point.get(BASELINE_POINT_ID)
     for point_id, entry in by_point.items():
-        row = [point_id, Text(entry["label"]), point_status(entry["records"])]
+        row = [point_id, Text(one_line(entry["label"])), point_status(entry["records"])]
         for t in tokens:
             row += [_cell(entry["cells"].get((t, m))) for m in modes]
             if compare:
