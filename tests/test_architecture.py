@@ -47,8 +47,8 @@ REPORT_TIERS = (
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
     {"choices"},
     {"run_analysis"},
-    {"words", "provenance", "apply"},
-    {"views", "summary"},
+    {"words", "provenance"},
+    {"views", "summary", "apply"},
     {"write"},
     {"command"},
 )

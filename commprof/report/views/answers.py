@@ -32,6 +32,7 @@ from commprof.report.words import (
     how_to_firm_up,
     keep_text,
     not_a_result_notes,
+    only_baseline,
     spec_label,
     tuned_name,
     verdict_sentence,
@@ -73,7 +74,9 @@ def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
         out["lines"].append(f"No single {name} setting passed at every T; see table 1.")
     elif rec.keeps_baseline:
         out["lines"].append(keep_text(run))
-        if rec.fastest["point_id"] == run.baseline:
+        if only_baseline(run):
+            out["notes"].append(only_baseline(run).capitalize() + ".")
+        elif rec.fastest["point_id"] == run.baseline:
             out["notes"].append(f"No other setting was faster than the baseline ({run.evidence.label}).")
         elif rec.withheld and rec.beyond_uncertainty:
             out["notes"].append(f"{rec.fastest['point_id']} was faster {evidence.beyond}, but {rec.withheld}.")
@@ -324,7 +327,10 @@ def faster_answer(run: RunAnalysis) -> dict[str, Any]:
         if not run.options.compute.given:
             out["verdict"] += " (communication only)"
     elif out["rows"]:
-        out["verdict"] = f"No change: nothing beat the baseline {run.evidence.beyond}"
+        alone = only_baseline(run)
+        out["verdict"] = (
+            f"No change: {alone}" if alone else f"No change: nothing beat the baseline {run.evidence.beyond}"
+        )
         out["noise"] = True
         if rec is not None and rec.withheld:
             out["verdict"] = "No change recommended: the run is incomplete"
