@@ -3,11 +3,13 @@
 The command itself lives beside its stage, in commprof/sweep/command.py.
 """
 
+import signal
 import sys
 
-from commprof.sweep.command import main
+from commprof.sweep.command import main, terminate_as_interrupt
 
 __all__ = ["main"]
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, terminate_as_interrupt)
     sys.exit(main())

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import click
 
-# Exit statuses: bad input (a flag, a file, a value) and an interrupt; click's own errors keep theirs.
+# Exit statuses: a run that cannot go on, bad input (a flag, a file, a value) and an interrupt; click's own
+# errors keep theirs.
+EXIT_STOPPED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
@@ -15,15 +18,30 @@ class UsageError(Exception):
     """Bad input from the user: a flag, a file or a value commprof cannot use."""
 
 
+class RunStopped(Exception):
+    """A run that cannot go on (another rank's controller gone, this rank's fork server dead): one line, exit 1.
+
+    Finished points are on disk, in `run_dir`; the command adds how to continue.
+    """
+
+    def __init__(self, message: str, run_dir: Path | None = None):
+        super().__init__(message)
+        self.run_dir = run_dir
+
+
 def run_command(command: click.Command, argv: Sequence[str] | None, prog_name: str, quiet: bool = False) -> int:
     """Run a click command and return its exit status; every error becomes one line on stderr.
 
-    UsageError and click's usage errors exit 2, an interrupt 130. `quiet`: print nothing (ranks other than 0).
+    UsageError and click's usage errors exit 2, an interrupt 130. `quiet`: print nothing (ranks other than 0)
+    except RunStopped, which every rank says (exit 1): the rank that would print may be the one that is gone.
     """
     try:
         command.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except UsageError as exc:
         message, status = f"error: {exc}", EXIT_USAGE
+    except RunStopped as exc:
+        click.echo(f"commprof: error: {exc}", err=True)
+        return EXIT_STOPPED
     except click.ClickException as exc:
         message, status = f"error: {exc.format_message()}", exc.exit_code
     except click.exceptions.Exit as exc:

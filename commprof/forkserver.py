@@ -3,7 +3,8 @@
 Every sweep point needs fresh processes (NCCL caches most of its variables per process), but starting Python
 and importing torch costs 1.5-2 s. The server pays that once; each fork costs milliseconds. The server never
 initialises CUDA, so each forked worker starts with a clean CUDA and NCCL state. Protocol: JSON lines on the
-server's stdin / stdout; the controller kills a worker's whole process group itself on a timeout.
+server's stdin / stdout; the controller kills a worker's whole process group itself on a timeout, and the
+server ends whatever a worker left running (even in a session of its own) before it reports the worker's exit.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ import traceback
 from dataclasses import dataclass
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class ForkServerDied(RuntimeError):
+    """The fork server ended while the controller still needed it."""
+
 
 # Variables libtorch reads once, from static initializers when it loads: in the fork server, before any point,
 # so every forked worker keeps the launch's value whatever the point sets. Each: what it sets, and where.
@@ -97,7 +104,7 @@ class ForkServer:
                 return None
             chunk = os.read(self._fd, 65536)
             if not chunk:
-                raise RuntimeError(f"fork server died (exit {self.proc.poll()})")
+                raise ForkServerDied(f"exit {self.proc.poll()}")
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
@@ -112,21 +119,67 @@ class ForkServer:
                 self.proc.wait()  # reap it, so the server is gone when close() returns
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies, so a killed controller leaves no orphan behind."""
+def _prctl(option: int, value: int) -> None:
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc.prctl(option, value)
     except (OSError, AttributeError):  # not Linux: orphans end by their own timeouts
         pass
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies, so a killed controller leaves no orphan behind."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is `pid` (zombies included), from /proc."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat.rsplit(b")", 1)[-1].split()  # after "pid (comm)": state, ppid, ...
+        if len(fields) > 1 and int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def end_leftovers(worker_pid: int) -> None:
+    """SIGKILL what a finished worker left running: its process group, then every process re-parented to this
+    server, which is a child subreaper, so even a descendant that called setsid() ends with its point."""
+    try:
+        os.killpg(worker_pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for _ in range(1000):  # each round ends one generation; their children are re-parented here
+        leftovers = _children(os.getpid())
+        if not leftovers:
+            return
+        for pid in leftovers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in leftovers:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
 
 
 def _child(message: dict) -> None:
     """In the forked worker: own process group, output to the log, the point's environment, then the trial."""
     os.setsid()
     die_with_parent()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # the server ignores both; a worker is killed, not asked
+        signal.signal(signum, signal.SIG_DFL)
     log = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -168,6 +221,7 @@ def serve() -> None:
         out.write(json.dumps({"pid": pid}) + "\n")
         out.flush()
         _, status = os.waitpid(pid, 0)
+        end_leftovers(pid)
         if os.WIFSIGNALED(status):
             reply = {"pid": pid, "exit_code": None, "signal": os.WTERMSIG(status)}
         else:
@@ -177,7 +231,10 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    # The controller owns interrupts: a Ctrl-C in the terminal must not kill the server mid-report.
+    # The controller owns interrupts: a Ctrl-C in the terminal, or torchrun's SIGTERM to the controller's process
+    # group when a peer dies, must not kill the server mid-report. It ends with its controller (stdin, pdeathsig).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     die_with_parent()
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a worker's descendants come here, to be ended with the point
     serve()

@@ -278,6 +278,7 @@ def agree_ranks(outcomes: list[dict[str, Any]]) -> tuple[str, str | None, Verifi
         first_bad_op=first[0],
         first_bad_site=first[1],
         bad_ranks=tuple(bad_ranks),
+        non_finite=max(c.get("non_finite", 0) for c in checks),
     )
     return "ok", None, combined
 

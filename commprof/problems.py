@@ -7,6 +7,7 @@ warnings in the same form. Readers return the checked value, or None after recor
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -68,29 +69,48 @@ class Problems:
             return True
         return False
 
-    def integer(self, value: Any, key: str, minimum: int) -> int | None:
-        if self._missing(value, key, f"an integer >= {minimum}"):
+    def integer(self, value: Any, key: str, minimum: int, maximum: int | None = None) -> int | None:
+        want = f"an integer >= {minimum}" + ("" if maximum is None else f" and <= {maximum}")
+        if self._missing(value, key, want):
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            self.error(key, f"expected an integer >= {minimum}, got {value!r}")
+            self.error(key, f"expected {want}, got {value!r}")
             return None
         if value < minimum:
-            self.error(key, f"{value} is below {minimum} (allowed: an integer >= {minimum})")
+            self.error(key, f"{value} is below {minimum} (allowed: {want})")
+            return None
+        if maximum is not None and value > maximum:
+            self.error(key, f"{value} is above {maximum} (allowed: {want})")
             return None
         return value
 
-    def number(self, value: Any, key: str, minimum: float | None, strict: bool = False) -> float | None:
-        """An int or float >= minimum (> minimum when strict; any number when minimum is None)."""
+    def number(
+        self, value: Any, key: str, minimum: float | None, strict: bool = False, maximum: float | None = None
+    ) -> float | None:
+        """A finite int or float >= minimum (> minimum when strict; no floor when None), <= maximum if given.
+
+        TOML allows nan and inf: neither is a measurement, a bandwidth or a time, so both are refused.
+        """
         bound = "" if minimum is None else f" > {minimum:g}" if strict else f" >= {minimum:g}"
+        if maximum is not None:
+            bound += f" and <= {maximum:g}" if bound else f" <= {maximum:g}"
         if self._missing(value, key, f"a number{bound}"):
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.error(key, f"expected a number{bound}, got {value!r}")
             return None
-        if minimum is not None and (value < minimum or (strict and value == minimum)):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any float
+            number, value = math.inf, f"an integer of {len(str(abs(value)))} digits"
+        if not math.isfinite(number):
+            self.error(key, f"{value} is not a finite number (allowed: a number{bound})")
+            return None
+        too_low = minimum is not None and (number < minimum or (strict and number == minimum))
+        if too_low or (maximum is not None and number > maximum):
             self.error(key, f"{value} is out of range (allowed: a number{bound})")
             return None
-        return float(value)
+        return number
 
     def string(self, value: Any, key: str) -> str | None:
         if self._missing(value, key, "a string"):

@@ -31,6 +31,7 @@ class Verification:
     first_bad_op: int | None
     first_bad_site: str | None
     bad_ranks: tuple[int, ...] = ()  # after agreement: the ranks whose outputs were wrong
+    non_finite: int = 0  # NaN / Inf values among the outputs (max_abs_err covers the finite ones)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,14 +42,15 @@ class Verification:
             "first_bad_op": self.first_bad_op,
             "first_bad_site": self.first_bad_site,
             "bad_ranks": list(self.bad_ranks),
+            "non_finite": self.non_finite,
         }
 
     def describe(self) -> str:
         where = f" on rank(s) {', '.join(map(str, self.bad_ranks))}" if self.bad_ranks else ""
-        return (
-            f"{self.bad_ops} op(s) wrong{where}, first op {self.first_bad_op} ({self.first_bad_site}), "
-            f"max abs error {self.max_abs_err:.4g} > tolerance {self.tolerance:.3g}"
-        )
+        text = f"{self.bad_ops} op(s) wrong{where}, first op {self.first_bad_op} ({self.first_bad_site}), "
+        if self.non_finite:
+            text += f"{self.non_finite} non-finite value(s) (NaN/Inf) in the outputs, "
+        return text + f"max abs error {self.max_abs_err:.4g} (finite values) vs tolerance {self.tolerance:.3g}"
 
 
 def _pattern(rows: int, cols: int, step: int, modulus: int, offset: int, device) -> torch.Tensor:
@@ -154,7 +156,7 @@ class StepTensors:
     def verify(self, rms_eps: float) -> Verification:
         """Compare every op's output of the last step with the exact expected result, in fp32."""
         total = self.world * (self.world + 1) / 2
-        worst, tolerance_used, bad, first = 0.0, 0.0, 0, None
+        worst, tolerance_used, bad, first, non_finite = 0.0, 0.0, 0, None, 0
         for op in self.plan.ops:
             out = self.outputs[op.index]
             eps = DTYPE_EPS[op.dtype]
@@ -181,24 +183,24 @@ class StepTensors:
                     got = normed.float().reshape(-1)
                     # Normed values are O(1); the residual sum is rounded to the dtype before the norm.
                     tolerance = 8 * eps * max(1.0, float(expected.abs().max()))
-                    resid_err = float((residual_out.float().reshape(-1) - resid).abs().max())
+                    resid_err, resid_non_finite = _finite_error(residual_out.float().reshape(-1), resid)
                     # The sum rounds as it accumulates over ranks (beyond 2^8 in bf16), then once more with the residual.
                     resid_tolerance = self.world * eps * float(summed.abs().max()) + eps * float(resid.abs().max())
-                    if resid_err > resid_tolerance + 1e-6:
+                    if resid_non_finite or resid_err > resid_tolerance + 1e-6:
                         worst, bad, first = max(worst, resid_err), bad + 1, op if first is None else first
+                        non_finite += resid_non_finite
                         continue
                 else:
                     expected = summed
                     got = out.float().reshape(-1)
                     # Partial sums of small integers stay exact up to 2^8 in bf16; beyond, each add rounds.
                     tolerance = self.world * eps * float(summed.abs().max())
-            err = float((got - expected).abs().max()) if got.numel() else 0.0
-            if not err <= tolerance:  # also catches NaN
+            err, op_non_finite = _finite_error(got, expected)
+            if op_non_finite or err > tolerance:
                 bad += 1
                 first = op if first is None else first
-                worst = max(worst, err) if err == err else float("nan")
-            else:
-                worst = max(worst, err)
+                non_finite += op_non_finite
+            worst = max(worst, err)
             tolerance_used = max(tolerance_used, tolerance)
         return Verification(
             ok=bad == 0,
@@ -207,4 +209,16 @@ class StepTensors:
             bad_ops=bad,
             first_bad_op=first.index if first else None,
             first_bad_site=first.site if first else None,
+            non_finite=non_finite,
         )
+
+
+def _finite_error(got: torch.Tensor, expected: torch.Tensor) -> tuple[float, int]:
+    """(largest absolute error over the finite outputs, count of NaN / Inf outputs): a NaN never hides in a max."""
+    if not got.numel():
+        return 0.0, 0
+    finite = torch.isfinite(got)
+    non_finite = int(got.numel() - finite.sum())
+    if non_finite == got.numel():
+        return 0.0, non_finite
+    return float((got[finite] - expected[finite]).abs().max()), non_finite

@@ -19,6 +19,7 @@ MAX_LINES = 600
 # import anything.
 TIERS = (
     {"errors", "stats", "units", "runmeta"},
+    {"terminal", "textfiles"},  # printing and reading what users give, without trusting it
     {
         "nccl_vocab",
         "records",
@@ -41,12 +42,13 @@ PENDING_LONG: set[str] = set()
 ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 # Inside the report: analyses, then the front door, then what words and shows it, then the writer and the command.
 REPORT_TIERS = (
+    {"export_text"},  # the one way exports write text they did not choose
     {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness"},
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
     {"choices"},
     {"run_analysis"},
-    {"words", "provenance", "apply"},
-    {"views", "summary"},
+    {"words", "provenance"},
+    {"views", "summary", "apply"},
     {"write"},
     {"command"},
 )

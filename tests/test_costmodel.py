@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -90,9 +92,22 @@ def test_calibration_toml_round_trip_and_errors(tmp_path):
     assert (back.overhead_us, back.channel_bw_gbps, back.hop_us, back.nccl_bw_gbps) == (3.5, 7.25, params.hop_us, 12.0)
     assert back.fit["protocols"] == ["LL", "Simple"] and back.source == "model.toml"
     with pytest.raises(
-        UsageError, match=r"model.toml: model.channel_bw_gbps: 0 is out of range .allowed: a number > 0."
+        UsageError, match=r"model.toml: model.channel_bw_gbps: 0 is out of range .allowed: a number >= 0.001"
     ):
         params_from_toml(text.replace("channel_bw_gbps = 7.25", "channel_bw_gbps = 0"), "model.toml")
+    # What a calibration may say is bounded: a negative overhead would predict negative steps.
+    for edit, match in (
+        (
+            "overhead_us = -20.0",
+            r"model.overhead_us: -20.0 is out of range .allowed: a number >= 0 and <= 10000",
+        ),
+        ("overhead_us = nan", r"model.overhead_us: nan is not a finite number"),
+        ("overhead_us = inf", r"model.overhead_us: inf is not a finite number"),
+    ):
+        with pytest.raises(UsageError, match=match):
+            params_from_toml(re.sub(r"overhead_us = \S+", edit, text), "model.toml")
+    with pytest.raises(UsageError, match=r"model.hop_us.LL: -1.0 is out of range .allowed: a number >= 0 and <= 1000"):
+        params_from_toml(re.sub(r"LL = \S+", "LL = -1.0", text, count=1), "model.toml")
     with pytest.raises(
         UsageError, match=r"m.toml: model.link: 'carrier-pigeon' is not a link type .allowed: nvlink, pci"
     ):
@@ -104,7 +119,7 @@ def test_calibration_toml_round_trip_and_errors(tmp_path):
     assert str(info.value).splitlines() == [
         "m.toml: model.arch: 'xampere' is not a GPU generation (allowed: volta, ampere, hopper, blackwell)",
         "m.toml: model.hop_us.LL129: unknown key (allowed: LL, LL128, Simple)",
-        "m.toml: model.hop_us.LL128: missing (allowed: a number >= 0)",
+        "m.toml: model.hop_us.LL128: missing (allowed: a number >= 0 and <= 1000)",
     ]
 
 
@@ -208,3 +223,29 @@ def test_samples_from_measured_step_records():
     ]
     assert samples[1].protos == ("LL", "Simple") and samples[1].ranks == 8
     assert len(notes) == 2  # the forced-LL128 point and the FlashInfer point are named as skipped
+
+
+def test_calibrate_refuses_a_run_with_negative_times_naming_file_and_line(tmp_path, capsys):
+    assert main(["import-nccl-tests", str(LOG_8GPU), "--out", str(tmp_path)]) == 0
+    (run_dir,) = tmp_path.iterdir()
+    results = run_dir / "results.jsonl"
+    lines = results.read_text().splitlines()
+    record = json.loads(lines[4])
+    record["time_us"] = -12.5
+    lines[4] = json.dumps(record)
+    results.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    args = ["calibrate", str(run_dir), "--topology", "pcie-dual-socket-shm", "--out", str(tmp_path / "m.toml")]
+    assert main(args) == 2
+    assert f"{results}:5: not a usable record: time_us -12.5 is negative or not finite" in capsys.readouterr().err
+    assert not (tmp_path / "m.toml").exists()
+
+
+def test_simulate_refuses_a_calibration_with_a_negative_overhead(tmp_path, capsys):
+    calibration = tmp_path / "model.toml"
+    calibration.write_text(params_to_toml(replace(pcie_prior(), overhead_us=-20.0)))
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('[run]\nmodel = "llama-3.1-70b"\ntokens = [1]\n')
+    args = ["simulate", "--topology", "pcie-4gpu", "--sweep", str(sweep), "--calibration", str(calibration)]
+    assert main([*args, "--out", str(tmp_path / "runs")]) == 2
+    assert "model.overhead_us: -20.0 is out of range" in capsys.readouterr().err

@@ -79,6 +79,12 @@ def test_topology_validation_names_file_and_key():
         ),
         ({"gpu_path": "QPI"}, "t.toml: gpu_path: 'QPI' is not a path type (allowed: NVL, PIX, PXB, PHB, SYS)"),
         ({"gpus": MISSING}, "t.toml: gpus: missing (allowed: an integer >= 1)"),
+        # TOML allows nan and inf; neither is an overhead or a bandwidth.
+        ({"launch_overhead_us": float("nan")}, "t.toml: launch_overhead_us: nan is not a finite number"),
+        (
+            {"links": {"pci": {"channels": 2, "channel_bw_gbps": float("inf")}}},
+            "t.toml: links.pci.channel_bw_gbps: inf is not a finite number (allowed: a number > 0)",
+        ),
         ({"gpu": "H100"}, "t.toml: gpu: unknown key (allowed: name, description, gpus,"),
         ({"links": {"pcie": {}}}, "t.toml: links.pcie: unknown link type (allowed: nvlink, pci, shm)"),
         (

@@ -117,3 +117,15 @@ def test_collect_on_this_machine_writes_a_readable_bundle(tmp_path):
     assert "PATH=" not in env and "HOME=" not in env  # only NCCL_ / CUDA_ / PYTORCH_ / TORCH_ variables
     replay = CliRunner().invoke(doctor, ["--from", str(tmp_path / "b"), "--json"])
     assert json.loads(replay.output)["checks"][0]["id"] == "p2p"
+
+
+def test_collect_refuses_a_folder_that_holds_another_bundle(tmp_path):
+    old = tmp_path / "bundle"
+    old.mkdir()
+    (old / "lspci_full.log").write_text("the old box")
+    result = CliRunner().invoke(doctor, ["--collect", str(old), "--no-gpu-tests"])
+    assert isinstance(result.exception, UsageError)
+    assert "not empty (1 entries: lspci_full.log)" in str(result.exception)
+    assert [p.name for p in old.iterdir()] == ["lspci_full.log"]  # nothing written, nothing mixed
+    with pytest.raises(UsageError, match="not empty"):
+        write_bundle(read_bundle(BUNDLE), old)

@@ -186,6 +186,9 @@ def nccl_summary(tmp_path, algo="RING", proto="LL", channels=2, tuning=True, tok
 
 def record(label, point_id, mode, status="ok", tokens=4, message=None, nccl=None, detail=None):
     return {
+        "kind": "step",
+        "source": "measured",
+        "run_id": "20260101-000000-nccl-sweep",
         "point_id": point_id,
         "point": {"point_id": point_id, "label": label},
         "mode": mode,

@@ -196,3 +196,23 @@ def test_a_wrong_gather_or_scatter_is_caught(collective, site):
     options = {"dp_attention": True}
     for (eager,) in run_ranks(_replay_family, 2, (TINY_DEEPSEEK, 2, options, "gloo", {}, collective)):
         assert eager["status"] == "wrong" and eager["check"]["first_bad_site"] == site
+
+
+@pytest.mark.slow
+def test_nan_outputs_are_wrong_and_counted_with_a_finite_error():
+    results = run_ranks(_replay, 2, ("tests.plugins.faulty:NaNOnRank0", "llama-3.1-70b", 2, ("eager",)))
+    (eager,) = results[0]
+    assert eager["status"] == "wrong"
+    assert eager["check"]["non_finite"] == 161  # one per all-reduce
+    assert eager["check"]["max_abs_err"] == 0.0  # the finite values are right
+    assert "161 non-finite value(s) (NaN/Inf)" in eager["message"]
+
+
+def test_a_nan_never_hides_in_the_error():
+    import torch
+
+    from commprof.replay_tensors import _finite_error
+
+    got = torch.tensor([1.0, float("nan"), float("inf"), 4.5])
+    assert _finite_error(got, torch.tensor([1.0, 2.0, 3.0, 4.0])) == (0.5, 2)
+    assert _finite_error(torch.full((3,), float("nan")), torch.zeros(3)) == (0.0, 3)

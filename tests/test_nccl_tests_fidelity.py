@@ -4,6 +4,7 @@ the NCCL version and GPU names they print, and times no measurement can have."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from commprof.cli import main
 from commprof.costmodel.latency import arch_of_gpu_name, params_from_toml
 from commprof.costmodel.nccl_tests import parse_text
-from commprof.records.files import read_records
+from commprof.errors import UsageError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nccl-tests"
 TWO_TABLES = FIXTURES / "h100x4_all_reduce_and_broadcast_mpi.txt"
@@ -98,22 +99,19 @@ def _with_time(token: str) -> str:
     "token,why",
     [("-8.85", "time -8.85 is negative"), ("nan", "time nan is not a latency"), ("inf", "time inf is not a latency")],
 )
-def test_impossible_times_are_refused_with_file_and_line(token, why):
+def test_an_impossible_time_refuses_the_log_with_file_and_line(token, why):
     text, line = _with_time(token)
-    log = parse_text(text, "h100.txt")
-    assert any(w.startswith(f"h100.txt:{line}: row refused ({why})") for w in log.warnings)
-    assert 2048 not in [row.bytes for row in log.runs[0].rows]
+    with pytest.raises(UsageError, match=re.escape(f"h100.txt:{line}: {why}, which no measurement gives")):
+        parse_text(text, "h100.txt")
 
 
-def test_import_of_impossible_times_writes_only_the_rest(tmp_path, capsys):
+def test_import_of_an_impossible_time_writes_nothing(tmp_path, capsys):
     text, line = _with_time("-3.1")
     log = tmp_path / "h100.txt"
-    log.write_text(text.replace("  0.18  ", "  inf  ", 1))
-    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "runs")]) == 0
-    assert f"h100.txt:{line}: row refused (time -3.1 is negative)" in capsys.readouterr().err
-    (run_dir,) = (tmp_path / "runs").iterdir()
-    records = read_records(run_dir / "results.jsonl")
-    assert all(r["time_us"] >= 0 for r in records) and len(records) == 2 * 26 - 2
+    log.write_text(text)
+    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "runs")]) == 2
+    assert f"h100.txt:{line}: time -3.1 is negative" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_calibrate_refuses_records_with_impossible_times(tmp_path, capsys):
@@ -124,8 +122,9 @@ def test_calibrate_refuses_records_with_impossible_times(tmp_path, capsys):
     records[2]["time_us"] = -4.46
     results.write_text("".join(json.dumps(r) + "\n" for r in records))
     capsys.readouterr()
-    assert main(["calibrate", str(run_dir), "--topology", "nvlink-h100", "--out", str(tmp_path / "m.toml")]) == 0
-    assert f"{TWO_TABLES}:{records[2]['line']}: refused, time_us -4.46 is negative" in capsys.readouterr().out
+    assert main(["calibrate", str(run_dir), "--topology", "nvlink-h100", "--out", str(tmp_path / "m.toml")]) == 2
+    assert f"{results}:3: not a usable record: time_us -4.46 is negative" in capsys.readouterr().err
+    assert not (tmp_path / "m.toml").exists()
 
 
 @pytest.mark.parametrize(

@@ -143,3 +143,25 @@ def test_import_command_refuses_a_file_without_table(tmp_path, capsys):
     assert main(["import-nccl-tests", str(prose), "--out", str(tmp_path / "runs")]) == 2
     assert "prose.md: no nccl-tests result table found" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("bad", ["-8.97", "inf"])
+def test_import_refuses_a_negative_or_infinite_time_naming_file_and_line(tmp_path, capsys, bad):
+    lines = LOG_KALAVAI.read_text().splitlines()
+    lines[29] = lines[29].replace("     8.97 ", f" {bad:>8} ", 1)  # line 30: the first row of the first table
+    log = tmp_path / "edited.txt"
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    why = "is negative" if bad.startswith("-") else "is not a latency"
+    assert f"edited.txt:30: time {bad} {why}, which no measurement gives" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_import_refuses_nan_in_a_json_log_and_leaves_no_folder(tmp_path, capsys):
+    text = (FIXTURES / "synthetic_output_J.json").read_text().replace('"time":12.25', '"time":NaN', 1)
+    log = tmp_path / "nan.json"
+    log.write_text(text)
+    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "runs")]) == 2
+    assert "nan.json: results[0]: time nan is not a latency, which no measurement gives" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

@@ -1,9 +1,11 @@
 """Step plans against the counts and sizes engines really communicate (docs: engine-collectives)."""
 
 import json
+import time
 
 import pytest
 
+from commprof.cli import main
 from commprof.errors import UsageError
 from commprof.planner.models import PRESETS, load_model
 from commprof.planner.plan import build_step_plan, graph_bucket, step_tokens, tokens_per_request
@@ -72,6 +74,21 @@ def test_multimodal_wrapper_and_missing_fields(tmp_path):
         load_model(str(path))
     with pytest.raises(UsageError, match="known presets: kimi-k2.5"):
         load_model("gpt-7")
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("num_hidden_layers", 10**9), ("hidden_size", 10**9), ("vocab_size", 10**12)],
+)
+def test_a_config_beyond_any_model_is_refused_in_one_line_at_once(tmp_path, capsys, field, value):
+    config = {"num_hidden_layers": 3, "hidden_size": 64, "vocab_size": 1000, field: value}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    started = time.monotonic()
+    assert main(["plan", "--model", str(path), "--tp", "2", "--tokens", "4"]) == 2
+    assert time.monotonic() - started < 5
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"{path}: '{field}' = {value} is beyond any model (allowed: 1.." in line
 
 
 @pytest.mark.parametrize("tp,tokens,phase", [(0, 4, "verify"), (8, 0, "verify"), (8, 4, "prefill")])

@@ -159,13 +159,11 @@ def test_layout_override(tmp_path):
 
 @pytest.mark.parametrize(
     "field,value,limit",
-    [("num_hidden_layers", 10**9, "1260"), ("hidden_size", 10**7, "184320"), ("vocab_size", 10**8, "2622080")],
+    [("num_hidden_layers", 10**9, "2000"), ("hidden_size", 10**7, "131072"), ("vocab_size", 10**8, "16777216")],
 )
 def test_absurd_sizes_are_refused_before_planning(tmp_path, field, value, limit):
     raw = config("Mixtral-8x7B-v0.1") | {field: value}
-    with pytest.raises(UsageError, match=f"{field.replace('num_hidden_layers', 'num_layers')} {value} is beyond "):
-        shape_from_config(raw, "absurd", "test")
-    with pytest.raises(UsageError, match=limit):
+    with pytest.raises(UsageError, match=rf"'{field}' = {value} is beyond any model \(allowed: 1\.\.{limit}\)"):
         shape_from_config(raw, "absurd", "test")
 
 
@@ -175,5 +173,5 @@ def test_configs_that_are_not_small_json_files(tmp_path):
     digits = tmp_path / "digits.json"
     digits.write_text('{"num_hidden_layers": ' + "9" * 5000 + "}")
     for path in (deep, digits, Path("/dev/zero")):
-        with pytest.raises(UsageError, match="cannot read model config|not a regular file"):
+        with pytest.raises(UsageError, match="not usable JSON|not a regular file"):
             load_model(str(path))

@@ -81,7 +81,7 @@ def test_engine_flags_is_a_script_bash_runs(tmp_path):
 def test_runs_of_different_steps_are_not_compared(tmp_path, capsys):
     a = write_run(tmp_path, "tp8")
     records = [json.loads(line) for line in (a / RESULTS_FILE).read_text().splitlines()]
-    other = [{**r, "run_id": "tp4", "tp": 4, "source": "model", "calibration": "nccl-prior"} for r in records]
+    other = [{**r, "run_id": "tp4", "tp": 4, "source": "simulated", "calibration": "nccl-prior"} for r in records]
     b = write_run(tmp_path, "tp4", records=other, meta=make_meta("tp4"))
     out = tmp_path / "out"
     assert main(["report", str(a), str(b), "--out", str(out)]) == 0
@@ -108,3 +108,16 @@ def test_the_heatmap_holds_the_baselines_implementation_only(tmp_path):
     heat = html.split('<div class="heatmaps">', 1)[1].split("</div>", 1)[0]
     assert "custom_oneshot" not in heat and "flashinfer" not in heat and "nccl+rmsnorm" not in heat
     assert "<td" in heat
+
+
+def test_a_run_of_the_baseline_alone_says_there_was_nothing_to_compare(tmp_path):
+    # The default sweep (no --sweep) runs the baseline only: "nothing beat it" would overstate what was tried.
+    run = gloo_run_with(tmp_path, lambda r: r["point_id"] == "p000")
+    meta = json.loads((run / META_FILE).read_text())
+    meta.pop("sweep", None)
+    (run / META_FILE).write_text(json.dumps(meta))
+    out = tmp_path / "out"
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    html = (out / "index.html").read_text()
+    assert "No change: only the baseline ran: nothing to compare it with (sweep settings with --sweep FILE" in html
+    assert "Nothing to export: only the baseline ran" in (out / "recommend.env").read_text()

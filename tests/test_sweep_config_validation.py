@@ -174,6 +174,8 @@ BAD = [
     ),
     ("[report]\ncompute_ms = -1\n", "report.compute_ms: -1 is out of range (allowed: a number >= 0)"),
     ("[report]\ndraft_ms = 'fast'\n", "report.draft_ms: expected a number >= 0, got 'fast'"),
+    ("[report]\ndraft_ms = nan\n", "report.draft_ms: nan is not a finite number (allowed: a number >= 0)"),
+    ("[run]\npoint_timeout_s = inf\n", "run.point_timeout_s: inf is not a finite number (allowed: a number > 0)"),
     (
         "[report]\naccept_lengths = [1.5, 0.5]\n",
         "report.accept_lengths[1]: 0.5 is out of range (allowed: a number >= 1)",

@@ -87,27 +87,10 @@ def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample]
                 skipped[f"{point.get('impl')} {point.get('env') or ''}: not plain NCCL on this transport"] += 1
                 continue
             samples.extend(_op_samples(record, f"{group} (T={record.get('tokens')} x{ranks})", ranks, constraints))
-    return samples, [f"skipped {count} record(s): {why}" for why, count in skipped.items()]
-
-
-def impossible_time(record: dict) -> str | None:
-    """Why a record's times cannot be a measurement (negative or not finite), or None when they can."""
-    values = [("time_us", record.get("time_us"))]
-    for name in ("step_us",):
-        stats = record.get(name)
-        if isinstance(stats, dict):
-            values += [(f"{name}.{key}", stats.get(key)) for key in ("min", "median", "p99")]
-    op_us = record.get("op_us")
-    if isinstance(op_us, dict):
-        values += [("op_us.median", value) for value in op_us.get("median") or ()]
-    for name, value in values:
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            return f"{name} {value!r} is not a latency"
-        if value < 0:
-            return f"{name} {value} is negative"
-    return None
+    usable = [s for s in samples if s.time_us > 0 and math.isfinite(s.time_us)]
+    if len(usable) < len(samples):
+        skipped["a latency of 0 or less, or not finite (not a measurement)"] += len(samples) - len(usable)
+    return usable, [f"skipped {count} record(s): {why}" for why, count in skipped.items()]
 
 
 def nccl_constraints(topology, link: str):

@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from commprof.costmodel import calibrate as fitting
-from commprof.costmodel.latency import arch_of, arch_of_gpu_name, params_from_toml, params_to_toml
+from commprof.costmodel.latency import arch_of, arch_of_gpu_name, out_of_bounds, params_from_toml, params_to_toml
 from commprof.costmodel.model_error import expected_error
 from commprof.costmodel.nccl_tests import gpu_name, parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
@@ -33,14 +33,15 @@ from commprof.records.files import (
     read_records,
     write_json,
 )
+from commprof.terminal import plain_console
+from commprof.textfiles import LOG_BYTES, read_text
 from commprof.units import format_bytes
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
 
 
 def _console(err: bool = False) -> Console:
-    stream = sys.stderr if err else sys.stdout
-    return Console(stderr=err, highlight=False, width=None if stream.isatty() else 160)
+    return plain_console(stderr=err)
 
 
 def _base_meta(run_id: str, world_size: int | None, backend: str | None) -> dict:
@@ -86,15 +87,12 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     """Turn nccl-tests (*_perf) logs, text or -J JSON, into one run folder of "nccl-tests" records."""
     parsed = []
     for log in logs:
-        try:
-            text = log.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise UsageError(f"cannot read {log}: {exc.strerror or exc}") from None
+        text = read_text(log, "nccl-tests log", LOG_BYTES, errors="replace")
         parsed.append((log, text, parse_text(text, str(log))))
     err = _console(err=True)
     for _, _, log in parsed:
         for warning in log.warnings:
-            err.print(f"warning: {warning}", markup=False)
+            err.print(f"warning: {warning}")
 
     run_dir = new_run_dir(out, "nccl-tests")
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -142,27 +140,21 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
             )
     console = _console()
     console.print(table)
-    console.print(f"wrote {run_dir} ({len(records)} records)", markup=False)
+    console.print(f"wrote {run_dir} ({len(records)} records)")
 
 
 # ------------------------------------------------------------------------------------------- calibrate
 
 
-def _load_runs(run_dirs: tuple[Path, ...]) -> tuple[list[dict], list[str]]:
-    """Every record of the runs, and a note for each record refused for times no measurement can have."""
-    records, refused = [], []
+def _load_runs(run_dirs: tuple[Path, ...]) -> list[dict]:
+    """Every record of the runs (read_records refuses a time no measurement can have, naming file and line)."""
+    records = []
     for run_dir in run_dirs:
         results = run_dir / RESULTS_FILE
         if not results.is_file():
             raise UsageError(f"{run_dir}: not a commprof run folder (no {RESULTS_FILE})")
-        for number, record in enumerate(read_records(results), start=1):
-            problem = fitting.impossible_time(record)
-            if problem is None:
-                records.append(record)
-                continue
-            where = f"{record['file']}:{record['line']}" if record.get("file") else f"{results} record {number}"
-            refused.append(f"{where}: refused, {problem}")
-    return records, refused
+        records += read_records(results)
+    return records
 
 
 def _gpu_generation(run_dirs: tuple[Path, ...], topology) -> tuple[str, str | None]:
@@ -222,11 +214,11 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
     link = link_for(topology, {})
     arch, arch_note = _gpu_generation(run_dirs, topology)
     prior = topology.prior(link, arch)
-    records, refused = _load_runs(run_dirs)
+    records = _load_runs(run_dirs)
     samples, notes = fitting.samples_from_records(records, fitting.nccl_constraints(topology, link))
     console = _console()
-    for note in [*refused, *notes] + ([arch_note] if arch_note else []):
-        console.print(f"note: {note}", markup=False)
+    for note in notes + ([arch_note] if arch_note else []):
+        console.print(f"note: {note}")
     if not samples:
         raise UsageError(
             "no usable records: calibrate needs ok all-reduce / all-gather latencies of plain NCCL "
@@ -235,12 +227,17 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
     console.print(
         f"prior: NCCL's model of {topology.name} over {link} ({prior.channels} channels x "
         f"{prior.channel_bw_gbps:g} GB/s, {prior.arch})",
-        markup=False,
     )
     if holdout:
         _print_holdout(console, fitting.holdout(samples, prior))
     if out is not None:
         params = fitting.fit(samples, prior)
+        wild = out_of_bounds(params)
+        if wild:
+            raise UsageError(
+                f"the fit landed outside what any interconnect does ({wild}): these records are not NCCL latencies "
+                "of one transport; nothing written"
+            )
         _print_bands(console, params, prior, samples)
         errors = fitting.abs_pct_errors(params, samples)
         held_pct, held_basis = fitting.held_out_error(samples, prior)
@@ -276,7 +273,6 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
             f"fitted: overhead {params.overhead_us:.2f} us, per-hop "
             + ", ".join(f"{p} {v:.2f}" for p, v in params.hop_us.items())
             + f" us, {params.channel_bw_gbps:.2f} GB/s per channel; wrote {out}",
-            markup=False,
         )
 
 
@@ -350,21 +346,24 @@ def _print_holdout(console: Console, results: list) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="model.toml from `commprof calibrate` (default: NCCL's uncalibrated model).",
 )
-def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None) -> None:
+@click.option(
+    "--max-points",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Allow a sweep of up to this many points (default: refuse one above 1000).",
+)
+def simulate(
+    topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None, max_points: int | None
+) -> None:
     """Predict every point of a sweep on a topology with the cost model (records with source "simulated")."""
     from commprof.costmodel.simulate import simulate_sweep
-    from commprof.sweep.config import load_sweep
+    from commprof.sweep.config import DEFAULT_MAX_POINTS, load_sweep
 
     topology = load_topology(topology_name)
-    spec = load_sweep(sweep_file)
+    spec = load_sweep(sweep_file, max_points=max_points or DEFAULT_MAX_POINTS)
     calibration = None
     if calibration_file is not None:
-        try:
-            text = calibration_file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot read {calibration_file}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"{calibration_file}: not a UTF-8 text file") from None
+        text = read_text(calibration_file, "calibration")
         calibration = params_from_toml(text, str(calibration_file))
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-"))
     records = simulate_sweep(spec, topology, calibration, run_dir.name)
@@ -398,7 +397,7 @@ def simulate(topology_name: str, sweep_file: Path, out: Path, calibration_file: 
     )
     write_json(run_dir / META_FILE, meta)
     _print_simulation(records, topology, calibration_file, error)
-    _console().print(f"wrote {run_dir} ({len(records)} records, source: simulated)", markup=False)
+    _console().print(f"wrote {run_dir} ({len(records)} records, source: simulated)")
 
 
 def _print_simulation(records: list[dict], topology, calibration_file: Path | None, error: ModelError) -> None:
@@ -407,7 +406,6 @@ def _print_simulation(records: list[dict], topology, calibration_file: Path | No
         f"SIMULATED on {topology.name} with "
         f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements; expected "
         f"error {error.band} ({error.basis}). A predicted difference smaller than that is not a result.",
-        markup=False,
     )
     tokens = sorted({r["tokens"] for r in records})
     table = Table(title=f"predicted eager step time, ms, expected error {error.band} (graph mode in the records)")

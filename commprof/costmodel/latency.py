@@ -11,15 +11,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from commprof.errors import UsageError
 from commprof.nccl_vocab import MODEL_PROTOCOLS, PLAN_COLLECTIVES
 from commprof.problems import MISSING, Problems
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+from commprof.textfiles import parse_toml
 
 PROTOS = MODEL_PROTOCOLS
 LINKS = ("nvlink", "pci", "shm")
@@ -443,27 +440,63 @@ MODEL_KEYS = (
 )
 
 
+# What a calibration may say, per parameter (low, high): generous bounds around every real interconnect, so an
+# edited or corrupt file (a negative overhead predicts negative steps) is refused instead of believed. µs, GB/s.
+PARAM_BOUNDS = {
+    "overhead_us": (0.0, 10_000.0),
+    "hop_us": (0.0, 1_000.0),
+    "channel_bw_gbps": (0.001, 1_000.0),
+    "nccl_bw_gbps": (0.001, 1_000.0),
+    "channels": (1, 64),  # NCCL's MAXCHANNELS
+    "nvls_channels": (0, 64),
+}
+
+
+def out_of_bounds(params: CostParams) -> str | None:
+    """The first parameter outside PARAM_BOUNDS, as "name = value (allowed low..high)", or None."""
+    values = {
+        "overhead_us": params.overhead_us,
+        "channel_bw_gbps": params.channel_bw_gbps,
+        "nccl_bw_gbps": params.nccl_bw_gbps,
+        "channels": params.channels,
+        "nvls_channels": params.nvls_channels,
+        **{f"hop_us.{proto}": value for proto, value in params.hop_us.items()},
+    }
+    for name, value in values.items():
+        low, high = PARAM_BOUNDS[name.split(".")[0]]
+        if value is not None and not low <= value <= high:
+            return f"{name} = {value:g} (allowed {low:g}..{high:g})"
+    return None
+
+
 def params_from_toml(text: str, path: str) -> CostParams:
-    """Read a calibration written by params_to_toml; UsageError lists every problem as "file: key: problem"."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML ({exc})") from None
+    """Read a calibration written by params_to_toml; UsageError lists every problem as "file: key: problem",
+    a value outside PARAM_BOUNDS (or nan / inf, which TOML allows) among them."""
+    data = parse_toml(text, path)
     problems = Problems(path)
+
+    def bounded(value: Any, key: str) -> float | None:
+        low, high = PARAM_BOUNDS[key.split(".")[0]]
+        return problems.number(value, f"model.{key}", low, maximum=high)
+
+    def bounded_integer(value: Any, key: str) -> int | None:
+        low, high = PARAM_BOUNDS[key]
+        return problems.integer(value, f"model.{key}", int(low), int(high))
+
     problems.unknown_keys(data, CALIBRATION_KEYS, "")
     model = problems.table(data.get("model", MISSING), "model")
     problems.unknown_keys(model, MODEL_KEYS, "model")
     link = problems.choice(model.get("link", MISSING), "model.link", LINKS, "a link type")
     arch = problems.choice(model.get("arch", MISSING), "model.arch", ARCHS, "a GPU generation")
-    channels = problems.integer(model.get("channels", MISSING), "model.channels", 1)
-    nvls_channels = problems.integer(model.get("nvls_channels", 0), "model.nvls_channels", 0)
-    bandwidth = problems.number(model.get("channel_bw_gbps", MISSING), "model.channel_bw_gbps", 0.0, strict=True)
+    channels = bounded_integer(model.get("channels", MISSING), "channels")
+    nvls_channels = bounded_integer(model.get("nvls_channels", 0), "nvls_channels")
+    bandwidth = bounded(model.get("channel_bw_gbps", MISSING), "channel_bw_gbps")
     nccl_bw = model.get("nccl_bw_gbps")
-    nccl_bw = None if nccl_bw is None else problems.number(nccl_bw, "model.nccl_bw_gbps", 0.0, strict=True)
-    overhead = problems.number(model.get("overhead_us", MISSING), "model.overhead_us", None)
+    nccl_bw = None if nccl_bw is None else bounded(nccl_bw, "nccl_bw_gbps")
+    overhead = bounded(model.get("overhead_us", MISSING), "overhead_us")
     hop = problems.table(model.get("hop_us", MISSING), "model.hop_us")
     problems.unknown_keys(hop, PROTOS, "model.hop_us")
-    hop_us = {proto: problems.number(hop.get(proto, MISSING), f"model.hop_us.{proto}", 0.0) for proto in PROTOS}
+    hop_us = {proto: bounded(hop.get(proto, MISSING), f"hop_us.{proto}") for proto in PROTOS}
     problems.raise_if_any()
     return CostParams(
         link=link,

@@ -15,11 +15,7 @@ from commprof.costmodel.latency import LINKS, CostParams, arch_of, nccl_prior
 from commprof.errors import UsageError
 from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, LEGACY_P2P_LEVELS, P2P_LEVELS
 from commprof.problems import MISSING, Problems, allowed
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+from commprof.textfiles import parse_toml, read_text
 
 # Where the presets live, relative to the repository root (the working directory of a checkout).
 PRESET_DIRS = (Path("sweeps/topologies"), Path(__file__).resolve().parents[2] / "sweeps" / "topologies")
@@ -128,15 +124,7 @@ def resolve_topology(name_or_path: str) -> Path:
 def load_topology(name_or_path: str) -> Topology:
     """A preset by name, or a topology file; UsageError lists every problem in it."""
     path = resolve_topology(name_or_path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not a UTF-8 text file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: not valid TOML ({exc})") from None
-    return topology_from_dict(data, str(path))
+    return topology_from_dict(parse_toml(read_text(path, "topology file"), str(path)), str(path))
 
 
 TOPOLOGY_KEYS = (

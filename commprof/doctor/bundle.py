@@ -13,6 +13,7 @@ from pathlib import Path
 
 from commprof.doctor.facts import Facts, Source
 from commprof.errors import UsageError
+from commprof.textfiles import LOG_BYTES, parse_json, read_text
 
 # Bundle key -> what it holds.
 TEXT_FILES = {
@@ -51,7 +52,8 @@ def read_bundle(directory: Path) -> Facts:
         elif name in JSON_FILES and _json(path) is None:
             facts.sources[name] = Source(name, f"bundle {directory.name}/{path.name}", None, "not valid JSON")
         else:
-            facts.sources[name] = Source(name, f"{directory.name}/{path.name}", path.read_text(errors="replace"))
+            text = read_text(path, "bundle file", LOG_BYTES, errors="replace")
+            facts.sources[name] = Source(name, f"{directory.name}/{path.name}", text)
     nvml = _json(directory / NVML_FILE)
     nvml = nvml if isinstance(nvml, dict) else {}
     # A hand-edited or truncated bundle must not crash the checks: keep only answers of the right shape.
@@ -67,14 +69,34 @@ def read_bundle(directory: Path) -> Facts:
     return facts
 
 
+def check_bundle_target(directory: Path) -> None:
+    """Refuse a folder that already holds files: one bundle describes one machine at one time.
+
+    Writing over an old bundle would keep the old box's files wherever this one has nothing to say.
+    """
+    try:
+        present = sorted(entry.name for entry in directory.iterdir()) if directory.is_dir() else []
+    except OSError as exc:
+        raise UsageError(f"--collect {directory}: cannot read the folder ({exc.strerror or exc})") from None
+    if present:
+        shown = ", ".join(present[:3]) + (", ..." if len(present) > 3 else "")
+        raise UsageError(
+            f"--collect {directory}: not empty ({len(present)} entries: {shown}); "
+            "give a new or empty folder, so the bundle holds this machine's files only"
+        )
+
+
 def write_bundle(facts: Facts, directory: Path) -> list[Path]:
-    """Write every gathered source, the NVML answers and the test results; returns the files written."""
+    """Write every gathered source, the NVML answers and the test results into a new or empty folder;
+    returns the files written. FileExistsError if a file appeared there meanwhile (nothing is overwritten)."""
+    check_bundle_target(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name, source in facts.sources.items():
         if source.ok:
             path = directory / (f"{name}.json" if name in JSON_FILES else f"{name}.log")
-            path.write_text(source.text)
+            with open(path, "x", encoding="utf-8") as handle:
+                handle.write(source.text)
             written.append(path)
     files = {
         NVML_FILE: {"topology": facts.topology, "health": facts.gpu_health},
@@ -87,7 +109,8 @@ def write_bundle(facts: Facts, directory: Path) -> list[Path]:
         },
     }
     for filename, content in files.items():
-        (directory / filename).write_text(json.dumps(content, indent=2))
+        with open(directory / filename, "x", encoding="utf-8") as handle:
+            handle.write(json.dumps(content, indent=2))
         written.append(directory / filename)
     return written
 
@@ -102,6 +125,6 @@ def _find(directory: Path, name: str) -> Path | None:
 
 def _json(path: Path):
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return parse_json(read_text(path, "bundle file", LOG_BYTES), str(path))
+    except UsageError:  # absent, not a regular file, too large or not JSON: the checks say what is missing
         return None

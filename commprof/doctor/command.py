@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import click
@@ -65,7 +66,10 @@ def doctor(
     if collect_dir and from_dir:
         raise UsageError("--collect writes a bundle of this machine and --from reads one: use one of them")
     if collect_dir:
-        ensure_writable_dir(collect_dir, "--collect")  # before minutes of gathering, not after
+        from commprof.doctor.bundle import check_bundle_target
+
+        check_bundle_target(collect_dir)  # before minutes of gathering, not after
+        ensure_writable_dir(collect_dir, "--collect")
     facts = gather(from_dir, quick=not all_pairs, tp=tp, run_tests=not no_gpu_tests)
     results = run_checks(facts)
     written = []
@@ -90,7 +94,7 @@ def doctor(
         if written:
             click.echo(
                 f"bundle: {len(written)} files in {collect_dir} (attach it to an issue; "
-                f"`commprof doctor --from {collect_dir}` replays these checks)"
+                f"`commprof doctor --from {shlex.quote(str(collect_dir))}` replays these checks)"
             )
     if has_failures(results):
         raise SystemExit(1)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import click
@@ -13,15 +12,13 @@ import click
 from commprof.errors import UsageError
 from commprof.nccl_log.findings import find_problems
 from commprof.nccl_log.parse import NcclLogSummary, parse_nccl_log
+from commprof.textfiles import LOG_BYTES, read_text
 
 
 def read_log(path: str) -> str:
     if path == "-":
         return sys.stdin.read()
-    try:
-        return Path(path).read_text(errors="replace")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return read_text(path, "NCCL log", LOG_BYTES, errors="replace")
 
 
 def _ops_lines(ops: list[dict[str, Any]]) -> list[str]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import stat
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
 from commprof.errors import UsageError
 from commprof.planner import architectures
+from commprof.textfiles import read_json
 
 # Preset name -> bundled config.json (copied verbatim from the published configs, see presets/SOURCES.md).
 PRESETS: dict[str, str] = {
@@ -35,16 +35,10 @@ _DTYPE_ALIASES = {
 # Bytes per element of the activation dtypes commprof replays.
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
-# Ten times the largest published value of each: beyond it a config is no real model, and planning it would
-# take minutes and gigabytes. (field, limit, the model the limit is ten times of)
-SIZE_LIMITS = (
-    ("num_layers", 1260, "Llama-3.1-405B's 126 layers"),
-    ("hidden_size", 184320, "Nemotron-4-340B's hidden size 18432"),
-    ("vocab_size", 2622080, "Gemma 3's vocabulary of 262208"),
-)
-
-# A config.json is a few kilobytes; reading more than this is reading something else.
-MAX_CONFIG_BYTES = 4 << 20
+# The largest shape a config may give, far beyond any published model (Llama-3.1-405B: 126 layers; Nemotron-4-340B:
+# hidden 18432; Gemma 3: vocabulary 262208). A config past them is a mistake or an attack: a billion layers would make the plan
+# and every replay grow for minutes.
+SHAPE_LIMITS = {"num_layers": 2_000, "hidden_size": 1 << 17, "vocab_size": 1 << 24}
 
 
 @dataclass(frozen=True)
@@ -88,11 +82,11 @@ def normalize_dtype(name: str) -> str:
     return _DTYPE_ALIASES[key]
 
 
-def check_size(name: str, value: int, source: str) -> None:
-    """UsageError naming the limit when `value` of field `name` is beyond any real model's by 10x."""
-    for limit_name, limit, reference in SIZE_LIMITS:
-        if limit_name == name and value > limit:
-            raise UsageError(f"{source}: {name} {value} is beyond commprof's limit of {limit} (10x {reference})")
+def check_size(name: str, value: int, source: str, key: str | None = None) -> None:
+    """UsageError when `value` of shape field `name` (spelt `key` in the file) is beyond SHAPE_LIMITS."""
+    limit = SHAPE_LIMITS[name]
+    if value > limit:
+        raise UsageError(f"{source}: {key or name!r} = {value} is beyond any model (allowed: 1..{limit})")
 
 
 def _positive_int(value, key: str, source: str) -> int:
@@ -125,7 +119,7 @@ def shape_from_config(config: dict, name: str, source: str, layout: str | None =
         ("vocab_size", ("vocab_size",)),
     ):
         values[attr] = _positive_int(field_value(*keys), keys[0], source)
-        check_size(attr, values[attr], source)  # before anything grows with it
+        check_size(attr, values[attr], source, keys[0])  # before anything grows with it
     dtype = field_value("dtype", "torch_dtype", required=False) or "bfloat16"
 
     def optional_int(*keys: str, allow_zero: bool = False) -> int | None:
@@ -171,25 +165,6 @@ def shape_from_config(config: dict, name: str, source: str, layout: str | None =
     )
 
 
-def read_config(path: Path) -> dict:
-    """A config.json as a dict; UsageError for anything that is not a small regular file holding a JSON object."""
-    try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"model config {path} is not a regular file")
-        if info.st_size > MAX_CONFIG_BYTES:
-            raise UsageError(f"model config {path} is {info.st_size} bytes; a config.json is a few kilobytes")
-        with path.open("rb") as handle:
-            config = json.loads(handle.read(MAX_CONFIG_BYTES + 1).decode("utf-8"))
-    except UsageError:
-        raise
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise UsageError(f"cannot read model config {path}: {type(exc).__name__}: {str(exc)[:200]}") from None
-    if not isinstance(config, dict):
-        raise UsageError(f"{path}: expected a JSON object")
-    return config
-
-
 def load_model(spec: str, layout: str | None = None) -> ModelShape:
     """A preset name (see PRESETS) or a path to a config.json (or its folder); `layout` as in shape_from_config."""
     key = spec.lower()
@@ -207,4 +182,7 @@ def load_model(spec: str, layout: str | None = None) -> ModelShape:
         )
     # A model folder's config.json is named after the folder; any other file after itself.
     name = (path.parent.name or path.stem) if path.name == "config.json" else path.stem
-    return shape_from_config(read_config(path), name, str(path), layout)
+    config = read_json(path, "model config")
+    if not isinstance(config, dict):
+        raise UsageError(f"{path}: expected a JSON object")
+    return shape_from_config(config, name, str(path), layout)

@@ -7,7 +7,9 @@ What a record holds: schema.py (docs/results-schema.md); the report, calibration
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
@@ -16,14 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
-from commprof.records.schema import READABLE_VERSIONS, upgraded
+from commprof.records.point_ids import is_run_id
+from commprof.records.schema import READABLE_VERSIONS, record_problem, upgraded
+from commprof.textfiles import RESULTS_BYTES, read_json, read_text
 
 RESULTS_FILE = "results.jsonl"
 META_FILE = "meta.json"
 
 
 def new_run_dir(parent: Path, label: str) -> Path:
-    """runs/<UTC YYYYmmdd-HHMMSS>-<label>, with a numeric suffix if that second is taken."""
+    """runs/<UTC YYYYmmdd-HHMMSS>-<label>, with a numeric suffix if that second is taken; every character of
+    `label` (a sweep's name, from a file) that a run id may not hold (point_ids.RUN_ID) becomes "-"."""
+    label = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip("-.")[:120] or "run"
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -49,9 +55,25 @@ def ensure_writable_dir(directory: Path, what: str) -> None:
         raise UsageError(f"{what} {directory} is not writable ({exc.strerror or exc})") from None
 
 
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN / Inf float replaced by null: strict JSON that any reader (and jq) accepts.
+
+    A broken implementation producing NaN is a result to record (its check says how many), never a crash.
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    return value
+
+
 def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
     """Append records and fsync, so a controller killed right after loses nothing already written."""
-    lines = "".join(json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n" for record in records)
+    lines = "".join(
+        json.dumps(finite_json(record), separators=(",", ":"), allow_nan=False) + "\n" for record in records
+    )
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(lines)
         handle.flush()
@@ -62,22 +84,20 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     """All records of a results.jsonl; a truncated last line (a killed writer) is skipped with a warning.
 
     Records of an older readable schema version are read as this version (schema.upgraded). A bad line elsewhere,
-    or a record of an unknown schema version, is a UsageError naming the line.
+    a record of an unknown schema version, or one a reader cannot use (a field of the wrong type, an id that is
+    no id, a negative or non-finite time: schema.record_problem) is a UsageError naming the file and line.
     """
     return list(_iter_records(Path(path)))
 
 
 def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    lines = read_text(path, "results file", RESULTS_BYTES).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # bad syntax, a 5000-digit number, nesting beyond recursion
             if number == len(lines):
                 warnings.warn(f"{path}:{number}: truncated last line skipped (the run was interrupted)", stacklevel=3)
                 continue
@@ -88,21 +108,42 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
                 f"{path}:{number}: results schema version {version!r}, this commprof reads versions "
                 f"{', '.join(map(str, READABLE_VERSIONS))}; re-run or use the commprof version that wrote it"
             )
-        yield upgraded(record)
+        record = upgraded(record)
+        problem = record_problem(record)
+        if problem:
+            raise UsageError(f"{path}:{number}: not a usable record: {problem}")
+        yield record
+
+
+def duplicated_measurements(records: Iterable[dict[str, Any]]) -> dict[tuple, int]:
+    """(point_id, tokens, mode) keys recorded more than once, with their counts: two writers on one run folder.
+
+    A point has one record per (T, mode); more means its numbers were measured twice, perhaps at once.
+    """
+    counts: dict[tuple, int] = {}
+    for record in records:
+        if record.get("kind") == "step":
+            key = (record.get("point_id"), record.get("tokens"), record.get("mode"))
+            counts[key] = counts.get(key, 0) + 1
+    return {key: count for key, count in counts.items() if count > 1}
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one)."""
     tmp = Path(f"{path}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+    text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
+    tmp.write_text(text + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
 def read_meta(run_dir: Path) -> dict[str, Any]:
+    """A run's meta.json ({} where there is none); UsageError naming the file when it cannot be used."""
     path = Path(run_dir) / META_FILE
     if not path.exists():
         return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"cannot read {path}: {exc}") from None
+    meta = read_json(path, "run metadata")
+    if not isinstance(meta, dict):
+        raise UsageError(f"{path}: not a JSON object")
+    if "run_id" in meta and not is_run_id(meta["run_id"]):
+        raise UsageError(f"{path}: run_id {meta['run_id']!r} is not a run id (letters, digits, '.', '_', '-')")
+    return meta

@@ -14,6 +14,7 @@ from commprof.report.exports import (
     tuner_rules,
 )
 from commprof.report.run_analysis import RunAnalysis
+from commprof.report.words import only_baseline
 
 
 def apply_plan(run: RunAnalysis) -> ApplyPlan:
@@ -27,7 +28,7 @@ def apply_plan(run: RunAnalysis) -> ApplyPlan:
         if rec is None or rec.fastest is None
         else f"the run is incomplete: {run.completeness.summary()}"
         if rec.withheld and run.completeness is not None
-        else f"nothing beat the baseline {run.evidence.beyond}"
+        else only_baseline(run) or f"nothing beat the baseline {run.evidence.beyond}"
     )
     if run.backend != "nccl":
         why = nothing if not env else "one setting is the fastest over every T"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import math
 import warnings
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import click
 
 from commprof.errors import UsageError
-from commprof.records.files import RESULTS_FILE, ensure_writable_dir, read_meta, read_records
+from commprof.records.files import RESULTS_FILE, duplicated_measurements, ensure_writable_dir, read_meta, read_records
 from commprof.report.projection import ComputeTimes
 from commprof.report.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
@@ -49,6 +50,13 @@ def load_run(run_dir: Path) -> tuple[str, list[dict], dict, list[str]]:
     notes = [str(w.message) for w in caught]
     if not records:
         raise UsageError(f"{results}: empty, no records (the run wrote nothing; did it start?)")
+    duplicated = duplicated_measurements(records)
+    if duplicated:
+        examples = ", ".join(f"{p} T={t} {m} ({n}x)" for (p, t, m), n in list(duplicated.items())[:3])
+        notes.append(
+            f"{results}: {len(duplicated)} (point, T, mode) measured more than once, e.g. {examples}: two sweeps "
+            "wrote this run (a --resume of a run still going?); their timings may disturb each other"
+        )
     meta = read_meta(run_dir)
     run_id = str(meta.get("run_id") or records[0].get("run_id") or run_dir.name)
     return run_id, records, meta, notes
@@ -136,6 +144,10 @@ def parse_ms(value: Any, what: str) -> float:
     return number
 
 
+# No verify step keeps more tokens than this (drafts are a handful of tokens; T itself is at most a few hundred).
+MAX_ACCEPT = 1024
+
+
 def parse_accept(value: Any) -> tuple[float, ...]:
     """Accept lengths (tokens kept per verify step, bonus token included): "1.3,2.0,3.0" or a list; each >= 1."""
     parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
@@ -147,6 +159,8 @@ def parse_accept(value: Any) -> tuple[float, ...]:
             raise UsageError(f"--accept: {part!r} is not a number") from None
         if not math.isfinite(length) or length < 1:
             raise UsageError(f"--accept: accept length {part!r} must be >= 1 (the bonus token always counts)")
+        if length > MAX_ACCEPT:
+            raise UsageError(f"--accept: accept length {part!r} is above {MAX_ACCEPT} (tokens kept per verify step)")
         lengths.append(length)
     if not lengths:
         raise UsageError("--accept: give at least one accept length, e.g. 1.3,2.0,3.0")
@@ -154,7 +168,12 @@ def parse_accept(value: Any) -> tuple[float, ...]:
 
 
 def default_out(run_ids: list[str]) -> Path:
-    return Path("reports") / "_vs_".join(run_ids)
+    """reports/<run-id>, or reports/<id>_vs_<id>... for several (shortened to stay a valid folder name)."""
+    name = "_vs_".join(run_ids)
+    if len(name) > 200:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+        name = f"{run_ids[0][:150]}_vs_{len(run_ids) - 1}_more-{digest}"
+    return Path("reports") / name
 
 
 @click.command(
@@ -210,7 +229,7 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
             click.echo(f"commprof: warning: {note}", err=True)
 
     from commprof.report.run_analysis import analyze_run, incomparable
-    from commprof.report.write import write_report
+    from commprof.report.write import check_report_target, write_report
 
     cli = {
         "compute_ms": compute_ms,
@@ -220,7 +239,8 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
         "allow_partial": allow_partial,
     }
     out_dir = out or default_out([run_id for run_id, *_ in loaded])
-    ensure_writable_dir(Path(out_dir), "--out")
+    check_report_target(out_dir)  # before the analysis: a link, or a folder of other files, is refused
+    ensure_writable_dir(out_dir.parent, "--out")  # the report is rendered beside it, then swapped in
     runs = []
     for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
         options = report_options(cli, sweep_options(meta))

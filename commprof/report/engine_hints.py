@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from commprof.evidence import Evidence
+from commprof.report.export_text import comment, export_line, one_line
 
 # Engine flags, each with the engine version it was written for and where that was checked.
 SGLANG_FUSION_FLAG = (
@@ -213,28 +214,33 @@ ARRAYS = {"SGLang": "COMMPROF_SGLANG_ARGS", "vLLM": "COMMPROF_VLLM_ARGS"}
 
 def script_lines(hint: EngineHint) -> list[str]:
     """A hint as bash: an assignment is exported, a flag joins its engine's argument array, a file is sourced
-    from this script's folder; anything else stays a comment."""
+    from this script's folder; anything else stays a comment. Every line stays one line (a value holding a
+    newline would start a command, even in a commented-out block)."""
     setting = hint.setting
     if setting.startswith("source "):
-        return [f'source "$(dirname "${{BASH_SOURCE[0]}}")/{setting.split(maxsplit=1)[1]}"']
+        file = shlex.quote(setting.split(maxsplit=1)[1])
+        return [one_line(f'source "$(dirname "${{BASH_SOURCE[0]}}")"/{file}')]
     if ENV_ASSIGNMENT.match(setting):
         name, _, value = setting.removeprefix("export ").partition("=")
-        value, _, comment = value.partition("#")
+        value, _, note = value.partition("#")
         line = (
-            f'export {name}="$(dirname "${{BASH_SOURCE[0]}}")/{value.strip()}"'
+            one_line(f'export {name}="$(dirname "${{BASH_SOURCE[0]}}")"/{shlex.quote(value.strip())}')
             if value.strip().endswith(".conf")
-            else (f"export {name}={shlex.quote(value.strip())}")
+            else export_line(name, value.strip())
         )
-        return [line + (f"  # {comment.strip()}" if comment.strip() else "")]
+        return [line + (f"  {comment(note.strip())}" if note.strip() else "")]
     if setting.startswith("--") and hint.engine in ARRAYS:
-        words = " ".join(shlex.quote(word) for word in shlex.split(setting))
-        return [f"{ARRAYS[hint.engine]}+=({words})"]
-    return [f"# {setting}"]
+        try:
+            words = " ".join(shlex.quote(word) for word in shlex.split(setting))
+        except ValueError:  # unbalanced quotes: not a flag commprof wrote
+            return [comment(setting)]
+        return [one_line(f"{ARRAYS[hint.engine]}+=({words})")]
+    return [comment(setting)]
 
 
 def engine_hints_text(hints: list[EngineHint], provenance: list[str]) -> str:
     """engine_flags.txt: `source` it in bash before launching the engine, then add the array of flags."""
-    lines = ["#!/usr/bin/env bash"] + [f"# {line}" for line in provenance]
+    lines = ["#!/usr/bin/env bash"] + [comment(line) for line in provenance]
     lines += [
         "# Source this file in the bash that launches the engine, then add its flags to the command line:",
         '#   python -m sglang.launch_server ... "${COMMPROF_SGLANG_ARGS[@]}"',
@@ -246,11 +252,11 @@ def engine_hints_text(hints: list[EngineHint], provenance: list[str]) -> str:
         lines.append("# Nothing engine-specific to set from this run.")
     for hint in hints:
         if not hint.setting:
-            lines += ["", f"# {hint.engine}: no setting", f"# why: {hint.why}"]
+            lines += ["", comment(f"{hint.engine}: no setting"), comment(f"why: {hint.why}")]
             continue
-        lines += ["", f"# {hint.engine} -- written for {hint.version}", f"# why: {hint.why}"]
+        lines += ["", comment(f"{hint.engine} -- written for {hint.version}"), comment(f"why: {hint.why}")]
         if hint.untested:
-            lines += [f"# {hint.untested}:", *(f"#   {line}" for line in script_lines(hint))]
+            lines += [comment(f"{hint.untested}:"), *(comment(f"  {line}") for line in script_lines(hint))]
         else:
             lines += script_lines(hint)
     return "\n".join(lines) + "\n"

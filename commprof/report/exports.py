@@ -7,15 +7,15 @@ source (measured / simulated / imported) it came from. Engine flags: engine_hint
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from commprof.nccl_vocab import ALGORITHMS, CHANNEL_VARIABLES, COLLECTIVES, ENV_NAME, PROTOCOLS, Name, forced, named
+from commprof.nccl_vocab import ALGORITHMS, CHANNEL_VARIABLES, COLLECTIVES, PROTOCOLS, Name, forced, named
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.engine_hints import EngineHint
+from commprof.report.export_text import comment, export_line, one_line, spreadsheet_cell
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
 TUNER_FIELDS = (
@@ -217,15 +217,15 @@ def measured_ranges(inputs: pd.DataFrame) -> dict[str, tuple[int, int]]:
 def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
     """nccl_tuner.conf: comments (where from, whether to apply it or recommend.env, how to load, the override
     trap, the measured scope), then one CSV line per rule, commented out when it is only the alternative."""
-    lines = [f"# {line}" for line in provenance]
+    lines = [comment(line) for line in provenance]
     active = plan.choice == TUNER_CONF
     if active:
-        lines.append(f"# commprof recommends this file for this run: {plan.why}.")
+        lines.append(comment(f"commprof recommends this file for this run: {plan.why}."))
         if plan.alternative:
             lines.append("# recommend.env holds the alternative (commented out): use one of the two, never both.")
     elif plan.rules:
         lines += [
-            f"# ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why}).",
+            comment(f"ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why})."),
             "# To use these rules instead of it (never with its NCCL_ALGO / NCCL_PROTO), uncomment them.",
         ]
     lines += [
@@ -252,11 +252,11 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
             if isinstance(note, str) and note
             else "no single algo/proto: no rule"
         )
-        lines.append(f"#   {r.collective} {r.bytes} B (T={r.tokens}): {r.point_id} {r.label!s} -> {choice}")
+        lines.append(comment(f"  {r.collective} {r.bytes} B (T={r.tokens}): {r.point_id} {r.label!s} -> {choice}"))
     if not plan.rules:
-        lines.append(f"# No rule: {plan.no_rule}")
+        lines.append(comment(f"No rule: {plan.no_rule}"))
     lines.append("# " + ",".join(TUNER_FIELDS))
-    lines += [rule.csv() if active else f"# {rule.csv()}" for rule in plan.rules]
+    lines += [one_line(rule.csv()) if active else comment(rule.csv()) for rule in plan.rules]
     return "\n".join(lines) + "\n"
 
 
@@ -266,30 +266,27 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
 def recommend_env_text(plan: ApplyPlan, provenance: list[str], notes: list[str]) -> str:
     """Bash-sourceable export lines of the recommended settings, with where they were measured and why; the
     lines are commented out when nccl_tuner.conf is what to apply (they would override it)."""
-    lines = [f"# {line}" for line in provenance + notes]
+    lines = [comment(line) for line in provenance + notes]
     active = plan.choice == RECOMMEND_ENV
     if active:
-        lines.append(f"# commprof recommends this file for this run: {plan.why}.")
+        lines.append(comment(f"commprof recommends this file for this run: {plan.why}."))
         if plan.alternative:
             lines.append("# nccl_tuner.conf holds the alternative (commented out): use one of the two, never both.")
     elif plan.env:
         lines += [
-            f"# ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why}).",
+            comment(f"ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why})."),
             "# To use these settings instead of it (never with it: they override a tuner), uncomment them.",
         ]
     else:
-        lines.append(f"# Nothing to export: {plan.why}.")
+        lines.append(comment(f"Nothing to export: {plan.why}."))
     if plan.env:
         lines.append(
             "# These variables are read once per process (NCCL reads most of its own at init): restart the engine "
             "after sourcing this file."
         )
     for name, value in sorted(plan.env.items()):
-        if not ENV_NAME.match(name):
-            lines.append(f"# skipped {name!r}: not a valid environment variable name")
-            continue
-        line = f"export {name}={shlex.quote(str(value))}"
-        lines.append(line if active else f"# {line}")
+        line = export_line(str(name), value)
+        lines.append(line if active or line.startswith("#") else comment(line))
     return "\n".join(lines) + "\n"
 
 
@@ -308,7 +305,7 @@ def nccl_tests_table(
     """
     elem = DTYPE_BYTES.get(dtype, 2)
     type_name = NCCL_TESTS_TYPES.get(dtype, dtype)
-    lines = [f"# {line}" for line in header]
+    lines = [comment(line) for line in header]
     busbws = []
     for collective in sorted({row[0] for row in sizes}):
         factor = 2 * (world_size - 1) / world_size if collective == "all_reduce" else (world_size - 1) / world_size
@@ -341,8 +338,12 @@ CSV_DROP = ("env", "config", "op_us", "nccl", "rank_step_median_us")
 
 
 def results_csv(frame: pd.DataFrame) -> str:
-    """Every record as one CSV row (nested op_us / nccl left out; per-rank medians joined with ';')."""
+    """Every record as one CSV row (nested op_us / nccl left out; per-rank medians joined with ';'); text cells
+    that a spreadsheet would run as a formula are prefixed with an apostrophe."""
     table = frame.drop(columns=[c for c in CSV_DROP if c in frame])
+    for column in table.columns:
+        if not pd.api.types.is_numeric_dtype(table[column]):  # text columns (object or pandas' str dtype)
+            table[column] = table[column].map(spreadsheet_cell)
     if "rank_step_median_us" in frame:
         table["rank_step_median_us"] = [
             ";".join(f"{v:g}" for v in ranks) if isinstance(ranks, list) else ""

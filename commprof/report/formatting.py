@@ -60,3 +60,14 @@ def finite(value: Any) -> bool:
 
 def axis_name(axis: str | None) -> str:
     return "—" if axis is None else axis.removeprefix(ENV_PREFIX)
+
+
+def tokens_text(tokens: Any) -> str:
+    """T values as "1, 4, 8"."""
+    return ", ".join(str(int(t)) for t in tokens)
+
+
+def range_pct(values: Any) -> str:
+    """A few percentages as one figure ("40 %") or their range ("20–40 %")."""
+    low, high = float(min(values)), float(max(values))
+    return f"{high:.0f} %" if abs(high - low) < 0.5 else f"{low:.0f}–{high:.0f} %"

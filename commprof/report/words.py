@@ -19,6 +19,16 @@ CALIBRATE_HOWTO = (
 )
 
 
+def only_baseline(run: RunAnalysis) -> str | None:
+    """Why nothing could beat the baseline when nothing else was measured, with how to measure more; else None."""
+    if run.steps.empty or run.steps["point_id"].nunique() > 1:
+        return None
+    return (
+        "only the baseline ran: nothing to compare it with (sweep settings with --sweep FILE, e.g. "
+        "sweeps/pcie8-verify.toml on GPUs or sweeps/cpu-smoke.toml on CPU ranks)"
+    )
+
+
 def tuned_name(run: RunAnalysis) -> str:
     """What the environment tunes: NCCL, or the backend measured (gloo on CPU runs)."""
     return "NCCL" if run.backend in (None, "nccl") else str(run.backend)

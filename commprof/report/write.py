@@ -1,15 +1,25 @@
 """The report's files: index.html (the page), summary.json, results.csv and, per run, recommend.env,
-nccl_tuner.conf, engine_flags.txt and nccl-tests-style tables. The only module of the report that writes."""
+nccl_tuner.conf, engine_flags.txt and nccl-tests-style tables. The only module of the report that writes.
+
+A report is rendered into a new sibling folder and then swapped in for --out, so no file of an earlier render
+survives and nothing already in --out (a symbolic link, say) is written through. Every path is built by
+`inside`, which refuses a name that would lead out of the folder; files are created, never opened for
+overwriting. --out must be new, empty, or an earlier report (its summary.json says so).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from commprof.errors import UsageError
 from commprof.report.apply import apply_plan
 from commprof.report.engine_hints import engine_hints, engine_hints_text
 from commprof.report.exports import (
@@ -29,6 +39,8 @@ from commprof.report.summary import check_summary, summary
 from commprof.report.views.page import index_html, page_view
 from commprof.report.words import recommend_notes
 
+SUMMARY_FILE = "summary.json"
+
 
 def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExports:
     """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run."""
@@ -42,11 +54,11 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
     hints = engine_hints(run.fusion, fused_measured, plan.choice, run.evidence, run.alternatives)
     engine_text = engine_hints_text(hints, lines)
     files = {
-        "recommend.env": write_text(folder / "recommend.env", env_text),
-        "nccl_tuner.conf": write_text(folder / "nccl_tuner.conf", tuner_text),
-        "engine_flags.txt": write_text(folder / "engine_flags.txt", engine_text),
+        "recommend.env": write_text(inside(folder, "recommend.env"), env_text),
+        "nccl_tuner.conf": write_text(inside(folder, "nccl_tuner.conf"), tuner_text),
+        "engine_flags.txt": write_text(inside(folder, "engine_flags.txt"), engine_text),
     }
-    for point_id, path in write_nccl_tests_tables(run, folder / "nccl-tests").items():
+    for point_id, path in write_nccl_tests_tables(run, inside(folder, "nccl-tests")).items():
         files[f"nccl-tests/{point_id}"] = path
     return RunExports(
         folder=str(folder.relative_to(out_dir)) if folder != out_dir else ".",
@@ -94,32 +106,125 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
             + f" -b <size> -e <size> -d {NCCL_TESTS_TYPES.get(first['dtype'], first['dtype'])} (in-place columns)",
         ]
         text = nccl_tests_table(rows, int(first["world_size"]), str(first["dtype"]), header, bad[point_id])
-        written[point_id] = write_text(folder / f"{point_id}.txt", text)
+        written[point_id] = write_text(inside(folder, f"{point_id}.txt"), text)
     return written
 
 
 def write_report(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
-    """Write index.html, summary.json, results.csv and each run's exports into out_dir; return the main paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write index.html, summary.json, results.csv and each run's exports, then swap them in as out_dir;
+    return the main paths (under out_dir). UsageError when out_dir cannot take a report."""
+    check_report_target(out_dir)
+    blocking = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UsageError(f"--out {out_dir}: {blocking} is a file, not a folder")
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.rendering-", dir=out_dir.parent))
+    except OSError as exc:
+        raise UsageError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
+    try:
+        paths = _write_all(runs, staging)
+        swap_in(staging, out_dir)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UsageError(f"--out {out_dir}: cannot write the report ({exc.strerror or exc})") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}
+
+
+def _write_all(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
     pages, summaries = [], []
+    taken: set[str] = set()
     for run in runs:
-        folder = out_dir if len(runs) == 1 else out_dir / _safe_name(run.name)
+        folder = out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(run.name), taken))
         exports = write_run_exports(run, folder, out_dir)
         summaries.append(summary(run, exports))
         pages.append(page_view(run, exports))
     checks = costmodel_checks(runs)
     frame = pd.concat([r.frame for r in runs], ignore_index=True)
     return {
-        "index.html": write_text(out_dir / "index.html", index_html(runs, pages, checks)),
+        "index.html": write_text(inside(out_dir, "index.html"), index_html(runs, pages, checks)),
         "summary.json": write_json_file(
-            out_dir / "summary.json", {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]}
+            inside(out_dir, SUMMARY_FILE),
+            {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
         ),
-        "results.csv": write_text(out_dir / "results.csv", results_csv(frame)),
+        "results.csv": write_text(inside(out_dir, "results.csv"), results_csv(frame)),
     }
 
 
+def inside(folder: Path, name: str) -> Path:
+    """folder / name, where name must be one plain file name: no separator, not "." or "..", no control character.
+
+    Names come from run and point ids (checked on read) and fixed names; this is the one place that builds a
+    report path, so a name that slipped through any check still cannot lead out of the report's folder.
+    """
+    if (
+        not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+    ):
+        raise UsageError(f"refusing to write {name!r} in {folder}: not a plain file name")
+    return folder / name
+
+
+def check_report_target(out_dir: Path) -> None:
+    """UsageError unless out_dir is new, an empty folder, or an earlier report (replaced as a whole)."""
+    if out_dir.is_symlink():
+        raise UsageError(f"--out {out_dir}: a symbolic link; give the folder it points to, or a new one")
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: not a folder")
+    if any(out_dir.iterdir()) and not _is_report(out_dir):
+        raise UsageError(
+            f"--out {out_dir}: holds files that are not a commprof report; give a new or empty folder "
+            "(a report replaces its folder as a whole)"
+        )
+
+
+def _is_report(folder: Path) -> bool:
+    """An earlier render: its summary.json is a regular file of the report's shape."""
+    path = folder / SUMMARY_FILE
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("runs"), list) and "costmodel_checks" in data
+
+
+def swap_in(staging: Path, out_dir: Path) -> None:
+    """Put the rendered folder in out_dir's place; an earlier report there is removed afterwards."""
+    if not out_dir.exists():
+        os.rename(staging, out_dir)
+        return
+    if not any(out_dir.iterdir()):
+        os.rmdir(out_dir)
+        os.rename(staging, out_dir)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.replaced-", dir=out_dir.parent))
+    os.rename(out_dir, old / "report")
+    os.rename(staging, out_dir)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """name, or name-2, name-3, ...: two runs with one id never share a folder."""
+    candidate, number = name, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{name}-{number}"
+    taken.add(candidate)
+    return candidate
+
+
 def _safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "run"
 
 
 def json_ready(value: Any) -> Any:
@@ -136,9 +241,11 @@ def json_ready(value: Any) -> Any:
 
 
 def write_text(path: Path, text: str) -> Path:
+    """Create `path` (and its folder) with `text`; never writes through an existing file or link."""
     if not path.parent.is_dir():
         path.parent.mkdir(parents=True)
-    path.write_text(text, encoding="utf-8")
+    with open(path, "x", encoding="utf-8") as handle:
+        handle.write(text)
     return path
 
 

@@ -9,16 +9,17 @@ runs/<run-id>/results.jsonl and meta.json and prints the table; the other ranks 
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import sys
 from pathlib import Path
 
 import click
 
-from commprof.errors import EXIT_INTERRUPTED, UsageError, run_command
+from commprof.errors import EXIT_INTERRUPTED, RunStopped, UsageError, run_command
 from commprof.planner.plan import PHASES
 from commprof.records.files import ensure_writable_dir
-from commprof.sweep.spec import DEFAULT, SweepSpec
+from commprof.sweep.spec import DEFAULT, DEFAULT_MAX_POINTS, SweepSpec, SweepTooLarge
 
 PROG_NAME = "commprof.allreduce_sweep"
 
@@ -74,6 +75,12 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     "baseline (a few steps); write nothing.",
 )
 @click.option(
+    "--max-points",
+    type=click.IntRange(min=1),
+    default=None,
+    help=f"Allow a sweep of up to this many points (default: refuse one above {DEFAULT_MAX_POINTS}).",
+)
+@click.option(
     "--nccl-debug/--no-nccl-debug",
     default=True,
     show_default=True,
@@ -112,6 +119,7 @@ def sweep_command(
     out: str,
     resume: str | None,
     dry_run: bool,
+    max_points: int | None,
     nccl_debug: bool,
     profile: bool,
     share_gpus: bool,
@@ -123,6 +131,7 @@ def sweep_command(
     from commprof.sweep.runner import SweepOptions, run_sweep
 
     rank = int(os.environ.get("RANK", "0"))
+    budget = max_points or DEFAULT_MAX_POINTS
     if resume:
         given = {
             "--sweep": sweep_file,
@@ -139,9 +148,18 @@ def sweep_command(
         extra = [flag for flag, value in given.items() if value not in (None, ())]
         if extra:
             raise UsageError(f"--resume continues a run exactly as it started: drop {', '.join(extra)}")
-        spec = _resumed_sweep(Path(resume))
+        spec = _resumed_sweep(Path(resume), budget)
     elif sweep_file:
-        spec = load_sweep(sweep_file)
+        try:
+            spec = load_sweep(sweep_file, max_points=budget)
+        except SweepTooLarge as refused:
+            if not dry_run:
+                raise
+            if rank == 0:
+                from commprof.sweep.dryrun import format_too_large
+
+                click.echo(format_too_large(refused))
+            return
         spec = spec.with_overrides(
             model=model,
             tokens=tokens,
@@ -185,22 +203,32 @@ def sweep_command(
         argv=list(sys.argv),
     )
     from commprof.sweep.console import SweepConsole
+    from commprof.sweep.dryrun import ASSUMED, size_lines
     from commprof.sweep.run_folder import prepare_run_folder
 
-    console = SweepConsole(enabled=rank == 0)
-    summary = run_sweep(
-        spec,
-        options,
-        progress=console,
-        prepare_run=lambda run_dir, backend: prepare_run_folder(run_dir, backend, spec, options, with_doctor, console),
-    )
+    backend, _, refused = _launch_refusals(spec, share_gpus)
+    estimate = size_lines(spec, ASSUMED, len(spec.points) - len(refused), backend)
+    console = SweepConsole(enabled=rank == 0, estimate=estimate)
+    try:
+        summary = run_sweep(
+            spec,
+            options,
+            progress=console,
+            prepare_run=lambda run_dir, backend: prepare_run_folder(
+                run_dir, backend, spec, options, with_doctor, console
+            ),
+        )
+    except RunStopped as stopped:
+        if stopped.run_dir is None:
+            raise
+        raise RunStopped(
+            f"{stopped}. Finished points are saved; continue with: {resume_command(stopped.run_dir)}"
+        ) from None
     if rank == 0:
         console.print_summary(Path(summary["run_dir"]), spec)
         if summary["interrupted"]:
             click.echo(
-                f"Interrupted. Finished points are saved; continue with:\n  torchrun --nproc-per-node "
-                f"{os.environ.get('LOCAL_WORLD_SIZE', '1')} -m {PROG_NAME} --resume "
-                f"{summary['run_dir']}",
+                f"Interrupted. Finished points are saved; continue with:\n  {resume_command(summary['run_dir'])}",
                 err=True,
             )
     if summary["interrupted"]:
@@ -210,33 +238,54 @@ def sweep_command(
 def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
     """The points, which of them will really run on this launch and why not, and an estimate from a quick probe
     of this machine (every rank takes part in the probe; rank 0 prints)."""
-    from commprof.planner.models import load_model
     from commprof.sweep.dryrun import format_points_table
-    from commprof.sweep.gate import launch_context, refusals
     from commprof.sweep.probe import probe_step_cost
-    from commprof.sweep.runner import choose_backend, launch_tp
 
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    launch_tp(spec, world_size)  # refused as the real run would be
-    backend = choose_backend(share_gpus)
-    model = load_model(spec.model, spec.layout)
-    context = launch_context(backend, world_size, spec.dtype or model.dtype, spec.tokens, model.hidden_size)
-    refused = refusals(spec.points, backend, context)
+    backend, world_size, refused = _launch_refusals(spec, share_gpus)
     cost = probe_step_cost(spec, backend, share_gpus)
     if rank == 0:
         click.echo(format_points_table(spec, cost, refused, backend, world_size))
 
 
+def _launch_refusals(spec: SweepSpec, share_gpus: bool) -> tuple[str, int, dict[str, str]]:
+    """(backend, world size, point id -> why it cannot run on this launch); UsageError where the run would give
+    one (a TP that is not the world size, too few GPUs)."""
+    from commprof.planner.models import load_model
+    from commprof.sweep.gate import launch_context, refusals
+    from commprof.sweep.runner import choose_backend, launch_tp
+
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    launch_tp(spec, world_size)
+    backend = choose_backend(share_gpus)
+    model = load_model(spec.model, spec.layout)
+    context = launch_context(backend, world_size, spec.dtype or model.dtype, spec.tokens, model.hidden_size)
+    return backend, world_size, refusals(spec.points, backend, context)
+
+
+def resume_command(run_dir: str | Path) -> str:
+    """The command that continues a run, its path quoted for a shell."""
+    return (
+        f"torchrun --nproc-per-node {os.environ.get('LOCAL_WORLD_SIZE', '1')} -m {PROG_NAME} "
+        f"--resume {shlex.quote(str(run_dir))}"
+    )
+
+
 def _check_impls(spec: SweepSpec) -> None:
-    """Every implementation of the sweep imports and follows the interface (UsageError names the bad one)."""
-    from commprof.impls.registry import load_impl
+    """Every implementation of the sweep imports and follows the interface (UsageError names the bad one).
+
+    A plug-in is imported in a throwaway child first: its import may exit or abort (commprof.impls.plugin_check).
+    """
+    from commprof.impls.plugin_check import check_plugin_import
+    from commprof.impls.registry import BUILTINS, load_impl
 
     for name in dict.fromkeys(p.impl for p in spec.points):
         if name != DEFAULT:
+            if name not in BUILTINS:
+                check_plugin_import(name)
             load_impl(name)
 
 
-def _resumed_sweep(run_dir: Path) -> SweepSpec:
+def _resumed_sweep(run_dir: Path, max_points: int) -> SweepSpec:
     """The sweep a run started with, from its meta.json (every node needs the run folder to resume)."""
     from commprof.records.files import read_meta
     from commprof.sweep.config import parse_sweep
@@ -245,7 +294,7 @@ def _resumed_sweep(run_dir: Path) -> SweepSpec:
     sweep = meta.get("sweep") or {}
     if not sweep.get("content"):
         raise UsageError(f"--resume {run_dir}: not a commprof run folder (no sweep in meta.json)")
-    spec = parse_sweep(sweep["content"], sweep.get("path"))
+    spec = parse_sweep(sweep["content"], sweep.get("path"), max_points=max_points)
     plan = meta.get("plan") or {}
     return spec.with_overrides(
         model=plan.get("model"),
@@ -269,6 +318,11 @@ def _single_process_defaults() -> None:
     os.environ.update(
         RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
     )
+
+
+def terminate_as_interrupt(signum: int, frame: object) -> None:
+    """SIGTERM stops as Ctrl-C does, cleanly through `finally`, until the sweep loop takes over both signals."""
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,14 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:
-    import tomli as tomllib
 
 from commprof.errors import UsageError
 from commprof.impls import registry
@@ -38,6 +32,7 @@ from commprof.sweep.settings import (
 from commprof.sweep.spec import (
     DEFAULT,
     DEFAULT_ITERATIONS,
+    DEFAULT_MAX_POINTS,
     DEFAULT_POINT_TIMEOUT_S,
     DEFAULT_WARMUP,
     Axis,
@@ -45,9 +40,13 @@ from commprof.sweep.spec import (
     StageSpec,
     SweepPoint,
     SweepSpec,
+    SweepTooLarge,
+    combinations,
     point_key,
+    stage_work,
 )
 from commprof.sweep.staging import RANK_BY
+from commprof.textfiles import parse_toml, read_text
 
 TOP_KEYS = ("name", "description", "run", "axes", "points", "exclude", "stages", "report")
 RUN_KEYS = (
@@ -200,17 +199,17 @@ def _parse_report(
     return report
 
 
-def parse_sweep(text: str, path: str | None = None, source: str | None = None) -> SweepSpec:
+def parse_sweep(
+    text: str, path: str | None = None, source: str | None = None, max_points: int | None = DEFAULT_MAX_POINTS
+) -> SweepSpec:
     """Validate a sweep file's text and expand it; UsageError lists every problem, one line each.
 
-    Problems name `source`, else `path`, else "<sweep>".
+    Problems name `source`, else `path`, else "<sweep>". A sweep that may have more than `max_points` points
+    (None: no limit) raises SweepTooLarge, counted before anything is expanded.
     """
     source = source or path or "<sweep>"
     problems = SweepProblems(source)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{source}: not valid TOML: {exc}") from None
+    data = parse_toml(text, source)
     problems.unknown_keys(data, TOP_KEYS, "")
 
     name = data.get("name", Path(path).stem if path else "sweep")
@@ -291,6 +290,10 @@ def parse_sweep(text: str, path: str | None = None, source: str | None = None) -
             problems.error("run", str(exc))
             problems.raise_if_any()
 
+    # Counted before expanding: a million-point sweep is refused in milliseconds, not built for a minute first.
+    work = stage_work(1 + combinations(axes) + len(explicit), stages, iterations, warmup)
+    if max_points is not None and sum(points for points, _, _ in work) > max_points:
+        raise SweepTooLarge(source, str(name), work, len(tokens), max_points)
     points = _stage0_points(axes, excludes, explicit, problems)
     report = _parse_report(problems.table(data.get("report"), "report"), tokens, points, problems)
     problems.raise_if_any()
@@ -327,16 +330,11 @@ def _list_of_tables(data: dict, key: str, problems: SweepProblems) -> list[dict]
     return raw
 
 
-def load_sweep(path: str | Path) -> SweepSpec:
-    """Read and validate a sweep file; UsageError "file: key: problem (allowed: ...)" on any problem."""
-    file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"sweep file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read sweep file {path}: {exc}") from None
-    return parse_sweep(text, str(path))
+def load_sweep(path: str | Path, max_points: int | None = DEFAULT_MAX_POINTS) -> SweepSpec:
+    """Read and validate a sweep file; UsageError "file: key: problem (allowed: ...)" on any problem, and
+    SweepTooLarge above `max_points` points."""
+    text = read_text(path, "sweep file")
+    return parse_sweep(text, str(path), max_points=max_points)
 
 
 def _toml_value(value: object) -> str:
@@ -397,4 +395,4 @@ def default_sweep(
     return parse_sweep("\n".join(lines) + "\n", None, source="command line")
 
 
-__all__ = ["default_sweep", "format_points_table", "load_sweep", "parse_sweep"]
+__all__ = ["DEFAULT_MAX_POINTS", "SweepTooLarge", "default_sweep", "format_points_table", "load_sweep", "parse_sweep"]

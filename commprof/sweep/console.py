@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
+import shlex
 import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
@@ -19,15 +17,17 @@ from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.sweep.measure import point_status
 from commprof.sweep.runner import SweepProgress
 from commprof.sweep.spec import SweepSpec
+from commprof.terminal import one_line, plain_console, styled
 from commprof.units import format_bytes
 
 
 class SweepConsole(SweepProgress):
     """A rich progress bar (points done / total, current point, elapsed, ETA) on rank 0; silent elsewhere."""
 
-    def __init__(self, enabled: bool = True):
+    def __init__(self, enabled: bool = True, estimate: list[str] | None = None):
         self.enabled = enabled
-        self.console = Console(stderr=True)
+        self.estimate = estimate or []  # the sweep's size, estimated duration and its basis: before the first point
+        self.console = plain_console(stderr=True)
         self.progress: Progress | None = None
         self.task = None
         self.started = time.monotonic()
@@ -35,9 +35,11 @@ class SweepConsole(SweepProgress):
     def start(self, total: int, run_dir: Path) -> None:
         if not self.enabled:
             return
-        self.console.print(f"[bold]commprof[/] sweep → {escape(str(run_dir))}")
+        self.console.print(styled(("commprof", "bold"), f" sweep → {run_dir}"))
+        for line in self.estimate:
+            self.console.print(f"  {line}")
         self.progress = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", style="cyan", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -55,7 +57,7 @@ class SweepConsole(SweepProgress):
 
     def point_started(self, label: str) -> None:
         if self.progress is not None:
-            self.progress.update(self.task, description=f"[cyan]{escape(label)}")
+            self.progress.update(self.task, description=one_line(label))
 
     def point_done(self, label: str, status: str) -> None:
         if self.progress is not None:
@@ -63,15 +65,16 @@ class SweepConsole(SweepProgress):
             style = (
                 "green" if status == "ok" else "yellow" if status in ("unsupported", "done before resume") else "red"
             )
-            self.progress.console.print(f"  [{style}]{status:<18}[/] {escape(label)}")
+            self.progress.console.print(styled("  ", (f"{status:<18}", style), f" {one_line(label)}"))
 
     def stop(self) -> None:
         if self.progress is not None:
             self.progress.stop()
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, style: str = "") -> None:
+        """One line for the person at the terminal, printed as given (never read as markup)."""
         if self.enabled:
-            self.console.print(text, markup=False)
+            self.console.print(styled((text, style)))
 
     def print_summary(self, run_dir: Path, spec: SweepSpec) -> None:
         """Every point: status, eager and graph median step time per T, speed-up against the baseline."""
@@ -80,20 +83,19 @@ class SweepConsole(SweepProgress):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             records = read_records(run_dir / RESULTS_FILE)
-        out = Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200)
+        out = plain_console(pipe_width=200)
         out.print(summary_table(records))
         collectives = per_collective_table(records)
         if collectives is not None:
             out.print(collectives)
         out.print(
-            f"results: {run_dir / RESULTS_FILE}\nrender the report: python -m commprof report {run_dir}", markup=False
+            f"results: {run_dir / RESULTS_FILE}\nrender the report: python -m commprof report {shlex.quote(str(run_dir))}"
         )
         profiles = sorted(run_dir.glob("points/*/profile/T*"))
         if profiles:
             out.print(
                 f"profiler traces: {run_dir}/points/<point>/profile/T<T>/ ({len(profiles)} folders); read one with "
-                f"python -m commprof trace {profiles[0]}",
-                markup=False,
+                f"python -m commprof trace {shlex.quote(str(profiles[0]))}",
             )
 
 
@@ -129,7 +131,7 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
             table.add_column(f"T={t} vs base", justify="right", no_wrap=True)
     base = by_point.get(BASELINE_POINT_ID)
     for point_id, entry in by_point.items():
-        row = [point_id, Text(entry["label"]), point_status(entry["records"])]
+        row = [point_id, Text(one_line(entry["label"])), point_status(entry["records"])]
         for t in tokens:
             row += [_cell(entry["cells"].get((t, m))) for m in modes]
             if compare:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from commprof.sweep.gate import inert_variables
 from commprof.sweep.points import option_text
-from commprof.sweep.spec import StageSpec, SweepSpec
+from commprof.sweep.spec import StageSpec, SweepSpec, SweepTooLarge
 
 # What an estimate assumes when nothing was measured: an 8-GPU box's start-up per point (process start,
 # rendezvous, communicator init) and a verify step of Kimi-K2.5 at TP 8 over PCIe, in each of two modes.
@@ -171,14 +171,43 @@ def format_points_table(
     if spec.stages:
         lines.append("#")
         lines += [_stage_line(stage, spec, backend) for stage in spec.stages]
+    lines.append("#")
+    lines += ["# " + line for line in size_lines(spec, cost, running, backend)]
+    return "\n".join(lines)
+
+
+def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> list[str]:
+    """How many points will run and how long they should take, then what the estimate rests on."""
     seconds = estimate_seconds(spec, cost, running, backend)
-    lines += [
-        "#",
-        f"# {running} point{'s' if running != 1 else ''} will run in stage 0, up to "
+    return [
+        f"{running} point{'s' if running != 1 else ''} will run in stage 0, up to "
         f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all; estimated "
-        f"{seconds / 60:.1f} min",
-        f"# per point: {cost.overhead_s:.2f} s start-up + its steps, one step at "
+        f"{_duration(seconds)}",
+        "per point: "
+        f"{cost.overhead_s:.2f} s start-up + its steps, one step at "
         + ", ".join(f"T={t}: {cost.step_for(t):.1f} ms" for t in spec.tokens)
         + f"; {cost.basis}",
     ]
-    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds < 6000 else f"{seconds / 3600:,.0f} h"
+
+
+def format_too_large(refused: SweepTooLarge) -> str:
+    """A dry run of a sweep above its point budget: its size and an assumed estimate, from counts alone (no point
+    is built and nothing is probed)."""
+    step_s = 2 * ASSUMED_STEP_MS / 1000.0  # one step per T in each of eager and graph mode
+    seconds = sum(
+        points * (ASSUMED.overhead_s + (iterations + warmup) * refused.tokens * step_s)
+        for points, iterations, warmup in refused.work
+    )
+    return "\n".join(
+        [
+            f'# sweep "{refused.name}" ({refused.source}): above the budget of {refused.budget} points',
+            f"# up to {refused.total} points ({refused.stage0} in stage 0); estimated {_duration(seconds)} "
+            f"({ASSUMED.basis})",
+            f"# a run is refused; allow it with --max-points {refused.total} "
+            "(with --dry-run, that lists every point: slow for this many)",
+        ]
+    )

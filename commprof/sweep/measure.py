@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -220,6 +221,8 @@ def run_point(
     elif status == "timeout":
         message = f"rank {ctx.rank}: {message}"
         ctx.store.set(abort_key, f"rank {ctx.rank} timed out")
+    elif ctx.interrupted:  # peers stop their workers now, not at the point's time limit
+        ctx.store.set(abort_key, f"rank {ctx.rank} was interrupted")
     return PointOutcome(status, message, entries)
 
 
@@ -404,8 +407,18 @@ def _read_entries(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
+class PeerLost(RuntimeError):
+    """Another rank's controller left the controllers' group (killed, crashed, its node lost)."""
+
+
 def all_gather_json(payload: Any, world_size: int) -> list[Any]:
-    """Every controller's payload (small, picklable), through the controllers' gloo group."""
+    """Every controller's payload (small, picklable), through the controllers' gloo group; PeerLost when a
+    controller is gone (gloo reports "Connection closed by peer" or a timeout)."""
     gathered: list[Any] = [None] * world_size
-    dist.all_gather_object(gathered, payload)
+    try:
+        dist.all_gather_object(gathered, payload)
+    except RuntimeError as exc:  # gloo's DistBackendError / DistNetworkError are RuntimeErrors
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        # "[.../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:51946. This is typically..."
+        raise PeerLost(re.sub(r"^\[[^\]]*\]\s*", "", lines[0]).split(". ")[0][:300]) from None
     return gathered

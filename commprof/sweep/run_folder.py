@@ -67,8 +67,9 @@ def _doctor(console: SweepConsole) -> dict:
     summary["failed"] = [r.id for r in results if r.status == "fail"]
     if has_failures(results):
         console.note(
-            "[red]doctor: failing checks[/] "
+            "doctor: failing checks "
             + ", ".join(summary["failed"])
-            + " — numbers measured on this box may not be tuning results (python -m commprof doctor)"
+            + " — numbers measured on this box may not be tuning results (python -m commprof doctor)",
+            style="red",
         )
     return summary

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch.distributed as dist
 
-from commprof.errors import UsageError
-from commprof.forkserver import ForkServer
+from commprof.errors import RunStopped, UsageError
+from commprof.forkserver import ForkServer, ForkServerDied
 from commprof.records.files import (
     META_FILE,
     RESULTS_FILE,
@@ -30,8 +30,16 @@ from commprof.records.files import (
     write_json,
 )
 from commprof.sweep.gate import launch_context, refusal
-from commprof.sweep.measure import ControllerContext, all_gather_json, measure_point, point_status, refused_records
+from commprof.sweep.measure import (
+    ControllerContext,
+    PeerLost,
+    all_gather_json,
+    measure_point,
+    point_status,
+    refused_records,
+)
 from commprof.sweep.resume import completed_point_ids, repair_results
+from commprof.sweep.run_lock import RunLock
 from commprof.sweep.spec import SweepPoint, SweepSpec
 from commprof.sweep.staging import refine
 
@@ -83,25 +91,35 @@ def run_sweep(
     spec.check_plans(tp)  # an impossible TP or T is refused before any process starts
     model = load_model(spec.model, spec.layout).to_dict()
 
+    lock = None
     with controllers(spec.point_timeout_s) as server:
-        setup = {"error": None}
-        if rank == 0:
-            setup = _open_run_dir(spec, options, backend, tp, prepare_run)
-        setup = all_gather_json(setup, world_size)[0]
-        if setup["error"]:
-            raise UsageError(setup["error"])
-        ctx = controller_context(
-            backend,
-            Path(setup["run_dir"]),
-            setup["run_id"],
-            setup["session"],
-            nccl_debug=options.nccl_debug,
-            share_gpus=options.share_gpus,
-            profile=options.profile,
-        )
-        install_interrupt_handlers(ctx)
-        ctx.build_failures = _prebuild(ctx, spec, model, tp, progress)
-        return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
+        try:
+            setup = {"error": None}
+            if rank == 0:
+                setup, lock = _open_run_dir(spec, options, backend, tp, prepare_run)
+            setup = all_gather_json(setup, world_size)[0]
+            if setup["error"]:
+                raise UsageError(setup["error"])
+            ctx = controller_context(
+                backend,
+                Path(setup["run_dir"]),
+                setup["run_id"],
+                setup["session"],
+                nccl_debug=options.nccl_debug,
+                share_gpus=options.share_gpus,
+                profile=options.profile,
+            )
+            install_interrupt_handlers(ctx)
+            try:
+                ctx.build_failures = _prebuild(ctx, spec, model, tp, progress)
+                return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
+            except (PeerLost, ForkServerDied) as exc:
+                progress.stop()
+                lost = "another rank's controller is gone" if isinstance(exc, PeerLost) else "its fork server died"
+                raise RunStopped(f"rank {rank}: {lost} ({exc}); the sweep stops", run_dir=ctx.run_dir) from None
+        finally:
+            if lock is not None:
+                lock.release()
 
 
 def launch_tp(spec: SweepSpec, world_size: int) -> int:
@@ -198,32 +216,43 @@ def _device_index(local_rank: int, backend: str) -> int:
 
 def _open_run_dir(
     spec: SweepSpec, options: SweepOptions, backend: str, tp: int, prepare_run: Callable[..., dict] | None
-) -> dict[str, Any]:
-    """Rank 0: create (or reopen, for --resume) the run folder; errors travel to every rank as text."""
+) -> tuple[dict[str, Any], RunLock | None]:
+    """Rank 0: create (or reopen, for --resume) the run folder and lock it for this run's life.
+
+    Returns (setup, lock); errors travel to every rank as text in setup["error"].
+    """
     expected = len(spec.tokens) * 2
+    lock = None
     try:
         if options.resume:
             run_dir = Path(options.resume)
             if not (run_dir / "meta.json").exists():
-                return {"error": f"--resume {run_dir}: not a commprof run folder (no meta.json)"}
+                return {"error": f"--resume {run_dir}: not a commprof run folder (no meta.json)"}, None
+            lock = RunLock(run_dir)
+            lock.acquire()  # before the repair: it rewrites results.jsonl
             done = completed_point_ids(repair_results(run_dir / RESULTS_FILE, expected), expected)
         else:
             run_dir = new_run_dir(Path(options.out), f"{spec.name}-tp{tp}-{backend}".replace("/", "-"))
+            lock = RunLock(run_dir)
+            lock.acquire()
             (run_dir / RESULTS_FILE).touch()
             done = set()
         if prepare_run is not None:
             prepare_run(run_dir, backend)
-    except UsageError as exc:
-        return {"error": str(exc)}
-    except OSError as exc:
-        return {"error": f"cannot write the run folder under {options.out}: {exc.strerror or exc}"}
-    return {
+    except (UsageError, OSError) as exc:
+        if lock is not None:
+            lock.release()
+        if isinstance(exc, UsageError):
+            return {"error": str(exc)}, None
+        return {"error": f"cannot write the run folder under {options.out}: {exc.strerror or exc}"}, None
+    setup = {
         "error": None,
         "run_dir": str(run_dir),
         "run_id": run_dir.name,
         "session": secrets.token_hex(4),
         "done": sorted(done),
     }
+    return setup, lock
 
 
 def _sweep_loop(
@@ -288,7 +317,9 @@ def _sweep_loop(
 
 
 def install_interrupt_handlers(ctx: ControllerContext) -> None:
-    """SIGINT / SIGTERM stop the sweep after killing the running worker; finished points are already on disk."""
+    """SIGINT or SIGTERM stops the sweep after killing the running workers (every rank's, through the store);
+    finished points are already on disk. (torchrun repeats a Ctrl-C to its workers: a second signal is no
+    reason to stop less cleanly; torchrun's own SIGKILL follows 30 s later.)"""
 
     def handler(signum, frame):
         ctx.interrupted = True

@@ -19,6 +19,10 @@ DEFAULT_ITERATIONS = 50
 DEFAULT_WARMUP = 5
 DEFAULT_POINT_TIMEOUT_S = 180.0
 
+# Points a sweep may have unless --max-points allows more: at seconds per point on GPUs, already hours. The
+# shipped sweeps have under 100.
+DEFAULT_MAX_POINTS = 1000
+
 BASELINE_LABEL = "defaults"
 
 # Written in an axis, a rule or a point, "default" means "leave unset" (NCCL's own choice); in a rule, "*"
@@ -149,6 +153,33 @@ class StageSpec:
     def max_points(self) -> int:
         """Points this stage can produce at most (fewer when candidates are missing or repeat)."""
         return self.top_k * combinations(self.axes) + int(self.include_baseline)
+
+
+# (points, timed steps, warm-up steps) of one group of points: stage 0, or a stage at its upper bound.
+StageWork = tuple[int, int, int]
+
+
+def stage_work(stage0_points: int, stages: tuple[StageSpec, ...], iterations: int, warmup: int) -> list[StageWork]:
+    """The work of stage 0 and of every stage at its upper bound, from counts alone (nothing expanded)."""
+    work = [(stage0_points, iterations, warmup)]
+    for stage in stages:
+        work.append(
+            (stage.max_points(), stage.iterations or iterations, warmup if stage.warmup is None else stage.warmup)
+        )
+    return work
+
+
+class SweepTooLarge(UsageError):
+    """A sweep with more points than its budget, refused from counts alone, before one point is built."""
+
+    def __init__(self, source: str, name: str, work: list[StageWork], tokens: int, budget: int):
+        self.source, self.name, self.work, self.tokens, self.budget = source, name, work, tokens, budget
+        self.stage0, self.total = work[0][0], sum(points for points, _, _ in work)
+        super().__init__(
+            f"{source}: up to {self.total} points ({self.stage0} in stage 0), above the budget of {budget} points: "
+            f"narrow [axes] or [[exclude]] combinations (--dry-run shows the estimate), or allow it with "
+            f"--max-points {self.total}"
+        )
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import click
 
 from commprof.errors import UsageError
 from commprof.planner.plan import PHASES
+from commprof.textfiles import LOG_BYTES, read_text
 from commprof.units import format_bytes
 
 TRACE_SUFFIXES = (".json", ".json.gz")
@@ -49,10 +50,7 @@ def read_dumps(paths: list[Path]):
 
     rows, unreadable = [], 0
     for path in paths:
-        try:
-            text = path.read_text(errors="replace")
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        text = read_text(path, "NCCL Inspector dump", LOG_BYTES, errors="replace")
         if path.name.endswith(".prom"):
             rows += parse_prom(text)
         else:

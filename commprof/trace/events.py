@@ -7,7 +7,7 @@ The only module here that touches files. A trace's rank, backend and world size 
 from __future__ import annotations
 
 import gzip
-import json
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.errors import UsageError
+from commprof.textfiles import LOG_BYTES, parse_json, read_bytes
 
 COLUMNS = ["name", "cat", "pid", "tid", "ts", "dur", "args"]
 # What the analyses read: GPU kernels, their launches, annotations (steps, nccl:*, gloo:*) and c10d CPU ops.
@@ -75,15 +76,16 @@ def trace_from_dict(data: dict[str, Any], path: str, default_rank: int) -> Trace
 def load_trace(path: str | Path, default_rank: int = 0) -> Trace:
     """Read one trace file; UsageError (one line) when it is missing or not a Kineto trace."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        data = json.loads(raw)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (ValueError, EOFError) as exc:
-        raise UsageError(f"{path}: not JSON or gzipped JSON ({exc})") from None
+    raw = read_bytes(path, "trace", LOG_BYTES)
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
+                raw = unzipped.read(LOG_BYTES + 1)  # bounded: a small file may unzip to gigabytes
+        except (OSError, EOFError) as exc:
+            raise UsageError(f"trace {path}: not gzipped JSON ({exc})") from None
+        if len(raw) > LOG_BYTES:
+            raise UsageError(f"trace {path}: unzips to more than the {LOG_BYTES} bytes a trace may have")
+    data = parse_json(raw.decode("utf-8", errors="replace"), f"trace {path}")
     return trace_from_dict(data, str(path), default_rank)
 
 

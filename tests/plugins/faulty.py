@@ -1,6 +1,7 @@
 """Fault-injecting all-reduce implementations for the harness and sweep tests."""
 
 import os
+import subprocess
 import time
 
 import torch.distributed as dist
@@ -53,3 +54,31 @@ class Crash(AllReduceImpl):
 
 class NotAnImpl:
     """Does not follow the interface."""
+
+
+class NaNOnRank0(AllReduceImpl):
+    """Rank 0 returns a NaN in the first row, like a custom all-reduce reading an unwritten buffer."""
+
+    name = "nan-on-rank0"
+
+    def all_reduce(self, x):
+        dist.all_reduce(x, group=self.group)
+        if dist.get_rank(self.group) == 0:
+            x.view(-1)[0] = float("nan")
+        return x
+
+
+class LeavesADaemon(AllReduceImpl):
+    """Starts a helper in a session of its own at setup and never stops it: the point must end it anyway."""
+
+    name = "leaves-a-daemon"
+
+    def setup(self, group, plan, device):
+        super().setup(group, plan, device)
+        helper = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        with open(os.environ["COMMPROF_TEST_PIDS"], "a") as pids:
+            pids.write(f"{helper.pid}\n")
+
+    def all_reduce(self, x):
+        dist.all_reduce(x, group=self.group)
+        return x

@@ -61,7 +61,8 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
                 if not isinstance(values, dict):
                     continue
                 raw_time = values.get("time", values.get("cpu_time"))
-                if raw_time is None or isinstance(raw_time, bool):
+                # nccl-tests writes a time it has not got as the string "nan": no value, unlike a NaN number
+                if raw_time is None or isinstance(raw_time, bool) or _written_nan(raw_time):
                     raise ValueError(f"{place} time missing")
                 time_us = latency(raw_time)
                 wrong = _json_float(values.get("nwrong"))
@@ -81,8 +82,8 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
             if not row.places:
                 raise ValueError("neither out_of_place nor in_place values")
             run.rows.append(row)
-        except RefusedRow as exc:
-            warnings.append(f"{path}: results[{index}] refused ({exc})")
+        except RefusedRow as exc:  # an edited or corrupt log: none of its numbers can be trusted
+            raise UsageError(f"{path}: results[{index}]: {exc}, which no measurement gives") from None
         except (KeyError, TypeError, ValueError) as exc:
             warnings.append(f"{path}: results[{index}] unreadable ({exc})")
     if not run.rows:
@@ -98,3 +99,8 @@ def _json_float(value) -> float | None:
         return optional_float(value)
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def _written_nan(value) -> bool:
+    """nccl-tests' own spelling of a missing value: the string "nan" (a NaN number is an edited file)."""
+    return isinstance(value, str) and value.strip().lower() in ("nan", "-nan")

@@ -195,8 +195,8 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
                 continue
             try:
                 row = _parse_row(body, number, columns)
-            except RefusedRow as exc:
-                warnings.append(f"{path}:{number}: row refused ({exc}): {body[:80]}")
+            except RefusedRow as exc:  # an edited or corrupt log: none of its numbers can be trusted
+                raise UsageError(f"{path}:{number}: {exc}, which no measurement gives") from None
             except ValueError as exc:
                 warnings.append(f"{path}:{number}: unreadable table line ({exc}): {body[:80]}")
             else:

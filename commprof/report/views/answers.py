@@ -1,8 +1,8 @@
-"""The report's first screen: what to set, how much faster the verify step gets and whether speculative decoding
-pays, each answer built from the points of table 1 (choices.choices_per_tokens).
+"""The report's first screen: what to set, each answer built from the points of table 1
+(choices.choices_per_tokens); with how much faster the verify step gets and whether speculative decoding pays
+(views/verify_answers.py), the first screen's answers.
 
-"How much faster is my verify step?" comes first: verify-step latency (compute + communication) and tokens/s at
-the user's accept lengths, before -> after. "What do I set?" has three parts, each judged by the run's evidence
+"What do I set?" has three parts, each judged by the run's evidence
 (beyond noise when measured, beyond the model's expected error when simulated):
 (a) the environment to export: the fastest setting of the baseline's implementation (NCCL) over every T if it
     beats the baseline, else keep the baseline; with its effect per T and the one file to apply;
@@ -16,37 +16,23 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from commprof.report.engine_hints import engine_hints, implementation_settings, untested_reason
 from commprof.report.exports import ApplyPlan
-from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct
-from commprof.report.projection import accept_verdict, tps_column
+from commprof.report.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, tokens_text
 from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.run_analysis import RunAnalysis
+from commprof.report.views.verify_answers import faster_answer, spec_answer
 from commprof.report.words import (
-    break_even_text,
-    compute_text,
-    draft_text,
     export_line,
     how_to_firm_up,
     keep_text,
     not_a_result_notes,
-    spec_label,
+    only_baseline,
     tuned_name,
     verdict_sentence,
 )
 
 MAX_REASON_CHARS = 160
-
-
-def _tokens_text(tokens) -> str:
-    return ", ".join(str(int(t)) for t in tokens)
-
-
-def _range_pct(values: pd.Series) -> str:
-    low, high = float(values.min()), float(values.max())
-    return f"{high:.0f} %" if abs(high - low) < 0.5 else f"{low:.0f}–{high:.0f} %"
 
 
 def _reason(message: Any) -> str:
@@ -73,7 +59,9 @@ def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
         out["lines"].append(f"No single {name} setting passed at every T; see table 1.")
     elif rec.keeps_baseline:
         out["lines"].append(keep_text(run))
-        if rec.fastest["point_id"] == run.baseline:
+        if only_baseline(run):
+            out["notes"].append(only_baseline(run).capitalize() + ".")
+        elif rec.fastest["point_id"] == run.baseline:
             out["notes"].append(f"No other setting was faster than the baseline ({run.evidence.label}).")
         elif rec.withheld and rec.beyond_uncertainty:
             out["notes"].append(f"{rec.fastest['point_id']} was faster {evidence.beyond}, but {rec.withheld}.")
@@ -186,11 +174,11 @@ def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
         verb = "is predicted to beat" if run.evidence.simulated else "beats"
         line = (
             f"{impl} {verb} {reference} {run.evidence.beyond} at T = {sizes} per all-reduce: "
-            f"{_range_pct(group['saved_pct'])} less communication per step."
+            f"{range_pct(group['saved_pct'])} less communication per step."
         )
         rest = sorted(set(int(t) for t in alt["tokens"]) - set(int(t) for t in group["tokens"]))
         if rest:
-            line += f" Not at T = {_tokens_text(rest)}: keep {name} for those sizes."
+            line += f" Not at T = {tokens_text(rest)}: keep {name} for those sizes."
         out["lines"].append(line)
     for impl in sorted(set(won["impl"])):
         if run.evidence.simulated:
@@ -230,7 +218,7 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
     if fusion["reference_us"].isna().any():
         missing = fusion[fusion["reference_us"].isna()]
         out["lines"].append(
-            f"No {UNFUSED_REFERENCE_IMPL} reference ran at T = {_tokens_text(missing['tokens'])}: "
+            f"No {UNFUSED_REFERENCE_IMPL} reference ran at T = {tokens_text(missing['tokens'])}: "
             f'add impl = "{UNFUSED_REFERENCE_IMPL}" to the sweep to compare there.'
         )
     verdicts = (
@@ -243,7 +231,7 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
             saved = rows["saved_pct"].abs()
             out["lines"].append(
                 f"{rows['impl'].iloc[0]} {verb} {UNFUSED_REFERENCE_IMPL} {run.evidence.beyond} at "
-                f"T = {_tokens_text(rows['tokens'])}: {_range_pct(saved)} "
+                f"T = {tokens_text(rows['tokens'])}: {range_pct(saved)} "
                 f"{'less' if verb == 'beats' else 'more'} time per step."
             )
     within = fusion[
@@ -251,195 +239,13 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
     ]
     if not within.empty:
         out["lines"].append(
-            f"{run.evidence.within.capitalize()} of {UNFUSED_REFERENCE_IMPL} at T = {_tokens_text(within['tokens'])}."
+            f"{run.evidence.within.capitalize()} of {UNFUSED_REFERENCE_IMPL} at T = {tokens_text(within['tokens'])}."
         )
     fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any())
     for hint in engine_hints(fusion, fused_measured, None, run.evidence):
         out["engine"].append(
             {"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": hint.untested}
         )
-    return out
-
-
-def faster_answer(run: RunAnalysis) -> dict[str, Any]:
-    """Per verify T: verify-step latency (compute + communication) and tokens/s at the user's accept lengths,
-    before (the baseline) -> after (what the recommendation applies); "no change" when it keeps the baseline.
-    Communication alone, and the fastest point of any implementation, come second."""
-    out: dict[str, Any] = {"rows": [], "verdict": "", "noise": False, "more": "", "note": "", "accepts": []}
-    parts = run.breakdown
-    if parts.empty:
-        return out
-    rec = run.recommendation
-    after = "recommended" if rec is not None and rec.recommends and (parts["setting"] == "recommended").any() else None
-    verify_tokens = sorted(int(t) for t in parts["tokens"].unique() if t > 1) or sorted(
-        int(t) for t in parts["tokens"].unique()
-    )
-    by = parts.set_index(["setting", "tokens"])
-    spec = run.projection.set_index(["setting", "tokens"]) if not run.projection.empty else None
-    accepts = list(run.options.accepts)
-    out["accepts"] = [f"{a:g}" for a in accepts]
-    gains = []
-    for tokens in verify_tokens:
-        if ("baseline", tokens) not in by.index:
-            continue
-        before = by.loc[("baseline", tokens)]
-        now = by.loc[(after, tokens)] if after and (after, tokens) in by.index else before
-        change = 100.0 * (before["verify_ms"] - now["verify_ms"]) / before["verify_ms"] if after else 0.0
-        if after:
-            gains.append(change)
-        cells = []
-        for accept in accepts:
-            column = tps_column(accept)
-            was = (
-                spec.loc[("baseline", tokens), column]
-                if spec is not None and ("baseline", tokens) in spec.index
-                else None
-            )
-            key = (after or "baseline", tokens)
-            becomes = spec.loc[key, column] if spec is not None and key in spec.index else None
-            cells.append(
-                "n/a (accept > T)"
-                if accept > tokens
-                else "—"
-                if not finite(was)
-                else f"{fmt_num(was, 0)} → {fmt_num(becomes, 0)}"
-                if after and finite(becomes)
-                else f"{fmt_num(was, 0)} (no change)"
-            )
-        out["rows"].append(
-            {
-                "tokens": tokens,
-                "before": fmt_ms_value(before["verify_ms"]),
-                "after": fmt_ms_value(now["verify_ms"]) if after else "no change",
-                "change": fmt_pct(change) if after else "—",
-                "comm": f"{fmt_ms_value(before['comm_ms'])} → {fmt_ms_value(now['comm_ms'])}"
-                if after
-                else fmt_ms_value(before["comm_ms"]),
-                "tps": cells,
-            }
-        )
-    compute = compute_text(run)
-    if gains:
-        out["verdict"] = f"{_range_pct(pd.Series(gains))} faster verify step with (a)"
-        if not run.options.compute.given:
-            out["verdict"] += " (communication only)"
-    elif out["rows"]:
-        out["verdict"] = f"No change: nothing beat the baseline {run.evidence.beyond}"
-        out["noise"] = True
-        if rec is not None and rec.withheld:
-            out["verdict"] = "No change recommended: the run is incomplete"
-    latency = (
-        f"{compute} + {run.mode}-mode communication"
-        if run.options.compute.given
-        else f"{run.mode}-mode communication only (compute not given: --compute-ms)"
-    )
-    out["note"] = (
-        f"Verify latency = {latency} ({run.evidence.label}); tokens/s = accept / ({draft_text(run)} + verify "
-        "latency), before → after."
-    )
-    alternative = (
-        [
-            r
-            for r in run.choices.itertuples()
-            if "fastest" in r.roles and r.impl not in set(run.baseline_family) and r.beyond_uncertainty is True
-        ]
-        if not run.choices.empty
-        else []
-    )
-    if alternative:
-        out["more"] = (
-            "Another implementation (b) is faster still: "
-            + ", ".join(
-                f"{r.impl} at T = {int(r.tokens)} ({fmt_pct(r.saved_pct)} less communication)" for r in alternative
-            )
-            + "; it needs the engine to run it (see (b))."
-        )
-    return out
-
-
-def spec_answer(run: RunAnalysis) -> dict[str, Any]:
-    """Break-even accept length and tokens/s per verify T with the settings (a) exports; without compute times
-    a communication-only bound, said first and greyed."""
-    bound = not run.options.compute.given
-    out: dict[str, Any] = {
-        "bound": bound,
-        "rows": [],
-        "verdict": "",
-        "plain": "",
-        "setting": "",
-        "note": "",
-        "fastest": "",
-        "caveat": "",
-        "noise": False,
-    }
-    if bound:
-        out["caveat"] = (
-            "Communication only: compute time not given (--compute-ms, or compute_ms in the sweep "
-            "file's [report]). These tokens/s leave the model's compute out: upper bounds, not "
-            "throughput."
-        )
-    if run.projection.empty:
-        out["note"] = (
-            "Not answerable from this run: a T = 1 step (plain decode) and at least one verify T are both needed."
-        )
-        return out
-    setting = "recommended" if (run.projection["setting"] == "recommended").any() else "baseline"
-    out["setting"] = (
-        "with (a), the settings to export"
-        if setting == "recommended"
-        else f"with the baseline's settings (kept: nothing beat them {run.evidence.beyond})"
-        if run.recommendation is not None and run.recommendation.keeps_baseline
-        else "with the baseline's settings"
-    )
-    chosen = run.projection[run.projection["setting"] == setting]
-    for r in chosen.itertuples():
-        cells = []
-        for accept in run.options.accepts:
-            value = getattr(r, tps_column(accept))
-            cells.append(
-                {
-                    "text": fmt_num(value, 0) if finite(value) else "n/a",
-                    "verdict": accept_verdict(
-                        run.evidence, r.draft_ms, r.verify_ms, r.verify_p90_ms, r.decode_ms, accept
-                    )
-                    if finite(value)
-                    else "within",
-                }
-            )
-        out["rows"].append(
-            {
-                "tokens": int(r.tokens),
-                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty)),
-                "cells": cells,
-            }
-        )
-    plain = chosen["plain_tokens_per_s"]
-    out["plain"] = fmt_num(plain.iloc[0], 0) if not plain.empty else "—"
-    decided = chosen[~chosen["within_uncertainty"].astype(bool)] if not chosen.empty else chosen
-    if not decided.empty and decided["break_even_ratio"].notna().any():
-        anywhere = decided[decided["pays_at_any_accept"].astype(bool)]
-        if not anywhere.empty:
-            out["verdict"] = "Pays at any accept length at T = " + _tokens_text(anywhere["tokens"])
-        else:
-            lowest = decided.loc[decided["break_even_ratio"].idxmin()]
-            out["verdict"] = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
-    elif not chosen.empty:
-        out["noise"] = True
-        out["verdict"] = (
-            f"No change: the verify step is {run.evidence.within} of the decode step (break-even about 1) at "
-            f"T = {_tokens_text(chosen['tokens'])}"
-        )
-    fastest = run.projection[run.projection["setting"] == "best"]
-    best = fastest.set_index("tokens")["break_even_ratio"].map(break_even_text)
-    ours = chosen.set_index("tokens")["break_even_ratio"].map(break_even_text)
-    if not best.empty and not ours.reindex(best.index).equals(best):
-        out["fastest"] = (
-            "With the fastest point at each T (table 1, other implementations included): plain "
-            f"decode {fmt_num(fastest['plain_tokens_per_s'].iloc[0], 0)} tok/s, break-even "
-            + ", ".join(f"T = {int(t)}: {v}" for t, v in best.items())
-            + "."
-        )
-    out["note"] = draft_text(run).capitalize() + "." if bound else spec_label(run)
     return out
 
 

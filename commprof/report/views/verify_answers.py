@@ -1,0 +1,200 @@
+"""The first screen's questions about the verify step: how much faster it gets (verify-step latency, compute +
+communication, and tokens/s at the user's accept lengths, before -> after; communication alone second) and whether
+speculative decoding pays (break-even accept length, tokens/s cells judged against the evidence: grey where not
+told apart from plain decode). Pure: a RunAnalysis in, formatted strings and dicts for the template out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from commprof.report.formatting import finite, fmt_ms_value, fmt_num, fmt_pct, range_pct, tokens_text
+from commprof.report.projection import accept_verdict, tps_column
+from commprof.report.run_analysis import RunAnalysis
+from commprof.report.words import break_even_text, compute_text, draft_text, only_baseline, spec_label
+
+
+def faster_answer(run: RunAnalysis) -> dict[str, Any]:
+    """Per verify T: verify-step latency (compute + communication) and tokens/s at the user's accept lengths,
+    before (the baseline) -> after (what the recommendation applies); "no change" when it keeps the baseline.
+    Communication alone, and the fastest point of any implementation, come second."""
+    out: dict[str, Any] = {"rows": [], "verdict": "", "noise": False, "more": "", "note": "", "accepts": []}
+    parts = run.breakdown
+    if parts.empty:
+        return out
+    rec = run.recommendation
+    after = "recommended" if rec is not None and rec.recommends and (parts["setting"] == "recommended").any() else None
+    verify_tokens = sorted(int(t) for t in parts["tokens"].unique() if t > 1) or sorted(
+        int(t) for t in parts["tokens"].unique()
+    )
+    by = parts.set_index(["setting", "tokens"])
+    spec = run.projection.set_index(["setting", "tokens"]) if not run.projection.empty else None
+    accepts = list(run.options.accepts)
+    out["accepts"] = [f"{a:g}" for a in accepts]
+    gains = []
+    for tokens in verify_tokens:
+        if ("baseline", tokens) not in by.index:
+            continue
+        before = by.loc[("baseline", tokens)]
+        now = by.loc[(after, tokens)] if after and (after, tokens) in by.index else before
+        change = 100.0 * (before["verify_ms"] - now["verify_ms"]) / before["verify_ms"] if after else 0.0
+        if after:
+            gains.append(change)
+        cells = []
+        for accept in accepts:
+            column = tps_column(accept)
+            was = (
+                spec.loc[("baseline", tokens), column]
+                if spec is not None and ("baseline", tokens) in spec.index
+                else None
+            )
+            key = (after or "baseline", tokens)
+            becomes = spec.loc[key, column] if spec is not None and key in spec.index else None
+            cells.append(
+                "n/a (accept > T)"
+                if accept > tokens
+                else "—"
+                if not finite(was)
+                else f"{fmt_num(was, 0)} → {fmt_num(becomes, 0)}"
+                if after and finite(becomes)
+                else f"{fmt_num(was, 0)} (no change)"
+            )
+        out["rows"].append(
+            {
+                "tokens": tokens,
+                "before": fmt_ms_value(before["verify_ms"]),
+                "after": fmt_ms_value(now["verify_ms"]) if after else "no change",
+                "change": fmt_pct(change) if after else "—",
+                "comm": f"{fmt_ms_value(before['comm_ms'])} → {fmt_ms_value(now['comm_ms'])}"
+                if after
+                else fmt_ms_value(before["comm_ms"]),
+                "tps": cells,
+            }
+        )
+    compute = compute_text(run)
+    if gains:
+        out["verdict"] = f"{range_pct(pd.Series(gains))} faster verify step with (a)"
+        if not run.options.compute.given:
+            out["verdict"] += " (communication only)"
+    elif out["rows"]:
+        alone = only_baseline(run)
+        out["verdict"] = (
+            f"No change: {alone}" if alone else f"No change: nothing beat the baseline {run.evidence.beyond}"
+        )
+        out["noise"] = True
+        if rec is not None and rec.withheld:
+            out["verdict"] = "No change recommended: the run is incomplete"
+    latency = (
+        f"{compute} + {run.mode}-mode communication"
+        if run.options.compute.given
+        else f"{run.mode}-mode communication only (compute not given: --compute-ms)"
+    )
+    out["note"] = (
+        f"Verify latency = {latency} ({run.evidence.label}); tokens/s = accept / ({draft_text(run)} + verify "
+        "latency), before → after."
+    )
+    alternative = (
+        [
+            r
+            for r in run.choices.itertuples()
+            if "fastest" in r.roles and r.impl not in set(run.baseline_family) and r.beyond_uncertainty is True
+        ]
+        if not run.choices.empty
+        else []
+    )
+    if alternative:
+        out["more"] = (
+            "Another implementation (b) is faster still: "
+            + ", ".join(
+                f"{r.impl} at T = {int(r.tokens)} ({fmt_pct(r.saved_pct)} less communication)" for r in alternative
+            )
+            + "; it needs the engine to run it (see (b))."
+        )
+    return out
+
+
+def spec_answer(run: RunAnalysis) -> dict[str, Any]:
+    """Break-even accept length and tokens/s per verify T with the settings (a) exports; without compute times
+    a communication-only bound, said first and greyed."""
+    bound = not run.options.compute.given
+    out: dict[str, Any] = {
+        "bound": bound,
+        "rows": [],
+        "verdict": "",
+        "plain": "",
+        "setting": "",
+        "note": "",
+        "fastest": "",
+        "caveat": "",
+        "noise": False,
+    }
+    if bound:
+        out["caveat"] = (
+            "Communication only: compute time not given (--compute-ms, or compute_ms in the sweep "
+            "file's [report]). These tokens/s leave the model's compute out: upper bounds, not "
+            "throughput."
+        )
+    if run.projection.empty:
+        out["note"] = (
+            "Not answerable from this run: a T = 1 step (plain decode) and at least one verify T are both needed."
+        )
+        return out
+    setting = "recommended" if (run.projection["setting"] == "recommended").any() else "baseline"
+    out["setting"] = (
+        "with (a), the settings to export"
+        if setting == "recommended"
+        else f"with the baseline's settings (kept: nothing beat them {run.evidence.beyond})"
+        if run.recommendation is not None and run.recommendation.keeps_baseline
+        else "with the baseline's settings"
+    )
+    chosen = run.projection[run.projection["setting"] == setting]
+    for r in chosen.itertuples():
+        cells = []
+        for accept in run.options.accepts:
+            value = getattr(r, tps_column(accept))
+            cells.append(
+                {
+                    "text": fmt_num(value, 0) if finite(value) else "n/a",
+                    "verdict": accept_verdict(
+                        run.evidence, r.draft_ms, r.verify_ms, r.verify_p90_ms, r.decode_ms, accept
+                    )
+                    if finite(value)
+                    else "within",
+                }
+            )
+        out["rows"].append(
+            {
+                "tokens": int(r.tokens),
+                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty)),
+                "cells": cells,
+            }
+        )
+    plain = chosen["plain_tokens_per_s"]
+    out["plain"] = fmt_num(plain.iloc[0], 0) if not plain.empty else "—"
+    decided = chosen[~chosen["within_uncertainty"].astype(bool)] if not chosen.empty else chosen
+    if not decided.empty and decided["break_even_ratio"].notna().any():
+        anywhere = decided[decided["pays_at_any_accept"].astype(bool)]
+        if not anywhere.empty:
+            out["verdict"] = "Pays at any accept length at T = " + tokens_text(anywhere["tokens"])
+        else:
+            lowest = decided.loc[decided["break_even_ratio"].idxmin()]
+            out["verdict"] = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
+    elif not chosen.empty:
+        out["noise"] = True
+        out["verdict"] = (
+            f"No change: the verify step is {run.evidence.within} of the decode step (break-even about 1) at "
+            f"T = {tokens_text(chosen['tokens'])}"
+        )
+    fastest = run.projection[run.projection["setting"] == "best"]
+    best = fastest.set_index("tokens")["break_even_ratio"].map(break_even_text)
+    ours = chosen.set_index("tokens")["break_even_ratio"].map(break_even_text)
+    if not best.empty and not ours.reindex(best.index).equals(best):
+        out["fastest"] = (
+            "With the fastest point at each T (table 1, other implementations included): plain "
+            f"decode {fmt_num(fastest['plain_tokens_per_s'].iloc[0], 0)} tok/s, break-even "
+            + ", ".join(f"T = {int(t)}: {v}" for t, v in best.items())
+            + "."
+        )
+    out["note"] = draft_text(run).capitalize() + "." if bound else spec_label(run)
+    return out

@@ -1,0 +1,91 @@
+"""Reading the files a user names (model configs, sweep files, calibrations, topologies, logs, run folders).
+
+Regular files only, at most a bounded size, and every failure one UsageError naming the file: a FIFO given as a
+config would block forever, /dev/zero would fill memory, a 5000-digit number or JSON nested 100,000 deep would
+raise from deep inside the parser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+from commprof.errors import UsageError
+
+CONFIG_BYTES = 16 << 20  # a config.json, a sweep file, a calibration, a topology, meta.json
+LOG_BYTES = 512 << 20  # an nccl-tests or NCCL_DEBUG log, a bundle file
+RESULTS_BYTES = 4 << 30  # a results.jsonl
+
+
+def read_text(path: Path | str, what: str, limit: int = CONFIG_BYTES, errors: str = "strict") -> str:
+    """The UTF-8 text of a regular file of at most `limit` bytes; UsageError "<what> <path>: <why>" otherwise."""
+    data = read_bytes(path, what, limit)
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_bytes(path: Path | str, what: str, limit: int = CONFIG_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; UsageError "<what> <path>: <why>" otherwise."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO for reading blocks without O_NONBLOCK
+    except FileNotFoundError:
+        raise UsageError(f"{what} not found: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{what} {path}: not a regular file")
+        if info.st_size > limit:
+            raise UsageError(f"{what} {path}: {info.st_size} bytes, more than the {limit} a {what} may have")
+        try:
+            data = handle.read(limit + 1)
+        except OSError as exc:
+            raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:  # grew while being read
+        raise UsageError(f"{what} {path}: more than the {limit} bytes a {what} may have")
+    return data
+
+
+def parse_json(text: str, where: str) -> Any:
+    """JSON from `text`; UsageError "<where>: ..." for bad syntax, numbers beyond Python's digit limit or nesting
+    beyond its recursion limit."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{where}: not usable JSON ({first_line(exc)})") from None
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """TOML from `text`; UsageError "<where>: ..." for bad syntax, numbers beyond Python's digit limit or nesting
+    beyond its recursion limit."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{where}: not valid TOML ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"{where}: not usable TOML ({first_line(exc)})") from None
+
+
+def read_json(path: Path | str, what: str, limit: int = CONFIG_BYTES) -> Any:
+    """read_text then parse_json."""
+    return parse_json(read_text(path, what, limit), f"{what} {path}")
+
+
+def first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:300] if lines else type(exc).__name__
