@@ -88,28 +88,33 @@ def test_calibration_toml_round_trip_and_errors(tmp_path):
     )
     text = params_to_toml(params, "a header")
     assert text.startswith("# a header\n")
-    back = params_from_toml(text, "model.toml")
+    back = params_from_toml(text, "calibration.toml")
     assert (back.overhead_us, back.channel_bw_gbps, back.hop_us, back.nccl_bw_gbps) == (3.5, 7.25, params.hop_us, 12.0)
-    assert back.fit["protocols"] == ["LL", "Simple"] and back.source == "model.toml"
+    assert back.fit["protocols"] == ["LL", "Simple"] and back.source == "calibration.toml"
+    assert "\n[costmodel]\n" in text and "\n[model]\n" not in text
+    legacy = text.replace("[costmodel]", "[model]").replace("[costmodel.hop_us]", "[model.hop_us]")
+    assert params_from_toml(legacy, "old.toml").hop_us == params.hop_us  # written before the table's rename
     with pytest.raises(
-        UsageError, match=r"model.toml: model.channel_bw_gbps: 0 is out of range .allowed: a number >= 0.001"
+        UsageError, match=r"calibration.toml: costmodel.channel_bw_gbps: 0 is out of range .allowed: a number >= 0.001"
     ):
-        params_from_toml(text.replace("channel_bw_gbps = 7.25", "channel_bw_gbps = 0"), "model.toml")
+        params_from_toml(text.replace("channel_bw_gbps = 7.25", "channel_bw_gbps = 0"), "calibration.toml")
     # What a calibration may say is bounded: a negative overhead would predict negative steps.
     for edit, match in (
         (
             "overhead_us = -20.0",
-            r"model.overhead_us: -20.0 is out of range .allowed: a number >= 0 and <= 10000",
+            r"costmodel.overhead_us: -20.0 is out of range .allowed: a number >= 0 and <= 10000",
         ),
-        ("overhead_us = nan", r"model.overhead_us: nan is not a finite number"),
-        ("overhead_us = inf", r"model.overhead_us: inf is not a finite number"),
+        ("overhead_us = nan", r"costmodel.overhead_us: nan is not a finite number"),
+        ("overhead_us = inf", r"costmodel.overhead_us: inf is not a finite number"),
     ):
         with pytest.raises(UsageError, match=match):
-            params_from_toml(re.sub(r"overhead_us = \S+", edit, text), "model.toml")
-    with pytest.raises(UsageError, match=r"model.hop_us.LL: -1.0 is out of range .allowed: a number >= 0 and <= 1000"):
-        params_from_toml(re.sub(r"LL = \S+", "LL = -1.0", text, count=1), "model.toml")
+            params_from_toml(re.sub(r"overhead_us = \S+", edit, text), "calibration.toml")
     with pytest.raises(
-        UsageError, match=r"m.toml: model.link: 'carrier-pigeon' is not a link type .allowed: nvlink, pci"
+        UsageError, match=r"costmodel.hop_us.LL: -1.0 is out of range .allowed: a number >= 0 and <= 1000"
+    ):
+        params_from_toml(re.sub(r"LL = \S+", "LL = -1.0", text, count=1), "calibration.toml")
+    with pytest.raises(
+        UsageError, match=r"m.toml: costmodel.link: 'carrier-pigeon' is not a link type .allowed: nvlink, pci"
     ):
         params_from_toml(text.replace('link = "pci"', 'link = "carrier-pigeon"'), "m.toml")
     with pytest.raises(UsageError, match="not valid TOML"):
@@ -117,9 +122,9 @@ def test_calibration_toml_round_trip_and_errors(tmp_path):
     with pytest.raises(UsageError) as info:  # every problem at once, one line each, as sweep files report them
         params_from_toml(text.replace('arch = "', 'arch = "x').replace("LL128 = ", "LL129 = "), "m.toml")
     assert str(info.value).splitlines() == [
-        "m.toml: model.arch: 'xampere' is not a GPU generation (allowed: volta, ampere, hopper, blackwell)",
-        "m.toml: model.hop_us.LL129: unknown key (allowed: LL, LL128, Simple)",
-        "m.toml: model.hop_us.LL128: missing (allowed: a number >= 0 and <= 1000)",
+        "m.toml: costmodel.arch: 'xampere' is not a GPU generation (allowed: volta, ampere, hopper, blackwell)",
+        "m.toml: costmodel.hop_us.LL129: unknown key (allowed: LL, LL128, Simple)",
+        "m.toml: costmodel.hop_us.LL128: missing (allowed: a number >= 0 and <= 1000)",
     ]
 
 
@@ -177,7 +182,7 @@ def test_calibrate_command(tmp_path, capsys):
     assert main(["import-nccl-tests", str(LOG_8GPU), "--out", str(tmp_path)]) == 0
     (run_dir,) = tmp_path.iterdir()
     capsys.readouterr()
-    out = tmp_path / "model.toml"
+    out = tmp_path / "calibration.toml"
     assert main(["calibrate", str(run_dir), "--topology", "pcie-dual-socket-shm", "--out", str(out), "--holdout"]) == 0
     printed = capsys.readouterr().out
     assert "pass" in printed and "fit error per size band" in printed
@@ -242,10 +247,10 @@ def test_calibrate_refuses_a_run_with_negative_times_naming_file_and_line(tmp_pa
 
 
 def test_simulate_refuses_a_calibration_with_a_negative_overhead(tmp_path, capsys):
-    calibration = tmp_path / "model.toml"
+    calibration = tmp_path / "calibration.toml"
     calibration.write_text(params_to_toml(replace(pcie_prior(), overhead_us=-20.0)))
     sweep = tmp_path / "s.toml"
     sweep.write_text('[run]\nmodel = "llama-3.1-70b"\ntokens = [1]\n')
     args = ["simulate", "--topology", "pcie-4gpu", "--sweep", str(sweep), "--calibration", str(calibration)]
     assert main([*args, "--out", str(tmp_path / "runs")]) == 2
-    assert "model.overhead_us: -20.0 is out of range" in capsys.readouterr().err
+    assert "costmodel.overhead_us: -20.0 is out of range" in capsys.readouterr().err

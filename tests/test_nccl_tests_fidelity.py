@@ -40,7 +40,7 @@ def test_calibrate_fits_the_all_reduce_rows_and_says_what_it_skipped(tmp_path, c
     assert meta["versions"]["nccl"] == "2.29.7" and meta["gpus"] == [{"name": "NVIDIA H100 80GB HBM3"}] * 4
     assert meta["imported"][0]["nccl_versions"] == ["2.29.7"]
     capsys.readouterr()
-    out = tmp_path / "model.toml"
+    out = tmp_path / "calibration.toml"
     assert main(["calibrate", str(run_dir), "--topology", "nvlink-b200", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "skipped 26 record(s): broadcast (the cost model fits all_reduce, all_gather, reduce_scatter)" in printed

@@ -88,7 +88,7 @@ def test_runs_of_different_steps_are_not_compared(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "these runs replay different steps" in err and "TP 8" in err and "TP 4" in err
     html = (out / "index.html").read_text()
-    assert "Not comparable: these runs replay different steps" in html and "Measured vs model" not in html
+    assert "Not comparable: these runs replay different steps" in html and "Measured vs simulated" not in html
     assert json.loads((out / "summary.json").read_text())["costmodel_checks"] == []
 
 

@@ -462,7 +462,7 @@ def pcie8_calibrated(tmp_path_factory):
     log = Path(__file__).resolve().parent / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"
     assert main(["import-nccl-tests", str(log), "--out", str(root / "imported")]) == 0
     (imported,) = (root / "imported").iterdir()
-    model = root / "model.toml"
+    model = root / "calibration.toml"
     assert main(["calibrate", str(imported), "--topology", "pcie-dual-socket-shm", "--out", str(model)]) == 0
     sim = ["simulate", "--topology", "pcie-dual-socket-shm", "--sweep", str(PCIE8_SWEEP), "--out", str(root / "sim")]
     assert main([*sim, "--calibration", str(model)]) == 0
@@ -518,7 +518,7 @@ def test_shared_gpus_is_a_functional_check_not_a_result(tmp_path):
     assert json.loads((tmp_path / "plain" / "summary.json").read_text())["runs"][0]["shared_gpus"] is False
 
 
-# ------------------------------------------------------------------------------------- measured vs model
+# ------------------------------------------------------------------------------------- measured vs simulated
 
 SMALL_SWEEP = """
 name = "mvm"
@@ -567,7 +567,7 @@ def test_measured_vs_model_plot_and_ratios(measured_and_model, tmp_path):
     out = tmp_path / "out"
     assert main(["report", str(box), str(sim), "--out", str(out)]) == 0
     html = (out / "index.html").read_text()
-    checks = section(html, "<h2>Measured vs model</h2>", '<article class="run"')
+    checks = section(html, "<h2>Measured vs simulated</h2>", '<article class="run"')
     assert "box-run (measured on nccl) vs sim-run (simulated, calibration nccl-prior)" in checks
     assert "x: measured on nccl: box-run (median graph-mode step time, ms)" in checks
     assert "y: simulated: sim-run, calibration nccl-prior (median graph-mode step time, ms)" in checks
@@ -586,7 +586,7 @@ def test_measured_vs_model_plot_and_ratios(measured_and_model, tmp_path):
     )
     assert check["pairs"] == 8 and check["within_band_pct"] == 100.0 and check["calibration"] == "nccl-prior"
     assert main(["report", str(box), "--out", str(tmp_path / "alone")]) == 0
-    assert "Measured vs model" not in (tmp_path / "alone" / "index.html").read_text()
+    assert "Measured vs simulated" not in (tmp_path / "alone" / "index.html").read_text()
 
 
 def test_one_run_folder_holding_both_sources(measured_and_model, tmp_path):
@@ -617,7 +617,7 @@ def test_collectives_measured_vs_model(tmp_path):
     pred = write_run(tmp_path, "pred", records=predicted, meta=make_meta("pred", with_topology=False))
     out = tmp_path / "out"
     assert main(["report", str(logs), str(pred), "--out", str(out)]) == 0
-    checks = section((out / "index.html").read_text(), "<h2>Measured vs model</h2>", '<article class="run"')
+    checks = section((out / "index.html").read_text(), "<h2>Measured vs simulated</h2>", '<article class="run"')
     assert "x: imported from nccl-tests logs: logs (median time per op, µs)" in checks
     assert "calibration fitted.toml" in checks and checks.count("<svg") == 1
     assert checks.count(">1.20</td>") == 3  # 4 ranks has no prediction: not paired

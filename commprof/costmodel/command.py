@@ -201,7 +201,7 @@ def _gpu_generation(run_dirs: tuple[Path, ...], topology) -> tuple[str, str | No
     "--out",
     "out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the fitted parameters here (model.toml).",
+    help="Write the fitted parameters here (calibration.toml).",
 )
 @click.option(
     "--holdout", is_flag=True, help="Accuracy test: per log, fit every other size in 8 KB-1 MB and predict the rest."
@@ -209,7 +209,7 @@ def _gpu_generation(run_dirs: tuple[Path, ...], topology) -> tuple[str, str | No
 def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, holdout: bool) -> None:
     """Fit the cost model (overhead, per-hop latency, per-channel bandwidth) to measured or imported records."""
     if out is None and not holdout:
-        raise UsageError("calibrate needs --out model.toml (or --holdout for the accuracy test)")
+        raise UsageError("calibrate needs --out calibration.toml (or --holdout for the accuracy test)")
     topology = load_topology(topology_name)
     link = link_for(topology, {})
     arch, arch_note = _gpu_generation(run_dirs, topology)
@@ -344,7 +344,7 @@ def _print_holdout(console: Console, results: list) -> None:
     "--calibration",
     "calibration_file",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="model.toml from `commprof calibrate` (default: NCCL's uncalibrated model).",
+    help="calibration.toml from `commprof calibrate` (default: NCCL's uncalibrated model).",
 )
 @click.option(
     "--max-points",

@@ -371,7 +371,7 @@ def predict(
     return chosen
 
 
-# ---- model.toml: a calibration as a small, hand-readable TOML file ----
+# ---- calibration.toml: a calibration as a small, hand-readable TOML file ----
 
 
 def _toml_value(value) -> str:
@@ -408,7 +408,7 @@ def dumps_toml(tables: dict[str, dict]) -> str:
 def params_to_toml(params: CostParams, header: str = "") -> str:
     body = dumps_toml(
         {
-            "model": {
+            COSTMODEL_TABLE: {
                 "link": params.link,
                 "arch": params.arch,
                 "channels": params.channels,
@@ -426,8 +426,11 @@ def params_to_toml(params: CostParams, header: str = "") -> str:
     return comment + body
 
 
-CALIBRATION_KEYS = ("model", "fit")
-MODEL_KEYS = (
+# The table of the cost model's parameters; files written before it was named for the cost model say [model].
+COSTMODEL_TABLE = "costmodel"
+LEGACY_COSTMODEL_TABLE = "model"
+CALIBRATION_KEYS = (COSTMODEL_TABLE, LEGACY_COSTMODEL_TABLE, "fit")
+COSTMODEL_KEYS = (
     "link",
     "arch",
     "channels",
@@ -477,25 +480,26 @@ def params_from_toml(text: str, path: str) -> CostParams:
 
     def bounded(value: Any, key: str) -> float | None:
         low, high = PARAM_BOUNDS[key.split(".")[0]]
-        return problems.number(value, f"model.{key}", low, maximum=high)
+        return problems.number(value, f"{table}.{key}", low, maximum=high)
 
     def bounded_integer(value: Any, key: str) -> int | None:
         low, high = PARAM_BOUNDS[key]
-        return problems.integer(value, f"model.{key}", int(low), int(high))
+        return problems.integer(value, f"{table}.{key}", int(low), int(high))
 
     problems.unknown_keys(data, CALIBRATION_KEYS, "")
-    model = problems.table(data.get("model", MISSING), "model")
-    problems.unknown_keys(model, MODEL_KEYS, "model")
-    link = problems.choice(model.get("link", MISSING), "model.link", LINKS, "a link type")
-    arch = problems.choice(model.get("arch", MISSING), "model.arch", ARCHS, "a GPU generation")
+    table = COSTMODEL_TABLE if COSTMODEL_TABLE in data or LEGACY_COSTMODEL_TABLE not in data else LEGACY_COSTMODEL_TABLE
+    model = problems.table(data.get(table, MISSING), table)
+    problems.unknown_keys(model, COSTMODEL_KEYS, table)
+    link = problems.choice(model.get("link", MISSING), f"{table}.link", LINKS, "a link type")
+    arch = problems.choice(model.get("arch", MISSING), f"{table}.arch", ARCHS, "a GPU generation")
     channels = bounded_integer(model.get("channels", MISSING), "channels")
     nvls_channels = bounded_integer(model.get("nvls_channels", 0), "nvls_channels")
     bandwidth = bounded(model.get("channel_bw_gbps", MISSING), "channel_bw_gbps")
     nccl_bw = model.get("nccl_bw_gbps")
     nccl_bw = None if nccl_bw is None else bounded(nccl_bw, "nccl_bw_gbps")
     overhead = bounded(model.get("overhead_us", MISSING), "overhead_us")
-    hop = problems.table(model.get("hop_us", MISSING), "model.hop_us")
-    problems.unknown_keys(hop, PROTOS, "model.hop_us")
+    hop = problems.table(model.get("hop_us", MISSING), f"{table}.hop_us")
+    problems.unknown_keys(hop, PROTOS, f"{table}.hop_us")
     hop_us = {proto: bounded(hop.get(proto, MISSING), f"hop_us.{proto}") for proto in PROTOS}
     problems.raise_if_any()
     return CostParams(

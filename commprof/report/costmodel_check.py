@@ -47,7 +47,7 @@ def step_comparison(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataF
 
 def collective_comparison(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
     """Single collectives of the same settings, kind, size and rank count in both frames (nccl-tests imports or
-    measured ops vs model predictions): median time over the rows of each (in / out of place, repeats), µs."""
+    measured ops vs the cost model's predictions): median time over the rows of each (in / out of place, repeats), µs."""
     keys = ["settings", "collective", "bytes", "world_size"]
     sides = []
     for frame in (measured, simulated):

@@ -14,8 +14,8 @@ from commprof.report.run_analysis import RunAnalysis
 # How to get a calibration for the uncalibrated model: one nccl-tests run on the user's own box.
 CALIBRATE_HOWTO = (
     "all_reduce_perf -b 8K -e 1G -f 2 -g 1 on every GPU of your box (mpirun -np <GPUs>, nccl-tests), then "
-    "commprof import-nccl-tests <log> and commprof calibrate runs/<import> --out model.toml, and simulate again "
-    "with --calibration model.toml"
+    "commprof import-nccl-tests <log> and commprof calibrate runs/<import> --out calibration.toml, and simulate again "
+    "with --calibration calibration.toml"
 )
 
 
