@@ -1,6 +1,5 @@
 """All-reduce implementations: the registry, plug-in loading, options and every gating rule, on fabricated facts."""
 
-import re
 from dataclasses import replace
 
 import pytest
@@ -67,8 +66,8 @@ def test_the_registry_reads_each_builtins_facts_and_leaves_plug_ins_unimported()
     assert [n for n in registry.known_names() if registry.fuses_rmsnorm(n)] == ["nccl+rmsnorm", "flashinfer-fused"]
     assert [n for n in registry.known_names() if registry.runs_on_nccl(n)] == ["default", "nccl", "nccl+rmsnorm"]
     assert registry.unfused_reference() == "nccl+rmsnorm"
-    assert registry.option_kinds("symm-mem") == {"variant": ("one_shot", "two_shot")}
-    assert registry.required_options("flashinfer-fused") == ("use_oneshot",)
+    assert registry.option_kinds("symm-mem") == {"variant": ("auto", "one_shot", "two_shot")}
+    assert registry.required_options("flashinfer-fused") == () and registry.required_options("symm-mem") == ()
     assert registry.option_kinds("default") == {} and registry.option_kinds("no_such_pkg.kernels:Fast") is None
     assert not registry.fuses_rmsnorm("no_such_pkg.kernels:Fast") and registry.builtin("gloo", "gloo").name == "gloo"
 
@@ -126,16 +125,20 @@ def test_the_faulty_fixtures_and_a_fused_only_class_are_accepted():
 # --- options --------------------------------------------------------------------------------------------------
 
 
-def test_flashinfer_fused_needs_use_oneshot_spelled_out():
+def test_flashinfer_fused_alone_picks_one_shot_or_two_shot_by_size():
     cls = load_impl("flashinfer-fused")
-    missing = "flashinfer-fused needs option 'use_oneshot' (allowed: true, false)"
-    assert not fused(options={}) and fused(options={}).reason == missing
+    assert fused(options={}) and cls({}).use_oneshot is None
     assert fused(options={"use_oneshot": "yes"}).reason == (
         "'yes' is not a value of flashinfer-fused's option 'use_oneshot' (allowed: true, false)"
     )
-    with pytest.raises(UsageError, match=re.escape(missing)):
-        cls({})
     assert cls(FUSED).use_oneshot is True and cls(TWO_SHOT).use_oneshot is False
+    assert [cls.algorithm({}, n, 8) for n in (14 << 10, 64 << 10, (64 << 10) + 1)] == [
+        "one-shot",
+        "one-shot",
+        "two-shot",
+    ]
+    assert cls.algorithm({"use_oneshot": True}, 1 << 20, 8) == "one-shot"
+    assert cls.algorithm({"use_oneshot": False}, 1024, 8) == "two-shot"
 
 
 def test_unknown_options_are_refused_by_name():
@@ -155,12 +158,14 @@ def test_pcie_tune_defaults_off_and_must_be_a_bool():
         cls({"tune": "on"})
 
 
-def test_symm_mem_variant_is_one_of_two():
+def test_symm_mem_variant_defaults_to_auto_by_size():
     cls = load_impl("symm-mem")
-    assert cls({"variant": "two_shot"}).variant == "two_shot"
-    assert symm(options={}).reason == "symm-mem needs option 'variant' (allowed: one_shot, two_shot)"
-    with pytest.raises(UsageError, match="'multimem' is not a value of symm-mem's option 'variant' .allowed: one_shot"):
+    assert cls({"variant": "two_shot"}).variant == "two_shot" and cls({}).variant == "auto"
+    assert symm(options={})
+    with pytest.raises(UsageError, match="'multimem' is not a value of symm-mem's option 'variant' .allowed: auto"):
         cls({"variant": "multimem"})
+    assert cls.algorithm({}, 14 << 10, 8) == "one-shot" and cls.algorithm({}, 1 << 20, 8) == "two-shot"
+    assert cls.algorithm({"variant": "one_shot"}, 1 << 20, 8) == "one-shot"
 
 
 def test_plug_ins_check_their_own_options():

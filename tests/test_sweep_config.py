@@ -194,12 +194,11 @@ def test_default_sweep_is_the_baseline_plus_named_implementations():
         iterations=None,
         impls=("default", "flashinfer-pcie-ipc", "flashinfer-fused", "flashinfer-fused"),
     )
-    # A built-in with a required option runs in every variant of it.
+    # A name alone runs its defaults once (the fused kind picks one-shot or two-shot by size).
     assert [(p.impl, p.options) for p in spec.points] == [
         ("default", {}),
         ("flashinfer-pcie-ipc", {}),
-        ("flashinfer-fused", {"use_oneshot": True}),
-        ("flashinfer-fused", {"use_oneshot": False}),
+        ("flashinfer-fused", {}),
     ]
     assert (spec.model, spec.tokens, spec.tp, spec.dtype, spec.iterations) == (
         "deepseek-v3",

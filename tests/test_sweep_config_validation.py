@@ -117,18 +117,13 @@ BAD = [
     (
         "[axes]\nimpl = [{ name = 'symm-mem', options = { variant = 'three_shot' } }]\n",
         "axes.impl[0].options.variant: 'three_shot' is not a value of symm-mem's option 'variant' "
-        "(allowed: one_shot, two_shot)",
+        "(allowed: auto, one_shot, two_shot)",
     ),
     (
         "[axes]\nimpl = [{ name = 'flashinfer-pcie-ipc', options = { tuned = true } }]\n",
         "axes.impl[0].options.tuned: flashinfer-pcie-ipc has no option 'tuned' (allowed: tune)",
     ),
     ("[axes]\nimpl = [{ name = 'nccl', opts = {} }]\n", "axes.impl[0].opts: unknown key (allowed: name, options)"),
-    ("[axes]\nimpl = ['symm-mem']\n", "axes.impl[0]: symm-mem needs option 'variant' (allowed: one_shot, two_shot)"),
-    (
-        "[[points]]\nimpl = 'flashinfer-fused'\n",
-        "points[0].options: flashinfer-fused needs option 'use_oneshot' (allowed: true, false)",
-    ),
     ("[[points]]\nimpl = 'gloo'\noptions = { x = 1 }\n", "points[0].options.x: gloo has no option 'x' (allowed: none)"),
     # explicit points
     ("[[points]]\nNCCL_PROTO = ['LL', 'Simple']\n", "bad.toml: points[0].NCCL_PROTO: a point takes one value per key"),

@@ -136,6 +136,12 @@ class AllReduceImpl:
         return ()
 
     @classmethod
+    def algorithm(cls, options: dict[str, Any], nbytes: int, world_size: int) -> str | None:
+        """The algorithm ("one-shot" / "two-shot") one all-reduce of `nbytes` runs with these options; None where
+        the implementation decides for itself (NCCL, FlashInfer's PCIe IPC). Read by the simulator and the floor."""
+        return None
+
+    @classmethod
     def support_tokens(cls, ctx: ImplContext, tokens: int) -> Support:
         """Per-T gating (e.g. two-shot kernels need T > world size); asked after support(ctx) passed."""
         return SUPPORTED

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from commprof.impls import algorithms
 from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
 from commprof.impls.gating import (
     first_failure,
@@ -28,6 +29,7 @@ from commprof.impls.gating import (
     two_shot_tokens,
     version_at_least,
 )
+from commprof.planner.models import DTYPE_BYTES
 
 # FlashInfer's unified allreduce_fusion API with create_allreduce_fusion_workspace(group=...) (0.6.10.post1).
 FLASHINFER_FUSED_MIN = "0.6.11"
@@ -116,19 +118,26 @@ def fused_kwargs(
 
 
 class FlashInferFusedAllReduce(AllReduceImpl):
-    """flashinfer.comm.allreduce_fusion on a backend="trtllm" workspace; options: use_oneshot (true/false)."""
+    """flashinfer.comm.allreduce_fusion on a backend="trtllm" workspace; option use_oneshot (true/false; absent:
+    by size as engines switch, never FlashInfer's own table, which was tuned on B200)."""
 
     name: ClassVar[str] = "flashinfer-fused"
     fuses_rmsnorm: ClassVar[bool] = True
     capturable: ClassVar[bool] = True
     option_kinds: ClassVar[dict[str, OptionKind] | None] = {"use_oneshot": bool}
-    # FlashInfer's own one-shot heuristic is tuned for other machines: both are measured, as separate points.
-    required_options: ClassVar[tuple[str, ...]] = ("use_oneshot",)
 
     def __init__(self, options: dict[str, Any] | None = None):
         super().__init__(options)
-        self.use_oneshot: bool = self.options["use_oneshot"]
+        self.use_oneshot: bool | None = self.options.get("use_oneshot")
         self.workspace = None
+        self._ran: set[str] = set()
+
+    @classmethod
+    def algorithm(cls, options, nbytes: int, world_size: int) -> str:
+        chosen = options.get("use_oneshot")
+        if chosen is None:
+            return algorithms.by_size(nbytes)
+        return algorithms.ONE_SHOT if chosen else algorithms.TWO_SHOT
 
     @classmethod
     def support(cls, ctx: ImplContext) -> Support:
@@ -146,7 +155,8 @@ class FlashInferFusedAllReduce(AllReduceImpl):
     @classmethod
     def support_tokens(cls, ctx: ImplContext, tokens: int) -> Support:
         """Per T: two-shot needs T > world size; one-shot must fit the Lamport buffer (else it is two-shot)."""
-        if ctx.options.get("use_oneshot") is True:
+        nbytes = tokens * ctx.hidden_size * DTYPE_BYTES.get(ctx.dtype, 2)
+        if cls.algorithm(ctx.options, nbytes, ctx.world_size) == algorithms.ONE_SHOT:
             return first_failure(one_shot_fits(ctx, tokens))
         return first_failure(two_shot_tokens(ctx, tokens, "FlashInfer"))
 
@@ -177,9 +187,15 @@ class FlashInferFusedAllReduce(AllReduceImpl):
             )
         )
 
+    def _one_shot(self, x) -> bool:
+        """This op's choice, passed to FlashInfer explicitly (its use_oneshot=None table is not for this box)."""
+        algorithm = self.algorithm(self.options, x.numel() * x.element_size(), 0)
+        self._ran.add(algorithm)
+        return algorithm == algorithms.ONE_SHOT
+
     def all_reduce(self, x):
         return self._comm.allreduce_fusion(
-            **allreduce_kwargs(x, self.workspace, self._patterns.kAllReduce, self.use_oneshot)
+            **allreduce_kwargs(x, self.workspace, self._patterns.kAllReduce, self._one_shot(x))
         )
 
     def all_reduce_rmsnorm(self, x, residual, weight, eps: float):
@@ -190,7 +206,7 @@ class FlashInferFusedAllReduce(AllReduceImpl):
                 x,
                 self.workspace,
                 self._patterns.kARResidualRMSNorm,
-                self.use_oneshot,
+                self._one_shot(x),
                 residual,
                 weight,
                 eps,
@@ -201,8 +217,15 @@ class FlashInferFusedAllReduce(AllReduceImpl):
         return norm_out, residual_out
 
     def detail(self) -> str:
-        shot = "one-shot" if self.use_oneshot else "two-shot"
-        return f"allreduce_fusion {shot} on a trtllm workspace, PDL {'on' if LAUNCH_WITH_PDL else 'off'}"
+        """What ran since the last record (one T per record), and why: the option, or the default's size rule."""
+        chosen_by = (
+            algorithms.DEFAULT_RULE if self.use_oneshot is None else f"use_oneshot = {str(self.use_oneshot).lower()}"
+        )
+        ran, self._ran = self._ran, set()
+        return (
+            f"allreduce_fusion {algorithms.ran_text(ran, chosen_by)} on a trtllm workspace, "
+            f"PDL {'on' if LAUNCH_WITH_PDL else 'off'}"
+        )
 
     def teardown(self) -> None:
         if self.workspace is not None:

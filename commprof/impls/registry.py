@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
+from typing import Any
 
 from commprof.errors import UsageError
 from commprof.impls.base import AllReduceImpl, OptionKind
@@ -66,6 +67,12 @@ def runs_on_nccl(name: str) -> bool:
     """Whether a built-in's all-reduce is NCCL's own on the NCCL backend ("default" is)."""
     cls = builtin(name)
     return cls is not None and cls.runs_on_nccl
+
+
+def algorithm(name: str, options: dict[str, Any], nbytes: int, world_size: int) -> str | None:
+    """The algorithm a built-in runs for one all-reduce of `nbytes` (None: it decides itself, or a plug-in)."""
+    cls = builtin(name)
+    return None if cls is None else cls.algorithm(options, nbytes, world_size)
 
 
 def unfused_reference() -> str:

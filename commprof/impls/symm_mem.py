@@ -10,6 +10,8 @@ What is timed per op:
   syncs, reduces every peer's copy and writes a freshly allocated output.
 - two_shot: a copy kernel into the symmetric buffer, then two_shot_all_reduce_out (reduce-scatter and
   all-gather through the buffers), which writes the sum back into the input tensor.
+- auto (the default): one of the two per op by size, as engines switch (commprof.impls.algorithms); the record's
+  impl_detail says which ran.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any, ClassVar
 
+from commprof.impls import algorithms
 from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
 from commprof.impls.gating import (
     first_failure,
@@ -32,6 +35,8 @@ from commprof.planner.models import DTYPE_BYTES
 # only; two_shot_all_reduce_out has no generic world-size fallback.
 SYMM_MEM_DTYPES = ("bfloat16", "float32")
 SYMM_MEM_VARIANT_OPS = {"one_shot": "one_shot_all_reduce_copy_out", "two_shot": "two_shot_all_reduce_out"}
+SYMM_MEM_VARIANT_ALGORITHMS = {"one_shot": algorithms.ONE_SHOT, "two_shot": algorithms.TWO_SHOT}
+AUTO = "auto"
 SYMM_MEM_TWO_SHOT_WORLD_SIZES = (2, 4, 8)
 SYMM_MEM_ALIGN_BYTES = 4
 
@@ -44,18 +49,29 @@ def installed_symm_mem_ops() -> frozenset[str]:
     return frozenset(op for op in SYMM_MEM_VARIANT_OPS.values() if hasattr(namespace, op))
 
 
+def symm_mem_variants(ctx: ImplContext) -> tuple[str, ...]:
+    """The variants a point may run: the one it names, or (auto) both, by size."""
+    variant = ctx.options.get("variant", AUTO)
+    if variant != AUTO:
+        return (variant,)
+    sizes = [t * ctx.hidden_size * DTYPE_BYTES.get(ctx.dtype, 2) for t in ctx.tokens] or [0]
+    wanted = {algorithms.by_size(n) for n in sizes}
+    return tuple(v for v, a in SYMM_MEM_VARIANT_ALGORITHMS.items() if a in wanted)
+
+
 def symm_mem_support(ctx: ImplContext, available_ops: Collection[str]) -> Support:
-    """One-shot / two-shot as ctx.options["variant"] says; `available_ops` are the torch.ops.symm_mem ops torch has."""
-    variant = ctx.options["variant"]
-    op = SYMM_MEM_VARIANT_OPS[variant]
+    """One-shot / two-shot as ctx.options["variant"] says (auto: those its sizes need); `available_ops` are the
+    torch.ops.symm_mem ops torch has."""
+    variants = symm_mem_variants(ctx)
+    missing = [SYMM_MEM_VARIANT_OPS[v] for v in variants if SYMM_MEM_VARIANT_OPS[v] not in available_ops]
     return first_failure(
         needs_cuda(ctx),
         None
-        if op in available_ops
-        else f"this torch ({ctx.torch_version or 'unknown version'}) has no torch.ops.symm_mem.{op}",
+        if not missing
+        else f"this torch ({ctx.torch_version or 'unknown version'}) has no torch.ops.symm_mem.{missing[0]}",
         needs_dtype(ctx, SYMM_MEM_DTYPES, "torch symmetric-memory all-reduce"),
         needs_world_size(ctx, SYMM_MEM_TWO_SHOT_WORLD_SIZES, "torch symmetric-memory two-shot")
-        if variant == "two_shot"
+        if "two_shot" in variants
         else None,
         needs_p2p(ctx),
         # CUDASymmetricMemory-inl.cuh: sync_remote_blocks -> put_signal / wait_signal, a compare-and-swap
@@ -91,18 +107,23 @@ def two_shot_args(symm_view, group_name: str, out) -> tuple:
 
 
 class SymmMemAllReduce(AllReduceImpl):
-    """torch symmetric-memory all-reduce; option variant: "one_shot" or "two_shot"."""
+    """torch symmetric-memory all-reduce; option variant: "auto" (default, by size), "one_shot" or "two_shot"."""
 
     name: ClassVar[str] = "symm-mem"
     capturable: ClassVar[bool] = True
-    option_kinds: ClassVar[dict[str, OptionKind] | None] = {"variant": tuple(SYMM_MEM_VARIANT_OPS)}
-    required_options: ClassVar[tuple[str, ...]] = ("variant",)
+    option_kinds: ClassVar[dict[str, OptionKind] | None] = {"variant": (AUTO, *SYMM_MEM_VARIANT_OPS)}
 
     def __init__(self, options: dict[str, Any] | None = None):
         super().__init__(options)
-        self.variant: str = self.options["variant"]
+        self.variant: str = self.options.get("variant", AUTO)
         self.buffer = None
         self.handle = None
+        self._ran: set[str] = set()
+
+    @classmethod
+    def algorithm(cls, options, nbytes: int, world_size: int) -> str:
+        variant = options.get("variant", AUTO)
+        return algorithms.by_size(nbytes) if variant == AUTO else SYMM_MEM_VARIANT_ALGORITHMS[variant]
 
     @classmethod
     def support(cls, ctx: ImplContext) -> Support:
@@ -120,6 +141,7 @@ class SymmMemAllReduce(AllReduceImpl):
         if device.type == "cuda":
             torch.cuda.set_device(device)
         self._torch = torch
+        self.world_size = group.size()
         self.group_name = group.group_name
         # Earlier torch releases need the group registered before rendezvous; the call is idempotent.
         symm_mem.enable_symm_mem_for_group(self.group_name)
@@ -127,15 +149,23 @@ class SymmMemAllReduce(AllReduceImpl):
         self.buffer = symm_mem.empty(*args, **kwargs)
         args, kwargs = rendezvous_args(self.buffer, self.group_name)
         self.handle = symm_mem.rendezvous(*args, **kwargs)
-        self._op = getattr(torch.ops.symm_mem, SYMM_MEM_VARIANT_OPS[self.variant])
+        self._ops = {v: getattr(torch.ops.symm_mem, op, None) for v, op in SYMM_MEM_VARIANT_OPS.items()}
 
     def all_reduce(self, x):
+        algorithm = self.algorithm(self.options, x.numel() * x.element_size(), self.world_size)
+        self._ran.add(algorithm)
         symm_view = self.buffer[: x.numel()].view(x.shape)
-        if self.variant == "one_shot":
+        if algorithm == algorithms.ONE_SHOT:
             out = self._torch.empty_like(x)
-            return self._op(*one_shot_args(symm_view, x, self.group_name, out))
+            return self._ops["one_shot"](*one_shot_args(symm_view, x, self.group_name, out))
         symm_view.copy_(x)
-        return self._op(*two_shot_args(symm_view, self.group_name, x))
+        return self._ops["two_shot"](*two_shot_args(symm_view, self.group_name, x))
+
+    def detail(self) -> str:
+        """What ran since the last record (one T per record): the variant named, or auto's choice by size."""
+        chosen_by = algorithms.DEFAULT_RULE if self.variant == AUTO else f"variant {self.variant}"
+        ran, self._ran = self._ran, set()
+        return "torch.ops.symm_mem " + algorithms.ran_text(ran, chosen_by)
 
     def teardown(self) -> None:
         self.handle = None
