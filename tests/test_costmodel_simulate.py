@@ -146,14 +146,21 @@ def test_simulate_records(sweep_file):
     assert ops["min"] == ops["median"] == ops["p99"] and set(ops["cv"]) == {0.0}
     assert base["step_us"]["median"] == pytest.approx(sum(ops["median"]))
     graph = by[("defaults", 1, "graph")]
-    assert graph["op_us"] is None
+    assert graph["op_us"]["median"] == pytest.approx([t - 4.0 for t in ops["median"]])
     assert graph["step_us"]["median"] == pytest.approx(base["step_us"]["median"] - 4.0 * len(ops["median"]))
     assert by[("PROTO=Simple", 1, "eager")]["step_us"]["median"] != base["step_us"]["median"]
-    one_shot = by[("one-shot", 1, "eager")]
-    assert one_shot["status"] == "ok" and "stated latency" in one_shot["message"]
-    assert one_shot["op_us"]["median"][1] == pytest.approx(9.2 + (14336 - 8192) * (16.5 - 9.2) / (32768 - 8192))
+    one_shot, one_shot_graph = by[("one-shot", 1, "eager")], by[("one-shot", 1, "graph")]
+    assert one_shot["status"] == "ok" and "predicted from published figures" in one_shot["message"]
+    assert "expected error ±50 %" in one_shot["message"] and one_shot["kernel_model"]["expected_error_pct"] == 50
+    # FlashInfer's figures are graph-timed (5.3 µs @12 KiB, 15.3 @96 KiB): eager adds the launch a graph removes.
+    published = 5.3 + (14336 - 12288) * (15.3 - 5.3) / (98304 - 12288)
+    assert one_shot_graph["op_us"]["median"][1] == pytest.approx(published)
+    assert one_shot["op_us"]["median"][1] == pytest.approx(published + 4.0)
     assert one_shot["step_us"]["median"] < base["step_us"]["median"]
-    assert by[("symm", 1, "eager")]["status"] == "unsupported"
+    symm = by[("symm", 1, "eager")]  # no published PCIe figure: the floor of its algorithm, error unknown
+    assert symm["status"] == "ok" and "expected error unknown" in symm["message"]
+    assert symm["kernel_model"]["basis"] == "floor" and symm["kernel_model"]["expected_error_pct"] is None
+    assert "kernel_model" not in base
     tree = by[("plain tree", 1, "eager")]  # NCCL_ALGO=Tree leaves all-gather without an algorithm
     assert tree["status"] == "error" and "no algorithm/protocol available for all_gather" in tree["message"]
 
@@ -207,3 +214,10 @@ def test_simulate_command_errors(sweep_file, tmp_path, capsys):
     sweep_file.write_text(spec_tp8)
     assert main(["simulate", "--topology", "pcie-4gpu", "--sweep", str(sweep_file), "--out", str(tmp_path)]) == 2
     assert "TP 8 needs 8 GPUs" in capsys.readouterr().err
+
+
+def test_an_implementation_without_a_kernel_model_is_unsupported_with_the_table_to_add(sweep_file):
+    spec = load_sweep(sweep_file)
+    records = simulate_sweep(spec, load_topology("pcie-gen4"), None, "run-x")
+    symm = next(r for r in records if r["point"]["label"] == "symm")
+    assert symm["status"] == "unsupported" and "[impls.symm-mem]" in symm["message"]

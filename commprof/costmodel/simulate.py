@@ -2,7 +2,9 @@
 
 Step latency = the sum over the step plan's collectives of each op's predicted latency. NCCL points are
 predicted by the cost model under the NCCL variables it knows (NCCL_ALGO, NCCL_PROTO, channel counts,
-NCCL_P2P_LEVEL / NCCL_P2P_DISABLE); other implementations use the latency the topology file states for them.
+NCCL_P2P_LEVEL / NCCL_P2P_DISABLE); other implementations by their kernel model on the topology
+(commprof.costmodel.kernels: published figures, or the floor of the algorithm they run), which every record
+names with its expected error (`kernel_model`).
 Pure: spec, topology and calibration in, records out.
 """
 
@@ -11,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
+from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
-from commprof.impls.registry import fuses_rmsnorm, runs_on_nccl
+from commprof.impls.registry import algorithm, fuses_rmsnorm, runs_on_nccl
 from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECTIVES, modelled_selection
 from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
@@ -175,11 +178,8 @@ def simulate_point(
                 f"(add [impls.{point.impl}] with published figures to the topology file)"
             )
         else:
-            notes.append(
-                f"{point.impl}: stated latency from the topology file ({stated.source}), not modelled"
-                + (f"; NCCL above {stated.max_bytes} B" if stated.max_bytes else "")
-            )
-    if runs_on_nccl(point.impl) and fuses_rmsnorm(point.impl):
+            notes.append(kernel_note(stated))
+    if fuses_rmsnorm(point.impl):
         notes.append("residual add + RMSNorm after each all-reduce not modelled (communication only)")
     for tokens in spec.tokens:
         plan = build_step_plan(model, tp, tokens, spec.phase, spec.dtype, spec.plan_options)
@@ -193,7 +193,7 @@ def simulate_point(
                     key = (op.collective, op.bytes)
                     if key not in cache:
                         if stated is not None and op.collective == "all_reduce" and stated.covers(op.bytes):
-                            cache[key] = stated.latency_us(op.bytes)
+                            cache[key] = kernel_eager_us(stated, topology, point, op.bytes, tp)
                         else:
                             choice = predict(
                                 params,
@@ -236,17 +236,12 @@ def simulate_point(
             step_us, op_us, mode_message = None, None, op_message
             if op_status == "ok" and mode == "eager":
                 step_us = _stats(sum(op_times))
-                op_us = {
-                    "sites": [op.site for op in plan.ops],
-                    "collectives": [op.collective for op in plan.ops],
-                    "draft": [op.draft for op in plan.ops],
-                    "bytes": [op.bytes for op in plan.ops],
-                    **{k: list(op_times) for k in ("min", "median", "mean", "p90", "p99")},
-                    "cv": [0.0] * len(op_times),
-                }
+                op_us = _op_stats(plan, op_times)
             elif op_status == "ok":
                 # A CUDA graph removes the CPU launch of every op; the op itself still runs.
-                step_us = _stats(sum(max(t - topology.launch_overhead_us, 0.0) for t in op_times))
+                graph_times = [max(t - topology.launch_overhead_us, 0.0) for t in op_times]
+                step_us = _stats(sum(graph_times))
+                op_us = _op_stats(plan, graph_times)
                 assumed = (
                     f"graph mode = eager minus the topology's assumed launch overhead of "
                     f"{topology.launch_overhead_us:g} µs per op"
@@ -278,9 +273,47 @@ def simulate_point(
                     nccl=nccl,
                     iterations=spec.iterations,
                     warmup=spec.warmup,
+                    **({"kernel_model": stated.describe()} if stated is not None else {}),
                 )
             )
     return records
+
+
+def _op_stats(plan, times: list[float]) -> dict:
+    """Predicted per-op times as the records' columnar op_us (every statistic the one predicted value)."""
+    return {
+        "sites": [op.site for op in plan.ops],
+        "collectives": [op.collective for op in plan.ops],
+        "draft": [op.draft for op in plan.ops],
+        "bytes": [op.bytes for op in plan.ops],
+        **{k: list(times) for k in ("min", "median", "mean", "p90", "p99")},
+        "cv": [0.0] * len(times),
+    }
+
+
+def kernel_eager_us(model: KernelModel, topology: Topology, point, nbytes: int, ranks: int) -> float:
+    """A kernel model's eager time of one all-reduce: graph-timed figures (and the floor) plus the launch a CUDA
+    graph removes; eager-timed figures as they are."""
+    chosen = algorithm(point.impl, point.options, nbytes, ranks)
+    graph = model.graph_us(nbytes, ranks, chosen, topology.floor)
+    return graph if model.basis == "published" and model.timed == "eager" else graph + topology.launch_overhead_us
+
+
+def kernel_note(model: KernelModel) -> str:
+    """The record's note on a kernel model: basis, source, expected error, and where NCCL takes over."""
+    error = (
+        f"expected error ±{model.expected_error_pct:g} %"
+        if model.expected_error_pct is not None
+        else "expected error unknown"
+    )
+    basis = (
+        f"published figures ({model.source})"
+        if model.basis == "published"
+        else f"the floor of its algorithm plus {model.overhead_us:g} µs ({model.source})"
+    )
+    return f"{model.impl}: predicted from {basis}, {error}" + (
+        f"; NCCL above {model.max_bytes} B" if model.max_bytes else ""
+    )
 
 
 def simulate_sweep(

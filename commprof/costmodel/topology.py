@@ -1,4 +1,5 @@
-"""Topology presets for the simulator: what NCCL would find on a box, and stated latencies of other all-reduces.
+"""Topology presets for the simulator: what NCCL would find on a box, the box's floor figures and latency models
+of the other all-reduces (commprof.costmodel.kernels).
 
 A topology is a TOML file (presets in sweeps/topologies/). Every figure in it is an input to NCCL's model
 or a published measurement, and the file says which and where it comes from. Loading validates every key
@@ -7,12 +8,13 @@ and names the file and key of anything wrong.
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from commprof.costmodel.kernels import KernelModel, floor_from_table, kernel_model_from_table
 from commprof.costmodel.latency import LINKS, CostParams, arch_of, nccl_prior
 from commprof.errors import UsageError
+from commprof.floor.model import FloorFigures
 from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, LEGACY_P2P_LEVELS, P2P_LEVELS
 from commprof.problems import MISSING, Problems, allowed
 from commprof.textfiles import parse_toml, read_text
@@ -33,27 +35,6 @@ class LinkSpec:
 
 
 @dataclass(frozen=True)
-class StatedImpl:
-    """Published latencies of a non-NCCL all-reduce: (bytes, µs) points, NCCL beyond max_bytes."""
-
-    points: tuple[tuple[int, float], ...]
-    max_bytes: int | None
-    source: str
-
-    def latency_us(self, nbytes: int) -> float:
-        """Piecewise linear in bytes; the first figure below the range, the last slope above it."""
-        sizes = [p[0] for p in self.points]
-        if nbytes <= sizes[0] or len(self.points) == 1:
-            return self.points[0][1] if nbytes <= sizes[0] else self.points[-1][1]
-        i = min(bisect.bisect_left(sizes, nbytes), len(sizes) - 1)
-        (x0, y0), (x1, y1) = self.points[i - 1], self.points[i]
-        return y0 + (y1 - y0) * (nbytes - x0) / (x1 - x0)
-
-    def covers(self, nbytes: int) -> bool:
-        return self.max_bytes is None or nbytes <= self.max_bytes
-
-
-@dataclass(frozen=True)
 class Topology:
     name: str
     path: str
@@ -64,7 +45,8 @@ class Topology:
     p2p_supported: bool
     launch_overhead_us: float
     links: dict[str, LinkSpec]
-    impls: dict[str, StatedImpl] = field(default_factory=dict)
+    impls: dict[str, KernelModel] = field(default_factory=dict)
+    floor: FloorFigures | None = None  # published peer-to-peer figures of this class of box, with sources
     assumptions: str = ""
     sources: tuple[str, ...] = ()
 
@@ -88,10 +70,8 @@ class Topology:
             "p2p_supported": self.p2p_supported,
             "launch_overhead_us": self.launch_overhead_us,
             "links": {k: vars(v) for k, v in self.links.items()},
-            "impls": {
-                k: {"points": [list(p) for p in v.points], "max_bytes": v.max_bytes, "source": v.source}
-                for k, v in self.impls.items()
-            },
+            "impls": {k: v.to_dict() for k, v in self.impls.items()},
+            "floor": self.floor.to_dict() if self.floor else None,
             "assumptions": self.assumptions,
             "sources": list(self.sources),
         }
@@ -139,10 +119,9 @@ TOPOLOGY_KEYS = (
     "sources",
     "links",
     "impls",
+    "floor",
 )
 LINK_KEYS = ("channels", "channel_bw_gbps", "nvls_channels")
-IMPL_KEYS = ("all_reduce_us", "max_bytes", "source")
-LATENCY_POINTS = "a list of [bytes, microseconds] pairs, both > 0"
 
 
 def topology_from_dict(data: dict, path: str) -> Topology:
@@ -163,10 +142,11 @@ def topology_from_dict(data: dict, path: str) -> Topology:
     sources = problems.strings(data.get("sources", MISSING), "sources")
     links = _links(problems.table(data.get("links", MISSING), "links"), problems)
     impls = {
-        impl: stated
+        impl: model
         for impl, table in problems.table(data.get("impls"), "impls").items()
-        if (stated := _stated_impl(problems.table(table, f"impls.{impl}"), f"impls.{impl}", problems)) is not None
+        if (model := kernel_model_from_table(impl, problems.table(table, f"impls.{impl}"), problems)) is not None
     }
+    floor = floor_from_table(data["floor"], problems) if "floor" in data else None
     problems.raise_if_any()
     return Topology(
         name=name,
@@ -179,6 +159,7 @@ def topology_from_dict(data: dict, path: str) -> Topology:
         launch_overhead_us=launch_overhead,
         links=links,
         impls=impls,
+        floor=floor,
         assumptions=assumptions,
         sources=sources,
     )
@@ -201,27 +182,6 @@ def _links(tables: dict, problems: Problems) -> dict[str, LinkSpec]:
     if not tables:
         problems.error("links", f"empty (allowed: at least one of {', '.join(LINKS)})")
     return links
-
-
-def _stated_impl(table: dict, key: str, problems: Problems) -> StatedImpl | None:
-    problems.unknown_keys(table, IMPL_KEYS, key)
-    raw = table.get("all_reduce_us", MISSING)
-    points = None
-    if raw is MISSING:
-        problems.error(f"{key}.all_reduce_us", f"missing (allowed: {LATENCY_POINTS})")
-    else:
-        try:
-            points = tuple(sorted((int(b), float(us)) for b, us in raw))
-        except (TypeError, ValueError):
-            points = None
-        if not points or any(b <= 0 or us <= 0 for b, us in points):
-            problems.error(f"{key}.all_reduce_us", f"{raw!r} is not {LATENCY_POINTS} (allowed: {LATENCY_POINTS})")
-            points = None
-    max_bytes = problems.integer(table["max_bytes"], f"{key}.max_bytes", 1) if "max_bytes" in table else None
-    source = problems.string(table.get("source", MISSING), f"{key}.source")
-    if points is None or source is None or ("max_bytes" in table and max_bytes is None):
-        return None
-    return StatedImpl(points=points, max_bytes=max_bytes, source=source)
 
 
 def p2p_level(value: str) -> str:

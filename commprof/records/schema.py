@@ -82,7 +82,11 @@ class _Record(TypedDict):
     calibration: str | None  # simulated records: which calibration ("nccl-prior" or a file) predicted them
 
 
-class StepRecord(_Record):
+class _StepExtras(TypedDict, total=False):
+    kernel_model: dict[str, Any]  # simulated non-NCCL points: the kernel model behind them and its expected error
+
+
+class StepRecord(_Record, _StepExtras):
     """One replayed step plan at one T in one mode: kind "step"."""
 
     model: str | None  # the LLM's name (commprof.planner.models)
@@ -94,7 +98,8 @@ class StepRecord(_Record):
     mode: str  # MODES
     timing: str | None  # "cuda_events", "cpu_clock" or "simulated"
     step_us: Stats | None  # per-step latency over the timed steps
-    op_us: dict[str, list] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes"; eager only
+    op_us: dict[str, list] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes"; eager
+    # (simulated: both modes)
     rank_step_median_us: list[float] | None  # each rank's median step time
     check: dict[str, Any] | None  # correctness, agreed across ranks
     impl_detail: str | None  # what exactly ran where the implementation chooses at setup
