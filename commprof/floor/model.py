@@ -84,6 +84,19 @@ def floor(nbytes: int, ranks: int, figures: FloorFigures) -> Floor:
     return Floor(nbytes, ranks, min(one, two), best, one, two)
 
 
+def all_gather_floor(nbytes: int, ranks: int, figures: FloorFigures) -> Floor:
+    """The floor of an all-gather whose output is `nbytes`: each GPU receives the other (n-1)/n of it, one round."""
+    if ranks < 2:
+        return Floor(nbytes, ranks, 0.0, "all-gather", 0.0, 0.0)
+    us = figures.sync_us + figures.write_latency_us + (ranks - 1) / ranks * nbytes / (1000.0 * figures.all_pairs_gbps)
+    return Floor(nbytes, ranks, us, "all-gather", us, us)
+
+
+def collective_floor(collective: str, nbytes: int, ranks: int, figures: FloorFigures) -> Floor:
+    """The floor of a plan collective ("all_reduce", its fused kind, or "all_gather") at its op bytes."""
+    return all_gather_floor(nbytes, ranks, figures) if collective == "all_gather" else floor(nbytes, ranks, figures)
+
+
 def pct_of_floor(time_us: float, floor_us: float) -> float | None:
     """A time as % of the floor (100 = at the floor; 250 = 2.5x the floor); None without a positive floor."""
     if not floor_us or floor_us <= 0 or time_us is None:
