@@ -18,6 +18,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e '.[dev]'
+	@# b12x needs torch >= 2.12: added only where it keeps the torch installed above (its binding tests skip otherwise).
+	$(PY) -c 'import torch; print("torch==" + torch.__version__)' > $(VENV)/torch-pin.txt
+	$(PY) -m pip install --quiet -e '.[b12x]' -c $(VENV)/torch-pin.txt || echo "b12x not installed next to this torch: pip install 'commprof[b12x]' to bind and run it"
 	touch $@
 
 lint: install

@@ -13,6 +13,7 @@ from commprof.costmodel.latency import params_to_toml
 from commprof.costmodel.simulate import nccl_setting, simulate_sweep
 from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
 from commprof.errors import UsageError
+from commprof.floor.model import algorithm_us
 from commprof.problems import MISSING
 from commprof.records.files import read_records
 from commprof.sweep.config import load_sweep
@@ -157,9 +158,7 @@ def test_simulate_records(sweep_file):
     assert one_shot_graph["op_us"]["median"][1] == pytest.approx(published)
     assert one_shot["op_us"]["median"][1] == pytest.approx(published + 4.0)
     assert one_shot["step_us"]["median"] < base["step_us"]["median"]
-    symm = by[("symm", 1, "eager")]  # no published PCIe figure: the floor of its algorithm, error unknown
-    assert symm["status"] == "ok" and "expected error unknown" in symm["message"]
-    assert symm["kernel_model"]["basis"] == "floor" and symm["kernel_model"]["expected_error_pct"] is None
+    assert by[("symm", 1, "eager")]["status"] == "unsupported"  # no published PCIe figure on this preset
     assert "kernel_model" not in base
     tree = by[("plain tree", 1, "eager")]  # NCCL_ALGO=Tree leaves all-gather without an algorithm
     assert tree["status"] == "error" and "no algorithm/protocol available for all_gather" in tree["message"]
@@ -221,3 +220,17 @@ def test_an_implementation_without_a_kernel_model_is_unsupported_with_the_table_
     records = simulate_sweep(spec, load_topology("pcie-gen4"), None, "run-x")
     symm = next(r for r in records if r["point"]["label"] == "symm")
     assert symm["status"] == "unsupported" and "[impls.symm-mem]" in symm["message"]
+
+
+def test_a_floor_based_model_predicts_from_the_algorithm_the_point_runs_with_an_unknown_error(sweep_file, tmp_path):
+    gen5 = Path("sweeps/topologies/pcie-gen5-switch-p2p.toml").read_text()
+    box = tmp_path / "box.toml"
+    box.write_text(gen5 + '\n[impls.symm-mem]\nmodel = "floor"\noverhead_us = 3.0\nsource = "assumed"\n')
+    topology = load_topology(str(box))
+    records = simulate_sweep(load_sweep(sweep_file), topology, None, "run-x")
+    symm = next(r for r in records if r["point"]["label"] == "symm" and r["tokens"] == 1 and r["mode"] == "graph")
+    assert symm["status"] == "ok" and "expected error unknown" in symm["message"]
+    assert symm["kernel_model"]["basis"] == "floor" and symm["kernel_model"]["expected_error_pct"] is None
+    variant = symm["point"]["options"]["variant"]
+    algorithm = "one-shot" if variant == "one_shot" else "two-shot"
+    assert symm["op_us"]["median"][1] == pytest.approx(3.0 + algorithm_us(algorithm, 14336, 8, topology.floor))

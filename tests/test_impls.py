@@ -63,7 +63,8 @@ def test_builtin_flags_match_what_each_kernel_does():
 
 
 def test_the_registry_reads_each_builtins_facts_and_leaves_plug_ins_unimported():
-    assert [n for n in registry.known_names() if registry.fuses_rmsnorm(n)] == ["nccl+rmsnorm", "flashinfer-fused"]
+    fused = ["nccl+rmsnorm", "flashinfer-fused", "b12x-fused"]
+    assert [n for n in registry.known_names() if registry.fuses_rmsnorm(n)] == fused
     assert [n for n in registry.known_names() if registry.runs_on_nccl(n)] == ["default", "nccl", "nccl+rmsnorm"]
     assert registry.unfused_reference() == "nccl+rmsnorm"
     assert registry.option_kinds("symm-mem") == {"variant": ("auto", "one_shot", "two_shot")}

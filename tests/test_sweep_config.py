@@ -34,9 +34,17 @@ def test_every_shipped_sweep_loads_with_a_description_and_a_baseline(path):
 def test_pcie8_verify_expansion_and_fifteen_minute_budget():
     spec = load_sweep(SWEEPS / "pcie8-verify.toml")
     assert spec.tokens == (1, 4, 8, 16) and spec.model == "kimi-k2.5" and spec.phase == "verify"
-    # ALGO (3) x PROTO (4) x P2P level (2), the baseline among them, plus 6 other implementations.
-    assert len(spec.points) == 3 * 4 * 2 + 6
-    assert {p.impl for p in spec.points} == {"default", "flashinfer-fused", "flashinfer-pcie-ipc", "symm-mem"}
+    # ALGO (3) x PROTO (4) x P2P level (2), the baseline among them, plus 9 other implementation settings.
+    assert len(spec.points) == 3 * 4 * 2 + 9
+    assert {p.impl for p in spec.points} == {
+        "default",
+        "flashinfer-fused",
+        "flashinfer-pcie-ipc",
+        "symm-mem",
+        "b12x",
+        "b12x-fused",
+        "nccl+rmsnorm",
+    }
     axes = {name for p in spec.points for name in p.env}
     assert axes == {"NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL"}
     assert not any(p.env.get("NCCL_ALGO", "").lower() == "tree" for p in spec.points)
@@ -259,7 +267,7 @@ def test_dry_run_table_lists_every_point_the_count_and_an_estimate():
     assert "flashinfer-fused use_oneshot=true" in text
     assert '# stage 1 "channels"' in text and "up to 60 points" in text
     assert f"{len(spec.points)} points will run in stage 0, up to {spec.max_points()} in all" in text
-    assert "estimated 15.6 min" in text and "assumed, not measured here" in text
+    assert "estimated 16.0 min" in text and "assumed, not measured here" in text
 
 
 @pytest.mark.slow  # the probe starts a fork server and a gloo group in this process

@@ -59,6 +59,7 @@ class ImplContext:
     p2p_atomics: bool | None = None  # native atomics on peer memory between every pair (NVML); None: unknown
     p2p_atomics_detail: str = ""
     flashinfer_version: str | None = None
+    b12x_version: str | None = None
     torch_version: str = ""
     options: dict[str, Any] = field(default_factory=dict)
 

@@ -197,6 +197,7 @@ def build_impl_context(
         p2p_atomics=atomics[0],
         p2p_atomics_detail=atomics[1],
         flashinfer_version=installed_version("flashinfer-python", "flashinfer"),
+        b12x_version=installed_version("b12x"),
         torch_version=torch.__version__,
         options=dict(options or {}),
     )

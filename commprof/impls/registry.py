@@ -21,6 +21,8 @@ BUILTINS: dict[str, str] = {
     "flashinfer-fused": "commprof.impls.flashinfer_fused:FlashInferFusedAllReduce",
     "flashinfer-pcie-ipc": "commprof.impls.flashinfer_pcie:FlashInferPcieIpcAllReduce",
     "symm-mem": "commprof.impls.symm_mem:SymmMemAllReduce",
+    "b12x": "commprof.impls.b12x:B12xAllReduce",
+    "b12x-fused": "commprof.impls.b12x:B12xFusedAllReduce",
 }
 
 # What "the backend's default" means: the baseline of every sweep.
