@@ -1,0 +1,168 @@
+"""The floor probe: peer copies between this node's GPUs, timed with CUDA events, in one process.
+
+Per ordered pair: a large copy by copy engine (`dst.copy_(src)` across devices, cudaMemcpyPeerAsync) and by SM
+kernel (a Triton store kernel on the source GPU writing into the peer's memory, where Triton is installed), and
+the time of one tiny peer copy under CUDA-graph replay (the write latency, an upper bound: it includes the
+copy engine's start). All pairs at once: every GPU copies to every other on its own streams; each GPU's
+inbound bandwidth is what it received over the slowest sender's time. One launch: a one-element kernel under
+graph replay. Needs CUDA and at least two GPUs with peer access; every way that cannot run is named.
+"""
+
+from __future__ import annotations
+
+import platform
+from datetime import datetime, timezone
+
+from commprof.floor.measure import FloorProbe, PairCopy
+
+COPY_BYTES = 64 << 20  # large enough that the link, not the launch, sets the time
+REPEATS = 10
+GRAPH_REPLAYS = 200
+
+
+def probe_floor(copy_bytes: int = COPY_BYTES, repeats: int = REPEATS) -> FloorProbe:
+    """Measure this node's GPUs; RuntimeError with the reason where it cannot run at all."""
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        raise RuntimeError(f"the floor probe needs at least 2 CUDA GPUs in this process, found {found}")
+    devices = list(range(torch.cuda.device_count()))
+    not_measured: list[str] = []
+    blocked = [(a, b) for a in devices for b in devices if a != b and not torch.cuda.can_device_access_peer(a, b)]
+    if blocked:
+        not_measured.append(f"no peer access for {len(blocked)} pair(s), e.g. GPU{blocked[0][0]}->GPU{blocked[0][1]}")
+    buffers = {d: torch.empty(copy_bytes, dtype=torch.uint8, device=f"cuda:{d}") for d in devices}
+    store = _triton_store(not_measured)
+    pairs = []
+    for a in devices:
+        for b in devices:
+            if a == b or (a, b) in blocked:
+                continue
+            ce = _bandwidth(a, lambda a=a, b=b: buffers[b].copy_(buffers[a], non_blocking=True), copy_bytes, repeats)
+            sm = None
+            if store is not None:
+                sm = _bandwidth(a, lambda a=a, b=b: store(buffers[a], buffers[b]), copy_bytes, repeats)
+            pairs.append(PairCopy(a, b, ce, sm, _write_latency_us(a, b)))
+    ingress = _all_pairs_ingress(devices, blocked, copy_bytes // len(devices), repeats) if not blocked else {}
+    if blocked:
+        not_measured.append("all pairs at once: not measured while some pairs lack peer access")
+    return FloorProbe(
+        gpus=[torch.cuda.get_device_name(d) for d in devices],
+        pairs=pairs,
+        all_pairs_ingress_gbps=ingress,
+        launch_us=_launch_us(devices[0]),
+        copy_bytes=copy_bytes,
+        not_measured=not_measured,
+        host=platform.node(),
+        time=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+def _bandwidth(device: int, copy, nbytes: int, repeats: int) -> float:
+    """GB/s of `copy` issued on `device`'s current stream, best of `repeats` after one warm-up."""
+    import torch
+
+    with torch.cuda.device(device):
+        copy()
+        torch.cuda.synchronize(device)
+        best = float("inf")
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            copy()
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end) * 1000.0)  # ms -> µs
+    return nbytes / (1000.0 * best)  # bytes / µs / 1000 = GB/s
+
+
+def _write_latency_us(src: int, dst: int) -> float:
+    """One 4-byte peer copy under CUDA-graph replay, averaged over many in one graph."""
+    import torch
+
+    with torch.cuda.device(src):
+        a = torch.zeros(1, dtype=torch.int32, device=f"cuda:{src}")
+        b = torch.zeros(1, dtype=torch.int32, device=f"cuda:{dst}")
+        return _graph_us(src, lambda: b.copy_(a, non_blocking=True))
+
+
+def _launch_us(device: int) -> float:
+    """One one-element kernel under CUDA-graph replay: the least a kernel launch costs inside a graph."""
+    import torch
+
+    with torch.cuda.device(device):
+        x = torch.zeros(1, device=f"cuda:{device}")
+        return _graph_us(device, lambda: x.add_(1))
+
+
+def _graph_us(device: int, op) -> float:
+    import torch
+
+    stream = torch.cuda.Stream(device)
+    with torch.cuda.stream(stream):
+        op()  # warm up outside the capture
+        torch.cuda.synchronize(device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(GRAPH_REPLAYS):
+                op()
+        graph.replay()
+        torch.cuda.synchronize(device)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+    return start.elapsed_time(end) * 1000.0 / GRAPH_REPLAYS
+
+
+def _all_pairs_ingress(devices: list[int], blocked, chunk: int, repeats: int) -> dict[int, float]:
+    """Every GPU copies `chunk` bytes to every other at once, one stream per pair; GB/s into each GPU."""
+    import torch
+
+    src = {d: torch.empty(chunk * len(devices), dtype=torch.uint8, device=f"cuda:{d}") for d in devices}
+    dst = {d: torch.empty(chunk * len(devices), dtype=torch.uint8, device=f"cuda:{d}") for d in devices}
+    streams = {(a, b): torch.cuda.Stream(a) for a in devices for b in devices if a != b}
+    best = float("inf")
+    for _ in range(repeats + 1):
+        for d in devices:
+            torch.cuda.synchronize(d)
+        starts, ends = {}, {}
+        for (a, b), stream in streams.items():
+            with torch.cuda.device(a), torch.cuda.stream(stream):
+                starts[(a, b)], ends[(a, b)] = (
+                    torch.cuda.Event(enable_timing=True),
+                    torch.cuda.Event(enable_timing=True),
+                )
+                starts[(a, b)].record(stream)
+                dst[b][a * chunk : (a + 1) * chunk].copy_(src[a][b * chunk : (b + 1) * chunk], non_blocking=True)
+                ends[(a, b)].record(stream)
+        for event in ends.values():
+            event.synchronize()
+        # Each stream's own span; the slowest pair bounds everyone (clocks are per device, spans are not compared).
+        best = min(best, max(starts[k].elapsed_time(ends[k]) for k in streams) * 1000.0)
+    received = chunk * (len(devices) - 1)
+    return {d: received / (1000.0 * best) for d in devices}
+
+
+def _triton_store(not_measured: list[str]):
+    """A Triton kernel that copies a byte buffer into a peer's (an SM-driven peer write), or None with the reason."""
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        not_measured.append("SM-kernel copies: Triton is not installed (copy-engine copies only)")
+        return None
+
+    @triton.jit
+    def _store(src, dst, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(dst + offsets, tl.load(src + offsets, mask=mask), mask=mask)
+
+    def store(src, dst):
+        n = src.numel()
+        _store[(triton.cdiv(n, 8192),)](src, dst, n, BLOCK=8192)
+
+    return store
