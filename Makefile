@@ -56,6 +56,7 @@ bench: install
 	$(PY) bench/harness_overhead.py
 	$(PY) bench/point_overhead.py
 	$(PY) bench/report_render.py
+	$(PY) bench/crossover_cost.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
