@@ -26,7 +26,7 @@ TIERS = (
         "problems",
         "evidence",
     },  # vocabularies every stage shares; how user files report problems
-    {"planner", "nccl_log"},  # config.json -> step plan; NCCL's log -> facts and findings
+    {"planner", "nccl_log", "floor"},  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"harness", "doctor"},  # the timed replay; the box checks
     {"profile_pass"},
@@ -43,7 +43,7 @@ ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 # Inside the report: analyses, then the front door, then what words and shows it, then the writer and the command.
 REPORT_TIERS = (
     {"export_text"},  # the one way exports write text they did not choose
-    {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness"},
+    {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness", "routing"},
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
     {"choices"},
     {"run_analysis"},

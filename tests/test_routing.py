@@ -83,11 +83,11 @@ def test_simulated_wins_count_only_beyond_both_models_errors():
     kernel = {"expected_error_pct": 50.0, "error_basis": "published", "max_bytes": None}
     unknown = {"expected_error_pct": None, "error_basis": "", "max_bytes": None}
     records = [
-        record("p000", "default", 7, "graph", 20.0, source="model"),
-        record("p001", "flashinfer-pcie-ipc", 7, "graph", 6.0, source="model", kernel=kernel),  # 9 < 11.8: wins
-        record("p002", "symm-mem", 7, "graph", 3.0, source="model", kernel=unknown),  # faster, error unknown
-        record("p000", "default", 56, "graph", 30.0, source="model"),
-        record("p001", "flashinfer-pcie-ipc", 56, "graph", 15.0, source="model", kernel=kernel),  # 22.5 > 17.7
+        record("p000", "default", 7, "graph", 20.0, source="simulated"),
+        record("p001", "flashinfer-pcie-ipc", 7, "graph", 6.0, source="simulated", kernel=kernel),  # 9 < 11.8: wins
+        record("p002", "symm-mem", 7, "graph", 3.0, source="simulated", kernel=unknown),  # faster, error unknown
+        record("p000", "default", 56, "graph", 30.0, source="simulated"),
+        record("p001", "flashinfer-pcie-ipc", 56, "graph", 15.0, source="simulated", kernel=kernel),  # 22.5 > 17.7
     ]
     plan = routing_plan(candidates(records, "p000", ModelError(41.0, "the prior's error")), 8, FIG)
     first, second = bands_of(plan)

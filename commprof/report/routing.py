@@ -25,7 +25,7 @@ from commprof.floor.model import FloorFigures, collective_floor, pct_of_floor
 from commprof.impls.registry import fuses_rmsnorm, resolve_impl_name, unfused_reference
 
 MEASURED, SIMULATED, IMPORTED = "measured", "simulated", "imported"
-LEVEL_OF_SOURCE = {"measured": MEASURED, "model": SIMULATED, "nccl-tests": IMPORTED}
+LEVEL_OF_SOURCE = {"measured": MEASURED, "simulated": SIMULATED, "nccl-tests": IMPORTED}
 FUSED = "all_reduce+rmsnorm"  # the routing's name for all-reduce + residual add + RMSNorm, against the reference
 
 WIN_BEYOND = {MEASURED: "beyond noise", SIMULATED: "beyond model error"}
