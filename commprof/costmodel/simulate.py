@@ -273,7 +273,7 @@ def simulate_point(
                     nccl=nccl,
                     iterations=spec.iterations,
                     warmup=spec.warmup,
-                    **({"kernel_model": stated.describe()} if stated is not None else {}),
+                    kernel_model=stated.describe() if stated is not None else None,
                 )
             )
     return records

@@ -82,11 +82,7 @@ class _Record(TypedDict):
     calibration: str | None  # simulated records: which calibration ("nccl-prior" or a file) predicted them
 
 
-class _StepExtras(TypedDict, total=False):
-    kernel_model: dict[str, Any]  # simulated non-NCCL points: the kernel model behind them and its expected error
-
-
-class StepRecord(_Record, _StepExtras):
+class StepRecord(_Record):
     """One replayed step plan at one T in one mode: kind "step"."""
 
     model: str | None  # the LLM's name (commprof.planner.models)
@@ -109,6 +105,7 @@ class StepRecord(_Record, _StepExtras):
     warmup: int | None  # warm-up steps
     duration_s: float | None  # wall time of the whole point on the controller
     measure_s: float | None  # wall time of this (T, mode) inside the worker
+    kernel_model: dict[str, Any] | None  # simulated non-NCCL points: the kernel model behind them, its expected error
 
 
 class _CollectiveExtras(TypedDict, total=False):
