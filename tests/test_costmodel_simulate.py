@@ -234,3 +234,17 @@ def test_a_floor_based_model_predicts_from_the_algorithm_the_point_runs_with_an_
     variant = symm["point"]["options"]["variant"]
     algorithm = "one-shot" if variant == "one_shot" else "two-shot"
     assert symm["op_us"]["median"][1] == pytest.approx(3.0 + algorithm_us(algorithm, 14336, 8, topology.floor))
+
+
+def test_nccl_predictions_carry_the_models_expected_error():
+    from dataclasses import replace as copy_with
+
+    from commprof.costmodel.simulate import PRIOR_ERROR_PCT, nccl_model_error
+
+    prior = load_topology("pcie-gen5-switch-p2p").prior("pci")
+    assert nccl_model_error(prior, "nccl-prior")["expected_error_pct"] == PRIOR_ERROR_PCT
+    fitted = copy_with(prior, source="model.toml", fit={"median_abs_pct": 7.0})
+    error = nccl_model_error(fitted, "model.toml")
+    assert error["expected_error_pct"] == 7.0 and "in-sample" in error["error_basis"]
+    unknown = nccl_model_error(copy_with(prior, source="old.toml"), "old.toml")
+    assert unknown["expected_error_pct"] is None and unknown["error_basis"].startswith("unknown")

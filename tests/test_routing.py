@@ -9,19 +9,22 @@ from commprof.costmodel.topology import load_topology
 from commprof.floor.model import FloorFigures, floor
 from commprof.records.files import read_meta, read_records
 from commprof.records.schema import step_record
-from commprof.report.routing import FUSED, Candidate, ModelError, candidates, floor_of, routing_plan, verdict
+from commprof.report.routing import FUSED, Candidate, candidates, floor_of, routing_plan, verdict
 from commprof.sweep.config import load_sweep
 from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
 FIG = FloorFigures(56.0, 24.0, 0.36, 2.0, "published", "test figures")
 
 
-def record(point_id, impl, tokens, mode, us, p90=None, source="measured", options=None, fused=False, kernel=None):
-    """A one-layer step at T tokens of hidden 1024 (2 KiB per token): embed, attn, mlp, logits."""
+def record(
+    point_id, impl, tokens, mode, us, p90=None, source="measured", options=None, fused=False, kernel=None, nccl=None
+):
+    """A one-layer step at T tokens of hidden 1024 (2 KiB per token): embed, attn, mlp, logits; `nccl`: the NCCL
+    model's expected error of a simulated record."""
     nbytes = tokens * 2048
     sites = ["embed", "layer.0.attn", "layer.0.mlp", "logits"]
     per_op = [us, us, us, 10 * us]
-    fields = {"kernel_model": kernel} if kernel else {}
+    nccl_model = {"expected_error_pct": nccl, "error_basis": "the prior's error"} if nccl is not None else None
     return step_record(
         source=source,
         run_id="r",
@@ -39,7 +42,8 @@ def record(point_id, impl, tokens, mode, us, p90=None, source="measured", option
             "median": per_op,
             "p90": [v * (p90 / us if p90 else 1.0) for v in per_op],
         },
-        **fields,
+        kernel_model=kernel,
+        nccl=nccl_model,
     )
 
 
@@ -82,14 +86,18 @@ def test_a_measured_crossover_places_the_band_edge():
 def test_simulated_wins_count_only_beyond_both_models_errors():
     kernel = {"expected_error_pct": 50.0, "error_basis": "published", "max_bytes": None}
     unknown = {"expected_error_pct": None, "error_basis": "", "max_bytes": None}
-    records = [
-        record("p000", "default", 7, "graph", 20.0, source="simulated"),
-        record("p001", "flashinfer-pcie-ipc", 7, "graph", 6.0, source="simulated", kernel=kernel),  # 9 < 11.8: wins
-        record("p002", "symm-mem", 7, "graph", 3.0, source="simulated", kernel=unknown),  # faster, error unknown
-        record("p000", "default", 56, "graph", 30.0, source="simulated"),
-        record("p001", "flashinfer-pcie-ipc", 56, "graph", 15.0, source="simulated", kernel=kernel),  # 22.5 > 17.7
-    ]
-    plan = routing_plan(candidates(records, "p000", ModelError(41.0, "the prior's error")), 8, FIG)
+
+    def records(nccl_error):
+        simulated = dict(source="simulated", nccl=nccl_error)
+        return [
+            record("p000", "default", 7, "graph", 20.0, **simulated),
+            record("p001", "flashinfer-pcie-ipc", 7, "graph", 6.0, kernel=kernel, **simulated),  # 9 < 11.8: wins
+            record("p002", "symm-mem", 7, "graph", 3.0, kernel=unknown, **simulated),  # faster, error unknown
+            record("p000", "default", 56, "graph", 30.0, **simulated),
+            record("p001", "flashinfer-pcie-ipc", 56, "graph", 15.0, kernel=kernel, **simulated),  # 22.5 > 17.7
+        ]
+
+    plan = routing_plan(candidates(records(41.0), "p000"), 8, FIG)
     first, second = bands_of(plan)
     assert first["impl"] == "flashinfer-pcie-ipc" and first["evidence"]["verdict"] == "beyond model error"
     assert first["evidence"]["expected_error_pct"] == 50.0
@@ -99,7 +107,7 @@ def test_simulated_wins_count_only_beyond_both_models_errors():
         c["impl"] == "symm-mem" and c["evidence"] == "simulated (expected error unknown)" for c in plan["curves"]
     )
     # without the NCCL model's error nothing is judged, however large the predicted gap
-    plan = routing_plan(candidates(records, "p000", None), 8, FIG)
+    plan = routing_plan(candidates(records(None), "p000"), 8, FIG)
     assert [b["impl"] for b in bands_of(plan)] == ["nccl"]
     assert "not judged" in bands_of(plan)[0]["sizes"][0]["verdict"]
 
@@ -137,7 +145,7 @@ def test_the_simulated_pcie8_verify_run_routes_a_pcie_kernel_at_14_kib(tmp_path)
     spec = load_sweep("sweeps/pcie8-verify.toml")
     topology = load_topology("pcie-gen5-switch-p2p")
     records = simulate_sweep(spec, topology, None, "sim")
-    plan = routing_plan(candidates(records, "p000", ModelError(41.0, "test")), 8, topology.floor)
+    plan = routing_plan(candidates(records, "p000"), 8, topology.floor)
     bands = bands_of(plan)
     assert bands[0]["min_bytes"] == 14336 and bands[-1]["max_bytes"] == 229376
     assert all(a["max_bytes"] + 1 == b["min_bytes"] for a, b in zip(bands, bands[1:]))

@@ -26,6 +26,13 @@ from commprof.stats import summarize
 from commprof.sweep.spec import SweepPoint, SweepSpec
 from commprof.sweep.staging import refine
 
+# How far NCCL's uncalibrated model is from measurements: its median |error| over 8 KB-1 MB on the only 8-GPU
+# nccl-tests log at hand (docs/cost-model.md, "Measured accuracy").
+PRIOR_ERROR_PCT = 41.0
+PRIOR_ERROR_BASIS = (
+    "NCCL's uncalibrated model: median |error| 41 % over 8 KB-1 MB on the one 8-GPU nccl-tests log measured "
+    "(docs/cost-model.md, Measured accuracy); calibrate on this box to narrow it"
+)
 NO_EFFECT_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 MODELLED_VARS = (
     "NCCL_ALGO",
@@ -228,6 +235,7 @@ def simulate_point(
                 "transports": {"intra": setting.link},
                 "channels": params.channels,
                 "choices": list(choices.values()),
+                **nccl_model_error(params, calibration_name),
             }
             if op_status == "ok"
             else None
@@ -277,6 +285,18 @@ def simulate_point(
                 )
             )
     return records
+
+
+def nccl_model_error(params: CostParams, calibration_name: str) -> dict:
+    """How far to trust the NCCL predictions of a record: the prior's measured error, a calibration's fit error
+    (in-sample, so a lower bound), or unknown."""
+    if calibration_name == "nccl-prior":
+        return {"expected_error_pct": PRIOR_ERROR_PCT, "error_basis": PRIOR_ERROR_BASIS}
+    fitted = params.fit.get("median_abs_pct")
+    if fitted is None:
+        return {"expected_error_pct": None, "error_basis": f"unknown: {calibration_name} records no fit error"}
+    basis = f"median |error| of the fit {calibration_name} on its own samples (in-sample: a lower bound)"
+    return {"expected_error_pct": float(fitted), "error_basis": basis}
 
 
 def _op_stats(plan, times: list[float]) -> dict:

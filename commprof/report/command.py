@@ -257,5 +257,5 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
     click.echo(f"wrote {paths['index.html']}")
     click.echo(
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
-        "engine_flags.txt, nccl-tests/"
+        "engine_flags.txt, routing.txt, nccl-tests/"
     )

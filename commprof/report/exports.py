@@ -16,6 +16,7 @@ from commprof.nccl_vocab import ALGORITHMS, CHANNEL_VARIABLES, COLLECTIVES, PROT
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.engine_hints import EngineHint
 from commprof.report.export_text import comment, export_line, one_line, spreadsheet_cell
+from commprof.report.routing_settings import RoutingSetting
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
 TUNER_FIELDS = (
@@ -370,3 +371,6 @@ class RunExports:
     engine_text: str
     hints: list[EngineHint]
     plan: ApplyPlan
+    routing_text: str = ""
+    routing: list[RoutingSetting] = field(default_factory=list)  # the routing plan as engine settings
+    routing_notes: list[str] = field(default_factory=list)  # what of the plan no engine setting expresses

@@ -30,6 +30,7 @@ FUSED = "all_reduce+rmsnorm"  # the routing's name for all-reduce + residual add
 
 WIN_BEYOND = {MEASURED: "beyond noise", SIMULATED: "beyond model error"}
 WITHIN = {MEASURED: "within noise", SIMULATED: "within model error"}
+NO_FLOOR = "no floor figures: run `commprof floor --out floor.json` on the box (or simulate on a preset with [floor])"
 UNJUDGED = "not judged: the model's expected error is unknown"
 RULES = {
     MEASURED: "an implementation takes a size when its p90 per-op time is below the baseline's median there",
@@ -62,14 +63,6 @@ class Candidate:
         return self.impl, json.dumps(self.options, sort_keys=True)
 
 
-@dataclass(frozen=True)
-class ModelError:
-    """A simulation's expected error for its NCCL predictions, with where the figure comes from."""
-
-    pct: float | None
-    basis: str
-
-
 @dataclass
 class Band:
     collective: str
@@ -87,6 +80,7 @@ class Band:
     pct_of_floor: float | None
     evidence: dict[str, Any]
     boundary: str  # how the upper edge was placed
+    baseline: bool = False  # the baseline kept these sizes: nothing beat it beyond the evidence's uncertainty
     sizes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -106,13 +100,15 @@ class Band:
             "pct_of_floor": self.pct_of_floor,
             "evidence": self.evidence,
             "boundary": self.boundary,
+            "baseline": self.baseline,
             "sizes": self.sizes,
         }
 
 
-def candidates(records: Iterable[dict], baseline_point: str, nccl_error: ModelError | None = None) -> list[Candidate]:
+def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
     """Every (collective, mode, size, implementation setting) with ok per-op times, the latest measurement of each
-    setting, the baseline point's and the unfused reference's marked as baselines."""
+    setting, the baseline point's and the unfused reference's marked as baselines. A simulated time carries its
+    model's expected error: the record's kernel model where it covers the size, else its NCCL model's."""
     reference = unfused_reference()
     latest: dict[tuple, dict] = {}
     baseline_config = None
@@ -154,6 +150,7 @@ def candidates(records: Iterable[dict], baseline_point: str, nccl_error: ModelEr
 
             per_size.setdefault((collective, int(nbytes)), []).append((float(median), float(p90)))
         kernel = record.get("kernel_model") or {}
+        nccl_model = record.get("nccl") or {}
         for (collective, nbytes), values in per_size.items():
             medians = sorted(v[0] for v in values)
             p90s = sorted(v[1] for v in values)
@@ -166,8 +163,9 @@ def candidates(records: Iterable[dict], baseline_point: str, nccl_error: ModelEr
                 )
                 if covered:
                     error, basis = kernel.get("expected_error_pct"), kernel.get("error_basis", "")
-                elif nccl_error is not None:
-                    error, basis = nccl_error.pct, nccl_error.basis
+                else:
+                    error = nccl_model.get("expected_error_pct")
+                    basis = nccl_model.get("error_basis") or "unknown: the record states no NCCL model error"
             marked = is_baseline or (collective == FUSED and impl == reference)
             candidate = Candidate(
                 collective=collective,
@@ -245,7 +243,17 @@ def routing_plan(
             chosen = winners[0] if winners else base
             decisions.append((nbytes, chosen, base, fl, judged))
         bands.extend(_bands(collective, mode, decisions, crossovers))
-    return {"bands": [b.to_dict() for b in bands], "curves": curves, "gaps": gaps, "rules": dict(RULES)}
+    floor_words = f"{figures.evidence}: {figures.source}" if figures is not None else NO_FLOOR
+    for band in bands:
+        band.evidence["floor"] = floor_words
+    return {
+        "bands": [b.to_dict() for b in bands],
+        "curves": curves,
+        "gaps": gaps,
+        "rules": dict(RULES),
+        "ranks": ranks,
+        "floor": figures.to_dict() if figures is not None else None,
+    }
 
 
 def _bands(collective: str, mode: str, decisions: list, crossovers: dict) -> list[Band]:
@@ -283,6 +291,7 @@ def _bands(collective: str, mode: str, decisions: list, crossovers: dict) -> lis
                 pct_of_floor=None,
                 evidence={},
                 boundary="the largest size measured",
+                baseline=chosen.baseline,
                 sizes=[size],
             )
             out.append(band)
@@ -378,8 +387,10 @@ def _stage(record: dict) -> tuple:
 
 
 def floor_of(meta: dict) -> FloorFigures | None:
-    """The floor figures a run carries: measured by `commprof floor` (meta "floor"), else its topology preset's."""
-    for table in (meta.get("floor"), (meta.get("topology") or {}).get("floor")):
+    """The floor figures a run carries: measured by `commprof floor` (meta "floor": its floor.json or just the
+    figures), else its topology preset's."""
+    measured = meta.get("floor") if isinstance(meta.get("floor"), dict) else {}
+    for table in (measured.get("figures", measured), (meta.get("topology") or {}).get("floor")):
         if isinstance(table, dict):
             try:
                 return FloorFigures(**{k: table[k] for k in FloorFigures.__dataclass_fields__})

@@ -21,6 +21,7 @@ from commprof.report import choices as ch
 from commprof.report import costmodel_check as cc
 from commprof.report import frame as fr
 from commprof.report import ranking as rk
+from commprof.report import routing as rt
 from commprof.report.completeness import Completeness, completeness
 from commprof.report.doctor_verdicts import doctor_view
 from commprof.report.heatmap import strongest_axes
@@ -74,6 +75,7 @@ class RunAnalysis:
     breakdown: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.breakdown
     projection: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.projection
     heatmap_axes: list[str] = field(default_factory=list)  # heatmap.strongest_axes
+    routing: dict[str, Any] = field(default_factory=dict)  # routing.routing_plan: per size, which implementation
 
     @property
     def simulated(self) -> bool:
@@ -214,6 +216,9 @@ def analyze_source(
     run.alternatives = ch.alternatives(ranked, run.reference, run.mode, evidence, family)
     run.without_result = ch.implementations_without_result(steps, run.mode, family)
     run.heatmap_axes = strongest_axes(run.family_steps, run.mode)
+    ranks = all_steps["world_size"].dropna()
+    ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
+    run.routing = rt.routing_plan(rt.candidates(records, run.baseline), ranks, rt.floor_of(meta))
     if not run.headline.empty:
         run.breakdown = breakdown(
             steps, run.headline, run.baseline, options.compute, recommended=run.reference, mode=run.mode

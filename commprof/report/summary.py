@@ -10,6 +10,7 @@ from commprof.report.costmodel_check import PREDICTION_BAND
 from commprof.report.engine_hints import hints_as_dicts
 from commprof.report.exports import RunExports
 from commprof.report.frame import status_counts
+from commprof.report.routing_settings import settings_as_dicts
 from commprof.report.run_analysis import CostModelCheck, RunAnalysis
 from commprof.report.words import not_a_result_notes, spec_label
 
@@ -83,6 +84,15 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "accepts": list(run.options.accepts),
         "projection_label": spec_label(run) if not run.projection.empty else None,
         "projection": run.projection.to_dict("records") if not run.projection.empty else [],
+        "routing": run.routing.get("bands", []),
+        "routing_floor": {"ranks": run.routing.get("ranks"), "figures": run.routing.get("floor")}
+        if run.routing
+        else None,
+        "routing_rules": run.routing.get("rules", {}),
+        "routing_gaps": run.routing.get("gaps", []),
+        "routing_curves": run.routing.get("curves", []),
+        "routing_settings": settings_as_dicts(exports.routing),
+        "routing_settings_notes": exports.routing_notes,
         "engine_hints": hints_as_dicts(exports.hints),
         "files": exports.files,
     }

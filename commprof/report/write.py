@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.errors import UsageError
+from commprof.planner.models import DTYPE_BYTES
 from commprof.report.apply import apply_plan
 from commprof.report.engine_hints import engine_hints, engine_hints_text
 from commprof.report.exports import (
@@ -34,6 +35,7 @@ from commprof.report.frame import ok_rows
 from commprof.report.ops import op_sizes, op_table
 from commprof.report.provenance import provenance
 from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
+from commprof.report.routing_settings import routing_settings, routing_text
 from commprof.report.run_analysis import RunAnalysis, costmodel_checks
 from commprof.report.summary import check_summary, summary
 from commprof.report.views.page import index_html, page_view
@@ -53,10 +55,19 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
     )
     hints = engine_hints(run.fusion, fused_measured, plan.choice, run.evidence, run.alternatives)
     engine_text = engine_hints_text(hints, lines)
+    hidden = run.steps["hidden_size"].dropna() if "hidden_size" in run.steps else pd.Series(dtype=float)
+    dtype = run.steps["dtype"].dropna() if "dtype" in run.steps else pd.Series(dtype=object)
+    routes, route_notes = routing_settings(
+        run.routing.get("bands", []),
+        int(hidden.iloc[0]) if not hidden.empty else None,
+        DTYPE_BYTES.get(str(dtype.iloc[0]), 2) if not dtype.empty else 2,
+    )
+    route_text = routing_text(routes, route_notes, lines)
     files = {
         "recommend.env": write_text(inside(folder, "recommend.env"), env_text),
         "nccl_tuner.conf": write_text(inside(folder, "nccl_tuner.conf"), tuner_text),
         "engine_flags.txt": write_text(inside(folder, "engine_flags.txt"), engine_text),
+        "routing.txt": write_text(inside(folder, "routing.txt"), route_text),
     }
     for point_id, path in write_nccl_tests_tables(run, inside(folder, "nccl-tests")).items():
         files[f"nccl-tests/{point_id}"] = path
@@ -68,6 +79,9 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         engine_text=engine_text,
         hints=hints,
         plan=plan,
+        routing_text=route_text,
+        routing=routes,
+        routing_notes=route_notes,
     )
 
 

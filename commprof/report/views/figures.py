@@ -317,3 +317,47 @@ def costmodel_scatter_svg(
     ax.set_ylabel("\n".join(textwrap.wrap(y_label, 60)), fontsize=8)
     ax.legend(frameon=False, fontsize=7, loc="upper left")
     return to_svg(fig)
+
+
+def routing_svg(curves: list[dict], bands: list[dict]) -> str:
+    """One collective in one mode: µs per op vs message size (log-log), each implementation's curve, the floor
+    (dashed), and above them the routed implementation per band."""
+    fig, ax = _single_axes((7.5, 3.4))
+    fig.subplots_adjust(top=0.86, right=0.94)
+    palette = plt.get_cmap("tab10")
+    names = sorted(
+        {c["label"] for c in curves}, key=lambda n: (not any(c["baseline"] for c in curves if c["label"] == n), n)
+    )
+    colour = {name: palette(k % 10) for k, name in enumerate(names)}
+    for name in names:
+        points = sorted((c["bytes"], c["time_us"], c["baseline"]) for c in curves if c["label"] == name)
+        baseline = points[0][2]
+        ax.plot(
+            [p[0] for p in points],
+            [p[1] for p in points],
+            marker=".",
+            color=colour[name],
+            linewidth=2.2 if baseline else 1.1,
+            label=f"{name} (baseline)" if baseline else name,
+        )
+    floor = sorted({(c["bytes"], c["floor_us"]) for c in curves if c["floor_us"]})
+    if floor:
+        ax.plot([f[0] for f in floor], [f[1] for f in floor], "k--", linewidth=1, label="floor")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: _size_label(v)))
+    for formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.set_xlabel("all-reduce size per rank")
+    ax.set_ylabel("µs per op")
+    for band in bands:
+        low, high = max(band["min_bytes"], 1), band["max_bytes"]
+        ax.axvspan(low, high, ymin=1.0, ymax=1.06, clip_on=False, color=colour.get(band["label"], "#8c8c8c"))
+        middle = math.sqrt(low * high)
+        ax.text(middle, 1.08, band["impl"], transform=ax.get_xaxis_transform(), ha="center", fontsize=7)
+    ax.legend(frameon=False, fontsize=7, loc="upper left")
+    return to_svg(fig)
+
+
+def _size_label(nbytes: float) -> str:
+    return f"{nbytes / 1024:g} KiB" if nbytes < 1 << 20 else f"{nbytes / (1 << 20):g} MiB"

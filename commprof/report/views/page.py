@@ -28,6 +28,7 @@ from commprof.report.views.breakdown import (
     projection_rows,
 )
 from commprof.report.views.costmodel_check import check_view
+from commprof.report.views.routing import routing_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
 from commprof.report.words import how_to_firm_up, spec_label
 
@@ -129,6 +130,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "all_failed": run.all_failed,
         "tokens": tokens,
         "answers": headline_answers(run, exports.plan),
+        "routing": routing_view(run),
         "accepts": [f"{a:g}" for a in run.options.accepts],
         "choices": choice_rows(run),
         "shared_gpus": run.shared_gpus,

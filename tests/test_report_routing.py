@@ -1,0 +1,96 @@
+"""The routing plan in the report: summary.json's bands, the first screen's figure and tables, and routing.txt's
+engine settings; from the simulated pcie8-verify sweep as a user runs it, and from fabricated measured records."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from commprof.cli import main
+from commprof.report.routing import candidates, routing_plan
+from commprof.report.routing_settings import routing_settings, routing_text
+from tests.test_routing import FIG, record
+
+PCIE8_SWEEP = Path(__file__).resolve().parents[1] / "sweeps" / "pcie8-verify.toml"
+KIB = 1024
+
+
+@pytest.fixture(scope="module")
+def pcie8_report(tmp_path_factory):
+    """`commprof simulate` of sweeps/pcie8-verify.toml on the Gen5 preset, then `commprof report`."""
+    root = tmp_path_factory.mktemp("routing")
+    sweep = ["--sweep", str(PCIE8_SWEEP), "--out", str(root / "sim")]
+    assert main(["simulate", "--topology", "pcie-gen5-switch-p2p", *sweep]) == 0
+    assert main(["report", "--latest", str(root / "sim"), "--out", str(root / "report")]) == 0
+    return root / "report"
+
+
+@pytest.mark.slow  # renders a whole report
+def test_summary_routes_every_verify_size_with_its_floor(pcie8_report):
+    run = json.loads((pcie8_report / "summary.json").read_text())["runs"][0]
+    bands = [b for b in run["routing"] if (b["collective"], b["mode"]) == ("all_reduce", "graph")]
+    assert bands[0]["min_bytes"] == 14 * KIB and bands[-1]["max_bytes"] == 224 * KIB
+    assert all(low["max_bytes"] + 1 == high["min_bytes"] for low, high in zip(bands, bands[1:]))
+    assert all(b["floor_us"] > 0 and b["pct_of_floor"] > 100 for b in bands)
+    first = bands[0]
+    assert first["impl"] in ("flashinfer-pcie-ipc", "b12x") and not first["baseline"]  # a PCIe kernel, not NCCL
+    assert first["evidence"]["level"] == "simulated" and first["evidence"]["verdict"] == "beyond model error"
+    assert "published" in first["evidence"]["floor"] and "p2pmark" in first["evidence"]["floor"]
+    # NCCL's predictions carry the prior's measured error, so the kernel's win was judged against it
+    assert "±41 %" in first["evidence"]["baseline_label"]
+    assert run["routing_floor"]["ranks"] == 8 and run["routing_floor"]["figures"]["evidence"] == "published"
+    assert {c["impl"] for c in run["routing_curves"]} >= {"nccl", "flashinfer-pcie-ipc", "b12x"}
+
+
+@pytest.mark.slow  # renders a whole report
+def test_routing_txt_routes_the_won_sizes_and_sizes_the_workspace(pcie8_report):
+    text = (pcie8_report / "routing.txt").read_text()
+    assert text.startswith("# commprof report of run") and "SIMULATED" in text
+    # 14 KiB = T 1 x hidden 7168 x 2 bytes: the largest size that won, not the band's unmeasured edge
+    assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 SGLANG_PCIE_IPC_MAX_NUMEL=7168\n" in text
+    assert "max batch x draft tokens <= 1 tokens: 1 x hidden 7168 x 2 B" in text
+    assert "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
+    assert "run the crossover search to place it" in text
+    run = json.loads((pcie8_report / "summary.json").read_text())["runs"][0]
+    assert {s["engine"] for s in run["routing_settings"]} == {"SGLang", "vLLM"}
+    assert run["files"]["routing.txt"] == "routing.txt"
+
+
+@pytest.mark.slow  # renders a whole report
+def test_the_first_screen_shows_the_plan_before_the_answers(pcie8_report):
+    html = (pcie8_report / "index.html").read_text()
+    start = html.index("The routing plan")
+    assert html.index("What do I set?") < start < html.index("How much faster is my verify step?")
+    card = html[start : html.index("How much faster is my verify step?")]
+    assert "<svg" in card and "floor" in card and "beyond model error" in card
+    assert "routing.txt — engine settings" in html
+
+
+def test_a_measured_win_inside_noise_is_never_exported():
+    records = [
+        record("p000", "default", 7, "graph", 20.0),
+        record("p001", "b12x", 7, "graph", 18.0, p90=21.0),  # faster median, p90 above the baseline's median
+        record("p000", "default", 56, "graph", 30.0),
+        record("p001", "b12x", 56, "graph", 10.0),  # beyond noise, but not at the smallest size
+    ]
+    plan = routing_plan(candidates(records, "p000"), 8, FIG)
+    settings, notes = routing_settings(plan["bands"], 1024, 2)
+    assert settings == []
+    assert any("not at the smallest sizes" in note for note in notes)
+    assert "keep NCCL at every size" in routing_text(settings, notes, ["measured on a test box"])
+
+
+def test_a_measured_win_at_the_smallest_sizes_becomes_each_engines_setting():
+    records = [record("p000", "default", t, "graph", 20.0) for t in (7, 14, 56)] + [
+        record("p001", "b12x", 7, "graph", 6.0),
+        record("p001", "b12x", 14, "graph", 9.0),
+        record("p001", "b12x", 56, "graph", 25.0),
+    ]
+    plan = routing_plan(candidates(records, "p000"), 8, FIG)
+    settings, _notes = routing_settings(plan["bands"], 1024, 2)
+    by_engine = {s.engine: s for s in settings}
+    assert set(by_engine) == {"SGLang", "vLLM (community PCIe fork)"}
+    # T = 14 x hidden 1024 x 2 B = 28 KiB is the largest size that won
+    assert by_engine["vLLM (community PCIe fork)"].setting.endswith("VLLM_PCIE_ONESHOT_ALLREDUCE_MAX_SIZE=28672")
+    assert by_engine["SGLang"].setting == "SGLANG_B12X_PCIE_AR=1"
+    assert "measured: beyond noise" in by_engine["SGLang"].evidence
