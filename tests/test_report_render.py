@@ -67,7 +67,7 @@ def test_index_answers_the_three_questions(rendered):
     assert not re.search(r">\s*nan\s*<|NaN", html)
     assert "<script" not in html  # self-contained: nothing to fetch
     assert not re.search(r'(src|href)="(https?:)?//|url\((https?:)?//|@import', html)
-    assert html.count("<svg") == 3  # breakdown, op sites, projection
+    assert html.count("<svg") == 4  # routing plan, breakdown, op sites, projection
 
 
 def test_summary_json(rendered):
