@@ -57,11 +57,12 @@ def test_routing_txt_routes_the_won_sizes_and_sizes_the_workspace(pcie8_report):
 
 
 @pytest.mark.slow  # renders a whole report
-def test_the_first_screen_shows_the_plan_before_the_answers(pcie8_report):
+def test_the_first_screen_shows_the_plan_after_what_to_set(pcie8_report):
     html = (pcie8_report / "index.html").read_text()
     start = html.index("The routing plan")
-    assert html.index("What do I set?") < start < html.index("How much faster is my verify step?")
-    card = html[start : html.index("How much faster is my verify step?")]
+    end = html.index("1 · Per T:")
+    assert html.index("<h3>What do I set?</h3>") < start < end
+    card = html[start:end]
     assert "<svg" in card and "floor" in card and "beyond model error" in card
     assert "routing.txt — engine settings" in html
 
