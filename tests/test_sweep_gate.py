@@ -35,16 +35,17 @@ def test_the_implementations_own_reason_comes_first_and_the_baseline_runs():
     assert refusal(point("flashinfer-fused", options={"use_oneshot": True}), "nccl", None) is None
 
 
-def test_pcie8_on_gloo_runs_only_its_baseline_and_the_dry_run_shows_it_first():
+def test_pcie8_on_gloo_runs_only_its_baseline_and_reference_and_the_dry_run_shows_it_first():
     spec = load_sweep(SWEEPS / "pcie8-verify.toml")
     refused = refusals(spec.points, "gloo", CPU)
-    assert set(refused) == {p.point_id for p in spec.points} - {"p000"}
+    reference = next(p.point_id for p in spec.points if p.impl == "nccl+rmsnorm")  # torch collectives: runs on gloo
+    assert set(refused) == {p.point_id for p in spec.points} - {"p000", reference}
     text = format_points_table(
         spec, StepCost(0.5, {1: 100.0, 4: 120.0, 8: 140.0, 16: 180.0}, "probe"), refused, "gloo", 2
     )
     head = text[: text.index("# id")]
-    assert "this launch: gloo backend, 2 ranks: 1 of 30 stage-0 points will run" in head
-    assert "29 will be recorded unsupported, never timed" in head
+    assert "this launch: gloo backend, 2 ranks: 2 of 33 stage-0 points will run" in head
+    assert "31 will be recorded unsupported, never timed" in head
     assert "\nx p001" in text and "\n  p000" in text
     # The channels stage sets NCCL variables in every combination but the all-default one, which is each
     # candidate itself: on gloo it adds nothing. The confirm stage re-measures its candidates: they run again.
@@ -52,5 +53,5 @@ def test_pcie8_on_gloo_runs_only_its_baseline_and_the_dry_run_shows_it_first():
     assert stage_runnable_points(channels, "gloo") == 0
     assert stage_runnable_points(channels, "nccl") == channels.max_points()
     assert stage_runnable_points(confirm, "gloo") == confirm.max_points()
-    assert "1 point will run in stage 0" in text and "; probe" in text
+    assert "2 points will run in stage 0" in text and "; probe" in text
     assert "up to 60 points, none of which can run on gloo" in text
