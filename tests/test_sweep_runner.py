@@ -172,7 +172,7 @@ def test_dry_run_writes_nothing_and_estimates_from_a_probe(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert "p000" in out.stdout and not (tmp_path / "runs").exists()
-    assert "measured on this launch: the baseline" in out.stdout and "1 of 30 stage-0 points will run" in out.stdout
+    assert "measured on this launch: the baseline" in out.stdout and "2 of 33 stage-0 points will run" in out.stdout
 
 
 @pytest.mark.parametrize(
