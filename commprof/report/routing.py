@@ -137,12 +137,16 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
         level = LEVEL_OF_SOURCE.get(record.get("source"), MEASURED)
         ops = record["op_us"]
         per_size: dict[tuple[str, int], list[tuple[float, float]]] = {}
-        for site, nbytes, median, p90 in zip(
-            ops.get("sites", ()), ops.get("bytes", ()), ops.get("median", ()), ops.get("p90", ops.get("median", ()))
+        sites = ops.get("sites", ())
+        # Each op's collective as the record names it (records before that: the logits site is the all-gather).
+        kinds = ops.get("collectives") or [
+            "all_gather" if str(s).rsplit(".", 1)[-1] == "logits" else "all_reduce" for s in sites
+        ]
+        for site, collective, nbytes, median, p90 in zip(
+            sites, kinds, ops.get("bytes", ()), ops.get("median", ()), ops.get("p90", ops.get("median", ()))
         ):
-            collective = "all_gather" if str(site).rsplit(".", 1)[-1] == "logits" else "all_reduce"
-            if collective == "all_gather" and not is_baseline:
-                continue  # every implementation gathers the logits with torch.distributed: the baseline's own
+            if collective != "all_reduce" and not is_baseline:
+                continue  # every implementation runs the other collectives with torch.distributed: the baseline's
             if collective == "all_reduce" and fused and str(site) != "embed":  # the embedding has no RMSNorm after
                 collective = FUSED
             elif collective == "all_reduce" and impl == reference:
