@@ -42,7 +42,7 @@ PENDING_LONG: set[str] = set()
 ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 # Inside the report: analyses, then the front door, then what words and shows it, then the writer and the command.
 REPORT_TIERS = (
-    {"export_text"},  # the one way exports write text they did not choose
+    {"export_text", "engine_switches"},  # how exports write text they did not choose; the engines' variables
     {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness", "routing", "routing_settings"},
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
     {"choices"},

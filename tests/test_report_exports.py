@@ -262,10 +262,16 @@ def test_alternative_implementations_get_their_engine_setting_or_say_engine_work
         if "flashinfer-pcie-ipc" in h.why
     }
     assert hints["vLLM"].setting == "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" and "0.30" in hints["vLLM"].version
-    assert hints["SGLang"].setting == "" and "engine work" in hints["SGLang"].why
+    assert hints["SGLang"].setting == "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" and "#34528" in hints["SGLang"].version
     assert "T = 1, 4" in hints["vLLM"].why and "not at T = 8" in hints["vLLM"].why
     text = eh.engine_hints_text(list(hints.values()), ["run r"])
-    assert "# SGLang: no setting" in text and "\nexport VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
+    assert "\nexport SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1\n" in text
+    assert "\nexport VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
+    # b12x: SGLang's switch, and no mainline vLLM one (only a community fork's)
+    assert [(engine, bool(setting)) for engine, setting, _ in eh.implementation_settings("b12x")] == [
+        ("SGLang", True),
+        ("vLLM", False),
+    ]
     symm = eh.implementation_settings("symm-mem")
     assert [engine for engine, setting, _ in symm if setting] == ["SGLang", "vLLM"]
     assert eh.implementation_settings("my_allreduce:GatherSum") == [("SGLang", "", "—"), ("vLLM", "", "—")]

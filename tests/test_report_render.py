@@ -445,13 +445,14 @@ def test_pcie8_another_implementation_and_what_the_engine_needs(pcie8_simulated)
     assert "within model error" in alternative
     assert "Not tested: a simulation ran nothing, so flashinfer-pcie-ipc was never captured" in alternative
     assert "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" in alternative and "vLLM 0.30" in alternative
-    assert 'SGLang: <b class="verdict-warn">no setting runs flashinfer-pcie-ipc: engine work' in alternative
+    assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" in alternative and "sgl-project/sglang#34528" in alternative
     assert "symm-mem: unsupported" in alternative  # tried, no number: said why
     fused = section(card, "(c) Fused", "Every number here")
     assert "flashinfer-fused: unsupported" in fused and "symm-mem" not in fused
     # Predicted, never run: the switch is in the script for when it has been measured, commented out.
     flags = (pcie8_simulated / "engine_flags.txt").read_text()
-    assert "\n#   export VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in flags and "# SGLang: no setting" in flags
+    assert "\n#   export VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in flags
+    assert "\n#   export SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1\n" in flags
     assert "\nexport VLLM" not in flags and "measure it with a sweep on the box before enabling it" in flags
 
 

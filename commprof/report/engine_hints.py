@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from commprof.evidence import Evidence
+from commprof.report.engine_switches import ROUTING_VARIABLES
 from commprof.report.export_text import comment, export_line, one_line
 
 # Engine flags, each with the engine version it was written for and where that was checked.
@@ -41,16 +42,14 @@ VLLM_FUSION_BACKEND_ENV = (
 ENGINES = ("SGLang", "vLLM")
 
 # What makes each engine run an all-reduce implementation other than NCCL, per commprof impl name:
-# (engine, setting, version written for). An engine missing here has no such setting that commprof knows of:
-# running that implementation in it is engine work. Fused kinds: the fusion flags above.
+# (engine, setting, version written for). The PCIe kernels' switches come from engine_switches (their one home);
+# an engine missing here has no such setting that commprof knows of: running that implementation in it is engine
+# work. Fused kinds: the fusion flags above.
 ALTERNATIVE_ENGINE_SETTINGS = {
-    "flashinfer-pcie-ipc": (
-        (
-            "vLLM",
-            "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1",
-            "vLLM 0.30 (vllm-project/vllm#53576: opt-in, default 0; single node, PCIe only, TP 2 / 4 / 8)",
-        ),
-    ),
+    **{
+        impl: tuple((engine, switch, version) for engine, switch, _, _, version in ways)
+        for impl, ways in ROUTING_VARIABLES.items()
+    },
     "symm-mem": (
         (
             "SGLang",
