@@ -52,24 +52,32 @@ def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
     ]
 
 
+def tps_cells(run: RunAnalysis, r: Any, missing: str) -> list[dict[str, Any]]:
+    """One projection row's tokens/s per accept length, each with its verdict against plain decode; `missing`
+    where the accept length cannot be reached at this T."""
+    cells = []
+    for accept in run.options.accepts:
+        value = getattr(r, tps_column(accept))
+        reached = finite(value)
+        cells.append(
+            {
+                "text": fmt_num(value, 0) if reached else missing,
+                "verdict": accept_verdict(run.evidence, r.draft_ms, r.verify_ms, r.verify_p90_ms, r.decode_ms, accept)
+                if reached
+                else "within",
+            }
+        )
+    return cells
+
+
 def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
     cases = {(a, t) for a, t in FIELD_REPORT_CASES}
     rows = []
     for r in run.projection.itertuples():
-        cells = []
-        for accept in run.options.accepts:
-            value = getattr(r, tps_column(accept))
-            cells.append(
-                {
-                    "text": fmt_num(value, 0) if finite(value) else "n/a (accept > T)",
-                    "verdict": accept_verdict(
-                        run.evidence, r.draft_ms, r.verify_ms, r.verify_p90_ms, r.decode_ms, accept
-                    )
-                    if finite(value)
-                    else "within",
-                    "field": (accept, int(r.tokens)) in cases,
-                }
-            )
+        cells = [
+            {**cell, "field": (accept, int(r.tokens)) in cases}
+            for accept, cell in zip(run.options.accepts, tps_cells(run, r, "n/a (accept > T)"))
+        ]
         rows.append(
             {
                 "setting": r.setting,

@@ -10,8 +10,9 @@ from typing import Any
 import pandas as pd
 
 from commprof.report.formatting import finite, fmt_ms_value, fmt_num, fmt_pct, range_pct, tokens_text
-from commprof.report.projection import accept_verdict, tps_column
+from commprof.report.projection import tps_column
 from commprof.report.run_analysis import RunAnalysis
+from commprof.report.views.breakdown import tps_cells
 from commprof.report.words import break_even_text, compute_text, draft_text, only_baseline, spec_label
 
 
@@ -150,24 +151,11 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
     )
     chosen = run.projection[run.projection["setting"] == setting]
     for r in chosen.itertuples():
-        cells = []
-        for accept in run.options.accepts:
-            value = getattr(r, tps_column(accept))
-            cells.append(
-                {
-                    "text": fmt_num(value, 0) if finite(value) else "n/a",
-                    "verdict": accept_verdict(
-                        run.evidence, r.draft_ms, r.verify_ms, r.verify_p90_ms, r.decode_ms, accept
-                    )
-                    if finite(value)
-                    else "within",
-                }
-            )
         out["rows"].append(
             {
                 "tokens": int(r.tokens),
                 "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty)),
-                "cells": cells,
+                "cells": tps_cells(run, r, "n/a"),
             }
         )
     plain = chosen["plain_tokens_per_s"]
