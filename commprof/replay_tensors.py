@@ -213,6 +213,33 @@ class StepTensors:
         )
 
 
+def step_tensor_bytes(plan: StepPlan, world: int, fused: bool) -> int:
+    """Bytes one rank's StepTensors keep for `plan` (the layout above, without the RMSNorm weight): what a sweep
+    checks against the memory a rank has before it starts any process."""
+    total, seen = 0, set()
+    elem = {name: torch.empty((), dtype=dtype).element_size() for name, dtype in TORCH_DTYPES.items()}
+    rows: dict[tuple, list] = {}
+    for op in plan.ops:
+        if op.collective == "all_reduce":
+            entry = rows.setdefault((op.shape, op.dtype), [0, False])
+            entry[0] += 1
+            entry[1] |= op.rmsnorm_after
+    for (shape, dtype), (count, rmsnorm) in rows.items():
+        numel = count * math.prod(shape)
+        total += numel * (4 + 2 * elem[dtype]) + (2 * numel * elem[dtype] if fused and rmsnorm else 0)
+    for op in plan.ops:
+        numel, size = math.prod(op.input_shape), elem[op.dtype]
+        if op.collective == "all_gather":
+            total += world * numel * size + (0 if (op.input_shape, op.dtype, "g") in seen else numel * (4 + size))
+            seen.add((op.input_shape, op.dtype, "g"))
+        elif op.collective == "reduce_scatter":
+            total += math.prod(op.shape) * size + (
+                0 if (op.input_shape, op.dtype, "s") in seen else numel * (4 + 2 * size)
+            )
+            seen.add((op.input_shape, op.dtype, "s"))
+    return total
+
+
 def _finite_error(got: torch.Tensor, expected: torch.Tensor) -> tuple[float, int]:
     """(largest absolute error over the finite outputs, count of NaN / Inf outputs): a NaN never hides in a max."""
     if not got.numel():

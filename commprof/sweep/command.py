@@ -185,6 +185,7 @@ def sweep_command(
     # Fail fast, before any process starts: the model, and every step at this launch's TP.
     spec.check_plans(spec.tp or int(os.environ.get("WORLD_SIZE", "1")))
     _check_impls(spec)
+    _check_memory(spec, share_gpus)
     if rank == 0:
         for warning in spec.warnings:
             click.echo(f"commprof: warning: {warning}", err=True)
@@ -260,6 +261,13 @@ def _launch_refusals(spec: SweepSpec, share_gpus: bool) -> tuple[str, int, dict[
     model = load_model(spec.model, spec.layout)
     context = launch_context(backend, world_size, spec.dtype or model.dtype, spec.tokens, model.hidden_size)
     return backend, world_size, refusals(spec.points, backend, context)
+
+
+def _check_memory(spec: SweepSpec, share_gpus: bool) -> None:
+    from commprof.sweep.memory import check_memory
+    from commprof.sweep.runner import choose_backend
+
+    check_memory(spec, int(os.environ.get("WORLD_SIZE", "1")), choose_backend(share_gpus))
 
 
 def resume_command(run_dir: str | Path) -> str:
