@@ -4,8 +4,10 @@ Read from b12x 1.5.1 (PyPI wheel; local-inference-lab/b12x): every runtime is a 
 built collectively from a process group; each [T, H] shape gets a Plan (`pcie.query_from_runtime` +
 `pcie.plan`) that a `b12x.preparation.PreparationSession` compiles and primes before use (a shape first seen
 inside a CUDA-graph capture fails), with one priming launch per shape, a collective the ranks agree on
-through the process group. The priming calls are the ones b12x's own startup fixtures make
-(b12x/testing/startup/comm.py). Variants:
+through the process group. The session owns the prepared plans: closing it releases them (session.close ->
+_release_payload), so it stays open until teardown. The priming calls are b12x's own per surface
+(b12x.comm.pcie._oneshot_preparation._prepare_plain_call / _prepare_fused_call,
+_twoshot_preparation.prepared_call, _dma_preparation.prepared_call). Variants:
 - oneshot: `OneshotAllReduce` (all-peer one-shot; world size 2, 4, 6, 8, 10), staged through its eager buffers;
 - twoshot: `PCIeTwoShotBF16` (single-rounding BF16 reduce-scatter + all-gather; world size 4 only, T a multiple
   of the world size); captures inside `runtime.capture(plan=...)`;
@@ -137,6 +139,7 @@ class B12xAllReduce(AllReduceImpl):
         self.variant: str = self.options.get("variant", "auto")
         self.runtimes: dict[str, Any] = {}
         self.plans: dict[tuple, Any] = {}
+        self._session = None
         self._ran: set[str] = set()
 
     @classmethod
@@ -210,11 +213,8 @@ class B12xAllReduce(AllReduceImpl):
             sample = self._torch.zeros((t, h), dtype=self._dtype, device=self.device)
             for runtime in self._runtimes_of(sample):
                 requests.append(self._request(runtime, sample, CollectiveRequirement))
-        session = PreparationSession(**session_kwargs(self.device))
-        try:
-            session.prepare(requests, coordinator=self._coordinate)
-        finally:
-            session.close()
+        self._session = PreparationSession(**session_kwargs(self.device))
+        self._session.prepare(requests, coordinator=self._coordinate)
 
     def _runtimes_of(self, sample) -> tuple[str, ...]:
         return (runtime_variant(self.variant, sample.numel() * sample.element_size(), self.world_size),)
@@ -268,6 +268,11 @@ class B12xAllReduce(AllReduceImpl):
         return f"b12x.comm.pcie {algorithms.ran_text(ran, chosen_by)}"
 
     def teardown(self) -> None:
+        """The session first (it releases the plans, which use the runtimes), then each runtime: b12x closes a
+        runtime collectively, and every rank built the same ones in the same order."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
         for runtime in self.runtimes.values():
             runtime.close()
         self.runtimes.clear()
@@ -348,7 +353,9 @@ def _priming_call(runtime: str, state, sample, out, residual=None, weight=None, 
     if runtime == "twoshot":
         rows = sample.view(-1, sample.shape[-1])
         return PreparedCall(
-            run=lambda: state.run(rows, None, out.view_as(rows), threads=512, block_limit=64), output=out
+            # the launch controls query_from_runtime records when the call names none; run() checks they match
+            run=lambda: state.run(rows, None, out.view_as(rows), threads=512, block_limit=64),
+            output=out,
+            capture_safe=False,
         )
-    state.prime(sample, out=out)
-    return PreparedCall(run=lambda: state.run(sample, out=out), output=out)
+    return PreparedCall(run=lambda: state.prime(sample, out=out), output=out, capture_safe=False)
