@@ -15,6 +15,8 @@ _twoshot_preparation.prepared_call, _dma_preparation.prepared_call). Variants:
 - auto (default): one-shot up to 64 KiB and two-shot above where two-shot runs (world size 4), else one-shot,
   as engines switch by size; the record's impl_detail says which ran.
 `b12x-fused` is `OneshotAllReduce.all_reduce_fused_add_rms_norm` (at most 36 rows), set against nccl+rmsnorm.
+Not gated (no SM count is probed): b12x refuses a GPU with fewer resident SMs than one-shot's 36 or
+two-shot's 64 when building the runtime (ONESHOT_REQUIRED_SMS, TWOSHOT_REQUIRED_SMS), which then fails the point.
 What is timed per op: one kernel into a caller-owned output (allocated per op, as for the other kernels).
 """
 
@@ -160,6 +162,7 @@ class B12xAllReduce(AllReduceImpl):
             needs_sm12x(ctx),
             *(needs_world_size(ctx, sizes[r], f"b12x {r}") for r in sorted(runtimes)),
             needs_dtype(ctx, TWOSHOT_DTYPES if "twoshot" in runtimes else ONESHOT_DTYPES, KERNEL),
+            # b12x checks no peer access itself: it maps peers' buffers with cudaIpcOpenMemHandle (_cuda_ipc.py)
             needs_p2p(ctx),
         )
 
