@@ -268,8 +268,10 @@ def test_no_p2p_between_some_pair_is_refused_with_the_probe_detail(support):
         ("0.5.3", False, False),
         ("0.6.10", False, False),
         ("0.6.11", True, False),
-        ("0.6.18rc7", True, False),
-        ("0.6.18", True, True),
+        ("0.6.18", True, False),
+        ("0.6.18.post1", True, False),
+        ("0.7.0rc1", True, False),
+        ("0.7.0", True, True),
         ("0.7.4", True, True),
     ],
 )
@@ -279,7 +281,7 @@ def test_flashinfer_versions(installed, fused_ok, pcie_ok):
     if installed is None:
         assert "not installed (pip install 'commprof[flashinfer]')" in pcie(flashinfer_version=None).reason
     elif not pcie_ok:
-        assert "pip install -U 'flashinfer-python>=0.6.18'" in pcie(flashinfer_version=installed).reason
+        assert "pip install -U 'flashinfer-python>=0.7.0'" in pcie(flashinfer_version=installed).reason
 
 
 def test_trtllm_needs_16_byte_rows():

@@ -31,10 +31,13 @@ from commprof.impls.gating import (
 )
 from commprof.planner.models import DTYPE_BYTES
 
-# FlashInfer's unified allreduce_fusion API with create_allreduce_fusion_workspace(group=...) (0.6.10.post1).
+# FlashInfer's unified allreduce_fusion API with create_allreduce_fusion_workspace(group=...): the PyPI wheel of
+# 0.6.10.post1 is the first with group= (0.6.10's has none); gating's versions do not order post-releases, so the
+# gate asks for the next release.
 FLASHINFER_FUSED_MIN = "0.6.11"
-# Its TRT-LLM kernels (flashinfer/jit/comm.py builds them for majors 9, 10 and, since 0.6.17, 12; they
-# launch thread-block clusters, so nothing older) and the release that supports each major.
+# Its TRT-LLM kernels (flashinfer/jit/comm.py gen_trtllm_comm_module builds them for majors 9, 10 and, from the
+# 0.6.17 wheel on, 12 (0.6.16's: 9, 10); they launch thread-block clusters, so nothing older) and the release
+# that supports each major.
 TRTLLM_ARCH_MIN_FLASHINFER = {9: FLASHINFER_FUSED_MIN, 10: FLASHINFER_FUSED_MIN, 12: "0.6.17"}
 TRTLLM_WORLD_SIZES = (2, 4, 8, 16)  # allreduce_fusion_kernel_launcher's NRanks dispatch
 TRTLLM_DTYPES = ("bfloat16", "float16", "float32")

@@ -17,9 +17,10 @@ from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
 from commprof.impls.gating import first_failure, needs_cuda, needs_dtype, needs_flashinfer, needs_p2p, needs_world_size
 from commprof.planner.models import DTYPE_BYTES
 
-# flashinfer.comm.PcieIpcAllReduceWorkspace (pcie_ipc_ar.py, pcie_ipc_policy._admits). It landed after
-# 0.6.18rc7 (flashinfer PR #4393). Its kernels use plain loads/stores over CUDA IPC: no SM restriction.
-PCIE_IPC_MIN_FLASHINFER = "0.6.18"
+# flashinfer.comm.PcieIpcAllReduceWorkspace (pcie_ipc_ar.py, pcie_ipc_policy._admits; flashinfer PR #4393). The
+# first release that ships it is 0.7.0: the PyPI wheels of 0.6.18 and 0.6.18.post1 have no pcie_ipc_ar.py, and
+# 0.7.0's constructor, tune, prepare and all_reduce take what 0.7.4's do. Plain loads/stores over CUDA IPC: any SM.
+PCIE_IPC_MIN_FLASHINFER = "0.7.0"
 PCIE_IPC_WORLD_SIZES = (2, 4, 8)
 PCIE_IPC_DTYPES = ("bfloat16", "float16")
 PCIE_IPC_PACK_BYTES = 16
