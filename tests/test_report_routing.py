@@ -93,5 +93,5 @@ def test_a_measured_win_at_the_smallest_sizes_becomes_each_engines_setting():
     assert set(by_engine) == {"SGLang", "vLLM (community PCIe fork)"}
     # T = 14 x hidden 1024 x 2 B = 28 KiB is the largest size that won
     assert by_engine["vLLM (community PCIe fork)"].setting.endswith("VLLM_PCIE_ONESHOT_ALLREDUCE_MAX_SIZE=28672")
-    assert by_engine["SGLang"].setting == "SGLANG_B12X_PCIE_AR=1"
+    assert by_engine["SGLang"].setting == "SGLANG_B12X_PCIE_AR=1 SGLANG_B12X_ONESHOT_MAX_BYTES=28672"
     assert "measured: beyond noise" in by_engine["SGLang"].evidence

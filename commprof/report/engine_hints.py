@@ -19,8 +19,9 @@ from commprof.report.export_text import comment, export_line, one_line
 # Engine flags, each with the engine version it was written for and where that was checked.
 SGLANG_FUSION_FLAG = (
     "--flashinfer-allreduce-fusion-backend auto",
-    "SGLang 2026 main (flag added by sgl-project/sglang#12787); releases before it, e.g. v0.5.10, "
-    "take --enable-flashinfer-allreduce-fusion, which newer ones accept as a deprecated alias",
+    "SGLang with sgl-project/sglang#12787 (merged; auto / trtllm / mnnvl), whose later builds log "
+    "--enable-flashinfer-allreduce-fusion as its deprecated alias; older releases (v0.5.10 takes it) need "
+    "that flag instead; the first release with this one was not checked",
 )
 SGLANG_FUSION_OFF_FLAG = (
     "--enforce-disable-flashinfer-allreduce-fusion",
