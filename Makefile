@@ -18,7 +18,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e '.[dev]'
-	@# b12x needs torch >= 2.12: added only where it keeps the torch installed above (its binding tests skip otherwise).
+	@# b12x needs torch >= 2.12: added only where it keeps the torch installed above (without it, its binding tests check
+	@# commprof against the recorded b12x 1.5.1 signatures, tests/b12x_record.py, and skip the installed-b12x comparison).
 	$(PY) -c 'import torch; print("torch==" + torch.__version__)' > $(VENV)/torch-pin.txt
 	$(PY) -m pip install --quiet -e '.[b12x]' -c $(VENV)/torch-pin.txt || echo "b12x not installed next to this torch: pip install 'commprof[b12x]' to bind and run it"
 	touch $@
