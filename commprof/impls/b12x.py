@@ -38,7 +38,7 @@ from commprof.impls.gating import (
 from commprof.planner.models import DTYPE_BYTES
 
 B12X_INSTALL = "pip install 'commprof[b12x]'"
-B12X_MIN = "1.5"  # the planned API (Plan + PreparationSession) read here
+B12X_MIN = "1.5"  # 1.5.0: first with b12x.preparation and PCIeTwoShotBF16 (1.3.0 has neither; no 1.4 on PyPI)
 B12X_CAPABILITIES = ((12, 0), (12, 1))  # b12x._lib.gating.is_b12x: SM120 / SM121
 ONESHOT_WORLD_SIZES = (2, 4, 6, 8, 10)  # pcie_oneshot.SUPPORTED_WORLD_SIZES
 TWOSHOT_WORLD_SIZES = (4,)  # pcie_twoshot_bf16.SUPPORTED_WORLD_SIZES
@@ -95,6 +95,8 @@ def runtime_variant(variant: str, nbytes: int, world_size: int) -> str:
 
 
 def shape_problem(ctx: ImplContext, tokens: int, runtime: str) -> str | None:
+    """Per-T shapes each runtime refuses: one-shot should_allreduce (bytes % 16), PCIeTwoShotBF16 (row_elems % 8,
+    accepts: numel % (row_elems x world size)), DMA should_allreduce (numel % (world size x 8))."""
     elem = DTYPE_BYTES.get(ctx.dtype, 2)
     numel = tokens * ctx.hidden_size
     if runtime == "oneshot" and numel * elem % PACK_BYTES:
