@@ -7,7 +7,15 @@ import pytest
 from commprof.costmodel.kernels import KernelModel, floor_from_table, kernel_model_from_table
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
-from commprof.floor.model import FloorFigures, algorithm_us, crossover_bytes, floor, pct_of_floor, received_bytes
+from commprof.floor.model import (
+    FloorFigures,
+    algorithm_us,
+    all_gather_floor,
+    crossover_bytes,
+    floor,
+    pct_of_floor,
+    received_bytes,
+)
 from commprof.problems import Problems
 
 FIG = FloorFigures(
@@ -30,9 +38,21 @@ def test_the_floor_is_the_cheaper_algorithm_and_switches_at_the_crossover():
     cross = crossover_bytes(8, FIG)
     below, above = floor(int(cross * 0.5), 8, FIG), floor(int(cross * 2), 8, FIG)
     assert below.algorithm == "one-shot" and above.algorithm == "two-shot"
-    assert below.us == min(below.one_shot_us, below.two_shot_us)
-    assert math.isinf(crossover_bytes(2, FIG)) and floor(1 << 20, 2, FIG).algorithm == "one-shot"
+    assert below.us == min(below.one_shot_us, below.two_shot_us, below.ring_us)
+    assert math.isinf(crossover_bytes(2, FIG)) and floor(1 << 20, 2, FIG).algorithm != "two-shot"
     assert pct_of_floor(10.0, 4.0) == 250.0 and pct_of_floor(10.0, 0.0) is None
+
+
+def test_large_messages_floor_at_the_ring_which_moves_data_at_the_pair_figure():
+    """A ring only receives from its neighbour: its data moves at the single-pair figure, one write per hop."""
+    big = floor(8 << 20, 8, FIG)
+    assert big.algorithm == "ring"
+    assert big.ring_us == pytest.approx(2.0 + 14 * 0.4 + 1.75 * (8 << 20) / 56000)
+    assert big.us < big.two_shot_us  # all-to-all at 24 GB/s per GPU is not the bound for a ring
+    gather = all_gather_floor(8 << 20, 8, FIG)
+    assert gather.algorithm == "ring" and gather.us == pytest.approx(2.0 + 7 * 0.4 + 7 / 8 * (8 << 20) / 56000)
+    small = all_gather_floor(8192, 8, FIG)
+    assert small.algorithm == "one-shot" and small.us == pytest.approx(2.0 + 0.4 + 7 / 8 * 8192 / 24000)
 
 
 def test_floor_figures_refuse_nonsense():

@@ -63,7 +63,7 @@ def figures(probe: FloorProbe) -> FloorFigures:
 
 
 def floor_table(figs: FloorFigures, ranks: int, sizes=DEFAULT_SIZES) -> list[dict]:
-    """The floor at each size: one-shot, two-shot, and the cheaper."""
+    """The floor at each size: one-shot, two-shot, ring, and the cheapest."""
     rows = []
     for nbytes in sizes:
         f = floor(nbytes, ranks, figs)
@@ -74,6 +74,7 @@ def floor_table(figs: FloorFigures, ranks: int, sizes=DEFAULT_SIZES) -> list[dic
                 "algorithm": f.algorithm,
                 "one_shot_us": f.one_shot_us,
                 "two_shot_us": f.two_shot_us,
+                "ring_us": f.ring_us,
             }
         )
     return rows

@@ -1,11 +1,15 @@
-"""The all-reduce floor per message size, from four figures of the box. Pure.
+"""The all-reduce (and all-gather) floor per message size, from four figures of the box. Pure.
 
 One-shot: every GPU reads (or receives) the other n-1 payloads at once, so each GPU's inbound link carries
 (n-1) x S; one flag round. Two-shot: reduce-scatter then all-gather, each moving (n-1)/n x S into every GPU,
-with a flag round after each. Both pay one kernel launch plus flag exchange (`sync_us`) and one peer write
-latency per flag round. The bandwidth is the per-GPU figure with every GPU talking at once, because that is
-what an all-reduce does; the single-pair figure is kept for the report (it bounds a ring's hop).
-The floor at a size is the cheaper of the two. A kernel at 100 % of the floor moves data as fast as the
+with a flag round after each. Both are all-to-all traffic, so they move data at the per-GPU figure with every
+GPU talking to every other at once. Ring: the same bytes as two-shot, but each GPU only receives from one
+neighbour, so it can move data at the single-pair figure, paying one peer write latency per hop (2(n-1) for an
+all-reduce, n-1 for an all-gather). Neighbour traffic really is faster than all-to-all on PCIe: NCCL's ring
+all-reduce on 8 x RTX PRO 6000 behind switches reaches 39-41 GB/s bus bandwidth where all-to-all copies get
+21-24 GB/s per GPU (rtx6kpro hardware/pcie-bandwidth.md), so a floor without the ring is no floor for
+large messages. Every algorithm pays one kernel launch plus flag exchange (`sync_us`).
+The floor at a size is the cheapest algorithm. A kernel at 100 % of the floor moves data as fast as the
 links allow and syncs as fast as one launch and one write per round.
 """
 
@@ -13,7 +17,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-ALGORITHMS = ("one-shot", "two-shot")
+ALGORITHMS = ("one-shot", "two-shot")  # the PCIe kernels' algorithms (impls and kernel models name these)
+RING = "ring"  # neighbour traffic: what NCCL's ring does; part of the floor, not a kernel option
+FLOOR_ALGORITHMS = (*ALGORITHMS, RING)
 EVIDENCE = ("measured", "published")
 
 
@@ -44,7 +50,7 @@ class FloorFigures:
 
 @dataclass(frozen=True)
 class Floor:
-    """The floor of one all-reduce size: its time, the algorithm that reaches it, and both candidates."""
+    """The floor of one collective at one size: its time, the algorithm that reaches it, and every candidate's."""
 
     nbytes: int
     ranks: int
@@ -52,44 +58,53 @@ class Floor:
     algorithm: str
     one_shot_us: float
     two_shot_us: float
+    ring_us: float
 
 
 def received_bytes(algorithm: str, nbytes: int, ranks: int) -> float:
     """Bytes each GPU must take in over its links for one all-reduce of `nbytes`."""
     if algorithm == "one-shot":
         return (ranks - 1) * nbytes
-    if algorithm == "two-shot":
+    if algorithm in ("two-shot", RING):
         return 2 * (ranks - 1) / ranks * nbytes
-    raise ValueError(f"unknown all-reduce algorithm {algorithm!r} (known: {', '.join(ALGORITHMS)})")
+    raise ValueError(f"unknown all-reduce algorithm {algorithm!r} (known: {', '.join(FLOOR_ALGORITHMS)})")
 
 
-def flag_rounds(algorithm: str) -> int:
-    """Peer flag rounds on the critical path: one-shot one, two-shot one per phase."""
-    return 1 if algorithm == "one-shot" else 2
+def flag_rounds(algorithm: str, ranks: int) -> int:
+    """Peer writes in sequence on the critical path: one-shot one, two-shot one per phase, ring one per hop."""
+    return {"one-shot": 1, "two-shot": 2}.get(algorithm, 2 * (ranks - 1))
+
+
+def link_gbps(algorithm: str, figures: FloorFigures) -> float:
+    """The per-GPU inbound bandwidth the algorithm's traffic can reach: all-to-all, or one neighbour (ring)."""
+    return figures.pair_write_gbps if algorithm == RING else figures.all_pairs_gbps
 
 
 def algorithm_us(algorithm: str, nbytes: int, ranks: int, figures: FloorFigures) -> float:
     """The least time `algorithm` can take for `nbytes` on `ranks` GPUs with these figures (µs)."""
     if ranks < 2:
         return 0.0
-    moved = received_bytes(algorithm, nbytes, ranks) / (1000.0 * figures.all_pairs_gbps)  # GB/s = 1000 B/µs
-    return figures.sync_us + flag_rounds(algorithm) * figures.write_latency_us + moved
+    moved = received_bytes(algorithm, nbytes, ranks) / (1000.0 * link_gbps(algorithm, figures))  # GB/s = 1000 B/µs
+    return figures.sync_us + flag_rounds(algorithm, ranks) * figures.write_latency_us + moved
 
 
 def floor(nbytes: int, ranks: int, figures: FloorFigures) -> Floor:
-    """The floor of an all-reduce of `nbytes` per rank: the cheaper of one-shot and two-shot."""
-    one = algorithm_us("one-shot", nbytes, ranks, figures)
-    two = algorithm_us("two-shot", nbytes, ranks, figures)
-    best = "one-shot" if one <= two else "two-shot"
-    return Floor(nbytes, ranks, min(one, two), best, one, two)
+    """The floor of an all-reduce of `nbytes` per rank: the cheapest of one-shot, two-shot and ring."""
+    times = {a: algorithm_us(a, nbytes, ranks, figures) for a in FLOOR_ALGORITHMS}
+    best = min(times, key=times.__getitem__)
+    return Floor(nbytes, ranks, times[best], best, times["one-shot"], times["two-shot"], times[RING])
 
 
 def all_gather_floor(nbytes: int, ranks: int, figures: FloorFigures) -> Floor:
-    """The floor of an all-gather whose output is `nbytes`: each GPU receives the other (n-1)/n of it, one round."""
+    """The floor of an all-gather whose output is `nbytes`: each GPU receives the other (n-1)/n of it, either
+    from every peer at once in one round (one-shot) or from its ring neighbour in n-1 hops."""
     if ranks < 2:
-        return Floor(nbytes, ranks, 0.0, "all-gather", 0.0, 0.0)
-    us = figures.sync_us + figures.write_latency_us + (ranks - 1) / ranks * nbytes / (1000.0 * figures.all_pairs_gbps)
-    return Floor(nbytes, ranks, us, "all-gather", us, us)
+        return Floor(nbytes, ranks, 0.0, "one-shot", 0.0, 0.0, 0.0)
+    received = (ranks - 1) / ranks * nbytes
+    one = figures.sync_us + figures.write_latency_us + received / (1000.0 * figures.all_pairs_gbps)
+    ring = figures.sync_us + (ranks - 1) * figures.write_latency_us + received / (1000.0 * figures.pair_write_gbps)
+    # An all-gather has no reduce phase: one-shot is its only all-to-all form (two-shot = one-shot here).
+    return Floor(nbytes, ranks, min(one, ring), "one-shot" if one <= ring else RING, one, one, ring)
 
 
 def collective_floor(collective: str, nbytes: int, ranks: int, figures: FloorFigures) -> Floor:

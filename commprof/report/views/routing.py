@@ -30,8 +30,8 @@ def routing_view(run: RunAnalysis) -> dict[str, Any] | None:
     view: dict[str, Any] = {
         "mode": mode,
         "floor": (
-            f"{figures['evidence']} figures ({figures['source']}) on {plan['ranks']} GPUs: one-shot or two-shot, "
-            "whichever is cheaper at each size"
+            f"{figures['evidence']} figures ({figures['source']}) on {plan['ranks']} GPUs: one-shot, two-shot or ring, "
+            "whichever is cheapest at each size"
             if figures
             else NO_FLOOR
         ),
