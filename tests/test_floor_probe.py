@@ -53,3 +53,14 @@ def test_the_probe_measures_this_box(tmp_path):
     figs = figures(measured)
     assert figs.all_pairs_gbps > 0 and figs.write_latency_us > 0
     assert main(["floor", "--out", str(tmp_path / "floor.json")]) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 CUDA GPUs")
+def test_the_sweep_measures_the_floor_in_a_fresh_process(tmp_path):
+    from commprof.floor.fresh import measure_floor
+
+    entry = measure_floor(2, tmp_path / "floor.json")
+    assert entry["status"] == "measured", entry.get("why")
+    assert entry["figures"]["all_pairs_gbps"] > 0 and "measured at the start of this run" in entry["figures"]["source"]
+    assert len(entry["gpus"]) == 2 and (tmp_path / "floor.json").exists()

@@ -17,6 +17,7 @@ from commprof.gpu_smoke.verdicts import (
     Verdict,
     doctor_verdict,
     exit_code,
+    floor_verdict,
     format_verdicts,
     pytest_verdict,
 )
@@ -334,6 +335,16 @@ def test_pytest_verdict():
     assert skipped.status == V_FAIL and skipped.detail.startswith("no GPU test ran: 15 skipped")
 
 
+def test_floor_verdict_needs_measured_figures_and_a_recorded_source():
+    good = {"figures": {"pair_write_gbps": 53.0, "all_pairs_gbps": 22.0}, "floor": []}
+    meta = {"floor": {"figures": {"source": "measured at the start of this run"}}}
+    assert floor_verdict("f", 2, 0, good, "", meta).status == PASS
+    assert floor_verdict("f", 2, 2, None, "needs at least 2 CUDA GPUs", meta).status == V_FAIL
+    assert floor_verdict("f", 2, 0, {"figures": {"pair_write_gbps": 0}}, "", meta).status == V_FAIL
+    assert "no floor entry" in floor_verdict("f", 2, 0, good, "", {}).detail
+    assert floor_verdict("f", 1, None, None, "", None).detail.startswith("skipped: one GPU")
+
+
 # --- the steps on one GPU and on eight ---------------------------------------------------------------------
 
 
@@ -357,11 +368,18 @@ class FakeSteps:
                 run_dir = Path(cmd[cmd.index("--out") + 1]) / f"20260101-000000-{name}"
                 run_dir.mkdir(parents=True)
                 append_records(run_dir / RESULTS_FILE, records)
+                floor = {"status": "measured", "figures": {"source": "measured at the start of this run in 3.0 s"}}
+                if "--share-gpus" in cmd:
+                    floor = {"status": "not measured", "figures": None, "why": "ranks share GPUs (--share-gpus)"}
+                (run_dir / "meta.json").write_text(json.dumps({"floor": floor}))
             elif name == "report":
                 report = Path(cmd[cmd.index("--out") + 1])
                 report.mkdir(parents=True)
                 (report / "index.html").write_text("<html></html>")
             stdout = json.dumps(doctor) if name == "doctor" else ""
+            if name == "floor":
+                figures = {"pair_write_gbps": 53.0, "all_pairs_gbps": 22.0}
+                stdout = json.dumps({"figures": figures, "floor": [{"bytes": 16384, "floor_us": 4.1}]})
             return 0, stdout, stdout + ("3 passed, 2 skipped, 590 deselected in 60.0s\n" if "pytest" in name else "")
 
         monkeypatch.setattr(run.Steps, "run", fake_run)
@@ -375,7 +393,7 @@ def test_one_gpu_runs_two_ranks_sharing_it_then_one_rank_then_the_rest(tmp_path,
 
     fake = FakeSteps(tmp_path / "records", monkeypatch)
     verdicts = gpu_paths(tmp_path / "out", 1, BUDGET_S, echo=lambda text: None)
-    assert [name for name, _, _ in fake.calls] == list(STEP_MINIMUM_S)
+    assert [name for name, _, _ in fake.calls] == [n for n in STEP_MINIMUM_S if n != "floor"]
     sweep = fake.command("nccl-sweep")
     assert sweep[:3] == [sys.executable, "-m", "torch.distributed.run"] and "--nproc-per-node=2" in sweep
     assert "--share-gpus" in sweep and sweep[sweep.index("-m", 3) + 1] == "commprof.allreduce_sweep"
@@ -389,7 +407,9 @@ def test_one_gpu_runs_two_ranks_sharing_it_then_one_rank_then_the_rest(tmp_path,
         later = sum(STEP_MINIMUM_S[n] for n, _, _ in fake.calls[index + 1 :])
         assert STEP_MINIMUM_S[name] <= limit <= BUDGET_S - later
     assert "2 ranks sharing one GPU" in verdicts[0].path
-    assert [v.status for v in verdicts if v.status != PASS] == [V_SKIP] * 2, format_verdicts(verdicts)
+    assert [v.status for v in verdicts if v.status != PASS] == [V_SKIP] * 3, format_verdicts(verdicts)
+    (floor,) = [v for v in verdicts if v.path.startswith("floor probe")]
+    assert floor.status == V_SKIP and floor.detail.startswith("skipped: one GPU") and "share GPUs" in floor.detail
 
 
 def test_eight_gpus_run_eight_ranks_with_two_sizes_and_no_one_rank_sweep(tmp_path, monkeypatch):
@@ -401,3 +421,6 @@ def test_eight_gpus_run_eight_ranks_with_two_sizes_and_no_one_rank_sweep(tmp_pat
     assert "--nproc-per-node=8" in fake.command("nccl-sweep") and "--share-gpus" not in fake.command("nccl-sweep")
     assert parse_sweep((tmp_path / "out" / "nccl-sweep.toml").read_text()).tokens == (4, 16)
     assert "8 ranks on 8 GPUs" in verdicts[0].path
+    assert fake.command("floor")[3:6] == ["floor", "--quick", "--json"]
+    (floor,) = [v for v in verdicts if v.path.startswith("floor probe")]
+    assert floor.status == PASS and "4.1 µs at 16 KiB" in floor.detail and "measured at the start" in floor.detail

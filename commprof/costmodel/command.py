@@ -23,6 +23,7 @@ from commprof.costmodel.nccl_tests import gpu_name, parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
+from commprof.floor.record import not_measured, preset_floor
 from commprof.records import point_ids
 from commprof.records.files import (
     META_FILE,
@@ -391,6 +392,12 @@ def simulate(
                 "report": spec.report,
             },
             "topology": {"simulated": True, **topology.summary()},
+            "floor": preset_floor(topology.name, topology.floor)
+            if topology.floor
+            else not_measured(
+                f"topology {topology.name} has no [floor]",
+                "add a [floor] table of published figures, each with its source, to the topology file",
+            ),
             "calibration": {"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
             "model_error": error.to_dict(),
         }

@@ -34,6 +34,7 @@ TEXT_FILES = {
 }
 JSON_FILES = {"sysfs_pci": "sysfs PCIe link and AER files of the GPUs and the bridges above them"}
 NVML_FILE, TESTS_FILE, MANIFEST_FILE = "nvml.json", "gpu_tests.json", "manifest.json"
+FLOOR_FILE = "floor.json"  # the floor probe's result as meta.json records it (commprof.floor.record)
 
 
 def read_bundle(directory: Path) -> Facts:
@@ -61,6 +62,8 @@ def read_bundle(directory: Path) -> Facts:
     facts.gpu_health = nvml.get("health") if isinstance(nvml.get("health"), list) else None
     tests = _json(directory / TESTS_FILE)
     facts.tests = tests if isinstance(tests, dict) else {}
+    floor = _json(directory / FLOOR_FILE)
+    facts.floor = floor if isinstance(floor, dict) else None
     if not any(s.ok for s in facts.sources.values()) and not nvml:
         raise UsageError(
             f"--from {directory}: no bundle file found (expected names like cmdline.log, "
@@ -101,6 +104,7 @@ def write_bundle(facts: Facts, directory: Path) -> list[Path]:
     files = {
         NVML_FILE: {"topology": facts.topology, "health": facts.gpu_health},
         TESTS_FILE: facts.tests,
+        **({FLOOR_FILE: facts.floor} if facts.floor else {}),
         MANIFEST_FILE: {
             "collected": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "origin": facts.origin,

@@ -32,7 +32,8 @@ class Facts:
     """Everything gathered for one doctor run.
 
     `topology` is the NVML probe (commprof.doctor.topology_probe) where NVML answered; `gpu_health` holds the per-GPU
-    NVML health answers; `tests` holds the NCCL subprocess results (p2p pairs, all-GPU init, link load).
+    NVML health answers; `tests` holds the NCCL subprocess results (p2p pairs, all-GPU init, link load);
+    `floor` the floor probe's result (or why there is none).
     """
 
     origin: str  # "live" or the bundle directory
@@ -41,6 +42,7 @@ class Facts:
     gpu_health: list[dict[str, Any]] | None = None
     tests: dict[str, Any] = field(default_factory=dict)
     tp: int | None = None  # size of the TP group to judge (default: all GPUs)
+    floor: dict[str, Any] | None = None  # the box's floor as meta.json records it (commprof.floor.record)
 
     def source(self, name: str) -> Source:
         return self.sources.get(name) or Source(name, name, None, "not gathered")

@@ -13,11 +13,14 @@ import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from commprof.doctor import gpu_tests
 from commprof.doctor.facts import Facts, Source
 from commprof.doctor.nvml_health import gather_health
 from commprof.doctor.topology_probe import probe_topology
+from commprof.floor.fresh import measure_floor
+from commprof.floor.record import not_measured
 
 COMMANDS = {
     "dmesg": ["dmesg"],
@@ -47,9 +50,14 @@ COMMAND_TIMEOUT_S = 20
 
 
 def gather_live(
-    quick: bool = True, run_tests: bool = True, tp: int | None = None, workdir: Path | None = None
+    quick: bool = True,
+    run_tests: bool = True,
+    tp: int | None = None,
+    workdir: Path | None = None,
+    floor: dict[str, Any] | None = None,
 ) -> Facts:
-    """All facts of this machine; `run_tests` runs the NCCL subprocess tests where there are GPUs."""
+    """All facts of this machine; `run_tests` runs the NCCL subprocess tests and the floor probe where there are
+    GPUs (`floor`: one measured already)."""
     facts = Facts(origin="live", tp=tp)
     with ThreadPoolExecutor(max_workers=len(COMMANDS)) as pool:
         outputs = dict(zip(COMMANDS, pool.map(run_command, COMMANDS.values())))
@@ -74,7 +82,20 @@ def gather_live(
             facts.tests, facts.sources["nccl_init"] = gpu_tests.run_gpu_tests(topology, quick, Path(tmp))
     else:
         facts.tests = {"pairs_skipped": "GPU tests not requested"}
+    facts.floor = floor or live_floor(len(topology["gpus"]), run_tests, topology.get("reason"))
     return facts
+
+
+def live_floor(gpus: int, run_tests: bool, no_gpu_reason: str | None) -> dict[str, Any]:
+    """The floor probe on this machine's GPUs, or why it did not run."""
+    if gpus == 0:
+        return not_measured(f"no GPU ({no_gpu_reason})")
+    if gpus < 2:
+        return not_measured("one GPU: the floor probe times peer copies between at least 2")
+    if not run_tests:
+        return not_measured("GPU tests not requested (--no-gpu-tests)", "run `commprof doctor` without --no-gpu-tests")
+    with tempfile.TemporaryDirectory(prefix="commprof-floor-") as tmp:
+        return measure_floor(gpus, Path(tmp) / "floor.json")
 
 
 def run_command(argv: list[str]) -> tuple[str | None, str]:

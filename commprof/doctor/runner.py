@@ -11,6 +11,7 @@ from commprof.doctor.acs import check_acs
 from commprof.doctor.driver import check_driver
 from commprof.doctor.env import check_env
 from commprof.doctor.facts import Facts
+from commprof.doctor.floor import check_floor
 from commprof.doctor.iommu import check_iommu
 from commprof.doctor.nccl import check_nccl
 from commprof.doctor.numa import check_numa
@@ -32,6 +33,7 @@ CHECKS: list[Callable[[Facts], CheckResult]] = [
     check_nccl,
     check_env,
     check_clocks,
+    check_floor,
 ]
 
 
@@ -40,8 +42,14 @@ def run_checks(facts: Facts) -> list[CheckResult]:
     return [check(facts) for check in CHECKS]
 
 
-def gather(bundle_dir: Path | None = None, quick: bool = True, tp: int | None = None, run_tests: bool = True) -> Facts:
-    """Facts from a bundle directory, or from this machine."""
+def gather(
+    bundle_dir: Path | None = None,
+    quick: bool = True,
+    tp: int | None = None,
+    run_tests: bool = True,
+    floor: dict[str, Any] | None = None,
+) -> Facts:
+    """Facts from a bundle directory, or from this machine (`floor`: one measured already, not probed again)."""
     if bundle_dir is not None:
         from commprof.doctor.bundle import read_bundle
 
@@ -50,12 +58,15 @@ def gather(bundle_dir: Path | None = None, quick: bool = True, tp: int | None = 
         return facts
     from commprof.doctor.live import gather_live
 
-    return gather_live(quick=quick, run_tests=run_tests, tp=tp)
+    return gather_live(quick=quick, run_tests=run_tests, tp=tp, floor=floor)
 
 
-def run_doctor(bundle_dir: Path | None = None, quick: bool = True, tp: int | None = None) -> list[CheckResult]:
-    """The verdicts for this machine (or a bundle). quick: one pair all-reduce per path type, not every pair."""
-    return run_checks(gather(bundle_dir, quick=quick, tp=tp))
+def run_doctor(
+    bundle_dir: Path | None = None, quick: bool = True, tp: int | None = None, floor: dict[str, Any] | None = None
+) -> list[CheckResult]:
+    """The verdicts for this machine (or a bundle). quick: one pair all-reduce per path type, not every pair;
+    `floor`: the box's floor a sweep measured already (the doctor summarises it rather than probing again)."""
+    return run_checks(gather(bundle_dir, quick=quick, tp=tp, floor=floor))
 
 
 def has_failures(results: list[CheckResult]) -> bool:

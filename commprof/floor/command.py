@@ -15,11 +15,12 @@ from commprof.floor.measure import figures, floor_table
 @click.option("--json", "as_json", is_flag=True, help="Print the probe, the figures and the floor as JSON.")
 @click.option("--out", type=click.Path(path_type=Path), help="Also write floor.json (the sweep's meta.json takes it).")
 @click.option("--ranks", type=int, default=None, help="GPUs the all-reduce spans (default: every GPU probed).")
-def floor(as_json: bool, out: Path | None, ranks: int | None) -> None:
-    from commprof.floor.probe import probe_floor
+@click.option("--quick", is_flag=True, help="Smaller copies, fewer repeats: the few seconds a sweep spends first.")
+def floor(as_json: bool, out: Path | None, ranks: int | None, quick: bool) -> None:
+    from commprof.floor.probe import QUICK_COPY_BYTES, QUICK_REPEATS, probe_floor
 
     try:
-        probe = probe_floor()
+        probe = probe_floor(QUICK_COPY_BYTES, QUICK_REPEATS) if quick else probe_floor()
     except RuntimeError as exc:
         raise UsageError(
             f"{exc}; without GPUs, the topology presets carry published floor figures "

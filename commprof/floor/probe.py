@@ -17,6 +17,7 @@ from commprof.floor.measure import FloorProbe, PairCopy
 
 COPY_BYTES = 64 << 20  # large enough that the link, not the launch, sets the time
 REPEATS = 10
+QUICK_COPY_BYTES, QUICK_REPEATS = 16 << 20, 3  # still link-bound (~0.3 ms a copy at Gen5), a few seconds on 8 GPUs
 GRAPH_REPLAYS = 200
 
 

@@ -21,6 +21,7 @@ from commprof.gpu_smoke.verdicts import (
     Verdict,
     doctor_verdict,
     file_verdict,
+    floor_verdict,
     pytest_verdict,
 )
 
@@ -28,7 +29,14 @@ REPO = Path(__file__).resolve().parents[2]
 BUDGET_S = 470  # under 8 minutes on one GPU, with room for start-up and the summary
 POINT_TIMEOUT_S = 150
 # What each step needs at least, in the order they run; a step's limit leaves this much to every later one.
-STEP_MINIMUM_S = {"nccl-sweep": 120, "one-rank-sweep": 45, "doctor": 60, "report": 45, "pytest -m gpu": 90}
+STEP_MINIMUM_S = {
+    "nccl-sweep": 120,
+    "one-rank-sweep": 45,
+    "floor": 30,
+    "doctor": 60,
+    "report": 45,
+    "pytest -m gpu": 90,
+}
 
 
 class Steps:
@@ -123,7 +131,8 @@ def gpu_paths(out: Path, gpus: int, budget_s: float = BUDGET_S, echo=print) -> l
     """Every GPU step on this machine's `gpus` GPUs; the verdicts in the order the steps ran."""
     ranks = next(n for n in (8, 4, 2) if n <= max(gpus, 2))
     shared = gpus < ranks
-    steps = Steps(out, budget_s, () if shared else ("one-rank-sweep",), echo)
+    skipped = (() if shared else ("one-rank-sweep",)) + (("floor",) if gpus < 2 else ())
+    steps = Steps(out, budget_s, skipped, echo)
     where = f"{ranks} ranks sharing one GPU" if shared else f"{ranks} ranks on {ranks} GPUs"
     # Ranks that share a GPU take turns on it: one T and fewer steps keep the sweep inside the budget.
     extra = ["--share-gpus", "--iterations", "3", "--warmup", "1"] if shared else []
@@ -136,6 +145,18 @@ def gpu_paths(out: Path, gpus: int, budget_s: float = BUDGET_S, echo=print) -> l
         run_dir, records, code, output = run_sweep(steps, "one-rank-sweep", 1, ONE_RANK_POINTS, [4], [])
         run_dirs += [run_dir] if run_dir else []
         verdicts += sweep_step_verdicts("one-rank sweep", code, output, records, ONE_RANK_POINTS, "1 rank", False)
+
+    meta_path = run_dirs[0] / "meta.json" if run_dirs else None
+    meta = _json_object(meta_path.read_text()) if meta_path and meta_path.exists() else None
+    title = "floor probe (peer copies) and the sweep's meta.json floor"
+    if gpus >= 2:
+        floor_out = ["--out", str(out / "floor.json")]
+        code, stdout, output = steps.run(
+            "floor", [sys.executable, "-m", "commprof", "floor", "--quick", "--json", *floor_out]
+        )
+        verdicts.append(floor_verdict(title, gpus, code, _json_object(stdout), output, meta))
+    else:
+        verdicts.append(floor_verdict(title, gpus, None, None, "", meta))
 
     code, stdout, output = steps.run(
         "doctor", [sys.executable, "-m", "commprof", "doctor", "--json", "--collect", str(out / "doctor")]

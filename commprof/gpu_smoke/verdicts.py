@@ -213,6 +213,30 @@ def doctor_verdict(path: str, code: int | None, summary: dict | None, output: st
     return Verdict(path, PASS, f"{box} (a failing box check is the box's verdict, not the smoke's); {evidence}")
 
 
+def floor_verdict(
+    path: str, gpus: int, code: int | None, result: dict | None, output: str, meta: dict | None
+) -> Verdict:
+    """The floor probe measured positive figures on >= 2 GPUs, and the sweep's meta.json recorded a floor with its
+    source; one GPU is a skip (there is no peer to copy to), said so, never a pass."""
+    recorded = (meta or {}).get("floor") or {}
+    if gpus < 2:
+        why = f"; the sweep's meta.json says: {recorded['why']}" if recorded.get("why") else ""
+        return Verdict(path, SKIP, f"skipped: one GPU (the floor probe times peer copies between at least 2){why}")
+    figures = (result or {}).get("figures") or {}
+    if code != 0 or not all((figures.get(k) or 0) > 0 for k in ("pair_write_gbps", "all_pairs_gbps")):
+        return Verdict(path, FAIL, f"`commprof floor` exit {code}: {output.strip()[-500:]}")
+    if not (recorded.get("figures") or {}).get("source"):
+        return Verdict(path, FAIL, f"the sweep's meta.json has no floor with a source: {recorded or 'no floor entry'}")
+    rows = {r["bytes"]: r for r in (result or {}).get("floor") or []}
+    shown = ", ".join(f"{rows[b]['floor_us']:.1f} µs at {b >> 10} KiB" for b in (16 << 10, 256 << 10) if b in rows)
+    return Verdict(
+        path,
+        PASS,
+        f"pair {figures['pair_write_gbps']:.1f} GB/s, all at once {figures['all_pairs_gbps']:.1f} GB/s per GPU, "
+        f"floor {shown}; meta.json: {recorded['figures']['source'][:200]}",
+    )
+
+
 def pytest_verdict(path: str, code: int | None, output: str) -> Verdict:
     """Every GPU test passed or skipped, and at least one ran: a run of skips alone proves nothing."""
     lines = [line for line in output.strip().splitlines() if line.strip()]

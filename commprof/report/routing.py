@@ -207,11 +207,15 @@ def verdict(candidate: Candidate, baseline: Candidate) -> tuple[bool, str]:
 
 
 def routing_plan(
-    found: list[Candidate], ranks: int, figures: FloorFigures | None, crossovers: dict | None = None
+    found: list[Candidate],
+    ranks: int,
+    figures: FloorFigures | None,
+    crossovers: dict | None = None,
+    missing_floor: str = NO_FLOOR,
 ) -> dict[str, Any]:
     """The plan: contiguous bands per (collective, mode), every candidate's curve with its % of the floor, and
     the sizes where no baseline was measured. `crossovers` maps (collective, mode, impl) to measured crossover
-    bytes (the crossover search), used to place band edges."""
+    bytes (the crossover search), used to place band edges; `missing_floor` says why there are no figures."""
     crossovers = crossovers or {}
     groups: dict[tuple[str, str], list[Candidate]] = {}
     for candidate in found:
@@ -247,7 +251,7 @@ def routing_plan(
             chosen = winners[0] if winners else base
             decisions.append((nbytes, chosen, base, fl, judged))
         bands.extend(_bands(collective, mode, decisions, crossovers))
-    floor_words = f"{figures.evidence}: {figures.source}" if figures is not None else NO_FLOOR
+    floor_words = f"{figures.evidence}: {figures.source}" if figures is not None else missing_floor
     for band in bands:
         band.evidence["floor"] = floor_words
     return {
@@ -257,6 +261,7 @@ def routing_plan(
         "rules": dict(RULES),
         "ranks": ranks,
         "floor": figures.to_dict() if figures is not None else None,
+        "missing_floor": missing_floor if figures is None else None,
     }
 
 
@@ -388,6 +393,14 @@ def _stage(record: dict) -> tuple:
     point = record.get("point") or {}
     stage = point.get("stage")
     return (stage if isinstance(stage, int) else 0, record.get("iterations") or 0)
+
+
+def missing_floor(meta: dict) -> str:
+    """Why a run has no floor and how to get one, as its meta.json says (commprof.floor.record), else in general."""
+    entry = meta.get("floor") if isinstance(meta.get("floor"), dict) else {}
+    if not entry.get("why"):
+        return NO_FLOOR
+    return f"floor not measured: {entry['why']}" + (f"; {entry['how']}" if entry.get("how") else "")
 
 
 def floor_of(meta: dict) -> FloorFigures | None:

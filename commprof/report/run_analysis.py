@@ -218,7 +218,9 @@ def analyze_source(
     run.heatmap_axes = strongest_axes(run.family_steps, run.mode)
     ranks = all_steps["world_size"].dropna()
     ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
-    run.routing = rt.routing_plan(rt.candidates(records, run.baseline), ranks, rt.floor_of(meta))
+    run.routing = rt.routing_plan(
+        rt.candidates(records, run.baseline), ranks, rt.floor_of(meta), missing_floor=rt.missing_floor(meta)
+    )
     if not run.headline.empty:
         run.breakdown = breakdown(
             steps, run.headline, run.baseline, options.compute, recommended=run.reference, mode=run.mode

@@ -105,6 +105,13 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     show_default=True,
     help="Run the doctor's quick checks first and store the verdicts in meta.json.",
 )
+@click.option(
+    "--floor",
+    "floor_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="A floor.json from `commprof floor --out` on this box, recorded instead of probing the GPUs first.",
+)
 def sweep_command(
     sweep_file: str | None,
     model: str | None,
@@ -125,6 +132,7 @@ def sweep_command(
     share_gpus: bool,
     strict: bool,
     with_doctor: bool,
+    floor_file: Path | None,
 ) -> None:
     """Replay the step's collectives at their real sizes and sweep NCCL settings and implementations."""
     from commprof.sweep.config import default_sweep, load_sweep
@@ -144,6 +152,7 @@ def sweep_command(
             "--iterations": iterations,
             "--warmup": warmup,
             "--point-timeout": point_timeout,
+            "--floor": floor_file,
         }
         extra = [flag for flag, value in given.items() if value not in (None, ())]
         if extra:
@@ -186,6 +195,7 @@ def sweep_command(
     spec.check_plans(spec.tp or int(os.environ.get("WORLD_SIZE", "1")))
     _check_impls(spec)
     _check_memory(spec, share_gpus)
+    floor = _floor_file(floor_file, share_gpus) if floor_file else None
     if rank == 0:
         for warning in spec.warnings:
             click.echo(f"commprof: warning: {warning}", err=True)
@@ -202,6 +212,8 @@ def sweep_command(
         strict=strict,
         share_gpus=share_gpus,
         argv=list(sys.argv),
+        floor_file=floor_file,
+        floor=floor,
     )
     from commprof.sweep.console import SweepConsole
     from commprof.sweep.dryrun import ASSUMED, size_lines
@@ -268,6 +280,21 @@ def _check_memory(spec: SweepSpec, share_gpus: bool) -> None:
     from commprof.sweep.runner import choose_backend
 
     check_memory(spec, int(os.environ.get("WORLD_SIZE", "1")), choose_backend(share_gpus))
+
+
+def _floor_file(path: Path, share_gpus: bool) -> dict:
+    """--floor's content, checked before any process starts (UsageError: missing, garbled, another GPU count)."""
+    from commprof.floor.record import check_floor_gpus, load_floor_file
+    from commprof.sweep.runner import choose_backend
+
+    data = load_floor_file(path)
+    backend = choose_backend(share_gpus)
+    if backend != "nccl":
+        raise UsageError(
+            f"--floor {path}: this launch runs on {backend} (no GPU): a GPU floor says nothing of its times"
+        )
+    check_floor_gpus(path, data, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    return data
 
 
 def resume_command(run_dir: str | Path) -> str:

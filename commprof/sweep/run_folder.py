@@ -1,4 +1,5 @@
-"""Rank 0's record of a run before its first point: meta.json with versions, sweep, topology, doctor verdicts."""
+"""Rank 0's record of a run before its first point: meta.json with versions, sweep, topology, the box's floor and
+the doctor's verdicts."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 from commprof.doctor import doctor_summary, has_failures, run_doctor
 from commprof.doctor.topology_probe import probe_topology
 from commprof.errors import UsageError
+from commprof.floor.record import file_floor, not_measured
 from commprof.records.files import META_FILE, write_json
 from commprof.runmeta import collect_meta
 from commprof.sweep.spec import SweepSpec
@@ -50,8 +52,9 @@ def prepare_run_folder(
     }
     meta["shared_gpus"] = options.share_gpus  # ranks shared GPUs: a functional check, not a tuning result
     meta["topology"] = probe_topology()
+    meta["floor"] = run_floor(run_dir, backend, options, console)
     if with_doctor:
-        meta["doctor"] = _doctor(console)
+        meta["doctor"] = _doctor(console, meta["floor"])
         if options.strict and meta["doctor"]["failed"]:
             write_json(meta_path, meta)
             raise UsageError(
@@ -61,8 +64,30 @@ def prepare_run_folder(
     write_json(meta_path, meta)
 
 
-def _doctor(console: SweepConsole) -> dict:
-    results = run_doctor(quick=True)
+def run_floor(run_dir: Path, backend: str, options: SweepOptions, console: SweepConsole) -> dict:
+    """meta.json's floor: the --floor file, a quick probe of this node's GPUs, or why there is none."""
+    if options.floor is not None:
+        return file_floor(options.floor, options.floor_file)
+    gpus = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if backend != "nccl":
+        return not_measured(f"this run's ranks are CPU processes on {backend}: there are no GPU peer copies to time")
+    if options.share_gpus:
+        return not_measured("ranks share GPUs (--share-gpus): the floor of peer copies needs one GPU per rank")
+    if gpus < 2:
+        return not_measured("one rank on this node: an all-reduce inside a node of one GPU has no peer to copy to")
+    from commprof.floor.fresh import measure_floor
+
+    console.note(f"floor: measuring peer copies between {gpus} GPUs (commprof floor --quick) ...")
+    entry = measure_floor(gpus, run_dir / "floor.json")
+    if entry["figures"] is None:
+        console.note(f"floor: not measured: {entry['why']}", style="yellow")
+    else:
+        console.note(f"floor: {entry['figures']['source']}")
+    return entry
+
+
+def _doctor(console: SweepConsole, floor: dict) -> dict:
+    results = run_doctor(quick=True, floor=floor)
     summary = doctor_summary(results)
     summary["failed"] = [r.id for r in results if r.status == "fail"]
     if has_failures(results):

@@ -58,6 +58,8 @@ class SweepOptions:
     strict: bool = False
     share_gpus: bool = False
     argv: list[str] = field(default_factory=list)
+    floor_file: Path | None = None  # --floor: a floor.json measured earlier on this box, instead of probing now
+    floor: dict | None = None  # its content, validated before any process started
 
 
 class SweepProgress:

@@ -33,7 +33,7 @@ def routing_view(run: RunAnalysis) -> dict[str, Any] | None:
             f"{figures['evidence']} figures ({figures['source']}) on {plan['ranks']} GPUs: one-shot, two-shot or ring, "
             "whichever is cheapest at each size"
             if figures
-            else NO_FLOOR
+            else plan.get("missing_floor") or NO_FLOOR
         ),
         "rule": plan["rules"].get(plan["bands"][0]["evidence"]["level"], ""),  # one source per run: one level
         "tables": [],
