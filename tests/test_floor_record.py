@@ -141,3 +141,11 @@ def _write(tmp_path: Path, data: dict) -> Path:
     path = tmp_path / "floor.json"
     path.write_text(json.dumps(data))
     return path
+
+
+def test_the_live_doctor_says_why_it_did_not_probe():
+    from commprof.doctor.live import live_floor
+
+    assert "no GPU (no driver)" in live_floor(0, True, "no driver")["why"]
+    assert live_floor(1, True, None)["why"].startswith("one GPU")
+    assert "--no-gpu-tests" in live_floor(8, False, None)["why"]

@@ -82,12 +82,14 @@ def gather_live(
             facts.tests, facts.sources["nccl_init"] = gpu_tests.run_gpu_tests(topology, quick, Path(tmp))
     else:
         facts.tests = {"pairs_skipped": "GPU tests not requested"}
-    facts.floor = floor or live_floor(len(topology["gpus"]), run_tests, topology.get("reason"))
+    facts.floor = floor or live_floor(
+        min(tp or len(topology["gpus"]), len(topology["gpus"])), run_tests, topology.get("reason")
+    )
     return facts
 
 
 def live_floor(gpus: int, run_tests: bool, no_gpu_reason: str | None) -> dict[str, Any]:
-    """The floor probe on this machine's GPUs, or why it did not run."""
+    """The floor probe on this machine's first `gpus` GPUs (the TP group the doctor judges), or why it did not run."""
     if gpus == 0:
         return not_measured(f"no GPU ({no_gpu_reason})")
     if gpus < 2:

@@ -13,7 +13,7 @@ from typing import Any
 
 from commprof.floor.record import measured_floor, not_measured
 
-PROBE_TIMEOUT_S = 180.0  # CUDA init and a Triton build on 8 GPUs take seconds; a hung peer copy must not stall a run
+PROBE_TIMEOUT_S = 120.0  # CUDA init and a Triton build on 8 GPUs take seconds; a hung peer copy must not stall a run
 
 
 def probe_gpus_env(gpus: int, environ: dict[str, str] | None = None) -> dict[str, str]:
