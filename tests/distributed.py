@@ -1,4 +1,10 @@
-"""Run a function on N real gloo ranks in spawned processes and collect what each returns."""
+"""Run a function on N real gloo ranks in fresh processes and collect what each returns.
+
+gloo ranks are forked from one multiprocessing fork server that imported torch once for the whole session (as
+commprof's own fork server does for sweep points): each rank is still a fresh process with its own group, but
+does not pay torch's import (seconds on a 2-core CI machine) again. NCCL ranks are spawned: CUDA must start
+clean in them.
+"""
 
 from __future__ import annotations
 
@@ -25,18 +31,40 @@ def _worker(rank, world_size, port, fn, args, queue):
         dist.destroy_process_group()
 
 
+# What the gloo ranks' fork server imports before its first fork: torch and the modules every replay uses.
+PRELOAD = ["torch", "torch.distributed", "commprof.harness", "commprof.impls.registry", "commprof.planner.plan"]
+
+
+def _gloo_context():
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)  # read when the server starts: on the session's first run_ranks
+    return ctx
+
+
+def _collect(procs, queue, timeout: float) -> dict:
+    """Each rank's result; a rank that never answers fails the test and every rank is ended, never left behind."""
+    try:
+        results = dict(queue.get(timeout=timeout) for _ in procs)
+        for p in procs:
+            p.join(timeout=timeout)
+            assert p.exitcode == 0, f"rank process exited with {p.exitcode}"
+        return results
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+
 def run_ranks(fn, world_size: int = 2, args: tuple = (), timeout: float = 120.0) -> list:
     """fn(rank, world_size, *args) on every rank of a fresh gloo group; returns results by rank."""
-    ctx = mp.get_context("spawn")
+    ctx = _gloo_context()
     queue = ctx.Queue()
     port = free_port()
     procs = [ctx.Process(target=_worker, args=(r, world_size, port, fn, args, queue)) for r in range(world_size)]
     for p in procs:
         p.start()
-    results = dict(queue.get(timeout=timeout) for _ in procs)
-    for p in procs:
-        p.join(timeout=timeout)
-        assert p.exitcode == 0, f"rank process exited with {p.exitcode}"
+    results = _collect(procs, queue, timeout)
     return [results[r] for r in range(world_size)]
 
 
@@ -67,8 +95,5 @@ def run_nccl_ranks(fn, world_size: int = 2, args: tuple = (), timeout: float = 3
     procs = [ctx.Process(target=_nccl_worker, args=(r, world_size, port, fn, args, queue)) for r in range(world_size)]
     for p in procs:
         p.start()
-    results = dict(queue.get(timeout=timeout) for _ in procs)
-    for p in procs:
-        p.join(timeout=timeout)
-        assert p.exitcode == 0, f"rank process exited with {p.exitcode}"
+    results = _collect(procs, queue, timeout)
     return [results[r] for r in range(world_size)]
