@@ -83,10 +83,6 @@ def test_report_loads_in_headless_chromium(tmp_path):
         assert text in dom.stdout, text
 
 
-SHIPPED = Path(__file__).resolve().parent.parent / "sweeps"
-GLOO_RUN = Path(__file__).resolve().parent / "fixtures" / "report" / "cpu-smoke-gloo"
-
-
 def rendered_text(browser: str, page: Path, profile: Path) -> str:
     """The page's text as Chromium lays it out (its DOM after loading, tags stripped)."""
     dom = subprocess.run(
@@ -99,26 +95,18 @@ def rendered_text(browser: str, page: Path, profile: Path) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom.stdout)))
 
 
-@pytest.mark.parametrize("example", ["gloo", "pcie8-simulated"])
-def test_shipped_examples_say_in_the_browser_what_summary_json_holds(example, tmp_path):
+@pytest.mark.parametrize("example", ["gloo_report", "pcie8_simulated"])
+def test_shipped_examples_say_in_the_browser_what_summary_json_holds(example, tmp_path, request):
     """The real gloo run and the shipped pcie8 sweep simulated: the first screen, as drawn, carries the evidence,
     the verdict and table 1's numbers exactly as summary.json has them."""
     browser = chromium()
-    if example == "gloo":
-        run_dir = GLOO_RUN
-    else:
-        sweep = SHIPPED / "pcie8-verify.toml"
-        args = ["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(sweep), "--out", str(tmp_path)]
-        assert main(args) == 0
-        (run_dir,) = tmp_path.iterdir()
-    out = tmp_path / "report"
-    assert main(["report", str(run_dir), "--out", str(out)]) == 0
+    out = request.getfixturevalue(example)  # rendered once for the session (tests/conftest.py)
     (run,) = json.loads((out / "summary.json").read_text())["runs"]
     text = rendered_text(browser, out / "index.html", tmp_path / "profile")
     assert run["evidence"]["label"] in text
     for row in run["choices"]:
         assert fmt_ms(row["median_us"]) in text, row["point_id"]
-    if example == "gloo":
+    if example == "gloo_report":
         assert "measured on gloo" in text and "NCCL did not run" in text
     else:
         assert "No change: nothing beat the baseline beyond model error" in text and "not tested" in text

@@ -11,12 +11,11 @@ from commprof.cli import main
 from commprof.doctor.topology_probe import probe_topology
 from commprof.records.files import RESULTS_FILE
 from commprof.records.schema import collective_record
+from tests.conftest import PCIE8_SWEEP
 from tests.nvml_fake import FakeNvml
 from tests.report_fixtures import base_points, doctor_meta, make_meta, make_records, simulated_meta, write_run
 
 pytestmark = pytest.mark.slow  # renders whole reports (matplotlib): left out of `make test-fast`
-
-GLOO_RUN = Path(__file__).parent / "fixtures" / "report" / "cpu-smoke-gloo"
 
 
 @pytest.fixture(scope="module")
@@ -234,14 +233,6 @@ def test_truncated_last_line_warns_and_renders(tmp_path, capsys):
     assert (tmp_path / "out" / "index.html").is_file()
 
 
-@pytest.fixture(scope="module")
-def gloo_report(tmp_path_factory):
-    """The real 2-rank gloo run of sweeps/cpu-smoke.toml (tests/fixtures/report/cpu-smoke-gloo) rendered once."""
-    out = tmp_path_factory.mktemp("gloo") / "out"
-    assert main(["report", str(GLOO_RUN), "--out", str(out)]) == 0
-    return out
-
-
 def test_real_gloo_run_sells_no_noise_as_a_result(gloo_report):
     run = json.loads((gloo_report / "summary.json").read_text())["runs"][0]
     assert run["beyond_uncertainty"] is False and "p90" in run["rule"]
@@ -362,23 +353,6 @@ def test_topology_without_gpus_says_why(tmp_path):
 
 
 # ------------------------------------------------------------------ the first screen on a simulated pcie8 run
-
-PCIE8_SWEEP = Path(__file__).resolve().parents[1] / "sweeps" / "pcie8-verify.toml"
-
-
-@pytest.fixture(scope="module")
-def pcie8_simulated(tmp_path_factory):
-    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would."""
-    root = tmp_path_factory.mktemp("pcie8")
-    assert (
-        main(
-            ["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(PCIE8_SWEEP), "--out", str(root / "sim")]
-        )
-        == 0
-    )
-    out = root / "report"
-    assert main(["report", "--latest", str(root / "sim"), "--out", str(out)]) == 0
-    return out
 
 
 def section(html: str, start: str, end: str) -> str:

@@ -2,32 +2,19 @@
 engine settings; from the simulated pcie8-verify sweep as a user runs it, and from fabricated measured records."""
 
 import json
-from pathlib import Path
 
 import pytest
 
-from commprof.cli import main
 from commprof.report.routing import candidates, routing_plan
 from commprof.report.routing_settings import routing_settings, routing_text
 from tests.test_routing import FIG, record
 
-PCIE8_SWEEP = Path(__file__).resolve().parents[1] / "sweeps" / "pcie8-verify.toml"
 KIB = 1024
 
 
-@pytest.fixture(scope="module")
-def pcie8_report(tmp_path_factory):
-    """`commprof simulate` of sweeps/pcie8-verify.toml on the Gen5 preset, then `commprof report`."""
-    root = tmp_path_factory.mktemp("routing")
-    sweep = ["--sweep", str(PCIE8_SWEEP), "--out", str(root / "sim")]
-    assert main(["simulate", "--topology", "pcie-gen5-switch-p2p", *sweep]) == 0
-    assert main(["report", "--latest", str(root / "sim"), "--out", str(root / "report")]) == 0
-    return root / "report"
-
-
 @pytest.mark.slow  # renders a whole report
-def test_summary_routes_every_verify_size_with_its_floor(pcie8_report):
-    run = json.loads((pcie8_report / "summary.json").read_text())["runs"][0]
+def test_summary_routes_every_verify_size_with_its_floor(pcie8_simulated):
+    run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
     bands = [b for b in run["routing"] if (b["collective"], b["mode"]) == ("all_reduce", "graph")]
     assert bands[0]["min_bytes"] == 14 * KIB and bands[-1]["max_bytes"] == 224 * KIB
     assert all(low["max_bytes"] + 1 == high["min_bytes"] for low, high in zip(bands, bands[1:]))
@@ -43,22 +30,22 @@ def test_summary_routes_every_verify_size_with_its_floor(pcie8_report):
 
 
 @pytest.mark.slow  # renders a whole report
-def test_routing_txt_routes_the_won_sizes_and_sizes_the_workspace(pcie8_report):
-    text = (pcie8_report / "routing.txt").read_text()
+def test_routing_txt_routes_the_won_sizes_and_sizes_the_workspace(pcie8_simulated):
+    text = (pcie8_simulated / "routing.txt").read_text()
     assert text.startswith("# commprof report of run") and "SIMULATED" in text
     # 14 KiB = T 1 x hidden 7168 x 2 bytes: the largest size that won, not the band's unmeasured edge
     assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1 SGLANG_PCIE_IPC_MAX_NUMEL=7168\n" in text
     assert "max batch x draft tokens <= 1 tokens: 1 x hidden 7168 x 2 B" in text
     assert "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
     assert "run the crossover search to place it" in text
-    run = json.loads((pcie8_report / "summary.json").read_text())["runs"][0]
+    run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
     assert {s["engine"] for s in run["routing_settings"]} == {"SGLang", "vLLM"}
     assert run["files"]["routing.txt"] == "routing.txt"
 
 
 @pytest.mark.slow  # renders a whole report
-def test_the_first_screen_shows_the_plan_after_what_to_set(pcie8_report):
-    html = (pcie8_report / "index.html").read_text()
+def test_the_first_screen_shows_the_plan_after_what_to_set(pcie8_simulated):
+    html = (pcie8_simulated / "index.html").read_text()
     start = html.index("The routing plan")
     end = html.index("1 · Per T:")
     assert html.index("<h3>What do I set?</h3>") < start < end
