@@ -20,8 +20,12 @@ MARKUP = "markup [/] [bold]x :smile:"
 NEWLINES = "x\ntouch PWNED\n#"
 
 
-def test_nan_results_and_hostile_labels_are_recorded_and_the_sweep_goes_on(tmp_path):
+def test_nan_results_hostile_labels_and_leftover_helpers_are_dealt_with_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    """One sweep of hostile points: NaNs, labels carrying markup and newlines, and a plug-in that leaves a helper
+    running in a session of its own (the point must end it)."""
     model = tiny_model(tmp_path)
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("COMMPROF_TEST_PIDS", str(pids))
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(
         f'name = "hostile"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 3\nwarmup = 1\n'
@@ -29,17 +33,26 @@ def test_nan_results_and_hostile_labels_are_recorded_and_the_sweep_goes_on(tmp_p
         f'[[points]]\nlabel = {json.dumps(MARKUP)}\nenv = {{ COMMPROF_TEST_KNOB = "a" }}\n'
         f'[[points]]\nlabel = {json.dumps(NEWLINES)}\nenv = {{ COMMPROF_TEST_KNOB = "b" }}\n'
         '[[points]]\nenv = { COMMPROF_TEST_KNOB = "c" }\n'
+        '[[points]]\nimpl = "tests.plugins.faulty:LeavesADaemon"\n'
     )
     out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor")
-    assert out.returncode == 0, out.stderr[-3000:]
+    helpers = [int(pid) for pid in pids.read_text().split()]
+    try:
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert len(helpers) == 2 and not any(_alive(pid) for pid in helpers)  # each rank's helper ended with its point
+    finally:
+        for pid in helpers:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
     records = [r for r in read_records(only_run_dir(tmp_path / "runs") / "results.jsonl") if r["mode"] == "eager"]
     status = {r["point"]["label"]: r["status"] for r in records}
     assert status["tests.plugins.faulty:NaNOnRank0"] == "wrong"
     assert status[MARKUP] == status[NEWLINES] == status["COMMPROF_TEST_KNOB=c"] == status["defaults"] == "ok"
+    assert status["tests.plugins.faulty:LeavesADaemon"] == "ok"
     (nan,) = [r for r in records if r["status"] == "wrong"]
     assert nan["check"]["non_finite"] > 0 and "NaN/Inf" in nan["message"]
     assert MARKUP in out.stdout
-    assert "5 points will run in stage 0, up to 5 in all; estimated" in out.stderr, out.stderr[
+    assert "6 points will run in stage 0, up to 6 in all; estimated" in out.stderr, out.stderr[
         :2000
     ]  # before the first point
     report = tmp_path / "report"
@@ -53,67 +66,12 @@ def test_nan_results_and_hostile_labels_are_recorded_and_the_sweep_goes_on(tmp_p
     assert shell.returncode == 0 and shell.stderr == "" and not (tmp_path / "PWNED").exists()
 
 
-def test_resume_of_a_run_still_going_is_refused_naming_the_holder(tmp_path):
-    model = tiny_model(tmp_path)
-    sweep = tmp_path / "sweep.toml"
-    sweep.write_text(
-        f'name = "live"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 3\nwarmup = 1\n'
-        'point_timeout_s = 120\n[axes]\nimpl = ["default", "tests.plugins.faulty:Hang"]\n'
-    )
-    out_dir = tmp_path / "runs"
-    first = subprocess.Popen(
-        torchrun_args(2, "--sweep", str(sweep), "--out", str(out_dir), "--no-doctor"),
-        env=sweep_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:  # the baseline is on disk, the hanging point is running
-            results = list(out_dir.glob("*/results.jsonl")) if out_dir.exists() else []
-            if results and results[0].read_text().count("\n") >= 2:
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError("the first sweep never finished its baseline")
-        second = run_sweep(2, "--resume", str(results[0].parent), "--no-doctor", timeout=100)
-        assert second.returncode != 0, second.stderr[-2000:]
-        assert f"is being written by pid {first.pid}" not in second.stderr  # the holder is rank 0, not torchrun
-        assert re.search(r"is being written by pid \d+ on host \S+ \(since ", second.stderr), second.stderr[-2000:]
-        assert first.poll() is None  # the first sweep goes on, untouched
-        assert results[0].read_text().count("\n") == 2
-    finally:
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=30)
-
-
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-
-
-def test_a_helper_in_its_own_session_ends_with_its_point(tmp_path, monkeypatch):
-    model = tiny_model(tmp_path)
-    pids = tmp_path / "pids"
-    monkeypatch.setenv("COMMPROF_TEST_PIDS", str(pids))
-    sweep = tmp_path / "sweep.toml"
-    sweep.write_text(
-        f'name = "daemon"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 0\n'
-        '[[points]]\nimpl = "tests.plugins.faulty:LeavesADaemon"\n'
-    )
-    out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor")
-    helpers = [int(pid) for pid in pids.read_text().split()]
-    try:
-        assert out.returncode == 0, out.stderr[-2000:]
-        assert len(helpers) == 2 and not any(_alive(pid) for pid in helpers)
-    finally:
-        for pid in helpers:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
 
 
 def _start_hanging_sweep(tmp_path, name: str):
@@ -168,9 +126,18 @@ def test_a_signal_to_one_controller_ends_the_sweep_promptly(tmp_path, signum):
             proc.wait()
 
 
-def test_a_killed_peer_controller_is_one_clear_line(tmp_path):
-    proc, results = _start_hanging_sweep(tmp_path, "peer")
+def test_a_live_run_refuses_a_resume_then_a_killed_peer_controller_is_one_clear_line(tmp_path):
+    """One live sweep, two faults around it: a second sweep resuming it is refused naming the holder and the
+    first goes on untouched; then killing rank 1's controller ends it with one clear line."""
+    proc, results = _start_hanging_sweep(tmp_path, "live")
     try:
+        second = run_sweep(2, "--resume", str(results.parent), "--no-doctor", timeout=100)
+        assert second.returncode != 0, second.stderr[-2000:]
+        assert f"is being written by pid {proc.pid}" not in second.stderr  # the holder is rank 0, not torchrun
+        assert re.search(r"is being written by pid \d+ on host \S+ \(since ", second.stderr), second.stderr[-2000:]
+        assert proc.poll() is None  # the first sweep goes on, untouched
+        assert results.read_text().count("\n") == 2
+
         rank1 = _controllers(proc.pid)[1]
         os.kill(rank1, signal.SIGKILL)
         _, stderr = proc.communicate(timeout=100)
