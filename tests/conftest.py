@@ -1,5 +1,5 @@
-"""Shared test setup: GPU-only tests skip with a reason where CUDA is absent; reports that several test files
-read are rendered once per session (read them, never write into them)."""
+"""Shared test setup: GPU-only tests skip with a reason where CUDA is absent (and share one pytest-xdist worker
+where it is present); reports that several test files read are rendered once per session (read, never write)."""
 
 from pathlib import Path
 
@@ -12,10 +12,15 @@ PCIE8_SWEEP = TESTS.parent / "sweeps" / "pcie8-verify.toml"
 GLOO_RUN = TESTS / "fixtures" / "report" / "cpu-smoke-gloo"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     import torch
 
     if torch.cuda.is_available():
+        # One pytest-xdist worker runs every GPU test, one after another: they share the GPUs and time them.
+        for item in items if config.pluginmanager.hasplugin("xdist") else ():
+            if "gpu" in item.keywords:
+                item.add_marker(pytest.mark.xdist_group("gpu"))
         return
     skip = pytest.mark.skip(reason="needs CUDA GPUs (torch.cuda.is_available() is false)")
     for item in items:
