@@ -2,7 +2,7 @@
 
 The candidate is a genuine one-shot all-reduce on gloo (all-gather every rank's tensor, then sum locally),
 against gloo's own all-reduce as the baseline; both are timed by the replay harness at every size the search
-asks for (commprof.sweep.crossover_measure). The search measures powers of two from 1 KiB to 1 MiB, then
+asks for (commprof.size_timing). The search measures powers of two from 1 KiB to 1 MiB, then
 bisects every win/loss boundary to STEP; the exhaustive sweep measures every STEP from 1 KiB to 1 MiB. Both
 run in this one process pair, one after the other. Reported: sizes measured, measure() rounds (each a fresh
 set of processes in a sweep), wall time, the ratios, and whether both found the same crossover.
@@ -24,21 +24,10 @@ def _rank(rank: int, world_size: int) -> dict:
     import torch
     import torch.distributed as dist
 
-    from commprof.impls.base import AllReduceImpl
     from commprof.impls.torch_dist import GlooAllReduce
+    from commprof.size_timing import SizeTiming, time_sizes
     from commprof.sweep import crossover as cx
-    from commprof.sweep.crossover_measure import SizeTiming, time_sizes
-
-    class OneShotGloo(AllReduceImpl):
-        """One-shot on gloo: every rank gathers every rank's tensor and sums them itself."""
-
-        name = "one-shot-gloo"
-        option_kinds = {}
-
-        def all_reduce(self, x):
-            gathered = torch.empty((dist.get_world_size(self.group), *x.shape), dtype=x.dtype)
-            dist.all_gather_into_tensor(gathered, x, group=self.group)
-            return gathered.sum(dim=0, dtype=torch.float32).to(x.dtype)
+    from tests.plugins.one_shot import OneShotGloo
 
     group, device = dist.group.WORLD, torch.device("cpu")
     impls = {"one-shot-gloo": OneShotGloo(), "gloo": GlooAllReduce()}

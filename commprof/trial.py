@@ -3,6 +3,8 @@
 `run_trial` runs inside the worker (forked by commprof.forkserver with the point's environment already applied,
 because NCCL reads most of its variables once per process). It joins the point's own rendezvous, gates the
 implementation, replays the step plan for every T in eager and graph mode, and writes its outcome as JSON.
+A request with `crossover` set is one round of a crossover search instead: the point's implementation and the
+baseline, set up side by side, timed at each of the round's sizes (`run_crossover_round`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class TrialRequest:
     modes: list[str] = field(default_factory=lambda: ["eager", "graph"])
     profile_dir: str | None = None  # set: write Kineto traces of a few steps there instead of timing
     plan_options: dict[str, Any] = field(default_factory=dict)  # PlanOptions fields
+    # set: a crossover search round, {"baseline": point dict, "sizes": [bytes], "mode", "rounds", "warmup"}
+    crossover: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -68,21 +72,11 @@ def _agree(
     return None
 
 
-def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> None:
-    """Measure one point on this rank, emitting one entry per (T, mode) as soon as it is known.
-
-    Every rank emits the same entries (samples are gathered across ranks before they are summarized).
-    """
+def _join(request: TrialRequest):
+    """This rank's device and the point's own store (a prefix of the launch's)."""
     import torch
     import torch.distributed as dist
 
-    from commprof.impls.context import build_impl_context
-    from commprof.impls.registry import load_impl, resolve_impl_name
-    from commprof.planner.plan import PlanOptions, build_step_plan
-
-    point = request.point
-    impl_name = resolve_impl_name(point["impl"], request.backend)
-    model = ModelShape(**request.model)
     device = torch.device("cpu")
     if request.backend == "nccl":
         device = torch.device("cuda", request.device_index)
@@ -91,6 +85,40 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
     store = dist.PrefixStore(
         request.store_prefix, dist.TCPStore(request.store_host, request.store_port, is_master=False, timeout=timeout)
     )
+    return device, store, timeout
+
+
+def _init_group(request: TrialRequest, store, device, timeout) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        request.backend,
+        store=store,
+        rank=request.rank,
+        world_size=request.world_size,
+        timeout=timeout,
+        **({"device_id": device} if device.type == "cuda" else {}),
+    )
+
+
+def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> None:
+    """Measure one point on this rank, emitting one entry per (T, mode) as soon as it is known.
+
+    Every rank emits the same entries (samples are gathered across ranks before they are summarized).
+    """
+    import torch.distributed as dist
+
+    from commprof.impls.context import build_impl_context
+    from commprof.impls.registry import load_impl, resolve_impl_name
+    from commprof.planner.plan import PlanOptions, build_step_plan
+
+    if request.crossover is not None:
+        run_crossover_round(request, emit)
+        return
+    point = request.point
+    impl_name = resolve_impl_name(point["impl"], request.backend)
+    model = ModelShape(**request.model)
+    device, store, timeout = _join(request)
 
     impl_cls = load_impl(impl_name)
     ctx = build_impl_context(
@@ -109,14 +137,7 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
                 emit(_entry(t, m, "unsupported", refusal))
         return
 
-    dist.init_process_group(
-        request.backend,
-        store=store,
-        rank=request.rank,
-        world_size=request.world_size,
-        timeout=timeout,
-        **({"device_id": device} if device.type == "cuda" else {}),
-    )
+    _init_group(request, store, device, timeout)
     group = dist.group.WORLD
     options = PlanOptions(**request.plan_options)
     plans = {t: build_step_plan(model, request.tp, t, request.phase, request.dtype, options) for t in request.tokens}
@@ -215,6 +236,85 @@ def _profile_all(
         path = trace_path(request.profile_dir, tokens, request.rank)
         profile_steps(StepReplay(plan, impl, group, device, ReplayConfig()), path)
         emit(_entry(tokens, "eager", "ok", trace=str(path)))
+
+
+def run_crossover_round(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> None:
+    """One round of a crossover search on this rank: the point's implementation and the baseline, gated and set up
+    side by side in one process group, then per size (smallest first) the implementation and the baseline timed
+    one after the other; one entry per size {"bytes", "status", "impl_us", "baseline_us", "message"}."""
+    import torch.distributed as dist
+
+    from commprof.impls.context import build_impl_context
+    from commprof.impls.registry import load_impl, resolve_impl_name
+    from commprof.planner.models import DTYPE_BYTES
+    from commprof.size_timing import SizeTiming, size_plan, time_size
+
+    search = request.crossover
+    sizes = sorted(int(n) for n in search["sizes"])
+    settings = {"impl": request.point, "baseline": search["baseline"]}
+    device, store, timeout = _join(request)
+
+    def emit_all(status: str, message: str | None) -> None:
+        for nbytes in sizes:
+            emit({"bytes": nbytes, "status": status, "message": message})
+
+    classes = {role: load_impl(resolve_impl_name(p["impl"], request.backend)) for role, p in settings.items()}
+    hidden = max(max(sizes) // DTYPE_BYTES[request.dtype], 1)
+    verdicts = []
+    for role, cls in classes.items():
+        ctx = build_impl_context(
+            request.backend, request.world_size, request.dtype, (1,), hidden, settings[role].get("options", {})
+        )
+        verdicts.append(cls.gate(ctx))
+    refused = next((v for v in verdicts if not v.ok), verdicts[0])
+    refusal = _agree(store, request.rank, request.world_size, (refused.ok, refused.reason), request.timeout_s)
+    if refusal is not None:
+        emit_all("unsupported", refusal)
+        return
+    _init_group(request, store, device, timeout)
+    group = dist.group.WORLD
+    plans = {nbytes: size_plan(nbytes, request.world_size, request.dtype) for nbytes in sizes}
+    shapes = sorted({op.shape for plan in plans.values() for op in plan.ops if op.collective == "all_reduce"})
+    impls, setup_error = {}, None
+    try:
+        for role, cls in classes.items():
+            impls[role] = cls(settings[role].get("options", {}))
+            impls[role].setup(group, plans[sizes[-1]], device)
+            impls[role].prepare(shapes)
+    except Exception as exc:  # a kernel library refusing this box is a result, not a crash
+        setup_error = f"{role} setup failed: {type(exc).__name__}: {exc}"[:2000]
+    refusal = _agree(
+        store, request.rank, request.world_size, (setup_error is None, setup_error or ""), request.timeout_s, "setup"
+    )
+    if refusal is not None:
+        emit_all("error", refusal)
+        return  # no teardown: its collectives would wait for the rank that failed
+    timing = SizeTiming(int(search["rounds"]), int(search["warmup"]), search["mode"], request.dtype)
+    broken = None
+    try:
+        for nbytes in sizes:
+            if broken is not None:
+                emit({"bytes": nbytes, "status": "error", "message": f"not attempted: {broken}"})
+                continue
+            timed = {}
+            for role in ("impl", "baseline"):
+                timed[role] = time_size(impls[role], nbytes, group, device, timing)
+                if timed[role].status != "ok":
+                    break
+            failed = next((t for t in timed.values() if t.status != "ok"), None)
+            entry = {"bytes": nbytes, "status": "ok", "message": None}
+            if failed is not None:
+                role = next(r for r, t in timed.items() if t is failed)
+                entry.update(status=failed.status, message=f"{role}: {failed.message}")
+                if failed.status in ("capture_failed", "error"):
+                    broken = f"{nbytes} B ended {failed.status}; the communicator may be unusable"
+            else:
+                entry.update(impl_us=timed["impl"].time_us, baseline_us=timed["baseline"].time_us)
+            emit(entry)
+    finally:
+        for impl in impls.values():
+            impl.teardown()
+        dist.destroy_process_group()
 
 
 def worker_main(request: TrialRequest) -> int:

@@ -29,7 +29,7 @@ TIERS = (
     {"planner", "nccl_log", "floor"},  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"harness", "doctor"},  # the timed replay; the box checks
-    {"profile_pass"},
+    {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
     {"trial"},
     {"forkserver"},
     {"sweep"},
@@ -43,6 +43,7 @@ ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 # Inside the report: analyses, then the front door, then what words and shows it, then the writer and the command.
 REPORT_TIERS = (
     {"export_text", "engine_switches"},  # how exports write text they did not choose; the engines' variables
+    {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness", "routing", "routing_settings"},
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
     {"choices"},

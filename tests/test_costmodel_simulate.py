@@ -10,7 +10,8 @@ import pytest
 
 from commprof.cli import main
 from commprof.costmodel.latency import params_to_toml
-from commprof.costmodel.simulate import nccl_setting, simulate_sweep
+from commprof.costmodel.simulate import nccl_setting
+from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
 from commprof.errors import UsageError
 from commprof.floor.model import algorithm_us

@@ -4,10 +4,11 @@ model offers, every kernel model, at sizes from 256 B to 256 MiB, and every cand
 import pytest
 
 from commprof.costmodel.latency import BASE_LATENCY_US, PROTOS, estimate
-from commprof.costmodel.simulate import simulate_sweep
+from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import load_topology, preset_names
 from commprof.floor.model import ALGORITHMS, collective_floor
-from commprof.report.routing import candidates, routing_plan
+from commprof.report.routing import routing_plan
+from commprof.report.routing_candidates import candidates
 from commprof.sweep.config import load_sweep
 
 SIZES = tuple(256 * 4**k for k in range(11))  # 256 B .. 256 MiB

@@ -14,7 +14,8 @@ from commprof.errors import UsageError
 from commprof.floor.measure import FloorProbe, PairCopy, figures, floor_table
 from commprof.floor.model import floor
 from commprof.floor.record import file_floor, load_floor_file, measured_floor, not_measured
-from commprof.report.routing import NO_FLOOR, floor_of, missing_floor, routing_plan
+from commprof.report.routing import routing_plan
+from commprof.report.routing_candidates import NO_FLOOR, floor_of, missing_floor
 from commprof.sweep import command as sweep_command
 from commprof.sweep.config import default_sweep
 from commprof.sweep.console import SweepConsole

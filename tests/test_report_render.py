@@ -515,7 +515,7 @@ label = "pcie ipc"
 @pytest.fixture(scope="module")
 def measured_and_model(tmp_path_factory):
     """A simulated run of a small sweep and a SYNTHETIC measured twin running 10 % slower than predicted."""
-    from commprof.costmodel.simulate import simulate_sweep
+    from commprof.costmodel.sweep_simulation import simulate_sweep
     from commprof.costmodel.topology import load_topology
     from commprof.sweep.config import load_sweep
     from tests.report_fixtures import measured_twin

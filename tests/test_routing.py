@@ -4,12 +4,13 @@ real gloo run's records."""
 
 import pytest
 
-from commprof.costmodel.simulate import simulate_sweep
+from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import load_topology
 from commprof.floor.model import FloorFigures, floor
 from commprof.records.files import read_meta, read_records
-from commprof.records.schema import step_record
-from commprof.report.routing import FUSED, Candidate, candidates, floor_of, routing_plan, verdict
+from commprof.records.schema import FUSED, step_record
+from commprof.report.routing import routing_plan
+from commprof.report.routing_candidates import Candidate, candidates, floor_of, verdict
 from commprof.sweep.config import load_sweep
 from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
@@ -78,7 +79,8 @@ def test_a_measured_crossover_places_the_band_edge():
     records = []
     for tokens, kernel in ((7, 6.0), (112, 60.0)):
         records += [record("p000", "default", tokens, "graph", 20.0), record("p001", "b12x", tokens, "graph", kernel)]
-    plan = routing_plan(candidates(records, "p000"), 8, FIG, crossovers={("all_reduce", "graph", "b12x"): 65536})
+    edge = {"bytes": 65536, "words": "crossover measured at 65536 B (nccl)"}
+    plan = routing_plan(candidates(records, "p000"), 8, FIG, crossovers={("all_reduce", "graph", "b12x"): [edge]})
     first, second = bands_of(plan)
     assert first["max_bytes"] == 65535 and second["min_bytes"] == 65536 and "crossover measured" in first["boundary"]
 

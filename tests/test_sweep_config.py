@@ -8,7 +8,7 @@ import pytest
 
 from commprof.errors import UsageError
 from commprof.sweep import SweepPoint, default_sweep, format_points_table, load_sweep, parse_sweep
-from commprof.sweep.dryrun import ASSUMED, StepCost, estimate_seconds
+from commprof.sweep.dryrun import ASSUMED, StepCost, crossover_seconds, estimate_seconds
 from commprof.sweep.spec import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,10 +48,14 @@ def test_pcie8_verify_expansion_and_fifteen_minute_budget():
     axes = {name for p in spec.points for name in p.env}
     assert axes == {"NCCL_ALGO", "NCCL_PROTO", "NCCL_P2P_LEVEL"}
     assert not any(p.env.get("NCCL_ALGO", "").lower() == "tree" for p in spec.points)
-    assert [s.max_points() for s in spec.stages] == [3 * 5 * 2 * 2, 4 + 1]
-    # ~3 s start-up per point and ~30 ms per step (eager + graph): about 15 minutes, not an hour.
+    assert [s.max_points() for s in spec.stages] == [3 * 5 * 2 * 2, 4 + 1, 0]  # a search is no point
+    crossover = spec.stages[-1]
+    assert crossover.kind == "crossover" and crossover.impls == ("flashinfer-pcie-ipc", "b12x")
+    # ~3 s start-up per point (and per search round) and ~30 ms per step (eager + graph): about 17 minutes, as
+    # the file's comment says, not an hour; the crossover search about a minute and a half of it.
     minutes = estimate_seconds(spec, ASSUMED, len(spec.points), "nccl") / 60
-    assert 10 <= minutes <= 16, minutes
+    assert 10 <= minutes <= 18, minutes
+    assert 1 <= crossover_seconds(spec, crossover, ASSUMED, "nccl") / 60 <= 2
 
 
 def test_cpu_smoke_is_small_and_has_points_gloo_cannot_run():
@@ -267,7 +271,9 @@ def test_dry_run_table_lists_every_point_the_count_and_an_estimate():
     assert "flashinfer-fused use_oneshot=true" in text
     assert '# stage 1 "channels"' in text and "up to 60 points" in text
     assert f"{len(spec.points)} points will run in stage 0, up to {spec.max_points()} in all" in text
-    assert "estimated 16.0 min" in text and "assumed, not measured here" in text
+    assert "estimated 17.4 min" in text and "assumed, not measured here" in text
+    assert '# stage 3 "crossover": crossover search of flashinfer-pcie-ipc, b12x' in text
+    assert "up to 3 crossover searches" in text
 
 
 @pytest.mark.slow  # the probe starts a fork server and a gloo group in this process

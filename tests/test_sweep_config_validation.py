@@ -151,7 +151,7 @@ BAD = [
     ),
     (
         "[[stages]]\ntop_k = 2\niterations = 5\nkeep = 2\n",
-        "stages[0].keep: unknown key (allowed: name, description, top_k,",
+        "stages[0].keep: unknown key (allowed: kind, name, description, top_k,",
     ),
     ("[[stages]]\ntop_k = 2\n[stages.axes]\nchannels = [99]\n", "stages[0].axes.channels[0]: 99 is out of range"),
     (

@@ -49,9 +49,11 @@ def test_pcie8_on_gloo_runs_only_its_baseline_and_reference_and_the_dry_run_show
     assert "\nx p001" in text and "\n  p000" in text
     # The channels stage sets NCCL variables in every combination but the all-default one, which is each
     # candidate itself: on gloo it adds nothing. The confirm stage re-measures its candidates: they run again.
-    channels, confirm = spec.stages
+    channels, confirm, crossover = spec.stages
     assert stage_runnable_points(channels, "gloo") == 0
     assert stage_runnable_points(channels, "nccl") == channels.max_points()
     assert stage_runnable_points(confirm, "gloo") == confirm.max_points()
     assert "2 points will run in stage 0" in text and "; probe" in text
     assert "up to 60 points, none of which can run on gloo" in text
+    assert stage_runnable_points(crossover, "gloo") == 0
+    assert "none can run on gloo (graph mode only, and CUDA graphs need GPUs)" in text

@@ -357,7 +357,7 @@ def simulate(
     topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None, max_points: int | None
 ) -> None:
     """Predict every point of a sweep on a topology with the cost model (records with source "simulated")."""
-    from commprof.costmodel.simulate import simulate_sweep
+    from commprof.costmodel.sweep_simulation import simulate_sweep
     from commprof.sweep.config import DEFAULT_MAX_POINTS, load_sweep
 
     topology = load_topology(topology_name)
@@ -414,6 +414,8 @@ def _print_simulation(records: list[dict], topology, calibration_file: Path | No
         f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements; expected "
         f"error {error.band} ({error.basis}). A predicted difference smaller than that is not a result.",
     )
+    searched = {(r["point_id"], r["mode"]) for r in records if r["kind"] == "crossover"}
+    records = [r for r in records if r["kind"] == "step"]
     tokens = sorted({r["tokens"] for r in records})
     table = Table(title=f"predicted eager step time, ms, expected error {error.band} (graph mode in the records)")
     table.add_column("point")
@@ -430,3 +432,5 @@ def _print_simulation(records: list[dict], topology, calibration_file: Path | No
     for point_id, row in rows.items():
         table.add_row(point_id, row["label"], *(row.get(t, "") for t in tokens), row["message"][:120])
     console.print(table)
+    if searched:
+        console.print(f"{len(searched)} crossover searches predicted (setting x mode): `commprof report` shows them")

@@ -24,7 +24,6 @@ from commprof.planner.plan import build_step_plan
 from commprof.records.schema import MODES, StepRecord, step_record
 from commprof.stats import summarize
 from commprof.sweep.spec import SweepPoint, SweepSpec
-from commprof.sweep.staging import refine
 
 # How far NCCL's uncalibrated model is from measurements: its median |error| over 8 KB-1 MB on the only 8-GPU
 # nccl-tests log at hand (docs/cost-model.md, "Measured accuracy").
@@ -334,17 +333,3 @@ def kernel_note(model: KernelModel) -> str:
     return f"{model.impl}: predicted from {basis}, {error}" + (
         f"; NCCL above {model.max_bytes} B" if model.max_bytes else ""
     )
-
-
-def simulate_sweep(
-    spec: SweepSpec, topology: Topology, calibration: CostParams | None, run_id: str, now: str | None = None
-) -> list[StepRecord]:
-    """Records for every point of the sweep, stage by stage (later stages chosen from these predictions)."""
-    records = []
-    for point in spec.points:
-        records.extend(simulate_point(spec, point, topology, calibration, run_id, now))
-    for stage in range(1, len(spec.stages) + 1):
-        # Later stages pick their points from the earlier results: here, the predictions.
-        for point in refine(spec, stage, records):
-            records.extend(simulate_point(spec, point, topology, calibration, run_id, now))
-    return records

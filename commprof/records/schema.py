@@ -1,8 +1,8 @@
-"""What a results record is: the step record and the collective record, one TypedDict and one constructor each,
-and the values their fields take. docs/results-schema.md documents every field.
+"""What a results record is: the step, the collective and the crossover record, one TypedDict and one
+constructor each, and the values their fields take. docs/results-schema.md documents every field.
 
 Every writer (the sweep, the simulator, the nccl-tests importer, the tests' builders) builds records with
-`step_record` / `collective_record`, so every record of a kind has the same fields in the same order; readers
+`step_record` / `collective_record` / `crossover_record`, so every record of a kind has the same fields in the same order; readers
 (the report, calibration, resume) read them back as these types.
 """
 
@@ -25,8 +25,10 @@ READABLE_VERSIONS = (1, 2)
 
 # Where a record's numbers come from: timed here, predicted by the cost model, or imported from nccl-tests.
 SOURCES = ("measured", "simulated", "nccl-tests")
-KINDS = ("step", "collective")
+KINDS = ("step", "collective", "crossover")
 MODES = ("eager", "graph")
+# All-reduce + residual add + RMSNorm in one collective (fused kinds), set against the unfused reference.
+FUSED = "all_reduce+rmsnorm"
 # Trial outcomes. "ok" is the only one whose numbers are a tuning result.
 STATUSES = (
     "ok",  # measured and verified
@@ -131,6 +133,25 @@ class CollectiveRecord(_Record, _CollectiveExtras):
     line: int | None
 
 
+class CrossoverRecord(_Record):
+    """One message size measured by a crossover search: an implementation setting (`point`) against the baseline
+    at that size, both timed in the same worker processes: kind "crossover". A search that could not run at all
+    leaves one record with its status and no size."""
+
+    collective: str  # "all_reduce", or "all_reduce+rmsnorm" for fused kinds (against their unfused reference)
+    mode: str  # MODES: the searches in graph and eager mode are separate
+    bytes: int | None  # the all-reduce's size; None: the search did not run (status says why)
+    dtype: str | None
+    impl_us: float | None  # the setting's time per all-reduce: max over ranks of the min over rounds
+    baseline_us: float | None  # the baseline's, timed the same way in the same processes
+    baseline: Point  # what the setting is timed against (the sweep's baseline, or the unfused reference)
+    search_round: int | None  # which measure() round of the search timed this size (1 = the powers of two)
+    step_bytes: int | None  # the search's resolution: bisection stops when a boundary is this narrow
+    rounds: int | None  # timed rounds per size
+    warmup: int | None
+    model_error: dict[str, Any] | None  # simulated: {"impl_pct", "baseline_pct", "basis"}, the models' errors
+
+
 # What a builder may leave out (None otherwise); the rest must be given.
 _REQUIRED = ("source", "run_id", "point_id", "point", "status")
 _FLAGS = {"fused_rmsnorm": False, "in_place": False, "graph": False}
@@ -149,6 +170,15 @@ def collective_record(**fields: Any) -> CollectiveRecord:
     """A collective record with every CollectiveRecord field, in order (per_iteration only where given);
     required: source, run_id, point_id, point, status, collective and bytes (in_place, graph default to False)."""
     return _build(CollectiveRecord, "collective", (*_REQUIRED, "collective", "bytes"), fields)
+
+
+def crossover_record(**fields: Any) -> CrossoverRecord:
+    """A crossover record with every CrossoverRecord field, in order; required: source, run_id, point_id, point,
+    status, collective, mode and baseline."""
+    record = _build(CrossoverRecord, "crossover", (*_REQUIRED, "collective", "mode", "baseline"), fields)
+    if record["mode"] not in MODES:
+        raise ValueError(f"crossover record: mode {record['mode']!r} is not one of {MODES}")
+    return record
 
 
 def _build(record_type: Any, kind: str, required: tuple[str, ...], fields: dict[str, Any]) -> Any:
@@ -182,10 +212,14 @@ def upgraded(record: dict[str, Any]) -> dict[str, Any]:
 # --- reading: what a record from a file must be before anything uses it ---------------------------------------
 
 # Fields a reader relies on; every other field may be absent (an older writer), and is then None.
-_MUST_HAVE = {"step": (*_REQUIRED, "kind", "tokens", "mode"), "collective": (*_REQUIRED, "kind", "collective", "bytes")}
+_MUST_HAVE = {
+    "step": (*_REQUIRED, "kind", "tokens", "mode"),
+    "collective": (*_REQUIRED, "kind", "collective", "bytes"),
+    "crossover": (*_REQUIRED, "kind", "collective", "mode", "baseline"),
+}
 # Durations, bandwidths and their spreads: finite and >= 0 wherever they appear.
 _STATS_TIMES = ("min", "median", "mean", "p90", "p99", "cv")
-_NON_NEGATIVE = ("duration_s", "measure_s", "time_us", "algbw_gbps", "busbw_gbps")
+_NON_NEGATIVE = ("duration_s", "measure_s", "time_us", "algbw_gbps", "busbw_gbps", "impl_us", "baseline_us")
 
 
 def record_problem(record: Any) -> str | None:
@@ -212,6 +246,8 @@ def record_problem(record: Any) -> str | None:
             return f"point id {point_id!r} is not one (p000, p001, ..., s1-p000, ...)"
     if kind == "step" and record["tokens"] < 1:
         return f"tokens {record['tokens']} is below 1"
+    if kind == "crossover" and record.get("bytes") is not None and record["bytes"] < 1:
+        return f"bytes {record['bytes']} is below 1"
     return _time_problem(record)
 
 
@@ -244,8 +280,11 @@ def _non_negative(values) -> bool:
         return False
 
 
+RECORD_TYPES = {"step": StepRecord, "collective": CollectiveRecord, "crossover": CrossoverRecord}
+
+
 def _hints(kind: str) -> dict[str, Any]:
-    return _typeddict_hints(StepRecord if kind == "step" else CollectiveRecord)
+    return _typeddict_hints(RECORD_TYPES[kind])
 
 
 @functools.cache

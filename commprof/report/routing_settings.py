@@ -37,8 +37,13 @@ def engine_mode(bands: list[dict]) -> str | None:
     return "graph" if "graph" in modes else next(iter(sorted(modes)), None)
 
 
-def routing_settings(bands: list[dict], hidden: int | None, dtype_bytes: int) -> tuple[list[RoutingSetting], list[str]]:
-    """The engine settings of the plan's all-reduce bands in the engines' mode, and notes on what is left out."""
+def routing_settings(
+    bands: list[dict], hidden: int | None, dtype_bytes: int, backend: str | None = "nccl"
+) -> tuple[list[RoutingSetting], list[str]]:
+    """The engine settings of the plan's all-reduce bands in the engines' mode, and notes on what is left out.
+    Bands measured on CPU ranks (gloo) are never engine settings: engines run NCCL and GPU kernels."""
+    if backend == "gloo":
+        return [], ["measured on gloo (CPU ranks): the plan shows the method, not a GPU answer; no engine setting"]
     mode = engine_mode(bands)
     ordered = sorted((b for b in bands if b["collective"] == "all_reduce" and b["mode"] == mode), key=_low)
     notes: list[str] = []
@@ -76,10 +81,11 @@ def routing_settings(bands: list[dict], hidden: int | None, dtype_bytes: int) ->
             notes.append(f"{span}: no engine setting known to commprof runs {band['impl']}: engine work")
         if band["options"]:
             notes.append(f"{span} won with options {band['options']}: the engine's own choice may differ")
-        if band is not ordered[-1] and not band["boundary"].startswith("crossover measured"):
+        if band is not ordered[-1] and not band["boundary"].startswith("crossover "):
             notes.append(
                 f"{span}: the bound is the largest size that won ({format_bytes(largest)}); the band's edge is a "
-                f"{band['boundary']}: run the crossover search to place it"
+                f"{band['boundary']}"
+                + ("" if "crossover search" in band["boundary"] else ": run the crossover search to place it")
             )
     return settings, notes
 

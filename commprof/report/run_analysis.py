@@ -22,7 +22,9 @@ from commprof.report import costmodel_check as cc
 from commprof.report import frame as fr
 from commprof.report import ranking as rk
 from commprof.report import routing as rt
+from commprof.report import routing_candidates as rc
 from commprof.report.completeness import Completeness, completeness
+from commprof.report.crossovers import crossovers, routing_edges
 from commprof.report.doctor_verdicts import doctor_view
 from commprof.report.heatmap import strongest_axes
 from commprof.report.projection import ComputeTimes, breakdown, projection
@@ -76,6 +78,7 @@ class RunAnalysis:
     projection: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.projection
     heatmap_axes: list[str] = field(default_factory=list)  # heatmap.strongest_axes
     routing: dict[str, Any] = field(default_factory=dict)  # routing.routing_plan: per size, which implementation
+    crossovers: list[dict[str, Any]] = field(default_factory=list)  # crossovers.crossovers: what each search found
 
     @property
     def simulated(self) -> bool:
@@ -218,8 +221,13 @@ def analyze_source(
     run.heatmap_axes = strongest_axes(run.family_steps, run.mode)
     ranks = all_steps["world_size"].dropna()
     ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
+    run.crossovers = crossovers(records)
     run.routing = rt.routing_plan(
-        rt.candidates(records, run.baseline), ranks, rt.floor_of(meta), missing_floor=rt.missing_floor(meta)
+        rc.candidates(records, run.baseline),
+        ranks,
+        rc.floor_of(meta),
+        routing_edges(run.crossovers),
+        missing_floor=rc.missing_floor(meta),
     )
     if not run.headline.empty:
         run.breakdown = breakdown(

@@ -91,6 +91,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "routing_rules": run.routing.get("rules", {}),
         "routing_gaps": run.routing.get("gaps", []),
         "routing_curves": run.routing.get("curves", []),
+        "crossovers": run.crossovers,
         "routing_settings": settings_as_dicts(exports.routing),
         "routing_settings_notes": exports.routing_notes,
         "engine_hints": hints_as_dicts(exports.hints),

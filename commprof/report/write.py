@@ -61,6 +61,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         run.routing.get("bands", []),
         int(hidden.iloc[0]) if not hidden.empty else None,
         DTYPE_BYTES.get(str(dtype.iloc[0]), 2) if not dtype.empty else 2,
+        run.backend if run.evidence.level == "measured" else "nccl",
     )
     route_text = routing_text(routes, route_notes, lines)
     files = {

@@ -37,7 +37,6 @@ from commprof.sweep.spec import (
     DEFAULT_WARMUP,
     Axis,
     Rule,
-    StageSpec,
     SweepPoint,
     SweepSpec,
     SweepTooLarge,
@@ -45,7 +44,7 @@ from commprof.sweep.spec import (
     point_key,
     stage_work,
 )
-from commprof.sweep.staging import RANK_BY
+from commprof.sweep.stage_config import parse_stage
 from commprof.textfiles import parse_toml, read_text
 
 TOP_KEYS = ("name", "description", "run", "axes", "points", "exclude", "stages", "report")
@@ -67,17 +66,6 @@ RUN_KEYS = (
 )
 # The [run] keys that become PlanOptions (what the step holds beyond the target's forward pass).
 PLAN_OPTION_KEYS = ("spec", "num_steps", "draft_vocab", "dp_attention")
-STAGE_KEYS = (
-    "name",
-    "description",
-    "top_k",
-    "candidates",
-    "rank_by",
-    "iterations",
-    "warmup",
-    "include_baseline",
-    "axes",
-)
 REPORT_KEYS = ("compute_ms", "draft_ms", "accept_lengths", "baseline")
 
 
@@ -108,50 +96,6 @@ def _stage0_points(
     for index, (impl, env, options, label) in explicit:
         add(impl, env, options, label, f"points[{index}]")
     return tuple(points)
-
-
-def _parse_stage(table: object, index: int, problems: SweepProblems) -> StageSpec | None:
-    key = f"stages[{index - 1}]"
-    table = problems.table(table, key)
-    problems.unknown_keys(table, STAGE_KEYS, key)
-    if "top_k" not in table:
-        problems.error(f"{key}.top_k", "missing (allowed: an integer >= 1: how many of the best points to refine)")
-    top_k = problems.integer(table.get("top_k", 1), f"{key}.top_k", 1)
-    axes = parse_axes(problems.table(table.get("axes"), f"{key}.axes"), f"{key}.axes", problems)
-    candidates = None
-    if "candidates" in table:
-        candidates = parse_rule(
-            problems.table(table["candidates"], f"{key}.candidates"), f"{key}.candidates", problems, with_reason=False
-        )
-    rank_by = table.get("rank_by", "geomean")
-    problems.choice(rank_by, f"{key}.rank_by", RANK_BY, "a ranking")
-    iterations = problems.integer(table["iterations"], f"{key}.iterations", 1) if "iterations" in table else None
-    warmup = problems.integer(table["warmup"], f"{key}.warmup", 0) if "warmup" in table else None
-    include_baseline = problems.boolean(table.get("include_baseline", False), f"{key}.include_baseline")
-    if not axes and "iterations" not in table and "axes" not in table:
-        problems.error(
-            key,
-            "a stage needs axes to cross its best points with, or iterations to re-measure "
-            "them with (successive halving)",
-        )
-    name = table.get("name", f"stage {index}")
-    description = table.get("description", "")
-    for field_name, value in (("name", name), ("description", description)):
-        problems.string(value, f"{key}.{field_name}")
-    if top_k is None:
-        return None
-    return StageSpec(
-        index=index,
-        name=str(name),
-        description=str(description),
-        top_k=top_k,
-        axes=axes,
-        candidates=candidates,
-        rank_by=str(rank_by),
-        iterations=iterations,
-        warmup=warmup,
-        include_baseline=bool(include_baseline),
-    )
 
 
 def _per_tokens(
@@ -279,7 +223,7 @@ def parse_sweep(
     stages = tuple(
         stage
         for i, table in enumerate(_list_of_tables(data, "stages", problems), start=1)
-        if (stage := _parse_stage(table, i, problems)) is not None
+        if (stage := parse_stage(table, i, problems)) is not None
     )
     problems.raise_if_any()
     if tp is not None:

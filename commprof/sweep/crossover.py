@@ -78,9 +78,19 @@ def sustained_start(wins: dict[int, bool], length: int = SUSTAINED) -> int | Non
     return runs[0][0] if runs else None
 
 
-def initial_sizes(plan_sizes: Iterable[int] = ()) -> list[int]:
-    """Powers of two from 1 KiB to 1 MiB plus the plan's own sizes, in order."""
-    return sorted(set(POWERS) | {int(s) for s in plan_sizes if s > 0})
+def powers(low: int = POWERS[0], high: int = POWERS[-1]) -> list[int]:
+    """Powers of two from the first at or above `low` to `high`."""
+    size = 1 << max(int(low) - 1, 0).bit_length()
+    out = []
+    while size <= high:
+        out.append(size)
+        size <<= 1
+    return out
+
+
+def initial_sizes(plan_sizes: Iterable[int] = (), low: int = POWERS[0], high: int = POWERS[-1]) -> list[int]:
+    """Powers of two from `low` to `high` (1 KiB to 1 MiB) plus the plan's own sizes, in order."""
+    return sorted(set(powers(low, high)) | {int(s) for s in plan_sizes if s > 0})
 
 
 def next_sizes(wins: dict[int, bool], step: int = STEP_BYTES) -> list[int]:
@@ -102,14 +112,19 @@ def search(
     plan_sizes: Iterable[int] = (),
     max_rounds: int = 16,
     step: int = STEP_BYTES,
+    low: int = POWERS[0],
+    high: int = POWERS[-1],
 ) -> Crossover:
-    """Powers of two and the plan's sizes, then bisect every boundary until each is `step` wide."""
+    """Powers of two and the plan's sizes, then bisect every boundary until each is `step` wide. A size that
+    gave no time (it failed) is not asked for again."""
     result = Crossover(impl, mode)
-    sizes = initial_sizes(plan_sizes)
+    sizes = initial_sizes(plan_sizes, low, high)
+    tried: set[int] = set()
     while sizes and result.rounds < max_rounds:
+        tried.update(sizes)
         result.times.update(measure(impl, sizes))
         result.rounds += 1
-        sizes = [s for s in next_sizes(result.wins(), step) if s not in result.times]
+        sizes = [s for s in next_sizes(result.wins(), step) if s not in tried]
     return result
 
 

@@ -4,11 +4,15 @@ estimated duration from what one point costs here (commprof.sweep.probe measures
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
+from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
+from commprof.size_timing import CROSSOVER_LAYERS
+from commprof.sweep import crossover as cx
 from commprof.sweep.gate import inert_variables
 from commprof.sweep.points import option_text
-from commprof.sweep.spec import StageSpec, SweepSpec, SweepTooLarge
+from commprof.sweep.spec import CrossoverStage, Stage, StageSpec, SweepSpec, SweepTooLarge
 
 # What an estimate assumes when nothing was measured: an 8-GPU box's start-up per point (process start,
 # rendezvous, communicator init) and a verify step of Kimi-K2.5 at TP 8 over PCIe, in each of two modes.
@@ -75,8 +79,10 @@ def runnable_combinations(stage: StageSpec, backend: str) -> int:
     return count
 
 
-def stage_runnable_points(stage: StageSpec, backend: str) -> int:
-    """Points of a stage that can run on `backend`, at most."""
+def stage_runnable_points(stage: Stage, backend: str) -> int:
+    """Points of a stage that can run on `backend`, at most (a crossover stage builds none)."""
+    if stage.kind == "crossover":
+        return 0
     per_candidate = runnable_combinations(stage, backend) if stage.axes else 1
     return stage.top_k * per_candidate + int(stage.include_baseline)
 
@@ -85,6 +91,9 @@ def estimate_seconds(spec: SweepSpec, cost: StepCost, running: int, backend: str
     """Wall time of `running` stage-0 points and the stages' runnable points at their upper bound."""
     total = running * point_seconds(spec, cost, spec.iterations, spec.warmup)
     for stage in spec.stages:
+        if stage.kind == "crossover":
+            total += crossover_seconds(spec, stage, cost, backend)
+            continue
         warmup = spec.warmup if stage.warmup is None else stage.warmup
         total += stage_runnable_points(stage, backend) * point_seconds(
             spec, cost, stage.iterations or spec.iterations, warmup
@@ -92,7 +101,74 @@ def estimate_seconds(spec: SweepSpec, cost: StepCost, running: int, backend: str
     return total
 
 
-def _stage_line(stage: StageSpec, spec: SweepSpec, backend: str) -> str:
+def crossover_searches(spec: SweepSpec, stage: CrossoverStage, backend: str) -> tuple[int, tuple[str, ...]]:
+    """(searches at most, the modes they run in on `backend`): one per named implementation, else per stage-0
+    setting of another implementation (those that fail are not searched)."""
+    if stage.impls:
+        settings = sum(1 for p in spec.points if p.impl in stage.impls and not p.env) or len(stage.impls)
+    else:
+        others = (*BACKEND_IMPLS, unfused_reference())
+        settings = sum(1 for p in spec.points if p.impl not in others and not p.env)
+    modes = tuple(m for m in stage.modes if m != "graph" or backend == "nccl")
+    return settings, modes
+
+
+def search_work(stage: CrossoverStage, plan_sizes: int = 4) -> tuple[int, int]:
+    """(rounds, sizes) of one search at most as the estimate counts them: the powers of two and the plan's sizes,
+    then one round per halving of the widest gap down to the step, two boundaries each."""
+    first = len(cx.powers(stage.min_bytes, stage.max_bytes)) + plan_sizes
+    widest = max(stage.max_bytes // 2, stage.step_bytes)
+    rounds = min(stage.max_rounds, 1 + max(math.ceil(math.log2(widest / stage.step_bytes)), 0))
+    return rounds, first + 2 * (rounds - 1)
+
+
+def crossover_seconds(spec: SweepSpec, stage: CrossoverStage, cost: StepCost, backend: str) -> float:
+    """A crossover stage at its upper bound: per round a point's start-up, per size the setting and the baseline
+    each verified then timed over their rounds (eager: plus a per-op pass) on 2 x layers + 1 all-reduces, each
+    all-reduce costed as a share of the probe's smallest step."""
+    settings, modes = crossover_searches(spec, stage, backend)
+    rounds, sizes = search_work(stage)
+    smallest = min(spec.tokens)
+    op_s = cost.step_for(smallest) / 1000.0 / 2 / max(_ops_per_step(spec), 1)  # step_for sums two modes
+    per_size = 2 * 3 * (stage.rounds + stage.warmup + 1) * (2 * CROSSOVER_LAYERS + 1) * op_s
+    return settings * len(modes) * (rounds * cost.overhead_s + sizes * per_size)
+
+
+def _ops_per_step(spec: SweepSpec) -> int:
+    """Collectives of the sweep's smallest step (at TP 8 where the sweep does not name one)."""
+    from commprof.errors import UsageError
+    from commprof.planner.models import load_model
+    from commprof.planner.plan import build_step_plan
+
+    try:
+        model = load_model(spec.model, spec.layout)
+        plan = build_step_plan(model, spec.tp or 8, min(spec.tokens), spec.phase, spec.dtype, spec.plan_options)
+    except UsageError:
+        return 1
+    return len(plan.ops)
+
+
+def _crossover_line(stage: CrossoverStage, spec: SweepSpec, backend: str) -> str:
+    settings, modes = crossover_searches(spec, stage, backend)
+    rounds, sizes = search_work(stage)
+    which = ", ".join(stage.impls) if stage.impls else "every other implementation that runs ok"
+    text = (
+        f'# stage {stage.index} "{stage.name}": crossover search of {which} against the baseline (fused kinds: '
+        f"against {unfused_reference()}), {cx.powers(stage.min_bytes, stage.max_bytes)[0]}-{stage.max_bytes} B by "
+        f"powers of two plus the plan's sizes, bisected to {stage.step_bytes} B; {stage.rounds} timed + "
+        f"{stage.warmup} warm-up rounds per size; up to {settings} x {len(modes)} searches of up to {rounds} rounds "
+        f"({sizes} sizes) each, every round in fresh processes"
+    )
+    if not modes:
+        text += f"; none can run on {backend} (graph mode only, and CUDA graphs need GPUs)"
+    elif len(modes) < len(stage.modes):
+        text += f"; eager mode only on {backend} (CUDA graphs need GPUs)"
+    return text
+
+
+def _stage_line(stage: Stage, spec: SweepSpec, backend: str) -> str:
+    if stage.kind == "crossover":
+        return _crossover_line(stage, spec, backend)
     pool = "best finished point" if stage.top_k == 1 else f"best {stage.top_k} finished points"
     where = f" where {stage.candidates.describe()}" if stage.candidates else ""
     text = f'# stage {stage.index} "{stage.name}": {pool}{where} (ranked by {stage.rank_by} over T)'
@@ -179,9 +255,15 @@ def format_points_table(
 def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> list[str]:
     """How many points will run and how long they should take, then what the estimate rests on."""
     seconds = estimate_seconds(spec, cost, running, backend)
+    searches = 0
+    for stage in spec.stages:
+        if stage.kind == "crossover":
+            settings, modes = crossover_searches(spec, stage, backend)
+            searches += settings * len(modes)
+    also = f" and up to {searches} crossover search{'es' if searches != 1 else ''}" if searches else ""
     return [
         f"{running} point{'s' if running != 1 else ''} will run in stage 0, up to "
-        f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all; estimated "
+        f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}; estimated "
         f"{_duration(seconds)}",
         "per point: "
         f"{cost.overhead_s:.2f} s start-up + its steps, one step at "

@@ -93,7 +93,7 @@ def measure_point(
     init_log = point_dir / f"nccl.rank{ctx.rank}.log"
     started = time.monotonic()
     outcome = run_point(
-        ctx, server, request, _point_env(ctx, point, init_log if logs else None, NCCL_INIT_SUBSYS), point_dir
+        ctx, server, request, point_env(ctx, point, init_log if logs else None, NCCL_INIT_SUBSYS), point_dir
     )
     outcomes = all_gather_json({"status": outcome.status, "message": outcome.message}, ctx.world_size)
     status, message = agree(outcomes)
@@ -108,7 +108,7 @@ def measure_point(
             result_path=str(point_dir / f"probe.rank{ctx.rank}.jsonl"),
         )
         Path(probe.result_path).unlink(missing_ok=True)
-        run_point(ctx, server, probe, _point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS), point_dir)
+        run_point(ctx, server, probe, point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS), point_dir)
         all_gather_json(None, ctx.world_size)  # every rank's probe has ended before the next point starts
     if ctx.profile and status == "ok":
         profiled = replace(
@@ -120,7 +120,7 @@ def measure_point(
             profile_dir=str(point_dir / "profile"),
         )
         Path(profiled.result_path).unlink(missing_ok=True)
-        run_point(ctx, server, profiled, _point_env(ctx, point, None, ""), point_dir)
+        run_point(ctx, server, profiled, point_env(ctx, point, None, ""), point_dir)
         all_gather_json(None, ctx.world_size)  # every rank's trace is written before the next point starts
     if not ctx.is_writer:
         return []
@@ -171,7 +171,7 @@ def refused_records(
     return build_records(ctx, request, "unsupported", reason, [], None, 0.0) if ctx.is_writer else []
 
 
-def _point_env(ctx: ControllerContext, point: SweepPoint, log_path: Path | None, subsystems: str) -> dict[str, str]:
+def point_env(ctx: ControllerContext, point: SweepPoint, log_path: Path | None, subsystems: str) -> dict[str, str]:
     """The point's variables on top of the launch's, plus NCCL's INFO log to `log_path` where asked for."""
     env = {**ctx.rank_env, **{str(k): str(v) for k, v in point.env.items()}}
     if log_path is not None:

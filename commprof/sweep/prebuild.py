@@ -34,6 +34,9 @@ def sweep_impls(spec) -> list[tuple[str, dict]]:
     found: dict[str, tuple[str, dict]] = {}
     settings = [(p.impl, p.options) for p in spec.points]
     for stage in spec.stages:
+        if stage.kind == "crossover":  # a search runs settings that ran before, or the ones it names
+            settings += [(name, {}) for name in stage.impls]
+            continue
         settings += [(s.impl, s.options or {}) for axis in stage.axes for s in axis.settings if s.impl is not None]
     for impl, options in settings:
         found.setdefault(json.dumps([impl, options], sort_keys=True), (impl, dict(options)))

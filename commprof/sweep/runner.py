@@ -29,6 +29,7 @@ from commprof.records.files import (
     read_records,
     write_json,
 )
+from commprof.sweep.crossover_run import run_crossover_stage
 from commprof.sweep.gate import launch_context, refusal
 from commprof.sweep.measure import (
     ControllerContext,
@@ -301,6 +302,10 @@ def _sweep_loop(
         stage += 1
         if stage > len(spec.stages):
             break
+        if spec.stages[stage - 1].kind == "crossover":
+            run_crossover_stage(ctx, server, spec, model, tp, spec.stages[stage - 1], progress)
+            points = []  # a search writes its own records; the next stage ranks what came before
+            continue
         refined = None
         if ctx.is_writer:
             refined = [p.to_dict() for p in refine(spec, stage, read_records(results_path))]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from commprof.errors import UsageError
 from commprof.planner.models import load_model, normalize_dtype
@@ -139,6 +139,7 @@ class Rule:
 class StageSpec:
     """A refinement stage: the best `top_k` finished points (among `candidates`), crossed with `axes`."""
 
+    kind: ClassVar[str] = "refine"
     index: int  # 1 for the first stage after stage 0
     name: str
     description: str
@@ -155,14 +156,41 @@ class StageSpec:
         return self.top_k * combinations(self.axes) + int(self.include_baseline)
 
 
+@dataclass(frozen=True)
+class CrossoverStage:
+    """A crossover search stage: per implementation setting and mode, the message size from which it beats the
+    baseline (commprof.sweep.crossover), each round of sizes timed in fresh worker processes."""
+
+    kind: ClassVar[str] = "crossover"
+    index: int
+    name: str
+    description: str
+    impls: tuple[str, ...] = ()  # implementations to search; (): every non-baseline one that ran ok earlier
+    modes: tuple[str, ...] = ("graph", "eager")  # searched apart; graph only where the setting captured earlier
+    min_bytes: int = 1024  # powers of two from here ...
+    max_bytes: int = 1 << 20  # ... to here, plus the plan's own all-reduce sizes
+    step_bytes: int = 1024  # bisection stops when the last win and the first loss are this close
+    max_rounds: int = 10  # measure() rounds per search at most, each a fresh set of worker processes
+    rounds: int = 10  # timed rounds per size: a size's time is the max over ranks of the min over these
+    warmup: int = 2  # untimed rounds per size first
+
+    def max_points(self) -> int:
+        """A search is no sweep point: it adds none to the point budget."""
+        return 0
+
+
+Stage = StageSpec | CrossoverStage
+
 # (points, timed steps, warm-up steps) of one group of points: stage 0, or a stage at its upper bound.
 StageWork = tuple[int, int, int]
 
 
-def stage_work(stage0_points: int, stages: tuple[StageSpec, ...], iterations: int, warmup: int) -> list[StageWork]:
+def stage_work(stage0_points: int, stages: tuple[Stage, ...], iterations: int, warmup: int) -> list[StageWork]:
     """The work of stage 0 and of every stage at its upper bound, from counts alone (nothing expanded)."""
     work = [(stage0_points, iterations, warmup)]
     for stage in stages:
+        if stage.kind == "crossover":
+            continue
         work.append(
             (stage.max_points(), stage.iterations or iterations, warmup if stage.warmup is None else stage.warmup)
         )
@@ -200,7 +228,7 @@ class SweepSpec:
     warmup: int  # untimed steps before them
     point_timeout_s: float  # a point still running after this is killed and recorded "timeout"
     points: tuple[SweepPoint, ...]  # stage 0, the baseline first
-    stages: tuple[StageSpec, ...] = ()
+    stages: tuple[Stage, ...] = ()  # refinement and crossover stages, in the file's order
     warnings: tuple[str, ...] = ()  # known traps, "file: key: warning"
     report: dict[str, Any] = field(default_factory=dict)  # the file's [report] table, validated
     excludes: tuple[Rule, ...] = ()  # points no stage builds
@@ -219,8 +247,10 @@ class SweepSpec:
 
     def iterations_for(self, point: SweepPoint) -> tuple[int, int]:
         """(iterations, warmup) for a point: its stage's own when that stage re-measures, else the run's."""
-        if point.stage >= 1:
-            stage = self.stages[point.stage - 1]
+        stage = self.stages[point.stage - 1] if point.stage >= 1 else None
+        if stage is not None and stage.kind == "crossover":
+            return stage.rounds, stage.warmup
+        if stage is not None:
             return (stage.iterations or self.iterations, self.warmup if stage.warmup is None else stage.warmup)
         return self.iterations, self.warmup
 

@@ -84,7 +84,11 @@ def refine(spec: SweepSpec, stage: int, results: list[dict]) -> list[SweepPoint]
     if not 1 <= stage <= len(spec.stages):
         raise ValueError(f"stage {stage} does not exist (this sweep has stages 1..{len(spec.stages)})")
     stage_spec = spec.stages[stage - 1]
-    earlier = [r for r in results if r.get("point_id") and stage_of(r["point_id"]) < stage]
+    if stage_spec.kind != "refine":
+        raise ValueError(f"stage {stage} is a {stage_spec.kind} stage: it builds no points")
+    earlier = [
+        r for r in results if r.get("kind", "step") == "step" and r.get("point_id") and stage_of(r["point_id"]) < stage
+    ]
     ranked = rank_points(earlier, spec.tokens, stage_spec.rank_by)
     if stage_spec.candidates is not None:
         ranked = [r for r in ranked if stage_spec.candidates.matches(r.point)]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from commprof.records.schema import FUSED
 from commprof.report.formatting import fmt_pct, fmt_us
-from commprof.report.routing import FUSED, NO_FLOOR
+from commprof.report.routing_candidates import NO_FLOOR
 from commprof.report.run_analysis import RunAnalysis
 from commprof.report.views.figures import routing_svg
 from commprof.units import format_bytes
@@ -55,6 +56,7 @@ def routing_view(run: RunAnalysis) -> dict[str, Any] | None:
         bands = [b for b in plan["bands"] if (b["collective"], b["mode"]) == (collective, mode)]
         if bands:
             view["tables"].append({"title": title, "rows": [_row(b) for b in bands]})
+    view["crossovers"] = [_crossover_row(c) for c in run.crossovers]
     curves = [c for c in plan["curves"] if (c["collective"], c["mode"]) == ("all_reduce", mode)]
     bands = [b for b in plan["bands"] if (b["collective"], b["mode"]) == ("all_reduce", mode)]
     if curves:
@@ -77,4 +79,23 @@ def _row(band: dict) -> dict[str, Any]:
         "evidence": evidence["label"],
         "verdict": evidence["verdict"],
         "boundary": band["boundary"],
+    }
+
+
+def _crossover_row(found: dict) -> dict[str, Any]:
+    """One crossover search: what it found, the band edges it placed and the evidence (sizes timed, rounds)."""
+    sizes = found["sizes"]
+    span = f"{format_bytes(sizes[0]['bytes'])} – {format_bytes(sizes[-1]['bytes'])}" if sizes else "—"
+    return {
+        "label": found["label"],
+        "impl": found["impl"],
+        "collective": TITLES.get(found["collective"], found["collective"]).split(" (")[0],
+        "mode": found["mode"],
+        "baseline": found["baseline"],
+        "verdict": found["verdict"],
+        "edges": ", ".join(format_bytes(e) for e in found["edges"]) or "none",
+        "sizes": f"{found['sizes_measured']} in {span}",
+        "rounds": found["rounds"],
+        "evidence": found["evidence"],
+        "placed": bool(found["edges"]),
     }

@@ -1,0 +1,147 @@
+"""A crossover stage predicted by the cost model: the same search as on GPUs, on predicted times of one all-reduce
+per size, its records labelled simulated with both models' expected errors. Pure.
+
+The implementation's time comes from its kernel model where that covers the size (else NCCL's, as the engines
+fall back), the baseline's from NCCL's model; graph mode is eager minus the preset's launch overhead, and
+whether the setting captures is not tested. Whether a predicted crossover is beyond model error is the report's
+call (report/crossovers.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commprof.costmodel.latency import predict
+from commprof.costmodel.simulate import kernel_eager_us, nccl_model_error, nccl_setting, params_for
+from commprof.costmodel.topology import Topology
+from commprof.errors import UsageError
+from commprof.impls.registry import runs_on_nccl
+from commprof.records.schema import CrossoverRecord
+from commprof.sweep import crossover as cx
+from commprof.sweep.crossover_stage import Search, plan_sizes, searches, size_record
+from commprof.sweep.spec import CrossoverStage, SweepPoint, SweepSpec
+
+GRAPH_NOTE = "graph mode = eager minus the topology's assumed launch overhead per op; capture not tested"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One all-reduce of one setting at one size, as the cost model predicts it."""
+
+    eager_us: float
+    graph_us: float
+    error_pct: float | None  # the model's expected error (None: unknown)
+    basis: str
+    calibration: str
+
+
+def all_reduce_prediction(
+    point: SweepPoint, nbytes: int, topology: Topology, calibration, ranks: int
+) -> Prediction | str:
+    """The prediction, or why the model cannot make one (one line)."""
+    try:
+        setting = nccl_setting(topology, point.env)
+        params, name = params_for(topology, setting, calibration)
+    except UsageError as exc:
+        return f"NCCL would refuse this configuration: {exc}"
+    stated = None
+    if not runs_on_nccl(point.impl):
+        stated = topology.impls.get(point.impl)
+        if stated is None:
+            return f"the cost model has no latency for {point.impl!r} on {topology.name}"
+    if stated is not None and stated.covers(nbytes):
+        eager = kernel_eager_us(stated, topology, point, nbytes, ranks)
+        error, basis = stated.expected_error_pct, stated.describe()["error_basis"]
+    else:
+        choice = predict(params, "all_reduce", nbytes, ranks, setting.algos["all_reduce"], setting.protos["all_reduce"])
+        eager = choice.time_us
+        model = nccl_model_error(params, name)
+        error, basis = model["expected_error_pct"], model["error_basis"]
+    return Prediction(eager, max(eager - topology.launch_overhead_us, 0.0), error, basis, name)
+
+
+def simulate_crossover_stage(
+    spec: SweepSpec,
+    stage: CrossoverStage,
+    topology: Topology,
+    calibration,
+    run_id: str,
+    records: list[dict],
+    now: str | None = None,
+) -> list[CrossoverRecord]:
+    """Every search of the stage over the records so far, one record per size predicted (or per search that
+    cannot be predicted)."""
+    ranks = spec.tp or topology.gpus
+    sizes = plan_sizes(spec, ranks)
+    where = {"source": "simulated", "run_id": run_id, "backend": "nccl", "world_size": ranks, "time": now}
+    out: list[CrossoverRecord] = []
+    for search in searches(stage, records, "nccl"):
+        for mode in search.modes:
+            out += _search(
+                search,
+                mode,
+                stage,
+                sizes,
+                lambda p, n: all_reduce_prediction(p, n, topology, calibration, ranks),
+                spec.dtype,
+                where,
+            )
+        for mode, why in search.skipped.items():
+            entry = {"status": "unsupported", "message": why}
+            out.append(size_record(search, stage, mode, entry, dtype=spec.dtype, search_round=None, **where))
+    return out
+
+
+def _search(
+    search: Search, mode: str, stage: CrossoverStage, sizes: list[int], predicted, dtype, where: dict
+) -> list[CrossoverRecord]:
+    """One search on predicted times: a record per size it asked for, with the round that asked."""
+    found: dict[int, tuple[Prediction, Prediction, int]] = {}
+    refusals: list[str] = []
+    calls = [0]
+
+    def measure(_impl: str, wanted: list[int]) -> dict[int, tuple[float, float]]:
+        calls[0] += 1
+        times = {}
+        for nbytes in wanted:
+            mine, base = predicted(search.point, nbytes), predicted(search.baseline, nbytes)
+            if isinstance(mine, str) or isinstance(base, str):
+                refusals.append(mine if isinstance(mine, str) else base)
+                continue
+            found[nbytes] = (mine, base, calls[0])
+            times[nbytes] = (getattr(mine, f"{mode}_us"), getattr(base, f"{mode}_us"))
+        return times
+
+    bounds = {"low": stage.min_bytes, "high": stage.max_bytes}
+    cx.search(search.point.label, mode, measure, sizes, stage.max_rounds, stage.step_bytes, **bounds)
+    if refusals and not found:
+        entry = {"status": "unsupported", "message": refusals[0]}
+        return [size_record(search, stage, mode, entry, dtype=dtype, search_round=None, **where)]
+    out = []
+    for nbytes, (mine, base, search_round) in sorted(found.items()):
+        entry = {
+            "bytes": nbytes,
+            "status": "ok",
+            "message": GRAPH_NOTE if mode == "graph" else None,
+            "impl_us": getattr(mine, f"{mode}_us"),
+            "baseline_us": getattr(base, f"{mode}_us"),
+        }
+        error = {
+            "impl_pct": mine.error_pct,
+            "baseline_pct": base.error_pct,
+            "basis": f"{mine.basis}; baseline: {base.basis}",
+        }
+        out.append(
+            size_record(
+                search,
+                stage,
+                mode,
+                entry,
+                dtype=dtype,
+                search_round=search_round,
+                calibration=base.calibration,
+                model_error=error,
+                **where,
+            )
+        )
+    return out

@@ -1,0 +1,185 @@
+"""The routing plan's candidates: per collective, mode and message size, every implementation setting's per-op
+time read from the records (`op_us`), how far it can be trusted, and whether it beats the baseline there. Pure.
+
+At a size, an implementation takes it from the baseline only beyond the evidence's uncertainty:
+- measured: its p90 is below the baseline's median (nine in ten of its ops were faster than the baseline's
+  typical op), the report's noise rule per size;
+- simulated: its predicted time raised by its model's expected error is still below the baseline's lowered by
+  the baseline model's expected error; an unknown error on either side decides nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from commprof.floor.model import FloorFigures
+from commprof.impls.registry import fuses_rmsnorm, resolve_impl_name, unfused_reference
+from commprof.records.schema import FUSED
+
+MEASURED, SIMULATED, IMPORTED = "measured", "simulated", "imported"
+LEVEL_OF_SOURCE = {"measured": MEASURED, "simulated": SIMULATED, "nccl-tests": IMPORTED}
+
+WIN_BEYOND = {MEASURED: "beyond noise", SIMULATED: "beyond model error"}
+WITHIN = {MEASURED: "within noise", SIMULATED: "within model error"}
+NO_FLOOR = "no floor figures: run `commprof floor --out floor.json` on the box (or simulate on a preset with [floor])"
+UNJUDGED = "not judged: the model's expected error is unknown"
+RULES = {
+    MEASURED: "an implementation takes a size when its p90 per-op time is below the baseline's median there",
+    SIMULATED: (
+        "an implementation takes a size when its predicted time raised by its model's expected error is still "
+        "below the baseline's predicted time lowered by the baseline model's; an unknown error decides nothing"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One implementation setting at one size and mode, with how far its time can be trusted."""
+
+    collective: str  # "all_reduce", "all_gather", or FUSED
+    mode: str
+    nbytes: int
+    impl: str
+    options: dict[str, Any]
+    point_id: str
+    label: str
+    median_us: float
+    p90_us: float
+    level: str  # MEASURED / SIMULATED / IMPORTED
+    error_pct: float | None = None  # simulated: the model's expected error (None: unknown)
+    error_basis: str = ""
+    baseline: bool = False
+
+    def key(self) -> tuple[str, str]:
+        return self.impl, json.dumps(self.options, sort_keys=True)
+
+
+def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
+    """Every (collective, mode, size, implementation setting) with ok per-op times, the latest measurement of each
+    setting, the baseline point's and the unfused reference's marked as baselines. A simulated time carries its
+    model's expected error: the record's kernel model where it covers the size, else its NCCL model's."""
+    reference = unfused_reference()
+    latest: dict[tuple, dict] = {}
+    baseline_config = None
+    for record in records:
+        if record.get("kind", "step") != "step" or record.get("status") != "ok" or not record.get("op_us"):
+            continue
+        point = record.get("point") or {}
+        config = (
+            point.get("impl"),
+            json.dumps(point.get("env") or {}, sort_keys=True),
+            json.dumps(point.get("options") or {}, sort_keys=True),
+        )
+        if record.get("point_id") == baseline_point:
+            baseline_config = config
+        key = (config, record.get("tokens"), record.get("mode"))
+        if key not in latest or _stage(record) >= _stage(latest[key]):
+            latest[key] = record
+    found: dict[tuple, Candidate] = {}
+    for (config, _tokens, mode), record in latest.items():
+        point = record.get("point") or {}
+        impl, env, options = point.get("impl") or "default", point.get("env") or {}, point.get("options") or {}
+        is_baseline = config == baseline_config
+        if env and not is_baseline:
+            continue  # NCCL under other settings is the NCCL recommendation's business, not a route
+        fused = fuses_rmsnorm(impl) or bool(record.get("fused_rmsnorm"))
+        level = LEVEL_OF_SOURCE.get(record.get("source"), MEASURED)
+        ops = record["op_us"]
+        per_size: dict[tuple[str, int], list[tuple[float, float]]] = {}
+        sites = ops.get("sites", ())
+        # Each op's collective as the record names it (records before that: the logits site is the all-gather).
+        kinds = ops.get("collectives") or [
+            "all_gather" if str(s).rsplit(".", 1)[-1] == "logits" else "all_reduce" for s in sites
+        ]
+        for site, collective, nbytes, median, p90 in zip(
+            sites, kinds, ops.get("bytes", ()), ops.get("median", ()), ops.get("p90", ops.get("median", ()))
+        ):
+            if collective != "all_reduce" and not is_baseline:
+                continue  # every implementation runs the other collectives with torch.distributed: the baseline's
+            if collective == "all_reduce" and fused and str(site) != "embed":  # the embedding has no RMSNorm after
+                collective = FUSED
+            elif collective == "all_reduce" and impl == reference:
+                continue  # the reference's plain all-reduce is the baseline's own
+
+            per_size.setdefault((collective, int(nbytes)), []).append((float(median), float(p90)))
+        kernel = record.get("kernel_model") or {}
+        nccl_model = record.get("nccl") or {}
+        for (collective, nbytes), values in per_size.items():
+            medians = sorted(v[0] for v in values)
+            p90s = sorted(v[1] for v in values)
+            error, basis = None, ""
+            if level == SIMULATED:
+                covered = (
+                    kernel
+                    and collective != "all_gather"
+                    and (kernel.get("max_bytes") is None or nbytes <= kernel["max_bytes"])
+                )
+                if covered:
+                    error, basis = kernel.get("expected_error_pct"), kernel.get("error_basis", "")
+                else:
+                    error = nccl_model.get("expected_error_pct")
+                    basis = nccl_model.get("error_basis") or "unknown: the record states no NCCL model error"
+            marked = is_baseline or (collective == FUSED and impl == reference)
+            candidate = Candidate(
+                collective=collective,
+                mode=str(mode),
+                nbytes=nbytes,
+                impl=resolve_impl_name(impl, record.get("backend") or "nccl"),
+                options=dict(options),
+                point_id=str(record.get("point_id")),
+                label=str(point.get("label") or record.get("point_id")),
+                median_us=medians[len(medians) // 2],
+                p90_us=p90s[len(p90s) // 2],
+                level=level,
+                error_pct=error,
+                error_basis=basis,
+                baseline=marked,
+            )
+            found[(collective, str(mode), nbytes, candidate.key(), marked)] = candidate
+    return sorted(found.values(), key=lambda c: (c.collective, c.mode, c.nbytes, not c.baseline, c.impl))
+
+
+def verdict(candidate: Candidate, baseline: Candidate) -> tuple[bool, str]:
+    """Whether `candidate` takes the size from `baseline` beyond the evidence's uncertainty, and the words why."""
+    if candidate.level == MEASURED:
+        wins = candidate.p90_us < baseline.median_us
+        return wins, WIN_BEYOND[MEASURED] if wins else WITHIN[MEASURED]
+    if candidate.level != SIMULATED:
+        return False, f"not judged: {candidate.level} times are not compared per size"
+    if candidate.error_pct is None or baseline.error_pct is None:
+        faster = candidate.median_us < baseline.median_us
+        return False, UNJUDGED + (" (predicted faster)" if faster else "")
+    high = candidate.median_us * (1 + candidate.error_pct / 100.0)
+    low = baseline.median_us * (1 - baseline.error_pct / 100.0)
+    wins = high < low
+    return wins, WIN_BEYOND[SIMULATED] if wins else WITHIN[SIMULATED]
+
+
+def _stage(record: dict) -> tuple:
+    point = record.get("point") or {}
+    stage = point.get("stage")
+    return (stage if isinstance(stage, int) else 0, record.get("iterations") or 0)
+
+
+def missing_floor(meta: dict) -> str:
+    """Why a run has no floor and how to get one, as its meta.json says (commprof.floor.record), else in general."""
+    entry = meta.get("floor") if isinstance(meta.get("floor"), dict) else {}
+    if not entry.get("why"):
+        return NO_FLOOR
+    return f"floor not measured: {entry['why']}" + (f"; {entry['how']}" if entry.get("how") else "")
+
+
+def floor_of(meta: dict) -> FloorFigures | None:
+    """The floor figures a run carries: measured by `commprof floor` (meta "floor": its floor.json or just the
+    figures), else its topology preset's."""
+    measured = meta.get("floor") if isinstance(meta.get("floor"), dict) else {}
+    for table in (measured.get("figures", measured), (meta.get("topology") or {}).get("floor")):
+        if isinstance(table, dict):
+            try:
+                return FloorFigures(**{k: table[k] for k in FloorFigures.__dataclass_fields__})
+            except (KeyError, TypeError, ValueError):
+                continue
+    return None
