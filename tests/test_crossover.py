@@ -1,9 +1,14 @@
 """The crossover search: sustained runs, bisection between the last win and the first loss, its cost against an
-exhaustive sweep; on a fabricated timing model and on real gloo ranks."""
+exhaustive sweep; on a fabricated timing model, on real gloo ranks, and as a stage of a real gloo sweep."""
+
+import json
 
 import pytest
 
+from commprof.cli import main
+from commprof.records.files import read_records
 from commprof.sweep import crossover as cx
+from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
 
 def model_measure(crossover: int, calls: list):
@@ -47,6 +52,36 @@ def test_a_candidate_that_never_wins_costs_one_round():
     assert found.crossover_bytes is None and found.rounds == 1 and found.to_dict()["sizes_measured"] == 11
 
 
+def test_a_search_replayed_from_its_recorded_sizes_asks_for_nothing_new():
+    """What a resumed sweep relies on: the search is a pure function of the times it is given, so replaying it from
+    the sizes already on disk asks for exactly those sizes, round after round, and finds the same crossover."""
+    first_calls = []
+    found = cx.search("k", "graph", model_measure(100_000, first_calls), plan_sizes=[14336])
+    on_disk = dict(found.times)
+    interrupted = {s: on_disk[s] for calls in first_calls[:3] for s in calls}  # three rounds were written
+
+    def resumed(impl, sizes):
+        new = [s for s in sizes if s not in interrupted]
+        assert not new or all(s in on_disk for s in new)  # only what the interrupted run had not reached
+        return {s: on_disk[s] for s in sizes}
+
+    again = cx.search("k", "graph", resumed, plan_sizes=[14336])
+    assert again.times == found.times and again.rounds == found.rounds
+    assert again.crossover_bytes == found.crossover_bytes
+
+
+def test_a_size_that_failed_is_not_asked_for_again():
+    calls = []
+
+    def measure(impl, sizes):
+        calls.append(list(sizes))
+        return {s: (10.0 if s >= 100_000 else 30.0, 20.0) for s in sizes if s != 96 * 1024}  # 96 KiB always fails
+
+    cx.search("k", "graph", measure)
+    asked = [s for round_ in calls for s in round_]
+    assert asked.count(96 * 1024) == 1 and len(asked) == len(set(asked))
+
+
 def test_exhaustive_measures_every_size_in_one_round():
     calls = []
     full = cx.exhaustive("k", "graph", model_measure(5000, calls), range(1024, 16 * 1024 + 1, 1024))
@@ -79,3 +114,35 @@ def _gloo_search(rank, world_size):
 
     found = cx.search("gloo", "eager", measure)
     return sorted(found.times)
+
+
+@pytest.mark.slow
+def test_a_crossover_stage_on_real_gloo_ranks_records_every_size_resumes_and_reports(tmp_path):
+    """A one-shot candidate searched against gloo's all-reduce in a real 2-rank sweep: one record per size in
+    fresh workers, graph mode recorded as not searchable on CPU ranks, and a report that labels the search as
+    gloo and exports no engine setting."""
+    model = tiny_model(tmp_path, layers=1)
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'name = "cx"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 1\npoint_timeout_s = 30\n'
+        '[[points]]\nimpl = "tests.plugins.one_shot:OneShotGloo"\nlabel = "one-shot"\n'
+        '[[stages]]\nkind = "crossover"\nmin_bytes = 1024\nmax_bytes = 4096\nrounds = 2\nwarmup = 1\nmax_rounds = 3\n'
+    )
+    result = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor", "--no-nccl-debug")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "crossover one-shot (eager)" in result.stderr and "graph mode not searched" in result.stderr
+    run = only_run_dir(tmp_path / "runs")
+    searched = [r for r in read_records(run / "results.jsonl") if r["kind"] == "crossover"]
+    timed = {r["bytes"]: r for r in searched if r["mode"] == "eager"}
+    assert set(timed) >= {256, 1024, 2048, 4096}  # the step's own 256 B all-reduces and the powers of two
+    assert all(r["status"] == "ok" and r["impl_us"] > 0 and r["baseline_us"] > 0 for r in timed.values())
+    assert all(r["baseline"]["impl"] == "default" and r["backend"] == "gloo" for r in timed.values())
+    (graph,) = [r for r in searched if r["mode"] == "graph"]
+    assert graph["status"] == "unsupported" and graph["bytes"] is None and "CUDA graphs need GPUs" in graph["message"]
+
+    assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
+    (eager,) = [c for c in summary["crossovers"] if c["mode"] == "eager"]
+    assert eager["sizes_measured"] == len(timed) and "not a GPU answer" in eager["evidence"]
+    assert summary["routing_settings"] == [] and "no engine setting" in summary["routing_settings_notes"][0]
+    assert "Crossover searches" in (tmp_path / "report" / "index.html").read_text()

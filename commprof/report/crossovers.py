@@ -158,7 +158,8 @@ def verdict(entry: dict[str, Any], undecided: list[int] = ()) -> str:
         text += f"; {NOT_RESOLVED} at {', '.join(format_bytes(s) for s in undecided)}: no crossover"
     if not entry["converged"]:
         gaps = ", ".join(f"{format_bytes(a)}–{format_bytes(b)}" for a, b in entry["open_gaps"])
-        text += f"; boundaries wider than the {format_bytes(entry['step_bytes'])} step left at {gaps} (rounds ran out)"
+        why = "sizes failed" if entry["failed"] else "the rounds ran out"
+        text += f"; boundaries wider than the {format_bytes(entry['step_bytes'])} step left at {gaps} ({why})"
     if entry["failed"]:
         text += f"; {len(entry['failed'])} size(s) failed ({entry['failed'][0]['status']})"
     return text

@@ -85,6 +85,8 @@ def _search(ctx, server, spec, model, tp, stage, search: Search, mode: str, done
         if not missing:
             return cached
         entries = _round(ctx, server, spec, model, tp, stage, search, mode, missing, rounds["n"], point_dir)
+        if any(all_gather_json(ctx.interrupted, ctx.world_size)):
+            raise Interrupted  # a round cut short is no result: it runs again on resume
         times = None
         if ctx.is_writer:
             append_records(
@@ -93,8 +95,6 @@ def _search(ctx, server, spec, model, tp, stage, search: Search, mode: str, done
             )
             times = {e["bytes"]: (e["impl_us"], e["baseline_us"]) for e in entries if e["status"] == "ok"}
         times = all_gather_json(times, ctx.world_size)[0]
-        if any(all_gather_json(ctx.interrupted, ctx.world_size)):
-            raise Interrupted
         return cached | {int(n): tuple(t) for n, t in times.items()}
 
     return cx.search(

@@ -93,7 +93,7 @@ def _crossover_row(found: dict) -> dict[str, Any]:
         "mode": found["mode"],
         "baseline": found["baseline"],
         "verdict": found["verdict"],
-        "edges": ", ".join(format_bytes(e) for e in found["edges"]) or "none",
+        "edges": ", ".join(f"{e} B" for e in found["edges"]) or "none",
         "sizes": f"{found['sizes_measured']} in {span}",
         "rounds": found["rounds"],
         "evidence": found["evidence"],
