@@ -13,7 +13,7 @@ from commprof.report.routing_candidates import candidates
 from commprof.report.routing_settings import routing_settings
 from commprof.sweep import crossover as cx
 from commprof.sweep.config import load_sweep, parse_sweep
-from commprof.sweep.crossover_stage import GRAPH_NEEDS_GPUS, measured, searches, size_record
+from commprof.sweep.crossover_stage import GRAPH_NEEDS_GPUS, finished, measured, searches, size_record
 from commprof.sweep.spec import CrossoverStage
 from tests.test_routing import FIG, record
 
@@ -183,3 +183,39 @@ def test_simulating_pcie8_verify_predicts_its_crossover_stage_and_still_routes_1
     )
     graph = [b for b in plan["bands"] if (b["collective"], b["mode"]) == ("all_reduce", "graph")]
     assert graph[0]["min_bytes"] <= 14336 and graph[0]["impl"] != "nccl" and graph[-1]["max_bytes"] >= 229376
+
+
+def test_a_search_is_finished_when_its_records_replay_it_to_the_end():
+    """How the report tells an interrupted crossover stage (a resume continues it) from a finished one."""
+    stage = CrossoverStage(3, "x", "", max_bytes=1 << 17, step_bytes=1024)
+    (search,) = searches(stage, steps("p000", "default") + steps("p001", "b12x"), "nccl")
+    where = {"source": "measured", "run_id": "r", "backend": "nccl", "world_size": 8, "dtype": "bfloat16"}
+    rounds = []
+
+    def times(sizes):
+        return {s: (5.0 if s <= 40_000 else 40.0, 20.0) for s in sizes}
+
+    def measure(impl, sizes):
+        rounds.append(sizes)
+        return times(sizes)
+
+    cx.search("b12x", "graph", measure, [14336], stage.max_rounds, stage.step_bytes, stage.min_bytes, stage.max_bytes)
+    records = [
+        size_record(
+            search,
+            stage,
+            "graph",
+            {"bytes": s, "status": "ok", "impl_us": a, "baseline_us": b},
+            search_round=n,
+            **where,
+        )
+        for n, sizes in enumerate(rounds, start=1)
+        for s, (a, b) in times(sizes).items()
+    ]
+    assert len(rounds) > 3 and finished(records, search, "graph", stage, [14336])
+    last = set(rounds[-1])
+    assert not finished([r for r in records if r["bytes"] not in last], search, "graph", stage, [14336])
+    refused = size_record(
+        search, stage, "graph", {"status": "unsupported", "message": "gate"}, search_round=None, **where
+    )
+    assert finished([refused], search, "graph", stage, [14336])  # never ran in this mode, and says why

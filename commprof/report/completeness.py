@@ -17,6 +17,7 @@ class StageProgress:
     name: str
     planned: int | None
     done: int
+    unit: str = "points"  # a crossover stage counts its searches (setting x mode), finished or not
 
     @property
     def title(self) -> str:
@@ -36,11 +37,12 @@ class Completeness:
 
     @property
     def planned(self) -> int:
-        return sum(s.planned or 0 for s in self.stages)
+        """Points planned (a crossover stage's searches are no points)."""
+        return sum(s.planned or 0 for s in self.stages if s.unit == "points")
 
     @property
     def done(self) -> int:
-        return sum(s.done for s in self.stages)
+        return sum(s.done for s in self.stages if s.unit == "points")
 
     @property
     def not_run(self) -> list[str]:
@@ -50,6 +52,7 @@ class Completeness:
         """ "12 of 30 points done (stage 0 "axes": 12 of 30); stages not run: channels, confirm"."""
         parts = [
             f"{s.title}: {s.done} of {s.planned if s.planned is not None else '?'}"
+            + (f" {s.unit}" if s.unit != "points" else "")
             for s in self.stages
             if s.done or s.planned
         ]
@@ -94,7 +97,9 @@ def completeness(meta: dict, records: list[dict], run_dir: str) -> Completeness 
     stages = [StageProgress(0, "stage 0", len(spec.points), sum(p.point_id in done for p in spec.points))]
     finished = stages[0].done >= len(spec.points)
     for index, stage in enumerate(spec.stages, start=1):
-        if stage.kind == "crossover":  # searches, not points: the report shows what they measured
+        if stage.kind == "crossover":
+            stages.append(_searches_progress(spec, stage, records, meta) if finished else _unknown(stage, "searches"))
+            finished = stages[-1].planned is not None and stages[-1].done >= stages[-1].planned
             continue
         ran = {r["point_id"] for r in steps if str(r["point_id"]).startswith(f"s{index}-")}
         planned = None
@@ -106,3 +111,22 @@ def completeness(meta: dict, records: list[dict], run_dir: str) -> Completeness 
         stages.append(StageProgress(index, stage.name or f"stage {index}", planned, len(ran & done)))
         finished = planned is not None and stages[-1].done >= planned
     return Completeness(run_dir, tuple(stages))
+
+
+def _unknown(stage, unit: str) -> StageProgress:
+    return StageProgress(stage.index, stage.name or f"stage {stage.index}", None, 0, unit)
+
+
+def _searches_progress(spec, stage, records: list[dict], meta: dict) -> StageProgress:
+    """A crossover stage: its searches (setting x mode) and how many ran to their end (replayed from records)."""
+    from commprof.sweep.crossover_stage import finished, plan_sizes, searches
+
+    plan = meta.get("plan") or {}
+    try:
+        sizes = plan_sizes(spec, int(plan.get("tp") or spec.tp or meta.get("world_size") or 1))
+    except (UsageError, TypeError, ValueError):
+        return _unknown(stage, "searches")
+    backend = str(meta.get("backend") or "nccl")
+    found = [(s, mode) for s in searches(stage, records, backend) for mode in s.modes]
+    done = sum(finished(records, s, mode, stage, sizes) for s, mode in found)
+    return StageProgress(stage.index, stage.name or f"stage {stage.index}", len(found), done, "searches")

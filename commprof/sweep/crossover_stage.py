@@ -17,6 +17,7 @@ from commprof.planner.plan import build_step_plan
 from commprof.records import point_ids
 from commprof.records.point_ids import stage_of
 from commprof.records.schema import FAILED_STATUSES, FUSED, CrossoverRecord, crossover_record
+from commprof.sweep import crossover as cx
 from commprof.sweep.points import auto_label, baseline
 from commprof.sweep.spec import CrossoverStage, SweepPoint, SweepSpec, point_key
 from commprof.sweep.staging import point_from_record
@@ -140,6 +141,29 @@ def measured(results: list[dict], search: Search, mode: str) -> dict[int, tuple[
         ):
             out[int(record["bytes"])] = (float(record["impl_us"]), float(record["baseline_us"]))
     return out
+
+
+def finished(results: list[dict], search: Search, mode: str, stage: CrossoverStage, sizes: list[int]) -> bool:
+    """Whether this search ran to its end in this run: replayed from its records, it asks for no size that has
+    none (a search is a pure function of its times, so an interrupted one asks for more)."""
+    times = measured(results, search, mode)
+    tried = {
+        r.get("bytes")
+        for r in results
+        if r.get("kind") == "crossover" and r.get("point_id") == search.point.point_id and r.get("mode") == mode
+    }
+    if None in tried:
+        return True  # it could not run in this mode, and its record says why
+    missing: list[int] = []
+
+    def replay(_impl: str, wanted: list[int]) -> dict[int, tuple[float, float]]:
+        missing.extend(n for n in wanted if n not in tried)
+        return {n: times[n] for n in wanted if n in times}
+
+    cx.search(
+        search.point.label, mode, replay, sizes, stage.max_rounds, stage.step_bytes, stage.min_bytes, stage.max_bytes
+    )
+    return not missing
 
 
 def recorded_modes(results: list[dict], search: Search) -> set[str]:
