@@ -28,10 +28,10 @@ lint: install
 	$(VENV)/bin/ruff check commprof tests bench
 	$(VENV)/bin/ruff format --check commprof tests bench
 
-# One pytest worker per core, at most 4 (pytest-xdist): 2 on CI, where it takes the suite from about 8 to 5
-# minutes; GPU tests all go to one worker (tests/conftest.py).
+# One pytest worker per core, at most 4 (pytest-xdist): 2 on CI, where it takes the suite from about 6-8 to 4-5
+# minutes; GPU tests still run one at a time (tests/conftest.py).
 test: install
-	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadgroup
+	$(PY) -m pytest -q -n auto --maxprocesses 4
 
 # No multi-process, fork-server, report-rendering or browser tests: the quick loop while editing.
 test-fast: install

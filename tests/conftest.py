@@ -1,6 +1,7 @@
-"""Shared test setup: GPU-only tests skip with a reason where CUDA is absent (and share one pytest-xdist worker
-where it is present); reports that several test files read are rendered once per session (read, never write)."""
+"""Shared test setup: GPU-only tests skip with a reason where CUDA is absent, and run one at a time across
+pytest-xdist workers where it is present; reports several files read are rendered once per session (read only)."""
 
+import fcntl
 from pathlib import Path
 
 import pytest
@@ -12,20 +13,26 @@ PCIE8_SWEEP = TESTS.parent / "sweeps" / "pcie8-verify.toml"
 GLOO_RUN = TESTS / "fixtures" / "report" / "cpu-smoke-gloo"
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     import torch
 
     if torch.cuda.is_available():
-        # One pytest-xdist worker runs every GPU test, one after another: they share the GPUs and time them.
-        for item in items if config.pluginmanager.hasplugin("xdist") else ():
-            if "gpu" in item.keywords:
-                item.add_marker(pytest.mark.xdist_group("gpu"))
         return
     skip = pytest.mark.skip(reason="needs CUDA GPUs (torch.cuda.is_available() is false)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def one_gpu_test_at_a_time(request, tmp_path_factory):
+    """GPU tests share the GPUs and time them: under pytest-xdist, one runs at a time, whichever its worker."""
+    if "gpu" not in request.keywords:
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "gpu-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the workers' temp folders share this parent
+        yield
 
 
 @pytest.fixture(scope="session")
