@@ -24,7 +24,11 @@ def test_instant_exit_and_kill_are_both_reported(tmp_path):
         assert exit_status.exit_code == 1 and not exit_status.ok
         assert "Traceback" in log.read_text()  # the worker's error went to its log, not to the controller
 
-        pid = server.launch('{"run_id": 1}', {}, str(log))
+        # A worker still running when killed, whatever the machine's load: opening its log, a FIFO nobody
+        # reads, blocks it before the trial (a bad request exits in milliseconds and could beat the kill).
+        blocked_log = tmp_path / "blocked.log"
+        os.mkfifo(blocked_log)
+        pid = server.launch('{"run_id": 1}', {}, str(blocked_log))
         os.killpg(pid, signal.SIGKILL) if _has_group(pid) else os.kill(pid, signal.SIGKILL)
         killed = server.poll_exit(None)
         assert killed.signal == signal.SIGKILL and "SIGKILL" in killed.describe()
