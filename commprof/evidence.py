@@ -114,9 +114,19 @@ class Evidence:
             "a smaller one is within model error; over several T, the sums over T"
         )
 
-    def beats(self, median_us: Any, p90_us: Any, reference_median_us: Any) -> bool | None:
+    def beats(
+        self,
+        median_us: Any,
+        p90_us: Any,
+        reference_median_us: Any,
+        errors: tuple[float | None, float | None] | None = None,
+    ) -> bool | None:
         """Whether a point (its median and p90) beats a reference (its median) by more than this evidence's
-        uncertainty; None when a number is missing. Unknown model error: never."""
+        uncertainty; None when a number is missing. Unknown model error: never.
+
+        `errors`: simulated by two different models (a kernel's against NCCL's), their expected errors (the
+        point's, the reference's) in %: the point wins only when its time raised by its error stays below the
+        reference's lowered by its own, since the two models can be wrong in opposite directions."""
         try:
             median, p90, reference = float(median_us), float(p90_us), float(reference_median_us)
         except (TypeError, ValueError):
@@ -125,6 +135,11 @@ class Evidence:
             return p90 < reference if math.isfinite(p90) and math.isfinite(reference) else None
         if not (math.isfinite(median) and math.isfinite(reference)):
             return None
+        if errors is not None:
+            mine, theirs = errors
+            if mine is None or theirs is None:
+                return False
+            return median * (1.0 + mine / 100.0) < reference * (1.0 - theirs / 100.0)
         if self.model_error is None or self.model_error.pct is None:
             return False
         return median < reference * (1.0 - self.model_error.pct / 100.0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from commprof.costmodel.alternatives import kernel_model
 from commprof.costmodel.latency import predict
 from commprof.costmodel.simulate import kernel_eager_us, nccl_model_error, nccl_setting, params_for
 from commprof.costmodel.topology import Topology
@@ -46,7 +47,7 @@ def all_reduce_prediction(
         return f"NCCL would refuse this configuration: {exc}"
     stated = None
     if not runs_on_nccl(point.impl):
-        stated = topology.impls.get(point.impl)
+        stated = kernel_model(point.impl, topology)
         if stated is None:
             return f"the cost model has no latency for {point.impl!r} on {topology.name}"
     if stated is not None and stated.covers(nbytes):

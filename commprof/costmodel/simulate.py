@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
+from commprof.costmodel.alternatives import box_context, kernel_model, refusal
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
 from commprof.costmodel.topology import Topology, link_for
@@ -175,13 +176,17 @@ def simulate_point(
         notes = setting.notes
     except UsageError as exc:
         status, message = "error", f"NCCL would refuse this configuration: {exc}"
+    context = box_context(topology, tp, spec.dtype or model.dtype, tuple(spec.tokens), model.hidden_size)
     if status == "ok" and not runs_on_nccl(point.impl):
-        stated = topology.impls.get(point.impl)
-        if stated is None:
+        refused = refusal(point.impl, context, point.options)
+        stated = kernel_model(point.impl, topology) if refused is None else None
+        if refused is not None:
+            status, message = "unsupported", f"would not run on {topology.name}: {refused}"
+        elif stated is None:
             status = "unsupported"
             message = (
                 f"the cost model has no latency for {point.impl!r} on {topology.name} "
-                f"(add [impls.{point.impl}] with published figures to the topology file)"
+                f"(add [impls.{point.impl}] with published figures, or a [floor], to the topology file)"
             )
         else:
             notes.append(kernel_note(stated))
@@ -192,7 +197,10 @@ def simulate_point(
         op_times: list[float] = []
         choices: dict[tuple, dict] = {}
         op_status, op_message = status, message
-        if status == "ok":
+        refused = refusal(point.impl, context, point.options, tokens) if status == "ok" else None
+        if refused is not None:
+            op_status, op_message = "unsupported", f"would not run on {topology.name} at T = {tokens}: {refused}"
+        if op_status == "ok":
             cache: dict[tuple[str, int], float] = {}
             try:
                 for op in plan.ops:
@@ -323,12 +331,12 @@ def kernel_note(model: KernelModel) -> str:
     error = (
         f"expected error ±{model.expected_error_pct:g} %"
         if model.expected_error_pct is not None
-        else "expected error unknown"
+        else "expected error unknown, so no verdict rests on it"
     )
     basis = (
         f"published figures ({model.source})"
         if model.basis == "published"
-        else f"the floor of its algorithm plus {model.overhead_us:g} µs ({model.source})"
+        else f"the floor of its algorithm{f' plus {model.overhead_us:g} µs' if model.overhead_us else ''} ({model.source})"
     )
     return f"{model.impl}: predicted from {basis}, {error}" + (
         f"; NCCL above {model.max_bytes} B" if model.max_bytes else ""

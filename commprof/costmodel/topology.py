@@ -45,6 +45,7 @@ class Topology:
     p2p_supported: bool
     launch_overhead_us: float
     links: dict[str, LinkSpec]
+    p2p_atomics: bool | None = None  # native atomics on peer memory between every pair; None: the file does not say
     impls: dict[str, KernelModel] = field(default_factory=dict)
     floor: FloorFigures | None = None  # published peer-to-peer figures of this class of box, with sources
     assumptions: str = ""
@@ -68,6 +69,7 @@ class Topology:
             "compute_capability": self.compute_capability,
             "gpu_path": self.gpu_path,
             "p2p_supported": self.p2p_supported,
+            "p2p_atomics": self.p2p_atomics,
             "launch_overhead_us": self.launch_overhead_us,
             "links": {k: vars(v) for k, v in self.links.items()},
             "impls": {k: v.to_dict() for k, v in self.impls.items()},
@@ -114,6 +116,7 @@ TOPOLOGY_KEYS = (
     "compute_capability",
     "gpu_path",
     "p2p_supported",
+    "p2p_atomics",
     "launch_overhead_us",
     "assumptions",
     "sources",
@@ -137,6 +140,7 @@ def topology_from_dict(data: dict, path: str) -> Topology:
         gpu_path.upper() if isinstance(gpu_path, str) else gpu_path, "gpu_path", PATH_TYPES[1:], "a path type"
     )
     p2p_supported = problems.boolean(data.get("p2p_supported", MISSING), "p2p_supported")
+    p2p_atomics = problems.boolean(data["p2p_atomics"], "p2p_atomics") if "p2p_atomics" in data else None
     launch_overhead = problems.number(data.get("launch_overhead_us", MISSING), "launch_overhead_us", None)
     assumptions = problems.string(data.get("assumptions", MISSING), "assumptions")
     sources = problems.strings(data.get("sources", MISSING), "sources")
@@ -156,6 +160,7 @@ def topology_from_dict(data: dict, path: str) -> Topology:
         compute_capability=capability,
         gpu_path=gpu_path,
         p2p_supported=p2p_supported,
+        p2p_atomics=p2p_atomics,
         launch_overhead_us=launch_overhead,
         links=links,
         impls=impls,

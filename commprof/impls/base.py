@@ -62,6 +62,9 @@ class ImplContext:
     b12x_version: str | None = None
     torch_version: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    # True for a simulated box: every library a kernel needs counts as installed at a version that has it, so
+    # only the hardware and shape rules decide (the simulator predicts that box, not this machine's packages).
+    libraries_assumed: bool = False
 
 
 class AllReduceImpl:

@@ -93,6 +93,8 @@ def needs_p2p_atomics(ctx: ImplContext, kernel: str) -> str | None:
 
 
 def needs_flashinfer(ctx: ImplContext, minimum: str, what: str) -> str | None:
+    if ctx.libraries_assumed:
+        return None
     if ctx.flashinfer_version is None:
         return f"needs flashinfer-python >= {minimum}, which is not installed ({FLASHINFER_INSTALL})"
     if not version_at_least(ctx.flashinfer_version, minimum):

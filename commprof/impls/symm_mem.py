@@ -63,7 +63,11 @@ def symm_mem_support(ctx: ImplContext, available_ops: Collection[str]) -> Suppor
     """One-shot / two-shot as ctx.options["variant"] says (auto: those its sizes need); `available_ops` are the
     torch.ops.symm_mem ops torch has."""
     variants = symm_mem_variants(ctx)
-    missing = [SYMM_MEM_VARIANT_OPS[v] for v in variants if SYMM_MEM_VARIANT_OPS[v] not in available_ops]
+    missing = [
+        SYMM_MEM_VARIANT_OPS[v]
+        for v in variants
+        if SYMM_MEM_VARIANT_OPS[v] not in available_ops and not ctx.libraries_assumed
+    ]
     return first_failure(
         needs_cuda(ctx),
         None

@@ -12,7 +12,7 @@ import pandas as pd
 from commprof.evidence import Evidence
 from commprof.impls.registry import fuses_rmsnorm
 from commprof.planner.models import DTYPE_BYTES
-from commprof.report.frame import ok_rows
+from commprof.report.frame import model_errors, ok_rows
 from commprof.report.ranking import UNFUSED_REFERENCE_IMPL, best_points, speedups
 
 # Who a row of table 1 is, in the order the page lists them: the baseline, the settings the recommendation
@@ -51,14 +51,20 @@ def choices_per_tokens(
     roles = table.groupby(keys + ["point_id"])["role"].agg(lambda r: sorted(r, key=order.get))
     table = table.sort_values(keys + ["rank"]).drop_duplicates(keys + ["point_id"])
     table["roles"] = [roles[(s, t, p)] for s, t, p in zip(table["source"], table["tokens"], table["point_id"])]
-    base = picks[0].set_index(keys)["median_us"]
-    table["baseline_us"] = [base.get((s, t), math.nan) for s, t in zip(table["source"], table["tokens"])]
+    base_rows = picks[0].set_index(keys)
+    base = base_rows["median_us"]
+    where = list(zip(table["source"], table["tokens"]))
+    table["baseline_us"] = [base.get(k, math.nan) for k in where]
     table["saved_pct"] = 100.0 * (table["baseline_us"] - table["median_us"]) / table["baseline_us"]
     table["speedup"] = table["baseline_us"] / table["median_us"]
+    base_dicts = base_rows.to_dict("index")
+    errors = [model_errors(row, base_dicts.get(k)) for row, k in zip(table.to_dict("records"), where, strict=True)]
     table["beyond_uncertainty"] = pd.Series(
         [
-            None if p == baseline else evidence.beats(m, p90, b)
-            for p, m, p90, b in zip(table["point_id"], table["median_us"], table["p90_us"], table["baseline_us"])
+            None if p == baseline else evidence.beats(m, p90, b, e)
+            for p, m, p90, b, e in zip(
+                table["point_id"], table["median_us"], table["p90_us"], table["baseline_us"], errors, strict=True
+            )
         ],
         index=table.index,
         dtype=object,
@@ -119,6 +125,10 @@ def alternatives(
     best["reference_us"] = [ref["median_us"].get(k, math.nan) for k in where]
     best["reference_p90_us"] = [ref["p90_us"].get(k, math.nan) for k in where]
     best["saved_pct"] = 100.0 * (best["reference_us"] - best["median_us"]) / best["reference_us"]
+    reference_row = ref.to_dict("index")
+    best["model_errors"] = [
+        model_errors(row, reference_row.get(k)) for row, k in zip(best.to_dict("records"), where, strict=True)
+    ]
     best["beyond_uncertainty"], best["slower_beyond_uncertainty"] = both_ways(evidence, best)
     return best[columns].reset_index(drop=True)
 
@@ -126,10 +136,14 @@ def alternatives(
 def both_ways(evidence: Evidence, rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """Per row, whether the point beats its reference and whether the reference beats it, each beyond the
     evidence's uncertainty (columns median_us, p90_us, reference_us, reference_p90_us)."""
-    wins = [evidence.beats(m, p90, r) for m, p90, r in zip(rows["median_us"], rows["p90_us"], rows["reference_us"])]
+    errors = rows["model_errors"] if "model_errors" in rows else [None] * len(rows)
+    wins = [
+        evidence.beats(m, p90, r, e)
+        for m, p90, r, e in zip(rows["median_us"], rows["p90_us"], rows["reference_us"], errors)
+    ]
     loses = [
-        evidence.beats(r, r90, m)
-        for r, r90, m in zip(rows["reference_us"], rows["reference_p90_us"], rows["median_us"])
+        evidence.beats(r, r90, m, e[::-1] if e else None)
+        for r, r90, m, e in zip(rows["reference_us"], rows["reference_p90_us"], rows["median_us"], errors)
     ]
     return pd.Series(wins, index=rows.index, dtype=object), pd.Series(loses, index=rows.index, dtype=object)
 
@@ -167,6 +181,8 @@ def fusion_comparison(
     `rated`: speedups(steps, baseline) of these same rows, when already computed.
     """
     rated = speedups(steps, baseline) if rated is None else rated
+    if "kernel_model" not in rated:
+        rated = rated.assign(kernel_model=None, nccl=None)
     fused = rated[
         rated["fused_rmsnorm"]
         & (rated["status"] == "ok")
@@ -191,9 +207,14 @@ def fusion_comparison(
             "reference_us",
             "speedup",
             "saved_pct",
+            "kernel_model",
+            "nccl",
         ]
     ].reset_index(drop=True)
-    refs = ok_rows(steps, mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])["p90_us"]
-    best["reference_p90_us"] = [refs.get((ref, t), math.nan) for ref, t in zip(best["reference"], best["tokens"])]
+    refs = ok_rows(steps, mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
+    where = list(zip(best["reference"], best["tokens"]))
+    best["reference_p90_us"] = [refs["p90_us"].get(k, math.nan) for k in where]
+    ref_rows = refs.to_dict("index")
+    best["model_errors"] = [model_errors(row, ref_rows.get(k)) for row, k in zip(best.to_dict("records"), where)]
     best["beyond_uncertainty"], best["slower_beyond_uncertainty"] = both_ways(evidence, best)
-    return best
+    return best.drop(columns=["kernel_model", "nccl", "model_errors"])

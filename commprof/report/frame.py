@@ -86,6 +86,7 @@ def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[
         "nccl_version": nccl.get("version"),
         "nccl_channels": nccl.get("channels"),
         "nccl": nccl or None,
+        "kernel_model": record.get("kernel_model"),  # simulated non-NCCL points: basis, source, expected error
         "op_us": record.get("op_us"),
         "rank_step_median_us": ranks,
         # kind = "collective"
@@ -140,6 +141,23 @@ def ok_rows(steps: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
     if mode is not None:
         mask &= steps["mode"] == mode
     return steps if mask.all() else steps[mask]
+
+
+def model_errors(row: dict, reference: dict | None) -> tuple[float | None, float | None] | None:
+    """(the row's, the reference's) expected errors when different models predicted them (a simulated kernel
+    against NCCL), else None: the evidence's own error then judges both."""
+    if reference is None or not (
+        isinstance(row.get("kernel_model"), dict) or isinstance(reference.get("kernel_model"), dict)
+    ):
+        return None
+    return _model_error(row), _model_error(reference)
+
+
+def _model_error(row: dict) -> float | None:
+    kernel, nccl = row.get("kernel_model"), row.get("nccl")
+    source = kernel if isinstance(kernel, dict) else nccl if isinstance(nccl, dict) else {}
+    pct = source.get("expected_error_pct")
+    return float(pct) if isinstance(pct, (int, float)) and not isinstance(pct, bool) else None
 
 
 def latest_point_ids(steps: pd.DataFrame) -> pd.Series:

@@ -16,7 +16,7 @@ from commprof.errors import UsageError
 from commprof.evidence import Evidence
 from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
 from commprof.records.point_ids import BASELINE_POINT_ID
-from commprof.report.frame import latest_measurements, latest_point_ids, ok_rows
+from commprof.report.frame import latest_measurements, latest_point_ids, model_errors, ok_rows
 
 # The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.
 UNFUSED_REFERENCE_IMPL = unfused_reference()
@@ -128,8 +128,13 @@ def headline(
     `recommended`, `family`: how best_points breaks ties (the same as choices_per_tokens' "fastest")."""
     best = best_points(steps, mode, prefer=[p for p in (baseline, recommended) if p], family=family)
     base = ok_rows(steps, mode)
-    base = base[base["point_id"] == baseline][["source", "tokens", "median_us", "p90_us", "p99_us", "cv"]]
-    base = base.drop_duplicates(["source", "tokens"]).rename(
+    base = base[base["point_id"] == baseline].drop_duplicates(["source", "tokens"])
+    base_rows = base.set_index(["source", "tokens"]).to_dict("index")
+    errors = {
+        (row["source"], row["tokens"]): model_errors(row, base_rows.get((row["source"], row["tokens"])))
+        for row in best.to_dict("records")
+    }
+    base = base[["source", "tokens", "median_us", "p90_us", "p99_us", "cv"]].rename(
         columns={
             "median_us": "baseline_us",
             "p90_us": "baseline_p90_us",
@@ -169,8 +174,10 @@ def headline(
     table["speedup"] = table["baseline_us"] / table["best_us"]
     table["beyond_uncertainty"] = pd.Series(
         [
-            evidence.beats(median, p90, base)
-            for median, p90, base in zip(table["best_us"], table["best_p90_us"], table["baseline_us"])
+            evidence.beats(median, p90, base, errors.get(key))
+            for median, p90, base, key in zip(
+                table["best_us"], table["best_p90_us"], table["baseline_us"], zip(table["source"], table["tokens"])
+            )
         ],
         index=table.index,
         dtype=object,

@@ -15,12 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence
 from commprof.floor.model import FloorFigures
 from commprof.impls.registry import fuses_rmsnorm, resolve_impl_name, unfused_reference
 from commprof.records.schema import FUSED
-
-MEASURED, SIMULATED, IMPORTED = "measured", "simulated", "imported"
-LEVEL_OF_SOURCE = {"measured": MEASURED, "simulated": SIMULATED, "nccl-tests": IMPORTED}
 
 WIN_BEYOND = {MEASURED: "beyond noise", SIMULATED: "beyond model error"}
 WITHIN = {MEASURED: "within noise", SIMULATED: "within model error"}
@@ -152,9 +150,8 @@ def verdict(candidate: Candidate, baseline: Candidate) -> tuple[bool, str]:
     if candidate.error_pct is None or baseline.error_pct is None:
         faster = candidate.median_us < baseline.median_us
         return False, UNJUDGED + (" (predicted faster)" if faster else "")
-    high = candidate.median_us * (1 + candidate.error_pct / 100.0)
-    low = baseline.median_us * (1 - baseline.error_pct / 100.0)
-    wins = high < low
+    errors = (candidate.error_pct, baseline.error_pct)
+    wins = Evidence(SIMULATED).beats(candidate.median_us, candidate.median_us, baseline.median_us, errors) is True
     return wins, WIN_BEYOND[SIMULATED] if wins else WITHIN[SIMULATED]
 
 

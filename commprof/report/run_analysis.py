@@ -214,7 +214,8 @@ def analyze_source(
     recommended = run.reference if run.recommended is not None else None
     run.headline = rk.headline(ranked, run.baseline, run.mode, evidence, recommended, family)
     current = run.speedups[run.speedups["point_id"].isin(set(latest))] if run.superseded else run.speedups
-    run.fusion = ch.fusion_comparison(steps, run.baseline, run.mode, evidence, rated=current)
+    current = current[~current["point_id"].isin(list(run.untested))] if run.untested else current
+    run.fusion = ch.fusion_comparison(run.rankable, run.baseline, run.mode, evidence, rated=current)
     run.choices = ch.choices_per_tokens(ranked, run.baseline, run.mode, evidence, recommended, family)
     run.alternatives = ch.alternatives(ranked, run.reference, run.mode, evidence, family)
     run.without_result = ch.implementations_without_result(steps, run.mode, family)
@@ -238,11 +239,20 @@ def analyze_source(
 
 
 def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
-    """Simulated points whose variables carry a known trap on the simulated interconnect (LL128 off NVLink can
-    corrupt data): nothing checked their result, so they are not ranked. Point id -> why."""
+    """Simulated points no verdict may rest on, point id -> why: variables with a known trap on the simulated
+    interconnect (LL128 off NVLink can corrupt data; nothing checked the result), and kernels predicted with an
+    unknown expected error (only the floor of their algorithm: a lower bound)."""
     topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
     interconnect = "nvlink" if str(topology.get("gpu_path", "")).upper().startswith("NV") else "pcie"
     out = {}
+    if "kernel_model" in steps:
+        for point_id, kernel in steps.drop_duplicates("point_id")[["point_id", "kernel_model"]].itertuples(index=False):
+            if isinstance(kernel, dict) and kernel.get("expected_error_pct") is None:
+                basis = "only as the floor of its algorithm" if kernel.get("basis") == "floor" else "from figures"
+                out[str(point_id)] = (
+                    f"{kernel.get('impl')} is predicted {basis} ({kernel.get('source')}) with an unknown error, "
+                    "so it is not ranked: measure it"
+                )
     for point_id, env in steps.drop_duplicates("point_id")[["point_id", "env"]].itertuples(index=False):
         traps = [
             trap

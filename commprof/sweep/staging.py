@@ -48,7 +48,14 @@ def rank_points(results: list[dict], tokens: tuple[int, ...], rank_by: str = "ge
 
     A configuration measured in several stages ranks by its latest (most re-measured) records.
     """
-    steps = [r for r in results if r.get("kind", "step") == "step" and r.get("point_id")]
+    # A simulated kernel predicted with an unknown error (the floor of its algorithm) is a bound, not a rank.
+    steps = [
+        r
+        for r in results
+        if r.get("kind", "step") == "step"
+        and r.get("point_id")
+        and not (r.get("kernel_model") and r["kernel_model"].get("expected_error_pct") is None)
+    ]
     mode = "graph" if any(r.get("mode") == "graph" and r.get("status") == "ok" for r in steps) else "eager"
     by_id: dict[str, list[dict]] = {}
     for record in steps:
