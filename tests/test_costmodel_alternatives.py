@@ -10,7 +10,6 @@ import pytest
 
 from commprof.cli import main
 from commprof.costmodel.alternatives import box_context, kernel_model, refusal
-from commprof.costmodel.model_error import expected_error
 from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import load_topology
 from commprof.evidence import SIMULATED, Evidence, ModelError
@@ -85,16 +84,6 @@ def test_two_models_must_both_be_wrong_in_their_favour_for_a_win():
     assert evidence.beats(11.0, 11.0, 25.4, (50.0, 41.0)) is False  # 16.5 is not below 15.0
     assert evidence.beats(5.0, 5.0, 25.4, (50.0, 41.0)) is True  # 7.5 < 15.0
     assert evidence.beats(1.0, 1.0, 25.4, (None, 41.0)) is False  # an unknown error decides nothing
-
-
-def test_the_runs_expected_error_is_the_largest_stated_one():
-    kernels = [
-        {"impl": "b12x", "expected_error_pct": 50.0, "error_basis": "another kernel's figures"},
-        {"impl": "symm-mem", "expected_error_pct": None, "error_basis": ""},
-    ]
-    error = expected_error(["nccl-prior"], None, 8, kernels)
-    assert error.pct == 50.0 and "b12x's kernel model" in error.basis and "the largest of 2 used" in error.basis
-    assert expected_error(["nccl-prior"], None, 8).pct < 50.0
 
 
 def test_a_floor_only_bound_is_shown_but_never_ranked_recommended_or_routed(tmp_path):

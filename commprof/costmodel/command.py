@@ -369,8 +369,7 @@ def simulate(
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-"))
     records = simulate_sweep(spec, topology, calibration, run_dir.name)
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
-    kernels = [r["kernel_model"] for r in records if r.get("kernel_model") and r.get("status") == "ok"]
-    error = expected_error(used, calibration.fit if calibration else None, spec.tp or topology.gpus, kernels)
+    error = expected_error(used, calibration.fit if calibration else None, spec.tp or topology.gpus)
     append_records(run_dir / RESULTS_FILE, records)
     tp = spec.tp or topology.gpus
     meta = _base_meta(run_dir.name, tp, "nccl")

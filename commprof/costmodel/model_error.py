@@ -116,22 +116,13 @@ def calibration_error(name: str, fit: dict | None) -> ModelError:
     )
 
 
-def expected_error(
-    calibrations: Iterable[str], fit: dict | None, world_size: int | None, kernels: Iterable[dict] = ()
-) -> ModelError:
-    """The expected error of a simulation whose records name `calibrations` (PRIOR or a file, whose fit is
-    `fit`) and `kernels` (their kernel_model, where one predicted a point): the largest of theirs, since a
-    verdict over its points must hold for each (unknown wins). A kernel with an unknown error is left out: its
-    points are not ranked (commprof.report.run_analysis.untested_settings)."""
+def expected_error(calibrations: Iterable[str], fit: dict | None, world_size: int | None) -> ModelError:
+    """The expected error of a simulation's NCCL predictions, whose records name `calibrations` (PRIOR or a file,
+    whose fit is `fit`): the largest of theirs, since a verdict over its points must hold for each (unknown
+    wins). A kernel set against NCCL is judged by both models' errors (commprof.evidence.Evidence.beats)."""
     errors = [
         prior_error(world_size) if name == PRIOR else calibration_error(name, fit) for name in sorted(set(calibrations))
     ] or [prior_error(world_size)]
-    stated = {(k["impl"], k["expected_error_pct"], k.get("error_basis", "")) for k in kernels if k}
-    errors += [
-        ModelError(float(pct), f"{impl}'s kernel model: {basis}")
-        for impl, pct, basis in sorted(stated)
-        if pct is not None
-    ]
     unknown = [e for e in errors if e.pct is None]
     if unknown:
         return unknown[0]
