@@ -9,6 +9,8 @@ an unknown expected error, so no verdict or routing decision rests on it. Pure.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.topology import Topology
 from commprof.impls.base import ImplContext
@@ -42,8 +44,6 @@ def refusal(impl: str, context: ImplContext, options: dict, tokens: int | None =
     cls = builtin(impl)
     if cls is None:
         return None
-    from dataclasses import replace
-
     context = replace(context, options=dict(options))
     support = cls.support(context) if tokens is None else cls.support_tokens(context, tokens)
     return None if support else support.reason
