@@ -28,6 +28,7 @@ TIERS = (
     },  # vocabularies every stage shares; how user files report problems
     {"planner", "nccl_log", "floor"},  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
+    {"spacers"},  # what the harness runs between collectives, and the arrival stamps
     {"harness", "doctor"},  # the timed replay; the box checks
     {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
     {"trial"},

@@ -24,6 +24,7 @@ import torch.distributed as dist
 from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log.parse import choice_matches, parse_nccl_log
+from commprof.planner.spacing import describe_request as describe_spacing
 from commprof.records.schema import StepRecord, step_record
 from commprof.sweep.prebuild import build_refusal
 from commprof.sweep.spec import SweepPoint, SweepSpec
@@ -160,6 +161,7 @@ def trial_request(
         store_prefix=prefix,
         result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
         timeout_s=float(spec.point_timeout_s),
+        spacing=spec.spacing,
     )
 
 
@@ -306,6 +308,10 @@ def build_records(
                     warmup=request.warmup,
                     duration_s=round(duration_s, 3),
                     measure_s=entry.get("measure_s"),
+                    spacing=describe_spacing(request.spacing),
+                    compute_us=entry.get("compute_us"),
+                    wait_us=entry.get("wait_us"),
+                    wait_clock=entry.get("wait_clock"),
                 )
             )
     return records

@@ -1,0 +1,138 @@
+"""Compute between collectives and late ranks: the spec's forms, per-op resolution, and the replay on real gloo
+ranks (step time grows by the compute, which the record carries apart; a late rank's lateness is waiting)."""
+
+import json
+
+import pytest
+
+from commprof.errors import UsageError
+from commprof.planner.models import ModelShape
+from commprof.planner.plan import build_step_plan
+from commprof.planner.spacing import ComputeSpec, SkewSpec, describe, gemm_shapes
+from tests.distributed import run_ranks
+
+TINY = ModelShape("tiny", 4, 64, 128, "bfloat16", "test", intermediate_size=256)
+
+
+def _plan(tp=2, tokens=2):
+    return build_step_plan(TINY, tp, tokens)
+
+
+def test_compute_forms_parse_and_bad_ones_name_the_allowed_forms():
+    assert ComputeSpec.parse("none") == ComputeSpec()
+    assert ComputeSpec.parse("uniform:500") == ComputeSpec("uniform", us=500.0)
+    assert ComputeSpec.parse("gemm").kind == "gemm"
+    for bad in ("uniform:", "uniform:-3", "uniform:nan", "fast", 5, "trace:"):
+        with pytest.raises(UsageError, match="uniform|none"):
+            ComputeSpec.parse(bad)
+
+
+def test_uniform_compute_fills_every_gap_between_two_collectives():
+    plan = _plan()
+    gaps = ComputeSpec.parse("uniform:40").gaps_us(plan)
+    assert len(gaps) == len(plan.ops) and gaps[0] == 0.0 and set(gaps[1:]) == {40.0}
+    assert ComputeSpec().gaps_us(plan) == [0.0] * len(plan.ops)
+
+
+def test_trace_compute_reads_the_gaps_of_commprof_trace_json(tmp_path):
+    plan = _plan()
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"gaps_us": [0.0] + [float(i) for i in range(1, len(plan.ops))]}))
+    spec = ComputeSpec.parse(f"trace:{path}")
+    assert spec.gaps_us(plan)[1:] == [float(i) for i in range(1, len(plan.ops))]
+    assert ComputeSpec.from_dict(spec.to_dict()) == spec
+    path.write_text(json.dumps({"gaps_us": [1.0, 2.0]}))
+    with pytest.raises(UsageError, match="2 collectives, the replayed step 10"):
+        ComputeSpec.parse(f"trace:{path}").gaps_us(plan)
+    path.write_text("{}")
+    with pytest.raises(UsageError, match="no gaps_us"):
+        ComputeSpec.parse(f"trace:{path}")
+
+
+def test_gemm_compute_runs_the_layers_mlp_gemms_at_the_ops_rows():
+    plan = _plan(tp=2, tokens=3)
+    shapes = gemm_shapes(plan, TINY.intermediate_size)
+    assert shapes[0] is None  # nothing before the step's first collective
+    layer = [s for op, s in zip(plan.ops, shapes) if op.site.startswith("layer.")]
+    assert layer and all(s == ((3, 64), (64, 128)) for s in layer)  # [T, H] x [H, I/TP]
+
+
+def test_skew_forms_and_the_late_ranks_lags():
+    plan = _plan()
+    skew = SkewSpec.parse({"rank": 1, "us": 1000})
+    assert skew.lags_us(plan, 1) == [1000.0] * len(plan.ops) and set(skew.lags_us(plan, 0)) == {0.0}
+    assert describe(ComputeSpec(), skew) == {"compute": "none", "skew": "rank 1 late by 1000 µs"}
+    assert describe(ComputeSpec(), SkewSpec()) is None
+    with pytest.raises(UsageError, match="not one of the launch's 2 ranks"):
+        SkewSpec.parse({"rank": 2, "us": 5}).check_world(2)
+    for bad in ({"rank": -1, "us": 5}, {"rank": 1, "us": 0}, {"rank": 1}, {"rank": 1, "us": 5, "x": 1}, "late"):
+        with pytest.raises(UsageError):
+            SkewSpec.parse(bad)
+
+
+def test_waiting_is_the_spread_of_arrivals_summed_over_ops():
+    from commprof.spacers import wait_per_step
+
+    # 2 ranks, 1 step, 3 ops: rank 1 arrives 1 ms, 2 ms and 0 ms after rank 0 (ns).
+    arrivals = [[[0, 10_000_000, 20_000_000]], [[1_000_000, 12_000_000, 20_000_000]]]
+    assert wait_per_step(arrivals) == [3000.0]
+
+
+def _replay(rank, world_size, settings, iterations):
+    import torch
+    import torch.distributed as dist
+
+    from commprof.harness import ReplayConfig, StepReplay, replay_mode
+    from commprof.impls.registry import load_impl
+    from commprof.planner.spacing import ComputeSpec, SkewSpec
+
+    plan = build_step_plan(TINY, world_size, 2)
+    impl = load_impl("gloo")()
+    impl.setup(dist.group.WORLD, plan, torch.device("cpu"))
+    out = []
+    for compute, skew in settings:
+        config = ReplayConfig(
+            iterations=iterations,
+            warmup=2,
+            compute=ComputeSpec.parse(compute),
+            skew=SkewSpec.parse(skew) if skew else SkewSpec(),
+        )
+        out.append(
+            replay_mode(StepReplay(plan, impl, dist.group.WORLD, torch.device("cpu"), config), "eager").to_dict()
+        )
+    return out, len(plan.ops)
+
+
+def _noise(bare):
+    """The no-spacing run's own spread: what "within noise" allows on a shared 2-core box."""
+    return bare["step_us"]["p90"] - bare["step_us"]["min"]
+
+
+@pytest.mark.slow
+def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_apart():
+    (bare, spaced), ops = run_ranks(_replay, 2, ([("none", None), ("uniform:500", None)], 30))[0]
+    assert bare["status"] == spaced["status"] == "ok", (bare["message"], spaced["message"])
+    assert bare["compute_us"] is None and bare["wait_clock"] == "host_monotonic"
+    expected = 500 * (ops - 1)
+    compute = spaced["compute_us"]
+    # Timed on its own, the compute is its length: never shorter, and its best step close to it.
+    assert expected * 0.98 <= compute["min"] <= expected * 1.5, compute
+    # The step holds it ...
+    assert spaced["step_us"]["min"] >= bare["step_us"]["min"] + 0.9 * expected
+    # ... and what the report calls communication (step - compute) is the no-compute step, within noise.
+    communication = spaced["step_us"]["median"] - compute["median"]
+    assert abs(communication - bare["step_us"]["median"]) <= _noise(bare) + 0.25 * expected
+
+
+@pytest.mark.slow
+def test_a_late_rank_is_waiting_on_the_others_not_wire_time():
+    (bare, late), ops = run_ranks(_replay, 2, ([("none", None), ("none", {"rank": 1, "us": 1000})], 30))[0]
+    assert bare["status"] == late["status"] == "ok", (bare["message"], late["message"])
+    assert late["wait_clock"] == "host_monotonic" and late["compute_us"] is None
+    expected = 1000 * ops
+    wait = late["wait_us"]["median"]
+    assert expected * 0.8 <= wait <= expected * 1.5, late["wait_us"]
+    assert bare["wait_us"]["median"] < 0.5 * wait
+    # Step - wait: what is left is the collectives themselves, as without the late rank.
+    left = late["step_us"]["median"] - wait
+    assert abs(left - bare["step_us"]["median"]) <= _noise(bare) + 0.25 * expected
