@@ -65,6 +65,7 @@ class Point(TypedDict, total=False):
     env: dict[str, str]  # only what the point sets on top of the run's environment
     options: dict[str, Any]  # the implementation's options
     stage: int  # the staged search's stage that produced the point
+    repeat: int  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
 
 
 class _Record(TypedDict):

@@ -12,7 +12,14 @@ from typing import Any
 import click
 
 from commprof.errors import UsageError
-from commprof.records.files import RESULTS_FILE, duplicated_measurements, ensure_writable_dir, read_meta, read_records
+from commprof.records.files import (
+    BASELINE_REPEATS_FILE,
+    RESULTS_FILE,
+    duplicated_measurements,
+    ensure_writable_dir,
+    read_meta,
+    read_records,
+)
 from commprof.report.projection import ComputeTimes
 from commprof.report.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
@@ -244,7 +251,9 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
     runs = []
     for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
         options = report_options(cli, sweep_options(meta))
-        runs.extend(analyze_run(run_id, records, meta, options, str(run_dir)))
+        again = Path(run_dir) / BASELINE_REPEATS_FILE
+        repeats = read_records(again) if again.exists() else []
+        runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), repeats))
     mismatch = incomparable(runs)
     if mismatch:
         click.echo(f"commprof: warning: {mismatch}", err=True)

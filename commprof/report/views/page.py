@@ -37,6 +37,8 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
     """The page's banners for one run: shared GPUs, simulated, a failing box, failed records, doctor warnings,
     eager mode."""
     out = []
+    if run.drift is not None and run.drift.exceeded:
+        out.append({"level": "shared", "text": f"{run.name}: {run.drift.sentence()}."})
     if run.shared_gpus:
         out.append(
             {
