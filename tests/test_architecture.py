@@ -45,7 +45,17 @@ ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 REPORT_TIERS = (
     {"export_text", "engine_switches"},  # how exports write text they did not choose; the engines' variables
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
-    {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness", "routing", "routing_settings", "drift"},
+    {
+        "frame",
+        "ops",
+        "doctor_verdicts",
+        "engine_hints",
+        "completeness",
+        "routing",
+        "routing_settings",
+        "drift",
+        "spacing",
+    },
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
     {"choices"},
     {"run_analysis"},

@@ -136,3 +136,67 @@ def test_a_late_rank_is_waiting_on_the_others_not_wire_time():
     # Step - wait: what is left is the collectives themselves, as without the late rank.
     left = late["step_us"]["median"] - wait
     assert abs(left - bare["step_us"]["median"]) <= _noise(bare) + 0.25 * expected
+
+
+def test_the_report_tells_communication_from_compute_and_wire_from_waiting():
+    from commprof.report.spacing import spacing_summary
+
+    def record(tokens, step, compute, wait):
+        return {
+            "kind": "step",
+            "point_id": "p000",
+            "mode": "eager",
+            "status": "ok",
+            "tokens": tokens,
+            "step_us": {"median": step},
+            "compute_us": {"median": compute},
+            "wait_us": {"median": wait},
+            "wait_clock": "host_monotonic",
+            "spacing": {"compute": "uniform:500", "skew": "none"},
+        }
+
+    summary = spacing_summary([record(1, 6000.0, 4500.0, 100.0), record(4, 7000.0, 4500.0, 300.0)], "p000", "eager")
+    assert summary["communication_us"] == 13000.0 - 9000.0 and summary["wait_us"] == 400.0
+    assert "communication = step − compute: 4.000 ms" in summary["sentence"]
+    plain = record(1, 6000.0, 0.0, 0.0) | {"spacing": None}
+    assert spacing_summary([plain], "p000", "eager") is None
+
+
+@pytest.mark.slow
+def test_a_sweep_carries_compute_and_waiting_into_its_records_and_report(tmp_path):
+    import subprocess
+    import sys
+
+    from commprof.records.files import read_records
+    from tests.sweeprun import REPO, only_run_dir, run_sweep, sweep_env, tiny_model
+
+    model = tiny_model(tmp_path, layers=2, hidden=64, vocab=128)
+    sweep = tmp_path / "spaced.toml"
+    sweep.write_text(
+        f'name = "spaced"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 6\nwarmup = 1\n'
+        'compute = "uniform:300"\nskew = { rank = 1, us = 200 }\n'
+    )
+    out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor", "--no-nccl-debug")
+    assert out.returncode == 0, out.stderr[-3000:]
+    run = only_run_dir(tmp_path / "runs")
+    (eager,) = [r for r in read_records(run / "results.jsonl") if r["mode"] == "eager"]
+    assert eager["status"] == "ok" and eager["spacing"] == {"compute": "uniform:300", "skew": "rank 1 late by 200 µs"}
+    plan = eager["plan"]
+    ops = plan["all_reduce"] + plan["all_gather"] + plan["reduce_scatter"]
+    assert eager["compute_us"]["min"] >= 300 * (ops - 1) * 0.98
+    assert eager["wait_clock"] == "host_monotonic" and eager["wait_us"]["median"] > 0
+    rendered = subprocess.run(
+        [sys.executable, "-m", "commprof", "report", str(run), "--out", str(tmp_path / "report")],
+        capture_output=True,
+        text=True,
+        env=sweep_env(),
+        cwd=REPO,
+        timeout=180,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    import json
+
+    spacing = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]["spacing"]
+    assert spacing["compute"] == "uniform:300" and spacing["communication_us"] == pytest.approx(
+        eager["step_us"]["median"] - eager["compute_us"]["median"]
+    )

@@ -29,6 +29,7 @@ from commprof.report.doctor_verdicts import doctor_view
 from commprof.report.drift import BaselineDrift, baseline_drift
 from commprof.report.heatmap import strongest_axes
 from commprof.report.projection import ComputeTimes, breakdown, projection
+from commprof.report.spacing import spacing_summary
 
 DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
 
@@ -81,6 +82,7 @@ class RunAnalysis:
     routing: dict[str, Any] = field(default_factory=dict)  # routing.routing_plan: per size, which implementation
     crossovers: list[dict[str, Any]] = field(default_factory=list)  # crossovers.crossovers: what each search found
     drift: BaselineDrift | None = None  # the baseline's measurements over the run and their band (drift.py)
+    spacing: dict[str, Any] | None = None  # compute and late ranks between the collectives (spacing.py)
 
     @property
     def simulated(self) -> bool:
@@ -221,6 +223,7 @@ def analyze_source(
     run.baseline = rk.baseline_id(all_steps, options.baseline, latest)
     run.superseded = fr.superseded_by(latest)
     run.speedups = rk.speedups(all_steps, run.baseline)
+    run.spacing = spacing_summary(records, run.baseline, run.mode)
     run.baseline_family = rk.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])
     family = run.baseline_family
     run.untested = untested_settings(steps, meta) if evidence.simulated else {}

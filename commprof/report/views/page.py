@@ -39,6 +39,8 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
     out = []
     if run.drift is not None and run.drift.exceeded:
         out.append({"level": "shared", "text": f"{run.name}: {run.drift.sentence()}."})
+    if run.spacing is not None:
+        out.append({"level": "info", "text": f"{run.name}: {run.spacing['sentence']}"})
     if run.shared_gpus:
         out.append(
             {
