@@ -13,6 +13,7 @@ host) read by a one-thread Triton kernel on CUDA; `None` where no shared clock i
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -137,6 +138,7 @@ class DeviceArrivals:
         return self.buffer.tolist()  # synchronises with the stream
 
 
+@functools.cache
 def globaltimer_kernel() -> Any:
     """The Triton kernel that stores %globaltimer at out[index]; ImportError without Triton."""
     import triton

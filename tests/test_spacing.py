@@ -200,3 +200,26 @@ def test_a_sweep_carries_compute_and_waiting_into_its_records_and_report(tmp_pat
     assert spacing["compute"] == "uniform:300" and spacing["communication_us"] == pytest.approx(
         eager["step_us"]["median"] - eager["compute_us"]["median"]
     )
+
+
+def test_a_sweep_refuses_spacing_that_does_not_fit_its_step_before_anything_runs(tmp_path):
+    from commprof.sweep.config import parse_sweep
+    from commprof.sweep.dryrun import format_points_table
+
+    traced = tmp_path / "trace.json"
+    traced.write_text(json.dumps({"gaps_us": [0.0, 5.0]}))
+    base = '[run]\nmodel = "kimi-k2.5"\ntokens = [4]\n'
+    with pytest.raises(UsageError, match="the trace's step has 2 collectives"):
+        parse_sweep(base + f'compute = "trace:{traced}"\n').check_plans(8)
+    with pytest.raises(UsageError, match="rank 9 is not one of the launch's 8 ranks"):
+        parse_sweep(base + "skew = { rank = 9, us = 10 }\n").check_plans(8)
+    with pytest.raises(UsageError, match="run.compute"):
+        parse_sweep(base + 'compute = "fast"\n')
+    spec = parse_sweep(base + 'compute = "uniform:40"\nskew = { rank = 1, us = 20 }\nbaseline_every = "5min"\n')
+    spec.check_plans(8)
+    text = format_points_table(spec)
+    assert "compute between collectives uniform:40" in text and "late ranks: rank 1 late by 20 µs" in text
+    assert "baseline again every 5 min and at the end" in text
+    assert spec.with_overrides(compute="gemm").compute.kind == "gemm"
+    with pytest.raises(UsageError, match="--compute"):
+        spec.with_overrides(compute="uniform:0")

@@ -265,8 +265,11 @@ class SweepSpec:
         model = load_model(self.model, self.layout)
         try:
             for tokens in self.tokens:
-                build_step_plan(model, tp, tokens, self.phase, self.dtype, self.plan_options)
-            self.skew.check_world(tp)
+                plan = build_step_plan(model, tp, tokens, self.phase, self.dtype, self.plan_options)
+                self.compute.gaps_us(plan)  # a traced step of another shape is refused now, not in every point
+                if self.skew.active:
+                    self.skew.check_world(tp)
+                    self.skew.lags_us(plan, 0)
         except UsageError as exc:
             raise UsageError(f"{self.path or 'command line'}: run: {exc}") from None
 
