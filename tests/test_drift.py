@@ -90,6 +90,7 @@ def test_a_gain_that_the_baselines_drift_covers_is_not_recommended(tmp_path):
         timeout=180,
     )
     assert rendered.returncode == 0, rendered.stderr
+    assert "BASELINE DRIFT" in rendered.stderr
     summary = json.loads((report_dir / "summary.json").read_text())["runs"][0]
     drift = summary["baseline_drift"]
     # ... but the reference moved more than that over the run: not recommended, and the report says why.

@@ -263,6 +263,8 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)
         if run.completeness is not None and not run.completeness.complete:
             click.echo(f"commprof: warning: {run.name}: {run.completeness.sentence(allow_partial)}", err=True)
+        if run.drift is not None and run.drift.exceeded:
+            click.echo(f"commprof: warning: {run.name}: {run.drift.sentence()}", err=True)
     click.echo(f"wrote {paths['index.html']}")
     click.echo(
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
