@@ -99,4 +99,5 @@ def test_a_gain_that_the_baselines_drift_covers_is_not_recommended(tmp_path):
     recommended = summary["recommended"]
     assert recommended is None or recommended["keeps_baseline"], recommended
     assert "BASELINE DRIFT" in " ".join(summary["not_a_tuning_result"])
-    assert "BASELINE DRIFT" in (report_dir / "index.html").read_text()
+    html = (report_dir / "index.html").read_text()
+    assert "BASELINE DRIFT" in html and "baseline over the run" in html  # the banner and the figure
