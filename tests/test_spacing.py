@@ -104,8 +104,8 @@ def _replay(rank, world_size, settings, iterations):
 
 
 def _noise(bare):
-    """The no-spacing run's own spread: what "within noise" allows on a shared 2-core box."""
-    return bare["step_us"]["p90"] - bare["step_us"]["min"]
+    """The no-spacing run's own spread (median - best step): what "within noise" allows on a shared 2-core box."""
+    return bare["step_us"]["median"] - bare["step_us"]["min"]
 
 
 @pytest.mark.slow
@@ -119,9 +119,10 @@ def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_a
     assert expected * 0.98 <= compute["min"] <= expected * 1.5, compute
     # The step holds it ...
     assert spaced["step_us"]["min"] >= bare["step_us"]["min"] + 0.9 * expected
-    # ... and what the report calls communication (step - compute) is the no-compute step, within noise.
-    communication = spaced["step_us"]["median"] - compute["median"]
-    assert abs(communication - bare["step_us"]["median"]) <= _noise(bare) + 0.25 * expected
+    # ... and what the report calls communication (step - compute) is the no-compute step, within noise. Best
+    # steps are compared: on a shared box they are the ones the scheduler left alone, in either run.
+    communication = spaced["step_us"]["min"] - compute["median"]
+    assert abs(communication - bare["step_us"]["min"]) <= _noise(bare) + 0.25 * expected
 
 
 @pytest.mark.slow
@@ -131,11 +132,12 @@ def test_a_late_rank_is_waiting_on_the_others_not_wire_time():
     assert late["wait_clock"] == "host_monotonic" and late["compute_us"] is None
     expected = 1000 * ops
     wait = late["wait_us"]["median"]
-    assert expected * 0.8 <= wait <= expected * 1.5, late["wait_us"]
+    # Never much less than the lateness asked for; more where a loaded box wakes the late rank late.
+    assert expected * 0.8 <= wait <= expected * 2.5, late["wait_us"]
     assert bare["wait_us"]["median"] < 0.5 * wait
-    # Step - wait: what is left is the collectives themselves, as without the late rank.
-    left = late["step_us"]["median"] - wait
-    assert abs(left - bare["step_us"]["median"]) <= _noise(bare) + 0.25 * expected
+    # Step - wait: what is left is the collectives themselves, as without the late rank (best steps, as above).
+    left = late["step_us"]["min"] - wait
+    assert abs(left - bare["step_us"]["min"]) <= _noise(bare) + 0.25 * expected
 
 
 def test_the_report_tells_communication_from_compute_and_wire_from_waiting():
