@@ -342,7 +342,12 @@ class BaselineRepeats:
         self.ctx, self.server, self.spec, self.model, self.tp, self.progress = ctx, server, spec, model, tp, progress
         wanted = spec.report.get("baseline")
         self.point = next((p for p in spec.points if p.point_id == wanted), spec.points[0])
-        self.measured = 0  # re-measurements so far
+        self.measured = 0  # re-measurements so far (a resumed run goes on numbering where it stopped)
+        if spec.baseline_every is not None:
+            earlier = ctx.run_dir / BASELINE_REPEATS_FILE
+            if ctx.is_writer and earlier.exists():
+                self.measured = max((int(r["point"].get("repeat", 0)) for r in read_records(earlier)), default=0)
+            self.measured = all_gather_json(self.measured, ctx.world_size)[0]
         self.since = 0  # points since the baseline was last measured
         self.seen = self.point.point_id in done  # the baseline has been measured once (repeats start after it)
         self.last = time.monotonic()
