@@ -225,3 +225,17 @@ def test_a_sweep_refuses_spacing_that_does_not_fit_its_step_before_anything_runs
     assert spec.with_overrides(compute="gemm").compute.kind == "gemm"
     with pytest.raises(UsageError, match="--compute"):
         spec.with_overrides(compute="uniform:0")
+
+
+def test_the_report_ranks_communication_when_compute_ran_between_the_collectives():
+    from commprof.records.schema import step_record
+    from commprof.report.frame import records_frame
+
+    stats = {"n": 5, "min": 5000.0, "median": 6000.0, "mean": 6100.0, "p90": 6500.0, "p99": 7000.0, "cv": 0.1}
+    common = dict(source="measured", run_id="r", point_id="p000", point={"point_id": "p000"}, status="ok", tokens=1)
+    spaced = step_record(**common, mode="eager", step_us=stats, compute_us=stats | {"median": 4500.0})
+    plain = step_record(**common, mode="graph", step_us=stats)
+    frame = records_frame([spaced, plain]).set_index("mode")
+    assert frame.loc["eager", "median_us"] == 1500.0 and frame.loc["eager", "p90_us"] == 2000.0
+    assert frame.loc["eager", "compute_us"] == 4500.0 and frame.loc["eager", "step_n"] == 5
+    assert frame.loc["graph", "median_us"] == 6000.0

@@ -51,5 +51,7 @@ def spacing_summary(records: list[dict[str, Any]], point_id: str | None, mode: s
         "communication_us": None if compute is None else step - compute,
         "wait_us": wait,
         "wait_clock": clock,
-        "sentence": "Replayed with work between the collectives: " + "; ".join(parts) + ".",
+        "sentence": "Replayed with work between the collectives: "
+        + "; ".join(parts)
+        + (". The times this report ranks are communication (step − compute)." if compute is not None else "."),
     }
