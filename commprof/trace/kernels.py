@@ -141,9 +141,10 @@ def engaged_kernels(trace: Trace) -> pd.DataFrame:
         if isinstance(args, dict) and "correlation" in args:
             launches[args["correlation"]] = (tid, ts)
     ops = ev[(ev["cat"] == "cpu_op") & ev["args"].map(lambda a: isinstance(a, dict) and "Input Dims" in a)]
+    known = {name: identify(name) for name in kernels["name"].astype(str).unique()}  # a trace repeats few names
     rows = []
     for kernel in kernels.itertuples(index=False):
-        found = identify(str(kernel.name))
+        found = known[str(kernel.name)]
         if found is None:
             continue
         args = kernel.args if isinstance(kernel.args, dict) else {}
