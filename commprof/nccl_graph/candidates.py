@@ -32,6 +32,24 @@ MAX_CHANNELS = 16
 # at or above it): a channel count that leaves less per channel is one NCCL's own search would never pick.
 MIN_CHANNEL_GBPS = 3.0
 VARIANTS = ("same", "mirrored")  # every channel the same ring; or every other channel the ring backwards
+# typeintra: the farthest hop's own path type, or PHB stated where that is SYS (see type_choices).
+TYPE_KINDS = ("hop", "phb")
+GENERATED_PREFIX = "generated:"  # how a sweep names one candidate of the box it runs on
+
+
+def candidate_name(channels: int, variant: str, type_kind: str) -> str:
+    return f"ring-{channels}ch-{variant}-{type_kind}"
+
+
+def possible_names() -> tuple[str, ...]:
+    """Every name a candidate can have on any box (a box's own are a subset: build_candidates)."""
+    counts, n = [], MIN_CHANNELS
+    while n <= MAX_CHANNELS:
+        counts.append(n)
+        n *= 2
+    return tuple(candidate_name(n, v, t) for n in counts for v in VARIANTS for t in TYPE_KINDS)
+
+
 # nvidia-smi topo -m levels, nearest first, as NCCL's path types name them (NV# is NVLink).
 _PATH_OF_LEVEL = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
 
@@ -96,12 +114,12 @@ def channel_counts(box: Box) -> tuple[int, ...]:
     return tuple(counts)
 
 
-def type_choices(box: Box, ring: tuple[int, ...]) -> tuple[str, ...]:
+def type_choices(box: Box, ring: tuple[int, ...]) -> dict[str, str]:
     """The typeintra values to try: the farthest hop's path type, and PHB where that is SYS (the type of the
     hand-written file that fixed dual-Turin boxes, rtx6kpro optimization/nccl-tuning.md; NCCL 2.28 tuning.cc reads
     typeIntra only to allow LL128 and NVLink latencies, so the sweep, not this module, decides)."""
     found = path_type(box, ring)
-    return (found, "PHB") if found == "SYS" else (found,)
+    return {"hop": found, "phb": "PHB"} if found == "SYS" else {"hop": found}
 
 
 def build_candidates(box: Box) -> list[Candidate]:
@@ -113,7 +131,7 @@ def build_candidates(box: Box) -> list[Candidate]:
             channels = tuple(ring if variant == "same" or c % 2 == 0 else ring[::-1] for c in range(n))
             speed = int(box.hop_gbps / n * 10) / 10  # per channel, rounded down to 0.1 GB/s
             same = int(variant == "same")
-            for type_intra in type_choices(box, ring):
+            for type_kind, type_intra in type_choices(box, ring).items():
                 tree_type = type_intra if type_intra != path_type(box, ring) else path_type(box, ring, closed=False)
                 graphs = (
                     Graph(
@@ -137,7 +155,7 @@ def build_candidates(box: Box) -> list[Candidate]:
                         samechannels=same,
                     ),
                 )
-                name = f"ring-{n}ch-{variant}-{type_intra.lower()}"
+                name = candidate_name(n, variant, type_kind)
                 built_from = _built_from(box, ring, n, variant, speed, type_intra)
                 text = write_graph_file(graphs, built_from)
                 check_against_box(read_graph_file(text), box)
