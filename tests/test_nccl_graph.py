@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.doctor.bundle import read_bundle
+from commprof.doctor import run_doctor
+from commprof.doctor.bundle import read_bundle, write_bundle
+from commprof.doctor.env import check_env
 from commprof.doctor.facts import Facts, Source
+from commprof.doctor.live import nccl_conf
 from commprof.doctor.parse_nvsmi import parse_topo_matrix
 from commprof.nccl_graph.box import box_from_facts
 from commprof.nccl_graph.candidates import build_candidates, channel_counts, check_against_box, ring_order
@@ -188,3 +191,40 @@ def test_from_run_uses_the_topology_probe_in_meta(tmp_path):
     out = tmp_path / "g"
     assert main(["nccl-graph", "--from-run", str(run), "--out", str(out)]) == 0
     shutil.rmtree(out)
+
+
+# --- the doctor: a stray NCCL_GRAPH_FILE in nccl.conf applies to every job -------------------------------------
+
+
+def test_doctor_flags_a_graph_file_planted_in_a_bundles_nccl_conf(tmp_path):
+    bundle = tmp_path / "bundle"
+    shutil.copytree(BUNDLE, bundle)
+    (bundle / "nccl_conf.log").write_text("# tuned by hand\nNCCL_GRAPH_FILE=/mnt/nccl_graph_opt.xml\n")
+    env = next(r for r in run_doctor(bundle) if r.id == "env")
+    assert env.status == "warn" and "for every NCCL job on this box" in env.detail
+    assert env.evidence == ["NCCL_GRAPH_FILE=/mnt/nccl_graph_opt.xml (bundle/nccl_conf.log)"]
+    assert env.fix == "remove NCCL_GRAPH_FILE from bundle/nccl_conf.log"
+    assert next(r for r in run_doctor(BUNDLE) if r.id == "env").status == "skipped"  # nothing collected
+
+
+def test_doctor_flags_a_topo_file_in_the_live_users_nccl_conf_and_collects_it(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".nccl.conf").write_text("NCCL_TOPO_FILE=/opt/topo.xml\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("NCCL_CONF_FILE", raising=False)
+    source = nccl_conf()
+    assert source.ok and str(home / ".nccl.conf") in source.where
+    facts = Facts(origin="live", sources={"nccl_conf": source})
+    result = check_env(facts)
+    assert result.status == "warn" and "NCCL_TOPO_FILE replaces NCCL's own topology" in result.detail
+    # NCCL_CONF_FILE replaces ~/.nccl.conf (src/misc/param.cc initEnvFunc).
+    other = tmp_path / "other.conf"
+    other.write_text("NCCL_GRAPH_FILE=/opt/g.xml\n")
+    monkeypatch.setenv("NCCL_CONF_FILE", str(other))
+    assert (
+        "NCCL_GRAPH_FILE=/opt/g.xml" in check_env(Facts(origin="live", sources={"nccl_conf": nccl_conf()})).evidence[0]
+    )
+    # `doctor --collect` keeps it in the bundle, and the bundle flags it too.
+    write_bundle(facts, tmp_path / "collected")
+    assert check_env(read_bundle(tmp_path / "collected")).status == "warn"
