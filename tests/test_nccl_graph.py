@@ -228,3 +228,35 @@ def test_doctor_flags_a_topo_file_in_the_live_users_nccl_conf_and_collects_it(tm
     # `doctor --collect` keeps it in the bundle, and the bundle flags it too.
     write_bundle(facts, tmp_path / "collected")
     assert check_env(read_bundle(tmp_path / "collected")).status == "warn"
+
+
+def test_the_doctors_init_test_dumps_nccls_view_and_the_bundle_keeps_it(tmp_path, monkeypatch, capsys):
+    from commprof.doctor import gpu_tests
+
+    seen = []
+
+    def fake_probe(gpus, env, timeout, log_path, load_seconds=0.0):
+        seen.append(env)
+        if "NCCL_GRAPH_DUMP_FILE" in env:  # what NCCL writes (search.cc ncclTopoDumpGraphs), one ring of 8
+            ring = tuple(range(8))
+            Path(env["NCCL_GRAPH_DUMP_FILE"]).write_text(
+                write_graph_file((Graph(0, 4, 12.0, 12.0, "SYS", "PIX", (ring, ring)),), "dumped")
+            )
+            Path(env["NCCL_TOPO_DUMP_FILE"]).write_text('<system version="2"></system>\n')
+        return {"gpus": gpus, "status": "ok", "seconds": 1.0, "message": "", "log": str(log_path)}
+
+    monkeypatch.setattr(gpu_tests, "run_probe", fake_probe)
+    box = box_from_facts(read_bundle(BUNDLE))
+    topology = {"gpus": [{"index": g.index} for g in box.gpus], "pairs": []}
+    gpu_tests.run_gpu_tests(topology, quick=True, workdir=tmp_path)
+    assert set(seen[0]) == {"NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE"}
+    dumps = gpu_tests.nccl_dumps(tmp_path)
+    assert dumps["nccl_graphs"].ok and dumps["nccl_topo"].text.startswith("<system")
+    bundle = tmp_path / "bundle"
+    shutil.copytree(BUNDLE, bundle)
+    (bundle / "nccl_graphs.log").write_text(dumps["nccl_graphs"].text)
+    assert main(["nccl-graph", "--from-bundle", str(bundle), "--out", str(tmp_path / "g")]) == 0
+    out = capsys.readouterr().out
+    assert "NCCL's own graph (bundle/nccl_graphs.log): ring 0 1 2 3 4 5 6 7, 2 channels at 12 GB/s, type SYS" in out
+    assert main(["nccl-graph", "--from-bundle", str(BUNDLE), "--out", str(tmp_path / "h")]) == 0
+    assert "NCCL's own graph: not in" in capsys.readouterr().out

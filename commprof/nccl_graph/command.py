@@ -17,6 +17,8 @@ from commprof.doctor.facts import Facts
 from commprof.errors import UsageError
 from commprof.nccl_graph.box import Box, box_from_facts
 from commprof.nccl_graph.candidates import Candidate, build_candidates
+from commprof.nccl_graph.graph_file import RING_GRAPH_ID
+from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
 from commprof.records.files import ensure_writable_dir, read_meta
 
 INDEX_FILE = "candidates.json"
@@ -59,6 +61,27 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+def nccls_own_graph(facts: Facts) -> str:
+    """One line on the ring NCCL's own search found (the bundle's NCCL_GRAPH_DUMP_FILE), or how to get it."""
+    source = facts.source("nccl_graphs")
+    if not source.ok:
+        return (
+            f"NCCL's own graph: not in {facts.origin} ({source.missing}); `commprof doctor --collect DIR` on the box "
+            "dumps it (NCCL_GRAPH_DUMP_FILE)"
+        )
+    try:
+        ring = next((g for g in read_graph_file(source.text).graphs if g.id == RING_GRAPH_ID), None)
+    except GraphFileError as exc:
+        return f"NCCL's own graph ({source.where}): unreadable ({exc})"
+    if ring is None or not ring.channels:
+        return f"NCCL's own graph ({source.where}): no ring"
+    order = " ".join(map(str, ring.channels[0].gpus))
+    return (
+        f"NCCL's own graph ({source.where}): ring {order}, {ring.nchannels} channels at {ring.speedintra:g} GB/s, "
+        f"type {ring.typeintra}"
+    )
+
+
 @click.command("nccl-graph")
 @click.option("--from-bundle", "bundle", type=click.Path(path_type=Path), help="A doctor bundle directory.")
 @click.option("--from-run", "run", type=click.Path(path_type=Path), help="A run folder (its meta.json).")
@@ -77,6 +100,7 @@ def nccl_graph(bundle: Path | None, run: Path | None, out: Path) -> None:
         )
     write_candidates(box, candidates, out)
     click.echo(f"{len(box.gpus)} GPUs from {box.origin}; hop bandwidth: {box.bandwidth_source}")
+    click.echo(nccls_own_graph(facts))
     click.echo(f"{'file':<30} {'ch':>3} {'ring':<24} {'sockets':>7} {'switches':>8} {'GB/s/ch':>7}  sha256")
     for c in candidates:
         ring = " ".join(map(str, c.ring))
