@@ -10,6 +10,7 @@ import pytest
 
 from commprof.gpu_smoke import __main__ as smoke_main
 from commprof.gpu_smoke.environment import FAIL, RUN, SKIP, SmokeEnvironment, decide
+from commprof.gpu_smoke.graph_point import GRAPH_LABEL
 from commprof.gpu_smoke.points import ONE_RANK_POINTS, POINTS, sweep_toml, sweep_verdicts
 from commprof.gpu_smoke.verdicts import FAIL as V_FAIL
 from commprof.gpu_smoke.verdicts import (
@@ -217,6 +218,16 @@ def healthy_records(tmp_path, overrides=None):
         folder.mkdir(exist_ok=True)
         algo, proto = knobs.get(label, ("RING", "LL"))
         nccl = nccl_summary(folder, algo, proto)
+        if label == GRAPH_LABEL:  # what the sweep adds to a graph point's record
+            nccl = {
+                **nccl,
+                "graph_file": {
+                    "path": "/run/nccl-graphs/g.xml",
+                    "sha256": "ab" * 32,
+                    "loaded": True,
+                    "why": "NCCL loaded every graph the file holds",
+                },
+            }
         for mode in ("eager", "graph"):
             if label.startswith("flashinfer"):
                 out.append(
@@ -424,3 +435,19 @@ def test_eight_gpus_run_eight_ranks_with_two_sizes_and_no_one_rank_sweep(tmp_pat
     assert fake.command("floor")[3:6] == ["floor", "--quick", "--json"]
     (floor,) = [v for v in verdicts if v.path.startswith("floor probe")]
     assert floor.status == PASS and "4.1 µs at 16 KiB" in floor.detail and "measured at the start" in floor.detail
+
+
+def test_the_graph_point_passes_only_on_proof_that_nccl_loaded_the_file(tmp_path):
+    path = "NCCL_GRAPH_FILE generated:ring-2ch-same-hop loaded and run, eager (x)"
+    unproven = [
+        record(GRAPH_LABEL, "p008", m, nccl={"graph_file": {"loaded": None, "why": "no INFO line"}})
+        for m in ("eager", "graph")
+    ]
+    verdicts = by_path(sweep_verdicts(healthy_records(tmp_path, {GRAPH_LABEL: unproven}), POINTS, "x", baseline=True))
+    assert verdicts[path].status == V_FAIL and "no INFO line" in verdicts[path].detail
+    one_gpu = [
+        record(GRAPH_LABEL, "p008", m, "unsupported", message="generated:ring-2ch-same-hop: no candidates were written")
+        for m in ("eager", "graph")
+    ]
+    verdicts = by_path(sweep_verdicts(healthy_records(tmp_path, {GRAPH_LABEL: one_gpu}), POINTS, "x", baseline=True))
+    assert verdicts[path].status == V_SKIP

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from commprof.gpu_smoke.graph_point import GRAPH_LABEL, GRAPH_TABLE, graph_verdicts
 from commprof.gpu_smoke.verdicts import (
     PASS,
     Verdict,
@@ -102,6 +103,7 @@ POINTS: tuple[SmokePoint, ...] = (
         _impl("flashinfer-fused one-shot"),
     ),
     SmokePoint("flashinfer-pcie-ipc", {"impl": "flashinfer-pcie-ipc"}, _impl("flashinfer-pcie-ipc")),
+    SmokePoint(GRAPH_LABEL, GRAPH_TABLE, graph_verdicts),
 )
 
 # At one rank only the kernel bindings of symm-mem can be checked (its reduction has no peer to reach).
