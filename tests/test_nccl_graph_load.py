@@ -120,3 +120,13 @@ def test_interleaved_ranks_are_read_one_process_at_a_time():
     # The other rank's first channel line lands right after my Pattern line.
     mixed = "\n".join([*mine[:4], other[4], *mine[4:], *other])
     assert check_loaded(mixed, CANDIDATE.text, "/g.xml", BUS)["loaded"] is True
+
+
+def test_nccl_log_shows_the_ring_nccl_chose_by_bus_id():
+    """Graph lines written from NCCL 2.27's format strings for the bundle's box: the ring by bus id, in order."""
+    from commprof.nccl_log.parse import parse_nccl_log
+
+    log = (Path(__file__).parent / "fixtures" / "nccl_log" / "nccl-2.27-8gpu-pcie.log").read_text()
+    ring = parse_nccl_log(log).graphs[0]
+    assert (ring["kind"], ring["channels"], ring["bw_intra_gbps"], ring["type_intra"]) == ("ring", 2, 12.0, "SYS")
+    assert ring["gpus"][0] == [f"{nccl_gpu_id(BUS[i]):x}" for i in range(8)]
