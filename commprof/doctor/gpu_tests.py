@@ -12,6 +12,7 @@ from typing import Any
 from commprof.doctor.facts import Source
 from commprof.doctor.nccl_probe import run_probe
 from commprof.nccl_log.parse import parse_nccl_log
+from commprof.nccl_vocab import DUMP_VARIABLES
 
 ALL_GPUS_TIMEOUT_S = 90
 PAIR_TIMEOUT_S = 45
@@ -20,10 +21,8 @@ LOAD_SECONDS = 0.5
 PAIR_ENV = {"NCCL_P2P_LEVEL": "SYS"}
 CONTROL_ENV = {"NCCL_P2P_DISABLE": "1"}
 # What NCCL detected and the graphs it searched, dumped by the all-GPU init test (bundle key -> file NCCL writes).
-DUMPS = {
-    "nccl_topo": ("NCCL_TOPO_DUMP_FILE", "nccl_topo.xml"),
-    "nccl_graphs": ("NCCL_GRAPH_DUMP_FILE", "nccl_graphs.xml"),
-}
+_TOPO_DUMP, _GRAPH_DUMP = DUMP_VARIABLES
+DUMPS = {"nccl_topo": (_TOPO_DUMP, "nccl_topo.xml"), "nccl_graphs": (_GRAPH_DUMP, "nccl_graphs.xml")}
 
 
 def run_gpu_tests(topology: dict[str, Any], quick: bool, workdir: Path) -> tuple[dict[str, Any], Source]:

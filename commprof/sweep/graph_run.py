@@ -15,6 +15,7 @@ from commprof.nccl_graph.candidates import build_candidates, check_against_box
 from commprof.nccl_graph.command import INDEX_FILE, write_candidates
 from commprof.nccl_graph.load_check import check_loaded
 from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
+from commprof.nccl_vocab import DUMP_VARIABLES
 from commprof.records.files import read_meta
 from commprof.sweep.graph_axis import GRAPH_VARIABLE, GRAPHS_FOLDER, generated_name, graph_path
 from commprof.textfiles import read_text
@@ -73,7 +74,8 @@ def dump_env(point_dir: Path, rank: int) -> dict[str, str]:
     init.cc NCCL_TOPO_DUMP_FILE_RANK / NCCL_GRAPH_DUMP_FILE_RANK default 0), kept in the point's folder."""
     if rank != 0:
         return {}
-    return {"NCCL_TOPO_DUMP_FILE": str(point_dir / TOPO_DUMP), "NCCL_GRAPH_DUMP_FILE": str(point_dir / GRAPH_DUMP)}
+    topo, graphs = DUMP_VARIABLES
+    return {topo: str(point_dir / TOPO_DUMP), graphs: str(point_dir / GRAPH_DUMP)}
 
 
 def loaded_graph(env: dict[str, str], run_dir: Path, init_log: Path) -> dict[str, Any] | None:
