@@ -66,3 +66,24 @@ def test_on_gloo_every_graph_point_is_unsupported_with_the_reason():
     assert refusals(spec.points, "nccl", None) == {}
     table = format_points_table(spec, refused=refused, backend="gloo")
     assert "16 will be recorded unsupported" in table and "x p001" in table and "  p000" in table
+
+
+@pytest.mark.slow
+def test_on_real_gloo_ranks_graph_points_are_recorded_unsupported_never_timed(tmp_path):
+    import json
+
+    from tests.sweeprun import only_run_dir, run_sweep, tiny_model
+
+    sweep = tmp_path / "graphs.toml"
+    sweep.write_text(
+        f'name = "graphs"\n[run]\nmodel = "{tiny_model(tmp_path)}"\ntokens = [1]\niterations = 2\nwarmup = 1\n'
+        '[axes]\nnccl_graph = ["auto", "generated:ring-2ch-same-hop"]\n'
+    )
+    done = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = only_run_dir(tmp_path / "runs")
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    graph = [r for r in records if r["point_id"] == "p001"]
+    assert {r["status"] for r in graph} == {"unsupported"} and all(r["step_us"] is None for r in graph)
+    assert graph[0]["message"] == "NCCL_GRAPH_FILE has no effect on the gloo backend (NCCL does not run here)"
+    assert "nccl_graphs" not in json.loads((run / "meta.json").read_text())  # nothing written for gloo
