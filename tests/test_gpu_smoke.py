@@ -288,7 +288,10 @@ def test_extended_runs_after_the_first_step_inside_the_budget(tmp_path, monkeypa
     assert ext[extended.GRAPHS].status == PASS and ext[extended.TRACE].status == PASS, format_verdicts(ext.values())
     assert ext[extended.FLOOR_REFUSAL].status == PASS
     assert all(v.status == PASS for v in ext.values()), format_verdicts(ext.values())
-    assert all(limit >= 10 for _, _, limit in fake.calls)
+    # The first step leaves the second its minimum, and every step starts with at least its own minimum.
+    minimum = {**STEP_MINIMUM_S, **extended.minimum_s(1, True)}
+    assert all(limit >= minimum[name] for name, _, limit in fake.calls), fake.calls
+    assert sum(minimum[n] for n in fake.names()) <= EXTENDED_BUDGET_S
 
 
 def test_the_time_guard_skips_the_second_step_when_the_first_left_too_little(tmp_path, monkeypatch):

@@ -84,6 +84,8 @@ def test_knobs_are_picked_to_differ_from_what_nccl_chose_at_the_baseline(tmp_pat
     tree = point_rows("defaults", 0, nccl_summary(tmp_path, "TREE", "SIMPLE", 4))
     assert pick_knobs(tree) == (Knob(algo="RING", proto="LL"), Knob(channels=8))
     assert pick_knobs([]) == (Knob(algo="TREE", proto="SIMPLE"), Knob(channels=4))  # no log: the verdict decides
+    many = point_rows("defaults", 0, nccl_summary(tmp_path, "RING", "LL", 24))
+    assert pick_knobs(many)[1] == Knob(channels=12)  # twice 24 would pass NCCL's cap
     assert [knob_point(k).table for k in pick_knobs(baseline)] == [
         {"NCCL_ALGO": "allreduce:tree", "NCCL_PROTO": "Simple"},
         {"channels": 4},

@@ -28,10 +28,13 @@ TRACE = f"{PREFIX}--profile trace read back by `commprof trace` against the plan
 FLOOR_REFUSAL = f"{PREFIX}the floor probe refuses one GPU in one line (exit 2)"
 
 
+RESERVE = "second step"  # what the first step leaves the second, under this name in the steps' minimums
+
+
 def minimum_s(gpus: int, two_ranks: bool) -> dict[str, float]:
     """What each extended step needs at least, in the order they run."""
-    needs: dict[str, float] = {"extended-sweep": 150, "trace": 30} if two_ranks else {}
-    return {**needs, **({"floor refusal": 20} if gpus < 2 else {})}
+    needs: dict[str, float] = {"extended-sweep": 90, "trace": 25} if two_ranks else {}
+    return {**needs, **({"floor refusal": 15} if gpus < 2 else {})}
 
 
 def titles(gpus: int, two_ranks: bool) -> list[str]:
@@ -45,10 +48,12 @@ def titles(gpus: int, two_ranks: bool) -> list[str]:
 
 def extended_paths(steps: Steps, gpus: int, two_ranks: bool, exclusive: str | None) -> list[Verdict]:
     """The second step's verdicts; every path a skip with the reason when the time guard or the box refuses."""
+    steps.pending.pop(RESERVE, None)
     needed = sum(minimum_s(gpus, two_ranks).values())
     if steps.left() < needed:
         why = f"not run: {steps.left():.0f} s of the {steps.budget_s:.0f} s budget left after the first step, {needed:.0f} s needed"
         return [Verdict(title, SKIP, why) for title in titles(gpus, two_ranks)]
+    steps.pending.update(minimum_s(gpus, two_ranks))
     verdicts = []
     if two_ranks:
         verdicts += _sweep_and_trace(steps, gpus)

@@ -27,6 +27,9 @@ from commprof.nccl_vocab import ALGORITHMS, PROTOCOLS, named
 # all-reduce runs Ring or Tree (NVLS needs NVSwitch), LL, LL128 or Simple.
 OTHER_ALGO = {"RING": "TREE", "TREE": "RING"}
 OTHER_PROTO = {"LL": "SIMPLE", "LL128": "SIMPLE", "SIMPLE": "LL"}
+# NCCL caps NCCL_MAX_NCHANNELS at its MAXCHANNELS (32 in older releases, more in newer): asking at most this
+# many keeps the knob inside every release, so a cap never reads as "NCCL did not follow it".
+MAX_CHANNELS = 32
 FALLBACK = ("TREE", "SIMPLE", 4)  # when the baseline logged no choice to pick against
 
 
@@ -83,13 +86,15 @@ def baseline_choice(rows: list[dict]) -> tuple[str, str, int] | None:
 
 def pick_knobs(baseline_rows: list[dict]) -> tuple[Knob, ...]:
     """An algorithm + protocol and a channel count that differ from the baseline's choice (twice its channels,
-    e.g. 4 where it chose 2); the fallback where it logged none (the verdict then says if that differed)."""
+    e.g. 4 where it chose 2, half where twice would pass MAX_CHANNELS); the fallback where it logged none (the
+    verdict then says if that differed)."""
     chosen = baseline_choice(baseline_rows)
     if chosen is None:
         algo, proto, channels = FALLBACK
         return Knob(algo=algo, proto=proto), Knob(channels=channels)
     algo, proto, channels = chosen
-    return Knob(algo=OTHER_ALGO.get(algo, "RING"), proto=OTHER_PROTO.get(proto, "LL")), Knob(channels=2 * channels)
+    other = 2 * channels if 2 * channels <= MAX_CHANNELS else channels // 2
+    return Knob(algo=OTHER_ALGO.get(algo, "RING"), proto=OTHER_PROTO.get(proto, "LL")), Knob(channels=other)
 
 
 def knob_verdict(path: str, knob: Knob, rows: list[dict], baseline_rows: list[dict]) -> Verdict:

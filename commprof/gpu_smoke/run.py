@@ -38,11 +38,11 @@ EXTENDED_BUDGET_S = 540  # with --extended: both steps inside one 10-minute call
 STEP_MINIMUM_S = {
     "nccl-sweep": 90,
     "knob-sweep": 60,
-    "one-rank-sweep": 45,
+    "one-rank-sweep": 30,
     "floor": 30,
-    "doctor": 60,
-    "report": 45,
-    "pytest -m gpu": 90,
+    "doctor": 45,
+    "report": 30,
+    "pytest -m gpu": 75,
 }
 TWO_RANK_STEPS = ("nccl-sweep", "knob-sweep")
 
@@ -69,7 +69,9 @@ def gpu_paths(
     skipped = (() if shared else ("one-rank-sweep",)) + (("floor",) if gpus < 2 else ())
     skipped += () if two_ranks else TWO_RANK_STEPS
     minimum = {name: s for name, s in STEP_MINIMUM_S.items() if name not in skipped}
-    steps = Steps(out, budget_s, {**minimum, **(second.minimum_s(gpus, two_ranks) if extended else {})}, echo)
+    # With --extended the first step leaves the second its minimum, as one reserve the second step takes over.
+    reserve = {second.RESERVE: sum(second.minimum_s(gpus, two_ranks).values())} if extended else {}
+    steps = Steps(out, budget_s, {**minimum, **reserve}, echo)
     # Ranks that share a GPU take turns on it: one T and fewer steps keep the sweep inside the budget.
     extra = ["--share-gpus", "--iterations", "3", "--warmup", "1"] if shared else []
     tokens = [4] if shared else [4, 16]
