@@ -67,9 +67,11 @@ class SmokeEnvironment:
         gpus = f"{len(self.gpus)} GPU(s): {', '.join(sorted(set(self.gpus)))}" if self.gpus else "no CUDA device"
         flashinfer = self.flashinfer_version or _not_installed()
         torch = f"torch {self.torch_version} (CUDA {self.torch_cuda or 'none: CPU build'})"
+        modes = sorted({m for m in self.compute_modes if m and m != "Default"})
         return (
             f"{torch if self.torch_version else 'no torch'}, {gpus}; "
             f"NCCL {self.nccl_version or '-'}; NVML: {self.nvml_detail}; FlashInfer {flashinfer}"
+            + (f"; compute mode {'/'.join(modes)}" if modes else "")
         )
 
     def lines(self) -> list[str]:
