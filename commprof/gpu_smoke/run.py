@@ -72,29 +72,7 @@ def gpu_paths(
     # With --extended the first step leaves the second its minimum, as one reserve the second step takes over.
     reserve = {second.RESERVE: sum(second.minimum_s(gpus, two_ranks).values())} if extended else {}
     steps = Steps(out, budget_s, {**minimum, **reserve}, echo)
-    # Ranks that share a GPU take turns on it: one T and fewer steps keep the sweep inside the budget.
-    extra = ["--share-gpus", "--iterations", "3", "--warmup", "1"] if shared else []
-    tokens = [4] if shared else [4, 16]
-    run_dirs: list[Path] = []
-    verdicts: list[Verdict] = []
-    knobs = tuple(knob_point(k) for k in pick_knobs([]))
-    if two_ranks:
-        run_dir, records, code, output = run_sweep(steps, "nccl-sweep", ranks, POINTS, tokens, extra, cap=200)
-        run_dirs += [run_dir] if run_dir else []
-        verdicts += sweep_step_verdicts(f"NCCL sweep ({placement})", code, output, records, POINTS, placement, True)
-        # The knobs' values differ from what NCCL chose at the baseline (records of the sweep just run).
-        knobs = tuple(knob_point(k) for k in pick_knobs([r for r in records if r.get("point_id") == BASELINE_POINT_ID]))
-        run_dir, records, code, output = run_sweep(steps, "knob-sweep", ranks, knobs, tokens, extra, cap=150)
-        run_dirs += [run_dir] if run_dir else []
-        verdicts += sweep_step_verdicts(f"knob sweep ({placement})", code, output, records, knobs, placement, False)
-    else:
-        why = f"skipped: {exclusive}, so {ranks} ranks cannot share the one GPU"
-        verdicts += skipped_verdicts(POINTS, placement, True, why) + skipped_verdicts(knobs, placement, False, why)
-    if shared:
-        run_dir, records, code, output = run_sweep(steps, "one-rank-sweep", 1, ONE_RANK_POINTS, [4], [])
-        run_dirs += [run_dir] if run_dir else []
-        one_rank = Placement(1, 1)
-        verdicts += sweep_step_verdicts("one-rank sweep", code, output, records, ONE_RANK_POINTS, one_rank, False)
+    run_dirs, verdicts = _sweeps(steps, placement, exclusive if not two_ranks else None)
 
     meta_path = run_dirs[0] / "meta.json" if run_dirs else None
     meta = _json_object(meta_path.read_text()) if meta_path and meta_path.exists() else None
@@ -136,6 +114,37 @@ def gpu_paths(
     if extended:
         verdicts += second.extended_paths(steps, gpus, two_ranks, exclusive)
     return verdicts
+
+
+def _sweeps(steps: Steps, placement: Placement, refused: str | None) -> tuple[list[Path], list[Verdict]]:
+    """The NCCL sweep, the knob sweep picked against its baseline and, on one GPU, the one-rank sweep: (their run
+    folders, their verdicts). `refused`: why the ranks may not share the GPU (every 2-rank path a skip)."""
+    ranks, shared = placement.ranks, placement.time_sliced
+    # Ranks that share a GPU take turns on it: one T and fewer steps keep the sweep inside the budget.
+    extra = ["--share-gpus", "--iterations", "3", "--warmup", "1"] if shared else []
+    tokens = [4] if shared else [4, 16]
+    run_dirs: list[Path] = []
+    verdicts: list[Verdict] = []
+    if refused:
+        why = f"skipped: {refused}, so {ranks} ranks cannot share the one GPU"
+        knobs = tuple(knob_point(k) for k in pick_knobs([]))
+        verdicts += skipped_verdicts(POINTS, placement, True, why) + skipped_verdicts(knobs, placement, False, why)
+    else:
+        run_dir, records, code, output = run_sweep(steps, "nccl-sweep", ranks, POINTS, tokens, extra, cap=200)
+        run_dirs += [run_dir] if run_dir else []
+        verdicts += sweep_step_verdicts(f"NCCL sweep ({placement})", code, output, records, POINTS, placement, True)
+        # The knobs' values differ from what NCCL chose at the baseline (records of the sweep just run).
+        baseline = [r for r in records if r.get("point_id") == BASELINE_POINT_ID]
+        knobs = tuple(knob_point(k) for k in pick_knobs(baseline))
+        run_dir, records, code, output = run_sweep(steps, "knob-sweep", ranks, knobs, tokens, extra, cap=150)
+        run_dirs += [run_dir] if run_dir else []
+        verdicts += sweep_step_verdicts(f"knob sweep ({placement})", code, output, records, knobs, placement, False)
+    if shared:
+        run_dir, records, code, output = run_sweep(steps, "one-rank-sweep", 1, ONE_RANK_POINTS, [4], [])
+        run_dirs += [run_dir] if run_dir else []
+        one_rank = Placement(1, 1)
+        verdicts += sweep_step_verdicts("one-rank sweep", code, output, records, ONE_RANK_POINTS, one_rank, False)
+    return run_dirs, verdicts
 
 
 def _json_object(text: str) -> dict | None:
