@@ -8,6 +8,7 @@ the checkout on PYTHONPATH.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -49,8 +50,8 @@ class Steps:
             return None, "", f"not run: the {self.budget_s:.0f} s budget was spent before this step"
         self.echo(f"gpu-smoke: {name} (at most {timeout:.0f} s) ...")
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-        log_path = self.logs / f"{name.replace(' ', '-')}.log"
-        out_path = self.logs / f"{name.replace(' ', '-')}.stdout"
+        stem = re.sub(r"[^\w]+", "-", name)  # "pytest -m gpu" -> pytest-m-gpu
+        log_path, out_path = self.logs / f"{stem}.log", self.logs / f"{stem}.stdout"
         started = time.monotonic()
         with open(log_path, "w", encoding="utf-8") as log, open(out_path, "w", encoding="utf-8") as stdout:
             proc = subprocess.Popen(cmd, stdout=stdout, stderr=log, cwd=REPO, env=env, start_new_session=True)
