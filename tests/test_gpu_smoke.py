@@ -388,6 +388,26 @@ def test_the_archive_holds_everything_and_summary_json_is_also_beside_it(tmp_pat
     assert inside == beside and inside["archive"]["left_out"] == [] and inside["archive"]["files"] == len(names)
 
 
+def test_a_crash_inside_the_steps_is_a_verdict_and_the_archive_still_comes_back(tmp_path, monkeypatch):
+    import tarfile
+
+    monkeypatch.setattr(smoke_main, "probe_environment", lambda: env())
+
+    def crashing(out, *args, **kwargs):
+        (out / "logs").mkdir()
+        (out / "logs" / "nccl-sweep.log").write_text("what the first step wrote\n")
+        raise KeyError("step_us")
+
+    monkeypatch.setattr(smoke_main, "gpu_paths", crashing)
+    archive = tmp_path / "back" / "gs.tgz"
+    assert smoke_main.main(["--out", str(tmp_path / "gs"), "--archive", str(archive)]) == 1
+    (crash,) = [
+        v for v in json.loads((archive.parent / "summary.json").read_text())["verdicts"] if v["status"] == "fail"
+    ]
+    assert crash["path"] == "the smoke itself" and crash["detail"].startswith("KeyError: 'step_us'")
+    assert "gs/logs/nccl-sweep.log" in tarfile.open(archive).getnames()
+
+
 def test_an_archive_over_16_mib_leaves_the_largest_files_out_and_says_so(tmp_path, monkeypatch):
     import os
     import tarfile

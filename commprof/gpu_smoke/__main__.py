@@ -11,6 +11,7 @@ import json
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 from commprof.gpu_smoke import verdicts
@@ -75,7 +76,13 @@ def smoke(out: Path | None, archive: Path | None, extended: bool, budget: int | 
     if decision == RUN:
         budget_s = budget or (EXTENDED_BUDGET_S if extended else BUDGET_S)
         left = budget_s - (time.monotonic() - started)
-        found += gpu_paths(out, len(env.gpus), left, say, exclusive=env.exclusive, extended=extended)
+        try:
+            found += gpu_paths(out, len(env.gpus), left, say, exclusive=env.exclusive, extended=extended)
+        except Exception as exc:  # a bug in the smoke itself must not lose what its steps wrote
+            where = traceback.format_exc().strip().splitlines()
+            found.append(
+                Verdict("the smoke itself", verdicts.FAIL, f"{type(exc).__name__}: {exc}\n" + "\n".join(where[-6:]))
+            )
     text = format_verdicts(found)
     (out / "summary.txt").write_text(text + "\n")
     (out / "smoke.log").write_text("\n".join(transcript) + "\n" + text + "\n")
