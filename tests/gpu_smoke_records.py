@@ -1,6 +1,7 @@
-"""Records of the smoke's sweeps as a healthy GPU box writes them, with NCCL summaries parsed by the sweep's own
+"""A GPU box's environment and the records of the smoke's sweeps as a healthy GPU box writes them, with NCCL summaries parsed by the sweep's own
 code from fake logs in NCCL's real formats (shared by the smoke's tests)."""
 
+from commprof.gpu_smoke.environment import SmokeEnvironment
 from commprof.gpu_smoke.knobs import Knob
 from commprof.gpu_smoke.points import POINTS
 from commprof.sweep.measure import summarize_nccl_log
@@ -95,3 +96,18 @@ def knob_records(tmp_path, knobs, overrides=None, tokens=(4,)):
     for index, knob in enumerate(knobs, start=1):
         out += overrides.get(knob.label) or point_rows(knob.label, index, knob_nccl(tmp_path, knob, tokens), tokens)
     return out
+
+
+def env(**changes) -> SmokeEnvironment:
+    base = dict(
+        torch_version="2.11.0+cu130",
+        torch_cuda="13.0",
+        cuda_available=True,
+        cuda_error=None,
+        gpus=["NVIDIA H200"],
+        nvml_gpus=1,
+        nvml_detail="driver 580.65.06, CUDA 13.0",
+        nccl_version="2.28.3",
+        flashinfer_version=None,
+    )
+    return SmokeEnvironment(**{**base, **changes})
