@@ -1,6 +1,6 @@
-"""`python -m commprof.gpu_smoke` on CPU: the environment it prints first, the no-CUDA skip (also from a python
-without torch), the CUDA-but-unusable failure, compute modes, the archive, the exit codes, and the steps it would
-run on one GPU and on eight (their verdicts: test_gpu_smoke_verdicts.py)."""
+"""`python -m commprof.gpu_smoke` on CPU: the environment it prints first, the no-CUDA skip, the CUDA-but-unusable
+failure, compute modes, the exit codes, and the steps it would run on one GPU and on eight (their verdicts:
+test_gpu_smoke_verdicts.py; the archive and a python without torch: test_gpu_smoke_archive.py)."""
 
 import json
 import subprocess
