@@ -172,7 +172,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys):
     assert "holds other files (old.xml)" in capsys.readouterr().err
 
 
-def test_from_run_uses_the_topology_probe_in_meta(tmp_path):
+def test_from_run_uses_the_topology_probe_in_meta(tmp_path, capsys):
     bundle_box = box_from_facts(read_bundle(BUNDLE))
     gpus = [
         {
@@ -191,6 +191,16 @@ def test_from_run_uses_the_topology_probe_in_meta(tmp_path):
     out = tmp_path / "g"
     assert main(["nccl-graph", "--from-run", str(run), "--out", str(out)]) == 0
     shutil.rmtree(out)
+    # The baseline's NCCL_GRAPH_DUMP_FILE, kept by the sweep, is NCCL's own graph beside the candidates.
+    (run / "points" / "p000").mkdir(parents=True)
+    ring = tuple(range(8))
+    dump = write_graph_file((Graph(0, 4, 12.0, 12.0, "SYS", "PIX", (ring,)),), "dumped")
+    (run / "points" / "p000" / "nccl-graphs.xml").write_text(dump)
+    assert main(["nccl-graph", "--from-run", str(run), "--out", str(out)]) == 0
+    assert (
+        "NCCL's own graph (run/points/p000/nccl-graphs.xml): ring 0 1 2 3 4 5 6 7, 1 channels"
+        in capsys.readouterr().out
+    )
 
 
 # --- the doctor: a stray NCCL_GRAPH_FILE in nccl.conf applies to every job -------------------------------------

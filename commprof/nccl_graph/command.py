@@ -13,13 +13,15 @@ from pathlib import Path
 import click
 
 from commprof.doctor.bundle import read_bundle
-from commprof.doctor.facts import Facts
+from commprof.doctor.facts import Facts, Source
 from commprof.errors import UsageError
 from commprof.nccl_graph.box import Box, box_from_facts
 from commprof.nccl_graph.candidates import Candidate, build_candidates
 from commprof.nccl_graph.graph_file import RING_GRAPH_ID
 from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
 from commprof.records.files import ensure_writable_dir, read_meta
+from commprof.records.point_ids import BASELINE_POINT_ID
+from commprof.textfiles import LOG_BYTES, read_text
 
 INDEX_FILE = "candidates.json"
 
@@ -33,7 +35,15 @@ def facts_of_run(run_dir: Path) -> Facts:
         raise UsageError(f"--from-run {run_dir}: no meta.json (not a run folder)")
     topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else None
     floor = meta.get("floor") if isinstance(meta.get("floor"), dict) else None
-    return Facts(origin=str(run_dir), topology=topology, floor=floor)
+    facts = Facts(origin=str(run_dir), topology=topology, floor=floor)
+    # The baseline's untimed probe dumped the graphs NCCL's own search found (commprof.sweep.graph_run).
+    dump = run_dir / "points" / BASELINE_POINT_ID / "nccl-graphs.xml"
+    if dump.is_file():
+        text = read_text(dump, "NCCL graph dump", LOG_BYTES, errors="replace")
+        facts.sources["nccl_graphs"] = Source(
+            "nccl_graphs", f"{run_dir.name}/points/{BASELINE_POINT_ID}/{dump.name}", text
+        )
+    return facts
 
 
 def write_candidates(box: Box, candidates: list[Candidate], out: Path) -> list[Path]:
