@@ -25,8 +25,8 @@ from commprof.nccl_graph.graph_file import (
 from commprof.nccl_graph.nccl_reader import GraphFileError, ReadFile, read_graph_file
 
 MIN_CHANNELS = 2
-# Never more: NCCL's ring search starts from at most MAXCHANNELS / 2 and duplicates after (search.cc), and every
-# channel is a CTA taken from the model's kernels.
+# NCCL's own ring search tries up to MAXCHANNELS / 2 = 32 rings (init.cc, MAXCHANNELS 64 in 2.28); commprof stops
+# at 16: each ring then gets a sixteenth of a GPU's link, and every channel is a CTA the model's kernels lose.
 MAX_CHANNELS = 16
 # The slowest per-channel speed in every NCCL search array (search.cc speedArrayIntra, sm90 / sm100 arrays end
 # at or above it): a channel count that leaves less per channel is one NCCL's own search would never pick.
@@ -58,7 +58,7 @@ _PATH_OF_LEVEL = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS"
 class Candidate:
     """One graph file: what it holds, how it was built, its text and hash."""
 
-    name: str  # the file's stem, e.g. "ring-4ch-same"
+    name: str  # the file's stem, e.g. "ring-4ch-same-hop"
     channels: int
     variant: str
     ring: tuple[int, ...]  # the ring of channel 0, NVML indices
