@@ -284,6 +284,13 @@ def thread_thresholds(raw: object) -> str:
     return " ".join(fields)
 
 
+def file_path(raw: object) -> str:
+    """A file NCCL opens (NCCL_GRAPH_FILE, NCCL_TOPO_FILE): a non-empty path on one line."""
+    if not isinstance(raw, str) or not raw.strip() or any(c in raw for c in "\n\r\0"):
+        raise ValueError(f"{raw!r} is not a file path (allowed: a non-empty path on one line)")
+    return raw.strip()
+
+
 def _selection(variable: str) -> Callable[[object], str]:
     def check(raw: object) -> str:
         if not isinstance(raw, str) or not raw.strip():
@@ -315,7 +322,14 @@ ENV_CHECKS: dict[str, Callable[[object], str]] = {
     "NCCL_NVLS_ENABLE": flag,
     "NCCL_CGA_CLUSTER_SIZE": int_range(0, 8),
     "NCCL_THREAD_THRESHOLDS": thread_thresholds,
+    "NCCL_GRAPH_FILE": file_path,
+    "NCCL_TOPO_FILE": file_path,
 }
+# Files that replace NCCL's own topology detection (NCCL_TOPO_FILE) or graph search (NCCL_GRAPH_FILE), read at
+# every communicator's init (src/graph/topo.cc, search.cc ncclTopoCompute); and where NCCL writes what it
+# detected and searched (NCCL_TOPO_DUMP_FILE in init.cc, NCCL_GRAPH_DUMP_FILE in search.cc ncclTopoDumpGraphs).
+GRAPH_FILE_VARIABLES = ("NCCL_GRAPH_FILE", "NCCL_TOPO_FILE")
+DUMP_VARIABLES = ("NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE")
 
 
 def env_value(name: str, raw: object) -> str:

@@ -29,7 +29,8 @@ TIERS = (
     {"planner", "nccl_log", "floor"},  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"harness", "doctor"},  # the timed replay; the box checks
-    {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
+    # a trace of a few steps; one all-reduce size timed (crossover search); NCCL graph files for the box
+    {"profile_pass", "size_timing", "nccl_graph"},
     {"trial"},
     {"forkserver"},
     {"sweep"},

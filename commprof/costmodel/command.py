@@ -353,8 +353,20 @@ def _print_holdout(console: Console, results: list) -> None:
     default=None,
     help="Allow a sweep of up to this many points (default: refuse one above 1000).",
 )
+@click.option(
+    "--graph-box",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A doctor bundle or run folder: the box whose generated NCCL graph candidates the sweep's "
+    '`nccl_graph = ["generated"]` points run.',
+)
 def simulate(
-    topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None, max_points: int | None
+    topology_name: str,
+    sweep_file: Path,
+    out: Path,
+    calibration_file: Path | None,
+    max_points: int | None,
+    graph_box: Path | None,
 ) -> None:
     """Predict every point of a sweep on a topology with the cost model (records with source "simulated")."""
     from commprof.costmodel.sweep_simulation import simulate_sweep
@@ -366,8 +378,9 @@ def simulate(
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
         calibration = params_from_toml(text, str(calibration_file))
+    graphs = _graph_models(spec, graph_box)
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-"))
-    records = simulate_sweep(spec, topology, calibration, run_dir.name)
+    records = simulate_sweep(spec, topology, calibration, run_dir.name, graphs=graphs)
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
     error = expected_error(used, calibration.fit if calibration else None, spec.tp or topology.gpus)
     append_records(run_dir / RESULTS_FILE, records)
@@ -407,6 +420,38 @@ def simulate(
     _console().print(f"wrote {run_dir} ({len(records)} records, source: simulated)")
 
 
+def _graph_models(spec, graph_box: Path | None) -> dict:
+    """NCCL_GRAPH_FILE value -> the graph each point names (generated for --graph-box, or read from its path),
+    or why it cannot be simulated."""
+    from commprof.costmodel.graph_sim import file_model, generated_models
+    from commprof.nccl_graph.candidates import GENERATED_PREFIX
+
+    values = {p.env["NCCL_GRAPH_FILE"] for p in spec.points if "NCCL_GRAPH_FILE" in p.env}
+    if not values:
+        return {}
+    models: dict = {}
+    if graph_box is not None:
+        from commprof.doctor.bundle import read_bundle
+        from commprof.nccl_graph.box import box_from_facts
+        from commprof.nccl_graph.command import facts_of_run
+
+        facts = facts_of_run(graph_box) if (graph_box / META_FILE).is_file() else read_bundle(graph_box)
+        models = generated_models(box_from_facts(facts))
+    for value in sorted(values):
+        if value.startswith(GENERATED_PREFIX) and value not in models:
+            models[value] = (
+                f"{value}: not a candidate of {graph_box} (its hop bandwidth or path types give other ones)"
+                if graph_box is not None
+                else f"{value}: no box to build the candidate for (pass --graph-box BUNDLE_OR_RUN)"
+            )
+        elif not value.startswith(GENERATED_PREFIX):
+            try:
+                models[value] = file_model(value, read_text(value, "NCCL graph file"))
+            except UsageError as exc:
+                models[value] = str(exc)
+    return models
+
+
 def _print_simulation(records: list[dict], topology, calibration_file: Path | None, error: ModelError) -> None:
     console = _console()
     console.print(
@@ -422,15 +467,31 @@ def _print_simulation(records: list[dict], topology, calibration_file: Path | No
     table.add_column("label")
     for t in tokens:
         table.add_column(f"T={t}", justify="right")
+    table.add_column("error", justify="right")
     table.add_column("note")
     rows: dict[str, dict] = {}
+    bases: dict[str, str] = {}
     for r in records:
         if r["mode"] != "eager":
             continue
-        row = rows.setdefault(r["point_id"], {"label": r["point"]["label"], "message": r["message"] or ""})
+        nccl = r.get("nccl") or {}
+        pct = nccl.get("expected_error_pct")
+        row = rows.setdefault(
+            r["point_id"],
+            {
+                "label": r["point"]["label"],
+                "message": r["message"] or "",
+                "error": f"±{pct:g} %" if pct is not None else ("?" if nccl else ""),
+            },
+        )
         row[r["tokens"]] = f"{r['step_us']['median'] / 1000:.2f}" if r["status"] == "ok" else r["status"]
+        if nccl.get("error_basis"):
+            bases.setdefault(nccl["error_basis"], row["error"])
     for point_id, row in rows.items():
-        table.add_row(point_id, row["label"], *(row.get(t, "") for t in tokens), row["message"][:120])
+        table.add_row(point_id, row["label"], *(row.get(t, "") for t in tokens), row["error"], row["message"][:120])
     console.print(table)
+    if len(bases) > 1:  # NCCL's own graph and graph files are predicted with different errors
+        for basis, band in bases.items():
+            console.print(f"error {band}: {basis}")
     if searched:
         console.print(f"{len(searched)} crossover searches predicted (setting x mode): `commprof report` shows them")

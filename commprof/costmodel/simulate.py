@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from commprof.costmodel.alternatives import box_context, kernel_model, refusal
+from commprof.costmodel.graph_sim import GRAPH_ERROR_BASIS, GraphModel, point_graph
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
 from commprof.costmodel.topology import Topology, link_for
@@ -41,6 +42,7 @@ MODELLED_VARS = (
     "NCCL_P2P_DISABLE",
     "NCCL_THREAD_THRESHOLDS",
     "NCCL_NTHREADS",
+    "NCCL_GRAPH_FILE",  # commprof.costmodel.graph_sim
 ) + CHANNEL_VARIABLES
 
 
@@ -159,8 +161,11 @@ def simulate_point(
     calibration: CostParams | None,
     run_id: str,
     now: str | None = None,
+    graphs: dict[str, GraphModel | str] | None = None,
 ) -> list[StepRecord]:
-    """One record per (T, mode) of the point, like the sweep writes; failures become a status and message."""
+    """One record per (T, mode) of the point, like the sweep writes; failures become a status and message.
+
+    `graphs`: NCCL_GRAPH_FILE value -> the graph it names, or why it could not be read."""
     now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
     model = load_model(spec.model, spec.layout)
     tp = spec.tp or topology.gpus
@@ -169,11 +174,16 @@ def simulate_point(
     records = []
     status, message, calibration_name = "ok", None, "nccl-prior"
     notes: list[str] = []
-    setting = params = stated = None
+    setting = params = stated = graph = None
     try:
         setting = nccl_setting(topology, point.env)
         params, calibration_name = params_for(topology, setting, calibration)
         notes = setting.notes
+        params, graph, graph_note, graph_refusal = point_graph(point.env, params, topology, setting.link, graphs)
+        if graph_refusal is not None:
+            status, message = "unsupported", graph_refusal
+        elif graph_note is not None:
+            notes.append(graph_note)
     except UsageError as exc:
         status, message = "error", f"NCCL would refuse this configuration: {exc}"
     context = box_context(topology, tp, spec.dtype or model.dtype, tuple(spec.tokens), model.hidden_size)
@@ -243,6 +253,7 @@ def simulate_point(
                 "channels": params.channels,
                 "choices": list(choices.values()),
                 **nccl_model_error(params, calibration_name),
+                **(graph_error(graph, params, calibration_name) if graph is not None else {}),
             }
             if op_status == "ok"
             else None
@@ -304,6 +315,16 @@ def nccl_model_error(params: CostParams, calibration_name: str) -> dict:
         return {"expected_error_pct": None, "error_basis": f"unknown: {calibration_name} records no fit error"}
     basis = f"median |error| of the fit {calibration_name} on its own samples (in-sample: a lower bound)"
     return {"expected_error_pct": float(fitted), "error_basis": basis}
+
+
+def graph_error(graph: GraphModel, params: CostParams, calibration_name: str) -> dict:
+    """A graph-file point's record: the file it ran with, and an error no smaller than NCCL's model's."""
+    error = nccl_model_error(params, calibration_name)["expected_error_pct"]
+    return {
+        "graph": {"file": graph.name, "sha256": graph.sha256, "channels": graph.channels},
+        "expected_error_pct": max(error or PRIOR_ERROR_PCT, PRIOR_ERROR_PCT),
+        "error_basis": GRAPH_ERROR_BASIS,
+    }
 
 
 def _op_stats(plan, times: list[float]) -> dict:

@@ -62,6 +62,8 @@ def format_explanation(summary: NcclLogSummary, findings: list) -> str:
             f"graph: {g['kind']} (pattern {g['pattern']}), {g['channels']} channels, "
             f"bw {g['bw_intra_gbps']:g}/{g['bw_inter_gbps']:g} GB/s, paths {g['type_intra']}/{g['type_inter']}"
         )
+        if g.get("gpus"):
+            lines.append(f"  channel 0 by bus id: {' -> '.join(g['gpus'][0])}")
     if d["env"]:
         lines.append("set by the environment: " + ", ".join(f"{k}={v}" for k, v in d["env"].items()))
     if d["tuner_plugin"]:

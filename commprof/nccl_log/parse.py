@@ -44,6 +44,9 @@ _GRAPH = re.compile(
     r"^Pattern (\d+), crossNic (\d+), nChannels (\d+), (?:bw|speed) ([\d.]+)/([\d.]+), type (\w+)/(\w+), "
     r"sameChannels (\d+)"
 )
+# ncclTopoPrintGraph's line per channel after it: "%2d :" then " GPU/%lx-%lx" per GPU (system id, then the topology
+# id, the PCI bus id as one number) and " NET/..." across nodes.
+_GRAPH_CHANNEL = re.compile(r"^(\d+) :((?: (?:GPU|NET)/[0-9a-fA-F]+-[0-9a-fA-F]+)+)$")
 # >= 2.24: "AllReduce: 14336 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}" (count x type size);
 # 2.23: "AllReduce: 1048576 Bytes -> Algo 0 proto 2 time 45.25"; 2.20-2.22 without the collective.
 _CHOICE = re.compile(
@@ -157,6 +160,7 @@ class _State:
     op_source: tuple | None = None  # (host, pid, dev) whose COLL lines make the op sequence
     table_columns: list = field(default_factory=list)  # [(algo, proto)] of the TUNING table block being read
     table_algos: list = field(default_factory=list)
+    last_graph: dict = field(default_factory=dict)  # (host, pid, dev) -> the graph its channel lines belong to
 
 
 def parse_nccl_log(text: str) -> NcclLogSummary:
@@ -212,6 +216,11 @@ def _parse_info(msg: str, line: str, source: tuple, summary: NcclLogSummary, sta
                 summary.channel_counts[name] = int(value)
     elif m := _GRAPH.match(msg):
         _add_graph(m, line, summary)
+        state.last_graph[source] = summary.graphs[-1]
+    elif (m := _GRAPH_CHANNEL.match(msg)) and source in state.last_graph:
+        graph = state.last_graph[source]
+        if len(graph["gpus"]) < graph["channels"]:
+            graph["gpus"].append([tok.split("-", 1)[1] for tok in m.group(2).split() if tok.startswith("GPU/")])
     elif m := _CHOICE.match(msg):
         _add_choice(m, summary, state.choice_index)
     elif m := _OP.match(msg):
@@ -271,6 +280,7 @@ def _add_graph(m: re.Match, line: str, summary: NcclLogSummary) -> None:
             "type_inter": type_inter,
             "same_channels": int(same),
             "line": line.strip(),
+            "gpus": [],  # per channel, its GPUs' topology ids (hex PCI bus ids) in ring / chain order
         }
     )
 
