@@ -324,8 +324,37 @@ def _print_holdout(console: Console, results: list) -> None:
 # -------------------------------------------------------------------------------------------- simulate
 
 
-@click.command("simulate")
-@click.option("--topology", "topology_name", required=True, help="Preset name (sweeps/topologies/) or .toml file.")
+def _presets_help() -> str:
+    """The presets, one line each, for `simulate --help` (\b keeps click from rewrapping them)."""
+    from commprof.costmodel.topology import preset_descriptions
+
+    lines = "\n".join(f"  {name}: {description}" for name, description in preset_descriptions())
+    return f"\n\n\b\nPresets (sweeps/topologies/):\n{lines}" if lines else ""
+
+
+@click.command(
+    "simulate",
+    help=(
+        'Predict every point of a sweep on a topology with the cost model (records with source "simulated"). '
+        "The box is a preset, a topology .toml file, or the user's own box read from a `commprof doctor --collect` "
+        "bundle (--from-bundle), optionally with an NCCL_DEBUG=INFO log of it (--nccl-log)." + _presets_help()
+    ),
+)
+@click.option("--topology", "topology_name", default=None, help="Preset name (sweeps/topologies/) or .toml file.")
+@click.option(
+    "--from-bundle",
+    "bundle_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A `commprof doctor --collect` bundle of the box: its GPUs, pairs, sockets and links make the topology.",
+)
+@click.option(
+    "--nccl-log",
+    "nccl_log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="An NCCL_DEBUG=INFO log of the same box (with --from-bundle): the transports NCCL chose override the rule.",
+)
 @click.option(
     "--sweep",
     "sweep_file",
@@ -354,22 +383,37 @@ def _print_holdout(console: Console, results: list) -> None:
     help="Allow a sweep of up to this many points (default: refuse one above 1000).",
 )
 def simulate(
-    topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None, max_points: int | None
+    topology_name: str | None,
+    bundle_dir: Path | None,
+    nccl_log: Path | None,
+    sweep_file: Path,
+    out: Path,
+    calibration_file: Path | None,
+    max_points: int | None,
 ) -> None:
-    """Predict every point of a sweep on a topology with the cost model (records with source "simulated")."""
+    from commprof.costmodel.box_prior import load_bundle_topology
     from commprof.costmodel.sweep_simulation import simulate_sweep
     from commprof.sweep.config import DEFAULT_MAX_POINTS, load_sweep
 
-    topology = load_topology(topology_name)
+    if (topology_name is None) == (bundle_dir is None):
+        raise UsageError("simulate needs one of --topology PRESET_OR_FILE and --from-bundle DIR")
+    if nccl_log is not None and bundle_dir is None:
+        raise UsageError("--nccl-log needs --from-bundle DIR (the log's transports refine the bundle's pairs)")
+    if bundle_dir is not None:
+        topology = load_bundle_topology(bundle_dir, nccl_log)
+    else:
+        topology = load_topology(topology_name)
     spec = load_sweep(sweep_file, max_points=max_points or DEFAULT_MAX_POINTS)
     calibration = None
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
         calibration = params_from_toml(text, str(calibration_file))
-    run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-"))
+    run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
     records = simulate_sweep(spec, topology, calibration, run_dir.name)
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
     error = expected_error(used, calibration.fit if calibration else None, spec.tp or topology.gpus)
+    if topology.prior_error is not None and used == {"nccl-prior"}:
+        error = topology.prior_error
     append_records(run_dir / RESULTS_FILE, records)
     tp = spec.tp or topology.gpus
     meta = _base_meta(run_dir.name, tp, "nccl")

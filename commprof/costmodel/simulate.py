@@ -66,9 +66,9 @@ def _selection(variable: str, value: str) -> dict[str, set[str] | None]:
         raise UsageError(f"{variable}: {exc}") from None
 
 
-def nccl_setting(topology: Topology, env: dict[str, str]) -> NcclSetting:
+def nccl_setting(topology: Topology, env: dict[str, str], ranks: int | None = None) -> NcclSetting:
     """Read the point's NCCL environment into the model's terms (UsageError where NCCL itself would fail)."""
-    link = link_for(topology, env)
+    link = link_for(topology, env, ranks)
     notes = []
     if link == "shm" and not topology.p2p_supported and "NCCL_P2P_LEVEL" in env:
         notes.append(
@@ -171,7 +171,7 @@ def simulate_point(
     notes: list[str] = []
     setting = params = stated = None
     try:
-        setting = nccl_setting(topology, point.env)
+        setting = nccl_setting(topology, point.env, tp)
         params, calibration_name = params_for(topology, setting, calibration)
         notes = setting.notes
     except UsageError as exc:
@@ -242,7 +242,7 @@ def simulate_point(
                 "transports": {"intra": setting.link},
                 "channels": params.channels,
                 "choices": list(choices.values()),
-                **nccl_model_error(params, calibration_name),
+                **nccl_model_error(params, calibration_name, topology),
             }
             if op_status == "ok"
             else None
@@ -294,9 +294,11 @@ def simulate_point(
     return records
 
 
-def nccl_model_error(params: CostParams, calibration_name: str) -> dict:
-    """How far to trust the NCCL predictions of a record: the prior's measured error, a calibration's fit error
-    (in-sample, so a lower bound), or unknown."""
+def nccl_model_error(params: CostParams, calibration_name: str, topology: Topology | None = None) -> dict:
+    """How far to trust the NCCL predictions of a record: the prior's measured error (the box prior's, for a
+    topology read from a bundle), a calibration's fit error (in-sample, so a lower bound), or unknown."""
+    if calibration_name == "nccl-prior" and topology is not None and topology.prior_error is not None:
+        return {"expected_error_pct": topology.prior_error.pct, "error_basis": topology.prior_error.basis}
     if calibration_name == "nccl-prior":
         return {"expected_error_pct": PRIOR_ERROR_PCT, "error_basis": PRIOR_ERROR_BASIS}
     fitted = params.fit.get("median_abs_pct")
