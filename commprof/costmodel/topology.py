@@ -163,7 +163,8 @@ TOPOLOGY_KEYS = (
     "impls",
     "floor",
 )
-LINK_KEYS = ("channels", "channel_bw_gbps", "nvls_channels")
+LINK_KEYS = ("channels", "channel_bw_gbps", "nvls_channels", "hop_us", "overhead_us", "nccl_bw_gbps", "source")
+PROTOCOL_KEYS = ("LL", "LL128", "Simple")
 
 
 def topology_from_dict(data: dict, path: str) -> Topology:
@@ -221,11 +222,32 @@ def _links(tables: dict, problems: Problems) -> dict[str, LinkSpec]:
         channels = problems.integer(table.get("channels", MISSING), f"{key}.channels", 1)
         bandwidth = problems.number(table.get("channel_bw_gbps", MISSING), f"{key}.channel_bw_gbps", 0.0, strict=True)
         nvls_channels = problems.integer(table.get("nvls_channels", 0), f"{key}.nvls_channels", 0)
-        if channels is not None and bandwidth is not None and nvls_channels is not None:
-            links[link] = LinkSpec(channels, bandwidth, nvls_channels)
+        measured = _measured(table, key, problems)
+        if channels is not None and bandwidth is not None and nvls_channels is not None and measured is not None:
+            links[link] = LinkSpec(channels, bandwidth, nvls_channels, **measured)
     if not tables:
         problems.error("links", f"empty (allowed: at least one of {', '.join(LINKS)})")
     return links
+
+
+def _measured(table: dict, key: str, problems: Problems) -> dict | None:
+    """A link's published figures that replace NCCL's (hop_us per protocol, overhead_us, nccl_bw_gbps), which need a
+    source; {} when the link keeps NCCL's figures, None when one is wrong."""
+    if "hop_us" not in table:
+        for name in ("overhead_us", "nccl_bw_gbps"):
+            if name in table:
+                problems.error(f"{key}.{name}", "needs hop_us: measured figures replace NCCL's as a set")
+        return {}
+    hops = problems.table(table["hop_us"], f"{key}.hop_us")
+    problems.unknown_keys(hops, PROTOCOL_KEYS, f"{key}.hop_us")
+    hop_us = {p: problems.number(hops.get(p, MISSING), f"{key}.hop_us.{p}", 0.0) for p in PROTOCOL_KEYS}
+    overhead = problems.number(table.get("overhead_us", 0.0), f"{key}.overhead_us", 0.0)
+    nccl_bw = table.get("nccl_bw_gbps")
+    nccl_bw = problems.number(nccl_bw, f"{key}.nccl_bw_gbps", 0.0, strict=True) if nccl_bw is not None else None
+    source = problems.string(table.get("source", MISSING), f"{key}.source")
+    if None in hop_us.values() or overhead is None or source is None:
+        return None
+    return {"hop_us": hop_us, "overhead_us": overhead, "nccl_bw_gbps": nccl_bw, "source": source}
 
 
 def link_for(topology: Topology, env: Mapping[str, str], ranks: int | None = None) -> str:
