@@ -42,7 +42,7 @@ def all_reduce_prediction(
     """The prediction, or why the model cannot make one (one line)."""
     try:
         setting = nccl_setting(topology, point.env, ranks)
-        params, name = params_for(topology, setting, calibration)
+        params, name = params_for(topology, setting, calibration, ranks)
     except UsageError as exc:
         return f"NCCL would refuse this configuration: {exc}"
     stated = None

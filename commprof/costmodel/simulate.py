@@ -119,11 +119,25 @@ def nccl_setting(topology: Topology, env: dict[str, str], ranks: int | None = No
     return setting
 
 
-def params_for(topology: Topology, setting: NcclSetting, calibration: CostParams | None) -> tuple[CostParams, str]:
+def params_for(
+    topology: Topology, setting: NcclSetting, calibration: CostParams | None, ranks: int | None = None
+) -> tuple[CostParams, str]:
     """The parameters for the point's transport (the calibration where it was fitted on that transport)
     with its channel count set by NCCL_MIN/MAX_*; and the calibration's name for the record."""
     if setting.link not in topology.links:
         raise UsageError(f"topology {topology.name} does not describe the {setting.link} transport this point uses")
+    line_ranks = calibration.fit.get("ranks") if calibration is not None and calibration.line else None
+    if line_ranks is not None and ranks is not None and line_ranks != ranks:
+        setting.notes.append(
+            f"calibration {calibration.source} is a line fitted at {line_ranks} ranks, this point runs {ranks}: "
+            "NCCL's uncalibrated model used"
+        )
+        calibration = None
+    elif calibration is not None and calibration.line and calibration.link == setting.link:
+        setting.notes.append(
+            f"calibration {calibration.source} is a latency + bandwidth line (the cost model did worse held out): "
+            "every NCCL setting on this transport is predicted alike"
+        )
     if calibration is not None and calibration.link == setting.link:
         params, name = calibration, calibration.source
     else:
@@ -172,7 +186,7 @@ def simulate_point(
     setting = params = stated = None
     try:
         setting = nccl_setting(topology, point.env, tp)
-        params, calibration_name = params_for(topology, setting, calibration)
+        params, calibration_name = params_for(topology, setting, calibration, tp)
         notes = setting.notes
     except UsageError as exc:
         status, message = "error", f"NCCL would refuse this configuration: {exc}"
