@@ -175,3 +175,17 @@ def test_simulate_help_lists_the_presets(capsys):
     text = capsys.readouterr().out
     for name in ("pcie-gen5-switch-p2p", "pcie-dual-socket-shm", "nvlink-h100"):
         assert f"{name}: " in text
+
+
+def test_a_bundle_of_only_a_topology_matrix_states_what_it_assumes(tmp_path):
+    (tmp_path / "nvidia_topo.log").write_text(
+        (FIXTURES / "doctor" / "nvidia-smi-topo-nic.txt").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    topology = load_bundle_topology(tmp_path)
+    assert topology.gpus == 4 and "unnamed GPU" in topology.description
+    assert "CPU vendor unknown" in topology.assumptions and "no link generation recorded" in topology.assumptions
+    nvlink_only = tmp_path / "nvlink"
+    nvlink_only.mkdir()
+    (nvlink_only / "nvidia_topo.log").write_text("\tGPU0\tGPU1\nGPU0\t X \tNV18\nGPU1\tNV18\t X \n", encoding="utf-8")
+    with pytest.raises(UsageError, match="every GPU pair is NVLink"):
+        load_bundle_topology(nvlink_only)

@@ -19,6 +19,7 @@ from pathlib import Path
 from commprof.costmodel.box import BoxTopology, Fact, box_from_bundle, link_figures, with_nccl_log
 from commprof.costmodel.latency import predict
 from commprof.costmodel.topology import LinkSpec, Topology, link_for
+from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.nccl_log.parse import parse_nccl_log
 from commprof.nccl_vocab import P2P_LEVELS
@@ -90,6 +91,11 @@ def _worst_level(box: BoxTopology) -> str:
 
 def topology_from_box(box: BoxTopology) -> Topology:
     """The simulator's topology of the box: its facts, the pathology figures its paths need, every assumption."""
+    if all(p.path == "NVL" for p in box.pairs):
+        raise UsageError(
+            f"--from-bundle {box.origin}: every GPU pair is NVLink ({box.pairs[0].level.source}); the box prior "
+            "models PCIe boxes: simulate with an NVLink preset (--topology nvlink-h100 or nvlink-b200)"
+        )
     link = link_figures(box)
     gen, width = link.gen.value, link.width.value
     scale = width / 16.0
@@ -176,7 +182,7 @@ def load_bundle_topology(bundle: Path, nccl_log: Path | None = None) -> Topology
 
 
 def _description(box: BoxTopology, gen: int, width: int) -> str:
-    names = sorted({str(g.name.value) for g in box.gpus})
+    names = sorted({str(g.name.value or "unnamed GPU") for g in box.gpus})
     cpu: Fact = box.cpu_model
     sockets = box.sockets.value
     return (
