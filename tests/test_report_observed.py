@@ -56,6 +56,10 @@ def test_the_field_reports_25_ms_is_not_explained_and_the_page_says_what_to_chec
     assert "the model does not explain this box" in html and "25.00 ms" in html
     assert "Not confirmed on your box" in html
     assert "does not explain this box" in capsys.readouterr().out
+    # Every exported file says so at its head, as the page does.
+    env = (tmp_path / "r" / "recommend.env").read_text(encoding="utf-8")
+    assert "# NOT CONFIRMED ON YOUR BOX: the model does not explain this box" in env
+    assert "read from doctor bundle asus-esc8000a-8x-rtxpro6000," in env and "topology preset" not in env
     # summary.json says, per GPU pair, where its transport comes from.
     pairs = run["box"]["pairs"]
     assert len(pairs) == 28 and all("nvidia_topo.log:" in p["transport"]["defaults"]["source"] for p in pairs)
