@@ -146,7 +146,9 @@ def test_simulate_from_bundle_then_report(tmp_path, capsys):
     out = tmp_path / "runs"
     args = ["simulate", "--from-bundle", str(ASUS), "--nccl-log", str(PCIE_LOG), "--sweep", str(sweep)]
     assert main([*args, "--out", str(out)]) == 0
-    assert "SIMULATED on bundle:asus-esc8000a-8x-rtxpro6000" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "SIMULATED on bundle:asus-esc8000a-8x-rtxpro6000" in printed
+    assert "defaults: 4 P2P, 24 SHM (8 as the NCCL log shows)" in printed and "NCCL_P2P_LEVEL=SYS: 28 P2P" in printed
     (run_dir,) = out.iterdir()
     import json
 

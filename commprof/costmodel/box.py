@@ -10,6 +10,7 @@ Pure apart from reading the bundle's files once.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -147,6 +148,22 @@ class BoxTopology:
             "transport_rule": PATHS_CC,
             "assumptions": list(self.assumptions),
         }
+
+
+def transport_lines(box: BoxTopology, ranks: int) -> list[str]:
+    """What the terminal says of a box read from a bundle: per P2P setting, how many pairs get each transport."""
+    summary = box.summary(ranks)
+    lines = [
+        f"box {box.name}: {len(summary['pairs'])} GPU pairs in TP {ranks}; NCCL's transport per pair ({PATHS_CC}):"
+    ]
+    for setting in summary["pairs"][0]["transport"] if summary["pairs"] else []:
+        kinds = Counter(p["transport"][setting]["transport"] for p in summary["pairs"])
+        logged = sum("NCCL's own choice" in p["transport"][setting]["source"] for p in summary["pairs"])
+        counts = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+        lines.append(f"  {setting}: {counts}" + (f" ({logged} as the NCCL log shows)" if logged else ""))
+    lines += [f"  assumed: {a}" for a in box.assumptions]
+    lines.append("  every fact's file and line: meta.json topology.box")
+    return lines
 
 
 def _p2p_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -536,6 +536,10 @@ def simulate(
     )
     write_json(run_dir / META_FILE, meta)
     _print_simulation(records, topology, calibration_file, error)
+    if topology.box is not None:
+        from commprof.costmodel.box import transport_lines
+
+        _console().print("\n".join(transport_lines(topology.box, tp)), markup=False)
     _console().print(f"wrote {run_dir} ({len(records)} records, source: simulated)")
 
 
