@@ -191,3 +191,12 @@ def test_a_bundle_of_only_a_topology_matrix_states_what_it_assumes(tmp_path):
     (nvlink_only / "nvidia_topo.log").write_text("\tGPU0\tGPU1\nGPU0\t X \tNV18\nGPU1\tNV18\t X \n", encoding="utf-8")
     with pytest.raises(UsageError, match="every GPU pair is NVLink"):
         load_bundle_topology(nvlink_only)
+
+
+def test_the_ring_graph_of_an_nccl_log_sets_the_channels_of_its_transport():
+    topology = load_bundle_topology(ASUS, PCIE_LOG)  # defaults: SHM rings, "nChannels 2, bw 12.000000/12.000000"
+    shm = topology.links["shm"]
+    assert (shm.channels, shm.nccl_bw_gbps) == (2, 12.0) and "Pattern 4, crossNic 0, nChannels 2" in shm.source
+    assert shm.hop_us == SHM_HOST_MEMORY.hop_us  # the measured SHM figures stay
+    turin = load_bundle_topology(ASUS, FIXTURES / "nccl_log" / "nccl-2.28-amd-cpu-turin-graph.log")
+    assert turin.links["pci"].channel_bw_gbps == 15.0 and "nccl-2.28-amd-cpu-turin-graph.log" in turin.assumptions

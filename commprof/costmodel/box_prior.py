@@ -13,7 +13,7 @@ Pure.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from commprof.costmodel.box import BoxTopology, Fact, box_from_bundle, link_figures, with_nccl_log
@@ -175,10 +175,37 @@ def published_defaults_error(topology: Topology) -> float:
 def load_bundle_topology(bundle: Path, nccl_log: Path | None = None) -> Topology:
     """`simulate --from-bundle DIR [--nccl-log FILE]`: read the bundle (and the log) and build the topology."""
     box = box_from_bundle(bundle)
-    if nccl_log is not None:
-        text = read_text(nccl_log, "NCCL log", LOG_BYTES, errors="replace")
-        box = with_nccl_log(box, text, str(nccl_log), parse_nccl_log(text).env)
-    return topology_from_box(box)
+    if nccl_log is None:
+        return topology_from_box(box)
+    text = read_text(nccl_log, "NCCL log", LOG_BYTES, errors="replace")
+    log = parse_nccl_log(text)
+    box = with_nccl_log(box, text, str(nccl_log), log.env)
+    return with_logged_ring(topology_from_box(box), log, str(nccl_log))
+
+
+def with_logged_ring(topology: Topology, log, path: str) -> Topology:
+    """The ring graph NCCL printed ("Pattern 4, ..., nChannels 2, bw 15/15, ...") as the channels and NCCL's own
+    per-channel bandwidth of the transport the log ran on; the measured figures of that path stay."""
+    rings = [g for g in log.graphs if g["kind"] == "ring"]
+    if not rings or topology.box is None:
+        return topology
+    ring = rings[0]
+    link = link_for(topology, topology.box.nccl_log_env, log.nranks or topology.gpus)
+    spec = topology.links[link]
+    bw = ring["bw_intra_gbps"]
+    logged = replace(
+        spec,
+        channels=ring["channels"],
+        channel_bw_gbps=spec.channel_bw_gbps if spec.hop_us is not None else bw,
+        nccl_bw_gbps=bw if spec.hop_us is not None else spec.nccl_bw_gbps,
+        source=f"{spec.source}; channels and NCCL's bandwidth from {path}: {ring['line']}",
+    )
+    note = f"{link} rings: {ring['channels']} channels at {bw:g} GB/s as NCCL's search chose them ({path})"
+    return replace(
+        topology,
+        links={**topology.links, link: logged},
+        assumptions=f"{topology.assumptions}\n{note}",
+    )
 
 
 def _description(box: BoxTopology, gen: int, width: int) -> str:
