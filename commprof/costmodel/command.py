@@ -499,9 +499,9 @@ def simulate(
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
     records = simulate_sweep(spec, topology, calibration, run_dir.name)
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
-    error = expected_error(used, calibration.fit if calibration else None, spec.tp or topology.gpus)
-    if topology.prior_error is not None and used == {"nccl-prior"}:
-        error = topology.prior_error
+    error = expected_error(
+        used, calibration.fit if calibration else None, spec.tp or topology.gpus, topology.prior_error
+    )
     append_records(run_dir / RESULTS_FILE, records)
     tp = spec.tp or topology.gpus
     meta = _base_meta(run_dir.name, tp, "nccl")
