@@ -22,7 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "report": "commprof.report.command:report",
     "import-nccl-tests": "commprof.costmodel.command:import_nccl_tests",
     "calibrate": "commprof.costmodel.command:calibrate",
-    "simulate": "commprof.costmodel.command:simulate",
+    "simulate": "commprof.costmodel.simulate_command:simulate",
 }
 
 _HELP = {

@@ -46,7 +46,7 @@ REPORT_TIERS = (
     {"export_text", "engine_switches"},  # how exports write text they did not choose; the engines' variables
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness", "routing", "routing_settings"},
-    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
+    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports", "observed"},
     {"choices"},
     {"run_analysis"},
     {"words", "provenance"},

@@ -68,9 +68,9 @@ def _selection(variable: str, value: str) -> dict[str, set[str] | None]:
         raise UsageError(f"{variable}: {exc}") from None
 
 
-def nccl_setting(topology: Topology, env: dict[str, str]) -> NcclSetting:
+def nccl_setting(topology: Topology, env: dict[str, str], ranks: int | None = None) -> NcclSetting:
     """Read the point's NCCL environment into the model's terms (UsageError where NCCL itself would fail)."""
-    link = link_for(topology, env)
+    link = link_for(topology, env, ranks)
     notes = []
     if link == "shm" and not topology.p2p_supported and "NCCL_P2P_LEVEL" in env:
         notes.append(
@@ -121,11 +121,25 @@ def nccl_setting(topology: Topology, env: dict[str, str]) -> NcclSetting:
     return setting
 
 
-def params_for(topology: Topology, setting: NcclSetting, calibration: CostParams | None) -> tuple[CostParams, str]:
+def params_for(
+    topology: Topology, setting: NcclSetting, calibration: CostParams | None, ranks: int | None = None
+) -> tuple[CostParams, str]:
     """The parameters for the point's transport (the calibration where it was fitted on that transport)
     with its channel count set by NCCL_MIN/MAX_*; and the calibration's name for the record."""
     if setting.link not in topology.links:
         raise UsageError(f"topology {topology.name} does not describe the {setting.link} transport this point uses")
+    line_ranks = calibration.fit.get("ranks") if calibration is not None and calibration.line else None
+    if line_ranks is not None and ranks is not None and line_ranks != ranks:
+        setting.notes.append(
+            f"calibration {calibration.source} is a line fitted at {line_ranks} ranks, this point runs {ranks}: "
+            "NCCL's uncalibrated model used"
+        )
+        calibration = None
+    elif calibration is not None and calibration.line and calibration.link == setting.link:
+        setting.notes.append(
+            f"calibration {calibration.source} is a latency + bandwidth line (the cost model did worse held out): "
+            "every NCCL setting on this transport is predicted alike"
+        )
     if calibration is not None and calibration.link == setting.link:
         params, name = calibration, calibration.source
     else:
@@ -176,8 +190,8 @@ def simulate_point(
     notes: list[str] = []
     setting = params = stated = graph = None
     try:
-        setting = nccl_setting(topology, point.env)
-        params, calibration_name = params_for(topology, setting, calibration)
+        setting = nccl_setting(topology, point.env, tp)
+        params, calibration_name = params_for(topology, setting, calibration, tp)
         notes = setting.notes
         params, graph, graph_note, graph_refusal = point_graph(point.env, params, topology, setting.link, graphs)
         if graph_refusal is not None:
@@ -252,7 +266,7 @@ def simulate_point(
                 "transports": {"intra": setting.link},
                 "channels": params.channels,
                 "choices": list(choices.values()),
-                **nccl_model_error(params, calibration_name),
+                **nccl_model_error(params, calibration_name, topology),
                 **(graph_error(graph, params, calibration_name) if graph is not None else {}),
             }
             if op_status == "ok"
@@ -305,9 +319,11 @@ def simulate_point(
     return records
 
 
-def nccl_model_error(params: CostParams, calibration_name: str) -> dict:
-    """How far to trust the NCCL predictions of a record: the prior's measured error, a calibration's fit error
-    (in-sample, so a lower bound), or unknown."""
+def nccl_model_error(params: CostParams, calibration_name: str, topology: Topology | None = None) -> dict:
+    """How far to trust the NCCL predictions of a record: the prior's measured error (the box prior's, for a
+    topology read from a bundle), a calibration's fit error (in-sample, so a lower bound), or unknown."""
+    if calibration_name == "nccl-prior" and topology is not None and topology.prior_error is not None:
+        return {"expected_error_pct": topology.prior_error.pct, "error_basis": topology.prior_error.basis}
     if calibration_name == "nccl-prior":
         return {"expected_error_pct": PRIOR_ERROR_PCT, "error_basis": PRIOR_ERROR_BASIS}
     fitted = params.fit.get("median_abs_pct")
