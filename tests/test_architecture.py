@@ -30,7 +30,8 @@ TIERS = (
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"spacers"},  # what the harness runs between collectives, and the arrival stamps
     {"harness", "doctor"},  # the timed replay; the box checks
-    {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
+    # a trace of a few steps; one all-reduce size timed (crossover search); NCCL graph files for the box
+    {"profile_pass", "size_timing", "nccl_graph"},
     {"trial"},
     {"forkserver"},
     {"sweep"},
@@ -56,7 +57,7 @@ REPORT_TIERS = (
         "drift",
         "spacing",
     },
-    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
+    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports", "observed"},
     {"choices"},
     {"run_analysis"},
     {"words", "provenance"},

@@ -28,6 +28,7 @@ from commprof.report.crossovers import crossovers, routing_edges
 from commprof.report.doctor_verdicts import doctor_view
 from commprof.report.drift import BaselineDrift, baseline_drift
 from commprof.report.heatmap import strongest_axes
+from commprof.report.observed import observed_view
 from commprof.report.projection import ComputeTimes, breakdown, projection
 from commprof.report.spacing import spacing_summary
 
@@ -44,6 +45,10 @@ class ReportOptions:
     baseline: str | None = None  # the baseline point id; None: the sweep's baseline ("p000")
     compute_source: str = ""  # where the compute times come from ("--compute-ms", "the sweep file's [report]")
     allow_partial: bool = False  # recommend from an incomplete run (--allow-partial)
+    # The engine's measured communication per verify step, ms per T (None: T not said), and where it comes from
+    # (`--observed-step-ms`, `--observed TRACE_DIR`); empty: nothing observed.
+    observed: dict[int | None, float] = field(default_factory=dict)
+    observed_source: str = ""
 
 
 @dataclass
@@ -104,6 +109,11 @@ class RunAnalysis:
         """The point whose settings the recommendation exports (the baseline when it is kept or nothing passed)."""
         point = self.recommended
         return str(point["point_id"]) if point is not None else self.baseline
+
+    @cached_property
+    def observed(self) -> dict[str, Any] | None:
+        """The engine's observation beside the prediction (commprof.report.observed), or None: none given."""
+        return observed_view(self, self.options.observed, self.options.observed_source)
 
     @cached_property
     def doctor_failed(self) -> list[str]:

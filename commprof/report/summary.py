@@ -98,6 +98,24 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "routing_settings_notes": exports.routing_notes,
         "engine_hints": hints_as_dicts(exports.hints),
         "files": exports.files,
+        "observed": run.observed,
+        "box": box_transports(run.meta),
+    }
+
+
+def box_transports(meta: dict) -> dict[str, Any] | None:
+    """A run simulated from a doctor bundle: per GPU pair, its transport under each P2P setting and where that
+    comes from (the bundle's line and NCCL's rule, or the NCCL log's line), as meta.json records it."""
+    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
+    box = topology.get("box")
+    if not isinstance(box, dict):
+        return None
+    return {
+        "origin": box.get("origin"),
+        "nccl_log": box.get("nccl_log"),
+        "transport_rule": box.get("transport_rule"),
+        "pairs": box.get("pairs", []),
+        "assumptions": box.get("assumptions", []),
     }
 
 

@@ -26,6 +26,7 @@ from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log.parse import choice_matches, parse_nccl_log
 from commprof.planner.spacing import describe_request as describe_spacing
 from commprof.records.schema import StepRecord, step_record
+from commprof.sweep.graph_run import dump_env, graph_env, graph_refusal, loaded_graph
 from commprof.sweep.prebuild import build_refusal
 from commprof.sweep.spec import SweepPoint, SweepSpec
 from commprof.trial import TrialRequest
@@ -91,6 +92,8 @@ def measure_point(
     prefix = request.store_prefix
     Path(request.result_path).unlink(missing_ok=True)
     refusal = build_refusal(point, ctx.backend, ctx.build_failures)
+    if refusal is None and ctx.backend == "nccl":
+        refusal = graph_refusal(point.env, ctx.run_dir)
     if refusal is not None:  # its kernels could not be built before the sweep: no worker would get further
         return build_records(ctx, request, "unsupported", refusal, [], None, 0.0) if ctx.is_writer else []
     logs = ctx.backend == "nccl" and ctx.nccl_debug
@@ -112,7 +115,8 @@ def measure_point(
             result_path=str(point_dir / f"probe.rank{ctx.rank}.jsonl"),
         )
         Path(probe.result_path).unlink(missing_ok=True)
-        run_point(ctx, server, probe, point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS), point_dir)
+        probe_env = point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS) | dump_env(point_dir, ctx.rank)
+        run_point(ctx, server, probe, probe_env, point_dir)
         all_gather_json(None, ctx.world_size)  # every rank's probe has ended before the next point starts
     if ctx.profile and status == "ok":
         profiled = replace(
@@ -135,6 +139,11 @@ def measure_point(
         tuning = summarize_nccl_log(tuning_log, sizes)
         if nccl is not None and tuning is not None:
             nccl["choices"] = tuning.get("choices", [])
+    graph = loaded_graph(point.env, ctx.run_dir, init_log) if ctx.backend == "nccl" else None
+    if graph is not None:
+        nccl = {**(nccl or {}), "graph_file": graph}
+        if graph["loaded"] is False and status == "ok":  # it measured some other graph: never ranked as this one
+            status, message = "error", f"NCCL did not load NCCL_GRAPH_FILE={graph['path']}: {graph['why']}"
     return build_records(ctx, request, status, message, outcome.entries, nccl, duration)
 
 
@@ -178,7 +187,7 @@ def refused_records(
 
 def point_env(ctx: ControllerContext, point: SweepPoint, log_path: Path | None, subsystems: str) -> dict[str, str]:
     """The point's variables on top of the launch's, plus NCCL's INFO log to `log_path` where asked for."""
-    env = {**ctx.rank_env, **{str(k): str(v) for k, v in point.env.items()}}
+    env = {**ctx.rank_env, **graph_env({str(k): str(v) for k, v in point.env.items()}, ctx.run_dir)}
     if log_path is not None:
         env.setdefault("NCCL_DEBUG", "INFO")
         env.setdefault("NCCL_DEBUG_SUBSYS", subsystems)

@@ -55,6 +55,12 @@ def prepare_run_folder(
     meta["shared_gpus"] = options.share_gpus  # ranks shared GPUs: a functional check, not a tuning result
     meta["topology"] = probe_topology()
     meta["floor"] = run_floor(run_dir, backend, options, console)
+    if backend == "nccl":
+        from commprof.sweep.graph_run import prepare_graphs
+
+        graphs = prepare_graphs(run_dir, spec.points, meta["topology"], meta["floor"])
+        if graphs is not None:
+            meta["nccl_graphs"] = graphs
     if with_doctor:
         meta["doctor"] = _doctor(console, meta["floor"])
         if options.strict and meta["doctor"]["failed"]:

@@ -113,6 +113,28 @@ def verdict_text(run: RunAnalysis, verdict: Any, baseline_fastest: bool = False)
     return {True: "yes", False: f"no: {run.evidence.within}"}.get(verdict, "—") if isinstance(verdict, bool) else "—"
 
 
+def observed_rows(observed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The observation card: the engine's number beside the prediction, formatted."""
+    if observed is None:
+        return None
+
+    def ms(value: Any) -> str:
+        return f"{value:.2f} ms" if isinstance(value, (int, float)) else "—"
+
+    rows = [
+        {
+            "tokens": r["tokens"],
+            "observed": ms(r["observed_ms"]),
+            "today": ms(r["today_ms"]),
+            "band": f"{ms(r['band_ms'][0])} – {ms(r['band_ms'][1])}" if r.get("band_ms") else "—",
+            "answer": ms(r["answer_ms"]),
+            "css": {True: "ok", False: "fail"}.get(r["explained"], ""),
+        }
+        for r in observed["rows"]
+    ]
+    return {**observed, "rows": rows, "css": {True: "ok", False: "fail"}.get(observed["explained"], "warn")}
+
+
 def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     """The template's view of one run: formatted strings and inline SVG, nothing left to compute."""
     tokens = distinct_tokens(run.steps)
@@ -135,6 +157,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "all_failed": run.all_failed,
         "tokens": tokens,
         "answers": headline_answers(run, exports.plan),
+        "observed": observed_rows(run.observed),
         "routing": routing_view(run),
         "accepts": [f"{a:g}" for a in run.options.accepts],
         "choices": choice_rows(run),
