@@ -103,41 +103,57 @@ def _replay(rank, world_size, settings, iterations):
     return out, len(plan.ops)
 
 
-def _noise(bare):
-    """The no-spacing run's own spread (median - best step): what "within noise" allows on a shared 2-core box."""
-    return bare["step_us"]["median"] - bare["step_us"]["min"]
+# Each setting measured three times, alternating with the bare step: a load burst on a shared 2-core box lands on
+# one measurement, not on all three, so each setting's best measurement is compared.
+ROUNDS = 3
+
+
+def _alternating(spaced, skew=None):
+    results, ops = run_ranks(_replay, 2, ([("none", None), (spaced, skew)] * ROUNDS, 30))[0]
+    for result in results:
+        assert result["status"] == "ok", result["message"]
+    return results[0::2], results[1::2], ops
+
+
+def _best(bare_runs):
+    """The bare step's best (its least disturbed) and its spread there (median - min): "within noise"."""
+    bare = min(bare_runs, key=lambda r: r["step_us"]["min"])
+    return bare["step_us"]["min"], max(bare["step_us"]["median"] - bare["step_us"]["min"], 0.0)
 
 
 @pytest.mark.slow
 def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_apart():
-    (bare, spaced), ops = run_ranks(_replay, 2, ([("none", None), ("uniform:500", None)], 30))[0]
-    assert bare["status"] == spaced["status"] == "ok", (bare["message"], spaced["message"])
-    assert bare["compute_us"] is None and bare["wait_clock"] == "host_monotonic"
+    bare_runs, spaced_runs, ops = _alternating("uniform:500")
+    assert all(r["compute_us"] is None and r["wait_clock"] == "host_monotonic" for r in bare_runs)
     expected = 500 * (ops - 1)
-    compute = spaced["compute_us"]
     # Timed on its own, the compute is its length: never shorter, and its best step close to it.
-    assert expected * 0.98 <= compute["min"] <= expected * 1.5, compute
-    # The step holds it ...
-    assert spaced["step_us"]["min"] >= bare["step_us"]["min"] + 0.9 * expected
+    assert all(r["compute_us"]["min"] >= expected * 0.98 for r in spaced_runs)
+    assert min(r["compute_us"]["min"] for r in spaced_runs) <= expected * 1.5
+    best, noise = _best(bare_runs)
+    # The step holds the compute ...
+    assert min(r["step_us"]["min"] for r in spaced_runs) >= best + 0.9 * expected
     # ... and what the report calls communication (step - compute) is the no-compute step, within noise. Best
-    # steps are compared: on a shared box they are the ones the scheduler left alone, in either run.
-    communication = spaced["step_us"]["min"] - compute["median"]
-    assert abs(communication - bare["step_us"]["min"]) <= _noise(bare) + 0.25 * expected
+    # steps (and the best compute) of the calmest measurement are compared: on a shared box they are the ones the
+    # scheduler left alone.
+    calmest = min(spaced_runs, key=lambda r: r["step_us"]["min"])
+    communication = calmest["step_us"]["min"] - calmest["compute_us"]["min"]
+    assert abs(communication - best) <= noise + 0.25 * expected, (communication, best, noise)
 
 
 @pytest.mark.slow
 def test_a_late_rank_is_waiting_on_the_others_not_wire_time():
-    (bare, late), ops = run_ranks(_replay, 2, ([("none", None), ("none", {"rank": 1, "us": 1000})], 30))[0]
-    assert bare["status"] == late["status"] == "ok", (bare["message"], late["message"])
-    assert late["wait_clock"] == "host_monotonic" and late["compute_us"] is None
+    bare_runs, late_runs, ops = _alternating("none", {"rank": 1, "us": 1000})
+    assert all(r["wait_clock"] == "host_monotonic" and r["compute_us"] is None for r in late_runs)
     expected = 1000 * ops
-    wait = late["wait_us"]["median"]
+    waits = [r["wait_us"]["median"] for r in late_runs]
     # Never much less than the lateness asked for; more where a loaded box wakes the late rank late.
-    assert expected * 0.8 <= wait <= expected * 2.5, late["wait_us"]
-    assert bare["wait_us"]["median"] < 0.5 * wait
+    assert all(expected * 0.8 <= w for w in waits) and min(waits) <= expected * 2.5, waits
+    assert max(r["wait_us"]["median"] for r in bare_runs) < 0.5 * min(waits)
     # Step - wait: what is left is the collectives themselves, as without the late rank (best steps, as above).
-    left = late["step_us"]["min"] - wait
-    assert abs(left - bare["step_us"]["min"]) <= _noise(bare) + 0.25 * expected
+    best, noise = _best(bare_runs)
+    calmest = min(late_runs, key=lambda r: r["step_us"]["min"])
+    left = calmest["step_us"]["min"] - calmest["wait_us"]["min"]
+    assert abs(left - best) <= noise + 0.25 * expected, (left, best, noise)
 
 
 def test_the_report_tells_communication_from_compute_and_wire_from_waiting():
