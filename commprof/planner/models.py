@@ -63,6 +63,7 @@ class ModelShape:
     mamba_groups: int | None = None
     mtp_layers: int = 0  # num_nextn_predict_layers: the model's own MTP draft layers
     has_moe: bool = False
+    intermediate_size: int | None = None  # the dense MLP's width (config "intermediate_size"); None: not given
 
     def __post_init__(self) -> None:
         layers = tuple(tuple(layer) for layer in self.layers) or tuple(("attn", "mlp") for _ in range(self.num_layers))
@@ -161,6 +162,7 @@ def shape_from_config(config: dict, name: str, source: str, layout: str | None =
         mamba_groups=optional_int("n_groups", "mamba_n_groups") or config_default(architecture, "n_groups"),
         mtp_layers=optional_int("num_nextn_predict_layers", allow_zero=True) or 0,
         has_moe=bool(moe) or any("moe" in layer for layer in layers),
+        intermediate_size=optional_int("intermediate_size", "ffn_hidden_size"),
         **values,
     )
 

@@ -13,7 +13,14 @@ from typing import Any
 import click
 
 from commprof.errors import UsageError
-from commprof.records.files import RESULTS_FILE, duplicated_measurements, ensure_writable_dir, read_meta, read_records
+from commprof.records.files import (
+    BASELINE_REPEATS_FILE,
+    RESULTS_FILE,
+    duplicated_measurements,
+    ensure_writable_dir,
+    read_meta,
+    read_records,
+)
 from commprof.report.projection import ComputeTimes
 from commprof.report.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
@@ -290,7 +297,9 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
     runs = []
     for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
         options = replace(report_options(cli, sweep_options(meta)), observed=observed[0], observed_source=observed[1])
-        runs.extend(analyze_run(run_id, records, meta, options, str(run_dir)))
+        again = Path(run_dir) / BASELINE_REPEATS_FILE
+        repeats = read_records(again) if again.exists() else []
+        runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), repeats))
     mismatch = incomparable(runs)
     if mismatch:
         click.echo(f"commprof: warning: {mismatch}", err=True)
@@ -300,6 +309,8 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)
         if run.completeness is not None and not run.completeness.complete:
             click.echo(f"commprof: warning: {run.name}: {run.completeness.sentence(allow_partial)}", err=True)
+        if run.drift is not None and run.drift.exceeded:
+            click.echo(f"commprof: warning: {run.name}: {run.drift.sentence()}", err=True)
     for run in runs:
         if run.observed is not None:
             click.echo(f"commprof: {run.name}: observed beside predicted: {run.observed['verdict']}")

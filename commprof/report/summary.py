@@ -30,6 +30,8 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "progress": run.completeness.summary() if run.completeness is not None else None,
         "shared_gpus": run.shared_gpus,
         "not_a_tuning_result": not_a_result_notes(run),
+        "baseline_drift": run.drift.to_dict() if run.drift is not None else None,
+        "spacing": run.spacing,
         "mode": run.mode if not run.steps.empty else None,
         "mode_note": run.mode_reason,
         "baseline_point_id": run.baseline,

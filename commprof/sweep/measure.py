@@ -24,6 +24,7 @@ import torch.distributed as dist
 from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log.parse import choice_matches, parse_nccl_log
+from commprof.planner.spacing import describe_request as describe_spacing
 from commprof.records.schema import StepRecord, step_record
 from commprof.sweep.graph_run import dump_env, graph_env, graph_refusal, loaded_graph
 from commprof.sweep.prebuild import build_refusal
@@ -73,18 +74,21 @@ class PointOutcome:
 
 
 def measure_point(
-    ctx: ControllerContext, server: ForkServer, spec: SweepSpec, model: dict, point: SweepPoint, tp: int
+    ctx: ControllerContext, server: ForkServer, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, again: int = 0
 ) -> list[dict[str, Any]]:
     """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records.
 
     With NCCL, the timed workers log only NCCL's init (transports, rings, channels); NCCL's per-op
     choices come from a second, untimed probe worker with TUNING on, because NCCL logs every enqueued op
     there and that logging would be timed with the op. With `ctx.profile`, a third untimed worker writes
-    Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz.
+    Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz. `again` > 0: the point's
+    re-measurement number (the baseline's, for its drift), kept in points/<id>/again<n>/ and in its records' point.
     """
     point_dir = ctx.run_dir / "points" / point.point_id
+    if again:
+        point_dir = point_dir / f"again{again}"
     point_dir.mkdir(parents=True, exist_ok=True)
-    request = trial_request(ctx, spec, model, point, tp, point_dir)
+    request = trial_request(ctx, spec, model, point, tp, point_dir, again)
     prefix = request.store_prefix
     Path(request.result_path).unlink(missing_ok=True)
     refusal = build_refusal(point, ctx.backend, ctx.build_failures)
@@ -144,14 +148,14 @@ def measure_point(
 
 
 def trial_request(
-    ctx: ControllerContext, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, point_dir: Path
+    ctx: ControllerContext, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, point_dir: Path, again: int = 0
 ) -> TrialRequest:
     """What this rank's worker gets for one point: the replay, the point, the rendezvous and where to write."""
     iterations, warmup = spec.iterations_for(point)
-    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}"
+    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}" + (f"/again{again}" if again else "")
     return TrialRequest(
         run_id=ctx.run_id,
-        point=point.to_dict(),
+        point=point.to_dict() | ({"repeat": again} if again else {}),
         model=model,
         tp=tp,
         tokens=list(spec.tokens),
@@ -169,6 +173,7 @@ def trial_request(
         store_prefix=prefix,
         result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
         timeout_s=float(spec.point_timeout_s),
+        spacing=spec.spacing,
     )
 
 
@@ -315,6 +320,10 @@ def build_records(
                     warmup=request.warmup,
                     duration_s=round(duration_s, 3),
                     measure_s=entry.get("measure_s"),
+                    spacing=describe_spacing(request.spacing),
+                    compute_us=entry.get("compute_us"),
+                    wait_us=entry.get("wait_us"),
+                    wait_clock=entry.get("wait_clock"),
                 )
             )
     return records

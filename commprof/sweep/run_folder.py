@@ -41,6 +41,8 @@ def prepare_run_folder(
         "warmup": spec.warmup,
         "point_timeout_s": spec.point_timeout_s,
         "layout": spec.layout,
+        "compute": spec.compute.text,  # the file's, or --compute in its place
+        "skew": spec.skew.text,
         **asdict(spec.plan_options),
     }
     meta["sweep"] = {

@@ -28,6 +28,7 @@ from commprof.report.views.breakdown import (
     projection_rows,
 )
 from commprof.report.views.costmodel_check import check_view
+from commprof.report.views.drift_figure import drift_svg
 from commprof.report.views.routing import routing_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
 from commprof.report.words import how_to_firm_up, spec_label
@@ -37,6 +38,10 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
     """The page's banners for one run: shared GPUs, simulated, a failing box, failed records, doctor warnings,
     eager mode."""
     out = []
+    if run.drift is not None and run.drift.exceeded:
+        out.append({"level": "shared", "text": f"{run.name}: {run.drift.sentence()}."})
+    if run.spacing is not None:
+        out.append({"level": "info", "text": f"{run.name}: {run.spacing['sentence']}"})
     if run.shared_gpus:
         out.append(
             {
@@ -219,6 +224,9 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         page["svg"]["sites"] = figures.sites_svg(page["per_collective"]["per_tokens"])
     if not run.collectives.empty and (run.collectives["status"] == "ok").any():
         page["svg"]["collectives"] = figures.collectives_svg(run.collectives)
+    if run.drift is not None and len(run.drift.samples) >= 2:
+        page["svg"]["drift"] = drift_svg(run.drift)
+        page["drift_sentence"] = run.drift.sentence()
     return page
 
 
