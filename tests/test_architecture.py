@@ -26,7 +26,12 @@ TIERS = (
         "problems",
         "evidence",
     },  # vocabularies every stage shares; how user files report problems
-    {"planner", "nccl_log", "floor"},  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
+    {
+        "planner",
+        "nccl_log",
+        "floor",
+        "proposable",
+    },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"harness", "doctor"},  # the timed replay; the box checks
     {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
@@ -49,7 +54,9 @@ REPORT_TIERS = (
     {"choices"},
     {"run_analysis"},
     {"words", "provenance"},
-    {"views", "summary", "apply"},
+    {"apply"},
+    {"decision"},  # the run's one answer, built once from the analysis
+    {"views", "summary", "decision_files"},
     {"write"},
     {"command"},
 )

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED
+from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, error_band
 from commprof.impls.registry import resolve_impl_name
 from commprof.sweep.crossover import sustained_runs
 from commprof.units import format_bytes
@@ -23,17 +23,20 @@ NOT_RESOLVED = "not resolved within model error"
 CPU_RANKS = "CPU ranks: a measurement of gloo-backed implementations, not a GPU answer"
 
 
-def crossovers(records: Iterable[dict]) -> list[dict[str, Any]]:
-    """One entry per (source, setting, mode) searched, in point and mode order."""
+def crossovers(records: Iterable[dict], nccl_error_pct: float | None = None) -> list[dict[str, Any]]:
+    """One entry per (source, setting, mode) searched, in point and mode order; a simulated search's baseline
+    error is the run's (`nccl_error_pct`, ModelError.from_meta) where given."""
     groups: dict[tuple, list[dict]] = {}
     for record in records:
         if record.get("kind") == "crossover":
             key = (record.get("source"), record.get("point_id"), record.get("mode"))
             groups.setdefault(key, []).append(record)
-    return [_one(rows) for _key, rows in sorted(groups.items(), key=lambda item: tuple(map(str, item[0])))]
+    return [
+        _one(rows, nccl_error_pct) for _key, rows in sorted(groups.items(), key=lambda item: tuple(map(str, item[0])))
+    ]
 
 
-def _one(rows: list[dict]) -> dict[str, Any]:
+def _one(rows: list[dict], nccl_error_pct: float | None = None) -> dict[str, Any]:
     first = rows[0]
     point, base = first.get("point") or {}, first.get("baseline") or {}
     backend = first.get("backend") or "nccl"
@@ -51,7 +54,9 @@ def _one(rows: list[dict]) -> dict[str, Any]:
             failed.append({"bytes": int(nbytes), "status": record.get("status"), "message": record.get("message")})
     wins = {size: impl < baseline for size, (impl, baseline) in sorted(times.items())}
     runs = sustained_runs(wins)
-    error = first.get("model_error") or {}
+    error = dict(first.get("model_error") or {})
+    if error and nccl_error_pct is not None:
+        error["baseline_pct"] = nccl_error_pct
     edges = _edges(runs, sorted(times))
     resolved, undecided = True, []
     if level == SIMULATED:
@@ -71,6 +76,7 @@ def _one(rows: list[dict]) -> dict[str, Any]:
         "point_id": first.get("point_id"),
         "label": point.get("label") or first.get("point_id"),
         "baseline": resolve_impl_name(str(base.get("impl") or "default"), backend),
+        "baseline_env": {str(k): str(v) for k, v in (base.get("env") or {}).items()},
         "backend": backend,
         "level": level,
         "evidence": _evidence(level, backend, error),
@@ -139,7 +145,7 @@ def _decided(times: tuple[float, float], error: dict) -> bool | None:
 def _evidence(level: str, backend: str, error: dict) -> str:
     if level == SIMULATED:
         pcts = [error.get("impl_pct"), error.get("baseline_pct")]
-        shown = " / ".join(f"±{p:g} %" if p is not None else "unknown" for p in pcts)
+        shown = " / ".join(error_band(p) for p in pcts)
         return f"simulated (expected error {shown}, implementation / baseline)"
     if backend == "gloo":
         return f"measured on gloo ({CPU_RANKS})"
@@ -165,12 +171,20 @@ def verdict(entry: dict[str, Any], undecided: list[int] = ()) -> str:
     return text
 
 
-def routing_edges(found: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+def routing_edges(found: list[dict[str, Any]], against_env: dict[str, str] | None = None) -> dict[tuple, list[dict]]:
     """The edges the routing plan may place, per (collective, mode, impl) and per (collective, mode, impl,
-    options): each {"bytes", "words"}; a search not resolved within model error places none and leaves
+    options): each {"bytes", "words"}; a search not resolved within model error, or one that ran against another
+    NCCL environment than `against_env` (the one the answer sets; None: any), places none and leaves
     {"bytes": None, "words": why}."""
     out: dict[tuple, list[dict[str, Any]]] = {}
     for entry in found:
+        searched_env = entry.get("baseline_env") or {}
+        if against_env is not None and searched_env != against_env:
+            shown = " ".join(f"{k}={v}" for k, v in sorted(searched_env.items())) or "NCCL's defaults"
+            item = {"bytes": None, "words": f"its crossover search ran against {shown}, not the NCCL environment set"}
+            for key in _keys(entry):
+                out.setdefault(key, []).append(item)
+            continue
         if not entry["resolved"]:
             item = {"bytes": None, "words": f"its crossover search is {NOT_RESOLVED}"}
             for key in _keys(entry):

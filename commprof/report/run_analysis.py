@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.evidence import IMPORTED, LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence, ModelError
-from commprof.nccl_vocab import ENV_CHECKS, value_traps
+from commprof.proposable import interconnect_of, not_proposable
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.report import choices as ch
 from commprof.report import costmodel_check as cc
@@ -78,6 +78,9 @@ class RunAnalysis:
     projection: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.projection
     heatmap_axes: list[str] = field(default_factory=list)  # heatmap.strongest_axes
     routing: dict[str, Any] = field(default_factory=dict)  # routing.routing_plan: per size, which implementation
+    routing_against: str | None = None  # the point the routing plan judged every size against
+    records: list[dict] = field(default_factory=list, repr=False)  # the records analysed (the decision re-routes)
+    ranks: int = 0  # the run's world size
     crossovers: list[dict[str, Any]] = field(default_factory=list)  # crossovers.crossovers: what each search found
 
     @property
@@ -191,6 +194,7 @@ def analyze_source(
         evidence=evidence,
         completeness=progress,
         failures=fr.failures(frame),
+        records=records,
     )
     if steps.empty:
         return run
@@ -221,13 +225,17 @@ def analyze_source(
     run.without_result = ch.implementations_without_result(steps, run.mode, family)
     run.heatmap_axes = strongest_axes(run.family_steps, run.mode)
     ranks = all_steps["world_size"].dropna()
-    ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
-    run.crossovers = crossovers(records)
+    run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
+    run_error = evidence.model_error if evidence.simulated else None  # the one NCCL error every verdict uses
+    run.crossovers = crossovers(records, run_error.pct if run_error is not None else None)
+    # Every size is judged against the NCCL environment the answer sets: the recommended point where there is one.
+    run.routing_against = run.reference
+    against_env = dict(run.recommended["env"]) if run.recommended is not None and run.recommendation.recommends else {}
     run.routing = rt.routing_plan(
-        rc.candidates(records, run.baseline),
-        ranks,
+        rc.candidates(records, run.routing_against, run_error),
+        run.ranks,
         rc.floor_of(meta),
-        routing_edges(run.crossovers),
+        routing_edges(run.crossovers, against_env),
         missing_floor=rc.missing_floor(meta),
     )
     if not run.headline.empty:
@@ -239,31 +247,20 @@ def analyze_source(
 
 
 def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
-    """Simulated points no verdict may rest on, point id -> why: variables with a known trap on the simulated
-    interconnect (LL128 off NVLink can corrupt data; nothing checked the result), and kernels predicted with an
-    unknown expected error (only the floor of their algorithm: a lower bound)."""
-    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
-    interconnect = "nvlink" if str(topology.get("gpu_path", "")).upper().startswith("NV") else "pcie"
+    """Simulated points no verdict may rest on, point id -> why (commprof.proposable, the rule the staged search
+    follows too): a known trap on the simulated interconnect, or a kernel predicted with an unknown error."""
+    interconnect = interconnect_of(meta.get("topology"))
     out = {}
-    if "kernel_model" in steps:
-        for point_id, kernel in steps.drop_duplicates("point_id")[["point_id", "kernel_model"]].itertuples(index=False):
-            if isinstance(kernel, dict) and kernel.get("expected_error_pct") is None:
-                basis = "only as the floor of its algorithm" if kernel.get("basis") == "floor" else "from figures"
-                out[str(point_id)] = (
-                    f"{kernel.get('impl')} is predicted {basis} ({kernel.get('source')}) with an unknown error, "
-                    "so it is not ranked: measure it"
-                )
-    for point_id, env in steps.drop_duplicates("point_id")[["point_id", "env"]].itertuples(index=False):
-        traps = [
-            trap
-            for name, value in sorted(env.items())
-            if name in ENV_CHECKS
-            for trap in value_traps(name, value, interconnect)
-        ]
-        if traps:
-            out[str(point_id)] = (
-                f"{traps[0].split(';')[0]}; a simulation checks no result, so it is not ranked: measure it"
-            )
+    columns = [c for c in ("point_id", "env", "kernel_model", "source") if c in steps]
+    for row in steps.drop_duplicates("point_id")[columns].to_dict("records"):
+        record = {
+            "source": row.get("source"),
+            "kernel_model": row.get("kernel_model") if isinstance(row.get("kernel_model"), dict) else None,
+            "point": {"env": row.get("env") or {}},
+        }
+        why = not_proposable(record, interconnect)
+        if why:
+            out[str(row["point_id"])] = why
     return out
 
 
