@@ -253,3 +253,29 @@ def test_nccl_predictions_carry_the_models_expected_error():
     assert error["expected_error_pct"] == 7.0 and "in-sample" in error["error_basis"]
     unknown = nccl_model_error(copy_with(prior, source="old.toml"), "old.toml")
     assert unknown["expected_error_pct"] is None and unknown["error_basis"].startswith("unknown")
+
+
+def test_the_staged_search_spends_no_point_on_what_the_report_may_not_propose(tmp_path):
+    """Simulated LL128 on PCIe is a correctness trap the report refuses to rank: calibrated on the real 8-GPU log,
+    the model predicts LL128 fastest, and the search must still never refine it."""
+    from pathlib import Path
+
+    from commprof.cli import main
+    from commprof.costmodel.latency import params_from_toml
+    from commprof.costmodel.sweep_simulation import simulate_sweep
+    from commprof.costmodel.topology import load_topology
+    from commprof.proposable import not_proposable
+    from commprof.sweep.config import load_sweep
+
+    log = Path(__file__).parent / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"
+    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "imported")]) == 0
+    (imported,) = (tmp_path / "imported").iterdir()
+    assert main(["calibrate", str(imported), "--out", str(tmp_path / "cal.toml")]) == 0
+    calibration = params_from_toml((tmp_path / "cal.toml").read_text(), "cal.toml")
+    spec = load_sweep("sweeps/pcie8-verify.toml")
+    records = simulate_sweep(spec, load_topology("pcie-dual-socket-shm"), calibration, "s")
+    steps = [r for r in records if r["kind"] == "step"]
+    refused = {r["point_id"] for r in steps if not_proposable(r, "pcie")}
+    assert any(pid.startswith("p") for pid in refused)  # stage 0 tried LL128: the search had it to choose from
+    later = {r["point_id"] for r in steps if r["point_id"].startswith("s")}
+    assert len(later) > 10 and not (later & refused)
