@@ -47,7 +47,11 @@ PENDING_LONG: set[str] = set()
 ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 # Inside the report: analyses, then the front door, then what words and shows it, then the writer and the command.
 REPORT_TIERS = (
-    {"export_text", "engine_switches"},  # how exports write text they did not choose; the engines' variables
+    {
+        "export_text",
+        "engine_switches",
+        "engine_dispatch",
+    },  # how exports write text they did not choose; the engines' variables
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness", "routing", "routing_settings"},
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},

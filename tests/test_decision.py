@@ -286,3 +286,21 @@ def test_a_crossover_run_has_integral_tp_and_tokens_and_compares_with_a_plain_ru
         assert run["tp"] == 2 and isinstance(run["tp"], int)
         assert all(isinstance(row["tokens"], int) for row in run["headline"])
     assert "not comparable" not in (scenarios["two runs compared"] / "index.html").read_text()
+
+
+def test_the_engine_section_lists_each_op_groups_path_today_and_with_the_answer(scenarios):
+    report = scenarios["simulated pcie-gen5-switch-p2p"]
+    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
+    by_engine = {e["engine"]: e for e in decision["engine_paths"]}
+    assert set(by_engine) == {"SGLang 0.5.23", "vLLM 0.33"}
+    for entry in by_engine.values():
+        assert [r["tokens"] for r in entry["rows"]] == [1, 4, 8, 16]
+        assert all(r["today"] == "NCCL" and r["with_answer_source"] for r in entry["rows"])
+        assert not entry["live"]  # a simulation: the switches are shown as they would act, and left off
+    sglang = [r["with_answer"] for r in by_engine["SGLang 0.5.23"]["rows"]]
+    assert sglang == ["FlashInfer PCIe IPC", "NCCL", "NCCL", "NCCL"]  # its cap keeps T >= 4 on NCCL
+    vllm = [r["with_answer"] for r in by_engine["vLLM 0.33"]["rows"]]
+    assert vllm == ["FlashInfer PCIe IPC"] * 4  # no cap: why its switch is left off
+    assert any("flashinfer-allreduce-fusion-backend" in f for f in by_engine["SGLang 0.5.23"]["fails_here"])
+    page = (report / "index.html").read_text()
+    assert "What your engine runs, op by op" in page and "pcie_ipc_ar.py: should_pcie_ipc_ar" in page

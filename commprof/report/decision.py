@@ -21,6 +21,7 @@ from commprof.report import routing as rt
 from commprof.report import routing_candidates as rc
 from commprof.report.apply import apply_plan
 from commprof.report.crossovers import routing_edges
+from commprof.report.engine_dispatch import Box, Op, engine_paths
 from commprof.report.exports import RECOMMEND_ENV, ApplyPlan
 from commprof.report.routing_settings import EngineSetting, routing_settings
 from commprof.report.run_analysis import RunAnalysis
@@ -63,6 +64,7 @@ class Decision:
     routes: tuple[Route, ...]
     engine: tuple[EngineSetting, ...]
     left_out: tuple[str, ...]  # what no file expresses, and why
+    engine_paths: tuple[dict[str, Any], ...] = ()  # per engine asked for: each op group's path, today and with it
     plan: ApplyPlan = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
     routing: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the plan behind `routes`
 
@@ -115,6 +117,7 @@ class Decision:
             "per_tokens": self.per_tokens(),
             "engine": [{**asdict(s), "variables": dict(s.variables)} for s in self.engine],
             "left_out": list(self.left_out),
+            "engine_paths": list(self.engine_paths),
         }
 
 
@@ -126,7 +129,7 @@ def decide(run: RunAnalysis) -> Decision:
     routing = run.routing
     if against is not None and against != run.routing_against and run.records:
         routing = judged_routing(run, against, env)
-    hidden, dtype_bytes, _tokens = step_shape(run)
+    hidden, dtype_bytes, tokens = step_shape(run)
     at = tokens_at(run.records)
     routes = tuple(_route(band, against, env, at) for band in routing.get("bands", []))
     left_out: list[str] = []
@@ -139,6 +142,19 @@ def decide(run: RunAnalysis) -> Decision:
     engine, notes = routing_settings(routing.get("bands", []), hidden, dtype_bytes, backend, _not_live(run))
     left_out += notes
     error = run.evidence.model_error.pct if run.evidence.model_error is not None else None
+    answer: dict[str, dict[str, str]] = {}
+    for setting in engine:
+        answer.setdefault(setting.engine, {}).update(dict(setting.variables))
+    ops = [
+        Op("layer all-reduce [T, hidden]", t, t * hidden * dtype_bytes, step_dtype(run), hidden)
+        for t in tokens
+        if hidden
+    ]
+    paths = engine_paths(run.options.engines, box_of(run), ops, answer) if ops else []
+    for entry in paths:  # whether the files set those switches, or leave them off (and why, in `engine`)
+        name = entry["engine"].split(" ")[0]
+        entry["switches"] = answer.get(name, {})
+        entry["live"] = any(s.live for s in engine if s.engine == name)
     return Decision(
         run_id=run.run_id,
         evidence=run.evidence.label,
@@ -151,6 +167,7 @@ def decide(run: RunAnalysis) -> Decision:
         routes=routes,
         engine=tuple(engine),
         left_out=tuple(left_out),
+        engine_paths=tuple(paths),
         plan=plan,
         routing=routing,
     )
@@ -264,3 +281,21 @@ def compute_capability(meta: dict) -> float | None:
         except (TypeError, ValueError):
             continue
     return None
+
+
+def step_dtype(run: RunAnalysis) -> str:
+    dtype = run.steps["dtype"].dropna() if "dtype" in run.steps else []
+    return str(dtype.iloc[0]) if len(dtype) else "bfloat16"
+
+
+def box_of(run: RunAnalysis) -> Box:
+    """What the engines' dispatch reads of the box: SM, TP, NVLink and P2P, from the probe's pairs or the preset."""
+    topology = run.meta.get("topology") if isinstance(run.meta.get("topology"), dict) else {}
+    pairs = [p for p in topology.get("pairs") or [] if isinstance(p, dict)]
+    if pairs:
+        nvlink = all(bool(p.get("nvlink")) for p in pairs)
+        p2p = all((p.get("p2p") or {}).get("read") == "ok" for p in pairs)
+    else:
+        nvlink = str(topology.get("gpu_path", "")).upper().startswith("NV")
+        p2p = bool(topology.get("p2p_supported", False))
+    return Box(compute_capability(run.meta), run.ranks, nvlink, p2p)

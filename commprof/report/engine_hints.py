@@ -15,6 +15,7 @@ import pandas as pd
 
 from commprof.evidence import Evidence
 from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
+from commprof.report.engine_dispatch import sglang_fusion_fails
 from commprof.report.export_text import comment, export_line, one_line
 
 # Engine flags, each with the engine version it was written for and where that was checked.
@@ -41,21 +42,6 @@ VLLM_FUSION_BACKEND_ENV = (
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND=auto   # or trtllm / mnnvl",
     "vLLM with vllm-project/vllm#34109 (2026)",
 )
-# SGLang 0.5.23 sglang/srt/layers/flashinfer_comm_fusion.py, _resolve_backend: the fusion backend raises below
-# SM90 / outside SM10x ("FlashInfer allreduce fusion requires SM90 or SM10X NVIDIA GPUs").
-SGLANG_FUSION_SM = (
-    ((9.0, 10.0), (10.0, 11.0)),
-    "SGLang 0.5.23 raises ValueError at start-up for --flashinfer-allreduce-fusion-backend outside SM90 / SM10x "
-    "(sglang/srt/layers/flashinfer_comm_fusion.py, _resolve_backend): no flag",
-)
-ENGINES = ("SGLang", "vLLM")
-
-
-def sglang_fusion_runs(compute_capability: float | None) -> bool:
-    """Whether SGLang's FlashInfer fusion can start on these GPUs (unknown GPUs: said by the version note)."""
-    if compute_capability is None:
-        return True
-    return any(low <= compute_capability < high for low, high in SGLANG_FUSION_SM[0])
 
 
 @dataclass(frozen=True)
@@ -140,8 +126,14 @@ def engine_hints(
         untested = untested_reason(evidence, "the fused all-reduce + RMSNorm")
         hints += [
             EngineHint("SGLang", SGLANG_FUSION_FLAG[0], SGLANG_FUSION_FLAG[1], why, untested)
-            if sglang_fusion_runs(compute_capability)
-            else EngineHint("SGLang", "", "—", f"{why}; but {SGLANG_FUSION_SM[1]} on SM {compute_capability:g}"),
+            if sglang_fusion_fails(compute_capability) is None
+            else EngineHint(
+                "SGLang",
+                "",
+                "—",
+                f"{why}; but SGLang 0.5.23 {sglang_fusion_fails(compute_capability)} "
+                "(sglang/srt/layers/flashinfer_comm_fusion.py, _resolve_backend): no flag",
+            ),
             EngineHint("vLLM", VLLM_FUSION_FLAG[0], VLLM_FUSION_FLAG[1], why, untested),
             EngineHint(
                 "vLLM",

@@ -26,6 +26,7 @@ from commprof.report import routing_candidates as rc
 from commprof.report.completeness import Completeness, completeness
 from commprof.report.crossovers import crossovers, routing_edges
 from commprof.report.doctor_verdicts import doctor_view
+from commprof.report.engine_dispatch import DEFAULT_ENGINES
 from commprof.report.heatmap import strongest_axes
 from commprof.report.projection import ComputeTimes, breakdown, projection
 
@@ -42,6 +43,7 @@ class ReportOptions:
     baseline: str | None = None  # the baseline point id; None: the sweep's baseline ("p000")
     compute_source: str = ""  # where the compute times come from ("--compute-ms", "the sweep file's [report]")
     allow_partial: bool = False  # recommend from an incomplete run (--allow-partial)
+    engines: tuple[str, ...] = DEFAULT_ENGINES  # the engines whose dispatch the report reproduces (--engine)
 
 
 @dataclass

@@ -153,6 +153,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "answers": headline_answers(run, exports.decision),
         "routing": routing_view(run, exports.decision.routing),
         "answer": answer_rows(exports.decision),
+        "engine_paths": list(exports.decision.engine_paths),
         "accepts": [f"{a:g}" for a in run.options.accepts],
         "choices": choice_rows(run),
         "shared_gpus": run.shared_gpus,
