@@ -119,6 +119,9 @@ def _gloo_crossover(root: Path) -> Path:
     return run
 
 
+SIM_DIRS: dict[str, Path] = {}
+
+
 @pytest.fixture(scope="module")
 def scenarios(tmp_path_factory) -> dict[str, Path]:
     """Every shipped scenario, rendered: name -> report folder."""
@@ -136,6 +139,7 @@ def scenarios(tmp_path_factory) -> dict[str, Path]:
     runs["gloo"] = [GLOO_RUN]
     runs["gloo crossover"] = [_gloo_crossover(root)]
     runs["two runs compared"] = [GLOO_RUN, runs["gloo crossover"][0]]
+    SIM_DIRS.update({name: dirs[0] for name, dirs in runs.items()})
     reports = {}
     for index, (name, dirs) in enumerate(runs.items()):
         out = root / f"report-{index}"
@@ -304,3 +308,20 @@ def test_the_engine_section_lists_each_op_groups_path_today_and_with_the_answer(
     assert any("flashinfer-allreduce-fusion-backend" in f for f in by_engine["SGLang 0.5.23"]["fails_here"])
     page = (report / "index.html").read_text()
     assert "What your engine runs, op by op" in page and "pcie_ipc_ar.py: should_pcie_ipc_ar" in page
+
+
+@pytest.mark.parametrize("name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)", "gloo"])
+def test_the_sweeps_closing_lines_say_the_decision(scenarios, name):
+    from commprof.sweep.command import answer_lines
+
+    lines = answer_lines(SIM_DIRS[name])
+    decision = json.loads((scenarios[name] / "summary.json").read_text())["runs"][0]["decision"]
+    env = " ".join(f"{k}={v}" for k, v in sorted(decision["nccl"]["env"].items())) or "the defaults"
+    assert f"environment: {env}" in lines[0]
+    for route in decision["routes"]:
+        if route["collective"] == "all_reduce" and route["tokens"]:
+            what = "NCCL" if route["kept"] else route["impl"]
+            tokens = ", ".join(map(str, route["tokens"]))
+            assert any(f"{route['mode']} all-reduce, T = {tokens} " in line and what in line for line in lines)
+    for setting in decision["engine"]:
+        assert any(line.startswith(f"  {setting['engine']}: ") for line in lines)

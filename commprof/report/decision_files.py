@@ -59,3 +59,24 @@ def routing_text(decision: Decision, provenance: list[str]) -> str:
         lines.append(comment("No engine setting: NCCL keeps every size."))
     lines += engine_block(decision)
     return "\n".join(lines) + "\n"
+
+
+def decision_lines(decision: Decision) -> list[str]:
+    """The answer in a few terminal lines, as the report's first screen says it (the sweep prints them last)."""
+    env = " ".join(f"{k}={v}" for k, v in sorted(decision.nccl_env.items())) or "the defaults"
+    lines = [
+        f"the answer ({decision.evidence}): environment: {env}"
+        + (f", via {decision.nccl_file}" if decision.nccl_file else "")
+    ]
+    for route in decision.routes:
+        if route.collective == "all_reduce" and route.tokens:
+            what = "NCCL" if route.kept else route.impl
+            margin = f" ({route.margin_pct:g} % less time)" if route.margin_pct is not None else ""
+            lines.append(
+                f"  {route.mode} all-reduce, T = {', '.join(map(str, route.tokens))} "
+                f"({route.min_bytes}-{route.max_bytes} B): {what}{margin}"
+            )
+    for setting in decision.engine:
+        variables = " ".join(f"{k}={v}" for k, v in setting.variables)
+        lines.append(f"  {setting.engine}: {variables}: {'set' if setting.live else 'left off: ' + setting.why}")
+    return lines
