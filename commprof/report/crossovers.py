@@ -23,20 +23,17 @@ NOT_RESOLVED = "not resolved within model error"
 CPU_RANKS = "CPU ranks: a measurement of gloo-backed implementations, not a GPU answer"
 
 
-def crossovers(records: Iterable[dict], nccl_error_pct: float | None = None) -> list[dict[str, Any]]:
-    """One entry per (source, setting, mode) searched, in point and mode order; a simulated search's baseline
-    error is the run's (`nccl_error_pct`, ModelError.from_meta) where given."""
+def crossovers(records: Iterable[dict]) -> list[dict[str, Any]]:
+    """One entry per (source, setting, mode) searched, in point and mode order."""
     groups: dict[tuple, list[dict]] = {}
     for record in records:
         if record.get("kind") == "crossover":
             key = (record.get("source"), record.get("point_id"), record.get("mode"))
             groups.setdefault(key, []).append(record)
-    return [
-        _one(rows, nccl_error_pct) for _key, rows in sorted(groups.items(), key=lambda item: tuple(map(str, item[0])))
-    ]
+    return [_one(rows) for _key, rows in sorted(groups.items(), key=lambda item: tuple(map(str, item[0])))]
 
 
-def _one(rows: list[dict], nccl_error_pct: float | None = None) -> dict[str, Any]:
+def _one(rows: list[dict]) -> dict[str, Any]:
     first = rows[0]
     point, base = first.get("point") or {}, first.get("baseline") or {}
     backend = first.get("backend") or "nccl"
@@ -54,9 +51,7 @@ def _one(rows: list[dict], nccl_error_pct: float | None = None) -> dict[str, Any
             failed.append({"bytes": int(nbytes), "status": record.get("status"), "message": record.get("message")})
     wins = {size: impl < baseline for size, (impl, baseline) in sorted(times.items())}
     runs = sustained_runs(wins)
-    error = dict(first.get("model_error") or {})
-    if error and nccl_error_pct is not None:
-        error["baseline_pct"] = nccl_error_pct
+    error = first.get("model_error") or {}
     edges = _edges(runs, sorted(times))
     resolved, undecided = True, []
     if level == SIMULATED:

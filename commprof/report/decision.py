@@ -177,7 +177,7 @@ def judged_routing(run: RunAnalysis, against: str, env: dict[str, str]) -> dict[
     """The routing plan judged against `against` (the point whose NCCL environment the answer sets); crossover
     edges count only from searches that ran against that same environment."""
     return rt.routing_plan(
-        rc.candidates(run.records, against, run.evidence.model_error if run.evidence.simulated else None),
+        rc.candidates(run.records, against),
         run.ranks,
         rc.floor_of(run.meta),
         routing_edges(run.crossovers, env),

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence, ModelError
+from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence
 from commprof.floor.model import FloorFigures
 from commprof.impls.registry import fuses_rmsnorm, resolve_impl_name, unfused_reference
 from commprof.records.schema import FUSED
@@ -55,11 +55,11 @@ class Candidate:
         return self.impl, json.dumps(self.options, sort_keys=True)
 
 
-def candidates(records: Iterable[dict], baseline_point: str, nccl_error: ModelError | None = None) -> list[Candidate]:
+def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
     """Every (collective, mode, size, implementation setting) with ok per-op times, the latest measurement of each
     setting, the baseline point's and the unfused reference's marked as baselines. A simulated time carries its
-    model's expected error: the record's kernel model where it covers the size, else the NCCL model's, which is
-    the run's (`nccl_error`, ModelError.from_meta) where given, else the record's."""
+    model's expected error: the record's kernel model where it covers the size, else its NCCL model's (the run's
+    expected error: run_analysis.with_run_error)."""
     reference = unfused_reference()
     latest: dict[tuple, dict] = {}
     baseline_config = None
@@ -118,8 +118,6 @@ def candidates(records: Iterable[dict], baseline_point: str, nccl_error: ModelEr
                 )
                 if covered:
                     error, basis = kernel.get("expected_error_pct"), kernel.get("error_basis", "")
-                elif nccl_error is not None:
-                    error, basis = nccl_error.pct, nccl_error.basis
                 else:
                     error = nccl_model.get("expected_error_pct")
                     basis = nccl_model.get("error_basis") or "unknown: the record states no NCCL model error"

@@ -178,6 +178,8 @@ def analyze_source(
     progress: Completeness | None = None,
 ) -> RunAnalysis:
     """The analysis of one source's records of a run (`progress`: the run's, when known)."""
+    if LEVEL_OF_SOURCE.get(source) == SIMULATED:
+        records = with_run_error(records, ModelError.from_meta(meta))
     frame = fr.records_frame(records)
     evidence = run_evidence(source, frame, meta)
     all_steps = fr.step_frame(frame)
@@ -228,13 +230,12 @@ def analyze_source(
     run.heatmap_axes = strongest_axes(run.family_steps, run.mode)
     ranks = all_steps["world_size"].dropna()
     run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
-    run_error = evidence.model_error if evidence.simulated else None  # the one NCCL error every verdict uses
-    run.crossovers = crossovers(records, run_error.pct if run_error is not None else None)
+    run.crossovers = crossovers(records)
     # Every size is judged against the NCCL environment the answer sets: the recommended point where there is one.
     run.routing_against = run.reference
     against_env = dict(run.recommended["env"]) if run.recommended is not None and run.recommendation.recommends else {}
     run.routing = rt.routing_plan(
-        rc.candidates(records, run.routing_against, run_error),
+        rc.candidates(records, run.routing_against),
         run.ranks,
         rc.floor_of(meta),
         routing_edges(run.crossovers, against_env),
@@ -246,6 +247,21 @@ def analyze_source(
         )
         run.projection = projection(run.breakdown, options.draft_ms or 0.0, options.accepts, evidence)
     return run
+
+
+def with_run_error(records: list[dict], error: ModelError) -> list[dict]:
+    """A simulation's records with the run's expected error (ModelError.from_meta: the calibration's held-out
+    error or the prior's) as every NCCL prediction's figure, replacing a record's own (which may be an in-sample
+    fit): the one place the report sets it, so every verdict, page and file quotes one number per source."""
+    out = []
+    for record in records:
+        nccl, searched = record.get("nccl"), record.get("model_error")
+        if isinstance(nccl, dict) and "expected_error_pct" in nccl:
+            record = {**record, "nccl": {**nccl, "expected_error_pct": error.pct, "error_basis": error.basis}}
+        if record.get("kind") == "crossover" and isinstance(searched, dict):
+            record = {**record, "model_error": {**searched, "baseline_pct": error.pct}}
+        out.append(record)
+    return out
 
 
 def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
