@@ -40,7 +40,7 @@ def routing_text(decision: Decision, provenance: list[str]) -> str:
     the engine lines."""
     lines = [comment(ROUTING_USAGE), *(comment(line) for line in provenance)]
     against = decision.nccl_point or "the baseline"
-    env = " ".join(f"{k}={v}" for k, v in sorted(decision.nccl_env.items())) or "NCCL's defaults"
+    env = " ".join(f"{k}={v}" for k, v in sorted(decision.nccl_env.items())) or "the defaults"
     lines.append(
         comment(f"Per message size, what runs where (summary.json: decision), judged against {against} ({env}).")
     )
