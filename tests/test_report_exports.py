@@ -254,3 +254,26 @@ def test_winners_within_noise_of_the_baseline_get_no_rule():
     assert len(rules) == 2 and rules[0].max_bytes < 4 * 14336 < rules[1].min_bytes  # T = 4's range stays NCCL's
     text = ex.tuner_conf_text(plan(ex.TUNER_CONF, rules=rules, inputs=inputs.reset_index()), ["run r"])
     assert "(T=4): p001 p001 -> within measurement noise of the baseline: no rule" in text
+
+
+def test_a_tp8_kimi_runs_tuner_file_holds_the_logits_all_gathers_whole_buffer(tmp_path):
+    """SYNTHETIC measured TP 8 Kimi-K2.5 run whose fastest NCCL setting differs by size (Ring/LL small, Ring/Simple
+    large): nccl_tuner.conf is the file to apply, and its all-gather rules are keyed on what NCCL hands the
+    tuner, the gathered buffer (nRanks x the per-rank size NCCL 2.27 logs)."""
+    import json
+
+    from commprof.cli import main
+    from tests.report_fixtures import base_points, write_run
+
+    points = [p for p in base_points() if p["label"] in ("NCCL defaults", "Ring/LL", "Ring/Simple")]
+    run_dir = write_run(tmp_path, "tuner-run", points=points)
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["runs"][0]
+    assert summary["decision"]["nccl"]["file"] == "nccl_tuner.conf"
+    gathers = [line.split(",") for line in summary["decision"]["nccl"]["tuner_rules"] if line.startswith("allgather")]
+    whole = [c["bytes"] for c in summary["routing_curves"] if c["collective"] == "all_gather"]
+    assert gathers and whole
+    for size in set(whole):  # 8 x T x vocab/8 x 2 B at each T: inside a rule
+        assert any(int(low) <= size <= int(high) for _, low, high, *_ in gathers), size
+    smallest_piece = min(whole) // 8  # what NCCL 2.27 logs at T = 1: keyed on it, the rule would miss the buffer
+    assert not any(int(low) <= smallest_piece <= int(high) for _, low, high, *_ in gathers)
