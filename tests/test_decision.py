@@ -234,6 +234,15 @@ def test_the_page_summary_and_every_file_give_the_one_answer(scenarios, name):
                 assert routed["evidence"]["baseline_label"] == f"simulated (expected error {band})", name
             for found in run["crossovers"]:
                 assert found["evidence"].endswith(f"/ {band}, implementation / baseline)") or not found["sizes"]
+        # The fused kinds' per-T verdicts are the decision's fused bands.
+        fused_wins = {
+            (r["impl"], t)
+            for r in decision["routes"]
+            if r["collective"] == "all_reduce+rmsnorm" and r["mode"] == run["mode"] and not r["kept"]
+            for t in r["tokens"]
+        }
+        for row in run["fusion"]:
+            assert (row["beyond_uncertainty"] is True) == ((row["impl"], row["tokens"]) in fused_wins), name
         # Integral TP and T.
         assert run["tp"] is None or isinstance(run["tp"], int)
         assert all(isinstance(row["tokens"], int) for row in run["headline"])

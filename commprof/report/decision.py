@@ -14,6 +14,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import pandas as pd
+
 from commprof.evidence import MEASURED
 from commprof.planner.models import DTYPE_BYTES
 from commprof.records.schema import FUSED
@@ -299,3 +301,23 @@ def box_of(run: RunAnalysis) -> Box:
         nvlink = str(topology.get("gpu_path", "")).upper().startswith("NV")
         p2p = bool(topology.get("p2p_supported", False))
     return Box(compute_capability(run.meta), run.ranks, nvlink, p2p)
+
+
+def decided_fusion(fusion: pd.DataFrame, decision: Decision, mode: str) -> pd.DataFrame:
+    """The fused kinds' per-T comparison (choices.fusion_comparison) with its verdict taken from the decision: a
+    fused kind wins at T only where the decision routes T's fused all-reduce + RMSNorm to it."""
+    if fusion.empty:
+        return fusion
+    won = {
+        (r.impl, t)
+        for r in decision.routes
+        if r.collective == FUSED and r.mode == mode and not r.kept
+        for t in r.tokens
+    }
+    wins = [(impl, int(t)) in won for impl, t in zip(fusion["impl"], fusion["tokens"])]
+    out = fusion.copy()
+    out["beyond_uncertainty"] = pd.Series(wins, index=fusion.index, dtype=object)
+    out["slower_beyond_uncertainty"] = pd.Series(
+        [False if w else s for w, s in zip(wins, fusion["slower_beyond_uncertainty"])], index=fusion.index, dtype=object
+    )
+    return out

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.report.costmodel_check import PREDICTION_BAND
+from commprof.report.decision import decided_fusion
 from commprof.report.engine_hints import hints_as_dicts
 from commprof.report.exports import RunExports
 from commprof.report.frame import status_counts
@@ -42,7 +43,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "failed": run.failed_count,
         "all_failed": run.all_failed,
         "headline": _rows(run, run.headline),
-        "fusion": run.fusion.to_dict("records") if not run.fusion.empty else [],
+        "fusion": decided_fusion(run.fusion, decision, run.mode).to_dict("records") if not run.fusion.empty else [],
         "beyond_uncertainty": rec.beyond_uncertainty if rec is not None else None,
         "rule": run.evidence.rule,
         "apply": {

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.errors import UsageError
-from commprof.report.decision import compute_capability, decide
+from commprof.report.decision import compute_capability, decide, decided_fusion
 from commprof.report.decision_files import engine_block, routing_text
 from commprof.report.engine_hints import engine_hints, engine_hints_text
 from commprof.report.exports import (
@@ -54,7 +54,11 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         (run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any()
     )
     hints = engine_hints(
-        run.fusion, fused_measured, plan.choice, run.evidence, compute_capability=compute_capability(run.meta)
+        decided_fusion(run.fusion, decision, run.mode),
+        fused_measured,
+        plan.choice,
+        run.evidence,
+        compute_capability=compute_capability(run.meta),
     )
     engine_text = engine_hints_text(hints, lines, engine_block(decision))
     route_text = routing_text(decision, lines)

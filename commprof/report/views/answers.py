@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from commprof.report.decision import Decision, compute_capability
+from commprof.report.decision import Decision, compute_capability, decided_fusion
 from commprof.report.engine_hints import engine_hints
 from commprof.report.exports import ApplyPlan
 from commprof.report.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, tokens_text
@@ -203,8 +203,9 @@ def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     return out
 
 
-def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
-    """(c): fused all-reduce + RMSNorm kinds against their unfused reference, per T, and the engine flags."""
+def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
+    """(c): fused all-reduce + RMSNorm kinds against their unfused reference, per T, judged as the decision routes
+    them, and the engine flags."""
     out: dict[str, Any] = {"lines": [], "engine": [], "not_run": []}
     absent = (
         run.without_result[
@@ -214,7 +215,7 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
         else run.without_result
     )
     out["not_run"] = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
-    fusion = run.fusion
+    fusion = decided_fusion(run.fusion, decision, run.mode)
     if fusion.empty:
         out["lines"].append(
             "No fused kind ran in this sweep."
@@ -276,5 +277,7 @@ def headline_answers(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     elif run.all_failed:
         answers["empty"] = "Nothing: every point failed. See the CUDA-graph compatibility matrix below."
     else:
-        answers.update(env=env_answer(run, plan), alt=alternative_answer(run, decision), fused=fusion_answer(run))
+        answers.update(
+            env=env_answer(run, plan), alt=alternative_answer(run, decision), fused=fusion_answer(run, decision)
+        )
     return answers

@@ -10,7 +10,7 @@ from typing import Any
 import jinja2
 
 from commprof.report.costmodel_check import PREDICTION_BAND
-from commprof.report.decision import Decision
+from commprof.report.decision import Decision, decided_fusion
 from commprof.report.doctor_verdicts import doctor_view
 from commprof.report.exports import RunExports
 from commprof.report.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x
@@ -176,7 +176,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
                 if r.beyond_uncertainty is False
                 else "—",
             }
-            for r in run.fusion.itertuples()
+            for r in decided_fusion(run.fusion, exports.decision, run.mode).itertuples()
         ],
         "env": environment(run),
         "exports": exports,
