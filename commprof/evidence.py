@@ -27,6 +27,11 @@ NOISE_RULE = (
 )
 
 
+def error_band(pct: float | None) -> str:
+    """An expected error as every page and file writes it ("±41 %"), or "unknown"."""
+    return f"±{pct:.0f} %" if pct is not None else "unknown"
+
+
 @dataclass(frozen=True)
 class ModelError:
     """The expected error of a simulation (median |model - measured| / measured, %) and where that figure comes
@@ -37,7 +42,7 @@ class ModelError:
 
     @property
     def band(self) -> str:
-        return f"±{self.pct:.0f} %" if self.pct is not None else "unknown"
+        return error_band(self.pct)
 
     def to_dict(self) -> dict[str, Any]:
         """As a simulated run's meta.json holds it ("model_error")."""
@@ -45,7 +50,10 @@ class ModelError:
 
     @classmethod
     def from_meta(cls, meta: dict) -> ModelError:
-        """A simulated run's recorded expected error; unknown when meta.json holds none (an older simulation)."""
+        """A simulated run's expected error: the one figure every verdict, page and file of the run quotes for its
+        NCCL model. It is what `commprof simulate` recorded in meta.json: the calibration's held-out error, or
+        the prior's measured error; never an in-sample fit figure (a record's own NCCL figure may be one, and
+        is not used). Unknown when meta.json holds none (an older simulation)."""
         item = meta.get("model_error")
         if not isinstance(item, dict):
             return cls(None, "meta.json records no expected error (simulated by an older commprof: simulate again)")

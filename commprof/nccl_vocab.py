@@ -415,3 +415,14 @@ def value_traps(name: str, value: str, interconnect: str = "any") -> list[str]:
                 )
                 break
     return traps
+
+
+# Which NCCL versions' example tuner plugin reads nccl_tuner.conf, and which NCCL loads the plugin built (read in
+# NCCL's source: NCCL_TUNER_CONFIG_FILE first appears in ext-tuner/example/plugin.c at v2.27.5-1; that plugin
+# exports ncclTunerPlugin_v4 (2.27), v5 (2.28, 2.29), v5 and v6 (2.30), and NCCL loads tuner_v2 ... its own
+# newest from src/plugin/tuner/; the folder moved to plugins/tuner/example in 2.29).
+TUNER_PLUGIN_NOTE = (
+    "NCCL >= 2.27.5 with its example tuner plugin built from the same NCCL release (ext-tuner/example in 2.27-2.28, "
+    "plugins/tuner/example in 2.29-2.30; earlier examples ignore NCCL_TUNER_CONFIG_FILE); a plugin built from a "
+    "newer NCCL than the one that loads it is refused (2.27 loads tuner API v2-v4, 2.28-2.29 v2-v5, 2.30 v2-v6)"
+)

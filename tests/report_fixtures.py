@@ -190,14 +190,23 @@ def _record(run_id, point_id, point, plan, mode, source, rng) -> dict:
         "transports": {"P2P/CUMEM": 24, "SHM/direct/direct": 32},
         "channels": channels,
         "choices": [
+            # As NCCL 2.27.5 logs them: count x type size, one rank's piece of the all-gather.
             {
                 "coll": "AllReduce",
                 "bytes": int(sizes[0]),
                 "algo": chosen_algo,
                 "proto": chosen_proto,
                 "channels": channels,
+                "bytes_scope": "per_rank",
             },
-            {"coll": "AllGather", "bytes": int(sizes[-1]), "algo": "Ring", "proto": "Simple", "channels": channels},
+            {
+                "coll": "AllGather",
+                "bytes": int(sizes[-1]) // WORLD_SIZE,
+                "algo": "Ring",
+                "proto": "Simple",
+                "channels": channels,
+                "bytes_scope": "per_rank",
+            },
         ],
     }
     if mode == "eager":

@@ -26,7 +26,12 @@ TIERS = (
         "problems",
         "evidence",
     },  # vocabularies every stage shares; how user files report problems
-    {"planner", "nccl_log", "floor"},  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
+    {
+        "planner",
+        "nccl_log",
+        "floor",
+        "proposable",
+    },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"spacers"},  # what the harness runs between collectives, and the arrival stamps
     {"harness", "doctor"},  # the timed replay; the box checks
@@ -44,7 +49,11 @@ PENDING_LONG: set[str] = set()
 ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 # Inside the report: analyses, then the front door, then what words and shows it, then the writer and the command.
 REPORT_TIERS = (
-    {"export_text", "engine_switches"},  # how exports write text they did not choose; the engines' variables
+    {
+        "export_text",
+        "engine_switches",
+        "engine_dispatch",
+    },  # how exports write text they did not choose; the engines' variables
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {
         "frame",
@@ -61,7 +70,9 @@ REPORT_TIERS = (
     {"choices"},
     {"run_analysis"},
     {"words", "provenance"},
-    {"views", "summary", "apply"},
+    {"apply"},
+    {"decision"},  # the run's one answer, built once from the analysis
+    {"views", "summary", "decision_files"},
     {"write"},
     {"command"},
 )

@@ -278,3 +278,29 @@ def test_the_gen5_preset_follows_its_cited_small_message_curve():
         assert 17.0 <= predict(prior, "all_reduce", kib << 10, 8).time_us <= 25.0
     assert prior.channels * prior.channel_bw_gbps <= gen5.floor.pair_write_gbps  # no ring beyond the links
     assert predict(prior, "all_reduce", 256 << 10, 8).time_us < 39.7  # NCCL's own figures gave 39.7
+
+
+def test_the_staged_search_spends_no_point_on_what_the_report_may_not_propose(tmp_path):
+    """Simulated LL128 on PCIe is a correctness trap the report refuses to rank: calibrated on the real 8-GPU log,
+    the model predicts LL128 fastest, and the search must still never refine it."""
+    from pathlib import Path
+
+    from commprof.cli import main
+    from commprof.costmodel.latency import params_from_toml
+    from commprof.costmodel.sweep_simulation import simulate_sweep
+    from commprof.costmodel.topology import load_topology
+    from commprof.proposable import not_proposable
+    from commprof.sweep.config import load_sweep
+
+    log = Path(__file__).parent / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"
+    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "imported")]) == 0
+    (imported,) = (tmp_path / "imported").iterdir()
+    assert main(["calibrate", str(imported), "--out", str(tmp_path / "cal.toml")]) == 0
+    calibration = params_from_toml((tmp_path / "cal.toml").read_text(), "cal.toml")
+    spec = load_sweep("sweeps/pcie8-verify.toml")
+    records = simulate_sweep(spec, load_topology("pcie-dual-socket-shm"), calibration, "s")
+    steps = [r for r in records if r["kind"] == "step"]
+    refused = {r["point_id"] for r in steps if not_proposable(r, "pcie")}
+    assert any(pid.startswith("p") for pid in refused)  # stage 0 tried LL128: the search had it to choose from
+    later = {r["point_id"] for r in steps if r["point_id"].startswith("s")}
+    assert len(later) > 10 and not (later & refused)

@@ -144,5 +144,6 @@ def test_a_crossover_stage_on_real_gloo_ranks_records_every_size_resumes_and_rep
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
     (eager,) = [c for c in summary["crossovers"] if c["mode"] == "eager"]
     assert eager["sizes_measured"] == len(timed) and "not a GPU answer" in eager["evidence"]
-    assert summary["routing_settings"] == [] and "no engine setting" in summary["routing_settings_notes"][0]
+    decision = summary["decision"]
+    assert decision["engine"] == [] and "no engine setting" in decision["left_out"][0]
     assert "Crossover searches" in (tmp_path / "report" / "index.html").read_text()

@@ -215,3 +215,14 @@ def test_all_gather_choices_match_on_per_rank_input_from_2_24_and_on_output_befo
     assert not choice_matches(new, "all_reduce", per_rank, per_rank)  # another collective
     unnamed = {"coll": None, "bytes": 57344, "bytes_scope": "largest_buffer"}
     assert choice_matches(unnamed, "all_reduce", 57344, 57344)
+
+
+def test_reduce_scatter_choices_match_on_per_rank_output_from_2_24_and_on_input_before():
+    # A reduce-scatter of [64, 7168] bf16 at TP 8: each rank sends the whole buffer and keeps an eighth of it;
+    # NCCL >= 2.24 logs task->count x type size, the eighth (src/enqueue.cc, the TUNING line).
+    whole, per_rank = 64 * 7168 * 2, 64 * 7168 * 2 // 8
+    new = {"coll": "ReduceScatter", "bytes": per_rank, "bytes_scope": "per_rank"}
+    assert choice_matches(new, "reduce_scatter", whole, per_rank)
+    assert not choice_matches({**new, "bytes": whole}, "reduce_scatter", whole, per_rank)
+    old = {"coll": "ReduceScatter", "bytes": whole, "bytes_scope": "largest_buffer"}
+    assert choice_matches(old, "reduce_scatter", whole, per_rank)

@@ -552,3 +552,23 @@ def test_simulated_gains_count_only_beyond_the_expected_error():
     assert unknown.beats(100.0, 100.0, 1000.0) is False and "unknown" in unknown.rule
     assert prior.label == "simulated with nccl-prior (expected error ±41 %)"
     assert Evidence("measured", backend="gloo").label == "measured on gloo"
+
+
+def test_break_even_never_above_t_and_by_the_rule_of_the_cells():
+    """A break-even above T is reached by no accept length at that T: it never pays there."""
+    import math
+
+    from commprof.evidence import Evidence, ModelError
+    from commprof.report.projection import accept_verdict, paying_ratio
+    from commprof.report.words import break_even_text
+
+    measured = Evidence("measured", backend="nccl")
+    ratio = paying_ratio(measured, 0.0, 30.0, 31.0, 5.0)  # a verify step 6x a decode step
+    assert ratio == 31.0 / 5.0 and break_even_text(ratio, False, 4) == "never pays at T = 4"
+    assert accept_verdict(measured, 0.0, 30.0, 31.0, 5.0, 4.0) != "pays"
+    simulated = Evidence("simulated", model_error=ModelError(20.0, "held-out"))
+    ratio = paying_ratio(simulated, 1.0, 6.0, 6.0, 5.0)
+    assert math.isclose(ratio, 7.0 / 4.0)
+    for accept in (1.5, 2.0, 3.0):  # above the break-even: the cell pays; below it: not told apart or loses
+        assert (accept_verdict(simulated, 1.0, 6.0, 6.0, 5.0, accept) == "pays") == (accept > ratio)
+    assert math.isnan(paying_ratio(Evidence("simulated", model_error=ModelError(None, "?")), 1.0, 6.0, 6.0, 5.0))

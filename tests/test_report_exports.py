@@ -82,6 +82,29 @@ def test_tuner_conf_has_ten_legal_fields_per_rule():
     assert "NCCL_ALGO / NCCL_PROTO in the environment override a tuner" in text
 
 
+def test_an_all_gather_rule_holds_the_whole_buffer_nccl_hands_the_tuner_when_2_24_logs_one_ranks_piece():
+    # Kimi-K2.5 at TP 8, T = 4: the logits all-gather gathers 8 x 4 x 20480 bf16; NCCL 2.27 logs one rank's
+    # 4 x 20480 x 2 B, and hands the tuner nRanks x count x type size (src/enqueue.cc, getAlgoInfo).
+    per_rank, whole = 4 * 20480 * 2, 8 * 4 * 20480 * 2
+    logged = {"coll": "AllGather", "bytes": per_rank, "algo": "Ring", "proto": "Simple", "bytes_scope": "per_rank"}
+    winner = {
+        "tokens": 4,
+        "hidden_size": 7168,
+        "dtype": "bfloat16",
+        "point_id": "p1",
+        "label": "x",
+        "world_size": 8,
+        "env": {},
+        "nccl": {"choices": [logged]},
+    }
+    rules = ex.tuner_rules(ex.rule_inputs(pd.DataFrame([winner])))
+    (gather,) = [r for r in rules if r.collective == "allgather"]
+    assert gather.min_bytes <= whole <= gather.max_bytes and not gather.min_bytes <= per_rank <= gather.max_bytes
+    old = {**logged, "bytes": whole, "bytes_scope": "largest_buffer"}  # NCCL 2.23 logs nBytes itself
+    (gather,) = ex.tuner_rules(ex.rule_inputs(pd.DataFrame([{**winner, "nccl": {"choices": [old]}}])))
+    assert gather.min_bytes <= whole <= gather.max_bytes
+
+
 def test_rule_inputs_prefer_what_nccl_ran_over_what_env_asked():
     winners = pd.DataFrame(
         [
@@ -233,55 +256,24 @@ def test_winners_within_noise_of_the_baseline_get_no_rule():
     assert "(T=4): p001 p001 -> within measurement noise of the baseline: no rule" in text
 
 
-def test_alternative_implementations_get_their_engine_setting_or_say_engine_work():
-    alternatives = pd.DataFrame(
-        [
-            {
-                "tokens": 1,
-                "impl": "flashinfer-pcie-ipc",
-                "beyond_uncertainty": True,
-                "slower_beyond_uncertainty": False,
-            },
-            {
-                "tokens": 4,
-                "impl": "flashinfer-pcie-ipc",
-                "beyond_uncertainty": True,
-                "slower_beyond_uncertainty": False,
-            },
-            {
-                "tokens": 8,
-                "impl": "flashinfer-pcie-ipc",
-                "beyond_uncertainty": False,
-                "slower_beyond_uncertainty": True,
-            },
-        ]
-    )
-    hints = {
-        h.engine: h
-        for h in eh.engine_hints(pd.DataFrame(), False, "recommend.env", GLOO, alternatives)
-        if "flashinfer-pcie-ipc" in h.why
-    }
-    assert hints["vLLM"].setting == "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1" and "0.30" in hints["vLLM"].version
-    assert hints["SGLang"].setting == "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" and "#34528" in hints["SGLang"].version
-    assert "T = 1, 4" in hints["vLLM"].why and "not at T = 8" in hints["vLLM"].why
-    text = eh.engine_hints_text(list(hints.values()), ["run r"])
-    assert "\nexport SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1\n" in text
-    assert "\nexport VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
-    # b12x: SGLang's switch, and no mainline vLLM one (only a community fork's)
-    assert [(engine, bool(setting)) for engine, setting, _ in eh.implementation_settings("b12x")] == [
-        ("SGLang", True),
-        ("vLLM", False),
-    ]
-    symm = eh.implementation_settings("symm-mem")
-    assert [engine for engine, setting, _ in symm if setting] == ["SGLang", "vLLM"]
-    assert eh.implementation_settings("my_allreduce:GatherSum") == [("SGLang", "", "—"), ("vLLM", "", "—")]
-    lost = alternatives.assign(beyond_uncertainty=False)
-    assert eh.alternative_hints(lost, GLOO) == []  # nothing won: nothing to set in an engine
-    # Predicted, not measured: the same switch is written, commented out, with why it is not tested.
-    predicted = eh.engine_hints(pd.DataFrame(), False, None, PRIOR, alternatives)
-    vllm = next(h for h in predicted if h.engine == "vLLM")
-    assert "is predicted to beat NCCL beyond model error at T = 1, 4" in vllm.why
-    assert vllm.untested.startswith("not tested: a simulation ran nothing")
-    text = eh.engine_hints_text(predicted, ["run r"])
-    assert "\n#   export VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text
-    assert "\nexport VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC" not in text
+def test_a_tp8_kimi_runs_tuner_file_holds_the_logits_all_gathers_whole_buffer(tmp_path):
+    """SYNTHETIC measured TP 8 Kimi-K2.5 run whose fastest NCCL setting differs by size (Ring/LL small, Ring/Simple
+    large): nccl_tuner.conf is the file to apply, and its all-gather rules are keyed on what NCCL hands the
+    tuner, the gathered buffer (nRanks x the per-rank size NCCL 2.27 logs)."""
+    import json
+
+    from commprof.cli import main
+    from tests.report_fixtures import base_points, write_run
+
+    points = [p for p in base_points() if p["label"] in ("NCCL defaults", "Ring/LL", "Ring/Simple")]
+    run_dir = write_run(tmp_path, "tuner-run", points=points)
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["runs"][0]
+    assert summary["decision"]["nccl"]["file"] == "nccl_tuner.conf"
+    gathers = [line.split(",") for line in summary["decision"]["nccl"]["tuner_rules"] if line.startswith("allgather")]
+    whole = [c["bytes"] for c in summary["routing_curves"] if c["collective"] == "all_gather"]
+    assert gathers and whole
+    for size in set(whole):  # 8 x T x vocab/8 x 2 B at each T: inside a rule
+        assert any(int(low) <= size <= int(high) for _, low, high, *_ in gathers), size
+    smallest_piece = min(whole) // 8  # what NCCL 2.27 logs at T = 1: keyed on it, the rule would miss the buffer
+    assert not any(int(low) <= smallest_piece <= int(high) for _, low, high, *_ in gathers)

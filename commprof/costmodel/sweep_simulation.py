@@ -7,6 +7,7 @@ from commprof.costmodel.crossover_sim import simulate_crossover_stage
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.simulate import simulate_point
 from commprof.costmodel.topology import Topology
+from commprof.proposable import interconnect_of
 from commprof.sweep.spec import SweepSpec
 from commprof.sweep.staging import refine
 
@@ -28,6 +29,6 @@ def simulate_sweep(
         if stage.kind == "crossover":
             records.extend(simulate_crossover_stage(spec, stage, topology, calibration, run_id, records, now))
             continue
-        for point in refine(spec, stage.index, records):
+        for point in refine(spec, stage.index, records, interconnect_of({"gpu_path": topology.gpu_path})):
             records.extend(simulate_point(spec, point, topology, calibration, run_id, now, graphs))
     return records

@@ -415,11 +415,13 @@ def _close_rings(summary: NcclLogSummary, state: _State) -> None:
 def choice_matches(choice: dict[str, Any], collective: str, input_bytes: int, output_bytes: int) -> bool:
     """Whether a TUNING choice is NCCL's decision for a step-plan op of `collective` ("all_reduce", ...).
 
-    NCCL >= 2.24 logs count x type size (one rank's input of an all-gather), <= 2.23 the larger buffer (the
-    gathered output); lines without a collective (2.20-2.22) match on size alone.
+    NCCL >= 2.24 logs task->count x type size (src/enqueue.cc, the TUNING line of scheduleCollTasksToPlan): one
+    rank's piece, the smaller buffer (an all-gather's input, a reduce-scatter's output); <= 2.23 the larger one
+    (nBytes of getAlgoInfo); lines without a collective (2.20-2.22) match on size alone.
     """
     logged = named(COLLECTIVES, choice.get("coll")) if choice.get("coll") else None
     if choice.get("coll") and (logged is None or logged.model != collective):
         return False
-    size = input_bytes if choice.get("bytes_scope") == "per_rank" else max(input_bytes, output_bytes)
+    per_rank = choice.get("bytes_scope") == "per_rank"
+    size = min(input_bytes, output_bytes) if per_rank else max(input_bytes, output_bytes)
     return choice.get("bytes") == size

@@ -108,6 +108,7 @@ def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]) -> ReportOpt
         if compute is not None
         else "",
         allow_partial=bool(cli.get("allow_partial")),
+        **({"engines": tuple(cli["engines"])} if cli.get("engines") else {}),
     )
 
 
@@ -213,6 +214,13 @@ def default_out(run_ids: list[str]) -> Path:
 @click.option("--accept", default=None, help="Accept lengths to project (default 1.3,2.0,3.0).")
 @click.option("--baseline", default=None, help="Baseline point id (default p000, NCCL's defaults).")
 @click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    help="The serving engine whose all-reduce dispatch to reproduce op by op, e.g. sglang==0.5.23 (repeatable; "
+    "default: sglang==0.5.23 and vllm==0.33).",
+)
+@click.option(
     "--allow-partial",
     is_flag=True,
     help="Recommend from an interrupted run's finished points (by default an incomplete run recommends nothing).",
@@ -232,13 +240,23 @@ def default_out(run_ids: list[str]) -> Path:
     "per step is set beside the prediction.",
 )
 def report(
-    run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial, observed_step_ms, observed_dir
+    run_dirs,
+    latest,
+    out,
+    compute_ms,
+    draft_ms,
+    accept,
+    baseline,
+    engines,
+    allow_partial,
+    observed_step_ms,
+    observed_dir,
 ):
     # Records are acyclic JSON: the cyclic collector only re-scans them (a fifth of a 10,000-record render).
     gc.disable()
     try:
         observed = observation(observed_step_ms, observed_dir)
-        _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial, observed)
+        _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, engines, allow_partial, observed)
     finally:
         gc.enable()
 
@@ -271,7 +289,11 @@ def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str]
     )
 
 
-def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial, observed=({}, "")):
+def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, engines, allow_partial, observed=({}, "")):
+    from commprof.report.engine_dispatch import parse_engine
+
+    for engine in engines:
+        parse_engine(engine)  # a malformed one is a one-line error before any work
     if latest is not None:
         run_dirs = (*run_dirs, newest_run(latest))
     if not run_dirs:
@@ -290,6 +312,7 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
         "accept": accept,
         "baseline": baseline,
         "allow_partial": allow_partial,
+        "engines": tuple(engines),
     }
     out_dir = out or default_out([run_id for run_id, *_ in loaded])
     check_report_target(out_dir)  # before the analysis: a link, or a folder of other files, is refused

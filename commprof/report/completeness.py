@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from commprof.errors import UsageError
+from commprof.proposable import interconnect_of
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def completeness(meta: dict, records: list[dict], run_dir: str) -> Completeness 
         planned = None
         if finished:
             try:
-                planned = len(refine(spec, index, records))
+                planned = len(refine(spec, index, records, interconnect_of(meta.get("topology"))))
             except (UsageError, ValueError, KeyError):
                 planned = None
         stages.append(StageProgress(index, stage.name or f"stage {index}", planned, len(ran & done)))

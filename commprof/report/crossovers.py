@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED
+from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, error_band
 from commprof.impls.registry import resolve_impl_name
 from commprof.sweep.crossover import sustained_runs
 from commprof.units import format_bytes
@@ -71,6 +71,7 @@ def _one(rows: list[dict]) -> dict[str, Any]:
         "point_id": first.get("point_id"),
         "label": point.get("label") or first.get("point_id"),
         "baseline": resolve_impl_name(str(base.get("impl") or "default"), backend),
+        "baseline_env": {str(k): str(v) for k, v in (base.get("env") or {}).items()},
         "backend": backend,
         "level": level,
         "evidence": _evidence(level, backend, error),
@@ -139,7 +140,7 @@ def _decided(times: tuple[float, float], error: dict) -> bool | None:
 def _evidence(level: str, backend: str, error: dict) -> str:
     if level == SIMULATED:
         pcts = [error.get("impl_pct"), error.get("baseline_pct")]
-        shown = " / ".join(f"±{p:g} %" if p is not None else "unknown" for p in pcts)
+        shown = " / ".join(error_band(p) for p in pcts)
         return f"simulated (expected error {shown}, implementation / baseline)"
     if backend == "gloo":
         return f"measured on gloo ({CPU_RANKS})"
@@ -165,12 +166,20 @@ def verdict(entry: dict[str, Any], undecided: list[int] = ()) -> str:
     return text
 
 
-def routing_edges(found: list[dict[str, Any]]) -> dict[tuple, list[dict[str, Any]]]:
+def routing_edges(found: list[dict[str, Any]], against_env: dict[str, str] | None = None) -> dict[tuple, list[dict]]:
     """The edges the routing plan may place, per (collective, mode, impl) and per (collective, mode, impl,
-    options): each {"bytes", "words"}; a search not resolved within model error places none and leaves
+    options): each {"bytes", "words"}; a search not resolved within model error, or one that ran against another
+    NCCL environment than `against_env` (the one the answer sets; None: any), places none and leaves
     {"bytes": None, "words": why}."""
     out: dict[tuple, list[dict[str, Any]]] = {}
     for entry in found:
+        searched_env = entry.get("baseline_env") or {}
+        if against_env is not None and searched_env != against_env:
+            shown = " ".join(f"{k}={v}" for k, v in sorted(searched_env.items())) or "NCCL's defaults"
+            item = {"bytes": None, "words": f"its crossover search ran against {shown}, not the NCCL environment set"}
+            for key in _keys(entry):
+                out.setdefault(key, []).append(item)
+            continue
         if not entry["resolved"]:
             item = {"bytes": None, "words": f"its crossover search is {NOT_RESOLVED}"}
             for key in _keys(entry):

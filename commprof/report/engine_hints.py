@@ -1,5 +1,6 @@
 """Engine flags: how to apply what won (beyond the evidence's uncertainty) in SGLang and vLLM, each flag with the
-engine version it was written for and where that was checked; engine work where an engine has no setting for it.
+engine version it was written for and where that was checked: the NCCL file and the fused kinds' flags here, the
+decision's PCIe all-reduce switches from report/decision_files.py (the lines routing.txt holds too).
 engine_flags.txt is a bash script: environment as `export`, command-line flags collected in arrays, prose as
 comments. Pure."""
 
@@ -13,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from commprof.evidence import Evidence
-from commprof.report.engine_switches import ROUTING_VARIABLES
+from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
+from commprof.report.engine_dispatch import sglang_fusion_fails
 from commprof.report.export_text import comment, export_line, one_line
 
 # Engine flags, each with the engine version it was written for and where that was checked.
@@ -40,30 +42,6 @@ VLLM_FUSION_BACKEND_ENV = (
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND=auto   # or trtllm / mnnvl",
     "vLLM with vllm-project/vllm#34109 (2026)",
 )
-ENGINES = ("SGLang", "vLLM")
-
-# What makes each engine run an all-reduce implementation other than NCCL, per commprof impl name:
-# (engine, setting, version written for). The PCIe kernels' switches come from engine_switches (their one home);
-# an engine missing here has no such setting that commprof knows of: running that implementation in it is engine
-# work. Fused kinds: the fusion flags above.
-ALTERNATIVE_ENGINE_SETTINGS = {
-    **{
-        impl: tuple((engine, switch, version) for engine, switch, _, _, version in ways)
-        for impl, ways in ROUTING_VARIABLES.items()
-    },
-    "symm-mem": (
-        (
-            "SGLang",
-            "--enable-torch-symm-mem",
-            "SGLang 2026 main server arguments: only SM90 (TP 4 / 6 / 8) and SM10x (TP 6 / 8); elsewhere NCCL runs",
-        ),
-        (
-            "vLLM",
-            "VLLM_ALLREDUCE_USE_SYMM_MEM=1",
-            "vLLM 0.11+ (SymmMemCommunicator: only SM90 / SM10x; its kernel choice may differ from the one measured)",
-        ),
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -88,56 +66,19 @@ def untested_reason(evidence: Evidence, what: str) -> str:
     )
 
 
-def alternative_hints(alternatives: pd.DataFrame, evidence: Evidence, reference_name: str = "NCCL") -> list[EngineHint]:
-    """Per implementation that beat the exported settings at some T (choices.alternatives): each
-    engine's setting that runs it, or a hint without a setting saying it needs engine work."""
-    if alternatives.empty:
-        return []
-    won = alternatives[np.array([v is True for v in alternatives["beyond_uncertainty"]], dtype=bool)]
-    verb = "is predicted to beat" if evidence.simulated else "beat"
-    hints = []
-    for impl, group in won.groupby("impl", sort=True):
-        tokens = ", ".join(str(int(t)) for t in group["tokens"])
-        lost = sorted(set(int(t) for t in alternatives["tokens"]) - set(int(t) for t in group["tokens"]))
-        why = f"{impl} {verb} {reference_name} {evidence.beyond} at T = {tokens}" + (
-            f"; not at T = {', '.join(map(str, lost))}, where the engine should keep {reference_name}" if lost else ""
-        )
-        untested = untested_reason(evidence, str(impl))
-        for engine, setting, version in implementation_settings(str(impl)):
-            hints.append(
-                EngineHint(engine, setting, version, why, untested)
-                if setting
-                else EngineHint(
-                    engine,
-                    "",
-                    "—",
-                    f"{why}; {engine} has no setting that runs {impl} (none known "
-                    "to commprof): using it there is engine work",
-                )
-            )
-    return hints
-
-
-def implementation_settings(impl: str) -> list[tuple[str, str, str]]:
-    """Per engine (ENGINES): the setting that makes it run `impl` and the version it was written for, or
-    ("", "—") where commprof knows none (running it there is engine work)."""
-    known = {engine: (setting, version) for engine, setting, version in ALTERNATIVE_ENGINE_SETTINGS.get(impl, ())}
-    return [(engine, *known.get(engine, ("", "—"))) for engine in ENGINES]
-
-
 def engine_hints(
     fusion: pd.DataFrame,
     fused_measured: bool,
     applied: str | None,
     evidence: Evidence,
-    alternatives: pd.DataFrame | None = None,
+    compute_capability: float | None = None,
 ) -> list[EngineHint]:
     """SGLang / vLLM flags and environment for what won; only what this run measured. A simulated run's
     implementation switches are untested (commented out in the script).
 
     `fusion`: choices.fusion_comparison (impl, tokens, beyond_uncertainty, slower_beyond_uncertainty per T);
     `applied`: the file the report recommends ("recommend.env", "nccl_tuner.conf" or None);
-    `alternatives`: choices.alternatives (other all-reduce implementations against the exported settings).
+    `compute_capability`: the GPUs' (None: unknown), which decides whether SGLang's fusion flag can act.
     """
     hints = []
     if applied and evidence.backend not in (None, "nccl"):
@@ -165,12 +106,10 @@ def engine_hints(
             EngineHint(
                 "SGLang and vLLM",
                 "export NCCL_TUNER_CONFIG_FILE=nccl_tuner.conf",
-                "NCCL 2.23+ with the example tuner plugin (plugins/tuner/example) built",
+                TUNER_PLUGIN_NOTE,
                 "also export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so; NCCL reads both at init",
             )
         )
-    if alternatives is not None:
-        hints += alternative_hints(alternatives, evidence)
     if not fused_measured or fusion.empty:
         return hints
     flashinfer = fusion["impl"].astype(str).str.contains("flashinfer").to_numpy()
@@ -186,7 +125,15 @@ def engine_hints(
         )
         untested = untested_reason(evidence, "the fused all-reduce + RMSNorm")
         hints += [
-            EngineHint("SGLang", SGLANG_FUSION_FLAG[0], SGLANG_FUSION_FLAG[1], why, untested),
+            EngineHint("SGLang", SGLANG_FUSION_FLAG[0], SGLANG_FUSION_FLAG[1], why, untested)
+            if sglang_fusion_fails(compute_capability) is None
+            else EngineHint(
+                "SGLang",
+                "",
+                "—",
+                f"{why}; but SGLang 0.5.23 {sglang_fusion_fails(compute_capability)} "
+                "(sglang/srt/layers/flashinfer_comm_fusion.py, _resolve_backend): no flag",
+            ),
             EngineHint("vLLM", VLLM_FUSION_FLAG[0], VLLM_FUSION_FLAG[1], why, untested),
             EngineHint(
                 "vLLM",
@@ -238,17 +185,18 @@ def script_lines(hint: EngineHint) -> list[str]:
     return [comment(setting)]
 
 
-def engine_hints_text(hints: list[EngineHint], provenance: list[str]) -> str:
-    """engine_flags.txt: `source` it in bash before launching the engine, then add the array of flags."""
-    lines = ["#!/usr/bin/env bash"] + [comment(line) for line in provenance]
-    lines += [
-        "# Source this file in the bash that launches the engine, then add its flags to the command line:",
+def engine_hints_text(hints: list[EngineHint], provenance: list[str], engine_lines: list[str] | None = None) -> str:
+    """engine_flags.txt: `source` it in bash before launching the engine, then add the array of flags;
+    `engine_lines`: the answer's engine switches (report/decision_files.engine_block), the same as routing.txt's."""
+    lines = [
+        "#!/usr/bin/env bash",
+        "# Use: source engine_flags.txt in the bash that launches the engine, then add its flags to the command line:",
         '#   python -m sglang.launch_server ... "${COMMPROF_SGLANG_ARGS[@]}"',
         '#   vllm serve ... "${COMMPROF_VLLM_ARGS[@]}"',
-        "COMMPROF_SGLANG_ARGS=()",
-        "COMMPROF_VLLM_ARGS=()",
     ]
-    if not hints:
+    lines += [comment(line) for line in provenance]
+    lines += ["COMMPROF_SGLANG_ARGS=()", "COMMPROF_VLLM_ARGS=()"]
+    if not hints and not engine_lines:
         lines.append("# Nothing engine-specific to set from this run.")
     for hint in hints:
         if not hint.setting:
@@ -259,6 +207,7 @@ def engine_hints_text(hints: list[EngineHint], provenance: list[str]) -> str:
             lines += [comment(f"{hint.untested}:"), *(comment(f"  {line}") for line in script_lines(hint))]
         else:
             lines += script_lines(hint)
+    lines += engine_lines or []
     return "\n".join(lines) + "\n"
 
 

@@ -3,6 +3,10 @@ the one home of these engine variables, read by the routing export and the engin
 
 from __future__ import annotations
 
+# vLLM's default largest CUDA-graph capture size (vllm/config/compilation.py, CompilationConfig:
+# max_cudagraph_capture_size "capped at 512 by default"): FlashInfer PCIe IPC takes every size up to it x hidden.
+VLLM_PCIE_IPC_DEFAULT_CAPTURE = 512
+
 # Per commprof implementation: (engine, what turns it on, the variable bounding the sizes it takes (None: the
 # engine has none), that variable's unit ("bytes" or "elements"), the version written for and its source).
 # Each name was read in the engine's own source at the PR or commit named; "open PR" means the name exists only
@@ -14,19 +18,21 @@ ROUTING_VARIABLES: dict[str, tuple[tuple[str, str, str | None, str, str], ...]] 
             "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1",
             "SGLANG_PCIE_IPC_MAX_NUMEL",
             "elements",
-            "an SGLang build with the open PR sgl-project/sglang#34528 (not merged when checked) and "
-            "flashinfer-python >= 0.7.0: FlashInfer PCIe IPC, bf16 workspace, TP 2 / 4 / 8; its workspace holds "
-            "chunked-prefill-size x hidden elements unless SGLANG_PCIE_IPC_MAX_NUMEL sets it, and larger "
-            "all-reduces stay on NCCL",
+            "SGLang 0.5.23 with flashinfer-python >= 0.7.0 (sglang/srt/distributed/device_communicators/"
+            "pcie_ipc_ar.py: eligible_group builds it for the tp group at world size 2 / 4 / 8 when "
+            "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set; PcieIpcCommunicator.should_pcie_ipc_ar takes a contiguous bf16 "
+            "all-reduce of at most max_numel elements, max_numel = SGLANG_PCIE_IPC_MAX_NUMEL, else the decode width x "
+            "hidden; larger ones stay on NCCL)",
         ),
         (
             "vLLM",
             "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1",
             None,
             "",
-            "vLLM 0.30+ with flashinfer-python >= 0.7.0 (vllm-project/vllm#53576, merged 2026-08-24: opt-in, single "
-            "node, PCIe only, TP 2 / 4 / 8, workspace sized to the CUDA-graph capture shapes; vLLM's own API docs "
-            "list it in v0.32.0, 0.30 is a third-party changelog's; with FlashInfer 0.6.18 it stays on NCCL)",
+            "vLLM 0.33 with flashinfer-python >= 0.7.0 (vllm/distributed/device_communicators/"
+            "flashinfer_pcie_ipc_all_reduce.py: FlashInferPcieIpcAllReduce, single node, world size 2 / 4 / 8; setup "
+            "sizes the workspace to the largest CUDA-graph capture size x hidden and should_use takes every bf16 "
+            "[tokens, hidden] all-reduce it holds: no size cap; off under VLLM_BATCH_INVARIANT)",
         ),
     ),
     "b12x": (

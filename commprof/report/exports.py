@@ -12,11 +12,19 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.nccl_vocab import ALGORITHMS, CHANNEL_VARIABLES, COLLECTIVES, PROTOCOLS, Name, forced, named
+from commprof.nccl_vocab import (
+    ALGORITHMS,
+    CHANNEL_VARIABLES,
+    COLLECTIVES,
+    PROTOCOLS,
+    TUNER_PLUGIN_NOTE,
+    Name,
+    forced,
+    named,
+)
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.engine_hints import EngineHint
 from commprof.report.export_text import comment, export_line, one_line, spreadsheet_cell
-from commprof.report.routing_settings import RoutingSetting
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
 TUNER_FIELDS = (
@@ -123,11 +131,12 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
             else None
         }
         logged: dict[str, dict] = {}
+        ranks = int(r.world_size) if _number(r.world_size) else None
         for choice in choices:
             coll = _tuner(named(COLLECTIVES, choice.get("coll")))
             if coll:
                 logged.setdefault(coll, choice)
-                sizes.setdefault(coll, choice.get("bytes"))
+                sizes.setdefault(coll, tuner_bytes(coll, choice, ranks))
         sets_channels = any(k in env for k in CHANNEL_VARIABLES)
         for coll, size in sizes.items():
             if not size:
@@ -169,6 +178,21 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
             "note",
         ],
     )
+
+
+# Collectives whose tuner size is nRanks x a rank's piece: NCCL passes getCollInfo nBytes = type size x
+# ncclFuncMaxSendRecvCount(func, nRanks, count), nRanks x count for these two (src/enqueue.cc and
+# src/include/enqueue.h, NCCL 2.23 to 2.30), while 2.24+ log count x type size (one rank's piece).
+WHOLE_BUFFER_TUNER = ("allgather", "reducescatter")
+
+
+def tuner_bytes(coll: str, choice: dict, ranks: int | None) -> int | None:
+    """The size NCCL hands the tuner plugin for a logged choice: the logged size, times nRanks for an all-gather
+    or reduce-scatter logged per rank (NCCL >= 2.24); None when the rank count needed is unknown."""
+    logged = choice.get("bytes")
+    if not isinstance(logged, int) or coll not in WHOLE_BUFFER_TUNER or choice.get("bytes_scope") != "per_rank":
+        return logged
+    return logged * ranks if ranks else None
 
 
 def size_band(size: int) -> tuple[int, int]:
@@ -218,7 +242,11 @@ def measured_ranges(inputs: pd.DataFrame) -> dict[str, tuple[int, int]]:
 def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
     """nccl_tuner.conf: comments (where from, whether to apply it or recommend.env, how to load, the override
     trap, the measured scope), then one CSV line per rule, commented out when it is only the alternative."""
-    lines = [comment(line) for line in provenance]
+    lines = [
+        "# Use: export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so and "
+        "NCCL_TUNER_CONFIG_FILE=/path/to/nccl_tuner.conf in the shell that launches the engine; NCCL reads both at init.",
+        *(comment(line) for line in provenance),
+    ]
     active = plan.choice == TUNER_CONF
     if active:
         lines.append(comment(f"commprof recommends this file for this run: {plan.why}."))
@@ -230,7 +258,7 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
             "# To use these rules instead of it (never with its NCCL_ALGO / NCCL_PROTO), uncomment them.",
         ]
     lines += [
-        "# NCCL example tuner plugin rules (plugins/tuner/example in the NCCL source tree). Load with:",
+        comment(f"NCCL example tuner plugin rules, for {TUNER_PLUGIN_NOTE}. Load with:"),
         "#   export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so",
         "#   export NCCL_TUNER_CONFIG_FILE=/path/to/nccl_tuner.conf",
         "# NCCL_ALGO / NCCL_PROTO in the environment override a tuner: do not set them together with this file.",
@@ -267,7 +295,10 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
 def recommend_env_text(plan: ApplyPlan, provenance: list[str], notes: list[str]) -> str:
     """Bash-sourceable export lines of the recommended settings, with where they were measured and why; the
     lines are commented out when nccl_tuner.conf is what to apply (they would override it)."""
-    lines = [comment(line) for line in provenance + notes]
+    lines = [
+        "# Use: source recommend.env in the bash that launches the engine (every rank inherits its NCCL_* variables).",
+        *(comment(line) for line in provenance + notes),
+    ]
     active = plan.choice == RECOMMEND_ENV
     if active:
         lines.append(comment(f"commprof recommends this file for this run: {plan.why}."))
@@ -372,5 +403,4 @@ class RunExports:
     hints: list[EngineHint]
     plan: ApplyPlan
     routing_text: str = ""
-    routing: list[RoutingSetting] = field(default_factory=list)  # the routing plan as engine settings
-    routing_notes: list[str] = field(default_factory=list)  # what of the plan no engine setting expresses
+    decision: Any = None  # the run's one answer (report/decision.Decision) every file above renders

@@ -127,11 +127,25 @@ def env_text(env: dict[str, str], backend: str | None = None) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or f"{name} defaults"
 
 
+# Counts a step record always carries: integers, even where other kinds of record in the frame (crossover searches,
+# single collectives) leave them empty and pandas made the whole column float.
+STEP_INTEGERS = ("tp", "tokens", "world_size", "hidden_size", "num_layers", "all_reduce_count", "all_gather_count")
+
+
 def step_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Only the replayed-step records."""
+    """Only the replayed-step records, their counts as integers."""
     if frame.empty or "kind" not in frame:
         return frame.iloc[0:0]
-    return frame[frame["kind"] == "step"]
+    steps = frame[frame["kind"] == "step"]
+    whole = {
+        column: steps[column].astype("int64")
+        for column in STEP_INTEGERS
+        if column in steps
+        and steps[column].dtype.kind == "f"
+        and steps[column].notna().all()
+        and (steps[column] % 1 == 0).all()
+    }
+    return steps.assign(**whole) if whole else steps
 
 
 def collective_frame(frame: pd.DataFrame) -> pd.DataFrame:

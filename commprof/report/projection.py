@@ -144,6 +144,23 @@ def break_even_accept(draft_ms: float, verify_ms: float, decode_ms: float) -> fl
     return (draft_ms + verify_ms) / decode_ms if decode_ms > 0 else math.nan
 
 
+def paying_ratio(
+    evidence: Evidence | None, draft_ms: float, verify_ms: float, verify_p90_ms: float, decode_ms: float
+) -> float:
+    """The accept length above which speculation pays by the rule that greys the tokens/s cells (accept_verdict):
+    measured, (draft + verify p90) / decode; simulated, (draft + verify) / (decode lowered by the expected error);
+    NaN where the error is unknown (nothing is told apart). Without evidence: the plain break-even ratio."""
+    if evidence is None:
+        return break_even_accept(draft_ms, verify_ms, decode_ms)
+    if not evidence.simulated:
+        p90 = verify_p90_ms if math.isfinite(verify_p90_ms) else math.nan
+        return break_even_accept(draft_ms, p90, decode_ms)
+    error = evidence.model_error.pct if evidence.model_error is not None else None
+    if error is None or error >= 100:
+        return math.nan
+    return break_even_accept(draft_ms, verify_ms, decode_ms * (1.0 - error / 100.0))
+
+
 def pays_at_any_accept(ratio: float) -> bool:
     """True when the break-even ratio is below 1: every accept length (>= 1) beats plain decode."""
     return math.isfinite(ratio) and ratio < 1.0
@@ -154,10 +171,10 @@ def projection(
 ) -> pd.DataFrame:
     """Per (source, setting, T): plain-decode and speculative tokens/s at each accept length, and break-even.
 
-    break_even_ratio is (draft + verify) / decode as computed; break_even_accept is that ratio where it is an
-    accept length (>= 1), NaN where pays_at_any_accept. A ratio below 1 means "pays at any accept length" only
-    when draft + verify beats the decode step beyond the evidence's uncertainty (else `within_uncertainty`: the
-    two are not told apart). T = 1 is plain decode; without it (or without a verify T) there is nothing to
+    break_even_ratio is the accept length above which the evidence's rule says speculation pays (paying_ratio, the
+    rule of the tokens/s cells); break_even_accept is that ratio where an accept length at this T reaches it
+    (1 to T), NaN where it pays at any accept length, where it never pays at this T (`never_pays`: above T) and
+    where the rule cannot decide (`within_uncertainty`: unknown model error). T = 1 is plain decode; without it (or without a verify T) there is nothing to
     project: empty frame.
     An accept length above T is impossible (NaN). Without compute times the numbers cover communication only
     and are upper bounds, not throughput estimates.
@@ -170,14 +187,9 @@ def projection(
         decode_ms = float(decode["verify_ms"].iloc[0])
         plain = 1000.0 / decode_ms if decode_ms > 0 else math.nan
         for r in group[(group["tokens"] > 1) & group["verify_ms"].notna()].itertuples():
-            ratio = break_even_accept(draft_ms, r.verify_ms, decode_ms)
             spread_ms = r.comm_p90_ms - r.comm_ms if pd.notna(r.comm_p90_ms) else math.nan
-            faster = (
-                evidence.beats(draft_ms + r.verify_ms, draft_ms + r.verify_ms + spread_ms, decode_ms)
-                if evidence is not None
-                else ratio < 1.0
-            )
-            within = pays_at_any_accept(ratio) and faster is not True
+            verify_p90 = r.verify_ms + spread_ms
+            ratio = paying_ratio(evidence, draft_ms, r.verify_ms, verify_p90, decode_ms)
             row = {
                 "source": source,
                 "setting": setting,
@@ -187,11 +199,12 @@ def projection(
                 "plain_tokens_per_s": plain,
                 "draft_ms": draft_ms,
                 "verify_ms": r.verify_ms,
-                "verify_p90_ms": r.verify_ms + spread_ms,
+                "verify_p90_ms": verify_p90,
                 "break_even_ratio": ratio,
-                "break_even_accept": ratio if math.isfinite(ratio) and ratio >= 1.0 else math.nan,
-                "pays_at_any_accept": pays_at_any_accept(ratio) and not within,
-                "within_uncertainty": within,
+                "break_even_accept": ratio if math.isfinite(ratio) and 1.0 <= ratio <= r.tokens else math.nan,
+                "pays_at_any_accept": pays_at_any_accept(ratio),
+                "never_pays": math.isfinite(ratio) and ratio > r.tokens,  # no accept length reaches it at this T
+                "within_uncertainty": not math.isfinite(ratio),
             }
             for accept in accepts:
                 row[tps_column(accept)] = (

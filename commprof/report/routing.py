@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from commprof.evidence import error_band
 from commprof.floor.model import FloorFigures, collective_floor, pct_of_floor
 from commprof.impls.registry import unfused_reference
 from commprof.records.schema import FUSED
@@ -194,12 +195,11 @@ def _edge(below: int, above: int, collective: str, mode: str, sides, crossovers:
 
 def _evidence(chosen: Candidate, base: Candidate, sizes: list[dict]) -> dict[str, Any]:
     level = chosen.level
-    verdicts = sorted({s["verdict"] for s in sizes})
     evidence = {
         "level": level,
         "label": _label(chosen),
         "rule": RULES.get(level, ""),
-        "verdict": "; ".join(verdicts),
+        "verdict": band_verdict(sizes),
         "baseline_label": _label(base),
     }
     if level == SIMULATED:
@@ -208,10 +208,20 @@ def _evidence(chosen: Candidate, base: Candidate, sizes: list[dict]) -> dict[str
     return evidence
 
 
+KEPT = "baseline kept: every other implementation is "
+
+
+def band_verdict(sizes: list[dict]) -> str:
+    """A band's verdict said once: its sizes' reasons, each named once."""
+    kept = [s["verdict"] for s in sizes if s["verdict"].startswith(KEPT)]
+    other = sorted({s["verdict"] for s in sizes if not s["verdict"].startswith(KEPT)})
+    reasons = sorted({reason for words in kept for reason in words.removeprefix(KEPT).split(" or ")})
+    return "; ".join(([KEPT + " or ".join(reasons)] if reasons else []) + other)
+
+
 def _label(c: Candidate) -> str:
     if c.level == SIMULATED:
-        error = f"±{c.error_pct:g} %" if c.error_pct is not None else "unknown"
-        return f"simulated (expected error {error})"
+        return f"simulated (expected error {error_band(c.error_pct)})"
     return c.level
 
 
@@ -237,7 +247,7 @@ def _kept_reason(judged: list) -> str:
     if not judged:
         return "baseline: no other implementation ran at this size"
     reasons = sorted({words for _c, wins, words in judged if not wins})
-    return "baseline kept: every other implementation is " + " or ".join(reasons)
+    return KEPT + " or ".join(reasons)
 
 
 def _curve_point(c: Candidate, fl) -> dict[str, Any]:

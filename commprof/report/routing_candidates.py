@@ -58,7 +58,8 @@ class Candidate:
 def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
     """Every (collective, mode, size, implementation setting) with ok per-op times, the latest measurement of each
     setting, the baseline point's and the unfused reference's marked as baselines. A simulated time carries its
-    model's expected error: the record's kernel model where it covers the size, else its NCCL model's."""
+    model's expected error: the record's kernel model where it covers the size, else its NCCL model's (the run's
+    expected error: run_analysis.with_run_error)."""
     reference = unfused_reference()
     latest: dict[tuple, dict] = {}
     baseline_config = None

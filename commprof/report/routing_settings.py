@@ -1,34 +1,37 @@
 """The routing plan as engine settings: per band where another all-reduce implementation beat the baseline
-beyond the evidence's uncertainty, the engine variables that route those sizes to it, and the workspace it needs.
-Pure (the plan's bands in, settings and text out; report/write.py writes routing.txt).
+beyond the evidence's uncertainty, the engine variables that route those sizes to it, with the size cap the
+engine has, and whether the files may set them. Pure (the plan's bands in, settings and notes out; the decision
+holds them and report/decision_files.py writes them).
 
 Engines route by an upper size bound (one-shot up to X, then NCCL), so only a band that starts at the smallest
 size the plan holds can become a setting; any other winning band is listed as not expressible. A band the plan
-kept on the baseline is never exported: a size choice inside noise or model error is not a result.
+kept on the baseline is never exported: a size choice inside noise or model error is not a result. An engine
+without a size cap sends the kernel every size up to its workspace: its switch is set only if the kernel won at
+every one of those sizes.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
-from commprof.report.engine_switches import ROUTING_VARIABLES
-from commprof.report.export_text import comment, one_line
+from commprof.report.engine_switches import ROUTING_VARIABLES, VLLM_PCIE_IPC_DEFAULT_CAPTURE
 from commprof.units import format_bytes
 
 
 @dataclass(frozen=True)
-class RoutingSetting:
-    """One engine's way to route one band of sizes to an implementation; `setting` empty: no known way."""
+class EngineSetting:
+    """What one engine is told for one routed band: its variables, and whether the files set them (`live`) or
+    leave them off, with the one reason why."""
 
     engine: str
     impl: str
     min_bytes: int
     max_bytes: int
-    setting: str
-    workspace: str  # what the implementation's workspace must hold, in words and bytes
+    variables: tuple[tuple[str, str], ...]
+    live: bool
+    why: str
     version: str
-    evidence: str
+    workspace: str
 
 
 def engine_mode(bands: list[dict]) -> str | None:
@@ -38,60 +41,83 @@ def engine_mode(bands: list[dict]) -> str | None:
 
 
 def routing_settings(
-    bands: list[dict], hidden: int | None, dtype_bytes: int, backend: str | None = "nccl"
-) -> tuple[list[RoutingSetting], list[str]]:
+    bands: list[dict], hidden: int | None, dtype_bytes: int, backend: str | None = "nccl", not_live: str = ""
+) -> tuple[list[EngineSetting], list[str]]:
     """The engine settings of the plan's all-reduce bands in the engines' mode, and notes on what is left out.
-    Bands measured on CPU ranks (gloo) are never engine settings: engines run NCCL and GPU kernels."""
+    Bands measured on CPU ranks (gloo) are never engine settings: engines run NCCL and GPU kernels. `not_live`:
+    why nothing may be set live (a simulation, an unfinished run), else ""."""
     if backend == "gloo":
         return [], ["measured on gloo (CPU ranks): the plan shows the method, not a GPU answer; no engine setting"]
     mode = engine_mode(bands)
     ordered = sorted((b for b in bands if b["collective"] == "all_reduce" and b["mode"] == mode), key=_low)
-    notes: list[str] = []
     if not ordered:
-        return [], ["no all-reduce routing in this run: nothing to route"]
+        return [], []
+    notes: list[str] = []
     if mode != "graph":
         notes.append(f"routed from {mode}-mode times: engines replay the verify step as a CUDA graph")
-    first, settings = ordered[0], []
-    for band in ordered:
-        if band["baseline"]:
-            continue
-        span = f"{band['impl']} at {format_bytes(band['min_bytes'])}-{format_bytes(band['max_bytes'])}"
-        if band is not first:
-            notes.append(f"{span}: not at the smallest sizes, and engines take one upper size bound: no setting")
-            continue
-        largest = max(s["bytes"] for s in band["sizes"])
-        workspace = _workspace(largest, hidden, dtype_bytes)
-        for engine, switch, variable, unit, version in ROUTING_VARIABLES.get(band["impl"], ()):
-            bound = ""
-            if variable is not None:  # the largest size that won, not the band's edge beyond it
-                bound = f" {variable}={largest if unit == 'bytes' else largest // dtype_bytes}"
-            settings.append(
-                RoutingSetting(
-                    engine,
-                    band["impl"],
-                    band["min_bytes"],
-                    band["max_bytes"],
-                    switch + bound,
-                    workspace,
-                    version,
-                    _evidence_words(band),
+    for band in ordered[1:]:
+        if not band["baseline"]:
+            notes.append(f"{_span(band)}: not at the smallest sizes, and engines take one upper size bound: no setting")
+    first = ordered[0]
+    if first["baseline"]:
+        return [], notes
+    impl = first["impl"]
+    if impl not in ROUTING_VARIABLES:
+        return [], [*notes, f"{_span(first)}: no engine setting known to commprof runs {impl}: engine work"]
+    if first["options"]:
+        notes.append(f"{_span(first)} won with options {first['options']}: the engine's own choice may differ")
+    if first is not ordered[-1] and not first["boundary"].startswith("crossover "):
+        notes.append(f"{_span(first)}: the cap is the largest size that won; the band's edge is a {first['boundary']}")
+    largest = max(s["bytes"] for s in first["sizes"])  # the largest size that won, not the band's edge beyond it
+    every = all(not b["baseline"] and b["impl"] == impl for b in ordered)
+    measured_to = max(s["bytes"] for b in ordered for s in b["sizes"])
+    settings = []
+    for engine, switch, variable, unit, version in ROUTING_VARIABLES[impl]:
+        variables = [tuple(part.split("=", 1)) for part in switch.split()]
+        live, why = not not_live, f"{impl} takes {_sizes(first)} from NCCL ({first['evidence']['verdict']})"
+        if variable is not None:
+            variables.append((variable, str(largest if unit == "bytes" else largest // dtype_bytes)))
+            why += f"; {variable} caps it at the largest size that won ({format_bytes(largest)}), NCCL above"
+        else:
+            workspace = VLLM_PCIE_IPC_DEFAULT_CAPTURE * (hidden or 0) * dtype_bytes
+            if not (hidden and every and measured_to >= workspace):
+                live = False
+                why = (
+                    f"{engine} has no size cap for {impl}: it sends it every all-reduce up to its largest CUDA-graph "
+                    f"capture size x hidden (default {VLLM_PCIE_IPC_DEFAULT_CAPTURE} tokens"
+                    + (f", {format_bytes(workspace)}" if hidden else "")
+                    + f"), and this run shows it winning only at {_sizes(first)}"
+                    + ("" if every else ", NCCL above")
+                    + ": measure every size up to the capture size before setting it"
                 )
+        if not_live and variable is not None or not_live and live is False and "no size cap" not in why:
+            why = f"{why}; {not_live}"
+        settings.append(
+            EngineSetting(
+                engine,
+                impl,
+                first["min_bytes"],
+                first["max_bytes"],
+                tuple(variables),
+                live,
+                why,
+                version,
+                _workspace(largest, hidden, dtype_bytes),
             )
-        if band["impl"] not in ROUTING_VARIABLES:
-            notes.append(f"{span}: no engine setting known to commprof runs {band['impl']}: engine work")
-        if band["options"]:
-            notes.append(f"{span} won with options {band['options']}: the engine's own choice may differ")
-        if band is not ordered[-1] and not band["boundary"].startswith("crossover "):
-            notes.append(
-                f"{span}: the bound is the largest size that won ({format_bytes(largest)}); the band's edge is a "
-                f"{band['boundary']}"
-                + ("" if "crossover search" in band["boundary"] else ": run the crossover search to place it")
-            )
+        )
     return settings, notes
 
 
 def _low(band: dict) -> int:
     return band["min_bytes"]
+
+
+def _sizes(band: dict) -> str:
+    return f"{format_bytes(band['min_bytes'])}-{format_bytes(band['max_bytes'])}"
+
+
+def _span(band: dict) -> str:
+    return f"{band['impl']} at {_sizes(band)}"
 
 
 def _workspace(nbytes: int, hidden: int | None, dtype_bytes: int) -> str:
@@ -102,32 +128,3 @@ def _workspace(nbytes: int, hidden: int | None, dtype_bytes: int) -> str:
         f"max batch x draft tokens <= {tokens} tokens: {tokens} x hidden {hidden} x {dtype_bytes} B = "
         f"{format_bytes(nbytes)} ({nbytes // dtype_bytes} elements)"
     )
-
-
-def _evidence_words(band: dict) -> str:
-    evidence = band["evidence"]
-    floor = f", {band['pct_of_floor']:.0f} % of the floor" if band.get("pct_of_floor") else ""
-    return f"{evidence['label']}: {evidence['verdict']} against {evidence['baseline_label']} NCCL{floor}"
-
-
-def routing_text(settings: list[RoutingSetting], notes: list[str], provenance: list[str]) -> str:
-    """routing.txt: where from, then per band and engine the variables that route it, with the workspace."""
-    lines = [comment(line) for line in provenance]
-    lines.append(comment("Per message size, which all-reduce the plan routes where (summary.json: routing)."))
-    lines += [comment(f"note: {line}") for line in notes]
-    if not settings:
-        lines.append(comment("No size beat NCCL beyond the evidence's uncertainty: keep NCCL at every size."))
-    for s in settings:
-        lines += [
-            "",
-            comment(f"{s.engine}: {s.impl} for {s.min_bytes}-{s.max_bytes} B, NCCL above"),
-            comment(f"written for: {s.version}"),
-            comment(f"workspace: {s.workspace}"),
-            comment(f"evidence: {s.evidence}"),
-            one_line(s.setting),
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def settings_as_dicts(settings: list[RoutingSetting]) -> list[dict[str, Any]]:
-    return [asdict(s) for s in settings]

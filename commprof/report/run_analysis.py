@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.evidence import IMPORTED, LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence, ModelError
-from commprof.nccl_vocab import ENV_CHECKS, value_traps
+from commprof.proposable import interconnect_of, not_proposable
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.report import choices as ch
 from commprof.report import costmodel_check as cc
@@ -27,6 +27,7 @@ from commprof.report.completeness import Completeness, completeness
 from commprof.report.crossovers import crossovers, routing_edges
 from commprof.report.doctor_verdicts import doctor_view
 from commprof.report.drift import BaselineDrift, baseline_drift
+from commprof.report.engine_dispatch import DEFAULT_ENGINES
 from commprof.report.heatmap import strongest_axes
 from commprof.report.observed import observed_view
 from commprof.report.projection import ComputeTimes, breakdown, projection
@@ -49,6 +50,7 @@ class ReportOptions:
     # (`--observed-step-ms`, `--observed TRACE_DIR`); empty: nothing observed.
     observed: dict[int | None, float] = field(default_factory=dict)
     observed_source: str = ""
+    engines: tuple[str, ...] = DEFAULT_ENGINES  # the engines whose dispatch the report reproduces (--engine)
 
 
 @dataclass
@@ -85,6 +87,9 @@ class RunAnalysis:
     projection: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.projection
     heatmap_axes: list[str] = field(default_factory=list)  # heatmap.strongest_axes
     routing: dict[str, Any] = field(default_factory=dict)  # routing.routing_plan: per size, which implementation
+    routing_against: str | None = None  # the point the routing plan judged every size against
+    records: list[dict] = field(default_factory=list, repr=False)  # the records analysed (the decision re-routes)
+    ranks: int = 0  # the run's world size
     crossovers: list[dict[str, Any]] = field(default_factory=list)  # crossovers.crossovers: what each search found
     drift: BaselineDrift | None = None  # the baseline's measurements over the run and their band (drift.py)
     spacing: dict[str, Any] | None = None  # compute and late ranks between the collectives (spacing.py)
@@ -196,6 +201,8 @@ def analyze_source(
 ) -> RunAnalysis:
     """The analysis of one source's records of a run (`progress`: the run's, when known; `repeats`: the
     baseline's re-measurements)."""
+    if LEVEL_OF_SOURCE.get(source) == SIMULATED:
+        records = with_run_error(records, ModelError.from_meta(meta))
     frame = fr.records_frame(records)
     evidence = run_evidence(source, frame, meta)
     all_steps = fr.step_frame(frame)
@@ -214,6 +221,7 @@ def analyze_source(
         evidence=evidence,
         completeness=progress,
         failures=fr.failures(frame),
+        records=records,
     )
     if steps.empty:
         return run
@@ -251,13 +259,16 @@ def analyze_source(
     run.without_result = ch.implementations_without_result(steps, run.mode, family)
     run.heatmap_axes = strongest_axes(run.family_steps, run.mode)
     ranks = all_steps["world_size"].dropna()
-    ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
+    run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
     run.crossovers = crossovers(records)
+    # Every size is judged against the NCCL environment the answer sets: the recommended point where there is one.
+    run.routing_against = run.reference
+    against_env = dict(run.recommended["env"]) if run.recommended is not None and run.recommendation.recommends else {}
     run.routing = rt.routing_plan(
-        rc.candidates(records, run.baseline),
-        ranks,
+        rc.candidates(records, run.routing_against),
+        run.ranks,
         rc.floor_of(meta),
-        routing_edges(run.crossovers),
+        routing_edges(run.crossovers, against_env),
         missing_floor=rc.missing_floor(meta),
     )
     if not run.headline.empty:
@@ -268,32 +279,36 @@ def analyze_source(
     return run
 
 
+def with_run_error(records: list[dict], error: ModelError) -> list[dict]:
+    """A simulation's records with the run's expected error (ModelError.from_meta: the calibration's held-out
+    error or the prior's) as every NCCL prediction's figure, replacing a record's own (which may be an in-sample
+    fit): the one place the report sets it, so every verdict, page and file quotes one number per source."""
+    out = []
+    for record in records:
+        nccl, searched = record.get("nccl"), record.get("model_error")
+        if isinstance(nccl, dict) and "expected_error_pct" in nccl:
+            record = {**record, "nccl": {**nccl, "expected_error_pct": error.pct, "error_basis": error.basis}}
+        if record.get("kind") == "crossover" and isinstance(searched, dict):
+            record = {**record, "model_error": {**searched, "baseline_pct": error.pct}}
+        out.append(record)
+    return out
+
+
 def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
-    """Simulated points no verdict may rest on, point id -> why: variables with a known trap on the simulated
-    interconnect (LL128 off NVLink can corrupt data; nothing checked the result), and kernels predicted with an
-    unknown expected error (only the floor of their algorithm: a lower bound)."""
-    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
-    interconnect = "nvlink" if str(topology.get("gpu_path", "")).upper().startswith("NV") else "pcie"
+    """Simulated points no verdict may rest on, point id -> why (commprof.proposable, the rule the staged search
+    follows too): a known trap on the simulated interconnect, or a kernel predicted with an unknown error."""
+    interconnect = interconnect_of(meta.get("topology"))
     out = {}
-    if "kernel_model" in steps:
-        for point_id, kernel in steps.drop_duplicates("point_id")[["point_id", "kernel_model"]].itertuples(index=False):
-            if isinstance(kernel, dict) and kernel.get("expected_error_pct") is None:
-                basis = "only as the floor of its algorithm" if kernel.get("basis") == "floor" else "from figures"
-                out[str(point_id)] = (
-                    f"{kernel.get('impl')} is predicted {basis} ({kernel.get('source')}) with an unknown error, "
-                    "so it is not ranked: measure it"
-                )
-    for point_id, env in steps.drop_duplicates("point_id")[["point_id", "env"]].itertuples(index=False):
-        traps = [
-            trap
-            for name, value in sorted(env.items())
-            if name in ENV_CHECKS
-            for trap in value_traps(name, value, interconnect)
-        ]
-        if traps:
-            out[str(point_id)] = (
-                f"{traps[0].split(';')[0]}; a simulation checks no result, so it is not ranked: measure it"
-            )
+    columns = [c for c in ("point_id", "env", "kernel_model", "source") if c in steps]
+    for row in steps.drop_duplicates("point_id")[columns].to_dict("records"):
+        record = {
+            "source": row.get("source"),
+            "kernel_model": row.get("kernel_model") if isinstance(row.get("kernel_model"), dict) else None,
+            "point": {"env": row.get("env") or {}},
+        }
+        why = not_proposable(record, interconnect)
+        if why:
+            out[str(row["point_id"])] = why
     return out
 
 

@@ -7,10 +7,10 @@ from typing import Any
 import pandas as pd
 
 from commprof.report.costmodel_check import PREDICTION_BAND
+from commprof.report.decision import decided_fusion
 from commprof.report.engine_hints import hints_as_dicts
 from commprof.report.exports import RunExports
 from commprof.report.frame import status_counts
-from commprof.report.routing_settings import settings_as_dicts
 from commprof.report.run_analysis import CostModelCheck, RunAnalysis
 from commprof.report.words import not_a_result_notes, spec_label
 
@@ -19,6 +19,8 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     """The headline numbers, machine-readable (summary.json)."""
     point = run.recommended
     rec = run.recommendation
+    decision = exports.decision
+    routing = decision.routing
     fastest = rec.fastest if rec is not None else None
     return {
         "run_id": run.run_id,
@@ -43,7 +45,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "failed": run.failed_count,
         "all_failed": run.all_failed,
         "headline": _rows(run, run.headline),
-        "fusion": run.fusion.to_dict("records") if not run.fusion.empty else [],
+        "fusion": decided_fusion(run.fusion, decision, run.mode).to_dict("records") if not run.fusion.empty else [],
         "beyond_uncertainty": rec.beyond_uncertainty if rec is not None else None,
         "rule": run.evidence.rule,
         "apply": {
@@ -86,16 +88,13 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "accepts": list(run.options.accepts),
         "projection_label": spec_label(run) if not run.projection.empty else None,
         "projection": run.projection.to_dict("records") if not run.projection.empty else [],
-        "routing": run.routing.get("bands", []),
-        "routing_floor": {"ranks": run.routing.get("ranks"), "figures": run.routing.get("floor")}
-        if run.routing
-        else None,
-        "routing_rules": run.routing.get("rules", {}),
-        "routing_gaps": run.routing.get("gaps", []),
-        "routing_curves": run.routing.get("curves", []),
+        "decision": decision.to_dict(),
+        "routing": routing.get("bands", []),
+        "routing_floor": {"ranks": routing.get("ranks"), "figures": routing.get("floor")} if routing else None,
+        "routing_rules": routing.get("rules", {}),
+        "routing_gaps": routing.get("gaps", []),
+        "routing_curves": routing.get("curves", []),
         "crossovers": run.crossovers,
-        "routing_settings": settings_as_dicts(exports.routing),
-        "routing_settings_notes": exports.routing_notes,
         "engine_hints": hints_as_dicts(exports.hints),
         "files": exports.files,
         "observed": run.observed,

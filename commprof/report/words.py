@@ -140,7 +140,8 @@ def _recommend_notes(run: RunAnalysis) -> list[str]:
     ]
     if rec.dropped:
         notes.append(
-            f"Not exported: {', '.join(rec.dropped)}. Point {point['point_id']} ({point['settings']}) measured "
+            f"Not exported: {', '.join(rec.dropped)}. Point {point['point_id']} ({point['settings']}) "
+            f"{'predicted' if run.evidence.simulated else 'measured'} "
             f"without {'it' if len(rec.dropped) == 1 else 'them'} and {fastest['point_id']} did not beat it "
             f"{run.evidence.beyond}."
         )
@@ -152,13 +153,15 @@ def export_line(env: dict[str, str]) -> str:
     return "export " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()))
 
 
-def break_even_text(ratio: Any, within: bool = False) -> str:
-    """A break-even accept length as shown: below 1 it is not an accept length, speculation pays at any; unless
-    the verify step was not told apart from the decode step (`within`): then it is no change, about 1."""
+def break_even_text(ratio: Any, within: bool = False, tokens: int | None = None) -> str:
+    """A break-even accept length as shown: below 1 it is not an accept length, speculation pays at any; above T
+    no accept length reaches it: it never pays at this T; where the rule cannot tell (`within`) nothing is said."""
+    if within:
+        return "not told apart (the model's expected error is unknown)"
     if not finite(ratio):
         return "—"
-    if within:
-        return "≈ 1: no change (verify step within the uncertainty of the decode step)"
+    if tokens is not None and float(ratio) > tokens:
+        return f"never pays at T = {tokens}"
     return "pays at any accept length" if pays_at_any_accept(float(ratio)) else f"{float(ratio):.2f}"
 
 

@@ -14,16 +14,15 @@ import math
 import os
 import shutil
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from commprof.errors import UsageError
-from commprof.nccl_graph.export import EXPORTED_NAME, GraphExport, graph_export
-from commprof.planner.models import DTYPE_BYTES
-from commprof.report.apply import apply_plan
+from commprof.nccl_graph.export import EXPORTED_NAME
+from commprof.report.decision import compute_capability, decide, decided_fusion
+from commprof.report.decision_files import engine_block, routing_text
 from commprof.report.engine_hints import engine_hints, engine_hints_text
 from commprof.report.exports import (
     NCCL_TESTS_TYPES,
@@ -37,7 +36,6 @@ from commprof.report.frame import ok_rows
 from commprof.report.ops import op_sizes, op_table
 from commprof.report.provenance import provenance
 from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
-from commprof.report.routing_settings import routing_settings, routing_text
 from commprof.report.run_analysis import RunAnalysis, costmodel_checks
 from commprof.report.summary import check_summary, summary
 from commprof.report.views.page import index_html, page_view
@@ -49,33 +47,30 @@ SUMMARY_FILE = "summary.json"
 def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExports:
     """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run."""
     lines = provenance(run)
-    plan = apply_plan(run)
-    graph = _graph_export(run, plan)
-    plan = replace(plan, env=graph.env)
+    decision = decide(run)
+    plan = decision.plan
     tuner_text = tuner_conf_text(plan, lines)
-    env_text = recommend_env_text(plan, lines, recommend_notes(run) + graph.notes)
+    env_text = recommend_env_text(plan, lines, recommend_notes(run) + list(decision.nccl_notes))
     fused_measured = not run.steps.empty and bool(
         (run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any()
     )
-    hints = engine_hints(run.fusion, fused_measured, plan.choice, run.evidence, run.alternatives)
-    engine_text = engine_hints_text(hints, lines)
-    hidden = run.steps["hidden_size"].dropna() if "hidden_size" in run.steps else pd.Series(dtype=float)
-    dtype = run.steps["dtype"].dropna() if "dtype" in run.steps else pd.Series(dtype=object)
-    routes, route_notes = routing_settings(
-        run.routing.get("bands", []),
-        int(hidden.iloc[0]) if not hidden.empty else None,
-        DTYPE_BYTES.get(str(dtype.iloc[0]), 2) if not dtype.empty else 2,
-        run.backend if run.evidence.level == "measured" else "nccl",
+    hints = engine_hints(
+        decided_fusion(run.fusion, decision, run.mode),
+        fused_measured,
+        plan.choice,
+        run.evidence,
+        compute_capability=compute_capability(run.meta),
     )
-    route_text = routing_text(routes, route_notes, lines)
+    engine_text = engine_hints_text(hints, lines, engine_block(decision))
+    route_text = routing_text(decision, lines)
     files = {
         "recommend.env": write_text(inside(folder, "recommend.env"), env_text),
         "nccl_tuner.conf": write_text(inside(folder, "nccl_tuner.conf"), tuner_text),
         "engine_flags.txt": write_text(inside(folder, "engine_flags.txt"), engine_text),
         "routing.txt": write_text(inside(folder, "routing.txt"), route_text),
     }
-    if graph.text is not None:
-        files[EXPORTED_NAME] = write_text(inside(folder, EXPORTED_NAME), graph.text)
+    if decision.graph_text is not None:
+        files[EXPORTED_NAME] = write_text(inside(folder, EXPORTED_NAME), decision.graph_text)
     for point_id, path in write_nccl_tests_tables(run, inside(folder, "nccl-tests")).items():
         files[f"nccl-tests/{point_id}"] = path
     return RunExports(
@@ -87,25 +82,8 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         hints=hints,
         plan=plan,
         routing_text=route_text,
-        routing=routes,
-        routing_notes=route_notes,
+        decision=decision,
     )
-
-
-def _graph_export(run: RunAnalysis, plan) -> GraphExport:
-    """The recommended point's graph file as its records name it (nccl.graph_file), read again to copy it."""
-    point = run.recommended
-    ran_with = None
-    if point is not None and "nccl" in run.frame:
-        rows = run.frame[run.frame["point_id"] == point["point_id"]]
-        ran_with = next((n["graph_file"] for n in rows["nccl"] if isinstance(n, dict) and n.get("graph_file")), None)
-    text = None
-    if ran_with and ran_with.get("path"):
-        try:
-            text = Path(ran_with["path"]).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            text = None
-    return graph_export(plan.env, ran_with, text, run.meta)
 
 
 def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:

@@ -248,6 +248,8 @@ def sweep_command(
         ) from None
     if rank == 0:
         console.print_summary(Path(summary["run_dir"]), spec)
+        for line in answer_lines(Path(summary["run_dir"])):
+            console.note(line)
         if summary["interrupted"]:
             click.echo(
                 f"Interrupted. Finished points are saved; continue with:\n  {resume_command(summary['run_dir'])}",
@@ -374,3 +376,18 @@ def main(argv: list[str] | None = None) -> int:
     """Run the sweep command on this rank; its exit status (errors are printed by rank 0 only)."""
     _single_process_defaults()
     return run_command(sweep_command, argv, PROG_NAME, quiet=int(os.environ["RANK"]) != 0)
+
+
+def answer_lines(run_dir: Path) -> list[str]:
+    """The run's one answer as the report decides it (report/decision.py), for the sweep's last lines."""
+    from commprof.report.command import load_run, report_options, sweep_options
+    from commprof.report.decision import decide
+    from commprof.report.decision_files import decision_lines
+    from commprof.report.run_analysis import analyze_run
+
+    try:
+        run_id, records, meta, _notes = load_run(run_dir)
+        runs = analyze_run(run_id, records, meta, report_options({}, sweep_options(meta)), str(run_dir))
+    except UsageError as exc:
+        return [f"no answer from this run: {exc}"]
+    return [line for run in runs if not run.steps.empty for line in decision_lines(decide(run))]

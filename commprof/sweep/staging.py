@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from commprof.proposable import not_proposable
 from commprof.records import point_ids
 from commprof.records.point_ids import stage_of
 from commprof.sweep.points import auto_label, expand_axes
@@ -43,18 +44,18 @@ def _combine(values: list[float], rank_by: str) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def rank_points(results: list[dict], tokens: tuple[int, ...], rank_by: str = "geomean") -> list[RankedPoint]:
-    """Points with a verified median step time at every T, fastest first (ties by point id).
+def rank_points(
+    results: list[dict], tokens: tuple[int, ...], rank_by: str = "geomean", interconnect: str = "pcie"
+) -> list[RankedPoint]:
+    """Points with a verified median step time at every T, fastest first (ties by point id); never one the
+    report may not propose (commprof.proposable: e.g. simulated LL128 on PCIe).
 
     A configuration measured in several stages ranks by its latest (most re-measured) records.
     """
-    # A simulated kernel predicted with an unknown error (the floor of its algorithm) is a bound, not a rank.
     steps = [
         r
         for r in results
-        if r.get("kind", "step") == "step"
-        and r.get("point_id")
-        and not (r.get("kernel_model") and r["kernel_model"].get("expected_error_pct") is None)
+        if r.get("kind", "step") == "step" and r.get("point_id") and not_proposable(r, interconnect) is None
     ]
     mode = "graph" if any(r.get("mode") == "graph" and r.get("status") == "ok" for r in steps) else "eager"
     by_id: dict[str, list[dict]] = {}
@@ -86,8 +87,9 @@ def rank_points(results: list[dict], tokens: tuple[int, ...], rank_by: str = "ge
     return ranked
 
 
-def refine(spec: SweepSpec, stage: int, results: list[dict]) -> list[SweepPoint]:
-    """The points of `stage` (>= 1): the stage's best `top_k` earlier points crossed with its axes."""
+def refine(spec: SweepSpec, stage: int, results: list[dict], interconnect: str = "pcie") -> list[SweepPoint]:
+    """The points of `stage` (>= 1): the stage's best `top_k` earlier points crossed with its axes (`interconnect`:
+    the box's, which decides what a simulated result may propose)."""
     if not 1 <= stage <= len(spec.stages):
         raise ValueError(f"stage {stage} does not exist (this sweep has stages 1..{len(spec.stages)})")
     stage_spec = spec.stages[stage - 1]
@@ -96,7 +98,7 @@ def refine(spec: SweepSpec, stage: int, results: list[dict]) -> list[SweepPoint]
     earlier = [
         r for r in results if r.get("kind", "step") == "step" and r.get("point_id") and stage_of(r["point_id"]) < stage
     ]
-    ranked = rank_points(earlier, spec.tokens, stage_spec.rank_by)
+    ranked = rank_points(earlier, spec.tokens, stage_spec.rank_by, interconnect)
     if stage_spec.candidates is not None:
         ranked = [r for r in ranked if stage_spec.candidates.matches(r.point)]
     chosen = [r.point for r in ranked[: stage_spec.top_k]]

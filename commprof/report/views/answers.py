@@ -16,12 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from commprof.report.engine_hints import engine_hints, implementation_settings, untested_reason
+from commprof.report.decision import Decision, compute_capability, decided_fusion
+from commprof.report.engine_hints import engine_hints
 from commprof.report.exports import ApplyPlan
 from commprof.report.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, tokens_text
 from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.run_analysis import RunAnalysis
-from commprof.report.views.verify_answers import faster_answer, spec_answer
+from commprof.report.views.verify_answers import faster_answer, routed_bands, spec_answer
 from commprof.report.words import (
     export_line,
     how_to_firm_up,
@@ -132,9 +133,10 @@ def settings_not_measured(run: RunAnalysis) -> dict[str, list[str]]:
     return out
 
 
-def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
-    """(b): where another all-reduce implementation beats (a), by how much, and what it takes in
-    SGLang / vLLM (their setting, or engine work where none exists)."""
+def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
+    """(b): where the decision routes sizes to another all-reduce implementation than (a), by how much, and
+    what it takes in SGLang / vLLM (the decision's engine settings, or engine work where none exists); the
+    per-T rows show the step times behind it."""
     name = tuned_name(run)
     reference = "(a)" if run.reference != run.baseline else f"{name}'s baseline"
     out: dict[str, Any] = {"lines": [], "rows": [], "engine": [], "not_run": []}
@@ -151,6 +153,8 @@ def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
         )
         return out
     for r in alt.itertuples():
+        route = decision.route("all_reduce", run.mode, int(r.bytes)) if r.bytes == r.bytes else None
+        wins = route is not None and not route.kept and route.impl == r.impl
         out["rows"].append(
             {
                 "tokens": int(r.tokens),
@@ -159,44 +163,49 @@ def alternative_answer(run: RunAnalysis) -> dict[str, Any]:
                 "impl": r.impl,
                 "time": fmt_ms(r.median_us),
                 "saved": fmt_pct(r.saved_pct),
-                "wins": r.beyond_uncertainty is True,
-                "loses": r.slower_beyond_uncertainty is True,
+                "wins": wins,
+                "loses": not wins and r.slower_beyond_uncertainty is True,
             }
         )
-    won = alt[[v is True for v in alt["beyond_uncertainty"]]]
-    if won.empty:
+    routed = routed_bands(decision, run.mode)
+    if not routed:
         out["lines"].append(
-            f"No other implementation beats {reference} {run.evidence.beyond} at any T: stay with {name}."
+            f"No other implementation takes any T from {reference} {run.evidence.beyond}: stay with {name}."
         )
         return out
-    for impl, group in won.groupby("impl", sort=True):
-        sizes = ", ".join(f"{int(t)} ({fmt_bytes(b)})" for t, b in zip(group["tokens"], group["bytes"]))
-        verb = "is predicted to beat" if run.evidence.simulated else "beats"
-        line = (
-            f"{impl} {verb} {reference} {run.evidence.beyond} at T = {sizes} per all-reduce: "
-            f"{range_pct(group['saved_pct'])} less communication per step."
+    verb = "is predicted to beat" if run.evidence.simulated else "beats"
+    taken = set()
+    for route in routed:
+        taken |= set(route.tokens)
+        out["lines"].append(
+            f"{route.impl} {verb} {reference} {run.evidence.beyond} at T = {tokens_text(route.tokens)} "
+            f"({fmt_bytes(route.min_bytes)} – {fmt_bytes(route.max_bytes)} per all-reduce): "
+            f"{fmt_pct(route.margin_pct)} less time per all-reduce."
         )
-        rest = sorted(set(int(t) for t in alt["tokens"]) - set(int(t) for t in group["tokens"]))
-        if rest:
-            line += f" Not at T = {tokens_text(rest)}: keep {name} for those sizes."
-        out["lines"].append(line)
-    for impl in sorted(set(won["impl"])):
-        if run.evidence.simulated:
-            out["lines"].append(untested_reason(run.evidence, impl).capitalize() + ".")
-        for engine, setting, version in implementation_settings(impl):
+    rest = sorted({int(t) for t in alt["tokens"]} - taken)
+    if rest:
+        out["lines"].append(f"Not at T = {tokens_text(rest)}: keep {name} for those sizes.")
+    for setting in decision.engine:
+        shown = " ".join(f"{k}={v}" for k, v in setting.variables)
+        out["engine"].append(
+            {
+                "engine": setting.engine,
+                "setting": shown,
+                "version": setting.version,
+                "text": "" if setting.live else setting.why,
+            }
+        )
+    for impl in sorted({r.impl for r in routed} - {s.impl for s in decision.engine}):
+        for engine in ("SGLang", "vLLM"):
             out["engine"].append(
-                {
-                    "engine": engine,
-                    "setting": setting,
-                    "version": version,
-                    "text": "" if setting else f"no setting runs {impl}: engine work",
-                }
+                {"engine": engine, "setting": "", "version": "—", "text": f"no setting runs {impl}: engine work"}
             )
     return out
 
 
-def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
-    """(c): fused all-reduce + RMSNorm kinds against their unfused reference, per T, and the engine flags."""
+def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
+    """(c): fused all-reduce + RMSNorm kinds against their unfused reference, per T, judged as the decision routes
+    them, and the engine flags."""
     out: dict[str, Any] = {"lines": [], "engine": [], "not_run": []}
     absent = (
         run.without_result[
@@ -206,7 +215,7 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
         else run.without_result
     )
     out["not_run"] = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
-    fusion = run.fusion
+    fusion = decided_fusion(run.fusion, decision, run.mode)
     if fusion.empty:
         out["lines"].append(
             "No fused kind ran in this sweep."
@@ -242,21 +251,25 @@ def fusion_answer(run: RunAnalysis) -> dict[str, Any]:
             f"{run.evidence.within.capitalize()} of {UNFUSED_REFERENCE_IMPL} at T = {tokens_text(within['tokens'])}."
         )
     fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any())
-    for hint in engine_hints(fusion, fused_measured, None, run.evidence):
+    for hint in engine_hints(
+        fusion, fused_measured, None, run.evidence, compute_capability=compute_capability(run.meta)
+    ):
         out["engine"].append(
             {"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": hint.untested}
         )
     return out
 
 
-def headline_answers(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
-    """The first screen's answers: how much faster, (a), (b), (c), and whether speculative decoding pays."""
+def headline_answers(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
+    """The first screen's answers, each rendering the run's decision: how much faster, (a), (b), (c), and
+    whether speculative decoding pays."""
+    plan = decision.plan
     answers: dict[str, Any] = {
         "empty": "",
         "env": None,
         "alt": None,
         "fused": None,
-        "faster": faster_answer(run),
+        "faster": faster_answer(run, decision),
         "spec": spec_answer(run),
     }
     if run.steps.empty:
@@ -264,5 +277,7 @@ def headline_answers(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
     elif run.all_failed:
         answers["empty"] = "Nothing: every point failed. See the CUDA-graph compatibility matrix below."
     else:
-        answers.update(env=env_answer(run, plan), alt=alternative_answer(run), fused=fusion_answer(run))
+        answers.update(
+            env=env_answer(run, plan), alt=alternative_answer(run, decision), fused=fusion_answer(run, decision)
+        )
     return answers

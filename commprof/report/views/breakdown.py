@@ -87,7 +87,7 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
                 "verify": fmt_ms_value(r.verify_ms),
                 "decode": fmt_ms_value(r.decode_ms),
                 "plain": fmt_num(r.plain_tokens_per_s, 0),
-                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty)),
+                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens)),
                 "cells": cells,
             }
         )

@@ -4,11 +4,13 @@ banners, the side-by-side comparison of several runs, and the template filled in
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from typing import Any
 
 import jinja2
 
 from commprof.report.costmodel_check import PREDICTION_BAND
+from commprof.report.decision import Decision, decided_fusion
 from commprof.report.doctor_verdicts import doctor_view
 from commprof.report.exports import RunExports
 from commprof.report.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x
@@ -32,6 +34,7 @@ from commprof.report.views.drift_figure import drift_svg
 from commprof.report.views.routing import routing_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
 from commprof.report.words import how_to_firm_up, spec_label
+from commprof.units import format_bytes
 
 
 def banners(run: RunAnalysis) -> list[dict[str, str]]:
@@ -135,6 +138,24 @@ def observed_rows(observed: dict[str, Any] | None) -> dict[str, Any] | None:
     return {**observed, "rows": rows, "css": {True: "ok", False: "fail"}.get(observed["explained"], "warn")}
 
 
+def answer_rows(decision: Decision) -> list[dict[str, Any]]:
+    """The decision per T, mode and collective, as the first screen's answer table shows it (each row also carries
+    the decision's own words as JSON, so a test reads back what the page says)."""
+    rows = []
+    for row in decision.per_tokens():
+        key = {k: row[k] for k in ("tokens", "mode", "collective", "impl", "options", "nccl_env", "band")}
+        rows.append(
+            {
+                **row,
+                "run": row["impl"] + (f" {json.dumps(row['options'], sort_keys=True)}" if row["options"] else ""),
+                "env": " ".join(f"{k}={v}" for k, v in sorted(row["nccl_env"].items())) or "NCCL's defaults",
+                "sizes": f"{format_bytes(row['band'][0])} – {format_bytes(row['band'][1])}",
+                "key": json.dumps(key, sort_keys=True),
+            }
+        )
+    return rows
+
+
 def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     """The template's view of one run: formatted strings and inline SVG, nothing left to compute."""
     tokens = distinct_tokens(run.steps)
@@ -156,9 +177,11 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "has_steps": not run.steps.empty,
         "all_failed": run.all_failed,
         "tokens": tokens,
-        "answers": headline_answers(run, exports.plan),
+        "answers": headline_answers(run, exports.decision),
         "observed": observed_rows(run.observed),
-        "routing": routing_view(run),
+        "routing": routing_view(run, exports.decision.routing),
+        "answer": answer_rows(exports.decision),
+        "engine_paths": list(exports.decision.engine_paths),
         "accepts": [f"{a:g}" for a in run.options.accepts],
         "choices": choice_rows(run),
         "shared_gpus": run.shared_gpus,
@@ -181,7 +204,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
                 if r.beyond_uncertainty is False
                 else "—",
             }
-            for r in run.fusion.itertuples()
+            for r in decided_fusion(run.fusion, exports.decision, run.mode).itertuples()
         ],
         "env": environment(run),
         "exports": exports,

@@ -19,10 +19,9 @@ TITLES = {
 }
 
 
-def routing_view(run: RunAnalysis) -> dict[str, Any] | None:
-    """The plan's bands in the headline mode, one table per collective, the all-reduce figure and the floor's
-    source; None when the run has no per-op times to route from."""
-    plan = run.routing
+def routing_view(run: RunAnalysis, plan: dict[str, Any]) -> dict[str, Any] | None:
+    """The decision's routing plan (`plan`): its bands in the headline mode, one table per collective, the
+    all-reduce figure and the floor's source; None when the run has no per-op times to route from."""
     if not plan or not plan.get("bands"):
         return None
     modes = {b["mode"] for b in plan["bands"]}

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from commprof.report.decision import Decision, Route
 from commprof.report.formatting import finite, fmt_ms_value, fmt_num, fmt_pct, range_pct, tokens_text
 from commprof.report.projection import tps_column
 from commprof.report.run_analysis import RunAnalysis
@@ -16,7 +17,7 @@ from commprof.report.views.breakdown import tps_cells
 from commprof.report.words import break_even_text, compute_text, draft_text, only_baseline, spec_label
 
 
-def faster_answer(run: RunAnalysis) -> dict[str, Any]:
+def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str, Any]:
     """Per verify T: verify-step latency (compute + communication) and tokens/s at the user's accept lengths,
     before (the baseline) -> after (what the recommendation applies); "no change" when it keeps the baseline.
     Communication alone, and the fastest point of any implementation, come second."""
@@ -95,24 +96,24 @@ def faster_answer(run: RunAnalysis) -> dict[str, Any]:
         f"Verify latency = {latency} ({run.evidence.label}); tokens/s = accept / ({draft_text(run)} + verify "
         "latency), before → after."
     )
-    alternative = (
-        [
-            r
-            for r in run.choices.itertuples()
-            if "fastest" in r.roles and r.impl not in set(run.baseline_family) and r.beyond_uncertainty is True
-        ]
-        if not run.choices.empty
-        else []
-    )
-    if alternative:
+    routed = routed_bands(decision, run.mode)
+    if routed:
         out["more"] = (
             "Another implementation (b) is faster still: "
             + ", ".join(
-                f"{r.impl} at T = {int(r.tokens)} ({fmt_pct(r.saved_pct)} less communication)" for r in alternative
+                f"{r.impl} at T = {tokens_text(r.tokens)} ({fmt_pct(r.margin_pct)} less time per all-reduce)"
+                for r in routed
             )
             + "; it needs the engine to run it (see (b))."
         )
     return out
+
+
+def routed_bands(decision: Decision | None, mode: str) -> list[Route]:
+    """The decision's all-reduce bands in `mode` that another implementation takes from NCCL, at some T."""
+    if decision is None:
+        return []
+    return [r for r in decision.routes if r.collective == "all_reduce" and r.mode == mode and not r.kept and r.tokens]
 
 
 def spec_answer(run: RunAnalysis) -> dict[str, Any]:
@@ -154,30 +155,39 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
         out["rows"].append(
             {
                 "tokens": int(r.tokens),
-                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty)),
+                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens)),
                 "cells": tps_cells(run, r, "n/a"),
             }
         )
     plain = chosen["plain_tokens_per_s"]
     out["plain"] = fmt_num(plain.iloc[0], 0) if not plain.empty else "—"
     decided = chosen[~chosen["within_uncertainty"].astype(bool)] if not chosen.empty else chosen
-    if not decided.empty and decided["break_even_ratio"].notna().any():
-        anywhere = decided[decided["pays_at_any_accept"].astype(bool)]
+    reachable = decided[~decided["never_pays"].astype(bool)] if not decided.empty else decided
+    if not reachable.empty and reachable["break_even_ratio"].notna().any():
+        anywhere = reachable[reachable["pays_at_any_accept"].astype(bool)]
         if not anywhere.empty:
             out["verdict"] = "Pays at any accept length at T = " + tokens_text(anywhere["tokens"])
         else:
-            lowest = decided.loc[decided["break_even_ratio"].idxmin()]
+            lowest = reachable.loc[reachable["break_even_ratio"].idxmin()]
             out["verdict"] = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
+    elif not decided.empty:
+        out["verdict"] = f"Never pays at T = {tokens_text(decided['tokens'])}: no accept length reaches break-even"
     elif not chosen.empty:
         out["noise"] = True
         out["verdict"] = (
-            f"No change: the verify step is {run.evidence.within} of the decode step (break-even about 1) at "
+            f"Not told apart: the model's expected error is unknown, so no tokens/s difference counts at "
             f"T = {tokens_text(chosen['tokens'])}"
         )
     fastest = run.projection[run.projection["setting"] == "best"]
-    best = fastest.set_index("tokens")["break_even_ratio"].map(break_even_text)
-    ours = chosen.set_index("tokens")["break_even_ratio"].map(break_even_text)
-    if not best.empty and not ours.reindex(best.index).equals(best):
+    best = {
+        int(r.tokens): break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens))
+        for r in fastest.itertuples()
+    }
+    ours = {
+        int(r.tokens): break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens))
+        for r in chosen.itertuples()
+    }
+    if best and any(ours.get(t) != v for t, v in best.items()):
         out["fastest"] = (
             "With the fastest point at each T (table 1, other implementations included): plain "
             f"decode {fmt_num(fastest['plain_tokens_per_s'].iloc[0], 0)} tok/s, break-even "

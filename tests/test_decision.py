@@ -1,0 +1,336 @@
+"""One answer: every shipped scenario rendered as a user would, then the page, summary.json and every exported
+file read back the way they are used (each file sourced in a clean shell, the tuner file's live lines, the page's
+answer table), and all of them must name the same implementation, options, NCCL environment and size bands."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from commprof.cli import main
+from commprof.records.files import META_FILE, RESULTS_FILE
+from tests.conftest import GLOO_RUN, TESTS
+from tests.report_fixtures import measured_twin
+from tests.test_crossover_stage import kernel_times, search_records
+
+pytestmark = pytest.mark.slow  # renders a report per scenario
+
+PRESETS = sorted(p.stem for p in (TESTS.parent / "sweeps" / "topologies").glob("*.toml"))
+NCCL_TESTS_LOG = TESTS / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"
+# The field report's step with the axes that decide it (P2P level, a protocol) and every PCIe kernel, plus the
+# crossover search: pcie8-verify.toml without its slower NCCL stages.
+SWEEP = """
+name = "decision"
+[run]
+model = "kimi-k2.5"
+tokens = [1, 4, 8, 16]
+phase = "verify"
+dtype = "bfloat16"
+interconnect = "pcie"
+iterations = 20
+warmup = 5
+[axes]
+NCCL_PROTO = ["default", "LL"]
+NCCL_P2P_LEVEL = ["default", "SYS"]
+[[points]]
+impl = "flashinfer-pcie-ipc"
+options = { tune = false }
+[[points]]
+impl = "b12x"
+[[points]]
+impl = "flashinfer-fused"
+options = { use_oneshot = true }
+[[points]]
+impl = "nccl+rmsnorm"
+[[stages]]
+kind = "crossover"
+name = "crossover"
+impls = ["flashinfer-pcie-ipc", "b12x"]
+modes = ["graph"]
+step_bytes = 4096
+max_rounds = 8
+[report]
+compute_ms = 5.0
+accept_lengths = [1.3, 1.5, 2.0]
+"""
+
+
+def _one(folder: Path) -> Path:
+    (run,) = [p for p in folder.iterdir() if p.is_dir()]
+    return run
+
+
+def _simulate(root: Path, preset: str, calibration: Path | None = None) -> Path:
+    sweep = root / "decision.toml"
+    if not sweep.exists():
+        sweep.write_text(SWEEP)
+    out = root / f"sim-{preset}{'-cal' if calibration else ''}"
+    args = ["simulate", "--topology", preset, "--sweep", str(sweep), "--out", str(out)]
+    assert main(args + (["--calibration", str(calibration)] if calibration else [])) == 0
+    return _one(out)
+
+
+def _twin(root: Path, simulated: Path, name: str = "measured-twin", sys_factor: float = 1.0) -> Path:
+    """SYNTHETIC: a measured run of the same sweep on NCCL (the model's times x a per-setting factor; points with
+    NCCL_P2P_LEVEL=SYS x `sys_factor`, as on a box whose GPU pairs are SYS), its crossover searches included."""
+    run = root / name
+    run.mkdir()
+    records = [json.loads(line) for line in (simulated / RESULTS_FILE).read_text().splitlines() if line]
+    steps = [r for r in records if r["kind"] == "step"]
+    twin = measured_twin(steps, name, bias=1.0, spread=0.01)
+    for record in twin:
+        if record["point"]["env"].get("NCCL_P2P_LEVEL") == "SYS" and record.get("step_us"):
+            record["step_us"] = {
+                k: v * sys_factor if k != "n" and k != "cv" else v for k, v in record["step_us"].items()
+            }
+            if record.get("op_us"):
+                for key in ("min", "median", "mean", "p90", "p99"):
+                    record["op_us"][key] = [v * sys_factor for v in record["op_us"][key]]
+    for record in records:
+        if record["kind"] == "crossover":
+            twin.append({**record, "source": "measured", "run_id": name, "calibration": None, "model_error": None})
+    (run / RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in twin))
+    meta = json.loads((simulated / META_FILE).read_text())
+    for key in ("simulated", "source", "calibration", "model_error"):
+        meta.pop(key, None)
+    meta.update(run_id=name, gpus=[{"name": "RTX PRO 6000", "compute_capability": "12.0"}] * 8)
+    (run / META_FILE).write_text(json.dumps(meta))
+    return run
+
+
+def _gloo_crossover(root: Path) -> Path:
+    """The real gloo run with a gloo crossover search appended (what a crossover stage on CPU ranks writes)."""
+    run = root / "gloo-crossover"
+    shutil.copytree(GLOO_RUN, run)
+    meta = json.loads((run / META_FILE).read_text())
+    _search, searched = search_records(
+        kernel_times(8192), backend="gloo", impl="tests.plugins.one_shot:OneShotGloo", mode="eager"
+    )
+    with open(run / RESULTS_FILE, "a", encoding="utf-8") as handle:
+        for record in searched:
+            handle.write(json.dumps({**record, "run_id": meta["run_id"]}) + "\n")
+    return run
+
+
+SIM_DIRS: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory) -> dict[str, Path]:
+    """Every shipped scenario, rendered: name -> report folder."""
+    root = tmp_path_factory.mktemp("decision")
+    runs: dict[str, list[Path]] = {f"simulated {p}": [_simulate(root, p)] for p in PRESETS}
+    imported = root / "imported"
+    assert main(["import-nccl-tests", str(NCCL_TESTS_LOG), "--out", str(imported)]) == 0
+    runs["nccl-tests import"] = [_one(imported)]
+    calibration = root / "calibration.toml"
+    assert main(["calibrate", str(_one(imported)), "--out", str(calibration)]) == 0
+    runs["calibrated simulation (SYS pairs)"] = [_simulate(root, "pcie-dual-socket-shm", calibration)]
+    gen5 = runs["simulated pcie-gen5-switch-p2p"][0]
+    runs["measured on NCCL (synthetic twin)"] = [_twin(root, gen5)]
+    runs["measured on a SYS-pair box (synthetic)"] = [_twin(root, gen5, "measured-sys", sys_factor=0.6)]
+    runs["gloo"] = [GLOO_RUN]
+    runs["gloo crossover"] = [_gloo_crossover(root)]
+    runs["two runs compared"] = [GLOO_RUN, runs["gloo crossover"][0]]
+    SIM_DIRS.update({name: dirs[0] for name, dirs in runs.items()})
+    reports = {}
+    for index, (name, dirs) in enumerate(runs.items()):
+        out = root / f"report-{index}"
+        assert main(["report", *map(str, dirs), "--out", str(out)]) == 0, name
+        reports[name] = out
+    return reports
+
+
+def sourced(path: Path) -> dict[str, str]:
+    """The variables a child process sees after `source FILE` in a clean bash (env -i), beyond a clean bash's."""
+    probe = "import json, os; print(json.dumps(dict(os.environ)))"
+    script = 'source "$1" >/dev/null || exit 3; exec "$2" -c "$3"'
+    clean = 'exec "$2" -c "$3"'
+
+    def run(body: str) -> dict[str, str]:
+        done = subprocess.run(
+            ["env", "-i", "bash", "-c", body, "_", str(path), sys.executable, probe],
+            capture_output=True,
+            text=True,
+            cwd=path.parent,
+            timeout=30,
+        )
+        assert done.returncode == 0, (path.name, done.stderr)
+        return json.loads(done.stdout)
+
+    base = run(clean)
+    return {k: v for k, v in run(script).items() if base.get(k) != v and k != "_"}
+
+
+def live_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def page_answers(page: Path) -> list[dict]:
+    return [json.loads(html.unescape(k)) for k in re.findall(r'data-answer="([^"]*)"', page.read_text())]
+
+
+def run_folders(report: Path, summary: dict) -> list[tuple[dict, Path]]:
+    runs = summary["runs"]
+    if len(runs) == 1:
+        return [(runs[0], report)]
+    return [(run, report / Path(run["files"]["recommend.env"]).parent) for run in runs]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [f"simulated {p}" for p in PRESETS]
+    + [
+        "nccl-tests import",
+        "calibrated simulation (SYS pairs)",
+        "measured on NCCL (synthetic twin)",
+        "measured on a SYS-pair box (synthetic)",
+        "gloo",
+        "gloo crossover",
+        "two runs compared",
+    ],
+)
+def test_the_page_summary_and_every_file_give_the_one_answer(scenarios, name):
+    report = scenarios[name]
+    summary = json.loads((report / "summary.json").read_text())
+    answers = page_answers(report / "index.html")
+    for run, folder in run_folders(report, summary):
+        decision = run["decision"]
+        nccl, engine = decision["nccl"], decision["engine"]
+        # recommend.env exports exactly the NCCL environment the decision sets (when it is the file to apply).
+        assert sourced(folder / "recommend.env") == (nccl["env"] if nccl["file"] == "recommend.env" else {})
+        assert live_lines(folder / "nccl_tuner.conf") == nccl["tuner_rules"]
+        # routing.txt sets exactly the decision's live engine variables; engine_flags.txt sets them too.
+        engine_env = {k: v for s in engine if s["live"] for k, v in s["variables"].items()}
+        assert sourced(folder / "routing.txt") == engine_env
+        flags = sourced(folder / "engine_flags.txt")
+        assert {k: flags.get(k) for k in engine_env} == engine_env
+        assert {k: flags.get(k) for k in sourced(folder / "recommend.env")} == sourced(folder / "recommend.env")
+        for variable in set(flags) - set(engine_env) - set(nccl["env"]):
+            assert not variable.startswith(("SGLANG_", "NCCL_")) and "PCIE" not in variable, (name, variable)
+        # Every route is judged against the NCCL environment the answer sets.
+        for route in decision["routes"]:
+            assert route["nccl_env"] == nccl["env"] and route["judged_against"] == str(nccl["point_id"])
+        # summary.json's routing bands are the decision's.
+        bands = [(b["collective"], b["mode"], b["min_bytes"], b["max_bytes"]) for b in run["routing"]]
+        assert bands == [(r["collective"], r["mode"], r["min_bytes"], r["max_bytes"]) for r in decision["routes"]]
+        # The page's answer table says what summary.json says, per T, mode and collective.
+        keys = ("tokens", "mode", "collective", "impl", "options", "nccl_env", "band")
+        mine = [{k: row[k] for k in keys} for row in decision["per_tokens"]]
+        assert all(row in answers for row in mine), name
+        # One error per source: every NCCL figure of a simulation quotes the run's expected error (its
+        # calibration's held-out error or the prior's), never a record's in-sample fit.
+        if run["evidence"]["level"] == "simulated":
+            band = f"±{run['evidence']['expected_error_pct']:.0f} %"
+            assert band in run["evidence"]["label"]
+            for routed in run["routing"]:
+                assert routed["evidence"]["baseline_label"] == f"simulated (expected error {band})", name
+            for found in run["crossovers"]:
+                assert found["evidence"].endswith(f"/ {band}, implementation / baseline)") or not found["sizes"]
+        # The fused kinds' per-T verdicts are the decision's fused bands.
+        fused_wins = {
+            (r["impl"], t)
+            for r in decision["routes"]
+            if r["collective"] == "all_reduce+rmsnorm" and r["mode"] == run["mode"] and not r["kept"]
+            for t in r["tokens"]
+        }
+        for row in run["fusion"]:
+            assert (row["beyond_uncertainty"] is True) == ((row["impl"], row["tokens"]) in fused_wins), name
+        # Integral TP and T.
+        assert run["tp"] is None or isinstance(run["tp"], int)
+        assert all(isinstance(row["tokens"], int) for row in run["headline"])
+    if len(summary["runs"]) == 1:
+        assert len(answers) == len(summary["runs"][0]["decision"]["per_tokens"])
+
+
+def test_on_sm120_the_sglang_switch_is_live_only_with_its_cap_and_fusion_never(scenarios):
+    report = scenarios["measured on NCCL (synthetic twin)"]
+    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
+    (sglang,) = [s for s in decision["engine"] if s["engine"] == "SGLang"]
+    hidden = 7168
+    routed = next(r for r in decision["routes"] if r["impl"] == sglang["impl"] and r["mode"] == "graph")
+    assert sglang["live"] and sglang["variables"] == {
+        "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1",
+        "SGLANG_PCIE_IPC_MAX_NUMEL": str(max(routed["tokens"]) * hidden),
+    }
+    env = sourced(report / "engine_flags.txt")
+    assert env["SGLANG_PCIE_IPC_MAX_NUMEL"] == sglang["variables"]["SGLANG_PCIE_IPC_MAX_NUMEL"]
+    assert sourced(report / "routing.txt") == {
+        k: v for s in decision["engine"] if s["live"] for k, v in s["variables"].items()
+    }
+    # vLLM's switch has no cap: it is left off unless the kernel won at every size vLLM would send it.
+    (vllm,) = [s for s in decision["engine"] if s["engine"] == "vLLM"]
+    assert not vllm["live"] and "no size cap" in vllm["why"]
+    args = subprocess.run(
+        [
+            "env",
+            "-i",
+            "bash",
+            "-c",
+            'source "$1" >/dev/null; printf "%s\\n" "${COMMPROF_SGLANG_ARGS[@]}"',
+            "_",
+            str(report / "engine_flags.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
+    assert "--flashinfer-allreduce-fusion-backend" not in args
+
+
+def test_a_simulation_sets_no_engine_switch_and_says_predicted(scenarios):
+    report = scenarios["simulated pcie-gen5-switch-p2p"]
+    assert sourced(report / "routing.txt") == {} and sourced(report / "engine_flags.txt") == {}
+    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
+    assert decision["engine"] and not any(s["live"] for s in decision["engine"])
+    assert all("not tested" in s["why"] or "no size cap" in s["why"] for s in decision["engine"])
+
+
+def test_a_crossover_run_has_integral_tp_and_tokens_and_compares_with_a_plain_run(scenarios):
+    summary = json.loads((scenarios["two runs compared"] / "summary.json").read_text())
+    for run in summary["runs"]:
+        assert run["tp"] == 2 and isinstance(run["tp"], int)
+        assert all(isinstance(row["tokens"], int) for row in run["headline"])
+    assert "not comparable" not in (scenarios["two runs compared"] / "index.html").read_text()
+
+
+def test_the_engine_section_lists_each_op_groups_path_today_and_with_the_answer(scenarios):
+    report = scenarios["simulated pcie-gen5-switch-p2p"]
+    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
+    by_engine = {e["engine"]: e for e in decision["engine_paths"]}
+    assert set(by_engine) == {"SGLang 0.5.23", "vLLM 0.33"}
+    for entry in by_engine.values():
+        assert [r["tokens"] for r in entry["rows"]] == [1, 4, 8, 16]
+        assert all(r["today"] == "NCCL" and r["with_answer_source"] for r in entry["rows"])
+        assert not entry["live"]  # a simulation: the switches are shown as they would act, and left off
+    sglang = [r["with_answer"] for r in by_engine["SGLang 0.5.23"]["rows"]]
+    assert sglang == ["FlashInfer PCIe IPC", "NCCL", "NCCL", "NCCL"]  # its cap keeps T >= 4 on NCCL
+    vllm = [r["with_answer"] for r in by_engine["vLLM 0.33"]["rows"]]
+    assert vllm == ["FlashInfer PCIe IPC"] * 4  # no cap: why its switch is left off
+    assert any("flashinfer-allreduce-fusion-backend" in f for f in by_engine["SGLang 0.5.23"]["fails_here"])
+    page = (report / "index.html").read_text()
+    assert "What your engine runs, op by op" in page and "pcie_ipc_ar.py: should_pcie_ipc_ar" in page
+
+
+@pytest.mark.parametrize("name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)", "gloo"])
+def test_the_sweeps_closing_lines_say_the_decision(scenarios, name):
+    from commprof.sweep.command import answer_lines
+
+    lines = answer_lines(SIM_DIRS[name])
+    decision = json.loads((scenarios[name] / "summary.json").read_text())["runs"][0]["decision"]
+    env = " ".join(f"{k}={v}" for k, v in sorted(decision["nccl"]["env"].items())) or "the defaults"
+    assert f"environment: {env}" in lines[0]
+    for route in decision["routes"]:
+        if route["collective"] == "all_reduce" and route["tokens"]:
+            what = "NCCL" if route["kept"] else route["impl"]
+            tokens = ", ".join(map(str, route["tokens"]))
+            assert any(f"{route['mode']} all-reduce, T = {tokens} " in line and what in line for line in lines)
+    for setting in decision["engine"]:
+        assert any(line.startswith(f"  {setting['engine']}: ") for line in lines)
