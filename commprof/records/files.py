@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
+from commprof.records.folder import write_nofollow
 from commprof.records.point_ids import is_run_id
 from commprof.records.schema import READABLE_VERSIONS, record_problem, upgraded
 from commprof.textfiles import RESULTS_BYTES, read_json, read_text
@@ -70,14 +71,12 @@ def finite_json(value: Any) -> Any:
 
 
 def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Append records and fsync, so a controller killed right after loses nothing already written."""
+    """Append records and fsync, so a controller killed right after loses nothing already written; a link at
+    `path` is refused, never followed."""
     lines = "".join(
         json.dumps(finite_json(record), separators=(",", ":"), allow_nan=False) + "\n" for record in records
     )
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(lines)
-        handle.flush()
-        os.fsync(handle.fileno())
+    write_nofollow(path, lines.encode("utf-8"), append=True, sync=True)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -132,8 +131,8 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one)."""
     tmp = Path(f"{path}.tmp")
     text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_nofollow(tmp, (text + "\n").encode("utf-8"))
+    os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
 
 
 def read_meta(run_dir: Path) -> dict[str, Any]:

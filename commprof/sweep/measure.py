@@ -24,6 +24,7 @@ import torch.distributed as dist
 from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log.parse import choice_matches, parse_nccl_log
+from commprof.records.folder import make_folders
 from commprof.records.schema import StepRecord, step_record
 from commprof.sweep.prebuild import build_refusal
 from commprof.sweep.spec import SweepPoint, SweepSpec
@@ -81,8 +82,7 @@ def measure_point(
     there and that logging would be timed with the op. With `ctx.profile`, a third untimed worker writes
     Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz.
     """
-    point_dir = ctx.run_dir / "points" / point.point_id
-    point_dir.mkdir(parents=True, exist_ok=True)
+    point_dir = make_folders(ctx.run_dir, "points", point.point_id)
     request = trial_request(ctx, spec, model, point, tp, point_dir)
     prefix = request.store_prefix
     Path(request.result_path).unlink(missing_ok=True)

@@ -29,6 +29,7 @@ from commprof.records.files import (
     read_records,
     write_json,
 )
+from commprof.records.folder import refuse_links
 from commprof.sweep.crossover_run import run_crossover_stage
 from commprof.sweep.gate import launch_context, refusal
 from commprof.sweep.measure import (
@@ -229,6 +230,7 @@ def _open_run_dir(
     try:
         if options.resume:
             run_dir = Path(options.resume)
+            refuse_links(run_dir)  # a copied folder with links planted where its files belong is not written
             if not (run_dir / "meta.json").exists():
                 return {"error": f"--resume {run_dir}: not a commprof run folder (no meta.json)"}, None
             lock = RunLock(run_dir)
