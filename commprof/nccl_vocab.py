@@ -85,7 +85,6 @@ DEFAULT_P2P_LEVEL = "PXB"
 MIN_MAX_PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))
 CHANNEL_VARIABLES = tuple(name for pair in MIN_MAX_PAIRS for name in pair)
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Every variable NCCL reads starts with this; a backend other than NCCL reads none of them.
 VARIABLE_PREFIX = "NCCL_"
 

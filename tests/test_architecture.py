@@ -18,7 +18,7 @@ MAX_LINES = 600
 # module or package of commprof; each stage's command (`<stage>/command.py`) and the other entry points may
 # import anything.
 TIERS = (
-    {"errors", "stats", "units", "runmeta"},
+    {"errors", "stats", "units", "runmeta", "env_names"},  # env_names: the variables commprof may set
     {"terminal", "textfiles"},  # printing and reading what users give, without trusting it
     {
         "nccl_vocab",

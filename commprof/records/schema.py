@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, TypedDict
 
+from commprof.env_names import export_name_problem
 from commprof.records.point_ids import is_point_id, is_run_id
 
 SCHEMA_VERSION = 2
@@ -244,6 +245,9 @@ def record_problem(record: Any) -> str | None:
     for point_id in (record["point_id"], record["point"].get("point_id", record["point_id"])):
         if not is_point_id(point_id):
             return f"point id {point_id!r} is not one (p000, p001, ..., s1-p000, ...)"
+    for name in record["point"].get("env") or {}:
+        if refused := export_name_problem(name):
+            return f"point.env: {refused}"
     if kind == "step" and record["tokens"] < 1:
         return f"tokens {record['tokens']} is below 1"
     if kind == "crossover" and record.get("bytes") is not None and record["bytes"] < 1:

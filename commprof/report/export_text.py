@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from commprof.nccl_vocab import ENV_NAME
+from commprof.env_names import export_name_problem
 from commprof.terminal import CONTROL_CHARACTERS, one_line
 
 # What makes a spreadsheet run a cell as a formula (OWASP, "CSV injection").
@@ -26,8 +26,8 @@ def comment(text: Any) -> str:
 def export_line(name: str, value: Any) -> str:
     """`export NAME='value'` for a shell, or a comment saying why the pair was left out."""
     text = str(value)
-    if not ENV_NAME.fullmatch(name):
-        return comment(f"skipped {name!r}: not a valid environment variable name")
+    if refused := export_name_problem(name):
+        return comment(f"skipped {name!r}: {refused}")
     if CONTROL_CHARACTERS.search(text):
         return comment(f"skipped {name}: its value holds control characters ({text!r})")
     return f"export {name}={shlex.quote(text)}"
