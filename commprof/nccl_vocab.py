@@ -319,6 +319,8 @@ ENV_CHECKS: dict[str, Callable[[object], str]] = {
 
 def env_value(name: str, raw: object) -> str:
     """The environment string for `name`; ValueError says what is allowed."""
+    if isinstance(raw, str) and "\x00" in raw:  # execve cuts a variable at its first NUL: no process could see it
+        raise ValueError(f"{raw!r} holds a NUL character, which no environment variable can carry")
     check = ENV_CHECKS.get(name)
     if check is not None:
         return check(raw)

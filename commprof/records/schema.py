@@ -245,9 +245,11 @@ def record_problem(record: Any) -> str | None:
     for point_id in (record["point_id"], record["point"].get("point_id", record["point_id"])):
         if not is_point_id(point_id):
             return f"point id {point_id!r} is not one (p000, p001, ..., s1-p000, ...)"
-    for name in record["point"].get("env") or {}:
+    for name, value in (record["point"].get("env") or {}).items():
         if refused := export_name_problem(name):
             return f"point.env: {refused}"
+        if "\x00" in value:
+            return f"point.env.{name}: holds a NUL character"
     if kind == "step" and record["tokens"] < 1:
         return f"tokens {record['tokens']} is below 1"
     if kind == "crossover" and record.get("bytes") is not None and record["bytes"] < 1:
