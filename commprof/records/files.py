@@ -20,7 +20,7 @@ from typing import Any
 from commprof.errors import UsageError
 from commprof.records.folder import write_nofollow
 from commprof.records.point_ids import is_run_id
-from commprof.records.schema import READABLE_VERSIONS, record_problem, upgraded
+from commprof.records.schema import READABLE_VERSIONS, meta_problem, record_problem, upgraded
 from commprof.textfiles import RESULTS_BYTES, read_json, read_text
 
 RESULTS_FILE = "results.jsonl"
@@ -141,8 +141,9 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     meta = read_json(path, "run metadata")
-    if not isinstance(meta, dict):
-        raise UsageError(f"{path}: not a JSON object")
+    problem = meta_problem(meta)
+    if problem:
+        raise UsageError(f"{path}: not usable run metadata: {problem}")
     if "run_id" in meta and not is_run_id(meta["run_id"]):
         raise UsageError(f"{path}: run_id {meta['run_id']!r} is not a run id (letters, digits, '.', '_', '-')")
     return meta
