@@ -348,7 +348,7 @@ _INTEGER_RANGES = {
     "tokens": (1, 1 << 24),
     "tp": (1, _MAX_RANKS),
     "world_size": (1, _MAX_RANKS),
-    "bytes": (1, _MAX_BYTES),
+    "bytes": (0, _MAX_BYTES),  # nccl-tests -b 0 times a 0-byte collective; a crossover size is checked below
     "count": (0, _MAX_BYTES),
     "iterations": (0, 1 << 31),
     "warmup": (0, 1 << 31),
@@ -392,6 +392,8 @@ def record_problem(record: Any) -> str | None:
         value = record.get(name)
         if isinstance(value, int) and not low <= value <= high:
             return f"{name} {value} is out of range (allowed: {low}..{high})"
+    if kind == "crossover" and record.get("bytes") == 0:
+        return "bytes 0 is below 1"
     problem = _nccl_problem(record.get("nccl")) if kind == "step" else None
     if problem:
         return f"nccl.{problem}"
