@@ -203,24 +203,24 @@ class CrossoverRecord(_Record):
 class MetaPlan(TypedDict, total=False):
     """meta.json's plan: what the sweep replayed (commprof.sweep.run_folder)."""
 
-    model: str
-    tp: int
-    phase: str
+    model: str | None
+    tp: int | None
+    phase: str | None
     dtype: str | None
-    tokens: list[int]
-    iterations: int
-    warmup: int
-    point_timeout_s: float
-    layout: str
+    tokens: list[int] | None
+    iterations: int | None
+    warmup: int | None
+    point_timeout_s: float | None
+    layout: str | None
 
 
 class MetaSweep(TypedDict, total=False):
     """meta.json's sweep: the file the run was made from, as it was (a --resume rebuilds the sweep from it)."""
 
     path: str | None
-    name: str
-    content: str
-    sha256: str
+    name: str | None
+    content: str | None
+    sha256: str | None
     report: dict[str, Any] | None
 
 
@@ -229,25 +229,25 @@ class RunMeta(TypedDict, total=False):
     imports); a reader relies on these types, every other key is free."""
 
     run_id: str
-    created: str
-    command: list[str]
-    cwd: str
-    hostname: str
-    world_size: int
-    nnodes: int
+    created: str | None
+    command: list[str] | None
+    cwd: str | None
+    hostname: str | None
+    world_size: int | None
+    nnodes: int | None
     backend: str | None
-    source: str
-    versions: dict[str, str | None]
-    platform: dict[str, Any]
-    gpus: list[dict[str, Any]]
-    env: dict[str, str]
-    plan: MetaPlan
-    sweep: MetaSweep
-    shared_gpus: bool
-    topology: dict[str, Any]
+    source: str | None
+    versions: dict[str, str | None] | None
+    platform: dict[str, Any] | None
+    gpus: list[dict[str, Any]] | None
+    env: dict[str, str] | None
+    plan: MetaPlan | None
+    sweep: MetaSweep | None
+    shared_gpus: bool | None
+    topology: dict[str, Any] | None
     floor: dict[str, Any] | None
-    doctor: dict[str, Any]
-    kernel_builds: dict[str, Any]
+    doctor: dict[str, Any] | None
+    kernel_builds: dict[str, Any] | None
 
 
 def meta_problem(meta: Any) -> str | None:
@@ -258,15 +258,15 @@ def meta_problem(meta: Any) -> str | None:
         if name in meta and (problem := _type_problem(meta[name], hint)):
             return f"{name}: {problem}"
     for name in ("world_size", "nnodes"):
-        if name in meta and not 1 <= meta[name] <= _MAX_RANKS:
+        if meta.get(name) is not None and not 1 <= meta[name] <= _MAX_RANKS:
             return f"{name} {meta[name]} is out of range (allowed: 1..{_MAX_RANKS})"
     plan = meta.get("plan") or {}
     for name, (low, high) in (("tp", (1, _MAX_RANKS)), ("iterations", (0, 1 << 31)), ("warmup", (0, 1 << 31))):
-        if name in plan and not low <= plan[name] <= high:
+        if plan.get(name) is not None and not low <= plan[name] <= high:
             return f"plan.{name} {plan[name]} is out of range (allowed: {low}..{high})"
     if any(not 1 <= t <= 1 << 24 for t in plan.get("tokens") or ()):
         return "plan.tokens: a T out of range (allowed: 1..16777216)"
-    if "point_timeout_s" in plan and not 0 < plan["point_timeout_s"] <= 86400 * 7:
+    if plan.get("point_timeout_s") is not None and not 0 < plan["point_timeout_s"] <= 86400 * 7:
         return f"plan.point_timeout_s {plan['point_timeout_s']} is out of range (allowed: above 0, at most a week)"
     return None
 
