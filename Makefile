@@ -50,10 +50,12 @@ report: install
 
 demo: sweep report
 
-# Every GPU path, one verdict each. On a GPU box without a package index: `make gpu-smoke PY=python3 [OUT=dir]`
-# runs with that interpreter's own packages from this checkout (no venv is built); without CUDA it says so.
+# Every GPU path, one verdict each (docs/gpu-check.md). On a GPU box without a package index:
+# `make gpu-smoke PY=python3 [OUT=dir] [ARCHIVE=file.tgz] [EXTENDED=1]` runs `python3 -m commprof.gpu_smoke` with that
+# interpreter's own packages from this checkout (no venv is built); without CUDA it says so.
 gpu-smoke: $(if $(filter $(VENV)/bin/python,$(PY)),install)
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m commprof.gpu_smoke $(if $(OUT),--out $(OUT))
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m commprof.gpu_smoke $(if $(OUT),--out $(OUT)) \
+		$(if $(ARCHIVE),--archive $(ARCHIVE)) $(if $(EXTENDED),--extended)
 
 bench: install
 	$(PY) bench/harness_overhead.py

@@ -15,19 +15,21 @@ SUBCOMMANDS: dict[str, str] = {
     "plan": "commprof.planner.command:plan",
     "topo": "commprof.doctor.command:topo",
     "nccl-log": "commprof.nccl_log.command:nccl_log",
+    "nccl-graph": "commprof.nccl_graph.command:nccl_graph",
     "trace": "commprof.trace.command:trace",
     "doctor": "commprof.doctor.command:doctor",
     "floor": "commprof.floor.command:floor",
     "report": "commprof.report.command:report",
     "import-nccl-tests": "commprof.costmodel.command:import_nccl_tests",
     "calibrate": "commprof.costmodel.command:calibrate",
-    "simulate": "commprof.costmodel.command:simulate",
+    "simulate": "commprof.costmodel.simulate_command:simulate",
 }
 
 _HELP = {
     "plan": "Print the ordered collectives of one step.",
     "topo": "Probe GPUs, PCIe links and peer-to-peer topology.",
     "nccl-log": "Explain an NCCL_DEBUG=INFO log: what NCCL built, chose and ran.",
+    "nccl-graph": "Write NCCL_GRAPH_FILE candidates for a box (from a doctor bundle or a run).",
     "trace": "Read profiler traces: the step's collectives, their time, overlap and rank skew.",
     "doctor": "Check the box before trusting any number.",
     "floor": "Measure peer copies and print the all-reduce floor per size.",

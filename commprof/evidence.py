@@ -64,6 +64,9 @@ class Evidence:
     calibration: str | None = None  # simulated: "nccl-prior" (uncalibrated) or the calibration file
     model_error: ModelError | None = None  # simulated: the expected error the verdicts use
     origin: tuple[str, ...] = field(default_factory=tuple)  # imported: the files
+    # measured: how far the baseline moved between its measurements over the run (its drift band, % of its
+    # fastest); None: measured once, no drift known. A gain must exceed it as well as noise.
+    drift_pct: float | None = None
 
     @property
     def simulated(self) -> bool:
@@ -86,23 +89,34 @@ class Evidence:
     @property
     def uncertainty(self) -> str:
         """What a difference must exceed to count: "measurement noise" or "the model's expected error"."""
-        return "the model's expected error" if self.simulated else "measurement noise"
+        if self.simulated:
+            return "the model's expected error"
+        return "measurement noise" if self.drift_pct is None else "measurement noise and the baseline's drift"
 
     @property
     def beyond(self) -> str:
-        return "beyond model error" if self.simulated else "beyond noise"
+        if self.simulated:
+            return "beyond model error"
+        return "beyond noise" if self.drift_pct is None else "beyond noise and drift"
 
     @property
     def within(self) -> str:
         if self.simulated and (self.model_error is None or self.model_error.pct is None):
             return "not judged: the model's error is unknown"
-        return "within model error" if self.simulated else "within noise"
+        if self.simulated:
+            return "within model error"
+        return "within noise" if self.drift_pct is None else "within noise or drift"
 
     @property
     def rule(self) -> str:
         """The rule the verdicts follow, with this run's figures."""
         if not self.simulated:
-            return NOISE_RULE
+            if self.drift_pct is None:
+                return NOISE_RULE
+            return (
+                f"{NOISE_RULE}; and by more than the baseline's drift over the run (±{self.drift_pct:.1f} %: the "
+                "point's p90 below the baseline's median lowered by the drift)"
+            )
         error = self.model_error
         if error is None or error.pct is None:
             return (
@@ -132,7 +146,9 @@ class Evidence:
         except (TypeError, ValueError):
             return None
         if not self.simulated:
-            return p90 < reference if math.isfinite(p90) and math.isfinite(reference) else None
+            if not (math.isfinite(p90) and math.isfinite(reference)):
+                return None
+            return p90 < reference * (1.0 - (self.drift_pct or 0.0) / 100.0)
         if not (math.isfinite(median) and math.isfinite(reference)):
             return None
         if errors is not None:
@@ -153,5 +169,6 @@ class Evidence:
             "expected_error_pct": self.model_error.pct if self.model_error else None,
             "expected_error_basis": self.model_error.basis if self.model_error else None,
             "origin": list(self.origin),
+            "drift_pct": self.drift_pct,
             "rule": self.rule,
         }

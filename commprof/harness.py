@@ -22,7 +22,9 @@ import torch.distributed as dist
 
 from commprof.impls.base import AllReduceImpl
 from commprof.planner.plan import StepPlan
+from commprof.planner.spacing import ComputeSpec, SkewSpec
 from commprof.replay_tensors import StepTensors, Verification
+from commprof.spacers import Spacer, make_arrivals, wait_per_step
 from commprof.stats import summarize, summarize_columns
 from commprof.timing import START_DELAY_US, make_clock
 
@@ -40,6 +42,10 @@ class ReplayConfig:
     rms_eps: float = 1e-6
     # CUDA: the spin between the aligning all-reduce and the start event (see commprof.timing).
     start_delay_us: float = START_DELAY_US
+    # What each rank runs between two collectives, and which ranks start them late (commprof.planner.spacing).
+    compute: ComputeSpec = ComputeSpec()
+    skew: SkewSpec = SkewSpec()
+    intermediate_size: int | None = None  # the model's, for compute = "gemm"
 
 
 @dataclass
@@ -54,6 +60,9 @@ class ModeResult:
     op_us: dict[str, list] | None = None
     rank_step_median_us: list[float] | None = None
     check: Verification | None = None
+    compute_us: dict[str, float] | None = None  # the step's compute alone, per step
+    wait_us: dict[str, float] | None = None  # per step, the first arrival's wait for the last, summed over ops
+    wait_clock: str | None = None  # how arrivals were stamped, or why waiting was not measured
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +74,9 @@ class ModeResult:
             "op_us": self.op_us,
             "rank_step_median_us": self.rank_step_median_us,
             "check": self.check.to_dict() if self.check else None,
+            "compute_us": self.compute_us,
+            "wait_us": self.wait_us,
+            "wait_clock": self.wait_clock,
         }
 
 
@@ -106,6 +118,8 @@ class StepReplay:
         self.tensors = StepTensors(plan, self.rank, self.world, device, impl.fuses_rmsnorm)
         self.graph = None
         self.clock = make_clock(group, device, len(plan.ops) + 1, config.start_delay_us)
+        self.spacer = Spacer(plan, config.compute, config.skew, self.rank, device, config.intermediate_size)
+        self.arrivals, self.no_arrivals = make_arrivals(len(plan.ops), device)
 
     def agree(self, key: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
         """Every rank's payload for `key`, through the store; waits at most the store's timeout."""
@@ -119,10 +133,16 @@ class StepReplay:
         """Every op's output of the last step against the exact expected result."""
         return self.tensors.verify(self.config.rms_eps)
 
-    def run_ops(self, stamps: list | None = None) -> None:
-        """Issue every collective of the step in order; `stamps` gets a clock stamp after each op."""
+    def run_ops(self, stamps: list | None = None, arrivals=None) -> None:
+        """Issue every collective of the step in order, each after this rank's spacer (compute, lateness);
+        `stamps` gets a clock stamp after each op, `arrivals` one when this rank reaches it."""
         impl, eps, t = self.impl, self.config.rms_eps, self.tensors
+        spacer = self.spacer if self.spacer.active else None
         for op in self.plan.ops:
+            if spacer is not None:
+                spacer.before(op.index)
+            if arrivals is not None:
+                arrivals.stamp(op.index)
             key = (op.input_shape, op.dtype)
             if op.collective == "all_gather":
                 _all_gather_single(t.op_out[op.index], t.gather_in[key], group=self.group)
@@ -148,13 +168,15 @@ class StepReplay:
     # -- timing ------------------------------------------------------------------------------------------------
 
     def time_steps(self, graph: bool) -> tuple[list[float], list[list[float]] | None]:
-        """Warm-up then timed steps; returns per-step µs and, in eager mode, per-op µs rows from its own pass.
+        """Warm-up then timed steps; returns per-step µs and, in eager mode, per-op µs rows from its own pass
+        (which also stamps every rank's arrival at each op, into `self.arrival_rows`).
 
         Python's cyclic garbage collector is paused meanwhile: the timing records it allocates would
         otherwise trigger collections inside timed steps, a cost the engine being modelled does not pay.
         """
         gc_was_enabled = gc.isenabled()
         gc.disable()
+        self.arrival_rows: list[list[int]] = []
         try:
             steps = self._timed_pass(graph, per_op=False, warmup=self.config.warmup)
             # The breakdown's stamps between ops cost host time: a pass of its own, never part of step_us.
@@ -164,9 +186,25 @@ class StepReplay:
             if gc_was_enabled:
                 gc.enable()
 
+    def time_compute(self) -> list[float]:
+        """Per step, µs of the step's compute alone (every gap's, no collective, no lateness): what the
+        communication is told apart from."""
+        clock, samples = self.clock, []
+        for i in range(min(1, self.config.warmup) + self.config.iterations):
+            clock.align()
+            start = clock.stamp()
+            for op in self.plan.ops:
+                self.spacer.compute(op.index)
+            end = clock.stamp()
+            clock.wait(end)
+            if i >= min(1, self.config.warmup):
+                samples.append(clock.elapsed_us(start, end))
+        return samples
+
     def _timed_pass(self, graph: bool, per_op: bool, warmup: int) -> list[list[float]]:
         """Samples of one pass: [step µs] per step, or [op µs, ...] per step with `per_op`."""
         clock, samples = self.clock, []
+        arrivals = self.arrivals if per_op else None
         for i in range(warmup + self.config.iterations):
             self.refill()
             clock.align()
@@ -174,12 +212,14 @@ class StepReplay:
             if graph:
                 self.graph.replay()
             else:
-                self.run_ops(stamps if per_op else None)
+                self.run_ops(stamps if per_op else None, arrivals)
             if not per_op:
                 stamps.append(clock.stamp())
             clock.wait(stamps[-1])
             if i >= warmup:
                 samples.append([clock.elapsed_us(a, b) for a, b in zip(stamps, stamps[1:])])
+                if arrivals is not None:
+                    self.arrival_rows.append(arrivals.read())
         return samples
 
     def capture(self) -> None:
@@ -197,6 +237,15 @@ class StepReplay:
         step_samples = stacked.max(dim=0).values[:, 0].tolist()
         op_rows = self._gather(ops).max(dim=0).values.tolist() if ops else None
         return step_samples, op_rows, rank_medians
+
+    def gather_waits(self) -> list[float] | None:
+        """Per step of the breakdown pass, the waiting for the last arrival summed over ops (every rank)."""
+        if not self.arrival_rows:
+            return None
+        local = torch.tensor(self.arrival_rows, dtype=torch.int64, device=self.device)
+        gathered = [torch.empty_like(local) for _ in range(self.world)]
+        dist.all_gather(gathered, local, group=self.group)
+        return wait_per_step([g.cpu().tolist() for g in gathered])
 
     def _gather(self, rows: list[list[float]]) -> torch.Tensor:
         local = torch.tensor(rows, dtype=torch.float64, device=self.device)
@@ -242,6 +291,10 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
     try:
         steps, ops = replay.time_steps(graph=mode == "graph")
         step_samples, op_rows, rank_medians = replay.gather_samples(steps, ops)
+        waits, wait_clock = _waits(replay, mode)
+        compute = None
+        if replay.spacer.has_compute:
+            compute = summarize(replay.gather_samples(replay.time_compute(), None)[0])
     except Exception as exc:
         return ModeResult(mode, "error", _one_line(exc) + "\n" + traceback.format_exc(limit=4), timing)
     if not check.ok:
@@ -256,7 +309,23 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
             "bytes": [op.bytes for op in replay.plan.ops],
             **summarize_columns(op_rows),
         }
-    return ModeResult(mode, status, message, timing, summarize(step_samples), op_us, rank_medians, check)
+    result = ModeResult(mode, status, message, timing, summarize(step_samples), op_us, rank_medians, check)
+    result.compute_us, result.wait_us, result.wait_clock = compute, waits, wait_clock
+    return result
+
+
+def _waits(replay: StepReplay, mode: str) -> tuple[dict[str, float] | None, str]:
+    """The waiting for late ranks per step and the clock it was read on, or None and why it was not measured."""
+    if mode == "graph":
+        return None, "not measured: arrivals are stamped in eager mode (a stamp in the graph would be timed)"
+    if replay.arrivals is None:
+        replay.agree(f"{replay.plan.tokens}/arrivals", {"ok": False})
+        return None, replay.no_arrivals or "not measured"
+    # Every rank stamps, or none compares: agree first through the store.
+    clocks = replay.agree(f"{replay.plan.tokens}/arrivals", {"ok": True})
+    if not all(c["ok"] for c in clocks):
+        return None, "not measured: a rank has no shared clock to stamp its arrivals"
+    return summarize(replay.gather_waits()), replay.arrivals.kind
 
 
 def agree_ranks(outcomes: list[dict[str, Any]]) -> tuple[str, str | None, Verification | None]:

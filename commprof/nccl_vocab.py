@@ -11,7 +11,7 @@ Pure.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 
@@ -76,10 +76,53 @@ DATATYPES = {
     11: ("float8e5m2", 1),
 }
 
-# NCCL_P2P_LEVEL path types, nearest first; the legacy integers map through paths.cc levelsOldToNew.
+# The path types a topology preset names its worst GPU pair with (gpu_path), nearest first.
 P2P_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
-LEGACY_P2P_LEVELS = {"0": "LOC", "1": "PIX", "2": "PXB", "3": "PHB", "4": "SYS"}
 DEFAULT_P2P_LEVEL = "PXB"
+# Every path type NCCL_P2P_LEVEL may name, nearest first: topoPathTypeStr[0..PATH_SYS] of src/graph/topo.cc
+# (v2.27-2.30). NCCL compares them case-sensitively (strcmp in paths.cc ncclGetLevel): "sys" is ignored.
+NCCL_PATH_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
+# paths.cc levelsOldToNew: a value starting with a digit is an old level; above 5 it is clamped to 5.
+OLD_P2P_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
+
+
+@dataclass(frozen=True)
+class UserP2pLevel:
+    """The P2P level NCCL reads from NCCL_P2P_DISABLE / NCCL_P2P_LEVEL, and the variable that set it."""
+
+    level: str
+    reason: str
+
+
+def c_strtol(text: str) -> int | None:
+    """C's strtol(text, NULL, 0): leading blanks, a sign, 0x (hex) / 0 (octal) / decimal; None where no digit."""
+    m = re.match(r"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text)
+    if not m:
+        return None
+    digits = m.group(2)
+    value = int(digits, 16) if digits[:2].lower() == "0x" else int(digits, 8) if digits.startswith("0") else int(digits)
+    return -value if m.group(1) == "-" else value
+
+
+def nccl_user_p2p_level(env: Mapping[str, str]) -> UserP2pLevel | None:
+    """What NCCL's ncclGetLevel (src/graph/paths.cc) makes of the environment; None: NCCL keeps its default.
+
+    NCCL_P2P_DISABLE disables P2P only when strtol gives exactly 1; otherwise NCCL_P2P_LEVEL is read: an exact,
+    case-sensitive path type name, else a value starting with a digit as an old level (clamped to 5), else ignored.
+    """
+    disable = env.get("NCCL_P2P_DISABLE")
+    if disable is not None and c_strtol(disable) == 1:
+        return UserP2pLevel("LOC", f"NCCL_P2P_DISABLE={disable}: level LOC, no P2P")
+    raw = env.get("NCCL_P2P_LEVEL")
+    if raw is None:
+        return None
+    if raw in NCCL_PATH_TYPES:
+        return UserP2pLevel(raw, f"NCCL_P2P_LEVEL={raw}")
+    if raw[:1].isdigit():
+        old = min(c_strtol(raw) or 0, len(OLD_P2P_LEVELS) - 1)
+        return UserP2pLevel(OLD_P2P_LEVELS[old], f"NCCL_P2P_LEVEL={raw}: old level {old} = {OLD_P2P_LEVELS[old]}")
+    return None
+
 
 # Variables that bound one count from both sides; NCCL expects MIN <= MAX.
 MIN_MAX_PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))
@@ -258,15 +301,18 @@ def flag(raw: object) -> str:
 
 
 def p2p_level(raw: object) -> str:
-    allowed = f"{', '.join(P2P_LEVELS)} or the legacy integers 0..4"
+    """A level NCCL reads: a path type (written upper case, as NCCL compares it) or an old integer level."""
+    allowed = f"{', '.join(NCCL_PATH_TYPES)} or an old integer level 0..5"
     if isinstance(raw, int) and not isinstance(raw, bool):
-        if 0 <= raw <= 4:
+        if raw >= 0:
             return str(raw)
         raise ValueError(f"{raw} is out of range (allowed: {allowed})")
-    if isinstance(raw, str) and raw.strip().upper() in P2P_LEVELS:
-        return raw.strip().upper()
-    if isinstance(raw, str) and raw.strip() in LEGACY_P2P_LEVELS:
+    if isinstance(raw, str) and raw.strip().upper() in NCCL_PATH_TYPES:
+        return raw.strip().upper()  # NCCL's strcmp would ignore "sys": the environment gets "SYS"
+    if isinstance(raw, str) and re.fullmatch(r"\d+", raw.strip()):
         return raw.strip()
+    if isinstance(raw, str) and raw.strip().upper() == "NODE":
+        raise ValueError(f"{raw!r}: NCCL has no NODE level (nvidia-smi's NODE is NCCL's PHB) (allowed: {allowed})")
     raise ValueError(f"{raw!r} is not a P2P level (allowed: {allowed})")
 
 
@@ -281,6 +327,13 @@ def thread_thresholds(raw: object) -> str:
     if len(fields) != 6 or not all(re.fullmatch(r"-?\d+", f) for f in fields):
         raise ValueError(f"{raw!r} is not six integers (allowed: {allowed})")
     return " ".join(fields)
+
+
+def file_path(raw: object) -> str:
+    """A file NCCL opens (NCCL_GRAPH_FILE, NCCL_TOPO_FILE): a non-empty path on one line."""
+    if not isinstance(raw, str) or not raw.strip() or any(c in raw for c in "\n\r\0"):
+        raise ValueError(f"{raw!r} is not a file path (allowed: a non-empty path on one line)")
+    return raw.strip()
 
 
 def _selection(variable: str) -> Callable[[object], str]:
@@ -314,7 +367,14 @@ ENV_CHECKS: dict[str, Callable[[object], str]] = {
     "NCCL_NVLS_ENABLE": flag,
     "NCCL_CGA_CLUSTER_SIZE": int_range(0, 8),
     "NCCL_THREAD_THRESHOLDS": thread_thresholds,
+    "NCCL_GRAPH_FILE": file_path,
+    "NCCL_TOPO_FILE": file_path,
 }
+# Files that replace NCCL's own topology detection (NCCL_TOPO_FILE) or graph search (NCCL_GRAPH_FILE), read at
+# every communicator's init (src/graph/topo.cc, search.cc ncclTopoCompute); and where NCCL writes what it
+# detected and searched (NCCL_TOPO_DUMP_FILE in init.cc, NCCL_GRAPH_DUMP_FILE in search.cc ncclTopoDumpGraphs).
+GRAPH_FILE_VARIABLES = ("NCCL_GRAPH_FILE", "NCCL_TOPO_FILE")
+DUMP_VARIABLES = ("NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE")
 
 
 def env_value(name: str, raw: object) -> str:

@@ -48,6 +48,8 @@ class TrialRequest:
     plan_options: dict[str, Any] = field(default_factory=dict)  # PlanOptions fields
     # set: a crossover search round, {"baseline": point dict, "sizes": [bytes], "mode", "rounds", "warmup"}
     crossover: dict[str, Any] | None = None
+    # What runs between collectives: {"compute": ComputeSpec.to_dict(), "skew": SkewSpec.to_dict()}; {}: nothing
+    spacing: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -191,8 +193,15 @@ def _replay_all(
     """Eager mode for every T first, then graph mode: a failed capture can leave the communicator unusable,
     so after one, the remaining captures are not attempted and the eager numbers are already safe."""
     from commprof.harness import ReplayConfig, StepReplay, replay_mode
+    from commprof.planner.spacing import ComputeSpec, SkewSpec
 
-    config = ReplayConfig(iterations=request.iterations, warmup=request.warmup)
+    config = ReplayConfig(
+        iterations=request.iterations,
+        warmup=request.warmup,
+        compute=ComputeSpec.from_dict(request.spacing.get("compute")),
+        skew=SkewSpec.from_dict(request.spacing.get("skew")),
+        intermediate_size=request.model.get("intermediate_size"),
+    )
     replays = {}
     for tokens, plan in plans.items():
         # Gated on every row count the implementation reduces (a draft's decode steps reduce fewer rows than T).

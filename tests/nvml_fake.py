@@ -18,17 +18,24 @@ class FakeNvml:
     NVML_CLOCK_SM = pynvml.NVML_CLOCK_SM
     BUS = ["00000000:06:00.0", "00000000:07:00.0", "00000000:84:00.0", "00000000:85:00.0"]
 
-    def __init__(self, gpus=4, p2p_broken=frozenset()):
+    def __init__(self, gpus=4, p2p_broken=frozenset(), missing=frozenset(), refused=frozenset()):
+        """`missing`: functions this fake's nvidia-ml-py lacks (an older release); `refused`: functions that raise
+        NO_PERMISSION (a VM that hides what they read)."""
         self.n = gpus
         self.p2p_broken = p2p_broken
+        self.missing, self.refused = missing, refused
         self.calls = []
 
     def __getattr__(self, name):
+        if name in self.missing:
+            raise AttributeError(f"module 'pynvml' has no attribute {name!r}")
         real = getattr(pynvml, name)
 
         def call(*args):
             inspect.signature(real).bind(*args)
             self.calls.append(name)
+            if name in self.refused:
+                raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
             answer = getattr(self, "_" + name, None)
             if answer is None:
                 raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)

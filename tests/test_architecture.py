@@ -29,8 +29,10 @@ TIERS = (
     },  # vocabularies every stage shares; how user files report problems
     {"planner", "nccl_log", "floor"},  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
+    {"spacers"},  # what the harness runs between collectives, and the arrival stamps
     {"harness", "doctor"},  # the timed replay; the box checks
-    {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
+    # a trace of a few steps; one all-reduce size timed (crossover search); NCCL graph files for the box
+    {"profile_pass", "size_timing", "nccl_graph"},
     {"trial"},
     {"forkserver"},
     {"sweep"},
@@ -45,8 +47,18 @@ ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 REPORT_TIERS = (
     {"export_text", "engine_switches"},  # how exports write text they did not choose; the engines' variables
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
-    {"frame", "ops", "doctor_verdicts", "engine_hints", "completeness", "routing", "routing_settings"},
-    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports"},
+    {
+        "frame",
+        "ops",
+        "doctor_verdicts",
+        "engine_hints",
+        "completeness",
+        "routing",
+        "routing_settings",
+        "drift",
+        "spacing",
+    },
+    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports", "observed"},
     {"choices"},
     {"run_analysis"},
     {"words", "provenance"},

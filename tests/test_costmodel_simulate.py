@@ -90,6 +90,18 @@ def test_topology_validation_names_file_and_key():
         ({"gpu": "H100"}, "t.toml: gpu: unknown key (allowed: name, description, gpus,"),
         ({"links": {"pcie": {}}}, "t.toml: links.pcie: unknown link type (allowed: nvlink, pci, shm)"),
         (
+            {"links": {"pci": {"channels": 2, "channel_bw_gbps": 24.0, "overhead_us": 1.0}}},
+            "t.toml: links.pci.overhead_us: needs hop_us: measured figures replace NCCL's as a set",
+        ),
+        (
+            {"links": {"pci": {"channels": 2, "channel_bw_gbps": 24.0, "hop_us": {"LL": 1.0, "LL128": 2.0}}}},
+            "t.toml: links.pci.hop_us.Simple: missing",
+        ),
+        (
+            {"links": {"pci": {"channels": 2, "channel_bw_gbps": 24.0, "hop_us": {"LL": 1, "LL128": 2, "Simple": 5}}}},
+            "t.toml: links.pci.source: missing",
+        ),
+        (
             {"impls": {"x": {"all_reduce_us": [["a", 1]], "source": "s"}}},
             "t.toml: impls.x.all_reduce_us: [['a', 1]] is not a list of [bytes, microseconds] pairs",
         ),
@@ -253,3 +265,16 @@ def test_nccl_predictions_carry_the_models_expected_error():
     assert error["expected_error_pct"] == 7.0 and "in-sample" in error["error_basis"]
     unknown = nccl_model_error(copy_with(prior, source="old.toml"), "old.toml")
     assert unknown["expected_error_pct"] is None and unknown["error_basis"].startswith("unknown")
+
+
+def test_the_gen5_preset_follows_its_cited_small_message_curve():
+    """Cited: 8 x RTX PRO 6000 behind Gen5 switches, 17-25 us at 4-256 KB. At 256 KiB the curve stays above it:
+    25 us would need more LL bandwidth than the measured pair write rate (the preset's [floor]) gives a ring."""
+    from commprof.costmodel.latency import predict
+
+    gen5 = load_topology("pcie-gen5-switch-p2p")
+    prior = gen5.prior("pci")
+    for kib in (4, 14, 112):
+        assert 17.0 <= predict(prior, "all_reduce", kib << 10, 8).time_us <= 25.0
+    assert prior.channels * prior.channel_bw_gbps <= gen5.floor.pair_write_gbps  # no ring beyond the links
+    assert predict(prior, "all_reduce", 256 << 10, 8).time_us < 39.7  # NCCL's own figures gave 39.7

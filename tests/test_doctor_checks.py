@@ -287,7 +287,7 @@ def test_env_conflicts_and_conf_file_precedence():
     )
     assert r.status == "warn"
     assert "NCCL_ALGO=allreduce:tree" in r.fix and "expandable_segments:False" in r.fix
-    assert "unset NCCL_GRAPH_FILE" in r.fix and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in r.fix
+    assert "remove NCCL_GRAPH_FILE from test/nccl_conf" in r.fix and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in r.fix
     assert any("NCCL_ALGO=Tree (test/env)" in e for e in r.evidence)  # the environment beats nccl.conf
     assert not any("LL128" in e for e in r.evidence)  # commented out
     assert check_env(facts(env="NCCL_DEBUG=INFO\nCUDA_DEVICE_ORDER=PCI_BUS_ID")).status == "ok"

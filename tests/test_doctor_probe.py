@@ -207,7 +207,8 @@ def test_link_reading_binds_the_nvml_calls_it_makes(monkeypatch):
         ),
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    assert nccl_probe._nvml_links() == {"0000:1b:00.0": {"gen": 5, "width": 16, "tx_kbps": 20_000_000, "rx_kbps": 5}}
+    reading = {"gen": 5, "width": 16, "tx_kbps": 20_000_000, "rx_kbps": 5}
+    assert nccl_probe._nvml_links() == ({"0000:1b:00.0": reading}, {})
 
 
 @pytest.mark.gpu
@@ -224,3 +225,56 @@ def test_one_gpu_is_read_under_a_load_of_host_copies(tmp_path):
     assert reading["gen"] >= 1 and reading["width"] >= 1
     if reading["tx_kbps"] is not None:  # NVML reports traffic on this GPU: it was read under load
         assert reading["tx_kbps"] + reading["rx_kbps"] > 100_000, reading
+
+
+# --- every NVML call tolerates an older nvidia-ml-py and a refused read ------------------------------------
+
+# Functions an older nvidia-ml-py lacks, and reads a VM refuses: what the health, topology and link reads ask.
+NEWER_FUNCTIONS = frozenset(
+    {
+        "nvmlDeviceGetMarginTemperature",
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetGpuMaxPcieLinkGeneration",
+    }
+)
+LINK_READS = frozenset({"nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetCurrPcieLinkWidth"})
+
+
+def test_health_answers_without_the_functions_an_older_nvidia_ml_py_lacks():
+    old = HealthyNvml(gpus=1, missing=NEWER_FUNCTIONS, refused=frozenset({"nvmlDeviceGetBAR1MemoryInfo"}))
+    (health,) = gather_health(old)
+    assert health["temp_margin_c"] == 60  # from the slowdown threshold instead
+    assert health["bar1_total_mib"] is None and health["fb_total_mib"] == 97887
+    assert "not in this nvidia-ml-py" in health["unanswered"]["nvmlDeviceGetMarginTemperature"]
+    assert "NVMLError_NoPermission" in health["unanswered"]["nvmlDeviceGetBAR1MemoryInfo"]
+    assert "nvmlDeviceGetCurrentClocksThrottleReasons" in old.calls  # the older name is asked instead
+
+
+def test_health_and_topology_survive_a_refused_device_count():
+    refused = frozenset({"nvmlDeviceGetCount"})
+    assert gather_health(HealthyNvml(refused=refused)) == []
+    topology = probe_topology(FakeNvml(refused=refused))
+    assert topology["gpus"] == [] and "NVML gave no device count (NVMLError_NoPermission" in topology["reason"]
+
+
+def test_topology_keeps_why_each_call_gave_no_answer():
+    topology = probe_topology(FakeNvml(gpus=2, missing=NEWER_FUNCTIONS, refused=LINK_READS))
+    gpu = topology["gpus"][0]
+    assert gpu["pcie"]["gen_current"] is None and gpu["pcie"]["gen_max"] == 5 and gpu["pcie"]["gen_gpu_max"] is None
+    assert "not in this nvidia-ml-py" in topology["nvml_unanswered"]["nvmlDeviceGetGpuMaxPcieLinkGeneration"]
+    assert "NVMLError_NoPermission" in topology["nvml_unanswered"]["nvmlDeviceGetCurrPcieLinkWidth"]
+
+
+@pytest.mark.parametrize("missing, refused", [(LINK_READS, frozenset()), (frozenset(), LINK_READS)])
+def test_a_link_read_nvml_cannot_answer_leaves_that_gpu_out_with_the_reason(monkeypatch, missing, refused):
+    import sys
+
+    from commprof.doctor import nccl_probe
+
+    fake = FakeNvml(gpus=2, missing=missing | {"nvmlDeviceGetPcieThroughput"}, refused=refused)
+    fake.NVML_PCIE_UTIL_TX_BYTES, fake.NVML_PCIE_UTIL_RX_BYTES = 0, 1
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    readings, why = nccl_probe._nvml_links()
+    assert readings == {} and set(why) == {"0000:06:00.0", "0000:07:00.0"}
+    expected = "not in this nvidia-ml-py" if missing else "NVMLError_NoPermission"
+    assert f"nvmlDeviceGetCurrPcieLinkGeneration: {expected}" in why["0000:06:00.0"]

@@ -175,3 +175,22 @@ def test_configs_that_are_not_small_json_files(tmp_path):
     for path in (deep, digits, Path("/dev/zero")):
         with pytest.raises(UsageError, match="not usable JSON|not a regular file"):
             load_model(str(path))
+
+
+def test_nemotron_h_without_n_groups_has_the_config_class_default_of_8():
+    """transformers' NemotronHConfig fills in mamba_n_groups=8 when config.json omits it; vLLM then refuses TP 16."""
+    raw = {k: v for k, v in config("Nemotron-H-8B-Base-8K").items() if k not in ("n_groups", "mamba_n_groups")}
+    shape = shape_from_config(raw, "no-groups", "test")
+    assert shape.mamba_groups == 8
+    with pytest.raises(UsageError, match="8 Mamba groups neither divide by 16"):
+        build_step_plan(shape, 16, 4)
+    build_step_plan(shape, 8, 4)
+
+
+@pytest.mark.parametrize("name", ["c4ai-command-r-v01", "Mixtral-8x7B-v0.1"])
+def test_dp_attention_is_refused_where_sglang_has_no_such_path(name):
+    from commprof.planner.speculative import PlanOptions
+
+    with pytest.raises(UsageError, match="no DP attention for .* SGLang 0.5.23 models/"):
+        build_step_plan(model(name), 8, 4, options=PlanOptions(dp_attention=True))
+    build_step_plan(model(name), 8, 4)  # without it, planned as before

@@ -84,9 +84,9 @@ BAD = [
     (
         "[axes]\nNCCL_P2P_LEVEL = ['NODE2']\n",
         "axes.NCCL_P2P_LEVEL[0]: 'NODE2' is not a P2P level "
-        "(allowed: LOC, NVL, PIX, PXB, PHB, SYS or the legacy integers 0..4)",
+        "(allowed: LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS or an old integer level 0..5)",
     ),
-    ("[axes]\nNCCL_P2P_LEVEL = [5]\n", "axes.NCCL_P2P_LEVEL[0]: 5 is out of range"),
+    ("[axes]\nNCCL_P2P_LEVEL = [-1]\n", "axes.NCCL_P2P_LEVEL[0]: -1 is out of range"),
     ("[axes]\nNCCL_P2P_DISABLE = [2]\n", "axes.NCCL_P2P_DISABLE[0]: 2 is not a switch (allowed: 0, 1, true, false)"),
     ("[axes]\nNCCL_SHM_DISABLE = ['yes']\n", "axes.NCCL_SHM_DISABLE[0]: 'yes' is not a switch"),
     ("[axes]\nNCCL_CUMEM_ENABLE = [0.5]\n", "axes.NCCL_CUMEM_ENABLE[0]: 0.5 is not a switch"),

@@ -16,6 +16,7 @@ from statistics import median
 import numpy as np
 
 from commprof.costmodel.latency import COLLECTIVES, PROTOS, CostParams, estimate, predict
+from commprof.costmodel.line_fit import Line, fit_line, median_abs_pct
 from commprof.errors import UsageError
 from commprof.impls.registry import fuses_rmsnorm, runs_on_nccl
 from commprof.planner.plan import SITE_COLLECTIVES
@@ -43,6 +44,7 @@ class Sample:
     time_us: float
     algos: tuple[str, ...] | None = None
     protos: tuple[str, ...] | None = None
+    cohort: str = ""  # the box, rank count and NCCL version it was measured at (commprof.costmodel.cohorts)
 
 
 def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample], list[str]]:
@@ -258,6 +260,8 @@ class Holdout:
     prior_median_pct: float  # NCCL's uncalibrated model, all sizes of the log
     prior_held_median_pct: float
     params: CostParams
+    line_held_median_pct: float  # a latency + bandwidth line fitted on the same sizes, on the same held-out sizes
+    line: Line
 
 
 def holdout(samples: list[Sample], prior: CostParams) -> list[Holdout]:
@@ -272,6 +276,8 @@ def holdout(samples: list[Sample], prior: CostParams) -> list[Holdout]:
         params = fit([s for s in members if s.bytes in fit_sizes], prior)
         held = [s for s in members if s.bytes in held_sizes]
         rest = [s for s in members if s.bytes not in fit_sizes]
+        fitted = [s for s in members if s.bytes in fit_sizes]
+        line = fit_line([s.bytes for s in fitted], [s.time_us for s in fitted])
         results.append(
             Holdout(
                 group=group,
@@ -283,6 +289,8 @@ def holdout(samples: list[Sample], prior: CostParams) -> list[Holdout]:
                 prior_median_pct=median(abs_pct_errors(prior, members)),
                 prior_held_median_pct=median(abs_pct_errors(prior, held)),
                 params=params,
+                line_held_median_pct=median_abs_pct(line, [s.bytes for s in held], [s.time_us for s in held]),
+                line=line,
             )
         )
     return results

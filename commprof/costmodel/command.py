@@ -17,13 +17,11 @@ from rich.console import Console
 from rich.table import Table
 
 from commprof.costmodel import calibrate as fitting
-from commprof.costmodel.latency import arch_of, arch_of_gpu_name, out_of_bounds, params_from_toml, params_to_toml
-from commprof.costmodel.model_error import expected_error
+from commprof.costmodel.cohorts import LINE, claimed_error, cohort_of, judge, line_in_range, line_in_sample_pct, tag
+from commprof.costmodel.latency import arch_of, arch_of_gpu_name, out_of_bounds, params_to_toml
 from commprof.costmodel.nccl_tests import gpu_name, parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
-from commprof.evidence import ModelError
-from commprof.floor.record import not_measured, preset_floor
 from commprof.records import point_ids
 from commprof.records.files import (
     META_FILE,
@@ -41,11 +39,13 @@ from commprof.units import format_bytes
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
 
 
-def _console(err: bool = False) -> Console:
+def console_for(err: bool = False) -> Console:
+    """The commands' console: plain text, no colour or escapes."""
     return plain_console(stderr=err)
 
 
-def _base_meta(run_id: str, world_size: int | None, backend: str | None) -> dict:
+def base_meta(run_id: str, world_size: int | None, backend: str | None) -> dict:
+    """meta.json's common keys for a run this module or `simulate` writes (no GPU, no process group)."""
     from commprof.runmeta import package_version
 
     return {
@@ -90,7 +90,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     for log in logs:
         text = read_text(log, "nccl-tests log", LOG_BYTES, errors="replace")
         parsed.append((log, text, parse_text(text, str(log))))
-    err = _console(err=True)
+    err = console_for(err=True)
     for _, _, log in parsed:
         for warning in log.warnings:
             err.print(f"warning: {warning}")
@@ -113,7 +113,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
         point += len(log.runs)
     append_records(run_dir / RESULTS_FILE, records)
     ranks = {run["ranks"] for item in imported for run in item["runs"]}
-    meta = _base_meta(run_dir.name, ranks.pop() if len(ranks) == 1 else None, None)
+    meta = base_meta(run_dir.name, ranks.pop() if len(ranks) == 1 else None, None)
     # What the logs state about the software and the GPUs (None / empty where they do not say).
     versions = sorted({v for _, _, log in parsed for v in log.nccl_versions})
     meta["versions"]["nccl"] = ", ".join(versions) or None
@@ -139,7 +139,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
                 "yes" if run.graph else "no",
                 "" if run.avg_busbw_gbps is None else f"{run.avg_busbw_gbps:g}",
             )
-    console = _console()
+    console = console_for()
     console.print(table)
     console.print(f"wrote {run_dir} ({len(records)} records)")
 
@@ -147,15 +147,34 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
 # ------------------------------------------------------------------------------------------- calibrate
 
 
-def _load_runs(run_dirs: tuple[Path, ...]) -> list[dict]:
-    """Every record of the runs (read_records refuses a time no measurement can have, naming file and line)."""
-    records = []
+def _load_runs(run_dirs: tuple[Path, ...]) -> list[tuple[list[dict], dict]]:
+    """Every run's records and meta.json (read_records refuses a time no measurement can have, naming file and line;
+    a run without a readable meta.json has {})."""
+    runs = []
     for run_dir in run_dirs:
         results = run_dir / RESULTS_FILE
         if not results.is_file():
             raise UsageError(f"{run_dir}: not a commprof run folder (no {RESULTS_FILE})")
-        records += read_records(results)
-    return records
+        try:
+            meta = read_meta(run_dir)
+        except UsageError:
+            meta = {}
+        runs.append((read_records(results), meta))
+    return runs
+
+
+def _cohort_samples(runs, constraints) -> tuple[list, list[str]]:
+    """The samples of every run, each tagged with its cohort (box, rank count, NCCL version)."""
+    samples, notes = [], []
+    for records, meta in runs:
+        by_cohort: dict[str, list[dict]] = {}
+        for record in records:
+            by_cohort.setdefault(cohort_of(record, meta), []).append(record)
+        for cohort, members in by_cohort.items():
+            found, skipped = fitting.samples_from_records(members, constraints)
+            samples += tag(found, cohort)
+            notes += [n for n in skipped if n not in notes]
+    return samples, notes
 
 
 def _gpu_generation(run_dirs: tuple[Path, ...], topology) -> tuple[str, str | None]:
@@ -207,7 +226,14 @@ def _gpu_generation(run_dirs: tuple[Path, ...], topology) -> tuple[str, str | No
 @click.option(
     "--holdout", is_flag=True, help="Accuracy test: per log, fit every other size in 8 KB-1 MB and predict the rest."
 )
-def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, holdout: bool) -> None:
+@click.option(
+    "--cohort",
+    default=None,
+    help="With runs of several cohorts (box, rank count, NCCL version): the one to write, by number or name.",
+)
+def calibrate(
+    run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, holdout: bool, cohort: str | None
+) -> None:
     """Fit the cost model (overhead, per-hop latency, per-channel bandwidth) to measured or imported records."""
     if out is None and not holdout:
         raise UsageError("calibrate needs --out calibration.toml (or --holdout for the accuracy test)")
@@ -215,9 +241,8 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
     link = link_for(topology, {})
     arch, arch_note = _gpu_generation(run_dirs, topology)
     prior = topology.prior(link, arch)
-    records = _load_runs(run_dirs)
-    samples, notes = fitting.samples_from_records(records, fitting.nccl_constraints(topology, link))
-    console = _console()
+    samples, notes = _cohort_samples(_load_runs(run_dirs), fitting.nccl_constraints(topology, link))
+    console = console_for()
     for note in notes + ([arch_note] if arch_note else []):
         console.print(f"note: {note}")
     if not samples:
@@ -229,52 +254,109 @@ def calibrate(run_dirs: tuple[Path, ...], topology_name: str, out: Path | None, 
         f"prior: NCCL's model of {topology.name} over {link} ({prior.channels} channels x "
         f"{prior.channel_bw_gbps:g} GB/s, {prior.arch})",
     )
+    verdicts = judge(samples, prior)
     if holdout:
-        _print_holdout(console, fitting.holdout(samples, prior))
+        _print_holdout(console, verdicts)
     if out is not None:
-        params = fitting.fit(samples, prior)
-        wild = out_of_bounds(params)
-        if wild:
-            raise UsageError(
-                f"the fit landed outside what any interconnect does ({wild}): these records are not NCCL latencies "
-                "of one transport; nothing written"
-            )
-        _print_bands(console, params, prior, samples)
-        errors = fitting.abs_pct_errors(params, samples)
-        held_pct, held_basis = fitting.held_out_error(samples, prior)
-        console.print(
-            "expected error where not fitted (what a simulation with this file is judged by): "
-            + (f"{held_pct:g} % ({held_basis})" if held_pct is not None else f"unknown: {held_basis}"),
-            markup=False,
+        verdict = _one_cohort(verdicts, cohort)
+        chosen = [s for s in samples if s.cohort == verdict.cohort]
+        _write_calibration(console, out, chosen, prior, verdict, run_dirs, topology.name)
+
+
+def _one_cohort(verdicts: list, chosen: str | None):
+    """The cohort to write: the only one, or the one --cohort names (its number or its name)."""
+    listing = "; ".join(
+        f"{i}) {v.cohort}: held out, cost model {v.costmodel_held_pct}, line {v.line_held_pct} %"
+        for i, v in enumerate(verdicts, 1)
+    )
+    if chosen is not None:
+        for i, v in enumerate(verdicts, 1):
+            if chosen in (str(i), v.cohort):
+                return v
+        raise UsageError(f"--cohort {chosen!r}: not one of these runs' cohorts ({listing})")
+    if len(verdicts) > 1:
+        raise UsageError(
+            f"these runs hold {len(verdicts)} cohorts (box, rank count, NCCL version), and one calibration with one "
+            f"expected error cannot describe them all: {listing}. Write one per cohort with --cohort N"
         )
-        params = replace(
-            params,
-            source=f"fit of {', '.join(map(str, run_dirs))}",
-            fit={
-                **params.fit,
-                "median_abs_pct": round(median(errors), 2),
-                **({"holdout_median_pct": held_pct} if held_pct is not None else {}),
-                "holdout_basis": held_basis,
-                "topology": topology.name,
-                "link": link,
-                "runs": [str(d) for d in run_dirs],
-                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            },
+    return verdicts[0]
+
+
+def _write_calibration(console: Console, out: Path, samples: list, prior, verdict, run_dirs, topology: str) -> None:
+    params = fitting.fit(samples, prior)
+    wild = out_of_bounds(params)
+    if wild:
+        raise UsageError(
+            f"the fit landed outside what any interconnect does ({wild}): these records are not NCCL latencies "
+            "of one transport; nothing written"
         )
-        header = (
-            f"commprof cost-model calibration (docs/cost-model.md)\n"
-            f"fitted on {len(samples)} latencies from {', '.join(map(str, run_dirs))}\n"
-            f"prior: NCCL's tuning model of topology {topology.name} over {link}"
+    _print_bands(console, params, prior, samples)
+    in_sample = median(fitting.abs_pct_errors(params, samples))
+    if verdict.model == LINE:
+        line = line_in_range(samples)
+        params = replace(params, line=(line.intercept_us, line.us_per_byte))
+        in_sample = line_in_sample_pct(line, samples)
+        held, basis = (
+            verdict.line_held_pct,
+            "held-out sizes in 8 KB-1 MB, fitted on every other size (the cohort's runs pooled)",
         )
-        try:
-            out.write_text(params_to_toml(params, header), encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
-        console.print(
-            f"fitted: overhead {params.overhead_us:.2f} us, per-hop "
-            + ", ".join(f"{p} {v:.2f}" for p, v in params.hop_us.items())
-            + f" us, {params.channel_bw_gbps:.2f} GB/s per channel; wrote {out}",
-        )
+        console.print(f"note: {verdict.note}", markup=False)
+    elif verdict.costmodel_held_pct is not None:
+        held = verdict.costmodel_held_pct
+        basis = "held-out sizes in 8 KB-1 MB, fitted on every other size (the cohort's runs pooled)"
+        console.print(f"note: {verdict.note}", markup=False)
+    else:
+        held, basis = fitting.held_out_error(samples, prior)
+    claimed = claimed_error(held, in_sample)
+    if claimed is not None:
+        basis = f"{basis}; held out {held:g} %, in-sample {in_sample:.1f} %: the larger"
+    console.print(
+        "expected error where not fitted (what a simulation with this file is judged by): "
+        + (f"{claimed:g} % ({basis})" if claimed is not None else f"unknown: {basis}"),
+        markup=False,
+    )
+    ranks = sorted({s.ranks for s in samples})
+    params = replace(
+        params,
+        source=f"fit of {', '.join(map(str, run_dirs))}",
+        fit={
+            **params.fit,
+            "median_abs_pct": round(in_sample, 2),
+            **({"holdout_median_pct": claimed} if claimed is not None else {}),
+            "holdout_basis": basis,
+            "model": verdict.model,
+            "model_note": verdict.note,
+            "cohort": verdict.cohort,
+            **({"ranks": ranks[0]} if len(ranks) == 1 else {}),
+            **({"costmodel_holdout_median_pct": verdict.costmodel_held_pct} if verdict.line_held_pct else {}),
+            **({"line_holdout_median_pct": verdict.line_held_pct} if verdict.line_held_pct else {}),
+            **(
+                {"line_intercept_us": params.line[0], "line_us_per_byte": params.line[1]}
+                if params.line is not None
+                else {}
+            ),
+            "topology": topology,
+            "link": prior.link,
+            "runs": [str(d) for d in run_dirs],
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        },
+    )
+    header = (
+        f"commprof cost-model calibration (docs/cost-model.md)\n"
+        f"fitted on {len(samples)} latencies from {', '.join(map(str, run_dirs))}, cohort {verdict.cohort}\n"
+        f"model: {verdict.model} ({verdict.note})"
+    )
+    try:
+        out.write_text(params_to_toml(params, header), encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    console.print(
+        f"fitted: overhead {params.overhead_us:.2f} us, per-hop "
+        + ", ".join(f"{p} {v:.2f}" for p, v in params.hop_us.items())
+        + f" us, {params.channel_bw_gbps:.2f} GB/s per channel"
+        + (f"; line {params.line[0]:.2f} us + {params.line[1] * 1e3:.4f} us/KB" if params.line else "")
+        + f"; wrote {out}",
+    )
 
 
 def _print_bands(console: Console, params, prior, samples) -> None:
@@ -293,7 +375,8 @@ def _print_bands(console: Console, params, prior, samples) -> None:
     console.print(table)
 
 
-def _print_holdout(console: Console, results: list) -> None:
+def _print_holdout(console: Console, verdicts: list) -> None:
+    results = [r for v in verdicts for r in v.runs]
     if not results:
         raise UsageError("--holdout needs a log with at least 4 sizes between 8 KB and 1 MB")
     table = Table(title="holdout: fit on every other size in 8 KB-1 MB, median absolute % error")
@@ -302,6 +385,7 @@ def _print_holdout(console: Console, results: list) -> None:
         "ranks",
         "fit on",
         "held-out 8K-1M",
+        "line, same split",
         "all unfitted sizes",
         "NCCL prior (all)",
         f"target <= {TARGET_PCT:g} %",
@@ -314,123 +398,11 @@ def _print_holdout(console: Console, results: list) -> None:
             str(r.ranks),
             ", ".join(format_bytes(b) for b in r.fit_sizes),
             f"{r.held_median_pct:.1f}",
+            f"{r.line_held_median_pct:.1f}",
             f"{r.rest_median_pct:.1f}",
             f"{r.prior_median_pct:.1f}",
             verdict,
         )
     console.print(table)
-
-
-# -------------------------------------------------------------------------------------------- simulate
-
-
-@click.command("simulate")
-@click.option("--topology", "topology_name", required=True, help="Preset name (sweeps/topologies/) or .toml file.")
-@click.option(
-    "--sweep",
-    "sweep_file",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The sweep file to predict.",
-)
-@click.option(
-    "--out",
-    "out",
-    default="runs",
-    show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Folder that receives the new run folder.",
-)
-@click.option(
-    "--calibration",
-    "calibration_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="calibration.toml from `commprof calibrate` (default: NCCL's uncalibrated model).",
-)
-@click.option(
-    "--max-points",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Allow a sweep of up to this many points (default: refuse one above 1000).",
-)
-def simulate(
-    topology_name: str, sweep_file: Path, out: Path, calibration_file: Path | None, max_points: int | None
-) -> None:
-    """Predict every point of a sweep on a topology with the cost model (records with source "simulated")."""
-    from commprof.costmodel.sweep_simulation import simulate_sweep
-    from commprof.sweep.config import DEFAULT_MAX_POINTS, load_sweep
-
-    topology = load_topology(topology_name)
-    spec = load_sweep(sweep_file, max_points=max_points or DEFAULT_MAX_POINTS)
-    calibration = None
-    if calibration_file is not None:
-        text = read_text(calibration_file, "calibration")
-        calibration = params_from_toml(text, str(calibration_file))
-    run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-"))
-    records = simulate_sweep(spec, topology, calibration, run_dir.name)
-    used = {str(r["calibration"]) for r in records if r.get("calibration")}
-    error = expected_error(used, calibration.fit if calibration else None, spec.tp or topology.gpus)
-    append_records(run_dir / RESULTS_FILE, records)
-    tp = spec.tp or topology.gpus
-    meta = _base_meta(run_dir.name, tp, "nccl")
-    meta.update(
-        {
-            "source": "simulated",
-            "simulated": True,
-            "plan": {
-                "model": spec.model,
-                "tp": tp,
-                "phase": spec.phase,
-                "dtype": spec.dtype,
-                "tokens": list(spec.tokens),
-            },
-            "sweep": {
-                "path": str(sweep_file),
-                "name": spec.name,
-                "content": spec.content,
-                "sha256": spec.sha256,
-                "report": spec.report,
-            },
-            "topology": {"simulated": True, **topology.summary()},
-            "floor": preset_floor(topology.name, topology.floor)
-            if topology.floor
-            else not_measured(
-                f"topology {topology.name} has no [floor]",
-                "add a [floor] table of published figures, each with its source, to the topology file",
-            ),
-            "calibration": {"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
-            "model_error": error.to_dict(),
-        }
-    )
-    write_json(run_dir / META_FILE, meta)
-    _print_simulation(records, topology, calibration_file, error)
-    _console().print(f"wrote {run_dir} ({len(records)} records, source: simulated)")
-
-
-def _print_simulation(records: list[dict], topology, calibration_file: Path | None, error: ModelError) -> None:
-    console = _console()
-    console.print(
-        f"SIMULATED on {topology.name} with "
-        f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements; expected "
-        f"error {error.band} ({error.basis}). A predicted difference smaller than that is not a result.",
-    )
-    searched = {(r["point_id"], r["mode"]) for r in records if r["kind"] == "crossover"}
-    records = [r for r in records if r["kind"] == "step"]
-    tokens = sorted({r["tokens"] for r in records})
-    table = Table(title=f"predicted eager step time, ms, expected error {error.band} (graph mode in the records)")
-    table.add_column("point")
-    table.add_column("label")
-    for t in tokens:
-        table.add_column(f"T={t}", justify="right")
-    table.add_column("note")
-    rows: dict[str, dict] = {}
-    for r in records:
-        if r["mode"] != "eager":
-            continue
-        row = rows.setdefault(r["point_id"], {"label": r["point"]["label"], "message": r["message"] or ""})
-        row[r["tokens"]] = f"{r['step_us']['median'] / 1000:.2f}" if r["status"] == "ok" else r["status"]
-    for point_id, row in rows.items():
-        table.add_row(point_id, row["label"], *(row.get(t, "") for t in tokens), row["message"][:120])
-    console.print(table)
-    if searched:
-        console.print(f"{len(searched)} crossover searches predicted (setting x mode): `commprof report` shows them")
+    for v in verdicts:
+        console.print(f"cohort {v.cohort}: {v.note}", markup=False)

@@ -41,8 +41,8 @@ def all_reduce_prediction(
 ) -> Prediction | str:
     """The prediction, or why the model cannot make one (one line)."""
     try:
-        setting = nccl_setting(topology, point.env)
-        params, name = params_for(topology, setting, calibration)
+        setting = nccl_setting(topology, point.env, ranks)
+        params, name = params_for(topology, setting, calibration, ranks)
     except UsageError as exc:
         return f"NCCL would refuse this configuration: {exc}"
     stated = None
@@ -56,7 +56,7 @@ def all_reduce_prediction(
     else:
         choice = predict(params, "all_reduce", nbytes, ranks, setting.algos["all_reduce"], setting.protos["all_reduce"])
         eager = choice.time_us
-        model = nccl_model_error(params, name)
+        model = nccl_model_error(params, name, topology)
         error, basis = model["expected_error_pct"], model["error_basis"]
     return Prediction(eager, max(eager - topology.launch_overhead_us, 0.0), error, basis, name)
 

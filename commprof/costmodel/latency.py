@@ -171,6 +171,9 @@ class CostParams:
     bus_cap_gbps: float | None = None  # the links' capacity when NCCL_MIN_NCHANNELS adds duplicated rings
     source: str = "nccl-prior"
     fit: dict = field(default_factory=dict, compare=False)
+    # A calibration that fell back to a latency + bandwidth line (commprof.costmodel.cohorts): (intercept µs,
+    # µs per byte) replaces the time of whatever NCCL picks; None: the cost model's own estimate.
+    line: tuple[float, float] | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -368,6 +371,9 @@ def predict(
         )
     chosen = estimate(params, collective, nbytes, ranks, best[1], best[2], trim=True)
     assert chosen is not None
+    if params.line is not None:
+        intercept, slope = params.line
+        return replace(chosen, latency_us=intercept, time_us=intercept + slope * nbytes)
     return chosen
 
 
@@ -501,6 +507,12 @@ def params_from_toml(text: str, path: str) -> CostParams:
     hop = problems.table(model.get("hop_us", MISSING), f"{table}.hop_us")
     problems.unknown_keys(hop, PROTOS, f"{table}.hop_us")
     hop_us = {proto: bounded(hop.get(proto, MISSING), f"hop_us.{proto}") for proto in PROTOS}
+    fit = data.get("fit", {}) if isinstance(data.get("fit"), dict) else {}
+    line = None
+    if fit.get("model") == "line":
+        intercept = problems.number(fit.get("line_intercept_us", MISSING), "fit.line_intercept_us", 0.0)
+        slope = problems.number(fit.get("line_us_per_byte", MISSING), "fit.line_us_per_byte", 0.0)
+        line = (intercept, slope)
     problems.raise_if_any()
     return CostParams(
         link=link,
@@ -512,5 +524,6 @@ def params_from_toml(text: str, path: str) -> CostParams:
         nvls_channels=nvls_channels,
         nccl_bw_gbps=nccl_bw,
         source=path,
-        fit=data.get("fit", {}) if isinstance(data.get("fit"), dict) else {},
+        fit=fit,
+        line=line,
     )

@@ -116,13 +116,15 @@ def calibration_error(name: str, fit: dict | None) -> ModelError:
     )
 
 
-def expected_error(calibrations: Iterable[str], fit: dict | None, world_size: int | None) -> ModelError:
+def expected_error(
+    calibrations: Iterable[str], fit: dict | None, world_size: int | None, prior: ModelError | None = None
+) -> ModelError:
     """The expected error of a simulation's NCCL predictions, whose records name `calibrations` (PRIOR or a file,
     whose fit is `fit`): the largest of theirs, since a verdict over its points must hold for each (unknown
-    wins). A kernel set against NCCL is judged by both models' errors (commprof.evidence.Evidence.beats)."""
-    errors = [
-        prior_error(world_size) if name == PRIOR else calibration_error(name, fit) for name in sorted(set(calibrations))
-    ] or [prior_error(world_size)]
+    wins). `prior`: the prior's own error on this box where the topology has one (a box read from its bundle),
+    else the logs'. A kernel set against NCCL is judged by both models' errors (commprof.evidence.Evidence.beats)."""
+    prior = prior or prior_error(world_size)
+    errors = [prior if name == PRIOR else calibration_error(name, fit) for name in sorted(set(calibrations))] or [prior]
     unknown = [e for e in errors if e.pct is None]
     if unknown:
         return unknown[0]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from commprof.costmodel.alternatives import box_context, kernel_model, refusal
+from commprof.costmodel.graph_sim import GRAPH_ERROR_BASIS, GraphModel, point_graph
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
 from commprof.costmodel.topology import Topology, link_for
@@ -41,6 +42,7 @@ MODELLED_VARS = (
     "NCCL_P2P_DISABLE",
     "NCCL_THREAD_THRESHOLDS",
     "NCCL_NTHREADS",
+    "NCCL_GRAPH_FILE",  # commprof.costmodel.graph_sim
 ) + CHANNEL_VARIABLES
 
 
@@ -66,9 +68,9 @@ def _selection(variable: str, value: str) -> dict[str, set[str] | None]:
         raise UsageError(f"{variable}: {exc}") from None
 
 
-def nccl_setting(topology: Topology, env: dict[str, str]) -> NcclSetting:
+def nccl_setting(topology: Topology, env: dict[str, str], ranks: int | None = None) -> NcclSetting:
     """Read the point's NCCL environment into the model's terms (UsageError where NCCL itself would fail)."""
-    link = link_for(topology, env)
+    link = link_for(topology, env, ranks)
     notes = []
     if link == "shm" and not topology.p2p_supported and "NCCL_P2P_LEVEL" in env:
         notes.append(
@@ -119,11 +121,25 @@ def nccl_setting(topology: Topology, env: dict[str, str]) -> NcclSetting:
     return setting
 
 
-def params_for(topology: Topology, setting: NcclSetting, calibration: CostParams | None) -> tuple[CostParams, str]:
+def params_for(
+    topology: Topology, setting: NcclSetting, calibration: CostParams | None, ranks: int | None = None
+) -> tuple[CostParams, str]:
     """The parameters for the point's transport (the calibration where it was fitted on that transport)
     with its channel count set by NCCL_MIN/MAX_*; and the calibration's name for the record."""
     if setting.link not in topology.links:
         raise UsageError(f"topology {topology.name} does not describe the {setting.link} transport this point uses")
+    line_ranks = calibration.fit.get("ranks") if calibration is not None and calibration.line else None
+    if line_ranks is not None and ranks is not None and line_ranks != ranks:
+        setting.notes.append(
+            f"calibration {calibration.source} is a line fitted at {line_ranks} ranks, this point runs {ranks}: "
+            "NCCL's uncalibrated model used"
+        )
+        calibration = None
+    elif calibration is not None and calibration.line and calibration.link == setting.link:
+        setting.notes.append(
+            f"calibration {calibration.source} is a latency + bandwidth line (the cost model did worse held out): "
+            "every NCCL setting on this transport is predicted alike"
+        )
     if calibration is not None and calibration.link == setting.link:
         params, name = calibration, calibration.source
     else:
@@ -159,8 +175,11 @@ def simulate_point(
     calibration: CostParams | None,
     run_id: str,
     now: str | None = None,
+    graphs: dict[str, GraphModel | str] | None = None,
 ) -> list[StepRecord]:
-    """One record per (T, mode) of the point, like the sweep writes; failures become a status and message."""
+    """One record per (T, mode) of the point, like the sweep writes; failures become a status and message.
+
+    `graphs`: NCCL_GRAPH_FILE value -> the graph it names, or why it could not be read."""
     now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
     model = load_model(spec.model, spec.layout)
     tp = spec.tp or topology.gpus
@@ -169,11 +188,16 @@ def simulate_point(
     records = []
     status, message, calibration_name = "ok", None, "nccl-prior"
     notes: list[str] = []
-    setting = params = stated = None
+    setting = params = stated = graph = None
     try:
-        setting = nccl_setting(topology, point.env)
-        params, calibration_name = params_for(topology, setting, calibration)
+        setting = nccl_setting(topology, point.env, tp)
+        params, calibration_name = params_for(topology, setting, calibration, tp)
         notes = setting.notes
+        params, graph, graph_note, graph_refusal = point_graph(point.env, params, topology, setting.link, graphs)
+        if graph_refusal is not None:
+            status, message = "unsupported", graph_refusal
+        elif graph_note is not None:
+            notes.append(graph_note)
     except UsageError as exc:
         status, message = "error", f"NCCL would refuse this configuration: {exc}"
     context = box_context(topology, tp, spec.dtype or model.dtype, tuple(spec.tokens), model.hidden_size)
@@ -242,7 +266,8 @@ def simulate_point(
                 "transports": {"intra": setting.link},
                 "channels": params.channels,
                 "choices": list(choices.values()),
-                **nccl_model_error(params, calibration_name),
+                **nccl_model_error(params, calibration_name, topology),
+                **(graph_error(graph, params, calibration_name) if graph is not None else {}),
             }
             if op_status == "ok"
             else None
@@ -294,9 +319,11 @@ def simulate_point(
     return records
 
 
-def nccl_model_error(params: CostParams, calibration_name: str) -> dict:
-    """How far to trust the NCCL predictions of a record: the prior's measured error, a calibration's fit error
-    (in-sample, so a lower bound), or unknown."""
+def nccl_model_error(params: CostParams, calibration_name: str, topology: Topology | None = None) -> dict:
+    """How far to trust the NCCL predictions of a record: the prior's measured error (the box prior's, for a
+    topology read from a bundle), a calibration's fit error (in-sample, so a lower bound), or unknown."""
+    if calibration_name == "nccl-prior" and topology is not None and topology.prior_error is not None:
+        return {"expected_error_pct": topology.prior_error.pct, "error_basis": topology.prior_error.basis}
     if calibration_name == "nccl-prior":
         return {"expected_error_pct": PRIOR_ERROR_PCT, "error_basis": PRIOR_ERROR_BASIS}
     fitted = params.fit.get("median_abs_pct")
@@ -304,6 +331,16 @@ def nccl_model_error(params: CostParams, calibration_name: str) -> dict:
         return {"expected_error_pct": None, "error_basis": f"unknown: {calibration_name} records no fit error"}
     basis = f"median |error| of the fit {calibration_name} on its own samples (in-sample: a lower bound)"
     return {"expected_error_pct": float(fitted), "error_basis": basis}
+
+
+def graph_error(graph: GraphModel, params: CostParams, calibration_name: str) -> dict:
+    """A graph-file point's record: the file it ran with, and an error no smaller than NCCL's model's."""
+    error = nccl_model_error(params, calibration_name)["expected_error_pct"]
+    return {
+        "graph": {"file": graph.name, "sha256": graph.sha256, "channels": graph.channels},
+        "expected_error_pct": max(error or PRIOR_ERROR_PCT, PRIOR_ERROR_PCT),
+        "error_basis": GRAPH_ERROR_BASIS,
+    }
 
 
 def _op_stats(plan, times: list[float]) -> dict:

@@ -12,16 +12,22 @@ from commprof.sweep.staging import refine
 
 
 def simulate_sweep(
-    spec: SweepSpec, topology: Topology, calibration: CostParams | None, run_id: str, now: str | None = None
+    spec: SweepSpec,
+    topology: Topology,
+    calibration: CostParams | None,
+    run_id: str,
+    now: str | None = None,
+    graphs: dict | None = None,
 ) -> list[dict]:
-    """Records for every point and search of the sweep, stage by stage, as a sweep on the box would write them."""
+    """Records for every point and search of the sweep, stage by stage, as a sweep on the box would write them.
+    `graphs`: the graph files the points name (commprof.costmodel.simulate.simulate_point)."""
     records: list[dict] = []
     for point in spec.points:
-        records.extend(simulate_point(spec, point, topology, calibration, run_id, now))
+        records.extend(simulate_point(spec, point, topology, calibration, run_id, now, graphs))
     for stage in spec.stages:
         if stage.kind == "crossover":
             records.extend(simulate_crossover_stage(spec, stage, topology, calibration, run_id, records, now))
             continue
         for point in refine(spec, stage.index, records):
-            records.extend(simulate_point(spec, point, topology, calibration, run_id, now))
+            records.extend(simulate_point(spec, point, topology, calibration, run_id, now, graphs))
     return records

@@ -8,14 +8,17 @@ and names the file and key of anything wrong.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from commprof.costmodel.box import BoxTopology
 from commprof.costmodel.kernels import KernelModel, floor_from_table, kernel_model_from_table
 from commprof.costmodel.latency import LINKS, CostParams, arch_of, nccl_prior
 from commprof.errors import UsageError
+from commprof.evidence import ModelError
 from commprof.floor.model import FloorFigures
-from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, LEGACY_P2P_LEVELS, P2P_LEVELS
+from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, NCCL_PATH_TYPES, P2P_LEVELS, nccl_user_p2p_level
 from commprof.problems import MISSING, Problems, allowed
 from commprof.textfiles import parse_toml, read_text
 
@@ -32,6 +35,14 @@ class LinkSpec:
     channels: int
     channel_bw_gbps: float
     nvls_channels: int = 0
+    # Published measurements of this path that replace NCCL's table figures (None: NCCL's own), with their source.
+    hop_us: dict[str, float] | None = None
+    overhead_us: float = 0.0
+    nccl_bw_gbps: float | None = None  # what NCCL's own search assumes per channel, when the measured figure differs
+    source: str = ""
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in vars(self).items() if v not in (None, "", 0.0) or k in ("channels", "nvls_channels")}
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,8 @@ class Topology:
     floor: FloorFigures | None = None  # published peer-to-peer figures of this class of box, with sources
     assumptions: str = ""
     sources: tuple[str, ...] = ()
+    box: BoxTopology | None = None  # the box's own records, when the topology was read from a doctor bundle
+    prior_error: ModelError | None = None  # the prior's expected error on this box (None: NCCL's, from the logs)
 
     @property
     def arch(self) -> str:
@@ -58,7 +71,16 @@ class Topology:
     def prior(self, link: str, arch: str | None = None) -> CostParams:
         """NCCL's own model of this box over `link` (with another GPU generation's figures when `arch` says)."""
         spec = self.links[link]
-        return nccl_prior(link, arch or self.arch, spec.channels, spec.channel_bw_gbps, spec.nvls_channels)
+        prior = nccl_prior(link, arch or self.arch, spec.channels, spec.channel_bw_gbps, spec.nvls_channels)
+        if spec.hop_us is None:
+            return prior
+        return replace(
+            prior,
+            hop_us=dict(spec.hop_us),
+            overhead_us=spec.overhead_us,
+            nccl_bw_gbps=spec.nccl_bw_gbps,
+            source=f"box prior: {spec.source}",
+        )
 
     def summary(self) -> dict:
         return {
@@ -71,11 +93,13 @@ class Topology:
             "p2p_supported": self.p2p_supported,
             "p2p_atomics": self.p2p_atomics,
             "launch_overhead_us": self.launch_overhead_us,
-            "links": {k: vars(v) for k, v in self.links.items()},
+            "links": {k: v.to_dict() for k, v in self.links.items()},
             "impls": {k: v.to_dict() for k, v in self.impls.items()},
             "floor": self.floor.to_dict() if self.floor else None,
             "assumptions": self.assumptions,
             "sources": list(self.sources),
+            **({"box": self.box.summary(self.gpus)} if self.box else {}),
+            **({"prior_error": self.prior_error.to_dict()} if self.prior_error else {}),
         }
 
 
@@ -87,8 +111,23 @@ def preset_names() -> list[str]:
     return sorted(names)
 
 
+def preset_descriptions() -> list[tuple[str, str]]:
+    """(name, description) of every preset, for `simulate --help`; a preset that does not load says so."""
+    out = []
+    for name in preset_names():
+        try:
+            out.append((name, load_topology(name).description))
+        except UsageError as exc:
+            out.append((name, f"(does not load: {exc})"))
+    return out
+
+
 def resolve_topology(name_or_path: str) -> Path:
     path = Path(name_or_path)
+    if path.is_dir():
+        raise UsageError(
+            f"--topology {name_or_path} is a folder: for a `doctor --collect` bundle use --from-bundle {name_or_path}"
+        )
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
             raise UsageError(f"topology file not found: {name_or_path}")
@@ -124,7 +163,8 @@ TOPOLOGY_KEYS = (
     "impls",
     "floor",
 )
-LINK_KEYS = ("channels", "channel_bw_gbps", "nvls_channels")
+LINK_KEYS = ("channels", "channel_bw_gbps", "nvls_channels", "hop_us", "overhead_us", "nccl_bw_gbps", "source")
+PROTOCOL_KEYS = ("LL", "LL128", "Simple")
 
 
 def topology_from_dict(data: dict, path: str) -> Topology:
@@ -182,29 +222,49 @@ def _links(tables: dict, problems: Problems) -> dict[str, LinkSpec]:
         channels = problems.integer(table.get("channels", MISSING), f"{key}.channels", 1)
         bandwidth = problems.number(table.get("channel_bw_gbps", MISSING), f"{key}.channel_bw_gbps", 0.0, strict=True)
         nvls_channels = problems.integer(table.get("nvls_channels", 0), f"{key}.nvls_channels", 0)
-        if channels is not None and bandwidth is not None and nvls_channels is not None:
-            links[link] = LinkSpec(channels, bandwidth, nvls_channels)
+        measured = _measured(table, key, problems)
+        if channels is not None and bandwidth is not None and nvls_channels is not None and measured is not None:
+            links[link] = LinkSpec(channels, bandwidth, nvls_channels, **measured)
     if not tables:
         problems.error("links", f"empty (allowed: at least one of {', '.join(LINKS)})")
     return links
 
 
-def p2p_level(value: str) -> str:
-    """NCCL_P2P_LEVEL as a path type; UsageError for values NCCL rejects."""
-    level = LEGACY_P2P_LEVELS.get(value.strip(), value.strip().upper())
-    if level not in PATH_TYPES:
-        raise UsageError(f"NCCL_P2P_LEVEL={value!r}: use one of {', '.join(PATH_TYPES)} (or 0-4)")
-    return level
+def _measured(table: dict, key: str, problems: Problems) -> dict | None:
+    """A link's published figures that replace NCCL's (hop_us per protocol, overhead_us, nccl_bw_gbps), which need a
+    source; {} when the link keeps NCCL's figures, None when one is wrong."""
+    if "hop_us" not in table:
+        for name in ("overhead_us", "nccl_bw_gbps"):
+            if name in table:
+                problems.error(f"{key}.{name}", "needs hop_us: measured figures replace NCCL's as a set")
+        return {}
+    hops = problems.table(table["hop_us"], f"{key}.hop_us")
+    problems.unknown_keys(hops, PROTOCOL_KEYS, f"{key}.hop_us")
+    hop_us = {p: problems.number(hops.get(p, MISSING), f"{key}.hop_us.{p}", 0.0) for p in PROTOCOL_KEYS}
+    overhead = problems.number(table.get("overhead_us", 0.0), f"{key}.overhead_us", 0.0)
+    nccl_bw = table.get("nccl_bw_gbps")
+    nccl_bw = problems.number(nccl_bw, f"{key}.nccl_bw_gbps", 0.0, strict=True) if nccl_bw is not None else None
+    source = problems.string(table.get("source", MISSING), f"{key}.source")
+    if None in hop_us.values() or overhead is None or source is None:
+        return None
+    return {"hop_us": hop_us, "overhead_us": overhead, "nccl_bw_gbps": nccl_bw, "source": source}
 
 
-def link_for(topology: Topology, env: dict[str, str]) -> str:
-    """The transport NCCL uses between GPUs under `env`: "nvlink" / "pci" with P2P, else "shm" (host memory)."""
-    disabled = env.get("NCCL_P2P_DISABLE", "0").strip() not in ("0", "")
-    level = "LOC" if disabled else p2p_level(env.get("NCCL_P2P_LEVEL", DEFAULT_P2P_LEVEL))
+def link_for(topology: Topology, env: Mapping[str, str], ranks: int | None = None) -> str:
+    """The transport NCCL uses between GPUs under `env`: "nvlink" / "pci" with P2P, else "shm" (host memory).
+
+    A topology read from a bundle decides per pair as NCCL does (commprof.costmodel.box); a preset by its worst
+    pair `gpu_path`. NCCL_P2P_DISABLE / NCCL_P2P_LEVEL are read as NCCL reads them (nccl_vocab.nccl_user_p2p_level).
+    """
+    if topology.box is not None:
+        return topology.box.ring_link(env, ranks or topology.gpus)
+    user = nccl_user_p2p_level(env)
+    level = user.level if user is not None else DEFAULT_P2P_LEVEL
     if topology.gpu_path == "NVL":
         use_p2p = level != "LOC"
     else:
-        use_p2p = topology.p2p_supported and PATH_TYPES.index(topology.gpu_path) <= PATH_TYPES.index(level)
+        path = "PHB" if topology.gpu_path == "NODE" else topology.gpu_path
+        use_p2p = topology.p2p_supported and NCCL_PATH_TYPES.index(path) <= NCCL_PATH_TYPES.index(level)
     if not use_p2p:
         return "shm"
     return "nvlink" if topology.gpu_path == "NVL" else "pci"

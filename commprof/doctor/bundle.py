@@ -33,6 +33,8 @@ TEXT_FILES = {
     "env": "NCCL_* / CUDA_* / PYTORCH_* / TORCH_* environment",
     "nccl_conf": "/etc/nccl.conf (~/.nccl.conf, NCCL_CONF_FILE)",
     "nccl_init": "NCCL_DEBUG=INFO log of the all-GPU init test",
+    "nccl_topo": "NCCL_TOPO_DUMP_FILE of the all-GPU init test (the topology NCCL detected)",
+    "nccl_graphs": "NCCL_GRAPH_DUMP_FILE of the all-GPU init test (the graphs NCCL's search found)",
 }
 JSON_FILES = {"sysfs_pci": "sysfs PCIe link and AER files of the GPUs and the bridges above them"}
 NVML_FILE, TESTS_FILE, MANIFEST_FILE = "nvml.json", "gpu_tests.json", "manifest.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from commprof.doctor.facts import Facts
 from commprof.doctor.result import OK, SKIPPED, WARN, CheckResult
-from commprof.nccl_vocab import env_value, value_traps
+from commprof.nccl_vocab import GRAPH_FILE_VARIABLES, env_value, value_traps
 
 ID, TITLE = "env", "No conflicting NCCL / PyTorch settings"
 
@@ -55,15 +55,18 @@ def check_env(facts: Facts) -> CheckResult:
     if env_src.ok:  # the environment overrides nccl.conf
         settings.update({k: (v, env_src.where) for k, v in parse_assignments(env_src.text).items()})
     findings: list[tuple[str, str, str]] = []  # (finding, evidence, fix)
-    for name in ("NCCL_GRAPH_FILE", "NCCL_TOPO_FILE"):
+    for name in GRAPH_FILE_VARIABLES:
         if name in settings:
             value, where = settings[name]
+            in_conf = conf_src.ok and where == conf_src.where
             findings.append(
                 (
-                    f"{name} forces a topology description; a stale file from another box or BIOS "
-                    "setting silently changes rings and transports",
+                    f"{name} replaces NCCL's own {'graph search' if name == 'NCCL_GRAPH_FILE' else 'topology'}"
+                    + (" for every NCCL job on this box (nccl.conf is read by every process)" if in_conf else "")
+                    + ": a file written for other GPUs, another GPU group (a TP sub-group) or another NCCL "
+                    "version silently changes rings and channels, or fails the communicator's init",
                     f"{name}={value} ({where})",
-                    f"unset {name} (keep it only as a sweep axis)",
+                    f"remove {name} from {where}" if in_conf else f"unset {name} (keep it only as a sweep axis)",
                 )
             )
     for name, fix in (

@@ -12,6 +12,7 @@ from typing import Any
 from commprof.doctor.facts import Source
 from commprof.doctor.nccl_probe import run_probe
 from commprof.nccl_log.parse import parse_nccl_log
+from commprof.nccl_vocab import DUMP_VARIABLES
 
 ALL_GPUS_TIMEOUT_S = 90
 PAIR_TIMEOUT_S = 45
@@ -19,13 +20,17 @@ LOAD_SECONDS = 0.5
 # The pair tests force P2P on every path: testing P2P is the point, whatever NCCL's default level.
 PAIR_ENV = {"NCCL_P2P_LEVEL": "SYS"}
 CONTROL_ENV = {"NCCL_P2P_DISABLE": "1"}
+# What NCCL detected and the graphs it searched, dumped by the all-GPU init test (bundle key -> file NCCL writes).
+_TOPO_DUMP, _GRAPH_DUMP = DUMP_VARIABLES
+DUMPS = {"nccl_topo": (_TOPO_DUMP, "nccl_topo.xml"), "nccl_graphs": (_GRAPH_DUMP, "nccl_graphs.xml")}
 
 
 def run_gpu_tests(topology: dict[str, Any], quick: bool, workdir: Path) -> tuple[dict[str, Any], Source]:
     """(tests for Facts.tests, the all-GPU NCCL INFO log as a Source)."""
     gpus = [g["index"] for g in topology["gpus"]]
     log_path = workdir / "nccl_init.log"
-    whole = run_probe(gpus, {}, ALL_GPUS_TIMEOUT_S, log_path, load_seconds=LOAD_SECONDS)
+    dumps = {variable: str(workdir / file) for variable, file in DUMPS.values()}
+    whole = run_probe(gpus, dumps, ALL_GPUS_TIMEOUT_S, log_path, load_seconds=LOAD_SECONDS)
     log = Source(
         "nccl_init",
         f"NCCL_DEBUG=INFO all-reduce on GPUs {','.join(map(str, gpus))}",
@@ -49,6 +54,16 @@ def run_gpu_tests(topology: dict[str, Any], quick: bool, workdir: Path) -> tuple
     for test, control in zip(failed, controls):
         test["control"] = control
     return tests, log
+
+
+def nccl_dumps(workdir: Path) -> dict[str, Source]:
+    """NCCL's own topology and graphs as the all-GPU init test dumped them, or why they are missing."""
+    out = {}
+    for name, (variable, file) in DUMPS.items():
+        path = workdir / file
+        text = path.read_text(errors="replace") if path.is_file() else None
+        out[name] = Source(name, f"{variable} of the all-GPU init test", text, "" if text else "NCCL wrote no dump")
+    return out
 
 
 def representative_pairs(levels: dict[tuple[int, int], str | None]) -> list[tuple[int, int]]:

@@ -77,9 +77,11 @@ def gather_live(
         facts.tests = {"pairs_skipped": f"no GPU ({topology['reason']})"}
     elif run_tests and workdir is not None:
         facts.tests, facts.sources["nccl_init"] = gpu_tests.run_gpu_tests(topology, quick, workdir)
+        facts.sources.update(gpu_tests.nccl_dumps(workdir))
     elif run_tests:
         with tempfile.TemporaryDirectory(prefix="commprof-doctor-") as tmp:
             facts.tests, facts.sources["nccl_init"] = gpu_tests.run_gpu_tests(topology, quick, Path(tmp))
+            facts.sources.update(gpu_tests.nccl_dumps(Path(tmp)))
     else:
         facts.tests = {"pairs_skipped": "GPU tests not requested"}
     facts.floor = floor or live_floor(

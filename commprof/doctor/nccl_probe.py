@@ -151,6 +151,7 @@ def _rank(rank: int, nranks: int, port: int, out: str, load_seconds: float, back
                     "max_abs_err": err.item(),
                     "can_access_peer": peers,
                     "link_load": loaded.get("links") or {},
+                    "link_load_refused": loaded.get("links_refused") or {},  # GPU -> why NVML gave no reading
                     "load": loaded.get("load"),
                     "message": "" if status == "ok" else f"all-reduce sum off by {err.item()}",
                 }
@@ -162,7 +163,8 @@ def _rank(rank: int, nranks: int, port: int, out: str, load_seconds: float, back
 def _links_under_load(rank: int, nranks: int, seconds: float) -> dict[str, Any]:
     """Keep this rank's links busy for about `seconds` with copies; rank 0 reads every GPU's link meanwhile.
 
-    Returns {"links": NVML's reading per bus id (rank 0), "load": bytes, seconds and GB/s of this rank's copies}.
+    Returns {"links": NVML's reading per bus id (rank 0), "links_refused": why a GPU has none, "load": bytes,
+    seconds and GB/s of this rank's copies}.
     """
     import torch
     import torch.distributed as dist
@@ -175,6 +177,7 @@ def _links_under_load(rank: int, nranks: int, seconds: float) -> dict[str, Any]:
     peer = torch.empty(numel, device=torch.device("cuda", (rank + 1) % nranks)) if nranks > 1 else None
     stream = torch.cuda.Stream(device)
     links: dict[str, dict[str, int | None]] = {}
+    refused: dict[str, str] = {}
     moved = 0
     dist.barrier()  # every rank starts loading together, so rank 0 reads while all links carry traffic
     started, read = time.monotonic(), rank != 0
@@ -189,35 +192,53 @@ def _links_under_load(rank: int, nranks: int, seconds: float) -> dict[str, Any]:
                     moved += LOAD_BYTES
         if not read:
             time.sleep(READ_AFTER_S)  # the copies are queued and running
-            links, read = _nvml_links(), True
+            (links, refused), read = _nvml_links(), True
         stream.synchronize()
     took = time.monotonic() - started
     dist.barrier()
-    return {"links": links, "load": {"bytes": moved, "seconds": round(took, 3), "gbps": round(moved / took / 1e9, 2)}}
+    return {
+        "links": links,
+        "links_refused": refused,
+        "load": {"bytes": moved, "seconds": round(took, 3), "gbps": round(moved / took / 1e9, 2)},
+    }
 
 
-def _nvml_links() -> dict[str, dict[str, int]]:
+def _nvml_links() -> tuple[dict[str, dict[str, int | None]], dict[str, str]]:
+    """(NVML's link reading per bus id, why a GPU has none): a GPU whose generation or width NVML refuses (a VM
+    that hides PCIe links) or this nvidia-ml-py cannot ask is left out, so the check falls back to its idle view."""
     import pynvml
 
-    from commprof.doctor.topology_probe import normalize_bus_id, nvml_answer
+    from commprof.doctor.nvml_guard import NvmlCalls
+    from commprof.doctor.topology_probe import as_text, normalize_bus_id
 
-    pynvml.nvmlInit()
     try:
-        out = {}
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            bus_id = pynvml.nvmlDeviceGetPciInfo(h).busId
-            bus_id = normalize_bus_id(bus_id.decode() if isinstance(bus_id, bytes) else bus_id)
-            out[bus_id] = {
-                "gen": pynvml.nvmlDeviceGetCurrPcieLinkGeneration(h),
-                "width": pynvml.nvmlDeviceGetCurrPcieLinkWidth(h),
+        pynvml.nvmlInit()
+    except Exception as exc:  # the driver went away, or this process may not open NVML
+        return {}, {"all GPUs": f"nvmlInit: {type(exc).__name__}: {exc}"}
+    ask = NvmlCalls(pynvml)
+    readings, refused = {}, {}
+    try:
+        for i in range(ask("nvmlDeviceGetCount") or 0):
+            h = ask("nvmlDeviceGetHandleByIndex", i)
+            pci = ask("nvmlDeviceGetPciInfo", h)
+            where = normalize_bus_id(as_text(pci.busId)) if pci is not None else f"GPU {i}"
+            reading = {
+                "gen": ask("nvmlDeviceGetCurrPcieLinkGeneration", h),
+                "width": ask("nvmlDeviceGetCurrPcieLinkWidth", h),
                 # KB/s over NVML's 20 ms sample: the traffic the reading was taken under (None: not reported)
-                "tx_kbps": nvml_answer(pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_TX_BYTES),
-                "rx_kbps": nvml_answer(pynvml.nvmlDeviceGetPcieThroughput, h, pynvml.NVML_PCIE_UTIL_RX_BYTES),
+                "tx_kbps": ask("nvmlDeviceGetPcieThroughput", h, pynvml.NVML_PCIE_UTIL_TX_BYTES),
+                "rx_kbps": ask("nvmlDeviceGetPcieThroughput", h, pynvml.NVML_PCIE_UTIL_RX_BYTES),
             }
-        return out
+            if pci is None or reading["gen"] is None or reading["width"] is None:
+                refused[where] = "; ".join(f"{name}: {why}" for name, why in ask.unanswered.items())
+            else:
+                readings[where] = reading
+            ask.unanswered.clear()
+        if not readings and "nvmlDeviceGetCount" in ask.unanswered:
+            refused["all GPUs"] = f"nvmlDeviceGetCount: {ask.unanswered['nvmlDeviceGetCount']}"
     finally:
-        pynvml.nvmlShutdown()
+        ask("nvmlShutdown")
+    return readings, refused
 
 
 def main(argv: list[str] | None = None) -> int:

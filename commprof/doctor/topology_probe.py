@@ -14,6 +14,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from commprof.doctor.nvml_guard import NvmlCalls
+
 # nvmlDeviceGetTopologyCommonAncestor answers (NVML_TOPOLOGY_*), named as `nvidia-smi topo -m` names them.
 LEVEL_NAMES = {0: "BRD", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 # NVML_P2P_STATUS_*, in order.
@@ -52,20 +54,24 @@ def probe_topology(nvml: Any = None) -> dict[str, Any]:
     except Exception as exc:  # NVMLError_LibraryNotFound / DriverNotLoaded / ...: no usable driver
         topology["reason"] = f"no NVIDIA driver (NVML: {exc})"
         return topology
+    ask = NvmlCalls(nvml)
     try:
         topology["source"] = "nvml"
-        topology["driver_version"] = as_text(nvml_answer(nvml.nvmlSystemGetDriverVersion))
-        cuda = nvml_answer(nvml.nvmlSystemGetCudaDriverVersion_v2) or nvml_answer(nvml.nvmlSystemGetCudaDriverVersion)
+        topology["driver_version"] = as_text(ask("nvmlSystemGetDriverVersion"))
+        cuda = ask("nvmlSystemGetCudaDriverVersion_v2") or ask("nvmlSystemGetCudaDriverVersion")
         topology["cuda_driver_version"] = f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None
-        handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-        if not handles:
+        count = ask("nvmlDeviceGetCount")
+        handles = [ask("nvmlDeviceGetHandleByIndex", i) for i in range(count or 0)]
+        if count is None:
+            topology["reason"] = f"NVML gave no device count ({ask.unanswered['nvmlDeviceGetCount']})"
+        elif not handles:
             topology["reason"] = "no GPU: the NVIDIA driver is loaded but reports 0 devices"
-        topology["gpus"] = [_gpu(nvml, i, h) for i, h in enumerate(handles)]
-        topology["pairs"] = [
-            _pair(nvml, handles, a, b) for a in range(len(handles)) for b in range(a + 1, len(handles))
-        ]
+        topology["gpus"] = [_gpu(ask, i, h) for i, h in enumerate(handles)]
+        topology["pairs"] = [_pair(ask, handles, a, b) for a in range(len(handles)) for b in range(a + 1, len(handles))]
     finally:
-        nvml_answer(nvml.nvmlShutdown)
+        ask("nvmlShutdown")
+    if ask.unanswered:  # the calls this NVML did not answer, and why (an older nvidia-ml-py, a refused read)
+        topology["nvml_unanswered"] = ask.unanswered
     return topology
 
 
@@ -135,49 +141,49 @@ def cpu_list(masks: list[int]) -> str:
     return ",".join(ranges)
 
 
-def _gpu(nvml, index: int, handle) -> dict[str, Any]:
-    pci = nvml_answer(nvml.nvmlDeviceGetPciInfo_v3, handle) or nvml_answer(nvml.nvmlDeviceGetPciInfo, handle)
+def _gpu(ask: NvmlCalls, index: int, handle) -> dict[str, Any]:
+    pci = ask("nvmlDeviceGetPciInfo_v3", handle) or ask("nvmlDeviceGetPciInfo", handle)
     bus_id = normalize_bus_id(as_text(pci.busId)) if pci is not None else None
-    cc = nvml_answer(nvml.nvmlDeviceGetCudaComputeCapability, handle)
-    memory = nvml_answer(nvml.nvmlDeviceGetMemoryInfo, handle)
+    cc = ask("nvmlDeviceGetCudaComputeCapability", handle)
+    memory = ask("nvmlDeviceGetMemoryInfo", handle)
     words = -(-(os.cpu_count() or 64) // 64)
-    affinity = nvml_answer(nvml.nvmlDeviceGetCpuAffinity, handle, words)
-    numa = nvml_answer(nvml.nvmlDeviceGetNumaNodeId, handle)
+    affinity = ask("nvmlDeviceGetCpuAffinity", handle, words)
+    numa = ask("nvmlDeviceGetNumaNodeId", handle)
     if numa is None and bus_id:
         numa = _sysfs_numa_node(bus_id)
     return {
         "index": index,
-        "name": as_text(nvml_answer(nvml.nvmlDeviceGetName, handle)),
-        "uuid": as_text(nvml_answer(nvml.nvmlDeviceGetUUID, handle)),
+        "name": as_text(ask("nvmlDeviceGetName", handle)),
+        "uuid": as_text(ask("nvmlDeviceGetUUID", handle)),
         "pci_bus_id": bus_id,
         "compute_capability": f"{cc[0]}.{cc[1]}" if cc else None,
         "memory_total_mib": memory.total // 2**20 if memory is not None else None,
         "pcie": {
-            "gen_current": nvml_answer(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
-            "gen_max": nvml_answer(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
-            "gen_gpu_max": nvml_answer(nvml.nvmlDeviceGetGpuMaxPcieLinkGeneration, handle),
-            "width_current": nvml_answer(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
-            "width_max": nvml_answer(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+            "gen_current": ask("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+            "gen_max": ask("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            "gen_gpu_max": ask("nvmlDeviceGetGpuMaxPcieLinkGeneration", handle),
+            "width_current": ask("nvmlDeviceGetCurrPcieLinkWidth", handle),
+            "width_max": ask("nvmlDeviceGetMaxPcieLinkWidth", handle),
         },
         "numa_node": numa if numa is None or numa >= 0 else None,
         "cpu_affinity": cpu_list(list(affinity)) if affinity is not None else None,
-        "nvlink_active": _active_nvlinks(nvml, handle),
+        "nvlink_active": _active_nvlinks(ask, handle),
     }
 
 
-def _pair(nvml, handles, a: int, b: int) -> dict[str, Any]:
-    level = nvml_answer(nvml.nvmlDeviceGetTopologyCommonAncestor, handles[a], handles[b])
+def _pair(ask: NvmlCalls, handles, a: int, b: int) -> dict[str, Any]:
+    level = ask("nvmlDeviceGetTopologyCommonAncestor", handles[a], handles[b])
     p2p = {}
     for cap, index in P2P_CAPS.items():
-        status = nvml_answer(nvml.nvmlDeviceGetP2PStatus, handles[a], handles[b], index)
+        status = ask("nvmlDeviceGetP2PStatus", handles[a], handles[b], index)
         p2p[cap] = P2P_STATUS_NAMES[status] if status is not None and status < len(P2P_STATUS_NAMES) else None
     return {"gpus": [a, b], "level": LEVEL_NAMES.get(level), "nvlink": p2p.get("nvlink") == "ok", "p2p": p2p}
 
 
-def _active_nvlinks(nvml, handle) -> int:
+def _active_nvlinks(ask: NvmlCalls, handle) -> int:
     active = 0
-    for link in range(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18)):
-        state = nvml_answer(nvml.nvmlDeviceGetNvLinkState, handle, link)
+    for link in range(getattr(ask.nvml, "NVML_NVLINK_MAX_LINKS", 18)):
+        state = ask("nvmlDeviceGetNvLinkState", handle, link)
         if state is None:
             break
         active += int(state == 1)
@@ -197,14 +203,6 @@ def normalize_bus_id(bus_id: str) -> str:
     parts = bus_id.split(":")
     domain = parts[0][-4:] if len(parts) == 3 else "0000"
     return f"{domain}:{parts[-2]}:{parts[-1]}"
-
-
-def nvml_answer(fn, *args):
-    """An NVML answer, or None where the call is not supported, not permitted or missing in this NVML."""
-    try:
-        return fn(*args)
-    except Exception:  # NVMLError_NotSupported / NoPermission / FunctionNotFound / ...
-        return None
 
 
 def as_text(value) -> str | None:

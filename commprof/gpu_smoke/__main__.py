@@ -1,66 +1,121 @@
-"""Entry point: decide whether this machine can run the GPU paths, run them, print and keep the verdicts."""
+"""Entry point: print the environment, decide whether this machine can run the GPU paths, run them, print one
+verdict per path last, and keep everything in one archive (summary.json also beside it).
+
+argparse, not click: the answer must come even from a bare python3 that lacks some of commprof's packages.
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
-import click
-
 from commprof.gpu_smoke import verdicts
+from commprof.gpu_smoke.archive import ARCHIVE_LIMIT_BYTES, pack, plan_archive
 from commprof.gpu_smoke.environment import FAIL, RUN, SKIP, decide, probe_environment
-from commprof.gpu_smoke.run import BUDGET_S, gpu_paths
+from commprof.gpu_smoke.run import BUDGET_S, EXTENDED_BUDGET_S, gpu_paths
 from commprof.gpu_smoke.verdicts import Verdict, exit_code, format_verdicts, summary
 
 # The first verdict, on the machine itself: no GPU anywhere is a skip, unusable GPUs a failure.
 MACHINE_VERDICT = {RUN: verdicts.PASS, SKIP: verdicts.SKIP, FAIL: verdicts.FAIL}
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Folder for the records, the rendered report, the logs and summary.json [a new temporary folder; "
-    "none without a GPU].",
-)
-@click.option("--budget", type=click.IntRange(min=60), default=BUDGET_S, show_default=True, help="Seconds in all.")
-def smoke(out: Path | None, budget: int) -> int:
-    """Exercise every GPU path on this machine's GPUs and print one verdict per path (exit 1 if one fails)."""
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m commprof.gpu_smoke",
+        description="Exercise every GPU path on this machine's GPUs and print one verdict per path "
+        "(exit 1 if one fails, 0 when there is no GPU).",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="Folder for the records, the rendered report, the logs and summary.json [a new temporary folder; "
+        "none without a GPU unless --archive is given].",
+    )
+    p.add_argument(
+        "--archive",
+        type=Path,
+        default=None,
+        help=f"Also pack everything under --out into this .tgz (at most {ARCHIVE_LIMIT_BYTES >> 20} MiB; what would "
+        "not fit is listed in summary.json) and write summary.json beside it.",
+    )
+    p.add_argument("--extended", action="store_true", help="After the first step, the ~4-minute second one.")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help=f"Seconds in all [{BUDGET_S}; {EXTENDED_BUDGET_S} with --extended].",
+    )
+    return p
+
+
+def smoke(out: Path | None, archive: Path | None, extended: bool, budget: int | None, echo=print) -> int:
+    """The whole smoke; its exit status."""
     started = time.monotonic()
+    transcript: list[str] = []
+
+    def say(text: str) -> None:
+        transcript.append(text)
+        echo(text)
+
     env = probe_environment()
+    say("gpu-smoke: environment\n" + "\n".join(f"  {line}" for line in env.lines()))
     decision, line = decide(env)
-    if decision == SKIP and out is None:  # nothing ran, and no folder was asked for: make none
-        click.echo(f"gpu-smoke: {line}")
+    if decision == SKIP and out is None and archive is None:  # nothing ran, nothing asked for: make no folder
+        say(f"gpu-smoke: {line}")
         return 0
     out = out or Path(tempfile.mkdtemp(prefix="commprof-gpu-smoke-"))
     out.mkdir(parents=True, exist_ok=True)
-    click.echo(f"gpu-smoke: {line}\ngpu-smoke: writing to {out}")
+    say(f"gpu-smoke: {line}\ngpu-smoke: writing to {out}")
     found = [Verdict("CUDA and the needed packages usable here", MACHINE_VERDICT[decision], line)]
     if decision == RUN:
-        found += gpu_paths(out, len(env.gpus), budget - (time.monotonic() - started), echo=click.echo)
+        budget_s = budget or (EXTENDED_BUDGET_S if extended else BUDGET_S)
+        left = budget_s - (time.monotonic() - started)
+        try:
+            found += gpu_paths(out, len(env.gpus), left, say, exclusive=env.exclusive, extended=extended)
+        except Exception as exc:  # a bug in the smoke itself must not lose what its steps wrote
+            where = traceback.format_exc().strip().splitlines()
+            found.append(
+                Verdict("the smoke itself", verdicts.FAIL, f"{type(exc).__name__}: {exc}\n" + "\n".join(where[-6:]))
+            )
     text = format_verdicts(found)
-    click.echo("\n" + text)
     (out / "summary.txt").write_text(text + "\n")
-    (out / "summary.json").write_text(
-        json.dumps(summary(env.to_dict(), found, time.monotonic() - started), indent=1) + "\n"
+    (out / "smoke.log").write_text("\n".join(transcript) + "\n" + text + "\n")
+    result = summary(env.to_dict(), found, time.monotonic() - started)
+    if archive is not None:
+        inside = (
+            [str(archive.resolve().relative_to(out.resolve()))]
+            if archive.resolve().is_relative_to(out.resolve())
+            else []
+        )
+        kept, left_out = plan_archive(out, exclude={"summary.json", *inside, *(f"{i}.partial" for i in inside)})
+        result["archive"] = {"path": str(archive), "files": len(kept) + 1, "left_out": left_out}
+    (out / "summary.json").write_text(json.dumps(result, indent=1) + "\n")
+    if archive is not None:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        size = pack(out, [out / "summary.json", *kept], archive)
+        (archive.parent / "summary.json").write_text(json.dumps(result, indent=1) + "\n")
+        dropped = f"; left out (over {ARCHIVE_LIMIT_BYTES >> 20} MiB): {len(left_out)} file(s)" if left_out else ""
+        say(f"gpu-smoke: {archive} ({size / 2**20:.1f} MiB, {len(kept) + 1} files{dropped}), summary.json beside it")
+    kept_text = (
+        "records, report, logs and summary.json" if decision == RUN else "summary.txt, smoke.log and summary.json"
     )
-    kept = "records, report, logs and summary.json" if decision == RUN else "summary.txt and summary.json"
-    click.echo(f"gpu-smoke: {kept} in {out}")
+    say(f"gpu-smoke: {kept_text} in {out}")
+    echo("\n" + text)  # the verdicts end the output
     return exit_code(found)
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return smoke.main(args=argv, prog_name="python -m commprof.gpu_smoke", standalone_mode=False)
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
+    args = parser().parse_args(argv)
+    if args.budget is not None and args.budget < 60:
+        print("python -m commprof.gpu_smoke: error: --budget must be at least 60 seconds", file=sys.stderr)
+        return 2
+    return smoke(args.out, args.archive, args.extended, args.budget, echo=lambda text: print(text, flush=True))
 
 
 if __name__ == "__main__":

@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from commprof.gpu_smoke.knobs import Knob, knob_verdict
 from commprof.gpu_smoke.verdicts import (
+    FAIL,
     PASS,
     Verdict,
     capture_verdict,
-    channels_verdict,
-    knob_verdict,
     mode_verdict,
     nccl_log_verdict,
     point_records,
@@ -25,10 +25,32 @@ from commprof.gpu_smoke.verdicts import (
 from commprof.records.point_ids import BASELINE_POINT_ID
 
 
-def both_modes(path: str, rows: list[dict], gated_ok: bool = False) -> Verdict:
+@dataclass(frozen=True)
+class Placement:
+    """Where a smoke sweep's ranks ran: `ranks` processes on `gpus` GPUs (fewer GPUs: they share one)."""
+
+    ranks: int
+    gpus: int
+
+    @property
+    def time_sliced(self) -> bool:
+        """The ranks take turns on a GPU: their step times are not latencies."""
+        return self.gpus < self.ranks
+
+    def __str__(self) -> str:
+        if self.ranks == 1:
+            return "1 rank"
+        return f"{self.ranks} ranks sharing one GPU" if self.time_sliced else f"{self.ranks} ranks on {self.ranks} GPUs"
+
+
+# A point's verdicts from (its records, the same sweep's baseline records, where the ranks ran).
+Judge = Callable[[list[dict], list[dict], Placement], list[Verdict]]
+
+
+def both_modes(path: str, rows: list[dict], gated_ok: bool = False, time_sliced: bool = False) -> Verdict:
     """Eager and graph mode of one point as one verdict (the worse decides)."""
-    eager = mode_verdict(path, rows, "eager", gated_ok)
-    graph = mode_verdict(path, rows, "graph", gated_ok)
+    eager = mode_verdict(path, rows, "eager", gated_ok, time_sliced)
+    graph = mode_verdict(path, rows, "graph", gated_ok, time_sliced)
     if eager.status != PASS:
         return eager
     if graph.status != PASS:
@@ -43,42 +65,37 @@ def _impl_detail(rows: list[dict]) -> str:
 
 @dataclass(frozen=True)
 class SmokePoint:
-    """A [[points]] entry of the smoke sweep and the verdicts judged from its records."""
+    """A [[points]] entry of a smoke sweep and the verdicts judged from its records."""
 
     label: str
     table: dict[str, Any]
-    verdicts: Callable[[list[dict], str], list[Verdict]] = field(repr=False)
+    verdicts: Judge = field(repr=False)
 
 
-def _baseline(rows: list[dict], where: str) -> list[Verdict]:
+def _baseline(rows: list[dict], placement: Placement) -> list[Verdict]:
+    sliced = placement.time_sliced
     return [
-        mode_verdict(f"NCCL all-reduce + all-gather, whole step, eager ({where})", rows, "eager"),
-        mode_verdict(f"CUDA-graph capture and replay of the whole step ({where})", rows, "graph"),
+        mode_verdict(f"NCCL all-reduce + all-gather, whole step, eager ({placement})", rows, "eager", False, sliced),
+        mode_verdict(f"CUDA-graph capture and replay of the whole step ({placement})", rows, "graph", False, sliced),
         nccl_log_verdict("NCCL INFO log parsed: version, channels, a choice per all-reduce size", rows),
     ]
 
 
-def _knob(algo: str, proto: str) -> Callable[[list[dict], str], list[Verdict]]:
-    def verdicts(rows: list[dict], where: str) -> list[Verdict]:
-        setting = f"NCCL_ALGO=allreduce:{algo.lower()} NCCL_PROTO={proto}"
+def knob_point(knob: Knob) -> SmokePoint:
+    """A knob as a sweep point: whether NCCL's choice moved from the baseline's, and its capture verdict."""
+
+    def verdicts(rows: list[dict], baseline: list[dict], placement: Placement) -> list[Verdict]:
         return [
-            knob_verdict(f"{setting} acts (NCCL's log shows it)", rows, algo, proto),
-            capture_verdict(f"capture verdict under {setting}", rows),
+            knob_verdict(f"{knob.setting} acts (NCCL's log differs from the baseline's)", knob, rows, baseline),
+            capture_verdict(f"capture verdict under {knob.setting}", rows),
         ]
 
-    return verdicts
+    return SmokePoint(knob.label, knob.table, verdicts)
 
 
-def _channels(rows: list[dict], where: str) -> list[Verdict]:
-    return [
-        channels_verdict("NCCL_MIN/MAX_NCHANNELS=2 acts (NCCL's init log shows it)", rows, 2),
-        capture_verdict("capture verdict with 2 channels", rows),
-    ]
-
-
-def _impl(title: str) -> Callable[[list[dict], str], list[Verdict]]:
-    def verdicts(rows: list[dict], where: str) -> list[Verdict]:
-        return [both_modes(f"{title}, eager + graph ({where})", rows, gated_ok=True)]
+def _impl(title: str) -> Judge:
+    def verdicts(rows: list[dict], baseline: list[dict], placement: Placement) -> list[Verdict]:
+        return [both_modes(f"{title}, eager + graph ({placement})", rows, True, placement.time_sliced)]
 
     return verdicts
 
@@ -87,12 +104,10 @@ POINTS: tuple[SmokePoint, ...] = (
     SmokePoint(
         "nccl+rmsnorm",
         {"impl": "nccl+rmsnorm"},
-        lambda rows, where: [both_modes(f"nccl+rmsnorm, the unfused reference ({where})", rows)],
+        lambda rows, baseline, placement: [
+            both_modes(f"nccl+rmsnorm, the unfused reference ({placement})", rows, False, placement.time_sliced)
+        ],
     ),
-    SmokePoint("ring/LL", {"NCCL_ALGO": "allreduce:ring", "NCCL_PROTO": "LL"}, _knob("RING", "LL")),
-    # Tree is the setting a field report saw fail under capture: its capture verdict is a result either way.
-    SmokePoint("tree/Simple", {"NCCL_ALGO": "allreduce:tree", "NCCL_PROTO": "Simple"}, _knob("TREE", "SIMPLE")),
-    SmokePoint("2 channels", {"channels": 2}, _channels),
     SmokePoint(
         "symm-mem one-shot", {"impl": "symm-mem", "options": {"variant": "one_shot"}}, _impl("symm-mem one-shot")
     ),
@@ -144,11 +159,23 @@ def sweep_toml(name: str, points: tuple[SmokePoint, ...], tokens: list[int], poi
     return "\n".join(lines) + "\n"
 
 
-def sweep_verdicts(records: list[dict], points: tuple[SmokePoint, ...], where: str, baseline: bool) -> list[Verdict]:
+def sweep_verdicts(
+    records: list[dict], points: tuple[SmokePoint, ...], placement: Placement, baseline: bool
+) -> list[Verdict]:
     """Every verdict of one smoke sweep, in the table's order (the baseline's first when it is judged)."""
-    verdicts = []
-    if baseline:
-        verdicts += _baseline([r for r in records if r.get("point_id") == BASELINE_POINT_ID], where)
+    base = [r for r in records if r.get("point_id") == BASELINE_POINT_ID]
+    verdicts = _baseline(base, placement) if baseline else []
     for point in points:
-        verdicts += point.verdicts(point_records(records, point.label), where)
+        verdicts += point.verdicts(point_records(records, point.label), base, placement)
+    return verdicts
+
+
+def sweep_step_verdicts(
+    title: str, code: int | None, output: str, records: list[dict], points, placement: Placement, baseline: bool
+) -> list[Verdict]:
+    """A sweep step's verdicts, led by a failure with the output's tail when the sweep itself did not exit 0."""
+    verdicts = sweep_verdicts(records, points, placement, baseline)
+    if code != 0:
+        tail = "\n".join(output.strip().splitlines()[-8:])
+        verdicts.insert(0, Verdict(title, FAIL, f"exit {code}: {tail}"))
     return verdicts

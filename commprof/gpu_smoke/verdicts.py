@@ -1,19 +1,27 @@
 """What `make gpu-smoke` concludes: one verdict per GPU path, from the records and outputs of its runs. Pure.
 
-A path passes only on evidence that it acted: a knob passes when NCCL's own log shows the algorithm it asked
-for, a capture when the ranks agreed on a capture verdict, the doctor's link reading when it was taken under
-load. An implementation this box cannot run is a skip with the gate's reason, never a pass.
+A path passes only on evidence that it acted: a knob when NCCL's own log shows a choice that differs from the
+baseline's (gpu_smoke/knobs.py), a capture when the ranks agreed on a capture verdict, the doctor's link reading
+when it was taken under load. An implementation this box cannot run is a skip with the gate's reason, never a
+pass; evidence that cannot tell a setting from the default is "not shown", never a pass.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from commprof.planner.models import DTYPE_BYTES
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
+PASS, FAIL, SKIP, NOT_SHOWN = "pass", "fail", "skip", "not shown"
+# How step times of ranks that share one GPU are labelled: the ranks take turns on it.
+TIME_SLICED = "(time-sliced: the ranks take turns on one GPU, so these are not latencies)"
+# pytest's own summary line, e.g. "3 passed, 1 skipped, 590 deselected in 2.10s" or "no tests ran in 0.01s"
+# (with -q no "=" frame; without, framed by "="), and the counts in it.
+PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+|no tests ran) in [\d.]+s\b.*$")
+PYTEST_COUNT = re.compile(r"(\d+) ([a-z]+)")
 # Statuses that are a capture verdict (the ranks agreed on what capture did), not a broken run.
 CAPTURE_VERDICTS = ("ok", "capture_failed", "replay_wrong")
 
@@ -31,7 +39,7 @@ class Verdict:
 
 
 def exit_code(verdicts: list[Verdict]) -> int:
-    """1 when any path failed; skips (gated, not installed) are not failures."""
+    """1 when any path failed; skips (gated, not installed) and "not shown" are not failures."""
     return 1 if any(v.status == FAIL for v in verdicts) else 0
 
 
@@ -39,12 +47,14 @@ def format_verdicts(verdicts: list[Verdict]) -> str:
     width = max((len(v.path) for v in verdicts), default=0)
     lines = []
     for v in verdicts:
-        lines.append(f"[{v.status.upper():<4}] {v.path:<{width}}  {v.detail.splitlines()[0] if v.detail else ''}")
-        lines.extend(f"{'':8}{line}" for line in v.detail.splitlines()[1:6])
-    passed = sum(v.status == PASS for v in verdicts)
-    skipped = sum(v.status == SKIP for v in verdicts)
-    failed = sum(v.status == FAIL for v in verdicts)
-    lines.append(f"gpu-smoke: {passed} passed, {failed} failed, {skipped} skipped of {len(verdicts)} paths")
+        tag = f"[{v.status.upper()}]"
+        lines.append(f"{tag:<11}  {v.path:<{width}}  {v.detail.splitlines()[0] if v.detail else ''}")
+        lines.extend(f"{'':13}{line}" for line in v.detail.splitlines()[1:6])
+    counts = Counter(v.status for v in verdicts)
+    lines.append(
+        f"gpu-smoke: {counts[PASS]} passed, {counts[FAIL]} failed, {counts[SKIP]} skipped, "
+        f"{counts[NOT_SHOWN]} not shown of {len(verdicts)} paths"
+    )
     return "\n".join(lines)
 
 
@@ -59,22 +69,24 @@ def _first_line(text: str | None) -> str:
     return (text or "").strip().splitlines()[0][:300] if (text or "").strip() else ""
 
 
-def _medians(rows: list[dict]) -> str:
-    return ", ".join(
+def _medians(rows: list[dict], time_sliced: bool) -> str:
+    medians = ", ".join(
         f"T={r['tokens']} {r['step_us']['median']:.0f} µs"
         for r in sorted(rows, key=lambda r: r["tokens"])
         if r.get("step_us")
     )
+    return f"{medians} {TIME_SLICED}" if time_sliced and medians else medians
 
 
-def mode_verdict(path: str, rows: list[dict], mode: str, gated_ok: bool = False) -> Verdict:
-    """Every T of `mode` ended ok; `gated_ok`: an "unsupported" point is a skip with its reason, not a failure."""
+def mode_verdict(path: str, rows: list[dict], mode: str, gated_ok: bool = False, time_sliced: bool = False) -> Verdict:
+    """Every T of `mode` ended ok; `gated_ok`: an "unsupported" point is a skip with its reason, not a failure;
+    `time_sliced`: the ranks shared a GPU, so the step times are labelled as such."""
     rows = [r for r in rows if r.get("mode") == mode]
     if not rows:
         return Verdict(path, FAIL, f"no {mode} record: the sweep did not reach this point")
     statuses = {r["status"] for r in rows}
     if statuses == {"ok"}:
-        return Verdict(path, PASS, f"{mode} ok, verified: {_medians(rows)}")
+        return Verdict(path, PASS, f"{mode} ok, verified: {_medians(rows, time_sliced)}")
     if statuses == {"unsupported"}:
         reason = _first_line(rows[0].get("message"))
         return Verdict(path, SKIP if gated_ok else FAIL, f"unsupported: {reason}")
@@ -158,39 +170,6 @@ def nccl_log_verdict(path: str, rows: list[dict]) -> Verdict:
     return Verdict(path, PASS, head + "\n" + "\n".join(shown))
 
 
-def knob_verdict(path: str, rows: list[dict], algo: str, proto: str | None) -> Verdict:
-    """The point ran (eager ok) and NCCL's log shows the algorithm (and protocol) the point asked for."""
-    ran = mode_verdict(path, rows, "eager")
-    if ran.status != PASS:
-        return ran
-    by_size, _ = all_reduce_choices(rows)
-    sizes = sorted(all_reduce_bytes(rows))
-    missing = [s for s in sizes if s not in by_size]
-    if missing:
-        return Verdict(path, FAIL, f"no TUNING choice logged for all-reduce size(s) {missing}: cannot tell if it acted")
-    wrong = [
-        (s, c)
-        for s in sizes
-        for c in by_size[s]
-        if c["algo"].upper() != algo.upper() or (proto and c["proto"].upper() != proto.upper())
-    ]
-    shown = "; ".join(_choice_text(s, by_size[s]) for s in sizes)
-    if wrong:
-        return Verdict(path, FAIL, f"NCCL did not follow it: {shown}")
-    return Verdict(path, PASS, f"NCCL chose {shown}; {ran.detail}")
-
-
-def channels_verdict(path: str, rows: list[dict], channels: int) -> Verdict:
-    ran = mode_verdict(path, rows, "eager")
-    if ran.status != PASS:
-        return ran
-    _, nccl = all_reduce_choices(rows)
-    seen = (nccl or {}).get("channels")
-    if seen != channels:
-        return Verdict(path, FAIL, f"NCCL's init log shows {seen} coll channels, not {channels}")
-    return Verdict(path, PASS, f"NCCL's init log shows {seen} coll channels; {ran.detail}")
-
-
 # --- the other steps ---------------------------------------------------------------------------------------
 
 
@@ -237,18 +216,34 @@ def floor_verdict(
     )
 
 
-def pytest_verdict(path: str, code: int | None, output: str) -> Verdict:
-    """Every GPU test passed or skipped, and at least one ran: a run of skips alone proves nothing."""
-    lines = [line for line in output.strip().splitlines() if line.strip()]
-    last = lines[-1] if lines else ""
-    if code == 0:
-        passed = re.search(r"(\d+) passed", last)
-        if passed is None or int(passed.group(1)) == 0:
-            return Verdict(path, FAIL, f"no GPU test ran: {last} (why each skipped: its log under logs/)")
-        return Verdict(path, PASS, last)
+def pytest_summary(stdout: str) -> tuple[str, dict[str, int]] | None:
+    """pytest's last summary line on stdout and its counts ({"passed": 3, "skipped": 1, ...}), or None.
+
+    Read from stdout alone: a warning a test leaves on stderr is not pytest's verdict."""
+    for line in reversed(stdout.strip().splitlines()):
+        found = PYTEST_SUMMARY.match(line.strip())
+        if found:
+            text = line.strip().strip("=").strip()
+            return text, {word: int(n) for n, word in PYTEST_COUNT.findall(found.group(1))}
+    return None
+
+
+def pytest_verdict(path: str, code: int | None, stdout: str, output: str = "") -> Verdict:
+    """Every GPU test passed or skipped, and at least one ran (a run of skips alone proves nothing): judged on
+    pytest's own summary line and exit code; `output` (stdout and stderr) only shows what went wrong."""
+    found = pytest_summary(stdout)
     if code == 5:
-        return Verdict(path, FAIL, "no GPU test was collected")
-    return Verdict(path, FAIL, f"exit {code}: " + "\n".join(lines[-5:]))
+        return Verdict(path, FAIL, "no GPU test was collected" + (f": {found[0]}" if found else ""))
+    if found is None:
+        tail = "\n".join((output or stdout).strip().splitlines()[-5:])
+        return Verdict(path, FAIL, f"exit {code}, and no pytest summary line on its stdout: {tail}")
+    line, counts = found
+    if code == 0:
+        if not counts.get("passed"):
+            return Verdict(path, FAIL, f"no GPU test ran: {line} (why each skipped: its log under logs/)")
+        return Verdict(path, PASS, line)
+    failures = [x for x in stdout.strip().splitlines() if x.startswith(("FAILED ", "ERROR "))][:5]
+    return Verdict(path, FAIL, f"exit {code}: {line}" + "".join(f"\n{x}" for x in failures))
 
 
 def file_verdict(path: str, code: int | None, made: list[str], output: str) -> Verdict:

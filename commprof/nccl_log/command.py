@@ -58,11 +58,22 @@ def format_explanation(summary: NcclLogSummary, findings: list) -> str:
             lines.append(f"  {pair}: {', '.join(vias)}")
     for ring in d["rings"]:
         lines.append("ring: " + " -> ".join(map(str, ring)))
+    if d["trees"]:
+        channels = sorted({t["channel"] for t in d["trees"]})
+        ranks = sorted({t["rank"] for t in d["trees"]})
+        lines.append(f"trees: {len(channels)} channel(s), seen from {len(ranks)} rank(s)")
+        for t in [t for t in d["trees"] if t["rank"] == ranks[0]]:
+            children = ", ".join(map(str, t["down"])) or "none"
+            lines.append(f"  channel {t['channel']}: rank {t['rank']}, parent {t['up']}, children {children}")
+    if d["cpu_vendor"]:
+        lines.append(f"CPU (NCCL's topology): {d['cpu_vendor']}")
     for g in d["graphs"]:
         lines.append(
             f"graph: {g['kind']} (pattern {g['pattern']}), {g['channels']} channels, "
             f"bw {g['bw_intra_gbps']:g}/{g['bw_inter_gbps']:g} GB/s, paths {g['type_intra']}/{g['type_inter']}"
         )
+        if g.get("gpus"):
+            lines.append(f"  channel 0 by bus id: {' -> '.join(g['gpus'][0])}")
     if d["env"]:
         lines.append("set by the environment: " + ", ".join(f"{k}={v}" for k, v in d["env"].items()))
     if d["tuner_plugin"]:

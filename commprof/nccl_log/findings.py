@@ -88,7 +88,11 @@ def p2p_through_host(s: NcclLogSummary) -> Finding | None:
 
 
 def turin_graph(s: NcclLogSummary) -> Finding | None:
-    """The dual-socket ring NCCL builds on AMD Turin when it under-rates the socket link."""
+    """The dual-socket ring NCCL builds on AMD Turin when it under-rates the socket link: GPU-to-GPU (P2P) rings
+    across the sockets (NVIDIA/nccl PR #2127). A SYS graph of host-memory (SHM) rings, as P2P off gives, is not it;
+    a CPU the log shows as other than AMD rules it out."""
+    if s.p2p_level == "LOC" or not s.transports.get("P2P") or s.cpu_vendor not in (None, "AMD"):
+        return None
     for g in s.graphs:
         if (g["pattern"], g["channels"], g["bw_intra_gbps"], g["bw_inter_gbps"], g["type_intra"]) == (
             4,
@@ -97,15 +101,22 @@ def turin_graph(s: NcclLogSummary) -> Finding | None:
             15.0,
             "SYS",
         ):
+            known = s.cpu_vendor == "AMD"
+            cpu = (
+                "NCCL's topology shows an AMD CPU"
+                if known
+                else "the log does not show the CPU (NCCL prints it with NCCL_DEBUG_SUBSYS=GRAPH), so check it is "
+                "AMD (lscpu) before acting"
+            )
             return Finding(
                 "turin_graph",
-                WARN,
-                "NCCL's ring is the dual-socket signature of the known AMD Turin misdetection (Pattern 4, "
-                "2 channels, bw 15/15, type SYS): it rates the socket link far below its real bandwidth and "
-                "settles on 2 slow channels",
+                WARN if known else INFO,
+                "NCCL's P2P ring is the dual-socket signature of the known AMD Turin misdetection (Pattern 4, "
+                f"2 channels, bw 15/15, type SYS): it rates the socket link far below its real bandwidth and "
+                f"settles on 2 slow channels; {cpu}",
                 "measure with a hand-written NCCL_GRAPH_FILE (on 8 x RTX PRO 6000: 26-37 us instead of 48-56 us "
                 "at 32-256 KB); upstream fixes are proposed in NVIDIA/nccl PRs #2113 and #2127",
-                [g["line"]],
+                [g["line"], *_lines(s, "cpu")[:1], *_lines(s, "transport:P2P")[:1]],
             )
     return None
 
@@ -147,8 +158,13 @@ def env_overrides_tuner(s: NcclLogSummary) -> Finding | None:
     )
 
 
+# NCCL <= 2.29: "Duplicate GPU detected : rank %d and rank %d both on CUDA device %lx" (src/init.cc); 2.30:
+# "Multiple Ranks are using the same GPU/Partition. Set NCCL_MULTI_RANK_GPU_ENABLE=1 ..." (src/init.cc:1057).
+DUPLICATE_GPU = ("duplicate gpu", "multiple ranks are using the same gpu")
+
+
 def duplicate_gpu(s: NcclLogSummary) -> Finding | None:
-    evidence = _warned(s, "duplicate gpu")
+    evidence = _warned(s, *DUPLICATE_GPU)
     if not evidence:
         return None
     return Finding(
@@ -203,7 +219,7 @@ def net_within_node(s: NcclLogSummary) -> Finding | None:
 
 
 def other_warnings(s: NcclLogSummary) -> Finding | None:
-    known = ("duplicate gpu", "captur", "no algorithm/protocol available")
+    known = (*DUPLICATE_GPU, "captur", "no algorithm/protocol available")
     rest = [f"NCCL WARN {w}" for w in s.warnings if not any(k in w.lower() for k in known)]
     if not rest:
         return None

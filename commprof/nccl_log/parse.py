@@ -14,7 +14,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from commprof.nccl_vocab import ALGO_BY_NUMBER, COLLECTIVES, DATATYPES, GRAPH_PATTERNS, PROTO_BY_NUMBER, named
+from commprof.nccl_vocab import (
+    ALGO_BY_NUMBER,
+    COLLECTIVES,
+    DATATYPES,
+    GRAPH_PATTERNS,
+    PROTO_BY_NUMBER,
+    named,
+    nccl_user_p2p_level,
+)
 
 EVIDENCE_LINES = 3  # raw lines kept per kind of fact, to quote as evidence
 
@@ -44,6 +52,9 @@ _GRAPH = re.compile(
     r"^Pattern (\d+), crossNic (\d+), nChannels (\d+), (?:bw|speed) ([\d.]+)/([\d.]+), type (\w+)/(\w+), "
     r"sameChannels (\d+)"
 )
+# ncclTopoPrintGraph's line per channel after it: "%2d :" then " GPU/%lx-%lx" per GPU (system id, then the topology
+# id, the PCI bus id as one number) and " NET/..." across nodes.
+_GRAPH_CHANNEL = re.compile(r"^(\d+) :((?: (?:GPU|NET)/[0-9a-fA-F]+-[0-9a-fA-F]+)+)$")
 # >= 2.24: "AllReduce: 14336 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}" (count x type size);
 # 2.23: "AllReduce: 1048576 Bytes -> Algo 0 proto 2 time 45.25"; 2.20-2.22 without the collective.
 _CHOICE = re.compile(
@@ -59,6 +70,14 @@ _OP = re.compile(
     r"comm (\S+)(?: \[nranks=(\d+)\])?"
 )
 _TUNER = re.compile(r"^TUNER/Plugin: Using tuner plugin (.+)$")
+# src/init.cc (2.4-2.30), after the rings: "Trees [0] 1/-1/-1->0->-1 [1] ..." ("%d/%d/%d->%d->%d" per channel: the
+# three children, the rank, its parent; -1 none).
+_TREES = re.compile(r"^Trees((?: \[\d+\] -?\d+/-?\d+/-?\d+->\d+->-?\d+)+)\s*$")
+_TREE = re.compile(r"\[(\d+)\] (-?\d+)/(-?\d+)/(-?\d+)->(\d+)->(-?\d+)")
+# src/graph/topo.cc ncclTopoPrintRec: "CPU/%lx-%lx (%d/%d/%d)" (>= 2.19; "CPU/%lx (...)" before): arch, vendor, model.
+_CPU = re.compile(r"^CPU/[0-9a-fA-F]+(?:-[0-9a-fA-F]+)? \((-?\d+)/(-?\d+)/(-?\d+)\)")
+# src/include/graph.h NCCL_TOPO_CPU_VENDOR_* (x86 only).
+CPU_VENDORS = {1: "Intel", 2: "AMD", 3: "Zhaoxin", 4: "mixed"}
 # TUNING table, src/graph/tuning.cc: >= 2.24 "  Algorithm   |  ... RING ... |" then "  Protocol    | LL | ..." then
 # "%13s |%8.1f/%6.1f |..." per function; <= 2.23 "Latency/AlgBw |    Tree/    LL | ..." then the same rows.
 _TABLE_ROW = re.compile(r"^\s*(\w+) \|((?:\s*-?[\d.]+/\s*-?[\d.]+ \|)+)\s*$")
@@ -80,6 +99,8 @@ class NcclLogSummary:
     hosts: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # variables NCCL says were set by the environment
     tuner_plugin: str | None = None
+    trees: list[dict[str, Any]] = field(default_factory=list)  # per rank and channel: {rank, channel, down, up}
+    cpus: list[dict[str, int]] = field(default_factory=list)  # the topology's CPU nodes: {arch, vendor, model}
     warnings: list[str] = field(default_factory=list)
     evidence: dict[str, list[str]] = field(default_factory=dict)  # kind of fact -> the first raw lines
     nccl_lines: int = 0  # lines with "NCCL INFO" or "NCCL WARN"
@@ -93,19 +114,29 @@ class NcclLogSummary:
 
     @property
     def nnodes(self) -> int | None:
-        """Nodes as NCCL counted them (>= 2.9), else the distinct host names of the line prefixes."""
+        """Nodes as NCCL counted them (>= 2.9 "nNodes"); else the distinct host names of the line prefixes, and at
+        least 2 where a connection goes through NET (ranks on two nodes connect only so; prefix-less lines and
+        launchers that drop the host name leave no names to count)."""
         counts = [c["nnodes"] for c in self.communicators.values() if c.get("nnodes")]
         if counts:
             return max(counts)
+        if self.transports.get("NET"):
+            return max(2, len(self.hosts))
         return len(self.hosts) or None
 
     @property
     def p2p_level(self) -> str | None:
-        if self.env.get("NCCL_P2P_LEVEL"):
-            return self.env["NCCL_P2P_LEVEL"]
-        if self.env.get("NCCL_P2P_DISABLE", "0") not in ("0", ""):
-            return "LOC"  # NCCL_P2P_DISABLE=1 means level LOC
-        return None
+        """The P2P level NCCL read from NCCL_P2P_DISABLE / NCCL_P2P_LEVEL as the log reports them (paths.cc
+        ncclGetLevel: disabled only when the value is 1); None: NCCL's default."""
+        user = nccl_user_p2p_level(self.env)
+        return user.level if user is not None else None
+
+    @property
+    def cpu_vendor(self) -> str | None:
+        """The CPU vendor NCCL's topology shows ("CPU/0-0 (1/2/-1)": arch/vendor/model, NCCL_DEBUG_SUBSYS=GRAPH);
+        None where the log does not print it."""
+        vendors = {CPU_VENDORS.get(c["vendor"], f"vendor {c['vendor']}") for c in self.cpus if c["arch"] == 1}
+        return vendors.pop() if len(vendors) == 1 else None
 
     @property
     def transports(self) -> dict[str, int]:
@@ -143,6 +174,8 @@ class NcclLogSummary:
             "p2p_level": self.p2p_level,
             "env": self.env,
             "tuner_plugin": self.tuner_plugin,
+            "trees": self.trees,
+            "cpu_vendor": self.cpu_vendor,
             "warnings": self.warnings,
         }
 
@@ -159,6 +192,7 @@ class _State:
     op_source: tuple | None = None  # (host, pid, dev) whose COLL lines make the op sequence
     table_columns: list = field(default_factory=list)  # [(algo, proto)] of the TUNING table block being read
     table_algos: list = field(default_factory=list)
+    last_graph: dict = field(default_factory=dict)  # (host, pid, dev) -> the graph its channel lines belong to
 
 
 def parse_nccl_log(text: str) -> NcclLogSummary:
@@ -215,6 +249,11 @@ def _parse_info(msg: str, line: str, source: tuple, summary: NcclLogSummary, sta
                 summary.channel_counts[name] = int(value)
     elif m := _GRAPH.match(msg):
         _add_graph(m, line, summary)
+        state.last_graph[source] = summary.graphs[-1]
+    elif (m := _GRAPH_CHANNEL.match(msg)) and source in state.last_graph:
+        graph = state.last_graph[source]
+        if len(graph["gpus"]) < graph["channels"]:
+            graph["gpus"].append([tok.split("-", 1)[1] for tok in m.group(2).split() if tok.startswith("GPU/")])
     elif m := _CHOICE.match(msg):
         _add_choice(m, summary, state.choice_index)
     elif m := _OP.match(msg):
@@ -222,6 +261,19 @@ def _parse_info(msg: str, line: str, source: tuple, summary: NcclLogSummary, sta
     elif m := _SET_BY_ENV.match(msg):
         summary.env.setdefault(m.group(1), m.group(2).strip())
         _keep(summary, m.group(1), line)
+    elif m := _TREES.match(msg):
+        rank = None
+        for t in _TREE.finditer(m.group(1)):
+            channel, d0, d1, d2, rank, up = (int(g) for g in t.groups())
+            tree = {"rank": rank, "channel": channel, "down": [d for d in (d0, d1, d2) if d >= 0], "up": up}
+            if tree not in summary.trees:
+                summary.trees.append(tree)
+        _keep(summary, "trees", line)
+    elif m := _CPU.match(msg):
+        cpu = {"arch": int(m.group(1)), "vendor": int(m.group(2)), "model": int(m.group(3))}
+        if cpu not in summary.cpus:
+            summary.cpus.append(cpu)
+        _keep(summary, "cpu", line)
     elif m := _TUNER.match(msg):
         summary.tuner_plugin = m.group(1).strip()
         _keep(summary, "tuner", line)
@@ -274,6 +326,7 @@ def _add_graph(m: re.Match, line: str, summary: NcclLogSummary) -> None:
             "type_inter": type_inter,
             "same_channels": int(same),
             "line": line.strip(),
+            "gpus": [],  # per channel, its GPUs' topology ids (hex PCI bus ids) in ring / chain order
         }
     )
 

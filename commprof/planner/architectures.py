@@ -106,6 +106,25 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 KNOWN = {arch: family for family in FAMILIES for arch in family.architectures}
+# Architectures with no DP-attention path in SGLang 0.5.23: their model files (models/commandr.py for both Cohere
+# classes, models/mixtral.py, models/gpt_j.py) never use LayerCommunicator or the attention-TP group, and SGLang
+# has no model file for Falcon or GPT-NeoX at all; --enable-dp-attention cannot apply to them.
+NO_DP_ATTENTION = {
+    "CohereForCausalLM": "SGLang 0.5.23 models/commandr.py has no DP-attention path",
+    "Cohere2ForCausalLM": "SGLang 0.5.23 models/commandr.py has no DP-attention path",
+    "MixtralForCausalLM": "SGLang 0.5.23 models/mixtral.py has no DP-attention path",
+    "GPTJForCausalLM": "SGLang 0.5.23 models/gpt_j.py has no DP-attention path",
+    "FalconForCausalLM": "SGLang 0.5.23 has no Falcon model",
+    "RWForCausalLM": "SGLang 0.5.23 has no Falcon model",
+    "GPTNeoXForCausalLM": "SGLang 0.5.23 has no GPT-NeoX model",
+}
+# Config keys a family's Hugging Face config class fills in when config.json omits them, with where that is said.
+CONFIG_DEFAULTS = {
+    # transformers' NemotronHConfig: mamba_n_groups=8 (stored as n_groups), configuration_nemotron_h.py
+    "NemotronHForCausalLM": {
+        "n_groups": (8, "NemotronHConfig's default mamba_n_groups=8 (configuration_nemotron_h.py)")
+    },
+}
 
 
 def known_families() -> str:

@@ -63,6 +63,7 @@ class ModelShape:
     mamba_groups: int | None = None
     mtp_layers: int = 0  # num_nextn_predict_layers: the model's own MTP draft layers
     has_moe: bool = False
+    intermediate_size: int | None = None  # the dense MLP's width (config "intermediate_size"); None: not given
 
     def __post_init__(self) -> None:
         layers = tuple(tuple(layer) for layer in self.layers) or tuple(("attn", "mlp") for _ in range(self.num_layers))
@@ -158,11 +159,18 @@ def shape_from_config(config: dict, name: str, source: str, layout: str | None =
         num_heads=heads,
         num_kv_heads=kv_heads,
         mamba_heads=optional_int("mamba_num_heads"),
-        mamba_groups=optional_int("n_groups", "mamba_n_groups"),
+        mamba_groups=optional_int("n_groups", "mamba_n_groups") or config_default(architecture, "n_groups"),
         mtp_layers=optional_int("num_nextn_predict_layers", allow_zero=True) or 0,
         has_moe=bool(moe) or any("moe" in layer for layer in layers),
+        intermediate_size=optional_int("intermediate_size", "ffn_hidden_size"),
         **values,
     )
+
+
+def config_default(architecture: str | None, key: str) -> int | None:
+    """What the architecture's Hugging Face config class sets `key` to when config.json omits it."""
+    default = architectures.CONFIG_DEFAULTS.get(architecture or "", {}).get(key)
+    return default[0] if default else None
 
 
 def load_model(spec: str, layout: str | None = None) -> ModelShape:

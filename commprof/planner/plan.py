@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from commprof.errors import UsageError
+from commprof.planner.architectures import NO_DP_ATTENTION
 from commprof.planner.models import DTYPE_BYTES, ModelShape
 from commprof.planner.speculative import (
     GRAPH_BATCH_BUCKETS,
@@ -222,6 +223,11 @@ def build_step_plan(
     draft = options.draft(model, phase, tokens)
     if options.dp_attention and model.layout != "standard":
         raise UsageError(f"{model.name}: DP attention is modelled for standard layouts, not {model.layout}")
+    if options.dp_attention and model.architecture in NO_DP_ATTENTION:
+        raise UsageError(
+            f"{model.name}: no DP attention for {model.architecture}: {NO_DP_ATTENTION[model.architecture]} "
+            "(plan it without --dp-attention)"
+        )
     build = _Builder(model, tp, dtype, options.dp_attention)
     # The verify forward needs logits for every token it checks.
     build.forward("", model.layers, tokens, tokens, model.vocab_size, draft=False)

@@ -24,6 +24,8 @@ from commprof.records.schema import READABLE_VERSIONS, meta_problem, record_prob
 from commprof.textfiles import RESULTS_BYTES, read_json, read_text
 
 RESULTS_FILE = "results.jsonl"
+# The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
+BASELINE_REPEATS_FILE = "baseline-repeats.jsonl"
 META_FILE = "meta.json"
 
 

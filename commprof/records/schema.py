@@ -66,6 +66,7 @@ class Point(TypedDict, total=False):
     env: dict[str, str]  # only what the point sets on top of the run's environment
     options: dict[str, Any]  # the implementation's options
     stage: int  # the staged search's stage that produced the point
+    repeat: int  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
 
 
 class NcclChoice(TypedDict, total=False):
@@ -156,6 +157,12 @@ class StepRecord(_Record):
     duration_s: float | None  # wall time of the whole point on the controller
     measure_s: float | None  # wall time of this (T, mode) inside the worker
     kernel_model: dict[str, Any] | None  # simulated non-NCCL points: the kernel model behind them, its expected error
+    # What ran between the collectives ({"compute": "uniform:500", "skew": "rank 1 late by 1000 µs"}); None: nothing,
+    # the collectives back to back.
+    spacing: dict[str, Any] | None
+    compute_us: Stats | None  # the step's compute alone, per step (timed on its own): communication = step - compute
+    wait_us: Stats | None  # per step, the first rank's wait at each op for the last arrival, summed over ops
+    wait_clock: str | None  # the clock arrivals were stamped on ("host_monotonic", "cuda_globaltimer"), or why not
 
 
 class _CollectiveExtras(TypedDict, total=False):
@@ -418,9 +425,10 @@ def _time_problem(record: dict) -> str | None:
     for name in _NON_NEGATIVE:
         if not _non_negative([record.get(name)]):
             return f"{name} {record[name]!r} is negative or not finite"
-    stats = record.get("step_us")
-    if stats and not _non_negative(stats.get(key) for key in _STATS_TIMES):
-        return "step_us: a negative or non-finite time"
+    for name in ("step_us", "compute_us", "wait_us"):
+        stats = record.get(name)
+        if stats and not _non_negative(stats.get(key) for key in _STATS_TIMES):
+            return f"{name}: a negative or non-finite time"
     if not _non_negative(record.get("rank_step_median_us") or ()):
         return "rank_step_median_us: a negative or non-finite time"
     columns = record.get("op_us") or {}

@@ -6,13 +6,21 @@ import gc
 import hashlib
 import math
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
 from commprof.errors import UsageError
-from commprof.records.files import RESULTS_FILE, duplicated_measurements, ensure_writable_dir, read_meta, read_records
+from commprof.records.files import (
+    BASELINE_REPEATS_FILE,
+    RESULTS_FILE,
+    duplicated_measurements,
+    ensure_writable_dir,
+    read_meta,
+    read_records,
+)
 from commprof.report.projection import ComputeTimes
 from commprof.report.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
@@ -209,16 +217,61 @@ def default_out(run_ids: list[str]) -> Path:
     is_flag=True,
     help="Recommend from an interrupted run's finished points (by default an incomplete run recommends nothing).",
 )
-def report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial):
+@click.option(
+    "--observed-step-ms",
+    default=None,
+    help="The engine's measured communication per verify step, ms (one number, or T=ms pairs, e.g. 4=25): "
+    "set beside the prediction, which it confirms or contradicts.",
+)
+@click.option(
+    "--observed",
+    "observed_dir",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="An engine trace folder (PyTorch profiler, read as `commprof trace` reads it): its median communication "
+    "per step is set beside the prediction.",
+)
+def report(
+    run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial, observed_step_ms, observed_dir
+):
     # Records are acyclic JSON: the cyclic collector only re-scans them (a fifth of a 10,000-record render).
     gc.disable()
     try:
-        _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial)
+        observed = observation(observed_step_ms, observed_dir)
+        _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial, observed)
     finally:
         gc.enable()
 
 
-def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial):
+def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str]:
+    """--observed-step-ms / --observed as ({T or None: ms}, where it comes from); ({}, "") when neither is given."""
+    from commprof.report.observed import parse_observed_ms
+
+    if step_ms is not None and trace_dir is not None:
+        raise UsageError("give one of --observed-step-ms and --observed, not both")
+    if step_ms is not None:
+        return parse_observed_ms(step_ms), f"given with --observed-step-ms {step_ms}"
+    if trace_dir is None:
+        return {}, ""
+    from commprof.trace.analysis import TraceAnalysis
+    from commprof.trace.command import input_files
+    from commprof.trace.events import load_traces
+
+    files, _ = input_files((str(trace_dir),))
+    if not files:
+        raise UsageError(f"--observed {trace_dir}: no PyTorch profiler trace (.json, .json.gz) there")
+    account = TraceAnalysis(load_traces(files)).account()
+    comm_us = account["step"]["comm_us_median"]
+    if not comm_us:
+        raise UsageError(f"--observed {trace_dir}: no communication found in the traces (`commprof trace` says why)")
+    steps = account["steps"]
+    return {None: comm_us / 1000.0}, (
+        f"engine trace {trace_dir} (commprof trace: median communication of {steps['alike']} alike steps of "
+        f"{steps['collectives_per_step']} collectives, rank {steps['reference_rank']})"
+    )
+
+
+def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow_partial, observed=({}, "")):
     if latest is not None:
         run_dirs = (*run_dirs, newest_run(latest))
     if not run_dirs:
@@ -243,8 +296,10 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
     ensure_writable_dir(out_dir.parent, "--out")  # the report is rendered beside it, then swapped in
     runs = []
     for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
-        options = report_options(cli, sweep_options(meta))
-        runs.extend(analyze_run(run_id, records, meta, options, str(run_dir)))
+        options = replace(report_options(cli, sweep_options(meta)), observed=observed[0], observed_source=observed[1])
+        again = Path(run_dir) / BASELINE_REPEATS_FILE
+        repeats = read_records(again) if again.exists() else []
+        runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), repeats))
     mismatch = incomparable(runs)
     if mismatch:
         click.echo(f"commprof: warning: {mismatch}", err=True)
@@ -254,6 +309,11 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, allow
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)
         if run.completeness is not None and not run.completeness.complete:
             click.echo(f"commprof: warning: {run.name}: {run.completeness.sentence(allow_partial)}", err=True)
+        if run.drift is not None and run.drift.exceeded:
+            click.echo(f"commprof: warning: {run.name}: {run.drift.sentence()}", err=True)
+    for run in runs:
+        if run.observed is not None:
+            click.echo(f"commprof: {run.name}: observed beside predicted: {run.observed['verdict']}")
     click.echo(f"wrote {paths['index.html']}")
     click.echo(
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "

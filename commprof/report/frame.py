@@ -100,8 +100,14 @@ def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[
         "graph": record.get("graph"),
         "in_place": record.get("in_place"),
     }
+    # Replayed with compute between the collectives: every time the report ranks is communication = step - the
+    # compute timed on its own (its median), so verdicts and projections never count the compute twice.
+    compute = (record.get("compute_us") or {}).get("median") or 0.0
+    row["compute_us"] = float(compute) if compute else math.nan
     for name in Stats.__annotations__:
         value = stats.get(name)
+        if value is not None and compute and name not in ("n", "cv"):
+            value = max(float(value) - float(compute), 0.0)
         row["step_n" if name == "n" else f"{name}_us" if name != "cv" else "cv"] = (
             float(value) if value is not None else math.nan
         )

@@ -20,6 +20,8 @@ def provenance(run: RunAnalysis) -> list[str]:
             + (f" ({error.basis})" if error else "")
             + ". Nothing ran: CUDA-graph capture and correctness are not tested."
         )
+    if run.observed is not None and run.observed["explained"] is False:
+        lines.append(f"NOT CONFIRMED ON YOUR BOX: {run.observed['verdict']} ({run.observed['source']})")
     if run.shared_gpus:
         lines.append("SHARED GPUs: ranks shared GPUs (--share-gpus): a functional check, not a tuning result.")
     host, created, world = meta.get("hostname", "unknown"), meta.get("created", "date unknown"), meta.get("world_size")
@@ -54,6 +56,8 @@ def hardware_text(meta: dict, backend: str | None) -> str:
         return f"{len(gpus)} x {' / '.join(names)}"
     topology = meta.get("topology")
     if isinstance(topology, dict) and topology.get("simulated") and topology.get("description"):
+        if topology.get("box"):  # read from the user's doctor bundle: the description names it
+            return str(topology["description"])
         return f"{topology['description']} (topology preset {topology.get('name', '?')})"
     if backend == "gloo":
         return "CPU ranks (gloo backend), no GPUs"

@@ -7,7 +7,7 @@ under full names; the views, summary.json and the exported files read a RunAnaly
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,11 @@ from commprof.report import routing_candidates as rc
 from commprof.report.completeness import Completeness, completeness
 from commprof.report.crossovers import crossovers, routing_edges
 from commprof.report.doctor_verdicts import doctor_view
+from commprof.report.drift import BaselineDrift, baseline_drift
 from commprof.report.heatmap import strongest_axes
+from commprof.report.observed import observed_view
 from commprof.report.projection import ComputeTimes, breakdown, projection
+from commprof.report.spacing import spacing_summary
 
 DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
 
@@ -42,6 +45,10 @@ class ReportOptions:
     baseline: str | None = None  # the baseline point id; None: the sweep's baseline ("p000")
     compute_source: str = ""  # where the compute times come from ("--compute-ms", "the sweep file's [report]")
     allow_partial: bool = False  # recommend from an incomplete run (--allow-partial)
+    # The engine's measured communication per verify step, ms per T (None: T not said), and where it comes from
+    # (`--observed-step-ms`, `--observed TRACE_DIR`); empty: nothing observed.
+    observed: dict[int | None, float] = field(default_factory=dict)
+    observed_source: str = ""
 
 
 @dataclass
@@ -79,6 +86,8 @@ class RunAnalysis:
     heatmap_axes: list[str] = field(default_factory=list)  # heatmap.strongest_axes
     routing: dict[str, Any] = field(default_factory=dict)  # routing.routing_plan: per size, which implementation
     crossovers: list[dict[str, Any]] = field(default_factory=list)  # crossovers.crossovers: what each search found
+    drift: BaselineDrift | None = None  # the baseline's measurements over the run and their band (drift.py)
+    spacing: dict[str, Any] | None = None  # compute and late ranks between the collectives (spacing.py)
 
     @property
     def simulated(self) -> bool:
@@ -100,6 +109,11 @@ class RunAnalysis:
         """The point whose settings the recommendation exports (the baseline when it is kept or nothing passed)."""
         point = self.recommended
         return str(point["point_id"]) if point is not None else self.baseline
+
+    @cached_property
+    def observed(self) -> dict[str, Any] | None:
+        """The engine's observation beside the prediction (commprof.report.observed), or None: none given."""
+        return observed_view(self, self.options.observed, self.options.observed_source)
 
     @cached_property
     def doctor_failed(self) -> list[str]:
@@ -151,15 +165,22 @@ def split_by_source(records: list[dict]) -> dict[str, list[dict]]:
 
 
 def analyze_run(
-    run_id: str, records: list[dict], meta: dict, options: ReportOptions, run_dir: str | None = None
+    run_id: str,
+    records: list[dict],
+    meta: dict,
+    options: ReportOptions,
+    run_dir: str | None = None,
+    repeats: list[dict] | None = None,
 ) -> list[RunAnalysis]:
-    """One RunAnalysis per source present in the run."""
+    """One RunAnalysis per source present in the run; `repeats`: the baseline's re-measurements
+    (baseline-repeats.jsonl), whose drift every measured verdict must exceed."""
     by_source = split_by_source(records)
     progress = completeness(meta, records, run_dir or f"runs/{run_id}")
     results = []
     for source, rows in by_source.items():
         name = run_id if len(by_source) == 1 else f"{run_id} · {LEVEL_OF_SOURCE.get(source, source)}"
-        results.append(analyze_source(run_id, name, source, rows, meta, options, progress))
+        again = repeats if source == "measured" else None
+        results.append(analyze_source(run_id, name, source, rows, meta, options, progress, again))
     return results
 
 
@@ -171,8 +192,10 @@ def analyze_source(
     meta: dict,
     options: ReportOptions,
     progress: Completeness | None = None,
+    repeats: list[dict] | None = None,
 ) -> RunAnalysis:
-    """The analysis of one source's records of a run (`progress`: the run's, when known)."""
+    """The analysis of one source's records of a run (`progress`: the run's, when known; `repeats`: the
+    baseline's re-measurements)."""
     frame = fr.records_frame(records)
     evidence = run_evidence(source, frame, meta)
     all_steps = fr.step_frame(frame)
@@ -195,6 +218,12 @@ def analyze_source(
     if steps.empty:
         return run
     run.mode, run.mode_reason = rk.headline_mode(steps)
+    if repeats:
+        repeated = str((repeats[0].get("point") or {}).get("point_id", repeats[0].get("point_id")))
+        first = [r for r in records if r.get("kind") == "step" and r.get("point_id") == repeated]
+        run.drift = baseline_drift(first, repeats, run.mode, {int(t) for t in steps["tokens"].dropna().unique()})
+        if run.drift is not None and run.drift.band_pct is not None:
+            evidence = run.evidence = replace(evidence, drift_pct=round(run.drift.band_pct, 2))
     if evidence.simulated and run.mode == "graph":
         run.mode_reason = (
             "graph mode as the cost model predicts it (eager minus the preset's launch overhead): whether each "
@@ -204,6 +233,7 @@ def analyze_source(
     run.baseline = rk.baseline_id(all_steps, options.baseline, latest)
     run.superseded = fr.superseded_by(latest)
     run.speedups = rk.speedups(all_steps, run.baseline)
+    run.spacing = spacing_summary(records, run.baseline, run.mode)
     run.baseline_family = rk.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])
     family = run.baseline_family
     run.untested = untested_settings(steps, meta) if evidence.simulated else {}

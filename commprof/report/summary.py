@@ -30,6 +30,8 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "progress": run.completeness.summary() if run.completeness is not None else None,
         "shared_gpus": run.shared_gpus,
         "not_a_tuning_result": not_a_result_notes(run),
+        "baseline_drift": run.drift.to_dict() if run.drift is not None else None,
+        "spacing": run.spacing,
         "mode": run.mode if not run.steps.empty else None,
         "mode_note": run.mode_reason,
         "baseline_point_id": run.baseline,
@@ -96,6 +98,24 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "routing_settings_notes": exports.routing_notes,
         "engine_hints": hints_as_dicts(exports.hints),
         "files": exports.files,
+        "observed": run.observed,
+        "box": box_transports(run.meta),
+    }
+
+
+def box_transports(meta: dict) -> dict[str, Any] | None:
+    """A run simulated from a doctor bundle: per GPU pair, its transport under each P2P setting and where that
+    comes from (the bundle's line and NCCL's rule, or the NCCL log's line), as meta.json records it."""
+    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
+    box = topology.get("box")
+    if not isinstance(box, dict):
+        return None
+    return {
+        "origin": box.get("origin"),
+        "nccl_log": box.get("nccl_log"),
+        "transport_rule": box.get("transport_rule"),
+        "pairs": box.get("pairs", []),
+        "assumptions": box.get("assumptions", []),
     }
 
 

@@ -14,12 +14,14 @@ import math
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from commprof.errors import UsageError
+from commprof.nccl_graph.export import EXPORTED_NAME, GraphExport, graph_export
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.apply import apply_plan
 from commprof.report.engine_hints import engine_hints, engine_hints_text
@@ -48,8 +50,10 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
     """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run."""
     lines = provenance(run)
     plan = apply_plan(run)
+    graph = _graph_export(run, plan)
+    plan = replace(plan, env=graph.env)
     tuner_text = tuner_conf_text(plan, lines)
-    env_text = recommend_env_text(plan, lines, recommend_notes(run))
+    env_text = recommend_env_text(plan, lines, recommend_notes(run) + graph.notes)
     fused_measured = not run.steps.empty and bool(
         (run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any()
     )
@@ -70,6 +74,8 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         "engine_flags.txt": write_text(inside(folder, "engine_flags.txt"), engine_text),
         "routing.txt": write_text(inside(folder, "routing.txt"), route_text),
     }
+    if graph.text is not None:
+        files[EXPORTED_NAME] = write_text(inside(folder, EXPORTED_NAME), graph.text)
     for point_id, path in write_nccl_tests_tables(run, inside(folder, "nccl-tests")).items():
         files[f"nccl-tests/{point_id}"] = path
     return RunExports(
@@ -84,6 +90,22 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         routing=routes,
         routing_notes=route_notes,
     )
+
+
+def _graph_export(run: RunAnalysis, plan) -> GraphExport:
+    """The recommended point's graph file as its records name it (nccl.graph_file), read again to copy it."""
+    point = run.recommended
+    ran_with = None
+    if point is not None and "nccl" in run.frame:
+        rows = run.frame[run.frame["point_id"] == point["point_id"]]
+        ran_with = next((n["graph_file"] for n in rows["nccl"] if isinstance(n, dict) and n.get("graph_file")), None)
+    text = None
+    if ran_with and ran_with.get("path"):
+        try:
+            text = Path(ran_with["path"]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+    return graph_export(plan.env, ran_with, text, run.meta)
 
 
 def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:

@@ -54,6 +54,12 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option("--iterations", type=click.IntRange(min=1), default=None, help="Timed steps per (T, mode).")
 @click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up steps per (T, mode).")
 @click.option(
+    "--compute",
+    default=None,
+    help='Work between two collectives: "none", "uniform:<µs>", "trace:<commprof trace --json file>" or "gemm" '
+    "[the sweep file's run.compute, else none].",
+)
+@click.option(
     "--point-timeout",
     type=click.FloatRange(min=0, min_open=True, max=1e6),
     default=None,
@@ -123,6 +129,7 @@ def sweep_command(
     impls: tuple[str, ...],
     iterations: int | None,
     warmup: int | None,
+    compute: str | None,
     point_timeout: float | None,
     out: str,
     resume: str | None,
@@ -153,6 +160,7 @@ def sweep_command(
             "--iterations": iterations,
             "--warmup": warmup,
             "--point-timeout": point_timeout,
+            "--compute": compute,
             "--floor": floor_file,
         }
         extra = [flag for flag, value in given.items() if value not in (None, ())]
@@ -179,6 +187,7 @@ def sweep_command(
             iterations=iterations,
             warmup=warmup,
             point_timeout_s=point_timeout,
+            compute=compute,
         )
     else:
         spec = default_sweep(
@@ -191,7 +200,7 @@ def sweep_command(
             warmup=warmup,
             point_timeout_s=point_timeout,
             impls=(DEFAULT, *impls),
-        )
+        ).with_overrides(compute=compute)
     # Fail fast, before any process starts: the model, and every step at this launch's TP.
     spec.check_plans(spec.tp or int(os.environ.get("WORLD_SIZE", "1")))
     _check_impls(spec)
@@ -341,6 +350,7 @@ def _resumed_sweep(run_dir: Path, max_points: int) -> SweepSpec:
         iterations=plan.get("iterations"),
         warmup=plan.get("warmup"),
         point_timeout_s=plan.get("point_timeout_s"),
+        compute=plan.get("compute"),
     )
 
 

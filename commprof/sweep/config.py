@@ -16,8 +16,11 @@ from typing import Any
 from commprof.errors import UsageError
 from commprof.impls import registry
 from commprof.planner.architectures import parse_layout
+from commprof.planner.engine_sizes import engine_tokens
 from commprof.planner.models import load_model, normalize_dtype
 from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
+from commprof.planner.spacing import ComputeSpec, SkewSpec
+from commprof.planner.speculative import DRAFT_METHODS
 from commprof.records import point_ids
 from commprof.sweep.dryrun import format_points_table
 from commprof.sweep.points import auto_label, baseline, expand_axes
@@ -36,6 +39,7 @@ from commprof.sweep.spec import (
     DEFAULT_POINT_TIMEOUT_S,
     DEFAULT_WARMUP,
     Axis,
+    BaselineEvery,
     Rule,
     SweepPoint,
     SweepSpec,
@@ -63,6 +67,9 @@ RUN_KEYS = (
     "num_steps",
     "draft_vocab",
     "dp_attention",
+    "compute",
+    "skew",
+    "baseline_every",
 )
 # The [run] keys that become PlanOptions (what the step holds beyond the target's forward pass).
 PLAN_OPTION_KEYS = ("spec", "num_steps", "draft_vocab", "dp_attention")
@@ -189,7 +196,14 @@ def parse_sweep(
     )
     raw_tokens = run.get("tokens", [1])
     tokens: tuple[int, ...] = ()
-    if not isinstance(raw_tokens, list) or not raw_tokens:
+    tokens_from = raw_tokens if isinstance(raw_tokens, str) and raw_tokens.startswith("engine:") else None
+    if tokens_from is not None:
+        per_request = plan_options.num_steps + 1 if plan_options.spec in DRAFT_METHODS else 1
+        try:
+            tokens = engine_tokens(tokens_from, per_request, tp)
+        except UsageError as exc:
+            problems.error("run.tokens", str(exc))
+    elif not isinstance(raw_tokens, list) or not raw_tokens:
         problems.error("run.tokens", f"expected a non-empty list of integers >= 1, got {raw_tokens!r}")
     else:
         tokens = tuple(t for i, v in enumerate(raw_tokens) if (t := problems.integer(v, f"run.tokens[{i}]", 1)))
@@ -208,6 +222,7 @@ def parse_sweep(
     timeout = problems.number(
         run.get("point_timeout_s", DEFAULT_POINT_TIMEOUT_S), "run.point_timeout_s", 0.0, strict=True
     )
+    compute, skew, baseline_every = _parse_spacing(run, problems)
 
     axes = parse_axes(problems.table(data.get("axes"), "axes"), "axes", problems)
     excludes = tuple(
@@ -263,7 +278,37 @@ def parse_sweep(
         interconnect=problems.interconnect,
         layout=layout,
         plan_options=plan_options,
+        compute=compute,
+        skew=skew,
+        tokens_from=tokens_from,
+        baseline_every=baseline_every,
     )
+
+
+def _parse_spacing(run: dict, problems: SweepProblems) -> tuple[ComputeSpec, SkewSpec, BaselineEvery | None]:
+    """[run] compute, skew and baseline_every; each problem recorded under its key."""
+    compute, skew, every = ComputeSpec(), SkewSpec(), None
+    try:
+        compute = ComputeSpec.parse(run.get("compute", "none"))
+    except UsageError as exc:
+        problems.error("run.compute", str(exc))
+    if "skew" in run:
+        try:
+            skew = SkewSpec.parse(run["skew"])
+        except UsageError as exc:
+            problems.error("run.skew", str(exc))
+    if "baseline_every" in run:
+        raw = run["baseline_every"]
+        minutes = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*min\s*", raw) if isinstance(raw, str) else None
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
+            every = BaselineEvery(points=raw)
+        elif minutes and float(minutes[1]) > 0:
+            every = BaselineEvery(seconds=60.0 * float(minutes[1]))
+        else:
+            problems.error(
+                "run.baseline_every", f'expected a number of points >= 1 or minutes as "<M>min", got {raw!r}'
+            )
+    return compute, skew, every
 
 
 def _list_of_tables(data: dict, key: str, problems: SweepProblems) -> list[dict]:

@@ -219,6 +219,19 @@ def format_points_table(
         )
     if options.dp_attention:
         extras.append("DP attention (T per rank)")
+    if spec.tokens_from:
+        extras.append(f"T from {spec.tokens_from} (the engine's captured sizes)")
+    if spec.compute.kind != "none":
+        extras.append(f"compute between collectives {spec.compute.text}")
+    if spec.skew.active:
+        extras.append(f"late ranks: {spec.skew.text}")
+    if spec.baseline_every is not None:
+        every = spec.baseline_every
+        extras.append(
+            "baseline again every "
+            + (f"{every.points} points" if every.points else f"{every.seconds / 60:g} min")
+            + " and at the end"
+        )
     if extras:
         lines.append(f"# step: {'; '.join(extras)}")
     launch = f"{backend} backend" + (f", {world_size} rank{'s' if world_size != 1 else ''}" if world_size else "")

@@ -24,8 +24,10 @@ import torch.distributed as dist
 from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log.parse import choice_matches, parse_nccl_log
+from commprof.planner.spacing import describe_request as describe_spacing
 from commprof.records.folder import make_folders
 from commprof.records.schema import StepRecord, step_record
+from commprof.sweep.graph_run import dump_env, graph_env, graph_refusal, loaded_graph
 from commprof.sweep.prebuild import build_refusal
 from commprof.sweep.spec import SweepPoint, SweepSpec
 from commprof.trial import TrialRequest
@@ -73,20 +75,24 @@ class PointOutcome:
 
 
 def measure_point(
-    ctx: ControllerContext, server: ForkServer, spec: SweepSpec, model: dict, point: SweepPoint, tp: int
+    ctx: ControllerContext, server: ForkServer, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, again: int = 0
 ) -> list[dict[str, Any]]:
     """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records.
 
     With NCCL, the timed workers log only NCCL's init (transports, rings, channels); NCCL's per-op
     choices come from a second, untimed probe worker with TUNING on, because NCCL logs every enqueued op
     there and that logging would be timed with the op. With `ctx.profile`, a third untimed worker writes
-    Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz.
+    Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz. `again` > 0: the point's
+    re-measurement number (the baseline's, for its drift), kept in points/<id>/again<n>/ and in its records' point.
     """
-    point_dir = make_folders(ctx.run_dir, "points", point.point_id)
-    request = trial_request(ctx, spec, model, point, tp, point_dir)
+    parts = ("points", point.point_id, *((f"again{again}",) if again else ()))
+    point_dir = make_folders(ctx.run_dir, *parts)
+    request = trial_request(ctx, spec, model, point, tp, point_dir, again)
     prefix = request.store_prefix
     Path(request.result_path).unlink(missing_ok=True)
     refusal = build_refusal(point, ctx.backend, ctx.build_failures)
+    if refusal is None and ctx.backend == "nccl":
+        refusal = graph_refusal(point.env, ctx.run_dir)
     if refusal is not None:  # its kernels could not be built before the sweep: no worker would get further
         return build_records(ctx, request, "unsupported", refusal, [], None, 0.0) if ctx.is_writer else []
     logs = ctx.backend == "nccl" and ctx.nccl_debug
@@ -108,7 +114,8 @@ def measure_point(
             result_path=str(point_dir / f"probe.rank{ctx.rank}.jsonl"),
         )
         Path(probe.result_path).unlink(missing_ok=True)
-        run_point(ctx, server, probe, point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS), point_dir)
+        probe_env = point_env(ctx, point, tuning_log, NCCL_TUNING_SUBSYS) | dump_env(point_dir, ctx.rank)
+        run_point(ctx, server, probe, probe_env, point_dir)
         all_gather_json(None, ctx.world_size)  # every rank's probe has ended before the next point starts
     if ctx.profile and status == "ok":
         profiled = replace(
@@ -131,18 +138,23 @@ def measure_point(
         tuning = summarize_nccl_log(tuning_log, sizes)
         if nccl is not None and tuning is not None:
             nccl["choices"] = tuning.get("choices", [])
+    graph = loaded_graph(point.env, ctx.run_dir, init_log) if ctx.backend == "nccl" else None
+    if graph is not None:
+        nccl = {**(nccl or {}), "graph_file": graph}
+        if graph["loaded"] is False and status == "ok":  # it measured some other graph: never ranked as this one
+            status, message = "error", f"NCCL did not load NCCL_GRAPH_FILE={graph['path']}: {graph['why']}"
     return build_records(ctx, request, status, message, outcome.entries, nccl, duration)
 
 
 def trial_request(
-    ctx: ControllerContext, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, point_dir: Path
+    ctx: ControllerContext, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, point_dir: Path, again: int = 0
 ) -> TrialRequest:
     """What this rank's worker gets for one point: the replay, the point, the rendezvous and where to write."""
     iterations, warmup = spec.iterations_for(point)
-    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}"
+    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}" + (f"/again{again}" if again else "")
     return TrialRequest(
         run_id=ctx.run_id,
-        point=point.to_dict(),
+        point=point.to_dict() | ({"repeat": again} if again else {}),
         model=model,
         tp=tp,
         tokens=list(spec.tokens),
@@ -160,6 +172,7 @@ def trial_request(
         store_prefix=prefix,
         result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
         timeout_s=float(spec.point_timeout_s),
+        spacing=spec.spacing,
     )
 
 
@@ -173,7 +186,7 @@ def refused_records(
 
 def point_env(ctx: ControllerContext, point: SweepPoint, log_path: Path | None, subsystems: str) -> dict[str, str]:
     """The point's variables on top of the launch's, plus NCCL's INFO log to `log_path` where asked for."""
-    env = {**ctx.rank_env, **{str(k): str(v) for k, v in point.env.items()}}
+    env = {**ctx.rank_env, **graph_env({str(k): str(v) for k, v in point.env.items()}, ctx.run_dir)}
     if log_path is not None:
         env.setdefault("NCCL_DEBUG", "INFO")
         env.setdefault("NCCL_DEBUG_SUBSYS", subsystems)
@@ -306,6 +319,10 @@ def build_records(
                     warmup=request.warmup,
                     duration_s=round(duration_s, 3),
                     measure_s=entry.get("measure_s"),
+                    spacing=describe_spacing(request.spacing),
+                    compute_us=entry.get("compute_us"),
+                    wait_us=entry.get("wait_us"),
+                    wait_clock=entry.get("wait_clock"),
                 )
             )
     return records

@@ -21,6 +21,7 @@ _LABEL_ORDER = (
     ("NCCL_BUFFSIZE", "buff"),
     ("NCCL_P2P_LEVEL", "P2P"),
     ("NCCL_THREAD_THRESHOLDS", "thresholds"),
+    ("NCCL_GRAPH_FILE", "graph"),
 )
 
 

@@ -41,6 +41,8 @@ def prepare_run_folder(
         "warmup": spec.warmup,
         "point_timeout_s": spec.point_timeout_s,
         "layout": spec.layout,
+        "compute": spec.compute.text,  # the file's, or --compute in its place
+        "skew": spec.skew.text,
         **asdict(spec.plan_options),
     }
     meta["sweep"] = {
@@ -53,6 +55,12 @@ def prepare_run_folder(
     meta["shared_gpus"] = options.share_gpus  # ranks shared GPUs: a functional check, not a tuning result
     meta["topology"] = probe_topology()
     meta["floor"] = run_floor(run_dir, backend, options, console)
+    if backend == "nccl":
+        from commprof.sweep.graph_run import prepare_graphs
+
+        graphs = prepare_graphs(run_dir, spec.points, meta["topology"], meta["floor"])
+        if graphs is not None:
+            meta["nccl_graphs"] = graphs
     if with_doctor:
         meta["doctor"] = _doctor(console, meta["floor"])
         if options.strict and meta["doctor"]["failed"]:

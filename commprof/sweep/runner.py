@@ -40,6 +40,7 @@ from commprof.sweep.measure import (
     point_status,
     refused_records,
 )
+from commprof.sweep.repeats import BaselineRepeats
 from commprof.sweep.resume import completed_point_ids, repair_results
 from commprof.sweep.run_lock import RunLock
 from commprof.sweep.spec import SweepPoint, SweepSpec
@@ -291,6 +292,7 @@ def _sweep_loop(
     statuses: dict[str, str] = {}
     if ctx.is_writer:
         progress.start(len(points), ctx.run_dir)
+    repeats = BaselineRepeats(ctx, server, spec, model, tp, progress, done)
     stage = 0
     while True:
         for point in points:
@@ -314,6 +316,7 @@ def _sweep_loop(
                 append_records(results_path, records)
                 statuses[point.point_id] = point_status(records)
                 progress.point_done(point.label, statuses[point.point_id])
+            repeats.after(point)
         if ctx.interrupted:
             break
         stage += 1
@@ -329,6 +332,8 @@ def _sweep_loop(
         points = [SweepPoint(**p) for p in all_gather_json(refined, ctx.world_size)[0]]
         if ctx.is_writer:
             progress.add_points(len(points))
+    if not ctx.interrupted:
+        repeats.at_end()
     if ctx.is_writer:
         progress.stop()
     return {

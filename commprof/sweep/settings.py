@@ -15,13 +15,14 @@ from commprof.impls import registry
 from commprof.impls.base import option_values
 from commprof.nccl_vocab import ENV_CHECKS, MIN_MAX_PAIRS, env_value, value_traps
 from commprof.problems import Problems
+from commprof.sweep.graph_axis import GRAPH_AXIS, GRAPH_VARIABLE, graph_values
 from commprof.sweep.spec import ANY, DEFAULT, Axis, Rule, Setting
 
 PLUGIN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
 # Shorthands that set a MIN / MAX pair to the same value.
 SHORTHANDS = dict(zip(("channels", "ctas"), MIN_MAX_PAIRS))
-SETTING_KEYS = ("impl", *SHORTHANDS, *ENV_CHECKS, "env")
+SETTING_KEYS = ("impl", *SHORTHANDS, *ENV_CHECKS, GRAPH_AXIS, "env")
 # What a sweep file may say it is written for; only decides which trap warnings apply.
 INTERCONNECTS = ("any", "pcie", "nvlink")
 
@@ -123,7 +124,11 @@ def _env_settings(
         problems.error(key, frozen)
         return []
     settings = []
-    for value_key, value in value_list(raw, key, problems, single):
+    if targets[0] == GRAPH_VARIABLE:  # nccl_graph or NCCL_GRAPH_FILE: "auto", "generated" or a path
+        values = graph_values(raw, key, problems, single)
+    else:
+        values = value_list(raw, key, problems, single)
+    for value_key, value in values:
         text = _env_string(targets[0], value, value_key, problems)
         if text is None:
             continue
@@ -132,6 +137,11 @@ def _env_settings(
         else:
             settings.append(Setting(set_env={target: text for target in targets}))
     return settings
+
+
+def _targets(name: str) -> tuple[str, ...]:
+    """The variables a setting key sets: a MIN / MAX pair for a shorthand, NCCL_GRAPH_FILE for nccl_graph."""
+    return (GRAPH_VARIABLE,) if name == GRAPH_AXIS else SHORTHANDS.get(name, (name,))
 
 
 def parse_axes(table: dict, key: str, problems: SweepProblems) -> tuple[Axis, ...]:
@@ -150,7 +160,7 @@ def parse_axes(table: dict, key: str, problems: SweepProblems) -> tuple[Axis, ..
                     continue
                 axes.append(Axis(var, tuple(_env_settings((var,), values, f"{key}.env.{var}", problems, False))))
         elif name in SETTING_KEYS:
-            targets = SHORTHANDS.get(name, (name,))
+            targets = _targets(name)
             axes.append(Axis(name, tuple(_env_settings(targets, raw, f"{key}.{name}", problems, False))))
     return tuple(axis for axis in axes if axis.settings)
 
@@ -173,7 +183,7 @@ def parse_point(table: dict, key: str, problems: SweepProblems) -> tuple[str, di
             pairs = [((var,), var, value) for var, value in problems.table(raw, f"{key}.env").items()]
             prefix = f"{key}.env"
         else:
-            pairs, prefix = [(SHORTHANDS.get(name, (name,)), name, raw)], key
+            pairs, prefix = [(_targets(name), name, raw)], key
         for targets, var, value in pairs:
             if name == "env" and (refused := export_name_problem(var)):
                 problems.error(f"{prefix}.{var}", refused)
@@ -212,11 +222,16 @@ def parse_rule(table: dict, key: str, problems: SweepProblems, with_reason: bool
         if name == "env":
             pairs = [((var,), f"{key}.env.{var}", value) for var, value in problems.table(raw, f"{key}.env").items()]
         else:
-            pairs = [(SHORTHANDS.get(name, (name,)), f"{key}.{name}", raw)]
+            pairs = [(_targets(name), f"{key}.{name}", raw)]
         for targets, var_key, value in pairs:
+            listed = (
+                graph_values(value, var_key, problems, single=False)
+                if targets[0] == GRAPH_VARIABLE
+                else value_list(value, var_key, problems, single=False)
+            )
             accepted = {
                 text
-                for k, v in value_list(value, var_key, problems, single=False)
+                for k, v in listed
                 if (text := _env_string(targets[0], v, k, problems, accept_any=True, warn_traps=False)) is not None
             }
             for target in targets:

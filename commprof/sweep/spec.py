@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from commprof.errors import UsageError
 from commprof.planner.models import load_model, normalize_dtype
 from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
+from commprof.planner.spacing import ComputeSpec, SkewSpec
 
 # The replay harness's defaults (commprof.harness.ReplayConfig), repeated so parsing never imports torch.
 DEFAULT_ITERATIONS = 50
@@ -211,6 +212,20 @@ class SweepTooLarge(UsageError):
 
 
 @dataclass(frozen=True)
+class BaselineEvery:
+    """`[run] baseline_every`: re-measure the baseline after this many points or this many seconds, whichever
+    comes first, and once more at the end (A/B/.../A), so the run's drift is measured, not assumed away."""
+
+    points: int | None = None
+    seconds: float | None = None
+
+    def due(self, points_since: int, seconds_since: float) -> bool:
+        if self.points is not None and points_since >= self.points:
+            return True
+        return self.seconds is not None and seconds_since >= self.seconds
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     """A validated sweep: what to replay, the points of stage 0 and the stages that refine them."""
 
@@ -235,13 +250,26 @@ class SweepSpec:
     interconnect: str = "any"  # what the file is written for: "any", "pcie" or "nvlink" (trap warnings only)
     layout: str | None = None  # overrides the layout the model's architecture implies
     plan_options: PlanOptions = field(default_factory=PlanOptions)  # draft cycle and DP attention
+    compute: ComputeSpec = field(default_factory=ComputeSpec)  # what each rank runs between two collectives
+    skew: SkewSpec = field(default_factory=SkewSpec)  # which rank starts each collective late
+    tokens_from: str | None = None  # "engine:vllm", ...: tokens are the engine's captured sizes
+    baseline_every: BaselineEvery | None = None  # the baseline measured again at intervals and at the end
+
+    @property
+    def spacing(self) -> dict[str, Any]:
+        """What a trial request carries about the spacing (commprof.trial.TrialRequest.spacing)."""
+        return {"compute": self.compute.to_dict(), "skew": self.skew.to_dict()}
 
     def check_plans(self, tp: int) -> None:
         """UsageError in one line when a step of this sweep is one no engine runs (e.g. an impossible TP)."""
         model = load_model(self.model, self.layout)
         try:
             for tokens in self.tokens:
-                build_step_plan(model, tp, tokens, self.phase, self.dtype, self.plan_options)
+                plan = build_step_plan(model, tp, tokens, self.phase, self.dtype, self.plan_options)
+                self.compute.gaps_us(plan)  # a traced step of another shape is refused now, not in every point
+                if self.skew.active:
+                    self.skew.check_world(tp)
+                    self.skew.lags_us(plan, 0)
         except UsageError as exc:
             raise UsageError(f"{self.path or 'command line'}: run: {exc}") from None
 
@@ -267,9 +295,15 @@ class SweepSpec:
         iterations: int | None = None,
         warmup: int | None = None,
         point_timeout_s: float | None = None,
+        compute: str | None = None,
     ) -> SweepSpec:
         """This sweep with command-line values in place of the file's; None (or no tokens) keeps the file's."""
         changes: dict[str, Any] = {}
+        if compute is not None:
+            try:
+                changes["compute"] = ComputeSpec.parse(compute)
+            except UsageError as exc:
+                raise UsageError(f"--compute: {exc}") from None
         if model is not None:
             load_model(model)
             changes["model"] = model
@@ -278,6 +312,7 @@ class SweepSpec:
             if any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in tokens):
                 raise UsageError(f"tokens must be integers >= 1, got {list(tokens)}")
             changes["tokens"] = tuple(dict.fromkeys(tokens))
+            changes["tokens_from"] = None
         if phase is not None:
             if phase not in PHASES:
                 raise UsageError(f"unknown phase {phase!r}; known: {', '.join(PHASES)}")

@@ -9,8 +9,18 @@ import pandas as pd
 from commprof.planner.plan import StepPlan
 from commprof.trace.collectives import find_collectives
 from commprof.trace.events import Trace
+from commprof.trace.kernels import engaged_kernels, kernel_groups
 from commprof.trace.plan_check import compare_with_plan
-from commprof.trace.steps import assign_steps, compute_overlap, op_table, rank_skew, step_times, typical_step
+from commprof.trace.steps import (
+    arrival_lags,
+    assign_steps,
+    compute_overlap,
+    gaps_per_position,
+    op_table,
+    rank_skew,
+    step_times,
+    typical_step,
+)
 
 
 class TraceAnalysis:
@@ -26,6 +36,7 @@ class TraceAnalysis:
             self.collectives[trace.rank] = found
             self.stepped[trace.rank], self.found_by[trace.rank] = assign_steps(found, trace.events)
         self.reference = traces[0].rank
+        self.engaged = engaged_kernels(next(t for t in traces if t.rank == self.reference))
         self.step, self.same_steps, self.other_steps = typical_step(self.stepped[self.reference])
 
     def account(self, plan: StepPlan | None = None) -> dict[str, Any]:
@@ -55,6 +66,11 @@ class TraceAnalysis:
             },
             "overlap_pct": overlap,
             "skew": rank_skew(self.stepped, self.same_steps),
+            # The step's compute and late ranks, as [run] compute / skew = "trace:<this JSON>" replay them.
+            "gaps_us": gaps_per_position(ref, self.same_steps),
+            "arrival_lag_us": arrival_lags(self.stepped, self.same_steps),
+            # Which implementation ran each communication kernel, per op group (commprof.trace.kernels).
+            "kernels": kernel_groups(self.engaged),
         }
         if plan is not None:
             groups = {int(g) for g in ref["group_size"].dropna().unique()}

@@ -174,6 +174,12 @@ def format_account(account: dict[str, Any]) -> str:
         )
         for d in account["differences"]:
             lines.append(f"  {d['what']}: plan {d['plan']}, trace {d['trace']}")
+    for group in account.get("kernels", []) if "answer_check" not in account else []:
+        ran = ", ".join(f"{n} {impl}" for impl, n in group["implementations"].items())
+        size = _bytes(group["bytes"]) if group["bytes"] is not None else "size unknown"
+        lines.append(f"Kernels: {group['count']} {group['kind']} of {size}: {ran}")
+    for check in account.get("answer_check", []):
+        lines.append(f"{'match' if check['match'] else 'MISMATCH'}: {check['sentence']}")
     if "hta" in account:
         for rank, pct in account["hta"]["comm_comp_overlap_pct"].items():
             lines.append(f"Holistic Trace Analysis, rank {rank}: comm/comp overlap {pct:.1f}% over the whole trace")
@@ -192,9 +198,16 @@ def format_account(account: dict[str, Any]) -> str:
 @click.option("--tokens", type=int, default=None, help="Tokens in the step (T) for the plan.")
 @click.option("--phase", type=click.Choice(PHASES), default="verify", show_default=True)
 @click.option("--before", "before", default=None, help="NCCL Inspector dumps of the run before a change, to compare.")
+@click.option(
+    "--answer",
+    "answer",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A run's answer (reports/<id>/summary.json): say per op group whether the engine ran what it routes there.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--hta", is_flag=True, help="Add Holistic Trace Analysis's overlap figures (needs commprof[trace]).")
-def trace(traces, model, tp, tokens, phase, before, as_json, hta):
+def trace(traces, model, tp, tokens, phase, before, answer, as_json, hta):
     from commprof.trace.analysis import TraceAnalysis
     from commprof.trace.events import load_traces
     from commprof.trace.inspector import summarize_dumps
@@ -207,6 +220,8 @@ def trace(traces, model, tp, tokens, phase, before, as_json, hta):
         raise UsageError(f"--before {before}: no NCCL Inspector dumps (.log, .prom) there")
     if before and not dumps:
         raise UsageError("--before compares NCCL Inspector dumps: give the folder of the run after the change as TRACE")
+    if answer and not files:
+        raise UsageError("--answer checks the kernels of an engine's trace: give its Kineto traces as TRACE")
     account: dict[str, Any] = {}
     if files:
         hta_figures = None
@@ -223,6 +238,14 @@ def trace(traces, model, tp, tokens, phase, before, as_json, hta):
             group = next((t.world_size for t in loaded if t.world_size), None)
             plan = build_step_plan(load_model(model), tp or group or 1, tokens, phase)
         account = TraceAnalysis(loaded).account(plan)
+        if answer:
+            from commprof.trace.answer import answer_run, check_answer
+
+            try:
+                summary = json.loads(read_text(answer, "answer (summary.json)"))
+            except ValueError as exc:
+                raise UsageError(f"--answer {answer}: not JSON ({exc})") from None
+            account["answer_check"] = check_answer(account["kernels"], answer_run(summary, answer))
         if hta_figures is not None:
             account["hta"] = {"comm_comp_overlap_pct": hta_figures}
     if dumps:

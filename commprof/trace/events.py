@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +26,19 @@ COLUMNS = ["name", "cat", "pid", "tid", "ts", "dur", "args"]
 CATEGORIES = ("kernel", "cuda_runtime", "user_annotation")
 
 
+# CPU ops kept besides c10d's: an engine's own collective ops ("vllm::all_reduce", "sglang::..."), whose recorded
+# shapes size the kernels they launch.
+_COLLECTIVE_OPS = re.compile(r"reduce|gather|scatter|all_?to_?all", re.IGNORECASE)
+
+
 def _wanted(event: Any) -> bool:
     if not isinstance(event, dict) or event.get("ph") != "X" or "ts" not in event or "dur" not in event:
         return False
     category = event.get("cat")
-    return category in CATEGORIES or (category == "cpu_op" and str(event.get("name", "")).startswith("c10d::"))
+    if category in CATEGORIES:
+        return True
+    name = str(event.get("name", ""))
+    return category == "cpu_op" and (name.startswith("c10d::") or bool(_COLLECTIVE_OPS.search(name)))
 
 
 @dataclass

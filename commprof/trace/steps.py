@@ -207,3 +207,31 @@ def rank_skew(stepped_by_rank: dict[int, pd.DataFrame], steps: list[Any]) -> dic
         "wire_us": float(np.median(wires)),
         "max_op_start_skew_us": float(np.median(skews)),
     }
+
+
+def gaps_per_position(stepped: pd.DataFrame, steps: list[Any]) -> list[float]:
+    """Per op position of the typical step, the median gap before it (its start minus the previous op's end, µs;
+    0 for the first): the compute between two collectives, as `[run] compute = "trace:..."` replays it."""
+    ops = stepped[stepped["step"].isin(steps)].copy()
+    if ops.empty:
+        return []
+    ops["position"] = ops.groupby("step").cumcount()
+    ops["gap"] = (ops["ts"] - (ops["ts"] + ops["dur"]).groupby(ops["step"]).shift(1)).clip(lower=0).fillna(0.0)
+    return [float(g) for g in ops.groupby("position")["gap"].median()]
+
+
+def arrival_lags(stepped_by_rank: dict[int, pd.DataFrame], steps: list[Any]) -> list[list[float]] | None:
+    """Per rank (in rank order) and op position, the median of how long after the first rank it started the op,
+    µs: the late ranks `[run] skew = "trace:..."` replays. None without two ranks of alike steps."""
+    if len(stepped_by_rank) < 2:
+        return None
+    lags = []
+    for step in steps:
+        per_rank = [ops[ops["step"] == step]["ts"].to_numpy(dtype=float) for _, ops in sorted(stepped_by_rank.items())]
+        if len({len(starts) for starts in per_rank}) != 1 or not len(per_rank[0]):
+            continue
+        starts = np.array(per_rank)
+        lags.append(starts - starts.min(axis=0))
+    if not lags:
+        return None
+    return np.median(np.array(lags), axis=0).tolist()

@@ -28,6 +28,7 @@ from commprof.report.views.breakdown import (
     projection_rows,
 )
 from commprof.report.views.costmodel_check import check_view
+from commprof.report.views.drift_figure import drift_svg
 from commprof.report.views.routing import routing_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
 from commprof.report.words import how_to_firm_up, spec_label
@@ -37,6 +38,10 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
     """The page's banners for one run: shared GPUs, simulated, a failing box, failed records, doctor warnings,
     eager mode."""
     out = []
+    if run.drift is not None and run.drift.exceeded:
+        out.append({"level": "shared", "text": f"{run.name}: {run.drift.sentence()}."})
+    if run.spacing is not None:
+        out.append({"level": "info", "text": f"{run.name}: {run.spacing['sentence']}"})
     if run.shared_gpus:
         out.append(
             {
@@ -108,6 +113,28 @@ def verdict_text(run: RunAnalysis, verdict: Any, baseline_fastest: bool = False)
     return {True: "yes", False: f"no: {run.evidence.within}"}.get(verdict, "—") if isinstance(verdict, bool) else "—"
 
 
+def observed_rows(observed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The observation card: the engine's number beside the prediction, formatted."""
+    if observed is None:
+        return None
+
+    def ms(value: Any) -> str:
+        return f"{value:.2f} ms" if isinstance(value, (int, float)) else "—"
+
+    rows = [
+        {
+            "tokens": r["tokens"],
+            "observed": ms(r["observed_ms"]),
+            "today": ms(r["today_ms"]),
+            "band": f"{ms(r['band_ms'][0])} – {ms(r['band_ms'][1])}" if r.get("band_ms") else "—",
+            "answer": ms(r["answer_ms"]),
+            "css": {True: "ok", False: "fail"}.get(r["explained"], ""),
+        }
+        for r in observed["rows"]
+    ]
+    return {**observed, "rows": rows, "css": {True: "ok", False: "fail"}.get(observed["explained"], "warn")}
+
+
 def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     """The template's view of one run: formatted strings and inline SVG, nothing left to compute."""
     tokens = distinct_tokens(run.steps)
@@ -130,6 +157,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "all_failed": run.all_failed,
         "tokens": tokens,
         "answers": headline_answers(run, exports.plan),
+        "observed": observed_rows(run.observed),
         "routing": routing_view(run),
         "accepts": [f"{a:g}" for a in run.options.accepts],
         "choices": choice_rows(run),
@@ -196,6 +224,9 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         page["svg"]["sites"] = figures.sites_svg(page["per_collective"]["per_tokens"])
     if not run.collectives.empty and (run.collectives["status"] == "ok").any():
         page["svg"]["collectives"] = figures.collectives_svg(run.collectives)
+    if run.drift is not None and len(run.drift.samples) >= 2:
+        page["svg"]["drift"] = drift_svg(run.drift)
+        page["drift_sentence"] = run.drift.sentence()
     return page
 
 

@@ -1,0 +1,236 @@
+"""`commprof simulate`: predict a sweep on a topology preset, a topology file or the user's own box (a doctor
+bundle), and write the predictions as a run folder of records labelled simulated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from commprof.costmodel.command import base_meta, console_for
+from commprof.costmodel.latency import params_from_toml
+from commprof.costmodel.model_error import expected_error
+from commprof.costmodel.topology import load_topology
+from commprof.errors import UsageError
+from commprof.evidence import ModelError
+from commprof.floor.record import not_measured, preset_floor
+from commprof.records.files import META_FILE, RESULTS_FILE, append_records, new_run_dir, write_json
+from commprof.textfiles import read_text
+
+
+def _presets_help() -> str:
+    """The presets, one line each, for `simulate --help` (\b keeps click from rewrapping them)."""
+    from commprof.costmodel.topology import preset_descriptions
+
+    lines = "\n".join(f"  {name}: {description}" for name, description in preset_descriptions())
+    return f"\n\n\b\nPresets (sweeps/topologies/):\n{lines}" if lines else ""
+
+
+@click.command(
+    "simulate",
+    help=(
+        'Predict every point of a sweep on a topology with the cost model (records with source "simulated"). '
+        "The box is a preset, a topology .toml file, or the user's own box read from a `commprof doctor --collect` "
+        "bundle (--from-bundle), optionally with an NCCL_DEBUG=INFO log of it (--nccl-log)." + _presets_help()
+    ),
+)
+@click.option("--topology", "topology_name", default=None, help="Preset name (sweeps/topologies/) or .toml file.")
+@click.option(
+    "--from-bundle",
+    "bundle_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A `commprof doctor --collect` bundle of the box: its GPUs, pairs, sockets and links make the topology.",
+)
+@click.option(
+    "--nccl-log",
+    "nccl_log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="An NCCL_DEBUG=INFO log of the same box (with --from-bundle): the transports NCCL chose override the rule.",
+)
+@click.option(
+    "--sweep",
+    "sweep_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The sweep file to predict.",
+)
+@click.option(
+    "--out",
+    "out",
+    default="runs",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder that receives the new run folder.",
+)
+@click.option(
+    "--calibration",
+    "calibration_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="calibration.toml from `commprof calibrate` (default: NCCL's uncalibrated model).",
+)
+@click.option(
+    "--max-points",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Allow a sweep of up to this many points (default: refuse one above 1000).",
+)
+@click.option(
+    "--graph-box",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="A doctor bundle or run folder: the box whose generated NCCL graph candidates the sweep's "
+    '`nccl_graph = ["generated"]` points run [the --from-bundle bundle].',
+)
+def simulate(
+    topology_name: str | None,
+    bundle_dir: Path | None,
+    nccl_log: Path | None,
+    sweep_file: Path,
+    out: Path,
+    calibration_file: Path | None,
+    max_points: int | None,
+    graph_box: Path | None,
+) -> None:
+    from commprof.costmodel.box_prior import load_bundle_topology
+    from commprof.costmodel.sweep_simulation import simulate_sweep
+    from commprof.sweep.config import DEFAULT_MAX_POINTS, load_sweep
+
+    if (topology_name is None) == (bundle_dir is None):
+        raise UsageError("simulate needs one of --topology PRESET_OR_FILE and --from-bundle DIR")
+    if nccl_log is not None and bundle_dir is None:
+        raise UsageError("--nccl-log needs --from-bundle DIR (the log's transports refine the bundle's pairs)")
+    if bundle_dir is not None:
+        topology = load_bundle_topology(bundle_dir, nccl_log)
+    else:
+        topology = load_topology(topology_name)
+    spec = load_sweep(sweep_file, max_points=max_points or DEFAULT_MAX_POINTS)
+    calibration = None
+    if calibration_file is not None:
+        text = read_text(calibration_file, "calibration")
+        calibration = params_from_toml(text, str(calibration_file))
+    graphs = _graph_models(spec, graph_box or bundle_dir)
+    run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
+    records = simulate_sweep(spec, topology, calibration, run_dir.name, graphs=graphs)
+    used = {str(r["calibration"]) for r in records if r.get("calibration")}
+    error = expected_error(
+        used, calibration.fit if calibration else None, spec.tp or topology.gpus, topology.prior_error
+    )
+    append_records(run_dir / RESULTS_FILE, records)
+    tp = spec.tp or topology.gpus
+    meta = base_meta(run_dir.name, tp, "nccl")
+    meta.update(
+        {
+            "source": "simulated",
+            "simulated": True,
+            "plan": {
+                "model": spec.model,
+                "tp": tp,
+                "phase": spec.phase,
+                "dtype": spec.dtype,
+                "tokens": list(spec.tokens),
+            },
+            "sweep": {
+                "path": str(sweep_file),
+                "name": spec.name,
+                "content": spec.content,
+                "sha256": spec.sha256,
+                "report": spec.report,
+            },
+            "topology": {"simulated": True, **topology.summary()},
+            "floor": preset_floor(topology.name, topology.floor)
+            if topology.floor
+            else not_measured(
+                f"topology {topology.name} has no [floor]",
+                "add a [floor] table of published figures, each with its source, to the topology file",
+            ),
+            "calibration": {"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
+            "model_error": error.to_dict(),
+        }
+    )
+    write_json(run_dir / META_FILE, meta)
+    _print_simulation(records, topology, calibration_file, error)
+    if topology.box is not None:
+        from commprof.costmodel.box import transport_lines
+
+        console_for().print("\n".join(transport_lines(topology.box, tp)), markup=False)
+    console_for().print(f"wrote {run_dir} ({len(records)} records, source: simulated)")
+
+
+def _graph_models(spec, graph_box: Path | None) -> dict:
+    """NCCL_GRAPH_FILE value -> the graph each point names (generated for --graph-box, or read from its path),
+    or why it cannot be simulated."""
+    from commprof.costmodel.graph_sim import file_model, generated_models
+    from commprof.nccl_graph.candidates import GENERATED_PREFIX
+
+    values = {p.env["NCCL_GRAPH_FILE"] for p in spec.points if "NCCL_GRAPH_FILE" in p.env}
+    if not values:
+        return {}
+    models: dict = {}
+    if graph_box is not None:
+        from commprof.doctor.bundle import read_bundle
+        from commprof.nccl_graph.box import box_from_facts
+        from commprof.nccl_graph.command import facts_of_run
+
+        facts = facts_of_run(graph_box) if (graph_box / META_FILE).is_file() else read_bundle(graph_box)
+        models = generated_models(box_from_facts(facts))
+    for value in sorted(values):
+        if value.startswith(GENERATED_PREFIX) and value not in models:
+            models[value] = (
+                f"{value}: not a candidate of {graph_box} (its hop bandwidth or path types give other ones)"
+                if graph_box is not None
+                else f"{value}: no box to build the candidate for (pass --graph-box BUNDLE_OR_RUN)"
+            )
+        elif not value.startswith(GENERATED_PREFIX):
+            try:
+                models[value] = file_model(value, read_text(value, "NCCL graph file"))
+            except UsageError as exc:
+                models[value] = str(exc)
+    return models
+
+
+def _print_simulation(records: list[dict], topology, calibration_file: Path | None, error: ModelError) -> None:
+    console = console_for()
+    console.print(
+        f"SIMULATED on {topology.name} with "
+        f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements; expected "
+        f"error {error.band} ({error.basis}). A predicted difference smaller than that is not a result.",
+    )
+    searched = {(r["point_id"], r["mode"]) for r in records if r["kind"] == "crossover"}
+    records = [r for r in records if r["kind"] == "step"]
+    tokens = sorted({r["tokens"] for r in records})
+    table = Table(title=f"predicted eager step time, ms, expected error {error.band} (graph mode in the records)")
+    table.add_column("point")
+    table.add_column("label")
+    for t in tokens:
+        table.add_column(f"T={t}", justify="right")
+    table.add_column("error", justify="right")
+    table.add_column("note")
+    rows: dict[str, dict] = {}
+    bases: dict[str, str] = {}
+    for r in records:
+        if r["mode"] != "eager":
+            continue
+        nccl = r.get("nccl") or {}
+        pct = nccl.get("expected_error_pct")
+        row = rows.setdefault(
+            r["point_id"],
+            {
+                "label": r["point"]["label"],
+                "message": r["message"] or "",
+                "error": f"±{pct:g} %" if pct is not None else ("?" if nccl else ""),
+            },
+        )
+        row[r["tokens"]] = f"{r['step_us']['median'] / 1000:.2f}" if r["status"] == "ok" else r["status"]
+        if nccl.get("error_basis"):
+            bases.setdefault(nccl["error_basis"], row["error"])
+    for point_id, row in rows.items():
+        table.add_row(point_id, row["label"], *(row.get(t, "") for t in tokens), row["error"], row["message"][:120])
+    console.print(table)
+    if len(bases) > 1:  # NCCL's own graph and graph files are predicted with different errors
+        for basis, band in bases.items():
+            console.print(f"error {band}: {basis}")
+    if searched:
+        console.print(f"{len(searched)} crossover searches predicted (setting x mode): `commprof report` shows them")

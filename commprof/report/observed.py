@@ -1,0 +1,112 @@
+"""What the engine measured beside what the run predicts: whether the model explains the user's box.
+
+The observation is the engine's communication per verify step (`report --observed-step-ms N`, or the median of an
+engine trace read with `commprof trace`, `--observed DIR`). It is set beside the run's prediction with today's
+settings (the baseline) and with the answer (the recommended point), per T, in the headline mode. Outside the
+prediction's error band the model does not explain the box, and the page says which checks could. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from commprof.errors import UsageError
+
+# What could explain a box the model does not: each names its command.
+CHECKS = (
+    "`commprof doctor` on the box: P2P, IOMMU, ACS, PCIe link width and speed, NUMA placement",
+    "`commprof nccl-log` on an NCCL_DEBUG=INFO log of the engine: the transports, graph and algorithms NCCL chose",
+    "a sweep on the box (`torchrun ... -m commprof.allreduce_sweep --sweep sweeps/pcie8-verify.toml`): measured, "
+    "not predicted",
+)
+
+
+def parse_observed_ms(value: str) -> dict[int | None, float]:
+    """ "25" (the T is not said) or "4=25,8=26" (per T) -> {T or None: ms}; UsageError for anything else."""
+    text = str(value).strip()
+    items = [(None, text)] if "=" not in text else [tuple(part.split("=", 1)) for part in text.split(",")]
+    out: dict[int | None, float] = {}
+    for key, ms in items:
+        tokens = None
+        if key is not None:
+            try:
+                tokens = int(str(key).strip())
+            except ValueError:
+                raise UsageError(f"--observed-step-ms: T {key!r} is not a whole number") from None
+            if tokens < 1:
+                raise UsageError(f"--observed-step-ms: T must be >= 1, got {tokens}")
+        try:
+            number = float(str(ms).strip())
+        except ValueError:
+            raise UsageError(f"--observed-step-ms: {ms!r} is not a number of milliseconds") from None
+        if not math.isfinite(number) or number <= 0:
+            raise UsageError(f"--observed-step-ms: {ms!r} must be a finite number of milliseconds > 0")
+        out[tokens] = number
+    return out
+
+
+def _step_ms(run: Any, point_id: str | None, tokens: int) -> float | None:
+    steps = run.steps
+    if point_id is None or steps.empty:
+        return None
+    rows = steps[
+        (steps["point_id"] == point_id)
+        & (steps["tokens"] == tokens)
+        & (steps["mode"] == run.mode)
+        & (steps["status"] == "ok")
+    ]
+    return float(rows["median_us"].iloc[0]) / 1000.0 if len(rows) else None
+
+
+def observed_view(run: Any, observed: dict[int | None, float], source: str) -> dict[str, Any] | None:
+    """Per T: observed ms, predicted ms with today's settings and its band, predicted with the answer; and one verdict
+    (explained / not explained / not judged) with the checks to run when the model does not explain the box."""
+    if not observed or run.steps.empty:
+        return None
+    error = run.evidence.model_error.pct if run.simulated and run.evidence.model_error else None
+    run_tokens = sorted({int(t) for t in run.steps["tokens"].unique()})
+    wanted = [(t, ms) for t, ms in observed.items() if t is not None]
+    if None in observed:
+        wanted += [(t, observed[None]) for t in run_tokens if t not in observed]
+    rows = []
+    for tokens, ms in sorted(wanted):
+        today = _step_ms(run, run.baseline, tokens)
+        answer = _step_ms(run, run.reference, tokens)
+        row = {"tokens": tokens, "observed_ms": ms, "today_ms": today, "answer_ms": answer, "explained": None}
+        if today is not None and error is not None:
+            low, high = today * (1 - error / 100.0), today * (1 + error / 100.0)
+            row.update(band_ms=[low, high], explained=low <= ms <= high, ratio=ms / today)
+        rows.append(row)
+    judged = [r for r in rows if r["explained"] is not None]
+    t_given = None not in observed
+    if not run.simulated:
+        verdict, explained = (
+            "measured by commprof's harness on the box: a gap to the engine's number means the engine does not run "
+            "what the sweep ran (its launch, its settings, its overlap)",
+            None,
+        )
+    elif not judged:
+        verdict, explained = "not judged: the model's expected error is unknown, or no prediction at these T", None
+    elif any(r["explained"] for r in judged):
+        hits = ", ".join(f"T={r['tokens']}" for r in judged if r["explained"])
+        verdict, explained = f"the model explains the observation ({hits}: inside the expected error)", True
+    else:
+        nearest = min(judged, key=lambda r: abs(math.log(r["ratio"])))
+        verdict = (
+            f"the model does not explain this box: the engine's {nearest['observed_ms']:g} ms per step is "
+            f"{nearest['ratio']:.1f}x the prediction with today's settings ({nearest['today_ms']:.2f} ms at "
+            f"T={nearest['tokens']}), outside its expected error (±{error:g} %) at "
+            + ("the T given" if t_given else "every T of the run")
+            + ": do not act on the predicted answer before a check explains the gap"
+        )
+        explained = False
+    return {
+        "source": source,
+        "mode": run.mode,
+        "rows": rows,
+        "explained": explained,
+        "verdict": verdict,
+        "checks": list(CHECKS) if explained is False else [],
+        "t_given": t_given,
+    }

@@ -1,0 +1,180 @@
+"""What a replay runs between collectives, and when each rank arrives at one: the harness's spacers and arrival stamps.
+
+`Spacer.before(i)` runs, on this rank, the compute before op i (commprof.planner.spacing) and then this rank's
+lateness. On CUDA both are kernels on the current stream, so they are captured into the step's graph like the
+collectives: a spin kernel calibrated to µs (torch.cuda._sleep counts GPU clock cycles) or the layer's GEMMs. On
+CPU ranks, a wait of the same length on the host (slept, then spun for its last 200 µs: the cores are shared
+with gloo's threads and the other ranks), or the same GEMMs on the CPU.
+
+`Arrivals` stamps when this rank reaches each collective on a clock every rank of the machine shares: the host's
+CLOCK_MONOTONIC for CPU ranks, the GPU's %globaltimer (nanoseconds, driver-synchronised across the GPUs of one
+host) read by a one-thread Triton kernel on CUDA; `None` where no shared clock is available.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+import torch
+
+from commprof.planner.plan import StepPlan
+from commprof.planner.spacing import ComputeSpec, SkewSpec, gemm_shapes
+from commprof.replay_tensors import TORCH_DTYPES
+from commprof.timing import sleep_cycles_per_us
+
+HOST_CLOCK = "host_monotonic"
+DEVICE_CLOCK = "cuda_globaltimer"
+
+
+# A CPU rank sleeps all but this much of a gap, then spins to its end: a sleep alone overshoots by the timer's
+# slack (~50-100 µs), a spin alone takes the core from gloo's threads and the other ranks sharing it.
+_SPIN_TAIL_NS = 200_000
+
+
+def busy_wait_us(us: float) -> None:
+    """Hold this host thread for `us` µs, to the µs (perf_counter_ns: CLOCK_MONOTONIC on Linux)."""
+    end = time.perf_counter_ns() + int(us * 1000)
+    rest = end - time.perf_counter_ns() - _SPIN_TAIL_NS
+    if rest > 0:
+        time.sleep(rest / 1e9)
+    while time.perf_counter_ns() < end:
+        pass
+
+
+class Spacer:
+    """This rank's work before each op of one plan: compute (timed on its own by the harness) and lateness."""
+
+    def __init__(
+        self,
+        plan: StepPlan,
+        compute: ComputeSpec,
+        skew: SkewSpec,
+        rank: int,
+        device: torch.device,
+        intermediate: int | None = None,
+    ):
+        self.device = device
+        self.compute_us = compute.gaps_us(plan)
+        self.lag_us = skew.lags_us(plan, rank) if skew.active else [0.0] * len(plan.ops)
+        self.gemms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None] = []
+        if compute.kind == "gemm":
+            dtype = TORCH_DTYPES[plan.model.dtype]
+            for shapes in gemm_shapes(plan, intermediate):
+                self.gemms.append(None if shapes is None else _gemm_buffers(shapes, dtype, device))
+        self.cycles_per_us = sleep_cycles_per_us() if device.type == "cuda" and self.active else 0.0
+
+    @property
+    def has_compute(self) -> bool:
+        return any(self.compute_us) or any(g is not None for g in self.gemms)
+
+    @property
+    def active(self) -> bool:
+        return self.has_compute or any(self.lag_us)
+
+    def compute(self, index: int) -> None:
+        """The compute before op `index`."""
+        if self.gemms and self.gemms[index] is not None:
+            a, w_up, hidden, w_down = self.gemms[index]
+            torch.mm(a, w_up, out=hidden)
+            torch.mm(hidden, w_down, out=a)
+        elif self.compute_us[index]:
+            self._spin(self.compute_us[index])
+
+    def before(self, index: int) -> None:
+        """Everything this rank does before it issues op `index`: the gap's compute, then its lateness."""
+        self.compute(index)
+        if self.lag_us[index]:
+            self._spin(self.lag_us[index])
+
+    def _spin(self, us: float) -> None:
+        if self.device.type == "cuda":
+            torch.cuda._sleep(max(int(round(us * self.cycles_per_us)), 1))
+        else:
+            busy_wait_us(us)
+
+
+def _gemm_buffers(shapes, dtype, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Activations [rows, hidden], up-projection weight, its output [rows, I/TP] and down-projection weight.
+
+    Values are small and bounded (the down projection writes back into the activations every step)."""
+    (rows, hidden), (_, inner) = shapes
+    a = torch.full((rows, hidden), 0.01, dtype=dtype, device=device)
+    w_up = torch.full((hidden, inner), 1.0 / hidden, dtype=dtype, device=device)
+    mid = torch.empty((rows, inner), dtype=dtype, device=device)
+    w_down = torch.full((inner, hidden), 1.0 / inner, dtype=dtype, device=device)
+    return a, w_up, mid, w_down
+
+
+class HostArrivals:
+    """CPU ranks: CLOCK_MONOTONIC, shared by every process of the machine, in ns."""
+
+    kind = HOST_CLOCK
+
+    def __init__(self, ops: int):
+        self.stamps = [0] * ops
+
+    def stamp(self, index: int) -> None:
+        self.stamps[index] = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+    def read(self) -> list[int]:
+        return list(self.stamps)
+
+
+class DeviceArrivals:
+    """CUDA: a one-thread kernel writes %globaltimer (ns) into slot i when the stream reaches op i."""
+
+    kind = DEVICE_CLOCK
+
+    def __init__(self, ops: int, device: torch.device):
+        self.kernel = globaltimer_kernel()
+        self.buffer = torch.zeros(ops, dtype=torch.int64, device=device)
+
+    def stamp(self, index: int) -> None:
+        self.kernel[(1,)](self.buffer, index)
+
+    def read(self) -> list[int]:
+        return self.buffer.tolist()  # synchronises with the stream
+
+
+@functools.cache
+def globaltimer_kernel() -> Any:
+    """The Triton kernel that stores %globaltimer at out[index]; ImportError without Triton."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def stamp_globaltimer(out, index):
+        now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+        tl.store(out + index, now)
+
+    return stamp_globaltimer
+
+
+def make_arrivals(ops: int, device: torch.device) -> tuple[HostArrivals | DeviceArrivals | None, str | None]:
+    """This rank's arrival clock, or None and why not."""
+    if device.type != "cuda":
+        return HostArrivals(ops), None
+    try:
+        arrivals = DeviceArrivals(ops, device)
+        arrivals.stamp(0)  # compiles the kernel now, never inside a timed step
+        torch.cuda.synchronize(device)
+        return arrivals, None
+    except Exception as exc:  # no Triton, or no compiler for this GPU: waiting is then not measured
+        return None, f"not measured: no %globaltimer reader on this GPU ({type(exc).__name__}: {str(exc)[:200]})"
+
+
+def wait_per_step(arrivals: list[list[list[int]]]) -> list[float]:
+    """Per step, the time the first rank to reach each op waited for the last, summed over ops, µs.
+
+    `arrivals[rank][step][op]`: ns on the shared clock. Pure."""
+    out = []
+    ranks = len(arrivals)
+    for step in range(len(arrivals[0])):
+        total = 0
+        for op in range(len(arrivals[0][step])):
+            times = [arrivals[r][step][op] for r in range(ranks)]
+            total += max(times) - min(times)
+        out.append(total / 1000.0)
+    return out

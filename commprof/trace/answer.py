@@ -1,0 +1,67 @@
+"""Did the engine run what the answer chose? Each op group of a trace (kernel_groups) set against the
+implementation a run's answer (its report's summary.json) routes that kind and size to. Pure.
+
+The answer routes by size (summary.json "routing": bands per collective and mode; graph mode first, as engines
+replay graphs) and otherwise by its recommended point; a kind or size it says nothing about stays the baseline's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from commprof.errors import UsageError
+from commprof.trace.kernels import RUNS_AS
+from commprof.units import format_bytes
+
+
+def answer_run(summary: Any, path: str) -> dict[str, Any]:
+    """The measured run of a summary.json (the first run when none is measured); UsageError when it is none."""
+    runs = summary.get("runs") if isinstance(summary, dict) else None
+    if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
+        raise UsageError(f"--answer {path}: not a commprof report's summary.json (no runs)")
+    return next((r for r in runs if r.get("source") == "measured"), runs[0])
+
+
+def routed_to(run: dict[str, Any], kind: str, nbytes: int | None) -> tuple[str, str]:
+    """(implementation, what in the answer says so) for one op of `kind` and `nbytes` bytes."""
+    bands = [b for b in run.get("routing") or [] if isinstance(b, dict)]
+    if nbytes is not None:
+        for mode in ("graph", "eager"):
+            here = [
+                b
+                for b in bands
+                if b.get("mode") == mode
+                and str(b.get("collective", "")).split("+")[0] == kind.split("+")[0]
+                and int(b.get("min_bytes", 0)) <= nbytes <= int(b.get("max_bytes", -1))
+            ]
+            chosen = next((b for b in here if not b.get("baseline")), here[0] if here else None)
+            if chosen is not None:
+                span = f"{format_bytes(int(chosen['min_bytes']))}–{format_bytes(int(chosen['max_bytes']))}"
+                return str(chosen.get("impl")), f"the answer routes {span} ({mode} mode) to {chosen.get('impl')}"
+    recommended = run.get("recommended") if isinstance(run.get("recommended"), dict) else None
+    if recommended and kind.startswith("all_reduce"):
+        return str(recommended.get("impl")), f"the answer recommends {recommended.get('label')}"
+    return "nccl", "the answer changes nothing here (the baseline, NCCL)"
+
+
+def check_answer(groups: list[dict[str, Any]], run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per op group: what ran, what the answer routes there, and whether they agree, with a sentence."""
+    out = []
+    for group in groups:
+        impl, why = routed_to(run, group["kind"], group["bytes"])
+        expected = RUNS_AS.get(impl, impl)
+        ran = max(group["implementations"], key=group["implementations"].get)
+        count, total = group["implementations"].get(expected, 0), group["count"]
+        size = format_bytes(group["bytes"]) if group["bytes"] is not None else "unknown size"
+        what = f"{group['kind'].replace('_', '-')}s of {size}"
+        if count == total:
+            sentence = f"{total} of {total} {what} ran {expected}, as {why.removeprefix('the answer ')}"
+            match = True
+        else:
+            sentence = (
+                f"{group['implementations'][ran]} of {total} {what} ran {ran}; {why}: its switch did not take "
+                "effect (check the engine's flag and its log)"
+            )
+            match = False
+        out.append({**group, "answer": impl, "expected": expected, "ran": ran, "match": match, "sentence": sentence})
+    return out

@@ -1,0 +1,94 @@
+"""`report --observed-step-ms` / `--observed`: the engine's number beside the prediction, and whether the model
+explains the box."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from commprof.cli import main
+from commprof.errors import UsageError
+from commprof.report.observed import parse_observed_ms
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ASUS = FIXTURES / "doctor" / "asus-esc8000a-8x-rtxpro6000"
+SWEEP = """
+name = "observed-test"
+[run]
+model = "kimi-k2.5"
+tokens = [1, 4]
+phase = "verify"
+dtype = "bfloat16"
+iterations = 5
+warmup = 1
+[axes]
+NCCL_P2P_LEVEL = ["default", "SYS"]
+"""
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("observed")
+    sweep = folder / "sweep.toml"
+    sweep.write_text(SWEEP, encoding="utf-8")
+    out = folder / "runs"
+    assert main(["simulate", "--from-bundle", str(ASUS), "--sweep", str(sweep), "--out", str(out)]) == 0
+    (run,) = out.iterdir()
+    return run
+
+
+def _report(run_dir: Path, out: Path, *options: str) -> dict:
+    assert main(["report", str(run_dir), "--out", str(out), *options]) == 0
+    (run,) = json.loads((out / "summary.json").read_text(encoding="utf-8"))["runs"]
+    return run
+
+
+def test_the_field_reports_25_ms_is_not_explained_and_the_page_says_what_to_check(run_dir, tmp_path, capsys):
+    run = _report(run_dir, tmp_path / "r", "--observed-step-ms", "25")
+    observed = run["observed"]
+    assert observed["explained"] is False and [r["tokens"] for r in observed["rows"]] == [1, 4]
+    assert all(r["observed_ms"] == 25.0 and not r["band_ms"][0] <= 25.0 <= r["band_ms"][1] for r in observed["rows"])
+    assert any("nccl-log" in c for c in observed["checks"]) and any("doctor" in c for c in observed["checks"])
+    html = (tmp_path / "r" / "index.html").read_text(encoding="utf-8")
+    assert "the model does not explain this box" in html and "25.00 ms" in html
+    assert "Not confirmed on your box" in html
+    assert "does not explain this box" in capsys.readouterr().out
+    # Every exported file says so at its head, as the page does.
+    env = (tmp_path / "r" / "recommend.env").read_text(encoding="utf-8")
+    assert "# NOT CONFIRMED ON YOUR BOX: the model does not explain this box" in env
+    assert "read from doctor bundle asus-esc8000a-8x-rtxpro6000," in env and "topology preset" not in env
+    # summary.json says, per GPU pair, where its transport comes from.
+    pairs = run["box"]["pairs"]
+    assert len(pairs) == 28 and all("nvidia_topo.log:" in p["transport"]["defaults"]["source"] for p in pairs)
+
+
+def test_an_observation_inside_the_band_is_explained(run_dir, tmp_path):
+    first = _report(run_dir, tmp_path / "a", "--observed-step-ms", "4=1")
+    today = next(r for r in first["observed"]["rows"] if r["tokens"] == 4)["today_ms"]
+    run = _report(run_dir, tmp_path / "b", "--observed-step-ms", f"4={today:.3f}")
+    assert run["observed"]["explained"] is True and run["observed"]["checks"] == []
+    assert [r["tokens"] for r in run["observed"]["rows"]] == [4]
+    assert "Not confirmed" not in (tmp_path / "b" / "index.html").read_text(encoding="utf-8")
+
+
+def test_an_engine_trace_is_read_as_commprof_trace_reads_it(run_dir, tmp_path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(FIXTURES / "traces" / "hta-nccl-allreduce-a100-2rank.trimmed.json.gz", traces)
+    run = _report(run_dir, tmp_path / "r", "--observed", str(traces))
+    assert run["observed"]["source"].startswith(f"engine trace {traces}")
+    assert run["observed"]["rows"][0]["observed_ms"] > 0
+
+
+def test_bad_observations_are_one_line_errors(run_dir, tmp_path, capsys):
+    for value in ("abc", "0", "x=3", "4=-1"):
+        with pytest.raises(UsageError):
+            parse_observed_ms(value)
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "r"), "--observed-step-ms", "fast"]) == 2
+    assert "--observed-step-ms" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "r"), "--observed", str(empty)]) == 2
