@@ -18,8 +18,9 @@ MAX_LINES = 600
 # module or package of commprof; each stage's command (`<stage>/command.py`) and the other entry points may
 # import anything.
 TIERS = (
-    {"errors", "stats", "units", "runmeta"},
-    {"terminal", "textfiles"},  # printing and reading what users give, without trusting it
+    {"terminal"},  # printing what users give, without trusting it (errors print through it)
+    {"errors", "stats", "units", "runmeta", "env_names"},  # env_names: the variables commprof may set
+    {"textfiles"},  # reading what users give, without trusting it
     {
         "nccl_vocab",
         "records",

@@ -158,6 +158,26 @@ def test_import_refuses_a_negative_or_infinite_time_naming_file_and_line(tmp_pat
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "old, new, why",
+    [
+        ("           8             2 ", "       -1024             2 ", "size -1024 is out of range"),
+        ("     8.97 ", "     0.00 ", "time 0.00 is zero"),
+        ("           8             2 ", " 99999999999999999999999999999999999999999             2 ", "is out of range"),
+    ],
+)
+def test_import_refuses_a_negative_size_or_a_zero_time_naming_file_and_line(tmp_path, capsys, old, new, why):
+    lines = LOG_KALAVAI.read_text().splitlines()
+    assert old in lines[29]
+    lines[29] = lines[29].replace(old, new, 1)
+    log = tmp_path / "edited.txt"
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "edited.txt:30: " in err and why in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_import_refuses_nan_in_a_json_log_and_leaves_no_folder(tmp_path, capsys):
     text = (FIXTURES / "synthetic_output_J.json").read_text().replace('"time":12.25', '"time":NaN', 1)
     log = tmp_path / "nan.json"

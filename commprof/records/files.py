@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
+from commprof.records.folder import write_nofollow
 from commprof.records.point_ids import is_run_id
-from commprof.records.schema import READABLE_VERSIONS, record_problem, upgraded
+from commprof.records.schema import READABLE_VERSIONS, meta_problem, record_problem, upgraded
 from commprof.textfiles import RESULTS_BYTES, read_json, read_text
 
 RESULTS_FILE = "results.jsonl"
@@ -72,14 +73,12 @@ def finite_json(value: Any) -> Any:
 
 
 def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Append records and fsync, so a controller killed right after loses nothing already written."""
+    """Append records and fsync, so a controller killed right after loses nothing already written; a link at
+    `path` is refused, never followed."""
     lines = "".join(
         json.dumps(finite_json(record), separators=(",", ":"), allow_nan=False) + "\n" for record in records
     )
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(lines)
-        handle.flush()
-        os.fsync(handle.fileno())
+    write_nofollow(path, lines.encode("utf-8"), append=True, sync=True)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -134,8 +133,8 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one)."""
     tmp = Path(f"{path}.tmp")
     text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_nofollow(tmp, (text + "\n").encode("utf-8"))
+    os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
 
 
 def read_meta(run_dir: Path) -> dict[str, Any]:
@@ -144,8 +143,9 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     meta = read_json(path, "run metadata")
-    if not isinstance(meta, dict):
-        raise UsageError(f"{path}: not a JSON object")
+    problem = meta_problem(meta)
+    if problem:
+        raise UsageError(f"{path}: not usable run metadata: {problem}")
     if "run_id" in meta and not is_run_id(meta["run_id"]):
         raise UsageError(f"{path}: run_id {meta['run_id']!r} is not a run id (letters, digits, '.', '_', '-')")
     return meta

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, TypedDict
 
+from commprof.env_names import export_name_problem
 from commprof.records.point_ids import is_point_id, is_run_id
 
 SCHEMA_VERSION = 2
@@ -68,6 +69,53 @@ class Point(TypedDict, total=False):
     repeat: int  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
 
 
+class NcclChoice(TypedDict, total=False):
+    """One distinct algorithm / protocol NCCL chose for a size (commprof.nccl_log.parse, or the cost model's)."""
+
+    coll: str | None  # NCCL's spelling ("AllReduce"); None where the log line does not say (2.20-2.22)
+    bytes: int  # as the log counts them (bytes_scope)
+    algo: str
+    proto: str
+    channels: int | None
+    bytes_scope: str  # "per_rank" (>= 2.24) or "largest_buffer" (<= 2.23)
+    count: int  # ops that took this choice
+    model_time_us: float  # NCCL's own estimate, where the log prints it
+
+
+class NcclFacts(TypedDict, total=False):
+    """What NCCL did for a point, from its INFO log (commprof.sweep.measure.RECORD_KEYS) or the cost model."""
+
+    version: str | None
+    nranks: int | None
+    nnodes: int | None
+    transports: dict[str, int | str]  # kind -> connections (measured) or the modelled link's name (simulated)
+    peer_transports: dict[str, list[str]]
+    channels: int | None
+    channel_counts: dict[str, int]
+    graphs: list[dict[str, Any]]
+    rings: list[list[int]]
+    choices: list[NcclChoice]
+    p2p_level: str | None
+    env: dict[str, str]
+    warnings: list[str]
+    findings: list[dict[str, Any]]
+
+
+class StepPlanSummary(TypedDict, total=False):
+    """StepPlan.summary(): the numbers of the replayed step a reader uses (the other keys are words)."""
+
+    tp: int
+    tokens: int
+    hidden_size: int
+    num_layers: int
+    vocab_size: int
+    all_reduce: int
+    all_gather: int
+    reduce_scatter: int
+    draft_ops: int
+    total_bytes: int
+
+
 class _Record(TypedDict):
     """The fields every record has."""
 
@@ -93,7 +141,7 @@ class StepRecord(_Record):
     tp: int | None  # tensor-parallel degree
     tokens: int  # T, tokens in the step
     dtype: str | None  # activation dtype
-    plan: dict[str, Any] | None  # StepPlan.summary(): collective counts, bytes, hidden size, layers
+    plan: StepPlanSummary | None  # StepPlan.summary(): collective counts, bytes, hidden size, layers
     mode: str  # MODES
     timing: str | None  # "cuda_events", "cpu_clock" or "simulated"
     step_us: Stats | None  # per-step latency over the timed steps
@@ -103,7 +151,7 @@ class StepRecord(_Record):
     check: dict[str, Any] | None  # correctness, agreed across ranks
     impl_detail: str | None  # what exactly ran where the implementation chooses at setup
     fused_rmsnorm: bool  # the layer all-reduces include residual add + RMSNorm
-    nccl: dict[str, Any] | None  # what NCCL did, from its INFO log (or the cost model's choices)
+    nccl: NcclFacts | None  # what NCCL did, from its INFO log (or the cost model's choices)
     iterations: int | None  # timed steps
     warmup: int | None  # warm-up steps
     duration_s: float | None  # wall time of the whole point on the controller
@@ -157,6 +205,77 @@ class CrossoverRecord(_Record):
     rounds: int | None  # timed rounds per size
     warmup: int | None
     model_error: dict[str, Any] | None  # simulated: {"impl_pct", "baseline_pct", "basis"}, the models' errors
+
+
+class MetaPlan(TypedDict, total=False):
+    """meta.json's plan: what the sweep replayed (commprof.sweep.run_folder)."""
+
+    model: str | None
+    tp: int | None
+    phase: str | None
+    dtype: str | None
+    tokens: list[int] | None
+    iterations: int | None
+    warmup: int | None
+    point_timeout_s: float | None
+    layout: str | None
+
+
+class MetaSweep(TypedDict, total=False):
+    """meta.json's sweep: the file the run was made from, as it was (a --resume rebuilds the sweep from it)."""
+
+    path: str | None
+    name: str | None
+    content: str | None
+    sha256: str | None
+    report: dict[str, Any] | None
+
+
+class RunMeta(TypedDict, total=False):
+    """meta.json as its writers write it (commprof.runmeta.collect_meta, the sweep's run folder, simulate and the
+    imports); a reader relies on these types, every other key is free."""
+
+    run_id: str
+    created: str | None
+    command: list[str] | None
+    cwd: str | None
+    hostname: str | None
+    world_size: int | None
+    nnodes: int | None
+    backend: str | None
+    source: str | None
+    versions: dict[str, str | None] | None
+    platform: dict[str, Any] | None
+    gpus: list[dict[str, Any]] | None
+    env: dict[str, str] | None
+    plan: MetaPlan | None
+    sweep: MetaSweep | None
+    shared_gpus: bool | None
+    topology: dict[str, Any] | None
+    floor: dict[str, Any] | None
+    doctor: dict[str, Any] | None
+    kernel_builds: dict[str, Any] | None
+
+
+def meta_problem(meta: Any) -> str | None:
+    """Why a meta.json read from a file cannot be used, in a few words, or None."""
+    if not isinstance(meta, dict):
+        return "not a JSON object"
+    for name, hint in _typeddict_hints(RunMeta).items():
+        if name in meta and (problem := _type_problem(meta[name], hint)):
+            return f"{name}: {problem}"
+    for name in ("world_size", "nnodes"):
+        if meta.get(name) is not None and not 1 <= meta[name] <= _MAX_RANKS:
+            return f"{name} {meta[name]} is out of range (allowed: 1..{_MAX_RANKS})"
+    plan = meta.get("plan") or {}
+    for name, (low, high) in (("tp", (1, _MAX_RANKS)), ("iterations", (0, 1 << 31)), ("warmup", (0, 1 << 31))):
+        if plan.get(name) is not None and not low <= plan[name] <= high:
+            return f"plan.{name} {plan[name]} is out of range (allowed: {low}..{high})"
+    if any(not 1 <= t <= 1 << 24 for t in plan.get("tokens") or ()):
+        return "plan.tokens: a T out of range (allowed: 1..16777216)"
+    if plan.get("point_timeout_s") is not None and not 0 < plan["point_timeout_s"] <= 86400 * 7:
+        return f"plan.point_timeout_s {plan['point_timeout_s']} is out of range (allowed: above 0, at most a week)"
+    return None
 
 
 # What a builder may leave out (None otherwise); the rest must be given.
@@ -229,6 +348,26 @@ _STATS_TIMES = ("min", "median", "mean", "p90", "p99", "cv")
 _NON_NEGATIVE = ("duration_s", "measure_s", "time_us", "algbw_gbps", "busbw_gbps", "impl_us", "baseline_us")
 
 
+# Integers a reader computes with: beyond these no sweep, log or nccl-tests run could have written them.
+_MAX_RANKS = 1 << 20
+_MAX_BYTES = 1 << 48
+_INTEGER_RANGES = {
+    "tokens": (1, 1 << 24),
+    "tp": (1, _MAX_RANKS),
+    "world_size": (1, _MAX_RANKS),
+    "bytes": (0, _MAX_BYTES),  # nccl-tests -b 0 times a 0-byte collective; a crossover size is checked below
+    "count": (0, _MAX_BYTES),
+    "iterations": (0, 1 << 31),
+    "warmup": (0, 1 << 31),
+    "rounds": (0, 1 << 31),
+    "search_round": (0, 1 << 31),
+    "step_bytes": (1, _MAX_BYTES),
+    "line": (0, 1 << 40),
+    "wrong": (0, _MAX_BYTES),
+}
+_CHOICE_RANGES = {"bytes": (0, _MAX_BYTES), "channels": (1, 64), "count": (1, 1 << 40)}
+
+
 def record_problem(record: Any) -> str | None:
     """Why a record read from a file cannot be used, in a few words, or None: a field of the wrong type, an
     unknown kind / source / status / mode, an id that is no id, a negative or non-finite time."""
@@ -251,11 +390,35 @@ def record_problem(record: Any) -> str | None:
     for point_id in (record["point_id"], record["point"].get("point_id", record["point_id"])):
         if not is_point_id(point_id):
             return f"point id {point_id!r} is not one (p000, p001, ..., s1-p000, ...)"
-    if kind == "step" and record["tokens"] < 1:
-        return f"tokens {record['tokens']} is below 1"
-    if kind == "crossover" and record.get("bytes") is not None and record["bytes"] < 1:
-        return f"bytes {record['bytes']} is below 1"
+    for name, value in (record["point"].get("env") or {}).items():
+        if refused := export_name_problem(name):
+            return f"point.env: {refused}"
+        if "\x00" in value:
+            return f"point.env.{name}: holds a NUL character"
+    for name, (low, high) in _INTEGER_RANGES.items():
+        value = record.get(name)
+        if isinstance(value, int) and not low <= value <= high:
+            return f"{name} {value} is out of range (allowed: {low}..{high})"
+    if kind == "crossover" and record.get("bytes") == 0:
+        return "bytes 0 is below 1"
+    problem = _nccl_problem(record.get("nccl")) if kind == "step" else None
+    if problem:
+        return f"nccl.{problem}"
     return _time_problem(record)
+
+
+def _nccl_problem(nccl: Any) -> str | None:
+    """Sizes and counts of NCCL's choices out of any range NCCL could log (the types are checked already)."""
+    for index, choice in enumerate((nccl or {}).get("choices") or ()):
+        for name, (low, high) in _CHOICE_RANGES.items():
+            value = choice.get(name)
+            if value is not None and not low <= value <= high:
+                return f"choices[{index}].{name} {value} is out of range (allowed: {low}..{high})"
+    for name in ("nranks", "nnodes", "channels"):
+        value = (nccl or {}).get(name)
+        if value is not None and not 1 <= value <= _MAX_RANKS:
+            return f"{name} {value} is out of range (allowed: 1..{_MAX_RANKS})"
+    return None
 
 
 def _time_problem(record: dict) -> str | None:
@@ -269,12 +432,23 @@ def _time_problem(record: dict) -> str | None:
     if not _non_negative(record.get("rank_step_median_us") or ()):
         return "rank_step_median_us: a negative or non-finite time"
     columns = record.get("op_us") or {}
+    for key, accepts in _OP_COLUMNS.items():
+        if not all(accepts(value) for value in columns.get(key) or ()):
+            return f"op_us.{key}: an item of the wrong type"
     for key in _STATS_TIMES:
         if not _non_negative(columns.get(key) or ()):
             return f"op_us.{key}: a negative or non-finite time"
     if not _non_negative((record.get("per_iteration") or {}).values()):
         return "per_iteration: a negative or non-finite time"
     return None
+
+
+_OP_COLUMNS = {
+    "sites": lambda v: isinstance(v, str),
+    "collectives": lambda v: isinstance(v, str),
+    "bytes": lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _MAX_BYTES,
+    "draft": lambda v: isinstance(v, bool),
+}
 
 
 def _non_negative(values) -> bool:
@@ -350,8 +524,13 @@ def _type_problem(value: Any, hint: Any) -> str | None:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(hint)
-        if any(_type_problem(value, option) is None for option in options):
+        problems = [_type_problem(value, option) for option in options]
+        if None in problems:
             return None
+        # the option of the value's own JSON type says what is wrong inside it ("choices: an item: bytes: ...")
+        inner = [p for o, p in zip(options, problems) if not p.startswith("expected ")]
+        if inner:
+            return inner[0]
         return f"expected {' or '.join(_type_name(o) for o in options)}, got {_json_type(value)}"
     if hint is type(None):
         return None if value is None else f"expected null, got {_json_type(value)}"
