@@ -131,7 +131,8 @@ def test_an_imported_report_says_where_the_logs_came_from_not_where_they_were_im
     assert main(["import-nccl-tests", str(LOG_8GPU), "--out", str(tmp_path / "runs")]) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert main(["report", str(run_dir), "--out", str(tmp_path / "report")]) == 0
-    head = (tmp_path / "report" / "recommend.env").read_text().splitlines()[:2]
+    use, *head = (tmp_path / "report" / "recommend.env").read_text().splitlines()[:3]
+    assert use.startswith("# Use: source recommend.env")
     assert head[0].endswith(f"{run_dir.name}: imported from {LOG_8GPU.name}")
     assert head[1].startswith("# Imported from nccl-tests logs of: 8 x NVIDIA GeForce RTX 4090, world size 8, ")
     assert "backend NCCL; imported on host " in head[1]
