@@ -23,6 +23,7 @@ else:
     import tomli as tomllib
 
 from commprof.costmodel import calibrate as fitting
+from commprof.costmodel.held_out import calibration_error
 from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.evidence import ModelError
@@ -100,19 +101,6 @@ def prior_error(world_size: int | None, rows: list[dict] | None = None) -> Model
         pct,
         f"NCCL's uncalibrated model, median error over {SIZE_RANGE[0] >> 10} KB-{SIZE_RANGE[1] >> 20} MB on real "
         f"nccl-tests logs ({files}; {where}, box preset {LOGS_TOPOLOGY})",
-    )
-
-
-def calibration_error(name: str, fit: dict | None) -> ModelError:
-    """A calibration file's expected error: its held-out error as `commprof calibrate` recorded it."""
-    fit = fit or {}
-    pct = fit.get("holdout_median_pct")
-    if isinstance(pct, (int, float)) and not isinstance(pct, bool):
-        return ModelError(float(pct), f"held-out error of calibration {name} ({fit.get('holdout_basis', 'holdout')})")
-    return ModelError(
-        None,
-        f"calibration {name} records no held-out error ({fit.get('holdout_basis', 'calibrated by an older commprof')};"
-        " re-run commprof calibrate)",
     )
 
 

@@ -15,9 +15,9 @@ from datetime import datetime, timezone
 
 from commprof.costmodel.alternatives import box_context, kernel_model, refusal
 from commprof.costmodel.graph_sim import GRAPH_ERROR_BASIS, GraphModel, point_graph
+from commprof.costmodel.held_out import calibration_error
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
-from commprof.costmodel.model_error import calibration_error
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
 from commprof.impls.registry import algorithm, fuses_rmsnorm, runs_on_nccl
@@ -322,7 +322,7 @@ def simulate_point(
 
 def nccl_model_error(params: CostParams, calibration_name: str, topology: Topology | None = None) -> dict:
     """How far to trust the NCCL predictions of a record: the prior's measured error (the box prior's, for a
-    topology read from a bundle) or the calibration's held-out error (model_error.calibration_error: never the
+    topology read from a bundle) or the calibration's held-out error (held_out.calibration_error: never the
     in-sample fit, which is a lower bound); unknown where the calibration records none."""
     if calibration_name == "nccl-prior" and topology is not None and topology.prior_error is not None:
         return {"expected_error_pct": topology.prior_error.pct, "error_basis": topology.prior_error.basis}
