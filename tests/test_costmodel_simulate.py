@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.costmodel.latency import params_to_toml
+from commprof.costmodel.calibration_file import params_to_toml
 from commprof.costmodel.simulate import nccl_setting
 from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
@@ -286,7 +286,7 @@ def test_the_staged_search_spends_no_point_on_what_the_report_may_not_propose(tm
     from pathlib import Path
 
     from commprof.cli import main
-    from commprof.costmodel.latency import params_from_toml
+    from commprof.costmodel.calibration_file import params_from_toml
     from commprof.costmodel.sweep_simulation import simulate_sweep
     from commprof.costmodel.topology import load_topology
     from commprof.proposable import not_proposable
