@@ -24,14 +24,15 @@ TIERS = (
         "nccl_vocab",
         "records",
         "problems",
-        "evidence",
     },  # vocabularies every stage shares; how user files report problems
     {
+        "evidence",  # what each record source is worth as evidence: reads the records' vocabulary
         "planner",
         "nccl_log",
         "floor",
         "proposable",
-    },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
+        "crossover_rule",
+    },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor; what a crossover is
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"spacers"},  # what the harness runs between collectives, and the arrival stamps
     {"harness", "doctor"},  # the timed replay; the box checks
