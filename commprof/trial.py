@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from commprof.planner.models import ModelShape
+from commprof.records.schema import MODES, Mode
 
 
 @dataclass
@@ -41,7 +42,7 @@ class TrialRequest:
     store_prefix: str
     result_path: str
     timeout_s: float
-    modes: list[str] = field(default_factory=lambda: ["eager", "graph"])
+    modes: list[Mode] = field(default_factory=lambda: list(MODES))
     profile_dir: str | None = None  # set: write Kineto traces of a few steps there instead of timing
     plan_options: dict[str, Any] = field(default_factory=dict)  # PlanOptions fields
     # set: a crossover search round, {"baseline": point dict, "sizes": [bytes], "mode", "rounds", "warmup"}

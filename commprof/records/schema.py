@@ -14,7 +14,7 @@ import types
 import typing
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 from commprof.records.point_ids import is_point_id, is_run_id
 
@@ -24,9 +24,13 @@ SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
 # Where a record's numbers come from: timed here, predicted by the cost model, or imported from nccl-tests.
-SOURCES = ("measured", "simulated", "nccl-tests")
+Source = Literal["measured", "simulated", "nccl-tests"]
+SOURCES: tuple[Source, ...] = get_args(Source)
 KINDS = ("step", "collective", "crossover")
-MODES = ("eager", "graph")
+Mode = Literal["eager", "graph"]  # run as issued; captured once in a CUDA graph and replayed
+MODES: tuple[Mode, ...] = get_args(Mode)
+# The modes in the order searches and answers take them: graph first, the mode a serving engine decodes in.
+GRAPH_FIRST: tuple[Mode, ...] = ("graph", "eager")
 # All-reduce + residual add + RMSNorm in one collective (fused kinds), set against the unfused reference.
 FUSED = "all_reduce+rmsnorm"
 # Trial outcomes. "ok" is the only one whose numbers are a tuning result.
