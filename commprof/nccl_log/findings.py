@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from commprof.nccl_log.parse import NcclLogSummary
-from commprof.nccl_vocab import PROTOCOLS, named, parse_selection
+from commprof.nccl_vocab import forces_ll128
 
 INFO, WARN, FAIL = "info", "warn", "fail"
 # Graph path types through a CPU host bridge or between sockets (src/graph/topo.h); NVL / NVB are NVLink.
@@ -127,11 +127,9 @@ def ll128_on_pcie(s: NcclLogSummary) -> Finding | None:
     if not value or any(g["type_intra"] in NVLINK_PATHS for g in s.graphs):
         return None
     try:
-        segments = parse_selection("NCCL_PROTO", value)
+        if not forces_ll128(value):
+            return None
     except ValueError:
-        return None
-    ll128 = named(PROTOCOLS, "ll128")
-    if not any(not seg.excluding and ll128 in seg.names for seg in segments):
         return None
     return Finding(
         "ll128_forced_on_pcie",
