@@ -96,6 +96,7 @@ class UserP2pLevel:
 
     level: str
     reason: str
+    variable: str  # the one of P2P_LEVEL_VARIABLES that decided it
 
 
 def c_strtol(text: str) -> int | None:
@@ -116,15 +117,17 @@ def nccl_user_p2p_level(env: Mapping[str, str]) -> UserP2pLevel | None:
     """
     disable = env.get("NCCL_P2P_DISABLE")
     if disable is not None and c_strtol(disable) == 1:
-        return UserP2pLevel("LOC", f"NCCL_P2P_DISABLE={disable}: level LOC, no P2P")
+        return UserP2pLevel("LOC", f"NCCL_P2P_DISABLE={disable}: level LOC, no P2P", "NCCL_P2P_DISABLE")
     raw = env.get("NCCL_P2P_LEVEL")
     if raw is None:
         return None
     if raw in NCCL_PATH_TYPES:
-        return UserP2pLevel(raw, f"NCCL_P2P_LEVEL={raw}")
+        return UserP2pLevel(raw, f"NCCL_P2P_LEVEL={raw}", "NCCL_P2P_LEVEL")
     if raw[:1].isdigit():
         old = min(c_strtol(raw) or 0, len(OLD_P2P_LEVELS) - 1)
-        return UserP2pLevel(OLD_P2P_LEVELS[old], f"NCCL_P2P_LEVEL={raw}: old level {old} = {OLD_P2P_LEVELS[old]}")
+        return UserP2pLevel(
+            OLD_P2P_LEVELS[old], f"NCCL_P2P_LEVEL={raw}: old level {old} = {OLD_P2P_LEVELS[old]}", "NCCL_P2P_LEVEL"
+        )
     return None
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from commprof.nccl_log.parse import NcclLogSummary
-from commprof.nccl_vocab import forces_ll128
+from commprof.nccl_vocab import forces_ll128, nccl_user_p2p_level
 
 INFO, WARN, FAIL = "info", "warn", "fail"
 # Graph path types through a CPU host bridge or between sockets (src/graph/topo.h); NVL / NVB are NVLink.
@@ -46,8 +46,9 @@ def p2p_disabled(s: NcclLogSummary) -> Finding | None:
     if not shm:
         return None
     total = len(s.connections)
-    if s.p2p_level == "LOC":
-        variable = "NCCL_P2P_DISABLE" if "NCCL_P2P_DISABLE" in s.env else "NCCL_P2P_LEVEL"
+    user = nccl_user_p2p_level(s.env)
+    if user is not None and user.level == "LOC":
+        variable = user.variable
         return Finding(
             "p2p_disabled",
             WARN,
