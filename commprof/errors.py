@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from commprof.terminal import printable
+
 # Exit statuses: a run that cannot go on, bad input (a flag, a file, a value) and an interrupt; click's own
 # errors keep theirs.
 EXIT_STOPPED = 1
@@ -40,7 +42,7 @@ def run_command(command: click.Command, argv: Sequence[str] | None, prog_name: s
     except UsageError as exc:
         message, status = f"error: {exc}", EXIT_USAGE
     except RunStopped as exc:
-        click.echo(f"commprof: error: {exc}", err=True)
+        click.echo(printable(f"commprof: error: {exc}"), err=True)
         return EXIT_STOPPED
     except click.ClickException as exc:
         message, status = f"error: {exc.format_message()}", exc.exit_code
@@ -51,5 +53,5 @@ def run_command(command: click.Command, argv: Sequence[str] | None, prog_name: s
     else:
         return 0
     if not quiet:
-        click.echo(f"commprof: {message}", err=True)
+        click.echo(printable(f"commprof: {message}"), err=True)
     return status

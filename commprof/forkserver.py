@@ -19,6 +19,8 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from commprof.records.folder import open_nofollow
+
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -157,7 +159,7 @@ def _child(message: dict) -> None:
     die_with_parent()
     for signum in (signal.SIGINT, signal.SIGTERM):  # the server ignores both; a worker is killed, not asked
         signal.signal(signum, signal.SIG_DFL)
-    log = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    log = open_nofollow(message["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(log, 1)

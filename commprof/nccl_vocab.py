@@ -135,7 +135,6 @@ def nccl_user_p2p_level(env: Mapping[str, str]) -> UserP2pLevel | None:
 MIN_MAX_PAIRS = (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), ("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"))
 CHANNEL_VARIABLES = tuple(name for pair in MIN_MAX_PAIRS for name in pair)
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Every variable NCCL reads starts with this; a backend other than NCCL reads none of them.
 VARIABLE_PREFIX = "NCCL_"
 
@@ -387,6 +386,8 @@ DUMP_VARIABLES = ("NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE")
 
 def env_value(name: str, raw: object) -> str:
     """The environment string for `name`; ValueError says what is allowed."""
+    if isinstance(raw, str) and "\x00" in raw:  # execve cuts a variable at its first NUL: no process could see it
+        raise ValueError(f"{raw!r} holds a NUL character, which no environment variable can carry")
     check = ENV_CHECKS.get(name)
     if check is not None:
         return check(raw)

@@ -10,6 +10,7 @@ baseline, set up side by side, timed at each of the round's sizes (`run_crossove
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -17,6 +18,7 @@ from datetime import timedelta
 from typing import Any
 
 from commprof.planner.models import ModelShape
+from commprof.records.folder import open_nofollow
 from commprof.records.schema import MODES, Mode
 
 
@@ -332,7 +334,8 @@ def worker_main(request: TrialRequest) -> int:
 
     Entries are flushed one by one, so a worker that later hangs or dies leaves what it finished.
     """
-    with open(request.result_path, "a", encoding="utf-8") as out:
+    fd = open_nofollow(request.result_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    with os.fdopen(fd, "a", encoding="utf-8") as out:
 
         def emit(entry: dict[str, Any]) -> None:
             out.write(json.dumps(entry) + "\n")

@@ -18,8 +18,9 @@ MAX_LINES = 450
 # module or package of commprof; each stage's command (`<stage>/command.py`) and the other entry points may
 # import anything.
 TIERS = (
-    {"errors", "stats", "units", "runmeta"},
-    {"terminal", "textfiles"},  # printing and reading what users give, without trusting it
+    {"terminal"},  # printing what users give, without trusting it (errors print through it)
+    {"errors", "stats", "units", "runmeta", "env_names"},  # env_names: the variables commprof may set
+    {"textfiles"},  # reading what users give, without trusting it
     {
         "nccl_vocab",
         "records",
@@ -82,8 +83,8 @@ REPORT_TIERS = (
 # Inside the sweep: planning (pure: the sweep file into points and stages, which points a stage refines), then
 # running (processes, ranks and files), then what prints it and the command.
 SWEEP_PLANNING = (
-    {"spec", "crossover", "graph_axis", "memory"},  # the parsed sweep; the crossover search; the graph axis
-    {"points", "settings"},
+    {"spec", "crossover", "graph_axis"},  # the parsed sweep; the crossover search; the graph axis
+    {"points", "settings", "memory"},  # the points; what a point sets; the memory a launch needs
     {"gate", "staging"},  # what a launch refuses; which points a stage refines
     {"stage_config", "crossover_stage", "dryrun"},
     {"config"},  # the sweep file read into a spec

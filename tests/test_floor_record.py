@@ -50,6 +50,9 @@ def floor_json(gpus: int = 4, not_measured_lines=()) -> dict:
         (json.dumps({"figures": {"pair_write_gbps": 1}}), "figures are not usable"),
         (json.dumps({**floor_json(), "figures": {**floor_json()["figures"], "evidence": "published"}}), "published"),
         (json.dumps({**floor_json(), "probe": {}}), "which GPUs were probed"),
+        (json.dumps({**floor_json(), "probe": "x"}), "which GPUs were probed"),
+        (json.dumps({**floor_json(), "figures": {**floor_json()["figures"], "sync_us": "x"}}), "finite number"),
+        (json.dumps({**floor_json(), "figures": {**floor_json()["figures"], "pair_write_gbps": 1e30}}), "at most"),
         (json.dumps(floor_json(gpus=4)), "measured on 4 GPUs, this run uses 8"),
     ],
 )
@@ -150,3 +153,36 @@ def test_the_live_doctor_says_why_it_did_not_probe():
     assert "no GPU (no driver)" in live_floor(0, True, "no driver")["why"]
     assert live_floor(1, True, None)["why"].startswith("one GPU")
     assert "--no-gpu-tests" in live_floor(8, False, None)["why"]
+
+
+@pytest.mark.parametrize(
+    "figure, value, problem",
+    [
+        ("pair_write_gbps", float("nan"), "must be a finite number"),
+        ("sync_us", -1.0, "must be >= 0"),
+        ("write_latency_us", "fast", "must be a finite number"),
+        ("all_pairs_gbps", 1e30, "must be at most"),
+    ],
+)
+def test_doctor_from_a_bundle_with_a_bad_floor_is_one_line(tmp_path, capsys, figure, value, problem):
+    from commprof.cli import main
+
+    facts = read_bundle(BUNDLE)
+    facts.floor = measured_floor(floor_json(gpus=8), 3.0)
+    write_bundle(facts, tmp_path / "bundle")
+    entry = json.loads((tmp_path / "bundle" / "floor.json").read_text())
+    entry["figures"][figure] = value
+    (tmp_path / "bundle" / "floor.json").write_text(json.dumps(entry))
+    assert main(["doctor", "--from", str(tmp_path / "bundle")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "floor.json: its figures are not usable" in err and problem in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("manifest", ['"x"', "[1, 2]", '{"missing": "all"}', '{"missing": {"cmdline.log": [1]}}'])
+def test_doctor_from_a_bundle_with_a_manifest_of_another_shape_still_runs(tmp_path, capsys, manifest):
+    from commprof.cli import main
+
+    write_bundle(read_bundle(BUNDLE), tmp_path / "bundle")
+    (tmp_path / "bundle" / "manifest.json").write_text(manifest)
+    assert main(["doctor", "--from", str(tmp_path / "bundle")]) in (0, 1)
+    assert "Traceback" not in capsys.readouterr().err

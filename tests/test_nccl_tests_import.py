@@ -131,7 +131,8 @@ def test_an_imported_report_says_where_the_logs_came_from_not_where_they_were_im
     assert main(["import-nccl-tests", str(LOG_8GPU), "--out", str(tmp_path / "runs")]) == 0
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert main(["report", str(run_dir), "--out", str(tmp_path / "report")]) == 0
-    head = (tmp_path / "report" / "recommend.env").read_text().splitlines()[:2]
+    use, *head = (tmp_path / "report" / "recommend.env").read_text().splitlines()[:3]
+    assert use.startswith("# Use: source recommend.env")
     assert head[0].endswith(f"{run_dir.name}: imported from {LOG_8GPU.name}")
     assert head[1].startswith("# Imported from nccl-tests logs of: 8 x NVIDIA GeForce RTX 4090, world size 8, ")
     assert "backend NCCL; imported on host " in head[1]
@@ -155,6 +156,26 @@ def test_import_refuses_a_negative_or_infinite_time_naming_file_and_line(tmp_pat
     err = capsys.readouterr().err
     why = "is negative" if bad.startswith("-") else "is not a latency"
     assert f"edited.txt:30: time {bad} {why}, which no measurement gives" in err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "old, new, why",
+    [
+        ("           8             2 ", "       -1024             2 ", "size -1024 is out of range"),
+        ("     8.97 ", "     0.00 ", "time 0.00 is zero"),
+        ("           8             2 ", " 99999999999999999999999999999999999999999             2 ", "is out of range"),
+    ],
+)
+def test_import_refuses_a_negative_size_or_a_zero_time_naming_file_and_line(tmp_path, capsys, old, new, why):
+    lines = LOG_KALAVAI.read_text().splitlines()
+    assert old in lines[29]
+    lines[29] = lines[29].replace(old, new, 1)
+    log = tmp_path / "edited.txt"
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "edited.txt:30: " in err and why in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "runs").exists()
 
 

@@ -67,3 +67,66 @@ def test_version_1_records_read_as_version_2(tmp_path):
     path.write_text(json.dumps({**v1, "schema": 7}) + "\n")
     with pytest.raises(UsageError, match="results schema version 7, this commprof reads versions 1, 2"):
         read_records(path)
+
+
+def _crafted(tmp_path, change):
+    from tests.report_fixtures import make_records
+
+    records = json.loads(json.dumps(make_records("crafted")))
+    target = next(r for r in records if r["kind"] == "step" and r.get("nccl"))
+    change(target)
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path, records.index(target) + 1
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (lambda r: r["nccl"].update(choices="ring"), r"nccl: choices: expected a list, got a string"),
+        (lambda r: r["nccl"].update(choices=[1]), r"nccl: choices: an item: expected an object, got an integer"),
+        (lambda r: r["nccl"].update(transports=["P2P"]), r"nccl: transports: expected an object, got a list"),
+        (lambda r: r["nccl"]["choices"][0].update(bytes="x"), r"choices: an item: bytes: expected an integer"),
+        (lambda r: r["nccl"]["choices"][0].update(bytes=-1024), r"nccl.choices\[0\].bytes -1024 is out of range"),
+        (lambda r: r["nccl"]["choices"][0].update(bytes=10**40), r"nccl.choices\[0\].bytes 10{40} is out of range"),
+        (lambda r: r["nccl"].update(nranks=10**30), r"nccl.nranks 1000000000000000000000000000000 is out of range"),
+        (lambda r: r.update(tokens=1e30), r"tokens: expected an integer, got a number"),
+        (lambda r: r.update(tokens=10**30), r"tokens 1000000000000000000000000000000 is out of range"),
+        (lambda r: r.update(world_size=0), r"world_size 0 is out of range"),
+        (lambda r: r["plan"].update(hidden_size="x"), r"plan: hidden_size: expected an integer, got a string"),
+        (lambda r: r["op_us"]["collectives"].__setitem__(0, 1), r"op_us.collectives: an item of the wrong type"),
+    ],
+)
+def test_crafted_numbers_and_types_are_one_line_naming_file_and_line(tmp_path, change, problem):
+    path, line = _crafted(tmp_path, change)
+    with pytest.raises(UsageError) as refused:
+        read_records(path)
+    message = str(refused.value)
+    assert f"results.jsonl:{line}: not a usable record: " in message and "\n" not in message
+    assert re.search(problem, message), message
+    assert "expected an object or null, got an object" not in message
+
+
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        (lambda m: m["plan"].update(point_timeout_s=float("inf")), r"plan: point_timeout_s: expected a finite number"),
+        (lambda m: m["plan"].update(model=7), r"plan: model: expected a string or null, got an integer"),
+        (lambda m: m["plan"].update(tokens=[0]), r"plan.tokens: a T out of range"),
+        (lambda m: m.update(sweep="x"), r"sweep: expected an object or null, got a string"),
+        (lambda m: m.update(world_size=1e30), r"world_size: expected an integer"),
+        (lambda m: m.update(env={"NCCL_ALGO": 1}), r"env: a value: expected a string"),
+    ],
+)
+def test_crafted_meta_is_one_line_naming_file_and_key(tmp_path, change, problem):
+    from commprof.records.files import read_meta
+    from tests.report_fixtures import make_meta
+
+    meta = make_meta("crafted")
+    meta["plan"]["point_timeout_s"] = 30.0
+    change(meta)
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(UsageError) as refused:
+        read_meta(tmp_path)
+    assert "meta.json: not usable run metadata: " in str(refused.value)
+    assert re.search(problem, str(refused.value)), str(refused.value)

@@ -85,16 +85,16 @@ def test_every_key_fixture_expands_as_documented():
         "float16",
     )
     assert (spec.iterations, spec.warmup, spec.point_timeout_s) == (7, 2, 12.5)
-    # impl (2) x PROTO (2) x channels (2) x MY_KNOB (2) = 16 combinations. The exclusions leave symm-mem only
-    # PROTO and channels at default: 8 + 2. None is the baseline (MY_KNOB is always set), so p000 is added,
+    # impl (2) x PROTO (2) x channels (2) x COMMPROF_KNOB (2) = 16 combinations. The exclusions leave symm-mem only
+    # PROTO and channels at default: 8 + 2. None is the baseline (COMMPROF_KNOB is always set), so p000 is added,
     # then the explicit point: 12.
     assert len(spec.points) == 12
     symm = [p for p in spec.points if p.impl == "symm-mem"]
-    assert len(symm) == 2 and all(set(p.env) == {"MY_KNOB"} for p in symm)
+    assert len(symm) == 2 and all(set(p.env) == {"COMMPROF_KNOB"} for p in symm)
     assert all(p.options == {"variant": "one_shot"} for p in symm)
     mine = spec.points[-1]
     assert mine.impl == "tests.plugins:MyAllReduce" and mine.label == "my kernel"
-    assert mine.env == {"NCCL_P2P_LEVEL": "SYS", "NCCL_MIN_CTAS": "8", "NCCL_MAX_CTAS": "8", "EXTRA": "1"}
+    assert mine.env == {"NCCL_P2P_LEVEL": "SYS", "NCCL_MIN_CTAS": "8", "NCCL_MAX_CTAS": "8", "COMMPROF_EXTRA": "1"}
     assert mine.options == {"knob": 3}
     channel_points = [p for p in spec.points if "NCCL_MIN_NCHANNELS" in p.env]
     assert channel_points and all(p.env["NCCL_MAX_NCHANNELS"] == "4" for p in channel_points)
@@ -169,17 +169,19 @@ def test_scalar_axis_value_fixes_a_variable_for_every_point():
 def test_values_are_normalised_for_the_environment():
     spec = parse_sweep(
         '[[points]]\nNCCL_P2P_DISABLE = true\nNCCL_P2P_LEVEL = "sys"\nNCCL_BUFFSIZE = 1048576\n'
-        'NCCL_THREAD_THRESHOLDS = " 8  8 64 -1 8 64 "\nenv = { FLAG = false, RATIO = 0.5 }\n'
+        'NCCL_THREAD_THRESHOLDS = " 8  8 64 -1 8 64 "\nenv = { COMMPROF_FLAG = false, COMMPROF_RATIO = 0.5 }\n'
     )
     assert spec.points[1].env == {
         "NCCL_P2P_DISABLE": "1",
         "NCCL_P2P_LEVEL": "SYS",
         "NCCL_BUFFSIZE": "1048576",
         "NCCL_THREAD_THRESHOLDS": "8 8 64 -1 8 64",
-        "FLAG": "0",
-        "RATIO": "0.5",
+        "COMMPROF_FLAG": "0",
+        "COMMPROF_RATIO": "0.5",
     }
-    assert spec.points[1].label == "buff=1048576 P2P=SYS thresholds=8/8/64/-1/8/64 FLAG=0 P2P_DISABLE=1 RATIO=0.5"
+    assert spec.points[1].label == (
+        "buff=1048576 P2P=SYS thresholds=8/8/64/-1/8/64 COMMPROF_FLAG=0 COMMPROF_RATIO=0.5 P2P_DISABLE=1"
+    )
 
 
 def test_defaults_when_the_file_says_little():

@@ -73,3 +73,13 @@ def test_gloo_shares_the_host_memory_between_its_ranks(monkeypatch):
         16 * 2**30,
         "each of this host's 4 rank(s) has (its available memory, shared)",
     )
+
+
+def test_a_crossover_stage_larger_than_a_rank_is_refused_before_any_process_starts(monkeypatch):
+    from commprof.sweep.config import parse_sweep
+
+    monkeypatch.setattr(memory, "rank_memory", lambda backend, ranks: (11 * 2**30, "each rank has (test)"))
+    text = 'name = "x"\n[run]\ntokens = [1]\n[[stages]]\nkind = "crossover"\nmax_bytes = {}\n'
+    with pytest.raises(UsageError, match=r"stages\[0\].max_bytes = 1073741824: a crossover round .* lower max_bytes"):
+        memory.check_memory(parse_sweep(text.format(1 << 30)), 2, "gloo")
+    memory.check_memory(parse_sweep(text.format(1 << 20)), 2, "gloo")

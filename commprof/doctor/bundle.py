@@ -13,6 +13,8 @@ from pathlib import Path
 
 from commprof.doctor.facts import Facts, Source
 from commprof.errors import UsageError
+from commprof.floor.record import entry_problem
+from commprof.terminal import one_line
 from commprof.textfiles import LOG_BYTES, parse_json, read_text
 
 # Bundle key -> what it holds.
@@ -43,8 +45,9 @@ def read_bundle(directory: Path) -> Facts:
     """Facts from a bundle directory; every file is optional, a missing one says so."""
     if not directory.is_dir():
         raise UsageError(f"--from {directory}: not a directory")
-    manifest = _json(directory / MANIFEST_FILE) or {}
-    missing = manifest.get("missing", {})
+    manifest = _json(directory / MANIFEST_FILE)
+    missing = manifest.get("missing") if isinstance(manifest, dict) else None
+    missing = {str(k): one_line(v) for k, v in missing.items()} if isinstance(missing, dict) else {}
     facts = Facts(origin=str(directory))
     for name in [*TEXT_FILES, *JSON_FILES]:
         path = _find(directory, name)
@@ -66,6 +69,8 @@ def read_bundle(directory: Path) -> Facts:
     facts.tests = tests if isinstance(tests, dict) else {}
     floor = _json(directory / FLOOR_FILE)
     facts.floor = floor if isinstance(floor, dict) else None
+    if facts.floor is not None and (problem := entry_problem(facts.floor)):
+        raise UsageError(f"--from {directory}: {FLOOR_FILE}: {problem}")
     if not any(s.ok for s in facts.sources.values()) and not nvml:
         raise UsageError(
             f"--from {directory}: no bundle file found (expected names like cmdline.log, "

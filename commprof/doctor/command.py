@@ -14,6 +14,7 @@ from commprof.doctor.runner import doctor_summary, gather, has_failures, run_che
 from commprof.doctor.topology_probe import format_topology, probe_topology
 from commprof.errors import UsageError
 from commprof.records.files import ensure_writable_dir
+from commprof.terminal import echo
 
 COLORS = {OK: "green", WARN: "yellow", FAIL: "red", SKIPPED: "bright_black"}
 EVIDENCE_SHOWN = 3
@@ -81,18 +82,18 @@ def doctor(
         except OSError as exc:
             raise UsageError(f"--collect {collect_dir}: cannot write the bundle ({exc.strerror or exc})") from None
     if as_json:
-        click.echo(json.dumps({"origin": facts.origin, **doctor_summary(results)}, indent=2))
+        echo(json.dumps({"origin": facts.origin, **doctor_summary(results)}, indent=2))
     else:
         n_gpus = len((facts.topology or {}).get("gpus") or [])
-        click.echo(
+        echo(
             f"commprof doctor: {'this machine' if facts.origin == 'live' else 'bundle ' + facts.origin}"
             + (f", {n_gpus} GPU(s) (NVML)" if n_gpus else "")
         )
         for result in results:
-            click.echo(format_result(result))
-        click.echo(_verdict(results, facts))
+            echo(format_result(result))
+        echo(_verdict(results, facts))
         if written:
-            click.echo(
+            echo(
                 f"bundle: {len(written)} files in {collect_dir} (attach it to an issue; "
                 f"`commprof doctor --from {shlex.quote(str(collect_dir))}` replays these checks)"
             )
@@ -120,4 +121,4 @@ def _verdict(results: list[CheckResult], facts) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the probe as JSON.")
 def topo(as_json: bool) -> None:
     topology = probe_topology()
-    click.echo(json.dumps(topology, indent=2) if as_json else format_topology(topology))
+    echo(json.dumps(topology, indent=2) if as_json else format_topology(topology))

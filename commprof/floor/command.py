@@ -9,6 +9,7 @@ import click
 
 from commprof.errors import UsageError
 from commprof.floor.measure import figures, floor_table
+from commprof.terminal import echo
 
 
 @click.command(help="Measure peer copies between this node's GPUs and print the all-reduce floor per size.")
@@ -35,15 +36,15 @@ def floor(as_json: bool, out: Path | None, ranks: int | None, quick: bool) -> No
     if out is not None:
         out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if as_json:
-        click.echo(json.dumps(result, indent=2))
+        echo(json.dumps(result, indent=2))
         return
-    click.echo(f"floor figures ({figs.source}):")
-    click.echo(
+    echo(f"floor figures ({figs.source}):")
+    echo(
         f"  best pair copy {figs.pair_write_gbps:.1f} GB/s, every GPU at once {figs.all_pairs_gbps:.1f} GB/s per GPU, "
         f"peer write {figs.write_latency_us:.2f} µs, launch + flags {figs.sync_us:.2f} µs"
     )
     for line in probe.not_measured:
-        click.echo(f"  not measured: {line}")
-    click.echo(f"all-reduce floor on {ranks} GPUs:")
+        echo(f"  not measured: {line}")
+    echo(f"all-reduce floor on {ranks} GPUs:")
     for row in result["floor"]:
-        click.echo(f"  {row['bytes']:>9} B  {row['floor_us']:8.2f} µs  ({row['algorithm']})")
+        echo(f"  {row['bytes']:>9} B  {row['floor_us']:8.2f} µs  ({row['algorithm']})")

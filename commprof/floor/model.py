@@ -15,12 +15,17 @@ links allow and syncs as fast as one launch and one write per round.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 ALGORITHMS = ("one-shot", "two-shot")  # the PCIe kernels' algorithms (impls and kernel models name these)
 RING = "ring"  # neighbour traffic: what NCCL's ring does; part of the floor, not a kernel option
 FLOOR_ALGORITHMS = (*ALGORITHMS, RING)
 EVIDENCE = ("measured", "published")
+
+
+# Beyond these no peer link measures (GB/s: well above NVLink 5's 900) and no launch waits (µs).
+FIGURE_LIMITS = {"pair_write_gbps": 10_000, "all_pairs_gbps": 10_000, "write_latency_us": 1e6, "sync_us": 1e6}
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,14 @@ class FloorFigures:
     source: str  # where: the probe run, or the published measurements
 
     def __post_init__(self):
+        for name, most in FIGURE_LIMITS.items():  # a floor file is user input: NaN, "x" or 1e30 is no figure
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"floor {name} must be a finite number, got {value!r}")
+            if value > most:
+                raise ValueError(f"floor {name} must be at most {most:g}, got {value!r}")
+        if not isinstance(self.source, str):
+            raise ValueError(f"floor source must be a string, got {self.source!r}")
         if self.evidence not in EVIDENCE:
             raise ValueError(f"floor evidence must be one of {', '.join(EVIDENCE)}, not {self.evidence!r}")
         for name in ("pair_write_gbps", "all_pairs_gbps"):

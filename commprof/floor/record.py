@@ -73,12 +73,31 @@ def load_floor_file(path: Path, gpus: int | None = None) -> dict[str, Any]:
         raise UsageError(f"{where}: its figures are not usable ({exc})") from None
     if figures.evidence != MEASURED:
         raise UsageError(f"{where}: its figures are {figures.evidence}, not measured by `commprof floor`")
-    probed = (data.get("probe") or {}).get("gpus")
+    probe = data.get("probe")
+    probed = probe.get("gpus") if isinstance(probe, dict) else None
     if not isinstance(probed, list) or not probed:
         raise UsageError(f"{where}: it does not say which GPUs were probed (probe.gpus)")
     if gpus is not None:
         check_floor_gpus(path, data, gpus)
     return data
+
+
+def entry_problem(entry: dict[str, Any]) -> str | None:
+    """Why a floor entry as meta.json (or a bundle's floor.json) records it cannot be used, or None."""
+    if entry.get("figures") is not None:
+        if not isinstance(entry["figures"], dict):
+            return "figures: not an object"
+        try:
+            FloorFigures(**{k: entry["figures"][k] for k in FloorFigures.__dataclass_fields__})
+        except (KeyError, TypeError, ValueError) as exc:
+            return f"its figures are not usable ({exc})"
+    ranks = entry.get("ranks")
+    if ranks is not None and (isinstance(ranks, bool) or not isinstance(ranks, int) or not 1 <= ranks <= 1 << 20):
+        return f"ranks {ranks!r} is not a number of GPUs"
+    gaps = entry.get("not_measured")
+    if gaps is not None and (not isinstance(gaps, list) or not all(isinstance(g, str) for g in gaps)):
+        return "not_measured: not a list of strings"
+    return None
 
 
 def check_floor_gpus(path: Path, data: dict[str, Any], gpus: int) -> None:

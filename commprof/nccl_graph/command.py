@@ -20,6 +20,7 @@ from commprof.nccl_graph.candidates import Candidate, build_candidates
 from commprof.nccl_graph.graph_file import RING_GRAPH_ID
 from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
 from commprof.records.files import ensure_writable_dir, read_meta
+from commprof.records.folder import write_nofollow
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.textfiles import LOG_BYTES, read_text
 
@@ -66,7 +67,7 @@ def write_candidates(box: Box, candidates: list[Candidate], out: Path) -> list[P
 
 def _write(path: Path, text: str) -> Path:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    write_nofollow(tmp, text.encode("utf-8"))  # inside a run folder too: a planted link is refused, not followed
     os.replace(tmp, path)
     return path
 

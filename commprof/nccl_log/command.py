@@ -12,6 +12,7 @@ import click
 from commprof.errors import UsageError
 from commprof.nccl_log.findings import find_problems
 from commprof.nccl_log.parse import NcclLogSummary, parse_nccl_log
+from commprof.terminal import echo
 from commprof.textfiles import LOG_BYTES, read_text
 
 
@@ -109,6 +110,6 @@ def nccl_log(log_file, as_json):
         raise UsageError(f"{log_file}: no NCCL INFO or WARN lines (was it written with NCCL_DEBUG=INFO?)")
     findings = find_problems(summary)
     if as_json:
-        click.echo(json.dumps({**summary.to_dict(), "findings": [f.to_dict() for f in findings]}, indent=2))
+        echo(json.dumps({**summary.to_dict(), "findings": [f.to_dict() for f in findings]}, indent=2))
     else:
-        click.echo(format_explanation(summary, findings))
+        echo(format_explanation(summary, findings))

@@ -30,7 +30,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # src/debug.cc: "host:pid:tid [cudaDev] NCCL INFO msg"; the last "NCCL INFO" wins when two ranks' lines interleave.
 # WARN lines carry the source position: "host:pid:tid [cudaDev] enqueue.cc:1828 NCCL WARN msg".
 _LINE = re.compile(
-    r"(?:(?P<host>[^\s:\[\]()]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?)?NCCL (?P<kind>INFO|WARN) "
+    r"(?:(?<![^\s:\[\]()])(?P<host>[^\s:\[\]()]{1,255}):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] (?:\S+:\d+ )?)?NCCL (?P<kind>INFO|WARN) "
 )
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+[\w.+-]*)")
 _PEER = r"(\d+)(?:\[([0-9a-fA-Fx]+)\])?"
@@ -185,6 +185,8 @@ class _State:
     """What the line loop carries between lines."""
 
     seen_connections: set = field(default_factory=set)
+    seen_hosts: set = field(default_factory=set)  # summary.hosts, for a lookup that stays O(1) with 10^5 ranks
+    seen_rings: set = field(default_factory=set)  # summary.rings as tuples, likewise
     choice_index: dict = field(default_factory=dict)
     ring_hops: dict = field(default_factory=dict)  # channel -> {rank: next}
     op_source: tuple | None = None  # (host, pid, dev) whose COLL lines make the op sequence
@@ -203,12 +205,15 @@ def parse_nccl_log(text: str) -> NcclLogSummary:
             continue
         if summary.version is None and (m := _VERSION.search(line)):
             summary.version = m.group(1)
+        if "NCCL " not in line:  # most lines of a mixed log: skipped without running the line grammar
+            continue
         matches = list(_LINE.finditer(line))
         if not matches:
             continue
         head = matches[-1]
         summary.nccl_lines += 1
-        if head.group("host") and head.group("host") not in summary.hosts:
+        if head.group("host") and head.group("host") not in state.seen_hosts:
+            state.seen_hosts.add(head.group("host"))
             summary.hosts.append(head.group("host"))
         msg = line[head.end() :].strip()
         if head.group("kind") == "WARN":
@@ -231,9 +236,7 @@ def _parse_info(msg: str, line: str, source: tuple, summary: NcclLogSummary, sta
     if m := _CONNECTION.match(msg):
         _add_connection(m, line, summary, state)
     elif m := _RING.match(msg):
-        ring = [int(r) for r in m.group(3).split()]
-        if ring not in summary.rings:
-            summary.rings.append(ring)
+        _add_ring([int(r) for r in m.group(3).split()], summary, state)
     elif m := _RING_HOP.match(msg):
         channel, prev, rank, nxt = (int(g) for g in m.groups())
         state.ring_hops.setdefault(channel, {})[rank] = nxt
@@ -404,12 +407,19 @@ def _table_row(m: re.Match, summary: NcclLogSummary, state: _State) -> None:
 def _close_rings(summary: NcclLogSummary, state: _State) -> None:
     """Rings rebuilt from every rank's "Ring c : prev -> rank -> next" line, where the log holds them all."""
     for _channel, nxt in sorted(state.ring_hops.items()):
-        ring, rank = [], min(nxt)
-        while rank in nxt and rank not in ring:
+        ring, on_ring, rank = [], set(), min(nxt)
+        while rank in nxt and rank not in on_ring:
             ring.append(rank)
+            on_ring.add(rank)
             rank = nxt[rank]
-        if rank == ring[0] and len(ring) == len(nxt) and ring not in summary.rings:
-            summary.rings.append(ring)
+        if rank == ring[0] and len(ring) == len(nxt):
+            _add_ring(ring, summary, state)
+
+
+def _add_ring(ring: list[int], summary: NcclLogSummary, state: _State) -> None:
+    if tuple(ring) not in state.seen_rings:
+        state.seen_rings.add(tuple(ring))
+        summary.rings.append(ring)
 
 
 def choice_matches(choice: dict[str, Any], collective: str, input_bytes: int, output_bytes: int) -> bool:

@@ -10,6 +10,7 @@ from commprof.planner.architectures import LAYOUT_HELP
 from commprof.planner.models import load_model
 from commprof.planner.plan import COLLECTIVES, PHASES, SPEC_METHODS, PlanOptions, StepPlan, build_step_plan, step_tokens
 from commprof.planner.speculative import tokens_per_request
+from commprof.terminal import echo
 from commprof.units import format_bytes
 
 
@@ -103,4 +104,4 @@ def plan(
     options = PlanOptions(spec_method, num_steps, draft_vocab, dp_attention)
     total = step_tokens(phase, batch, tokens, pad_to_graph_bucket)
     step = build_step_plan(shape, tp, total, phase, normalize_dtype(dtype) if dtype else None, options)
-    click.echo(json.dumps(step.to_dict(), indent=2) if as_json else format_plan(step))
+    echo(json.dumps(step.to_dict(), indent=2) if as_json else format_plan(step))

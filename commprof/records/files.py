@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
+from commprof.records.checks import meta_problem, record_problem
+from commprof.records.folder import write_nofollow
 from commprof.records.point_ids import is_run_id
-from commprof.records.schema import READABLE_VERSIONS, record_problem, upgraded
+from commprof.records.schema import READABLE_VERSIONS, upgraded
 from commprof.textfiles import RESULTS_BYTES, read_json, read_text
 
 RESULTS_FILE = "results.jsonl"
@@ -72,14 +74,12 @@ def finite_json(value: Any) -> Any:
 
 
 def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Append records and fsync, so a controller killed right after loses nothing already written."""
+    """Append records and fsync, so a controller killed right after loses nothing already written; a link at
+    `path` is refused, never followed."""
     lines = "".join(
         json.dumps(finite_json(record), separators=(",", ":"), allow_nan=False) + "\n" for record in records
     )
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(lines)
-        handle.flush()
-        os.fsync(handle.fileno())
+    write_nofollow(path, lines.encode("utf-8"), append=True, sync=True)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -87,7 +87,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
     Records of an older readable schema version are read as this version (schema.upgraded). A bad line elsewhere,
     a record of an unknown schema version, or one a reader cannot use (a field of the wrong type, an id that is
-    no id, a negative or non-finite time: schema.record_problem) is a UsageError naming the file and line.
+    no id, a negative or non-finite time: checks.record_problem) is a UsageError naming the file and line.
     """
     return list(_iter_records(Path(path)))
 
@@ -134,8 +134,8 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one)."""
     tmp = Path(f"{path}.tmp")
     text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_nofollow(tmp, (text + "\n").encode("utf-8"))
+    os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
 
 
 def read_meta(run_dir: Path) -> dict[str, Any]:
@@ -144,8 +144,9 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     meta = read_json(path, "run metadata")
-    if not isinstance(meta, dict):
-        raise UsageError(f"{path}: not a JSON object")
+    problem = meta_problem(meta)
+    if problem:
+        raise UsageError(f"{path}: not usable run metadata: {problem}")
     if "run_id" in meta and not is_run_id(meta["run_id"]):
         raise UsageError(f"{path}: run_id {meta['run_id']!r} is not a run id (letters, digits, '.', '_', '-')")
     return meta

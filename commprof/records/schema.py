@@ -8,15 +8,8 @@ Every writer (the sweep, the simulator, the nccl-tests importer, the tests' buil
 
 from __future__ import annotations
 
-import functools
-import math
-import types
-import typing
-from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any, Literal, TypedDict, get_args
-
-from commprof.records.point_ids import is_point_id, is_run_id
 
 SCHEMA_VERSION = 2
 # Versions this commprof reads. Version 1 said "model" where version 2 says "simulated" (source and timing of
@@ -72,6 +65,53 @@ class Point(TypedDict, total=False):
     repeat: int  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
 
 
+class NcclChoice(TypedDict, total=False):
+    """One distinct algorithm / protocol NCCL chose for a size (commprof.nccl_log.parse, or the cost model's)."""
+
+    coll: str | None  # NCCL's spelling ("AllReduce"); None where the log line does not say (2.20-2.22)
+    bytes: int  # as the log counts them (bytes_scope)
+    algo: str
+    proto: str
+    channels: int | None
+    bytes_scope: str  # "per_rank" (>= 2.24) or "largest_buffer" (<= 2.23)
+    count: int  # ops that took this choice
+    model_time_us: float  # NCCL's own estimate, where the log prints it
+
+
+class NcclFacts(TypedDict, total=False):
+    """What NCCL did for a point, from its INFO log (commprof.sweep.measure.RECORD_KEYS) or the cost model."""
+
+    version: str | None
+    nranks: int | None
+    nnodes: int | None
+    transports: dict[str, int | str]  # kind -> connections (measured) or the modelled link's name (simulated)
+    peer_transports: dict[str, list[str]]
+    channels: int | None
+    channel_counts: dict[str, int]
+    graphs: list[dict[str, Any]]
+    rings: list[list[int]]
+    choices: list[NcclChoice]
+    p2p_level: str | None
+    env: dict[str, str]
+    warnings: list[str]
+    findings: list[dict[str, Any]]
+
+
+class StepPlanSummary(TypedDict, total=False):
+    """StepPlan.summary(): the numbers of the replayed step a reader uses (the other keys are words)."""
+
+    tp: int
+    tokens: int
+    hidden_size: int
+    num_layers: int
+    vocab_size: int
+    all_reduce: int
+    all_gather: int
+    reduce_scatter: int
+    draft_ops: int
+    total_bytes: int
+
+
 class _Record(TypedDict):
     """The fields every record has."""
 
@@ -97,7 +137,7 @@ class StepRecord(_Record):
     tp: int | None  # tensor-parallel degree
     tokens: int  # T, tokens in the step
     dtype: str | None  # activation dtype
-    plan: dict[str, Any] | None  # StepPlan.summary(): collective counts, bytes, hidden size, layers
+    plan: StepPlanSummary | None  # StepPlan.summary(): collective counts, bytes, hidden size, layers
     mode: str  # MODES
     timing: str | None  # "cuda_events", "cpu_clock" or "simulated"
     step_us: Stats | None  # per-step latency over the timed steps
@@ -107,7 +147,7 @@ class StepRecord(_Record):
     check: dict[str, Any] | None  # correctness, agreed across ranks
     impl_detail: str | None  # what exactly ran where the implementation chooses at setup
     fused_rmsnorm: bool  # the layer all-reduces include residual add + RMSNorm
-    nccl: dict[str, Any] | None  # what NCCL did, from its INFO log (or the cost model's choices)
+    nccl: NcclFacts | None  # what NCCL did, from its INFO log (or the cost model's choices)
     iterations: int | None  # timed steps
     warmup: int | None  # warm-up steps
     duration_s: float | None  # wall time of the whole point on the controller
@@ -163,15 +203,65 @@ class CrossoverRecord(_Record):
     model_error: dict[str, Any] | None  # simulated: {"impl_pct", "baseline_pct", "basis"}, the models' errors
 
 
+class MetaPlan(TypedDict, total=False):
+    """meta.json's plan: what the sweep replayed (commprof.sweep.run_folder)."""
+
+    model: str | None
+    tp: int | None
+    phase: str | None
+    dtype: str | None
+    tokens: list[int] | None
+    iterations: int | None
+    warmup: int | None
+    point_timeout_s: float | None
+    layout: str | None
+
+
+class MetaSweep(TypedDict, total=False):
+    """meta.json's sweep: the file the run was made from, as it was (a --resume rebuilds the sweep from it)."""
+
+    path: str | None
+    name: str | None
+    content: str | None
+    sha256: str | None
+    report: dict[str, Any] | None
+
+
+class RunMeta(TypedDict, total=False):
+    """meta.json as its writers write it (commprof.runmeta.collect_meta, the sweep's run folder, simulate and the
+    imports); a reader relies on these types, every other key is free."""
+
+    run_id: str
+    created: str | None
+    command: list[str] | None
+    cwd: str | None
+    hostname: str | None
+    world_size: int | None
+    nnodes: int | None
+    backend: str | None
+    source: str | None
+    versions: dict[str, str | None] | None
+    platform: dict[str, Any] | None
+    gpus: list[dict[str, Any]] | None
+    env: dict[str, str] | None
+    plan: MetaPlan | None
+    sweep: MetaSweep | None
+    shared_gpus: bool | None
+    topology: dict[str, Any] | None
+    floor: dict[str, Any] | None
+    doctor: dict[str, Any] | None
+    kernel_builds: dict[str, Any] | None
+
+
 # What a builder may leave out (None otherwise); the rest must be given.
-_REQUIRED = ("source", "run_id", "point_id", "point", "status")
+REQUIRED_FIELDS = ("source", "run_id", "point_id", "point", "status")
 _FLAGS = {"fused_rmsnorm": False, "in_place": False, "graph": False}
 
 
 def step_record(**fields: Any) -> StepRecord:
     """A step record with every StepRecord field, in order; required: source, run_id, point_id, point, status,
     tokens and mode (the rest default to None, fused_rmsnorm to False, time to now)."""
-    record = _build(StepRecord, "step", (*_REQUIRED, "tokens", "mode"), fields)
+    record = _build(StepRecord, "step", (*REQUIRED_FIELDS, "tokens", "mode"), fields)
     if record["mode"] not in MODES:
         raise ValueError(f"step record: mode {record['mode']!r} is not one of {MODES}")
     return record
@@ -180,13 +270,13 @@ def step_record(**fields: Any) -> StepRecord:
 def collective_record(**fields: Any) -> CollectiveRecord:
     """A collective record with every CollectiveRecord field, in order (per_iteration only where given);
     required: source, run_id, point_id, point, status, collective and bytes (in_place, graph default to False)."""
-    return _build(CollectiveRecord, "collective", (*_REQUIRED, "collective", "bytes"), fields)
+    return _build(CollectiveRecord, "collective", (*REQUIRED_FIELDS, "collective", "bytes"), fields)
 
 
 def crossover_record(**fields: Any) -> CrossoverRecord:
     """A crossover record with every CrossoverRecord field, in order; required: source, run_id, point_id, point,
     status, collective, mode and baseline."""
-    record = _build(CrossoverRecord, "crossover", (*_REQUIRED, "collective", "mode", "baseline"), fields)
+    record = _build(CrossoverRecord, "crossover", (*REQUIRED_FIELDS, "collective", "mode", "baseline"), fields)
     if record["mode"] not in MODES:
         raise ValueError(f"crossover record: mode {record['mode']!r} is not one of {MODES}")
     return record
@@ -218,182 +308,3 @@ def upgraded(record: dict[str, Any]) -> dict[str, Any]:
                 record[name] = "simulated"
         record["schema"] = SCHEMA_VERSION
     return record
-
-
-# --- reading: what a record from a file must be before anything uses it ---------------------------------------
-
-# Fields a reader relies on; every other field may be absent (an older writer), and is then None.
-_MUST_HAVE = {
-    "step": (*_REQUIRED, "kind", "tokens", "mode"),
-    "collective": (*_REQUIRED, "kind", "collective", "bytes"),
-    "crossover": (*_REQUIRED, "kind", "collective", "mode", "baseline"),
-}
-# Durations, bandwidths and their spreads: finite and >= 0 wherever they appear.
-_STATS_TIMES = ("min", "median", "mean", "p90", "p99", "cv")
-_NON_NEGATIVE = ("duration_s", "measure_s", "time_us", "algbw_gbps", "busbw_gbps", "impl_us", "baseline_us")
-
-
-def record_problem(record: Any) -> str | None:
-    """Why a record read from a file cannot be used, in a few words, or None: a field of the wrong type, an
-    unknown kind / source / status / mode, an id that is no id, a negative or non-finite time."""
-    if not isinstance(record, dict):
-        return "not a JSON object"
-    kind = record.get("kind")
-    if kind not in KINDS:
-        return f"kind {kind!r} is not one of {', '.join(KINDS)}"
-    missing = [name for name in _MUST_HAVE[kind] if record.get(name) is None]
-    if missing:
-        return f"no {', '.join(missing)}"
-    for name, accepts in _predicates(kind).items():
-        if name in record and not accepts(record[name]):
-            return f"{name}: {_type_problem(record[name], _hints(kind)[name])}"
-    for name, allowed in (("source", SOURCES), ("status", STATUSES), ("mode", MODES)):
-        if name in record and record[name] not in allowed:
-            return f"{name} {record[name]!r} is not one of {', '.join(allowed)}"
-    if not is_run_id(record["run_id"]):
-        return f"run id {record['run_id']!r} is not one (letters, digits, '.', '_', '-')"
-    for point_id in (record["point_id"], record["point"].get("point_id", record["point_id"])):
-        if not is_point_id(point_id):
-            return f"point id {point_id!r} is not one (p000, p001, ..., s1-p000, ...)"
-    if kind == "step" and record["tokens"] < 1:
-        return f"tokens {record['tokens']} is below 1"
-    if kind == "crossover" and record.get("bytes") is not None and record["bytes"] < 1:
-        return f"bytes {record['bytes']} is below 1"
-    return _time_problem(record)
-
-
-def _time_problem(record: dict) -> str | None:
-    for name in _NON_NEGATIVE:
-        if not _non_negative([record.get(name)]):
-            return f"{name} {record[name]!r} is negative or not finite"
-    for name in ("step_us", "compute_us", "wait_us"):
-        stats = record.get(name)
-        if stats and not _non_negative(stats.get(key) for key in _STATS_TIMES):
-            return f"{name}: a negative or non-finite time"
-    if not _non_negative(record.get("rank_step_median_us") or ()):
-        return "rank_step_median_us: a negative or non-finite time"
-    columns = record.get("op_us") or {}
-    for key in _STATS_TIMES:
-        if not _non_negative(columns.get(key) or ()):
-            return f"op_us.{key}: a negative or non-finite time"
-    if not _non_negative((record.get("per_iteration") or {}).values()):
-        return "per_iteration: a negative or non-finite time"
-    return None
-
-
-def _non_negative(values) -> bool:
-    """Every value that is not None is a finite number >= 0 (in C: min and fsum, not a Python loop per value)."""
-    numbers = [v for v in values if v is not None]
-    if not numbers:
-        return True
-    try:
-        return min(numbers) >= 0 and math.isfinite(math.fsum(numbers))
-    except (TypeError, ValueError, OverflowError):
-        return False
-
-
-RECORD_TYPES = {"step": StepRecord, "collective": CollectiveRecord, "crossover": CrossoverRecord}
-
-
-def _hints(kind: str) -> dict[str, Any]:
-    return _typeddict_hints(RECORD_TYPES[kind])
-
-
-@functools.cache
-def _typeddict_hints(record_type: Any) -> dict[str, Any]:
-    return typing.get_type_hints(record_type)
-
-
-@functools.cache
-def _predicates(kind: str) -> dict[str, Callable[[Any], bool]]:
-    """Each field's type check, compiled once from its annotation (reading 10,000 records stays fast)."""
-    return {name: _predicate(hint) for name, hint in _hints(kind).items()}
-
-
-def _predicate(hint: Any) -> Callable[[Any], bool]:
-    """A fast yes / no for `_type_problem(value, hint) is None`."""
-    if hint is Any:
-        return lambda value: True
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = [_predicate(option) for option in typing.get_args(hint)]
-        return lambda value: any(accepts(value) for accepts in options)
-    if hint is type(None):
-        return lambda value: value is None
-    if typing.is_typeddict(hint):
-        fields = {key: _predicate(inner) for key, inner in _typeddict_hints(hint).items()}
-        return lambda value: (
-            isinstance(value, dict) and all(accepts(value[key]) for key, accepts in fields.items() if key in value)
-        )
-    base = origin or hint
-    accepts_base = _BASE_CHECKS[base]
-    args = typing.get_args(hint)
-    if base is dict and args and args[1] is not Any:
-        item = _predicate(args[1])
-        return lambda value: accepts_base(value) and all(item(v) for v in value.values())
-    if base is list and args and args[0] is not Any:
-        item = _predicate(args[0])
-        return lambda value: accepts_base(value) and all(item(v) for v in value)
-    return accepts_base
-
-
-_BASE_CHECKS: dict[Any, Callable[[Any], bool]] = {
-    bool: lambda v: isinstance(v, bool),
-    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
-    str: lambda v: isinstance(v, str),
-    dict: lambda v: isinstance(v, dict),
-    list: lambda v: isinstance(v, list),
-}
-
-
-def _type_problem(value: Any, hint: Any) -> str | None:
-    """Why `value` (parsed JSON) is not of type `hint` (a field's annotation), or None."""
-    if hint is Any:
-        return None
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        if any(_type_problem(value, option) is None for option in options):
-            return None
-        return f"expected {' or '.join(_type_name(o) for o in options)}, got {_json_type(value)}"
-    if hint is type(None):
-        return None if value is None else f"expected null, got {_json_type(value)}"
-    if typing.is_typeddict(hint):
-        if not isinstance(value, dict):
-            return f"expected an object, got {_json_type(value)}"
-        for key, inner in _typeddict_hints(hint).items():
-            if key in value and (problem := _type_problem(value[key], inner)):
-                return f"{key}: {problem}"
-        return None
-    base = origin or hint
-    if not _BASE_CHECKS[base](value):
-        return f"expected {_type_name(hint)}, got {_json_type(value)}"
-    args = typing.get_args(hint)
-    if base is dict and args and args[1] is not Any:
-        bad = next((v for v in value.values() if _type_problem(v, args[1])), None)
-        return None if bad is None else f"a value: {_type_problem(bad, args[1])}"
-    if base is list and args and args[0] is not Any:
-        bad = next((v for v in value if _type_problem(v, args[0])), None)
-        return None if bad is None else f"an item: {_type_problem(bad, args[0])}"
-    return None
-
-
-def _type_name(hint: Any) -> str:
-    if hint is type(None):
-        return "null"
-    base = typing.get_origin(hint) or hint
-    names = {bool: "true/false", int: "an integer", float: "a finite number", str: "a string", list: "a list"}
-    return names.get(base, "an object")
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true/false"
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    return {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object"}.get(
-        type(value), type(value).__name__
-    )

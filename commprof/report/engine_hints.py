@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from commprof.env_names import is_export_name
 from commprof.evidence import Evidence
 from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.report.engine_dispatch import sglang_fusion_fails
@@ -172,7 +173,7 @@ def script_lines(hint: EngineHint) -> list[str]:
         value, _, note = value.partition("#")
         line = (
             one_line(f'export {name}="$(dirname "${{BASH_SOURCE[0]}}")"/{shlex.quote(value.strip())}')
-            if value.strip().endswith(".conf")
+            if value.strip().endswith(".conf") and is_export_name(name)
             else export_line(name, value.strip())
         )
         return [line + (f"  {comment(note.strip())}" if note.strip() else "")]

@@ -11,11 +11,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from commprof.nccl_vocab import ENV_NAME
+from commprof.env_names import export_name_problem
 from commprof.terminal import CONTROL_CHARACTERS, one_line
 
-# What makes a spreadsheet run a cell as a formula (OWASP, "CSV injection").
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# What makes a spreadsheet run a cell as a formula (OWASP, "CSV injection"), and the full-width forms some read
+# as the same.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 
 
 def comment(text: Any) -> str:
@@ -26,15 +27,20 @@ def comment(text: Any) -> str:
 def export_line(name: str, value: Any) -> str:
     """`export NAME='value'` for a shell, or a comment saying why the pair was left out."""
     text = str(value)
-    if not ENV_NAME.fullmatch(name):
-        return comment(f"skipped {name!r}: not a valid environment variable name")
+    if refused := export_name_problem(name):
+        return comment(f"skipped {name!r}: {refused}")
     if CONTROL_CHARACTERS.search(text):
         return comment(f"skipped {name}: its value holds control characters ({text!r})")
     return f"export {name}={shlex.quote(text)}"
 
 
 def spreadsheet_cell(value: Any) -> Any:
-    """A CSV cell a spreadsheet shows as text: a string starting like a formula gets a leading apostrophe."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+    """A CSV text cell a spreadsheet shows as text, on its row: control characters (a bare CR would split the row
+    for some readers) become spaces, and a string starting like a formula, after any spaces, gets a leading
+    apostrophe. Writers quote every text cell too (csv.QUOTE_NONNUMERIC)."""
+    if not isinstance(value, str):
+        return value
+    value = one_line(value)
+    if value.startswith(_FORMULA_START) or value.lstrip().startswith(_FORMULA_START):
         return "'" + value
     return value

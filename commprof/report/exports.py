@@ -6,6 +6,7 @@ source (measured / simulated / imported) it came from. Engine flags: engine_hint
 
 from __future__ import annotations
 
+import csv
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -381,7 +382,7 @@ def results_csv(frame: pd.DataFrame) -> str:
             ";".join(f"{v:g}" for v in ranks) if isinstance(ranks, list) else ""
             for ranks in frame["rank_step_median_us"]
         ]
-    return table.to_csv(index=False)
+    return table.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)
 
 
 def _number(value: Any) -> bool:

@@ -20,6 +20,7 @@ from commprof.errors import EXIT_INTERRUPTED, RunStopped, UsageError, run_comman
 from commprof.planner.plan import PHASES
 from commprof.records.files import ensure_writable_dir
 from commprof.sweep.spec import DEFAULT, DEFAULT_MAX_POINTS, SweepSpec, SweepTooLarge
+from commprof.terminal import echo
 
 PROG_NAME = "commprof.allreduce_sweep"
 
@@ -175,7 +176,7 @@ def sweep_command(
             if rank == 0:
                 from commprof.sweep.dryrun import format_too_large
 
-                click.echo(format_too_large(refused))
+                echo(format_too_large(refused))
             return
         spec = spec.with_overrides(
             model=model,
@@ -207,7 +208,7 @@ def sweep_command(
     floor = _floor_file(floor_file, share_gpus) if floor_file else None
     if rank == 0:
         for warning in spec.warnings:
-            click.echo(f"commprof: warning: {warning}", err=True)
+            echo(f"commprof: warning: {warning}", err=True)
     if dry_run:
         _dry_run(spec, rank, share_gpus)
         return
@@ -251,7 +252,7 @@ def sweep_command(
         for line in answer_lines(Path(summary["run_dir"])):
             console.note(line)
         if summary["interrupted"]:
-            click.echo(
+            echo(
                 f"Interrupted. Finished points are saved; continue with:\n  {resume_command(summary['run_dir'])}",
                 err=True,
             )
@@ -268,7 +269,7 @@ def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
     backend, world_size, refused = _launch_refusals(spec, share_gpus)
     cost = probe_step_cost(spec, backend, share_gpus)
     if rank == 0:
-        click.echo(format_points_table(spec, cost, refused, backend, world_size))
+        echo(format_points_table(spec, cost, refused, backend, world_size))
 
 
 def _launch_refusals(spec: SweepSpec, share_gpus: bool) -> tuple[str, int, dict[str, str]]:

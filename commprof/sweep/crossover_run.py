@@ -14,6 +14,7 @@ from pathlib import Path
 
 from commprof.forkserver import ForkServer
 from commprof.records.files import RESULTS_FILE, append_records, read_records
+from commprof.records.folder import make_folders
 from commprof.sweep import crossover as cx
 from commprof.sweep.crossover_stage import Search, measured, plan_sizes, recorded_modes, searches, size_record
 from commprof.sweep.measure import ControllerContext, agree, all_gather_json, point_env, run_point, trial_request
@@ -74,8 +75,7 @@ def run_crossover_stage(
 
 def _search(ctx, server, spec, model, tp, stage, search: Search, mode: str, done: dict, sizes, dtype):
     results_path = ctx.run_dir / RESULTS_FILE
-    point_dir = ctx.run_dir / "points" / search.point.point_id
-    point_dir.mkdir(parents=True, exist_ok=True)
+    point_dir = make_folders(ctx.run_dir, "points", search.point.point_id)
     rounds = {"n": 0}
 
     def measure(_impl: str, wanted: list[int]) -> dict[int, tuple[float, float]]:

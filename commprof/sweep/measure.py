@@ -25,6 +25,7 @@ from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log.parse import choice_matches, parse_nccl_log
 from commprof.planner.spacing import describe_request as describe_spacing
+from commprof.records.folder import make_folders
 from commprof.records.schema import StepRecord, step_record
 from commprof.sweep.graph_run import dump_env, graph_env, graph_refusal, loaded_graph
 from commprof.sweep.prebuild import build_refusal
@@ -84,10 +85,8 @@ def measure_point(
     Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz. `again` > 0: the point's
     re-measurement number (the baseline's, for its drift), kept in points/<id>/again<n>/ and in its records' point.
     """
-    point_dir = ctx.run_dir / "points" / point.point_id
-    if again:
-        point_dir = point_dir / f"again{again}"
-    point_dir.mkdir(parents=True, exist_ok=True)
+    parts = ("points", point.point_id, *((f"again{again}",) if again else ()))
+    point_dir = make_folders(ctx.run_dir, *parts)
     request = trial_request(ctx, spec, model, point, tp, point_dir, again)
     prefix = request.store_prefix
     Path(request.result_path).unlink(missing_ok=True)

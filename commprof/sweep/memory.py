@@ -1,4 +1,5 @@
-"""Refuse, before any process starts, a sweep whose replay tensors cannot fit in the memory each rank has.
+"""Refuse, before any process starts, a sweep whose replay tensors (or crossover rounds) cannot fit in the memory
+each rank has.
 
 A typo such as `--tokens 100000` would otherwise start every point only for each to fail allocating. The need is
 the replay layout's own size (commprof.replay_tensors.step_tensor_bytes) at the largest T; the memory is the
@@ -41,6 +42,26 @@ def check_memory(spec, world_size: int, backend: str) -> None:
             f"T = {tokens}: one step's replay tensors need {format_bytes(need)} per rank, more than "
             f"{USABLE:.0%} of the {format_bytes(memory)} {where}: lower --tokens ({advice})"
         )
+    _check_crossover_sizes(spec, tp, spec.dtype or model.dtype, memory, where)
+
+
+def _check_crossover_sizes(spec, tp: int, dtype: str, memory: int, where: str) -> None:
+    """A crossover stage's largest size, as its search replays it (commprof.size_timing.size_plan), must fit too."""
+    from commprof.replay_tensors import step_tensor_bytes
+    from commprof.size_timing import size_plan
+    from commprof.sweep.spec import CrossoverStage
+
+    for stage in spec.stages:
+        if not isinstance(stage, CrossoverStage):
+            continue
+        need = step_tensor_bytes(size_plan(stage.max_bytes, tp, dtype), tp, fused=True)
+        if need > USABLE * memory:
+            fits = int(stage.max_bytes * USABLE * memory / need)
+            raise UsageError(
+                f"stages[{stage.index - 1}].max_bytes = {stage.max_bytes}: a crossover round of that size needs "
+                f"{format_bytes(need)} per rank, more than {USABLE:.0%} of the {format_bytes(memory)} {where}: "
+                f"lower max_bytes (about {format_bytes(max(fits, 0))} fits)"
+            )
 
 
 def rank_memory(backend: str, local_ranks: int) -> tuple[int | None, str]:

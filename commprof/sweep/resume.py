@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from commprof.records.files import read_records
+from commprof.records.folder import write_nofollow
 
 
 def completed_point_ids(records: list[dict[str, Any]], expected_per_point: int) -> set[str]:
@@ -32,6 +33,6 @@ def repair_results(path: Path, expected_per_point: int) -> list[dict[str, Any]]:
     text = path.read_text()
     if len(keep) != len(records) or (text and not text.endswith("\n")):
         tmp = path.with_suffix(".repair")
-        tmp.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in keep))
+        write_nofollow(tmp, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in keep).encode())
         os.replace(tmp, path)
     return keep

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from commprof.errors import UsageError
+from commprof.records.folder import open_nofollow
 
 LOCK_FILE = "writer.lock"
 
@@ -30,7 +31,7 @@ class RunLock:
     def acquire(self) -> None:
         """Take the lock, or raise UsageError naming the live holder."""
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT)
         except OSError as exc:
             raise UsageError(f"cannot lock the run folder {self.path.parent}: {exc.strerror or exc}") from None
         try:

@@ -29,6 +29,7 @@ from commprof.records.files import (
     read_records,
     write_json,
 )
+from commprof.records.folder import refuse_links
 from commprof.sweep.crossover_run import run_crossover_stage
 from commprof.sweep.gate import launch_context, refusal
 from commprof.sweep.measure import (
@@ -44,6 +45,7 @@ from commprof.sweep.resume import completed_point_ids, repair_results
 from commprof.sweep.run_lock import RunLock
 from commprof.sweep.spec import SweepPoint, SweepSpec
 from commprof.sweep.staging import refine
+from commprof.terminal import one_line
 
 # Extra time, beyond a point's limit, that controllers wait for each other before giving up on a peer.
 AGREEMENT_SLACK_S = 120.0
@@ -117,13 +119,24 @@ def run_sweep(
             try:
                 ctx.build_failures = _prebuild(ctx, spec, model, tp, progress)
                 return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
-            except (PeerLost, ForkServerDied) as exc:
+            except (PeerLost, ForkServerDied, dist.DistError, OSError) as exc:
                 progress.stop()
-                lost = "another rank's controller is gone" if isinstance(exc, PeerLost) else "its fork server died"
-                raise RunStopped(f"rank {rank}: {lost} ({exc}); the sweep stops", run_dir=ctx.run_dir) from None
+                raise RunStopped(f"rank {rank}: {_why_stopped(exc)}; the sweep stops", run_dir=ctx.run_dir) from None
         finally:
             if lock is not None:
                 lock.release()
+
+
+def _why_stopped(exc: BaseException) -> str:
+    """What ended the sweep under a rank, in words: a peer, the fork server, the launcher's store, the disk."""
+    text = one_line(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)[:300]
+    if isinstance(exc, PeerLost):
+        return f"another rank's controller is gone ({text})"
+    if isinstance(exc, ForkServerDied):
+        return f"its fork server died ({text})"
+    if isinstance(exc, OSError):  # ENOSPC, EDQUOT, EIO: what is on disk was fsynced record by record
+        return f"cannot write the run folder ({exc.strerror or text}{f': {exc.filename}' if exc.filename else ''})"
+    return f"the launcher's rendezvous store is gone, was the torchrun agent killed? ({text})"
 
 
 def launch_tp(spec: SweepSpec, world_size: int) -> int:
@@ -146,7 +159,10 @@ def controllers(point_timeout_s: float) -> Iterator[ForkServer]:
         yield server
     finally:
         server.close()
-        dist.destroy_process_group()
+        try:
+            dist.destroy_process_group()
+        except RuntimeError:  # the group went with a lost peer or launcher: the sweep already says why it stops
+            pass
 
 
 def _prebuild(ctx: ControllerContext, spec, model: dict, tp: int, progress: SweepProgress) -> dict[str, str]:
@@ -230,6 +246,7 @@ def _open_run_dir(
     try:
         if options.resume:
             run_dir = Path(options.resume)
+            refuse_links(run_dir)  # a copied folder with links planted where its files belong is not written
             if not (run_dir / "meta.json").exists():
                 return {"error": f"--resume {run_dir}: not a commprof run folder (no meta.json)"}, None
             lock = RunLock(run_dir)

@@ -9,9 +9,10 @@ import itertools
 import re
 from typing import Any
 
+from commprof.env_names import export_name_problem
 from commprof.impls import registry
 from commprof.impls.base import option_values
-from commprof.nccl_vocab import ENV_CHECKS, ENV_NAME, MIN_MAX_PAIRS, env_value, value_traps
+from commprof.nccl_vocab import ENV_CHECKS, MIN_MAX_PAIRS, env_value, value_traps
 from commprof.problems import Problems
 from commprof.sweep.graph_axis import GRAPH_AXIS, GRAPH_VARIABLE, graph_values
 from commprof.sweep.spec import ANY, DEFAULT, Axis, Rule, Setting
@@ -154,11 +155,8 @@ def parse_axes(table: dict, key: str, problems: SweepProblems) -> tuple[Axis, ..
             axes.append(Axis("impl", tuple(settings)))
         elif name == "env":
             for var, values in problems.table(raw, f"{key}.env").items():
-                if not ENV_NAME.match(var):
-                    problems.error(
-                        f"{key}.env.{var}",
-                        "not an environment variable name (allowed: letters, digits and _, not starting with a digit)",
-                    )
+                if refused := export_name_problem(var):
+                    problems.error(f"{key}.env.{var}", refused)
                     continue
                 axes.append(Axis(var, tuple(_env_settings((var,), values, f"{key}.env.{var}", problems, False))))
         elif name in SETTING_KEYS:
@@ -187,8 +185,8 @@ def parse_point(table: dict, key: str, problems: SweepProblems) -> tuple[str, di
         else:
             pairs, prefix = [(_targets(name), name, raw)], key
         for targets, var, value in pairs:
-            if name == "env" and not ENV_NAME.match(var):
-                problems.error(f"{prefix}.{var}", "not an environment variable name")
+            if name == "env" and (refused := export_name_problem(var)):
+                problems.error(f"{prefix}.{var}", refused)
                 continue
             for setting in _env_settings(targets, value, f"{prefix}.{var}", problems, single=True):
                 _, env, _ = setting.apply(impl, env, options)

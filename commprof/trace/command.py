@@ -11,6 +11,8 @@ import click
 
 from commprof.errors import UsageError
 from commprof.planner.plan import PHASES
+from commprof.records.files import finite_json
+from commprof.terminal import echo
 from commprof.textfiles import LOG_BYTES, read_text
 from commprof.units import format_bytes
 
@@ -251,9 +253,9 @@ def trace(traces, model, tp, tokens, phase, before, answer, as_json, hta):
         previous = read_dumps(before_dumps)[0] if before_dumps else None
         account["inspector"] = summarize_dumps(records, unreadable, previous)
     if as_json:
-        click.echo(json.dumps(account, indent=2, default=str))
+        echo(json.dumps(finite_json(account), indent=2, default=str, allow_nan=False))  # strict JSON: NaN -> null
         return
     parts = [format_account(account)] if files else []
     if dumps:
         parts.append(format_inspector(account["inspector"]))
-    click.echo("\n".join(parts))
+    echo("\n".join(parts))

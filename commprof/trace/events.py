@@ -9,13 +9,16 @@ from __future__ import annotations
 import gzip
 import io
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from commprof.errors import UsageError
+from commprof.terminal import one_line
 from commprof.textfiles import LOG_BYTES, parse_json, read_bytes
 
 COLUMNS = ["name", "cat", "pid", "tid", "ts", "dur", "args"]
@@ -70,16 +73,34 @@ def trace_from_dict(data: dict[str, Any], path: str, default_rank: int) -> Trace
     frame["dur"] = pd.to_numeric(frame["dur"], errors="coerce")
     frame["args"] = frame["args"].map(lambda a: a if isinstance(a, dict) else {})
     frame = frame.dropna(subset=["ts", "dur"]).sort_values("ts", kind="stable", ignore_index=True)
-    info = data.get("distributedInfo") or {}
-    rank = info.get("rank")
+    bad = frame[~(np.isfinite(frame["ts"]) & np.isfinite(frame["dur"]) & (frame["dur"] >= 0))]
+    if not bad.empty:
+        event = bad.iloc[0]
+        raise UsageError(
+            f"{path}: event {one_line(event['name'])!r} at ts {event['ts']} has a duration of {event['dur']} µs "
+            f"({len(bad)} such events): not a time a trace can hold"
+        )
+    info = data.get("distributedInfo")
+    if not isinstance(info, dict):
+        info = {}
+    rank, world_size = info.get("rank"), info.get("world_size")
     return Trace(
         path=path,
-        rank=int(rank) if isinstance(rank, int) else default_rank,
+        rank=rank if _count(rank) else default_rank,
         events=frame,
-        backend=info.get("backend"),
-        world_size=info.get("world_size"),
-        nccl_version=info.get("nccl_version"),
+        backend=_text(info.get("backend")),
+        world_size=world_size if _count(world_size) and world_size >= 1 else None,
+        nccl_version=_text(info.get("nccl_version")),
     )
+
+
+def _count(value: Any) -> bool:
+    """A rank or a world size as a trace may hold one: an integer in 0..2^20."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1 << 20
+
+
+def _text(value: Any) -> str | None:
+    return one_line(value)[:200] if isinstance(value, str) else None
 
 
 def load_trace(path: str | Path, default_rank: int = 0) -> Trace:
@@ -90,7 +111,7 @@ def load_trace(path: str | Path, default_rank: int = 0) -> Trace:
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
                 raw = unzipped.read(LOG_BYTES + 1)  # bounded: a small file may unzip to gigabytes
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise UsageError(f"trace {path}: not gzipped JSON ({exc})") from None
         if len(raw) > LOG_BYTES:
             raise UsageError(f"trace {path}: unzips to more than the {LOG_BYTES} bytes a trace may have")

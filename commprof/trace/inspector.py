@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from commprof.terminal import one_line
+
 COLUMNS = [
     "source",
     "rank",
@@ -51,15 +53,18 @@ def parse_json_lines(text: str) -> tuple[list[dict[str, Any]], int]:
         try:
             record = json.loads(line)
             perf, header = record["coll_perf"], record.get("header") or {}
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             bad += 1 if '"p2p_perf"' not in line else 0
+            continue
+        if not _usable(perf, header):  # a field of another type, or a size, rank or time no run could have
+            bad += 1
             continue
         rows.append(
             {
                 "source": "json",
                 "rank": header.get("rank"),
                 "nranks": header.get("n_ranks"),
-                "coll": perf.get("coll"),
+                "coll": one_line(perf["coll"]),
                 "bytes": perf.get("coll_msg_size_bytes"),
                 "bytes_upper": perf.get("coll_msg_size_bytes"),
                 "algo": None,
@@ -100,16 +105,33 @@ def parse_prom(text: str) -> list[dict[str, Any]]:
                 "timing": "mean of the dump interval",
             },
         )
-        row["time_us" if metric.endswith("microseconds") else "busbw_gbs"] = _number(value)
+        number = _number(value)
+        row["time_us" if metric.endswith("microseconds") else "busbw_gbs"] = None if number and number < 0 else number
     return list(buckets.values())
 
 
+def _usable(perf: Any, header: Any) -> bool:
+    """A JSON-lines record whose every field a row takes is of the type and range the Inspector writes."""
+    if not isinstance(perf, dict) or not isinstance(header, dict) or not isinstance(perf.get("coll"), str):
+        return False
+    counts = (header.get("rank"), header.get("n_ranks"), perf.get("coll_msg_size_bytes"))
+    if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 1 << 48) for v in counts):
+        return False
+    if not all(v is None or isinstance(v, str) for v in (perf.get("coll_timing_source"),)):
+        return False
+    raw = (perf.get("coll_exec_time_us"), perf.get("coll_busbw_gbs"))
+    if any(isinstance(v, float) and not np.isfinite(v) for v in raw):
+        return False
+    return all(t is None or t >= 0 for t in map(_number, raw))
+
+
 def _number(value: Any) -> float | None:
+    """A finite number, or None (NCCL writes NaN as the string "nan"; an infinite time is no time)."""
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        return None  # NCCL writes NaN as the string "nan"
-    return None if np.isnan(number) else number
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if np.isfinite(number) else None
 
 
 def _bucket_bounds(label: str) -> tuple[int | None, int | None]:

@@ -5,7 +5,17 @@ from __future__ import annotations
 import json
 import math
 
-from commprof.costmodel.nccl_tests.log import DTYPES, PROGRAM, ParsedLog, RefusedRow, Row, Run, latency, optional_float
+from commprof.costmodel.nccl_tests.log import (
+    DTYPES,
+    PROGRAM,
+    ParsedLog,
+    RefusedRow,
+    Row,
+    Run,
+    latency,
+    optional_float,
+    size,
+)
 from commprof.errors import UsageError
 
 
@@ -50,8 +60,8 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
         try:
             row = Row(
                 line=index + 1,
-                bytes=int(item["size"]),
-                count=int(item["count"]),
+                bytes=size(item["size"]),
+                count=size(item["count"], "count"),
                 dtype=DTYPES.get(item.get("type", ""), item.get("type", "")),
                 redop=item.get("redop", "none"),
                 root=int(str(item.get("root", -1)).strip()),

@@ -110,10 +110,20 @@ class RefusedRow(ValueError):
 
 
 def latency(token) -> float:
-    """A time column: a finite number >= 0, else RefusedRow saying why."""
+    """A time column: a finite number > 0 (a collective takes time), else RefusedRow saying why."""
     value = float(token)
     if not math.isfinite(value):
         raise RefusedRow(f"time {token} is not a latency")
     if value < 0:
         raise RefusedRow(f"time {token} is negative")
+    if value == 0:
+        raise RefusedRow(f"time {token} is zero")
+    return value
+
+
+def size(token, what: str = "size") -> int:
+    """A size or count column: an integer in 0..2^48 (bytes no GPU holds beyond), else RefusedRow."""
+    value = int(token)
+    if not 0 <= value <= 1 << 48:
+        raise RefusedRow(f"{what} {token} is out of range")
     return value

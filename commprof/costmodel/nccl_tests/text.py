@@ -12,7 +12,17 @@ import re
 from dataclasses import replace
 
 from commprof.costmodel.nccl_tests.json_file import parse_json
-from commprof.costmodel.nccl_tests.log import DTYPES, PROGRAM, ParsedLog, RefusedRow, Row, Run, latency, optional_float
+from commprof.costmodel.nccl_tests.log import (
+    DTYPES,
+    PROGRAM,
+    ParsedLog,
+    RefusedRow,
+    Row,
+    Run,
+    latency,
+    optional_float,
+    size,
+)
 from commprof.errors import UsageError
 
 _RUN_LINE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)")
@@ -70,8 +80,8 @@ def _parse_row(text: str, number: int, columns: list[str]) -> Row:
     head = dict(zip(columns[:lead], tokens[:lead]))
     row = Row(
         line=number,
-        bytes=int(head["size"]),
-        count=int(head["count"]),
+        bytes=size(head["size"]),
+        count=size(head["count"], "count"),
         dtype=DTYPES.get(head.get("type", ""), head.get("type", "")),
         redop=head.get("redop", "none"),
         root=int(head.get("root", -1)),

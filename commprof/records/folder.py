@@ -1,0 +1,89 @@
+"""Writing inside run folders without following links: a folder the user copied or was given may hold symlinks
+planted where commprof's own files belong (writer.lock -> ~/.bashrc), and following one would write outside it.
+
+Every file commprof creates in a run folder is opened with O_NOFOLLOW, every folder it makes there is made and
+then opened with O_NOFOLLOW, and a resumed folder holding any symbolic link is refused in one line naming it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from commprof.errors import UsageError
+
+# Checking a folder the user hands over walks at most this many entries (a run of thousands of points has fewer).
+MAX_ENTRIES = 1_000_000
+
+
+def refused_link(path: Path | str) -> UsageError:
+    return UsageError(
+        f"{path}: a symbolic link where commprof's own file or folder belongs; refusing to follow it "
+        "(remove the link, or resume a copy made without it)"
+    )
+
+
+def open_nofollow(path: Path | str, flags: int, mode: int = 0o644) -> int:
+    """os.open(path, flags) that never follows a link at `path` itself; UsageError naming it when one is there."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.EEXIST and os.path.islink(path)):
+            raise refused_link(path) from None
+        raise
+
+
+def write_nofollow(path: Path | str, data: bytes, append: bool = False, sync: bool = False) -> None:
+    """Write `data` to `path` (created, truncated or appended to), never through a link; fsync where asked."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    fd = open_nofollow(path, flags)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_folders(root: Path, *parts: str) -> Path:
+    """root/parts[0]/parts[1]/..., each made where missing and refused where it is a link or not a folder.
+
+    `root` itself is the folder the user gave (or a new one), followed as given.
+    """
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    path = Path(root)
+    try:
+        for part in parts:
+            path = path / part
+            try:
+                os.mkdir(part, 0o755, dir_fd=fd)
+            except FileExistsError:
+                pass
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
+                    raise refused_link(path) from None
+                if exc.errno == errno.ENOTDIR:
+                    raise UsageError(f"{path}: a file where commprof's own folder belongs") from None
+                raise
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    return path
+
+
+def refuse_links(folder: Path) -> None:
+    """UsageError naming the first symbolic link anywhere inside `folder` (a run folder about to be written)."""
+    seen = 0
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for name in dirs + files:
+            seen += 1
+            if os.path.islink(os.path.join(top, name)):
+                raise refused_link(Path(top) / name)
+        if seen > MAX_ENTRIES:
+            raise UsageError(f"{folder}: more than {MAX_ENTRIES} entries; not a commprof run folder")
