@@ -260,11 +260,12 @@ def test_nccl_predictions_carry_the_models_expected_error():
 
     prior = load_topology("pcie-gen5-switch-p2p").prior("pci")
     assert nccl_model_error(prior, "nccl-prior")["expected_error_pct"] == PRIOR_ERROR_PCT
-    fitted = copy_with(prior, source="model.toml", fit={"median_abs_pct": 7.0})
+    fitted = copy_with(prior, source="model.toml", fit={"median_abs_pct": 5.8, "holdout_median_pct": 7.0})
     error = nccl_model_error(fitted, "model.toml")
-    assert error["expected_error_pct"] == 7.0 and "in-sample" in error["error_basis"]
-    unknown = nccl_model_error(copy_with(prior, source="old.toml"), "old.toml")
-    assert unknown["expected_error_pct"] is None and unknown["error_basis"].startswith("unknown")
+    assert error["expected_error_pct"] == 7.0 and "held-out" in error["error_basis"]
+    # An in-sample fit alone is a lower bound, never the expected error: unknown, with how to get one.
+    in_sample_only = nccl_model_error(copy_with(prior, source="old.toml", fit={"median_abs_pct": 5.8}), "old.toml")
+    assert in_sample_only["expected_error_pct"] is None and "re-run commprof calibrate" in in_sample_only["error_basis"]
 
 
 def test_the_gen5_preset_follows_its_cited_small_message_curve():
@@ -304,3 +305,20 @@ def test_the_staged_search_spends_no_point_on_what_the_report_may_not_propose(tm
     assert any(pid.startswith("p") for pid in refused)  # stage 0 tried LL128: the search had it to choose from
     later = {r["point_id"] for r in steps if r["point_id"].startswith("s")}
     assert len(later) > 10 and not (later & refused)
+
+
+def test_a_calibrated_simulation_quotes_the_held_out_error_never_the_in_sample_fit(tmp_path):
+    """Every record of a calibrated simulation carries the calibration's held-out error, the figure the run's
+    banner quotes; the in-sample fit is a lower bound and is never a record's figure."""
+    from commprof.costmodel.latency import params_from_toml
+    from commprof.costmodel.simulate import nccl_model_error
+
+    log = Path(__file__).parent / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"
+    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "imported")]) == 0
+    (imported,) = (tmp_path / "imported").iterdir()
+    assert main(["calibrate", str(imported), "--cohort", "1", "--out", str(tmp_path / "cal.toml")]) == 0
+    calibration = params_from_toml((tmp_path / "cal.toml").read_text(), "cal.toml")
+    held_out, in_sample = calibration.fit["holdout_median_pct"], calibration.fit.get("median_abs_pct")
+    assert held_out is not None and held_out != in_sample
+    figure = nccl_model_error(calibration, "cal.toml", load_topology("pcie-dual-socket-shm"))
+    assert figure["expected_error_pct"] == held_out and "held-out" in figure["error_basis"]

@@ -270,3 +270,15 @@ def test_the_doctors_init_test_dumps_nccls_view_and_the_bundle_keeps_it(tmp_path
     assert "NCCL's own graph (bundle/nccl_graphs.log): ring 0 1 2 3 4 5 6 7, 2 channels at 12 GB/s, type SYS" in out
     assert main(["nccl-graph", "--from-bundle", str(BUNDLE), "--out", str(tmp_path / "h")]) == 0
     assert "NCCL's own graph: not in" in capsys.readouterr().out
+
+
+def test_from_run_of_a_simulated_run_is_one_line(tmp_path, capsys):
+    """A simulated run's meta.json describes a preset, not a probed box: refused in one line, never a traceback."""
+    run = tmp_path / "sim"
+    run.mkdir()
+    (run / "meta.json").write_text(json.dumps({"source": "simulated", "simulated": True, "topology": {"gpus": 8}}))
+    assert main(["nccl-graph", "--from-run", str(run), "--out", str(tmp_path / "g")]) == 2
+    assert "probed no box" in capsys.readouterr().err
+    (run / "meta.json").write_text(json.dumps({"topology": {"gpus": 8}}))
+    assert main(["nccl-graph", "--from-run", str(run), "--out", str(tmp_path / "g")]) == 2
+    assert "lists no GPUs" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from commprof.costmodel.alternatives import box_context, kernel_model, refusal
 from commprof.costmodel.graph_sim import GRAPH_ERROR_BASIS, GraphModel, point_graph
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
+from commprof.costmodel.model_error import calibration_error
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
 from commprof.impls.registry import algorithm, fuses_rmsnorm, runs_on_nccl
@@ -321,16 +322,14 @@ def simulate_point(
 
 def nccl_model_error(params: CostParams, calibration_name: str, topology: Topology | None = None) -> dict:
     """How far to trust the NCCL predictions of a record: the prior's measured error (the box prior's, for a
-    topology read from a bundle), a calibration's fit error (in-sample, so a lower bound), or unknown."""
+    topology read from a bundle) or the calibration's held-out error (model_error.calibration_error: never the
+    in-sample fit, which is a lower bound); unknown where the calibration records none."""
     if calibration_name == "nccl-prior" and topology is not None and topology.prior_error is not None:
         return {"expected_error_pct": topology.prior_error.pct, "error_basis": topology.prior_error.basis}
     if calibration_name == "nccl-prior":
         return {"expected_error_pct": PRIOR_ERROR_PCT, "error_basis": PRIOR_ERROR_BASIS}
-    fitted = params.fit.get("median_abs_pct")
-    if fitted is None:
-        return {"expected_error_pct": None, "error_basis": f"unknown: {calibration_name} records no fit error"}
-    basis = f"median |error| of the fit {calibration_name} on its own samples (in-sample: a lower bound)"
-    return {"expected_error_pct": float(fitted), "error_basis": basis}
+    error = calibration_error(calibration_name, params.fit)
+    return {"expected_error_pct": error.pct, "error_basis": error.basis}
 
 
 def graph_error(graph: GraphModel, params: CostParams, calibration_name: str) -> dict:

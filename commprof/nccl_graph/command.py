@@ -34,7 +34,14 @@ def facts_of_run(run_dir: Path) -> Facts:
     meta = read_meta(run_dir)
     if not meta:
         raise UsageError(f"--from-run {run_dir}: no meta.json (not a run folder)")
+    if meta.get("simulated") or meta.get("source") in ("simulated", "nccl-tests"):
+        raise UsageError(
+            f"--from-run {run_dir}: a {meta.get('source')} run probed no box; give the box itself "
+            "(--from-bundle DIR, a `commprof doctor --collect` bundle, or a run measured on it)"
+        )
     topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else None
+    if topology is not None and not isinstance(topology.get("gpus"), list):
+        raise UsageError(f"--from-run {run_dir}: meta.json's topology lists no GPUs (it is not NVML's probe of a box)")
     floor = meta.get("floor") if isinstance(meta.get("floor"), dict) else None
     facts = Facts(origin=str(run_dir), topology=topology, floor=floor)
     # The baseline's untimed probe dumped the graphs NCCL's own search found (commprof.sweep.graph_run).
