@@ -14,11 +14,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from commprof.records.schema import SOURCES, Source
+
 MEASURED = "measured"
 SIMULATED = "simulated"
 IMPORTED = "imported"
-# The records' `source` field (one of commprof.records.schema.SOURCES) -> its evidence level.
-LEVEL_OF_SOURCE = {"measured": MEASURED, "simulated": SIMULATED, "nccl-tests": IMPORTED}
+# The records' `source` field -> its evidence level, in SOURCES' order (timed here, predicted, imported).
+LEVEL_OF_SOURCE: dict[Source, str] = dict(zip(SOURCES, (MEASURED, SIMULATED, IMPORTED), strict=True))
 
 NOISE_RULE = (
     "a point beats the baseline beyond noise when its p90 step time is below the baseline's median "

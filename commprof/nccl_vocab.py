@@ -86,12 +86,17 @@ NCCL_PATH_TYPES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB"
 OLD_P2P_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
 
 
+# The variables NCCL's ncclGetLevel reads for the P2P level, the first winning (nccl_user_p2p_level).
+P2P_LEVEL_VARIABLES = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL")
+
+
 @dataclass(frozen=True)
 class UserP2pLevel:
     """The P2P level NCCL reads from NCCL_P2P_DISABLE / NCCL_P2P_LEVEL, and the variable that set it."""
 
     level: str
     reason: str
+    variable: str  # the one of P2P_LEVEL_VARIABLES that decided it
 
 
 def c_strtol(text: str) -> int | None:
@@ -112,15 +117,17 @@ def nccl_user_p2p_level(env: Mapping[str, str]) -> UserP2pLevel | None:
     """
     disable = env.get("NCCL_P2P_DISABLE")
     if disable is not None and c_strtol(disable) == 1:
-        return UserP2pLevel("LOC", f"NCCL_P2P_DISABLE={disable}: level LOC, no P2P")
+        return UserP2pLevel("LOC", f"NCCL_P2P_DISABLE={disable}: level LOC, no P2P", "NCCL_P2P_DISABLE")
     raw = env.get("NCCL_P2P_LEVEL")
     if raw is None:
         return None
     if raw in NCCL_PATH_TYPES:
-        return UserP2pLevel(raw, f"NCCL_P2P_LEVEL={raw}")
+        return UserP2pLevel(raw, f"NCCL_P2P_LEVEL={raw}", "NCCL_P2P_LEVEL")
     if raw[:1].isdigit():
         old = min(c_strtol(raw) or 0, len(OLD_P2P_LEVELS) - 1)
-        return UserP2pLevel(OLD_P2P_LEVELS[old], f"NCCL_P2P_LEVEL={raw}: old level {old} = {OLD_P2P_LEVELS[old]}")
+        return UserP2pLevel(
+            OLD_P2P_LEVELS[old], f"NCCL_P2P_LEVEL={raw}: old level {old} = {OLD_P2P_LEVELS[old]}", "NCCL_P2P_LEVEL"
+        )
     return None
 
 
@@ -405,17 +412,20 @@ def value_traps(name: str, value: str, interconnect: str = "any") -> list[str]:
                     "Ring, which torch needs at init: on NCCL >= 2.24 they fail with 'No algorithm/protocol "
                     'available\'. Restrict it to the all-reduce, e.g. "allreduce:tree"'
                 )
-    if name == "NCCL_PROTO" and interconnect != "nvlink":
-        ll128 = named(PROTOCOLS, "ll128")
-        for segment in parse_selection(name, value):
-            if not segment.excluding and ll128 in segment.names:
-                traps.append(
-                    f"NCCL_PROTO={value!r} forces LL128, which NCCL turns off on PCIe-only boxes because it can "
-                    "corrupt data there; every point's results are checked, and a corrupt one is recorded "
-                    "'wrong', never ranked"
-                )
-                break
+    if name == "NCCL_PROTO" and interconnect != "nvlink" and forces_ll128(value):
+        traps.append(
+            f"NCCL_PROTO={value!r} forces LL128, which NCCL turns off on PCIe-only boxes because it can "
+            "corrupt data there; every point's results are checked, and a corrupt one is recorded "
+            "'wrong', never ranked"
+        )
     return traps
+
+
+def forces_ll128(value: str) -> bool:
+    """Whether an NCCL_PROTO value enables LL128 by name: NCCL keeps LL128 off on PCIe-only boxes, where it can
+    corrupt data. ValueError: a value NCCL cannot read."""
+    ll128 = named(PROTOCOLS, "ll128")
+    return any(not segment.excluding and ll128 in segment.names for segment in parse_selection("NCCL_PROTO", value))
 
 
 # Which NCCL versions' example tuner plugin reads nccl_tuner.conf, and which NCCL loads the plugin built (read in

@@ -19,6 +19,7 @@ from typing import Any
 
 from commprof.planner.models import ModelShape
 from commprof.records.folder import open_nofollow
+from commprof.records.schema import MODES, Mode
 
 
 @dataclass
@@ -43,7 +44,7 @@ class TrialRequest:
     store_prefix: str
     result_path: str
     timeout_s: float
-    modes: list[str] = field(default_factory=lambda: ["eager", "graph"])
+    modes: list[Mode] = field(default_factory=lambda: list(MODES))
     profile_dir: str | None = None  # set: write Kineto traces of a few steps there instead of timing
     plan_options: dict[str, Any] = field(default_factory=dict)  # PlanOptions fields
     # set: a crossover search round, {"baseline": point dict, "sizes": [bytes], "mode", "rounds", "warmup"}

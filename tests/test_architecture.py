@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "commprof"
-MAX_LINES = 600
+MAX_LINES = 450
 
 # The stages in data-flow order: a unit imports only units of earlier tiers (and itself). A unit is a top-level
 # module or package of commprof; each stage's command (`<stage>/command.py`) and the other entry points may
@@ -25,14 +25,16 @@ TIERS = (
         "nccl_vocab",
         "records",
         "problems",
-        "evidence",
-    },  # vocabularies every stage shares; how user files report problems
+        "torch_env",
+    },  # vocabularies every stage shares; how user files report problems; what libtorch reads once
     {
+        "evidence",  # what each record source is worth as evidence: reads the records' vocabulary
         "planner",
         "nccl_log",
         "floor",
         "proposable",
-    },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor
+        "crossover_rule",
+    },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor; what a crossover is
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"spacers"},  # what the harness runs between collectives, and the arrival stamps
     {"harness", "doctor"},  # the timed replay; the box checks
@@ -75,6 +77,26 @@ REPORT_TIERS = (
     {"decision"},  # the run's one answer, built once from the analysis
     {"views", "summary", "decision_files"},
     {"write"},
+    {"command"},
+)
+
+# Inside the sweep: planning (pure: the sweep file into points and stages, which points a stage refines), then
+# running (processes, ranks and files), then what prints it and the command.
+SWEEP_PLANNING = (
+    {"spec", "crossover", "graph_axis"},  # the parsed sweep; the crossover search; the graph axis
+    {"points", "settings", "memory"},  # the points; what a point sets; the memory a launch needs
+    {"gate", "staging"},  # what a launch refuses; which points a stage refines
+    {"stage_config", "crossover_stage", "dryrun"},
+    {"config"},  # the sweep file read into a spec
+)
+SWEEP_TIERS = (
+    *SWEEP_PLANNING,
+    {"resume", "prebuild", "run_lock", "graph_run"},
+    {"measure"},
+    {"repeats", "crossover_run"},
+    {"runner"},
+    {"console", "probe"},
+    {"run_folder"},
     {"command"},
 )
 
@@ -194,6 +216,23 @@ def test_stages_import_only_earlier_stages():
     assert back_edges(import_graph(), TIERS, _stage, free) == []
 
 
+def _sweep_unit(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "sweep" else None
+
+
+def test_sweep_plans_before_it_runs():
+    sweep_modules = {m: t for m, t in import_graph().items() if _sweep_unit(m)}
+    assert back_edges(sweep_modules, SWEEP_TIERS, _sweep_unit, lambda module, unit: False) == []
+
+
+def test_sweep_back_edges_are_found():
+    graph = {"commprof.sweep.staging": {"commprof.sweep.runner"}, "commprof.sweep.runner": {"commprof.sweep.staging"}}
+    assert back_edges(graph, SWEEP_TIERS, _sweep_unit, lambda m, u: False) == [
+        "commprof.sweep.staging -> commprof.sweep.runner"
+    ]
+
+
 def test_report_analyses_import_no_views_or_writers():
     report_modules = {m: t for m, t in import_graph().items() if _report_unit(m)}
     assert back_edges(report_modules, REPORT_TIERS, _report_unit, lambda module, unit: False) == []
@@ -205,6 +244,8 @@ def test_every_stage_is_placed():
     assert stages <= set().union(*TIERS) | ENTRY_POINTS, "place in TIERS or ENTRY_POINTS"
     report = {parts[2] for parts in names if len(parts) > 2 and parts[1] == "report"}
     assert report <= set().union(*REPORT_TIERS), "place in REPORT_TIERS"
+    sweep = {parts[2] for parts in names if len(parts) > 2 and parts[1] == "sweep" and parts[2] != "__init__"}
+    assert sweep <= set().union(*SWEEP_TIERS), "place in SWEEP_TIERS"
 
 
 # The checks themselves, on small graphs: each finds what it is there to find.
@@ -252,3 +293,68 @@ def test_report_back_edges_are_found():
     assert back_edges(graph, REPORT_TIERS, _report_unit, lambda m, u: False) == [
         "commprof.report.frame -> commprof.report.views.page"
     ]
+
+
+# Pure units: planning and analysis, decided from what they are given. They import no module that starts
+# processes, writes files or talks to other ranks; those live at the edges (commands, the sweep's runner).
+PURE_UNITS = (
+    "commprof.planner",
+    "commprof.evidence",
+    "commprof.proposable",
+    "commprof.crossover_rule",
+    "commprof.nccl_vocab",
+    *(f"commprof.sweep.{unit}" for units in SWEEP_PLANNING for unit in units),
+    "commprof.report.routing_candidates",
+    "commprof.report.crossovers",
+    "commprof.report.completeness",
+    "commprof.report.doctor_verdicts",
+)
+IMPURE_MODULES = (
+    "subprocess",
+    "multiprocessing",
+    "concurrent",
+    "signal",
+    "socket",
+    "shutil",
+    "tempfile",
+    "torch.distributed",
+    "commprof.forkserver",
+    "commprof.records.files",
+)
+
+
+def impure_imports(package: Path = PACKAGE, pure=PURE_UNITS) -> list[str]:
+    """ "module -> imported" for each import of an IMPURE_MODULES module (or one inside it) by a pure unit."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        name = module_name(path, package)
+        if not any(name == unit or name.startswith(unit + ".") for unit in pure):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for imported in names:
+                if any(imported == bad or imported.startswith(bad + ".") for bad in IMPURE_MODULES):
+                    found.append(f"{name} -> {imported}")
+                    break
+    return found
+
+
+def test_pure_units_start_no_process_write_no_file_and_talk_to_no_rank():
+    assert impure_imports() == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["import subprocess\n", "from torch.distributed import all_reduce\n", "from commprof.records.files import x\n"],
+)
+def test_impure_imports_finds_a_planted_one(tmp_path, source):
+    package = tmp_path / "commprof"
+    (package / "planner").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "planner" / "__init__.py").write_text("")
+    (package / "planner" / "plan.py").write_text(source)
+    (package / "planner" / "clean.py").write_text("import json\n")
+    found = impure_imports(package)
+    assert len(found) == 1 and found[0].startswith("commprof.planner.plan -> ")

@@ -10,8 +10,9 @@ import pytest
 
 from commprof.cli import main
 from commprof.costmodel import calibrate as fitting
+from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.cohorts import COSTMODEL, LINE, cohort_of, judge, tag
-from commprof.costmodel.latency import params_from_toml, predict
+from commprof.costmodel.latency import predict
 from commprof.costmodel.model_error import calibration_error
 from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology

@@ -12,12 +12,11 @@ import pytest
 
 from commprof.cli import main
 from commprof.costmodel import calibrate as fitting
+from commprof.costmodel.calibration_file import params_from_toml, params_to_toml
 from commprof.costmodel.latency import (
     default_protocols,
     estimate,
     nccl_prior,
-    params_from_toml,
-    params_to_toml,
     predict,
     trimmed_channels,
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.costmodel.latency import params_to_toml
+from commprof.costmodel.calibration_file import params_to_toml
 from commprof.costmodel.simulate import nccl_setting
 from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
@@ -287,7 +287,7 @@ def test_the_staged_search_spends_no_point_on_what_the_report_may_not_propose(tm
     from pathlib import Path
 
     from commprof.cli import main
-    from commprof.costmodel.latency import params_from_toml
+    from commprof.costmodel.calibration_file import params_from_toml
     from commprof.costmodel.sweep_simulation import simulate_sweep
     from commprof.costmodel.topology import load_topology
     from commprof.proposable import not_proposable
@@ -310,7 +310,7 @@ def test_the_staged_search_spends_no_point_on_what_the_report_may_not_propose(tm
 def test_a_calibrated_simulation_quotes_the_held_out_error_never_the_in_sample_fit(tmp_path):
     """Every record of a calibrated simulation carries the calibration's held-out error, the figure the run's
     banner quotes; the in-sample fit is a lower bound and is never a record's figure."""
-    from commprof.costmodel.latency import params_from_toml
+    from commprof.costmodel.calibration_file import params_from_toml
     from commprof.costmodel.simulate import nccl_model_error
 
     log = Path(__file__).parent / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"

@@ -6,7 +6,8 @@ import pytest
 from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
-from commprof.records.schema import FUSED, record_problem, step_record
+from commprof.records.checks import record_problem
+from commprof.records.schema import FUSED, step_record
 from commprof.report.crossovers import NOT_RESOLVED, crossovers, routing_edges
 from commprof.report.routing import routing_plan
 from commprof.report.routing_candidates import candidates

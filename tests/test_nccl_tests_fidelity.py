@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.costmodel.latency import arch_of_gpu_name, params_from_toml
+from commprof.costmodel.calibration_file import params_from_toml
+from commprof.costmodel.latency import arch_of_gpu_name
 from commprof.costmodel.nccl_tests import parse_text
 from commprof.errors import UsageError
 

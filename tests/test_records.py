@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from commprof.errors import UsageError
+from commprof.records.checks import record_problem
 from commprof.records.files import (
     append_records,
     duplicated_measurements,
@@ -16,7 +17,6 @@ from commprof.records.files import (
     write_json,
 )
 from commprof.records.point_ids import is_run_id
-from commprof.records.schema import record_problem
 from tests.report_fixtures import make_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "cpu-smoke-gloo"

@@ -22,6 +22,7 @@ from commprof.doctor.bundle import read_bundle
 from commprof.doctor.facts import Facts
 from commprof.doctor.parse_nvsmi import parse_topo_matrix
 from commprof.errors import UsageError
+from commprof.nccl_vocab import P2P_LEVEL_VARIABLES
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def transport_lines(box: BoxTopology, ranks: int) -> list[str]:
 
 
 def _p2p_env(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k in ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE")}
+    return {k: v for k, v in env.items() if k in P2P_LEVEL_VARIABLES}
 
 
 # Compute capability by product name (NVIDIA's CUDA GPU list, developer.nvidia.com/cuda-gpus); nvidia-smi -q
@@ -370,7 +371,7 @@ def with_nccl_log(box: BoxTopology, text: str, path: str, log_env: Mapping[str, 
     notes = [f"rank i of {path} taken as GPU i of the bundle ({len(observed)} pairs shown)"] if observed else []
     if not observed:
         notes.append(f"{path} shows no GPU-to-GPU connection line: transports predicted from the bundle only")
-    env = {k: v for k, v in log_env.items() if k in ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE")}
+    env = _p2p_env(log_env)
     return replace(box, pairs=pairs, nccl_log=path, nccl_log_env=env, assumptions=box.assumptions + tuple(notes))
 
 

@@ -17,8 +17,9 @@ from rich.console import Console
 from rich.table import Table
 
 from commprof.costmodel import calibrate as fitting
+from commprof.costmodel.calibration_file import out_of_bounds, params_to_toml
 from commprof.costmodel.cohorts import LINE, claimed_error, cohort_of, judge, line_in_range, line_in_sample_pct, tag
-from commprof.costmodel.latency import arch_of, arch_of_gpu_name, out_of_bounds, params_to_toml
+from commprof.costmodel.latency import arch_of, arch_of_gpu_name
 from commprof.costmodel.nccl_tests import gpu_name, parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from commprof.errors import UsageError
 from commprof.floor.model import ALGORITHMS, FloorFigures, algorithm_us, received_bytes
 from commprof.problems import MISSING, Problems
+from commprof.records.schema import GRAPH_FIRST
 
 BASES = ("published", "floor")
-TIMED = ("graph", "eager")
+TIMED = GRAPH_FIRST
 
 
 @dataclass(frozen=True)

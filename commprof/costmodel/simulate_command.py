@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.command import base_meta, console_for
-from commprof.costmodel.latency import params_from_toml
 from commprof.costmodel.model_error import expected_error
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from commprof.nccl_log.parse import NcclLogSummary
-from commprof.nccl_vocab import PROTOCOLS, named, parse_selection
+from commprof.nccl_vocab import forces_ll128, nccl_user_p2p_level
 
 INFO, WARN, FAIL = "info", "warn", "fail"
 # Graph path types through a CPU host bridge or between sockets (src/graph/topo.h); NVL / NVB are NVLink.
@@ -46,8 +46,9 @@ def p2p_disabled(s: NcclLogSummary) -> Finding | None:
     if not shm:
         return None
     total = len(s.connections)
-    if s.p2p_level == "LOC":
-        variable = "NCCL_P2P_DISABLE" if "NCCL_P2P_DISABLE" in s.env else "NCCL_P2P_LEVEL"
+    user = nccl_user_p2p_level(s.env)
+    if user is not None and user.level == "LOC":
+        variable = user.variable
         return Finding(
             "p2p_disabled",
             WARN,
@@ -127,11 +128,9 @@ def ll128_on_pcie(s: NcclLogSummary) -> Finding | None:
     if not value or any(g["type_intra"] in NVLINK_PATHS for g in s.graphs):
         return None
     try:
-        segments = parse_selection("NCCL_PROTO", value)
+        if not forces_ll128(value):
+            return None
     except ValueError:
-        return None
-    ll128 = named(PROTOCOLS, "ll128")
-    if not any(not seg.excluding and ll128 in seg.names for seg in segments):
         return None
     return Finding(
         "ll128_forced_on_pcie",

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
+from commprof.records.checks import meta_problem, record_problem
 from commprof.records.folder import write_nofollow
 from commprof.records.point_ids import is_run_id
-from commprof.records.schema import READABLE_VERSIONS, meta_problem, record_problem, upgraded
+from commprof.records.schema import READABLE_VERSIONS, upgraded
 from commprof.textfiles import RESULTS_BYTES, read_json, read_text
 
 RESULTS_FILE = "results.jsonl"
@@ -86,7 +87,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
     Records of an older readable schema version are read as this version (schema.upgraded). A bad line elsewhere,
     a record of an unknown schema version, or one a reader cannot use (a field of the wrong type, an id that is
-    no id, a negative or non-finite time: schema.record_problem) is a UsageError naming the file and line.
+    no id, a negative or non-finite time: checks.record_problem) is a UsageError naming the file and line.
     """
     return list(_iter_records(Path(path)))
 

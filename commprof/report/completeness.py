@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from commprof.errors import UsageError
 from commprof.proposable import interconnect_of
+from commprof.records.schema import MODES
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def completeness(meta: dict, records: list[dict], run_dir: str) -> Completeness 
     except (UsageError, TypeError, ValueError):
         return None
     steps = [r for r in records if r.get("kind") == "step" and r.get("point_id")]
-    modes = {r.get("mode") for r in steps} or {"eager", "graph"}
+    modes = {r.get("mode") for r in steps} or set(MODES)
     done = completed_point_ids(steps, len(spec.tokens) * len(modes))
     stages = [StageProgress(0, "stage 0", len(spec.points), sum(p.point_id in done for p in spec.points))]
     finished = stages[0].done >= len(spec.points)

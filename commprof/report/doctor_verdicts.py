@@ -36,46 +36,15 @@ def doctor_view(doctor: Any) -> dict[str, Any] | None:
     """
     if not doctor:
         return None
-    listed_failed = doctor.get("failed") if isinstance(doctor, dict) and isinstance(doctor.get("failed"), list) else []
-    counts = doctor.get("counts") if isinstance(doctor, dict) and isinstance(doctor.get("counts"), dict) else None
-    if isinstance(doctor, dict) and isinstance(doctor.get("checks"), (list, dict)):
-        doctor = doctor["checks"]
-    entries = (
-        doctor.items()
-        if isinstance(doctor, dict)
-        else ((None, d) for d in doctor)
-        if isinstance(doctor, list)
-        else [(None, doctor)]
+    summary = doctor if isinstance(doctor, dict) else {}
+    listed_failed = summary["failed"] if isinstance(summary.get("failed"), list) else []
+    counts = summary["counts"] if isinstance(summary.get("counts"), dict) else None
+    if isinstance(summary.get("checks"), (list, dict)):
+        doctor = summary["checks"]
+    rows = sorted(
+        (_row(name, value) for name, value in _entries(doctor)),
+        key=lambda row: _VERDICT_ORDER.get(row["css"], len(_VERDICT_ORDER)),
     )
-    rows = []
-    for name, value in entries:
-        if isinstance(value, dict):
-            status = str(_first(value, *_STATUS_KEYS) or "")
-            check_id = value.get("id") if value.get("id") not in (None, "") else name
-            title = _first(value, *_NAME_KEYS) or name or ""
-            detail = _first(value, *_DETAIL_KEYS) or ""
-            evidence = value.get("evidence")
-            evidence = [str(e) for e in evidence] if isinstance(evidence, list) else [str(evidence)] if evidence else []
-            fix = value.get("fix")
-            known = {*_STATUS_KEYS, *_NAME_KEYS, *_DETAIL_KEYS, "evidence", "fix"}
-            rest = {k: v for k, v in value.items() if k not in known and v not in (None, "", [], {})}
-        else:
-            status, title, detail = (str(value) if name else ""), name or "", ("" if name else str(value))
-            check_id, evidence, fix, rest = None, [], None, {}
-        css = _VERDICT_CLASS.get(status.lower(), "info")
-        rows.append(
-            {
-                "id": str(check_id) if check_id not in (None, "") and str(check_id) != str(title) else "",
-                "title": str(title),
-                "status": status or "?",
-                "css": css,
-                "detail": str(detail),
-                "evidence": evidence,
-                "fix": str(fix) if fix else "",
-                "extra": json.dumps(rest, default=str) if rest else "",
-            }
-        )
-    rows.sort(key=lambda row: _VERDICT_ORDER.get(row["css"], len(_VERDICT_ORDER)))
     failed = [row["title"] or row["id"] for row in rows if row["css"] == "fail"]
     named = {row["id"] for row in rows} | {row["title"] for row in rows}
     failed += [str(f) for f in listed_failed if str(f) not in named]
@@ -90,6 +59,42 @@ def doctor_view(doctor: Any) -> dict[str, Any] | None:
         "failed": failed,
         "warned": warned,
         "counts": ", ".join(f"{n} {status}" for status, n in order),
+    }
+
+
+def _entries(doctor: Any) -> list[tuple[Any, Any]]:
+    """(name or None, verdict) pairs of a mapping, a list or a lone value."""
+    if isinstance(doctor, dict):
+        return list(doctor.items())
+    if isinstance(doctor, list):
+        return [(None, d) for d in doctor]
+    return [(None, doctor)]
+
+
+def _row(name: Any, value: Any) -> dict[str, Any]:
+    """One verdict as a page row; a verdict that is not a mapping is its status (named) or its detail."""
+    if isinstance(value, dict):
+        status = str(_first(value, *_STATUS_KEYS) or "")
+        check_id = value.get("id") if value.get("id") not in (None, "") else name
+        title = _first(value, *_NAME_KEYS) or name or ""
+        detail = _first(value, *_DETAIL_KEYS) or ""
+        evidence = value.get("evidence")
+        evidence = [str(e) for e in evidence] if isinstance(evidence, list) else [str(evidence)] if evidence else []
+        fix = value.get("fix")
+        known = {*_STATUS_KEYS, *_NAME_KEYS, *_DETAIL_KEYS, "evidence", "fix"}
+        rest = {k: v for k, v in value.items() if k not in known and v not in (None, "", [], {})}
+    else:
+        status, title, detail = (str(value) if name else ""), name or "", ("" if name else str(value))
+        check_id, evidence, fix, rest = None, [], None, {}
+    return {
+        "id": str(check_id) if check_id not in (None, "") and str(check_id) != str(title) else "",
+        "title": str(title),
+        "status": status or "?",
+        "css": _VERDICT_CLASS.get(status.lower(), "info"),
+        "detail": str(detail),
+        "evidence": evidence,
+        "fix": str(fix) if fix else "",
+        "extra": json.dumps(rest, default=str) if rest else "",
     }
 
 

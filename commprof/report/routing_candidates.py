@@ -61,22 +61,7 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
     model's expected error: the record's kernel model where it covers the size, else its NCCL model's (the run's
     expected error: run_analysis.with_run_error)."""
     reference = unfused_reference()
-    latest: dict[tuple, dict] = {}
-    baseline_config = None
-    for record in records:
-        if record.get("kind", "step") != "step" or record.get("status") != "ok" or not record.get("op_us"):
-            continue
-        point = record.get("point") or {}
-        config = (
-            point.get("impl"),
-            json.dumps(point.get("env") or {}, sort_keys=True),
-            json.dumps(point.get("options") or {}, sort_keys=True),
-        )
-        if record.get("point_id") == baseline_point:
-            baseline_config = config
-        key = (config, record.get("tokens"), record.get("mode"))
-        if key not in latest or _stage(record) >= _stage(latest[key]):
-            latest[key] = record
+    latest, baseline_config = _latest_per_setting(records, baseline_point)
     found: dict[tuple, Candidate] = {}
     for (config, _tokens, mode), record in latest.items():
         point = record.get("point") or {}
@@ -84,43 +69,11 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
         is_baseline = config == baseline_config
         if env and not is_baseline:
             continue  # NCCL under other settings is the NCCL recommendation's business, not a route
-        fused = fuses_rmsnorm(impl) or bool(record.get("fused_rmsnorm"))
         level = LEVEL_OF_SOURCE.get(record.get("source"), MEASURED)
-        ops = record["op_us"]
-        per_size: dict[tuple[str, int], list[tuple[float, float]]] = {}
-        sites = ops.get("sites", ())
-        # Each op's collective as the record names it (records before that: the logits site is the all-gather).
-        kinds = ops.get("collectives") or [
-            "all_gather" if str(s).rsplit(".", 1)[-1] == "logits" else "all_reduce" for s in sites
-        ]
-        for site, collective, nbytes, median, p90 in zip(
-            sites, kinds, ops.get("bytes", ()), ops.get("median", ()), ops.get("p90", ops.get("median", ()))
-        ):
-            if collective != "all_reduce" and not is_baseline:
-                continue  # every implementation runs the other collectives with torch.distributed: the baseline's
-            if collective == "all_reduce" and fused and str(site) != "embed":  # the embedding has no RMSNorm after
-                collective = FUSED
-            elif collective == "all_reduce" and impl == reference:
-                continue  # the reference's plain all-reduce is the baseline's own
-
-            per_size.setdefault((collective, int(nbytes)), []).append((float(median), float(p90)))
-        kernel = record.get("kernel_model") or {}
-        nccl_model = record.get("nccl") or {}
-        for (collective, nbytes), values in per_size.items():
+        for (collective, nbytes), values in _times_per_size(record, impl, is_baseline, reference).items():
             medians = sorted(v[0] for v in values)
             p90s = sorted(v[1] for v in values)
-            error, basis = None, ""
-            if level == SIMULATED:
-                covered = (
-                    kernel
-                    and collective != "all_gather"
-                    and (kernel.get("max_bytes") is None or nbytes <= kernel["max_bytes"])
-                )
-                if covered:
-                    error, basis = kernel.get("expected_error_pct"), kernel.get("error_basis", "")
-                else:
-                    error = nccl_model.get("expected_error_pct")
-                    basis = nccl_model.get("error_basis") or "unknown: the record states no NCCL model error"
+            error, basis = _model_error(record, collective, nbytes) if level == SIMULATED else (None, "")
             marked = is_baseline or (collective == FUSED and impl == reference)
             candidate = Candidate(
                 collective=collective,
@@ -139,6 +92,66 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
             )
             found[(collective, str(mode), nbytes, candidate.key(), marked)] = candidate
     return sorted(found.values(), key=lambda c: (c.collective, c.mode, c.nbytes, not c.baseline, c.impl))
+
+
+def _latest_per_setting(records: Iterable[dict], baseline_point: str) -> tuple[dict[tuple, dict], tuple | None]:
+    """The latest ok step record of each (setting, tokens, mode), and the baseline point's setting."""
+    latest: dict[tuple, dict] = {}
+    baseline_config = None
+    for record in records:
+        if record.get("kind", "step") != "step" or record.get("status") != "ok" or not record.get("op_us"):
+            continue
+        point = record.get("point") or {}
+        config = (
+            point.get("impl"),
+            json.dumps(point.get("env") or {}, sort_keys=True),
+            json.dumps(point.get("options") or {}, sort_keys=True),
+        )
+        if record.get("point_id") == baseline_point:
+            baseline_config = config
+        key = (config, record.get("tokens"), record.get("mode"))
+        if key not in latest or _stage(record) >= _stage(latest[key]):
+            latest[key] = record
+    return latest, baseline_config
+
+
+def _times_per_size(
+    record: dict, impl: str, is_baseline: bool, reference: str
+) -> dict[tuple[str, int], list[tuple[float, float]]]:
+    """A record's (median, p90) op times per (collective as routed, bytes); the fused all-reduce is its own."""
+    fused = fuses_rmsnorm(impl) or bool(record.get("fused_rmsnorm"))
+    ops = record["op_us"]
+    per_size: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    sites = ops.get("sites", ())
+    # Each op's collective as the record names it (records before that: the logits site is the all-gather).
+    kinds = ops.get("collectives") or [
+        "all_gather" if str(s).rsplit(".", 1)[-1] == "logits" else "all_reduce" for s in sites
+    ]
+    for site, collective, nbytes, median, p90 in zip(
+        sites, kinds, ops.get("bytes", ()), ops.get("median", ()), ops.get("p90", ops.get("median", ()))
+    ):
+        if collective != "all_reduce" and not is_baseline:
+            continue  # every implementation runs the other collectives with torch.distributed: the baseline's
+        if collective == "all_reduce" and fused and str(site) != "embed":  # the embedding has no RMSNorm after
+            collective = FUSED
+        elif collective == "all_reduce" and impl == reference:
+            continue  # the reference's plain all-reduce is the baseline's own
+        per_size.setdefault((collective, int(nbytes)), []).append((float(median), float(p90)))
+    return per_size
+
+
+def _model_error(record: dict, collective: str, nbytes: int) -> tuple[float | None, str]:
+    """A simulated time's expected error and its basis: the kernel model's where it covers the size, else NCCL's."""
+    kernel = record.get("kernel_model") or {}
+    covered = (
+        kernel and collective != "all_gather" and (kernel.get("max_bytes") is None or nbytes <= kernel["max_bytes"])
+    )
+    if covered:
+        return kernel.get("expected_error_pct"), kernel.get("error_basis", "")
+    nccl_model = record.get("nccl") or {}
+    return nccl_model.get("expected_error_pct"), (
+        nccl_model.get("error_basis") or "unknown: the record states no NCCL model error"
+    )
 
 
 def verdict(candidate: Candidate, baseline: Candidate) -> tuple[bool, str]:

@@ -14,6 +14,7 @@ from rich.text import Text
 from commprof.planner.plan import SITE_KINDS
 from commprof.records.files import RESULTS_FILE, read_records
 from commprof.records.point_ids import BASELINE_POINT_ID
+from commprof.records.schema import GRAPH_FIRST, MODES
 from commprof.sweep.measure import point_status
 from commprof.sweep.runner import SweepProgress
 from commprof.sweep.spec import SweepSpec
@@ -110,9 +111,7 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     """The sweep at a glance: one row per point, eager / graph medians per T, speed-up vs the baseline."""
     steps = [r for r in records if r.get("kind") == "step"]
     tokens = sorted({r["tokens"] for r in steps})
-    modes = [m for m in ("eager", "graph") if any(r["mode"] == m and r["status"] != "unsupported" for r in steps)] or [
-        "eager"
-    ]
+    modes = [m for m in MODES if any(r["mode"] == m and r["status"] != "unsupported" for r in steps)] or ["eager"]
     by_point: dict[str, dict] = {}
     for r in steps:
         entry = by_point.setdefault(r["point_id"], {"label": r["point"]["label"], "records": [], "cells": {}})
@@ -203,7 +202,7 @@ def _cell(record: dict | None) -> str:
 def _speedup(entry: dict, base: dict | None, tokens: int, modes: list[str]) -> str:
     """Baseline median / this point's median: graph mode where both captured, else eager, marked "(eager)"
     when the table also shows graph results, so the column never mixes modes without saying so."""
-    for mode in ("graph", "eager"):
+    for mode in GRAPH_FIRST:
         mine = entry["cells"].get((tokens, mode))
         theirs = base["cells"].get((tokens, mode)) if base else None
         if mine and theirs and mine["status"] == "ok" and theirs["status"] == "ok":

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from commprof.crossover_rule import sustained_runs, sustained_start
+
 KIB = 1024
 POWERS = tuple(KIB << k for k in range(11))  # 1 KiB .. 1 MiB
-SUSTAINED = 2  # consecutive wins that make a crossover
 STEP_BYTES = KIB  # bisection stops when the last win and the first loss are this close
 
 # (implementation, sizes) -> {size: (implementation µs, baseline µs)}
@@ -54,28 +55,6 @@ class Crossover:
             "rounds": self.rounds,
             "times": {str(s): {"impl_us": a, "baseline_us": b} for s, (a, b) in sorted(self.times.items())},
         }
-
-
-def sustained_runs(wins: dict[int, bool], length: int = SUSTAINED) -> list[tuple[int, int]]:
-    """(first, last) size of each run of at least `length` consecutive wins, in size order."""
-    runs, start, count, last = [], None, 0, None
-    for size, won in sorted(wins.items()):
-        if won:
-            start = size if count == 0 else start
-            count += 1
-            last = size
-        else:
-            if count >= length:
-                runs.append((start, last))
-            count = 0
-    if count >= length:
-        runs.append((start, last))
-    return runs
-
-
-def sustained_start(wins: dict[int, bool], length: int = SUSTAINED) -> int | None:
-    runs = sustained_runs(wins, length)
-    return runs[0][0] if runs else None
 
 
 def powers(low: int = POWERS[0], high: int = POWERS[-1]) -> list[int]:

@@ -16,7 +16,7 @@ from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
 from commprof.records import point_ids
 from commprof.records.point_ids import stage_of
-from commprof.records.schema import FAILED_STATUSES, FUSED, CrossoverRecord, crossover_record
+from commprof.records.schema import FAILED_STATUSES, FUSED, MODES, CrossoverRecord, crossover_record
 from commprof.sweep import crossover as cx
 from commprof.sweep.points import auto_label, baseline
 from commprof.sweep.spec import CrossoverStage, SweepPoint, SweepSpec, point_key
@@ -75,7 +75,7 @@ def searches(stage: CrossoverStage, results: list[dict], backend: str) -> list[S
         if stage.impls:
             if point.impl in stage.impls:
                 chosen.append((point, records))
-        elif any(_mode_refusal(mode, records, "nccl") is None for mode in ("eager", "graph")):
+        elif any(_mode_refusal(mode, records, "nccl") is None for mode in MODES):
             chosen.append((point, records))
     ran = {point.impl for point, _ in chosen}
     for name in stage.impls:

@@ -10,13 +10,13 @@ import re
 from typing import Any
 
 from commprof.env_names import export_name_problem
-from commprof.forkserver import frozen_variable
 from commprof.impls import registry
 from commprof.impls.base import option_values
 from commprof.nccl_vocab import ENV_CHECKS, MIN_MAX_PAIRS, env_value, value_traps
 from commprof.problems import Problems
 from commprof.sweep.graph_axis import GRAPH_AXIS, GRAPH_VARIABLE, graph_values
 from commprof.sweep.spec import ANY, DEFAULT, Axis, Rule, Setting
+from commprof.torch_env import frozen_variable
 
 PLUGIN = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 

@@ -14,6 +14,7 @@ from commprof.errors import UsageError
 from commprof.planner.models import load_model, normalize_dtype
 from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
 from commprof.planner.spacing import ComputeSpec, SkewSpec
+from commprof.records.schema import GRAPH_FIRST, Mode
 
 # The replay harness's defaults (commprof.harness.ReplayConfig), repeated so parsing never imports torch.
 DEFAULT_ITERATIONS = 50
@@ -167,7 +168,7 @@ class CrossoverStage:
     name: str
     description: str
     impls: tuple[str, ...] = ()  # implementations to search; (): every non-baseline one that ran ok earlier
-    modes: tuple[str, ...] = ("graph", "eager")  # searched apart; graph only where the setting captured earlier
+    modes: tuple[Mode, ...] = GRAPH_FIRST  # searched apart; graph only where the setting captured earlier
     min_bytes: int = 1024  # powers of two from here ...
     max_bytes: int = 1 << 20  # ... to here, plus the plan's own all-reduce sizes
     step_bytes: int = 1024  # bisection stops when the last win and the first loss are this close

@@ -3,6 +3,7 @@ searches (`kind = "crossover"`). Each reader returns the stage, or None after re
 
 from __future__ import annotations
 
+from commprof.records.schema import GRAPH_FIRST
 from commprof.sweep.settings import SweepProblems, impl_name, parse_axes, parse_rule
 from commprof.sweep.spec import DEFAULT, CrossoverStage, StageSpec
 from commprof.sweep.staging import RANK_BY
@@ -33,7 +34,7 @@ CROSSOVER_KEYS = (
     "rounds",
     "warmup",
 )
-SEARCH_MODES = ("graph", "eager")
+SEARCH_MODES = GRAPH_FIRST
 MAX_SEARCH_BYTES = 1 << 30  # above 1 GiB no engine routes by size, and one size would take minutes
 
 

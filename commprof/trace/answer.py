@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from commprof.errors import UsageError
+from commprof.records.schema import GRAPH_FIRST
 from commprof.trace.kernels import RUNS_AS
 from commprof.units import format_bytes
 
@@ -26,7 +27,7 @@ def routed_to(run: dict[str, Any], kind: str, nbytes: int | None) -> tuple[str, 
     """(implementation, what in the answer says so) for one op of `kind` and `nbytes` bytes."""
     bands = [b for b in run.get("routing") or [] if isinstance(b, dict)]
     if nbytes is not None:
-        for mode in ("graph", "eager"):
+        for mode in GRAPH_FIRST:
             here = [
                 b
                 for b in bands

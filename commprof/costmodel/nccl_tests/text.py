@@ -123,117 +123,136 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
     stripped = text.lstrip()
     if stripped.startswith("{") and '"results"' in stripped:
         return parse_json(text, path)
-    runs: list[Run] = []
-    warnings: list[str] = []
-    program: str | None = None  # last *_perf named in the text (command line or "Collective test starting")
-    version: str | None = None  # the last NCCL version the text states
-    run: Run | None = None
-    columns: list[str] | None = None
-    in_table = False
-
-    def current_run(number: int) -> Run:
-        nonlocal run
-        if run is None:
-            run = Run(line=number, collective=program, ranks=None, nccl_version=version)
-            runs.append(run)
-        return run
-
+    reader = _TextReader(path)
     for number, raw in enumerate(text.splitlines(), start=1):
+        reader.read_line(number, raw)
+    return reader.finish()
+
+
+class _TextReader:
+    """Line-by-line state of one text log: the runs so far, the table being read, what the text has named."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.runs: list[Run] = []
+        self.warnings: list[str] = []
+        self.program: str | None = None  # last *_perf named in the text (command line or "Collective test starting")
+        self.version: str | None = None  # the last NCCL version the text states
+        self.run: Run | None = None
+        self.columns: list[str] | None = None
+        self.in_table = False
+
+    def current_run(self, number: int) -> Run:
+        if self.run is None:
+            self.run = Run(line=number, collective=self.program, ranks=None, nccl_version=self.version)
+            self.runs.append(self.run)
+        return self.run
+
+    def read_line(self, number: int, raw: str) -> None:
         prefix = _PREFIX.match(raw)
         process = int(prefix.group(1)) if prefix and prefix.group(1) is not None else None
         line = raw[prefix.end() :].rstrip() if prefix else raw.rstrip()
         body = line.strip()
+        self._note_names(body)
+        if match := _RUN_LINE.match(body):
+            self._start_run(number, match)
+        elif match := _RANK_LINE.match(body):
+            self.current_run(number).devices.append(match.group(1).strip())
+        elif (cols := _header_columns(body)) is not None:
+            self._start_table(number, cols)
+        elif body.startswith("#"):
+            self._read_comment(body)
+        elif self.in_table and self.columns is not None:
+            self._read_table_line(number, body, process)
+        elif _ROW_START.match(body) and len(body.split()) >= 9:
+            self.warnings.append(
+                f"{self.path}:{number}: looks like a result row but no table header precedes it: {body[:80]}"
+            )
+
+    def _note_names(self, body: str) -> None:
+        """The NCCL version and the *_perf program a line states, remembered for the runs that follow."""
         if match := _TESTS_VERSION.match(body) or _NCCL_VERSION.search(body):
             text_version = match.group(1)
-            version = _nccl_version_from_code(int(text_version)) if text_version.isdigit() else text_version
-            if run is not None and not run.rows:  # NCCL prints its version while the run initializes
-                run.nccl_version = version
+            self.version = _nccl_version_from_code(int(text_version)) if text_version.isdigit() else text_version
+            if self.run is not None and not self.run.rows:  # NCCL prints its version while the run initializes
+                self.run.nccl_version = self.version
         program_match = PROGRAM.search(body)
         if program_match and not _ROW_START.match(body):
-            program = program_match.group(1)
-        if match := _RUN_LINE.match(body):
-            run = Run(
-                line=number,
-                collective=program,
-                ranks=None,
-                nthread=int(match.group(1)),
-                ngpus=int(match.group(2)),
-                nccl_version=version,
-            )
-            runs.append(run)
-            rest = match.group(3)
-            if m := re.search(r"graph:\s*(\d+)", rest):
-                run.graph = int(m.group(1)) > 0
-            if m := re.search(r"warmup iters:\s*(\d+)", rest):
-                run.warmup = int(m.group(1))
-            if m := re.search(r"(?<!warmup )iters:\s*(\d+)", rest):
-                run.iterations = int(m.group(1))
-            columns, in_table = None, False
-            continue
-        if match := _RANK_LINE.match(body):
-            current_run(number).devices.append(match.group(1).strip())
-            continue
-        if (cols := _header_columns(body)) is not None:
-            columns, in_table = cols, True
-            current_run(number)
-            if run.rows:  # a second table under one run header: a new run of the same binary
-                run = Run(
-                    line=number,
-                    collective=run.collective,
-                    ranks=run.ranks,
-                    nthread=run.nthread,
-                    ngpus=run.ngpus,
-                    graph=run.graph,
-                    iterations=run.iterations,
-                    warmup=run.warmup,
-                    devices=list(run.devices),
-                    nccl_version=run.nccl_version,
-                )
-                runs.append(run)
-            continue
-        if body.startswith("#"):
-            if run is not None and (m := re.match(r"#\s*Avg bus bandwidth\s*:\s*(\S+)", body)):
-                value = optional_float(m.group(1))
-                run.avg_busbw_gbps = value
-                in_table = False
-            elif run is not None and (m := re.match(r"#\s*Out of bounds values\s*:\s*(\d+)", body)):
-                run.out_of_bounds = int(m.group(1))
-            continue
-        if in_table and columns is not None:
-            if not body or body.startswith("```"):
-                in_table = False
-                continue
-            try:
-                row = _parse_row(body, number, columns)
-            except RefusedRow as exc:  # an edited or corrupt log: none of its numbers can be trusted
-                raise UsageError(f"{path}:{number}: {exc}, which no measurement gives") from None
-            except ValueError as exc:
-                warnings.append(f"{path}:{number}: unreadable table line ({exc}): {body[:80]}")
-            else:
-                row.process = process
-                run.rows.append(row)
-            continue
-        if _ROW_START.match(body) and len(body.split()) >= 9:
-            warnings.append(f"{path}:{number}: looks like a result row but no table header precedes it: {body[:80]}")
+            self.program = program_match.group(1)
 
-    runs = [piece for r in runs if r.rows for piece in _split_interleaved(r, path, warnings)]
-    if not runs:
-        raise UsageError(f"{path}: no nccl-tests result table found")
-    for r in runs:
-        # "Using devices" lists every rank (MPI gathers them to the root); nThread x nGpus is per process.
-        if r.ranks is None and r.devices:
-            r.ranks = len(r.devices)
-        elif r.ranks is None and r.ngpus:
-            r.ranks = (r.nthread or 1) * r.ngpus
-        if r.ranks is None:
-            warnings.append(
-                f"{path}:{r.line}: GPU count not stated (no '# nThread ... nGpus' or 'Using devices' "
-                "lines); ranks left unknown"
+    def _start_run(self, number: int, match: re.Match[str]) -> None:
+        run = Run(
+            line=number,
+            collective=self.program,
+            ranks=None,
+            nthread=int(match.group(1)),
+            ngpus=int(match.group(2)),
+            nccl_version=self.version,
+        )
+        self.runs.append(run)
+        self.run = run
+        rest = match.group(3)
+        if m := re.search(r"graph:\s*(\d+)", rest):
+            run.graph = int(m.group(1)) > 0
+        if m := re.search(r"warmup iters:\s*(\d+)", rest):
+            run.warmup = int(m.group(1))
+        if m := re.search(r"(?<!warmup )iters:\s*(\d+)", rest):
+            run.iterations = int(m.group(1))
+        self.columns, self.in_table = None, False
+
+    def _start_table(self, number: int, columns: list[str]) -> None:
+        self.columns, self.in_table = columns, True
+        run = self.current_run(number)
+        if run.rows:  # a second table under one run header: a new run of the same binary
+            self.run = replace(
+                run, line=number, rows=[], devices=list(run.devices), avg_busbw_gbps=None, out_of_bounds=None
             )
-        if r.collective is None:
-            warnings.append(f"{path}:{r.line}: the *_perf binary is not named in the file; assumed all_reduce")
-            r.collective = "all_reduce"
-    return ParsedLog(path=path, runs=runs, warnings=warnings)
+            self.runs.append(self.run)
+
+    def _read_comment(self, body: str) -> None:
+        if self.run is None:
+            return
+        if m := re.match(r"#\s*Avg bus bandwidth\s*:\s*(\S+)", body):
+            self.run.avg_busbw_gbps = optional_float(m.group(1))
+            self.in_table = False
+        elif m := re.match(r"#\s*Out of bounds values\s*:\s*(\d+)", body):
+            self.run.out_of_bounds = int(m.group(1))
+
+    def _read_table_line(self, number: int, body: str, process: int | None) -> None:
+        if not body or body.startswith("```"):
+            self.in_table = False
+            return
+        try:
+            row = _parse_row(body, number, self.columns or [])
+        except RefusedRow as exc:  # an edited or corrupt log: none of its numbers can be trusted
+            raise UsageError(f"{self.path}:{number}: {exc}, which no measurement gives") from None
+        except ValueError as exc:
+            self.warnings.append(f"{self.path}:{number}: unreadable table line ({exc}): {body[:80]}")
+        else:
+            row.process = process
+            assert self.run is not None  # a table header always opens a run
+            self.run.rows.append(row)
+
+    def finish(self) -> ParsedLog:
+        path, warnings = self.path, self.warnings
+        runs = [piece for r in self.runs if r.rows for piece in _split_interleaved(r, path, warnings)]
+        if not runs:
+            raise UsageError(f"{path}: no nccl-tests result table found")
+        for r in runs:
+            # "Using devices" lists every rank (MPI gathers them to the root); nThread x nGpus is per process.
+            if r.ranks is None and r.devices:
+                r.ranks = len(r.devices)
+            elif r.ranks is None and r.ngpus:
+                r.ranks = (r.nthread or 1) * r.ngpus
+            if r.ranks is None:
+                warnings.append(
+                    f"{path}:{r.line}: GPU count not stated (no '# nThread ... nGpus' or 'Using devices' "
+                    "lines); ranks left unknown"
+                )
+            if r.collective is None:
+                warnings.append(f"{path}:{r.line}: the *_perf binary is not named in the file; assumed all_reduce")
+                r.collective = "all_reduce"
+        return ParsedLog(path=path, runs=runs, warnings=warnings)
 
 
 def _split_interleaved(run: Run, path: str, warnings: list[str]) -> list[Run]:

@@ -172,36 +172,52 @@ def probe_view(topology: dict[str, Any]) -> dict[str, Any]:
     if not gpus:
         view["no_gpus"] = f"no GPUs: {topology.get('reason') or 'the probe found none'}"
         return view
-    for i, gpu in enumerate(gpus):
-        pcie = gpu.get("pcie") if isinstance(gpu.get("pcie"), dict) else {}
-        memory = gpu.get("memory_total_mib")
-        view["gpus"].append(
-            {
-                "index": gpu.get("index", i),
-                "name": gpu.get("name") or "?",
-                "cc": gpu.get("compute_capability") or "?",
-                "bus": gpu.get("pci_bus_id") or "?",
-                "memory": f"{memory / 1024:.0f} GiB" if finite(memory) else "?",
-                "pcie": f"{_link(pcie.get('gen_current'), pcie.get('width_current'))} / "
-                f"{_link(pcie.get('gen_max'), pcie.get('width_max'))}",
-                "numa": "?" if gpu.get("numa_node") is None else gpu.get("numa_node"),
-                "cpus": gpu.get("cpu_affinity") or "?",
-                "nvlinks": gpu.get("nvlink_active") or 0,
-            }
-        )
+    view["gpus"] = [_gpu_row(i, gpu) for i, gpu in enumerate(gpus)]
     labels = [f"GPU{g['index']}" for g in view["gpus"]]
-    position = {g["index"]: k for k, g in enumerate(view["gpus"])}
+    levels, p2p, broken = _pair_grids(topology.get("pairs") or [], view["gpus"], labels)
+    view["p2p_notes"] = [f"{', '.join(pairs)} ({why})" for why, pairs in broken.items()]
+    if len(labels) > 1:
+        view["grids"] = [
+            {"title": "path level (NVML)", "labels": labels, "rows": levels},
+            {"title": "P2P read + write (NVML)", "labels": labels, "rows": p2p},
+        ]
+    return view
+
+
+def _gpu_row(i: int, gpu: dict[str, Any]) -> dict[str, Any]:
+    """One probed GPU as a table row, "?" where the probe did not say."""
+    pcie = gpu.get("pcie") if isinstance(gpu.get("pcie"), dict) else {}
+    memory = gpu.get("memory_total_mib")
+    return {
+        "index": gpu.get("index", i),
+        "name": gpu.get("name") or "?",
+        "cc": gpu.get("compute_capability") or "?",
+        "bus": gpu.get("pci_bus_id") or "?",
+        "memory": f"{memory / 1024:.0f} GiB" if finite(memory) else "?",
+        "pcie": f"{_link(pcie.get('gen_current'), pcie.get('width_current'))} / "
+        f"{_link(pcie.get('gen_max'), pcie.get('width_max'))}",
+        "numa": "?" if gpu.get("numa_node") is None else gpu.get("numa_node"),
+        "cpus": gpu.get("cpu_affinity") or "?",
+        "nvlinks": gpu.get("nvlink_active") or 0,
+    }
+
+
+def _pair_grids(
+    pairs: list[Any], gpu_rows: list[dict[str, Any]], labels: list[str]
+) -> tuple[list[list[tuple]], list[list[tuple]], dict[str, list[str]]]:
+    """The path-level and P2P grids over the probed pairs, and the pairs whose P2P is off, by why."""
+    position = {g["index"]: k for k, g in enumerate(gpu_rows)}
     count = len(labels)
-    levels = [
-        [("X", "lv-self", "") if a == b else ("?", "lv-other", "not probed") for b in range(count)]
-        for a in range(count)
-    ]
-    p2p = [
-        [("X", "lv-self", "") if a == b else ("?", "lv-other", "not probed") for b in range(count)]
-        for a in range(count)
-    ]
+
+    def blank() -> list[list[tuple]]:
+        return [
+            [("X", "lv-self", "") if a == b else ("?", "lv-other", "not probed") for b in range(count)]
+            for a in range(count)
+        ]
+
+    levels, p2p = blank(), blank()
     broken: dict[str, list[str]] = {}  # why P2P is off -> the pairs
-    for pair in topology.get("pairs") or []:
+    for pair in pairs:
         ends = pair.get("gpus") if isinstance(pair, dict) else None
         if not (isinstance(ends, list) and len(ends) == 2 and all(e in position for e in ends)):
             continue
@@ -220,13 +236,7 @@ def probe_view(topology: dict[str, Any]) -> dict[str, Any]:
             cell = ("no", "lv-sys", f"{where}: P2P read {read}, write {write}")
             broken.setdefault(f"read {read or '?'}, write {write or '?'}", []).append(where)
         p2p[a][b] = p2p[b][a] = cell
-    view["p2p_notes"] = [f"{', '.join(pairs)} ({why})" for why, pairs in broken.items()]
-    if count > 1:
-        view["grids"] = [
-            {"title": "path level (NVML)", "labels": labels, "rows": levels},
-            {"title": "P2P read + write (NVML)", "labels": labels, "rows": p2p},
-        ]
-    return view
+    return levels, p2p, broken
 
 
 def host_line(host: dict[str, Any]) -> str:
