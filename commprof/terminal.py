@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import re
 import sys
+from functools import cache
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
-from rich.text import Text
+
+if TYPE_CHECKING:  # rich is imported where a console is made: the sanitisers serve a python without it too
+    from rich.console import Console
+    from rich.text import Text
 
 # C0 and C1 control characters (newline, carriage return, escape, NUL, ...), DEL, and Unicode's line and paragraph
 # separators: whatever could end a line or drive a terminal.
@@ -46,11 +50,17 @@ def echo(text: object = "", err: bool = False) -> None:
     click.echo(printable(text), err=err)
 
 
-class PlainConsole(Console):
-    """A Rich console that renders every string it is given (printed, or a table's cell) through `printable`."""
+@cache
+def _plain_console_class() -> type[Console]:
+    from rich.console import Console
 
-    def render_str(self, text: str, **kwargs) -> Text:
-        return super().render_str(printable(text), **kwargs)
+    class PlainConsole(Console):
+        """A Rich console that renders every string it is given (printed, or a table's cell) through `printable`."""
+
+        def render_str(self, text: str, **kwargs) -> Text:
+            return super().render_str(printable(text), **kwargs)
+
+    return PlainConsole
 
 
 def plain_console(stderr: bool = False, pipe_width: int = 160) -> Console:
@@ -61,12 +71,14 @@ def plain_console(stderr: bool = False, pipe_width: int = 160) -> Console:
     """
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else pipe_width
-    return PlainConsole(stderr=stderr, width=width, markup=False, emoji=False, highlight=False)
+    return _plain_console_class()(stderr=stderr, width=width, markup=False, emoji=False, highlight=False)
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:
     """Text from plain strings and (text, style) pairs; the strings are never parsed, and pass through
     `printable`."""
+    from rich.text import Text
+
     return Text.assemble(
         *(printable(part) if isinstance(part, str) else (printable(part[0]), part[1]) for part in parts)
     )

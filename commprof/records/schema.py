@@ -250,7 +250,7 @@ class RunMeta(TypedDict, total=False):
     topology: dict[str, Any] | None
     floor: dict[str, Any] | None
     doctor: dict[str, Any] | None
-    kernel_builds: dict[str, Any] | None
+    kernel_builds: list[dict[str, Any]] | None  # one report per node that built kernels (sweep.prebuild)
 
 
 # What a builder may leave out (None otherwise); the rest must be given.
