@@ -178,3 +178,16 @@ def test_traces_of_different_world_sizes_are_refused(tmp_path, capsys):
     assert main(["trace", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "world size 2: rank(s) 0; world size 8: rank(s) 3" in err and len(err.splitlines()) == 1
+
+
+def test_a_c10d_tensor_list_op_takes_its_size_from_the_nccl_annotation_inside_it():
+    # torch's c10d::allreduce_ records a TensorList ([] dims); the "nccl:all_reduce" annotation in it has the shape.
+    nccl = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    data = _engine_trace(nccl, 3, 14336)
+    for event in data["traceEvents"]:
+        if event["name"] == "vllm::all_reduce":
+            event.update(name="c10d::allreduce_", args={"Input Dims": [[], []], "Input type": ["TensorList", ""]})
+            inner = {"Input Dims": [[1000]], "Input type": ["float"]}
+            data["traceEvents"].append({**event, "cat": "user_annotation", "name": "nccl:all_reduce", "args": inner})
+    (group,) = TraceAnalysis([trace_from_dict(data, "e.json", 0)]).account()["kernels"]
+    assert (group["bytes"], group["count"]) == (4000, 3)

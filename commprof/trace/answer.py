@@ -84,7 +84,7 @@ def check_answer(
         size = format_bytes(group["bytes"]) if group["bytes"] is not None else "unknown size"
         what = f"{group['kind'].replace('_', '-')}s of {size}"
         if expected is None:
-            sentence, match, status = f"{total} {what} ran {ran}: {why}", None, "not covered"
+            sentence, match, status = f"{total} {what} ran {ran}; {why}", None, "not covered"
         elif count == total:
             sentence, match, status = f"{total} of {total} {what} ran {expected}; {why}", True, "match"
             if expected == "nccl" and env:
