@@ -87,6 +87,16 @@ class Evidence:
         return self.simulated and self.calibration in (None, "nccl-prior")
 
     @property
+    def measured(self) -> str:
+        """The word for how a number of this evidence came to be: "measured", "predicted" or "imported"."""
+        return {MEASURED: "measured", SIMULATED: "predicted"}.get(self.level, "imported")
+
+    @property
+    def measurement(self) -> str:
+        """The noun for one such number: "measurement", "prediction" or "import"."""
+        return {MEASURED: "measurement", SIMULATED: "prediction"}.get(self.level, "import")
+
+    @property
     def label(self) -> str:
         """ "measured on gloo", "simulated with nccl-prior (expected error ±41 %)", "imported from a.txt"."""
         if self.level == MEASURED:

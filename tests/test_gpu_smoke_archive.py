@@ -105,3 +105,22 @@ def test_a_python_without_torch_or_pandas_still_answers_with_the_skip(tmp_path):
     assert "no CUDA GPU here (no NVML: nvidia-ml-py is not installed; no torch in this python)" in proc.stdout
     summary = json.loads((archive.parent / "summary.json").read_text())
     assert summary["verdicts"][0]["status"] == "skip" and summary["environment"]["torch_version"] is None
+
+
+def test_a_summary_json_the_smoke_did_not_write_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(smoke_main, "probe_environment", lambda: pytest.fail("the smoke ran"))
+    returned = tmp_path / "returned"
+    returned.mkdir()
+    report = '{"runs": []}\n'
+    (returned / "summary.json").write_text(report)
+    archive = returned / "a.tgz"
+    assert smoke_main.main(["--out", str(tmp_path / "gs"), "--archive", str(archive)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(returned / "summary.json") in err and len(err.splitlines()) == 1
+    assert (returned / "summary.json").read_text() == report and not (tmp_path / "gs").exists()
+    # An earlier smoke's summary.json is replaced.
+    monkeypatch.setattr(smoke_main, "probe_environment", lambda: env())
+    monkeypatch.setattr(smoke_main, "gpu_paths", lambda out, *a, **k: [Verdict("a", PASS, "x")])
+    (returned / "summary.json").write_text(json.dumps({"verdicts": [], "exit_code": 0}))
+    assert smoke_main.main(["--out", str(tmp_path / "gs"), "--archive", str(archive)]) == 0
+    assert json.loads((returned / "summary.json").read_text())["verdicts"][-1]["path"] == "a"

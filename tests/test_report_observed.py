@@ -74,13 +74,30 @@ def test_an_observation_inside_the_band_is_explained(run_dir, tmp_path):
     assert "Not confirmed" not in (tmp_path / "b" / "index.html").read_text(encoding="utf-8")
 
 
-def test_an_engine_trace_is_read_as_commprof_trace_reads_it(run_dir, tmp_path):
+def test_an_engine_trace_is_read_as_commprof_trace_reads_it(tmp_path):
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(SWEEP.replace("tokens = [1, 4]", "tokens = [1]\ntp = 2"), encoding="utf-8")
+    assert main(["simulate", "--from-bundle", str(ASUS), "--sweep", str(sweep), "--out", str(tmp_path / "runs")]) == 0
+    (tp2_run,) = (tmp_path / "runs").iterdir()
     traces = tmp_path / "traces"
     traces.mkdir()
     shutil.copy(FIXTURES / "traces" / "hta-nccl-allreduce-a100-2rank.trimmed.json.gz", traces)
-    run = _report(run_dir, tmp_path / "r", "--observed", str(traces))
+    run = _report(tp2_run, tmp_path / "r", "--observed", str(traces))
     assert run["observed"]["source"].startswith(f"engine trace {traces}")
     assert run["observed"]["rows"][0]["observed_ms"] > 0
+
+
+def test_an_observation_of_another_run_is_refused(run_dir, tmp_path, capsys):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(FIXTURES / "traces" / "hta-nccl-allreduce-a100-2rank.trimmed.json.gz", traces)
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "r"), "--observed", str(traces)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "world size 2" in err and "TP 8" in err and len(err.splitlines()) == 1
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "r"), "--observed-step-ms", "3=25"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "T=3" in err and "1, 4" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "r").exists()
 
 
 def test_bad_observations_are_one_line_errors(run_dir, tmp_path, capsys):

@@ -635,3 +635,11 @@ def test_dp_attention_ops_keep_their_collectives_in_the_nccl_tests_tables(tmp_pa
         and "# all_gather (in place)" in text
         and "all_reduce" not in text.split("#\n", 1)[1]
     )
+
+
+def test_a_simulated_page_calls_its_numbers_predicted_never_measured(pcie8_simulated):
+    html = (pcie8_simulated / "index.html").read_text()
+    assert "re-predicted as s2-p0" in html and "re-measured as" not in html
+    assert "re-predicted configurations' earlier predictions" in html and "earlier measurements" not in html
+    assert "the latest prediction of <code>p000" in html and "Configurations predicted more than once" in html
+    assert "the latest measurement of" not in html and "Configurations measured more than once" not in html

@@ -150,3 +150,44 @@ def test_an_answer_whose_switch_did_not_take_effect_is_a_mismatch(tmp_path, caps
     summary.write_text("{}")
     assert main(["trace", str(path), "--answer", str(summary)]) == 2
     assert "not a commprof report's summary.json" in capsys.readouterr().err
+
+
+def test_an_answer_of_another_run_or_size_is_no_match(tmp_path, capsys):
+    nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    groups = TraceAnalysis([trace_from_dict(_engine_trace(nccl, 3, 25 << 20), "engine.json", 0)]).account()["kernels"]
+    run = _summary("nccl", 14336, 229376)["runs"][0]
+    run["recommended"] = {"impl": "default", "label": "P2P=SYS", "env": {"NCCL_P2P_LEVEL": "SYS"}}
+    (check,) = check_answer(groups, run)
+    assert (check["status"], check["match"]) == ("not covered", None), check["sentence"]
+    assert "not covered by the answer: its bands cover 14 KiB–224 KiB" in check["sentence"]
+    (check,) = check_answer(groups, {**run, "tp": 2}, world_size=8)
+    assert check["status"] == "not comparable" and "world size 8 is not the answer's TP 2" in check["sentence"]
+    # Inside a band of NCCL with variables: the kernels match, and the sentence says a trace cannot show the env.
+    inside = TraceAnalysis([trace_from_dict(_engine_trace(nccl, 3, 57344), "e.json", 0)]).account()["kernels"]
+    (check,) = check_answer(inside, run)
+    assert check["match"] and "as recommends" not in check["sentence"]
+    assert "a trace cannot show whether NCCL_P2P_LEVEL=SYS was set" in check["sentence"]
+
+
+def test_traces_of_different_world_sizes_are_refused(tmp_path, capsys):
+    nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    two = _engine_trace(nccl, 3, 14336, rank=0)
+    two["distributedInfo"]["world_size"] = 2
+    (tmp_path / "a.json").write_text(json.dumps(two))
+    (tmp_path / "b.json").write_text(json.dumps(_engine_trace(nccl, 3, 14336, rank=3)))
+    assert main(["trace", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "world size 2: rank(s) 0; world size 8: rank(s) 3" in err and len(err.splitlines()) == 1
+
+
+def test_a_c10d_tensor_list_op_takes_its_size_from_the_nccl_annotation_inside_it():
+    # torch's c10d::allreduce_ records a TensorList ([] dims); the "nccl:all_reduce" annotation in it has the shape.
+    nccl = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    data = _engine_trace(nccl, 3, 14336)
+    for event in data["traceEvents"]:
+        if event["name"] == "vllm::all_reduce":
+            event.update(name="c10d::allreduce_", args={"Input Dims": [[], []], "Input type": ["TensorList", ""]})
+            inner = {"Input Dims": [[1000]], "Input type": ["float"]}
+            data["traceEvents"].append({**event, "cat": "user_annotation", "name": "nccl:all_reduce", "args": inner})
+    (group,) = TraceAnalysis([trace_from_dict(data, "e.json", 0)]).account()["kernels"]
+    assert (group["bytes"], group["count"]) == (4000, 3)

@@ -268,7 +268,7 @@ def _nvml_p2p(facts: Facts) -> dict[tuple[int, int], bool]:
 
 def box_from_bundle(directory: Path) -> BoxTopology:
     """The box a bundle describes; UsageError when it holds no nvidia-smi topo -m matrix (the pairs)."""
-    facts = read_bundle(directory)
+    facts = read_bundle(directory, "--from-bundle")
     topo = facts.source("nvidia_topo")
     if not topo.ok:
         raise UsageError(

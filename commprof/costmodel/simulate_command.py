@@ -111,7 +111,7 @@ def simulate(
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
         calibration = params_from_toml(text, str(calibration_file))
-    graphs = _graph_models(spec, graph_box or bundle_dir)
+    graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
     records = simulate_sweep(spec, topology, calibration, run_dir.name, graphs=graphs)
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
@@ -159,7 +159,7 @@ def simulate(
     console_for().print(f"wrote {run_dir} ({len(records)} records, source: simulated)")
 
 
-def _graph_models(spec, graph_box: Path | None) -> dict:
+def _graph_models(spec, graph_box: Path | None, flag: str = "--graph-box") -> dict:
     """NCCL_GRAPH_FILE value -> the graph each point names (generated for --graph-box, or read from its path),
     or why it cannot be simulated."""
     from commprof.costmodel.graph_sim import file_model, generated_models
@@ -174,7 +174,7 @@ def _graph_models(spec, graph_box: Path | None) -> dict:
         from commprof.nccl_graph.box import box_from_facts
         from commprof.nccl_graph.command import facts_of_run
 
-        facts = facts_of_run(graph_box) if (graph_box / META_FILE).is_file() else read_bundle(graph_box)
+        facts = facts_of_run(graph_box) if (graph_box / META_FILE).is_file() else read_bundle(graph_box, flag)
         models = generated_models(box_from_facts(facts))
     for value in sorted(values):
         if value.startswith(GENERATED_PREFIX) and value not in models:

@@ -41,10 +41,11 @@ NVML_FILE, TESTS_FILE, MANIFEST_FILE = "nvml.json", "gpu_tests.json", "manifest.
 FLOOR_FILE = "floor.json"  # the floor probe's result as meta.json records it (commprof.floor.record)
 
 
-def read_bundle(directory: Path) -> Facts:
-    """Facts from a bundle directory; every file is optional, a missing one says so."""
+def read_bundle(directory: Path, flag: str = "--from") -> Facts:
+    """Facts from a bundle directory; every file is optional, a missing one says so. Errors name `flag`, the
+    option that gave the directory."""
     if not directory.is_dir():
-        raise UsageError(f"--from {directory}: not a directory")
+        raise UsageError(f"{flag} {directory}: not a directory")
     manifest = _json(directory / MANIFEST_FILE)
     missing = manifest.get("missing") if isinstance(manifest, dict) else None
     missing = {str(k): one_line(v) for k, v in missing.items()} if isinstance(missing, dict) else {}
@@ -70,10 +71,10 @@ def read_bundle(directory: Path) -> Facts:
     floor = _json(directory / FLOOR_FILE)
     facts.floor = floor if isinstance(floor, dict) else None
     if facts.floor is not None and (problem := entry_problem(facts.floor)):
-        raise UsageError(f"--from {directory}: {FLOOR_FILE}: {problem}")
+        raise UsageError(f"{flag} {directory}: {FLOOR_FILE}: {problem}")
     if not any(s.ok for s in facts.sources.values()) and not nvml:
         raise UsageError(
-            f"--from {directory}: no bundle file found (expected names like cmdline.log, "
+            f"{flag} {directory}: no bundle file found (expected names like cmdline.log, "
             "lspci_full.log, nvidia_smi_full.log)"
         )
     return facts

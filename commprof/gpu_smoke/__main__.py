@@ -115,7 +115,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.budget is not None and args.budget < 60:
         print("python -m commprof.gpu_smoke: error: --budget must be at least 60 seconds", file=sys.stderr)
         return 2
+    if problem := foreign_summary(args.out, args.archive):
+        print(f"python -m commprof.gpu_smoke: error: {problem}", file=sys.stderr)
+        return 2
     return smoke(args.out, args.archive, args.extended, args.budget, echo=lambda text: print(text, flush=True))
+
+
+def foreign_summary(out: Path | None, archive: Path | None) -> str | None:
+    """Why the smoke would overwrite a summary.json it did not write (a report's), or None: checked before any work;
+    an earlier smoke's summary.json (its "verdicts" and "exit_code") may be replaced."""
+    for folder in (out, archive.parent if archive is not None else None):
+        path = folder / "summary.json" if folder is not None else None
+        if path is None or not path.exists():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError):
+            data = None
+        if not (isinstance(data, dict) and "verdicts" in data and "exit_code" in data):
+            return f"{path} exists and is not a gpu-smoke summary: choose another --out / --archive folder"
+    return None
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ def nccl_graph(bundle: Path | None, run: Path | None, out: Path) -> None:
     """Write NCCL_GRAPH_FILE candidates for a box, built from its topology instead of NCCL's search."""
     if (bundle is None) == (run is None):
         raise UsageError("give one of --from-bundle DIR or --from-run RUN")
-    facts = read_bundle(bundle) if bundle is not None else facts_of_run(run)
+    facts = read_bundle(bundle, "--from-bundle") if bundle is not None else facts_of_run(run)
     box = box_from_facts(facts)
     candidates = build_candidates(box)
     if not candidates:

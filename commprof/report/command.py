@@ -261,16 +261,17 @@ def report(
         gc.enable()
 
 
-def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str]:
-    """--observed-step-ms / --observed as ({T or None: ms}, where it comes from); ({}, "") when neither is given."""
+def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str, int | None]:
+    """--observed-step-ms / --observed as ({T or None: ms}, where it comes from, the traces' world size or None);
+    ({}, "", None) when neither is given."""
     from commprof.report.observed import parse_observed_ms
 
     if step_ms is not None and trace_dir is not None:
         raise UsageError("give one of --observed-step-ms and --observed, not both")
     if step_ms is not None:
-        return parse_observed_ms(step_ms), f"given with --observed-step-ms {step_ms}"
+        return parse_observed_ms(step_ms), f"given with --observed-step-ms {step_ms}", None
     if trace_dir is None:
-        return {}, ""
+        return {}, "", None
     from commprof.trace.analysis import TraceAnalysis
     from commprof.trace.command import input_files
     from commprof.trace.events import load_traces
@@ -278,18 +279,25 @@ def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str]
     files, _ = input_files((str(trace_dir),))
     if not files:
         raise UsageError(f"--observed {trace_dir}: no PyTorch profiler trace (.json, .json.gz) there")
-    account = TraceAnalysis(load_traces(files)).account()
+    traces = load_traces(files)
+    account = TraceAnalysis(traces).account()
     comm_us = account["step"]["comm_us_median"]
     if not comm_us:
         raise UsageError(f"--observed {trace_dir}: no communication found in the traces (`commprof trace` says why)")
     steps = account["steps"]
-    return {None: comm_us / 1000.0}, (
-        f"engine trace {trace_dir} (commprof trace: median communication of {steps['alike']} alike steps of "
-        f"{steps['collectives_per_step']} collectives, rank {steps['reference_rank']})"
+    return (
+        {None: comm_us / 1000.0},
+        (
+            f"engine trace {trace_dir} (commprof trace: median communication of {steps['alike']} alike steps of "
+            f"{steps['collectives_per_step']} collectives, rank {steps['reference_rank']})"
+        ),
+        next((t.world_size for t in traces if t.world_size), None),
     )
 
 
-def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, engines, allow_partial, observed=({}, "")):
+def _report(
+    run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, engines, allow_partial, observed=({}, "", None)
+):
     from commprof.report.engine_dispatch import parse_engine
 
     for engine in engines:
@@ -323,6 +331,8 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, engin
         again = Path(run_dir) / BASELINE_REPEATS_FILE
         repeats = read_records(again) if again.exists() else []
         runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), repeats))
+    for run in runs:
+        check_observed(run, observed[0], observed[2])
     mismatch = incomparable(runs)
     if mismatch:
         click.echo(f"commprof: warning: {mismatch}", err=True)
@@ -342,3 +352,21 @@ def _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, engin
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
         "engine_flags.txt, routing.txt, nccl-tests/"
     )
+
+
+def check_observed(run, observed: dict, world_size: int | None) -> None:
+    """An observation of another run is refused: a T the run did not step, or traces of another world size."""
+    if run.steps.empty or not observed:
+        return
+    run_tokens = sorted({int(t) for t in run.steps["tokens"].unique()})
+    missing = sorted(t for t in observed if t is not None and t not in run_tokens)
+    if missing:
+        raise UsageError(
+            f"--observed-step-ms: T={missing[0]} is not in {run.name} (its T: {', '.join(map(str, run_tokens))})"
+        )
+    tps = {int(t) for t in run.steps["tp"].dropna().unique()} if "tp" in run.steps else set()
+    if world_size and tps and world_size not in tps:
+        raise UsageError(
+            f"--observed: the traces' world size {world_size} is not {run.name}'s TP {min(tps)}: "
+            "give the traces of an engine run at the run's TP"
+        )

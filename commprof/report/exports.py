@@ -26,6 +26,7 @@ from commprof.nccl_vocab import (
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.engine_hints import EngineHint
 from commprof.report.export_text import comment, export_line, one_line, spreadsheet_cell
+from commprof.report.frame import whole_counts
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
 TUNER_FIELDS = (
@@ -373,7 +374,7 @@ CSV_DROP = ("env", "config", "op_us", "nccl", "rank_step_median_us")
 def results_csv(frame: pd.DataFrame) -> str:
     """Every record as one CSV row (nested op_us / nccl left out; per-rank medians joined with ';'); text cells
     that a spreadsheet would run as a formula are prefixed with an apostrophe."""
-    table = frame.drop(columns=[c for c in CSV_DROP if c in frame])
+    table = whole_counts(frame.drop(columns=[c for c in CSV_DROP if c in frame]))
     for column in table.columns:
         if not pd.api.types.is_numeric_dtype(table[column]):  # text columns (object or pandas' str dtype)
             table[column] = table[column].map(spreadsheet_cell)

@@ -132,6 +132,20 @@ def env_text(env: dict[str, str], backend: str | None = None) -> str:
 STEP_INTEGERS = ("tp", "tokens", "world_size", "hidden_size", "num_layers", "all_reduce_count", "all_gather_count")
 
 
+# Counts any record carries: written as integers (empty where a record has none), never as "8.0".
+COUNT_COLUMNS = (*STEP_INTEGERS, "total_bytes", "iterations", "stage")
+
+
+def whole_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its count columns as nullable integers, where every value present is whole."""
+    whole = {
+        column: frame[column].astype("Int64")
+        for column in COUNT_COLUMNS
+        if column in frame and frame[column].dtype.kind == "f" and (frame[column].dropna() % 1 == 0).all()
+    }
+    return frame.assign(**whole) if whole else frame
+
+
 def step_frame(frame: pd.DataFrame) -> pd.DataFrame:
     """Only the replayed-step records, their counts as integers."""
     if frame.empty or "kind" not in frame:
@@ -221,7 +235,7 @@ def failures(frame: pd.DataFrame) -> pd.DataFrame:
     bad = frame[frame["status"] != "ok"].copy()
     bad["failed"] = bad["status"].isin(FAILED_STATUSES)
     columns = ["source", "point_id", "label", "impl", "settings", "tokens", "mode", "status", "message", "failed"]
-    return bad[[c for c in columns if c in bad]].reset_index(drop=True)
+    return whole_counts(bad[[c for c in columns if c in bad]].reset_index(drop=True))
 
 
 def status_matrix(steps: pd.DataFrame) -> pd.DataFrame:

@@ -39,30 +39,72 @@ def routed_to(run: dict[str, Any], kind: str, nbytes: int | None) -> tuple[str, 
             if chosen is not None:
                 span = f"{format_bytes(int(chosen['min_bytes']))}–{format_bytes(int(chosen['max_bytes']))}"
                 return str(chosen.get("impl")), f"the answer routes {span} ({mode} mode) to {chosen.get('impl')}"
+        own = [b for b in bands if str(b.get("collective", "")).split("+")[0] == kind.split("+")[0]]
+        if own:
+            low = min(int(b.get("min_bytes", 0)) for b in own)
+            high = max(int(b.get("max_bytes", 0)) for b in own)
+            return "", f"not covered by the answer: its bands cover {format_bytes(low)}–{format_bytes(high)}"
     recommended = run.get("recommended") if isinstance(run.get("recommended"), dict) else None
     if recommended and kind.startswith("all_reduce"):
         return str(recommended.get("impl")), f"the answer recommends {recommended.get('label')}"
     return "nccl", "the answer changes nothing here (the baseline, NCCL)"
 
 
-def check_answer(groups: list[dict[str, Any]], run: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per op group: what ran, what the answer routes there, and whether they agree, with a sentence."""
+def _env_of(run: dict[str, Any]) -> str:
+    """The NCCL variables the answer's recommended point sets, "K=V K=V", or "" when none."""
+    recommended = run.get("recommended") if isinstance(run.get("recommended"), dict) else {}
+    env = recommended.get("env") if isinstance(recommended.get("env"), dict) else {}
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+
+
+def check_answer(
+    groups: list[dict[str, Any]], run: dict[str, Any], world_size: int | None = None
+) -> list[dict[str, Any]]:
+    """Per op group: what ran, what the answer routes there, and whether they agree, with a sentence; `status` is
+    "match", "MISMATCH", "not covered" or "not comparable" (the trace's world size is not the answer's TP)."""
+    tp = run.get("tp")
+    if world_size and isinstance(tp, int) and world_size != tp:
+        sentence = f"the trace's world size {world_size} is not the answer's TP {tp}: not compared (another run)"
+        return [
+            {
+                "answer": None,
+                "expected": None,
+                "ran": None,
+                "match": None,
+                "status": "not comparable",
+                "sentence": sentence,
+            }
+        ]
     out = []
+    env = _env_of(run)
     for group in groups:
         impl, why = routed_to(run, group["kind"], group["bytes"])
-        expected = RUNS_AS.get(impl, impl)
+        expected = RUNS_AS.get(impl, impl) if impl else None
         ran = max(group["implementations"], key=group["implementations"].get)
-        count, total = group["implementations"].get(expected, 0), group["count"]
+        count, total = group["implementations"].get(expected, 0) if expected else 0, group["count"]
         size = format_bytes(group["bytes"]) if group["bytes"] is not None else "unknown size"
         what = f"{group['kind'].replace('_', '-')}s of {size}"
-        if count == total:
-            sentence = f"{total} of {total} {what} ran {expected}, as {why.removeprefix('the answer ')}"
-            match = True
+        if expected is None:
+            sentence, match, status = f"{total} {what} ran {ran}; {why}", None, "not covered"
+        elif count == total:
+            sentence, match, status = f"{total} of {total} {what} ran {expected}; {why}", True, "match"
+            if expected == "nccl" and env:
+                sentence += f"; a trace cannot show whether {env} was set (check the engine's environment)"
         else:
             sentence = (
                 f"{group['implementations'][ran]} of {total} {what} ran {ran}; {why}: its switch did not take "
                 "effect (check the engine's flag and its log)"
             )
-            match = False
-        out.append({**group, "answer": impl, "expected": expected, "ran": ran, "match": match, "sentence": sentence})
+            match, status = False, "MISMATCH"
+        out.append(
+            {
+                **group,
+                "answer": impl or None,
+                "expected": expected,
+                "ran": ran,
+                "match": match,
+                "status": status,
+                "sentence": sentence,
+            }
+        )
     return out

@@ -179,7 +179,7 @@ def format_account(account: dict[str, Any]) -> str:
         size = _bytes(group["bytes"]) if group["bytes"] is not None else "size unknown"
         lines.append(f"Kernels: {group['count']} {group['kind']} of {size}: {ran}")
     for check in account.get("answer_check", []):
-        lines.append(f"{'match' if check['match'] else 'MISMATCH'}: {check['sentence']}")
+        lines.append(f"{check['status']}: {check['sentence']}")
     if "hta" in account:
         for rank, pct in account["hta"]["comm_comp_overlap_pct"].items():
             lines.append(f"Holistic Trace Analysis, rank {rank}: comm/comp overlap {pct:.1f}% over the whole trace")
@@ -245,7 +245,11 @@ def trace(traces, model, tp, tokens, phase, before, answer, as_json, hta):
                 summary = json.loads(read_text(answer, "answer (summary.json)"))
             except ValueError as exc:
                 raise UsageError(f"--answer {answer}: not JSON ({exc})") from None
-            account["answer_check"] = check_answer(account["kernels"], answer_run(summary, answer))
+            account["answer_check"] = check_answer(
+                account["kernels"],
+                answer_run(summary, answer),
+                next((t.world_size for t in loaded if t.world_size), None),
+            )
         if hta_figures is not None:
             account["hta"] = {"comm_comp_overlap_pct": hta_figures}
     if dumps:

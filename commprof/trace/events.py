@@ -126,4 +126,10 @@ def load_traces(paths: list[str | Path]) -> list[Trace]:
     if len(set(ranks)) != len(ranks):
         duplicated = sorted({r for r in ranks if ranks.count(r) > 1})
         raise UsageError(f"several traces of rank {duplicated[0]}: give one trace per rank of one run")
+    sizes = sorted({t.world_size for t in traces if t.world_size})
+    if len(sizes) > 1:
+        by_size = "; ".join(
+            f"world size {n}: rank(s) {', '.join(str(t.rank) for t in traces if t.world_size == n)}" for n in sizes
+        )
+        raise UsageError(f"traces of different runs ({by_size}): give one trace per rank of one run")
     return traces

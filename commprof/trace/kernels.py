@@ -140,7 +140,11 @@ def engaged_kernels(trace: Trace) -> pd.DataFrame:
     for tid, ts, args in zip(*(ev.loc[ev["cat"] == "cuda_runtime", c] for c in ("tid", "ts", "args"))):
         if isinstance(args, dict) and "correlation" in args:
             launches[args["correlation"]] = (tid, ts)
-    ops = ev[(ev["cat"] == "cpu_op") & ev["args"].map(lambda a: isinstance(a, dict) and "Input Dims" in a)]
+    # The c10d op's own shapes may be a TensorList ([] dims); its "nccl:all_reduce" annotation holds the tensor's.
+    ops = ev[
+        ev["cat"].isin(("cpu_op", "user_annotation"))
+        & ev["args"].map(lambda a: isinstance(a, dict) and "Input Dims" in a)
+    ].sort_values("ts", kind="stable")
     known = {name: identify(name) for name in kernels["name"].astype(str).unique()}  # a trace repeats few names
     rows = []
     for kernel in kernels.itertuples(index=False):
@@ -155,10 +159,11 @@ def engaged_kernels(trace: Trace) -> pd.DataFrame:
         elif args.get("correlation") in launches:
             tid, at = launches[args["correlation"]]
             around = ops[(ops["tid"] == tid) & (ops["ts"] <= at) & (ops["ts"] + ops["dur"] >= at)]
-            if len(around):
-                op_args = around.iloc[-1]["args"]
+            for op_args in reversed(around["args"].tolist()):  # the innermost op that knows its tensor's size
                 count, size = numel(op_args.get("Input Dims")), dtype_bytes((op_args.get("Input type") or [None])[0])
-                nbytes = count * size if count and size else None
+                if count and size:
+                    nbytes = count * size
+                    break
         rows.append(
             {
                 "implementation": found.implementation,

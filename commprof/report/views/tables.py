@@ -48,7 +48,9 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
     rows = []
     # Escaped here, rendered with autoescape off: a 10,000-row table renders 3x faster (see index.html).
     for r in table.itertuples():
-        label = escaped(r.label) + (f" <i>(re-measured as {escaped(r.old)})</i>" if isinstance(r.old, str) else "")
+        label = escaped(r.label) + (
+            f" <i>(re-{run.evidence.measured} as {escaped(r.old)})</i>" if isinstance(r.old, str) else ""
+        )
         row_class = (
             ' class="baseline"'
             if r.point_id == run.baseline
