@@ -334,3 +334,17 @@ def test_the_sweeps_closing_lines_say_the_decision(scenarios, name):
             assert any(f"{route['mode']} all-reduce, T = {tokens} " in line and what in line for line in lines)
     for setting in decision["engine"]:
         assert any(line.startswith(f"  {setting['engine']}: ") for line in lines)
+
+
+@pytest.mark.parametrize("name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)"])
+def test_every_verdict_says_each_reason_once(scenarios, name):
+    """routing.txt, the page and summary.json render each band's verdict with each reason once, in words."""
+    report = scenarios[name]
+    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
+    kept = [r["verdict"] for r in decision["routes"] if r["verdict"].startswith("baseline kept")]
+    assert kept, name
+    for verdict in kept:
+        reasons = verdict.split(": ", 1)[1].split("; ")
+        assert len(reasons) == len(set(reasons)), verdict
+        assert verdict.count("not judged") <= 1 and "implementation is not" not in verdict, verdict
+        assert verdict in (report / "routing.txt").read_text()
