@@ -79,6 +79,9 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
         out["verdict"] = f"{range_pct(pd.Series(gains))} faster verify step with (a)"
         if not run.options.compute.given:
             out["verdict"] += " (communication only)"
+        if decision is not None and decision.unconfirmed:
+            out["verdict"] = f"{decision.unconfirmed.capitalize()}: the model's {out['verdict']} is not applied"
+            out["noise"] = True
     elif out["rows"]:
         alone = only_baseline(run)
         out["verdict"] = (
