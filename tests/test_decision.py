@@ -329,8 +329,42 @@ def test_the_sweeps_closing_lines_say_the_decision(scenarios, name):
     assert f"environment: {env}" in lines[0]
     for route in decision["routes"]:
         if route["collective"] == "all_reduce" and route["tokens"]:
-            what = "NCCL" if route["kept"] else route["impl"]
+            what = ("NCCL" if route["impl"] == "nccl" else route["impl"]) if route["kept"] else route["impl"]
             tokens = ", ".join(map(str, route["tokens"]))
             assert any(f"{route['mode']} all-reduce, T = {tokens} " in line and what in line for line in lines)
     for setting in decision["engine"]:
         assert any(line.startswith(f"  {setting['engine']}: ") for line in lines)
+
+
+@pytest.mark.parametrize("name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)"])
+def test_every_verdict_says_each_reason_once(scenarios, name):
+    """routing.txt, the page and summary.json render each band's verdict with each reason once, in words."""
+    report = scenarios[name]
+    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
+    kept = [r["verdict"] for r in decision["routes"] if r["verdict"].startswith("baseline kept")]
+    assert kept, name
+    for verdict in kept:
+        reasons = verdict.split(": ", 1)[1].split("; ")
+        assert len(reasons) == len(set(reasons)), verdict
+        assert verdict.count("not judged") <= 1 and "implementation is not" not in verdict, verdict
+        assert verdict in (report / "routing.txt").read_text()
+
+
+def test_a_gloo_run_names_its_baseline_gloo_everywhere(scenarios):
+    """On CPU ranks NCCL never ran: routing.txt, the closing lines and the page name the baseline gloo, and the
+    page's NCCL-environment cell says NCCL did not run."""
+    from commprof.report.decision import Decision, Route
+    from commprof.report.decision_files import decision_lines, routing_text
+    from commprof.report.views.page import answer_rows
+
+    routing = (scenarios["gloo"] / "routing.txt").read_text()
+    assert "NCCL keeps every size" not in routing and "gloo keeps every size" in routing
+    # The fixture run predates per-op records (no bands): the renderers are read on the gloo run's decision shape.
+    band = dict(collective="all_reduce", mode="eager", min_bytes=14336, max_bytes=57344, tokens=(1, 4), options={})
+    route = Route(**band, impl="gloo", point_id="s1-p000", nccl_env={}, judged_against="s1-p000",
+                  margin_pct=None, rule="", errors={}, verdict="baseline: no other implementation ran at this size",
+                  kept=True)  # fmt: skip
+    decision = Decision("r", "measured on gloo", None, None, "", {}, "s1-p000", (), (route,), (), (), backend="gloo")
+    assert ": gloo: baseline" in routing_text(decision, []) and ": NCCL" not in routing_text(decision, [])
+    assert decision_lines(decision)[1].endswith("(14336-57344 B): gloo")
+    assert answer_rows(decision)[0]["env"] == "NCCL did not run (gloo backend)"

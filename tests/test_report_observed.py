@@ -61,6 +61,14 @@ def test_the_field_reports_25_ms_is_not_explained_and_the_page_says_what_to_chec
     assert "# NOT CONFIRMED ON YOUR BOX: the model does not explain this box" in env
     assert "read from doctor bundle asus-esc8000a-8x-rtxpro6000," in env and "topology preset" not in env
     # summary.json says, per GPU pair, where its transport comes from.
+    # The decision does not recommend what the box contradicts: no live export, the headline says measure first.
+    assert run["decision"]["nccl"]["file"] is None and run["decision"]["nccl"]["env"] == {}
+    assert run["decision"]["unconfirmed"].startswith("not confirmed on your box: measure first")
+    assert "# export NCCL_P2P_LEVEL=SYS" in env and "\nexport " not in env
+    assert "Not recommended for this run, so commented out: not confirmed on your box: measure first" in env
+    assert "commprof recommends this file" not in env
+    headline = html.split("How much faster is my verify step?", 1)[1].split("</p>", 1)[0]
+    assert "Not confirmed on your box: measure first" in headline
     pairs = run["box"]["pairs"]
     assert len(pairs) == 28 and all("nvidia_topo.log:" in p["transport"]["defaults"]["source"] for p in pairs)
 

@@ -379,7 +379,8 @@ def test_pcie8_with_the_uncalibrated_prior_recommends_nothing_inside_its_error(p
     assert "allreduce sizes this run covers: 14336-229376 B; rules reach 8192-262143 B at most" in tuner
     assert run["apply"]["file"] is None
     first = section(html, 'id="r1-headline"', "1 · Per T:")
-    assert "No change: nothing beat the baseline beyond model error" in first
+    # NCCL's settings stay; the headline renders the band the decision routes to another kernel instead.
+    assert "No change: nothing beat the baseline" not in first and "NCCL settings stay at their defaults" in first
     assert "Uncalibrated model: Calibrate the model against your own box: all_reduce_perf" in html
     assert "SIMULATED" in html and "expected error ±41 %" in html
 
@@ -434,6 +435,24 @@ def test_pcie8_another_implementation_and_what_the_engine_needs(pcie8_simulated)
     assert "\n#   export VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in flags
     assert "\n#   export SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1\n" in flags
     assert "\nexport VLLM" not in flags and "measure it with a sweep on the box before enabling it" in flags
+
+
+def test_pcie8_headline_renders_the_routed_band_and_labels_the_per_step_figure(pcie8_simulated):
+    """NCCL keeps its defaults but the decision routes T = 1 to flashinfer-pcie-ipc beyond model error: the
+    headline says so (sizes, implementation, switch, NCCL's part), never "nothing beat the baseline"."""
+    html = (pcie8_simulated / "index.html").read_text()
+    faster = section(html, "How much faster is my verify step?", "What do I set?")
+    assert "No change: nothing beat the baseline" not in faster
+    margin = re.search(r"\(b\) Another all-reduce.*?: ([\d.]+) % less time per all-reduce", html, re.S).group(1)
+    assert re.search(
+        r"flashinfer-pcie-ipc is predicted to take T = 1 \(14 KiB – 28 KiB per all-reduce\) beyond model error: "
+        + re.escape(margin)
+        + " % less time per all-reduce",
+        faster,
+    )
+    assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" in faster and "NCCL settings stay at their defaults" in faster
+    alternative = section(html, "(b) Another all-reduce implementation", "(c) Fused")
+    assert "vs (a), per step" in alternative and "the whole step's communication at each T" in alternative
 
 
 @pytest.fixture(scope="module")

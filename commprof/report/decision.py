@@ -26,7 +26,7 @@ from commprof.report import routing_candidates as rc
 from commprof.report.apply import apply_plan
 from commprof.report.crossovers import routing_edges
 from commprof.report.engine_dispatch import Box, Op, engine_paths
-from commprof.report.exports import RECOMMEND_ENV, ApplyPlan
+from commprof.report.exports import RECOMMEND_ENV, TUNER_CONF, ApplyPlan
 from commprof.report.routing_settings import EngineSetting, routing_settings
 from commprof.report.run_analysis import RunAnalysis
 from commprof.units import format_bytes
@@ -73,6 +73,17 @@ class Decision:
     graph_text: str | None = field(repr=False, compare=False, default=None)  # the graph file to copy beside it
     plan: ApplyPlan = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
     routing: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the plan behind `routes`
+    backend: str = "nccl"  # the backend the baseline ran on (gloo on CPU ranks: NCCL never ran)
+    unconfirmed: str = ""  # why nothing is recommended though the model predicts a gain (the box contradicts it)
+
+    @property
+    def baseline_name(self) -> str:
+        """What the kept sizes run on, as the files and the page name it: NCCL, or the backend that ran instead."""
+        return "NCCL" if self.backend == "nccl" else self.backend
+
+    def runs_on(self, route: Route) -> str:
+        """The name of what runs a band: the baseline's name where it kept the band, else the implementation."""
+        return self.baseline_name if route.kept else route.impl
 
     def route(self, collective: str, mode: str, nbytes: int) -> Route | None:
         return next(
@@ -123,6 +134,7 @@ class Decision:
             "per_tokens": self.per_tokens(),
             "engine": [{**asdict(s), "variables": dict(s.variables)} for s in self.engine],
             "left_out": list(self.left_out),
+            "unconfirmed": self.unconfirmed,
             "engine_paths": list(self.engine_paths),
         }
 
@@ -132,6 +144,9 @@ def decide(run: RunAnalysis) -> Decision:
     plan = apply_plan(run)
     graph = graph_of(run, plan.env)
     plan = replace(plan, env=graph.env)
+    unconfirmed = not_confirmed(run)
+    if unconfirmed and plan.choice:  # the box contradicts the model: no file may act on its answer
+        plan = replace(plan, choice=None, why=unconfirmed)
     env = dict(plan.env) if plan.choice == RECOMMEND_ENV else {}
     against = run.reference if env else run.baseline
     routing = run.routing
@@ -141,7 +156,9 @@ def decide(run: RunAnalysis) -> Decision:
     at = tokens_at(run.records)
     routes = tuple(_route(band, against, env, at) for band in routing.get("bands", []))
     left_out: list[str] = []
-    if plan.choice != RECOMMEND_ENV and plan.env:
+    if plan.choice is None and plan.env:
+        left_out.append(f"recommend.env's settings are commented out: {plan.why}")
+    elif plan.choice != RECOMMEND_ENV and plan.env:
         left_out.append(
             f"recommend.env's settings are the alternative to {plan.choice}, commented out: the routing is judged "
             "against NCCL's defaults"
@@ -171,7 +188,7 @@ def decide(run: RunAnalysis) -> Decision:
         nccl_why=plan.why,
         nccl_env=env,
         nccl_point=against,
-        tuner_rules=tuple(rule.csv() for rule in plan.rules) if plan.choice != RECOMMEND_ENV else (),
+        tuner_rules=tuple(rule.csv() for rule in plan.rules) if plan.choice == TUNER_CONF else (),
         routes=routes,
         engine=tuple(engine),
         left_out=tuple(left_out),
@@ -180,7 +197,21 @@ def decide(run: RunAnalysis) -> Decision:
         graph_text=graph.text,
         plan=plan,
         routing=routing,
+        backend=backend or "nccl",
+        unconfirmed=unconfirmed,
     )
+
+
+NOT_CONFIRMED = "not confirmed on your box: measure first"
+
+
+def not_confirmed(run: RunAnalysis) -> str:
+    """Why the run's predicted answer may not be recommended: the engine's observed step time lies outside the
+    model's expected error ("" when nothing was observed, or the model explains it)."""
+    observed = run.observed
+    if observed is None or observed.get("explained") is not False:
+        return ""
+    return f"{NOT_CONFIRMED} (the model does not explain the engine's observed step time)"
 
 
 def graph_of(run: RunAnalysis, env: dict[str, str]) -> GraphExport:
@@ -287,6 +318,8 @@ def _not_live(run: RunAnalysis) -> str:
     rec = run.recommendation
     if rec is not None and rec.withheld:
         return f"not recommended: {rec.withheld}"
+    if not_confirmed(run):
+        return not_confirmed(run)
     if run.evidence.level == MEASURED:
         return ""
     if run.evidence.simulated:

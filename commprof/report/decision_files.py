@@ -45,7 +45,7 @@ def routing_text(decision: Decision, provenance: list[str]) -> str:
         comment(f"Per message size, what runs where (summary.json: decision), judged against {against} ({env}).")
     )
     for route in decision.routes:
-        what = "NCCL" if route.kept else route.impl + (f" {route.options}" if route.options else "")
+        what = decision.runs_on(route) + (f" {route.options}" if route.options and not route.kept else "")
         tokens = f" (T = {', '.join(map(str, route.tokens))})" if route.tokens else ""
         margin = f", {route.margin_pct:g} % less time" if route.margin_pct is not None else ""
         lines.append(
@@ -56,7 +56,7 @@ def routing_text(decision: Decision, provenance: list[str]) -> str:
         )
     lines += [comment(f"left out: {note}") for note in decision.left_out]
     if not decision.engine:
-        lines.append(comment("No engine setting: NCCL keeps every size."))
+        lines.append(comment(f"No engine setting: {decision.baseline_name} keeps every size."))
     lines += engine_block(decision)
     return "\n".join(lines) + "\n"
 
@@ -70,7 +70,7 @@ def decision_lines(decision: Decision) -> list[str]:
     ]
     for route in decision.routes:
         if route.collective == "all_reduce" and route.tokens:
-            what = "NCCL" if route.kept else route.impl
+            what = decision.runs_on(route)
             margin = f" ({route.margin_pct:g} % less time)" if route.margin_pct is not None else ""
             lines.append(
                 f"  {route.mode} all-reduce, T = {', '.join(map(str, route.tokens))} "

@@ -254,6 +254,8 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
         lines.append(comment(f"commprof recommends this file for this run: {plan.why}."))
         if plan.alternative:
             lines.append("# recommend.env holds the alternative (commented out): use one of the two, never both.")
+    elif plan.rules and plan.choice is None:
+        lines.append(comment(f"Not recommended for this run, so commented out: {plan.why}."))
     elif plan.rules:
         lines += [
             comment(f"ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why})."),
@@ -306,6 +308,8 @@ def recommend_env_text(plan: ApplyPlan, provenance: list[str], notes: list[str])
         lines.append(comment(f"commprof recommends this file for this run: {plan.why}."))
         if plan.alternative:
             lines.append("# nccl_tuner.conf holds the alternative (commented out): use one of the two, never both.")
+    elif plan.env and plan.choice is None:
+        lines.append(comment(f"Not recommended for this run, so commented out: {plan.why}."))
     elif plan.env:
         lines += [
             comment(f"ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why})."),

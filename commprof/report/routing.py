@@ -208,15 +208,32 @@ def _evidence(chosen: Candidate, base: Candidate, sizes: list[dict]) -> dict[str
     return evidence
 
 
-KEPT = "baseline kept: every other implementation is "
+KEPT = "baseline kept, no other implementation beat it: "
+PREDICTED_FASTER = " (predicted faster)"
+
+
+def kept_verdict(reasons: set[str]) -> str:
+    """The baseline's verdict where nothing beat it: each reason once, the unjudged ones said once (noting when
+    some were predicted faster)."""
+    unjudged = {r.removesuffix(PREDICTED_FASTER) for r in reasons if r.endswith(PREDICTED_FASTER)}
+    named = sorted(unjudged | {r for r in reasons if r not in unjudged and not r.endswith(PREDICTED_FASTER)})
+    return KEPT + "; ".join(f"{r}, though predicted faster" if r in unjudged else r for r in named)
+
+
+def _reasons(kept: str) -> set[str]:
+    out = set()
+    for r in kept.removeprefix(KEPT).split("; "):
+        base = r.removesuffix(", though predicted faster")
+        out.add(base + PREDICTED_FASTER if base != r else r)
+    return out
 
 
 def band_verdict(sizes: list[dict]) -> str:
     """A band's verdict said once: its sizes' reasons, each named once."""
     kept = [s["verdict"] for s in sizes if s["verdict"].startswith(KEPT)]
     other = sorted({s["verdict"] for s in sizes if not s["verdict"].startswith(KEPT)})
-    reasons = sorted({reason for words in kept for reason in words.removeprefix(KEPT).split(" or ")})
-    return "; ".join(([KEPT + " or ".join(reasons)] if reasons else []) + other)
+    reasons = {reason for words in kept for reason in _reasons(words)}
+    return "; ".join(([kept_verdict(reasons)] if reasons else []) + other)
 
 
 def _label(c: Candidate) -> str:
@@ -246,8 +263,7 @@ def _size_entry(nbytes: int, chosen: Candidate, base: Candidate, fl, judged: lis
 def _kept_reason(judged: list) -> str:
     if not judged:
         return "baseline: no other implementation ran at this size"
-    reasons = sorted({words for _c, wins, words in judged if not wins})
-    return KEPT + " or ".join(reasons)
+    return kept_verdict({words for _c, wins, words in judged if not wins})
 
 
 def _curve_point(c: Candidate, fl) -> dict[str, Any]:

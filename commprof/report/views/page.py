@@ -142,13 +142,14 @@ def answer_rows(decision: Decision) -> list[dict[str, Any]]:
     """The decision per T, mode and collective, as the first screen's answer table shows it (each row also carries
     the decision's own words as JSON, so a test reads back what the page says)."""
     rows = []
+    defaults = "NCCL's defaults" if decision.backend == "nccl" else f"NCCL did not run ({decision.backend} backend)"
     for row in decision.per_tokens():
         key = {k: row[k] for k in ("tokens", "mode", "collective", "impl", "options", "nccl_env", "band")}
         rows.append(
             {
                 **row,
                 "run": row["impl"] + (f" {json.dumps(row['options'], sort_keys=True)}" if row["options"] else ""),
-                "env": " ".join(f"{k}={v}" for k, v in sorted(row["nccl_env"].items())) or "NCCL's defaults",
+                "env": " ".join(f"{k}={v}" for k, v in sorted(row["nccl_env"].items())) or defaults,
                 "sizes": f"{format_bytes(row['band'][0])} – {format_bytes(row['band'][1])}",
                 "key": json.dumps(key, sort_keys=True),
             }

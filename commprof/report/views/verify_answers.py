@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.report.decision import Decision, Route
-from commprof.report.formatting import finite, fmt_ms_value, fmt_num, fmt_pct, range_pct, tokens_text
+from commprof.report.formatting import finite, fmt_bytes, fmt_ms_value, fmt_num, fmt_pct, range_pct, tokens_text
 from commprof.report.projection import tps_column
 from commprof.report.run_analysis import RunAnalysis
 from commprof.report.views.breakdown import tps_cells
@@ -79,12 +79,19 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
         out["verdict"] = f"{range_pct(pd.Series(gains))} faster verify step with (a)"
         if not run.options.compute.given:
             out["verdict"] += " (communication only)"
+        if decision is not None and decision.unconfirmed:
+            out["verdict"] = f"{decision.unconfirmed.capitalize()}: the model's {out['verdict']} is not applied"
+            out["noise"] = True
     elif out["rows"]:
         alone = only_baseline(run)
         out["verdict"] = (
             f"No change: {alone}" if alone else f"No change: nothing beat the baseline {run.evidence.beyond}"
         )
         out["noise"] = True
+        routed = routed_bands(decision, run.mode)
+        if routed and decision is not None:
+            out["verdict"] = routed_verdict(run, decision, routed)
+            out["noise"] = False
         if rec is not None and rec.withheld:
             out["verdict"] = "No change recommended: the run is incomplete"
     latency = (
@@ -97,7 +104,7 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
         "latency), before → after."
     )
     routed = routed_bands(decision, run.mode)
-    if routed:
+    if routed and gains:
         out["more"] = (
             "Another implementation (b) is faster still: "
             + ", ".join(
@@ -107,6 +114,26 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
             + "; it needs the engine to run it (see (b))."
         )
     return out
+
+
+def routed_verdict(run: RunAnalysis, decision: Decision, routed: list[Route]) -> str:
+    """The headline when NCCL keeps its settings but the decision routes some all-reduce sizes to another
+    implementation beyond the evidence's uncertainty: which T and sizes, to what, how to switch it, NCCL's part."""
+    verb = "is predicted to take" if run.evidence.simulated else "takes"
+    bands = "; ".join(
+        f"{r.impl} {verb} T = {tokens_text(r.tokens)} ({fmt_bytes(r.min_bytes)} – {fmt_bytes(r.max_bytes)} per "
+        f"all-reduce) {run.evidence.beyond}: {fmt_pct(r.margin_pct)} less time per all-reduce"
+        for r in routed
+    )
+    switches = "; ".join(
+        f"{s.engine}: {' '.join(f'{k}={v}' for k, v in s.variables)}"
+        + ("" if s.live else " (commented out in the files: measure first)")
+        for s in decision.engine
+        if s.impl in {r.impl for r in routed} and s.variables
+    )
+    how = f"switch it in the engine ({switches}; see (b))" if switches else "no engine setting runs it yet (see (b))"
+    nccl = "NCCL keeps (a)'s settings" if decision.nccl_env else "NCCL settings stay at their defaults"
+    return f"{bands}; {how}; {nccl}, and NCCL runs every other size"
 
 
 def routed_bands(decision: Decision | None, mode: str) -> list[Route]:
