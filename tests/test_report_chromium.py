@@ -109,5 +109,11 @@ def test_shipped_examples_say_in_the_browser_what_summary_json_holds(example, tm
     if example == "gloo_report":
         assert "measured on gloo" in text and "NCCL did not run" in text
     else:
-        assert "No change: nothing beat the baseline beyond model error" in text and "not tested" in text
+        # The headline is the decision's: the band it routes to another kernel, or no change.
+        routed = [r for r in run["decision"]["routes"] if not r["kept"] and r["collective"] == "all_reduce"]
+        if routed:
+            assert f"{routed[0]['impl']} is predicted to take" in text
+        else:
+            assert "No change: nothing beat the baseline beyond model error" in text
+        assert "not tested" in text
         assert "Calibrate the model against your own box" in text and run["apply"]["file"] is None

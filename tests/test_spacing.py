@@ -2,6 +2,7 @@
 ranks (step time grows by the compute, which the record carries apart; a late rank's lateness is waiting)."""
 
 import json
+import os
 
 import pytest
 
@@ -135,6 +136,10 @@ def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_a
     # ... and what the report calls communication (step - compute) is the no-compute step, within noise. Best
     # steps (and the best compute) of the calmest measurement are compared: on a shared box they are the ones the
     # scheduler left alone.
+    if (os.cpu_count() or 1) < 4:
+        # Two ranks spinning their compute on two cores leave gloo's progress threads (and any other test worker)
+        # no core: their communication is time-sliced, not the no-compute step's. Seen on the 2-core CI box.
+        pytest.skip(f"communication = step - compute is compared on 4 or more cores ({os.cpu_count()} here)")
     calmest = min(spaced_runs, key=lambda r: r["step_us"]["min"])
     communication = calmest["step_us"]["min"] - calmest["compute_us"]["min"]
     assert abs(communication - best) <= noise + 0.25 * expected, (communication, best, noise)
