@@ -44,7 +44,7 @@ class Pathology:
 
 # Fit of rtx4090x8_sys_noP2P_charlie0129 (8 x RTX 4090, PCIe Gen4 x16, 2 x EPYC, every pair SYS, P2P refused by
 # the driver, so NCCL goes through host memory): `commprof calibrate` on all 50 rows (docs/cost-model.md, Measured
-# accuracy; tests/test_box_prior.py refits the log and checks these). LL128 is off on PCIe: NCCL's LL128/LL ratio.
+# accuracy; tests/test_costmodel_box.py refits the log and checks these). LL128 is off on PCIe: NCCL's LL128/LL ratio.
 SHM_HOST_MEMORY = Pathology(
     hop_us={"LL": 2.26, "LL128": 2.26 * 2.5, "Simple": 6.27},
     overhead_us=1.03,
@@ -68,7 +68,7 @@ AMD_CROSS_SOCKET_SOURCE = (
 PATHOLOGIES = {"shm": SHM_HOST_MEMORY.source, "amd_cross_socket_p2p": AMD_CROSS_SOCKET_SOURCE}
 # The box prior against the published figures of a box it was not fitted on: 8 x RTX PRO 6000, dual EPYC Turin,
 # NCCL's defaults, 48-56 us at 32-256 KB (commprof's NCCL reference notes, from local-inference-lab/rtx6kpro
-# optimization/nccl-tuning.md). tests/test_box_prior.py recomputes the error on the ASUS bundle and fails on drift.
+# optimization/nccl-tuning.md). tests/test_costmodel_box.py recomputes the error on the ASUS bundle and fails on drift.
 PUBLISHED_DEFAULTS_SIZES = (32 << 10, 64 << 10, 128 << 10, 256 << 10)
 PUBLISHED_DEFAULTS_US = (48.0, 56.0)
 BOX_PRIOR_ERROR_PCT = 25.0

@@ -166,6 +166,9 @@ class CostParams:
     thread_thresholds: tuple[int, ...] | None = None
     nthreads: int | None = None
     bus_cap_gbps: float | None = None  # the links' capacity when NCCL_MIN_NCHANNELS adds duplicated rings
+    # The links' measured capacity, which no protocol's bus bandwidth passes whatever NCCL's figures say (NCCL's own
+    # model has no such bound, so its choice ignores it); None: NCCL's figures alone.
+    max_bus_gbps: float | None = None
     source: str = "nccl-prior"
     fit: dict = field(default_factory=dict, compare=False)
     # A calibration that fell back to a latency + bandwidth line (commprof.costmodel.cohorts): (intercept µs,
@@ -182,6 +185,7 @@ class CostParams:
             "overhead_us": self.overhead_us,
             "nvls_channels": self.nvls_channels,
             "nccl_bw_gbps": self.selection_bw_gbps,
+            **({"max_bus_gbps": self.max_bus_gbps} if self.max_bus_gbps is not None else {}),
             "source": self.source,
             "fit": dict(self.fit),
         }
@@ -205,6 +209,7 @@ class CostParams:
             channel_bw_gbps=channel_bw,
             nccl_bw_gbps=None,
             bus_cap_gbps=None,
+            max_bus_gbps=None,
         )
 
 
@@ -316,6 +321,8 @@ def estimate(
             bus = min(LL_MAX_BW[params.arch], bus * 0.5)
         elif proto == "LL128":
             bus = min(bus * 0.92, channels * PER_CH_MAX_RING_LL128_BW[params.arch])
+        if params.max_bus_gbps is not None:
+            bus = min(bus, params.max_bus_gbps)
         algbw = bus * ranks / steps
         latency = BASE_LATENCY_US["ring"][p] + steps * params.hop_us[proto]
     elif algo == "tree":
@@ -327,6 +334,8 @@ def estimate(
         log_size = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
         if 0 <= log_size < 23:
             bus *= TREE_CORRECTION[proto][log_size]
+        if params.max_bus_gbps is not None:
+            bus = min(bus, params.max_bus_gbps)
         algbw = bus * 0.5
         ring_hw = HW_LATENCY_US[hw]["ring"][p]
         tree_hop = params.hop_us[proto] * HW_LATENCY_US[hw]["tree"][p] / ring_hw

@@ -39,6 +39,7 @@ class LinkSpec:
     hop_us: dict[str, float] | None = None
     overhead_us: float = 0.0
     nccl_bw_gbps: float | None = None  # what NCCL's own search assumes per channel, when the measured figure differs
+    max_bus_gbps: float | None = None  # the links' measured capacity: no protocol's bus bandwidth goes beyond it
     source: str = ""
 
     def to_dict(self) -> dict:
@@ -79,6 +80,7 @@ class Topology:
             hop_us=dict(spec.hop_us),
             overhead_us=spec.overhead_us,
             nccl_bw_gbps=spec.nccl_bw_gbps,
+            max_bus_gbps=spec.max_bus_gbps,
             source=f"box prior: {spec.source}",
         )
 
@@ -163,7 +165,16 @@ TOPOLOGY_KEYS = (
     "impls",
     "floor",
 )
-LINK_KEYS = ("channels", "channel_bw_gbps", "nvls_channels", "hop_us", "overhead_us", "nccl_bw_gbps", "source")
+LINK_KEYS = (
+    "channels",
+    "channel_bw_gbps",
+    "nvls_channels",
+    "hop_us",
+    "overhead_us",
+    "nccl_bw_gbps",
+    "max_bus_gbps",
+    "source",
+)
 PROTOCOL_KEYS = ("LL", "LL128", "Simple")
 
 
@@ -231,10 +242,10 @@ def _links(tables: dict, problems: Problems) -> dict[str, LinkSpec]:
 
 
 def _measured(table: dict, key: str, problems: Problems) -> dict | None:
-    """A link's published figures that replace NCCL's (hop_us per protocol, overhead_us, nccl_bw_gbps), which need a
-    source; {} when the link keeps NCCL's figures, None when one is wrong."""
+    """A link's published figures that replace NCCL's (hop_us per protocol, overhead_us, nccl_bw_gbps, max_bus_gbps),
+    which need a source; {} when the link keeps NCCL's figures, None when one is wrong."""
     if "hop_us" not in table:
-        for name in ("overhead_us", "nccl_bw_gbps"):
+        for name in ("overhead_us", "nccl_bw_gbps", "max_bus_gbps"):
             if name in table:
                 problems.error(f"{key}.{name}", "needs hop_us: measured figures replace NCCL's as a set")
         return {}
@@ -244,10 +255,13 @@ def _measured(table: dict, key: str, problems: Problems) -> dict | None:
     overhead = problems.number(table.get("overhead_us", 0.0), f"{key}.overhead_us", 0.0)
     nccl_bw = table.get("nccl_bw_gbps")
     nccl_bw = problems.number(nccl_bw, f"{key}.nccl_bw_gbps", 0.0, strict=True) if nccl_bw is not None else None
+    max_bus = table.get("max_bus_gbps")
+    max_bus = problems.number(max_bus, f"{key}.max_bus_gbps", 0.0, strict=True) if max_bus is not None else None
     source = problems.string(table.get("source", MISSING), f"{key}.source")
     if None in hop_us.values() or overhead is None or source is None:
         return None
-    return {"hop_us": hop_us, "overhead_us": overhead, "nccl_bw_gbps": nccl_bw, "source": source}
+    figures = {"hop_us": hop_us, "overhead_us": overhead, "nccl_bw_gbps": nccl_bw, "source": source}
+    return figures | {"max_bus_gbps": max_bus}
 
 
 def link_for(topology: Topology, env: Mapping[str, str], ranks: int | None = None) -> str:
