@@ -334,6 +334,8 @@ def page_names_only_the_answer(page: Path, run: dict) -> None:
                 named += 1
             if cell.startswith("fastest at this T: (b) "):  # table 1: (b) only where the decision runs it
                 assert row[k + 1].split()[0] == answer_point(run, tokens), row
+            if "(nccl_tuner.conf's rule)" in cell:  # only where that file holds the decision's rules
+                assert run["decision"]["nccl"]["tuner_rules"], row
     assert named or not run["headline"], "no table names the answer"
 
 

@@ -177,7 +177,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "answer": answer_rows(exports.decision),
         "engine_paths": list(exports.decision.engine_paths),
         "accepts": [f"{a:g}" for a in run.options.accepts],
-        "choices": choice_rows(run),
+        "choices": choice_rows(run, bool(exports.decision.tuner_rules)),
         "shared_gpus": run.shared_gpus,
         "fusion": [
             {

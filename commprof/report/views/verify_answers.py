@@ -108,7 +108,7 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
         + (
             "with the baseline's settings: there is no answer to apply."
             if missing
-            else "before → after. Before: the baseline; after: what (a) below applies."
+            else "before → after; after: what (a) below applies."
         )
     )
     routed = routed_bands(decision, run.mode)
@@ -135,8 +135,8 @@ def no_answer(run: RunAnalysis, decision: Decision | None) -> str:
             "card lists, until the model explains the engine's step"
         )
     if rec is not None and rec.withheld:
-        why = run.completeness.sentence(False) if run.completeness is not None else rec.withheld
-        return f"No answer: {rec.withheld}. What decides it: {why.split('. ', 1)[-1]}"
+        finish = run.completeness.how_to_finish() if run.completeness is not None else "finish the run"
+        return f"No answer: {rec.withheld}. What decides it: {finish}"
     return ""
 
 
