@@ -363,6 +363,19 @@ def test_every_card_gives_the_answer_or_says_why_there_is_none(scenarios, name):
     card = text.split("Does speculative decoding pay", 1)[-1].split("1 · Per T", 1)[0]
     for accept, at in re.findall(r"[Pp]ays above accept length ([0-9.]+) at T = (\d+)", card):
         assert float(accept) <= int(at), card
+    # Each row's break-even is judged by the rule that colours its tokens/s cells: green exactly above it.
+    raw = (report / "index.html").read_text()
+    raw = raw.split("Does speculative decoding pay", 1)[-1].split("1 · Per T", 1)[0]
+    row = r'<tr><td class="num">(\d+)</td><td class="num wrap"><b>([^<]*)</b></td>((?:<td class="num [a-z]*">[^<]*</td>)*)'
+    for at, even, cells in re.findall(row, raw):
+        verdicts = re.findall(r'<td class="num ([a-z]*)">', cells)
+        if re.fullmatch(r"[0-9.]+", even):
+            assert float(even) <= int(at)
+            for accept, verdict in zip(run["accepts"], verdicts):
+                if accept <= int(at) and abs(accept - float(even)) > 0.01:
+                    assert (verdict == "pays") == (accept > float(even)), (at, even, accept, verdict)
+        elif even.startswith("never pays"):
+            assert "pays" not in verdicts
     if run["decision"]["unconfirmed"] or (run["recommended"] or {}).get("withheld"):
         faster = text.split("How much faster is my verify step?", 1)[1].split("What do I set?", 1)[0]
         assert "no answer" in faster.lower() and "What decides it" in faster and "→" not in faster, faster
@@ -370,6 +383,13 @@ def test_every_card_gives_the_answer_or_says_why_there_is_none(scenarios, name):
     if run["evidence"]["level"] == "simulated":
         assert "largest size measured" not in text
         assert all("predicted" in b["boundary"] for b in run["routing"] if b["boundary"].startswith("the largest"))
+    # Section 8: each engine switch of the answer, set or not.
+    engines = text.split("8 · How to apply it", 1)[-1].split("SGLang and vLLM", 1)[-1]
+    for setting in run["decision"]["engine"]:
+        switch = " ".join(f"{k}={v}" for k, v in setting["variables"].items())
+        status = "set" if setting["live"] else "commented out"
+        assert f"{setting['engine']} {switch} {status}" in engines, (setting, engines[:400])
+    assert not run["decision"]["engine"] or "Nothing engine-specific" not in engines
     if run["evidence"].get("backend") == "gloo":
         for entry in run["decision"]["engine_paths"]:
             assert "This run measured gloo" in entry["basis"] and "NCCL never ran" in entry["basis"], entry
