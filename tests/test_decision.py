@@ -382,6 +382,8 @@ def test_every_card_gives_the_answer_or_says_why_there_is_none(scenarios, name):
         assert "faster verify step with (a)" not in faster
     if run["evidence"]["level"] == "simulated":
         assert "largest size measured" not in text
+        for table in (report / "nccl-tests").glob("*.txt"):
+            assert "timed" not in table.read_text().split("\n# Compare", 1)[0].replace("nothing was timed", "")
         assert all("predicted" in b["boundary"] for b in run["routing"] if b["boundary"].startswith("the largest"))
     # Section 8: each engine switch of the answer, set or not.
     engines = text.split("8 · How to apply it", 1)[-1].split("SGLang and vLLM", 1)[-1]

@@ -115,8 +115,13 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
         header = [
             f'commprof replay of point {point_id} "{first["label"]}" (impl {first["impl"]}; '
             f"{first['settings']}), run {run.run_id}, {label}",
-            f"nRanks {int(first['world_size'])}, eager mode, per-op median over each step's timed "
-            f"iterations; sizes are the step's at T = {', '.join(map(str, tokens_of[point_id]))}",
+            f"nRanks {int(first['world_size'])}, eager mode, "
+            + (
+                "per-op predictions of the cost model (nothing was timed)"
+                if run.evidence.simulated
+                else "per-op median over each step's timed iterations"
+            )
+            + f"; sizes are the step's at T = {', '.join(map(str, tokens_of[point_id]))}",
             "Compare with: "
             + ", ".join(f"{c}_perf" for c in sorted({row[0] for row in rows}))
             + f" -b <size> -e <size> -d {NCCL_TESTS_TYPES.get(first['dtype'], first['dtype'])} (in-place columns)",
