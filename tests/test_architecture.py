@@ -75,6 +75,7 @@ REPORT_TIERS = (
     {"words", "provenance"},
     {"apply"},
     {"decision"},  # the run's one answer, built once from the analysis
+    {"answered"},  # the run's per-T tables restated on that answer
     {"views", "summary", "decision_files"},
     {"write"},
     {"command"},

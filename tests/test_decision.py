@@ -10,6 +10,7 @@ import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from commprof.records.files import META_FILE, RESULTS_FILE
 from tests.conftest import GLOO_RUN, TESTS
 from tests.report_fixtures import measured_twin
 from tests.test_crossover_stage import kernel_times, search_records
+from tests.test_report_evidence import gloo_run_with
 
 pytestmark = pytest.mark.slow  # renders a report per scenario
 
@@ -120,6 +122,9 @@ def _gloo_crossover(root: Path) -> Path:
 
 
 SIM_DIRS: dict[str, Path] = {}
+UNCONFIRMED = "observed step the model does not explain"
+INCOMPLETE = "incomplete gloo run"
+REPORT_OPTIONS = {UNCONFIRMED: ["--observed-step-ms", "25"]}
 
 
 @pytest.fixture(scope="module")
@@ -139,11 +144,16 @@ def scenarios(tmp_path_factory) -> dict[str, Path]:
     runs["gloo"] = [GLOO_RUN]
     runs["gloo crossover"] = [_gloo_crossover(root)]
     runs["two runs compared"] = [GLOO_RUN, runs["gloo crossover"][0]]
+    # The box contradicts the model (the engine's 25 ms step), and a run whose last stage never ran: no answer.
+    runs[UNCONFIRMED] = runs["calibrated simulation (SYS pairs)"]
+    # Stage 1 never ran; OMP_NUM_THREADS=2 made 3x faster, a gain beyond noise that an unfinished run may not act on.
+    (root / "incomplete").mkdir()
+    runs[INCOMPLETE] = [gloo_run_with(root / "incomplete", lambda r: not r["point_id"].startswith("s1-"), 3.0)]
     SIM_DIRS.update({name: dirs[0] for name, dirs in runs.items()})
     reports = {}
     for index, (name, dirs) in enumerate(runs.items()):
         out = root / f"report-{index}"
-        assert main(["report", *map(str, dirs), "--out", str(out)]) == 0, name
+        assert main(["report", *map(str, dirs), "--out", str(out), *REPORT_OPTIONS.get(name, [])]) == 0, name
         reports[name] = out
     return reports
 
@@ -195,6 +205,8 @@ def run_folders(report: Path, summary: dict) -> list[tuple[dict, Path]]:
         "gloo",
         "gloo crossover",
         "two runs compared",
+        UNCONFIRMED,
+        INCOMPLETE,
     ],
 )
 def test_the_page_summary_and_every_file_give_the_one_answer(scenarios, name):
@@ -248,6 +260,152 @@ def test_the_page_summary_and_every_file_give_the_one_answer(scenarios, name):
         assert all(isinstance(row["tokens"], int) for row in run["headline"])
     if len(summary["runs"]) == 1:
         assert len(answers) == len(summary["runs"][0]["decision"]["per_tokens"])
+        page_names_only_the_answer(report / "index.html", summary["runs"][0])
+    else:
+        comparison_names_each_runs_answer(report / "index.html", summary["runs"])
+
+
+def answer_point(run: dict, tokens: int) -> str:
+    """The decision's point at T in the run's headline mode, read from its routes: the point of the all-reduce band
+    another implementation takes at T, else the point whose NCCL environment the answer sets."""
+    decision = run["decision"]
+    for route in decision["routes"]:
+        if route["collective"] == "all_reduce" and route["mode"] == run["mode"] and not route["kept"]:
+            if tokens in route["tokens"]:
+                return route["point_id"]
+    return decision["nccl"]["point_id"]
+
+
+class _Rows(HTMLParser):
+    """Every table row of a page as its cells' visible text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None and self.rows:
+            self.rows[-1].append(" ".join("".join(self.cell).split()))
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def page_rows(page: Path) -> list[list[str]]:
+    parser = _Rows()
+    parser.feed(page.read_text())
+    return parser.rows
+
+
+def page_text(page: Path) -> str:
+    return " ".join(
+        html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<(svg|style|script).*?</\1>", "", page.read_text()))).split()
+    )
+
+
+ANSWER_CELL = re.compile(r"^the answer at this T(?: \((keeps the baseline|= \(a\))\))? (\S+)$")
+
+
+def page_names_only_the_answer(page: Path, run: dict) -> None:
+    """Every table that names a point per T beside the baseline names the decision's point there (or says it keeps
+    the baseline), never a fastest point the decision did not choose; table 1 marks (b) only where it runs."""
+    named = 0
+    tokens = None
+    for row in page_rows(page):
+        if row and row[0].isdigit():
+            tokens = int(row[0])
+        for k, cell in enumerate(row):
+            assert not re.match(r"^(best|fastest at this T) [ps]\S*\d\b", cell), (cell, row)
+            found = ANSWER_CELL.match(cell)
+            if found:
+                at = next(int(c) for c in row[:2] if c.isdigit())
+                assert found.group(2) == answer_point(run, at), (row, answer_point(run, at))
+                if found.group(1) == "keeps the baseline":
+                    assert found.group(2) == run["baseline_point_id"]
+                named += 1
+            if cell.startswith("fastest at this T: (b) "):  # table 1: (b) only where the decision runs it
+                assert row[k + 1].split()[0] == answer_point(run, tokens), row
+            if "(nccl_tuner.conf's rule)" in cell:  # only where that file holds the decision's rules
+                assert run["decision"]["nccl"]["tuner_rules"], row
+    assert named or not run["headline"], "no table names the answer"
+
+
+SINGLE = [f"simulated {p}" for p in PRESETS] + [
+    "nccl-tests import",
+    "calibrated simulation (SYS pairs)",
+    "measured on NCCL (synthetic twin)",
+    "measured on a SYS-pair box (synthetic)",
+    "gloo",
+    "gloo crossover",
+    UNCONFIRMED,
+    INCOMPLETE,
+]
+
+
+@pytest.mark.parametrize("name", SINGLE)
+def test_every_card_gives_the_answer_or_says_why_there_is_none(scenarios, name):
+    """The speculative card gives only its own break-even, never above T; a run that may not answer says why and
+    what would decide it, with no before/after; nothing predicted is called measured; a gloo run's engine section
+    says it measured gloo, not NCCL."""
+    report = scenarios[name]
+    (run,) = json.loads((report / "summary.json").read_text())["runs"]
+    text = page_text(report / "index.html")
+    assert "With the fastest point at each T" not in text
+    card = text.split("Does speculative decoding pay", 1)[-1].split("1 · Per T", 1)[0]
+    for accept, at in re.findall(r"[Pp]ays above accept length ([0-9.]+) at T = (\d+)", card):
+        assert float(accept) <= int(at), card
+    # Each row's break-even is judged by the rule that colours its tokens/s cells: green exactly above it.
+    raw = (report / "index.html").read_text()
+    raw = raw.split("Does speculative decoding pay", 1)[-1].split("1 · Per T", 1)[0]
+    row = r'<tr><td class="num">(\d+)</td><td class="num wrap"><b>([^<]*)</b></td>((?:<td class="num [a-z]*">[^<]*</td>)*)'
+    for at, even, cells in re.findall(row, raw):
+        verdicts = re.findall(r'<td class="num ([a-z]*)">', cells)
+        if re.fullmatch(r"[0-9.]+", even):
+            assert float(even) <= int(at)
+            for accept, verdict in zip(run["accepts"], verdicts):
+                if accept <= int(at) and abs(accept - float(even)) > 0.01:
+                    assert (verdict == "pays") == (accept > float(even)), (at, even, accept, verdict)
+        elif even.startswith("never pays"):
+            assert "pays" not in verdicts
+    if run["decision"]["unconfirmed"] or (run["recommended"] or {}).get("withheld"):
+        faster = text.split("How much faster is my verify step?", 1)[1].split("What do I set?", 1)[0]
+        assert "no answer" in faster.lower() and "What decides it" in faster and "→" not in faster, faster
+        assert "faster verify step with (a)" not in faster
+    if run["evidence"]["level"] == "simulated":
+        assert "largest size measured" not in text
+        for table in (report / "nccl-tests").glob("*.txt"):
+            assert "timed" not in table.read_text().split("\n# Compare", 1)[0].replace("nothing was timed", "")
+        assert all("predicted" in b["boundary"] for b in run["routing"] if b["boundary"].startswith("the largest"))
+    # Section 8: each engine switch of the answer, set or not.
+    engines = text.split("8 · How to apply it", 1)[-1].split("SGLang and vLLM", 1)[-1]
+    for setting in run["decision"]["engine"]:
+        switch = " ".join(f"{k}={v}" for k, v in setting["variables"].items())
+        status = "set" if setting["live"] else "commented out"
+        assert f"{setting['engine']} {switch} {status}" in engines, (setting, engines[:400])
+    assert not run["decision"]["engine"] or "Nothing engine-specific" not in engines
+    if run["evidence"].get("backend") == "gloo":
+        for entry in run["decision"]["engine_paths"]:
+            assert "This run measured gloo" in entry["basis"] and "NCCL never ran" in entry["basis"], entry
+        assert not run["decision"]["engine_paths"] or "This run measured gloo on CPU ranks" in text
+
+
+def comparison_names_each_runs_answer(page: Path, runs: list[dict]) -> None:
+    """The side-by-side table names each run's answer per T (the decision's point, or that it keeps the baseline)."""
+    rows = [r for r in page_rows(page) if len(r) == 7 and r[1].isdigit() and "(" in r[0]]
+    expected = [(run, int(h["tokens"])) for run in runs for h in run["headline"]]
+    assert len(rows) == len(expected)
+    for row, (run, tokens) in zip(rows, expected):
+        point = answer_point(run, tokens)
+        assert row[6].split(":")[0] == point and (row[5] == "keeps the baseline") == (point == run["baseline_point_id"])
 
 
 def test_on_sm120_the_sglang_switch_is_live_only_with_its_cap_and_fusion_never(scenarios):

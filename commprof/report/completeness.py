@@ -72,8 +72,14 @@ class Completeness:
                 f"stage might have changed it. Resume with --resume {self.run_dir_hint} to finish it."
             )
         return (
-            f"INCOMPLETE RUN: {self.summary()}. Nothing is recommended from an unfinished run: resume it with "
-            f"--resume {self.run_dir_hint}, or report with --allow-partial to recommend from what finished."
+            f"INCOMPLETE RUN: {self.summary()}. Nothing is recommended from an unfinished run: {self.how_to_finish()}."
+        )
+
+    def how_to_finish(self) -> str:
+        """What would let the run answer."""
+        return (
+            f"resume it with --resume {self.run_dir_hint}, or report with --allow-partial to recommend from what "
+            "finished"
         )
 
 

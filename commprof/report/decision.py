@@ -25,7 +25,7 @@ from commprof.report import routing as rt
 from commprof.report import routing_candidates as rc
 from commprof.report.apply import apply_plan
 from commprof.report.crossovers import routing_edges
-from commprof.report.engine_dispatch import Box, Op, engine_paths
+from commprof.report.engine_dispatch import Box, Op, engine_paths, paths_basis
 from commprof.report.exports import RECOMMEND_ENV, TUNER_CONF, ApplyPlan
 from commprof.report.routing_settings import EngineSetting, routing_settings
 from commprof.report.run_analysis import RunAnalysis
@@ -94,6 +94,15 @@ class Decision:
             ),
             None,
         )
+
+    def answer_point(self, tokens: int, mode: str) -> str | None:
+        """The point whose step the answer runs at T in `mode`: the point of the all-reduce band another
+        implementation takes at T, else the point whose NCCL environment the answer sets (the baseline's when it
+        keeps NCCL's)."""
+        for r in self.routes:
+            if r.collective == "all_reduce" and r.mode == mode and not r.kept and tokens in r.tokens:
+                return r.point_id
+        return self.nccl_point
 
     def per_tokens(self) -> list[dict[str, Any]]:
         """Per T, mode and collective: what runs there (the rows the first screen and summary.json show)."""
@@ -175,11 +184,13 @@ def decide(run: RunAnalysis) -> Decision:
         for t in tokens
         if hidden
     ]
-    paths = engine_paths(run.options.engines, box_of(run), ops, answer) if ops else []
+    box = box_of(run)
+    paths = engine_paths(run.options.engines, box, ops, answer) if ops else []
     for entry in paths:  # whether the files set those switches, or leave them off (and why, in `engine`)
         name = entry["engine"].split(" ")[0]
         entry["switches"] = answer.get(name, {})
         entry["live"] = any(s.live for s in engine if s.engine == name)
+        entry["basis"] = paths_basis(box, backend or "nccl", run.evidence.label if run.evidence.simulated else None)
     return Decision(
         run_id=run.run_id,
         evidence=run.evidence.label,
@@ -307,7 +318,7 @@ def _route(band: dict, against: str | None, env: dict, at: dict[tuple[str, int],
         margin_pct=None if margin is None or not math.isfinite(margin) else round(margin, 1),
         rule=str(evidence.get("rule") or ""),
         errors=errors,
-        verdict=str(evidence.get("verdict") or f"largest size measured: {format_bytes(max(sizes or [0]))}"),
+        verdict=str(evidence.get("verdict") or f"largest size: {format_bytes(max(sizes or [0]))}"),
         kept=kept,
     )
 

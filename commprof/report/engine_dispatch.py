@@ -296,3 +296,20 @@ def engine_paths(engines: tuple[str, ...], box: Box, ops: list[Op], answer: dict
 
 def _paths(table: EngineTable, box: Box, ops: list[Op], switches: dict[str, str]) -> list[str]:
     return [dispatch(table, box, op, switches)[0].path for op in ops]
+
+
+def paths_basis(box: Box, backend: str, simulated: str | None = None) -> str:
+    """Where the engine section's paths come from: the engine's released dispatch read against the box's SM, TP and
+    P2P, never a measurement of the engine; on another backend (gloo), that the run measured it and not NCCL;
+    `simulated`: the evidence label of a simulation."""
+    sm = f"SM {box.sm:g}" if box.sm is not None else "SM unknown"
+    links = "NVLink" if box.nvlink else "P2P" if box.p2p else "no P2P"
+    read = f"the engine's own dispatch rules, read for TP {box.tp}, {sm}, {links}"
+    if backend != "nccl":
+        return (
+            f"This run measured {backend} on CPU ranks: NCCL never ran here, and no engine did. The paths are what "
+            f"the engine would do on your GPU box ({read}); measure with a sweep on that box to time them."
+        )
+    if simulated:
+        return f"Predicted, not measured: {read} of the simulated box ({simulated})."
+    return f"From {read} of this box; the times elsewhere are commprof's replay, not the engine's."

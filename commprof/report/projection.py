@@ -63,15 +63,17 @@ def breakdown(
     compute: ComputeTimes,
     recommended: str | None = None,
     mode: str | None = None,
+    third: str = "best",
 ) -> pd.DataFrame:
     """Per (setting, T): communication, launch overhead and compute, ms, and comm's share. Settings: "baseline",
-    "recommended" (the `recommended` point, when given and not the baseline) and "best" (the fastest per T).
+    "recommended" (the `recommended` point, when given and not the baseline) and `third`: "best" (the fastest per
+    T, head's best_point_id / best_us) or "answer" (the decision's point at T, answer_point_id / answer_us).
 
     Communication is the step's collectives in `mode` (the headline's); launch overhead is eager − graph of the
     same point (shown, not added to what an engine running the captured graph pays); compute is what the user
     gave.
     """
-    shown = {baseline, recommended, *head["best_point_id"].dropna()}
+    shown = {baseline, recommended, *head[f"{third}_point_id"].dropna()}
     overhead = launch_overhead(steps[steps["point_id"].isin(shown)]).set_index(["source", "point_id", "tokens"])
     overhead = overhead["overhead_us"]
     ok = ok_rows(steps, mode).drop_duplicates(["source", "point_id", "tokens"])
@@ -85,7 +87,7 @@ def breakdown(
         settings = [("baseline", baseline, r.baseline_us)]
         if recommended is not None and recommended != baseline:
             settings.append(("recommended", recommended, chosen.get((r.source, r.tokens), math.nan)))
-        settings.append(("best", r.best_point_id, r.best_us))
+        settings.append((third, getattr(r, f"{third}_point_id"), getattr(r, f"{third}_us")))
         for setting, point_id, comm_us in settings:
             comm_p90_us = p90.get((r.source, point_id, r.tokens), math.nan) if isinstance(point_id, str) else math.nan
             compute_ms = compute.for_tokens(int(r.tokens))

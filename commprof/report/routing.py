@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from commprof.evidence import error_band
+from commprof.evidence import MEASURED, error_band
 from commprof.floor.model import FloorFigures, collective_floor, pct_of_floor
 from commprof.impls.registry import unfused_reference
 from commprof.records.schema import FUSED
@@ -164,7 +164,7 @@ def _bands(collective: str, mode: str, decisions: list, crossovers: dict) -> lis
                 floor_us=None,
                 pct_of_floor=None,
                 evidence={},
-                boundary="the largest size measured",
+                boundary=largest_size(chosen),
                 baseline=chosen.baseline,
                 sizes=[size],
             )
@@ -234,6 +234,17 @@ def band_verdict(sizes: list[dict]) -> str:
     other = sorted({s["verdict"] for s in sizes if not s["verdict"].startswith(KEPT)})
     reasons = {reason for words in kept for reason in _reasons(words)}
     return "; ".join(([kept_verdict(reasons)] if reasons else []) + other)
+
+
+def largest_size(c: Candidate) -> str:
+    """A band's upper edge at the plan's largest size, named by its evidence: measured, predicted (with its
+    model's expected error and where that figure comes from) or imported."""
+    if c.level == SIMULATED:
+        basis = f": {c.error_basis}" if c.error_basis else ""
+        return f"the largest size predicted (simulated, expected error {error_band(c.error_pct)}{basis}; not measured)"
+    if c.level == MEASURED:
+        return "the largest size measured"
+    return f"the largest size in the {c.level} figures"
 
 
 def _label(c: Candidate) -> str:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from commprof.errors import UsageError
 from commprof.nccl_graph.export import EXPORTED_NAME
+from commprof.report.answered import answered
 from commprof.report.decision import compute_capability, decide, decided_fusion
 from commprof.report.decision_files import engine_block, routing_text
 from commprof.report.engine_hints import engine_hints, engine_hints_text
@@ -114,8 +115,13 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
         header = [
             f'commprof replay of point {point_id} "{first["label"]}" (impl {first["impl"]}; '
             f"{first['settings']}), run {run.run_id}, {label}",
-            f"nRanks {int(first['world_size'])}, eager mode, per-op median over each step's timed "
-            f"iterations; sizes are the step's at T = {', '.join(map(str, tokens_of[point_id]))}",
+            f"nRanks {int(first['world_size'])}, eager mode, "
+            + (
+                "per-op predictions of the cost model (nothing was timed)"
+                if run.evidence.simulated
+                else "per-op median over each step's timed iterations"
+            )
+            + f"; sizes are the step's at T = {', '.join(map(str, tokens_of[point_id]))}",
             "Compare with: "
             + ", ".join(f"{c}_perf" for c in sorted({row[0] for row in rows}))
             + f" -b <size> -e <size> -d {NCCL_TESTS_TYPES.get(first['dtype'], first['dtype'])} (in-place columns)",
@@ -150,17 +156,19 @@ def write_report(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
 
 
 def _write_all(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
-    pages, summaries = [], []
+    pages, summaries, shown = [], [], []
     taken: set[str] = set()
     for run in runs:
         folder = out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(run.name), taken))
         exports = write_run_exports(run, folder, out_dir)
+        run = answered(run, exports.decision)  # every table below names the decision's point at each T
+        shown.append(run)
         summaries.append(summary(run, exports))
         pages.append(page_view(run, exports))
     checks = costmodel_checks(runs)
     frame = pd.concat([r.frame for r in runs], ignore_index=True)
     return {
-        "index.html": write_text(inside(out_dir, "index.html"), index_html(runs, pages, checks)),
+        "index.html": write_text(inside(out_dir, "index.html"), index_html(shown, pages, checks)),
         "summary.json": write_json_file(
             inside(out_dir, SUMMARY_FILE),
             {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},

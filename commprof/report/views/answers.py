@@ -270,7 +270,7 @@ def headline_answers(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
         "alt": None,
         "fused": None,
         "faster": faster_answer(run, decision),
-        "spec": spec_answer(run),
+        "spec": spec_answer(run, decision),
     }
     if run.steps.empty:
         answers["empty"] = "No replayed steps in this run: nothing to recommend."

@@ -13,6 +13,7 @@ from commprof.report.formatting import finite, fmt_bytes, fmt_us
 from commprof.report.frame import ok_rows
 from commprof.report.provenance import hardware_text
 from commprof.report.run_analysis import RunAnalysis
+from commprof.report.views.breakdown import answer_of, setting_label
 
 
 def environment(run: RunAnalysis) -> dict[str, Any]:
@@ -285,14 +286,14 @@ def _level_cell(cell: Any) -> tuple[str, str, str]:
 
 
 def nccl_choices(run: RunAnalysis) -> list[dict[str, Any]]:
-    """What NCCL ran (its INFO log) for the baseline and the best point at each T, headline mode."""
+    """What NCCL ran (its INFO log) for the baseline and the answer's point at each T, headline mode."""
     if run.headline.empty:
         return []
     rows = ok_rows(run.steps, run.mode).set_index(["point_id", "tokens"])
     out = []
     for r in run.headline.itertuples():
-        for setting, point_id in (("baseline", run.baseline), ("best", r.best_point_id)):
-            if (point_id, r.tokens) not in rows.index:
+        for setting, point_id in (("baseline", run.baseline), ("answer", answer_of(r))):
+            if point_id is None or (point_id, r.tokens) not in rows.index:
                 continue
             nccl = rows.loc[(point_id, r.tokens)]
             nccl = nccl.iloc[0] if isinstance(nccl, pd.DataFrame) else nccl
@@ -304,6 +305,7 @@ def nccl_choices(run: RunAnalysis) -> list[dict[str, Any]]:
                     {
                         "tokens": int(r.tokens),
                         "setting": setting,
+                        "setting_label": setting_label(run, setting, point_id),
                         "point_id": point_id,
                         "version": info.get("version") or "—",
                         "transports": ", ".join(f"{k}: {v}" for k, v in (info.get("transports") or {}).items()) or "—",

@@ -12,21 +12,23 @@ from commprof.report.run_analysis import RunAnalysis
 from commprof.report.words import break_even_text
 
 # The breakdown's and projection's settings (projection.breakdown) as the page names them.
-SETTING_LABELS = {"baseline": "baseline", "recommended": "(a) to export", "best": "fastest at this T"}
-SHORT_SETTING_LABELS = {"baseline": "baseline", "recommended": "(a)", "best": "fastest"}
+# "answer": the decision's point at each T (answered.answered), never a fastest point it did not choose.
+SETTING_LABELS = {"baseline": "baseline", "recommended": "(a) to export", "answer": "the answer at this T"}
+SHORT_SETTING_LABELS = {"baseline": "baseline", "recommended": "(a)", "answer": "the answer"}
+
+
+def setting_label(run: RunAnalysis, setting: str, point_id: Any) -> str:
+    """A row's setting as the page names it; the answer's says when it is the baseline's or (a)'s point."""
+    label = SETTING_LABELS.get(setting, setting)
+    if setting == "answer" and point_id == run.baseline:
+        return f"{label} (keeps the baseline)"
+    if setting == "answer" and point_id == run.reference:
+        return f"{label} (= (a))"
+    return label
 
 
 def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
     noise = (
-        {
-            (int(h.tokens), "best")
-            for h in run.headline.itertuples()
-            if h.beyond_uncertainty is False and h.best_point_id != run.baseline
-        }
-        if not run.headline.empty
-        else set()
-    )
-    noise |= (
         {
             (int(c.tokens), "recommended")
             for c in run.choices.itertuples()
@@ -39,7 +41,7 @@ def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
         {
             "tokens": int(r.tokens),
             "setting": r.setting,
-            "setting_label": SETTING_LABELS.get(r.setting, r.setting),
+            "setting_label": setting_label(run, r.setting, r.point_id),
             "point_id": r.point_id,
             "noise": (int(r.tokens), r.setting) in noise,
             "comm": fmt_ms_value(r.comm_ms),
@@ -81,7 +83,7 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
         rows.append(
             {
                 "setting": r.setting,
-                "setting_label": SETTING_LABELS.get(r.setting, r.setting),
+                "setting_label": setting_label(run, r.setting, r.point_id),
                 "tokens": int(r.tokens),
                 "point_id": r.point_id,
                 "verify": fmt_ms_value(r.verify_ms),
@@ -94,16 +96,21 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
     return rows
 
 
+def answer_of(head_row: Any) -> Any:
+    """The decision's point at a headline row's T (answered.answered; None before the run is answered)."""
+    return getattr(head_row, "answer_point_id", None)
+
+
 def per_collective(run: RunAnalysis) -> dict[str, Any]:
-    """Per T: op-site distributions of the baseline and best point (eager records) and rank skew."""
+    """Per T: op-site distributions of the baseline and the answer's point (eager records) and rank skew."""
     if run.headline.empty:
         return {"per_tokens": {}, "tables": [], "skew": [], "draft": []}
     eager = ok_rows(run.steps, "eager").drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
     per_tokens, tables, skew, draft = {}, [], [], []
     for r in run.headline.itertuples():
         settings = {}
-        for setting, point_id in (("baseline", run.baseline), ("best", r.best_point_id)):
-            if (point_id, r.tokens) in eager.index:
+        for setting, point_id in (("baseline", run.baseline), ("answer", answer_of(r))):
+            if point_id is not None and (point_id, r.tokens) in eager.index:
                 sites = op_sites(eager.loc[(point_id, r.tokens), "op_us"])
                 if not sites.empty:
                     settings[setting] = sites
@@ -112,6 +119,7 @@ def per_collective(run: RunAnalysis) -> dict[str, Any]:
                             {
                                 "tokens": int(r.tokens),
                                 "setting": setting,
+                                "setting_label": setting_label(run, setting, point_id),
                                 "point_id": point_id,
                                 "verify_ops": split["verify_ops"],
                                 "verify": fmt_ms(split["verify_us"]),
@@ -124,6 +132,7 @@ def per_collective(run: RunAnalysis) -> dict[str, Any]:
                             {
                                 "tokens": int(r.tokens),
                                 "setting": setting,
+                                "setting_label": setting_label(run, setting, point_id),
                                 "point_id": point_id,
                                 "site": s.site_kind,
                                 "ops": int(s.ops),
@@ -137,7 +146,7 @@ def per_collective(run: RunAnalysis) -> dict[str, Any]:
             per_tokens[int(r.tokens)] = settings
     ok = ok_rows(run.steps)
     for r in run.headline.itertuples():
-        for setting, point_id in (("baseline", run.baseline), ("best", r.best_point_id)):
+        for setting, point_id in (("baseline", run.baseline), ("answer", answer_of(r))):
             rows = ok[(ok["point_id"] == point_id) & (ok["tokens"] == r.tokens)]
             for s in rows.itertuples():
                 if finite(s.rank_skew_us):
@@ -145,6 +154,7 @@ def per_collective(run: RunAnalysis) -> dict[str, Any]:
                         {
                             "tokens": int(r.tokens),
                             "setting": setting,
+                            "setting_label": setting_label(run, setting, point_id),
                             "point_id": point_id,
                             "mode": s.mode,
                             "skew": fmt_us(s.rank_skew_us),

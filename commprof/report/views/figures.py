@@ -34,7 +34,7 @@ plt.rcParams.update(
     }
 )
 
-COLORS = {"baseline": "#8c8c8c", "best": "#1f6fb4", "comm": "#1f6fb4", "overhead": "#f0a030", "compute": "#b9c7d6"}
+COLORS = {"baseline": "#8c8c8c", "answer": "#1f6fb4", "comm": "#1f6fb4", "overhead": "#f0a030", "compute": "#b9c7d6"}
 _figure_counter = itertools.count()
 
 
@@ -62,11 +62,11 @@ def _single_axes(size: tuple[float, float]):
 def breakdown_svg(
     parts: pd.DataFrame, compute_given: bool, mode: str = "graph", labels: dict[str, str] | None = None
 ) -> str:
-    """Per T, for each setting (baseline, recommended, best, as present) a bar of the verify latency as the table
+    """Per T, for each setting (baseline, recommended, answer, as present) a bar of the verify latency as the table
     gives it, communication (in `mode`) + compute, and beside it a thin hatched bar of the launch overhead
     (eager - graph), which an engine replaying the captured graph does not pay. `labels` names the settings."""
     tokens = sorted(parts["tokens"].unique())
-    settings = [s for s in ("baseline", "recommended", "best") if (parts["setting"] == s).any()]
+    settings = [s for s in ("baseline", "recommended", "answer") if (parts["setting"] == s).any()]
     fig, ax = _single_axes((7.5, 3.2))
     fig.subplots_adjust(top=0.86)  # the legend sits above the bars
     width = 0.8 / len(settings)
@@ -118,7 +118,7 @@ def breakdown_svg(
 
 
 def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
-    """Per T, the distribution of per-op median latency (µs) by op site, baseline vs best (eager records).
+    """Per T, the distribution of per-op median latency (µs) by op site, baseline vs the answer (eager records).
 
     Boxes are the quartiles over the step's ops of that site, whiskers their min and max.
     """
@@ -164,8 +164,8 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     for ax in axes.flat[count:]:
         ax.axis("off")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[s]) for s in ("baseline", "best")]
-    fig.legend(handles, ["baseline", "best"], loc="upper center", ncol=2, frameon=False, fontsize=8)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[s]) for s in ("baseline", "answer")]
+    fig.legend(handles, ["baseline", "the answer"], loc="upper center", ncol=2, frameon=False, fontsize=8)
     return to_svg(fig)
 
 
@@ -177,14 +177,14 @@ def projection_svg(
     labels: dict[str, str] | None = None,
 ) -> str:
     """Tokens/s vs accept length: plain decode (flat) and each verify T, baseline (dashed), recommended
-    (dash-dot) and best (solid); `labels` names the settings in the legend."""
+    (dash-dot) and the answer (solid); `labels` names the settings in the legend."""
     labels = labels or {}
     fig, ax = _single_axes((9.5, 3.6))
     fig.subplots_adjust(left=0.07, right=0.72)  # the legend sits right of the plot
     top = max(max(accepts), 3.0)
     palette = plt.get_cmap("tab10")
     verify_tokens = sorted(t for t in parts["tokens"].unique() if t > 1)
-    for setting, style in (("baseline", "--"), ("recommended", "-."), ("best", "-")):
+    for setting, style in (("baseline", "--"), ("recommended", "-."), ("answer", "-")):
         rows = parts[parts["setting"] == setting].set_index("tokens")
         if 1 in rows.index and np.isfinite(rows.loc[1, "verify_ms"]):
             plain = 1000.0 / rows.loc[1, "verify_ms"]
@@ -214,7 +214,7 @@ def projection_svg(
                     ax.plot(
                         [case_accept], [y], marker="o", color=palette(k % 10), markersize=6, markeredgecolor="black"
                     )
-                    if setting == "best":
+                    if setting == "answer":
                         ax.annotate(
                             f"field report: accept {case_accept:g}, T = {case_tokens}",
                             (case_accept, y),
@@ -234,7 +234,7 @@ def projection_svg(
 
 
 def comparison_svg(heads: dict[str, pd.DataFrame]) -> str:
-    """Several runs side by side: best and baseline step time per T (ms), one bar group per T."""
+    """Several runs side by side: the answer's and the baseline's step time per T (ms), one bar group per T."""
     tokens = sorted({int(t) for head in heads.values() for t in head["tokens"]})
     fig, ax = _single_axes((7.5, 3.2))
     count = len(heads)
@@ -244,7 +244,7 @@ def comparison_svg(heads: dict[str, pd.DataFrame]) -> str:
         rows = head.drop_duplicates("tokens").set_index("tokens").reindex(tokens)
         x = np.arange(len(tokens)) - 0.4 + width * (2 * k + 0.5)
         ax.bar(x, rows["baseline_us"].to_numpy() / 1000, width, color=palette(k), alpha=0.4, label=f"{name}: baseline")
-        ax.bar(x + width, rows["best_us"].to_numpy() / 1000, width, color=palette(k), label=f"{name}: best")
+        ax.bar(x + width, rows["answer_us"].to_numpy() / 1000, width, color=palette(k), label=f"{name}: the answer")
     ax.set_xticks(np.arange(len(tokens)), [f"T = {t}" for t in tokens])
     ax.set_ylabel("ms per step (communication)")
     ax.legend(frameon=False, fontsize=7)

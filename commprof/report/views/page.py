@@ -109,13 +109,6 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
     return out
 
 
-def verdict_text(run: RunAnalysis, verdict: Any, baseline_fastest: bool = False) -> str:
-    """A "beyond noise?" / "beyond model error?" cell."""
-    if baseline_fastest:
-        return "baseline fastest"
-    return {True: "yes", False: f"no: {run.evidence.within}"}.get(verdict, "—") if isinstance(verdict, bool) else "—"
-
-
 def observed_rows(observed: dict[str, Any] | None) -> dict[str, Any] | None:
     """The observation card: the engine's number beside the prediction, formatted."""
     if observed is None:
@@ -184,7 +177,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "answer": answer_rows(exports.decision),
         "engine_paths": list(exports.decision.engine_paths),
         "accepts": [f"{a:g}" for a in run.options.accepts],
-        "choices": choice_rows(run),
+        "choices": choice_rows(run, bool(exports.decision.tuner_rules)),
         "shared_gpus": run.shared_gpus,
         "fusion": [
             {
@@ -255,29 +248,35 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
 
 
 def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
-    """Several runs side by side: per run and T, baseline vs best step time (None for a single run)."""
+    """Several runs side by side: per run and T, the baseline's and the answer's step time (answered.answered: the
+    decision's point at T), None for a single run."""
     if len(runs) < 2:
         return None
-    named = {f"{r.name} ({r.evidence.label})": r for r in runs if not r.headline.empty}
-    headlines = {name: r.headline for name, r in named.items()}
-    return {
-        "svg": figures.comparison_svg(headlines) if headlines else "",
-        "rows": [
-            {
-                "run": name,
-                "tokens": int(h.tokens),
-                "baseline": fmt_ms(h.baseline_us),
-                "best": fmt_ms(h.best_us),
-                "saved": fmt_pct(h.saved_pct),
-                "settings": h.best_settings
-                if h.best_impl in run.baseline_family
-                else f"{h.best_impl} ({h.best_settings})",
-                "noise": verdict_text(run, h.beyond_uncertainty, h.best_point_id == run.baseline),
-            }
-            for name, run in named.items()
-            for h in run.headline.itertuples()
-        ],
-    }
+    named = [
+        (f"{r.name} ({r.evidence.label})", r) for r in runs if not r.headline.empty and "answer_point_id" in r.headline
+    ]
+    rows = []
+    for name, run in named:
+        points = run.steps.drop_duplicates("point_id").set_index("point_id")
+        for h in run.headline.itertuples():
+            point = h.answer_point_id
+            kept = point == run.baseline or point is None
+            impl = points.loc[point, "impl"] if point in points.index else ""
+            settings = points.loc[point, "settings"] if point in points.index else "—"
+            saved = 100.0 * (h.baseline_us - h.answer_us) / h.baseline_us if h.baseline_us else float("nan")
+            rows.append(
+                {
+                    "run": name,
+                    "tokens": int(h.tokens),
+                    "baseline": fmt_ms(h.baseline_us),
+                    "answer": fmt_ms(h.answer_us),
+                    "saved": "—" if kept else fmt_pct(saved),
+                    "noise": "keeps the baseline" if kept else f"yes ({run.evidence.beyond})",
+                    "settings": f"{point}: " + (settings if impl in run.baseline_family else f"{impl} ({settings})"),
+                }
+            )
+    headlines = {f"{k + 1}. {name}": r.headline for k, (name, r) in enumerate(named)}
+    return {"svg": figures.comparison_svg(headlines) if headlines else "", "rows": rows}
 
 
 # Banner order on the page: what makes every number doubtful first.

@@ -189,29 +189,36 @@ def collectives_rows(run: RunAnalysis) -> list[dict[str, Any]]:
     ]
 
 
-def role_label(role: str, run: RunAnalysis, impl: str) -> str:
-    """Table 1's words for a role (choices.CHOICE_ROLES), naming the answer it backs."""
+def role_label(role: str, run: RunAnalysis, impl: str, answer: bool = False, tuner: bool = False) -> str:
+    """Table 1's words for a role (choices.CHOICE_ROLES), naming the answer it backs; another implementation is
+    (b) only where the decision runs it at this T (`answer`), a setting nccl_tuner.conf's only where that file
+    holds the decision's rules (`tuner`)."""
     name = tuned_name(run)
     if role == "recommended":
         return "(a) to export" if run.reference != run.baseline else "(a) kept"
     if role == "fastest setting":
-        return f"fastest {name} setting at this T" + (" (nccl_tuner.conf's rule)" if name == "NCCL" else "")
+        return f"fastest {name} setting at this T" + (" (nccl_tuner.conf's rule)" if name == "NCCL" and tuner else "")
+    if role == "fastest" and impl not in run.baseline_family:
+        return f"fastest at this T: (b) {impl}" if answer else f"fastest at this T: {impl}, not the answer here"
     if role == "fastest":
-        return f"fastest at this T: (b) {impl}" if impl not in run.baseline_family else "fastest at this T"
+        return "fastest at this T"
     return role
 
 
-def choice_rows(run: RunAnalysis) -> list[dict[str, Any]]:
+def choice_rows(run: RunAnalysis, tuner: bool = False) -> list[dict[str, Any]]:
     """Table 1: per T, the baseline, (a), the fastest setting and the fastest point, each once, with its roles."""
     rows = []
     previous = None
+    head = run.headline
+    answers = dict(zip(head["tokens"], head["answer_point_id"])) if "answer_point_id" in head else {}
     for r in run.choices.itertuples():
         is_base = r.point_id == run.baseline
+        answer = answers.get(r.tokens) == r.point_id
         rows.append(
             {
                 "tokens": int(r.tokens),
                 "first": r.tokens != previous,
-                "roles": " · ".join(role_label(role, run, r.impl) for role in r.roles),
+                "roles": " · ".join(role_label(role, run, r.impl, answer, tuner) for role in r.roles),
                 "css": " ".join(
                     c
                     for c in (

@@ -19,14 +19,19 @@ from commprof.report.words import break_even_text, compute_text, draft_text, onl
 
 def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str, Any]:
     """Per verify T: verify-step latency (compute + communication) and tokens/s at the user's accept lengths,
-    before (the baseline) -> after (what the recommendation applies); "no change" when it keeps the baseline.
-    Communication alone, and the fastest point of any implementation, come second."""
+    before (the baseline) -> after (what the recommendation applies); "no change" when it keeps the baseline, "no
+    answer" (why, and what would decide it) when the run may not recommend one. Communication alone comes second."""
     out: dict[str, Any] = {"rows": [], "verdict": "", "noise": False, "more": "", "note": "", "accepts": []}
     parts = run.breakdown
     if parts.empty:
         return out
     rec = run.recommendation
-    after = "recommended" if rec is not None and rec.recommends and (parts["setting"] == "recommended").any() else None
+    missing = no_answer(run, decision)
+    after = (
+        "recommended"
+        if not missing and rec is not None and rec.recommends and (parts["setting"] == "recommended").any()
+        else None
+    )
     verify_tokens = sorted(int(t) for t in parts["tokens"].unique() if t > 1) or sorted(
         int(t) for t in parts["tokens"].unique()
     )
@@ -60,13 +65,13 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
                 if not finite(was)
                 else f"{fmt_num(was, 0)} → {fmt_num(becomes, 0)}"
                 if after and finite(becomes)
-                else f"{fmt_num(was, 0)} (no change)"
+                else f"{fmt_num(was, 0)} ({'no answer' if missing else 'no change'})"
             )
         out["rows"].append(
             {
                 "tokens": tokens,
                 "before": fmt_ms_value(before["verify_ms"]),
-                "after": fmt_ms_value(now["verify_ms"]) if after else "no change",
+                "after": fmt_ms_value(now["verify_ms"]) if after else "no answer" if missing else "no change",
                 "change": fmt_pct(change) if after else "—",
                 "comm": f"{fmt_ms_value(before['comm_ms'])} → {fmt_ms_value(now['comm_ms'])}"
                 if after
@@ -75,13 +80,13 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
             }
         )
     compute = compute_text(run)
-    if gains:
+    if missing and out["rows"]:
+        out["verdict"] = missing
+        out["noise"] = True
+    elif gains:
         out["verdict"] = f"{range_pct(pd.Series(gains))} faster verify step with (a)"
         if not run.options.compute.given:
             out["verdict"] += " (communication only)"
-        if decision is not None and decision.unconfirmed:
-            out["verdict"] = f"{decision.unconfirmed.capitalize()}: the model's {out['verdict']} is not applied"
-            out["noise"] = True
     elif out["rows"]:
         alone = only_baseline(run)
         out["verdict"] = (
@@ -92,8 +97,6 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
         if routed and decision is not None:
             out["verdict"] = routed_verdict(run, decision, routed)
             out["noise"] = False
-        if rec is not None and rec.withheld:
-            out["verdict"] = "No change recommended: the run is incomplete"
     latency = (
         f"{compute} + {run.mode}-mode communication"
         if run.options.compute.given
@@ -101,7 +104,12 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
     )
     out["note"] = (
         f"Verify latency = {latency} ({run.evidence.label}); tokens/s = accept / ({draft_text(run)} + verify "
-        "latency), before → after."
+        "latency), "
+        + (
+            "with the baseline's settings: there is no answer to apply."
+            if missing
+            else "before → after; after: what (a) below applies."
+        )
     )
     routed = routed_bands(decision, run.mode)
     if routed and gains:
@@ -114,6 +122,22 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
             + "; it needs the engine to run it (see (b))."
         )
     return out
+
+
+def no_answer(run: RunAnalysis, decision: Decision | None) -> str:
+    """Why the run gives no answer to apply, and what would decide one ("" when it gives one): the box contradicts
+    the model, or the run is unfinished."""
+    rec = run.recommendation
+    if decision is not None and decision.unconfirmed:
+        return (
+            f"{decision.unconfirmed.capitalize()}: no answer, so nothing below is applied. What decides it: a "
+            "sweep measured on the box (torchrun ... -m commprof.allreduce_sweep), or the checks the observation "
+            "card lists, until the model explains the engine's step"
+        )
+    if rec is not None and rec.withheld:
+        finish = run.completeness.how_to_finish() if run.completeness is not None else "finish the run"
+        return f"No answer: {rec.withheld}. What decides it: {finish}"
+    return ""
 
 
 def routed_verdict(run: RunAnalysis, decision: Decision, routed: list[Route]) -> str:
@@ -143,9 +167,9 @@ def routed_bands(decision: Decision | None, mode: str) -> list[Route]:
     return [r for r in decision.routes if r.collective == "all_reduce" and r.mode == mode and not r.kept and r.tokens]
 
 
-def spec_answer(run: RunAnalysis) -> dict[str, Any]:
-    """Break-even accept length and tokens/s per verify T with the settings (a) exports; without compute times
-    a communication-only bound, said first and greyed."""
+def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str, Any]:
+    """Break-even accept length and tokens/s per verify T with the settings (a) exports (the baseline's where the
+    run gives no answer); without compute times a communication-only bound, said first and greyed."""
     bound = not run.options.compute.given
     out: dict[str, Any] = {
         "bound": bound,
@@ -154,7 +178,6 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
         "plain": "",
         "setting": "",
         "note": "",
-        "fastest": "",
         "caveat": "",
         "noise": False,
     }
@@ -169,9 +192,12 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
             "Not answerable from this run: a T = 1 step (plain decode) and at least one verify T are both needed."
         )
         return out
-    setting = "recommended" if (run.projection["setting"] == "recommended").any() else "baseline"
+    missing = no_answer(run, decision)
+    setting = "recommended" if not missing and (run.projection["setting"] == "recommended").any() else "baseline"
     out["setting"] = (
-        "with (a), the settings to export"
+        "with the baseline's settings (the run gives no answer: see above)"
+        if missing
+        else "with (a), the settings to export"
         if setting == "recommended"
         else f"with the baseline's settings (kept: nothing beat them {run.evidence.beyond})"
         if run.recommendation is not None and run.recommendation.keeps_baseline
@@ -204,22 +230,6 @@ def spec_answer(run: RunAnalysis) -> dict[str, Any]:
         out["verdict"] = (
             f"Not told apart: the model's expected error is unknown, so no tokens/s difference counts at "
             f"T = {tokens_text(chosen['tokens'])}"
-        )
-    fastest = run.projection[run.projection["setting"] == "best"]
-    best = {
-        int(r.tokens): break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens))
-        for r in fastest.itertuples()
-    }
-    ours = {
-        int(r.tokens): break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens))
-        for r in chosen.itertuples()
-    }
-    if best and any(ours.get(t) != v for t, v in best.items()):
-        out["fastest"] = (
-            "With the fastest point at each T (table 1, other implementations included): plain "
-            f"decode {fmt_num(fastest['plain_tokens_per_s'].iloc[0], 0)} tok/s, break-even "
-            + ", ".join(f"T = {int(t)}: {v}" for t, v in best.items())
-            + "."
         )
     out["note"] = draft_text(run).capitalize() + "." if bound else spec_label(run)
     return out

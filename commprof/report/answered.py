@@ -1,0 +1,33 @@
+"""The run's per-T tables restated on its decision: beside the baseline and (a), the breakdown and the projection
+show the point the answer runs at each T ("answer"), never a fastest point the answer did not choose. Pure."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from commprof.report.decision import Decision
+from commprof.report.frame import ok_rows
+from commprof.report.projection import breakdown, projection
+from commprof.report.run_analysis import RunAnalysis
+
+
+def answered(run: RunAnalysis, decision: Decision) -> RunAnalysis:
+    """`run` with its headline carrying the decision's point per T (answer_point_id, answer_us) and its breakdown
+    and projection built on it: the one answer every table and card below the first screen names."""
+    if run.headline.empty:
+        return run
+    head = run.headline.copy()
+    rows = ok_rows(run.steps, run.mode).drop_duplicates(["source", "point_id", "tokens"])
+    times = rows.set_index(["source", "point_id", "tokens"])["median_us"]
+    points = [decision.answer_point(int(t), run.mode) for t in head["tokens"]]
+    head["answer_point_id"] = points
+    head["answer_us"] = [
+        times.get((source, point, tokens), math.nan) if point is not None else math.nan
+        for source, point, tokens in zip(head["source"], points, head["tokens"])
+    ]
+    parts = breakdown(
+        run.steps, head, run.baseline, run.options.compute, recommended=run.reference, mode=run.mode, third="answer"
+    )
+    spec = projection(parts, run.options.draft_ms or 0.0, run.options.accepts, run.evidence)
+    return replace(run, headline=head, breakdown=parts, projection=spec)
