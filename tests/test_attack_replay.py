@@ -446,3 +446,52 @@ def test_a_full_disk_ends_the_sweep_in_one_line_naming_the_resume_and_the_resume
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     records = read_records(run_dir / "results.jsonl")
     assert records[: len(kept)] == kept and len({r["point_id"] for r in records}) == 2 and len(records) == 4
+
+
+@pytest.mark.slow
+def test_a_killed_torchrun_agent_ends_each_rank_in_one_line_naming_the_resume(tmp_path):
+    """SIGKILL of the agent that hosts the rendezvous store, mid-sweep: each rank says so in one line, no
+    traceback, and what was written stays readable."""
+    import os
+    import signal
+    import time
+
+    from commprof.records.files import read_records
+    from tests.sweeprun import sweep_env, tiny_model, torchrun_args
+
+    model = tiny_model(tmp_path, layers=1)
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'name = "agent"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 1\npoint_timeout_s = 60\n'
+        '[axes]\nimpl = ["default", "tests.plugins.one_shot:OneShotGloo"]\n[axes.env]\nCOMMPROF_KNOB = ["a", "b"]\n'
+    )
+    out = tmp_path / "runs"
+    agent = subprocess.Popen(
+        torchrun_args(2, "--sweep", str(sweep), "--out", str(out), "--no-doctor", "--no-nccl-debug"),
+        env=sweep_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and agent.poll() is None:
+            results = list(out.glob("*/results.jsonl")) if out.exists() else []
+            if results and results[0].read_text().count("\n") >= 2:
+                break
+            time.sleep(0.1)
+        assert agent.poll() is None, agent.communicate()[1][-3000:]
+        os.kill(agent.pid, signal.SIGKILL)
+        _, stderr = agent.communicate(timeout=180)  # the ranks hold the pipes until they end
+    finally:
+        try:
+            os.killpg(agent.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert "Traceback" not in stderr, stderr[-3000:]
+    stopped = [line for line in stderr.splitlines() if "error:" in line]
+    assert 1 <= len(stopped) <= 2, stderr[-3000:]  # one line per rank that speaks (rank 0 at least)
+    assert all("torchrun agent killed" in line and "--resume" in line for line in stopped), stopped
+    records = read_records(results[0])
+    assert len(records) >= 2 and all(r["point_id"] for r in records)
