@@ -107,6 +107,16 @@ def _meta_change(change: Callable[[dict], None], error: str):
     return case
 
 
+def resume_record_env_name(tmp):
+    """A record of the interrupted run naming PROMPT_COMMAND: the resume reads records as the report does."""
+    run = _interrupted_run(tmp)
+    lines = (run / "results.jsonl").read_text().splitlines()
+    record = json.loads(lines[0])
+    record["point"]["env"] = {"PROMPT_COMMAND": f"touch {tmp}/PWNED"}
+    (run / "results.jsonl").write_text("\n".join([json.dumps(record), *lines[1:]]) + "\n")
+    return _resume(run, r"X/results\.jsonl:1: not a usable record: point\.env: PROMPT_COMMAND is not")
+
+
 def _sweep_file(tmp: Path, body: str) -> Path:
     path = tmp / "evil.toml"
     path.write_text('name = "evil"\n[run]\ntokens = [1]\n' + body)
@@ -150,6 +160,20 @@ def _choice(record: dict, **values) -> None:
     record["nccl"]["choices"][0].update(values)
 
 
+def _meta_field(path: tuple, value, error: str):
+    """A report of a run whose meta.json holds `value` at `path` (a meta-fuzz case that reached the page)."""
+
+    def case(tmp):
+        meta = make_meta("crafted")
+        target = meta
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        return _report(tmp, make_records("crafted"), meta, error=rf"meta\.json: not usable run metadata: {error}")
+
+    return case
+
+
 def csv_bare_cr_label(tmp):
     points = base_points()
     points[1]["label"] = "tree\r=cmd|' /C calc'!A0"
@@ -183,6 +207,7 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     # 2. variable names that run code, from a sweep file and from a run folder's records
     **{f"sweep-env-name-{n}": _sweep_name(n) for n in SHELL_NAMES},
     **{f"record-env-name-{n}": _record_name(n) for n in SHELL_NAMES},
+    "resume-record-env-name-PROMPT_COMMAND": resume_record_env_name,
     # 3. a bare CR in a label, into results.csv
     "csv-bare-cr-label": csv_bare_cr_label,
     # 5. resource exhaustion
@@ -197,6 +222,8 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "record-transports-wrong-type": _record_change(lambda r: r["nccl"].update(transports=["P2P"]), "transports"),
     "record-tokens-1e30": _record_change(lambda r: r.update(tokens=1e30), "tokens: expected an integer"),
     "record-choices-bytes-string": _record_change(lambda r: _choice(r, bytes="x"), "bytes: expected an integer"),
+    "meta-gpu-name-list": _meta_field(("gpus", 0, "name"), [1], "gpus: an item: name: expected a string"),
+    "meta-gpu-capability-list": _meta_field(("gpus", 0, "compute_capability"), [1], "gpus: an item: compute_cap"),
     "resume-timeout-infinity": _meta_change(
         lambda m: m["plan"].update(point_timeout_s=float("inf")), r"meta\.json: .*point_timeout_s"
     ),

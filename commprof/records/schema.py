@@ -227,6 +227,16 @@ class MetaSweep(TypedDict, total=False):
     report: dict[str, Any] | None
 
 
+class MetaGpu(TypedDict, total=False):
+    """One visible GPU as commprof.runmeta.gpu_inventory writes it."""
+
+    index: int
+    name: str
+    compute_capability: str
+    memory_gib: float
+    pci_bus_id: str | None
+
+
 class RunMeta(TypedDict, total=False):
     """meta.json as its writers write it (commprof.runmeta.collect_meta, the sweep's run folder, simulate and the
     imports); a reader relies on these types, every other key is free."""
@@ -242,7 +252,7 @@ class RunMeta(TypedDict, total=False):
     source: str | None
     versions: dict[str, str | None] | None
     platform: dict[str, Any] | None
-    gpus: list[dict[str, Any]] | None
+    gpus: list[MetaGpu] | None
     env: dict[str, str] | None
     plan: MetaPlan | None
     sweep: MetaSweep | None
