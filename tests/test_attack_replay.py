@@ -224,6 +224,10 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "record-choices-bytes-string": _record_change(lambda r: _choice(r, bytes="x"), "bytes: expected an integer"),
     "meta-gpu-name-list": _meta_field(("gpus", 0, "name"), [1], "gpus: an item: name: expected a string"),
     "meta-gpu-capability-list": _meta_field(("gpus", 0, "compute_capability"), [1], "gpus: an item: compute_cap"),
+    "meta-topology-gpus-1e30": _meta_field(("topology", "gpus"), 1e30, "topology: gpus: expected a list"),
+    "meta-topology-gpus-count": _meta_field(("topology", "gpus"), 10**30, "topology.gpus .* out of range"),
+    "meta-topology-numa-nodes-1e30": _meta_field(("topology", "host", "numa_nodes"), 1e30, "topology: host: numa"),
+    "meta-topology-pair-p2p-list": _meta_field(("topology", "pairs", 0, "p2p"), [1], "topology: pairs: an item: p2p"),
     "resume-timeout-infinity": _meta_change(
         lambda m: m["plan"].update(point_timeout_s=float("inf")), r"meta\.json: .*point_timeout_s"
     ),

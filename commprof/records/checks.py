@@ -272,6 +272,9 @@ def meta_problem(meta: Any) -> str | None:
     for name in ("world_size", "nnodes"):
         if meta.get(name) is not None and not 1 <= meta[name] <= _MAX_RANKS:
             return f"{name} {meta[name]} is out of range (allowed: 1..{_MAX_RANKS})"
+    count = (meta.get("topology") or {}).get("gpus")
+    if isinstance(count, int) and not 1 <= count <= _MAX_RANKS:
+        return f"topology.gpus {count} is out of range (allowed: 1..{_MAX_RANKS})"
     plan = meta.get("plan") or {}
     for name, (low, high) in (("tp", (1, _MAX_RANKS)), ("iterations", (0, 1 << 31)), ("warmup", (0, 1 << 31))):
         if plan.get(name) is not None and not low <= plan[name] <= high:
