@@ -228,6 +228,9 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "meta-topology-gpus-count": _meta_field(("topology", "gpus"), 10**30, "topology.gpus .* out of range"),
     "meta-topology-numa-nodes-1e30": _meta_field(("topology", "host", "numa_nodes"), 1e30, "topology: host: numa"),
     "meta-topology-pair-p2p-list": _meta_field(("topology", "pairs", 0, "p2p"), [1], "topology: pairs: an item: p2p"),
+    "record-op-us-bytes-short": _record_change(lambda r: r["op_us"].update(bytes=[1]), r"op_us\.bytes: 1 item"),
+    "record-op-us-median-short": _record_change(lambda r: r["op_us"].update(median=[1]), r"op_us\.median: 1 item"),
+    "record-world-size-null": lambda tmp: _report(tmp, _records(lambda r: r.update(world_size=None)), status=0),
     "resume-timeout-infinity": _meta_change(
         lambda m: m["plan"].update(point_timeout_s=float("inf")), r"meta\.json: .*point_timeout_s"
     ),
@@ -323,7 +326,7 @@ def _csv_rows_stay_rows(path: Path) -> None:
         assert not re.match(r"[=+\-@\t]", line), line
 
 
-RENDERS_A_REPORT = {"csv-bare-cr-label"}  # whole-report rendering: slow
+RENDERS_A_REPORT = {"csv-bare-cr-label", "record-world-size-null"}  # whole-report rendering: slow
 
 
 @pytest.mark.parametrize(

@@ -120,6 +120,11 @@ def _time_problem(record: dict) -> str | None:
     if not _non_negative(record.get("rank_step_median_us") or ()):
         return "rank_step_median_us: a negative or non-finite time"
     columns = record.get("op_us") or {}
+    sites = columns.get("sites")
+    if isinstance(sites, list):  # columnar: one item per op in every column
+        uneven = next((k for k, v in columns.items() if isinstance(v, list) and len(v) != len(sites)), None)
+        if uneven is not None:
+            return f"op_us.{uneven}: {len(columns[uneven])} item(s) for {len(sites)} op site(s)"
     for key, accepts in _OP_COLUMNS.items():
         if not all(accepts(value) for value in columns.get(key) or ()):
             return f"op_us.{key}: an item of the wrong type"
