@@ -273,7 +273,7 @@ def test_dry_run_table_lists_every_point_the_count_and_an_estimate():
     assert "flashinfer-fused use_oneshot=true" in text
     assert '# stage 1 "channels"' in text and "up to 60 points" in text
     assert f"{len(spec.points)} points will run in stage 0, up to {spec.max_points()} in all" in text
-    assert "estimated 17.4 min" in text and "assumed, not measured here" in text
+    assert "estimated 17.5 min" in text and "assumed, not measured here" in text
     assert '# stage 3 "crossover": crossover search of flashinfer-pcie-ipc, b12x' in text
     assert "up to 3 crossover searches" in text
 

@@ -120,6 +120,11 @@ def _time_problem(record: dict) -> str | None:
     if not _non_negative(record.get("rank_step_median_us") or ()):
         return "rank_step_median_us: a negative or non-finite time"
     columns = record.get("op_us") or {}
+    sites = columns.get("sites")
+    if isinstance(sites, list):  # columnar: one item per op in every column
+        uneven = next((k for k, v in columns.items() if isinstance(v, list) and len(v) != len(sites)), None)
+        if uneven is not None:
+            return f"op_us.{uneven}: {len(columns[uneven])} item(s) for {len(sites)} op site(s)"
     for key, accepts in _OP_COLUMNS.items():
         if not all(accepts(value) for value in columns.get(key) or ()):
             return f"op_us.{key}: an item of the wrong type"
@@ -272,6 +277,9 @@ def meta_problem(meta: Any) -> str | None:
     for name in ("world_size", "nnodes"):
         if meta.get(name) is not None and not 1 <= meta[name] <= _MAX_RANKS:
             return f"{name} {meta[name]} is out of range (allowed: 1..{_MAX_RANKS})"
+    count = (meta.get("topology") or {}).get("gpus")
+    if isinstance(count, int) and not 1 <= count <= _MAX_RANKS:
+        return f"topology.gpus {count} is out of range (allowed: 1..{_MAX_RANKS})"
     plan = meta.get("plan") or {}
     for name, (low, high) in (("tp", (1, _MAX_RANKS)), ("iterations", (0, 1 << 31)), ("warmup", (0, 1 << 31))):
         if plan.get(name) is not None and not low <= plan[name] <= high:

@@ -227,6 +227,66 @@ class MetaSweep(TypedDict, total=False):
     report: dict[str, Any] | None
 
 
+class MetaGpu(TypedDict, total=False):
+    """One visible GPU as commprof.runmeta.gpu_inventory writes it."""
+
+    index: int
+    name: str
+    compute_capability: str
+    memory_gib: float
+    pci_bus_id: str | None
+
+
+class TopologyHost(TypedDict, total=False):
+    """The host part of the topology probe (commprof.doctor.topology_probe.describe_host)."""
+
+    hostname: str | None
+    logical_cpus: int | None
+    cpu_model: str | None
+    cpu_vendor: str | None
+    sockets: int | None
+    numa_nodes: list[dict[str, Any]] | None
+
+
+class TopologyGpu(TypedDict, total=False):
+    """One GPU as the topology probe writes it."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+    pci_bus_id: str | None
+    compute_capability: str | None
+    memory_total_mib: int | None
+    pcie: dict[str, int | None] | None
+    numa_node: int | None
+    cpu_affinity: str | None
+    nvlink_active: int | None
+
+
+class TopologyPair(TypedDict, total=False):
+    """One GPU pair as the topology probe writes it."""
+
+    gpus: list[int]
+    level: str | None
+    nvlink: bool | None
+    p2p: dict[str, str | None] | None
+
+
+class MetaTopology(TypedDict, total=False):
+    """meta["topology"]: the topology probe's answer, or a simulation's preset summary (`gpus` a count there)."""
+
+    source: str | None
+    reason: str | None
+    host: TopologyHost | None
+    driver_version: str | None
+    cuda_driver_version: str | None
+    gpus: list[TopologyGpu] | int | None
+    pairs: list[TopologyPair] | None
+    links: dict[str, Any] | None
+    impls: dict[str, Any] | None
+    sources: list[str] | None
+
+
 class RunMeta(TypedDict, total=False):
     """meta.json as its writers write it (commprof.runmeta.collect_meta, the sweep's run folder, simulate and the
     imports); a reader relies on these types, every other key is free."""
@@ -242,12 +302,12 @@ class RunMeta(TypedDict, total=False):
     source: str | None
     versions: dict[str, str | None] | None
     platform: dict[str, Any] | None
-    gpus: list[dict[str, Any]] | None
+    gpus: list[MetaGpu] | None
     env: dict[str, str] | None
     plan: MetaPlan | None
     sweep: MetaSweep | None
     shared_gpus: bool | None
-    topology: dict[str, Any] | None
+    topology: MetaTopology | None
     floor: dict[str, Any] | None
     doctor: dict[str, Any] | None
     kernel_builds: list[dict[str, Any]] | None  # one report per node that built kernels (sweep.prebuild)

@@ -112,6 +112,8 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
         rows_of.setdefault(point_id, []).append((collective, int(size), float(time_us)))
     for point_id, rows in sorted(rows_of.items()):
         first = firsts[point_id]
+        if pd.isna(first["world_size"]):  # a record without its rank count: no bus bandwidth to compare
+            continue
         header = [
             f'commprof replay of point {point_id} "{first["label"]}" (impl {first["impl"]}; '
             f"{first['settings']}), run {run.run_id}, {label}",

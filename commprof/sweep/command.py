@@ -19,6 +19,7 @@ import click
 from commprof.errors import EXIT_INTERRUPTED, RunStopped, UsageError, run_command
 from commprof.planner.plan import PHASES
 from commprof.records.files import ensure_writable_dir
+from commprof.records.folder import refuse_links
 from commprof.sweep.spec import DEFAULT, DEFAULT_MAX_POINTS, SweepSpec, SweepTooLarge
 from commprof.terminal import echo
 
@@ -166,6 +167,7 @@ def sweep_command(
         extra = [flag for flag, value in given.items() if value not in (None, ())]
         if extra:
             raise UsageError(f"--resume continues a run exactly as it started: drop {', '.join(extra)}")
+        refuse_links(Path(resume))  # before any process starts; the run folder's writer checks again
         spec = _resumed_sweep(Path(resume), budget)
     elif sweep_file:
         try:

@@ -18,6 +18,9 @@ from commprof.sweep.spec import CrossoverStage, Stage, StageSpec, SweepSpec, Swe
 # rendezvous, communicator init) and a verify step of Kimi-K2.5 at TP 8 over PCIe, in each of two modes.
 ASSUMED_OVERHEAD_S = 3.0
 ASSUMED_STEP_MS = 30.0
+# A crossover size's all-reduce beyond the probe's own (which times the plan's small sizes only): its bytes at an
+# assumed algorithm bandwidth, low on purpose (PCIe NCCL at 8 GPUs; gloo over loopback) so the estimate stays high.
+ASSUMED_ALGBW_GBPS = {"nccl": 10.0, "gloo": 1.0}
 
 
 @dataclass(frozen=True)
@@ -116,22 +119,31 @@ def crossover_searches(spec: SweepSpec, stage: CrossoverStage, backend: str) -> 
 def search_work(stage: CrossoverStage, plan_sizes: int = 4) -> tuple[int, int]:
     """(rounds, sizes) of one search at most as the estimate counts them: the powers of two and the plan's sizes,
     then one round per halving of the widest gap down to the step, two boundaries each."""
-    first = len(cx.powers(stage.min_bytes, stage.max_bytes)) + plan_sizes
+    rounds, sizes = _search_rounds(stage, plan_sizes)
+    return rounds, len(sizes)
+
+
+def _search_rounds(stage: CrossoverStage, plan_sizes: int = 4) -> tuple[int, list[int]]:
+    """(rounds, every size one search measures at most): the powers of two, the plan's sizes (counted at the
+    smallest), then two per bisection round (counted at the largest: the gap may lie anywhere)."""
+    measured = cx.powers(stage.min_bytes, stage.max_bytes)
     widest = max(stage.max_bytes // 2, stage.step_bytes)
     rounds = min(stage.max_rounds, 1 + max(math.ceil(math.log2(widest / stage.step_bytes)), 0))
-    return rounds, first + 2 * (rounds - 1)
+    return rounds, measured + [measured[0]] * plan_sizes + [measured[-1]] * (2 * (rounds - 1))
 
 
 def crossover_seconds(spec: SweepSpec, stage: CrossoverStage, cost: StepCost, backend: str) -> float:
     """A crossover stage at its upper bound: per round a point's start-up, per size the setting and the baseline
     each verified then timed over their rounds (eager: plus a per-op pass) on 2 x layers + 1 all-reduces, each
-    all-reduce costed as a share of the probe's smallest step."""
+    all-reduce costed as a share of the probe's smallest step plus its bytes at ASSUMED_ALGBW_GBPS."""
     settings, modes = crossover_searches(spec, stage, backend)
-    rounds, sizes = search_work(stage)
+    rounds, sizes = _search_rounds(stage)
     smallest = min(spec.tokens)
     op_s = cost.step_for(smallest) / 1000.0 / 2 / max(_ops_per_step(spec), 1)  # step_for sums two modes
-    per_size = 2 * 3 * (stage.rounds + stage.warmup + 1) * (2 * CROSSOVER_LAYERS + 1) * op_s
-    return settings * len(modes) * (rounds * cost.overhead_s + sizes * per_size)
+    bandwidth = ASSUMED_ALGBW_GBPS.get(backend, ASSUMED_ALGBW_GBPS["gloo"]) * 1e9
+    all_reduces = 2 * 3 * (stage.rounds + stage.warmup + 1) * (2 * CROSSOVER_LAYERS + 1)
+    per_search = sum(all_reduces * (op_s + size / bandwidth) for size in sizes)
+    return settings * len(modes) * (rounds * cost.overhead_s + per_search)
 
 
 def _ops_per_step(spec: SweepSpec) -> int:
@@ -274,6 +286,10 @@ def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> l
             settings, modes = crossover_searches(spec, stage, backend)
             searches += settings * len(modes)
     also = f" and up to {searches} crossover search{'es' if searches != 1 else ''}" if searches else ""
+    basis = cost.basis
+    if searches:
+        bandwidth = ASSUMED_ALGBW_GBPS.get(backend, ASSUMED_ALGBW_GBPS["gloo"])
+        basis += f"; a crossover size's bytes at an assumed {bandwidth:g} GB/s ({backend}, not measured here)"
     return [
         f"{running} point{'s' if running != 1 else ''} will run in stage 0, up to "
         f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}; estimated "
@@ -281,7 +297,7 @@ def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> l
         "per point: "
         f"{cost.overhead_s:.2f} s start-up + its steps, one step at "
         + ", ".join(f"T={t}: {cost.step_for(t):.1f} ms" for t in spec.tokens)
-        + f"; {cost.basis}",
+        + f"; {basis}",
     ]
 
 

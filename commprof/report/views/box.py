@@ -153,7 +153,8 @@ def preset_view(topology: dict[str, Any]) -> dict[str, Any]:
 def probe_view(topology: dict[str, Any]) -> dict[str, Any]:
     """The topology probe: host summary, driver, GPU table, path-level and P2P grids from "pairs"."""
     host = topology.get("host") if isinstance(topology.get("host"), dict) else {}
-    gpus = [g for g in topology.get("gpus") or [] if isinstance(g, dict)]
+    listed = topology.get("gpus")  # a simulation's summary gives a count instead
+    gpus = [g for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
     view: dict[str, Any] = {
         "probe": True,
         "host": host_line(host),
