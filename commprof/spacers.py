@@ -3,7 +3,7 @@
 `Spacer.before(i)` runs, on this rank, the compute before op i (commprof.planner.spacing) and then this rank's
 lateness. On CUDA both are kernels on the current stream, so they are captured into the step's graph like the
 collectives: a spin kernel calibrated to µs (torch.cuda._sleep counts GPU clock cycles) or the layer's GEMMs. On
-CPU ranks, a wait of the same length on the host (slept, then spun for its last 200 µs: the cores are shared
+CPU ranks, a busy loop of the same length on the host that yields its core at every turn (the cores are shared
 with gloo's threads and the other ranks), or the same GEMMs on the CPU.
 
 `Arrivals` stamps when this rank reaches each collective on a clock every rank of the machine shares: the host's
@@ -14,6 +14,7 @@ host) read by a one-thread Triton kernel on CUDA; `None` where no shared clock i
 from __future__ import annotations
 
 import functools
+import os
 import time
 from typing import Any
 
@@ -28,19 +29,31 @@ HOST_CLOCK = "host_monotonic"
 DEVICE_CLOCK = "cuda_globaltimer"
 
 
-# A CPU rank sleeps all but this much of a gap, then spins to its end: a sleep alone overshoots by the timer's
-# slack (~50-100 µs), a spin alone takes the core from gloo's threads and the other ranks sharing it.
-_SPIN_TAIL_NS = 200_000
+# A yield that returns this much later gave the core to another process for a time slice, not to one of this
+# rank's threads (gloo's run for µs): the wait then spins on without yielding, or it would lose slice after slice.
+_FOREIGN_SLICE_NS = 200_000
 
 
 def busy_wait_us(us: float) -> None:
-    """Hold this host thread for `us` µs, to the µs (perf_counter_ns: CLOCK_MONOTONIC on Linux)."""
-    end = time.perf_counter_ns() + int(us * 1000)
-    rest = end - time.perf_counter_ns() - _SPIN_TAIL_NS
-    if rest > 0:
-        time.sleep(rest / 1e9)
-    while time.perf_counter_ns() < end:
-        pass
+    """Hold this host thread for `us` µs, to the µs (perf_counter_ns: CLOCK_MONOTONIC on Linux), yielding the
+    core at every turn of the loop until a yield hands it to another process.
+
+    Neither a sleep nor a plain spin: a thread that sleeps gives its core up (to idle, or to another process)
+    and gloo's transport threads then wake late, on every collective after a gap; a plain spin holds the core
+    from them. On 2 gloo ranks on 2 shared cores, step - compute exceeded the no-compute step by 1.5-2.5 ms
+    (sleep, then spin) and ~5 ms (spin), and by -0.4 to +0.5 ms with the yielding loop.
+    """
+    now = time.perf_counter_ns()
+    end = now + int(us * 1000)
+    yielding = True
+    while now < end:
+        if yielding:
+            os.sched_yield()
+            after = time.perf_counter_ns()
+            yielding = after - now < _FOREIGN_SLICE_NS
+            now = after
+        else:
+            now = time.perf_counter_ns()
 
 
 class Spacer:

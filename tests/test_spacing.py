@@ -2,7 +2,6 @@
 ranks (step time grows by the compute, which the record carries apart; a late rank's lateness is waiting)."""
 
 import json
-import os
 
 import pytest
 
@@ -131,17 +130,14 @@ def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_a
     assert all(r["compute_us"]["min"] >= expected * 0.98 for r in spaced_runs)
     assert min(r["compute_us"]["min"] for r in spaced_runs) <= expected * 1.5
     best, noise = _best(bare_runs)
-    # The step holds the compute ...
-    assert min(r["step_us"]["min"] for r in spaced_runs) >= best + 0.9 * expected
-    # ... and what the report calls communication (step - compute) is the no-compute step, within noise. Best
-    # steps (and the best compute) of the calmest measurement are compared: on a shared box they are the ones the
-    # scheduler left alone.
-    if (os.cpu_count() or 1) < 4:
-        # Two ranks spinning their compute on two cores leave gloo's progress threads (and any other test worker)
-        # no core: their communication is time-sliced, not the no-compute step's. Seen on the 2-core CI box.
-        pytest.skip(f"communication = step - compute is compared on 4 or more cores ({os.cpu_count()} here)")
-    calmest = min(spaced_runs, key=lambda r: r["step_us"]["min"])
-    communication = calmest["step_us"]["min"] - calmest["compute_us"]["min"]
+    # Best steps (and the compute's best measurement) are compared: on a shared box they are the ones the scheduler
+    # left alone; the compute is the same in every round, timed on its own each time. Within noise, not above a
+    # floor: gloo's threads receive a peer's data while this rank computes, so a gap can hide some communication.
+    step = min(r["step_us"]["min"] for r in spaced_runs)
+    # The step grows by the compute ...
+    assert abs(step - best - expected) <= noise + 0.25 * expected, (step, best, noise)
+    # ... and what the report calls communication (step - compute) is the no-compute step, within noise.
+    communication = step - min(r["compute_us"]["min"] for r in spaced_runs)
     assert abs(communication - best) <= noise + 0.25 * expected, (communication, best, noise)
 
 
@@ -150,14 +146,17 @@ def test_a_late_rank_is_waiting_on_the_others_not_wire_time():
     bare_runs, late_runs, ops = _alternating("none", {"rank": 1, "us": 1000})
     assert all(r["wait_clock"] == "host_monotonic" and r["compute_us"] is None for r in late_runs)
     expected = 1000 * ops
-    waits = [r["wait_us"]["median"] for r in late_runs]
-    # Never much less than the lateness asked for; more where a loaded box wakes the late rank late.
-    assert all(expected * 0.8 <= w for w in waits) and min(waits) <= expected * 2.5, waits
-    assert max(r["wait_us"]["median"] for r in bare_runs) < 0.5 * min(waits)
-    # Step - wait: what is left is the collectives themselves, as without the late rank (best steps, as above).
+    # Never much less than the lateness asked for, in any step; the least disturbed step's close to it (a loaded
+    # box wakes the late rank late, so medians run higher).
+    waits = [r["wait_us"]["min"] for r in late_runs]
+    assert all(expected * 0.8 <= w for w in waits) and min(waits) <= expected * 1.5, waits
+    # Without the late rank, the waiting is a fraction of it (each setting's least disturbed round).
+    assert min(r["wait_us"]["median"] for r in bare_runs) < 0.5 * min(r["wait_us"]["median"] for r in late_runs)
+    # Step - wait: what is left is the collectives themselves, as without the late rank (best steps, and the
+    # waiting's best measurement, as above: the lateness is the same in every round).
     best, noise = _best(bare_runs)
     calmest = min(late_runs, key=lambda r: r["step_us"]["min"])
-    left = calmest["step_us"]["min"] - calmest["wait_us"]["min"]
+    left = calmest["step_us"]["min"] - min(r["wait_us"]["min"] for r in late_runs)
     assert abs(left - best) <= noise + 0.25 * expected, (left, best, noise)
 
 

@@ -49,10 +49,23 @@ LIBRARY_KERNELS = [
         "symm-mem",
         "PyTorch torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu",
     ),
+    # CuTe DSL kernels: "kernel_cutlass_" + "kernel" (the method) + str(self) without ".<>", address dropped + the
+    # kernel's count (nvidia-cutlass-dsl 4.8.0 base_dsl/dsl.py kernel_launcher, mangle_name); every other argument
+    # of these kernels is a pointer or a dynamic integer, IR values the name leaves out.
     (
-        "kernel_cutlass_kernel_b12xcommpcie_oneshot_cute_OneshotLaunch_object_at__tensorptrbf16gmem_0",
+        "kernel_cutlass_kernel_b12xcommpcie_oneshot_cute_OneshotLaunch_object_at__0",
         "b12x",
-        "b12x 1.5.1 b12x/comm/pcie/_oneshot_cute.py (_OneshotLaunch.kernel, a CuTe DSL kernel)",
+        "b12x 1.5.1 b12x/comm/pcie/_oneshot_cute.py (_OneshotLaunch.kernel)",
+    ),
+    (
+        "kernel_cutlass_kernel_b12xcommpcie_twoshot_bf16_cute_TwoShotPullAllReduceLaunch_object_at__1",
+        "b12x",
+        "b12x 1.5.1 b12x/comm/pcie/_twoshot_bf16_cute.py (_TwoShotPullAllReduceLaunch.kernel)",
+    ),
+    (
+        "kernel_cutlass_kernel_b12xcommpcie_dma_kernels_AddLaunch_object_at__0",
+        "b12x",
+        "b12x 1.5.1 b12x/comm/pcie/_dma_kernels.py (_AddLaunch.kernel, the DMA all-reduce's reduction)",
     ),
 ]
 
@@ -64,6 +77,10 @@ def test_every_librarys_kernel_names_its_implementation():
     assert identify("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>") is None
     assert identify("void flashinfer::comm::multimem_one_shot_all_reduce_kernel_x()") is None  # whole names only
     assert identify("multimem_one_shot_all_reduce_kernel<float, 16>").implementation == "symm-mem"
+    # Another library's CuTe DSL kernel is not b12x's (FlashAttention 4's forward kernel, named the same way).
+    assert (
+        identify("kernel_cutlass_kernel_flash_attncuteflash_fwd_sm100FlashAttentionForwardSm100_object_at__0") is None
+    )
     assert all(k.source for k in KERNEL_NAMES)
 
 

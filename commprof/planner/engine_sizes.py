@@ -89,7 +89,8 @@ def engine_tokens(text: str, tokens_per_request: int, tp: int | None) -> tuple[i
     """The T values of `tokens = "engine:..."`: what the engine's captured graphs carry at `tokens_per_request`
     (1 in decode; K + 1 when verifying K draft tokens); UsageError naming the allowed forms.
 
-    SGLang: each captured batch size x tokens per request (its verify graphs hold bs x num_draft_tokens rows).
+    SGLang: each captured batch size x tokens per request (its verify graphs hold bs x num_draft_tokens rows:
+    sglang/srt/model_executor/runner/decode_cuda_graph_runner.py, bs * captured_req_width).
     vLLM: its capture sizes; with draft tokens only the uniform decode sizes, the multiples of K + 1 (vLLM
     dispatches a verify batch only to an exact multiple of its query length)."""
     match = _FORM.match(text.strip()) if isinstance(text, str) else None

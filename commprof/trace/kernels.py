@@ -107,12 +107,18 @@ KERNEL_NAMES: tuple[KernelName, ...] = (
     KernelName(
         "b12x",
         "b12x PCIe all-reduce",
-        # CuTe DSL names a kernel "kernel_cutlass_..." after the Python object whose @cute.kernel it is.
-        r"^kernel_cutlass_.*(_OneshotLaunch|_FusedOneshotLaunch|_TwoShotLaunch|_TwoShotBf16Launch"
-        r"|_TwoShotPullAllReduceLaunch|_HierarchicalLaunch)",
+        # The CuTe DSL names a kernel "kernel_" + "cutlass_" + the function's name + each non-IR argument as
+        # text with ".<>" dropped, so a method's `self` gives "..._oneshot_cute_OneshotLaunch_object_at_...".
+        r"^kernel_cutlass_kernel_b12xcommpcie.*(_OneshotLaunch|_FusedOneshotLaunch|_TwoShotLaunch"
+        r"|_TwoShotBf16Launch|_TwoShotPullAllReduceLaunch|_HierarchicalLaunch|_IslandRSLaunch"
+        # The DMA all-reduce moves data with copy engines; these are its flag and reduction kernels.
+        r"|_dma_kernels_(Add|Flag|Quant|DequantAccum|DequantAccum9|DequantAddQuant|DequantStore)Launch)_object_at_",
         "all_reduce",
         "b12x 1.5.1 b12x/comm/pcie/_oneshot_cute.py, _twoshot_cute.py, _twoshot_bf16_cute.py, "
-        "_hierarchical_cute.py (@cute.kernel of each *Launch class)",
+        "_hierarchical_cute.py, _island_rs_cute.py, _dma_kernels.py (the @cute.kernel method `kernel` of each "
+        "*Launch class); "
+        "the name's form: nvidia-cutlass-dsl 4.8.0 (b12x's pin) base_dsl/dsl.py kernel_launcher and mangle_name, "
+        "cutlass_dsl/cutlass.py mangle_name",
     ),
 )
 # An answer's implementation -> the kernel table's name for what runs (the fused b12x kernels are b12x's).

@@ -30,11 +30,11 @@ def _epoch() -> float:
 
 
 class Drifting(AllReduceImpl):
-    """gloo's all-reduce after a real sleep that grows with the time since the epoch; `variant` only names two
-    points that are the same code."""
+    """gloo's all-reduce after a real sleep that grows with the time since the epoch; `variant` only names points
+    that are the same code."""
 
     name = "drifting"
-    option_kinds = {"variant": ("a", "b")}
+    option_kinds = {"variant": ("a", "b", "c")}
 
     def all_reduce(self, x):
         elapsed = max(time.time() - _epoch(), 0.0)
