@@ -17,6 +17,7 @@ import pytest
 
 from commprof.cli import main
 from commprof.records.files import META_FILE, RESULTS_FILE
+from commprof.report.words import break_even_text
 from tests.conftest import GLOO_RUN, TESTS
 from tests.report_fixtures import measured_twin
 from tests.test_crossover_stage import kernel_times, search_records
@@ -276,6 +277,22 @@ def answer_point(run: dict, tokens: int) -> str:
     return decision["nccl"]["point_id"]
 
 
+def live_answer_point(run: dict, tokens: int) -> str:
+    """The point the answer's files run at T: answer_point where an engine setting they set live runs its band (a
+    switch left commented out sets nothing), else the point whose NCCL environment the answer sets."""
+    decision = run["decision"]
+    point = answer_point(run, tokens)
+    for route in decision["routes"]:
+        if route["point_id"] == point and not route["kept"] and tokens in route["tokens"]:
+            live = any(
+                s["live"] and s["impl"] == route["impl"] and s["min_bytes"] <= route["max_bytes"]
+                for s in decision["engine"]
+                if route["min_bytes"] <= s["max_bytes"]
+            )
+            return point if live else decision["nccl"]["point_id"]
+    return point
+
+
 class _Rows(HTMLParser):
     """Every table row of a page as its cells' visible text."""
 
@@ -312,12 +329,13 @@ def page_text(page: Path) -> str:
     )
 
 
-ANSWER_CELL = re.compile(r"^the answer at this T(?: \((keeps the baseline|= \(a\))\))? (\S+)$")
+ANSWER_CELL = re.compile(r"^the answer at this T(?: \((keeps the baseline|= \(a\))\))? (\S+)(?: \(T = 1: \S+\))?$")
 
 
 def page_names_only_the_answer(page: Path, run: dict) -> None:
-    """Every table that names a point per T beside the baseline names the decision's point there (or says it keeps
-    the baseline), never a fastest point the decision did not choose; table 1 marks (b) only where it runs."""
+    """Every table that names a point per T beside the baseline names the point the decision's files run there (or
+    says it keeps the baseline), never a fastest point the decision did not choose nor a switch they leave commented
+    out; table 1 marks (b) only where the decision routes to it."""
     named = 0
     tokens = None
     for row in page_rows(page):
@@ -328,7 +346,7 @@ def page_names_only_the_answer(page: Path, run: dict) -> None:
             found = ANSWER_CELL.match(cell)
             if found:
                 at = next(int(c) for c in row[:2] if c.isdigit())
-                assert found.group(2) == answer_point(run, at), (row, answer_point(run, at))
+                assert found.group(2) == live_answer_point(run, at), (row, live_answer_point(run, at))
                 if found.group(1) == "keeps the baseline":
                     assert found.group(2) == run["baseline_point_id"]
                 named += 1
@@ -492,6 +510,52 @@ def test_the_sweeps_closing_lines_say_the_decision(scenarios, name):
             assert any(f"{route['mode']} all-reduce, T = {tokens} " in line and what in line for line in lines)
     for setting in decision["engine"]:
         assert any(line.startswith(f"  {setting['engine']}: ") for line in lines)
+
+
+SPEC_SETTING = re.compile(r"(\S+)(?: \(T = 1: (\S+)\))?$")
+
+
+@pytest.mark.parametrize("name", [*SINGLE, "two runs compared"])
+def test_every_break_even_for_the_same_settings_agrees_across_page_summary_and_card(scenarios, name):
+    """One answer: a break-even is stated for the settings (the point at T = 1, the point at the verify T), and the
+    projection table, the speculative card and summary.json give the same one for the same settings. The rows
+    labelled the answer use only what its files set live (a switch left commented out sets nothing)."""
+    report = scenarios[name]
+    runs = json.loads((report / "summary.json").read_text())["runs"]
+    raw = (report / "index.html").read_text()
+    sections = re.findall(r'(?s)<section id="[^"]*-spec">(.*?)</section>', raw)
+    cards = [c.split("1 · Per T", 1)[0] for c in raw.split("Does speculative decoding pay")[1:]]
+    assert len(sections) == len(runs) and len(cards) == len(runs), name
+    for run, section, card in zip(runs, sections, cards):
+        stated: dict[tuple, set[str]] = {}
+        by_setting: dict[str, str] = {}
+        for row in run["projection"]:
+            point, tokens = row["point_id"], int(row["tokens"])
+            decode = row.get("decode_point_id", point)
+            if row["setting"] == "answer":
+                assert (decode, point) == (live_answer_point(run, 1), live_answer_point(run, tokens)), (name, row)
+            else:
+                assert decode == point, (name, row)
+                by_setting[row["setting"]] = point
+            text = break_even_text(row["break_even_ratio"], bool(row["within_uncertainty"]), tokens)
+            stated.setdefault((decode, point, tokens), set()).add(text)
+        parser = _Rows()
+        parser.feed(section)
+        table = [r for r in parser.rows if len(r) > 5 and r[1].isdigit()]
+        assert len(table) == len(run["projection"]), name
+        for row in table:
+            found = SPEC_SETTING.search(row[0])
+            point = found.group(1)
+            stated.setdefault((found.group(2) or point, point, int(row[1])), set()).add(row[5])
+        parser = _Rows()
+        parser.feed(card)
+        shown = [r for r in parser.rows if len(r) > 1 and r[0].isdigit()]
+        if shown:
+            point = by_setting["recommended" if "With (a), the settings to export" in card else "baseline"]
+            for row in shown:
+                stated.setdefault((point, point, int(row[0])), set()).add(row[1])
+        disagree = {key: texts for key, texts in stated.items() if len(texts) > 1}
+        assert not disagree, (name, disagree)
 
 
 @pytest.mark.parametrize("name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)"])

@@ -1,5 +1,7 @@
 """The run's per-T tables restated on its decision: beside the baseline and (a), the breakdown and the projection
-show the point the answer runs at each T ("answer"), never a fastest point the answer did not choose. Pure."""
+show the point the answer runs at each T ("answer"), never a fastest point the answer did not choose, and only what
+its files set live: where they leave an engine switch commented out, the answer's row is the NCCL environment it
+sets (the baseline's when it keeps it). Pure."""
 
 from __future__ import annotations
 
@@ -20,7 +22,10 @@ def answered(run: RunAnalysis, decision: Decision) -> RunAnalysis:
     head = run.headline.copy()
     rows = ok_rows(run.steps, run.mode).drop_duplicates(["source", "point_id", "tokens"])
     times = rows.set_index(["source", "point_id", "tokens"])["median_us"]
-    points = [decision.answer_point(int(t), run.mode) for t in head["tokens"]]
+    # The rows labelled the answer run what its files set live; route_point_id is the point its routes name (the
+    # one table 1 marks (b)), which differs where the engine switch is left commented out.
+    head["route_point_id"] = [decision.answer_point(int(t), run.mode) for t in head["tokens"]]
+    points = [decision.live_point(int(t), run.mode) for t in head["tokens"]]
     head["answer_point_id"] = points
     head["answer_us"] = [
         times.get((source, point, tokens), math.nan) if point is not None else math.nan

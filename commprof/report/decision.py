@@ -104,6 +104,20 @@ class Decision:
                 return r.point_id
         return self.nccl_point
 
+    def live_point(self, tokens: int, mode: str) -> str | None:
+        """The point whose step the answer's files actually run at T in `mode`: answer_point where an engine
+        setting the files set live runs that band, else the point whose NCCL environment the answer sets. A switch
+        left commented out (a simulation's, a run that may not act) sets nothing."""
+        for r in self.routes:
+            if r.collective == "all_reduce" and r.mode == mode and not r.kept and tokens in r.tokens:
+                if any(
+                    s.live and s.impl == r.impl and s.min_bytes <= r.max_bytes and r.min_bytes <= s.max_bytes
+                    for s in self.engine
+                ):
+                    return r.point_id
+                break
+        return self.nccl_point
+
     def per_tokens(self) -> list[dict[str, Any]]:
         """Per T, mode and collective: what runs there (the rows the first screen and summary.json show)."""
         rows = []

@@ -187,6 +187,7 @@ def projection(
         if decode.empty:
             continue
         decode_ms = float(decode["verify_ms"].iloc[0])
+        decode_point = decode["point_id"].iloc[0]
         plain = 1000.0 / decode_ms if decode_ms > 0 else math.nan
         for r in group[(group["tokens"] > 1) & group["verify_ms"].notna()].itertuples():
             spread_ms = r.comm_p90_ms - r.comm_ms if pd.notna(r.comm_p90_ms) else math.nan
@@ -197,6 +198,7 @@ def projection(
                 "setting": setting,
                 "tokens": r.tokens,
                 "point_id": r.point_id,
+                "decode_point_id": decode_point,  # the setting's point at T = 1 (the answer's may differ per T)
                 "decode_ms": decode_ms,
                 "plain_tokens_per_s": plain,
                 "draft_ms": draft_ms,

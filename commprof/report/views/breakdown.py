@@ -17,14 +17,40 @@ SETTING_LABELS = {"baseline": "baseline", "recommended": "(a) to export", "answe
 SHORT_SETTING_LABELS = {"baseline": "baseline", "recommended": "(a)", "answer": "the answer"}
 
 
-def setting_label(run: RunAnalysis, setting: str, point_id: Any) -> str:
-    """A row's setting as the page names it; the answer's says when it is the baseline's or (a)'s point."""
+def setting_label(run: RunAnalysis, setting: str, point_id: Any, decode_point: Any = None) -> str:
+    """A row's setting as the page names it; the answer's says when it is the baseline's or (a)'s point (a
+    projection row's at T = 1 too: `decode_point`)."""
     label = SETTING_LABELS.get(setting, setting)
-    if setting == "answer" and point_id == run.baseline:
+    if setting == "answer" and point_id == run.baseline and decode_point in (None, point_id):
         return f"{label} (keeps the baseline)"
-    if setting == "answer" and point_id == run.reference:
+    if setting == "answer" and point_id == run.reference and decode_point in (None, point_id):
         return f"{label} (= (a))"
     return label
+
+
+def answer_live_note(run: RunAnalysis) -> str:
+    """Where the answer's routes name a point its files do not set live (an engine switch left commented out), what
+    the answer's rows run instead, said once; "" where they run what the routes name."""
+    head = run.headline
+    if head.empty or "route_point_id" not in head:
+        return ""
+    unset = head[(head["route_point_id"] != head["answer_point_id"]) & head["route_point_id"].notna()]
+    if unset.empty:
+        return ""
+    at = ", ".join(f"T = {int(r.tokens)}: {r.route_point_id}" for r in unset.itertuples())
+    live = sorted({str(p) for p in unset["answer_point_id"].dropna()})
+    kept = (
+        " (the baseline's settings)"
+        if live == [run.baseline]
+        else " ((a)'s settings)"
+        if live == [run.reference]
+        else ""
+    )
+    runs = f"what they set live, {', '.join(live)}{kept}" if live else "nothing: the answer sets nothing live here"
+    return (
+        f"The answer's routes name {at}, but its files leave that engine switch commented out (measure before "
+        f"enabling), so it sets nothing there: the answer's rows run {runs}."
+    )
 
 
 def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
@@ -80,12 +106,14 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
             {**cell, "field": (accept, int(r.tokens)) in cases}
             for accept, cell in zip(run.options.accepts, tps_cells(run, r, "n/a (accept > T)"))
         ]
+        decode_point = getattr(r, "decode_point_id", None)
         rows.append(
             {
                 "setting": r.setting,
-                "setting_label": setting_label(run, r.setting, r.point_id),
+                "setting_label": setting_label(run, r.setting, r.point_id, decode_point),
                 "tokens": int(r.tokens),
                 "point_id": r.point_id,
+                "decode_point": decode_point if decode_point != r.point_id else None,
                 "verify": fmt_ms_value(r.verify_ms),
                 "decode": fmt_ms_value(r.decode_ms),
                 "plain": fmt_num(r.plain_tokens_per_s, 0),

@@ -25,6 +25,7 @@ from commprof.report.views.box import environment
 from commprof.report.views.breakdown import (
     SETTING_LABELS,
     SHORT_SETTING_LABELS,
+    answer_live_note,
     breakdown_rows,
     per_collective,
     projection_rows,
@@ -209,6 +210,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "matrix": compat_matrix(run),
         "per_collective": per_collective(run),
         "projection": projection_rows(run),
+        "answer_live_note": answer_live_note(run),
         "spec_label": spec_label(run),
         "axes": [axis_name(a) for a in run.heatmap_axes],
         "collectives": collectives_rows(run),

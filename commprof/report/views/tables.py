@@ -210,7 +210,7 @@ def choice_rows(run: RunAnalysis, tuner: bool = False) -> list[dict[str, Any]]:
     rows = []
     previous = None
     head = run.headline
-    answers = dict(zip(head["tokens"], head["answer_point_id"])) if "answer_point_id" in head else {}
+    answers = dict(zip(head["tokens"], head["route_point_id"])) if "route_point_id" in head else {}
     for r in run.choices.itertuples():
         is_base = r.point_id == run.baseline
         answer = answers.get(r.tokens) == r.point_id
