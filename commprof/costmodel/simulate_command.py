@@ -9,7 +9,7 @@ import click
 from rich.table import Table
 
 from commprof.costmodel.calibration_file import params_from_toml
-from commprof.costmodel.command import base_meta, console_for
+from commprof.costmodel.command import console_for, file_run_meta
 from commprof.costmodel.model_error import expected_error
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
@@ -120,35 +120,29 @@ def simulate(
     )
     append_records(run_dir / RESULTS_FILE, records)
     tp = spec.tp or topology.gpus
-    meta = base_meta(run_dir.name, tp, "nccl")
-    meta.update(
-        {
-            "source": "simulated",
-            "simulated": True,
-            "plan": {
-                "model": spec.model,
-                "tp": tp,
-                "phase": spec.phase,
-                "dtype": spec.dtype,
-                "tokens": list(spec.tokens),
-            },
-            "sweep": {
-                "path": str(sweep_file),
-                "name": spec.name,
-                "content": spec.content,
-                "sha256": spec.sha256,
-                "report": spec.report,
-            },
-            "topology": {"simulated": True, **topology.summary()},
-            "floor": preset_floor(topology.name, topology.floor)
-            if topology.floor
-            else not_measured(
-                f"topology {topology.name} has no [floor]",
-                "add a [floor] table of published figures, each with its source, to the topology file",
-            ),
-            "calibration": {"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
-            "model_error": error.to_dict(),
-        }
+    meta = file_run_meta(
+        run_dir.name,
+        "simulated",
+        tp,
+        "nccl",
+        simulated=True,
+        plan={"model": spec.model, "tp": tp, "phase": spec.phase, "dtype": spec.dtype, "tokens": list(spec.tokens)},
+        sweep={
+            "path": str(sweep_file),
+            "name": spec.name,
+            "content": spec.content,
+            "sha256": spec.sha256,
+            "report": spec.report,
+        },
+        topology={"simulated": True, **topology.summary()},
+        floor=preset_floor(topology.name, topology.floor)
+        if topology.floor
+        else not_measured(
+            f"topology {topology.name} has no [floor]",
+            "add a [floor] table of published figures, each with its source, to the topology file",
+        ),
+        calibration={"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
+        model_error=error.to_dict(),
     )
     write_json(run_dir / META_FILE, meta)
     _print_simulation(records, topology, calibration_file, error)

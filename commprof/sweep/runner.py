@@ -30,6 +30,7 @@ from commprof.records.files import (
     write_json,
 )
 from commprof.records.folder import refuse_links
+from commprof.records.run_meta import updated_meta
 from commprof.sweep.crossover_run import run_crossover_stage
 from commprof.sweep.gate import launch_context, refusal
 from commprof.sweep.measure import (
@@ -171,9 +172,7 @@ def _prebuild(ctx: ControllerContext, spec, model: dict, tp: int, progress: Swee
 
     failed, reports = prebuild(ctx, spec, model, tp, progress.note)
     if ctx.is_writer and reports:
-        meta = read_meta(ctx.run_dir)
-        meta["kernel_builds"] = reports
-        write_json(ctx.run_dir / META_FILE, meta)
+        write_json(ctx.run_dir / META_FILE, updated_meta(read_meta(ctx.run_dir), kernel_builds=reports))
     return failed
 
 
