@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-
 from commprof.records.files import META_FILE, read_meta
 from commprof.records.run_meta import REQUIRED, VERSION_KEYS, run_meta, updated_meta
 from commprof.runmeta import launch_facts
