@@ -15,7 +15,7 @@ from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
-from commprof.records.files import META_FILE, RESULTS_FILE, append_records, new_run_dir, write_json
+from commprof.records.files import META_FILE, RESULTS_FILE, append_plan, append_records, new_run_dir, write_json
 from commprof.textfiles import read_text
 
 
@@ -95,7 +95,7 @@ def simulate(
     graph_box: Path | None,
 ) -> None:
     from commprof.costmodel.box_prior import load_bundle_topology
-    from commprof.costmodel.sweep_simulation import simulate_sweep
+    from commprof.costmodel.sweep_simulation import simulate_run
     from commprof.sweep.config import DEFAULT_MAX_POINTS, load_sweep
 
     if (topology_name is None) == (bundle_dir is None):
@@ -113,12 +113,14 @@ def simulate(
         calibration = params_from_toml(text, str(calibration_file))
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
-    records = simulate_sweep(spec, topology, calibration, run_dir.name, graphs=graphs)
+    simulation = simulate_run(spec, topology, calibration, run_dir.name, graphs=graphs)
+    records = simulation.records
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
     error = expected_error(
         used, calibration.fit if calibration else None, spec.tp or topology.gpus, topology.prior_error
     )
     append_records(run_dir / RESULTS_FILE, records)
+    append_plan(run_dir, simulation.plan)
     tp = spec.tp or topology.gpus
     meta = file_run_meta(
         run_dir.name,
