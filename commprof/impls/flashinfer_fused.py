@@ -16,7 +16,16 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from commprof.impls import algorithms
-from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
+from commprof.impls.base import (
+    AllReduceImpl,
+    EngineSwitch,
+    ImplContext,
+    OptionKind,
+    SmokeCase,
+    Support,
+    TraceKernels,
+    whole_names,
+)
 from commprof.impls.gating import (
     first_failure,
     needs_cuda,
@@ -125,6 +134,22 @@ class FlashInferFusedAllReduce(AllReduceImpl):
     by size as engines switch, never FlashInfer's own table, which was tuned on B200)."""
 
     name: ClassVar[str] = "flashinfer-fused"
+    trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
+        "FlashInfer TRT-LLM all-reduce fusion",
+        whole_names(
+            "allreduce_fusion_kernel_oneshot_lamport",
+            "allreduce_fusion_kernel_twoshot_sync",
+            "oneShotAllReduceKernel",
+            "one_shot_all_reduce_norm_kernel",
+            "lamport_style_one_shot_all_reduce_norm_kernel",
+            "one_shot_prenorm_all_reduce_norm_kernel",
+        ),
+        "all_reduce+rmsnorm",
+        "FlashInfer 0.7.2 data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh and trtllm_allreduce.cuh",
+    )
+    # The engines' fusion flags are no switch of the layer all-reduce: report/engine_hints.py writes them.
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()
+    smoke: ClassVar[SmokeCase | str] = SmokeCase("flashinfer-fused one-shot", {"use_oneshot": True})
     fuses_rmsnorm: ClassVar[bool] = True
     capturable: ClassVar[bool] = True
     option_kinds: ClassVar[dict[str, OptionKind] | None] = {"use_oneshot": bool}
