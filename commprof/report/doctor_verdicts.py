@@ -21,17 +21,26 @@ def doctor_view(doctor: Any) -> dict[str, Any] | None:
     results, problems = read_checks(doctor)
     rows = [_row(result) for result in sorted(results, key=lambda r: _ORDER[r.status])]
     rows += [_unreadable(problem, doctor) for problem in problems]
-    failed = [row["title"] or row["id"] for row in rows if row["status"] == FAIL]
-    listed = doctor.get("failed") if isinstance(doctor, dict) else None
-    named = {row["id"] for row in rows} | {row["title"] for row in rows}
-    failed += [str(f) for f in listed or () if isinstance(listed, list) and str(f) not in named]
     counts = {status: sum(row["status"] == status for row in rows) for status in (*STATUSES, UNREADABLE)}
     return {
         "rows": rows,
-        "failed": failed,
-        "warned": [row["title"] or row["id"] for row in rows if row["status"] == WARN],
+        "failed": _named(rows, FAIL) + _listed_failed(doctor, rows),
+        "warned": _named(rows, WARN),
         "counts": ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda i: _ORDER[i[0]]) if n),
     }
+
+
+def _named(rows: list[dict[str, Any]], status: str) -> list[str]:
+    return [row["title"] or row["id"] for row in rows if row["status"] == status]
+
+
+def _listed_failed(doctor: Any, rows: list[dict[str, Any]]) -> list[str]:
+    """The sweep's "failed" ids that no row names (a check the summary lists but whose verdict is unreadable)."""
+    listed = doctor.get("failed") if isinstance(doctor, dict) else None
+    if not isinstance(listed, list):
+        return []
+    named = {row["id"] for row in rows} | {row["title"] for row in rows}
+    return [str(f) for f in listed if str(f) not in named]
 
 
 def _row(result: CheckResult) -> dict[str, Any]:
