@@ -463,10 +463,12 @@ def test_wide_functions_finds_a_planted_one(tmp_path):
 
 # Tables built from the registry: each built-in states every fact they read in its own module (an empty tuple or
 # a sentence saying why there is none, never the base class's default), and each table holds what it states.
-REGISTRY_FACTS = ("engine_switches", "trace_kernels", "smoke")
+REGISTRY_FACTS = ("engine_switches", "engine_flags", "trace_kernels", "smoke")
 
 
-def registry_gaps(classes: dict, smoke: set[str], kernels: set[str], runs_as: dict, switches: set[str]) -> list[str]:
+def registry_gaps(
+    classes: dict, smoke: set[str], kernels: set[str], runs_as: dict, switches: set[str], flags: set[str]
+) -> list[str]:
     """ "name: fact" for each built-in that leaves a fact to the base class, or that a table lacks."""
     from commprof.impls.base import AllReduceImpl, SmokeCase, TraceKernels
 
@@ -482,16 +484,20 @@ def registry_gaps(classes: dict, smoke: set[str], kernels: set[str], runs_as: di
             gaps.append(f"{name}: trace_kernels")
         if bool(cls.engine_switches) != (name in switches):
             gaps.append(f"{name}: engine_switches")
+        if bool(cls.engine_flags) != (name in flags):
+            gaps.append(f"{name}: engine_flags")
     return gaps
 
 
-def _tables() -> tuple[set[str], set[str], dict, set[str]]:
+def _tables() -> tuple[set[str], set[str], dict, set[str], set[str]]:
     from commprof.gpu_smoke.points import impl_points
+    from commprof.report.engine_hints import engine_flags
     from commprof.report.engine_switches import routing_variables
     from commprof.trace.kernels import kernel_names, runs_as
 
     smoke = {p.table["impl"] for p in impl_points()}
-    return smoke, {k.implementation for k in kernel_names()}, runs_as(), set(routing_variables())
+    kernels = {k.implementation for k in kernel_names()}
+    return smoke, kernels, runs_as(), set(routing_variables()), set(engine_flags())
 
 
 def test_every_registered_implementation_is_in_every_table_built_from_the_registry():
@@ -507,14 +513,17 @@ def test_registry_gaps_finds_a_planted_one():
     class Undeclared(AllReduceImpl):
         name = "undeclared"
 
-    smoke, kernels, runs_as, switches = _tables()
+    smoke, kernels, runs_as, switches, flags = _tables()
     classes = {**builtin_classes(), "undeclared": Undeclared}
-    assert registry_gaps(classes, smoke, kernels, runs_as, switches) == [
+    assert registry_gaps(classes, smoke, kernels, runs_as, switches, flags) == [
         f"undeclared: {fact} not declared" for fact in REGISTRY_FACTS
     ]
-    assert registry_gaps(builtin_classes(), smoke - {"b12x"}, kernels, runs_as, switches - {"b12x"}) == [
+    assert registry_gaps(builtin_classes(), smoke - {"b12x"}, kernels, runs_as, switches - {"b12x"}, flags) == [
         "b12x: smoke",
         "b12x: engine_switches",
+    ]
+    assert registry_gaps(builtin_classes(), smoke, kernels, runs_as, switches, set()) == [
+        "flashinfer-fused: engine_flags"
     ]
 
 

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from commprof.impls import algorithms
 from commprof.impls.base import (
     AllReduceImpl,
+    EngineFlag,
     EngineSwitch,
     ImplContext,
     OptionKind,
@@ -145,6 +146,7 @@ class B12xAllReduce(AllReduceImpl):
     """b12x.comm.pcie all-reduce; option variant: auto (default), oneshot, twoshot or dma."""
 
     name: ClassVar[str] = "b12x"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
         "b12x PCIe all-reduce",
         # CuTe DSL names a kernel "kernel_cutlass_..." after the Python object whose @cute.kernel it is.
@@ -331,6 +333,7 @@ class B12xFusedAllReduce(B12xAllReduce):
     """b12x one-shot all-reduce + residual add + RMSNorm in one kernel (OneshotAllReduce), at most 36 rows."""
 
     name: ClassVar[str] = "b12x-fused"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = "b12x"  # its fused kernel is b12x's _FusedOneshotLaunch
     engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # no engine runs b12x's fused kernel
     smoke: ClassVar[SmokeCase | str] = SmokeCase("b12x-fused")

@@ -56,6 +56,19 @@ class EngineSwitch:
 
 
 @dataclass(frozen=True)
+class EngineFlag:
+    """A serving engine's flag or variable for what an implementation does (the fused all-reduce + RMSNorm):
+    set where it won beyond the evidence's uncertainty, or, `when` "lost", the engine's own turned off where it
+    was slower at every T."""
+
+    engine: str
+    setting: str  # as written on the command line or in the environment
+    version: str  # the version written for and its source
+    when: str = "won"  # "won" or "lost"
+    note: str = ""  # why, in place of the verdict (what a variable chooses)
+
+
+@dataclass(frozen=True)
 class TraceKernels:
     """The kernels an implementation launches, as a profiler trace names them (commprof.trace.kernels)."""
 
@@ -127,6 +140,7 @@ class AllReduceImpl:
     # What the tables built from the registry say of it; every built-in states each one in its own class (an
     # empty tuple or a sentence saying why there is none), tests/test_architecture.py checks.
     engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # () : no engine has a switch that runs it
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # () : no engine flag acts on what it does
     # Its kernels in a trace; a str: the implementation whose kernels it runs ("nccl"), or why it has none.
     trace_kernels: ClassVar[TraceKernels | str] = "launches no kernel of its own"
     smoke: ClassVar[SmokeCase | str] = "the GPU smoke has no point for it"  # a str: why there is none

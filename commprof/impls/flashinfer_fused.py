@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from commprof.impls import algorithms
 from commprof.impls.base import (
     AllReduceImpl,
+    EngineFlag,
     EngineSwitch,
     ImplContext,
     OptionKind,
@@ -147,8 +148,41 @@ class FlashInferFusedAllReduce(AllReduceImpl):
         "all_reduce+rmsnorm",
         "FlashInfer 0.7.2 data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh and trtllm_allreduce.cuh",
     )
-    # The engines' fusion flags are no switch of the layer all-reduce: report/engine_hints.py writes them.
-    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # the engines fuse through flags, below
+    # Each flag with the engine version it was written for and where that was checked.
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = (
+        EngineFlag(
+            "SGLang",
+            "--flashinfer-allreduce-fusion-backend auto",
+            "SGLang with sgl-project/sglang#12787 (merged; auto / trtllm / mnnvl), whose later builds log "
+            "--enable-flashinfer-allreduce-fusion as its deprecated alias; older releases (v0.5.10 takes it) need "
+            "that flag instead; the first release with this one was not checked",
+        ),
+        EngineFlag(
+            "vLLM",
+            '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": true}}\'',
+            "vLLM 0.18 (docs.vllm.ai/en/v0.18.2/design/fusions: PassConfig.fuse_allreduce_rms; "
+            "vLLM 0.10-0.11 named it enable_fi_allreduce_fusion)",
+        ),
+        EngineFlag(
+            "vLLM",
+            "VLLM_FLASHINFER_ALLREDUCE_BACKEND=auto   # or trtllm / mnnvl",
+            "vLLM with vllm-project/vllm#34109 (2026)",
+            note="chooses FlashInfer's all-reduce backend for the fused kernels",
+        ),
+        EngineFlag(
+            "SGLang",
+            "--enforce-disable-flashinfer-allreduce-fusion",
+            "SGLang 2026 main (sgl-project/sglang#21446): turns off the fusion SGLang auto-enables",
+            when="lost",
+        ),
+        EngineFlag(
+            "vLLM",
+            '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": false}}\'',
+            "vLLM 0.18 (PassConfig.fuse_allreduce_rms; on by default at -O2 on Hopper/Blackwell, TP > 1)",
+            when="lost",
+        ),
+    )
     smoke: ClassVar[SmokeCase | str] = SmokeCase("flashinfer-fused one-shot", {"use_oneshot": True})
     fuses_rmsnorm: ClassVar[bool] = True
     capturable: ClassVar[bool] = True

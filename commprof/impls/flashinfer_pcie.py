@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from commprof.impls.base import (
     AllReduceImpl,
+    EngineFlag,
     EngineSwitch,
     ImplContext,
     OptionKind,
@@ -67,6 +68,7 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
     """PcieIpcAllReduceWorkspace.all_reduce; option tune (true/false, default false) runs tune() once at setup."""
 
     name: ClassVar[str] = "flashinfer-pcie-ipc"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
         "FlashInfer PCIe IPC all-reduce",
         whole_names(

@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from commprof.impls import algorithms
 from commprof.impls.base import (
     AllReduceImpl,
+    EngineFlag,
     EngineSwitch,
     ImplContext,
     OptionKind,
@@ -123,6 +124,7 @@ class SymmMemAllReduce(AllReduceImpl):
     """torch symmetric-memory all-reduce; option variant: "auto" (default, by size), "one_shot" or "two_shot"."""
 
     name: ClassVar[str] = "symm-mem"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
         "torch symmetric memory",
         whole_names(

@@ -7,6 +7,7 @@ from typing import ClassVar
 from commprof.impls.base import (
     SUPPORTED,
     AllReduceImpl,
+    EngineFlag,
     EngineSwitch,
     ImplContext,
     OptionKind,
@@ -76,6 +77,7 @@ class _BackendAllReduce(TorchAllReduce):
 
 class NcclAllReduce(_BackendAllReduce):
     name: ClassVar[str] = "nccl"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
         "NCCL",
         r"^(void )?(ncclDevKernel|ncclKernel|ncclSymkDevKernel)_",
@@ -91,6 +93,7 @@ class NcclAllReduce(_BackendAllReduce):
 
 class GlooAllReduce(_BackendAllReduce):
     name: ClassVar[str] = "gloo"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = "runs on CPU ranks: no GPU kernel"
     engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # no engine serves on gloo
     smoke: ClassVar[SmokeCase | str] = "the smoke runs on GPUs, where the baseline is NCCL's"
@@ -107,6 +110,7 @@ class TorchAllReduceRmsnorm(TorchAllReduce):
     """
 
     name: ClassVar[str] = "nccl+rmsnorm"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = "nccl"  # NCCL's all-reduce, then the norm's own kernels
     engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # what engines run without fusion
     smoke: ClassVar[SmokeCase | str] = SmokeCase(

@@ -1,6 +1,6 @@
 """A throw-away built-in for the registry test: it declares every fact the tables built from the registry read."""
 
-from commprof.impls.base import AllReduceImpl, EngineSwitch, SmokeCase, TraceKernels, whole_names
+from commprof.impls.base import AllReduceImpl, EngineFlag, EngineSwitch, SmokeCase, TraceKernels, whole_names
 
 
 class ThrowawayAllReduce(AllReduceImpl):
@@ -10,6 +10,7 @@ class ThrowawayAllReduce(AllReduceImpl):
     option_kinds = {"fast": bool}
     trace_kernels = TraceKernels("throw-away all-reduce", whole_names("throwaway_ar_kernel"), "all_reduce", "tests")
     engine_switches = (EngineSwitch("SGLang", "SGLANG_THROWAWAY_AR=1", "SGLANG_THROWAWAY_MAX_BYTES", "bytes", "test"),)
+    engine_flags = (EngineFlag("SGLang", "--throwaway-fusion", "test"),)
     smoke = SmokeCase("throwaway fast", {"fast": True})
 
     def all_reduce(self, x):
@@ -22,6 +23,7 @@ class QuietAllReduce(AllReduceImpl):
     name = "quiet"
     trace_kernels = "launches no kernel: a test's"
     engine_switches = ()
+    engine_flags = ()
     smoke = "a test's: no GPU point"
 
     def all_reduce(self, x):
