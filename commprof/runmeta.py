@@ -76,29 +76,35 @@ def gpu_inventory() -> list[dict[str, Any]]:
     return gpus
 
 
-def collect_meta(run_id: str, world_size: int, backend: str, argv: list[str]) -> dict[str, Any]:
-    """meta.json's facts about this host and launch (see docs/results-schema.md)."""
-    import torch
-
-    return {
-        "run_id": run_id,
+def launch_facts(argv: list[str], measuring: bool = True) -> dict[str, Any]:
+    """The fields of meta.json about this host and launch (records.run_meta.run_meta takes them). `measuring`: the
+    run times collectives here, so torch, CUDA, NCCL, the GPUs and the environment are recorded; a command that
+    only reads files (simulate, an import) names Python and commprof alone."""
+    versions: dict[str, str | None] = {"python": platform.python_version(), "commprof": package_version("commprof")}
+    facts: dict[str, Any] = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": argv,
         "cwd": os.getcwd(),
         "hostname": socket.gethostname(),
-        "world_size": world_size,
-        "nnodes": int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("NNODES", "1")) or 1),
-        "backend": backend,
-        "versions": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "nccl": nccl_version(),
-            "driver": driver_version(),
-            "flashinfer": package_version("flashinfer-python"),
-            "commprof": package_version("commprof"),
-        },
+        "nnodes": 1,
+        "versions": versions,
         "platform": {"system": platform.system(), "machine": platform.machine(), "python": sys.executable},
-        "gpus": gpu_inventory(),
-        "env": relevant_env(),
+        "gpus": [],
+        "env": {},
     }
+    if measuring:
+        import torch
+
+        versions.update(
+            torch=torch.__version__,
+            cuda=torch.version.cuda,
+            nccl=nccl_version(),
+            driver=driver_version(),
+            flashinfer=package_version("flashinfer-python"),
+        )
+        facts.update(
+            nnodes=int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("NNODES", "1")) or 1),
+            gpus=gpu_inventory(),
+            env=relevant_env(),
+        )
+    return facts

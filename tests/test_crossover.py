@@ -140,8 +140,15 @@ def test_a_crossover_stage_on_real_gloo_ranks_records_every_size_resumes_and_rep
     (graph,) = [r for r in searched if r["mode"] == "graph"]
     assert graph["status"] == "unsupported" and graph["bytes"] is None and "CUDA graphs need GPUs" in graph["message"]
 
+    # what the sweep planned, written as it planned it: the stage's one search and its sizes, and that it ended
+    plan = [json.loads(line) for line in (run / "plan.jsonl").read_text().splitlines()]
+    (planned,) = [line for line in plan if line["line"] == "searches"]
+    assert [(s["mode"], 256 in s["sizes"]) for s in planned["searches"]] == [("eager", True)]
+    assert [line["mode"] for line in plan if line["line"] == "ended"] == ["eager"]
+
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
+    assert summary["complete"] is True and "1 of 1 searches" in summary["progress"]
     (eager,) = [c for c in summary["crossovers"] if c["mode"] == "eager"]
     assert eager["sizes_measured"] == len(timed) and "not a GPU answer" in eager["evidence"]
     decision = summary["decision"]

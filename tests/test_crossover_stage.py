@@ -14,7 +14,14 @@ from commprof.report.routing_candidates import candidates
 from commprof.report.routing_settings import routing_settings
 from commprof.sweep import crossover as cx
 from commprof.sweep.config import load_sweep, parse_sweep
-from commprof.sweep.crossover_stage import GRAPH_NEEDS_GPUS, finished, measured, searches, size_record
+from commprof.sweep.crossover_stage import (
+    GRAPH_NEEDS_GPUS,
+    RecordOrigin,
+    finished,
+    measured,
+    searches,
+    size_record,
+)
 from commprof.sweep.spec import CrossoverStage
 from tests.test_routing import FIG, record
 
@@ -98,11 +105,11 @@ def test_searches_take_every_other_implementation_that_ran_ok_with_the_right_bas
 def search_records(times, source="measured", backend="nccl", error=None, impl="b12x", mode="graph"):
     stage = CrossoverStage(3, "x", "", step_bytes=1024)
     (search,) = searches(stage, steps("p000", "default") + steps("p001", impl), backend)
-    where = {"source": source, "run_id": "r", "backend": backend, "world_size": 8, "dtype": "bfloat16"}
+    origin = RecordOrigin(source, "r", backend, 8, "bfloat16")
     out = []
     for nbytes, (mine, base) in times.items():
         entry = {"bytes": nbytes, "status": "ok", "impl_us": mine, "baseline_us": base}
-        out.append(size_record(search, stage, mode, entry, search_round=1, model_error=error, **where))
+        out.append(size_record(search, stage, mode, {**entry, "search_round": 1, "model_error": error}, origin))
     return search, out
 
 
@@ -190,7 +197,7 @@ def test_a_search_is_finished_when_its_records_replay_it_to_the_end():
     """How the report tells an interrupted crossover stage (a resume continues it) from a finished one."""
     stage = CrossoverStage(3, "x", "", max_bytes=1 << 17, step_bytes=1024)
     (search,) = searches(stage, steps("p000", "default") + steps("p001", "b12x"), "nccl")
-    where = {"source": "measured", "run_id": "r", "backend": "nccl", "world_size": 8, "dtype": "bfloat16"}
+    where = RecordOrigin("measured", "r", "nccl", 8, "bfloat16")
     rounds = []
 
     def times(sizes):
@@ -206,9 +213,8 @@ def test_a_search_is_finished_when_its_records_replay_it_to_the_end():
             search,
             stage,
             "graph",
-            {"bytes": s, "status": "ok", "impl_us": a, "baseline_us": b},
-            search_round=n,
-            **where,
+            {"bytes": s, "status": "ok", "impl_us": a, "baseline_us": b, "search_round": n},
+            where,
         )
         for n, sizes in enumerate(rounds, start=1)
         for s, (a, b) in times(sizes).items()
@@ -216,7 +222,5 @@ def test_a_search_is_finished_when_its_records_replay_it_to_the_end():
     assert len(rounds) > 3 and finished(records, search, "graph", stage, [14336])
     last = set(rounds[-1])
     assert not finished([r for r in records if r["bytes"] not in last], search, "graph", stage, [14336])
-    refused = size_record(
-        search, stage, "graph", {"status": "unsupported", "message": "gate"}, search_round=None, **where
-    )
+    refused = size_record(search, stage, "graph", {"status": "unsupported", "message": "gate"}, where)
     assert finished([refused], search, "graph", stage, [14336])  # never ran in this mode, and says why

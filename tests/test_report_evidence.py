@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.records.files import META_FILE, RESULTS_FILE
+from commprof.records.files import META_FILE, RESULTS_FILE, append_plan
+from commprof.records.plan_file import PLAN_FILE, points_line, stages_line
 from tests.report_fixtures import make_meta, write_run
 
 pytestmark = pytest.mark.slow  # renders whole reports (matplotlib)
@@ -22,6 +23,7 @@ def gloo_run_with(tmp_path: Path, keep, faster: float = 1.0) -> Path:
     run = tmp_path / "gloo"
     run.mkdir()
     shutil.copy(GLOO_RUN / META_FILE, run / META_FILE)
+    shutil.copy(GLOO_RUN / PLAN_FILE, run / PLAN_FILE)
     lines = []
     for line in (GLOO_RUN / RESULTS_FILE).read_text().splitlines():
         record = json.loads(line)
@@ -61,6 +63,18 @@ def test_a_finished_run_is_complete(tmp_path):
     assert main(["report", str(GLOO_RUN), "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())["runs"][0]
     assert summary["complete"] is True and summary["progress"].startswith("7 of 7 points done")
+
+
+def test_a_run_folder_without_a_plan_renders_with_its_planned_count_unknown(tmp_path):
+    run = gloo_run_with(tmp_path, lambda r: True)
+    (run / PLAN_FILE).unlink()  # as a sweep wrote it before plans were recorded
+    out = tmp_path / "out"
+    assert main(["report", str(run), "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())["runs"][0]
+    assert summary["complete"] is None and summary["progress"].startswith(
+        "7 points recorded of a planned count unknown"
+    )
+    assert any("planned count unknown" in note for note in summary["not_a_tuning_result"])
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
@@ -116,6 +130,8 @@ def test_a_run_of_the_baseline_alone_says_there_was_nothing_to_compare(tmp_path)
     meta = json.loads((run / META_FILE).read_text())
     meta.pop("sweep", None)
     (run / META_FILE).write_text(json.dumps(meta))
+    (run / PLAN_FILE).unlink()
+    append_plan(run, [stages_line([]), points_line(0, ["p000"], 4)])  # what the default sweep plans
     out = tmp_path / "out"
     assert main(["report", str(run), "--out", str(out)]) == 0
     html = (out / "index.html").read_text()

@@ -207,7 +207,7 @@ def test_engine_hints_follow_what_was_measured():
             [
                 {
                     "tokens": 4,
-                    "impl": "flashinfer_fused",
+                    "impl": "flashinfer-fused",  # whose module declares the engines' fusion flags
                     "saved_pct": saved,
                     "beyond_uncertainty": beyond,
                     "slower_beyond_uncertainty": slower,

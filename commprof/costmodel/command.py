@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import platform
-import socket
 import sys
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -33,6 +30,9 @@ from commprof.records.files import (
     read_records,
     write_json,
 )
+from commprof.records.run_meta import run_meta
+from commprof.records.schema import RunMeta, Source
+from commprof.runmeta import launch_facts
 from commprof.terminal import plain_console
 from commprof.textfiles import LOG_BYTES, read_text
 from commprof.units import format_bytes
@@ -45,31 +45,14 @@ def console_for(err: bool = False) -> Console:
     return plain_console(stderr=err)
 
 
-def base_meta(run_id: str, world_size: int | None, backend: str | None) -> dict:
-    """meta.json's common keys for a run this module or `simulate` writes (no GPU, no process group)."""
-    from commprof.runmeta import package_version
-
-    return {
-        "run_id": run_id,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": ["commprof", *sys.argv[1:]],
-        "cwd": os.getcwd(),
-        "hostname": socket.gethostname(),
-        "world_size": world_size,
-        "nnodes": 1,
-        "backend": backend,
-        "versions": {
-            "python": platform.python_version(),
-            "torch": None,
-            "cuda": None,
-            "nccl": None,
-            "driver": None,
-            "flashinfer": None,
-            "commprof": package_version("commprof"),
-        },
-        "gpus": [],
-        "env": {},
-    }
+def file_run_meta(
+    run_id: str, source: Source, world_size: int | None, backend: str | None, nccl: str | None = None, **sections
+) -> RunMeta:
+    """meta.json for a run this module or `simulate` writes from files (no GPU, no process group); `nccl`: the
+    NCCL version the files name."""
+    facts = launch_facts(["commprof", *sys.argv[1:]], measuring=False)
+    facts["versions"]["nccl"] = nccl
+    return run_meta(**{**facts, **sections}, run_id=run_id, source=source, world_size=world_size, backend=backend)
 
 
 # ---------------------------------------------------------------------------------------------- import
@@ -114,13 +97,19 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
         point += len(log.runs)
     append_records(run_dir / RESULTS_FILE, records)
     ranks = {run["ranks"] for item in imported for run in item["runs"]}
-    meta = base_meta(run_dir.name, ranks.pop() if len(ranks) == 1 else None, None)
     # What the logs state about the software and the GPUs (None / empty where they do not say).
     versions = sorted({v for _, _, log in parsed for v in log.nccl_versions})
-    meta["versions"]["nccl"] = ", ".join(versions) or None
     # One entry per GPU, as a sweep's meta.json has: the first run that lists its devices.
     devices = next((run.devices for _, _, log in parsed for run in log.runs if run.devices), [])
-    meta.update({"source": "nccl-tests", "imported": imported, "gpus": [{"name": gpu_name(d)} for d in devices]})
+    meta = file_run_meta(
+        run_dir.name,
+        "nccl-tests",
+        ranks.pop() if len(ranks) == 1 else None,
+        None,
+        nccl=", ".join(versions) or None,
+        imported=imported,
+        gpus=[{"name": gpu_name(d)} for d in devices],
+    )
     write_json(run_dir / META_FILE, meta)
 
     table = Table(title="imported nccl-tests runs (source: nccl-tests)")

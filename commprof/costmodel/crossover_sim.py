@@ -9,7 +9,7 @@ call (report/crossovers.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commprof.costmodel.alternatives import kernel_model
 from commprof.costmodel.latency import predict
@@ -17,9 +17,10 @@ from commprof.costmodel.simulate import kernel_eager_us, nccl_model_error, nccl_
 from commprof.costmodel.topology import Topology
 from commprof.errors import UsageError
 from commprof.impls.registry import runs_on_nccl
+from commprof.records.plan_file import PlannedSearch, ended_line, searches_line
 from commprof.records.schema import CrossoverRecord
 from commprof.sweep import crossover as cx
-from commprof.sweep.crossover_stage import Search, plan_sizes, searches, size_record
+from commprof.sweep.crossover_stage import RecordOrigin, Search, plan_sizes, searches, size_record
 from commprof.sweep.spec import CrossoverStage, SweepPoint, SweepSpec
 
 GRAPH_NOTE = "graph mode = eager minus the topology's assumed launch overhead per op; capture not tested"
@@ -69,14 +70,18 @@ def simulate_crossover_stage(
     run_id: str,
     records: list[dict],
     now: str | None = None,
-) -> list[CrossoverRecord]:
+) -> tuple[list[CrossoverRecord], list[dict]]:
     """Every search of the stage over the records so far, one record per size predicted (or per search that
-    cannot be predicted)."""
+    cannot be predicted), and the stage's plan lines (plan.jsonl) as a sweep writes them."""
     ranks = spec.tp or topology.gpus
     sizes = plan_sizes(spec, ranks)
-    where = {"source": "simulated", "run_id": run_id, "backend": "nccl", "world_size": ranks, "time": now}
+    origin = RecordOrigin("simulated", run_id, "nccl", ranks, spec.dtype, now)
     out: list[CrossoverRecord] = []
-    for search in searches(stage, records, "nccl"):
+    found = searches(stage, records, "nccl")
+    planned = [PlannedSearch(point_id=s.point.point_id, mode=m, sizes=sizes) for s in found for m in s.modes]
+    # a predicted search always runs to its end
+    plan = [searches_line(stage.index, planned), *(ended_line(stage.index, s["point_id"], s["mode"]) for s in planned)]
+    for search in found:
         for mode in search.modes:
             out += _search(
                 search,
@@ -84,17 +89,16 @@ def simulate_crossover_stage(
                 stage,
                 sizes,
                 lambda p, n: all_reduce_prediction(p, n, topology, calibration, ranks),
-                spec.dtype,
-                where,
+                origin,
             )
         for mode, why in search.skipped.items():
             entry = {"status": "unsupported", "message": why}
-            out.append(size_record(search, stage, mode, entry, dtype=spec.dtype, search_round=None, **where))
-    return out
+            out.append(size_record(search, stage, mode, entry, origin))
+    return out, plan
 
 
 def _search(
-    search: Search, mode: str, stage: CrossoverStage, sizes: list[int], predicted, dtype, where: dict
+    search: Search, mode: str, stage: CrossoverStage, sizes: list[int], predicted, origin: RecordOrigin
 ) -> list[CrossoverRecord]:
     """One search on predicted times: a record per size it asked for, with the round that asked."""
     found: dict[int, tuple[Prediction, Prediction, int]] = {}
@@ -117,7 +121,7 @@ def _search(
     cx.search(search.point.label, mode, measure, sizes, stage.max_rounds, stage.step_bytes, **bounds)
     if refusals and not found:
         entry = {"status": "unsupported", "message": refusals[0]}
-        return [size_record(search, stage, mode, entry, dtype=dtype, search_round=None, **where)]
+        return [size_record(search, stage, mode, entry, origin)]
     out = []
     for nbytes, (mine, base, search_round) in sorted(found.items()):
         entry = {
@@ -137,12 +141,8 @@ def _search(
                 search,
                 stage,
                 mode,
-                entry,
-                dtype=dtype,
-                search_round=search_round,
-                calibration=base.calibration,
-                model_error=error,
-                **where,
+                {**entry, "search_round": search_round, "model_error": error},
+                replace(origin, calibration=base.calibration),
             )
         )
     return out

@@ -22,7 +22,6 @@ from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
 from commprof.impls.registry import algorithm, fuses_rmsnorm, runs_on_nccl
 from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECTIVES, modelled_selection
-from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
 from commprof.records.schema import MODES, StepRecord, step_record
 from commprof.stats import summarize
@@ -182,7 +181,7 @@ def simulate_point(
 
     `graphs`: NCCL_GRAPH_FILE value -> the graph it names, or why it could not be read."""
     now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
-    model = load_model(spec.model, spec.layout)
+    model = spec.model_shape
     tp = spec.tp or topology.gpus
     if tp > topology.gpus:
         raise UsageError(f"TP {tp} needs {tp} GPUs, topology {topology.name} has {topology.gpus}")

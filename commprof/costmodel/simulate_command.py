@@ -9,13 +9,13 @@ import click
 from rich.table import Table
 
 from commprof.costmodel.calibration_file import params_from_toml
-from commprof.costmodel.command import base_meta, console_for
+from commprof.costmodel.command import console_for, file_run_meta
 from commprof.costmodel.model_error import expected_error
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
-from commprof.records.files import META_FILE, RESULTS_FILE, append_records, new_run_dir, write_json
+from commprof.records.files import META_FILE, RESULTS_FILE, append_plan, append_records, new_run_dir, write_json
 from commprof.textfiles import read_text
 
 
@@ -95,7 +95,7 @@ def simulate(
     graph_box: Path | None,
 ) -> None:
     from commprof.costmodel.box_prior import load_bundle_topology
-    from commprof.costmodel.sweep_simulation import simulate_sweep
+    from commprof.costmodel.sweep_simulation import simulate_run
     from commprof.sweep.config import DEFAULT_MAX_POINTS, load_sweep
 
     if (topology_name is None) == (bundle_dir is None):
@@ -113,42 +113,38 @@ def simulate(
         calibration = params_from_toml(text, str(calibration_file))
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
-    records = simulate_sweep(spec, topology, calibration, run_dir.name, graphs=graphs)
+    simulation = simulate_run(spec, topology, calibration, run_dir.name, graphs=graphs)
+    records = simulation.records
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
     error = expected_error(
         used, calibration.fit if calibration else None, spec.tp or topology.gpus, topology.prior_error
     )
     append_records(run_dir / RESULTS_FILE, records)
+    append_plan(run_dir, simulation.plan)
     tp = spec.tp or topology.gpus
-    meta = base_meta(run_dir.name, tp, "nccl")
-    meta.update(
-        {
-            "source": "simulated",
-            "simulated": True,
-            "plan": {
-                "model": spec.model,
-                "tp": tp,
-                "phase": spec.phase,
-                "dtype": spec.dtype,
-                "tokens": list(spec.tokens),
-            },
-            "sweep": {
-                "path": str(sweep_file),
-                "name": spec.name,
-                "content": spec.content,
-                "sha256": spec.sha256,
-                "report": spec.report,
-            },
-            "topology": {"simulated": True, **topology.summary()},
-            "floor": preset_floor(topology.name, topology.floor)
-            if topology.floor
-            else not_measured(
-                f"topology {topology.name} has no [floor]",
-                "add a [floor] table of published figures, each with its source, to the topology file",
-            ),
-            "calibration": {"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
-            "model_error": error.to_dict(),
-        }
+    meta = file_run_meta(
+        run_dir.name,
+        "simulated",
+        tp,
+        "nccl",
+        simulated=True,
+        plan={"model": spec.model, "tp": tp, "phase": spec.phase, "dtype": spec.dtype, "tokens": list(spec.tokens)},
+        sweep={
+            "path": str(sweep_file),
+            "name": spec.name,
+            "content": spec.content,
+            "sha256": spec.sha256,
+            "report": spec.report,
+        },
+        topology={"simulated": True, **topology.summary()},
+        floor=preset_floor(topology.name, topology.floor)
+        if topology.floor
+        else not_measured(
+            f"topology {topology.name} has no [floor]",
+            "add a [floor] table of published figures, each with its source, to the topology file",
+        ),
+        calibration={"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
+        model_error=error.to_dict(),
     )
     write_json(run_dir / META_FILE, meta)
     _print_simulation(records, topology, calibration_file, error)

@@ -3,13 +3,25 @@ their points from the predictions so far and crossover stages searching on predi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from commprof.costmodel.crossover_sim import simulate_crossover_stage
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.simulate import simulate_point
 from commprof.costmodel.topology import Topology
 from commprof.proposable import interconnect_of
+from commprof.records.plan_file import points_line, stages_line
+from commprof.records.schema import MODES
 from commprof.sweep.spec import SweepSpec
-from commprof.sweep.staging import refine
+from commprof.sweep.staging import planned_stages, refine
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """A sweep predicted: its records, and the plan lines (plan.jsonl) a sweep on the box writes as it plans."""
+
+    records: list[dict]
+    plan: list[dict]
 
 
 def simulate_sweep(
@@ -22,13 +34,31 @@ def simulate_sweep(
 ) -> list[dict]:
     """Records for every point and search of the sweep, stage by stage, as a sweep on the box would write them.
     `graphs`: the graph files the points name (commprof.costmodel.simulate.simulate_point)."""
+    return simulate_run(spec, topology, calibration, run_id, now, graphs).records
+
+
+def simulate_run(
+    spec: SweepSpec,
+    topology: Topology,
+    calibration: CostParams | None,
+    run_id: str,
+    now: str | None = None,
+    graphs: dict | None = None,
+) -> Simulation:
+    """simulate_sweep's records with the plan they were predicted from."""
+    per_point = len(spec.tokens) * len(MODES)
+    plan = [stages_line(planned_stages(spec)), points_line(0, [p.point_id for p in spec.points], per_point)]
     records: list[dict] = []
     for point in spec.points:
         records.extend(simulate_point(spec, point, topology, calibration, run_id, now, graphs))
     for stage in spec.stages:
         if stage.kind == "crossover":
-            records.extend(simulate_crossover_stage(spec, stage, topology, calibration, run_id, records, now))
+            searched, lines = simulate_crossover_stage(spec, stage, topology, calibration, run_id, records, now)
+            records.extend(searched)
+            plan.extend(lines)
             continue
-        for point in refine(spec, stage.index, records, interconnect_of({"gpu_path": topology.gpu_path})):
+        points = refine(spec, stage.index, records, interconnect_of({"gpu_path": topology.gpu_path}))
+        plan.append(points_line(stage.index, [p.point_id for p in points], per_point))
+        for point in points:
             records.extend(simulate_point(spec, point, topology, calibration, run_id, now, graphs))
-    return records
+    return Simulation(records, plan)

@@ -22,6 +22,8 @@ from commprof.gpu_smoke.verdicts import (
     nccl_log_verdict,
     point_records,
 )
+from commprof.impls.base import SmokeCase
+from commprof.impls.registry import builtin_classes
 from commprof.records.point_ids import BASELINE_POINT_ID
 
 
@@ -93,38 +95,33 @@ def knob_point(knob: Knob) -> SmokePoint:
     return SmokePoint(knob.label, knob.table, verdicts)
 
 
-def _impl(title: str) -> Judge:
+def _impl(title: str, gated_ok: bool = True) -> Judge:
     def verdicts(rows: list[dict], baseline: list[dict], placement: Placement) -> list[Verdict]:
-        return [both_modes(f"{title}, eager + graph ({placement})", rows, True, placement.time_sliced)]
+        return [both_modes(f"{title} ({placement})", rows, gated_ok, placement.time_sliced)]
 
     return verdicts
 
 
-POINTS: tuple[SmokePoint, ...] = (
-    SmokePoint(
-        "nccl+rmsnorm",
-        {"impl": "nccl+rmsnorm"},
-        lambda rows, baseline, placement: [
-            both_modes(f"nccl+rmsnorm, the unfused reference ({placement})", rows, False, placement.time_sliced)
-        ],
-    ),
-    SmokePoint(
-        "symm-mem one-shot", {"impl": "symm-mem", "options": {"variant": "one_shot"}}, _impl("symm-mem one-shot")
-    ),
-    SmokePoint(
-        "flashinfer-fused one-shot",
-        {"impl": "flashinfer-fused", "options": {"use_oneshot": True}},
-        _impl("flashinfer-fused one-shot"),
-    ),
-    SmokePoint("flashinfer-pcie-ipc", {"impl": "flashinfer-pcie-ipc"}, _impl("flashinfer-pcie-ipc")),
-)
+def impl_points() -> tuple[SmokePoint, ...]:
+    """A point for every built-in whose module declares one (its `smoke`), in the registry's order."""
+    points = []
+    for name, cls in builtin_classes().items():
+        case = cls.smoke
+        if isinstance(case, SmokeCase):
+            table = {"impl": name, **({"options": dict(case.options)} if case.options else {})}
+            title = case.title or f"{case.label}, eager + graph"
+            points.append(SmokePoint(case.label, table, _impl(title, case.gated_ok)))
+    return tuple(points)
+
+
+POINTS: tuple[SmokePoint, ...] = impl_points()
 
 # At one rank only the kernel bindings of symm-mem can be checked (its reduction has no peer to reach).
 ONE_RANK_POINTS: tuple[SmokePoint, ...] = (
     SmokePoint(
         "symm-mem one-shot",
         {"impl": "symm-mem", "options": {"variant": "one_shot"}},
-        _impl("symm-mem one-shot kernel and capture at one rank (no peers)"),
+        _impl("symm-mem one-shot kernel and capture at one rank (no peers), eager + graph"),
     ),
 )
 

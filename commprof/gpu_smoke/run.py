@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from commprof.errors import UsageError
 from commprof.gpu_smoke import extended as second
 from commprof.gpu_smoke.knobs import pick_knobs
 from commprof.gpu_smoke.points import (
@@ -30,6 +31,7 @@ from commprof.gpu_smoke.verdicts import (
     floor_verdict,
     pytest_verdict,
 )
+from commprof.records.files import read_meta
 from commprof.records.point_ids import BASELINE_POINT_ID
 
 BUDGET_S = 470  # under 8 minutes on one GPU, with room for start-up and the summary
@@ -74,8 +76,7 @@ def gpu_paths(
     steps = Steps(out, budget_s, {**minimum, **reserve}, echo)
     run_dirs, verdicts = _sweeps(steps, placement, exclusive if not two_ranks else None)
 
-    meta_path = run_dirs[0] / "meta.json" if run_dirs else None
-    meta = _json_object(meta_path.read_text()) if meta_path and meta_path.exists() else None
+    meta = _run_meta(run_dirs[0]) if run_dirs else None
     title = "floor probe (peer copies) and the sweep's meta.json floor"
     if gpus >= 2:
         floor_out = ["--out", str(out / "floor.json")]
@@ -145,6 +146,14 @@ def _sweeps(steps: Steps, placement: Placement, refused: str | None) -> tuple[li
         one_rank = Placement(1, 1)
         verdicts += sweep_step_verdicts("one-rank sweep", code, output, records, ONE_RANK_POINTS, one_rank, False)
     return run_dirs, verdicts
+
+
+def _run_meta(run_dir: Path) -> dict | None:
+    """The sweep's meta.json through the one reader; None where it has none or the reader refuses it."""
+    try:
+        return read_meta(run_dir) or None
+    except UsageError:
+        return None
 
 
 def _json_object(text: str) -> dict | None:

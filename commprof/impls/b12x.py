@@ -25,7 +25,16 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from commprof.impls import algorithms
-from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
+from commprof.impls.base import (
+    AllReduceImpl,
+    EngineFlag,
+    EngineSwitch,
+    ImplContext,
+    OptionKind,
+    SmokeCase,
+    Support,
+    TraceKernels,
+)
 from commprof.impls.gating import (
     first_failure,
     needs_cuda,
@@ -137,6 +146,46 @@ class B12xAllReduce(AllReduceImpl):
     """b12x.comm.pcie all-reduce; option variant: auto (default), oneshot, twoshot or dma."""
 
     name: ClassVar[str] = "b12x"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
+    trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
+        "b12x PCIe all-reduce",
+        # The CuTe DSL names a kernel "kernel_" + "cutlass_" + the function's name + each non-IR argument as
+        # text with ".<>" dropped, so a method's `self` gives "..._oneshot_cute_OneshotLaunch_object_at_...".
+        r"^kernel_cutlass_kernel_b12xcommpcie.*(_OneshotLaunch|_FusedOneshotLaunch|_TwoShotLaunch"
+        r"|_TwoShotBf16Launch|_TwoShotPullAllReduceLaunch|_HierarchicalLaunch|_IslandRSLaunch"
+        # The DMA all-reduce moves data with copy engines; these are its flag and reduction kernels.
+        r"|_dma_kernels_(Add|Flag|Quant|DequantAccum|DequantAccum9|DequantAddQuant|DequantStore)Launch)_object_at_",
+        "all_reduce",
+        "b12x 1.5.1 b12x/comm/pcie/_oneshot_cute.py, _twoshot_cute.py, _twoshot_bf16_cute.py, "
+        "_hierarchical_cute.py, _island_rs_cute.py, _dma_kernels.py (the @cute.kernel method `kernel` of each "
+        "*Launch class); "
+        "the name's form: nvidia-cutlass-dsl 4.8.0 (b12x's pin) base_dsl/dsl.py kernel_launcher and mangle_name, "
+        "cutlass_dsl/cutlass.py mangle_name",
+    )
+    # Each name was read in the engine's own source at the PR or commit named; "open PR": the name exists only on
+    # that PR's branch (not merged when checked), so a stock release ignores it.
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = (
+        EngineSwitch(
+            "SGLang",
+            "SGLANG_B12X_PCIE_AR=1",
+            "SGLANG_B12X_ONESHOT_MAX_BYTES",
+            "bytes",
+            "an SGLang build with the open PR sgl-project/sglang#32479 (not merged when checked): b12x one-shot on "
+            "SM12x, TP 2 / 4 / 8; the revisions read call OneshotAllReducePool.all_reduce without the plan= that "
+            "b12x 1.5 requires, so it runs a b12x before 1.5, not the 1.5 kernels commprof measures",
+        ),
+        EngineSwitch(
+            "vLLM (community PCIe fork)",
+            "VLLM_ENABLE_PCIE_ALLREDUCE=1 VLLM_PCIE_ALLREDUCE_BACKEND=b12x",
+            "VLLM_PCIE_ONESHOT_ALLREDUCE_MAX_SIZE",
+            "bytes",
+            "the vLLM fork local-inference-lab/vllm (vllm/distributed/device_communicators/b12x_pcie_all_reduce.py "
+            "at cdbbc9d: the bound also sizes the one-shot buffers; the revision read calls b12x without plan=, "
+            "b12x's pre-1.5 API); revisions with VLLM_PCIE_TWOSHOT_ALLREDUCE_MAX_SIZE bound two-shot with it, "
+            "default 768 KB in some and off in others",
+        ),
+    )
+    smoke: ClassVar[SmokeCase | str] = SmokeCase("b12x one-shot", {"variant": "oneshot"})
     capturable: ClassVar[bool] = True
     option_kinds: ClassVar[dict[str, OptionKind] | None] = {"variant": VARIANTS}
 
@@ -290,6 +339,10 @@ class B12xFusedAllReduce(B12xAllReduce):
     """b12x one-shot all-reduce + residual add + RMSNorm in one kernel (OneshotAllReduce), at most 36 rows."""
 
     name: ClassVar[str] = "b12x-fused"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
+    trace_kernels: ClassVar[TraceKernels | str] = "b12x"  # its fused kernel is b12x's _FusedOneshotLaunch
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # no engine runs b12x's fused kernel
+    smoke: ClassVar[SmokeCase | str] = SmokeCase("b12x-fused")
     fuses_rmsnorm: ClassVar[bool] = True
     option_kinds: ClassVar[dict[str, OptionKind] | None] = {}
 

@@ -44,6 +44,56 @@ OptionKind = type[bool] | tuple[str, ...]
 
 
 @dataclass(frozen=True)
+class EngineSwitch:
+    """What makes one serving engine run this implementation instead of NCCL, each name read in the engine's
+    own source at the version or PR `version` names."""
+
+    engine: str
+    switch: str  # the environment that turns it on ("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1")
+    size_variable: str | None  # the variable bounding the sizes it takes; None: the engine has none
+    unit: str  # that variable's unit: "bytes" or "elements" ("" without one)
+    version: str  # the version written for and its source
+
+
+@dataclass(frozen=True)
+class EngineFlag:
+    """A serving engine's flag or variable for what an implementation does (the fused all-reduce + RMSNorm):
+    set where it won beyond the evidence's uncertainty, or, `when` "lost", the engine's own turned off where it
+    was slower at every T."""
+
+    engine: str
+    setting: str  # as written on the command line or in the environment
+    version: str  # the version written for and its source
+    when: str = "won"  # "won" or "lost"
+    note: str = ""  # why, in place of the verdict (what a variable chooses)
+
+
+@dataclass(frozen=True)
+class TraceKernels:
+    """The kernels an implementation launches, as a profiler trace names them (commprof.trace.kernels)."""
+
+    label: str  # for people
+    pattern: str  # regex over the demangled kernel name
+    collective: str  # "all_reduce", "all_reduce+rmsnorm"; NCCL's: "from the name"
+    source: str  # library, version and file the names are read from
+
+
+@dataclass(frozen=True)
+class SmokeCase:
+    """The GPU smoke's point for an implementation (commprof.gpu_smoke.points): its label and options."""
+
+    label: str
+    options: dict[str, Any] = field(default_factory=dict)
+    gated_ok: bool = True  # an "unsupported" record passes (the box may lack its library or GPU generation)
+    title: str = ""  # the verdict's words; empty: "<label>, eager + graph"
+
+
+def whole_names(*names: str) -> str:
+    """Whole identifiers: `one_shot_all_reduce_kernel` does not match `multimem_one_shot_all_reduce_kernel`."""
+    return r"(?<![A-Za-z0-9_])(" + "|".join(names) + r")(?![A-Za-z0-9_])"
+
+
+@dataclass(frozen=True)
 class ImplContext:
     """Facts about this run that decide whether an implementation applies; fabricate one to test gating."""
 
@@ -87,6 +137,13 @@ class AllReduceImpl:
     # Option name -> what it takes; None: any options (the implementation checks its own).
     option_kinds: ClassVar[dict[str, OptionKind] | None] = None
     required_options: ClassVar[tuple[str, ...]] = ()  # each value of these is its own sweep point
+    # What the tables built from the registry say of it; every built-in states each one in its own class (an
+    # empty tuple or a sentence saying why there is none), tests/test_architecture.py checks.
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # () : no engine has a switch that runs it
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # () : no engine flag acts on what it does
+    # Its kernels in a trace; a str: the implementation whose kernels it runs ("nccl"), or why it has none.
+    trace_kernels: ClassVar[TraceKernels | str] = "launches no kernel of its own"
+    smoke: ClassVar[SmokeCase | str] = "the GPU smoke has no point for it"  # a str: why there is none
 
     def __init__(self, options: dict[str, Any] | None = None):
         self.options = dict(options or {})

@@ -16,7 +16,17 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from commprof.impls import algorithms
-from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
+from commprof.impls.base import (
+    AllReduceImpl,
+    EngineFlag,
+    EngineSwitch,
+    ImplContext,
+    OptionKind,
+    SmokeCase,
+    Support,
+    TraceKernels,
+    whole_names,
+)
 from commprof.impls.gating import (
     first_failure,
     needs_cuda,
@@ -125,6 +135,55 @@ class FlashInferFusedAllReduce(AllReduceImpl):
     by size as engines switch, never FlashInfer's own table, which was tuned on B200)."""
 
     name: ClassVar[str] = "flashinfer-fused"
+    trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
+        "FlashInfer TRT-LLM all-reduce fusion",
+        whole_names(
+            "allreduce_fusion_kernel_oneshot_lamport",
+            "allreduce_fusion_kernel_twoshot_sync",
+            "oneShotAllReduceKernel",
+            "one_shot_all_reduce_norm_kernel",
+            "lamport_style_one_shot_all_reduce_norm_kernel",
+            "one_shot_prenorm_all_reduce_norm_kernel",
+        ),
+        "all_reduce+rmsnorm",
+        "FlashInfer 0.7.2 data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh and trtllm_allreduce.cuh",
+    )
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # the engines fuse through flags, below
+    # Each flag with the engine version it was written for and where that was checked.
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = (
+        EngineFlag(
+            "SGLang",
+            "--flashinfer-allreduce-fusion-backend auto",
+            "SGLang with sgl-project/sglang#12787 (merged; auto / trtllm / mnnvl), whose later builds log "
+            "--enable-flashinfer-allreduce-fusion as its deprecated alias; older releases (v0.5.10 takes it) need "
+            "that flag instead; the first release with this one was not checked",
+        ),
+        EngineFlag(
+            "vLLM",
+            '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": true}}\'',
+            "vLLM 0.18 (docs.vllm.ai/en/v0.18.2/design/fusions: PassConfig.fuse_allreduce_rms; "
+            "vLLM 0.10-0.11 named it enable_fi_allreduce_fusion)",
+        ),
+        EngineFlag(
+            "vLLM",
+            "VLLM_FLASHINFER_ALLREDUCE_BACKEND=auto   # or trtllm / mnnvl",
+            "vLLM with vllm-project/vllm#34109 (2026)",
+            note="chooses FlashInfer's all-reduce backend for the fused kernels",
+        ),
+        EngineFlag(
+            "SGLang",
+            "--enforce-disable-flashinfer-allreduce-fusion",
+            "SGLang 2026 main (sgl-project/sglang#21446): turns off the fusion SGLang auto-enables",
+            when="lost",
+        ),
+        EngineFlag(
+            "vLLM",
+            '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": false}}\'',
+            "vLLM 0.18 (PassConfig.fuse_allreduce_rms; on by default at -O2 on Hopper/Blackwell, TP > 1)",
+            when="lost",
+        ),
+    )
+    smoke: ClassVar[SmokeCase | str] = SmokeCase("flashinfer-fused one-shot", {"use_oneshot": True})
     fuses_rmsnorm: ClassVar[bool] = True
     capturable: ClassVar[bool] = True
     option_kinds: ClassVar[dict[str, OptionKind] | None] = {"use_oneshot": bool}

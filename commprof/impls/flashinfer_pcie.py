@@ -13,7 +13,17 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
+from commprof.impls.base import (
+    AllReduceImpl,
+    EngineFlag,
+    EngineSwitch,
+    ImplContext,
+    OptionKind,
+    SmokeCase,
+    Support,
+    TraceKernels,
+    whole_names,
+)
 from commprof.impls.gating import first_failure, needs_cuda, needs_dtype, needs_flashinfer, needs_p2p, needs_world_size
 from commprof.planner.models import DTYPE_BYTES
 
@@ -58,6 +68,46 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
     """PcieIpcAllReduceWorkspace.all_reduce; option tune (true/false, default false) runs tune() once at setup."""
 
     name: ClassVar[str] = "flashinfer-pcie-ipc"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
+    trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
+        "FlashInfer PCIe IPC all-reduce",
+        whole_names(
+            "push_oneshot_param_kernel",
+            "ipc_tp2_remote_push_kernel",
+            "ipc_rsag_push_param_kernel",
+            "ipc_rsag_ring_push_param_kernel",
+            "ipc_topo_rsag8_push_param_kernel",
+            "ipc_topo_rsag8_ring_push_param_kernel",
+            "ipc_topo_rsag8_block_param_kernel",
+        ),
+        "all_reduce",
+        "FlashInfer 0.7.2 data/include/flashinfer/comm/pcie_ipc_all_reduce.cuh",
+    )
+    # Each name was read in the engine's own source at the version named.
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = (
+        EngineSwitch(
+            "SGLang",
+            "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1",
+            "SGLANG_PCIE_IPC_MAX_NUMEL",
+            "elements",
+            "SGLang 0.5.23 with flashinfer-python >= 0.7.0 (sglang/srt/distributed/device_communicators/"
+            "pcie_ipc_ar.py: eligible_group builds it for the tp group at world size 2 / 4 / 8 when "
+            "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set; PcieIpcCommunicator.should_pcie_ipc_ar takes a contiguous bf16 "
+            "all-reduce of at most max_numel elements, max_numel = SGLANG_PCIE_IPC_MAX_NUMEL, else the decode width x "
+            "hidden; larger ones stay on NCCL)",
+        ),
+        EngineSwitch(
+            "vLLM",
+            "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1",
+            None,
+            "",
+            "vLLM 0.33 with flashinfer-python >= 0.7.0 (vllm/distributed/device_communicators/"
+            "flashinfer_pcie_ipc_all_reduce.py: FlashInferPcieIpcAllReduce, single node, world size 2 / 4 / 8; setup "
+            "sizes the workspace to the largest CUDA-graph capture size x hidden and should_use takes every bf16 "
+            "[tokens, hidden] all-reduce it holds: no size cap; off under VLLM_BATCH_INVARIANT)",
+        ),
+    )
+    smoke: ClassVar[SmokeCase | str] = SmokeCase("flashinfer-pcie-ipc")
     capturable: ClassVar[bool] = True
     option_kinds: ClassVar[dict[str, OptionKind] | None] = {"tune": bool}
 

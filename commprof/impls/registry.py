@@ -1,6 +1,7 @@
 """Names the sweep accepts for an all-reduce implementation (built-ins and `package.module:Class` plug-ins), and
 the facts each built-in's class states (options, fuses RMSNorm, runs on NCCL), read here by the sweep file's
-validation, the simulator and the report. Adding a built-in: its module, and one line in BUILTINS.
+validation, the simulator, the report, the GPU smoke and the trace matcher. Adding a built-in: its module, and
+one line in BUILTINS.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ def builtin(name: str, backend: str = "nccl") -> type[AllReduceImpl] | None:
     """The class of a built-in name ("default": the backend's own), else None: plug-ins are not imported here."""
     name = resolve_impl_name(name, backend)
     return load_impl(name) if name in BUILTINS else None
+
+
+def builtin_classes() -> dict[str, type[AllReduceImpl]]:
+    """Every built-in's class, in BUILTINS order: the tables built from the registry (the engines' switches, the
+    GPU smoke's points, the trace's kernel names) walk this, so a built-in's module is the one home of its facts."""
+    return {name: load_impl(name) for name in BUILTINS}
 
 
 def option_kinds(name: str) -> dict[str, OptionKind] | None:

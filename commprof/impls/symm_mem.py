@@ -20,7 +20,17 @@ from collections.abc import Collection
 from typing import Any, ClassVar
 
 from commprof.impls import algorithms
-from commprof.impls.base import AllReduceImpl, ImplContext, OptionKind, Support
+from commprof.impls.base import (
+    AllReduceImpl,
+    EngineFlag,
+    EngineSwitch,
+    ImplContext,
+    OptionKind,
+    SmokeCase,
+    Support,
+    TraceKernels,
+    whole_names,
+)
 from commprof.impls.gating import (
     first_failure,
     needs_cuda,
@@ -114,6 +124,20 @@ class SymmMemAllReduce(AllReduceImpl):
     """torch symmetric-memory all-reduce; option variant: "auto" (default, by size), "one_shot" or "two_shot"."""
 
     name: ClassVar[str] = "symm-mem"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
+    trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
+        "torch symmetric memory",
+        whole_names(
+            "one_shot_all_reduce_kernel",
+            "two_shot_all_reduce_kernel",
+            "multimem_all_reduce_kernel",
+            "multimem_one_shot_all_reduce_kernel",
+        ),
+        "all_reduce",
+        "PyTorch 2.11 torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu",
+    )
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # no engine switch read in their sources runs it
+    smoke: ClassVar[SmokeCase | str] = SmokeCase("symm-mem one-shot", {"variant": "one_shot"})
     capturable: ClassVar[bool] = True
     option_kinds: ClassVar[dict[str, OptionKind] | None] = {"variant": (AUTO, *SYMM_MEM_VARIANT_OPS)}
 

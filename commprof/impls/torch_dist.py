@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from commprof.impls.base import SUPPORTED, AllReduceImpl, ImplContext, OptionKind, Support, unsupported
+from commprof.impls.base import (
+    SUPPORTED,
+    AllReduceImpl,
+    EngineFlag,
+    EngineSwitch,
+    ImplContext,
+    OptionKind,
+    SmokeCase,
+    Support,
+    TraceKernels,
+    unsupported,
+)
 from commprof.impls.context import installed_version
 from commprof.impls.flashinfer_fused import LAUNCH_WITH_PDL
 from commprof.impls.gating import FLASHINFER_INSTALL
@@ -66,12 +77,26 @@ class _BackendAllReduce(TorchAllReduce):
 
 class NcclAllReduce(_BackendAllReduce):
     name: ClassVar[str] = "nccl"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
+    trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
+        "NCCL",
+        r"^(void )?(ncclDevKernel|ncclKernel|ncclSymkDevKernel)_",
+        "from the name",
+        "NCCL 2.27-2.30 src/device/generate.py (ncclDevKernel_<Coll>_<Op>_<type>_<ALGO>_<PROTO>; ncclKernel_ "
+        "before 2.19) and src/device/symmetric/generate.py (ncclSymkDevKernel_, symmetric kernels)",
+    )
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # the engines' default: nothing to switch
+    smoke: ClassVar[SmokeCase | str] = "the smoke's baseline (point p000), judged on its own"
     backend_title: ClassVar[str] = "NCCL"
     runs_on_nccl: ClassVar[bool] = True
 
 
 class GlooAllReduce(_BackendAllReduce):
     name: ClassVar[str] = "gloo"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
+    trace_kernels: ClassVar[TraceKernels | str] = "runs on CPU ranks: no GPU kernel"
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # no engine serves on gloo
+    smoke: ClassVar[SmokeCase | str] = "the smoke runs on GPUs, where the baseline is NCCL's"
     backend_title: ClassVar[str] = "gloo"
     capturable: ClassVar[bool] = False
 
@@ -85,6 +110,12 @@ class TorchAllReduceRmsnorm(TorchAllReduce):
     """
 
     name: ClassVar[str] = "nccl+rmsnorm"
+    engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
+    trace_kernels: ClassVar[TraceKernels | str] = "nccl"  # NCCL's all-reduce, then the norm's own kernels
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # what engines run without fusion
+    smoke: ClassVar[SmokeCase | str] = SmokeCase(
+        "nccl+rmsnorm", gated_ok=False, title="nccl+rmsnorm, the unfused reference"
+    )
     fuses_rmsnorm: ClassVar[bool] = True
     unfused_reference: ClassVar[bool] = True
     runs_on_nccl: ClassVar[bool] = True  # on the NCCL backend

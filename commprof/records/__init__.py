@@ -1,2 +1,3 @@
 """Results records: what a record is (schema.py: the step and the collective record, one constructor each),
-the point-id grammar (point_ids.py) and where records live (files.py: results.jsonl, meta.json, run folders)."""
+meta.json's one constructor (run_meta.py), what a sweep planned (plan_file.py), the point-id grammar
+(point_ids.py) and where records live (files.py: results.jsonl, meta.json, plan.jsonl, run folders)."""

@@ -1,5 +1,6 @@
 """Where records live: a run folder's results.jsonl (append-only JSON lines, one record per measured (point, T,
-mode), fsynced as each point ends), its meta.json (written atomically), and new run folders.
+mode), fsynced as each point ends), its meta.json (written atomically), what its sweep planned (plan.jsonl,
+fsynced as planned) and new run folders.
 
 What a record holds: schema.py (docs/results-schema.md); the report, calibration and import tools read it.
 """
@@ -20,6 +21,7 @@ from typing import Any
 from commprof.errors import UsageError
 from commprof.records.checks import meta_problem, record_problem
 from commprof.records.folder import write_nofollow
+from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.records.point_ids import is_run_id
 from commprof.records.schema import READABLE_VERSIONS, upgraded
 from commprof.textfiles import RESULTS_BYTES, read_json, read_text
@@ -150,3 +152,17 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     if "run_id" in meta and not is_run_id(meta["run_id"]):
         raise UsageError(f"{path}: run_id {meta['run_id']!r} is not a run id (letters, digits, '.', '_', '-')")
     return meta
+
+
+def append_plan(run_dir: Path, lines: list[dict[str, Any]]) -> None:
+    """Append plan lines (records.plan_file) to the run's plan.jsonl and fsync; a link there is refused."""
+    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+    write_nofollow(Path(run_dir) / PLAN_FILE, text.encode("utf-8"), append=True, sync=True)
+
+
+def read_plan(run_dir: Path) -> Plan | None:
+    """The run's plan (None: its folder was written before sweeps recorded one); UsageError naming a bad line."""
+    path = Path(run_dir) / PLAN_FILE
+    if not path.is_file():
+        return None
+    return parse_plan(read_text(path, "plan file", RESULTS_BYTES), path)

@@ -215,6 +215,12 @@ class MetaPlan(TypedDict, total=False):
     warmup: int | None
     point_timeout_s: float | None
     layout: str | None
+    compute: str | None  # what each rank ran between two collectives, as the sweep file (or --compute) said
+    skew: str | None
+    spec: str | None  # the draft cycle and DP attention (commprof.planner.speculative.PlanOptions)
+    num_steps: int | None
+    draft_vocab: int | None
+    dp_attention: bool | None
 
 
 class MetaSweep(TypedDict, total=False):
@@ -288,8 +294,8 @@ class MetaTopology(TypedDict, total=False):
 
 
 class RunMeta(TypedDict, total=False):
-    """meta.json as its writers write it (commprof.runmeta.collect_meta, the sweep's run folder, simulate and the
-    imports); a reader relies on these types, every other key is free."""
+    """meta.json, built by commprof.records.run_meta.run_meta for the sweep, simulate and the imports; a reader
+    relies on these types (records.checks.meta_problem), and a key an older writer left out is None."""
 
     run_id: str
     created: str | None
@@ -311,6 +317,11 @@ class RunMeta(TypedDict, total=False):
     floor: dict[str, Any] | None
     doctor: dict[str, Any] | None
     kernel_builds: list[dict[str, Any]] | None  # one report per node that built kernels (sweep.prebuild)
+    nccl_graphs: dict[str, Any] | None  # the NCCL graph candidates written for this box (sweep.graph_run)
+    simulated: bool | None  # `commprof simulate` wrote the run
+    calibration: dict[str, Any] | str | None  # simulated: the calibration file's fit, or "nccl-prior"
+    model_error: dict[str, Any] | None  # simulated: the expected error of its predictions (evidence.ModelError)
+    imported: list[dict[str, Any]] | None  # nccl-tests imports: each log's file, sha256, warnings and runs
 
 
 # What a builder may leave out (None otherwise); the rest must be given.

@@ -19,6 +19,7 @@ from commprof.records.files import (
     duplicated_measurements,
     ensure_writable_dir,
     read_meta,
+    read_plan,
     read_records,
 )
 from commprof.report.projection import ComputeTimes
@@ -311,7 +312,7 @@ def _report(
         for note in notes:
             click.echo(f"commprof: warning: {note}", err=True)
 
-    from commprof.report.run_analysis import analyze_run, incomparable
+    from commprof.report.run_analysis import RunExtras, analyze_run, incomparable
     from commprof.report.write import check_report_target, write_report
 
     cli = {
@@ -330,7 +331,8 @@ def _report(
         options = replace(report_options(cli, sweep_options(meta)), observed=observed[0], observed_source=observed[1])
         again = Path(run_dir) / BASELINE_REPEATS_FILE
         repeats = read_records(again) if again.exists() else []
-        runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), repeats))
+        extras = RunExtras(repeats, read_plan(Path(run_dir)))
+        runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), extras))
     for run in runs:
         check_observed(run, observed[0], observed[2])
     mismatch = incomparable(runs)

@@ -1,14 +1,12 @@
 """Whether a run finished what its sweep planned: points planned vs done per stage, and the stages that never ran,
-rebuilt from the sweep in meta.json and the records (the stages' points are a pure function of the earlier
-records: SweepSpec.refine). An interrupted run is reported as such and recommends nothing unless asked to. Pure."""
+counted from the plan the sweep wrote as it planned (plan.jsonl) and the records. An interrupted run is reported
+as such and recommends nothing unless asked to. Pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commprof.errors import UsageError
-from commprof.proposable import interconnect_of
-from commprof.records.schema import MODES
+from commprof.records.plan_file import PLAN_FILE, Plan
 
 
 @dataclass(frozen=True)
@@ -32,9 +30,13 @@ class Completeness:
 
     run_dir_hint: str  # how to resume it
     stages: tuple[StageProgress, ...]
+    plan_known: bool = True  # False: the run folder has no plan (a sweep before plans were recorded)
+    recorded: int = 0  # without a plan: the points with a record
 
     @property
     def complete(self) -> bool:
+        """Every planned point and search done; a run without a plan is not known to be incomplete (its note says
+        the planned count is unknown)."""
         return all(s.planned is not None and s.done >= s.planned for s in self.stages)
 
     @property
@@ -52,6 +54,11 @@ class Completeness:
 
     def summary(self) -> str:
         """ "12 of 30 points done (stage 0 "axes": 12 of 30); stages not run: channels, confirm"."""
+        if not self.plan_known:
+            return (
+                f"{self.recorded} points recorded of a planned count unknown: the run folder has no {PLAN_FILE} "
+                "(written by a commprof that did not record what its sweep planned)"
+            )
         parts = [
             f"{s.title}: {s.done} of {s.planned if s.planned is not None else '?'}"
             + (f" {s.unit}" if s.unit != "points" else "")
@@ -83,58 +90,44 @@ class Completeness:
         )
 
 
-def completeness(meta: dict, records: list[dict], run_dir: str) -> Completeness | None:
-    """The run's progress against its sweep (None when meta.json holds no sweep to compare with, e.g. imports)."""
-    from commprof.sweep.config import parse_sweep
-    from commprof.sweep.resume import completed_point_ids
-    from commprof.sweep.staging import refine
-
+def completeness(meta: dict, records: list[dict], run_dir: str, plan: Plan | None) -> Completeness | None:
+    """The run's progress against what its sweep planned (plan.jsonl); None when the run had no sweep (imports).
+    A sweep's run folder without a plan (written before sweeps recorded one) has its planned counts unknown."""
     sweep = meta.get("sweep") if isinstance(meta.get("sweep"), dict) else {}
-    if not sweep.get("content"):
-        return None
-    plan = meta.get("plan") or {}
-    try:
-        spec = parse_sweep(sweep["content"], sweep.get("path"))
-        if plan.get("tokens"):
-            spec = spec.with_overrides(tokens=plan["tokens"])
-    except (UsageError, TypeError, ValueError):
-        return None
-    steps = [r for r in records if r.get("kind") == "step" and r.get("point_id")]
-    modes = {r.get("mode") for r in steps} or set(MODES)
-    done = completed_point_ids(steps, len(spec.tokens) * len(modes))
-    stages = [StageProgress(0, "stage 0", len(spec.points), sum(p.point_id in done for p in spec.points))]
-    finished = stages[0].done >= len(spec.points)
-    for index, stage in enumerate(spec.stages, start=1):
-        if stage.kind == "crossover":
-            stages.append(_searches_progress(spec, stage, records, meta) if finished else _unknown(stage, "searches"))
-            finished = stages[-1].planned is not None and stages[-1].done >= stages[-1].planned
-            continue
-        ran = {r["point_id"] for r in steps if str(r["point_id"]).startswith(f"s{index}-")}
-        planned = None
-        if finished:
-            try:
-                planned = len(refine(spec, index, records, interconnect_of(meta.get("topology"))))
-            except (UsageError, ValueError, KeyError):
-                planned = None
-        stages.append(StageProgress(index, stage.name or f"stage {index}", planned, len(ran & done)))
-        finished = planned is not None and stages[-1].done >= planned
+    if plan is None:
+        return (
+            Completeness(run_dir, (), plan_known=False, recorded=_recorded(records)) if sweep.get("content") else None
+        )
+    done_per_stage = _finished_points(records, plan)
+    stages = [_points_progress(0, "stage 0", plan, done_per_stage)]
+    for index, (name, unit) in sorted(plan.stages.items()):
+        if unit == "searches":
+            found = plan.searches.get(index)
+            done = sum((index, point_id, mode) in plan.ended for point_id, mode in found or ())
+            stages.append(StageProgress(index, name, None if found is None else len(found), done, "searches"))
+        else:
+            stages.append(_points_progress(index, name, plan, done_per_stage))
     return Completeness(run_dir, tuple(stages))
 
 
-def _unknown(stage, unit: str) -> StageProgress:
-    return StageProgress(stage.index, stage.name or f"stage {stage.index}", None, 0, unit)
+def _points_progress(index: int, name: str, plan: Plan, done: dict[int, set[str]]) -> StageProgress:
+    point_ids, _ = plan.points.get(index, (None, 0))
+    if point_ids is None:  # never planned: the stage before did not finish
+        return StageProgress(index, name, None, 0)
+    return StageProgress(index, name, len(point_ids), len(done.get(index, set()) & set(point_ids)))
 
 
-def _searches_progress(spec, stage, records: list[dict], meta: dict) -> StageProgress:
-    """A crossover stage: its searches (setting x mode) and how many ran to their end (replayed from records)."""
-    from commprof.sweep.crossover_stage import finished, plan_sizes, searches
+def _finished_points(records: list[dict], plan: Plan) -> dict[int, set[str]]:
+    """Per stage, its points whose every (T, mode) record is on disk (as a resumed sweep counts them)."""
+    keys: dict[str, set] = {}
+    for record in records:
+        if record.get("kind") == "step" and record.get("point_id"):
+            keys.setdefault(record["point_id"], set()).add((record.get("tokens"), record.get("mode")))
+    return {
+        index: {p for p in point_ids if len(keys.get(p, ())) >= per_point}
+        for index, (point_ids, per_point) in plan.points.items()
+    }
 
-    plan = meta.get("plan") or {}
-    try:
-        sizes = plan_sizes(spec, int(plan.get("tp") or spec.tp or meta.get("world_size") or 1))
-    except (UsageError, TypeError, ValueError):
-        return _unknown(stage, "searches")
-    backend = str(meta.get("backend") or "nccl")
-    found = [(s, mode) for s in searches(stage, records, backend) for mode in s.modes]
-    done = sum(finished(records, s, mode, stage, sizes) for s, mode in found)
-    return StageProgress(stage.index, stage.name or f"stage {stage.index}", len(found), done, "searches")
+
+def _recorded(records: list[dict]) -> int:
+    return len({r["point_id"] for r in records if r.get("kind") == "step" and r.get("point_id")})

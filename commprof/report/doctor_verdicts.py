@@ -1,105 +1,75 @@
-"""meta.json's doctor verdicts read into rows (failing and warning checks first) and the failed / warned lists,
-for the page and for RunAnalysis.doctor_failed."""
+"""meta.json's doctor verdicts, read through the doctor's own CheckResult, into rows (failing and warning checks
+first) and the failed / warned lists, for the page and for RunAnalysis.doctor_failed."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-_VERDICT_CLASS = {
-    "ok": "ok",
-    "pass": "ok",
-    "passed": "ok",
-    "good": "ok",
-    "warn": "warn",
-    "warning": "warn",
-    "fail": "fail",
-    "failed": "fail",
-    "error": "fail",
-    "bad": "fail",
-    "skip": "info",
-    "skipped": "info",
-    "info": "info",
-}
-_VERDICT_ORDER = {"fail": 0, "warn": 1, "ok": 2, "info": 3}
-_STATUS_KEYS = ("status", "verdict", "result", "level", "outcome")
-_NAME_KEYS = ("title", "check", "name", "id")
-_DETAIL_KEYS = ("detail", "message", "details", "summary", "why", "reason")
+from commprof.doctor.result import FAIL, OK, SKIPPED, STATUSES, WARN, CheckResult, read_checks
+
+UNREADABLE = "unreadable"  # an entry that is no verdict the doctor writes: shown as it is, never guessed at
+_CSS = {OK: "ok", WARN: "warn", FAIL: "fail", SKIPPED: "info", UNREADABLE: "info"}
+_ORDER = {status: rank for rank, status in enumerate((FAIL, WARN, OK, SKIPPED, UNREADABLE))}
 
 
 def doctor_view(doctor: Any) -> dict[str, Any] | None:
-    """meta["doctor"] for the page, failing and warning checks first.
-
-    The doctor writes commprof.doctor.doctor_summary()'s shape ({"status", "counts", "checks": [{"id",
-    "title", "status", "detail", "evidence", "fix"}], "failed"}); other shapes (a list of verdicts, a
-    mapping of name -> verdict, text) are shown as well as they can be, unknown fields as JSON.
-    """
+    """meta["doctor"] (commprof.doctor.doctor_summary() plus the sweep's "failed" ids) for the page, failing and
+    warning checks first; an entry of another shape is one row saying it is unreadable, with its JSON."""
     if not doctor:
         return None
-    summary = doctor if isinstance(doctor, dict) else {}
-    listed_failed = summary["failed"] if isinstance(summary.get("failed"), list) else []
-    counts = summary["counts"] if isinstance(summary.get("counts"), dict) else None
-    if isinstance(summary.get("checks"), (list, dict)):
-        doctor = summary["checks"]
-    rows = sorted(
-        (_row(name, value) for name, value in _entries(doctor)),
-        key=lambda row: _VERDICT_ORDER.get(row["css"], len(_VERDICT_ORDER)),
-    )
-    failed = [row["title"] or row["id"] for row in rows if row["css"] == "fail"]
-    named = {row["id"] for row in rows} | {row["title"] for row in rows}
-    failed += [str(f) for f in listed_failed if str(f) not in named]
-    warned = [row["title"] or row["id"] for row in rows if row["css"] == "warn"]
-    if counts is None:
-        counts = {}
-        for row in rows:
-            counts[row["status"]] = counts.get(row["status"], 0) + 1
-    order = sorted(counts.items(), key=lambda item: _VERDICT_ORDER.get(_VERDICT_CLASS.get(str(item[0]).lower()), 9))
+    results, problems = read_checks(doctor)
+    rows = [_row(result) for result in sorted(results, key=lambda r: _ORDER[r.status])]
+    rows += [_unreadable(problem, doctor) for problem in problems]
+    counts = {status: sum(row["status"] == status for row in rows) for status in (*STATUSES, UNREADABLE)}
     return {
         "rows": rows,
-        "failed": failed,
-        "warned": warned,
-        "counts": ", ".join(f"{n} {status}" for status, n in order),
+        "failed": _named(rows, FAIL) + _listed_failed(doctor, rows),
+        "warned": _named(rows, WARN),
+        "counts": ", ".join(f"{n} {status}" for status, n in sorted(counts.items(), key=lambda i: _ORDER[i[0]]) if n),
     }
 
 
-def _entries(doctor: Any) -> list[tuple[Any, Any]]:
-    """(name or None, verdict) pairs of a mapping, a list or a lone value."""
-    if isinstance(doctor, dict):
-        return list(doctor.items())
-    if isinstance(doctor, list):
-        return [(None, d) for d in doctor]
-    return [(None, doctor)]
+def _named(rows: list[dict[str, Any]], status: str) -> list[str]:
+    return [row["title"] or row["id"] for row in rows if row["status"] == status]
 
 
-def _row(name: Any, value: Any) -> dict[str, Any]:
-    """One verdict as a page row; a verdict that is not a mapping is its status (named) or its detail."""
-    if isinstance(value, dict):
-        status = str(_first(value, *_STATUS_KEYS) or "")
-        check_id = value.get("id") if value.get("id") not in (None, "") else name
-        title = _first(value, *_NAME_KEYS) or name or ""
-        detail = _first(value, *_DETAIL_KEYS) or ""
-        evidence = value.get("evidence")
-        evidence = [str(e) for e in evidence] if isinstance(evidence, list) else [str(evidence)] if evidence else []
-        fix = value.get("fix")
-        known = {*_STATUS_KEYS, *_NAME_KEYS, *_DETAIL_KEYS, "evidence", "fix"}
-        rest = {k: v for k, v in value.items() if k not in known and v not in (None, "", [], {})}
-    else:
-        status, title, detail = (str(value) if name else ""), name or "", ("" if name else str(value))
-        check_id, evidence, fix, rest = None, [], None, {}
+def _listed_failed(doctor: Any, rows: list[dict[str, Any]]) -> list[str]:
+    """The sweep's "failed" ids that no row names (a check the summary lists but whose verdict is unreadable)."""
+    listed = doctor.get("failed") if isinstance(doctor, dict) else None
+    if not isinstance(listed, list):
+        return []
+    named = {row["id"] for row in rows} | {row["title"] for row in rows}
+    return [str(f) for f in listed if str(f) not in named]
+
+
+def _row(result: CheckResult) -> dict[str, Any]:
     return {
-        "id": str(check_id) if check_id not in (None, "") and str(check_id) != str(title) else "",
-        "title": str(title),
-        "status": status or "?",
-        "css": _VERDICT_CLASS.get(status.lower(), "info"),
-        "detail": str(detail),
-        "evidence": evidence,
-        "fix": str(fix) if fix else "",
-        "extra": json.dumps(rest, default=str) if rest else "",
+        "id": result.id if result.id != result.title else "",
+        "title": result.title,
+        "status": result.status,
+        "css": _CSS[result.status],
+        "detail": result.detail,
+        "evidence": result.evidence,
+        "fix": result.fix,
+        "extra": "",
     }
 
 
-def _first(mapping: dict, *keys: str) -> Any:
-    for key in keys:
-        if mapping.get(key) not in (None, ""):
-            return mapping[key]
-    return None
+def _unreadable(problem: str, doctor: Any) -> dict[str, Any]:
+    """A row for an entry that is not a verdict: why, and the entry itself as JSON."""
+    where, _, why = problem.partition(": ")
+    entries = doctor.get("checks") if isinstance(doctor, dict) else doctor
+    entry: Any = doctor
+    if where.startswith("checks[") and isinstance(entries, list):
+        entry = entries[int(where[len("checks[") : -1])]
+    return {
+        "id": "",
+        "title": where if why else "doctor verdicts",
+        "status": UNREADABLE,
+        "css": _CSS[UNREADABLE],
+        "detail": why or problem,
+        "evidence": [],
+        "fix": "",
+        "extra": json.dumps(entry, default=str)[:2000],
+    }

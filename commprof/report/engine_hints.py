@@ -1,5 +1,6 @@
 """Engine flags: how to apply what won (beyond the evidence's uncertainty) in SGLang and vLLM, each flag with the
-engine version it was written for and where that was checked: the NCCL file and the fused kinds' flags here, the
+engine version it was written for and where that was checked: the NCCL file here, the fused kinds' flags from their
+implementations' modules (commprof.impls.registry), the
 decision's PCIe all-reduce switches from report/decision_files.py (the lines routing.txt holds too).
 engine_flags.txt is a bash script: environment as `export`, command-line flags collected in arrays, prose as
 comments. Pure."""
@@ -15,34 +16,16 @@ import pandas as pd
 
 from commprof.env_names import is_export_name
 from commprof.evidence import Evidence
+from commprof.impls.base import EngineFlag
+from commprof.impls.registry import builtin_classes
 from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.report.engine_dispatch import sglang_fusion_fails
 from commprof.report.export_text import comment, export_line, one_line
 
-# Engine flags, each with the engine version it was written for and where that was checked.
-SGLANG_FUSION_FLAG = (
-    "--flashinfer-allreduce-fusion-backend auto",
-    "SGLang with sgl-project/sglang#12787 (merged; auto / trtllm / mnnvl), whose later builds log "
-    "--enable-flashinfer-allreduce-fusion as its deprecated alias; older releases (v0.5.10 takes it) need "
-    "that flag instead; the first release with this one was not checked",
-)
-SGLANG_FUSION_OFF_FLAG = (
-    "--enforce-disable-flashinfer-allreduce-fusion",
-    "SGLang 2026 main (sgl-project/sglang#21446): turns off the fusion SGLang auto-enables",
-)
-VLLM_FUSION_FLAG = (
-    '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": true}}\'',
-    "vLLM 0.18 (docs.vllm.ai/en/v0.18.2/design/fusions: PassConfig.fuse_allreduce_rms; "
-    "vLLM 0.10-0.11 named it enable_fi_allreduce_fusion)",
-)
-VLLM_FUSION_OFF_FLAG = (
-    '--compilation-config \'{"pass_config": {"fuse_allreduce_rms": false}}\'',
-    "vLLM 0.18 (PassConfig.fuse_allreduce_rms; on by default at -O2 on Hopper/Blackwell, TP > 1)",
-)
-VLLM_FUSION_BACKEND_ENV = (
-    "VLLM_FLASHINFER_ALLREDUCE_BACKEND=auto   # or trtllm / mnnvl",
-    "vLLM with vllm-project/vllm#34109 (2026)",
-)
+
+def engine_flags() -> dict[str, tuple[EngineFlag, ...]]:
+    """Per built-in whose module declares engine flags (the fused kinds'): its flags, as declared."""
+    return {name: cls.engine_flags for name, cls in builtin_classes().items() if cls.engine_flags}
 
 
 @dataclass(frozen=True)
@@ -113,8 +96,9 @@ def engine_hints(
         )
     if not fused_measured or fusion.empty:
         return hints
-    flashinfer = fusion["impl"].astype(str).str.contains("flashinfer").to_numpy()
-    won = fusion[flashinfer & np.array([v is True for v in fusion["beyond_uncertainty"]], dtype=bool)]
+    flags = engine_flags()
+    flagged = fusion["impl"].astype(str).isin(list(flags)).to_numpy()
+    won = fusion[flagged & np.array([v is True for v in fusion["beyond_uncertainty"]], dtype=bool)]
     lost = fusion[np.array([v is True for v in fusion["slower_beyond_uncertainty"]], dtype=bool)]
     if not won.empty:
         tokens = ", ".join(str(int(t)) for t in won["tokens"])
@@ -125,35 +109,34 @@ def engine_hints(
             "initialised"
         )
         untested = untested_reason(evidence, "the fused all-reduce + RMSNorm")
-        hints += [
-            EngineHint("SGLang", SGLANG_FUSION_FLAG[0], SGLANG_FUSION_FLAG[1], why, untested)
-            if sglang_fusion_fails(compute_capability) is None
-            else EngineHint(
-                "SGLang",
-                "",
-                "—",
-                f"{why}; but SGLang 0.5.23 {sglang_fusion_fails(compute_capability)} "
-                "(sglang/srt/layers/flashinfer_comm_fusion.py, _resolve_backend): no flag",
-            ),
-            EngineHint("vLLM", VLLM_FUSION_FLAG[0], VLLM_FUSION_FLAG[1], why, untested),
-            EngineHint(
-                "vLLM",
-                VLLM_FUSION_BACKEND_ENV[0],
-                VLLM_FUSION_BACKEND_ENV[1],
-                "chooses FlashInfer's all-reduce backend for the fused kernels",
-                untested,
-            ),
-        ]
+        for flag in _flags(flags, won, "won"):
+            if flag.engine == "SGLang" and sglang_fusion_fails(compute_capability) is not None:
+                hints.append(
+                    EngineHint(
+                        "SGLang",
+                        "",
+                        "—",
+                        f"{why}; but SGLang 0.5.23 {sglang_fusion_fails(compute_capability)} "
+                        "(sglang/srt/layers/flashinfer_comm_fusion.py, _resolve_backend): no flag",
+                    )
+                )
+            else:
+                hints.append(EngineHint(flag.engine, flag.setting, flag.version, flag.note or why, untested))
     elif not fusion.empty and len(lost) == len(fusion):
         why = (
             f"the fused all-reduce + RMSNorm was slower than its unfused reference, {evidence.beyond}, at every T "
             + ("predicted" if evidence.simulated else "measured")
         )
-        hints += [
-            EngineHint("SGLang", SGLANG_FUSION_OFF_FLAG[0], SGLANG_FUSION_OFF_FLAG[1], why),
-            EngineHint("vLLM", VLLM_FUSION_OFF_FLAG[0], VLLM_FUSION_OFF_FLAG[1], why),
-        ]
+        hints += [EngineHint(f.engine, f.setting, f.version, f.note or why) for f in _flags(flags, lost, "lost")]
     return hints
+
+
+def _flags(flags: dict[str, tuple[EngineFlag, ...]], rows: pd.DataFrame, when: str) -> list[EngineFlag]:
+    """The `when` flags of the implementations in `rows`, each once, in their modules' order."""
+    found: list[EngineFlag] = []
+    for impl in dict.fromkeys(rows["impl"].astype(str)):
+        found += [f for f in flags.get(impl, ()) if f.when == when and f not in found]
+    return found
 
 
 ENV_ASSIGNMENT = re.compile(r"^(export )?[A-Za-z_][A-Za-z0-9_]*=")

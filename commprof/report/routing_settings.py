@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commprof.report.engine_switches import ROUTING_VARIABLES, VLLM_PCIE_IPC_DEFAULT_CAPTURE
+from commprof.report.engine_switches import VLLM_PCIE_IPC_DEFAULT_CAPTURE, routing_variables
 from commprof.units import format_bytes
 
 
@@ -62,7 +62,8 @@ def routing_settings(
     if first["baseline"]:
         return [], notes
     impl = first["impl"]
-    if impl not in ROUTING_VARIABLES:
+    switches = routing_variables().get(impl)
+    if not switches:
         return [], [*notes, f"{_span(first)}: no engine setting known to commprof runs {impl}: engine work"]
     if first["options"]:
         notes.append(f"{_span(first)} won with options {first['options']}: the engine's own choice may differ")
@@ -72,7 +73,14 @@ def routing_settings(
     every = all(not b["baseline"] and b["impl"] == impl for b in ordered)
     measured_to = max(s["bytes"] for b in ordered for s in b["sizes"])
     settings = []
-    for engine, switch, variable, unit, version in ROUTING_VARIABLES[impl]:
+    for entry in switches:
+        engine, switch, variable, unit, version = (
+            entry.engine,
+            entry.switch,
+            entry.size_variable,
+            entry.unit,
+            entry.version,
+        )
         variables = [tuple(part.split("=", 1)) for part in switch.split()]
         live, why = not not_live, f"{impl} takes {_sizes(first)} from NCCL ({first['evidence']['verdict']})"
         if variable is not None:

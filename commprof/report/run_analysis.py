@@ -16,6 +16,7 @@ import pandas as pd
 
 from commprof.evidence import IMPORTED, LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence, ModelError
 from commprof.proposable import interconnect_of, not_proposable
+from commprof.records.plan_file import Plan
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.report import choices as ch
 from commprof.report import costmodel_check as cc
@@ -169,18 +170,26 @@ def split_by_source(records: list[dict]) -> dict[str, list[dict]]:
     return by_source
 
 
+@dataclass(frozen=True)
+class RunExtras:
+    """A run folder's files beside results.jsonl and meta.json, as read (records.files)."""
+
+    repeats: list[dict] | None = None  # baseline-repeats.jsonl: the drift every measured verdict must exceed
+    plan: Plan | None = None  # plan.jsonl: what the sweep planned (None: not recorded)
+
+
 def analyze_run(
     run_id: str,
     records: list[dict],
     meta: dict,
     options: ReportOptions,
     run_dir: str | None = None,
-    repeats: list[dict] | None = None,
+    extras: RunExtras = RunExtras(),
 ) -> list[RunAnalysis]:
-    """One RunAnalysis per source present in the run; `repeats`: the baseline's re-measurements
-    (baseline-repeats.jsonl), whose drift every measured verdict must exceed."""
+    """One RunAnalysis per source present in the run."""
+    repeats = extras.repeats
     by_source = split_by_source(records)
-    progress = completeness(meta, records, run_dir or f"runs/{run_id}")
+    progress = completeness(meta, records, run_dir or f"runs/{run_id}", extras.plan)
     results = []
     for source, rows in by_source.items():
         name = run_id if len(by_source) == 1 else f"{run_id} · {LEVEL_OF_SOURCE.get(source, source)}"

@@ -28,7 +28,8 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "source": run.source,
         "evidence": run.evidence.to_dict(),
         "simulated": run.simulated,
-        "complete": run.completeness.complete if run.completeness is not None else None,
+        # null where no sweep planned the run, or its plan was not recorded
+        "complete": run.completeness.complete if run.completeness and run.completeness.plan_known else None,
         "progress": run.completeness.summary() if run.completeness is not None else None,
         "shared_gpus": run.shared_gpus,
         "not_a_tuning_result": not_a_result_notes(run),

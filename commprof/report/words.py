@@ -100,6 +100,8 @@ def not_a_result_notes(run: RunAnalysis) -> list[str]:
         )
     if run.completeness is not None and not run.completeness.complete:
         notes.append(run.completeness.sentence(run.options.allow_partial))
+    elif run.completeness is not None and not run.completeness.plan_known:
+        notes.append(f"Progress: {run.completeness.summary()}; a stage cut short would not show here.")
     if run.drift is not None and run.drift.exceeded:
         notes.append(run.drift.sentence() + ".")
     return notes

@@ -277,14 +277,13 @@ def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
 def _launch_refusals(spec: SweepSpec, share_gpus: bool) -> tuple[str, int, dict[str, str]]:
     """(backend, world size, point id -> why it cannot run on this launch); UsageError where the run would give
     one (a TP that is not the world size, too few GPUs)."""
-    from commprof.planner.models import load_model
     from commprof.sweep.gate import launch_context, refusals
     from commprof.sweep.runner import choose_backend, launch_tp
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     launch_tp(spec, world_size)
     backend = choose_backend(share_gpus)
-    model = load_model(spec.model, spec.layout)
+    model = spec.model_shape
     context = launch_context(backend, world_size, spec.dtype or model.dtype, spec.tokens, model.hidden_size)
     return backend, world_size, refusals(spec.points, backend, context)
 
@@ -383,14 +382,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def answer_lines(run_dir: Path) -> list[str]:
     """The run's one answer as the report decides it (report/decision.py), for the sweep's last lines."""
+    from commprof.records.files import read_plan
     from commprof.report.command import load_run, report_options, sweep_options
     from commprof.report.decision import decide
     from commprof.report.decision_files import decision_lines
-    from commprof.report.run_analysis import analyze_run
+    from commprof.report.run_analysis import RunExtras, analyze_run
 
     try:
         run_id, records, meta, _notes = load_run(run_dir)
-        runs = analyze_run(run_id, records, meta, report_options({}, sweep_options(meta)), str(run_dir))
+        options = report_options({}, sweep_options(meta))
+        runs = analyze_run(run_id, records, meta, options, str(run_dir), RunExtras(plan=read_plan(run_dir)))
     except UsageError as exc:
         return [f"no answer from this run: {exc}"]
     return [line for run in runs if not run.steps.empty for line in decision_lines(decide(run))]

@@ -180,9 +180,10 @@ def parse_sweep(
             layout = None
     elif layout is not None:
         layout = None
+    shape = None
     if problems.string(model, "run.model") is not None:
         try:
-            load_model(model, layout)
+            shape = load_model(model, layout)  # once: the spec carries it to every stage and trial
         except UsageError as exc:
             problems.error("run.model", str(exc))
     plan_options = PlanOptions()
@@ -244,7 +245,7 @@ def parse_sweep(
     if tp is not None:
         try:
             for t in tokens:
-                build_step_plan(load_model(model, layout), tp, t, phase, dtype, plan_options)
+                build_step_plan(shape, tp, t, phase, dtype, plan_options)
         except UsageError as exc:
             problems.error("run", str(exc))
             problems.raise_if_any()
@@ -282,6 +283,7 @@ def parse_sweep(
         skew=skew,
         tokens_from=tokens_from,
         baseline_every=baseline_every,
+        shape=shape,
     )
 
 

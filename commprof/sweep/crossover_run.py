@@ -8,15 +8,24 @@ search asks for the same sizes next. A resumed run replays each search from the 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from commprof.forkserver import ForkServer
-from commprof.records.files import RESULTS_FILE, append_records, read_records
+from commprof.records.files import RESULTS_FILE, append_plan, append_records, read_records
 from commprof.records.folder import make_folders
+from commprof.records.plan_file import PlannedSearch, ended_line, searches_line
 from commprof.sweep import crossover as cx
-from commprof.sweep.crossover_stage import Search, measured, plan_sizes, recorded_modes, searches, size_record
+from commprof.sweep.crossover_stage import (
+    RecordOrigin,
+    Search,
+    measured,
+    plan_sizes,
+    recorded_modes,
+    searches,
+    size_record,
+)
 from commprof.sweep.measure import ControllerContext, agree, all_gather_json, point_env, run_point, trial_request
 from commprof.sweep.spec import CrossoverStage, SweepSpec
 from commprof.units import format_bytes
@@ -24,6 +33,20 @@ from commprof.units import format_bytes
 
 class Interrupted(Exception):
     """The sweep was interrupted between two rounds."""
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What every search of one crossover stage runs with on this controller."""
+
+    ctx: ControllerContext
+    server: ForkServer
+    spec: SweepSpec
+    model: dict  # ModelShape.to_dict()
+    tp: int
+    stage: CrossoverStage
+    sizes: list[int]  # the step's all-reduce sizes, searched beside the powers of two
+    dtype: str
 
 
 def run_crossover_stage(
@@ -45,13 +68,15 @@ def run_crossover_stage(
     sizes = plan_sizes(spec, tp)
     dtype = model["dtype"] if spec.dtype is None else spec.dtype
     if ctx.is_writer:
+        planned = [PlannedSearch(point_id=s.point.point_id, mode=m, sizes=sizes) for s in found for m in s.modes]
+        append_plan(ctx.run_dir, [searches_line(stage.index, planned)])
         progress.add_points(sum(len(s.modes) for s in found))
         if not found:
             progress.note(f'crossover stage "{stage.name}": no implementation other than the baseline ran ok: nothing')
     for search in found:
         if ctx.is_writer:
             skipped = [
-                size_record(search, stage, mode, {"status": "unsupported", "message": why}, **_where(ctx, dtype, None))
+                size_record(search, stage, mode, {"status": "unsupported", "message": why}, _origin(ctx, dtype))
                 for mode, why in search.skipped.items()
                 if mode not in shared["recorded"][search.point.point_id]
             ]
@@ -63,17 +88,20 @@ def run_crossover_stage(
             if ctx.is_writer:
                 progress.point_started(f"crossover {search.point.label} ({mode})")
             try:
-                found_here = _search(ctx, server, spec, model, tp, stage, search, mode, done, sizes, dtype)
+                found_here = _search(StageRun(ctx, server, spec, model, tp, stage, sizes, dtype), search, mode, done)
             except Interrupted:
                 ctx.interrupted = True
                 return
             if ctx.is_writer:
+                append_plan(ctx.run_dir, [ended_line(stage.index, search.point.point_id, mode)])
                 label = f"crossover {search.point.label} ({mode})"
                 progress.point_done(label, "ok" if found_here.times else "no size timed")
                 progress.note(f"    {search_summary(found_here)}")
 
 
-def _search(ctx, server, spec, model, tp, stage, search: Search, mode: str, done: dict, sizes, dtype):
+def _search(run: StageRun, search: Search, mode: str, done: dict) -> cx.Crossover:
+    """One search in one mode: each measure() round in fresh workers, the sizes `done` already timed reused."""
+    ctx, stage = run.ctx, run.stage
     results_path = ctx.run_dir / RESULTS_FILE
     point_dir = make_folders(ctx.run_dir, "points", search.point.point_id)
     rounds = {"n": 0}
@@ -84,14 +112,17 @@ def _search(ctx, server, spec, model, tp, stage, search: Search, mode: str, done
         missing = [n for n in wanted if n not in done]
         if not missing:
             return cached
-        entries = _round(ctx, server, spec, model, tp, stage, search, mode, missing, rounds["n"], point_dir)
+        entries = _round(run, search, mode, missing, rounds["n"], point_dir)
         if any(all_gather_json(ctx.interrupted, ctx.world_size)):
             raise Interrupted  # a round cut short is no result: it runs again on resume
         times = None
         if ctx.is_writer:
             append_records(
                 results_path,
-                [size_record(search, stage, mode, e, **_where(ctx, dtype, rounds["n"])) for e in entries],
+                [
+                    size_record(search, stage, mode, {**e, "search_round": rounds["n"]}, _origin(ctx, run.dtype))
+                    for e in entries
+                ],
             )
             times = {e["bytes"]: (e["impl_us"], e["baseline_us"]) for e in entries if e["status"] == "ok"}
         times = all_gather_json(times, ctx.world_size)[0]
@@ -101,7 +132,7 @@ def _search(ctx, server, spec, model, tp, stage, search: Search, mode: str, done
         search.point.label,
         mode,
         measure,
-        plan_sizes=sizes,
+        plan_sizes=run.sizes,
         max_rounds=stage.max_rounds,
         step=stage.step_bytes,
         low=stage.min_bytes,
@@ -109,9 +140,10 @@ def _search(ctx, server, spec, model, tp, stage, search: Search, mode: str, done
     )
 
 
-def _round(ctx, server, spec, model, tp, stage, search: Search, mode, sizes, number, point_dir: Path) -> list[dict]:
+def _round(run: StageRun, search: Search, mode: str, sizes: list[int], number: int, point_dir: Path) -> list[dict]:
     """One measure() round on this rank, in a fresh worker; rank 0 returns one entry per size (failures too)."""
-    request = trial_request(ctx, spec, model, search.point, tp, point_dir)
+    ctx, server, stage = run.ctx, run.server, run.stage
+    request = trial_request(ctx, run.spec, run.model, search.point, run.tp, point_dir)
     request = replace(
         request,
         store_prefix=f"{request.store_prefix}/{mode}/r{number}",
@@ -141,16 +173,15 @@ def _round(ctx, server, spec, model, tp, stage, search: Search, mode, sizes, num
     return entries
 
 
-def _where(ctx: ControllerContext, dtype: str, search_round: int | None) -> dict:
-    return {
-        "source": "measured",
-        "run_id": ctx.run_id,
-        "backend": ctx.backend,
-        "world_size": ctx.world_size,
-        "dtype": dtype,
-        "search_round": search_round,
-        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+def _origin(ctx: ControllerContext, dtype: str) -> RecordOrigin:
+    return RecordOrigin(
+        source="measured",
+        run_id=ctx.run_id,
+        backend=ctx.backend,
+        world_size=ctx.world_size,
+        dtype=dtype,
+        time=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
 
 
 def search_summary(found: cx.Crossover) -> str:

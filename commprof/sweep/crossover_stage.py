@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from commprof.impls.registry import BACKEND_IMPLS, fuses_rmsnorm, unfused_reference
-from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
 from commprof.records import point_ids
 from commprof.records.point_ids import stage_of
-from commprof.records.schema import FAILED_STATUSES, FUSED, MODES, CrossoverRecord, crossover_record
+from commprof.records.schema import FAILED_STATUSES, FUSED, MODES, CrossoverRecord, Source, crossover_record
 from commprof.sweep import crossover as cx
 from commprof.sweep.points import auto_label, baseline
 from commprof.sweep.spec import CrossoverStage, SweepPoint, SweepSpec, point_key
@@ -120,7 +119,7 @@ def _mode_refusal(mode: str, records: list[dict], backend: str) -> str | None:
 
 def plan_sizes(spec: SweepSpec, tp: int) -> list[int]:
     """The all-reduce sizes of the sweep's steps, over its T values: searched beside the powers of two."""
-    model = load_model(spec.model, spec.layout)
+    model = spec.model_shape
     sizes = set()
     for tokens in spec.tokens:
         plan = build_step_plan(model, tp, tokens, spec.phase, spec.dtype, spec.plan_options)
@@ -175,44 +174,45 @@ def recorded_modes(results: list[dict], search: Search) -> set[str]:
     }
 
 
+@dataclass(frozen=True)
+class RecordOrigin:
+    """What every size record of one search shares: measured or predicted, in which run, on what, in what dtype."""
+
+    source: Source
+    run_id: str
+    backend: str | None
+    world_size: int | None
+    dtype: str | None
+    time: str | None = None  # ISO-8601 UTC; None: when the record is built
+    calibration: str | None = None  # simulated: the calibration behind the prediction
+
+
 def size_record(
-    search: Search,
-    stage: CrossoverStage,
-    mode: str,
-    entry: dict[str, Any],
-    *,
-    source: str,
-    run_id: str,
-    backend: str | None,
-    world_size: int | None,
-    dtype: str | None,
-    search_round: int | None,
-    time: str | None = None,
-    calibration: str | None = None,
-    model_error: dict[str, Any] | None = None,
+    search: Search, stage: CrossoverStage, mode: str, entry: dict[str, Any], origin: RecordOrigin
 ) -> CrossoverRecord:
-    """One measured (or predicted, or failed) size of a search; an entry without "bytes": the search not run."""
+    """One measured (or predicted, or failed) size of a search; an entry without "bytes": the search not run.
+    `entry`: status, message, bytes, impl_us, baseline_us, and search_round and model_error where known."""
     return crossover_record(
-        source=source,
-        run_id=run_id,
+        source=origin.source,
+        run_id=origin.run_id,
         point_id=search.point.point_id,
         point=search.point.to_dict(),
-        backend=backend,
-        world_size=world_size,
+        backend=origin.backend,
+        world_size=origin.world_size,
         status=entry["status"],
         message=entry.get("message"),
-        time=time,
-        calibration=calibration,
+        time=origin.time,
+        calibration=origin.calibration,
         collective=search.collective,
         mode=mode,
         bytes=entry.get("bytes"),
-        dtype=dtype,
+        dtype=origin.dtype,
         impl_us=entry.get("impl_us"),
         baseline_us=entry.get("baseline_us"),
         baseline=search.baseline.to_dict(),
-        search_round=search_round,
+        search_round=entry.get("search_round"),
         step_bytes=stage.step_bytes,
         rounds=stage.rounds,
         warmup=stage.warmup,
-        model_error=model_error,
+        model_error=entry.get("model_error"),
     )

@@ -149,11 +149,10 @@ def crossover_seconds(spec: SweepSpec, stage: CrossoverStage, cost: StepCost, ba
 def _ops_per_step(spec: SweepSpec) -> int:
     """Collectives of the sweep's smallest step (at TP 8 where the sweep does not name one)."""
     from commprof.errors import UsageError
-    from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
 
     try:
-        model = load_model(spec.model, spec.layout)
+        model = spec.model_shape
         plan = build_step_plan(model, spec.tp or 8, min(spec.tokens), spec.phase, spec.dtype, spec.plan_options)
     except UsageError:
         return 1

@@ -23,14 +23,13 @@ def check_memory(spec, world_size: int, backend: str) -> None:
 
     Says nothing where the memory is unknown (no NVML on a GPU box): the sweep then learns it point by point.
     """
-    from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
     from commprof.replay_tensors import step_tensor_bytes
 
     memory, where = rank_memory(backend, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     if not memory:
         return
-    model = load_model(spec.model, spec.layout)
+    model = spec.model_shape
     tp = spec.tp or world_size
     tokens = max(spec.tokens)
     plan = build_step_plan(model, tp, tokens, spec.phase, spec.dtype, spec.plan_options)

@@ -24,10 +24,9 @@ def probe_step_cost(spec: SweepSpec, backend: str, share_gpus: bool = False) -> 
 
     Nothing is written outside a temporary folder; a probe that fails falls back to ASSUMED and says why.
     """
-    from commprof.planner.models import load_model
 
     tp = launch_tp(spec, int(os.environ.get("WORLD_SIZE", "1")))
-    model = load_model(spec.model, spec.layout).to_dict()
+    model = spec.model_shape.to_dict()
     quick = replace(spec, iterations=PROBE_ITERATIONS, warmup=PROBE_WARMUP)
     with controllers(spec.point_timeout_s) as server, tempfile.TemporaryDirectory(prefix="commprof-probe-") as tmp:
         session = all_gather_json(secrets.token_hex(4), int(os.environ.get("WORLD_SIZE", "1")))[0]

@@ -14,7 +14,8 @@ from commprof.doctor.topology_probe import probe_topology
 from commprof.errors import UsageError
 from commprof.floor.record import file_floor, not_measured
 from commprof.records.files import META_FILE, write_json
-from commprof.runmeta import collect_meta
+from commprof.records.run_meta import run_meta
+from commprof.runmeta import launch_facts
 from commprof.sweep.spec import SweepSpec
 
 if TYPE_CHECKING:  # both import torch.distributed; this module runs before it is needed
@@ -30,46 +31,53 @@ def prepare_run_folder(
     if options.resume and meta_path.exists():
         return
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    meta = collect_meta(run_dir.name, world_size, backend, options.argv)
-    meta["plan"] = {
-        "model": spec.model,
-        "tp": spec.tp or world_size,
-        "phase": spec.phase,
-        "dtype": spec.dtype,
-        "tokens": list(spec.tokens),
-        "iterations": spec.iterations,
-        "warmup": spec.warmup,
-        "point_timeout_s": spec.point_timeout_s,
-        "layout": spec.layout,
-        "compute": spec.compute.text,  # the file's, or --compute in its place
-        "skew": spec.skew.text,
-        **asdict(spec.plan_options),
-    }
-    meta["sweep"] = {
-        "path": spec.path,
-        "name": spec.name,
-        "content": spec.content,
-        "sha256": hashlib.sha256(spec.content.encode()).hexdigest(),
-        "report": spec.report,
-    }
-    meta["shared_gpus"] = options.share_gpus  # ranks shared GPUs: a functional check, not a tuning result
-    meta["topology"] = probe_topology()
-    meta["floor"] = run_floor(run_dir, backend, options, console)
+    topology = probe_topology()
+    floor = run_floor(run_dir, backend, options, console)
+    sections: dict = {"topology": topology, "floor": floor}
     if backend == "nccl":
         from commprof.sweep.graph_run import prepare_graphs
 
-        graphs = prepare_graphs(run_dir, spec.points, meta["topology"], meta["floor"])
+        graphs = prepare_graphs(run_dir, spec.points, topology, floor)
         if graphs is not None:
-            meta["nccl_graphs"] = graphs
+            sections["nccl_graphs"] = graphs
     if with_doctor:
-        meta["doctor"] = _doctor(console, meta["floor"])
-        if options.strict and meta["doctor"]["failed"]:
-            write_json(meta_path, meta)
-            raise UsageError(
-                f"doctor found failing checks ({', '.join(meta['doctor']['failed'])}); "
-                "fix them or drop --strict (details: python -m commprof doctor)"
-            )
+        sections["doctor"] = _doctor(console, floor)
+    meta = run_meta(
+        **launch_facts(options.argv),
+        run_id=run_dir.name,
+        source="measured",
+        world_size=world_size,
+        backend=backend,
+        plan={
+            "model": spec.model,
+            "tp": spec.tp or world_size,
+            "phase": spec.phase,
+            "dtype": spec.dtype,
+            "tokens": list(spec.tokens),
+            "iterations": spec.iterations,
+            "warmup": spec.warmup,
+            "point_timeout_s": spec.point_timeout_s,
+            "layout": spec.layout,
+            "compute": spec.compute.text,  # the file's, or --compute in its place
+            "skew": spec.skew.text,
+            **asdict(spec.plan_options),
+        },
+        sweep={
+            "path": spec.path,
+            "name": spec.name,
+            "content": spec.content,
+            "sha256": hashlib.sha256(spec.content.encode()).hexdigest(),
+            "report": spec.report,
+        },
+        shared_gpus=options.share_gpus,  # ranks shared GPUs: a functional check, not a tuning result
+        **sections,
+    )
     write_json(meta_path, meta)
+    if with_doctor and options.strict and meta["doctor"]["failed"]:
+        raise UsageError(
+            f"doctor found failing checks ({', '.join(meta['doctor']['failed'])}); "
+            "fix them or drop --strict (details: python -m commprof doctor)"
+        )
 
 
 def run_floor(run_dir: Path, backend: str, options: SweepOptions, console: SweepConsole) -> dict:

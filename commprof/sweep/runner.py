@@ -23,6 +23,7 @@ from commprof.forkserver import ForkServer, ForkServerDied
 from commprof.records.files import (
     META_FILE,
     RESULTS_FILE,
+    append_plan,
     append_records,
     new_run_dir,
     read_meta,
@@ -30,6 +31,9 @@ from commprof.records.files import (
     write_json,
 )
 from commprof.records.folder import refuse_links
+from commprof.records.plan_file import points_line, stages_line
+from commprof.records.run_meta import updated_meta
+from commprof.records.schema import MODES
 from commprof.sweep.crossover_run import run_crossover_stage
 from commprof.sweep.gate import launch_context, refusal
 from commprof.sweep.measure import (
@@ -44,7 +48,7 @@ from commprof.sweep.repeats import BaselineRepeats
 from commprof.sweep.resume import completed_point_ids, repair_results
 from commprof.sweep.run_lock import RunLock
 from commprof.sweep.spec import SweepPoint, SweepSpec
-from commprof.sweep.staging import refine
+from commprof.sweep.staging import planned_stages, refine
 from commprof.terminal import one_line
 
 # Extra time, beyond a point's limit, that controllers wait for each other before giving up on a peer.
@@ -87,7 +91,6 @@ def run_sweep(
 
     `prepare_run(run_dir, backend)` is called on rank 0 once the run folder exists (writes meta.json).
     """
-    from commprof.planner.models import load_model
 
     progress = progress or SweepProgress()
     rank = int(os.environ.get("RANK", "0"))
@@ -95,7 +98,7 @@ def run_sweep(
     backend = choose_backend(options.share_gpus)
     tp = launch_tp(spec, world_size)
     spec.check_plans(tp)  # an impossible TP or T is refused before any process starts
-    model = load_model(spec.model, spec.layout).to_dict()
+    model = spec.model_shape.to_dict()
 
     lock = None
     with controllers(spec.point_timeout_s) as server:
@@ -171,9 +174,7 @@ def _prebuild(ctx: ControllerContext, spec, model: dict, tp: int, progress: Swee
 
     failed, reports = prebuild(ctx, spec, model, tp, progress.note)
     if ctx.is_writer and reports:
-        meta = read_meta(ctx.run_dir)
-        meta["kernel_builds"] = reports
-        write_json(ctx.run_dir / META_FILE, meta)
+        write_json(ctx.run_dir / META_FILE, updated_meta(read_meta(ctx.run_dir), kernel_builds=reports))
     return failed
 
 
@@ -290,8 +291,10 @@ def _sweep_loop(
     dtype = model["dtype"] if spec.dtype is None else spec.dtype
     context = launch_context(ctx.backend, ctx.world_size, dtype, spec.tokens, model["hidden_size"])
     statuses: dict[str, str] = {}
+    per_point = len(spec.tokens) * len(MODES)
     if ctx.is_writer:
         progress.start(len(points), ctx.run_dir)
+        append_plan(ctx.run_dir, [stages_line(planned_stages(spec)), points_line(0, _ids(points), per_point)])
     repeats = BaselineRepeats(ctx, server, spec, model, tp, progress, done)
     stage = 0
     while True:
@@ -331,6 +334,7 @@ def _sweep_loop(
             refined = [p.to_dict() for p in refine(spec, stage, read_records(results_path))]
         points = [SweepPoint(**p) for p in all_gather_json(refined, ctx.world_size)[0]]
         if ctx.is_writer:
+            append_plan(ctx.run_dir, [points_line(stage, _ids(points), per_point)])
             progress.add_points(len(points))
     if not ctx.interrupted:
         repeats.at_end()
@@ -343,6 +347,10 @@ def _sweep_loop(
         "statuses": statuses,
         "backend": ctx.backend,
     }
+
+
+def _ids(points: list[SweepPoint]) -> list[str]:
+    return [p.point_id for p in points]
 
 
 def install_interrupt_handlers(ctx: ControllerContext) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from commprof.errors import UsageError
-from commprof.planner.models import load_model, normalize_dtype
+from commprof.planner.models import ModelShape, load_model, normalize_dtype
 from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
 from commprof.planner.spacing import ComputeSpec, SkewSpec
 from commprof.records.schema import GRAPH_FIRST, Mode
@@ -255,6 +255,15 @@ class SweepSpec:
     skew: SkewSpec = field(default_factory=SkewSpec)  # which rank starts each collective late
     tokens_from: str | None = None  # "engine:vllm", ...: tokens are the engine's captured sizes
     baseline_every: BaselineEvery | None = None  # the baseline measured again at intervals and at the end
+    # `model` resolved (config.json read, layout applied) once, where the spec is built; None: resolved on first use
+    shape: ModelShape | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def model_shape(self) -> ModelShape:
+        """The model this sweep replays, resolved once per spec (every stage, size plan and trial reuses it)."""
+        if self.shape is None:
+            object.__setattr__(self, "shape", load_model(self.model, self.layout))
+        return self.shape  # type: ignore[return-value]
 
     @property
     def spacing(self) -> dict[str, Any]:
@@ -263,7 +272,7 @@ class SweepSpec:
 
     def check_plans(self, tp: int) -> None:
         """UsageError in one line when a step of this sweep is one no engine runs (e.g. an impossible TP)."""
-        model = load_model(self.model, self.layout)
+        model = self.model_shape
         try:
             for tokens in self.tokens:
                 plan = build_step_plan(model, tp, tokens, self.phase, self.dtype, self.plan_options)
@@ -306,7 +315,7 @@ class SweepSpec:
             except UsageError as exc:
                 raise UsageError(f"--compute: {exc}") from None
         if model is not None:
-            load_model(model)
+            changes["shape"] = load_model(model, self.layout)
             changes["model"] = model
         if tokens:
             tokens = tuple(tokens)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from commprof.proposable import not_proposable
 from commprof.records import point_ids
+from commprof.records.plan_file import Unit
 from commprof.records.point_ids import stage_of
 from commprof.sweep.points import auto_label, expand_axes
 from commprof.sweep.spec import BASELINE_LABEL, DEFAULT, SweepPoint, SweepSpec, point_key
@@ -125,3 +126,10 @@ def refine(spec: SweepSpec, stage: int, results: list[dict], interconnect: str =
         for point in chosen:
             add(point.impl, point.env, point.options, point.label or auto_label(point.impl, point.env, point.options))
     return new
+
+
+def planned_stages(spec: SweepSpec) -> list[tuple[int, str, Unit]]:
+    """The stages after stage 0 as plan.jsonl names them: index, name, and what each plans."""
+    return [
+        (s.index, s.name or f"stage {s.index}", "searches" if s.kind == "crossover" else "points") for s in spec.stages
+    ]

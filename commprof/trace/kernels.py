@@ -1,5 +1,6 @@
 """Which implementation ran each communication kernel of a trace: one table of kernel names, each read from its
-library's source (the file named beside it), and the engine's communication kernels found with it. Pure.
+library's source (the file named beside it), built from what each built-in's module declares plus the engines'
+own kernels, and the engine's communication kernels found with it. Pure.
 
 NCCL Inspector sees only NCCL; an engine that was told to use FlashInfer's PCIe kernels, b12x or its own custom
 all-reduce but still runs NCCL shows it here, in the kernels its step launched. Names are matched as whole
@@ -14,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from commprof.impls.base import TraceKernels, whole_names
+from commprof.impls.registry import BUILTINS, builtin_classes
 from commprof.trace.collectives import dtype_bytes, kind_of, numel
 from commprof.trace.events import Trace
 
@@ -29,53 +32,13 @@ class KernelName:
     source: str  # library, version and file the names are read from
 
 
-def _names(*names: str) -> str:
-    """Whole identifiers: `one_shot_all_reduce_kernel` does not match `multimem_one_shot_all_reduce_kernel`."""
-    return r"(?<![A-Za-z0-9_])(" + "|".join(names) + r")(?![A-Za-z0-9_])"
-
-
-KERNEL_NAMES: tuple[KernelName, ...] = (
-    KernelName(
-        "nccl",
-        "NCCL",
-        r"^(void )?(ncclDevKernel|ncclKernel|ncclSymkDevKernel)_",
-        "from the name",
-        "NCCL 2.27-2.30 src/device/generate.py (ncclDevKernel_<Coll>_<Op>_<type>_<ALGO>_<PROTO>; ncclKernel_ "
-        "before 2.19) and src/device/symmetric/generate.py (ncclSymkDevKernel_, symmetric kernels)",
-    ),
-    KernelName(
-        "flashinfer-pcie-ipc",
-        "FlashInfer PCIe IPC all-reduce",
-        _names(
-            "push_oneshot_param_kernel",
-            "ipc_tp2_remote_push_kernel",
-            "ipc_rsag_push_param_kernel",
-            "ipc_rsag_ring_push_param_kernel",
-            "ipc_topo_rsag8_push_param_kernel",
-            "ipc_topo_rsag8_ring_push_param_kernel",
-            "ipc_topo_rsag8_block_param_kernel",
-        ),
-        "all_reduce",
-        "FlashInfer 0.7.2 data/include/flashinfer/comm/pcie_ipc_all_reduce.cuh",
-    ),
-    KernelName(
-        "flashinfer-fused",
-        "FlashInfer TRT-LLM all-reduce fusion",
-        _names(
-            "allreduce_fusion_kernel_oneshot_lamport",
-            "allreduce_fusion_kernel_twoshot_sync",
-            "oneShotAllReduceKernel",
-            "one_shot_all_reduce_norm_kernel",
-            "lamport_style_one_shot_all_reduce_norm_kernel",
-            "one_shot_prenorm_all_reduce_norm_kernel",
-        ),
-        "all_reduce+rmsnorm",
-        "FlashInfer 0.7.2 data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh and trtllm_allreduce.cuh",
-    ),
+# Communication kernels of the engines' own, which no commprof implementation runs (the built-ins' are declared
+# in their modules: commprof.impls.registry).
+ENGINE_KERNELS: tuple[KernelName, ...] = (
     KernelName(
         "custom-ar",
         "vLLM / SGLang custom all-reduce (also FlashInfer's vllm_all_reduce)",
-        _names("cross_device_reduce_1stage", "cross_device_reduce_2stage"),
+        whole_names("cross_device_reduce_1stage", "cross_device_reduce_2stage"),
         "all_reduce",
         "vLLM 0.33 csrc/custom_all_reduce.cuh (in vllm/_C_stable_libtorch.abi3.so); FlashInfer 0.7.2 "
         "data/include/flashinfer/comm/vllm_custom_all_reduce.cuh; SGLang 0.5.23 sgl_kernel.allreduce",
@@ -83,7 +46,7 @@ KERNEL_NAMES: tuple[KernelName, ...] = (
     KernelName(
         "custom-ar",
         "SGLang custom all-reduce v2",
-        _names(
+        whole_names(
             "all_reduce_1shot_push_kernel",
             "all_reduce_2shot_push_kernel",
             "all_reduce_1shot_pull_kernel",
@@ -92,43 +55,36 @@ KERNEL_NAMES: tuple[KernelName, ...] = (
         "all_reduce",
         "SGLang 0.5.23 sglang/kernels/jit/csrc/distributed/custom_all_reduce.cuh",
     ),
-    KernelName(
-        "symm-mem",
-        "torch symmetric memory",
-        _names(
-            "one_shot_all_reduce_kernel",
-            "two_shot_all_reduce_kernel",
-            "multimem_all_reduce_kernel",
-            "multimem_one_shot_all_reduce_kernel",
-        ),
-        "all_reduce",
-        "PyTorch 2.11 torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu",
-    ),
-    KernelName(
-        "b12x",
-        "b12x PCIe all-reduce",
-        # The CuTe DSL names a kernel "kernel_" + "cutlass_" + the function's name + each non-IR argument as
-        # text with ".<>" dropped, so a method's `self` gives "..._oneshot_cute_OneshotLaunch_object_at_...".
-        r"^kernel_cutlass_kernel_b12xcommpcie.*(_OneshotLaunch|_FusedOneshotLaunch|_TwoShotLaunch"
-        r"|_TwoShotBf16Launch|_TwoShotPullAllReduceLaunch|_HierarchicalLaunch|_IslandRSLaunch"
-        # The DMA all-reduce moves data with copy engines; these are its flag and reduction kernels.
-        r"|_dma_kernels_(Add|Flag|Quant|DequantAccum|DequantAccum9|DequantAddQuant|DequantStore)Launch)_object_at_",
-        "all_reduce",
-        "b12x 1.5.1 b12x/comm/pcie/_oneshot_cute.py, _twoshot_cute.py, _twoshot_bf16_cute.py, "
-        "_hierarchical_cute.py, _island_rs_cute.py, _dma_kernels.py (the @cute.kernel method `kernel` of each "
-        "*Launch class); "
-        "the name's form: nvidia-cutlass-dsl 4.8.0 (b12x's pin) base_dsl/dsl.py kernel_launcher and mangle_name, "
-        "cutlass_dsl/cutlass.py mangle_name",
-    ),
 )
-# An answer's implementation -> the kernel table's name for what runs (the fused b12x kernels are b12x's).
-RUNS_AS = {"default": "nccl", "nccl+rmsnorm": "nccl", "b12x-fused": "b12x"}
-_COMPILED = [(k, re.compile(k.pattern)) for k in KERNEL_NAMES]
 
 
-def identify(name: str) -> KernelName | None:
+def kernel_names() -> tuple[KernelName, ...]:
+    """Every kernel name the matcher knows: each built-in's own (its module's trace_kernels), then the engines'."""
+    own = tuple(
+        KernelName(name, k.label, k.pattern, k.collective, k.source)
+        for name, cls in builtin_classes().items()
+        if isinstance(k := cls.trace_kernels, TraceKernels)
+    )
+    return own + ENGINE_KERNELS
+
+
+def runs_as() -> dict[str, str]:
+    """An answer's implementation -> the kernel table's name for what runs ("default" is NCCL's; the fused b12x
+    kernels are b12x's), as each built-in's module says."""
+    return {"default": "nccl"} | {
+        name: cls.trace_kernels
+        for name, cls in builtin_classes().items()
+        if isinstance(cls.trace_kernels, str) and cls.trace_kernels in BUILTINS
+    }
+
+
+KERNEL_NAMES = kernel_names()
+RUNS_AS = runs_as()
+
+
+def identify(name: str, table: tuple[KernelName, ...] = KERNEL_NAMES) -> KernelName | None:
     """The table's entry for a kernel name, or None: not a communication kernel commprof knows."""
-    return next((k for k, pattern in _COMPILED if pattern.search(name)), None)
+    return next((k for k in table if re.search(k.pattern, name)), None)
 
 
 def _nccl_kind(name: str) -> str:
