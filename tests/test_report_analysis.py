@@ -200,7 +200,7 @@ def test_break_even_and_tokens_per_second_match_the_field_report_arithmetic():
 
 def test_breakdown_and_projection(sweep):
     head = ranking.headline(sweep, "p000", "graph", MEASURED)
-    parts = projection.breakdown(sweep, head, "p000", command.parse_compute_ms("1=4.0,4=5.0"))
+    parts = projection.breakdown(sweep, head, projection.ShownPoints("p000"), command.parse_compute_ms("1=4.0,4=5.0"))
     best4 = parts[(parts["setting"] == "best") & (parts["tokens"] == 4)].iloc[0]
     assert best4["comm_ms"] == pytest.approx(7.0) and best4["compute_ms"] == 5.0
     assert best4["overhead_ms"] == pytest.approx(1.0)  # eager - graph of p001
@@ -218,7 +218,7 @@ def test_breakdown_and_projection(sweep):
 def test_projection_needs_a_decode_step(sweep):
     only_verify = sweep[sweep["tokens"] == 4]
     head = ranking.headline(only_verify, "p000", "graph", MEASURED)
-    parts = projection.breakdown(only_verify, head, "p000", projection.ComputeTimes())
+    parts = projection.breakdown(only_verify, head, projection.ShownPoints("p000"), projection.ComputeTimes())
     assert projection.projection(parts, 0.0, (2.0,)).empty
 
 
@@ -338,7 +338,7 @@ def test_the_longer_measurement_wins_within_a_stage():
 
 def test_break_even_below_one_pays_at_any_accept_length(sweep):
     head = ranking.headline(sweep, "p000", "graph", MEASURED)
-    parts = projection.breakdown(sweep, head, "p000", projection.ComputeTimes())
+    parts = projection.breakdown(sweep, head, projection.ShownPoints("p000"), projection.ComputeTimes())
     parts.loc[(parts["tokens"] == 4), "verify_ms"] = 4.0  # verify T = 4 faster than decode T = 1
     row = projection.projection(parts, 0.0, (1.3,)).set_index(["setting", "tokens"]).loc[("best", 4)]
     assert row["break_even_ratio"] == pytest.approx(4.0 / 5.1)
@@ -437,14 +437,15 @@ def test_alternatives_are_judged_against_the_exported_settings(pcie_like):
 def test_breakdown_adds_the_recommended_setting(pcie_like):
     family = ranking.implementation_family("default")
     head = ranking.headline(pcie_like, "p000", "graph", MEASURED, "p001", family)
-    parts = projection.breakdown(
-        pcie_like, head, "p000", projection.ComputeTimes(everywhere=5.0), recommended="p001", mode="graph"
-    )
+    shown = projection.ShownPoints("p000", "p001")
+    parts = projection.breakdown(pcie_like, head, shown, projection.ComputeTimes(everywhere=5.0), mode="graph")
     by = parts.set_index(["setting", "tokens"])
     assert list(parts["setting"].unique()) == ["baseline", "recommended", "best"]
     assert by.loc[("recommended", 8), "comm_ms"] == pytest.approx(3.3) and by.loc[("best", 8), "point_id"] == "p002"
     assert by.loc[("recommended", 1), "verify_ms"] == pytest.approx(7.1)
-    same = projection.breakdown(pcie_like, head, "p000", projection.ComputeTimes(), recommended="p000", mode="graph")
+    same = projection.breakdown(
+        pcie_like, head, projection.ShownPoints("p000", "p000"), projection.ComputeTimes(), mode="graph"
+    )
     assert "recommended" not in set(same["setting"])  # keeping the baseline adds no row
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from commprof.report.decision import Decision
 from commprof.report.frame import ok_rows
-from commprof.report.projection import breakdown, projection
+from commprof.report.projection import ShownPoints, breakdown, projection
 from commprof.report.run_analysis import RunAnalysis
 
 
@@ -31,8 +31,7 @@ def answered(run: RunAnalysis, decision: Decision) -> RunAnalysis:
         times.get((source, point, tokens), math.nan) if point is not None else math.nan
         for source, point, tokens in zip(head["source"], points, head["tokens"])
     ]
-    parts = breakdown(
-        run.steps, head, run.baseline, run.options.compute, recommended=run.reference, mode=run.mode, third="answer"
-    )
+    shown = ShownPoints(run.baseline, run.reference, "answer")
+    parts = breakdown(run.steps, head, shown, run.options.compute, mode=run.mode)
     spec = projection(parts, run.options.draft_ms or 0.0, run.options.accepts, run.evidence)
     return replace(run, headline=head, breakdown=parts, projection=spec)

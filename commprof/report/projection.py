@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pandas as pd
 
@@ -56,25 +57,36 @@ def launch_overhead(steps: pd.DataFrame) -> pd.DataFrame:
     return both.reset_index()
 
 
+@dataclass(frozen=True)
+class ShownPoints:
+    """The settings a breakdown shows beside each other."""
+
+    baseline: str
+    """The baseline's point id."""
+    recommended: str | None = None
+    """(a)'s point id: a row of its own when given and not the baseline."""
+    third: Literal["best", "answer"] = "best"
+    """The headline's third setting: "best" (the fastest per T, best_point_id / best_us) or "answer" (the
+    decision's point at T, answer_point_id / answer_us)."""
+
+
 def breakdown(
     steps: pd.DataFrame,
     head: pd.DataFrame,
-    baseline: str,
+    shown: ShownPoints,
     compute: ComputeTimes,
-    recommended: str | None = None,
     mode: str | None = None,
-    third: str = "best",
 ) -> pd.DataFrame:
-    """Per (setting, T): communication, launch overhead and compute, ms, and comm's share. Settings: "baseline",
-    "recommended" (the `recommended` point, when given and not the baseline) and `third`: "best" (the fastest per
-    T, head's best_point_id / best_us) or "answer" (the decision's point at T, answer_point_id / answer_us).
+    """Per (setting, T): communication, launch overhead and compute, ms, and comm's share, for each of `shown`'s
+    settings ("baseline", "recommended", and its third).
 
     Communication is the step's collectives in `mode` (the headline's); launch overhead is eager − graph of the
     same point (shown, not added to what an engine running the captured graph pays); compute is what the user
     gave.
     """
-    shown = {baseline, recommended, *head[f"{third}_point_id"].dropna()}
-    overhead = launch_overhead(steps[steps["point_id"].isin(shown)]).set_index(["source", "point_id", "tokens"])
+    baseline, recommended, third = shown.baseline, shown.recommended, shown.third
+    ids = {baseline, recommended, *head[f"{third}_point_id"].dropna()}
+    overhead = launch_overhead(steps[steps["point_id"].isin(ids)]).set_index(["source", "point_id", "tokens"])
     overhead = overhead["overhead_us"]
     ok = ok_rows(steps, mode).drop_duplicates(["source", "point_id", "tokens"])
     p90 = ok.set_index(["source", "point_id", "tokens"])["p90_us"]

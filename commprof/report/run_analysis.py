@@ -31,7 +31,7 @@ from commprof.report.drift import BaselineDrift, baseline_drift
 from commprof.report.engine_dispatch import DEFAULT_ENGINES
 from commprof.report.heatmap import strongest_axes
 from commprof.report.observed import observed_view
-from commprof.report.projection import ComputeTimes, breakdown, projection
+from commprof.report.projection import ComputeTimes, ShownPoints, breakdown, projection
 from commprof.report.spacing import spacing_summary
 
 DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
@@ -281,9 +281,8 @@ def analyze_source(
         missing_floor=rc.missing_floor(meta),
     )
     if not run.headline.empty:
-        run.breakdown = breakdown(
-            steps, run.headline, run.baseline, options.compute, recommended=run.reference, mode=run.mode
-        )
+        shown = ShownPoints(run.baseline, run.reference)
+        run.breakdown = breakdown(steps, run.headline, shown, options.compute, mode=run.mode)
         run.projection = projection(run.breakdown, options.draft_ms or 0.0, options.accepts, evidence)
     return run
 
