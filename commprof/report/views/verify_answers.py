@@ -48,69 +48,22 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
         change = 100.0 * (before["verify_ms"] - now["verify_ms"]) / before["verify_ms"] if after else 0.0
         if after:
             gains.append(change)
-        cells = []
-        for accept in accepts:
-            column = tps_column(accept)
-            was = (
-                spec.loc[("baseline", tokens), column]
-                if spec is not None and ("baseline", tokens) in spec.index
-                else None
-            )
-            key = (after or "baseline", tokens)
-            becomes = spec.loc[key, column] if spec is not None and key in spec.index else None
-            cells.append(
-                "n/a (accept > T)"
-                if accept > tokens
-                else "—"
-                if not finite(was)
-                else f"{fmt_num(was, 0)} → {fmt_num(becomes, 0)}"
-                if after and finite(becomes)
-                else f"{fmt_num(was, 0)} ({'no answer' if missing else 'no change'})"
-            )
+        unchanged = "no answer" if missing else "no change"
         out["rows"].append(
             {
                 "tokens": tokens,
                 "before": fmt_ms_value(before["verify_ms"]),
-                "after": fmt_ms_value(now["verify_ms"]) if after else "no answer" if missing else "no change",
+                "after": fmt_ms_value(now["verify_ms"]) if after else unchanged,
                 "change": fmt_pct(change) if after else "—",
                 "comm": f"{fmt_ms_value(before['comm_ms'])} → {fmt_ms_value(now['comm_ms'])}"
                 if after
                 else fmt_ms_value(before["comm_ms"]),
-                "tps": cells,
+                "tps": _tps_cells(spec, tokens, accepts, after, unchanged),
             }
         )
-    compute = compute_text(run)
-    if missing and out["rows"]:
-        out["verdict"] = missing
-        out["noise"] = True
-    elif gains:
-        out["verdict"] = f"{range_pct(pd.Series(gains))} faster verify step with (a)"
-        if not run.options.compute.given:
-            out["verdict"] += " (communication only)"
-    elif out["rows"]:
-        alone = only_baseline(run)
-        out["verdict"] = (
-            f"No change: {alone}" if alone else f"No change: nothing beat the baseline {run.evidence.beyond}"
-        )
-        out["noise"] = True
-        routed = routed_bands(decision, run.mode)
-        if routed and decision is not None:
-            out["verdict"] = routed_verdict(run, decision, routed)
-            out["noise"] = False
-    latency = (
-        f"{compute} + {run.mode}-mode communication"
-        if run.options.compute.given
-        else f"{run.mode}-mode communication only (compute not given: --compute-ms)"
-    )
-    out["note"] = (
-        f"Verify latency = {latency} ({run.evidence.label}); tokens/s = accept / ({draft_text(run)} + verify "
-        "latency), "
-        + (
-            "with the baseline's settings: there is no answer to apply."
-            if missing
-            else "before → after; after: what (a) below applies."
-        )
-    )
+    if out["rows"]:
+        out["verdict"], out["noise"] = _faster_verdict(run, decision, missing, gains)
+    out["note"] = _faster_note(run, missing)
     routed = routed_bands(decision, run.mode)
     if routed and gains:
         out["more"] = (
@@ -122,6 +75,61 @@ def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[st
             + "; it needs the engine to run it (see (b))."
         )
     return out
+
+
+def _tps_cells(
+    spec: pd.DataFrame | None, tokens: int, accepts: list[float], after: str | None, unchanged: str
+) -> list[str]:
+    """One verify T's tokens/s cells, one per accept length: baseline -> after, or the baseline's and why it stays."""
+    cells = []
+    for accept in accepts:
+        column = tps_column(accept)
+        was = (
+            spec.loc[("baseline", tokens), column] if spec is not None and ("baseline", tokens) in spec.index else None
+        )
+        key = (after or "baseline", tokens)
+        becomes = spec.loc[key, column] if spec is not None and key in spec.index else None
+        if accept > tokens:
+            cells.append("n/a (accept > T)")
+        elif not finite(was):
+            cells.append("—")
+        elif after and finite(becomes):
+            cells.append(f"{fmt_num(was, 0)} → {fmt_num(becomes, 0)}")
+        else:
+            cells.append(f"{fmt_num(was, 0)} ({unchanged})")
+    return cells
+
+
+def _faster_verdict(run: RunAnalysis, decision: Decision | None, missing: str, gains: list[float]) -> tuple[str, bool]:
+    """The card's verdict and whether it is a "not told apart" one (shown as noise)."""
+    if missing:
+        return missing, True
+    if gains:
+        verdict = f"{range_pct(pd.Series(gains))} faster verify step with (a)"
+        return verdict + (" (communication only)" if not run.options.compute.given else ""), False
+    routed = routed_bands(decision, run.mode)
+    if routed and decision is not None:
+        return routed_verdict(run, decision, routed), False
+    alone = only_baseline(run)
+    return (f"No change: {alone}" if alone else f"No change: nothing beat the baseline {run.evidence.beyond}"), True
+
+
+def _faster_note(run: RunAnalysis, missing: str) -> str:
+    """How the card's figures are made, and what "after" applies."""
+    latency = (
+        f"{compute_text(run)} + {run.mode}-mode communication"
+        if run.options.compute.given
+        else f"{run.mode}-mode communication only (compute not given: --compute-ms)"
+    )
+    return (
+        f"Verify latency = {latency} ({run.evidence.label}); tokens/s = accept / ({draft_text(run)} + verify "
+        "latency), "
+        + (
+            "with the baseline's settings: there is no answer to apply."
+            if missing
+            else "before → after; after: what (a) below applies."
+        )
+    )
 
 
 def no_answer(run: RunAnalysis, decision: Decision | None) -> str:
