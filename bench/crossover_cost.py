@@ -26,7 +26,7 @@ def _rank(rank: int, world_size: int) -> dict:
 
     from commprof.impls.torch_dist import GlooAllReduce
     from commprof.size_timing import SizeTiming, time_sizes
-    from commprof.sweep import crossover as cx
+    from commprof.sweep.planning import crossover as cx
     from tests.plugins.one_shot import OneShotGloo
 
     group, device = dist.group.WORLD, torch.device("cpu")

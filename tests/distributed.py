@@ -71,7 +71,7 @@ def run_ranks(fn, world_size: int = 2, args: tuple = (), timeout: float = 120.0)
 def _nccl_worker(rank, world_size, port, fn, args, queue):
     import torch
 
-    from commprof.sweep.runner import shared_gpu_env
+    from commprof.sweep.running.runner import shared_gpu_env
 
     gpus = torch.cuda.device_count()
     if gpus < world_size:

@@ -335,7 +335,7 @@ RENDERS_A_REPORT = {"csv-bare-cr-label", "record-world-size-null"}  # whole-repo
 def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case, tmp_path, monkeypatch, capsys):
     from commprof.cli import main
     from commprof.sweep import command as sweep_command
-    from commprof.sweep import memory
+    from commprof.sweep.running import memory
 
     attack = CASES[case](tmp_path)
     cwd = tmp_path / "cwd"
@@ -376,9 +376,10 @@ def test_a_crossover_dry_run_estimates_the_time_its_sizes_take(monkeypatch, caps
     """`--dry-run` of a crossover stage up to 256 MiB (the most 22 GB of gloo ranks hold): its estimate counts
     every size's bytes, not only the probe's small all-reduce (it said 0.0 min)."""
     from commprof.size_timing import CROSSOVER_LAYERS
-    from commprof.sweep import command, probe
-    from commprof.sweep.config import parse_sweep
-    from commprof.sweep.dryrun import ASSUMED_ALGBW_GBPS, StepCost
+    from commprof.sweep import command
+    from commprof.sweep.planning.config import parse_sweep
+    from commprof.sweep.planning.dryrun import ASSUMED_ALGBW_GBPS, StepCost
+    from commprof.sweep.running import probe
 
     monkeypatch.setattr(probe, "probe_step_cost", lambda *args: StepCost(0.5, {1: 19.4}, "measured (test)"))
     monkeypatch.setenv("WORLD_SIZE", "1")

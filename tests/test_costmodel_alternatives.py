@@ -13,7 +13,7 @@ from commprof.costmodel.alternatives import box_context, kernel_model, refusal
 from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import load_topology
 from commprof.evidence import SIMULATED, Evidence, ModelError
-from commprof.sweep.config import parse_sweep
+from commprof.sweep.planning.config import parse_sweep
 
 SWEEP = """
 name = "alternatives"

@@ -17,7 +17,7 @@ from commprof.errors import UsageError
 from commprof.floor.model import algorithm_us
 from commprof.problems import MISSING
 from commprof.records.files import read_records
-from commprof.sweep.config import load_sweep
+from commprof.sweep.planning.config import load_sweep
 
 PRESETS = ("nvlink-b200", "nvlink-h100", "pcie-4gpu", "pcie-dual-socket-shm", "pcie-gen4", "pcie-gen5-switch-p2p")
 
@@ -313,7 +313,7 @@ def test_the_staged_search_spends_no_point_on_what_the_report_may_not_propose(tm
     from commprof.costmodel.sweep_simulation import simulate_sweep
     from commprof.costmodel.topology import load_topology
     from commprof.proposable import not_proposable
-    from commprof.sweep.config import load_sweep
+    from commprof.sweep.planning.config import load_sweep
 
     log = Path(__file__).parent / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"
     assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "imported")]) == 0

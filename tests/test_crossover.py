@@ -7,7 +7,7 @@ import pytest
 
 from commprof.cli import main
 from commprof.records.files import read_records
-from commprof.sweep import crossover as cx
+from commprof.sweep.planning import crossover as cx
 from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
 

@@ -8,13 +8,13 @@ from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
 from commprof.records.checks import record_problem
 from commprof.records.schema import FUSED, step_record
-from commprof.report.crossovers import NOT_RESOLVED, crossovers, routing_edges
-from commprof.report.routing import routing_plan
-from commprof.report.routing_candidates import candidates
-from commprof.report.routing_settings import routing_settings
-from commprof.sweep import crossover as cx
-from commprof.sweep.config import load_sweep, parse_sweep
-from commprof.sweep.crossover_stage import (
+from commprof.report.analysis.crossovers import NOT_RESOLVED, crossovers, routing_edges
+from commprof.report.analysis.routing import routing_plan
+from commprof.report.analysis.routing_candidates import candidates
+from commprof.report.analysis.routing_settings import routing_settings
+from commprof.sweep.planning import crossover as cx
+from commprof.sweep.planning.config import load_sweep, parse_sweep
+from commprof.sweep.planning.crossover_stage import (
     GRAPH_NEEDS_GPUS,
     RecordOrigin,
     finished,
@@ -22,7 +22,7 @@ from commprof.sweep.crossover_stage import (
     searches,
     size_record,
 )
-from commprof.sweep.spec import CrossoverStage
+from commprof.sweep.planning.spec import CrossoverStage
 from tests.test_routing import FIG, record
 
 HEAD = '[run]\nmodel = "kimi-k2.5"\ntokens = [1]\n[[points]]\nimpl = "b12x"\n'

@@ -17,7 +17,7 @@ import pytest
 
 from commprof.cli import main
 from commprof.records.files import META_FILE, RESULTS_FILE
-from commprof.report.words import break_even_text
+from commprof.report.analysis.words import break_even_text
 from tests.conftest import GLOO_RUN, TESTS
 from tests.report_fixtures import measured_twin
 from tests.test_crossover_stage import kernel_times, search_records
@@ -575,8 +575,8 @@ def test_every_verdict_says_each_reason_once(scenarios, name):
 def test_a_gloo_run_names_its_baseline_gloo_everywhere(scenarios):
     """On CPU ranks NCCL never ran: routing.txt, the closing lines and the page name the baseline gloo, and the
     page's NCCL-environment cell says NCCL did not run."""
-    from commprof.report.decision import Decision, Route
-    from commprof.report.decision_files import decision_lines, routing_text
+    from commprof.report.analysis.decision import Decision, Route
+    from commprof.report.exports.decision_files import decision_lines, routing_text
     from commprof.report.views.page import answer_rows
 
     routing = (scenarios["gloo"] / "routing.txt").read_text()

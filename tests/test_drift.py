@@ -8,9 +8,9 @@ import pytest
 
 from commprof.evidence import MEASURED, Evidence
 from commprof.records.files import BASELINE_REPEATS_FILE, read_records
-from commprof.report.drift import baseline_drift
-from commprof.sweep.config import parse_sweep
-from commprof.sweep.spec import BaselineEvery
+from commprof.report.analysis.drift import baseline_drift
+from commprof.sweep.planning.config import parse_sweep
+from commprof.sweep.planning.spec import BaselineEvery
 from tests.plugins.drifting import EPOCH_FILE_VARIABLE, RATE_VARIABLE
 from tests.sweeprun import REPO, only_run_dir, sweep_env, tiny_model, torchrun_args
 

@@ -4,7 +4,7 @@ field report's box (8 PCIe-only SM120 GPUs) and others. Pure."""
 import pytest
 
 from commprof.errors import UsageError
-from commprof.report.engine_dispatch import TABLES, Box, Op, dispatch, engine_paths, parse_engine
+from commprof.report.analysis.engine_dispatch import TABLES, Box, Op, dispatch, engine_paths, parse_engine
 
 PCIE8 = Box(sm=12.0, tp=8, nvlink=False, p2p=True)
 H200X8 = Box(sm=9.0, tp=8, nvlink=True, p2p=True)

@@ -8,7 +8,7 @@ import pytest
 
 from commprof.errors import UsageError
 from commprof.planner.engine_sizes import engine_tokens, sglang_decode_batch_sizes, vllm_capture_sizes
-from commprof.sweep.config import parse_sweep
+from commprof.sweep.planning.config import parse_sweep
 
 
 def test_vllm_default_capture_sizes():

@@ -7,9 +7,9 @@ from commprof.costmodel.latency import BASE_LATENCY_US, PROTOS, estimate
 from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import load_topology, preset_names
 from commprof.floor.model import ALGORITHMS, collective_floor
-from commprof.report.routing import routing_plan
-from commprof.report.routing_candidates import candidates
-from commprof.sweep.config import load_sweep
+from commprof.report.analysis.routing import routing_plan
+from commprof.report.analysis.routing_candidates import candidates
+from commprof.sweep.planning.config import load_sweep
 
 SIZES = tuple(256 * 4**k for k in range(11))  # 256 B .. 256 MiB
 FLOORED = [name for name in preset_names() if load_topology(name).floor is not None]

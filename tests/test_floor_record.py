@@ -14,13 +14,13 @@ from commprof.errors import UsageError
 from commprof.floor.measure import FloorProbe, PairCopy, figures, floor_table
 from commprof.floor.model import floor
 from commprof.floor.record import file_floor, load_floor_file, measured_floor, not_measured
-from commprof.report.routing import routing_plan
-from commprof.report.routing_candidates import NO_FLOOR, floor_of, missing_floor
+from commprof.report.analysis.routing import routing_plan
+from commprof.report.analysis.routing_candidates import NO_FLOOR, floor_of, missing_floor
 from commprof.sweep import command as sweep_command
-from commprof.sweep.config import default_sweep
-from commprof.sweep.console import SweepConsole
-from commprof.sweep.run_folder import prepare_run_folder
-from commprof.sweep.runner import SweepOptions
+from commprof.sweep.planning.config import default_sweep
+from commprof.sweep.running.console import SweepConsole
+from commprof.sweep.running.run_folder import prepare_run_folder
+from commprof.sweep.running.runner import SweepOptions
 
 BUNDLE = Path(__file__).parent / "fixtures" / "doctor" / "asus-esc8000a-8x-rtxpro6000"
 

@@ -15,7 +15,7 @@ from commprof.gpu_smoke.points import ONE_RANK_POINTS, POINTS, knob_point, sweep
 from commprof.gpu_smoke.verdicts import FAIL as V_FAIL
 from commprof.gpu_smoke.verdicts import PASS, Verdict, format_verdicts
 from commprof.gpu_smoke.verdicts import SKIP as V_SKIP
-from commprof.sweep.config import parse_sweep
+from commprof.sweep.planning.config import parse_sweep
 from tests.gpu_smoke_records import env, healthy_records, knob_records
 from tests.nvml_fake import FakeNvml
 

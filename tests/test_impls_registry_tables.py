@@ -7,8 +7,8 @@ import pytest
 
 from commprof.gpu_smoke.points import impl_points
 from commprof.impls import registry
-from commprof.report.engine_hints import engine_flags
-from commprof.report.engine_switches import routing_variables
+from commprof.report.analysis.engine_switches import routing_variables
+from commprof.report.exports.engine_hints import engine_flags
 from commprof.trace.kernels import identify, kernel_names, runs_as
 
 

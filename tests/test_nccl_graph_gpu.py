@@ -12,7 +12,7 @@ from commprof.nccl_graph.candidates import build_candidates
 from commprof.nccl_graph.graph_file import RING_GRAPH_ID
 from commprof.nccl_graph.load_check import check_loaded
 from commprof.nccl_graph.nccl_reader import read_graph_file
-from commprof.sweep.graph_run import GRAPH_DUMP, TOPO_DUMP, dump_env
+from commprof.sweep.running.graph_run import GRAPH_DUMP, TOPO_DUMP, dump_env
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
 

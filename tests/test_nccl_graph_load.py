@@ -12,9 +12,9 @@ from commprof.doctor.bundle import read_bundle
 from commprof.nccl_graph.box import box_from_facts
 from commprof.nccl_graph.candidates import build_candidates
 from commprof.nccl_graph.load_check import check_loaded, nccl_gpu_id
-from commprof.sweep.graph_run import dump_env, graph_env, graph_refusal, loaded_graph, prepare_graphs
-from commprof.sweep.points import baseline
-from commprof.sweep.spec import SweepPoint
+from commprof.sweep.planning.points import baseline
+from commprof.sweep.planning.spec import SweepPoint
+from commprof.sweep.running.graph_run import dump_env, graph_env, graph_refusal, loaded_graph, prepare_graphs
 
 BUNDLE = Path(__file__).parent / "fixtures" / "doctor" / "asus-esc8000a-8x-rtxpro6000"
 BOX = box_from_facts(read_bundle(BUNDLE))

@@ -44,8 +44,8 @@ def test_a_line_no_sweep_plans_is_not_built():
 
 
 def test_simulate_writes_its_plan_and_resolves_the_model_once(tmp_path, monkeypatch):
-    import commprof.sweep.config as config
-    import commprof.sweep.spec as spec
+    import commprof.sweep.planning.config as config
+    import commprof.sweep.planning.spec as spec
 
     calls = []
     real = config.load_model

@@ -7,8 +7,8 @@ import pytest
 
 from commprof.impls import jit_build
 from commprof.records.files import read_meta, read_records
-from commprof.sweep.config import parse_sweep
-from commprof.sweep.prebuild import build_refusal, failures, run_builder, sweep_impls
+from commprof.sweep.planning.config import parse_sweep
+from commprof.sweep.running.prebuild import build_refusal, failures, run_builder, sweep_impls
 from tests.plugins.builds import NVCC_FAILURE, FakeSpec
 from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 

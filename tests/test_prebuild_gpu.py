@@ -6,7 +6,7 @@ import pytest
 
 from commprof.impls.gating import FLASHINFER_INSTALL
 from commprof.impls.jit_build import run_build
-from commprof.sweep.prebuild import run_builder
+from commprof.sweep.running.prebuild import run_builder
 
 
 @pytest.mark.gpu

@@ -8,7 +8,8 @@ import pytest
 from commprof.errors import UsageError
 from commprof.evidence import Evidence, ModelError
 from commprof.records.schema import collective_record, step_record
-from commprof.report import choices, command, costmodel_check, frame, heatmap, ops, projection, ranking
+from commprof.report import command
+from commprof.report.analysis import choices, costmodel_check, frame, heatmap, ops, projection, ranking
 
 MEASURED = Evidence("measured", backend="nccl")
 
@@ -560,8 +561,8 @@ def test_break_even_never_above_t_and_by_the_rule_of_the_cells():
     import math
 
     from commprof.evidence import Evidence, ModelError
-    from commprof.report.projection import accept_verdict, paying_ratio
-    from commprof.report.words import break_even_text
+    from commprof.report.analysis.projection import accept_verdict, paying_ratio
+    from commprof.report.analysis.words import break_even_text
 
     measured = Evidence("measured", backend="nccl")
     ratio = paying_ratio(measured, 0.0, 30.0, 31.0, 5.0)  # a verify step 6x a decode step

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from commprof.report.exports import results_csv
-from commprof.report.frame import failures
+from commprof.report.analysis.frame import failures
+from commprof.report.exports.files import results_csv
 
 
 def _frame() -> pd.DataFrame:

@@ -9,8 +9,8 @@ import pytest
 
 from commprof.evidence import MEASURED, SIMULATED, Evidence, ModelError
 from commprof.nccl_vocab import COLLECTIVES
-from commprof.report import engine_hints as eh
-from commprof.report import exports as ex
+from commprof.report.exports import engine_hints as eh
+from commprof.report.exports import files as ex
 
 GLOO = Evidence(MEASURED, backend="gloo")
 PRIOR = Evidence(SIMULATED, calibration="nccl-prior", model_error=ModelError(41.0, "real logs"))

@@ -11,7 +11,7 @@ import pytest
 
 from commprof.cli import main
 from commprof.errors import UsageError
-from commprof.report.observed import parse_observed_ms
+from commprof.report.analysis.observed import parse_observed_ms
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ASUS = FIXTURES / "doctor" / "asus-esc8000a-8x-rtxpro6000"

@@ -546,7 +546,7 @@ def measured_and_model(tmp_path_factory):
     """A simulated run of a small sweep and a SYNTHETIC measured twin running 10 % slower than predicted."""
     from commprof.costmodel.sweep_simulation import simulate_sweep
     from commprof.costmodel.topology import load_topology
-    from commprof.sweep.config import load_sweep
+    from commprof.sweep.planning.config import load_sweep
     from tests.report_fixtures import measured_twin
 
     root = tmp_path_factory.mktemp("mvm")

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from commprof.report.routing import routing_plan
-from commprof.report.routing_candidates import candidates
-from commprof.report.routing_settings import routing_settings
+from commprof.report.analysis.routing import routing_plan
+from commprof.report.analysis.routing_candidates import candidates
+from commprof.report.analysis.routing_settings import routing_settings
 from tests.test_routing import FIG, record
 
 KIB = 1024

@@ -9,9 +9,9 @@ from commprof.costmodel.topology import load_topology
 from commprof.floor.model import FloorFigures, floor
 from commprof.records.files import read_meta, read_records
 from commprof.records.schema import FUSED, step_record
-from commprof.report.routing import routing_plan
-from commprof.report.routing_candidates import Candidate, candidates, floor_of, verdict
-from commprof.sweep.config import load_sweep
+from commprof.report.analysis.routing import routing_plan
+from commprof.report.analysis.routing_candidates import Candidate, candidates, floor_of, verdict
+from commprof.sweep.planning.config import load_sweep
 from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
 FIG = FloorFigures(56.0, 24.0, 0.36, 2.0, "published", "test figures")

@@ -10,9 +10,9 @@ import pytest
 from commprof.errors import UsageError
 from commprof.records.files import append_records, write_json
 from commprof.records.folder import make_folders, open_nofollow, refuse_links
-from commprof.sweep.resume import repair_results
-from commprof.sweep.run_lock import RunLock
-from commprof.sweep.runner import _open_run_dir
+from commprof.sweep.running.resume import repair_results
+from commprof.sweep.running.run_lock import RunLock
+from commprof.sweep.running.runner import _open_run_dir
 from tests.report_fixtures import make_records
 
 VICTIM_TEXT = "export KEEP=1\n"

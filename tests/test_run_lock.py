@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from commprof.errors import UsageError
-from commprof.sweep.run_lock import RunLock
+from commprof.sweep.running.run_lock import RunLock
 
-HOLD = "import sys, time; from commprof.sweep.run_lock import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
+HOLD = "import sys, time; from commprof.sweep.running.run_lock import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
 
 
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):

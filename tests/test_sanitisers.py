@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from commprof.cli import main
-from commprof.report.export_text import spreadsheet_cell
-from commprof.report.exports import results_csv
+from commprof.report.exports.export_text import spreadsheet_cell
+from commprof.report.exports.files import results_csv
 from commprof.terminal import one_line, plain_console, printable, styled
 
 CR_FORMULA = "label\r=cmd|' /C calc'!A0"
@@ -113,9 +113,10 @@ def test_simulate_prints_a_topology_name_without_its_escapes(tmp_path, capsys):
 
 
 def test_the_dry_run_listing_prints_labels_and_values_clean(tmp_path, capsys, monkeypatch):
-    from commprof.sweep import command, probe
-    from commprof.sweep.config import parse_sweep
-    from commprof.sweep.dryrun import ASSUMED
+    from commprof.sweep import command
+    from commprof.sweep.planning.config import parse_sweep
+    from commprof.sweep.planning.dryrun import ASSUMED
+    from commprof.sweep.running import probe
 
     monkeypatch.setattr(probe, "probe_step_cost", lambda *args: ASSUMED)
     monkeypatch.setenv("WORLD_SIZE", "1")

@@ -161,7 +161,7 @@ def test_a_late_rank_is_waiting_on_the_others_not_wire_time():
 
 
 def test_the_report_tells_communication_from_compute_and_wire_from_waiting():
-    from commprof.report.spacing import spacing_summary
+    from commprof.report.analysis.spacing import spacing_summary
 
     def record(tokens, step, compute, wait):
         return {
@@ -225,8 +225,8 @@ def test_a_sweep_carries_compute_and_waiting_into_its_records_and_report(tmp_pat
 
 
 def test_a_sweep_refuses_spacing_that_does_not_fit_its_step_before_anything_runs(tmp_path):
-    from commprof.sweep.config import parse_sweep
-    from commprof.sweep.dryrun import format_points_table
+    from commprof.sweep.planning.config import parse_sweep
+    from commprof.sweep.planning.dryrun import format_points_table
 
     traced = tmp_path / "trace.json"
     traced.write_text(json.dumps({"gaps_us": [0.0, 5.0]}))
@@ -249,7 +249,7 @@ def test_a_sweep_refuses_spacing_that_does_not_fit_its_step_before_anything_runs
 
 def test_the_report_ranks_communication_when_compute_ran_between_the_collectives():
     from commprof.records.schema import step_record
-    from commprof.report.frame import records_frame
+    from commprof.report.analysis.frame import records_frame
 
     stats = {"n": 5, "min": 5000.0, "median": 6000.0, "mean": 6100.0, "p90": 6500.0, "p99": 7000.0, "cv": 0.1}
     common = dict(source="measured", run_id="r", point_id="p000", point={"point_id": "p000"}, status="ok", tokens=1)

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from commprof.allreduce_sweep import main as sweep_main
-from commprof.sweep.config import DEFAULT_MAX_POINTS, SweepTooLarge, parse_sweep
+from commprof.sweep.planning.config import DEFAULT_MAX_POINTS, SweepTooLarge, parse_sweep
 
 
 def huge_sweep(values: int = 100, axes: int = 3) -> str:

@@ -8,8 +8,8 @@ import pytest
 
 from commprof.errors import UsageError
 from commprof.sweep import SweepPoint, default_sweep, format_points_table, load_sweep, parse_sweep
-from commprof.sweep.dryrun import ASSUMED, StepCost, crossover_seconds, estimate_seconds
-from commprof.sweep.spec import DEFAULT_ITERATIONS, DEFAULT_WARMUP
+from commprof.sweep.planning.dryrun import ASSUMED, StepCost, crossover_seconds, estimate_seconds
+from commprof.sweep.planning.spec import DEFAULT_ITERATIONS, DEFAULT_WARMUP
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEPS = ROOT / "sweeps"

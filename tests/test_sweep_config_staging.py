@@ -9,7 +9,7 @@ import pytest
 from commprof.records.point_ids import stage_of
 from commprof.records.schema import step_record
 from commprof.sweep import load_sweep, parse_sweep, rank_points
-from commprof.sweep.staging import refine
+from commprof.sweep.planning.staging import refine
 
 SWEEPS = Path(__file__).resolve().parent.parent / "sweeps"
 

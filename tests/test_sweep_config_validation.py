@@ -283,7 +283,7 @@ def test_every_variant_validation_accepts_each_builtin_constructs():
     """What validation accepts, each built-in's constructor accepts; what it requires, the constructor requires."""
     from commprof.impls.base import option_values
     from commprof.impls.registry import BUILTINS, load_impl
-    from commprof.sweep.settings import impl_variants
+    from commprof.sweep.planning.settings import impl_variants
 
     for name in BUILTINS:
         cls = load_impl(name)

@@ -2,7 +2,7 @@
 
 from rich.console import Console
 
-from commprof.sweep.console import SweepConsole, summary_table
+from commprof.sweep.running.console import SweepConsole, summary_table
 
 LABEL = "symm-mem [one_shot] [bold]x[/bold]"
 

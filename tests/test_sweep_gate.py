@@ -4,9 +4,9 @@ from pathlib import Path
 
 from commprof.impls.base import ImplContext
 from commprof.sweep import load_sweep
-from commprof.sweep.dryrun import StepCost, format_points_table, stage_runnable_points
-from commprof.sweep.gate import inert_reason, refusal, refusals
-from commprof.sweep.points import SweepPoint
+from commprof.sweep.planning.dryrun import StepCost, format_points_table, stage_runnable_points
+from commprof.sweep.planning.gate import inert_reason, refusal, refusals
+from commprof.sweep.planning.points import SweepPoint
 
 SWEEPS = Path(__file__).resolve().parents[1] / "sweeps"
 CPU = ImplContext(backend="gloo", world_size=2, dtype="bfloat16", tokens=(1, 4), hidden_size=7168)

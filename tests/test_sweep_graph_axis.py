@@ -9,8 +9,8 @@ import pytest
 from commprof.errors import UsageError
 from commprof.nccl_graph.candidates import possible_names
 from commprof.sweep import format_points_table, parse_sweep
-from commprof.sweep.gate import refusals
-from commprof.sweep.graph_axis import graph_path
+from commprof.sweep.planning.gate import refusals
+from commprof.sweep.planning.graph_axis import graph_path
 
 HEAD = 'name = "graphs"\n[run]\nmodel = "kimi-k2.5"\ntokens = [1]\n'
 

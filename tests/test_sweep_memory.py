@@ -9,8 +9,8 @@ from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
 from commprof.planner.speculative import PlanOptions
 from commprof.replay_tensors import StepTensors, step_tensor_bytes
-from commprof.sweep import memory
-from commprof.sweep.config import default_sweep
+from commprof.sweep.planning.config import default_sweep
+from commprof.sweep.running import memory
 
 
 def _held_bytes(tensors: StepTensors) -> int:
@@ -76,7 +76,7 @@ def test_gloo_shares_the_host_memory_between_its_ranks(monkeypatch):
 
 
 def test_a_crossover_stage_larger_than_a_rank_is_refused_before_any_process_starts(monkeypatch):
-    from commprof.sweep.config import parse_sweep
+    from commprof.sweep.planning.config import parse_sweep
 
     monkeypatch.setattr(memory, "rank_memory", lambda backend, ranks: (11 * 2**30, "each rank has (test)"))
     text = 'name = "x"\n[run]\ntokens = [1]\n[[stages]]\nkind = "crossover"\nmax_bytes = {}\n'

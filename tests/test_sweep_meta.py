@@ -7,10 +7,10 @@ import pytest
 
 from commprof.doctor.result import CheckResult
 from commprof.errors import UsageError
-from commprof.sweep.config import default_sweep
-from commprof.sweep.console import SweepConsole
-from commprof.sweep.run_folder import prepare_run_folder
-from commprof.sweep.runner import SweepOptions
+from commprof.sweep.planning.config import default_sweep
+from commprof.sweep.running.console import SweepConsole
+from commprof.sweep.running.run_folder import prepare_run_folder
+from commprof.sweep.running.runner import SweepOptions
 
 
 def _failing_doctor(**kwargs):
@@ -31,9 +31,9 @@ def test_meta_records_sweep_topology_and_doctor(tmp_path, monkeypatch):
 
 
 def test_strict_refuses_a_failing_box(tmp_path, monkeypatch):
-    import commprof.sweep.run_folder
+    import commprof.sweep.running.run_folder
 
-    monkeypatch.setattr(commprof.sweep.run_folder, "run_doctor", _failing_doctor)
+    monkeypatch.setattr(commprof.sweep.running.run_folder, "run_doctor", _failing_doctor)
     spec = default_sweep(tokens=(1,))
     options = SweepOptions(out=tmp_path, strict=True)
     with pytest.raises(UsageError, match="acs"):

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from commprof.sweep.measure import summarize_nccl_log
+from commprof.sweep.running.measure import summarize_nccl_log
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_log" / "nccl-2.27-8gpu-pcie.log"
 
@@ -30,7 +30,7 @@ def test_the_logits_all_gather_choice_is_kept(tmp_path):
     """NCCL >= 2.24 logs an all-gather's per-rank input; the plan knows the gathered output too."""
     from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
-    from commprof.sweep.measure import plan_sizes
+    from commprof.sweep.running.measure import plan_sizes
     from commprof.trial import TrialRequest
 
     model = load_model("kimi-k2.5")

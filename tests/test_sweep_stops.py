@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 from commprof.records.files import read_records
 from commprof.sweep import command as sweep_command
-from commprof.sweep import runner
+from commprof.sweep.running import runner
 
 
 def _one_rank(monkeypatch):

@@ -8,7 +8,7 @@ from rich.console import Console
 from commprof.cli import main
 from commprof.records.files import append_records
 from commprof.records.schema import step_record
-from commprof.sweep.console import SweepConsole
+from commprof.sweep.running.console import SweepConsole
 from commprof.terminal import plain_console
 
 HOSTILE = "x [/] [bold]y[/bold] :smile: [red]"

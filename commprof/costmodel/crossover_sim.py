@@ -4,7 +4,7 @@ per size, its records labelled simulated with both models' expected errors. Pure
 The implementation's time comes from its kernel model where that covers the size (else NCCL's, as the engines
 fall back), the baseline's from NCCL's model; graph mode is eager minus the preset's launch overhead, and
 whether the setting captures is not tested. Whether a predicted crossover is beyond model error is the report's
-call (report/crossovers.py).
+call (report/analysis/crossovers.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from commprof.errors import UsageError
 from commprof.impls.registry import runs_on_nccl
 from commprof.records.plan_file import PlannedSearch, ended_line, searches_line
 from commprof.records.schema import CrossoverRecord
-from commprof.sweep import crossover as cx
-from commprof.sweep.crossover_stage import RecordOrigin, Search, plan_sizes, searches, size_record
-from commprof.sweep.spec import CrossoverStage, SweepPoint, SweepSpec
+from commprof.sweep.planning import crossover as cx
+from commprof.sweep.planning.crossover_stage import RecordOrigin, Search, plan_sizes, searches, size_record
+from commprof.sweep.planning.spec import CrossoverStage, SweepPoint, SweepSpec
 
 GRAPH_NOTE = "graph mode = eager minus the topology's assumed launch overhead per op; capture not tested"
 

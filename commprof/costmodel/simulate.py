@@ -25,7 +25,7 @@ from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECT
 from commprof.planner.plan import build_step_plan
 from commprof.records.schema import MODES, StepRecord, step_record
 from commprof.stats import summarize
-from commprof.sweep.spec import SweepPoint, SweepSpec
+from commprof.sweep.planning.spec import SweepPoint, SweepSpec
 
 # How far NCCL's uncalibrated model is from measurements: its median |error| over 8 KB-1 MB on the only 8-GPU
 # nccl-tests log at hand (docs/cost-model.md, "Measured accuracy").

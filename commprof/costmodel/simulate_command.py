@@ -96,7 +96,7 @@ def simulate(
 ) -> None:
     from commprof.costmodel.box_prior import load_bundle_topology
     from commprof.costmodel.sweep_simulation import simulate_run
-    from commprof.sweep.config import DEFAULT_MAX_POINTS, load_sweep
+    from commprof.sweep.planning.config import DEFAULT_MAX_POINTS, load_sweep
 
     if (topology_name is None) == (bundle_dir is None):
         raise UsageError("simulate needs one of --topology PRESET_OR_FILE and --from-bundle DIR")

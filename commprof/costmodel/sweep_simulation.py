@@ -12,8 +12,8 @@ from commprof.costmodel.topology import Topology
 from commprof.proposable import interconnect_of
 from commprof.records.plan_file import points_line, stages_line
 from commprof.records.schema import MODES
-from commprof.sweep.spec import SweepSpec
-from commprof.sweep.staging import planned_stages, refine
+from commprof.sweep.planning.spec import SweepSpec
+from commprof.sweep.planning.staging import planned_stages, refine
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def facts_of_run(run_dir: Path) -> Facts:
         raise UsageError(f"--from-run {run_dir}: meta.json's topology lists no GPUs (it is not NVML's probe of a box)")
     floor = meta.get("floor") if isinstance(meta.get("floor"), dict) else None
     facts = Facts(origin=str(run_dir), topology=topology, floor=floor)
-    # The baseline's untimed probe dumped the graphs NCCL's own search found (commprof.sweep.graph_run).
+    # The baseline's untimed probe dumped the graphs NCCL's own search found (commprof.sweep.running.graph_run).
     dump = run_dir / "points" / BASELINE_POINT_ID / "nccl-graphs.xml"
     if dump.is_file():
         text = read_text(dump, "NCCL graph dump", LOG_BYTES, errors="replace")

@@ -54,7 +54,7 @@ class Stats(TypedDict):
 
 
 class Point(TypedDict, total=False):
-    """The configuration a record measured (commprof.sweep.points.SweepPoint.to_dict())."""
+    """The configuration a record measured (commprof.sweep.planning.points.SweepPoint.to_dict())."""
 
     point_id: str
     label: str
@@ -79,7 +79,7 @@ class NcclChoice(TypedDict, total=False):
 
 
 class NcclFacts(TypedDict, total=False):
-    """What NCCL did for a point, from its INFO log (commprof.sweep.measure.RECORD_KEYS) or the cost model."""
+    """What NCCL did for a point, from its INFO log (commprof.sweep.running.measure.RECORD_KEYS) or the cost model."""
 
     version: str | None
     nranks: int | None
@@ -204,7 +204,7 @@ class CrossoverRecord(_Record):
 
 
 class MetaPlan(TypedDict, total=False):
-    """meta.json's plan: what the sweep replayed (commprof.sweep.run_folder)."""
+    """meta.json's plan: what the sweep replayed (commprof.sweep.running.run_folder)."""
 
     model: str | None
     tp: int | None

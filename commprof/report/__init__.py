@@ -1,10 +1,8 @@
-"""The report: a run's records analysed (pure pandas), the page, and the files a user pastes.
+"""The report: a run's records analysed into one answer, the files a user pastes, and the page.
 
-Front door: run_analysis.analyze_run → RunAnalysis (one per source of a run), over the pure analyses:
-frame.py (records → DataFrame, row selections), ranking.py (noise rule, best points, the recommendation),
-choices.py (table 1, other implementations, fused kinds), projection.py (breakdown, speculative decoding),
-ops.py (per-op sites and sizes), heatmap.py (sweep axes), costmodel_check.py (measured vs simulated).
-Words and views: words.py, provenance.py, doctor_verdicts.py, formatting.py, views/ (the page);
-exports.py and engine_hints.py (the pasted files' texts), summary.py (summary.json);
-write.py writes every file; command.py is `commprof report` (flags, run folders).
+analysis/: the front door run_analysis.analyze_run -> RunAnalysis (one per source of a run) over the pure analyses
+(frame.py, ranking.py, choices.py, projection.py, ops.py, heatmap.py, routing.py, ...), the run's one answer
+(decision.py) and the words and numbers every output states it in; exports/: the pasted files' texts; views/: the
+page. Analysis imports no export or view, and no export imports a view. write.py writes every file; command.py is
+`commprof report` (flags, run folders).
 """

@@ -22,8 +22,8 @@ from commprof.records.files import (
     read_plan,
     read_records,
 )
-from commprof.report.projection import ComputeTimes
-from commprof.report.run_analysis import DEFAULT_ACCEPTS, ReportOptions
+from commprof.report.analysis.projection import ComputeTimes
+from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
 
 def newest_run(parent: Path) -> Path:
@@ -265,7 +265,7 @@ def report(
 def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str, int | None]:
     """--observed-step-ms / --observed as ({T or None: ms}, where it comes from, the traces' world size or None);
     ({}, "", None) when neither is given."""
-    from commprof.report.observed import parse_observed_ms
+    from commprof.report.analysis.observed import parse_observed_ms
 
     if step_ms is not None and trace_dir is not None:
         raise UsageError("give one of --observed-step-ms and --observed, not both")
@@ -299,7 +299,7 @@ def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str,
 def _report(
     run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, engines, allow_partial, observed=({}, "", None)
 ):
-    from commprof.report.engine_dispatch import parse_engine
+    from commprof.report.analysis.engine_dispatch import parse_engine
 
     for engine in engines:
         parse_engine(engine)  # a malformed one is a one-line error before any work
@@ -312,7 +312,7 @@ def _report(
         for note in notes:
             click.echo(f"commprof: warning: {note}", err=True)
 
-    from commprof.report.run_analysis import RunExtras, analyze_run, incomparable
+    from commprof.report.analysis.run_analysis import RunExtras, analyze_run, incomparable
     from commprof.report.write import check_report_target, write_report
 
     cli = {

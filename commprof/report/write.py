@@ -21,11 +21,16 @@ import pandas as pd
 
 from commprof.errors import UsageError
 from commprof.nccl_graph.export import EXPORTED_NAME
-from commprof.report.answered import answered
-from commprof.report.decision import compute_capability, decide, decided_fusion
-from commprof.report.decision_files import engine_block, routing_text
-from commprof.report.engine_hints import engine_hints, engine_hints_text
-from commprof.report.exports import (
+from commprof.report.analysis.answered import answered
+from commprof.report.analysis.decision import compute_capability, decide, decided_fusion
+from commprof.report.analysis.frame import ok_rows
+from commprof.report.analysis.ops import op_sizes, op_table
+from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
+from commprof.report.analysis.run_analysis import RunAnalysis, costmodel_checks
+from commprof.report.analysis.words import recommend_notes
+from commprof.report.exports.decision_files import engine_block, routing_text
+from commprof.report.exports.engine_hints import engine_hints, engine_hints_text
+from commprof.report.exports.files import (
     NCCL_TESTS_TYPES,
     RunExports,
     nccl_tests_table,
@@ -33,14 +38,9 @@ from commprof.report.exports import (
     results_csv,
     tuner_conf_text,
 )
-from commprof.report.frame import ok_rows
-from commprof.report.ops import op_sizes, op_table
-from commprof.report.provenance import provenance
-from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
-from commprof.report.run_analysis import RunAnalysis, costmodel_checks
-from commprof.report.summary import check_summary, summary
+from commprof.report.exports.provenance import provenance
+from commprof.report.exports.summary import check_summary, summary
 from commprof.report.views.page import index_html, page_view
-from commprof.report.words import recommend_notes
 
 SUMMARY_FILE = "summary.json"
 

@@ -2,7 +2,7 @@
 collectives and sweep settings.
 
 Each torchrun rank becomes a sweep controller; every sweep point runs in fresh worker processes (see
-commprof.sweep.measure). NCCL on GPUs, gloo on CPU-only machines, with no flag changed. Rank 0 writes
+commprof.sweep.running.measure). NCCL on GPUs, gloo on CPU-only machines, with no flag changed. Rank 0 writes
 runs/<run-id>/results.jsonl and meta.json and prints the table; the other ranks stay quiet.
 """
 
@@ -20,7 +20,7 @@ from commprof.errors import EXIT_INTERRUPTED, RunStopped, UsageError, run_comman
 from commprof.planner.plan import PHASES
 from commprof.records.files import ensure_writable_dir
 from commprof.records.folder import refuse_links
-from commprof.sweep.spec import DEFAULT, DEFAULT_MAX_POINTS, SweepSpec, SweepTooLarge
+from commprof.sweep.planning.spec import DEFAULT, DEFAULT_MAX_POINTS, SweepSpec, SweepTooLarge
 from commprof.terminal import echo
 
 PROG_NAME = "commprof.allreduce_sweep"
@@ -144,8 +144,8 @@ def sweep_command(
     floor_file: Path | None,
 ) -> None:
     """Replay the step's collectives at their real sizes and sweep NCCL settings and implementations."""
-    from commprof.sweep.config import default_sweep, load_sweep
-    from commprof.sweep.runner import SweepOptions, run_sweep
+    from commprof.sweep.planning.config import default_sweep, load_sweep
+    from commprof.sweep.running.runner import SweepOptions, run_sweep
 
     rank = int(os.environ.get("RANK", "0"))
     budget = max_points or DEFAULT_MAX_POINTS
@@ -176,7 +176,7 @@ def sweep_command(
             if not dry_run:
                 raise
             if rank == 0:
-                from commprof.sweep.dryrun import format_too_large
+                from commprof.sweep.planning.dryrun import format_too_large
 
                 echo(format_too_large(refused))
             return
@@ -227,9 +227,9 @@ def sweep_command(
         floor_file=floor_file,
         floor=floor,
     )
-    from commprof.sweep.console import SweepConsole
-    from commprof.sweep.dryrun import ASSUMED, size_lines
-    from commprof.sweep.run_folder import prepare_run_folder
+    from commprof.sweep.planning.dryrun import ASSUMED, size_lines
+    from commprof.sweep.running.console import SweepConsole
+    from commprof.sweep.running.run_folder import prepare_run_folder
 
     backend, _, refused = _launch_refusals(spec, share_gpus)
     estimate = size_lines(spec, ASSUMED, len(spec.points) - len(refused), backend)
@@ -265,8 +265,8 @@ def sweep_command(
 def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
     """The points, which of them will really run on this launch and why not, and an estimate from a quick probe
     of this machine (every rank takes part in the probe; rank 0 prints)."""
-    from commprof.sweep.dryrun import format_points_table
-    from commprof.sweep.probe import probe_step_cost
+    from commprof.sweep.planning.dryrun import format_points_table
+    from commprof.sweep.running.probe import probe_step_cost
 
     backend, world_size, refused = _launch_refusals(spec, share_gpus)
     cost = probe_step_cost(spec, backend, share_gpus)
@@ -277,8 +277,8 @@ def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
 def _launch_refusals(spec: SweepSpec, share_gpus: bool) -> tuple[str, int, dict[str, str]]:
     """(backend, world size, point id -> why it cannot run on this launch); UsageError where the run would give
     one (a TP that is not the world size, too few GPUs)."""
-    from commprof.sweep.gate import launch_context, refusals
-    from commprof.sweep.runner import choose_backend, launch_tp
+    from commprof.sweep.planning.gate import launch_context, refusals
+    from commprof.sweep.running.runner import choose_backend, launch_tp
 
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     launch_tp(spec, world_size)
@@ -289,8 +289,8 @@ def _launch_refusals(spec: SweepSpec, share_gpus: bool) -> tuple[str, int, dict[
 
 
 def _check_memory(spec: SweepSpec, share_gpus: bool) -> None:
-    from commprof.sweep.memory import check_memory
-    from commprof.sweep.runner import choose_backend
+    from commprof.sweep.running.memory import check_memory
+    from commprof.sweep.running.runner import choose_backend
 
     check_memory(spec, int(os.environ.get("WORLD_SIZE", "1")), choose_backend(share_gpus))
 
@@ -298,7 +298,7 @@ def _check_memory(spec: SweepSpec, share_gpus: bool) -> None:
 def _floor_file(path: Path, share_gpus: bool) -> dict:
     """--floor's content, checked before any process starts (UsageError: missing, garbled, another GPU count)."""
     from commprof.floor.record import check_floor_gpus, load_floor_file
-    from commprof.sweep.runner import choose_backend
+    from commprof.sweep.running.runner import choose_backend
 
     data = load_floor_file(path)
     backend = choose_backend(share_gpus)
@@ -336,7 +336,7 @@ def _check_impls(spec: SweepSpec) -> None:
 def _resumed_sweep(run_dir: Path, max_points: int) -> SweepSpec:
     """The sweep a run started with, from its meta.json (every node needs the run folder to resume)."""
     from commprof.records.files import read_meta
-    from commprof.sweep.config import parse_sweep
+    from commprof.sweep.planning.config import parse_sweep
 
     meta = read_meta(run_dir)
     sweep = meta.get("sweep") or {}
@@ -381,12 +381,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def answer_lines(run_dir: Path) -> list[str]:
-    """The run's one answer as the report decides it (report/decision.py), for the sweep's last lines."""
+    """The run's one answer as the report decides it (report/analysis/decision.py), for the sweep's last lines."""
     from commprof.records.files import read_plan
+    from commprof.report.analysis.decision import decide
+    from commprof.report.analysis.run_analysis import RunExtras, analyze_run
     from commprof.report.command import load_run, report_options, sweep_options
-    from commprof.report.decision import decide
-    from commprof.report.decision_files import decision_lines
-    from commprof.report.run_analysis import RunExtras, analyze_run
+    from commprof.report.exports.decision_files import decision_lines
 
     try:
         run_id, records, meta, _notes = load_run(run_dir)

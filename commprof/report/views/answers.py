@@ -16,14 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from commprof.report.decision import Decision, compute_capability, decided_fusion
-from commprof.report.engine_hints import engine_hints
-from commprof.report.exports import ApplyPlan
-from commprof.report.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, tokens_text
-from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
-from commprof.report.run_analysis import RunAnalysis
-from commprof.report.views.verify_answers import faster_answer, routed_bands, spec_answer
-from commprof.report.words import (
+from commprof.report.analysis.decision import Decision, compute_capability, decided_fusion
+from commprof.report.analysis.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, tokens_text
+from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
+from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.analysis.words import (
     export_line,
     how_to_firm_up,
     keep_text,
@@ -32,6 +29,9 @@ from commprof.report.words import (
     tuned_name,
     verdict_sentence,
 )
+from commprof.report.exports.engine_hints import engine_hints
+from commprof.report.exports.files import ApplyPlan
+from commprof.report.views.verify_answers import faster_answer, routed_bands, spec_answer
 
 MAX_REASON_CHARS = 160
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.report.doctor_verdicts import doctor_view
-from commprof.report.formatting import finite, fmt_bytes, fmt_us
-from commprof.report.frame import ok_rows
-from commprof.report.provenance import hardware_text
-from commprof.report.run_analysis import RunAnalysis
+from commprof.report.analysis.doctor_verdicts import doctor_view
+from commprof.report.analysis.formatting import finite, fmt_bytes, fmt_us
+from commprof.report.analysis.frame import ok_rows
+from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.exports.provenance import hardware_text
 from commprof.report.views.breakdown import answer_of, setting_label
 
 

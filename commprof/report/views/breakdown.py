@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from commprof.report.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct, fmt_us
-from commprof.report.frame import ok_rows
-from commprof.report.ops import draft_split, op_sites, site_summary
-from commprof.report.projection import FIELD_REPORT_CASES, accept_verdict, tps_column
-from commprof.report.run_analysis import RunAnalysis
-from commprof.report.words import break_even_text
+from commprof.report.analysis.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct, fmt_us
+from commprof.report.analysis.frame import ok_rows
+from commprof.report.analysis.ops import draft_split, op_sites, site_summary
+from commprof.report.analysis.projection import FIELD_REPORT_CASES, accept_verdict, tps_column
+from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.analysis.words import break_even_text
 
 # The breakdown's and projection's settings (projection.breakdown) as the page names them.
 # "answer": the decision's point at each T (answered.answered), never a fastest point it did not choose.

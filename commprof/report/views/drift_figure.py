@@ -3,7 +3,7 @@ drift band they span, so a gain can be set against how far the box moved. matplo
 
 from __future__ import annotations
 
-from commprof.report.drift import BaselineDrift
+from commprof.report.analysis.drift import BaselineDrift
 from commprof.report.views.figures import plt, to_svg
 
 

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from commprof.report.ops import KIND_ORDER  # noqa: E402
+from commprof.report.analysis.ops import KIND_ORDER  # noqa: E402
 
 plt.rcParams.update(
     {

@@ -9,16 +9,17 @@ from typing import Any
 
 import jinja2
 
-from commprof.report.costmodel_check import PREDICTION_BAND
-from commprof.report.decision import Decision, decided_fusion
-from commprof.report.doctor_verdicts import doctor_view
-from commprof.report.exports import RunExports
-from commprof.report.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x
-from commprof.report.frame import distinct_tokens, ok_rows
-from commprof.report.heatmap import heatmap_pivot
-from commprof.report.projection import FIELD_REPORT_CASES
-from commprof.report.ranking import UNFUSED_REFERENCE_IMPL
-from commprof.report.run_analysis import CostModelCheck, RunAnalysis, incomparable
+from commprof.report.analysis.costmodel_check import PREDICTION_BAND
+from commprof.report.analysis.decision import Decision, decided_fusion
+from commprof.report.analysis.doctor_verdicts import doctor_view
+from commprof.report.analysis.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x
+from commprof.report.analysis.frame import distinct_tokens, ok_rows
+from commprof.report.analysis.heatmap import heatmap_pivot
+from commprof.report.analysis.projection import FIELD_REPORT_CASES
+from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
+from commprof.report.analysis.run_analysis import CostModelCheck, RunAnalysis, incomparable
+from commprof.report.analysis.words import how_to_firm_up, spec_label
+from commprof.report.exports.files import RunExports
 from commprof.report.views import figures
 from commprof.report.views.answers import headline_answers
 from commprof.report.views.box import environment
@@ -34,7 +35,6 @@ from commprof.report.views.costmodel_check import check_view
 from commprof.report.views.drift_figure import drift_svg
 from commprof.report.views.routing import routing_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
-from commprof.report.words import how_to_firm_up, spec_label
 from commprof.units import format_bytes
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from commprof.records.schema import FUSED
-from commprof.report.formatting import fmt_pct, fmt_us
-from commprof.report.routing_candidates import NO_FLOOR
-from commprof.report.run_analysis import RunAnalysis
+from commprof.report.analysis.formatting import fmt_pct, fmt_us
+from commprof.report.analysis.routing_candidates import NO_FLOOR
+from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.views.figures import routing_svg
 from commprof.units import format_bytes
 

@@ -9,10 +9,10 @@ from typing import Any
 import pandas as pd
 
 from commprof.records.schema import FAILED_STATUSES
-from commprof.report.formatting import escaped, finite, fmt_ms, fmt_num, fmt_pct, fmt_us, fmt_x
-from commprof.report.frame import status_matrix
-from commprof.report.run_analysis import RunAnalysis
-from commprof.report.words import tuned_name
+from commprof.report.analysis.formatting import escaped, finite, fmt_ms, fmt_num, fmt_pct, fmt_us, fmt_x
+from commprof.report.analysis.frame import status_matrix
+from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.analysis.words import tuned_name
 
 MAX_MESSAGE_CELLS = 12
 

@@ -9,12 +9,20 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.report.decision import Decision, Route
-from commprof.report.formatting import finite, fmt_bytes, fmt_ms_value, fmt_num, fmt_pct, range_pct, tokens_text
-from commprof.report.projection import tps_column
-from commprof.report.run_analysis import RunAnalysis
+from commprof.report.analysis.decision import Decision, Route
+from commprof.report.analysis.formatting import (
+    finite,
+    fmt_bytes,
+    fmt_ms_value,
+    fmt_num,
+    fmt_pct,
+    range_pct,
+    tokens_text,
+)
+from commprof.report.analysis.projection import tps_column
+from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.analysis.words import break_even_text, compute_text, draft_text, only_baseline, spec_label
 from commprof.report.views.breakdown import tps_cells
-from commprof.report.words import break_even_text, compute_text, draft_text, only_baseline, spec_label
 
 
 def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str, Any]:

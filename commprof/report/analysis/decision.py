@@ -1,0 +1,406 @@
+"""The run's one answer: per collective, mode and size band, the implementation, its options and the NCCL
+environment under it, the point it was judged against (always the NCCL environment the answer itself sets), the
+margin, the rule and the error figures; and what each engine must be told for it. Pure.
+
+Built once per run from its analysis (`decide`); the first screen, the cards, the routing figure, summary.json,
+recommend.env, nccl_tuner.conf, engine_flags.txt and routing.txt render only this object. Where a file cannot
+express part of the answer, the Decision says what is left out and why (`left_out`), so that no file states
+another answer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from commprof.evidence import MEASURED
+from commprof.nccl_graph.export import GraphExport, graph_export
+from commprof.planner.models import DTYPE_BYTES
+from commprof.records.schema import FUSED
+from commprof.report.analysis import routing as rt
+from commprof.report.analysis import routing_candidates as rc
+from commprof.report.analysis.apply import apply_plan
+from commprof.report.analysis.crossovers import routing_edges
+from commprof.report.analysis.engine_dispatch import Box, Op, engine_paths, paths_basis
+from commprof.report.analysis.routing_settings import EngineSetting, routing_settings
+from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.exports.files import RECOMMEND_ENV, TUNER_CONF, ApplyPlan
+from commprof.units import format_bytes
+
+
+@dataclass(frozen=True)
+class Route:
+    """One size band of one collective in one mode: what runs there and why."""
+
+    collective: str
+    mode: str
+    min_bytes: int
+    max_bytes: int
+    tokens: tuple[int, ...]  # the plan's T whose op of this collective falls in the band
+    impl: str  # "nccl" (the NCCL environment below) or the implementation that took these sizes from it
+    options: dict[str, Any]
+    point_id: str
+    nccl_env: dict[str, str]  # the NCCL environment the answer sets: what every band of the run runs under
+    judged_against: str  # the point whose NCCL environment that is
+    margin_pct: float | None  # time saved against it at the band's largest measured size (None: kept)
+    rule: str  # the rule that admitted it (or kept NCCL)
+    errors: dict[str, Any]  # the error figures the rule used
+    verdict: str  # why, in words, once
+    kept: bool  # NCCL keeps these sizes
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The one answer of a run (one source of it)."""
+
+    run_id: str
+    evidence: str  # the run's evidence label (measured on nccl, simulated with ... (expected error ±N %))
+    expected_error_pct: float | None  # the run's expected error (a simulation's): the one figure every file quotes
+    nccl_file: str | None  # recommend.env, nccl_tuner.conf or None: the one NCCL file to apply
+    nccl_why: str
+    nccl_env: dict[str, str]  # what recommend.env exports ({}: NCCL's defaults)
+    nccl_point: str | None  # the point whose environment that is
+    tuner_rules: tuple[str, ...]  # nccl_tuner.conf's active CSV lines
+    routes: tuple[Route, ...]
+    engine: tuple[EngineSetting, ...]
+    left_out: tuple[str, ...]  # what no file expresses, and why
+    engine_paths: tuple[dict[str, Any], ...] = ()  # per engine asked for: each op group's path, today and with it
+    nccl_notes: tuple[str, ...] = ()  # recommend.env's words on its NCCL_GRAPH_FILE: exported at which file, or why not
+    graph_text: str | None = field(repr=False, compare=False, default=None)  # the graph file to copy beside it
+    plan: ApplyPlan = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    routing: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the plan behind `routes`
+    backend: str = "nccl"  # the backend the baseline ran on (gloo on CPU ranks: NCCL never ran)
+    unconfirmed: str = ""  # why nothing is recommended though the model predicts a gain (the box contradicts it)
+
+    @property
+    def baseline_name(self) -> str:
+        """What the kept sizes run on, as the files and the page name it: NCCL, or the backend that ran instead."""
+        return "NCCL" if self.backend == "nccl" else self.backend
+
+    def runs_on(self, route: Route) -> str:
+        """The name of what runs a band: the baseline's name where it kept the band, else the implementation."""
+        return self.baseline_name if route.kept else route.impl
+
+    def route(self, collective: str, mode: str, nbytes: int) -> Route | None:
+        return next(
+            (
+                r
+                for r in self.routes
+                if (r.collective, r.mode) == (collective, mode) and r.min_bytes <= nbytes <= r.max_bytes
+            ),
+            None,
+        )
+
+    def answer_point(self, tokens: int, mode: str) -> str | None:
+        """The point whose step the answer runs at T in `mode`: the point of the all-reduce band another
+        implementation takes at T, else the point whose NCCL environment the answer sets (the baseline's when it
+        keeps NCCL's)."""
+        for r in self.routes:
+            if r.collective == "all_reduce" and r.mode == mode and not r.kept and tokens in r.tokens:
+                return r.point_id
+        return self.nccl_point
+
+    def live_point(self, tokens: int, mode: str) -> str | None:
+        """The point whose step the answer's files actually run at T in `mode`: answer_point where an engine
+        setting the files set live runs that band, else the point whose NCCL environment the answer sets. A switch
+        left commented out (a simulation's, a run that may not act) sets nothing."""
+        for r in self.routes:
+            if r.collective == "all_reduce" and r.mode == mode and not r.kept and tokens in r.tokens:
+                if any(
+                    s.live and s.impl == r.impl and s.min_bytes <= r.max_bytes and r.min_bytes <= s.max_bytes
+                    for s in self.engine
+                ):
+                    return r.point_id
+                break
+        return self.nccl_point
+
+    def per_tokens(self) -> list[dict[str, Any]]:
+        """Per T, mode and collective: what runs there (the rows the first screen and summary.json show)."""
+        rows = []
+        for r in self.routes:
+            for t in r.tokens:
+                rows.append(
+                    {
+                        "tokens": t,
+                        "mode": r.mode,
+                        "collective": r.collective,
+                        "impl": r.impl,
+                        "options": r.options,
+                        "nccl_env": r.nccl_env,
+                        "band": [r.min_bytes, r.max_bytes],
+                        "verdict": r.verdict,
+                    }
+                )
+        return sorted(rows, key=lambda row: (row["mode"], row["collective"], row["tokens"]))
+
+    @property
+    def live_engine(self) -> list[EngineSetting]:
+        return [s for s in self.engine if s.live]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "evidence": self.evidence,
+            "expected_error_pct": self.expected_error_pct,
+            "nccl": {
+                "file": self.nccl_file,
+                "why": self.nccl_why,
+                "env": self.nccl_env,
+                "point_id": self.nccl_point,
+                "tuner_rules": list(self.tuner_rules),
+            },
+            "routes": [asdict(r) for r in self.routes],
+            "per_tokens": self.per_tokens(),
+            "engine": [{**asdict(s), "variables": dict(s.variables)} for s in self.engine],
+            "left_out": list(self.left_out),
+            "unconfirmed": self.unconfirmed,
+            "engine_paths": list(self.engine_paths),
+        }
+
+
+def decide(run: RunAnalysis) -> Decision:
+    """The run's one answer, from its analysis."""
+    plan = apply_plan(run)
+    graph = graph_of(run, plan.env)
+    plan = replace(plan, env=graph.env)
+    unconfirmed = not_confirmed(run)
+    if unconfirmed and plan.choice:  # the box contradicts the model: no file may act on its answer
+        plan = replace(plan, choice=None, why=unconfirmed)
+    env = dict(plan.env) if plan.choice == RECOMMEND_ENV else {}
+    against = run.reference if env else run.baseline
+    routing = run.routing
+    if against is not None and against != run.routing_against and run.records:
+        routing = judged_routing(run, against, env)
+    hidden, dtype_bytes, tokens = step_shape(run)
+    at = tokens_at(run.records)
+    routes = tuple(_route(band, against, env, at) for band in routing.get("bands", []))
+    left_out: list[str] = []
+    if plan.choice is None and plan.env:
+        left_out.append(f"recommend.env's settings are commented out: {plan.why}")
+    elif plan.choice != RECOMMEND_ENV and plan.env:
+        left_out.append(
+            f"recommend.env's settings are the alternative to {plan.choice}, commented out: the routing is judged "
+            "against NCCL's defaults"
+        )
+    backend = run.backend if run.evidence.level == MEASURED else "nccl"
+    engine, notes = routing_settings(routing.get("bands", []), hidden, dtype_bytes, backend, _not_live(run))
+    left_out += notes
+    error = run.evidence.model_error.pct if run.evidence.model_error is not None else None
+    answer: dict[str, dict[str, str]] = {}
+    for setting in engine:
+        answer.setdefault(setting.engine, {}).update(dict(setting.variables))
+    ops = [
+        Op("layer all-reduce [T, hidden]", t, t * hidden * dtype_bytes, step_dtype(run), hidden)
+        for t in tokens
+        if hidden
+    ]
+    box = box_of(run)
+    paths = engine_paths(run.options.engines, box, ops, answer) if ops else []
+    for entry in paths:  # whether the files set those switches, or leave them off (and why, in `engine`)
+        name = entry["engine"].split(" ")[0]
+        entry["switches"] = answer.get(name, {})
+        entry["live"] = any(s.live for s in engine if s.engine == name)
+        entry["basis"] = paths_basis(box, backend or "nccl", run.evidence.label if run.evidence.simulated else None)
+    return Decision(
+        run_id=run.run_id,
+        evidence=run.evidence.label,
+        expected_error_pct=error,
+        nccl_file=plan.choice,
+        nccl_why=plan.why,
+        nccl_env=env,
+        nccl_point=against,
+        tuner_rules=tuple(rule.csv() for rule in plan.rules) if plan.choice == TUNER_CONF else (),
+        routes=routes,
+        engine=tuple(engine),
+        left_out=tuple(left_out),
+        engine_paths=tuple(paths),
+        nccl_notes=tuple(graph.notes),
+        graph_text=graph.text,
+        plan=plan,
+        routing=routing,
+        backend=backend or "nccl",
+        unconfirmed=unconfirmed,
+    )
+
+
+NOT_CONFIRMED = "not confirmed on your box: measure first"
+
+
+def not_confirmed(run: RunAnalysis) -> str:
+    """Why the run's predicted answer may not be recommended: the engine's observed step time lies outside the
+    model's expected error ("" when nothing was observed, or the model explains it)."""
+    observed = run.observed
+    if observed is None or observed.get("explained") is not False:
+        return ""
+    return f"{NOT_CONFIRMED} (the model does not explain the engine's observed step time)"
+
+
+def graph_of(run: RunAnalysis, env: dict[str, str]) -> GraphExport:
+    """The recommended point's NCCL_GRAPH_FILE as its records name it (nccl.graph_file), exported only if the file is
+    still the one measured: the one file the decision reads, to check its hash and the GPUs it describes."""
+    point = run.recommended
+    ran_with = None
+    if point is not None and "nccl" in run.frame:
+        rows = run.frame[run.frame["point_id"] == point["point_id"]]
+        ran_with = next((n["graph_file"] for n in rows["nccl"] if isinstance(n, dict) and n.get("graph_file")), None)
+    text = None
+    if ran_with and ran_with.get("path"):
+        try:
+            text = Path(ran_with["path"]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+    return graph_export(env, ran_with, text, run.meta)
+
+
+def judged_routing(run: RunAnalysis, against: str, env: dict[str, str]) -> dict[str, Any]:
+    """The routing plan judged against `against` (the point whose NCCL environment the answer sets); crossover
+    edges count only from searches that ran against that same environment."""
+    return rt.routing_plan(
+        rc.candidates(run.records, against),
+        run.ranks,
+        rc.floor_of(run.meta),
+        routing_edges(run.crossovers, env),
+        missing_floor=rc.missing_floor(run.meta),
+    )
+
+
+def step_shape(run: RunAnalysis) -> tuple[int | None, int, tuple[int, ...]]:
+    """(hidden size, bytes per element, the plan's T) of the run's steps."""
+    steps = run.steps
+    if steps.empty:
+        return None, 2, ()
+    hidden = steps["hidden_size"].dropna() if "hidden_size" in steps else []
+    dtype = steps["dtype"].dropna() if "dtype" in steps else []
+    tokens = tuple(sorted({int(t) for t in steps["tokens"].dropna()})) if "tokens" in steps else ()
+    return (
+        int(hidden.iloc[0]) if len(hidden) else None,
+        DTYPE_BYTES.get(str(dtype.iloc[0]), 2) if len(dtype) else 2,
+        tokens,
+    )
+
+
+def tokens_at(records: list[dict]) -> dict[tuple[str, int], set[int]]:
+    """(collective, op bytes) -> the T whose step sends an op of that collective and size (the fused kinds' ops
+    are all-reduces of the same sizes)."""
+    out: dict[tuple[str, int], set[int]] = {}
+    for record in records:
+        ops = record.get("op_us") if record.get("kind", "step") == "step" else None
+        if not ops or not isinstance(record.get("tokens"), (int, float)):
+            continue
+        for collective, nbytes in zip(ops.get("collectives") or (), ops.get("bytes") or ()):
+            for name in (collective, FUSED) if collective == "all_reduce" else (collective,):
+                out.setdefault((str(name), int(nbytes)), set()).add(int(record["tokens"]))
+    return out
+
+
+def _route(band: dict, against: str | None, env: dict, at: dict[tuple[str, int], set[int]]) -> Route:
+    sizes = [s["bytes"] for s in band.get("sizes", [])]
+    inside = tuple(
+        sorted(
+            {
+                t
+                for (collective, nbytes), ts in at.items()
+                if collective == band["collective"] and band["min_bytes"] <= nbytes <= band["max_bytes"]
+                for t in ts
+            }
+        )
+    )
+    kept = bool(band["baseline"])
+    margin = None
+    if not kept and band.get("baseline_us"):
+        margin = 100.0 * (band["baseline_us"] - band["time_us"]) / band["baseline_us"]
+    evidence = band.get("evidence") or {}
+    errors = {"level": evidence.get("level")}
+    if evidence.get("expected_error_pct") is not None or evidence.get("level") == "simulated":
+        errors["impl_pct"] = evidence.get("expected_error_pct")
+        errors["basis"] = evidence.get("expected_error_basis")
+    return Route(
+        collective=band["collective"],
+        mode=band["mode"],
+        min_bytes=int(band["min_bytes"]),
+        max_bytes=int(band["max_bytes"]),
+        tokens=inside,
+        impl="nccl" if kept and band["impl"] in ("default", "nccl") else band["impl"],
+        options=dict(band.get("options") or {}),
+        point_id=str(band["point_id"]),
+        nccl_env=dict(env),
+        judged_against=str(against),
+        margin_pct=None if margin is None or not math.isfinite(margin) else round(margin, 1),
+        rule=str(evidence.get("rule") or ""),
+        errors=errors,
+        verdict=str(evidence.get("verdict") or f"largest size: {format_bytes(max(sizes or [0]))}"),
+        kept=kept,
+    )
+
+
+def _not_live(run: RunAnalysis) -> str:
+    """Why no engine setting may be live even where a kernel won: the run is unfinished, nothing ran (a
+    simulation) or the numbers were imported; "" when measured and finished."""
+    rec = run.recommendation
+    if rec is not None and rec.withheld:
+        return f"not recommended: {rec.withheld}"
+    if not_confirmed(run):
+        return not_confirmed(run)
+    if run.evidence.level == MEASURED:
+        return ""
+    if run.evidence.simulated:
+        return (
+            "not tested: a simulation ran nothing, so the kernel was never captured into a CUDA graph or checked "
+            "against the exact reduction; measure it with a sweep on the box before enabling it"
+        )
+    return f"not tested: {run.evidence.label} times are not a measurement of the kernel on this box"
+
+
+def compute_capability(meta: dict) -> float | None:
+    """The run's GPUs' compute capability (12.0 for SM120), from meta.json's GPUs, probe or topology preset."""
+    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
+    listed = [meta.get("gpus"), topology.get("gpus")]
+    gpus = [g for items in listed if isinstance(items, list) for g in items if isinstance(g, dict)]
+    for value in [g.get("compute_capability") for g in gpus] + [topology.get("compute_capability")]:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def step_dtype(run: RunAnalysis) -> str:
+    dtype = run.steps["dtype"].dropna() if "dtype" in run.steps else []
+    return str(dtype.iloc[0]) if len(dtype) else "bfloat16"
+
+
+def box_of(run: RunAnalysis) -> Box:
+    """What the engines' dispatch reads of the box: SM, TP, NVLink and P2P, from the probe's pairs or the preset."""
+    topology = run.meta.get("topology") if isinstance(run.meta.get("topology"), dict) else {}
+    pairs = [p for p in topology.get("pairs") or [] if isinstance(p, dict)]
+    if pairs:
+        nvlink = all(bool(p.get("nvlink")) for p in pairs)
+        p2p = all((p.get("p2p") or {}).get("read") == "ok" for p in pairs)
+    else:
+        nvlink = str(topology.get("gpu_path", "")).upper().startswith("NV")
+        p2p = bool(topology.get("p2p_supported", False))
+    return Box(compute_capability(run.meta), run.ranks, nvlink, p2p)
+
+
+def decided_fusion(fusion: pd.DataFrame, decision: Decision, mode: str) -> pd.DataFrame:
+    """The fused kinds' per-T comparison (choices.fusion_comparison) with its verdict taken from the decision: a
+    fused kind wins at T only where the decision routes T's fused all-reduce + RMSNorm to it."""
+    if fusion.empty:
+        return fusion
+    won = {
+        (r.impl, t)
+        for r in decision.routes
+        if r.collective == FUSED and r.mode == mode and not r.kept
+        for t in r.tokens
+    }
+    wins = [(impl, int(t)) in won for impl, t in zip(fusion["impl"], fusion["tokens"])]
+    out = fusion.copy()
+    out["beyond_uncertainty"] = pd.Series(wins, index=fusion.index, dtype=object)
+    out["slower_beyond_uncertainty"] = pd.Series(
+        [False if w else s for w, s in zip(wins, fusion["slower_beyond_uncertainty"])], index=fusion.index, dtype=object
+    )
+    return out

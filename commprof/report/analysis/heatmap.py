@@ -1,0 +1,63 @@
+"""The sweep's axes (impl and each NCCL variable it varies), how much each moves the step time, and the heatmap
+pivots over the strongest two."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from commprof.report.analysis.frame import ENV_PREFIX, ok_rows
+
+DEFAULT_ENV_VALUE = "(default)"
+
+
+def varying_axes(steps: pd.DataFrame) -> list[str]:
+    """The sweep's axes: env columns and impl that take more than one value among unfused points."""
+    unfused = steps[~steps["fused_rmsnorm"]]
+    axes = []
+    for column in ["impl"] + [c for c in steps.columns if c.startswith(ENV_PREFIX)]:
+        if axis_values(unfused, column).nunique() > 1:
+            axes.append(column)
+    return axes
+
+
+def axis_values(steps: pd.DataFrame, axis: str) -> pd.Series:
+    """An axis column with "not set" spelled out (the point keeps NCCL's default)."""
+    return steps[axis].astype(object).where(steps[axis].notna(), DEFAULT_ENV_VALUE).astype(str)
+
+
+def axis_strength(steps: pd.DataFrame, mode: str, axes: list[str]) -> pd.Series:
+    """Per axis: spread (max − min) of the per-value median step time, relative to the T's median, averaged over T."""
+    rows = ok_rows(steps, mode)
+    rows = rows[~rows["fused_rmsnorm"]]
+    middle = rows.groupby("tokens")["median_us"].median()
+    strength = {}
+    for axis in axes:
+        by_value = rows.groupby([rows["tokens"], axis_values(rows, axis)])["median_us"].median()
+        per_tokens = by_value.groupby(level=0)
+        spread = (per_tokens.max() - per_tokens.min()) / middle
+        spread = spread[(per_tokens.size() > 1) & (middle > 0)]
+        strength[axis] = float(spread.mean()) if not spread.empty else 0.0
+    return pd.Series(strength, dtype=float).sort_values(ascending=False, kind="stable")
+
+
+def strongest_axes(steps: pd.DataFrame, mode: str, count: int = 2) -> list[str]:
+    """The `count` axes whose values move the step time most."""
+    axes = varying_axes(steps)
+    return list(axis_strength(steps, mode, axes).index[:count]) if axes else []
+
+
+def heatmap_pivot(
+    steps: pd.DataFrame, tokens: int, mode: str, rows_axis: str, columns_axis: str | None
+) -> pd.DataFrame:
+    """Best (min over the other axes) ok step time in µs per (rows_axis value, columns_axis value) at T."""
+    at = steps[(steps["tokens"] == tokens) & ~steps["fused_rmsnorm"]]
+    if at.empty:
+        return pd.DataFrame()
+    table = pd.DataFrame(
+        {
+            "row": axis_values(at, rows_axis),
+            "column": axis_values(at, columns_axis) if columns_axis else "all",
+            "median_us": at["median_us"].where((at["status"] == "ok") & (at["mode"] == mode)),
+        }
+    )
+    return table.pivot_table(index="row", columns="column", values="median_us", aggfunc="min", dropna=False)

@@ -1,0 +1,355 @@
+"""Who is fastest, judged by the run's evidence (commprof.evidence: beyond noise when measured, beyond the model's
+expected error when simulated): the baseline, the best point per T, speed-ups, the recommendation.
+
+Pure functions over frame.step_frame rows (DataFrames in, DataFrames or plain values out).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from commprof.errors import UsageError
+from commprof.evidence import Evidence
+from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
+from commprof.records.point_ids import BASELINE_POINT_ID
+from commprof.report.analysis.frame import latest_measurements, latest_point_ids, model_errors, ok_rows
+
+# The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.
+UNFUSED_REFERENCE_IMPL = unfused_reference()
+
+
+def headline_mode(steps: pd.DataFrame) -> tuple[str, str]:
+    """("graph", why) when any point ran as a CUDA graph (engines run the verify step that way), else eager."""
+    if not steps.empty and not ok_rows(steps, "graph").empty:
+        return "graph", "graph mode: the verify step captured once as a CUDA graph and replayed, as engines run it"
+    backends = sorted({b for b in steps.get("backend", pd.Series(dtype=object)).dropna()}) if not steps.empty else []
+    why = (
+        "eager mode: no point ran as a CUDA graph"
+        + (" (gloo has no CUDA graphs)" if backends == ["gloo"] else "")
+        + "; eager step times include launch overhead an engine's graph would not pay"
+    )
+    return "eager", why
+
+
+def baseline_id(steps: pd.DataFrame, requested: str | None = None, latest: pd.Series | None = None) -> str:
+    """The baseline point: `requested`, else "p000", as its configuration's latest measurement (`latest`:
+    latest_point_ids(steps), if already computed); UsageError when the run has no such point."""
+    wanted = requested or BASELINE_POINT_ID
+    if steps.empty or wanted not in set(steps["point_id"]):
+        known = ", ".join(sorted(set(steps["point_id"])))[:200] if not steps.empty else "none"
+        raise UsageError(f"baseline point {wanted!r} is not in this run (points: {known})")
+    return str((latest if latest is not None else latest_point_ids(steps))[wanted])
+
+
+def best_points(
+    steps: pd.DataFrame, mode: str, prefer: Iterable[str] = (), family: Iterable[str] | None = None
+) -> pd.DataFrame:
+    """Per (source, T): the fastest ok unfused point in `mode` (fused kinds do more work; see fusion_comparison).
+
+    Ties (a cost model predicts many points alike) go to an implementation of `family` (another implementation
+    must be faster to count), then to the `prefer` point ids in order (e.g. the baseline, then the recommended
+    point), then to the latest stage (confirmed), then to the point that sets the fewest variables.
+    """
+    candidates = ok_rows(steps, mode)
+    candidates = candidates[~candidates["fused_rmsnorm"]]
+    if candidates.empty:
+        return candidates
+    ranks = {point_id: k for k, point_id in enumerate(prefer)}
+    keys = pd.DataFrame(
+        {
+            "source": candidates["source"].to_numpy(),
+            "tokens": candidates["tokens"].to_numpy(),
+            "time": candidates["median_us"].round(3).to_numpy(),
+            "other": ~candidates["impl"].isin(list(family)).to_numpy() if family is not None else False,
+            "preferred": candidates["point_id"].map(lambda p: ranks.get(p, len(ranks))).to_numpy(),
+            "stage": -candidates["stage"].astype(float).to_numpy(),
+            "settings": candidates["env"].map(len).to_numpy(),
+            "point": candidates["point_id"].to_numpy(),
+            "row": range(len(candidates)),
+        }
+    )
+    order = keys.sort_values(["source", "tokens", "time", "other", "preferred", "stage", "settings", "point"])
+    first = order.drop_duplicates(["source", "tokens"])["row"].to_numpy()
+    return candidates.iloc[first].reset_index(drop=True)
+
+
+def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Every row with its reference time and speed-up (reference / own median), per (source, T, mode).
+
+    Unfused rows compare against the baseline point; fused rows against the unfused reference
+    ("nccl+rmsnorm") with the same settings, else the one that sets nothing (the backend's defaults).
+    """
+    out = steps.copy()
+    keys = ["source", "tokens", "mode"]
+    ok = ok_rows(steps)
+    base = ok[ok["point_id"] == baseline][keys + ["median_us"]].rename(columns={"median_us": "reference_us"})
+    base = base.drop_duplicates(keys)
+    out = out.merge(base, on=keys, how="left")
+    out["reference"] = baseline
+    fused = out["fused_rmsnorm"].to_numpy()
+    if fused.any():
+        refs = ok_rows(latest_measurements(steps[steps["impl"] == UNFUSED_REFERENCE_IMPL]))
+        by_settings = {(r.source, r.tokens, r.mode, r.settings): (r.median_us, r.point_id) for r in refs.itertuples()}
+        by_default = {
+            (r.source, r.tokens, r.mode): (r.median_us, r.point_id)
+            for r in refs[refs["env"].map(len) == 0].itertuples()
+        }
+        ref_us, ref_id = [], []
+        for r in out[fused].itertuples():
+            found = (
+                by_settings.get((r.source, r.tokens, r.mode, r.settings))
+                or by_default.get((r.source, r.tokens, r.mode))
+                or (math.nan, None)
+            )
+            ref_us.append(found[0])
+            ref_id.append(found[1])
+        out.loc[fused, "reference_us"] = ref_us
+        out.loc[fused, "reference"] = ref_id
+    out["speedup"] = out["reference_us"] / out["median_us"]
+    out["saved_pct"] = 100.0 * (out["reference_us"] - out["median_us"]) / out["reference_us"]
+    return out
+
+
+def headline(
+    steps: pd.DataFrame,
+    baseline: str,
+    mode: str,
+    evidence: Evidence,
+    recommended: str | None = None,
+    family: Iterable[str] | None = None,
+) -> pd.DataFrame:
+    """Per (source, T): baseline vs best step time in `mode`, µs, % saved, the best point's settings and whether
+    it beats the baseline beyond the evidence's uncertainty.
+
+    `recommended`, `family`: how best_points breaks ties (the same as choices_per_tokens' "fastest")."""
+    best = best_points(steps, mode, prefer=[p for p in (baseline, recommended) if p], family=family)
+    base = ok_rows(steps, mode)
+    base = base[base["point_id"] == baseline].drop_duplicates(["source", "tokens"])
+    base_rows = base.set_index(["source", "tokens"]).to_dict("index")
+    errors = {
+        (row["source"], row["tokens"]): model_errors(row, base_rows.get((row["source"], row["tokens"])))
+        for row in best.to_dict("records")
+    }
+    base = base[["source", "tokens", "median_us", "p90_us", "p99_us", "cv"]].rename(
+        columns={
+            "median_us": "baseline_us",
+            "p90_us": "baseline_p90_us",
+            "p99_us": "baseline_p99_us",
+            "cv": "baseline_cv",
+        }
+    )
+    columns = [
+        "source",
+        "tokens",
+        "point_id",
+        "label",
+        "impl",
+        "settings",
+        "env",
+        "median_us",
+        "p90_us",
+        "p99_us",
+        "cv",
+    ]
+    table = best[columns].rename(
+        columns={
+            "point_id": "best_point_id",
+            "label": "best_label",
+            "impl": "best_impl",
+            "settings": "best_settings",
+            "env": "best_env",
+            "median_us": "best_us",
+            "p90_us": "best_p90_us",
+            "p99_us": "best_p99_us",
+            "cv": "best_cv",
+        }
+    )
+    table = base.merge(table, on=["source", "tokens"], how="outer").sort_values(["source", "tokens"])
+    table["saved_us"] = table["baseline_us"] - table["best_us"]
+    table["saved_pct"] = 100.0 * table["saved_us"] / table["baseline_us"]
+    table["speedup"] = table["baseline_us"] / table["best_us"]
+    table["beyond_uncertainty"] = pd.Series(
+        [
+            evidence.beats(median, p90, base, errors.get(key))
+            for median, p90, base, key in zip(
+                table["best_us"], table["best_p90_us"], table["baseline_us"], zip(table["source"], table["tokens"])
+            )
+        ],
+        index=table.index,
+        dtype=object,
+    )
+    return table.reset_index(drop=True)
+
+
+def point_totals(steps: pd.DataFrame, mode: str, impl: str | Iterable[str] | None = None) -> pd.DataFrame:
+    """Per unfused point (of `impl`, one name or several, if given) ok at every T of the run in `mode`: its first
+    row with `total_us` and `p90_total_us` (sums over T) and `tokens_covered`, one row per point."""
+    rows = ok_rows(steps, mode)
+    all_tokens = set(rows["tokens"])
+    rows = rows[~rows["fused_rmsnorm"]]
+    if impl is not None:
+        rows = rows[rows["impl"].isin([impl] if isinstance(impl, str) else list(impl))]
+    if rows.empty:
+        return rows.assign(total_us=pd.Series(dtype=float), p90_total_us=pd.Series(dtype=float))
+    grouped = rows.groupby("point_id")
+    covered = grouped["tokens"].nunique() == len(all_tokens)
+    firsts = rows.drop_duplicates("point_id").set_index("point_id").loc[covered[covered].index]
+    firsts["total_us"] = grouped["median_us"].sum()
+    firsts["p90_total_us"] = grouped["p90_us"].sum(min_count=len(all_tokens))
+    firsts["tokens_covered"] = [sorted(int(t) for t in all_tokens)] * len(firsts)
+    return firsts.reset_index()
+
+
+def best_overall_point(steps: pd.DataFrame, mode: str, impl: str | Iterable[str] | None = None) -> pd.Series | None:
+    """The unfused point (of `impl`, one name or several, if given) with the least total step time over every T,
+    ok at all of them. Ties (a cost model predicts many settings alike) go to the latest stage (re-measured,
+    confirmed), then to the point that sets the fewest variables."""
+    totals = point_totals(steps, mode, impl)
+    if totals.empty:
+        return None
+    order = totals.assign(
+        _total=totals["total_us"].round(3), _later=-totals["stage"].astype(float), _count=totals["env"].map(len)
+    ).sort_values(["_total", "_later", "_count", "point_id"])
+    return order.iloc[0].drop(["_total", "_later", "_count"])
+
+
+def minimal_export(
+    steps: pd.DataFrame, mode: str, evidence: Evidence, fastest: pd.Series, baseline_total_us: float
+) -> tuple[pd.Series, list[str]]:
+    """The point to export instead of `fastest` when a variable does not earn its place: of the measured points
+    with the same implementation and a subset of its variables (an ablation), the one with the fewest variables
+    that still beats the baseline and that `fastest` does not beat, both beyond the evidence's uncertainty.
+    Returns (the point, the variables dropped); (fastest, []) when every variable counts or nothing was ablated."""
+    env = fastest["env"]
+    totals = point_totals(steps, mode, fastest["impl"])
+    subsets = totals[
+        (totals["options"] == fastest["options"])
+        & totals["env"].map(lambda e: len(e) < len(env) and all(env.get(k) == v for k, v in e.items()))
+    ]
+    keep = [
+        evidence.beats(r.total_us, r.p90_total_us, baseline_total_us) is True
+        and evidence.beats(fastest["total_us"], fastest["p90_total_us"], r.total_us) is False
+        for r in subsets.itertuples()
+    ]
+    candidates = subsets[keep]
+    if candidates.empty:
+        return fastest, []
+    chosen = candidates.assign(_count=candidates["env"].map(len)).sort_values(["_count", "total_us"]).iloc[0]
+    return chosen.drop("_count"), sorted(set(env) - set(chosen["env"]))
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What to set: the fastest point over every T if it beats the baseline beyond the evidence's uncertainty
+    (as its minimal measured form, `exported`), else the baseline.
+
+    `beyond_uncertainty` is None when the baseline has no ok record at some T the fastest point covers (no
+    comparison, so nothing is recommended); `withheld` says why a result is not recommended anyway (an
+    unfinished run).
+    """
+
+    fastest: pd.Series | None
+    baseline: pd.Series | None
+    baseline_total_us: float
+    beyond_uncertainty: bool | None
+    exported: pd.Series | None = None  # the fastest's minimal form (minimal_export); None: the fastest itself
+    dropped: tuple[str, ...] = ()  # variables of the fastest that did not earn their place
+    withheld: str | None = None
+
+    @property
+    def recommends(self) -> bool:
+        """Whether anything other than the baseline is recommended."""
+        return self.fastest is not None and self.beyond_uncertainty is True and self.withheld is None
+
+    @property
+    def chosen(self) -> pd.Series | None:
+        if self.fastest is None:
+            return None
+        if not self.recommends:
+            return self.baseline
+        return self.exported if self.exported is not None else self.fastest
+
+    @property
+    def keeps_baseline(self) -> bool:
+        return self.fastest is not None and not self.recommends
+
+    @property
+    def saved_pct(self) -> float:
+        if self.fastest is None or not math.isfinite(self.baseline_total_us) or not self.baseline_total_us:
+            return math.nan
+        return 100.0 * (self.baseline_total_us - self.fastest["total_us"]) / self.baseline_total_us
+
+
+def recommendation(
+    steps: pd.DataFrame,
+    baseline: str,
+    mode: str,
+    evidence: Evidence,
+    impl: str | Iterable[str] | None = None,
+    withheld: str | None = None,
+) -> Recommendation:
+    """The fastest point of `impl` over every T (best_overall_point), judged against the baseline by the
+    evidence's rule, in its minimal measured form; `withheld`: why not to recommend even a result."""
+    fastest = best_overall_point(steps, mode, impl)
+    base_rows = ok_rows(steps, mode)
+    base_rows = base_rows[base_rows["point_id"] == baseline].drop_duplicates("tokens")
+    base = base_rows.iloc[0].copy() if not base_rows.empty else None
+    if fastest is None:
+        return Recommendation(None, base, math.nan, None, withheld=withheld)
+    covered = base_rows[base_rows["tokens"].isin(fastest["tokens_covered"])]
+    total = float(covered["median_us"].sum()) if len(covered) == len(fastest["tokens_covered"]) else math.nan
+    if base is not None:
+        base["total_us"] = total
+    verdict = evidence.beats(fastest["total_us"], fastest["p90_total_us"], total)
+    exported, dropped = minimal_export(steps, mode, evidence, fastest, total) if verdict is True else (fastest, [])
+    return Recommendation(
+        fastest,
+        base,
+        total,
+        verdict,
+        exported=exported if exported is not fastest else None,
+        dropped=tuple(dropped),
+        withheld=withheld,
+    )
+
+
+def implementation_family(impl: str) -> tuple[str, ...]:
+    """The impl names that run the same all-reduce as `impl`: torch.distributed's own on the run's backend
+    ("default", "nccl", "gloo" name the same thing there), else `impl` alone."""
+    return BACKEND_IMPLS if impl in BACKEND_IMPLS else (str(impl),)
+
+
+def tuner_winners(
+    steps: pd.DataFrame, baseline: str, mode: str, evidence: Evidence, prefer: Iterable[str], family: Iterable[str]
+) -> pd.DataFrame:
+    """Per T, the fastest ok record of the baseline's implementation `family` (NCCL) in `mode`, with whether it
+    beats the baseline beyond the evidence's uncertainty (`beyond_uncertainty`) and, where not, why it gets no rule
+    (`note`).
+
+    `prefer`: the point ids ties go to, in order (best_points), as for table 1's "fastest setting" rows."""
+    rows = ok_rows(steps, mode)
+    base = rows[rows["point_id"] == baseline].drop_duplicates("tokens").set_index("tokens")["median_us"]
+    winners = best_points(rows[rows["impl"].isin(list(family))], mode, prefer).sort_values("tokens")
+    winners["beyond_uncertainty"] = pd.Series(
+        [
+            evidence.beats(median, p90, base.get(t))
+            for median, p90, t in zip(winners["median_us"], winners["p90_us"], winners["tokens"])
+        ],
+        index=winners.index,
+        dtype=object,
+    )
+    winners["note"] = [
+        "the baseline was fastest"
+        if pid == baseline
+        else f"{evidence.within} of the baseline"
+        if verdict is False
+        else "not compared: the baseline has no result at this T"
+        if verdict is None
+        else None
+        for pid, verdict in zip(winners["point_id"], winners["beyond_uncertainty"])
+    ]
+    return winners

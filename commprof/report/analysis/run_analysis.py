@@ -1,0 +1,410 @@
+"""The report's front door: a run's records (one source of them) analysed once into a RunAnalysis, and the
+measured runs set against the simulated ones (costmodel_checks).
+
+`analyze_run` calls the pure analyses (frame, ranking, choices, projection, heatmap) and keeps what they return
+under full names; the views, summary.json and the exported files read a RunAnalysis and never analyse again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from commprof.evidence import IMPORTED, LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence, ModelError
+from commprof.proposable import interconnect_of, not_proposable
+from commprof.records.plan_file import Plan
+from commprof.records.point_ids import BASELINE_POINT_ID
+from commprof.report.analysis import choices as ch
+from commprof.report.analysis import costmodel_check as cc
+from commprof.report.analysis import frame as fr
+from commprof.report.analysis import ranking as rk
+from commprof.report.analysis import routing as rt
+from commprof.report.analysis import routing_candidates as rc
+from commprof.report.analysis.completeness import Completeness, completeness
+from commprof.report.analysis.crossovers import crossovers, routing_edges
+from commprof.report.analysis.doctor_verdicts import doctor_view
+from commprof.report.analysis.drift import BaselineDrift, baseline_drift
+from commprof.report.analysis.engine_dispatch import DEFAULT_ENGINES
+from commprof.report.analysis.heatmap import strongest_axes
+from commprof.report.analysis.observed import observed_view
+from commprof.report.analysis.projection import ComputeTimes, ShownPoints, breakdown, projection
+from commprof.report.analysis.spacing import spacing_summary
+
+DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the user tells the report beyond the records (`--compute-ms`, `--draft-ms`, `--accept`, `--baseline`)."""
+
+    compute: ComputeTimes = field(default_factory=ComputeTimes)
+    draft_ms: float | None = None  # draft time per speculative step; None: not given (projected as 0)
+    accepts: tuple[float, ...] = DEFAULT_ACCEPTS  # accept lengths to project tokens/s at
+    baseline: str | None = None  # the baseline point id; None: the sweep's baseline ("p000")
+    compute_source: str = ""  # where the compute times come from ("--compute-ms", "the sweep file's [report]")
+    allow_partial: bool = False  # recommend from an incomplete run (--allow-partial)
+    # The engine's measured communication per verify step, ms per T (None: T not said), and where it comes from
+    # (`--observed-step-ms`, `--observed TRACE_DIR`); empty: nothing observed.
+    observed: dict[int | None, float] = field(default_factory=dict)
+    observed_source: str = ""
+    engines: tuple[str, ...] = DEFAULT_ENGINES  # the engines whose dispatch the report reproduces (--engine)
+
+
+@dataclass
+class RunAnalysis:
+    """Everything the report says about one run (one source of it), each DataFrame from one pure analysis."""
+
+    run_id: str
+    name: str  # the run id, with the source when a run mixes sources
+    source: str  # "measured", "simulated" or "nccl-tests" (records.schema.SOURCES)
+    meta: dict  # the run's meta.json
+    frame: pd.DataFrame  # every record (frame.records_frame)
+    steps: pd.DataFrame  # each configuration's latest, longest measurement: what is ranked
+    all_steps: pd.DataFrame  # every step record, re-measured configurations' earlier ones included
+    collectives: pd.DataFrame  # single-collective records (imported or simulated)
+    options: ReportOptions
+    evidence: Evidence  # where these numbers come from, and the rule their verdicts follow
+    mode: str = "graph"  # the headline mode (ranking.headline_mode)
+    mode_reason: str = ""
+    baseline: str | None = None  # the baseline's point id, as its configuration's latest measurement
+    baseline_requested: str | None = None  # the id asked for (--baseline, else "p000")
+    baseline_family: tuple[str, ...] = ()  # impl names of the baseline's all-reduce (ranking.implementation_family)
+    superseded: dict[str, str] = field(default_factory=dict)  # re-measured: old point id -> the id that counts
+    completeness: Completeness | None = None  # planned vs done (None: no sweep to compare with)
+    untested: dict[str, str] = field(default_factory=dict)  # simulated: point id -> why it is not ranked
+    failures: pd.DataFrame = field(default_factory=pd.DataFrame)  # frame.failures
+    speedups: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.speedups of every step record
+    recommendation: rk.Recommendation | None = None  # what to set, answer (a)
+    headline: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.headline: baseline vs best per T
+    choices: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.choices_per_tokens: table 1
+    alternatives: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.alternatives: answer (b)
+    without_result: pd.DataFrame = field(default_factory=pd.DataFrame)  # implementations that never gave a number
+    fusion: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.fusion_comparison: answer (c)
+    breakdown: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.breakdown
+    projection: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.projection
+    heatmap_axes: list[str] = field(default_factory=list)  # heatmap.strongest_axes
+    routing: dict[str, Any] = field(default_factory=dict)  # routing.routing_plan: per size, which implementation
+    routing_against: str | None = None  # the point the routing plan judged every size against
+    records: list[dict] = field(default_factory=list, repr=False)  # the records analysed (the decision re-routes)
+    ranks: int = 0  # the run's world size
+    crossovers: list[dict[str, Any]] = field(default_factory=list)  # crossovers.crossovers: what each search found
+    drift: BaselineDrift | None = None  # the baseline's measurements over the run and their band (drift.py)
+    spacing: dict[str, Any] | None = None  # compute and late ranks between the collectives (spacing.py)
+
+    @property
+    def simulated(self) -> bool:
+        return self.source == "simulated"
+
+    @property
+    def shared_gpus(self) -> bool:
+        """Ranks shared GPUs (the sweep's --share-gpus): a functional check, never a tuning result."""
+        return bool(self.meta.get("shared_gpus"))
+
+    @property
+    def recommended(self) -> pd.Series | None:
+        """The point to set: the fastest over every T (its minimal form) if beyond the evidence's uncertainty, else
+        the baseline (None: nothing passed)."""
+        return self.recommendation.chosen if self.recommendation is not None else None
+
+    @property
+    def reference(self) -> str | None:
+        """The point whose settings the recommendation exports (the baseline when it is kept or nothing passed)."""
+        point = self.recommended
+        return str(point["point_id"]) if point is not None else self.baseline
+
+    @cached_property
+    def observed(self) -> dict[str, Any] | None:
+        """The engine's observation beside the prediction (commprof.report.analysis.observed), or None: none given."""
+        return observed_view(self, self.options.observed, self.options.observed_source)
+
+    @cached_property
+    def doctor_failed(self) -> list[str]:
+        doctor = doctor_view(self.meta.get("doctor"))
+        return doctor["failed"] if doctor else []
+
+    @cached_property
+    def backend(self) -> str | None:
+        backends = self.frame["backend"].dropna().unique() if "backend" in self.frame else []
+        return str(backends[0]) if len(backends) == 1 else self.meta.get("backend")
+
+    @property
+    def rankable(self) -> pd.DataFrame:
+        """The step records a verdict may rest on: all but simulated points with an untested correctness risk."""
+        if not self.untested or self.steps.empty:
+            return self.steps
+        return self.steps[~self.steps["point_id"].isin(list(self.untested))]
+
+    @property
+    def family_steps(self) -> pd.DataFrame:
+        """Step records of the baseline's implementation (NCCL's own, or gloo's): what the heatmap and the tuner
+        read; other implementations are answer (b)."""
+        if self.steps.empty or not self.baseline_family:
+            return self.steps
+        return self.steps[self.steps["impl"].isin(list(self.baseline_family))]
+
+    @property
+    def failed_count(self) -> int:
+        return int(self.failures["failed"].sum()) if not self.failures.empty else 0
+
+    @cached_property
+    def all_failed(self) -> bool:
+        return not self.steps.empty and fr.ok_rows(self.steps).empty
+
+    def tuner_winners(self) -> pd.DataFrame:
+        """Per T, the fastest setting of the baseline's implementation, as nccl_tuner.conf's rules use it."""
+        if self.steps.empty or self.baseline is None:
+            return self.steps.iloc[0:0]
+        prefer = [p for p in (self.baseline, self.reference) if p]  # table 1's "fastest setting" ties
+        return rk.tuner_winners(self.rankable, self.baseline, self.mode, self.evidence, prefer, self.baseline_family)
+
+
+def split_by_source(records: list[dict]) -> dict[str, list[dict]]:
+    """A run's records per source, so measured and simulated numbers are never mixed in one table."""
+    by_source: dict[str, list[dict]] = {}
+    for record in records:
+        by_source.setdefault(str(record.get("source")), []).append(record)
+    return by_source
+
+
+@dataclass(frozen=True)
+class RunExtras:
+    """A run folder's files beside results.jsonl and meta.json, as read (records.files)."""
+
+    repeats: list[dict] | None = None  # baseline-repeats.jsonl: the drift every measured verdict must exceed
+    plan: Plan | None = None  # plan.jsonl: what the sweep planned (None: not recorded)
+
+
+def analyze_run(
+    run_id: str,
+    records: list[dict],
+    meta: dict,
+    options: ReportOptions,
+    run_dir: str | None = None,
+    extras: RunExtras = RunExtras(),
+) -> list[RunAnalysis]:
+    """One RunAnalysis per source present in the run."""
+    repeats = extras.repeats
+    by_source = split_by_source(records)
+    progress = completeness(meta, records, run_dir or f"runs/{run_id}", extras.plan)
+    results = []
+    for source, rows in by_source.items():
+        name = run_id if len(by_source) == 1 else f"{run_id} · {LEVEL_OF_SOURCE.get(source, source)}"
+        again = repeats if source == "measured" else None
+        results.append(analyze_source(run_id, name, source, rows, meta, options, progress, again))
+    return results
+
+
+def analyze_source(
+    run_id: str,
+    name: str,
+    source: str,
+    records: list[dict],
+    meta: dict,
+    options: ReportOptions,
+    progress: Completeness | None = None,
+    repeats: list[dict] | None = None,
+) -> RunAnalysis:
+    """The analysis of one source's records of a run (`progress`: the run's, when known; `repeats`: the
+    baseline's re-measurements)."""
+    if LEVEL_OF_SOURCE.get(source) == SIMULATED:
+        records = with_run_error(records, ModelError.from_meta(meta))
+    frame = fr.records_frame(records)
+    evidence = run_evidence(source, frame, meta)
+    all_steps = fr.step_frame(frame)
+    latest = fr.latest_point_ids(all_steps)
+    steps = fr.latest_measurements(all_steps, latest)
+    run = RunAnalysis(
+        run_id=run_id,
+        name=name,
+        source=source,
+        meta=meta,
+        frame=frame,
+        steps=steps,
+        all_steps=all_steps,
+        collectives=fr.collective_frame(frame),
+        options=options,
+        evidence=evidence,
+        completeness=progress,
+        failures=fr.failures(frame),
+        records=records,
+    )
+    if steps.empty:
+        return run
+    run.mode, run.mode_reason = rk.headline_mode(steps)
+    if repeats:
+        repeated = str((repeats[0].get("point") or {}).get("point_id", repeats[0].get("point_id")))
+        first = [r for r in records if r.get("kind") == "step" and r.get("point_id") == repeated]
+        run.drift = baseline_drift(first, repeats, run.mode, {int(t) for t in steps["tokens"].dropna().unique()})
+        if run.drift is not None and run.drift.band_pct is not None:
+            evidence = run.evidence = replace(evidence, drift_pct=round(run.drift.band_pct, 2))
+    if evidence.simulated and run.mode == "graph":
+        run.mode_reason = (
+            "graph mode as the cost model predicts it (eager minus the preset's launch overhead): whether each "
+            "setting captures into a CUDA graph is not tested"
+        )
+    run.baseline_requested = options.baseline or BASELINE_POINT_ID
+    run.baseline = rk.baseline_id(all_steps, options.baseline, latest)
+    run.superseded = fr.superseded_by(latest)
+    run.speedups = rk.speedups(all_steps, run.baseline)
+    run.spacing = spacing_summary(records, run.baseline, run.mode)
+    run.baseline_family = rk.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])
+    family = run.baseline_family
+    run.untested = untested_settings(steps, meta) if evidence.simulated else {}
+    ranked = fr.ok_rows(run.rankable, run.mode)  # the rankings below read only these rows: filter once
+    unfinished = progress is not None and not progress.complete and not options.allow_partial
+    withheld = f"the run is incomplete ({progress.summary()})" if unfinished else None
+    run.recommendation = rk.recommendation(ranked, run.baseline, run.mode, evidence, impl=family, withheld=withheld)
+    recommended = run.reference if run.recommended is not None else None
+    run.headline = rk.headline(ranked, run.baseline, run.mode, evidence, recommended, family)
+    current = run.speedups[run.speedups["point_id"].isin(set(latest))] if run.superseded else run.speedups
+    current = current[~current["point_id"].isin(list(run.untested))] if run.untested else current
+    run.fusion = ch.fusion_comparison(run.rankable, run.baseline, run.mode, evidence, rated=current)
+    run.choices = ch.choices_per_tokens(ranked, run.baseline, run.mode, evidence, recommended, family)
+    run.alternatives = ch.alternatives(ranked, run.reference, run.mode, evidence, family)
+    run.without_result = ch.implementations_without_result(steps, run.mode, family)
+    run.heatmap_axes = strongest_axes(run.family_steps, run.mode)
+    ranks = all_steps["world_size"].dropna()
+    run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
+    run.crossovers = crossovers(records)
+    # Every size is judged against the NCCL environment the answer sets: the recommended point where there is one.
+    run.routing_against = run.reference
+    against_env = dict(run.recommended["env"]) if run.recommended is not None and run.recommendation.recommends else {}
+    run.routing = rt.routing_plan(
+        rc.candidates(records, run.routing_against),
+        run.ranks,
+        rc.floor_of(meta),
+        routing_edges(run.crossovers, against_env),
+        missing_floor=rc.missing_floor(meta),
+    )
+    if not run.headline.empty:
+        shown = ShownPoints(run.baseline, run.reference)
+        run.breakdown = breakdown(steps, run.headline, shown, options.compute, mode=run.mode)
+        run.projection = projection(run.breakdown, options.draft_ms or 0.0, options.accepts, evidence)
+    return run
+
+
+def with_run_error(records: list[dict], error: ModelError) -> list[dict]:
+    """A simulation's records with the run's expected error (ModelError.from_meta: the calibration's held-out
+    error or the prior's) as every NCCL prediction's figure, replacing a record's own (which may be an in-sample
+    fit): the one place the report sets it, so every verdict, page and file quotes one number per source."""
+    out = []
+    for record in records:
+        nccl, searched = record.get("nccl"), record.get("model_error")
+        if isinstance(nccl, dict) and "expected_error_pct" in nccl:
+            record = {**record, "nccl": {**nccl, "expected_error_pct": error.pct, "error_basis": error.basis}}
+        if record.get("kind") == "crossover" and isinstance(searched, dict):
+            record = {**record, "model_error": {**searched, "baseline_pct": error.pct}}
+        out.append(record)
+    return out
+
+
+def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
+    """Simulated points no verdict may rest on, point id -> why (commprof.proposable, the rule the staged search
+    follows too): a known trap on the simulated interconnect, or a kernel predicted with an unknown error."""
+    interconnect = interconnect_of(meta.get("topology"))
+    out = {}
+    columns = [c for c in ("point_id", "env", "kernel_model", "source") if c in steps]
+    for row in steps.drop_duplicates("point_id")[columns].to_dict("records"):
+        record = {
+            "source": row.get("source"),
+            "kernel_model": row.get("kernel_model") if isinstance(row.get("kernel_model"), dict) else None,
+            "point": {"env": row.get("env") or {}},
+        }
+        why = not_proposable(record, interconnect)
+        if why:
+            out[str(row["point_id"])] = why
+    return out
+
+
+def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
+    """The evidence of one source's records: measured on which backend, simulated with which calibration and
+    what expected error (as `commprof simulate` recorded it in meta.json), or imported from which files."""
+    level = LEVEL_OF_SOURCE.get(source, source)
+
+    def values(column: str) -> list[str]:
+        return sorted({str(v) for v in frame[column].dropna()}) if column in frame else []
+
+    if level == MEASURED:
+        backends = values("backend")
+        return Evidence(MEASURED, backend=backends[0] if len(backends) == 1 else meta.get("backend"))
+    if level == SIMULATED:
+        calibrations = values("calibration") or ["nccl-prior"]
+        return Evidence(
+            SIMULATED,
+            backend=values("backend")[0] if values("backend") else None,
+            calibration=", ".join(calibrations),
+            model_error=ModelError.from_meta(meta),
+        )
+    files = [Path(str(item.get("file"))).name for item in meta.get("imported") or [] if isinstance(item, dict)]
+    return Evidence(IMPORTED if level == IMPORTED else str(level), origin=tuple(files))
+
+
+@dataclass
+class CostModelCheck:
+    """One measured run (or source) against one simulated run, on what both hold."""
+
+    measured: RunAnalysis
+    simulated: RunAnalysis
+    kind: str  # "step" or "collective"
+    mode: str | None  # steps: the mode compared
+    pairs: pd.DataFrame  # step_comparison / collective_comparison
+
+    @property
+    def calibration(self) -> str:
+        values = sorted({str(c) for c in self.pairs["calibration"].dropna()})
+        return ", ".join(values) or "unknown"
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return cc.comparison_summary(self.pairs)
+
+
+def step_shape(run: RunAnalysis) -> tuple[str, str, str] | None:
+    """(model, TP, phase) of the step a run replays; None for a run without step records."""
+    if run.steps.empty:
+        return None
+
+    def first(column: str) -> str:
+        values = run.steps[column].dropna() if column in run.steps else pd.Series(dtype=object)
+        return str(values.iloc[0]) if not values.empty else "?"
+
+    return first("model"), first("tp"), first("phase")
+
+
+def incomparable(runs: list[RunAnalysis]) -> str | None:
+    """Why these runs' steps cannot be set side by side (different model, TP or phase), or None."""
+    shapes = {r.name: step_shape(r) for r in runs if step_shape(r) is not None}
+    if len(set(shapes.values())) <= 1:
+        return None
+    described = "; ".join(f"{name}: {m}, TP {tp}, {phase}" for name, (m, tp, phase) in shapes.items())
+    return (
+        f"these runs replay different steps ({described}): their step times are not comparable, and no "
+        "measured-vs-model check is made across them"
+    )
+
+
+def costmodel_checks(runs: list[RunAnalysis]) -> list[CostModelCheck]:
+    """Every (measured or imported, simulated) pair of runs that share configurations, steps (of the same model,
+    TP and phase) and collectives."""
+    checks = []
+    simulated_runs = [r for r in runs if r.simulated]
+    for measured in (r for r in runs if not r.simulated):
+        for simulated in simulated_runs:
+            same_step = step_shape(measured) == step_shape(simulated)
+            steps = cc.step_comparison(measured.steps, simulated.steps) if same_step else pd.DataFrame()
+            if not steps.empty:
+                modes = set(steps["mode"])
+                mode = measured.mode if measured.mode in modes else sorted(modes)[0]
+                checks.append(
+                    CostModelCheck(
+                        measured, simulated, "step", mode, steps[steps["mode"] == mode].reset_index(drop=True)
+                    )
+                )
+            collectives = cc.collective_comparison(measured.collectives, simulated.collectives)
+            if not collectives.empty:
+                checks.append(CostModelCheck(measured, simulated, "collective", None, collectives))
+    return checks

@@ -1,0 +1,199 @@
+"""Engine flags: how to apply what won (beyond the evidence's uncertainty) in SGLang and vLLM, each flag with the
+engine version it was written for and where that was checked: the NCCL file here, the fused kinds' flags from their
+implementations' modules (commprof.impls.registry), the
+decision's PCIe all-reduce switches from report/exports/decision_files.py (the lines routing.txt holds too).
+engine_flags.txt is a bash script: environment as `export`, command-line flags collected in arrays, prose as
+comments. Pure."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from commprof.env_names import is_export_name
+from commprof.evidence import Evidence
+from commprof.impls.base import EngineFlag
+from commprof.impls.registry import builtin_classes
+from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
+from commprof.report.analysis.engine_dispatch import sglang_fusion_fails
+from commprof.report.exports.export_text import comment, export_line, one_line
+
+
+def engine_flags() -> dict[str, tuple[EngineFlag, ...]]:
+    """Per built-in whose module declares engine flags (the fused kinds'): its flags, as declared."""
+    return {name: cls.engine_flags for name, cls in builtin_classes().items() if cls.engine_flags}
+
+
+@dataclass(frozen=True)
+class EngineHint:
+    """One way to apply the result in a serving engine, with the version it was written for; `setting` empty:
+    the engine has no setting for it (engine work)."""
+
+    engine: str
+    setting: str
+    version: str
+    why: str
+    untested: str = ""  # set: why this was not tested (a simulation ran nothing); the script keeps it commented out
+
+
+def untested_reason(evidence: Evidence, what: str) -> str:
+    """Why a simulated result is not a setting to enable: nothing ran, so its capture and results are unchecked."""
+    if not evidence.simulated:
+        return ""
+    return (
+        f"not tested: a simulation ran nothing, so {what} was never captured into a CUDA graph or checked against "
+        "the exact reduction; measure it with a sweep on the box before enabling it"
+    )
+
+
+def engine_hints(
+    fusion: pd.DataFrame,
+    fused_measured: bool,
+    applied: str | None,
+    evidence: Evidence,
+    compute_capability: float | None = None,
+) -> list[EngineHint]:
+    """SGLang / vLLM flags and environment for what won; only what this run measured. A simulated run's
+    implementation switches are untested (commented out in the script).
+
+    `fusion`: choices.fusion_comparison (impl, tokens, beyond_uncertainty, slower_beyond_uncertainty per T);
+    `applied`: the file the report recommends ("recommend.env", "nccl_tuner.conf" or None);
+    `compute_capability`: the GPUs' (None: unknown), which decides whether SGLang's fusion flag can act.
+    """
+    hints = []
+    if applied and evidence.backend not in (None, "nccl"):
+        hints.append(
+            EngineHint(
+                "SGLang and vLLM",
+                "",
+                "—",
+                f"this run's all-reduce ran on {evidence.backend} (CPU ranks); engines run theirs on NCCL on GPUs, "
+                f"where nothing measured here applies: {applied} is for {evidence.backend} launches only. Run the "
+                "sweep on the GPU box to tune the engine",
+            )
+        )
+    elif applied == "recommend.env":
+        hints.append(
+            EngineHint(
+                "SGLang and vLLM",
+                "source recommend.env",
+                "any version (both use NCCL through PyNccl / torch.distributed)",
+                "NCCL_* variables reach every rank through the environment of the shell that launches the engine",
+            )
+        )
+    elif applied == "nccl_tuner.conf":
+        hints.append(
+            EngineHint(
+                "SGLang and vLLM",
+                "export NCCL_TUNER_CONFIG_FILE=nccl_tuner.conf",
+                TUNER_PLUGIN_NOTE,
+                "also export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so; NCCL reads both at init",
+            )
+        )
+    if not fused_measured or fusion.empty:
+        return hints
+    flags = engine_flags()
+    flagged = fusion["impl"].astype(str).isin(list(flags)).to_numpy()
+    won = fusion[flagged & np.array([v is True for v in fusion["beyond_uncertainty"]], dtype=bool)]
+    lost = fusion[np.array([v is True for v in fusion["slower_beyond_uncertainty"]], dtype=bool)]
+    if not won.empty:
+        tokens = ", ".join(str(int(t)) for t in won["tokens"])
+        verb = "is predicted to beat" if evidence.simulated else "beat"
+        why = (
+            f"the FlashInfer fused all-reduce + RMSNorm {verb} its unfused reference {evidence.beyond} at T = "
+            f"{tokens}; the engine uses it only where its FlashInfer build supports this GPU: check its log says it "
+            "initialised"
+        )
+        untested = untested_reason(evidence, "the fused all-reduce + RMSNorm")
+        for flag in _flags(flags, won, "won"):
+            if flag.engine == "SGLang" and sglang_fusion_fails(compute_capability) is not None:
+                hints.append(
+                    EngineHint(
+                        "SGLang",
+                        "",
+                        "—",
+                        f"{why}; but SGLang 0.5.23 {sglang_fusion_fails(compute_capability)} "
+                        "(sglang/srt/layers/flashinfer_comm_fusion.py, _resolve_backend): no flag",
+                    )
+                )
+            else:
+                hints.append(EngineHint(flag.engine, flag.setting, flag.version, flag.note or why, untested))
+    elif not fusion.empty and len(lost) == len(fusion):
+        why = (
+            f"the fused all-reduce + RMSNorm was slower than its unfused reference, {evidence.beyond}, at every T "
+            + ("predicted" if evidence.simulated else "measured")
+        )
+        hints += [EngineHint(f.engine, f.setting, f.version, f.note or why) for f in _flags(flags, lost, "lost")]
+    return hints
+
+
+def _flags(flags: dict[str, tuple[EngineFlag, ...]], rows: pd.DataFrame, when: str) -> list[EngineFlag]:
+    """The `when` flags of the implementations in `rows`, each once, in their modules' order."""
+    found: list[EngineFlag] = []
+    for impl in dict.fromkeys(rows["impl"].astype(str)):
+        found += [f for f in flags.get(impl, ()) if f.when == when and f not in found]
+    return found
+
+
+ENV_ASSIGNMENT = re.compile(r"^(export )?[A-Za-z_][A-Za-z0-9_]*=")
+ARRAYS = {"SGLang": "COMMPROF_SGLANG_ARGS", "vLLM": "COMMPROF_VLLM_ARGS"}
+
+
+def script_lines(hint: EngineHint) -> list[str]:
+    """A hint as bash: an assignment is exported, a flag joins its engine's argument array, a file is sourced
+    from this script's folder; anything else stays a comment. Every line stays one line (a value holding a
+    newline would start a command, even in a commented-out block)."""
+    setting = hint.setting
+    if setting.startswith("source "):
+        file = shlex.quote(setting.split(maxsplit=1)[1])
+        return [one_line(f'source "$(dirname "${{BASH_SOURCE[0]}}")"/{file}')]
+    if ENV_ASSIGNMENT.match(setting):
+        name, _, value = setting.removeprefix("export ").partition("=")
+        value, _, note = value.partition("#")
+        line = (
+            one_line(f'export {name}="$(dirname "${{BASH_SOURCE[0]}}")"/{shlex.quote(value.strip())}')
+            if value.strip().endswith(".conf") and is_export_name(name)
+            else export_line(name, value.strip())
+        )
+        return [line + (f"  {comment(note.strip())}" if note.strip() else "")]
+    if setting.startswith("--") and hint.engine in ARRAYS:
+        try:
+            words = " ".join(shlex.quote(word) for word in shlex.split(setting))
+        except ValueError:  # unbalanced quotes: not a flag commprof wrote
+            return [comment(setting)]
+        return [one_line(f"{ARRAYS[hint.engine]}+=({words})")]
+    return [comment(setting)]
+
+
+def engine_hints_text(hints: list[EngineHint], provenance: list[str], engine_lines: list[str] | None = None) -> str:
+    """engine_flags.txt: `source` it in bash before launching the engine, then add the array of flags;
+    `engine_lines`: the answer's engine switches (report/decision_files.engine_block), the same as routing.txt's."""
+    lines = [
+        "#!/usr/bin/env bash",
+        "# Use: source engine_flags.txt in the bash that launches the engine, then add its flags to the command line:",
+        '#   python -m sglang.launch_server ... "${COMMPROF_SGLANG_ARGS[@]}"',
+        '#   vllm serve ... "${COMMPROF_VLLM_ARGS[@]}"',
+    ]
+    lines += [comment(line) for line in provenance]
+    lines += ["COMMPROF_SGLANG_ARGS=()", "COMMPROF_VLLM_ARGS=()"]
+    if not hints and not engine_lines:
+        lines.append("# Nothing engine-specific to set from this run.")
+    for hint in hints:
+        if not hint.setting:
+            lines += ["", comment(f"{hint.engine}: no setting"), comment(f"why: {hint.why}")]
+            continue
+        lines += ["", comment(f"{hint.engine} -- written for {hint.version}"), comment(f"why: {hint.why}")]
+        if hint.untested:
+            lines += [comment(f"{hint.untested}:"), *(comment(f"  {line}") for line in script_lines(hint))]
+        else:
+            lines += script_lines(hint)
+    lines += engine_lines or []
+    return "\n".join(lines) + "\n"
+
+
+def hints_as_dicts(hints: list[EngineHint]) -> list[dict]:
+    return [asdict(h) for h in hints]

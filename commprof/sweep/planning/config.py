@@ -1,0 +1,389 @@
+"""Sweep files (TOML): parse, validate and expand into a SweepSpec before anything runs.
+
+The format is documented in docs/sweep-files.md. Every problem is reported as "file: key: problem
+(allowed: ...)" and nothing starts; known traps become warnings. The settings every table shares are read by
+commprof.sweep.planning.settings. Pure apart from load_sweep reading the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from commprof.errors import UsageError
+from commprof.impls import registry
+from commprof.planner.architectures import parse_layout
+from commprof.planner.engine_sizes import engine_tokens
+from commprof.planner.models import load_model, normalize_dtype
+from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
+from commprof.planner.spacing import ComputeSpec, SkewSpec
+from commprof.planner.speculative import DRAFT_METHODS
+from commprof.records import point_ids
+from commprof.sweep.planning.dryrun import format_points_table
+from commprof.sweep.planning.points import auto_label, baseline, expand_axes
+from commprof.sweep.planning.settings import (
+    INTERCONNECTS,
+    SweepProblems,
+    impl_variants,
+    parse_axes,
+    parse_point,
+    parse_rule,
+)
+from commprof.sweep.planning.spec import (
+    DEFAULT,
+    DEFAULT_ITERATIONS,
+    DEFAULT_MAX_POINTS,
+    DEFAULT_POINT_TIMEOUT_S,
+    DEFAULT_WARMUP,
+    Axis,
+    BaselineEvery,
+    Rule,
+    SweepPoint,
+    SweepSpec,
+    SweepTooLarge,
+    combinations,
+    point_key,
+    stage_work,
+)
+from commprof.sweep.planning.stage_config import parse_stage
+from commprof.textfiles import parse_toml, read_text
+
+TOP_KEYS = ("name", "description", "run", "axes", "points", "exclude", "stages", "report")
+RUN_KEYS = (
+    "model",
+    "tp",
+    "tokens",
+    "phase",
+    "dtype",
+    "iterations",
+    "warmup",
+    "point_timeout_s",
+    "interconnect",
+    "layout",
+    "spec",
+    "num_steps",
+    "draft_vocab",
+    "dp_attention",
+    "compute",
+    "skew",
+    "baseline_every",
+)
+# The [run] keys that become PlanOptions (what the step holds beyond the target's forward pass).
+PLAN_OPTION_KEYS = ("spec", "num_steps", "draft_vocab", "dp_attention")
+REPORT_KEYS = ("compute_ms", "draft_ms", "accept_lengths", "baseline")
+
+
+def _stage0_points(
+    axes: tuple[Axis, ...],
+    excludes: tuple[Rule, ...],
+    explicit: list[tuple[int, tuple[str, dict[str, str], dict[str, Any], str | None]]],
+    problems: SweepProblems,
+) -> tuple[SweepPoint, ...]:
+    points = [baseline()]
+    seen = {points[0].key(): points[0].point_id}
+    combos, dropped = expand_axes([points[0]], axes, excludes)
+    if dropped:
+        problems.warn("axes", f"{dropped} combinations skipped: a MIN channel / CTA count above its MAX")
+
+    def add(impl: str, env: dict[str, str], options: dict[str, Any], label: str | None, where: str | None) -> None:
+        key = point_key(impl, env, options)
+        if key in seen:
+            if where:
+                problems.warn(where, f"repeats {seen[key]}; listed once")
+            return
+        this_id = point_ids.point_id(len(points))
+        seen[key] = this_id
+        points.append(SweepPoint(this_id, label or auto_label(impl, env, options), impl, env, options))
+
+    for impl, env, options in combos:
+        add(impl, env, options, None, None)
+    for index, (impl, env, options, label) in explicit:
+        add(impl, env, options, label, f"points[{index}]")
+    return tuple(points)
+
+
+def _per_tokens(
+    raw: object, key: str, tokens: tuple[int, ...], problems: SweepProblems
+) -> float | dict[int, float] | None:
+    """A number for every T, or a table {"T" = number} covering T values of [run] tokens."""
+    if not isinstance(raw, dict):
+        return problems.number(raw, key, 0.0)
+    out = {}
+    for name, value in raw.items():
+        if not re.fullmatch(r"\d+", name) or int(name) not in tokens:
+            problems.error(f"{key}.{name}", f"not a T of run.tokens (allowed: {', '.join(map(str, tokens))})")
+            continue
+        number = problems.number(value, f"{key}.{name}", 0.0)
+        if number is not None:
+            out[int(name)] = number
+    return out
+
+
+def _parse_report(
+    table: dict, tokens: tuple[int, ...], points: tuple[SweepPoint, ...], problems: SweepProblems
+) -> dict:
+    problems.unknown_keys(table, REPORT_KEYS, "report")
+    report: dict[str, Any] = {}
+    if "compute_ms" in table:
+        report["compute_ms"] = _per_tokens(table["compute_ms"], "report.compute_ms", tokens, problems)
+    if "draft_ms" in table:  # drafting does not depend on the verify step's T: one number
+        report["draft_ms"] = problems.number(table["draft_ms"], "report.draft_ms", 0.0)
+    if "accept_lengths" in table:
+        raw = table["accept_lengths"]
+        values = raw if isinstance(raw, list) else [raw]
+        lengths = [problems.number(v, f"report.accept_lengths[{i}]", 1.0) for i, v in enumerate(values)]
+        report["accept_lengths"] = [v for v in lengths if v is not None]
+    if "baseline" in table:
+        wanted = table["baseline"]
+        match = [p.point_id for p in points if wanted in (p.point_id, p.label)]
+        if not match:
+            problems.error(
+                "report.baseline",
+                f"{wanted!r} is no stage-0 point id or label "
+                f"(allowed: {', '.join(p.point_id for p in points[:8])}, ...)",
+            )
+        else:
+            report["baseline"] = match[0]
+    return report
+
+
+def parse_sweep(
+    text: str, path: str | None = None, source: str | None = None, max_points: int | None = DEFAULT_MAX_POINTS
+) -> SweepSpec:
+    """Validate a sweep file's text and expand it; UsageError lists every problem, one line each.
+
+    Problems name `source`, else `path`, else "<sweep>". A sweep that may have more than `max_points` points
+    (None: no limit) raises SweepTooLarge, counted before anything is expanded.
+    """
+    source = source or path or "<sweep>"
+    problems = SweepProblems(source)
+    data = parse_toml(text, source)
+    problems.unknown_keys(data, TOP_KEYS, "")
+
+    name = data.get("name", Path(path).stem if path else "sweep")
+    description = data.get("description", "")
+    for key, value in (("name", name), ("description", description)):
+        problems.string(value, key)
+
+    run = problems.table(data.get("run"), "run")
+    problems.unknown_keys(run, RUN_KEYS, "run")
+    model = run.get("model", "kimi-k2.5")
+    layout = run.get("layout")
+    if layout is not None and problems.string(layout, "run.layout") is not None:
+        try:
+            parse_layout(layout)
+        except UsageError as exc:
+            problems.error("run.layout", str(exc))
+            layout = None
+    elif layout is not None:
+        layout = None
+    shape = None
+    if problems.string(model, "run.model") is not None:
+        try:
+            shape = load_model(model, layout)  # once: the spec carries it to every stage and trial
+        except UsageError as exc:
+            problems.error("run.model", str(exc))
+    plan_options = PlanOptions()
+    try:
+        plan_options = PlanOptions(**{key: run[key] for key in PLAN_OPTION_KEYS if key in run})
+    except UsageError as exc:
+        problems.error("run", str(exc))
+    tp = problems.integer(run["tp"], "run.tp", 1) if "tp" in run else None
+    problems.interconnect = (
+        problems.choice(run.get("interconnect", "any"), "run.interconnect", INTERCONNECTS, "an interconnect") or "any"
+    )
+    raw_tokens = run.get("tokens", [1])
+    tokens: tuple[int, ...] = ()
+    tokens_from = raw_tokens if isinstance(raw_tokens, str) and raw_tokens.startswith("engine:") else None
+    if tokens_from is not None:
+        per_request = plan_options.num_steps + 1 if plan_options.spec in DRAFT_METHODS else 1
+        try:
+            tokens = engine_tokens(tokens_from, per_request, tp)
+        except UsageError as exc:
+            problems.error("run.tokens", str(exc))
+    elif not isinstance(raw_tokens, list) or not raw_tokens:
+        problems.error("run.tokens", f"expected a non-empty list of integers >= 1, got {raw_tokens!r}")
+    else:
+        tokens = tuple(t for i, v in enumerate(raw_tokens) if (t := problems.integer(v, f"run.tokens[{i}]", 1)))
+        if len(set(tokens)) != len(tokens):
+            problems.error("run.tokens", f"{raw_tokens} lists a T twice")
+    phase = run.get("phase", "verify")
+    problems.choice(phase, "run.phase", PHASES, "a phase")
+    dtype = None
+    if "dtype" in run:
+        try:
+            dtype = normalize_dtype(run["dtype"])
+        except UsageError as exc:
+            problems.error("run.dtype", str(exc))
+    iterations = problems.integer(run.get("iterations", DEFAULT_ITERATIONS), "run.iterations", 1)
+    warmup = problems.integer(run.get("warmup", DEFAULT_WARMUP), "run.warmup", 0)
+    timeout = problems.number(
+        run.get("point_timeout_s", DEFAULT_POINT_TIMEOUT_S), "run.point_timeout_s", 0.0, strict=True
+    )
+    compute, skew, baseline_every = _parse_spacing(run, problems)
+
+    axes = parse_axes(problems.table(data.get("axes"), "axes"), "axes", problems)
+    excludes = tuple(
+        rule
+        for i, table in enumerate(_list_of_tables(data, "exclude", problems))
+        if (rule := parse_rule(table, f"exclude[{i}]", problems, with_reason=True)) is not None
+    )
+    explicit = [
+        (i, point)
+        for i, table in enumerate(_list_of_tables(data, "points", problems))
+        if (point := parse_point(table, f"points[{i}]", problems)) is not None
+    ]
+    stages = tuple(
+        stage
+        for i, table in enumerate(_list_of_tables(data, "stages", problems), start=1)
+        if (stage := parse_stage(table, i, problems)) is not None
+    )
+    problems.raise_if_any()
+    if tp is not None:
+        try:
+            for t in tokens:
+                build_step_plan(shape, tp, t, phase, dtype, plan_options)
+        except UsageError as exc:
+            problems.error("run", str(exc))
+            problems.raise_if_any()
+
+    # Counted before expanding: a million-point sweep is refused in milliseconds, not built for a minute first.
+    work = stage_work(1 + combinations(axes) + len(explicit), stages, iterations, warmup)
+    if max_points is not None and sum(points for points, _, _ in work) > max_points:
+        raise SweepTooLarge(source, str(name), work, len(tokens), max_points)
+    points = _stage0_points(axes, excludes, explicit, problems)
+    report = _parse_report(problems.table(data.get("report"), "report"), tokens, points, problems)
+    problems.raise_if_any()
+    return SweepSpec(
+        path=path,
+        content=text,
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        name=str(name),
+        description=str(description).strip(),
+        model=model,
+        tp=tp,
+        tokens=tokens,
+        phase=phase,
+        dtype=dtype,
+        iterations=iterations,
+        warmup=warmup,
+        point_timeout_s=timeout,
+        points=points,
+        stages=stages,
+        warnings=tuple(problems.warnings),
+        report=report,
+        excludes=excludes,
+        interconnect=problems.interconnect,
+        layout=layout,
+        plan_options=plan_options,
+        compute=compute,
+        skew=skew,
+        tokens_from=tokens_from,
+        baseline_every=baseline_every,
+        shape=shape,
+    )
+
+
+def _parse_spacing(run: dict, problems: SweepProblems) -> tuple[ComputeSpec, SkewSpec, BaselineEvery | None]:
+    """[run] compute, skew and baseline_every; each problem recorded under its key."""
+    compute, skew, every = ComputeSpec(), SkewSpec(), None
+    try:
+        compute = ComputeSpec.parse(run.get("compute", "none"))
+    except UsageError as exc:
+        problems.error("run.compute", str(exc))
+    if "skew" in run:
+        try:
+            skew = SkewSpec.parse(run["skew"])
+        except UsageError as exc:
+            problems.error("run.skew", str(exc))
+    if "baseline_every" in run:
+        raw = run["baseline_every"]
+        minutes = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*min\s*", raw) if isinstance(raw, str) else None
+        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
+            every = BaselineEvery(points=raw)
+        elif minutes and float(minutes[1]) > 0:
+            every = BaselineEvery(seconds=60.0 * float(minutes[1]))
+        else:
+            problems.error(
+                "run.baseline_every", f'expected a number of points >= 1 or minutes as "<M>min", got {raw!r}'
+            )
+    return compute, skew, every
+
+
+def _list_of_tables(data: dict, key: str, problems: SweepProblems) -> list[dict]:
+    raw = data.get(key, [])
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        problems.error(key, f"expected an array of tables ([[{key}]]), got {type(raw).__name__}")
+        return []
+    return raw
+
+
+def load_sweep(path: str | Path, max_points: int | None = DEFAULT_MAX_POINTS) -> SweepSpec:
+    """Read and validate a sweep file; UsageError "file: key: problem (allowed: ...)" on any problem, and
+    SweepTooLarge above `max_points` points."""
+    text = read_text(path, "sweep file")
+    return parse_sweep(text, str(path), max_points=max_points)
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(value)  # a JSON string or number is a valid TOML basic string or number
+
+
+def default_sweep(
+    model: str = "kimi-k2.5",
+    tokens: tuple[int, ...] = (1, 4, 8),
+    phase: str = "verify",
+    dtype: str | None = None,
+    tp: int | None = None,
+    iterations: int | None = None,
+    warmup: int | None = None,
+    impls: tuple[str, ...] = (DEFAULT,),
+    point_timeout_s: float | None = None,
+) -> SweepSpec:
+    """The sweep `allreduce_sweep` runs without --sweep: the baseline (and any extra implementations).
+
+    A built-in with required options runs in each of its variants (symm-mem: one_shot and two_shot).
+    None for iterations, warmup or point_timeout_s means the defaults; a bad value is a UsageError
+    naming the setting, as if it came from a file.
+    """
+    iterations = DEFAULT_ITERATIONS if iterations is None else iterations
+    warmup = DEFAULT_WARMUP if warmup is None else warmup
+    point_timeout_s = DEFAULT_POINT_TIMEOUT_S if point_timeout_s is None else point_timeout_s
+    run = {
+        "model": model,
+        "tokens": list(tokens),
+        "phase": phase,
+        "dtype": dtype,
+        "tp": tp,
+        "iterations": iterations,
+        "warmup": warmup,
+        "point_timeout_s": point_timeout_s,
+    }
+    lines = [
+        'name = "default"',
+        'description = "NCCL defaults (the baseline) and the implementations named on the command line."',
+        "",
+        "[run]",
+    ]
+    lines += [f"{key} = {_toml_value(value)}" for key, value in run.items() if value is not None]
+    entries = [_toml_value(DEFAULT)]
+    for name in dict.fromkeys(impls):
+        if name == DEFAULT:
+            continue
+        if registry.required_options(name):
+            for options in impl_variants(name):
+                table = ", ".join(f"{key} = {_toml_value(value)}" for key, value in options.items())
+                entries.append(f"{{ name = {_toml_value(name)}, options = {{ {table} }} }}")
+        else:
+            entries.append(_toml_value(name))
+    if len(entries) > 1:
+        lines += ["", "[axes]", f"impl = [{', '.join(entries)}]"]
+    return parse_sweep("\n".join(lines) + "\n", None, source="command line")
+
+
+__all__ = ["DEFAULT_MAX_POINTS", "SweepTooLarge", "default_sweep", "format_points_table", "load_sweep", "parse_sweep"]

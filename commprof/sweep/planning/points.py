@@ -1,0 +1,85 @@
+"""How points are built: labels, the baseline, and axes crossed into points minus the excluded. Pure."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from commprof.nccl_vocab import MIN_MAX_PAIRS
+from commprof.records.point_ids import BASELINE_POINT_ID
+from commprof.sweep.planning.spec import BASELINE_LABEL, DEFAULT, Axis, Rule, SweepPoint
+
+# How labels name variables, in the order they list them; a MIN/MAX pair with equal values shows as one.
+_LABEL_ORDER = (
+    ("NCCL_ALGO", "ALGO"),
+    ("NCCL_PROTO", "PROTO"),
+    (("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS"), "ch"),
+    (("NCCL_MIN_CTAS", "NCCL_MAX_CTAS"), "ctas"),
+    ("NCCL_NTHREADS", "threads"),
+    ("NCCL_BUFFSIZE", "buff"),
+    ("NCCL_P2P_LEVEL", "P2P"),
+    ("NCCL_THREAD_THRESHOLDS", "thresholds"),
+    ("NCCL_GRAPH_FILE", "graph"),
+)
+
+
+def baseline() -> SweepPoint:
+    """p000: the backend's own all-reduce with no variable set (NCCL's defaults)."""
+    return SweepPoint(BASELINE_POINT_ID, BASELINE_LABEL, DEFAULT, {}, {})
+
+
+def option_text(value: Any) -> str:
+    """An option value as TOML writes it (true / false, numbers, strings bare)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, (list, dict)) else str(value)
+
+
+def auto_label(impl: str, env: dict[str, str], options: dict[str, Any]) -> str:
+    """A short human label, e.g. "ALGO=Ring PROTO=LL ch=4" or "flashinfer-fused use_oneshot=true"."""
+    parts = []
+    if impl != DEFAULT:
+        parts.append(" ".join([impl] + [f"{k}={option_text(v)}" for k, v in sorted(options.items())]))
+    rest = dict(env)
+    for name, short in _LABEL_ORDER:
+        if isinstance(name, tuple):
+            low, high = name
+            if low in rest and rest.get(high) == rest[low]:
+                rest.pop(high)
+                parts.append(f"{short}={rest.pop(low)}")
+        elif name in rest:
+            parts.append(f"{short}={'/'.join(rest.pop(name).split())}")
+    for name in sorted(rest):
+        parts.append(f"{name.removeprefix('NCCL_')}={rest[name]}")
+    return " ".join(parts) or BASELINE_LABEL
+
+
+def cross(bases: Iterable[SweepPoint], axes: tuple[Axis, ...]) -> list[tuple[str, dict[str, str], dict[str, Any]]]:
+    """Every base crossed with every combination of axis values, in file order: (impl, env, options)."""
+    out = []
+    for base in bases:
+        for combination in itertools.product(*(axis.settings for axis in axes)):
+            impl, env, options = base.impl, dict(base.env), dict(base.options)
+            for setting in combination:
+                impl, env, options = setting.apply(impl, env, options)
+            out.append((impl, env, options))
+    return out
+
+
+def _min_max_ok(env: dict[str, str]) -> bool:
+    return all(not (low in env and high in env) or int(env[low]) <= int(env[high]) for low, high in MIN_MAX_PAIRS)
+
+
+def expand_axes(
+    bases: Iterable[SweepPoint], axes: tuple[Axis, ...], excludes: tuple[Rule, ...]
+) -> tuple[list[tuple[str, dict[str, str], dict[str, Any]]], int]:
+    """Bases crossed with the axes, minus excluded ones and MIN > MAX pairs: (combinations, dropped count)."""
+    kept, dropped = [], 0
+    for impl, env, options in cross(bases, axes):
+        if not _min_max_ok(env):
+            dropped += 1
+        elif not any(rule.matches(SweepPoint("", "", impl, env, options)) for rule in excludes):
+            kept.append((impl, env, options))
+    return kept, dropped

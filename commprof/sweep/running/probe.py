@@ -1,0 +1,41 @@
+"""`--dry-run`'s quick probe: the baseline point measured on this launch with a few steps per T, so the estimate
+comes from this machine's own start-up and step cost, not from an assumption about some other box."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from commprof.sweep.planning.dryrun import ASSUMED, StepCost, cost_from_records
+from commprof.sweep.planning.points import baseline
+from commprof.sweep.planning.spec import SweepSpec
+from commprof.sweep.running.measure import all_gather_json, measure_point
+from commprof.sweep.running.runner import controller_context, controllers, launch_tp
+
+PROBE_ITERATIONS = 3
+PROBE_WARMUP = 1
+
+
+def probe_step_cost(spec: SweepSpec, backend: str, share_gpus: bool = False) -> StepCost:
+    """Measure the baseline on every rank of this launch (collective: every rank calls it); rank 0's verdict.
+
+    Nothing is written outside a temporary folder; a probe that fails falls back to ASSUMED and says why.
+    """
+
+    tp = launch_tp(spec, int(os.environ.get("WORLD_SIZE", "1")))
+    model = spec.model_shape.to_dict()
+    quick = replace(spec, iterations=PROBE_ITERATIONS, warmup=PROBE_WARMUP)
+    with controllers(spec.point_timeout_s) as server, tempfile.TemporaryDirectory(prefix="commprof-probe-") as tmp:
+        session = all_gather_json(secrets.token_hex(4), int(os.environ.get("WORLD_SIZE", "1")))[0]
+        ctx = controller_context(backend, Path(tmp), "dry-run", session, nccl_debug=False, share_gpus=share_gpus)
+        records = measure_point(ctx, server, quick, model, baseline(), tp)
+    if not ctx.is_writer:
+        return ASSUMED
+    cost = cost_from_records(records, PROBE_ITERATIONS, PROBE_WARMUP)
+    if cost is not None:
+        return cost
+    statuses = sorted({str(r.get("status")) for r in records}) or ["no record"]
+    return replace(ASSUMED, basis=f"{ASSUMED.basis}; the probe of the baseline ended {', '.join(statuses)}")
