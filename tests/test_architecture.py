@@ -50,56 +50,67 @@ TIERS = (
 PENDING_CIRCLES: list[set[str]] = []
 PENDING_LONG: set[str] = set()
 ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
-# Inside the report: analyses, then the front door, then what words and shows it, then the writer and the command.
-REPORT_TIERS = (
-    {
-        "export_text",
-        "engine_switches",
-        "engine_dispatch",
-    },  # how exports write text they did not choose; the engines' variables
+# Inside the report and the sweep: subpackages in data-flow order (a later one may import an earlier one, never the
+# reverse), and inside each of them its modules in tiers, read the same way. A package's command (and the
+# report's writer, which joins exports and views) sits at its top, after every subpackage.
+REPORT_PARTS = (
+    {"analysis"},  # records -> a RunAnalysis -> the run's one answer, and the words and numbers it is said in
+    {"exports"},  # the texts of the files a user pastes or a machine reads
+    {"views"},  # the page
+    {"write"},  # the one module that writes the report's files
+    {"command"},
+)
+ANALYSIS_TIERS = (
+    {"engine_switches", "engine_dispatch"},  # the engines' variables and dispatch order
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
-    {
-        "frame",
-        "ops",
-        "doctor_verdicts",
-        "engine_hints",
-        "completeness",
-        "routing",
-        "routing_settings",
-        "drift",
-        "spacing",
-    },
-    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "exports", "observed"},
+    {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},
+    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "observed"},
     {"choices"},
-    {"run_analysis"},
-    {"words", "provenance"},
+    {"run_analysis"},  # the front door
+    {"words"},
     {"apply"},
     {"decision"},  # the run's one answer, built once from the analysis
     {"answered"},  # the run's per-T tables restated on that answer
-    {"views", "summary", "decision_files"},
-    {"write"},
+)
+EXPORTS_TIERS = (
+    {"export_text", "provenance"},  # how exports write text they did not choose; where the numbers come from
+    {"engine_hints"},
+    {"files"},  # recommend.env, nccl_tuner.conf, nccl-tests tables, results.csv
+    {"decision_files", "summary"},  # engine_flags.txt's engine block and routing.txt; summary.json
+)
+# Known and being fixed: the apply plan and the tuner rules it is decided from live in exports/files.py, so the
+# decision reads them there. Nothing may join; the test below fails when one is fixed, so that it is taken off.
+PENDING_REPORT_EDGES = {
+    "commprof.report.analysis.apply -> commprof.report.exports.files",
+    "commprof.report.analysis.decision -> commprof.report.exports.files",
+}
+
+SWEEP_PARTS = (
+    {"planning"},  # pure: the sweep file into points, stages and searches, what a launch refuses, the dry run
+    {"running"},  # processes, ranks and files
     {"command"},
 )
-
-# Inside the sweep: planning (pure: the sweep file into points and stages, which points a stage refines), then
-# running (processes, ranks and files), then what prints it and the command.
-SWEEP_PLANNING = (
+PLANNING_TIERS = (
     {"spec", "crossover", "graph_axis"},  # the parsed sweep; the crossover search; the graph axis
-    {"points", "settings", "memory"},  # the points; what a point sets; the memory a launch needs
+    {"points", "settings"},  # the points; what a point sets
     {"gate", "staging"},  # what a launch refuses; which points a stage refines
     {"stage_config", "crossover_stage", "dryrun"},
     {"config"},  # the sweep file read into a spec
 )
-SWEEP_TIERS = (
-    *SWEEP_PLANNING,
-    {"resume", "prebuild", "run_lock", "graph_run"},
+RUNNING_TIERS = (
+    {"resume", "prebuild", "run_lock", "graph_run", "memory"},
     {"measure"},
     {"repeats", "crossover_run"},
     {"runner"},
     {"console", "probe"},
     {"run_folder"},
-    {"command"},
 )
+INNER_TIERS = {
+    ("report", "analysis"): ANALYSIS_TIERS,
+    ("report", "exports"): EXPORTS_TIERS,
+    ("sweep", "planning"): PLANNING_TIERS,
+    ("sweep", "running"): RUNNING_TIERS,
+}
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
@@ -185,9 +196,34 @@ def _stage(module: str) -> str | None:
     return parts[1] if len(parts) > 1 else None
 
 
-def _report_unit(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[2] if len(parts) > 2 and parts[1] == "report" else None
+def _part_of(package: str):
+    """module -> its subpackage (or top-level module) inside commprof.<package>, else None."""
+
+    def unit(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 and parts[1] == package else None
+
+    return unit
+
+
+def _inner_of(package: str, part: str):
+    """module -> its module name inside commprof.<package>.<part>, else None."""
+
+    def unit(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[3] if len(parts) > 3 and parts[1:3] == [package, part] else None
+
+    return unit
+
+
+def inner_back_edges(graph: dict[str, set[str]]) -> list[str]:
+    """The report's and the sweep's imports against their subpackages' order, then each subpackage's own tiers."""
+    found = []
+    for package, parts in (("report", REPORT_PARTS), ("sweep", SWEEP_PARTS)):
+        found += back_edges(graph, parts, _part_of(package), lambda module, unit: False)
+    for (package, part), tiers in INNER_TIERS.items():
+        found += back_edges(graph, tiers, _inner_of(package, part), lambda module, unit: False)
+    return found
 
 
 def test_no_import_circle():
@@ -221,51 +257,45 @@ def test_stages_import_only_earlier_stages():
     assert back_edges(import_graph(), TIERS, _stage, free) == []
 
 
-def _sweep_unit(module: str) -> str | None:
-    parts = module.split(".")
-    return parts[2] if len(parts) > 2 and parts[1] == "sweep" else None
+def test_sweep_plans_before_it_runs_and_the_report_analyses_before_it_exports_and_shows():
+    found = inner_back_edges(import_graph())
+    assert sorted(set(found) - PENDING_REPORT_EDGES) == []
+    assert set(found) >= PENDING_REPORT_EDGES, (
+        f"pending and gone: {sorted(PENDING_REPORT_EDGES - set(found))} (remove it from PENDING_REPORT_EDGES)"
+    )
 
 
-def test_sweep_plans_before_it_runs():
-    sweep_modules = {m: t for m, t in import_graph().items() if _sweep_unit(m)}
-    assert back_edges(sweep_modules, SWEEP_TIERS, _sweep_unit, lambda module, unit: False) == []
+def unplaced(package: Path = PACKAGE) -> list[str]:
+    """Modules no tier places: stages outside TIERS, report and sweep parts outside their parts or inner tiers."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        name = module_name(path, package)
+        parts = name.split(".")
+        if len(parts) < 2:
+            continue
+        if parts[1] not in set().union(*TIERS) | ENTRY_POINTS:
+            found.append(f"{name}: place in TIERS or ENTRY_POINTS")
+        for stage, stage_parts in (("report", REPORT_PARTS), ("sweep", SWEEP_PARTS)):
+            if parts[1] == stage and len(parts) > 2 and parts[2] not in set().union(*stage_parts):
+                found.append(f"{name}: place in {stage.upper()}_PARTS")
+        tiers = INNER_TIERS.get(tuple(parts[1:3]))
+        if tiers is not None and len(parts) > 3 and parts[3] not in set().union(*tiers):
+            found.append(f"{name}: place in the tiers of {'.'.join(parts[:3])}")
+    return found
 
 
-def test_sweep_back_edges_are_found():
-    graph = {"commprof.sweep.staging": {"commprof.sweep.runner"}, "commprof.sweep.runner": {"commprof.sweep.staging"}}
-    assert back_edges(graph, SWEEP_TIERS, _sweep_unit, lambda m, u: False) == [
-        "commprof.sweep.staging -> commprof.sweep.runner"
-    ]
+def test_every_module_is_placed():
+    assert unplaced() == []
 
 
-def test_report_analyses_import_no_views_or_writers():
-    report_modules = {m: t for m, t in import_graph().items() if _report_unit(m)}
-    assert back_edges(report_modules, REPORT_TIERS, _report_unit, lambda module, unit: False) == []
-
-
-def unplaced(package: Path = PACKAGE) -> set[str]:
-    """Units in no tier: a stage outside TIERS and ENTRY_POINTS, a report or sweep module outside its tiers."""
-    names = [module_name(p, package).split(".") for p in package.rglob("*.py")]
-    stages = {parts[1] for parts in names if len(parts) > 1} - set().union(*TIERS) - ENTRY_POINTS
-    report = {parts[2] for parts in names if len(parts) > 2 and parts[1] == "report"} - set().union(*REPORT_TIERS)
-    sweep = {parts[2] for parts in names if len(parts) > 2 and parts[1] == "sweep" and parts[2] != "__init__"}
-    return stages | {f"report.{r}" for r in report} | {f"sweep.{u}" for u in sweep - set().union(*SWEEP_TIERS)}
-
-
-def test_every_stage_is_placed():
-    assert unplaced() == set(), "place in TIERS or ENTRY_POINTS, REPORT_TIERS, SWEEP_TIERS"
-
-
-def test_long_files_and_unplaced_find_planted_ones(tmp_path):
+def test_long_files_finds_a_planted_one(tmp_path):
     package = tmp_path / "commprof"
     (package / "report").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "report" / "__init__.py").write_text("")
     (package / "report" / "pages.py").write_text("x = 1\n" * (MAX_LINES + 1))
     (package / "report" / "words.py").write_text("x = 1\n" * MAX_LINES)
-    (package / "gadgets.py").write_text("")
     assert long_files(package) == {"commprof/report/pages.py"}
-    assert unplaced(package) == {"gadgets", "report.pages"}
 
 
 # The checks themselves, on small graphs: each finds what it is there to find.
@@ -305,13 +335,47 @@ def test_back_edges_are_found(importer, imported, allowed):
     assert found == ([] if allowed else [f"{importer} -> {imported}"])
 
 
-def test_report_back_edges_are_found():
-    graph = {
-        "commprof.report.frame": {"commprof.report.views.page"},
-        "commprof.report.views.page": {"commprof.report.frame"},
-    }
-    assert back_edges(graph, REPORT_TIERS, _report_unit, lambda m, u: False) == [
-        "commprof.report.frame -> commprof.report.views.page"
+@pytest.mark.parametrize(
+    "importer, imported, allowed",
+    [
+        ("commprof.report.analysis.frame", "commprof.report.exports.files", False),  # analysis reads no export
+        ("commprof.report.analysis.run_analysis", "commprof.report.views.page", False),  # ... and no view
+        ("commprof.report.exports.summary", "commprof.report.views.answers", False),  # an export reads no view
+        ("commprof.report.views.page", "commprof.report.write", False),
+        ("commprof.report.analysis.frame", "commprof.report.analysis.run_analysis", False),  # inner order
+        ("commprof.report.exports.export_text", "commprof.report.exports.files", False),
+        ("commprof.sweep.planning.staging", "commprof.sweep.running.runner", False),  # planning runs nothing
+        ("commprof.sweep.planning.spec", "commprof.sweep.planning.config", False),
+        ("commprof.sweep.running.measure", "commprof.sweep.running.runner", False),
+        ("commprof.sweep.running.runner", "commprof.sweep.command", False),
+        ("commprof.report.views.page", "commprof.report.analysis.frame", True),
+        ("commprof.report.exports.summary", "commprof.report.analysis.decision", True),
+        ("commprof.report.write", "commprof.report.views.page", True),
+        ("commprof.report.command", "commprof.report.write", True),
+        ("commprof.report.analysis.run_analysis", "commprof.report.analysis.frame", True),
+        ("commprof.sweep.running.runner", "commprof.sweep.planning.staging", True),
+        ("commprof.sweep.command", "commprof.sweep.running.runner", True),
+        ("commprof.sweep.running.runner", "commprof.sweep.running.measure", True),
+    ],
+)
+def test_inner_back_edges_are_found(importer, imported, allowed):
+    found = inner_back_edges({importer: {imported}, imported: set()})
+    assert found == ([] if allowed else [f"{importer} -> {imported}"])
+
+
+def test_unplaced_finds_a_new_module(tmp_path):
+    package = tmp_path / "commprof"
+    for folder, module in (
+        ("report/analysis", "frame"),
+        ("report/analysis", "new_analysis"),
+        ("report", "new_top"),
+        ("sweep/running", "runner"),
+    ):
+        (package / folder).mkdir(parents=True, exist_ok=True)
+        (package / folder / f"{module}.py").write_text("")
+    assert unplaced(package) == [
+        "commprof.report.analysis.new_analysis: place in the tiers of commprof.report.analysis",
+        "commprof.report.new_top: place in REPORT_PARTS",
     ]
 
 
@@ -323,11 +387,10 @@ PURE_UNITS = (
     "commprof.proposable",
     "commprof.crossover_rule",
     "commprof.nccl_vocab",
-    *(f"commprof.sweep.{unit}" for units in SWEEP_PLANNING for unit in units),
-    "commprof.report.routing_candidates",
-    "commprof.report.crossovers",
-    "commprof.report.completeness",
-    "commprof.report.doctor_verdicts",
+    "commprof.sweep.planning",
+    "commprof.report.analysis",
+    "commprof.report.exports",
+    "commprof.report.views",
 )
 IMPURE_MODULES = (
     "subprocess",
@@ -340,7 +403,12 @@ IMPURE_MODULES = (
     "torch.distributed",
     "commprof.forkserver",
     "commprof.records.files",
+    "commprof.records.folder",
+    "commprof.sweep.running",
 )
+# Known and being fixed: the report counts a run's finished points with the sweep's resume. Nothing may join; the
+# test below fails when it is fixed, so that it is taken off.
+PENDING_IMPURE: set[str] = set()
 
 
 def impure_imports(package: Path = PACKAGE, pure=PURE_UNITS) -> list[str]:
@@ -362,22 +430,36 @@ def impure_imports(package: Path = PACKAGE, pure=PURE_UNITS) -> list[str]:
 
 
 def test_pure_units_start_no_process_write_no_file_and_talk_to_no_rank():
-    assert impure_imports() == []
+    found = set(impure_imports())
+    assert sorted(found - PENDING_IMPURE) == []
+    assert found >= PENDING_IMPURE, (
+        f"pending and gone: {sorted(PENDING_IMPURE - found)} (remove it from PENDING_IMPURE)"
+    )
 
 
 @pytest.mark.parametrize(
     "source",
-    ["import subprocess\n", "from torch.distributed import all_reduce\n", "from commprof.records.files import x\n"],
+    [
+        "import subprocess\n",
+        "from torch.distributed import all_reduce\n",
+        "from commprof.records.files import x\n",
+        "from commprof.records.folder import write_nofollow\n",
+        "from commprof.sweep.running.runner import run_sweep\n",
+    ],
 )
-def test_impure_imports_finds_a_planted_one(tmp_path, source):
+@pytest.mark.parametrize("pure", ["planner", "sweep/planning", "report/analysis", "report/exports", "report/views"])
+def test_impure_imports_finds_a_planted_one(tmp_path, source, pure):
     package = tmp_path / "commprof"
-    (package / "planner").mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    (package / "planner" / "__init__.py").write_text("")
-    (package / "planner" / "plan.py").write_text(source)
-    (package / "planner" / "clean.py").write_text("import json\n")
+    (package / pure).mkdir(parents=True)
+    for folder in [Path(pure), *Path(pure).parents]:
+        (package / folder / "__init__.py").write_text("")
+    (package / pure / "plan.py").write_text(source)
+    (package / pure / "clean.py").write_text("import json\nfrom commprof.sweep.planning.spec import SweepSpec\n")
+    (package / "sweep" / "running").mkdir(parents=True, exist_ok=True)
+    (package / "sweep" / "running" / "runner.py").write_text("import subprocess\n")  # impure, and not pure
     found = impure_imports(package)
-    assert len(found) == 1 and found[0].startswith("commprof.planner.plan -> ")
+    name = "commprof." + pure.replace("/", ".")
+    assert len(found) == 1 and found[0].startswith(f"{name}.plan -> "), found
 
 
 # Functions of more than six parameters take a typed object instead. A click command's parameters are its
@@ -398,17 +480,17 @@ PENDING_WIDE: set[str] = {
     "commprof.impls.flashinfer_fused.fused_kwargs",
     "commprof.planner.plan.add",
     "commprof.report.command._report",
-    "commprof.report.run_analysis.analyze_source",
-    "commprof.sweep.config.default_sweep",
-    "commprof.sweep.crossover.search",
-    "commprof.sweep.crossover_run.run_crossover_stage",
-    "commprof.sweep.measure.build_records",
-    "commprof.sweep.measure.measure_point",
-    "commprof.sweep.measure.trial_request",
-    "commprof.sweep.repeats.__init__",
-    "commprof.sweep.runner._sweep_loop",
-    "commprof.sweep.runner.controller_context",
-    "commprof.sweep.spec.with_overrides",
+    "commprof.report.analysis.run_analysis.analyze_source",
+    "commprof.sweep.planning.config.default_sweep",
+    "commprof.sweep.planning.crossover.search",
+    "commprof.sweep.running.crossover_run.run_crossover_stage",
+    "commprof.sweep.running.measure.build_records",
+    "commprof.sweep.running.measure.measure_point",
+    "commprof.sweep.running.measure.trial_request",
+    "commprof.sweep.running.repeats.__init__",
+    "commprof.sweep.running.runner._sweep_loop",
+    "commprof.sweep.running.runner.controller_context",
+    "commprof.sweep.planning.spec.with_overrides",
     "commprof.trial._profile_all",
     "commprof.trial._replay_all",
 }
@@ -492,8 +574,8 @@ def registry_gaps(
 
 def _tables() -> tuple[set[str], set[str], dict, set[str], set[str]]:
     from commprof.gpu_smoke.points import impl_points
-    from commprof.report.engine_hints import engine_flags
-    from commprof.report.engine_switches import routing_variables
+    from commprof.report.analysis.engine_switches import routing_variables
+    from commprof.report.exports.engine_hints import engine_flags
     from commprof.trace.kernels import kernel_names, runs_as
 
     smoke = {p.table["impl"] for p in impl_points()}
