@@ -3,8 +3,8 @@ bands covering every size of the plan, each with its time, the floor and the evi
 
 The candidates and the rule that lets one take a size from the baseline: routing_candidates.py. Elsewhere the
 baseline keeps the size, and the band says why. Neighbouring sizes with the same choice form one band; a band
-boundary between two measured sizes is a crossover where a crossover search placed one there (report/analysis/crossovers.py),
-else their geometric mean, and the band says which.
+boundary between two measured sizes is a crossover where a crossover search placed one there
+(report/analysis/crossovers.py), else their geometric mean, and the band says which.
 """
 
 from __future__ import annotations

@@ -181,7 +181,8 @@ def trial_request(
 def refused_records(
     ctx: ControllerContext, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, reason: str
 ) -> list[dict[str, Any]]:
-    """The records of a point that cannot act on this launch (commprof.sweep.planning.gate): unsupported, never timed."""
+    """The records of a point that cannot act on this launch (commprof.sweep.planning.gate): unsupported, never
+    timed."""
     request = trial_request(ctx, spec, model, point, tp, ctx.run_dir / "points" / point.point_id)
     return build_records(ctx, request, "unsupported", reason, [], None, 0.0) if ctx.is_writer else []
 

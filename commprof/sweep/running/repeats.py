@@ -1,5 +1,6 @@
 """The baseline measured again over a sweep ([run] baseline_every): after every N points or M minutes and at the
-end, A/B/.../A, its records in baseline-repeats.jsonl, so the report can give the run's drift (report/analysis/drift.py)."""
+end, A/B/.../A, its records in baseline-repeats.jsonl, so the report can give the run's drift
+(report/analysis/drift.py)."""
 
 from __future__ import annotations
 
