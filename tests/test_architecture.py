@@ -473,8 +473,6 @@ PENDING_WIDE: set[str] = {
     "commprof.costmodel.latency.trimmed_channels",
     "commprof.costmodel.simulate.simulate_point",
     "commprof.doctor.nccl_probe.run_probe",
-    "commprof.gpu_smoke.points.sweep_step_verdicts",
-    "commprof.gpu_smoke.steps.run_sweep",
     "commprof.impls.b12x._priming_call",
     "commprof.impls.b12x.fused_call_kwargs",
     "commprof.impls.flashinfer_fused.fused_kwargs",
