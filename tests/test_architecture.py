@@ -472,7 +472,6 @@ PENDING_WIDE: set[str] = {
     "commprof.costmodel.latency.estimate",
     "commprof.costmodel.latency.trimmed_channels",
     "commprof.costmodel.simulate.simulate_point",
-    "commprof.doctor.nccl_probe.run_probe",
     "commprof.impls.b12x._priming_call",
     "commprof.impls.b12x.fused_call_kwargs",
     "commprof.impls.flashinfer_fused.fused_kwargs",
