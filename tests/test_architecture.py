@@ -469,8 +469,6 @@ MAX_PARAMETERS = 6
 PENDING_WIDE: set[str] = {
     "commprof.costmodel.command._write_calibration",
     "commprof.costmodel.crossover_sim.simulate_crossover_stage",
-    "commprof.costmodel.latency.estimate",
-    "commprof.costmodel.latency.trimmed_channels",
     "commprof.costmodel.simulate.simulate_point",
     "commprof.impls.b12x._priming_call",
     "commprof.impls.b12x.fused_call_kwargs",
