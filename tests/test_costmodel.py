@@ -14,6 +14,7 @@ from commprof.cli import main
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.calibration_file import params_from_toml, params_to_toml
 from commprof.costmodel.latency import (
+    Op,
     default_protocols,
     estimate,
     nccl_prior,
@@ -34,7 +35,7 @@ def pcie_prior():
 
 def test_ring_ll_by_hand():
     # latency 6.6 + 2(8-1) x 1.0; bus min(87.7, 0.5 x 2 x 12) = 12; algbw 12 x 8 / 14
-    choice = estimate(pcie_prior(), "all_reduce", MB, 8, "ring", "LL")
+    choice = estimate(pcie_prior(), Op("all_reduce", MB, 8), "ring", "LL")
     assert choice.channels == 2
     assert choice.latency_us == pytest.approx(20.6)
     assert choice.algbw_gbps == pytest.approx(12 * 8 / 14)
@@ -42,10 +43,10 @@ def test_ring_ll_by_hand():
 
 
 def test_ring_simple_and_tree_by_hand_and_the_pick():
-    simple = estimate(pcie_prior(), "all_reduce", MB, 8, "ring", "Simple")
+    simple = estimate(pcie_prior(), Op("all_reduce", MB, 8), "ring", "Simple")
     assert simple.time_us == pytest.approx(8.4 + 14 * 5.7 + MB / (1000 * 24 * 8 / 14))
     # Tree/Simple: bus min(0.92 x 24, 2 x 24.0) = 22.08, x 0.5 (correction at 1 MB = 64 B << 14), algbw x 0.5
-    tree = estimate(pcie_prior(), "all_reduce", MB, 8, "tree", "Simple")
+    tree = estimate(pcie_prior(), Op("all_reduce", MB, 8), "tree", "Simple")
     assert tree.time_us == pytest.approx(8.4 + 14 * 4.0 + MB / (1000 * 22.08 * 0.5 * 0.5))
     picked = predict(pcie_prior(), "all_reduce", MB, 8)
     assert (picked.algo, picked.proto) == ("ring", "Simple")
@@ -57,10 +58,11 @@ def test_ring_simple_and_tree_by_hand_and_the_pick():
 
 def test_per_op_trimming():
     # Ring/LL on 8 ranks: threshold 8 x 8 = 64 B per thread, 512 threads: < 64 KB runs on one channel
-    assert trimmed_channels(14336, "ring", "LL", 8, 2, 12.0) == 1
-    assert trimmed_channels(65536, "ring", "LL", 8, 2, 12.0) == 2
-    assert trimmed_channels(14336, "ring", "LL", 8, 2, 12.0, thread_thresholds=(0, 0, 0, 0, 0, 0)) == 2
-    small = estimate(pcie_prior(), "all_reduce", 14336, 8, "ring", "LL")
+    assert trimmed_channels(pcie_prior(), Op("all_reduce", 14336, 8), "ring", "LL") == 1
+    assert trimmed_channels(pcie_prior(), Op("all_reduce", 65536, 8), "ring", "LL") == 2
+    no_thresholds = replace(pcie_prior(), thread_thresholds=(0, 0, 0, 0, 0, 0))
+    assert trimmed_channels(no_thresholds, Op("all_reduce", 14336, 8), "ring", "LL") == 2
+    small = estimate(pcie_prior(), Op("all_reduce", 14336, 8), "ring", "LL")
     assert small.algbw_gbps == pytest.approx(6 * 8 / 14)
 
 
@@ -68,10 +70,10 @@ def test_protocols_and_nvls_follow_the_link():
     assert default_protocols("pci") == ("LL", "Simple")
     assert default_protocols("nvlink") == ("LL", "LL128", "Simple")
     nvlink = nccl_prior("nvlink", "hopper", channels=16, channel_bw_gbps=24.0, nvls_channels=16)
-    assert estimate(nvlink, "all_reduce", MB, 8, "nvls", "Simple").latency_us == pytest.approx(25.0)
-    assert estimate(pcie_prior(), "all_reduce", MB, 8, "nvls", "Simple") is None
+    assert estimate(nvlink, Op("all_reduce", MB, 8), "nvls", "Simple").latency_us == pytest.approx(25.0)
+    assert estimate(pcie_prior(), Op("all_reduce", MB, 8), "nvls", "Simple") is None
     assert predict(nvlink, "all_reduce", 1 << 28, 8).algo == "nvls"
-    assert estimate(pcie_prior(), "all_gather", MB, 8, "tree", "LL") is None
+    assert estimate(pcie_prior(), Op("all_gather", MB, 8), "tree", "LL") is None
     with pytest.raises(UsageError, match="no algorithm/protocol"):
         predict(pcie_prior(), "all_gather", MB, 8, algos=("tree",))
 

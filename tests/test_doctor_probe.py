@@ -10,7 +10,7 @@ import pynvml
 import pytest
 
 from commprof.doctor import gpu_tests, live
-from commprof.doctor.nccl_probe import run_probe
+from commprof.doctor.nccl_probe import ProbeWorker, run_probe
 from commprof.doctor.nvml_health import gather_health
 from commprof.doctor.runner import run_checks
 from commprof.doctor.topology_probe import probe_topology
@@ -26,7 +26,7 @@ def fake_probes_importable(monkeypatch):
 
 def test_a_hang_is_killed_at_the_time_limit_with_every_rank(tmp_path, fake_probes_importable):
     start = time.monotonic()
-    result = run_probe([0, 1], {}, 1.5, tmp_path / "hang.log", module="fake_probe_hang")
+    result = run_probe([0, 1], {}, 1.5, tmp_path / "hang.log", worker=ProbeWorker(module="fake_probe_hang"))
     assert time.monotonic() - start < 5
     assert result["status"] == "timeout" and "hang" in result["message"]
     for rank in (0, 1):
@@ -36,7 +36,9 @@ def test_a_hang_is_killed_at_the_time_limit_with_every_rank(tmp_path, fake_probe
 
 
 def test_a_crashing_rank_is_reported_with_its_exit_code_and_log_tail(tmp_path, fake_probes_importable):
-    result = run_probe([0, 1], {"NCCL_P2P_DISABLE": "1"}, 20, tmp_path / "crash.log", module="fake_probe_crash")
+    result = run_probe(
+        [0, 1], {"NCCL_P2P_DISABLE": "1"}, 20, tmp_path / "crash.log", worker=ProbeWorker(module="fake_probe_crash")
+    )
     assert result["status"] == "crashed"
     assert "-6" in result["message"] and "illegal memory access" in result["message"]
     assert result["env"] == {"NCCL_P2P_DISABLE": "1"}
@@ -44,7 +46,7 @@ def test_a_crashing_rank_is_reported_with_its_exit_code_and_log_tail(tmp_path, f
 
 @pytest.mark.slow
 def test_the_real_probe_all_reduces_on_gloo(tmp_path):
-    result = run_probe([0, 1], {}, 120, tmp_path / "gloo.log", backend="gloo")
+    result = run_probe([0, 1], {}, 120, tmp_path / "gloo.log", worker=ProbeWorker("gloo"))
     assert result["status"] == "ok", result
     assert result["max_abs_err"] == 0.0
 

@@ -3,7 +3,7 @@ model offers, every kernel model, at sizes from 256 B to 256 MiB, and every cand
 
 import pytest
 
-from commprof.costmodel.latency import BASE_LATENCY_US, PROTOS, estimate
+from commprof.costmodel.latency import BASE_LATENCY_US, PROTOS, Op, estimate
 from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import load_topology, preset_names
 from commprof.floor.model import ALGORITHMS, collective_floor
@@ -30,7 +30,7 @@ def test_nccl_predictions_are_never_below_the_floor(name):
                 fl = collective_floor(collective, nbytes, ranks, topology.floor)
                 for algo in BASE_LATENCY_US:  # every algorithm the model knows
                     for proto in PROTOS:
-                        choice = estimate(params, collective, nbytes, ranks, algo, proto)
+                        choice = estimate(params, Op(collective, nbytes, ranks), algo, proto)
                         # graph mode: the simulator's eager time less the launch a CUDA graph removes
                         if choice is not None and choice.time_us - topology.launch_overhead_us < fl.us:
                             below.append((link, collective, nbytes, algo, proto, choice.time_us, fl.us))

@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from commprof.gpu_smoke import extended
+from commprof.gpu_smoke.points import SmokeSweep
 from commprof.gpu_smoke.steps import Steps, run_sweep
 from commprof.gpu_smoke.verdicts import PASS
 
@@ -15,8 +16,9 @@ from commprof.gpu_smoke.verdicts import PASS
 def test_a_two_rank_sweep_on_the_loopback_rendezvous_and_its_trace_read_back(tmp_path):
     steps = Steps(tmp_path, 280, {"extended-sweep": 10, "trace": 10}, echo=lambda text: None)
     extra = ["--profile", "--iterations", "2", "--warmup", "1"]
-    run_dir, records, code, output = run_sweep(steps, "extended-sweep", 2, (), [extended.TRACE_TOKENS], extra)
-    assert code == 0, output[-2000:]
+    done = run_sweep(steps, SmokeSweep("extended-sweep", 2, (), (extended.TRACE_TOKENS,), tuple(extra)))
+    run_dir, records = done.run_dir, done.records
+    assert done.code == 0, done.output[-2000:]
     assert {(r["mode"], r["status"]) for r in records} == {("eager", "ok"), ("graph", "unsupported")}
     assert all(r["backend"] == "gloo" and r["tp"] == 2 for r in records)
     folder = extended.trace_folder(run_dir)

@@ -15,7 +15,7 @@ from statistics import median
 
 import numpy as np
 
-from commprof.costmodel.latency import COLLECTIVES, PROTOS, CostParams, estimate, predict
+from commprof.costmodel.latency import COLLECTIVES, PROTOS, CostParams, Op, estimate, predict
 from commprof.costmodel.line_fit import Line, fit_line, median_abs_pct
 from commprof.errors import UsageError
 from commprof.impls.registry import fuses_rmsnorm, runs_on_nccl
@@ -178,13 +178,12 @@ def fit(samples: list[Sample], prior: CostParams, ridge: float = RIDGE) -> CostP
 
     # NCCL's choice depends only on the prior: fix it once per sample.
     choices = [predict(prior, s.collective, s.bytes, s.ranks, s.algos, s.protos) for s in samples]
+    ops = [Op(s.collective, s.bytes, s.ranks) for s in samples]
     log_measured = np.log([s.time_us for s in samples])
 
     def loss(x: np.ndarray) -> float:
         params = params_at(x)
-        times = [
-            estimate(params, s.collective, s.bytes, s.ranks, c.algo, c.proto).time_us for s, c in zip(samples, choices)
-        ]
+        times = [estimate(params, op, c.algo, c.proto).time_us for op, c in zip(ops, choices)]
         residual = np.log(times) - log_measured
         return float(np.mean(residual**2) + ridge * np.sum((x - start) ** 2))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from statistics import median
@@ -15,8 +15,17 @@ from rich.table import Table
 
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.calibration_file import out_of_bounds, params_to_toml
-from commprof.costmodel.cohorts import LINE, claimed_error, cohort_of, judge, line_in_range, line_in_sample_pct, tag
-from commprof.costmodel.latency import arch_of, arch_of_gpu_name
+from commprof.costmodel.cohorts import (
+    LINE,
+    CohortVerdict,
+    claimed_error,
+    cohort_of,
+    judge,
+    line_in_range,
+    line_in_sample_pct,
+    tag,
+)
+from commprof.costmodel.latency import CostParams, arch_of, arch_of_gpu_name
 from commprof.costmodel.nccl_tests import gpu_name, parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
@@ -250,7 +259,7 @@ def calibrate(
     if out is not None:
         verdict = _one_cohort(verdicts, cohort)
         chosen = [s for s in samples if s.cohort == verdict.cohort]
-        _write_calibration(console, out, chosen, prior, verdict, run_dirs, topology.name)
+        _write_calibration(console, out, _CohortFit(chosen, prior, verdict, run_dirs, topology.name))
 
 
 def _one_cohort(verdicts: list, chosen: str | None):
@@ -272,7 +281,24 @@ def _one_cohort(verdicts: list, chosen: str | None):
     return verdicts[0]
 
 
-def _write_calibration(console: Console, out: Path, samples: list, prior, verdict, run_dirs, topology: str) -> None:
+@dataclass(frozen=True)
+class _CohortFit:
+    """One cohort's records to fit into a calibration file, and where they came from."""
+
+    samples: list[fitting.Sample]
+    """The cohort's latencies."""
+    prior: CostParams
+    """NCCL's model of the box over the records' link: the fit's start and NCCL's choice."""
+    verdict: CohortVerdict
+    """The cohort's held-out judgement: which model to write and its error."""
+    run_dirs: tuple[Path, ...]
+    """The run folders the records were read from."""
+    topology: str
+    """The topology's name."""
+
+
+def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
+    samples, prior, verdict, run_dirs = cohort.samples, cohort.prior, cohort.verdict, cohort.run_dirs
     params = fitting.fit(samples, prior)
     wild = out_of_bounds(params)
     if wild:
@@ -325,7 +351,7 @@ def _write_calibration(console: Console, out: Path, samples: list, prior, verdic
                 if params.line is not None
                 else {}
             ),
-            "topology": topology,
+            "topology": cohort.topology,
             "link": prior.link,
             "runs": [str(d) for d in run_dirs],
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from commprof.costmodel.alternatives import kernel_model
 from commprof.costmodel.latency import predict
-from commprof.costmodel.simulate import kernel_eager_us, nccl_model_error, nccl_setting, params_for
+from commprof.costmodel.simulate import SimulatedRun, kernel_eager_us, nccl_model_error, nccl_setting, params_for
 from commprof.costmodel.topology import Topology
 from commprof.errors import UsageError
 from commprof.impls.registry import runs_on_nccl
@@ -63,19 +63,14 @@ def all_reduce_prediction(
 
 
 def simulate_crossover_stage(
-    spec: SweepSpec,
-    stage: CrossoverStage,
-    topology: Topology,
-    calibration,
-    run_id: str,
-    records: list[dict],
-    now: str | None = None,
+    spec: SweepSpec, stage: CrossoverStage, run: SimulatedRun, records: list[dict]
 ) -> tuple[list[CrossoverRecord], list[dict]]:
     """Every search of the stage over the records so far, one record per size predicted (or per search that
     cannot be predicted), and the stage's plan lines (plan.jsonl) as a sweep writes them."""
+    topology, calibration = run.topology, run.calibration
     ranks = spec.tp or topology.gpus
     sizes = plan_sizes(spec, ranks)
-    origin = RecordOrigin("simulated", run_id, "nccl", ranks, spec.dtype, now)
+    origin = RecordOrigin("simulated", run.run_id, "nccl", ranks, spec.dtype, run.now)
     out: list[CrossoverRecord] = []
     found = searches(stage, records, "nccl")
     planned = [PlannedSearch(point_id=s.point.point_id, mode=m, sizes=sizes) for s in found for m in s.modes]

@@ -261,42 +261,46 @@ def default_algorithms(collective: str, nvls: bool) -> tuple[str, ...]:
     return ("tree", "ring", "nvls") if nvls else ("tree", "ring")
 
 
-def trimmed_channels(
-    nbytes: int,
-    algo: str,
-    proto: str,
-    ranks: int,
-    channels: int,
-    channel_bw_gbps: float,
-    thread_thresholds: tuple[int, ...] | None = None,
-    nthreads: int | None = None,
-) -> int:
-    """Channels NCCL actually launches for this message after per-op trimming (enqueue.cc topoGetAlgoInfo)."""
+@dataclass(frozen=True)
+class Op:
+    """One collective call as the cost model sees it."""
+
+    collective: str
+    """The collective ("all_reduce", "all_gather", ...)."""
+    nbytes: int
+    """Its message size in bytes."""
+    ranks: int
+    """The ranks taking part."""
+
+
+def trimmed_channels(params: CostParams, op: Op, algo: str, proto: str) -> int:
+    """Channels NCCL actually launches for this message after per-op trimming (enqueue.cc topoGetAlgoInfo), from
+    the channels `params` gives the algorithm, their bandwidth and its NCCL_THREAD_THRESHOLDS and NCCL_NTHREADS."""
     if algo == "nvls":
-        return channels
+        return params.nvls_channels
+    channels = params.channels
     threads = MAX_THREADS[proto]
-    if proto == "Simple" and algo == "ring" and channels * channel_bw_gbps <= PCI_BW:
+    if proto == "Simple" and algo == "ring" and channels * params.channel_bw_gbps <= PCI_BW:
         threads = 256
-    if nthreads and proto != "LL128":  # NCCL_NTHREADS sets LL and Simple; LL128 has NCCL_LL128_NTHREADS
-        threads = nthreads
-    threshold = THREAD_THRESHOLD[proto] * (ranks if (algo == "ring" and proto == "LL") else 1)
-    if thread_thresholds is not None:
-        override = thread_thresholds[(3 if algo == "ring" else 0) + PROTOS.index(proto)]
+    if params.nthreads and proto != "LL128":  # NCCL_NTHREADS sets LL and Simple; LL128 has NCCL_LL128_NTHREADS
+        threads = params.nthreads
+    threshold = THREAD_THRESHOLD[proto] * (op.ranks if (algo == "ring" and proto == "LL") else 1)
+    if params.thread_thresholds is not None:
+        override = params.thread_thresholds[(3 if algo == "ring" else 0) + PROTOS.index(proto)]
         if override >= 0:
             threshold = override
     nc = channels
-    while nbytes < nc * threads * threshold and nc >= 2:
+    while op.nbytes < nc * threads * threshold and nc >= 2:
         nc -= 1
     return nc
 
 
-def estimate(
-    params: CostParams, collective: str, nbytes: int, ranks: int, algo: str, proto: str, trim: bool = True
-) -> Choice | None:
+def estimate(params: CostParams, op: Op, algo: str, proto: str, trim: bool = True) -> Choice | None:
     """NCCL's estimate for one pair with `params`; None where NCCL does not offer the pair.
 
     trim=False is NCCL's own selection-time view (all channels); trim=True uses the channels the op runs on.
     """
+    collective, nbytes, ranks = op.collective, op.nbytes, op.ranks
     if collective not in COLLECTIVES:
         raise UsageError(f"the cost model knows {', '.join(COLLECTIVES)}, not {collective!r}")
     if ranks < 2:
@@ -310,9 +314,7 @@ def estimate(
     p = PROTOS.index(proto)
     channels = params.nvls_channels if algo == "nvls" else params.channels
     if trim:
-        channels = trimmed_channels(
-            nbytes, algo, proto, ranks, channels, params.channel_bw_gbps, params.thread_thresholds, params.nthreads
-        )
+        channels = trimmed_channels(params, op, algo, proto)
     bus = channels * params.channel_bw_gbps
     if params.bus_cap_gbps is not None:
         bus = min(bus, params.bus_cap_gbps)
@@ -364,10 +366,11 @@ def predict(
     if protos is None:
         protos = default_protocols(params.link)
     selector = params.selector()
+    op = Op(collective, nbytes, ranks)
     best: tuple[float, str, str] | None = None
     for algo in algos:
         for proto in protos:
-            choice = estimate(selector, collective, nbytes, ranks, algo, proto, trim=False)
+            choice = estimate(selector, op, algo, proto, trim=False)
             if choice is not None and (best is None or choice.time_us < best[0]):
                 best = (choice.time_us, algo, proto)
     if best is None:
@@ -375,7 +378,7 @@ def predict(
             f"no algorithm/protocol available for {collective} with algorithms {', '.join(algos)} "
             f"and protocols {', '.join(protos)}"
         )
-    chosen = estimate(params, collective, nbytes, ranks, best[1], best[2], trim=True)
+    chosen = estimate(params, op, best[1], best[2], trim=True)
     assert chosen is not None
     if params.line is not None:
         intercept, slope = params.line

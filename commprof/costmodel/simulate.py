@@ -168,19 +168,26 @@ def _stats(value: float) -> dict:
     return summarize([value])
 
 
-def simulate_point(
-    spec: SweepSpec,
-    point: SweepPoint,
-    topology: Topology,
-    calibration: CostParams | None,
-    run_id: str,
-    now: str | None = None,
-    graphs: dict[str, GraphModel | str] | None = None,
-) -> list[StepRecord]:
-    """One record per (T, mode) of the point, like the sweep writes; failures become a status and message.
+@dataclass(frozen=True)
+class SimulatedRun:
+    """What every point and search of one simulated sweep shares: the box, its calibration, the run's records."""
 
-    `graphs`: NCCL_GRAPH_FILE value -> the graph it names, or why it could not be read."""
-    now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    topology: Topology
+    """The box predicted on."""
+    calibration: CostParams | None
+    """A fitted cost model for the box's links; None: the NCCL prior."""
+    run_id: str
+    """The run id the records carry."""
+    now: str | None = None
+    """The records' time (ISO 8601); None: the time each point is simulated."""
+    graphs: dict[str, GraphModel | str] | None = None
+    """NCCL_GRAPH_FILE value -> the graph it names, or why it could not be read."""
+
+
+def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> list[StepRecord]:
+    """One record per (T, mode) of the point, like the sweep writes; failures become a status and message."""
+    topology, calibration, run_id, graphs = run.topology, run.calibration, run.run_id, run.graphs
+    now = run.now or datetime.now(timezone.utc).isoformat(timespec="seconds")
     model = spec.model_shape
     tp = spec.tp or topology.gpus
     if tp > topology.gpus:

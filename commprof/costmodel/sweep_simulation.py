@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from commprof.costmodel.crossover_sim import simulate_crossover_stage
 from commprof.costmodel.latency import CostParams
-from commprof.costmodel.simulate import simulate_point
+from commprof.costmodel.simulate import SimulatedRun, simulate_point
 from commprof.costmodel.topology import Topology
 from commprof.proposable import interconnect_of
 from commprof.records.plan_file import points_line, stages_line
@@ -33,7 +33,7 @@ def simulate_sweep(
     graphs: dict | None = None,
 ) -> list[dict]:
     """Records for every point and search of the sweep, stage by stage, as a sweep on the box would write them.
-    `graphs`: the graph files the points name (commprof.costmodel.simulate.simulate_point)."""
+    `graphs`: the graph files the points name (commprof.costmodel.simulate.SimulatedRun)."""
     return simulate_run(spec, topology, calibration, run_id, now, graphs).records
 
 
@@ -48,17 +48,18 @@ def simulate_run(
     """simulate_sweep's records with the plan they were predicted from."""
     per_point = len(spec.tokens) * len(MODES)
     plan = [stages_line(planned_stages(spec)), points_line(0, [p.point_id for p in spec.points], per_point)]
+    run = SimulatedRun(topology, calibration, run_id, now, graphs)
     records: list[dict] = []
     for point in spec.points:
-        records.extend(simulate_point(spec, point, topology, calibration, run_id, now, graphs))
+        records.extend(simulate_point(spec, point, run))
     for stage in spec.stages:
         if stage.kind == "crossover":
-            searched, lines = simulate_crossover_stage(spec, stage, topology, calibration, run_id, records, now)
+            searched, lines = simulate_crossover_stage(spec, stage, run, records)
             records.extend(searched)
             plan.extend(lines)
             continue
         points = refine(spec, stage.index, records, interconnect_of({"gpu_path": topology.gpu_path}))
         plan.append(points_line(stage.index, [p.point_id for p in points], per_point))
         for point in points:
-            records.extend(simulate_point(spec, point, topology, calibration, run_id, now, graphs))
+            records.extend(simulate_point(spec, point, run))
     return Simulation(records, plan)

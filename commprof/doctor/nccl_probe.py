@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +30,31 @@ LOAD_ROUNDS = 24
 READ_AFTER_S = 0.025
 
 
+@dataclass(frozen=True)
+class ProbeWorker:
+    """What each probe rank runs: the real NCCL worker, or (tests) another backend or module."""
+
+    backend: str = "nccl"
+    """torch.distributed backend of the ranks ("gloo" runs them on CPU)."""
+    module: str = "commprof.doctor.nccl_probe"
+    """The module each rank runs with `python -m` (tests swap in one that hangs or crashes)."""
+
+
+NCCL_WORKER = ProbeWorker()
+
+
 def run_probe(
     gpus: list[int],
     extra_env: dict[str, str],
     timeout_s: float,
     log_path: Path,
     load_seconds: float = 0.0,
-    backend: str = "nccl",
-    module: str = "commprof.doctor.nccl_probe",
+    worker: ProbeWorker = NCCL_WORKER,
 ) -> dict[str, Any]:
     """Run the probe on NVML GPU indices `gpus`; returns {"gpus", "env", "status", "seconds", "message", ...}.
 
-    `backend="gloo"` runs the same ranks on CPU (tests); `module` swaps the worker (tests inject hangs).
+    `worker=ProbeWorker("gloo")` runs the same ranks on CPU (tests); its `module` swaps the worker (tests inject
+    hangs).
     """
     out_path = log_path.with_suffix(".json")
     env = {
@@ -60,7 +74,7 @@ def run_probe(
         "--load-seconds",
         str(load_seconds),
         "--backend",
-        backend,
+        worker.backend,
     ]
     result: dict[str, Any] = {"gpus": gpus, "env": extra_env, "log": str(log_path)}
     start = time.monotonic()
@@ -68,7 +82,7 @@ def run_probe(
         # One process per rank, each in its own session so a hang is killed with anything it started.
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", module, "--rank", str(rank), *common],
+                [sys.executable, "-m", worker.module, "--rank", str(rank), *common],
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from commprof.gpu_smoke.knobs import Knob
-from commprof.gpu_smoke.points import Placement, knob_point, sweep_step_verdicts, sweep_verdicts
+from commprof.gpu_smoke.points import Placement, SmokeSweep, knob_point, sweep_step_verdicts, sweep_verdicts
 from commprof.gpu_smoke.steps import Steps, run_sweep
 from commprof.gpu_smoke.verdicts import FAIL, PASS, SKIP, Verdict
 from commprof.nccl_vocab import PLAN_COLLECTIVES
@@ -68,8 +68,10 @@ def extended_paths(steps: Steps, gpus: int, two_ranks: bool, exclusive: str | No
 def _sweep_and_trace(steps: Steps, gpus: int) -> list[Verdict]:
     placement = Placement(2, min(gpus, 2))
     extra = ["--profile"] + (["--share-gpus", "--iterations", "3", "--warmup", "1"] if placement.time_sliced else [])
-    run_dir, records, code, output = run_sweep(steps, "extended-sweep", 2, POINTS, TOKENS, extra)
-    found = sweep_step_verdicts(f"extended sweep ({placement})", code, output, records, POINTS, placement, False)
+    sweep = SmokeSweep("extended-sweep", 2, POINTS, tuple(TOKENS), tuple(extra))
+    done = run_sweep(steps, sweep)
+    run_dir, records = done.run_dir, done.records
+    found = sweep_step_verdicts(f"extended sweep ({placement})", sweep, done, placement, False)
     verdicts = [Verdict(v.path if v.path.startswith(PREFIX) else PREFIX + v.path, v.status, v.detail) for v in found]
     verdicts.append(graphs_verdict(GRAPHS, records))
     traces = trace_folder(run_dir) if run_dir else None

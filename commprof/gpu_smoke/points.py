@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from commprof.gpu_smoke.knobs import Knob, knob_verdict
@@ -167,12 +168,44 @@ def sweep_verdicts(
     return verdicts
 
 
+@dataclass(frozen=True)
+class SmokeSweep:
+    """One smoke sweep to launch."""
+
+    name: str
+    """The step's name: the sweep file's stem and the name its output is logged under."""
+    ranks: int
+    """Processes torchrun starts."""
+    points: tuple[SmokePoint, ...]
+    """The points swept besides the baseline."""
+    tokens: tuple[int, ...]
+    """Token counts each point runs at."""
+    extra: tuple[str, ...] = ()
+    """Flags passed on to the sweep."""
+    cap: float | None = None
+    """Seconds the step may run at most; None: the steps' own limit."""
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """What a smoke sweep left behind."""
+
+    run_dir: Path | None
+    """Its run folder; None where it made none."""
+    records: list[dict]
+    """Its results' records (empty where it wrote none)."""
+    code: int | None
+    """Its exit code; None where it was stopped."""
+    output: str
+    """Its stdout and stderr together."""
+
+
 def sweep_step_verdicts(
-    title: str, code: int | None, output: str, records: list[dict], points, placement: Placement, baseline: bool
+    title: str, sweep: SmokeSweep, outcome: SweepOutcome, placement: Placement, baseline: bool
 ) -> list[Verdict]:
     """A sweep step's verdicts, led by a failure with the output's tail when the sweep itself did not exit 0."""
-    verdicts = sweep_verdicts(records, points, placement, baseline)
-    if code != 0:
-        tail = "\n".join(output.strip().splitlines()[-8:])
-        verdicts.insert(0, Verdict(title, FAIL, f"exit {code}: {tail}"))
+    verdicts = sweep_verdicts(outcome.records, sweep.points, placement, baseline)
+    if outcome.code != 0:
+        tail = "\n".join(outcome.output.strip().splitlines()[-8:])
+        verdicts.insert(0, Verdict(title, FAIL, f"exit {outcome.code}: {tail}"))
     return verdicts

@@ -17,6 +17,7 @@ from commprof.gpu_smoke.points import (
     POINTS,
     Placement,
     SmokePoint,
+    SmokeSweep,
     knob_point,
     sweep_step_verdicts,
     sweep_verdicts,
@@ -131,20 +132,22 @@ def _sweeps(steps: Steps, placement: Placement, refused: str | None) -> tuple[li
         knobs = tuple(knob_point(k) for k in pick_knobs([]))
         verdicts += skipped_verdicts(POINTS, placement, True, why) + skipped_verdicts(knobs, placement, False, why)
     else:
-        run_dir, records, code, output = run_sweep(steps, "nccl-sweep", ranks, POINTS, tokens, extra, cap=200)
-        run_dirs += [run_dir] if run_dir else []
-        verdicts += sweep_step_verdicts(f"NCCL sweep ({placement})", code, output, records, POINTS, placement, True)
+        nccl = SmokeSweep("nccl-sweep", ranks, POINTS, tuple(tokens), tuple(extra), cap=200)
+        done = run_sweep(steps, nccl)
+        run_dirs += [done.run_dir] if done.run_dir else []
+        verdicts += sweep_step_verdicts(f"NCCL sweep ({placement})", nccl, done, placement, True)
         # The knobs' values differ from what NCCL chose at the baseline (records of the sweep just run).
-        baseline = [r for r in records if r.get("point_id") == BASELINE_POINT_ID]
+        baseline = [r for r in done.records if r.get("point_id") == BASELINE_POINT_ID]
         knobs = tuple(knob_point(k) for k in pick_knobs(baseline))
-        run_dir, records, code, output = run_sweep(steps, "knob-sweep", ranks, knobs, tokens, extra, cap=150)
-        run_dirs += [run_dir] if run_dir else []
-        verdicts += sweep_step_verdicts(f"knob sweep ({placement})", code, output, records, knobs, placement, False)
+        knob_sweep = SmokeSweep("knob-sweep", ranks, knobs, tuple(tokens), tuple(extra), cap=150)
+        done = run_sweep(steps, knob_sweep)
+        run_dirs += [done.run_dir] if done.run_dir else []
+        verdicts += sweep_step_verdicts(f"knob sweep ({placement})", knob_sweep, done, placement, False)
     if shared:
-        run_dir, records, code, output = run_sweep(steps, "one-rank-sweep", 1, ONE_RANK_POINTS, [4], [])
-        run_dirs += [run_dir] if run_dir else []
-        one_rank = Placement(1, 1)
-        verdicts += sweep_step_verdicts("one-rank sweep", code, output, records, ONE_RANK_POINTS, one_rank, False)
+        one = SmokeSweep("one-rank-sweep", 1, ONE_RANK_POINTS, (4,))
+        done = run_sweep(steps, one)
+        run_dirs += [done.run_dir] if done.run_dir else []
+        verdicts += sweep_step_verdicts("one-rank sweep", one, done, Placement(1, 1), False)
     return run_dirs, verdicts
 
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from commprof.gpu_smoke.points import SmokePoint, sweep_toml
+from commprof.gpu_smoke.points import SmokeSweep, SweepOutcome, sweep_toml
 
 REPO = Path(__file__).resolve().parents[2]
 POINT_TIMEOUT_S = 150
@@ -98,24 +98,16 @@ def _new_run(parent: Path, before: set[str]) -> Path | None:
     return made[-1] if made else None
 
 
-def run_sweep(
-    steps: Steps,
-    name: str,
-    ranks: int,
-    points: tuple[SmokePoint, ...],
-    tokens: list[int],
-    extra: list[str],
-    cap: float | None = None,
-):
-    """One smoke sweep; (its run folder or None, its records, exit code, output)."""
+def run_sweep(steps: Steps, sweep: SmokeSweep) -> SweepOutcome:
+    """One smoke sweep, run under `steps`, and what it left."""
     from commprof.records.files import RESULTS_FILE, read_records
 
-    sweep_file = steps.out / f"{name}.toml"
-    sweep_file.write_text(sweep_toml(name, points, tokens, POINT_TIMEOUT_S))
+    sweep_file = steps.out / f"{sweep.name}.toml"
+    sweep_file.write_text(sweep_toml(sweep.name, sweep.points, list(sweep.tokens), POINT_TIMEOUT_S))
     runs = steps.out / "runs"
     before = {p.name for p in runs.glob("*")} if runs.is_dir() else set()
     cmd = [
-        *torchrun(ranks),
+        *torchrun(sweep.ranks),
         "-m",
         "commprof.allreduce_sweep",
         "--sweep",
@@ -123,9 +115,9 @@ def run_sweep(
         "--out",
         str(runs),
         "--no-doctor",
-        *extra,
+        *sweep.extra,
     ]
-    code, _, output = steps.run(name, cmd, cap)
+    code, _, output = steps.run(sweep.name, cmd, sweep.cap)
     run_dir = _new_run(runs, before)
     records = read_records(run_dir / RESULTS_FILE) if run_dir and (run_dir / RESULTS_FILE).exists() else []
-    return run_dir, records, code, output
+    return SweepOutcome(run_dir, records, code, output)
