@@ -484,8 +484,6 @@ PENDING_WIDE: set[str] = {
     "commprof.sweep.planning.config.default_sweep",
     "commprof.sweep.planning.crossover.search",
     "commprof.sweep.planning.spec.with_overrides",
-    "commprof.trial._profile_all",
-    "commprof.trial._replay_all",
 }
 
 
