@@ -15,11 +15,18 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commprof.planner.models import ModelShape
 from commprof.records.folder import open_nofollow
 from commprof.records.schema import MODES, Mode
+
+if TYPE_CHECKING:  # torch is imported inside the worker only
+    import torch
+    import torch.distributed as dist
+
+    from commprof.impls.base import AllReduceImpl, ImplContext
+    from commprof.planner.plan import StepPlan
 
 
 @dataclass
@@ -58,6 +65,17 @@ class TrialRequest:
     @classmethod
     def from_json(cls, text: str) -> TrialRequest:
         return cls(**json.loads(text))
+
+
+@dataclass(frozen=True)
+class ReadyImpl:
+    """The point's implementation, set up on this rank's process group, with the facts its gates read."""
+
+    impl: AllReduceImpl  # set up and prepared for every all-reduce shape of the point's plans
+    impl_cls: type[AllReduceImpl]  # its class (support_tokens gates each T)
+    ctx: ImplContext  # this run's facts, as the gates read them
+    group: dist.ProcessGroup  # the trial's process group
+    device: torch.device  # this rank's device
 
 
 def _entry(tokens: int, mode: str, status: str, message: str | None = None, **extra) -> dict[str, Any]:
@@ -178,24 +196,26 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
             for m in request.modes:
                 emit(_entry(t, m, "error", refusal))
         return  # no teardown: its collectives would wait for the rank that failed
+    ready = ReadyImpl(impl, impl_cls, ctx, group, device)
     try:
         if request.profile_dir:
-            _profile_all(request, impl, impl_cls, ctx, plans, group, device, emit)
+            _profile_all(request, ready, plans, emit)
         else:
-            _replay_all(request, impl, impl_cls, ctx, plans, group, device, emit)
+            _replay_all(request, ready, plans, emit)
     finally:
         impl.teardown()
         dist.destroy_process_group()
 
 
 def _replay_all(
-    request: TrialRequest, impl, impl_cls, ctx, plans, group, device, emit: Callable[[dict[str, Any]], None]
+    request: TrialRequest, ready: ReadyImpl, plans: dict[int, StepPlan], emit: Callable[[dict[str, Any]], None]
 ) -> None:
     """Eager mode for every T first, then graph mode: a failed capture can leave the communicator unusable,
     so after one, the remaining captures are not attempted and the eager numbers are already safe."""
     from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.planner.spacing import ComputeSpec, SkewSpec
 
+    impl = ready.impl
     config = ReplayConfig(
         iterations=request.iterations,
         warmup=request.warmup,
@@ -207,10 +227,10 @@ def _replay_all(
     for tokens, plan in plans.items():
         # Gated on every row count the implementation reduces (a draft's decode steps reduce fewer rows than T).
         rows = sorted({op.shape[0] for op in plan.ops if op.collective == "all_reduce"}, reverse=True) or [tokens]
-        verdicts = [impl_cls.support_tokens(ctx, r) for r in rows]
+        verdicts = [ready.impl_cls.support_tokens(ready.ctx, r) for r in rows]
         per_t = next((verdict for verdict in verdicts if not verdict), verdicts[0])
         if per_t:
-            replays[tokens] = StepReplay(plan, impl, group, device, config)
+            replays[tokens] = StepReplay(plan, impl, ready.group, ready.device, config)
         else:
             for m in request.modes:
                 emit(_entry(tokens, m, "unsupported", per_t.reason))
@@ -236,17 +256,17 @@ def _replay_all(
 
 
 def _profile_all(
-    request: TrialRequest, impl, impl_cls, ctx, plans, group, device, emit: Callable[[dict[str, Any]], None]
+    request: TrialRequest, ready: ReadyImpl, plans: dict[int, StepPlan], emit: Callable[[dict[str, Any]], None]
 ) -> None:
     """The profiling pass: a trace of a few eager steps per T, one entry per T saying where it went."""
     from commprof.harness import ReplayConfig, StepReplay
     from commprof.profile_pass import profile_steps, trace_path
 
     for tokens, plan in plans.items():
-        if not impl_cls.support_tokens(ctx, tokens):
+        if not ready.impl_cls.support_tokens(ready.ctx, tokens):
             continue
         path = trace_path(request.profile_dir, tokens, request.rank)
-        profile_steps(StepReplay(plan, impl, group, device, ReplayConfig()), path)
+        profile_steps(StepReplay(plan, ready.impl, ready.group, ready.device, ReplayConfig()), path)
         emit(_entry(tokens, "eager", "ok", trace=str(path)))
 
 

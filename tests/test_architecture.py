@@ -475,16 +475,7 @@ PENDING_WIDE: set[str] = {
     "commprof.report.analysis.run_analysis.analyze_source",
     "commprof.sweep.planning.config.default_sweep",
     "commprof.sweep.planning.crossover.search",
-    "commprof.sweep.running.crossover_run.run_crossover_stage",
-    "commprof.sweep.running.measure.build_records",
-    "commprof.sweep.running.measure.measure_point",
-    "commprof.sweep.running.measure.trial_request",
-    "commprof.sweep.running.repeats.__init__",
-    "commprof.sweep.running.runner._sweep_loop",
-    "commprof.sweep.running.runner.controller_context",
     "commprof.sweep.planning.spec.with_overrides",
-    "commprof.trial._profile_all",
-    "commprof.trial._replay_all",
 }
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from commprof.forkserver import ForkServer
 from commprof.records.files import RESULTS_FILE, append_plan, append_records, read_records
 from commprof.records.folder import make_folders
 from commprof.records.plan_file import PlannedSearch, ended_line, searches_line
@@ -26,9 +25,10 @@ from commprof.sweep.planning.crossover_stage import (
     searches,
     size_record,
 )
-from commprof.sweep.planning.spec import CrossoverStage, SweepSpec
+from commprof.sweep.planning.spec import CrossoverStage
 from commprof.sweep.running.measure import (
     ControllerContext,
+    SweepRun,
     agree,
     all_gather_json,
     point_env,
@@ -46,20 +46,15 @@ class Interrupted(Exception):
 class StageRun:
     """What every search of one crossover stage runs with on this controller."""
 
-    ctx: ControllerContext
-    server: ForkServer
-    spec: SweepSpec
-    model: dict  # ModelShape.to_dict()
-    tp: int
-    stage: CrossoverStage
+    sweep: SweepRun  # the controller, the sweep and its model and TP
+    stage: CrossoverStage  # the stage being searched
     sizes: list[int]  # the step's all-reduce sizes, searched beside the powers of two
-    dtype: str
+    dtype: str  # the sweep's dtype (the model's unless the sweep names one)
 
 
-def run_crossover_stage(
-    ctx: ControllerContext, server: ForkServer, spec: SweepSpec, model: dict, tp: int, stage: CrossoverStage, progress
-) -> None:
+def run_crossover_stage(run: SweepRun, stage: CrossoverStage, progress) -> None:
     """Run every search of `stage`; failures become statuses in the records, an interrupt stops after a round."""
+    ctx, spec, model, tp = run.ctx, run.spec, run.model, run.tp
     results_path = ctx.run_dir / RESULTS_FILE
     shared = None
     if ctx.is_writer:
@@ -95,7 +90,7 @@ def run_crossover_stage(
             if ctx.is_writer:
                 progress.point_started(f"crossover {search.point.label} ({mode})")
             try:
-                found_here = _search(StageRun(ctx, server, spec, model, tp, stage, sizes, dtype), search, mode, done)
+                found_here = _search(StageRun(run, stage, sizes, dtype), search, mode, done)
             except Interrupted:
                 ctx.interrupted = True
                 return
@@ -108,7 +103,7 @@ def run_crossover_stage(
 
 def _search(run: StageRun, search: Search, mode: str, done: dict) -> cx.Crossover:
     """One search in one mode: each measure() round in fresh workers, the sizes `done` already timed reused."""
-    ctx, stage = run.ctx, run.stage
+    ctx, stage = run.sweep.ctx, run.stage
     results_path = ctx.run_dir / RESULTS_FILE
     point_dir = make_folders(ctx.run_dir, "points", search.point.point_id)
     rounds = {"n": 0}
@@ -149,8 +144,8 @@ def _search(run: StageRun, search: Search, mode: str, done: dict) -> cx.Crossove
 
 def _round(run: StageRun, search: Search, mode: str, sizes: list[int], number: int, point_dir: Path) -> list[dict]:
     """One measure() round on this rank, in a fresh worker; rank 0 returns one entry per size (failures too)."""
-    ctx, server, stage = run.ctx, run.server, run.stage
-    request = trial_request(ctx, run.spec, run.model, search.point, run.tp, point_dir)
+    ctx, server, stage = run.sweep.ctx, run.sweep.server, run.stage
+    request = trial_request(run.sweep, search.point, point_dir)
     request = replace(
         request,
         store_prefix=f"{request.store_prefix}/{mode}/r{number}",

@@ -67,18 +67,27 @@ class ControllerContext:
         return self.rank == 0
 
 
+@dataclass(frozen=True)
+class SweepRun:
+    """What every point of one sweep runs with on this controller."""
+
+    ctx: ControllerContext  # this controller's place in the launch and the run folder
+    server: ForkServer  # forks this rank's workers
+    spec: SweepSpec  # the sweep being run
+    model: dict  # the sweep's ModelShape.to_dict()
+    tp: int  # the launch's tensor-parallel size
+
+
 @dataclass
 class PointOutcome:
-    """One controller's view of one point."""
+    """One controller's view of one point (or the status the ranks agreed on, with this rank's entries)."""
 
-    status: str  # ok / crashed / timeout / aborted (a peer failed first)
+    status: str  # ok / crashed / timeout / aborted (a peer failed first); agreed: also unsupported / error
     message: str | None
     entries: list[dict[str, Any]]  # what the worker finished before it ended
 
 
-def measure_point(
-    ctx: ControllerContext, server: ForkServer, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, again: int = 0
-) -> list[dict[str, Any]]:
+def measure_point(run: SweepRun, point: SweepPoint, again: int = 0) -> list[dict[str, Any]]:
     """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records.
 
     With NCCL, the timed workers log only NCCL's init (transports, rings, channels); NCCL's per-op
@@ -87,16 +96,17 @@ def measure_point(
     Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz. `again` > 0: the point's
     re-measurement number (the baseline's, for its drift), kept in points/<id>/again<n>/ and in its records' point.
     """
+    ctx, server = run.ctx, run.server
     parts = ("points", point.point_id, *((f"again{again}",) if again else ()))
     point_dir = make_folders(ctx.run_dir, *parts)
-    request = trial_request(ctx, spec, model, point, tp, point_dir, again)
+    request = trial_request(run, point, point_dir, again)
     prefix = request.store_prefix
     Path(request.result_path).unlink(missing_ok=True)
     refusal = build_refusal(point, ctx.backend, ctx.build_failures)
     if refusal is None and ctx.backend == "nccl":
         refusal = graph_refusal(point.env, ctx.run_dir)
     if refusal is not None:  # its kernels could not be built before the sweep: no worker would get further
-        return build_records(ctx, request, "unsupported", refusal, [], None, 0.0) if ctx.is_writer else []
+        return build_records(ctx, request, PointOutcome("unsupported", refusal, []), None, 0.0) if ctx.is_writer else []
     logs = ctx.backend == "nccl" and ctx.nccl_debug
     init_log = point_dir / f"nccl.rank{ctx.rank}.log"
     started = time.monotonic()
@@ -145,20 +155,19 @@ def measure_point(
         nccl = {**(nccl or {}), "graph_file": graph}
         if graph["loaded"] is False and status == "ok":  # it measured some other graph: never ranked as this one
             status, message = "error", f"NCCL did not load NCCL_GRAPH_FILE={graph['path']}: {graph['why']}"
-    return build_records(ctx, request, status, message, outcome.entries, nccl, duration)
+    return build_records(ctx, request, PointOutcome(status, message, outcome.entries), nccl, duration)
 
 
-def trial_request(
-    ctx: ControllerContext, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, point_dir: Path, again: int = 0
-) -> TrialRequest:
+def trial_request(run: SweepRun, point: SweepPoint, point_dir: Path, again: int = 0) -> TrialRequest:
     """What this rank's worker gets for one point: the replay, the point, the rendezvous and where to write."""
+    ctx, spec, model = run.ctx, run.spec, run.model
     iterations, warmup = spec.iterations_for(point)
     prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}" + (f"/again{again}" if again else "")
     return TrialRequest(
         run_id=ctx.run_id,
         point=point.to_dict() | ({"repeat": again} if again else {}),
         model=model,
-        tp=tp,
+        tp=run.tp,
         tokens=list(spec.tokens),
         phase=spec.phase,
         plan_options=asdict(spec.plan_options),
@@ -178,13 +187,12 @@ def trial_request(
     )
 
 
-def refused_records(
-    ctx: ControllerContext, spec: SweepSpec, model: dict, point: SweepPoint, tp: int, reason: str
-) -> list[dict[str, Any]]:
+def refused_records(run: SweepRun, point: SweepPoint, reason: str) -> list[dict[str, Any]]:
     """The records of a point that cannot act on this launch (commprof.sweep.planning.gate): unsupported, never
     timed."""
-    request = trial_request(ctx, spec, model, point, tp, ctx.run_dir / "points" / point.point_id)
-    return build_records(ctx, request, "unsupported", reason, [], None, 0.0) if ctx.is_writer else []
+    ctx = run.ctx
+    request = trial_request(run, point, ctx.run_dir / "points" / point.point_id)
+    return build_records(ctx, request, PointOutcome("unsupported", reason, []), None, 0.0) if ctx.is_writer else []
 
 
 def point_env(ctx: ControllerContext, point: SweepPoint, log_path: Path | None, subsystems: str) -> dict[str, str]:
@@ -264,15 +272,10 @@ def agree(outcomes: list[dict[str, Any]]) -> tuple[str, str | None]:
 
 
 def build_records(
-    ctx: ControllerContext,
-    request: TrialRequest,
-    status: str,
-    message: str | None,
-    entries: list[dict[str, Any]],
-    nccl: dict | None,
-    duration_s: float,
+    ctx: ControllerContext, request: TrialRequest, outcome: PointOutcome, nccl: dict | None, duration_s: float
 ) -> list[StepRecord]:
-    """One record per (T, mode) of the point: the worker's entries, and the failure status for the rest."""
+    """One record per (T, mode) of the point: the worker's entries (`outcome`, its status the ranks' agreed one),
+    and the failure status for the rest."""
     from commprof.planner.models import ModelShape
     from commprof.planner.plan import PlanOptions, build_step_plan
 
@@ -280,7 +283,8 @@ def build_records(
     options = PlanOptions(**request.plan_options)
     # Points that never ran (unsupported, crashed at start) still say whether their kind fuses RMSNorm.
     fuses = load_impl(resolve_impl_name(request.point["impl"], ctx.backend)).fuses_rmsnorm
-    by_key = {(e["tokens"], e["mode"]): e for e in entries}
+    status, message = outcome.status, outcome.message
+    by_key = {(e["tokens"], e["mode"]): e for e in outcome.entries}
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     records = []
     for tokens in request.tokens:

@@ -12,8 +12,8 @@ from pathlib import Path
 from commprof.sweep.planning.dryrun import ASSUMED, StepCost, cost_from_records
 from commprof.sweep.planning.points import baseline
 from commprof.sweep.planning.spec import SweepSpec
-from commprof.sweep.running.measure import all_gather_json, measure_point
-from commprof.sweep.running.runner import controller_context, controllers, launch_tp
+from commprof.sweep.running.measure import SweepRun, all_gather_json, measure_point
+from commprof.sweep.running.runner import SweepOptions, controller_context, controllers, launch_tp
 
 PROBE_ITERATIONS = 3
 PROBE_WARMUP = 1
@@ -30,8 +30,9 @@ def probe_step_cost(spec: SweepSpec, backend: str, share_gpus: bool = False) -> 
     quick = replace(spec, iterations=PROBE_ITERATIONS, warmup=PROBE_WARMUP)
     with controllers(spec.point_timeout_s) as server, tempfile.TemporaryDirectory(prefix="commprof-probe-") as tmp:
         session = all_gather_json(secrets.token_hex(4), int(os.environ.get("WORLD_SIZE", "1")))[0]
-        ctx = controller_context(backend, Path(tmp), "dry-run", session, nccl_debug=False, share_gpus=share_gpus)
-        records = measure_point(ctx, server, quick, model, baseline(), tp)
+        options = SweepOptions(out=Path(tmp), nccl_debug=False, share_gpus=share_gpus)
+        ctx = controller_context(backend, Path(tmp), "dry-run", session, options)
+        records = measure_point(SweepRun(ctx, server, quick, model, tp), baseline())
     if not ctx.is_writer:
         return ASSUMED
     cost = cost_from_records(records, PROBE_ITERATIONS, PROBE_WARMUP)

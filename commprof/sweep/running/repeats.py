@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import time
 
-from commprof.forkserver import ForkServer
 from commprof.records.files import BASELINE_REPEATS_FILE, append_records, read_records
-from commprof.sweep.planning.spec import SweepPoint, SweepSpec
-from commprof.sweep.running.measure import ControllerContext, all_gather_json, measure_point, point_status
+from commprof.sweep.planning.spec import SweepPoint
+from commprof.sweep.running.measure import SweepRun, all_gather_json, measure_point, point_status
 
 
 class BaselineRepeats:
@@ -19,10 +18,9 @@ class BaselineRepeats:
     The baseline is the report's ([report] baseline), else the sweep's own; minutes are read on rank 0's clock
     and the verdict shared, so every controller measures the same repeats."""
 
-    def __init__(
-        self, ctx: ControllerContext, server: ForkServer, spec: SweepSpec, model: dict, tp: int, progress, done: set
-    ):
-        self.ctx, self.server, self.spec, self.model, self.tp, self.progress = ctx, server, spec, model, tp, progress
+    def __init__(self, run: SweepRun, progress, done: set):
+        ctx, spec = run.ctx, run.spec
+        self.run, self.ctx, self.spec, self.progress = run, ctx, spec, progress
         wanted = spec.report.get("baseline")
         self.point = next((p for p in spec.points if p.point_id == wanted), spec.points[0])
         self.measured = 0  # re-measurements so far (a resumed run goes on numbering where it stopped)
@@ -58,7 +56,7 @@ class BaselineRepeats:
         if self.ctx.is_writer:
             self.progress.add_points(1)
             self.progress.point_started(label)
-        records = measure_point(self.ctx, self.server, self.spec, self.model, self.point, self.tp, self.measured)
+        records = measure_point(self.run, self.point, self.measured)
         if self.ctx.is_writer:
             append_records(self.ctx.run_dir / BASELINE_REPEATS_FILE, records)
             self.progress.point_done(label, point_status(records))

@@ -41,6 +41,7 @@ from commprof.sweep.running.crossover_run import run_crossover_stage
 from commprof.sweep.running.measure import (
     ControllerContext,
     PeerLost,
+    SweepRun,
     all_gather_json,
     measure_point,
     point_status,
@@ -109,19 +110,11 @@ def run_sweep(
             setup = all_gather_json(setup, world_size)[0]
             if setup["error"]:
                 raise UsageError(setup["error"])
-            ctx = controller_context(
-                backend,
-                Path(setup["run_dir"]),
-                setup["run_id"],
-                setup["session"],
-                nccl_debug=options.nccl_debug,
-                share_gpus=options.share_gpus,
-                profile=options.profile,
-            )
+            ctx = controller_context(backend, Path(setup["run_dir"]), setup["run_id"], setup["session"], options)
             install_interrupt_handlers(ctx)
             try:
                 ctx.build_failures = _prebuild(ctx, spec, model, tp, progress)
-                return _sweep_loop(ctx, server, spec, model, tp, set(setup["done"]), progress)
+                return _sweep_loop(SweepRun(ctx, server, spec, model, tp), set(setup["done"]), progress)
             except (PeerLost, ForkServerDied, dist.DistError, OSError) as exc:
                 progress.stop()
                 raise RunStopped(f"rank {rank}: {_why_stopped(exc)}; the sweep stops", run_dir=ctx.run_dir) from None
@@ -179,9 +172,10 @@ def _prebuild(ctx: ControllerContext, spec, model: dict, tp: int, progress: Swee
 
 
 def controller_context(
-    backend: str, run_dir: Path, run_id: str, session: str, nccl_debug: bool, share_gpus: bool, profile: bool = False
+    backend: str, run_dir: Path, run_id: str, session: str, options: SweepOptions
 ) -> ControllerContext:
-    """This rank's ControllerContext, inside controllers()."""
+    """This rank's ControllerContext, inside controllers(); `options` says whether NCCL logs, the GPUs are shared
+    and a profiling pass follows."""
     rank = int(os.environ.get("RANK", "0"))
     return ControllerContext(
         rank=rank,
@@ -194,9 +188,9 @@ def controller_context(
         store=dist.distributed_c10d._get_default_store(),
         store_host=os.environ.get("MASTER_ADDR", "127.0.0.1"),
         store_port=int(os.environ["MASTER_PORT"]),
-        nccl_debug=nccl_debug,
-        profile=profile,
-        rank_env=shared_gpu_env(rank) if share_gpus and backend == "nccl" else {},
+        nccl_debug=options.nccl_debug,
+        profile=options.profile,
+        rank_env=shared_gpu_env(rank) if options.share_gpus and backend == "nccl" else {},
     )
 
 
@@ -277,15 +271,8 @@ def _open_run_dir(
     return setup, lock
 
 
-def _sweep_loop(
-    ctx: ControllerContext,
-    server: ForkServer,
-    spec: SweepSpec,
-    model: dict,
-    tp: int,
-    done: set[str],
-    progress: SweepProgress,
-) -> dict[str, Any]:
+def _sweep_loop(run: SweepRun, done: set[str], progress: SweepProgress) -> dict[str, Any]:
+    ctx, spec, model = run.ctx, run.spec, run.model
     results_path = ctx.run_dir / RESULTS_FILE
     points = list(spec.points)
     dtype = model["dtype"] if spec.dtype is None else spec.dtype
@@ -295,7 +282,7 @@ def _sweep_loop(
     if ctx.is_writer:
         progress.start(len(points), ctx.run_dir)
         append_plan(ctx.run_dir, [stages_line(planned_stages(spec)), points_line(0, _ids(points), per_point)])
-    repeats = BaselineRepeats(ctx, server, spec, model, tp, progress, done)
+    repeats = BaselineRepeats(run, progress, done)
     stage = 0
     while True:
         for point in points:
@@ -308,9 +295,9 @@ def _sweep_loop(
             # Every rank reaches the same verdict (a pure function of the point and the launch): no agreement needed.
             reason = refusal(point, ctx.backend, context)
             if reason:
-                records = refused_records(ctx, spec, model, point, tp, reason)
+                records = refused_records(run, point, reason)
             else:
-                records = measure_point(ctx, server, spec, model, point, tp)
+                records = measure_point(run, point)
             interrupted = all_gather_json(ctx.interrupted, ctx.world_size)
             if any(interrupted):
                 ctx.interrupted = True
@@ -326,7 +313,7 @@ def _sweep_loop(
         if stage > len(spec.stages):
             break
         if spec.stages[stage - 1].kind == "crossover":
-            run_crossover_stage(ctx, server, spec, model, tp, spec.stages[stage - 1], progress)
+            run_crossover_stage(run, spec.stages[stage - 1], progress)
             points = []  # a search writes its own records; the next stage ranks what came before
             continue
         refined = None
