@@ -475,7 +475,6 @@ PENDING_WIDE: set[str] = {
     "commprof.doctor.nccl_probe.run_probe",
     "commprof.gpu_smoke.points.sweep_step_verdicts",
     "commprof.gpu_smoke.steps.run_sweep",
-    "commprof.report.analysis.run_analysis.analyze_source",
     "commprof.sweep.planning.config.default_sweep",
     "commprof.sweep.planning.crossover.search",
     "commprof.sweep.running.crossover_run.run_crossover_stage",
