@@ -475,7 +475,6 @@ PENDING_WIDE: set[str] = {
     "commprof.doctor.nccl_probe.run_probe",
     "commprof.gpu_smoke.points.sweep_step_verdicts",
     "commprof.gpu_smoke.steps.run_sweep",
-    "commprof.sweep.planning.config.default_sweep",
     "commprof.sweep.planning.crossover.search",
     "commprof.sweep.running.crossover_run.run_crossover_stage",
     "commprof.sweep.running.measure.build_records",
@@ -484,7 +483,6 @@ PENDING_WIDE: set[str] = {
     "commprof.sweep.running.repeats.__init__",
     "commprof.sweep.running.runner._sweep_loop",
     "commprof.sweep.running.runner.controller_context",
-    "commprof.sweep.planning.spec.with_overrides",
     "commprof.trial._profile_all",
     "commprof.trial._replay_all",
 }
