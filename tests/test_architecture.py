@@ -475,7 +475,6 @@ PENDING_WIDE: set[str] = {
     "commprof.doctor.nccl_probe.run_probe",
     "commprof.gpu_smoke.points.sweep_step_verdicts",
     "commprof.gpu_smoke.steps.run_sweep",
-    "commprof.sweep.planning.crossover.search",
     "commprof.sweep.running.crossover_run.run_crossover_stage",
     "commprof.sweep.running.measure.build_records",
     "commprof.sweep.running.measure.measure_point",
