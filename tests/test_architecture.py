@@ -465,18 +465,6 @@ def test_impure_imports_finds_a_planted_one(tmp_path, source, pure):
 # Functions of more than six parameters take a typed object instead. A click command's parameters are its
 # command-line options, one each, so commands are exempt.
 MAX_PARAMETERS = 6
-# Known and being fixed; nothing may join them.
-PENDING_WIDE: set[str] = {
-    "commprof.impls.b12x._priming_call",
-    "commprof.impls.b12x.fused_call_kwargs",
-    "commprof.impls.flashinfer_fused.fused_kwargs",
-    "commprof.planner.plan.add",
-    "commprof.report.command._report",
-    "commprof.report.analysis.run_analysis.analyze_source",
-    "commprof.sweep.planning.config.default_sweep",
-    "commprof.sweep.planning.crossover.search",
-    "commprof.sweep.planning.spec.with_overrides",
-}
 
 
 def wide_functions(package: Path = PACKAGE) -> set[str]:
@@ -508,10 +496,7 @@ def _is_command(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 
 def test_no_function_takes_more_than_six_parameters():
     found = wide_functions()
-    assert found == PENDING_WIDE, (
-        f"over {MAX_PARAMETERS} parameters (take a typed object): {sorted(found - PENDING_WIDE)}; pending and "
-        f"fixed now (remove from PENDING_WIDE): {sorted(PENDING_WIDE - found)}"
-    )
+    assert found == set(), f"over {MAX_PARAMETERS} parameters (take a typed object): {sorted(found)}"
 
 
 def test_wide_functions_finds_a_planted_one(tmp_path):

@@ -207,7 +207,7 @@ def test_a_search_is_finished_when_its_records_replay_it_to_the_end():
         rounds.append(sizes)
         return times(sizes)
 
-    cx.search("b12x", "graph", measure, [14336], stage.max_rounds, stage.step_bytes, stage.min_bytes, stage.max_bytes)
+    cx.search("b12x", "graph", measure, [14336], cx.SearchBounds.of(stage))
     records = [
         size_record(
             search,

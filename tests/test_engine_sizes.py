@@ -9,6 +9,7 @@ import pytest
 from commprof.errors import UsageError
 from commprof.planner.engine_sizes import engine_tokens, sglang_decode_batch_sizes, vllm_capture_sizes
 from commprof.sweep.planning.config import parse_sweep
+from commprof.sweep.planning.spec import RunOverrides
 
 
 def test_vllm_default_capture_sizes():
@@ -56,4 +57,4 @@ def test_a_sweep_file_expands_engine_tokens_with_its_draft_tokens():
     assert spec.tokens == tuple(4 * bs for bs in range(1, 9)) and spec.tokens_from == "engine:sglang:max_batch=8"
     with pytest.raises(UsageError, match="run.tokens"):
         parse_sweep('[run]\ntokens = "engine:nope"\n')
-    assert spec.with_overrides(tokens=[4]).tokens_from is None
+    assert spec.with_overrides(RunOverrides(tokens=[4])).tokens_from is None

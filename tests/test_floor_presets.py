@@ -10,6 +10,7 @@ from commprof.floor.model import ALGORITHMS, collective_floor
 from commprof.report.analysis.routing import routing_plan
 from commprof.report.analysis.routing_candidates import candidates
 from commprof.sweep.planning.config import load_sweep
+from commprof.sweep.planning.spec import RunOverrides
 
 SIZES = tuple(256 * 4**k for k in range(11))  # 256 B .. 256 MiB
 FLOORED = [name for name in preset_names() if load_topology(name).floor is not None]
@@ -57,7 +58,7 @@ def test_kernel_models_are_never_below_the_floor(name):
 @pytest.mark.parametrize("name", FLOORED)
 def test_no_simulated_candidate_of_the_pcie8_sweep_is_below_the_floor(name):
     topology = load_topology(name)
-    spec = load_sweep("sweeps/pcie8-verify.toml").with_overrides(tp=topology.gpus)
+    spec = load_sweep("sweeps/pcie8-verify.toml").with_overrides(RunOverrides(tp=topology.gpus))
     records = simulate_sweep(spec, topology, None, "sim")
     plan = routing_plan(candidates(records, spec.points[0].point_id), topology.gpus, topology.floor)
     assert plan["curves"] and all(c["floor_us"] for c in plan["curves"])

@@ -18,6 +18,7 @@ from commprof.report.analysis.routing import routing_plan
 from commprof.report.analysis.routing_candidates import NO_FLOOR, floor_of, missing_floor
 from commprof.sweep import command as sweep_command
 from commprof.sweep.planning.config import default_sweep
+from commprof.sweep.planning.spec import RunOverrides
 from commprof.sweep.running.console import SweepConsole
 from commprof.sweep.running.run_folder import prepare_run_folder
 from commprof.sweep.running.runner import SweepOptions
@@ -84,7 +85,7 @@ def test_every_floor_in_meta_says_its_source_and_the_report_carries_it(tmp_path)
 
 def test_a_gloo_run_records_that_the_floor_was_not_measured_and_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
-    spec = default_sweep(tokens=(1,))
+    spec = default_sweep(RunOverrides(tokens=(1,)))
     prepare_run_folder(tmp_path, "gloo", spec, SweepOptions(out=tmp_path), False, SweepConsole(False))
     entry = json.loads((tmp_path / "meta.json").read_text())["floor"]
     assert entry["status"] == "not measured" and entry["figures"] is None
@@ -95,7 +96,7 @@ def test_a_floor_file_is_recorded_with_its_path(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
     path = _write(tmp_path, floor_json(gpus=8))
     options = SweepOptions(out=tmp_path, floor_file=path, floor=load_floor_file(path, 8))
-    prepare_run_folder(tmp_path, "nccl", default_sweep(tokens=(1,)), options, False, SweepConsole(False))
+    prepare_run_folder(tmp_path, "nccl", default_sweep(RunOverrides(tokens=(1,))), options, False, SweepConsole(False))
     entry = json.loads((tmp_path / "meta.json").read_text())["floor"]
     assert entry["status"] == "file" and entry["file"] == str(path) and str(path) in entry["figures"]["source"]
 
@@ -105,7 +106,12 @@ def test_a_probe_that_cannot_run_leaves_its_reason_in_meta(tmp_path, monkeypatch
     """NCCL ranks on a box whose probe fails (here: no GPU at all): a fresh `commprof floor` says why."""
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     prepare_run_folder(
-        tmp_path, "nccl", default_sweep(tokens=(1,)), SweepOptions(out=tmp_path), False, SweepConsole(False)
+        tmp_path,
+        "nccl",
+        default_sweep(RunOverrides(tokens=(1,))),
+        SweepOptions(out=tmp_path),
+        False,
+        SweepConsole(False),
     )
     entry = json.loads((tmp_path / "meta.json").read_text())["floor"]
     assert entry["status"] == "not measured" and "needs at least 2 CUDA GPUs" in entry["why"]

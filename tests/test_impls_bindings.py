@@ -13,6 +13,7 @@ import torch.distributed as dist
 
 from commprof.harness import ReplayConfig, StepReplay, replay_mode
 from commprof.impls import flashinfer_fused, flashinfer_pcie, symm_mem
+from commprof.impls.base import RmsNormOperands
 from commprof.impls.registry import load_impl
 from commprof.planner.models import ModelShape
 from commprof.planner.plan import build_step_plan
@@ -84,7 +85,7 @@ def test_fused_calls_bind_against_flashinfer():
     plain = flashinfer_fused.allreduce_kwargs(X, object(), comm.AllReduceFusionPattern.kAllReduce, True)
     bind(comm.allreduce_fusion, **plain)
     fused = flashinfer_fused.fused_kwargs(
-        X, object(), comm.AllReduceFusionPattern.kARResidualRMSNorm, False, X, X[0], 1e-6, X, X
+        RmsNormOperands(X, X, X[0], 1e-6), object(), comm.AllReduceFusionPattern.kARResidualRMSNorm, False, X, X
     )
     bound = bind(comm.allreduce_fusion, **fused)
     assert bound.arguments["use_oneshot"] is False and bound.arguments["trigger_completion_at_end"] is True

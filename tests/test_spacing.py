@@ -9,6 +9,7 @@ from commprof.errors import UsageError
 from commprof.planner.models import ModelShape
 from commprof.planner.plan import build_step_plan
 from commprof.planner.spacing import ComputeSpec, SkewSpec, describe, gemm_shapes
+from commprof.sweep.planning.spec import RunOverrides
 from tests.distributed import run_ranks
 
 TINY = ModelShape("tiny", 4, 64, 128, "bfloat16", "test", intermediate_size=256)
@@ -242,9 +243,9 @@ def test_a_sweep_refuses_spacing_that_does_not_fit_its_step_before_anything_runs
     text = format_points_table(spec)
     assert "compute between collectives uniform:40" in text and "late ranks: rank 1 late by 20 µs" in text
     assert "baseline again every 5 min and at the end" in text
-    assert spec.with_overrides(compute="gemm").compute.kind == "gemm"
+    assert spec.with_overrides(RunOverrides(compute="gemm")).compute.kind == "gemm"
     with pytest.raises(UsageError, match="--compute"):
-        spec.with_overrides(compute="uniform:0")
+        spec.with_overrides(RunOverrides(compute="uniform:0"))
 
 
 def test_the_report_ranks_communication_when_compute_ran_between_the_collectives():

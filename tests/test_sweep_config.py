@@ -9,7 +9,7 @@ import pytest
 from commprof.errors import UsageError
 from commprof.sweep import SweepPoint, default_sweep, format_points_table, load_sweep, parse_sweep
 from commprof.sweep.planning.dryrun import ASSUMED, StepCost, crossover_seconds, estimate_seconds
-from commprof.sweep.planning.spec import DEFAULT_ITERATIONS, DEFAULT_WARMUP
+from commprof.sweep.planning.spec import DEFAULT_ITERATIONS, DEFAULT_WARMUP, RunOverrides
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEPS = ROOT / "sweeps"
@@ -201,11 +201,7 @@ def test_default_sweep_is_the_baseline_plus_named_implementations():
     spec = default_sweep()
     assert [p.point_id for p in spec.points] == ["p000"] and spec.tokens == (1, 4, 8) and spec.path is None
     spec = default_sweep(
-        model="deepseek-v3",
-        tokens=(2, 4),
-        tp=4,
-        dtype="fp16",
-        iterations=None,
+        RunOverrides(model="deepseek-v3", tokens=(2, 4), tp=4, dtype="fp16", iterations=None),
         impls=("default", "flashinfer-pcie-ipc", "flashinfer-fused", "flashinfer-fused"),
     )
     # A name alone runs its defaults once (the fused kind picks one-shot or two-shot by size).
@@ -228,9 +224,9 @@ def test_default_sweep_is_the_baseline_plus_named_implementations():
 
 def test_with_overrides_replaces_only_what_is_given():
     spec = load_sweep(SWEEPS / "pcie8-verify.toml")
-    same = spec.with_overrides()
+    same = spec.with_overrides(RunOverrides())
     assert same == spec
-    changed = spec.with_overrides(tokens=(4,), iterations=3, tp=4, dtype="fp32", point_timeout_s=5)
+    changed = spec.with_overrides(RunOverrides(tokens=(4,), iterations=3, tp=4, dtype="fp32", point_timeout_s=5))
     assert (changed.tokens, changed.iterations, changed.tp, changed.dtype, changed.point_timeout_s) == (
         (4,),
         3,
@@ -240,9 +236,9 @@ def test_with_overrides_replaces_only_what_is_given():
     )
     assert changed.points == spec.points and changed.warmup == spec.warmup
     with pytest.raises(UsageError):
-        spec.with_overrides(phase="prefill")
+        spec.with_overrides(RunOverrides(phase="prefill"))
     with pytest.raises(UsageError):
-        spec.with_overrides(tokens=(0,))
+        spec.with_overrides(RunOverrides(tokens=(0,)))
 
 
 def test_iterations_for_uses_a_re_measuring_stage():

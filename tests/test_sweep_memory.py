@@ -10,6 +10,7 @@ from commprof.planner.plan import build_step_plan
 from commprof.planner.speculative import PlanOptions
 from commprof.replay_tensors import StepTensors, step_tensor_bytes
 from commprof.sweep.planning.config import default_sweep
+from commprof.sweep.planning.spec import RunOverrides
 from commprof.sweep.running import memory
 
 
@@ -58,13 +59,13 @@ def test_a_step_too_large_for_a_rank_is_refused_with_the_largest_t_that_fits(mon
     with pytest.raises(
         UsageError, match=r"T = 100000: .* per rank, more than 80% of the 8 GiB .*largest T that fits is about \d+"
     ):
-        memory.check_memory(default_sweep(tokens=(1, 100000), tp=8), 8, "nccl")
-    memory.check_memory(default_sweep(tokens=(1, 16), tp=8), 8, "nccl")
+        memory.check_memory(default_sweep(RunOverrides(tokens=(1, 100000), tp=8)), 8, "nccl")
+    memory.check_memory(default_sweep(RunOverrides(tokens=(1, 16), tp=8)), 8, "nccl")
 
 
 def test_unknown_memory_refuses_nothing(monkeypatch):
     monkeypatch.setattr(memory, "rank_memory", lambda backend, ranks: (None, "GPU memory unknown (no NVML)"))
-    memory.check_memory(default_sweep(tokens=(10**6,), tp=8), 8, "nccl")
+    memory.check_memory(default_sweep(RunOverrides(tokens=(10**6,), tp=8)), 8, "nccl")
 
 
 def test_gloo_shares_the_host_memory_between_its_ranks(monkeypatch):

@@ -8,6 +8,7 @@ import pytest
 from commprof.doctor.result import CheckResult
 from commprof.errors import UsageError
 from commprof.sweep.planning.config import default_sweep
+from commprof.sweep.planning.spec import RunOverrides
 from commprof.sweep.running.console import SweepConsole
 from commprof.sweep.running.run_folder import prepare_run_folder
 from commprof.sweep.running.runner import SweepOptions
@@ -19,7 +20,7 @@ def _failing_doctor(**kwargs):
 
 def test_meta_records_sweep_topology_and_doctor(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
-    spec = default_sweep(tokens=(1, 4))
+    spec = default_sweep(RunOverrides(tokens=(1, 4)))
     prepare_run_folder(tmp_path, "gloo", spec, SweepOptions(out=tmp_path, argv=["x"]), True, SweepConsole(False))
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["backend"] == "gloo" and meta["world_size"] == 2 and meta["versions"]["torch"]
@@ -34,7 +35,7 @@ def test_strict_refuses_a_failing_box(tmp_path, monkeypatch):
     import commprof.sweep.running.run_folder
 
     monkeypatch.setattr(commprof.sweep.running.run_folder, "run_doctor", _failing_doctor)
-    spec = default_sweep(tokens=(1,))
+    spec = default_sweep(RunOverrides(tokens=(1,)))
     options = SweepOptions(out=tmp_path, strict=True)
     with pytest.raises(UsageError, match="acs"):
         prepare_run_folder(tmp_path, "gloo", spec, options, True, SweepConsole(False))

@@ -112,8 +112,7 @@ def _search(
             times[nbytes] = (getattr(mine, f"{mode}_us"), getattr(base, f"{mode}_us"))
         return times
 
-    bounds = {"low": stage.min_bytes, "high": stage.max_bytes}
-    cx.search(search.point.label, mode, measure, sizes, stage.max_rounds, stage.step_bytes, **bounds)
+    cx.search(search.point.label, mode, measure, sizes, cx.SearchBounds.of(stage))
     if refusals and not found:
         entry = {"status": "unsupported", "message": refusals[0]}
         return [size_record(search, stage, mode, entry, origin)]

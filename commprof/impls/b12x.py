@@ -31,6 +31,7 @@ from commprof.impls.base import (
     EngineSwitch,
     ImplContext,
     OptionKind,
+    RmsNormOperands,
     SmokeCase,
     Support,
     TraceKernels,
@@ -57,6 +58,7 @@ TWOSHOT_DTYPES = ("bfloat16",)
 PACK_BYTES = 16  # one-shot: bytes % 16; fused: hidden x element size % 16
 FUSED_MAX_ROWS = 36  # _oneshot_preparation: "fused allreduce RMSNorm supports at most 36 rows"
 DMA_ALIGN_ELEMENTS = 8  # pcie_dma.should_allreduce: numel % (world x 8)
+PRIMING_EPS = 1e-6  # the fused priming launch's RMSNorm epsilon (its output is discarded)
 VARIANTS = ("auto", "oneshot", "twoshot", "dma")
 SURFACES = {
     "oneshot": "OneshotAllReduce.all_reduce",
@@ -283,16 +285,14 @@ class B12xAllReduce(AllReduceImpl):
         self.plans[(runtime, tuple(sample.shape))] = plan
         out = self._torch.empty_like(sample)
         name = f"commprof.{self.name}.{runtime}.{'x'.join(map(str, sample.shape))}"
-        extra = {}
+        norm, residual_out = None, None
         if runtime == "fused":
-            extra = {
-                "residual": self._torch.zeros_like(sample),
-                "weight": self._torch.ones(sample.shape[-1], dtype=sample.dtype, device=sample.device),
-                "residual_out": self._torch.empty_like(sample),
-            }
+            weight = self._torch.ones(sample.shape[-1], dtype=sample.dtype, device=sample.device)
+            norm = RmsNormOperands(sample, self._torch.zeros_like(sample), weight, PRIMING_EPS)
+            residual_out = self._torch.empty_like(sample)
         return plan.request(
             name=name,
-            prepare_call=lambda state: _priming_call(runtime, state, sample, out, **extra),
+            prepare_call=lambda state: _priming_call(runtime, state, sample, out, norm, residual_out),
             collective=requirement(key=name, ranks=tuple(range(self.world_size))),
         )
 
@@ -377,7 +377,9 @@ class B12xFusedAllReduce(B12xAllReduce):
         self._ran.add("oneshot")
         out, residual_out = self._torch.empty_like(x), self._torch.empty_like(residual)
         return self.runtimes["oneshot"].all_reduce_fused_add_rms_norm(
-            **fused_call_kwargs(x, residual, weight, eps, self.plans[("fused", tuple(x.shape))], out, residual_out)
+            **fused_call_kwargs(
+                RmsNormOperands(x, residual, weight, eps), self.plans[("fused", tuple(x.shape))], out, residual_out
+            )
         )
 
     def detail(self) -> str:
@@ -385,21 +387,22 @@ class B12xFusedAllReduce(B12xAllReduce):
         return "b12x.comm.pcie OneshotAllReduce.all_reduce_fused_add_rms_norm (one-shot)"
 
 
-def fused_call_kwargs(x, residual, weight, eps: float, plan, out, residual_out) -> dict[str, Any]:
+def fused_call_kwargs(norm: RmsNormOperands, plan, out, residual_out) -> dict[str, Any]:
     """OneshotAllReduce.all_reduce_fused_add_rms_norm's arguments."""
     return {
-        "inp": x,
-        "residual": residual,
-        "weight": weight,
-        "epsilon": eps,
+        "inp": norm.x,
+        "residual": norm.residual,
+        "weight": norm.weight,
+        "epsilon": norm.eps,
         "plan": plan,
         "out": out,
         "residual_out": residual_out,
     }
 
 
-def _priming_call(runtime: str, state, sample, out, residual=None, weight=None, residual_out=None):
-    """The one launch per shape that primes a prepared plan (collective: every rank makes it)."""
+def _priming_call(runtime: str, state, sample, out, norm: RmsNormOperands | None = None, residual_out=None):
+    """The one launch per shape that primes a prepared plan (collective: every rank makes it); norm and
+    residual_out only for the fused runtime (norm.x is sample)."""
     from b12x.preparation import PreparedCall
 
     if runtime == "oneshot":
@@ -408,7 +411,8 @@ def _priming_call(runtime: str, state, sample, out, residual=None, weight=None, 
     if runtime == "fused":
         state.bind_input(sample)
         return PreparedCall(
-            run=lambda: state.run_fused(sample, residual, weight, out, residual_out, 1e-6), output=(out, residual_out)
+            run=lambda: state.run_fused(sample, norm.residual, norm.weight, out, residual_out, norm.eps),
+            output=(out, residual_out),
         )
     if runtime == "twoshot":
         rows = sample.view(-1, sample.shape[-1])

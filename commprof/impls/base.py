@@ -88,6 +88,16 @@ class SmokeCase:
     title: str = ""  # the verdict's words; empty: "<label>, eager + graph"
 
 
+@dataclass(frozen=True)
+class RmsNormOperands:
+    """The inputs of one all-reduce + residual add + RMSNorm, as all_reduce_rmsnorm receives them."""
+
+    x: Any  # this rank's partial sums, [T, H]
+    residual: Any  # the residual added to the sum, [T, H]
+    weight: Any  # RMSNorm's gamma, [H]
+    eps: float  # RMSNorm's epsilon
+
+
 def whole_names(*names: str) -> str:
     """Whole identifiers: `one_shot_all_reduce_kernel` does not match `multimem_one_shot_all_reduce_kernel`."""
     return r"(?<![A-Za-z0-9_])(" + "|".join(names) + r")(?![A-Za-z0-9_])"

@@ -22,6 +22,7 @@ from commprof.impls.base import (
     EngineSwitch,
     ImplContext,
     OptionKind,
+    RmsNormOperands,
     SmokeCase,
     Support,
     TraceKernels,
@@ -117,14 +118,14 @@ def allreduce_kwargs(x, workspace, pattern: int, use_oneshot: bool) -> dict[str,
 
 
 def fused_kwargs(
-    x, workspace, pattern: int, use_oneshot: bool, residual, weight, eps: float, residual_out, norm_out
+    norm: RmsNormOperands, workspace, pattern: int, use_oneshot: bool, residual_out, norm_out
 ) -> dict[str, Any]:
     """Arguments of flashinfer.comm.allreduce_fusion for all-reduce + residual add + RMSNorm."""
     return {
-        **allreduce_kwargs(x, workspace, pattern, use_oneshot),
-        "residual_in": residual,
-        "rms_gamma": weight,
-        "rms_eps": eps,
+        **allreduce_kwargs(norm.x, workspace, pattern, use_oneshot),
+        "residual_in": norm.residual,
+        "rms_gamma": norm.weight,
+        "rms_eps": norm.eps,
         "residual_out": residual_out,
         "norm_out": norm_out,
     }
@@ -265,13 +266,10 @@ class FlashInferFusedAllReduce(AllReduceImpl):
         norm_out = self._torch.empty_like(x)
         self._comm.allreduce_fusion(
             **fused_kwargs(
-                x,
+                RmsNormOperands(x, residual, weight, eps),
                 self.workspace,
                 self._patterns.kARResidualRMSNorm,
                 self._one_shot(x),
-                residual,
-                weight,
-                eps,
                 residual_out,
                 norm_out,
             )

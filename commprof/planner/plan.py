@@ -144,8 +144,9 @@ class _Builder:
         self.model, self.tp, self.dtype, self.dp = model, tp, dtype, dp_attention
         self.size = DTYPE_BYTES[dtype]
         self.ops: list[CollectiveOp] = []
+        self.draft = False  # the pass being appended is the speculative draft model's
 
-    def add(self, site, collective, shape, input_shape, rmsnorm_after=False, draft=False, dtype=None) -> None:
+    def add(self, site, collective, shape, input_shape, rmsnorm_after=False, dtype=None) -> None:
         dtype = dtype or self.dtype
         big = max(math.prod(shape), math.prod(input_shape))
         self.ops.append(
@@ -158,17 +159,18 @@ class _Builder:
                 dtype,
                 big * DTYPE_BYTES[dtype],
                 rmsnorm_after,
-                draft,
+                self.draft,
             )
         )
 
     def forward(self, prefix: str, layers, tokens: int, logit_rows: int, vocab: int, draft: bool) -> None:
         """One forward pass: embedding, every layer's reductions, the logits gather."""
+        self.draft = draft
         hidden, tp, norm = (tokens, self.model.hidden_size), self.tp, self.model.rmsnorm_after
         gathered = (tp * tokens, self.model.hidden_size)
         if not self.dp:
             # The embedding's all-reduce feeds layer 0's input norm, which has no residual yet: not fusable.
-            self.add(f"{prefix}embed", "all_reduce", hidden, hidden, draft=draft)
+            self.add(f"{prefix}embed", "all_reduce", hidden, hidden)
         for number, sites in enumerate(layers):
             for site in sites:
                 where = f"{prefix}layer.{number}"
@@ -177,16 +179,14 @@ class _Builder:
                     # attention runs whole heads per rank; the MLP / MoE sees every rank's tokens.
                     if site == "attn":
                         continue
-                    self.add(f"{where}.dp_gather", "all_gather", gathered, hidden, draft=draft)
-                    self.add(f"{where}.dp_scatter", "reduce_scatter", hidden, gathered, draft=draft)
+                    self.add(f"{where}.dp_gather", "all_gather", gathered, hidden)
+                    self.add(f"{where}.dp_scatter", "reduce_scatter", hidden, gathered)
                     continue
                 if site == "mamba" and self.model.mamba_groups == 1 and tp > 1:
                     # layers/mamba/mamba_mixer2.py Mixer2RMSNormGated: one group split over ranks, so the sum
                     # of squares is all-reduced (fp32, one value per token) before out_proj.
-                    self.add(
-                        f"{where}.mamba_norm", "all_reduce", (tokens, 1), (tokens, 1), draft=draft, dtype="float32"
-                    )
-                self.add(f"{where}.{site}", "all_reduce", hidden, hidden, norm, draft)
+                    self.add(f"{where}.mamba_norm", "all_reduce", (tokens, 1), (tokens, 1), dtype="float32")
+                self.add(f"{where}.{site}", "all_reduce", hidden, hidden, norm)
         rows = logit_rows * tp if self.dp else logit_rows
         if self.dp:
             # layers/logits_processor.py: dp_gather_replicate of the hidden states, then the vocab-parallel head.
@@ -195,10 +195,9 @@ class _Builder:
                 "all_gather",
                 (rows, self.model.hidden_size),
                 (logit_rows, self.model.hidden_size),
-                draft=draft,
             )
         per_rank = padded_vocab(vocab) // tp
-        self.add(f"{prefix}logits", "all_gather", (rows, per_rank * tp), (rows, per_rank), draft=draft)
+        self.add(f"{prefix}logits", "all_gather", (rows, per_rank * tp), (rows, per_rank))
 
 
 def build_step_plan(

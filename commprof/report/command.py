@@ -6,7 +6,7 @@ import gc
 import hashlib
 import math
 import warnings
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -257,7 +257,8 @@ def report(
     gc.disable()
     try:
         observed = observation(observed_step_ms, observed_dir)
-        _report(run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, engines, allow_partial, observed)
+        flags = ReportFlags(compute_ms, draft_ms, accept, baseline, tuple(engines), allow_partial)
+        _report(run_dirs, latest, out, flags, observed)
     finally:
         gc.enable()
 
@@ -296,12 +297,22 @@ def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str,
     )
 
 
-def _report(
-    run_dirs, latest, out, compute_ms, draft_ms, accept, baseline, engines, allow_partial, observed=({}, "", None)
-):
+@dataclass(frozen=True)
+class ReportFlags:
+    """The report command's analysis options as given on its command line (None: not given)."""
+
+    compute_ms: str | None  # --compute-ms
+    draft_ms: str | None  # --draft-ms
+    accept: str | None  # --accept
+    baseline: str | None  # --baseline
+    engines: tuple[str, ...]  # each --engine
+    allow_partial: bool  # --allow-partial
+
+
+def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
     from commprof.report.analysis.engine_dispatch import parse_engine
 
-    for engine in engines:
+    for engine in flags.engines:
         parse_engine(engine)  # a malformed one is a one-line error before any work
     if latest is not None:
         run_dirs = (*run_dirs, newest_run(latest))
@@ -315,14 +326,7 @@ def _report(
     from commprof.report.analysis.run_analysis import RunExtras, analyze_run, incomparable
     from commprof.report.write import check_report_target, write_report
 
-    cli = {
-        "compute_ms": compute_ms,
-        "draft_ms": draft_ms,
-        "accept": accept,
-        "baseline": baseline,
-        "allow_partial": allow_partial,
-        "engines": tuple(engines),
-    }
+    cli = asdict(flags)
     out_dir = out or default_out([run_id for run_id, *_ in loaded])
     check_report_target(out_dir)  # before the analysis: a link, or a folder of other files, is refused
     ensure_writable_dir(out_dir.parent, "--out")  # the report is rendered beside it, then swapped in
@@ -343,7 +347,7 @@ def _report(
         if run.all_failed:
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)
         if run.completeness is not None and not run.completeness.complete:
-            click.echo(f"commprof: warning: {run.name}: {run.completeness.sentence(allow_partial)}", err=True)
+            click.echo(f"commprof: warning: {run.name}: {run.completeness.sentence(flags.allow_partial)}", err=True)
         if run.drift is not None and run.drift.exceeded:
             click.echo(f"commprof: warning: {run.name}: {run.drift.sentence()}", err=True)
     for run in runs:

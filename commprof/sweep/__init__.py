@@ -6,10 +6,11 @@ command.py is the entry point.
 """
 
 from commprof.sweep.planning.config import default_sweep, format_points_table, load_sweep, parse_sweep
-from commprof.sweep.planning.spec import StageSpec, SweepPoint, SweepSpec
+from commprof.sweep.planning.spec import RunOverrides, StageSpec, SweepPoint, SweepSpec
 from commprof.sweep.planning.staging import RankedPoint, rank_points
 
 __all__ = [
+    "RunOverrides",
     "SweepPoint",
     "SweepSpec",
     "StageSpec",

@@ -20,7 +20,7 @@ from commprof.errors import EXIT_INTERRUPTED, RunStopped, UsageError, run_comman
 from commprof.planner.plan import PHASES
 from commprof.records.files import ensure_writable_dir
 from commprof.records.folder import refuse_links
-from commprof.sweep.planning.spec import DEFAULT, DEFAULT_MAX_POINTS, SweepSpec, SweepTooLarge
+from commprof.sweep.planning.spec import DEFAULT, DEFAULT_MAX_POINTS, RunOverrides, SweepSpec, SweepTooLarge
 from commprof.terminal import echo
 
 PROG_NAME = "commprof.allreduce_sweep"
@@ -149,6 +149,7 @@ def sweep_command(
 
     rank = int(os.environ.get("RANK", "0"))
     budget = max_points or DEFAULT_MAX_POINTS
+    overrides = RunOverrides(model, tokens, phase, dtype, tp, iterations, warmup, point_timeout, compute)
     if resume:
         given = {
             "--sweep": sweep_file,
@@ -180,29 +181,9 @@ def sweep_command(
 
                 echo(format_too_large(refused))
             return
-        spec = spec.with_overrides(
-            model=model,
-            tokens=tokens,
-            phase=phase,
-            dtype=dtype,
-            tp=tp,
-            iterations=iterations,
-            warmup=warmup,
-            point_timeout_s=point_timeout,
-            compute=compute,
-        )
+        spec = spec.with_overrides(overrides)
     else:
-        spec = default_sweep(
-            model=model or "kimi-k2.5",
-            tokens=tokens or (1, 4, 8),
-            phase=phase or "verify",
-            dtype=dtype,
-            tp=tp,
-            iterations=iterations,
-            warmup=warmup,
-            point_timeout_s=point_timeout,
-            impls=(DEFAULT, *impls),
-        ).with_overrides(compute=compute)
+        spec = default_sweep(overrides, impls=(DEFAULT, *impls))
     # Fail fast, before any process starts: the model, and every step at this launch's TP.
     spec.check_plans(spec.tp or int(os.environ.get("WORLD_SIZE", "1")))
     _check_impls(spec)
@@ -345,15 +326,17 @@ def _resumed_sweep(run_dir: Path, max_points: int) -> SweepSpec:
     spec = parse_sweep(sweep["content"], sweep.get("path"), max_points=max_points)
     plan = meta.get("plan") or {}
     return spec.with_overrides(
-        model=plan.get("model"),
-        tokens=plan.get("tokens"),
-        phase=plan.get("phase"),
-        dtype=plan.get("dtype"),
-        tp=plan.get("tp"),
-        iterations=plan.get("iterations"),
-        warmup=plan.get("warmup"),
-        point_timeout_s=plan.get("point_timeout_s"),
-        compute=plan.get("compute"),
+        RunOverrides(
+            model=plan.get("model"),
+            tokens=plan.get("tokens"),
+            phase=plan.get("phase"),
+            dtype=plan.get("dtype"),
+            tp=plan.get("tp"),
+            iterations=plan.get("iterations"),
+            warmup=plan.get("warmup"),
+            point_timeout_s=plan.get("point_timeout_s"),
+            compute=plan.get("compute"),
+        )
     )
 
 

@@ -194,15 +194,22 @@ def analyze_run(
     for source, rows in by_source.items():
         name = run_id if len(by_source) == 1 else f"{run_id} · {LEVEL_OF_SOURCE.get(source, source)}"
         again = repeats if source == "measured" else None
-        results.append(analyze_source(run_id, name, source, rows, meta, options, progress, again))
+        results.append(analyze_source(RunSource(run_id, name, source, rows), meta, options, progress, again))
     return results
 
 
+@dataclass(frozen=True)
+class RunSource:
+    """One source's records of a run, and the name its analysis goes by."""
+
+    run_id: str  # the run folder's id
+    name: str  # the run id, or "<run id> · <level>" when the run holds more than one source
+    source: str  # the records' "source": "measured", "simulated", ...
+    records: list[dict]  # that source's records only
+
+
 def analyze_source(
-    run_id: str,
-    name: str,
-    source: str,
-    records: list[dict],
+    part: RunSource,
     meta: dict,
     options: ReportOptions,
     progress: Completeness | None = None,
@@ -210,6 +217,7 @@ def analyze_source(
 ) -> RunAnalysis:
     """The analysis of one source's records of a run (`progress`: the run's, when known; `repeats`: the
     baseline's re-measurements)."""
+    run_id, name, source, records = part.run_id, part.name, part.source, part.records
     if LEVEL_OF_SOURCE.get(source) == SIMULATED:
         records = with_run_error(records, ModelError.from_meta(meta))
     frame = fr.records_frame(records)

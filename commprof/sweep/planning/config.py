@@ -41,6 +41,7 @@ from commprof.sweep.planning.spec import (
     Axis,
     BaselineEvery,
     Rule,
+    RunOverrides,
     SweepPoint,
     SweepSpec,
     SweepTooLarge,
@@ -334,35 +335,24 @@ def _toml_value(value: object) -> str:
     return json.dumps(value)  # a JSON string or number is a valid TOML basic string or number
 
 
-def default_sweep(
-    model: str = "kimi-k2.5",
-    tokens: tuple[int, ...] = (1, 4, 8),
-    phase: str = "verify",
-    dtype: str | None = None,
-    tp: int | None = None,
-    iterations: int | None = None,
-    warmup: int | None = None,
-    impls: tuple[str, ...] = (DEFAULT,),
-    point_timeout_s: float | None = None,
-) -> SweepSpec:
+def default_sweep(given: RunOverrides | None = None, impls: tuple[str, ...] = (DEFAULT,)) -> SweepSpec:
     """The sweep `allreduce_sweep` runs without --sweep: the baseline (and any extra implementations).
 
     A built-in with required options runs in each of its variants (symm-mem: one_shot and two_shot).
-    None for iterations, warmup or point_timeout_s means the defaults; a bad value is a UsageError
-    naming the setting, as if it came from a file.
+    What `given` leaves None takes the defaults (model kimi-k2.5, tokens 1, 4, 8, phase verify, and the
+    defaults of iterations, warmup and point_timeout_s); a bad value is a UsageError naming the setting, as
+    if it came from a file.
     """
-    iterations = DEFAULT_ITERATIONS if iterations is None else iterations
-    warmup = DEFAULT_WARMUP if warmup is None else warmup
-    point_timeout_s = DEFAULT_POINT_TIMEOUT_S if point_timeout_s is None else point_timeout_s
+    given = given or RunOverrides()
     run = {
-        "model": model,
-        "tokens": list(tokens),
-        "phase": phase,
-        "dtype": dtype,
-        "tp": tp,
-        "iterations": iterations,
-        "warmup": warmup,
-        "point_timeout_s": point_timeout_s,
+        "model": given.model or "kimi-k2.5",
+        "tokens": list(given.tokens or (1, 4, 8)),
+        "phase": given.phase or "verify",
+        "dtype": given.dtype,
+        "tp": given.tp,
+        "iterations": DEFAULT_ITERATIONS if given.iterations is None else given.iterations,
+        "warmup": DEFAULT_WARMUP if given.warmup is None else given.warmup,
+        "point_timeout_s": DEFAULT_POINT_TIMEOUT_S if given.point_timeout_s is None else given.point_timeout_s,
     }
     lines = [
         'name = "default"',
@@ -383,7 +373,8 @@ def default_sweep(
             entries.append(_toml_value(name))
     if len(entries) > 1:
         lines += ["", "[axes]", f"impl = [{', '.join(entries)}]"]
-    return parse_sweep("\n".join(lines) + "\n", None, source="command line")
+    spec = parse_sweep("\n".join(lines) + "\n", None, source="command line")
+    return spec if given.compute is None else spec.with_overrides(RunOverrides(compute=given.compute))
 
 
 __all__ = ["DEFAULT_MAX_POINTS", "SweepTooLarge", "default_sweep", "format_points_table", "load_sweep", "parse_sweep"]

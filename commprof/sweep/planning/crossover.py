@@ -84,26 +84,35 @@ def next_sizes(wins: dict[int, bool], step: int = STEP_BYTES) -> list[int]:
     return wanted
 
 
+@dataclass(frozen=True)
+class SearchBounds:
+    """How far one search goes: the powers of two it starts from, and how finely and how long it bisects."""
+
+    low: int = POWERS[0]  # the smallest power of two measured first
+    high: int = POWERS[-1]  # the largest
+    step: int = STEP_BYTES  # bisection stops when the last win and the first loss are this close
+    max_rounds: int = 16  # measure() calls at most
+
+    @classmethod
+    def of(cls, stage) -> SearchBounds:
+        """A sweep file's [[stages]] crossover stage's bounds (a CrossoverStage)."""
+        return cls(stage.min_bytes, stage.max_bytes, stage.step_bytes, stage.max_rounds)
+
+
 def search(
-    impl: str,
-    mode: str,
-    measure: Measure,
-    plan_sizes: Iterable[int] = (),
-    max_rounds: int = 16,
-    step: int = STEP_BYTES,
-    low: int = POWERS[0],
-    high: int = POWERS[-1],
+    impl: str, mode: str, measure: Measure, plan_sizes: Iterable[int] = (), bounds: SearchBounds | None = None
 ) -> Crossover:
-    """Powers of two and the plan's sizes, then bisect every boundary until each is `step` wide. A size that
-    gave no time (it failed) is not asked for again."""
+    """Powers of two and the plan's sizes, then bisect every boundary until each is `bounds.step` wide. A size
+    that gave no time (it failed) is not asked for again."""
+    bounds = bounds or SearchBounds()
     result = Crossover(impl, mode)
-    sizes = initial_sizes(plan_sizes, low, high)
+    sizes = initial_sizes(plan_sizes, bounds.low, bounds.high)
     tried: set[int] = set()
-    while sizes and result.rounds < max_rounds:
+    while sizes and result.rounds < bounds.max_rounds:
         tried.update(sizes)
         result.times.update(measure(impl, sizes))
         result.rounds += 1
-        sizes = [s for s in next_sizes(result.wins(), step) if s not in tried]
+        sizes = [s for s in next_sizes(result.wins(), bounds.step) if s not in tried]
     return result
 
 

@@ -159,9 +159,7 @@ def finished(results: list[dict], search: Search, mode: str, stage: CrossoverSta
         missing.extend(n for n in wanted if n not in tried)
         return {n: times[n] for n in wanted if n in times}
 
-    cx.search(
-        search.point.label, mode, replay, sizes, stage.max_rounds, stage.step_bytes, stage.min_bytes, stage.max_bytes
-    )
+    cx.search(search.point.label, mode, replay, sizes, cx.SearchBounds.of(stage))
     return not missing
 
 

@@ -227,6 +227,21 @@ class BaselineEvery:
 
 
 @dataclass(frozen=True)
+class RunOverrides:
+    """Values of a sweep's [run] table given elsewhere (the command line, a resumed run's plan); None: not given."""
+
+    model: str | None = None  # a built-in model name or a config path
+    tokens: tuple[int, ...] | list[int] | None = None  # every T (empty or None: not given)
+    phase: str | None = None  # one of PHASES
+    dtype: str | None = None  # any spelling normalize_dtype takes
+    tp: int | None = None  # tensor-parallel ranks
+    iterations: int | None = None  # timed replays per point
+    warmup: int | None = None  # untimed replays per point
+    point_timeout_s: float | None = None  # one point's time limit
+    compute: str | None = None  # the compute model, as --compute spells it
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     """A validated sweep: what to replay, the points of stage 0 and the stages that refine them."""
 
@@ -295,19 +310,10 @@ class SweepSpec:
     def max_points(self) -> int:
         return len(self.points) + sum(stage.max_points() for stage in self.stages)
 
-    def with_overrides(
-        self,
-        model: str | None = None,
-        tokens: tuple[int, ...] | list[int] | None = None,
-        phase: str | None = None,
-        dtype: str | None = None,
-        tp: int | None = None,
-        iterations: int | None = None,
-        warmup: int | None = None,
-        point_timeout_s: float | None = None,
-        compute: str | None = None,
-    ) -> SweepSpec:
+    def with_overrides(self, given: RunOverrides) -> SweepSpec:
         """This sweep with command-line values in place of the file's; None (or no tokens) keeps the file's."""
+        model, tokens, phase, dtype, compute = given.model, given.tokens, given.phase, given.dtype, given.compute
+        tp, iterations, warmup, point_timeout_s = given.tp, given.iterations, given.warmup, given.point_timeout_s
         changes: dict[str, Any] = {}
         if compute is not None:
             try:

@@ -135,10 +135,7 @@ def _search(run: StageRun, search: Search, mode: str, done: dict) -> cx.Crossove
         mode,
         measure,
         plan_sizes=run.sizes,
-        max_rounds=stage.max_rounds,
-        step=stage.step_bytes,
-        low=stage.min_bytes,
-        high=stage.max_bytes,
+        bounds=cx.SearchBounds.of(stage),
     )
 
 
