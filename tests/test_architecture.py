@@ -64,7 +64,7 @@ ANALYSIS_TIERS = (
     {"engine_switches", "engine_dispatch"},  # the engines' variables and dispatch order
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},
-    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "observed"},
+    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "observed", "tuner_rules"},
     {"choices"},
     {"run_analysis"},  # the front door
     {"words"},
@@ -78,12 +78,6 @@ EXPORTS_TIERS = (
     {"files"},  # recommend.env, nccl_tuner.conf, nccl-tests tables, results.csv
     {"decision_files", "summary"},  # engine_flags.txt's engine block and routing.txt; summary.json
 )
-# Known and being fixed: the apply plan and the tuner rules it is decided from live in exports/files.py, so the
-# decision reads them there. Nothing may join; the test below fails when one is fixed, so that it is taken off.
-PENDING_REPORT_EDGES = {
-    "commprof.report.analysis.apply -> commprof.report.exports.files",
-    "commprof.report.analysis.decision -> commprof.report.exports.files",
-}
 
 SWEEP_PARTS = (
     {"planning"},  # pure: the sweep file into points, stages and searches, what a launch refuses, the dry run
@@ -259,10 +253,7 @@ def test_stages_import_only_earlier_stages():
 
 def test_sweep_plans_before_it_runs_and_the_report_analyses_before_it_exports_and_shows():
     found = inner_back_edges(import_graph())
-    assert sorted(set(found) - PENDING_REPORT_EDGES) == []
-    assert set(found) >= PENDING_REPORT_EDGES, (
-        f"pending and gone: {sorted(PENDING_REPORT_EDGES - set(found))} (remove it from PENDING_REPORT_EDGES)"
-    )
+    assert sorted(found) == []
 
 
 def unplaced(package: Path = PACKAGE) -> list[str]:
@@ -406,9 +397,6 @@ IMPURE_MODULES = (
     "commprof.records.folder",
     "commprof.sweep.running",
 )
-# Known and being fixed: the report counts a run's finished points with the sweep's resume. Nothing may join; the
-# test below fails when it is fixed, so that it is taken off.
-PENDING_IMPURE: set[str] = set()
 
 
 def impure_imports(package: Path = PACKAGE, pure=PURE_UNITS) -> list[str]:
@@ -430,11 +418,7 @@ def impure_imports(package: Path = PACKAGE, pure=PURE_UNITS) -> list[str]:
 
 
 def test_pure_units_start_no_process_write_no_file_and_talk_to_no_rank():
-    found = set(impure_imports())
-    assert sorted(found - PENDING_IMPURE) == []
-    assert found >= PENDING_IMPURE, (
-        f"pending and gone: {sorted(PENDING_IMPURE - found)} (remove it from PENDING_IMPURE)"
-    )
+    assert impure_imports() == []
 
 
 @pytest.mark.parametrize(

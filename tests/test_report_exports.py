@@ -9,6 +9,7 @@ import pytest
 
 from commprof.evidence import MEASURED, SIMULATED, Evidence, ModelError
 from commprof.nccl_vocab import COLLECTIVES
+from commprof.report.analysis import tuner_rules
 from commprof.report.exports import engine_hints as eh
 from commprof.report.exports import files as ex
 
@@ -22,7 +23,9 @@ def inputs(rows):
 
 
 def plan(choice, env=None, rules=(), inputs=None, why="why"):
-    return ex.ApplyPlan(choice, why, dict(env or {}), list(rules), inputs if inputs is not None else pd.DataFrame())
+    return tuner_rules.ApplyPlan(
+        choice, why, dict(env or {}), list(rules), inputs if inputs is not None else pd.DataFrame()
+    )
 
 
 def parse_rules(text):
@@ -30,7 +33,7 @@ def parse_rules(text):
 
 
 def test_tuner_rules_one_per_size_range_merging_equal_neighbours():
-    rules = ex.tuner_rules(
+    rules = tuner_rules.tuner_rules(
         inputs(
             [
                 ("allreduce", 14336, 1, "p1", "a", "ring", "ll", -1, 8),
@@ -50,7 +53,7 @@ def test_tuner_rules_one_per_size_range_merging_equal_neighbours():
 
 
 def test_sizes_without_a_known_choice_get_no_rule_and_do_not_widen_others():
-    rules = ex.tuner_rules(
+    rules = tuner_rules.tuner_rules(
         inputs(
             [
                 ("allreduce", 1000, 1, "p1", "a", "ring", "ll", -1, 8),
@@ -70,13 +73,15 @@ def test_tuner_conf_has_ten_legal_fields_per_rule():
             ("allreduce", 57344, 4, "p2", "b", "tree", "ll128", 2, 8),
         ]
     )
-    text = ex.tuner_conf_text(plan(ex.TUNER_CONF, rules=ex.tuner_rules(table), inputs=table), ["run r (measured)"])
+    text = ex.tuner_conf_text(
+        plan(tuner_rules.TUNER_CONF, rules=tuner_rules.tuner_rules(table), inputs=table), ["run r (measured)"]
+    )
     rules = parse_rules(text)
     assert len(rules) == 3
     for fields in rules:
-        assert len(fields) == 10 == len(ex.TUNER_FIELDS)
+        assert len(fields) == 10 == len(tuner_rules.TUNER_FIELDS)
         assert fields[0] in {c.tuner for c in COLLECTIVES}
-        assert fields[3] in ex.TUNER_ALGORITHMS and fields[4] in ex.TUNER_PROTOCOLS
+        assert fields[3] in tuner_rules.TUNER_ALGORITHMS and fields[4] in tuner_rules.TUNER_PROTOCOLS
         numbers = [int(f) for f in fields[1:3] + fields[5:]]
         assert all(n >= -1 for n in numbers)
     assert "NCCL_ALGO / NCCL_PROTO in the environment override a tuner" in text
@@ -97,11 +102,11 @@ def test_an_all_gather_rule_holds_the_whole_buffer_nccl_hands_the_tuner_when_2_2
         "env": {},
         "nccl": {"choices": [logged]},
     }
-    rules = ex.tuner_rules(ex.rule_inputs(pd.DataFrame([winner])))
+    rules = tuner_rules.tuner_rules(tuner_rules.rule_inputs(pd.DataFrame([winner])))
     (gather,) = [r for r in rules if r.collective == "allgather"]
     assert gather.min_bytes <= whole <= gather.max_bytes and not gather.min_bytes <= per_rank <= gather.max_bytes
     old = {**logged, "bytes": whole, "bytes_scope": "largest_buffer"}  # NCCL 2.23 logs nBytes itself
-    (gather,) = ex.tuner_rules(ex.rule_inputs(pd.DataFrame([{**winner, "nccl": {"choices": [old]}}])))
+    (gather,) = tuner_rules.tuner_rules(tuner_rules.rule_inputs(pd.DataFrame([{**winner, "nccl": {"choices": [old]}}])))
     assert gather.min_bytes <= whole <= gather.max_bytes
 
 
@@ -125,13 +130,13 @@ def test_rule_inputs_prefer_what_nccl_ran_over_what_env_asked():
             }
         ]
     )
-    rows = ex.rule_inputs(winners).set_index("collective")
+    rows = tuner_rules.rule_inputs(winners).set_index("collective")
     assert rows.loc["allreduce", "bytes"] == 4 * 7168 * 2
     assert rows.loc["allreduce", "algorithm"] == "ring"  # the log wins over NCCL_ALGO=Tree
     assert rows.loc["allreduce", "channels"] == 4  # channels set by the point, as NCCL ran them
     assert rows.loc["allgather", "protocol"] == "simple"
     winners.at[0, "nccl"] = None
-    rows = ex.rule_inputs(winners).set_index("collective")
+    rows = tuner_rules.rule_inputs(winners).set_index("collective")
     assert rows.loc["allreduce", "algorithm"] == "tree" and rows.loc["allreduce", "channels"] == -1
     assert list(rows.index) == ["allreduce"]
 
@@ -149,7 +154,7 @@ def test_recommend_env_sources_in_bash(tmp_path):
     path = tmp_path / "recommend.env"
     path.write_text(
         ex.recommend_env_text(
-            plan(ex.RECOMMEND_ENV, env=point["env"]), ["run r (measured)", "Versions: nccl 2.27.5"], ["note"]
+            plan(tuner_rules.RECOMMEND_ENV, env=point["env"]), ["run r (measured)", "Versions: nccl 2.27.5"], ["note"]
         )
     )
     done = subprocess.run(
@@ -171,14 +176,14 @@ def test_recommend_env_when_defaults_win_exports_nothing(tmp_path):
 
 
 def test_exactly_one_file_applies_and_the_other_is_a_commented_alternative():
-    rules = ex.tuner_rules(inputs([("allreduce", 14336, 1, "p1", "a", "ring", "ll", -1, 8)]))
-    tuner = plan(ex.TUNER_CONF, env={"NCCL_PROTO": "LL"}, rules=rules)
+    rules = tuner_rules.tuner_rules(inputs([("allreduce", 14336, 1, "p1", "a", "ring", "ll", -1, 8)]))
+    tuner = plan(tuner_rules.TUNER_CONF, env={"NCCL_PROTO": "LL"}, rules=rules)
     env_text = ex.recommend_env_text(tuner, ["run r"], [])
     assert "ALTERNATIVE, not recommended" in env_text and "\n# export NCCL_PROTO=LL\n" in env_text
     assert not [line for line in env_text.splitlines() if line.startswith("export")]
     conf = ex.tuner_conf_text(tuner, ["run r"])
     assert "commprof recommends this file" in conf and len(parse_rules(conf)) == 1
-    env_first = plan(ex.RECOMMEND_ENV, env={"NCCL_PROTO": "LL"}, rules=rules)
+    env_first = plan(tuner_rules.RECOMMEND_ENV, env={"NCCL_PROTO": "LL"}, rules=rules)
     assert parse_rules(ex.tuner_conf_text(env_first, ["run r"])) == []  # the rules are there, commented out
     assert "ALTERNATIVE, not recommended" in ex.tuner_conf_text(env_first, ["run r"])
     assert "\nexport NCCL_PROTO=LL\n" in ex.recommend_env_text(env_first, ["run r"], [])
@@ -248,11 +253,11 @@ def test_winners_within_noise_of_the_baseline_get_no_rule():
             )
         ]
     )
-    inputs = ex.rule_inputs(winners).set_index("tokens")
+    inputs = tuner_rules.rule_inputs(winners).set_index("tokens")
     assert pd.isna(inputs.loc[4, "algorithm"]) and inputs.loc[1, "algorithm"] == "ring"
-    rules = ex.tuner_rules(inputs.reset_index())
+    rules = tuner_rules.tuner_rules(inputs.reset_index())
     assert len(rules) == 2 and rules[0].max_bytes < 4 * 14336 < rules[1].min_bytes  # T = 4's range stays NCCL's
-    text = ex.tuner_conf_text(plan(ex.TUNER_CONF, rules=rules, inputs=inputs.reset_index()), ["run r"])
+    text = ex.tuner_conf_text(plan(tuner_rules.TUNER_CONF, rules=rules, inputs=inputs.reset_index()), ["run r"])
     assert "(T=4): p001 p001 -> within measurement noise of the baseline: no rule" in text
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.report.exports.files import TUNER_ALGORITHMS, TUNER_FIELDS, TUNER_PROTOCOLS
+from commprof.report.analysis.tuner_rules import TUNER_ALGORITHMS, TUNER_FIELDS, TUNER_PROTOCOLS
 from tests.report_fixtures import base_points, make_meta, make_records, write_run
 
 pytestmark = pytest.mark.slow  # renders whole reports

@@ -5,8 +5,7 @@ environment override a tuner). Pure: a RunAnalysis in, an ApplyPlan out."""
 from __future__ import annotations
 
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.analysis.words import only_baseline
-from commprof.report.exports.files import (
+from commprof.report.analysis.tuner_rules import (
     RECOMMEND_ENV,
     TUNER_CONF,
     TUNER_VARIABLES,
@@ -15,6 +14,7 @@ from commprof.report.exports.files import (
     rule_inputs,
     tuner_rules,
 )
+from commprof.report.analysis.words import only_baseline
 
 
 def apply_plan(run: RunAnalysis) -> ApplyPlan:

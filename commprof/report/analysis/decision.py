@@ -28,7 +28,7 @@ from commprof.report.analysis.crossovers import routing_edges
 from commprof.report.analysis.engine_dispatch import Box, Op, engine_paths, paths_basis
 from commprof.report.analysis.routing_settings import EngineSetting, routing_settings
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.exports.files import RECOMMEND_ENV, TUNER_CONF, ApplyPlan
+from commprof.report.analysis.tuner_rules import RECOMMEND_ENV, TUNER_CONF, ApplyPlan
 from commprof.units import format_bytes
 
 

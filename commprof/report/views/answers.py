@@ -20,6 +20,7 @@ from commprof.report.analysis.decision import Decision, compute_capability, deci
 from commprof.report.analysis.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, tokens_text
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.analysis.tuner_rules import ApplyPlan
 from commprof.report.analysis.words import (
     export_line,
     how_to_firm_up,
@@ -30,7 +31,6 @@ from commprof.report.analysis.words import (
     verdict_sentence,
 )
 from commprof.report.exports.engine_hints import engine_hints
-from commprof.report.exports.files import ApplyPlan
 from commprof.report.views.verify_answers import faster_answer, routed_bands, spec_answer
 
 MAX_REASON_CHARS = 160
