@@ -137,3 +137,8 @@ def test_a_run_of_the_baseline_alone_says_there_was_nothing_to_compare(tmp_path)
     html = (out / "index.html").read_text()
     assert "No change: only the baseline ran: nothing to compare it with (sweep settings with --sweep FILE" in html
     assert "Nothing to export: only the baseline ran" in (out / "recommend.env").read_text()
+    # Card (A) says the reason once, with its capitals as written ("GPUs", "CPU ranks"), then only what follows.
+    card = html.split("<h4>(a)", 1)[1].split("<h4>(b)", 1)[0]
+    assert card.lower().count("only the baseline ran") == 1, card
+    assert "on GPUs" in card and "on gpus" not in card
+    assert "Nothing to apply." in card

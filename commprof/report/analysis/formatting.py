@@ -58,6 +58,11 @@ def finite(value: Any) -> bool:
         return False
 
 
+def sentence(text: str) -> str:
+    """`text` with its first letter upper-case and the rest as written (str.capitalize lowercases "GPUs", "NCCL")."""
+    return text[:1].upper() + text[1:]
+
+
 def axis_name(axis: str | None) -> str:
     return "—" if axis is None else axis.removeprefix(ENV_PREFIX)
 

@@ -8,7 +8,7 @@ import shlex
 from typing import Any
 
 from commprof.env_names import is_export_name
-from commprof.report.analysis.formatting import finite, fmt_ms, fmt_pct
+from commprof.report.analysis.formatting import finite, fmt_ms, fmt_pct, sentence
 from commprof.report.analysis.projection import pays_at_any_accept
 from commprof.report.analysis.run_analysis import RunAnalysis
 
@@ -131,7 +131,7 @@ def _recommend_notes(run: RunAnalysis) -> list[str]:
             f'{keep_text(run)}: the fastest point, {fastest["point_id"]} "{fastest["label"]}" '
             f"({fastest['settings']}), was {fmt_pct(rec.saved_pct)} faster over T = {tokens}, "
             f"{run.evidence.within}.",
-            f"{run.evidence.beyond.capitalize()}: no. {verdict_sentence(run)}",
+            f"{sentence(run.evidence.beyond)}: no. {verdict_sentence(run)}",
             how_to_firm_up(run),
         ]
     point = run.recommended
@@ -139,7 +139,7 @@ def _recommend_notes(run: RunAnalysis) -> list[str]:
         f'Point {fastest["point_id"]} "{fastest["label"]}" (impl {fastest["impl"]}): least total '
         f"{run.mode}-mode step time over T = {tokens}: {fmt_ms(fastest['total_us'])} "
         f"vs {fmt_ms(rec.baseline_total_us)} for the baseline {run.baseline}.",
-        f"{run.evidence.beyond.capitalize()}: yes. {verdict_sentence(run)}",
+        f"{sentence(run.evidence.beyond)}: yes. {verdict_sentence(run)}",
     ]
     if rec.dropped:
         notes.append(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from commprof.report.analysis.decision import Decision, compute_capability, decided_fusion
-from commprof.report.analysis.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, tokens_text
+from commprof.report.analysis.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, sentence, tokens_text
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.tuner_rules import ApplyPlan
@@ -61,7 +61,7 @@ def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
     elif rec.keeps_baseline:
         out["lines"].append(keep_text(run))
         if only_baseline(run):
-            out["notes"].append(only_baseline(run).capitalize() + ".")
+            out["notes"].append(sentence(only_baseline(run)) + ".")
         elif rec.fastest["point_id"] == run.baseline:
             out["notes"].append(f"No other setting was faster than the baseline ({run.evidence.label}).")
         elif rec.withheld and rec.beyond_uncertainty:
@@ -112,8 +112,9 @@ def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
             if plan.alternative
             else ""
         )
-    else:
-        out["apply"] = f"Nothing to apply: {plan.why}."
+    else:  # the why once: a card that has just said it (e.g. only the baseline ran) says only the consequence
+        said = " ".join(out["lines"] + out["notes"]).lower()
+        out["apply"] = "Nothing to apply." if plan.why.lower() in said else f"Nothing to apply: {plan.why}."
     out["warnings"] = not_a_result_notes(run)
     return out
 
@@ -248,7 +249,7 @@ def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     ]
     if not within.empty:
         out["lines"].append(
-            f"{run.evidence.within.capitalize()} of {UNFUSED_REFERENCE_IMPL} at T = {tokens_text(within['tokens'])}."
+            f"{sentence(run.evidence.within)} of {UNFUSED_REFERENCE_IMPL} at T = {tokens_text(within['tokens'])}."
         )
     fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any())
     for hint in engine_hints(

@@ -12,7 +12,7 @@ import jinja2
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
 from commprof.report.analysis.decision import Decision, decided_fusion
 from commprof.report.analysis.doctor_verdicts import doctor_view
-from commprof.report.analysis.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x
+from commprof.report.analysis.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x, sentence
 from commprof.report.analysis.frame import distinct_tokens, ok_rows
 from commprof.report.analysis.heatmap import heatmap_pivot
 from commprof.report.analysis.projection import FIELD_REPORT_CASES
@@ -316,5 +316,5 @@ def _templates() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(ms=fmt_ms, us=fmt_us, pct=fmt_pct, x=fmt_x, axis=axis_name)
+    env.filters.update(sentence=sentence, ms=fmt_ms, us=fmt_us, pct=fmt_pct, x=fmt_x, axis=axis_name)
     return env

@@ -17,6 +17,7 @@ from commprof.report.analysis.formatting import (
     fmt_num,
     fmt_pct,
     range_pct,
+    sentence,
     tokens_text,
 )
 from commprof.report.analysis.projection import tps_column
@@ -146,7 +147,7 @@ def no_answer(run: RunAnalysis, decision: Decision | None) -> str:
     rec = run.recommendation
     if decision is not None and decision.unconfirmed:
         return (
-            f"{decision.unconfirmed.capitalize()}: no answer, so nothing below is applied. What decides it: a "
+            f"{sentence(decision.unconfirmed)}: no answer, so nothing below is applied. What decides it: a "
             "sweep measured on the box (torchrun ... -m commprof.allreduce_sweep), or the checks the observation "
             "card lists, until the model explains the engine's step"
         )
@@ -247,5 +248,5 @@ def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str,
             f"Not told apart: the model's expected error is unknown, so no tokens/s difference counts at "
             f"T = {tokens_text(chosen['tokens'])}"
         )
-    out["note"] = draft_text(run).capitalize() + "." if bound else spec_label(run)
+    out["note"] = sentence(draft_text(run)) + "." if bound else spec_label(run)
     return out
