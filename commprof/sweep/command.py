@@ -12,6 +12,7 @@ import os
 import shlex
 import socket
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import click
@@ -325,19 +326,7 @@ def _resumed_sweep(run_dir: Path, max_points: int) -> SweepSpec:
         raise UsageError(f"--resume {run_dir}: not a commprof run folder (no sweep in meta.json)")
     spec = parse_sweep(sweep["content"], sweep.get("path"), max_points=max_points)
     plan = meta.get("plan") or {}
-    return spec.with_overrides(
-        RunOverrides(
-            model=plan.get("model"),
-            tokens=plan.get("tokens"),
-            phase=plan.get("phase"),
-            dtype=plan.get("dtype"),
-            tp=plan.get("tp"),
-            iterations=plan.get("iterations"),
-            warmup=plan.get("warmup"),
-            point_timeout_s=plan.get("point_timeout_s"),
-            compute=plan.get("compute"),
-        )
-    )
+    return spec.with_overrides(RunOverrides(**{f.name: plan.get(f.name) for f in fields(RunOverrides)}))
 
 
 def _single_process_defaults() -> None:

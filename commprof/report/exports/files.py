@@ -30,6 +30,25 @@ from commprof.report.exports.export_text import comment, export_line, one_line, 
 NCCL_TESTS_TYPES = {"bfloat16": "bfloat16", "float16": "half", "float32": "float"}
 
 
+def _standing(plan: ApplyPlan, name: str, holds: bool, instead: str) -> list[str]:
+    """The comment lines saying whether file `name` is the one to apply, the alternative, or not recommended (none
+    when it holds nothing and is not the choice)."""
+    if plan.choice == name:
+        other = TUNER_CONF if name == RECOMMEND_ENV else RECOMMEND_ENV
+        lines = [comment(f"commprof recommends this file for this run: {plan.why}.")]
+        if plan.alternative:
+            lines.append(f"# {other} holds the alternative (commented out): use one of the two, never both.")
+        return lines
+    if not holds:
+        return []
+    if plan.choice is None:
+        return [comment(f"Not recommended for this run, so commented out: {plan.why}.")]
+    return [
+        comment(f"ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why})."),
+        f"# To use {instead}, uncomment them.",
+    ]
+
+
 def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
     """nccl_tuner.conf: comments (where from, whether to apply it or recommend.env, how to load, the override
     trap, the measured scope), then one CSV line per rule, commented out when it is only the alternative."""
@@ -39,17 +58,9 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
         *(comment(line) for line in provenance),
     ]
     active = plan.choice == TUNER_CONF
-    if active:
-        lines.append(comment(f"commprof recommends this file for this run: {plan.why}."))
-        if plan.alternative:
-            lines.append("# recommend.env holds the alternative (commented out): use one of the two, never both.")
-    elif plan.rules and plan.choice is None:
-        lines.append(comment(f"Not recommended for this run, so commented out: {plan.why}."))
-    elif plan.rules:
-        lines += [
-            comment(f"ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why})."),
-            "# To use these rules instead of it (never with its NCCL_ALGO / NCCL_PROTO), uncomment them.",
-        ]
+    lines += _standing(
+        plan, TUNER_CONF, bool(plan.rules), "these rules instead of it (never with its NCCL_ALGO / NCCL_PROTO)"
+    )
     lines += [
         comment(f"NCCL example tuner plugin rules, for {TUNER_PLUGIN_NOTE}. Load with:"),
         "#   export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so",
@@ -93,19 +104,9 @@ def recommend_env_text(plan: ApplyPlan, provenance: list[str], notes: list[str])
         *(comment(line) for line in provenance + notes),
     ]
     active = plan.choice == RECOMMEND_ENV
-    if active:
-        lines.append(comment(f"commprof recommends this file for this run: {plan.why}."))
-        if plan.alternative:
-            lines.append("# nccl_tuner.conf holds the alternative (commented out): use one of the two, never both.")
-    elif plan.env and plan.choice is None:
-        lines.append(comment(f"Not recommended for this run, so commented out: {plan.why}."))
-    elif plan.env:
-        lines += [
-            comment(f"ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why})."),
-            "# To use these settings instead of it (never with it: they override a tuner), uncomment them.",
-        ]
-    else:
-        lines.append(comment(f"Nothing to export: {plan.why}."))
+    lines += _standing(
+        plan, RECOMMEND_ENV, bool(plan.env), "these settings instead of it (never with it: they override a tuner)"
+    ) or [comment(f"Nothing to export: {plan.why}.")]
     if plan.env:
         lines.append(
             "# These variables are read once per process (NCCL reads most of its own at init): restart the engine "
