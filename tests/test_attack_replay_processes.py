@@ -128,6 +128,8 @@ def test_a_killed_torchrun_agent_ends_each_rank_in_one_line_naming_the_resume(tm
     assert "Traceback" not in stderr, stderr[-3000:]
     stopped = [line for line in stderr.splitlines() if "error:" in line]
     assert 1 <= len(stopped) <= 2, stderr[-3000:]  # one line per rank that speaks (rank 0 at least)
-    assert all("torchrun agent killed" in line and "--resume" in line for line in stopped), stopped
+    # The rank that loses the store first names the agent; the other may first see that peer end (a race).
+    assert any("torchrun agent killed" in line for line in stopped), stopped
+    assert all("--resume" in line for line in stopped), stopped
     records = read_records(results[0])
     assert len(records) >= 2 and all(r["point_id"] for r in records)
