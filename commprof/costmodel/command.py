@@ -7,7 +7,6 @@ import sys
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from statistics import median
 
 import click
 from rich.console import Console
@@ -15,16 +14,7 @@ from rich.table import Table
 
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.calibration_file import out_of_bounds, params_to_toml
-from commprof.costmodel.cohorts import (
-    LINE,
-    CohortVerdict,
-    claimed_error,
-    cohort_of,
-    judge,
-    line_in_range,
-    line_in_sample_pct,
-    tag,
-)
+from commprof.costmodel.cohorts import COSTMODEL, LINE, CohortVerdict, cohort_of, judge, tag
 from commprof.costmodel.latency import CostParams, arch_of, arch_of_gpu_name
 from commprof.costmodel.nccl_tests import gpu_name, parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
@@ -265,7 +255,7 @@ def calibrate(
 def _one_cohort(verdicts: list, chosen: str | None):
     """The cohort to write: the only one, or the one --cohort names (its number or its name)."""
     listing = "; ".join(
-        f"{i}) {v.cohort}: held out, cost model {v.costmodel_held_pct}, line {v.line_held_pct} %"
+        f"{i}) {v.cohort}: worst held out, cost model {v.held_pct(COSTMODEL)}, line {v.held_pct(LINE)} %"
         for i, v in enumerate(verdicts, 1)
     )
     if chosen is not None:
@@ -299,7 +289,8 @@ class _CohortFit:
 
 def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
     samples, prior, verdict, run_dirs = cohort.samples, cohort.prior, cohort.verdict, cohort.run_dirs
-    params = fitting.fit(samples, prior)
+    chosen = verdict.chosen
+    params = chosen.params if chosen is not None else fitting.fit(samples, prior)
     wild = out_of_bounds(params)
     if wild:
         raise UsageError(
@@ -307,28 +298,25 @@ def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
             "of one transport; nothing written"
         )
     _print_bands(console, params, prior, samples)
-    in_sample = median(fitting.abs_pct_errors(params, samples))
-    if verdict.model == LINE:
-        line = line_in_range(samples)
-        params = replace(params, line=(line.intercept_us, line.us_per_byte))
-        in_sample = line_in_sample_pct(line, samples)
-        held, basis = (
-            verdict.line_held_pct,
-            "held-out sizes in 8 KB-1 MB, fitted on every other size (the cohort's runs pooled)",
+    console.print(f"note: {verdict.note}", markup=False)
+    if chosen is not None:
+        sizes = ", ".join(format_bytes(b) for b in verdict.fit_sizes)
+        written = (
+            f"the {'line' if verdict.model == LINE else 'cost model'} that won the held-out test, as judged: fitted on "
+            f"{sizes}, judged on the other sizes in 8 KB-1 MB; not judged outside 8 KB-1 MB"
         )
-        console.print(f"note: {verdict.note}", markup=False)
-    elif verdict.costmodel_held_pct is not None:
-        held = verdict.costmodel_held_pct
-        basis = "held-out sizes in 8 KB-1 MB, fitted on every other size (the cohort's runs pooled)"
-        console.print(f"note: {verdict.note}", markup=False)
+        basis = (
+            "largest absolute error at any size of each band of decode / verify sizes "
+            f"({'; '.join(f'{band} {pct:g} %' for band, pct in chosen.bands)}), fitted or held out: the largest band"
+        )
+        error = {"expected_error_pct": chosen.expected_pct, "band_names": [b for b, _ in chosen.bands]}
+        error["band_error_pct"] = [pct for _, pct in chosen.bands]
     else:
-        held, basis = fitting.held_out_error(samples, prior)
-    claimed = claimed_error(held, in_sample)
-    if claimed is not None:
-        basis = f"{basis}; held out {held:g} %, in-sample {in_sample:.1f} %: the larger"
+        written, basis, error = f"the cost model fitted on all {len(samples)} latencies, not judged", verdict.note, {}
+    console.print(f"written: {written}", markup=False)
     console.print(
-        "expected error where not fitted (what a simulation with this file is judged by): "
-        + (f"{claimed:g} % ({basis})" if claimed is not None else f"unknown: {basis}"),
+        "expected error (what a simulation with this file is judged by): "
+        + (f"{chosen.expected_pct:g} % ({basis})" if chosen is not None else f"unknown: {basis}"),
         markup=False,
     )
     ranks = sorted({s.ranks for s in samples})
@@ -337,15 +325,15 @@ def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
         source=f"fit of {', '.join(map(str, run_dirs))}",
         fit={
             **params.fit,
-            "median_abs_pct": round(in_sample, 2),
-            **({"holdout_median_pct": claimed} if claimed is not None else {}),
-            "holdout_basis": basis,
+            "written": written,
+            **error,
+            "error_basis": basis,
             "model": verdict.model,
             "model_note": verdict.note,
             "cohort": verdict.cohort,
             **({"ranks": ranks[0]} if len(ranks) == 1 else {}),
-            **({"costmodel_holdout_median_pct": verdict.costmodel_held_pct} if verdict.line_held_pct else {}),
-            **({"line_holdout_median_pct": verdict.line_held_pct} if verdict.line_held_pct else {}),
+            **({"fitted_sizes": list(verdict.fit_sizes), "held_out_sizes": list(verdict.held_sizes)} if chosen else {}),
+            **{f"{c.model}_held_out_worst_pct": c.held_pct for c in verdict.candidates},
             **(
                 {"line_intercept_us": params.line[0], "line_us_per_byte": params.line[1]}
                 if params.line is not None
@@ -359,7 +347,8 @@ def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
     )
     header = (
         f"commprof cost-model calibration (docs/cost-model.md)\n"
-        f"fitted on {len(samples)} latencies from {', '.join(map(str, run_dirs))}, cohort {verdict.cohort}\n"
+        f"cohort {verdict.cohort}, from {', '.join(map(str, run_dirs))}\n"
+        f"written: {written}\n"
         f"model: {verdict.model} ({verdict.note})"
     )
     try:
