@@ -63,8 +63,10 @@ def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample]
             skipped["not ok, or modelled"] += 1
         elif record.get("backend") not in ("nccl", None):  # imported nccl-tests rows carry no backend
             skipped[f"measured on {record.get('backend')}, not NCCL"] += 1
-        elif not isinstance(ranks, int) or ranks < 2:
-            skipped["rank count unknown or 1"] += 1
+        elif not isinstance(ranks, int):
+            skipped["rank count unknown (the log states none: import-nccl-tests --ranks N)"] += 1
+        elif ranks < 2:
+            skipped["one rank (no communication)"] += 1
         elif record.get("kind") == "collective":
             if record.get("collective") not in COLLECTIVES:
                 # broadcast, reduce, all-to-all, ...: the cost model has no formula to fit them to.

@@ -67,12 +67,18 @@ def file_run_meta(
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder that receives the new run folder.",
 )
-def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
+@click.option(
+    "--ranks",
+    type=click.IntRange(1, 4096),
+    default=None,
+    help="The rank count of runs whose log does not state it (no '# nThread ... nGpus' or 'Using devices' lines).",
+)
+def import_nccl_tests(logs: tuple[Path, ...], out: Path, ranks: int | None) -> None:
     """Turn nccl-tests (*_perf) logs, text or -J JSON, into one run folder of "nccl-tests" records."""
     parsed = []
     for log in logs:
         text = read_text(log, "nccl-tests log", LOG_BYTES, errors="replace")
-        parsed.append((log, text, parse_text(text, str(log))))
+        parsed.append((log, text, _with_ranks(parse_text(text, str(log)), ranks)))
     err = console_for(err=True)
     for _, _, log in parsed:
         for warning in log.warnings:
@@ -131,6 +137,20 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path) -> None:
     console = console_for()
     console.print(table)
     console.print(f"wrote {run_dir} ({len(records)} records)")
+
+
+def _with_ranks(log, ranks: int | None):
+    """The log with --ranks supplied to its runs that state no rank count; a run that states another is refused."""
+    if ranks is None:
+        return log
+    for run in log.runs:
+        if run.ranks is None:
+            run.ranks = ranks
+            log.warnings[:] = [w for w in log.warnings if not w.startswith(f"{log.path}:{run.line}: GPU count")]
+            log.warnings.append(f"{log.path}:{run.line}: rank count {ranks} from --ranks (the log does not state it)")
+        elif run.ranks != ranks:
+            raise UsageError(f"{log.path}:{run.line}: the log states {run.ranks} ranks, --ranks says {ranks}")
+    return log
 
 
 # ------------------------------------------------------------------------------------------- calibrate
@@ -234,6 +254,12 @@ def calibrate(
     console = console_for()
     for note in notes + ([arch_note] if arch_note else []):
         console.print(f"note: {note}")
+    if not samples and any("rank count unknown" in note for note in notes):
+        raise UsageError(
+            "no usable records: the records' rank count is unknown (the log prints no '# nThread ... nGpus' or "
+            "'Using devices' lines), and NCCL's cost depends on it: re-import with "
+            "`commprof import-nccl-tests LOG --ranks N`"
+        )
     if not samples:
         raise UsageError(
             "no usable records: calibrate needs ok all-reduce / all-gather latencies of plain NCCL "
