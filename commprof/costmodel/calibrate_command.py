@@ -15,6 +15,7 @@ from commprof.costmodel.calibration_file import out_of_bounds, params_to_toml
 from commprof.costmodel.calibration_prior import choose_prior_topology, records_p2p_env
 from commprof.costmodel.cohorts import COSTMODEL, LINE, CohortVerdict, cohort_of, judge, tag
 from commprof.costmodel.command import console_for
+from commprof.costmodel.fitted_box import BoxFacts, records_facts
 from commprof.costmodel.latency import CostParams, arch_of, arch_of_gpu_name
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
@@ -154,7 +155,11 @@ def calibrate(
     if out is not None:
         verdict = _one_cohort(verdicts, cohort)
         chosen = [s for s in samples if s.cohort == verdict.cohort]
-        _write_calibration(console, out, _CohortFit(chosen, prior, verdict, run_dirs, topology.name))
+        metas = [meta for records, meta in runs if any(cohort_of(r, meta) == verdict.cohort for r in records)]
+        ranks = sorted({s.ranks for s in chosen})
+        version = verdict.cohort.rsplit("NCCL ", 1)[-1]
+        box = records_facts(metas, ranks[0] if len(ranks) == 1 else None, prior.link, version)
+        _write_calibration(console, out, _CohortFit(chosen, prior, verdict, run_dirs, topology.name, box))
 
 
 def _one_cohort(verdicts: list, chosen: str | None):
@@ -190,6 +195,8 @@ class _CohortFit:
     """The run folders the records were read from."""
     topology: str
     """The topology's name."""
+    box: BoxFacts
+    """The box the records were measured on."""
 
 
 def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
@@ -219,6 +226,7 @@ def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
     else:
         written, basis, error = f"the cost model fitted on all {len(samples)} latencies, not judged", verdict.note, {}
     console.print(f"written: {written}", markup=False)
+    console.print(f"fitted on: {cohort.box.describe()}", markup=False)
     console.print(
         "expected error (what a simulation with this file is judged by): "
         + (f"{chosen.expected_pct:g} % ({basis})" if chosen is not None else f"unknown: {basis}"),
@@ -246,6 +254,7 @@ def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
             ),
             "topology": cohort.topology,
             "link": prior.link,
+            "box": cohort.box.to_dict(),
             "runs": [str(d) for d in run_dirs],
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         },

@@ -117,7 +117,10 @@ def expected_error(
     if unknown:
         return unknown[0]
     worst = max(errors, key=lambda e: e.pct)
-    return worst if len(errors) == 1 else ModelError(worst.pct, f"{worst.basis}; the largest of {len(errors)} used")
+    if len(errors) == 1:
+        return worst
+    boxes = next((e.boxes for e in errors if e.boxes), None)
+    return ModelError(worst.pct, f"{worst.basis}; the largest of {len(errors)} used", boxes)
 
 
 def main(argv: list[str]) -> int:

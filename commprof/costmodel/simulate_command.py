@@ -10,7 +10,8 @@ from rich.table import Table
 
 from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.command import console_for, file_run_meta
-from commprof.costmodel.model_error import expected_error
+from commprof.costmodel.fitted_box import applied_to, topology_facts
+from commprof.costmodel.model_error import expected_error, prior_error
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
@@ -111,6 +112,8 @@ def simulate(
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
         calibration = params_from_toml(text, str(calibration_file))
+        tp = spec.tp or topology.gpus
+        calibration = applied_to(calibration, topology_facts(topology, tp), topology.prior_error or prior_error(tp))
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
     simulation = simulate_run(spec, topology, calibration, run_dir.name, graphs=graphs)
