@@ -34,6 +34,16 @@ class Family:
     engine: str  # the engine code this rule mirrors
     # Config facts that turn this family's layout into another (Falcon without parallel_attn is standard).
     layout_of: Callable[[dict], str] | None = None
+    # Engines whose model file issues this family's reductions otherwise: (engine, layout, the code that says so);
+    # `layout` and `engine` above are then the other engine's.
+    engine_layouts: tuple[tuple[str, str, str], ...] = ()
+
+    def layout_for(self, engine: str, config: dict) -> str:
+        """The layout under `engine` ("vllm", "sglang")."""
+        for name, layout, _code in self.engine_layouts:
+            if name == engine:
+                return layout
+        return self.layout_of(config) if self.layout_of else self.layout
 
 
 def _falcon_layout(config: dict) -> str:
@@ -84,16 +94,26 @@ FAMILIES: tuple[Family, ...] = (
         ("CohereForCausalLM", "Cohere2ForCausalLM"),
         "standard",
         False,
-        "models/commandr.py (both engines): attention and MLP run in parallel, but o_proj and down_proj are "
-        "RowParallelLinear with reduce_results=True, so each all-reduces (LayerNorm follows)",
+        "SGLang 0.5.23 models/commandr.py: attention and MLP run in parallel, but o_proj and down_proj are "
+        "RowParallelLinear with the default reduce_results=True, so each all-reduces (LayerNorm follows)",
+        engine_layouts=(
+            (
+                "vllm",
+                "parallel",
+                "vLLM 0.33 models/commandr.py: CohereMLP and o_proj take reduce_results=False, and "
+                "CohereDecoderLayer.forward all-reduces attention + MLP once (LayerNorm follows)",
+            ),
+        ),
     ),
     Family(
         "GPT-NeoX / GPT-J",
         ("GPTNeoXForCausalLM", "GPTJForCausalLM"),
         "standard",
         False,
-        "vLLM models/gpt_neox.py, gpt_j.py: with or without use_parallel_residual, dense and dense_4h_to_h "
-        "(out_proj and fc_out) each all-reduce (LayerNorm follows)",
+        "GPT-J: vLLM 0.33 and SGLang 0.5.23 models/gpt_j.py, out_proj and fc_out RowParallelLinear each "
+        "all-reduce; GPT-NeoX: no model file in either (vLLM 0.33 runs it with its Transformers backend, by "
+        "transformers' GPTNeoXConfig.base_model_tp_plan: attention.dense and mlp.dense_4h_to_h row-wise, each "
+        "reduced); LayerNorm follows",
     ),
     Family(
         "Nemotron-H",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from commprof.errors import UsageError
 from commprof.planner import architectures
+from commprof.planner.engines import DEFAULT_ENGINE, engine_name
 from commprof.textfiles import read_json
 
 # Preset name -> bundled config.json (copied verbatim from the published configs, see presets/SOURCES.md).
@@ -96,10 +97,13 @@ def _positive_int(value, key: str, source: str) -> int:
     return value
 
 
-def shape_from_config(config: dict, name: str, source: str, layout: str | None = None) -> ModelShape:
+def shape_from_config(
+    config: dict, name: str, source: str, layout: str | None = None, engine: str | None = None
+) -> ModelShape:
     """Read a config's shape and layer layout, looking inside "text_config" for multimodal wrappers.
 
-    `layout` ("standard", "parallel" or "hybrid:PATTERN") overrides what the architecture says.
+    `layout` ("standard", "parallel" or "hybrid:PATTERN") overrides what the architecture says; `engine`
+    ("vllm==0.33", ...; default DEFAULT_ENGINE) picks the engine's layout where a family's differs by engine.
     """
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
     merged = {**config, **text}
@@ -136,8 +140,10 @@ def shape_from_config(config: dict, name: str, source: str, layout: str | None =
     architecture = architectures.architecture_of(text, config)
     if layout is None:
         family = architectures.family_of(architecture, source)
-        chosen = family.layout_of(merged) if family.layout_of else family.layout
+        chosen = family.layout_for(engine_name(engine or DEFAULT_ENGINE), merged)
         rmsnorm_after, family_name, pattern = family.rmsnorm_after, family.name, None
+        if family.engine_layouts:  # the layout is this engine's: the plan says which
+            family_name = f"{family.name}, as {engine or DEFAULT_ENGINE} issues it"
         if chosen == "hybrid":
             pattern = architectures.hybrid_pattern(merged, values["num_layers"], source)
     else:
@@ -173,12 +179,13 @@ def config_default(architecture: str | None, key: str) -> int | None:
     return default[0] if default else None
 
 
-def load_model(spec: str, layout: str | None = None) -> ModelShape:
-    """A preset name (see PRESETS) or a path to a config.json (or its folder); `layout` as in shape_from_config."""
+def load_model(spec: str, layout: str | None = None, engine: str | None = None) -> ModelShape:
+    """A preset name (see PRESETS) or a path to a config.json (or its folder); `layout` and `engine` as in
+    shape_from_config."""
     key = spec.lower()
     if key in PRESETS:
         text = resources.files("commprof.planner.presets").joinpath(PRESETS[key]).read_text()
-        return shape_from_config(json.loads(text), key, f"preset:{key}", layout)
+        return shape_from_config(json.loads(text), key, f"preset:{key}", layout, engine)
     path = Path(spec)
     if path.is_dir():
         path = path / "config.json"
@@ -193,4 +200,4 @@ def load_model(spec: str, layout: str | None = None) -> ModelShape:
     config = read_json(path, "model config")
     if not isinstance(config, dict):
         raise UsageError(f"{path}: expected a JSON object")
-    return shape_from_config(config, name, str(path), layout)
+    return shape_from_config(config, name, str(path), layout, engine)
