@@ -55,6 +55,8 @@ class ModelShape:
     # Every layer's reduction sites in engine order (commprof/planner/architectures.py); empty: standard dense layers.
     layers: tuple[tuple[str, ...], ...] = ()
     layout: str = "standard"  # "standard", "parallel" or "hybrid"
+    # Extra small all-reduces per layer: (the site each precedes, width per token, dtype; None: the model's).
+    extras: tuple[tuple[str, int, str | None], ...] = ()
     family: str = ""  # the family rule that decided the layout, or "--layout" when the user did
     architecture: str = ""
     rmsnorm_after: bool = True  # residual add + RMSNorm follows each layer reduction (fusable)
@@ -141,13 +143,13 @@ def shape_from_config(
     if layout is None:
         family = architectures.family_of(architecture, source)
         chosen = family.layout_for(engine_name(engine or DEFAULT_ENGINE), merged)
-        rmsnorm_after, family_name, pattern = family.rmsnorm_after, family.name, None
+        rmsnorm_after, family_name, pattern, extras = family.rmsnorm_after, family.name, None, family.extras
         if family.engine_layouts:  # the layout is this engine's: the plan says which
             family_name = f"{family.name}, as {engine or DEFAULT_ENGINE} issues it"
         if chosen == "hybrid":
             pattern = architectures.hybrid_pattern(merged, values["num_layers"], source)
     else:
-        chosen, pattern = architectures.parse_layout(layout)
+        chosen, pattern, extras = architectures.parse_layout(layout)
         if pattern is not None:
             pattern = architectures.check_pattern(pattern, values["num_layers"], source)
         rmsnorm_after, family_name = True, "--layout"
@@ -159,6 +161,7 @@ def shape_from_config(
         source=source,
         layers=layers,
         layout=chosen,
+        extras=extras,
         family=family_name,
         architecture=architecture or "",
         rmsnorm_after=rmsnorm_after,
