@@ -47,3 +47,42 @@ def test_the_sweep_run_engine_plans_as_that_engine():
     assert spec.engine == "vllm==0.33" and spec.model_shape.layout == "parallel"
     with pytest.raises(UsageError, match="run.engine"):
         parse_sweep(text.replace("vllm==0.33", "vllm==0.99"), "e.toml")
+
+
+# The fields commprof reads, shaped as gpt-oss-120b's config.json (an MXFP4 checkpoint, hidden 2880).
+GPT_OSS = {
+    "architectures": ["GptOssForCausalLM"],
+    "num_hidden_layers": 36,
+    "hidden_size": 2880,
+    "vocab_size": 201088,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "num_local_experts": 128,
+    "torch_dtype": "bfloat16",
+    "quantization_config": {"quant_method": "mxfp4"},
+}
+
+
+@pytest.mark.parametrize(
+    "engine,backend,width",
+    [
+        ("vllm==0.33", None, 3072),  # MARLIN, assumed: round up to 256
+        ("vllm==0.33", "trtllm", 3072),
+        ("vllm==0.33", "cutlass", 2944),  # round up to 128
+        ("vllm==0.33", "triton", 2880),
+        ("sglang==0.5.23", None, 2880),
+    ],
+)
+def test_gpt_oss_moe_all_reduce_carries_the_mxfp4_backend_padding(engine, backend, width):
+    from commprof.planner.models import shape_from_config
+    from commprof.planner.plan import build_step_plan
+
+    shape = shape_from_config(GPT_OSS, "gpt-oss", "cfg", engine=engine, mxfp4_backend=backend)
+    plan = build_step_plan(shape, 8, 4)
+    moe = [op for op in plan.ops if op.site_kind == "moe"]
+    attn = [op for op in plan.ops if op.site_kind == "attn"]
+    assert len(moe) == 36 and {op.shape for op in moe} == {(4, width)} and {op.shape for op in attn} == {(4, 2880)}
+    assert ("assumed" in shape.family) == (engine.startswith("vllm") and backend is None)
+    # An unquantized checkpoint is not padded.
+    plain = shape_from_config({**GPT_OSS, "quantization_config": None}, "gpt-oss", "cfg", engine=engine)
+    assert plain.moe_width is None

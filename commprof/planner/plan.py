@@ -190,7 +190,8 @@ class _Builder:
                 for anchor, width, dtype in self.model.extras:
                     if anchor == site and tp > 1 and not self.draft:  # the target's layers (a draft head is not)
                         self.add(f"{where}.extra", "all_reduce", (tokens, width), (tokens, width), dtype=dtype)
-                self.add(f"{where}.{site}", "all_reduce", hidden, hidden, norm)
+                shape = (tokens, self.model.moe_width) if site == "moe" and self.model.moe_width else hidden
+                self.add(f"{where}.{site}", "all_reduce", shape, shape, norm)
         rows = logit_rows * tp if self.dp else logit_rows
         if self.dp:
             # layers/logits_processor.py: dp_gather_replicate of the hidden states, then the vocab-parallel head.
