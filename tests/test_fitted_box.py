@@ -75,3 +75,19 @@ def test_a_fact_one_side_does_not_state_is_not_a_difference():
         "transport",
         "nccl",
     ]
+
+
+def test_the_error_is_the_largest_over_the_bands_the_plans_all_reduces_use(calibration):
+    from commprof.costmodel.fitted_box import over_plan_sizes
+    from commprof.evidence import ModelError
+
+    params = params_from_toml(calibration.read_text(), str(calibration))
+    bands = dict(zip(params.fit["band_names"], params.fit["band_error_pct"]))
+    prior = ModelError(41.0, "the prior")
+    small = over_plan_sizes(params, {14336, 57344}, prior).fit
+    assert small["expected_error_pct"] == bands["8-64 KB"] and "8-64 KB" in small["error_basis"]
+    both = over_plan_sizes(params, {14336, 229376}, prior).fit
+    assert both["expected_error_pct"] == max(bands.values())
+    # A prefill-sized all-reduce (2 MB) was never judged: the prior's error counts there.
+    big = over_plan_sizes(params, {14336, 2 << 20}, prior).fit
+    assert big["expected_error_pct"] == 41.0 and "not judged on" in big["error_basis"]
