@@ -72,3 +72,12 @@ def test_settings_rule_out_a_box_without_p2p_even_when_nothing_else_is_known():
         choose_prior_topology(set(), None, 8, {"NCCL_P2P_LEVEL": "SYS"})
     topology, note = choose_prior_topology(set(), None, 8, {})
     assert topology.name == FALLBACK_PRESET and "--topology" in note
+
+
+def test_records_under_different_p2p_settings_fit_the_default_transport():
+    from commprof.costmodel.calibration_prior import records_p2p_env
+
+    sys_point = {"point": {"env": {"NCCL_P2P_LEVEL": "SYS"}}}
+    assert records_p2p_env([sys_point, sys_point]) == {"NCCL_P2P_LEVEL": "SYS"}
+    assert records_p2p_env([sys_point, {"point": {"env": {}}}]) == {}  # a sweep's P2P axis
+    assert records_p2p_env([{"point": {"env": {}}}]) == {}

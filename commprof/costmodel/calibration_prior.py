@@ -13,18 +13,16 @@ FALLBACK_PRESET = "pcie-dual-socket-shm"
 
 
 def records_p2p_env(records: list[dict]) -> dict[str, str]:
-    """The P2P settings (NCCL_P2P_LEVEL / NCCL_P2P_DISABLE) the records ran under; UsageError where they differ."""
+    """The P2P settings (NCCL_P2P_LEVEL / NCCL_P2P_DISABLE) every record ran under; {} where they differ (a sweep
+    with a P2P axis: the box's default transport is fitted, and points on another are skipped)."""
     found: dict[str, set[str]] = {}
     for record in records:
         env = (record.get("point") or {}).get("env") or {}
         for key in ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE"):
-            if key in env:
-                found.setdefault(key, set()).add(str(env[key]))
-    several = {k: v for k, v in found.items() if len(v) > 1}
-    if several:
-        settings = "; ".join(f"{k} = {', '.join(sorted(v))}" for k, v in several.items())
-        raise UsageError(f"the records ran under different P2P settings ({settings}): calibrate one at a time")
-    return {k: v.pop() for k, v in found.items()}
+            found.setdefault(key, set()).add(str(env[key]) if key in env else "")
+    if any(len(values) > 1 for values in found.values()):
+        return {}
+    return {key: values.pop() for key, values in found.items() if "" not in values}
 
 
 def _fits(topology: Topology, arch: str | None, ranks: int | None, env: dict[str, str]) -> bool:
