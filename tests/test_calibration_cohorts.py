@@ -122,6 +122,27 @@ def test_the_file_written_is_the_fit_that_won_and_errs_within_its_stated_band_er
                 assert error <= stated[_band_of(row.bytes)], (row.bytes, error, stated)
 
 
+def test_the_cost_model_written_for_the_8_gpu_log_errs_within_its_stated_band_errors(imported, tmp_path):
+    """The 8-GPU log: the cost model wins and is written as judged; its own predictions at every judged size err
+    no more than the band error it states."""
+    path = tmp_path / "c3.toml"
+    assert main(["calibrate", *map(str, imported), "--out", str(path), "--cohort", "3"]) == 0
+    written = params_from_toml(path.read_text(encoding="utf-8"), str(path))
+    fit = written.fit
+    assert fit["model"] == COSTMODEL and written.line is None and "the cost model that won" in fit["written"]
+    stated = dict(zip(fit["band_names"], fit["band_error_pct"]))
+    judged = set(fit["fitted_sizes"]) | set(fit["held_out_sizes"])
+    (run,) = parse_text((LOGS / "rtx4090x8_sys_noP2P_charlie0129.txt").read_text(encoding="utf-8"), "x").runs
+    rows = [row for row in run.rows if row.bytes in judged]
+    assert len(rows) == 8
+    for row in rows:
+        for values in row.places.values():
+            error = (
+                100 * abs(predict(written, "all_reduce", row.bytes, 8).time_us - values["time_us"]) / values["time_us"]
+            )
+            assert error <= stated[_band_of(row.bytes)], (row.bytes, error, stated)
+
+
 def test_a_line_calibration_applies_at_its_rank_count_only(imported, tmp_path, capsys):
     runs = [str(r) for r in imported]
     path = tmp_path / "line.toml"
