@@ -21,7 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "floor": "commprof.floor.command:floor",
     "report": "commprof.report.command:report",
     "import-nccl-tests": "commprof.costmodel.command:import_nccl_tests",
-    "calibrate": "commprof.costmodel.command:calibrate",
+    "calibrate": "commprof.costmodel.calibrate_command:calibrate",
     "simulate": "commprof.costmodel.simulate_command:simulate",
 }
 

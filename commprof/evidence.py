@@ -41,6 +41,7 @@ class ModelError:
 
     pct: float | None
     basis: str
+    boxes: str | None = None  # a calibration's "fitted on <box>, applied to <box>" (None: the prior, or not said)
 
     @property
     def band(self) -> str:
@@ -48,7 +49,7 @@ class ModelError:
 
     def to_dict(self) -> dict[str, Any]:
         """As a simulated run's meta.json holds it ("model_error")."""
-        return {"pct": self.pct, "basis": self.basis}
+        return {"pct": self.pct, "basis": self.basis, **({"boxes": self.boxes} if self.boxes else {})}
 
     @classmethod
     def from_meta(cls, meta: dict) -> ModelError:
@@ -60,9 +61,10 @@ class ModelError:
         if not isinstance(item, dict):
             return cls(None, "meta.json records no expected error (simulated by an older commprof: simulate again)")
         pct, basis = item.get("pct"), str(item.get("basis") or "recorded by commprof simulate")
+        boxes = str(item["boxes"]) if item.get("boxes") else None
         if isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct) and pct >= 0:
-            return cls(float(pct), basis)
-        return cls(None, basis)
+            return cls(float(pct), basis, boxes)
+        return cls(None, basis, boxes)
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,7 @@ class Evidence:
             "calibration": self.calibration,
             "expected_error_pct": self.model_error.pct if self.model_error else None,
             "expected_error_basis": self.model_error.basis if self.model_error else None,
+            "calibration_boxes": self.model_error.boxes if self.model_error else None,
             "origin": list(self.origin),
             "drift_pct": self.drift_pct,
             "rule": self.rule,

@@ -68,7 +68,7 @@ CONFIGS = "tests/fixtures/model-configs"
     [
         (f"{CONFIGS}/Nemotron-H-8B-Base-8K.json", 53),
         (f"{CONFIGS}/Falcon-40B.json", 61),
-        (f"{CONFIGS}/c4ai-command-r-v01.json", 81),  # both engines reduce o_proj and down_proj separately
+        (f"{CONFIGS}/c4ai-command-r-v01.json", 81),  # the default engine, SGLang: o_proj and down_proj apart
         (f"{CONFIGS}/GLM-4.5-Air.json", 93),
         (f"{CONFIGS}/Mixtral-8x7B-v0.1.json", 65),
         ("kimi-k2.5", 123),

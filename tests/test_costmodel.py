@@ -188,7 +188,7 @@ def test_calibrate_command(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "pass" in printed and "fit error per size band" in printed
     params = params_from_toml(out.read_text(), str(out))
-    assert params.link == "shm" and params.fit["samples"] == 50
+    assert params.link == "shm" and params.fit["samples"] == 8  # every other size of 8 KB-1 MB, both places
     assert main(["calibrate", str(run_dir)]) == 2
     assert "needs --out" in capsys.readouterr().err
 

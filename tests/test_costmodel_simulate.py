@@ -214,14 +214,14 @@ def test_simulate_command_with_calibration_and_report(sweep_file, tmp_path, caps
     assert meta["source"] == "simulated" and meta["topology"]["name"] == "pcie-dual-socket-shm"
     assert meta["calibration"]["overhead_us"] == 20.0
     # A calibration without a held-out error: its expected error is unknown, and meta.json says so.
-    assert meta["model_error"]["pct"] is None and "records no held-out error" in meta["model_error"]["basis"]
+    assert meta["model_error"]["pct"] is None and "states no error over the sizes" in meta["model_error"]["basis"]
     pytest.importorskip("commprof.report.command")
     report_dir = tmp_path / "report"
     assert main(["report", str(run_dir), "--out", str(report_dir)]) == 0
     html = (report_dir / "index.html").read_text()
     assert "simulated with " + str(model_toml) + " (expected error unknown)" in html
     (run,) = json.loads((report_dir / "summary.json").read_text())["runs"]
-    assert run["evidence"]["expected_error_pct"] is None and "records no held-out error" in run["evidence"]["rule"]
+    assert run["evidence"]["expected_error_pct"] is None and "states no error over the sizes" in run["evidence"]["rule"]
 
 
 def test_simulate_command_errors(sweep_file, tmp_path, capsys):
@@ -264,7 +264,7 @@ def test_nccl_predictions_carry_the_models_expected_error():
 
     prior = load_topology("pcie-gen5-switch-p2p").prior("pci")
     assert nccl_model_error(prior, "nccl-prior")["expected_error_pct"] == PRIOR_ERROR_PCT
-    fitted = copy_with(prior, source="model.toml", fit={"median_abs_pct": 5.8, "holdout_median_pct": 7.0})
+    fitted = copy_with(prior, source="model.toml", fit={"median_abs_pct": 5.8, "expected_error_pct": 7.0})
     error = nccl_model_error(fitted, "model.toml")
     assert error["expected_error_pct"] == 7.0 and "held-out" in error["error_basis"]
     # An in-sample fit alone is a lower bound, never the expected error: unknown, with how to get one.
@@ -340,7 +340,7 @@ def test_a_calibrated_simulation_quotes_the_held_out_error_never_the_in_sample_f
     (imported,) = (tmp_path / "imported").iterdir()
     assert main(["calibrate", str(imported), "--cohort", "1", "--out", str(tmp_path / "cal.toml")]) == 0
     calibration = params_from_toml((tmp_path / "cal.toml").read_text(), "cal.toml")
-    held_out, in_sample = calibration.fit["holdout_median_pct"], calibration.fit.get("median_abs_pct")
-    assert held_out is not None and held_out != in_sample
+    held_out = calibration.fit["expected_error_pct"]
+    assert held_out == max(calibration.fit["band_error_pct"]) and "median_abs_pct" not in calibration.fit
     figure = nccl_model_error(calibration, "cal.toml", load_topology("pcie-dual-socket-shm"))
     assert figure["expected_error_pct"] == held_out and "held-out" in figure["error_basis"]

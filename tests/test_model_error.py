@@ -27,11 +27,9 @@ def test_the_8_gpu_log_sets_the_error_of_an_8_rank_simulation():
 
 
 def test_a_calibration_is_judged_by_its_held_out_error_and_a_missing_one_is_unknown():
-    fitted = model_error.expected_error(
-        ["calibration.toml"], {"holdout_median_pct": 7.0, "holdout_basis": "held out"}, 8
-    )
+    fitted = model_error.expected_error(["calibration.toml"], {"expected_error_pct": 7.0, "error_basis": "held out"}, 8)
     assert fitted.pct == 7.0 and "calibration.toml" in fitted.basis
     # Points on another transport fell back to the prior: the run is judged by the larger error.
-    mixed = model_error.expected_error(["calibration.toml", "nccl-prior"], {"holdout_median_pct": 7.0}, 8)
+    mixed = model_error.expected_error(["calibration.toml", "nccl-prior"], {"expected_error_pct": 7.0}, 8)
     assert mixed.pct == pytest.approx(41.0) and "largest of 2" in mixed.basis
     assert model_error.expected_error(["old.toml"], {}, 8).pct is None

@@ -50,7 +50,8 @@ def test_calibrate_fits_the_all_reduce_rows_and_says_what_it_skipped(tmp_path, c
         "prior: the hopper generation of the runs' GPUs (NVIDIA H100 80GB HBM3), not topology nvlink-b200's" in printed
     )
     params = params_from_toml(out.read_text(), str(out))
-    assert params.arch == "hopper" and params.fit["samples"] == 26  # 13 sizes, out of place and in place
+    # Fitted on every other size of 8 KB-1 MB (two of its four), out of place and in place: the fit that was judged.
+    assert params.arch == "hopper" and params.fit["samples"] == 4 and len(params.fit["fitted_sizes"]) == 2
 
 
 def test_same_generation_says_nothing(tmp_path, capsys):
@@ -83,7 +84,30 @@ def test_one_rank_runs_are_not_calibrated(tmp_path, capsys):
     (run_dir,) = tmp_path.iterdir()
     assert main(["calibrate", str(run_dir), "--out", str(tmp_path / "m.toml")]) == 2
     captured = capsys.readouterr()
-    assert "rank count unknown or 1" in captured.out and "no usable records" in captured.err
+    assert "one rank (no communication)" in captured.out and "no usable records" in captured.err
+
+
+def test_a_log_without_a_rank_count_is_refused_for_that_reason_and_imports_with_ranks(tmp_path, capsys):
+    """A log cut to its table (no nThread / device lines): calibrate names the unknown rank count, and
+    `import-nccl-tests --ranks 8` supplies it."""
+    text = (FIXTURES / "rtx4090x8_sys_noP2P_charlie0129.txt").read_text()
+    cut = tmp_path / "table_only.txt"
+    cut.write_text("\n".join(line for line in text.splitlines() if "nThread" not in line and "Rank " not in line))
+    assert main(["import-nccl-tests", str(cut), "--out", str(tmp_path / "bare")]) == 0
+    (bare,) = (tmp_path / "bare").iterdir()
+    capsys.readouterr()
+    assert main(["calibrate", str(bare), "--out", str(tmp_path / "m.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "rank count is unknown" in err and "--ranks N" in err and "over shm" not in err
+    assert main(["import-nccl-tests", str(cut), "--ranks", "4", "--out", str(tmp_path / "four")]) == 0
+    assert main(["import-nccl-tests", str(cut), "--ranks", "8", "--out", str(tmp_path / "eight")]) == 0
+    assert "rank count 8 from --ranks" in capsys.readouterr().err
+    (eight,) = (tmp_path / "eight").iterdir()
+    assert main(["calibrate", str(eight), "--out", str(tmp_path / "m.toml")]) == 0
+    assert params_from_toml((tmp_path / "m.toml").read_text(), "m.toml").fit["ranks"] == 8
+    # A log that states its rank count keeps it: --ranks cannot contradict it.
+    log = FIXTURES / "rtx4090x8_sys_noP2P_charlie0129.txt"
+    assert main(["import-nccl-tests", str(log), "--ranks", "4", "--out", str(tmp_path / "x")]) == 2
 
 
 def _with_time(token: str) -> str:

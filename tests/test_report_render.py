@@ -478,9 +478,11 @@ def pcie8_calibrated(tmp_path_factory):
 def test_pcie8_calibrated_is_judged_by_its_held_out_error_and_ranks_no_untested_trap(pcie8_calibrated):
     run = json.loads((pcie8_calibrated / "summary.json").read_text())["runs"][0]
     error = run["evidence"]["expected_error_pct"]
-    assert error == pytest.approx(7.0) and "held-out error of calibration" in run["evidence"]["expected_error_basis"]
+    calibration = (pcie8_calibrated.parent / "calibration.toml").read_text()
+    assert f"expected_error_pct = {error}" in calibration  # the largest of its bands of decode / verify sizes
+    assert "held-out error of calibration" in run["evidence"]["expected_error_basis"]
     html = (pcie8_calibrated / "index.html").read_text()
-    assert "Uncalibrated model" not in html and "expected error ±7 %" in html
+    assert "Uncalibrated model" not in html and f"expected error ±{error:.0f} %" in html
     # LL128 on PCIe can corrupt data, and a simulation checks nothing: never ranked, never exported.
     assert "forces LL128" in html and "a simulation checks no result, so it is not ranked" in html
     env = (pcie8_calibrated / "recommend.env").read_text()

@@ -183,10 +183,15 @@ _CAPABILITIES = (
 )
 
 
+def capability_of_name(name: str) -> float | None:
+    """A GPU's compute capability by its product name (_CAPABILITIES), or None where it is not listed."""
+    return next((capability for pattern, capability in _CAPABILITIES if name and pattern.search(name)), None)
+
+
 def _capability(name: Fact) -> Fact:
-    for pattern, capability in _CAPABILITIES:
-        if name.value and pattern.search(name.value):
-            return Fact(capability, f"{name.source} (product name; NVIDIA's CUDA GPU list)")
+    capability = capability_of_name(name.value or "")
+    if capability is not None:
+        return Fact(capability, f"{name.source} (product name; NVIDIA's CUDA GPU list)")
     arch = arch_of_gpu_name(name.value or "")
     fallback = {"blackwell": 10.0, "hopper": 9.0, "ampere": 8.0, "volta": 7.0}.get(arch or "", 8.0)
     return Fact(fallback, f"assumed: compute capability of {name.value!r} not known; {fallback} ({arch or 'ampere'})")

@@ -63,8 +63,10 @@ def samples_from_records(records: list[dict], constraints) -> tuple[list[Sample]
             skipped["not ok, or modelled"] += 1
         elif record.get("backend") not in ("nccl", None):  # imported nccl-tests rows carry no backend
             skipped[f"measured on {record.get('backend')}, not NCCL"] += 1
-        elif not isinstance(ranks, int) or ranks < 2:
-            skipped["rank count unknown or 1"] += 1
+        elif not isinstance(ranks, int):
+            skipped["rank count unknown (the log states none: import-nccl-tests --ranks N)"] += 1
+        elif ranks < 2:
+            skipped["one rank (no communication)"] += 1
         elif record.get("kind") == "collective":
             if record.get("collective") not in COLLECTIVES:
                 # broadcast, reduce, all-to-all, ...: the cost model has no formula to fit them to.
@@ -293,26 +295,3 @@ def holdout(samples: list[Sample], prior: CostParams) -> list[Holdout]:
             )
         )
     return results
-
-
-def held_out_error(samples: list[Sample], prior: CostParams) -> tuple[float | None, str]:
-    """The error a calibration is expected to have where it was not fitted: median absolute % error on held-out
-    sizes, and how it was measured. Per log run with enough sizes in HOLDOUT_RANGE, the holdout test; otherwise
-    every other distinct size of all samples fitted and the rest predicted. None with fewer than 4 sizes."""
-    runs = holdout(samples, prior)
-    if runs:
-        return (
-            round(median(r.held_median_pct for r in runs), 1),
-            f"held-out sizes in {HOLDOUT_RANGE[0] >> 10} KB-{HOLDOUT_RANGE[1] >> 20} MB of {len(runs)} log run(s), "
-            "each fitted on every other size",
-        )
-    sizes = sorted({s.bytes for s in samples})
-    if len(sizes) < 4:
-        return None, f"only {len(sizes)} distinct size(s): too few to hold any out"
-    fit_sizes = set(sizes[0::2])
-    params = fit([s for s in samples if s.bytes in fit_sizes], prior)
-    held = [s for s in samples if s.bytes not in fit_sizes]
-    return (
-        round(median(abs_pct_errors(params, held)), 1),
-        f"{len(sizes) - len(fit_sizes)} held-out sizes of {len(sizes)}, fitted on the others",
-    )

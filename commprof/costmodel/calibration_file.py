@@ -14,7 +14,7 @@ def _toml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return repr(round(value, 6) if isinstance(value, float) else value)
+        return repr(float(f"{value:.9g}") if isinstance(value, float) else value)
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, (list, tuple)):

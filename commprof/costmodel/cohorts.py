@@ -1,21 +1,24 @@
 """Calibration cohorts: records of one box at one rank count and NCCL version, fitted and judged apart.
 
 A calibration describes one box at one rank count under one NCCL; pooling cohorts would give one error figure
-that holds for none of them. Per cohort, the cost model's held-out error is set against a latency + bandwidth line
-fitted on the same split (commprof.costmodel.line_fit); where the line does better, the calibration falls back to
-it and says so. A calibration's expected error is its held-out error, never below its own in-sample error. Pure.
+that holds for none of them. Per cohort, the cost model and a latency + bandwidth line (commprof.costmodel.line_fit)
+are fitted on every other size of the sizes a decode / verify step's collectives have and judged on the others;
+the fit that wins is the one written, as it was judged. Its expected error is the largest absolute error at any
+size of any band it was judged on, fitted or held out. Pure.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
-from statistics import median
 
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.latency import CostParams
-from commprof.costmodel.line_fit import Line, fit_line, median_abs_pct
+from commprof.costmodel.line_fit import fit_line
 
 COSTMODEL, LINE = "costmodel", "line"
+# The sizes a decode / verify step's collectives have (fitting.HOLDOUT_RANGE), cut where SIZE_BANDS are.
+DECISION_BANDS = ((8 << 10, 64 << 10, "8-64 KB"), (64 << 10, (1 << 20) + 1, "64 KB-1 MB"))
 
 
 def cohort_of(record: dict, meta: dict) -> str:
@@ -36,23 +39,61 @@ def tag(samples: list[fitting.Sample], cohort: str) -> list[fitting.Sample]:
     return [replace(s, cohort=cohort) for s in samples]
 
 
+def band_errors(params: CostParams, samples: list[fitting.Sample]) -> tuple[tuple[str, float], ...]:
+    """Per decision band holding samples: the largest absolute % error of `params` there."""
+    errors = list(zip(samples, fitting.abs_pct_errors(params, samples)))
+    rows = []
+    for low, high, name in DECISION_BANDS:
+        band = [e for s, e in errors if low <= s.bytes < high]
+        if band:
+            rows.append((name, math.ceil(max(band) * 10) / 10))  # rounded up: never below an error seen
+    return tuple(rows)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One model fitted on a cohort's fit sizes, with its errors on the sizes it was judged on."""
+
+    model: str
+    """COSTMODEL or LINE."""
+    params: CostParams
+    """The fit (a line rides on the cost model's parameters as `line`)."""
+    held_pct: float
+    """The largest absolute % error on the held-out sizes: what the two models are judged by."""
+    bands: tuple[tuple[str, float], ...]
+    """Per decision band: the largest absolute % error over its fitted and held-out sizes."""
+
+    @property
+    def expected_pct(self) -> float:
+        """The error this fit claims: the largest over its bands."""
+        return max(pct for _, pct in self.bands)
+
+
 @dataclass(frozen=True)
 class CohortVerdict:
-    """One cohort's held-out errors (cost model and line, same split) and the model its calibration uses; `runs`:
-    the holdout test of each log run apart (what `calibrate --holdout` prints)."""
+    """One cohort's judgement: both fits on the same split, the one written (`model`) and why; `runs`: the holdout
+    test of each log run apart (what `calibrate --holdout` prints)."""
 
     cohort: str
     samples: int
     runs: tuple[fitting.Holdout, ...]
-    costmodel_held_pct: float | None
-    line_held_pct: float | None
+    fit_sizes: tuple[int, ...]
+    held_sizes: tuple[int, ...]
+    candidates: tuple[Candidate, ...]
     model: str
     note: str
 
+    def held_pct(self, model: str) -> float | None:
+        return next((c.held_pct for c in self.candidates if c.model == model), None)
+
+    @property
+    def chosen(self) -> Candidate | None:
+        return next((c for c in self.candidates if c.model == self.model), None)
+
 
 def judge(samples: list[fitting.Sample], prior: CostParams) -> list[CohortVerdict]:
-    """Per cohort: both models fitted on every other size of the cohort in 8 KB-1 MB (its runs pooled, as the
-    calibration file is) and judged on the other sizes; the model with the smaller held-out error is written."""
+    """Per cohort: both models fitted on every other size of the cohort in 8 KB-1 MB (its runs pooled) and judged
+    on the other sizes by their largest error there; the one with the smaller is written."""
     low, high = fitting.HOLDOUT_RANGE
     verdicts = []
     for cohort in sorted({s.cohort for s in samples}):
@@ -61,39 +102,30 @@ def judge(samples: list[fitting.Sample], prior: CostParams) -> list[CohortVerdic
         sizes = sorted({s.bytes for s in members if low <= s.bytes <= high})
         if len(sizes) < 4:
             note = f"{len(sizes)} size(s) in 8 KB-1 MB: too few to hold any out, nor to judge the cost model by a line"
-            verdicts.append(CohortVerdict(cohort, len(members), runs, None, None, COSTMODEL, note))
+            verdicts.append(CohortVerdict(cohort, len(members), runs, (), (), (), COSTMODEL, note))
             continue
-        fit_sizes, held_sizes = set(sizes[0::2]), set(sizes[1::2])
+        fit_sizes, held_sizes = tuple(sizes[0::2]), tuple(sizes[1::2])
         fitted = [s for s in members if s.bytes in fit_sizes]
         held = [s for s in members if s.bytes in held_sizes]
-        mine = round(median(fitting.abs_pct_errors(fitting.fit(fitted, prior), held)), 1)
-        line_model = fit_line([s.bytes for s in fitted], [s.time_us for s in fitted])
-        line = round(median_abs_pct(line_model, [s.bytes for s in held], [s.time_us for s in held]), 1)
-        if mine <= line:
-            model, note = COSTMODEL, f"the cost model ({mine:g} %) does at least as well as a line ({line:g} %)"
+        judged = fitted + held
+        params = fitting.fit(fitted, prior)
+        line = fit_line([s.bytes for s in fitted], [s.time_us for s in fitted])
+        candidates = tuple(
+            Candidate(model, fit, round(max(fitting.abs_pct_errors(fit, held)), 1), band_errors(fit, judged))
+            for model, fit in (
+                (COSTMODEL, params),
+                (LINE, replace(params, line=(line.intercept_us, line.us_per_byte))),
+            )
+        )
+        mine, line_pct = candidates[0].held_pct, candidates[1].held_pct
+        if mine <= line_pct:
+            model = COSTMODEL
+            note = f"the cost model (worst held out {mine:g} %) does at least as well as a line ({line_pct:g} %)"
         else:
             model = LINE
             note = (
-                f"fallback: a latency + bandwidth line errs {line:g} % held out where the cost model errs {mine:g} %, "
-                "so this calibration is the line (it predicts every NCCL setting on this transport alike)"
+                f"fallback: a latency + bandwidth line errs at worst {line_pct:g} % held out where the cost model errs "
+                f"{mine:g} %, so this calibration is the line (it predicts every NCCL setting on this transport alike)"
             )
-        verdicts.append(CohortVerdict(cohort, len(members), runs, mine, line, model, note))
+        verdicts.append(CohortVerdict(cohort, len(members), runs, fit_sizes, held_sizes, candidates, model, note))
     return verdicts
-
-
-def line_in_range(samples: list[fitting.Sample]) -> Line:
-    """The line of a cohort over the sizes of a decode / verify step's collectives (HOLDOUT_RANGE)."""
-    low, high = fitting.HOLDOUT_RANGE
-    chosen = [s for s in samples if low <= s.bytes <= high] or samples
-    return fit_line([s.bytes for s in chosen], [s.time_us for s in chosen])
-
-
-def claimed_error(held_pct: float | None, in_sample_pct: float) -> float | None:
-    """What a calibration may claim: its held-out error, never below its own in-sample error."""
-    return None if held_pct is None else round(max(held_pct, in_sample_pct), 1)
-
-
-def line_in_sample_pct(line: Line, samples: list[fitting.Sample]) -> float:
-    low, high = fitting.HOLDOUT_RANGE
-    chosen = [s for s in samples if low <= s.bytes <= high] or samples
-    return median_abs_pct(line, [s.bytes for s in chosen], [s.time_us for s in chosen])

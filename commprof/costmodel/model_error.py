@@ -1,7 +1,7 @@
 """The expected error of a simulation, with its source: what "within model error" is judged by.
 
-With a calibration: its error on sizes it was not fitted on (`commprof calibrate` records it as
-fit.holdout_median_pct). Without one, the prior (NCCL's own tuning model): its median absolute error on real
+With a calibration: the largest error over the bands of decode / verify sizes it was judged on
+(`commprof calibrate` records it as fit.expected_error_pct). Without one, the prior (NCCL's own tuning model): its median absolute error on real
 nccl-tests logs over the sizes of a decode / verify step's collectives (8 KB-1 MB), computed with the calibration
 code and recorded in prior_error.toml with each log's sha256. Recompute that record (tests/test_model_error.py
 does, and fails when it drifts):
@@ -117,7 +117,10 @@ def expected_error(
     if unknown:
         return unknown[0]
     worst = max(errors, key=lambda e: e.pct)
-    return worst if len(errors) == 1 else ModelError(worst.pct, f"{worst.basis}; the largest of {len(errors)} used")
+    if len(errors) == 1:
+        return worst
+    boxes = next((e.boxes for e in errors if e.boxes), None)
+    return ModelError(worst.pct, f"{worst.basis}; the largest of {len(errors)} used", boxes)
 
 
 def main(argv: list[str]) -> int:

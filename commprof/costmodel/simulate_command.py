@@ -10,11 +10,13 @@ from rich.table import Table
 
 from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.command import console_for, file_run_meta
-from commprof.costmodel.model_error import expected_error
+from commprof.costmodel.fitted_box import applied_to, over_plan_sizes, topology_facts
+from commprof.costmodel.model_error import expected_error, prior_error
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
+from commprof.planner.plan import build_step_plan
 from commprof.records.files import META_FILE, RESULTS_FILE, append_plan, append_records, new_run_dir, write_json
 from commprof.textfiles import read_text
 
@@ -111,6 +113,13 @@ def simulate(
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
         calibration = params_from_toml(text, str(calibration_file))
+        tp = spec.tp or topology.gpus
+        prior = topology.prior_error or prior_error(tp)
+        plans = [
+            build_step_plan(spec.model_shape, tp, t, spec.phase, spec.dtype, spec.plan_options) for t in spec.tokens
+        ]
+        sizes = {op.bytes for plan in plans for op in plan.ops if op.collective == "all_reduce"}
+        calibration = applied_to(over_plan_sizes(calibration, sizes, prior), topology_facts(topology, tp), prior)
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
     simulation = simulate_run(spec, topology, calibration, run_dir.name, graphs=graphs)

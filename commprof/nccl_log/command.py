@@ -45,8 +45,12 @@ def format_explanation(summary: NcclLogSummary, findings: list) -> str:
     head = [f"NCCL {d['version'] or '(version not in the log)'}"]
     if d["nranks"]:
         head.append(f"{d['nranks']} ranks")
-    if d["nnodes"]:
-        head.append(f"{d['nnodes']} node(s)")
+    head.append(
+        {
+            "nNodes": f"{d['nnodes']} node(s)",
+            "host hashes": f"at least {d['nnodes']} node(s) (distinct host hashes)",
+        }.get(d["nnodes_basis"], "node count unknown (NCCL printed no nNodes)")
+    )
     if counts:
         head.append(
             f"{counts.get('coll')} coll channels, {counts.get('p2p')} p2p ({counts.get('p2p_per_peer')} per peer)"

@@ -6,6 +6,7 @@ CUDA-graph serving; the evidence is the log's own lines, so a user can find them
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -204,6 +205,61 @@ def no_algorithm(s: NcclLogSummary) -> Finding | None:
     )
 
 
+# NCCL's check that its kernels' dynamic shared memory fits the device (src/enqueue.cc, ncclInitKernelsForDevice):
+# 2.25.1 INFO "ncclMaxSharedMem %d exceeds device/fn maxSharedMem %zu" (it lowers the request, and on RTX 5090 the
+# communicator then fails: NVIDIA/nccl#1637, fixed in 2.26); 2.26.2-2.29.2 WARN "cudaArch %d ncclMaxSharedMem %d
+# exceeds device/fn maxSharedMem %zu" and 2.29.7-2.30.7 WARN "cudaArch %d dynamic smem %d exceeds device/fn
+# maxSharedMem %d", both returning ncclSystemError.
+_SHARED_MEM = re.compile(
+    r"(?:cudaArch (\d+) )?(?:ncclMaxSharedMem|dynamic smem) (\d+) exceeds device/fn maxSharedMem (\d+)"
+)
+# CUDA errors NCCL prints while loading or launching its kernels: "Cuda failure '%s'" (src/include/checks.h) and
+# "Cuda failure %d '%s'" (src/include/cudawrap.h, the driver calls: cuLaunchKernelEx in src/enqueue.cc), 2.21-2.30.
+LAUNCH_ERRORS = {
+    "no kernel image is available": "this NCCL has no kernels for this GPU's architecture",
+    "invalid device function": "this NCCL has no kernels for this GPU's architecture",
+    "too many resources requested for launch": "a kernel asks more registers or shared memory than the GPU has",
+    "unspecified launch failure": "a kernel faulted (an illegal access, often a driver or P2P problem)",
+    "launch timed out": "a kernel ran past the display watchdog (a GPU that drives a display)",
+}
+
+
+def shared_memory_too_small(s: NcclLogSummary) -> Finding | None:
+    """NCCL's kernels ask more shared memory than the device allows them: their setup fails."""
+    evidence = _lines(s, "shared_mem")
+    if not evidence:
+        return None
+    m = _SHARED_MEM.search(evidence[0])
+    arch = f"cudaArch {m.group(1)}: " if m and m.group(1) else ""
+    figures = f" ({arch}{m.group(2)} B asked, {m.group(3)} B allowed)" if m else ""
+    return Finding(
+        "shared_memory_too_small",
+        FAIL,
+        f"NCCL's kernels ask more shared memory than the device allows them{figures}: NCCL cannot run its "
+        "collectives on this GPU (the known failure of NCCL 2.25.1 on RTX 5090, NVIDIA/nccl#1637)",
+        "upgrade NCCL to 2.26 or later (fixed there), or use an NCCL built for this GPU's architecture; the version "
+        "line of NCCL_DEBUG=INFO says which one loaded (a PyTorch wheel brings its own)",
+        evidence[:3],
+    )
+
+
+def launch_failure(s: NcclLogSummary) -> Finding | None:
+    """A CUDA error while NCCL loads or launches its kernels, with what that error means."""
+    evidence = _warned(s, *LAUNCH_ERRORS)
+    if not evidence:
+        return None
+    first = evidence[0].lower()
+    meaning = next(why for needle, why in LAUNCH_ERRORS.items() if needle in first)
+    return Finding(
+        "launch_failure",
+        FAIL,
+        f"NCCL's kernel failed to load or launch: {evidence[0].removeprefix('NCCL WARN ')} ({meaning})",
+        "check that the NCCL loaded matches the GPU and the CUDA runtime (NCCL_DEBUG=INFO prints its version), "
+        "that no other process holds the GPU, and run `commprof doctor`",
+        evidence[:3],
+    )
+
+
 def net_within_node(s: NcclLogSummary) -> Finding | None:
     if not s.transports.get("NET") or s.nnodes != 1:
         return None
@@ -218,7 +274,7 @@ def net_within_node(s: NcclLogSummary) -> Finding | None:
 
 
 def other_warnings(s: NcclLogSummary) -> Finding | None:
-    known = (*DUPLICATE_GPU, "captur", "no algorithm/protocol available")
+    known = (*DUPLICATE_GPU, "captur", "no algorithm/protocol available", "exceeds device/fn", *LAUNCH_ERRORS)
     rest = [f"NCCL WARN {w}" for w in s.warnings if not any(k in w.lower() for k in known)]
     if not rest:
         return None
@@ -232,6 +288,8 @@ def other_warnings(s: NcclLogSummary) -> Finding | None:
 
 
 RULES: tuple[Callable[[NcclLogSummary], Finding | None], ...] = (
+    shared_memory_too_small,
+    launch_failure,
     duplicate_gpu,
     no_algorithm,
     capture_error,

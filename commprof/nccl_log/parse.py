@@ -62,6 +62,8 @@ _CHOICE = re.compile(
 )
 # "comm %p rank %d nRanks %d nNodes %d localRanks %d ..." (>= 2.9); "ncclCommInitRank comm %p rank %d nranks %d
 # cudaDev %d ..." and "comm %p rank %d nranks %d cudaDev %d busId %lx ... - Init COMPLETE" (every version).
+# WARN "Failed to determine local ranks rank %d hostHash %lx ..." (src/init.cc, 2.21-2.30): one hash per host.
+_HOST_HASH = re.compile(r"\bhostHash (?:0x)?([0-9a-fA-F]+)\b")
 _COMM = re.compile(r"\bcomm (0x[0-9a-fA-F]+) rank (\d+) n[Rr]anks (\d+)(?: nNodes (\d+))?(?: cudaDev (\d+))?")
 _SET_BY_ENV = re.compile(r"^(NCCL_\w+) set by environment to (.*?)\.?\s*$")
 # src/enqueue.cc: "%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d comm %p [nranks=%d]"
@@ -97,6 +99,7 @@ class NcclLogSummary:
     tuning_table: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     communicators: dict[str, dict[str, int | None]] = field(default_factory=dict)
     hosts: list[str] = field(default_factory=list)
+    host_hashes: list[str] = field(default_factory=list)  # the distinct "hostHash %lx" values NCCL printed
     env: dict[str, str] = field(default_factory=dict)  # variables NCCL says were set by the environment
     tuner_plugin: str | None = None
     trees: list[dict[str, Any]] = field(default_factory=list)  # per rank and channel: {rank, channel, down, up}
@@ -114,15 +117,19 @@ class NcclLogSummary:
 
     @property
     def nnodes(self) -> int | None:
-        """Nodes as NCCL counted them (>= 2.9 "nNodes"); else the distinct host names of the line prefixes, and at
-        least 2 where a connection goes through NET (ranks on two nodes connect only so; prefix-less lines and
-        launchers that drop the host name leave no names to count)."""
+        """NCCL's "nNodes" (>= 2.9), else the distinct host hashes it printed (at least that many nodes; see
+        _HOST_HASH), else None: host names are no node count (containers of several nodes may share one)."""
         counts = [c["nnodes"] for c in self.communicators.values() if c.get("nnodes")]
         if counts:
             return max(counts)
-        if self.transports.get("NET"):
-            return max(2, len(self.hosts))
-        return len(self.hosts) or None
+        return len(self.host_hashes) or None
+
+    @property
+    def nnodes_basis(self) -> str:
+        """Where nnodes comes from: "nNodes", "host hashes" (at least that many) or "unknown"."""
+        if any(c.get("nnodes") for c in self.communicators.values()):
+            return "nNodes"
+        return "host hashes" if self.host_hashes else "unknown"
 
     @property
     def p2p_level(self) -> str | None:
@@ -162,6 +169,7 @@ class NcclLogSummary:
             "version": self.version,
             "nranks": self.nranks,
             "nnodes": self.nnodes,
+            "nnodes_basis": self.nnodes_basis,
             "transports": self.transports,
             "peer_transports": self.peer_transports,
             "channels": self.channels,
@@ -216,6 +224,11 @@ def parse_nccl_log(text: str) -> NcclLogSummary:
             state.seen_hosts.add(head.group("host"))
             summary.hosts.append(head.group("host"))
         msg = line[head.end() :].strip()
+        for host_hash in _HOST_HASH.findall(msg):
+            if host_hash not in summary.host_hashes:
+                summary.host_hashes.append(host_hash)
+        if "exceeds device/fn maxSharedMem" in msg:  # INFO in 2.25.1, WARN from 2.26 (commprof.nccl_log.findings)
+            _keep(summary, "shared_mem", line)
         if head.group("kind") == "WARN":
             summary.warnings.append(msg)
             _keep(summary, "warn", line)

@@ -20,7 +20,15 @@ HYBRID_MIXERS = {"M": "mamba", "*": "attn", "-": "mlp", "E": "moe"}
 # The same mixers as newer Nemotron-H configs spell them (layers_block_type).
 BLOCK_TYPES = {"mamba": "mamba", "attention": "attn", "mlp": "mlp", "moe": "moe"}
 
-LAYOUT_HELP = "--layout standard|parallel|hybrid:PATTERN (PATTERN: one of M * - E per layer, Nemotron-H's letters)"
+LAYOUT_HELP = (
+    "--layout standard|parallel|hybrid:PATTERN[+extra@SITE:WIDTH[:DTYPE]...] (PATTERN: one of M * - E per layer, "
+    "Nemotron-H's letters; each +extra: one more all-reduce of [T, WIDTH] before every SITE reduction, SITE one of "
+    "attn, mlp, moe, attn+mlp, mamba; DTYPE float32, bfloat16 or float16, default the model's)"
+)
+EXTRA_SITES = ("attn", "mlp", "moe", "attn+mlp", "mamba")
+EXTRA_DTYPES = ("float32", "bfloat16", "float16")
+# One extra small all-reduce per layer: (the site it precedes, width per token, dtype or None for the model's).
+Extra = tuple[str, int, str | None]
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,18 @@ class Family:
     engine: str  # the engine code this rule mirrors
     # Config facts that turn this family's layout into another (Falcon without parallel_attn is standard).
     layout_of: Callable[[dict], str] | None = None
+    # Engines whose model file issues this family's reductions otherwise: (engine, layout, the code that says so);
+    # `layout` and `engine` above are then the other engine's.
+    engine_layouts: tuple[tuple[str, str, str], ...] = ()
+    # Small all-reduces each layer issues besides its reductions (MiniMax-M2's q/k variance before attention).
+    extras: tuple[Extra, ...] = ()
+
+    def layout_for(self, engine: str, config: dict) -> str:
+        """The layout under `engine` ("vllm", "sglang")."""
+        for name, layout, _code in self.engine_layouts:
+            if name == engine:
+                return layout
+        return self.layout_of(config) if self.layout_of else self.layout
 
 
 def _falcon_layout(config: dict) -> str:
@@ -84,16 +104,36 @@ FAMILIES: tuple[Family, ...] = (
         ("CohereForCausalLM", "Cohere2ForCausalLM"),
         "standard",
         False,
-        "models/commandr.py (both engines): attention and MLP run in parallel, but o_proj and down_proj are "
-        "RowParallelLinear with reduce_results=True, so each all-reduces (LayerNorm follows)",
+        "SGLang 0.5.23 models/commandr.py: attention and MLP run in parallel, but o_proj and down_proj are "
+        "RowParallelLinear with the default reduce_results=True, so each all-reduces (LayerNorm follows)",
+        engine_layouts=(
+            (
+                "vllm",
+                "parallel",
+                "vLLM 0.33 models/commandr.py: CohereMLP and o_proj take reduce_results=False, and "
+                "CohereDecoderLayer.forward all-reduces attention + MLP once (LayerNorm follows)",
+            ),
+        ),
     ),
     Family(
         "GPT-NeoX / GPT-J",
         ("GPTNeoXForCausalLM", "GPTJForCausalLM"),
         "standard",
         False,
-        "vLLM models/gpt_neox.py, gpt_j.py: with or without use_parallel_residual, dense and dense_4h_to_h "
-        "(out_proj and fc_out) each all-reduce (LayerNorm follows)",
+        "GPT-J: vLLM 0.33 and SGLang 0.5.23 models/gpt_j.py, out_proj and fc_out RowParallelLinear each "
+        "all-reduce; GPT-NeoX: no model file in either (vLLM 0.33 runs it with its Transformers backend, by "
+        "transformers' GPTNeoXConfig.base_model_tp_plan: attention.dense and mlp.dense_4h_to_h row-wise, each "
+        "reduced); LayerNorm follows",
+    ),
+    Family(
+        "MiniMax-M2",
+        ("MiniMaxM2ForCausalLM",),
+        "standard",
+        True,
+        "vLLM 0.33 models/minimax_m2.py with layers/minimax_rms_norm/rms_norm_tp.py (_all_reduce_variance) and "
+        "SGLang 0.5.23 models/minimax_m2.py (MiniMaxM2QKRMSNorm, attn_tp_all_reduce): the q and k RMSNorm over "
+        "TP-split heads all-reduces a [T, 2] fp32 variance before attention; o_proj and the MoE each all-reduce",
+        extras=(("attn", 2, "float32"),),
     ),
     Family(
         "Nemotron-H",
@@ -106,6 +146,15 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 KNOWN = {arch: family for family in FAMILIES for arch in family.architectures}
+# Architectures no one layout describes, and why (a refusal says so rather than suggest a layout that is wrong).
+NOT_EXPRESSIBLE = {
+    "KimiK3ForConditionalGeneration": (
+        "its latent MoE reduces the latent [T, moe hidden] and the shared experts' [T, H] apart or fused into one "
+        "all-reduce depending on the token count and the GPU (vLLM 0.33 models/kimi_k3/nvidia/latent_moe_runner.py"
+        "); no one layout holds for every T. For a T that reduces them apart: --layout "
+        "standard+extra@moe:<moe hidden size>"
+    ),
+}
 # Architectures with no DP-attention path in SGLang 0.5.23: their model files (models/commandr.py for both Cohere
 # classes, models/mixtral.py, models/gpt_j.py) never use LayerCommunicator or the attention-TP group, and SGLang
 # has no model file for Falcon or GPT-NeoX at all; --enable-dp-attention cannot apply to them.
@@ -146,6 +195,8 @@ def family_of(architecture: str | None, source: str) -> Family:
     """The family of an architecture; UsageError naming the known ones and the override otherwise."""
     if architecture in KNOWN:
         return KNOWN[architecture]
+    if architecture in NOT_EXPRESSIBLE:
+        raise UsageError(f"{source}: architecture {architecture!r} cannot be planned: {NOT_EXPRESSIBLE[architecture]}")
     what = f"architecture {architecture!r}" if architecture else "no architecture (config has no 'architectures')"
     raise UsageError(
         f"{source}: {what} is not one commprof knows how to plan ({known_families()}); say how its layers "
@@ -153,12 +204,20 @@ def family_of(architecture: str | None, source: str) -> Family:
     )
 
 
-def parse_layout(text: str) -> tuple[str, str | None]:
-    """A --layout value: ("standard", None), ("parallel", None) or ("hybrid", PATTERN)."""
-    name, _, pattern = str(text).partition(":")
+def parse_layout(text: str) -> tuple[str, str | None, tuple[Extra, ...]]:
+    """A --layout value: ("standard" | "parallel" | "hybrid", PATTERN or None, its +extra all-reduces)."""
+    base, *extra_texts = str(text).split("+extra@")
+    name, _, pattern = base.partition(":")
     if name not in LAYOUTS or (name == "hybrid") != bool(pattern):
         raise UsageError(f"--layout {text!r} is not a layout (allowed: {LAYOUT_HELP})")
-    return name, pattern or None
+    extras = []
+    for item in extra_texts:
+        site, _, rest = item.partition(":")
+        width, _, dtype = rest.partition(":")
+        if site not in EXTRA_SITES or not width.isdigit() or int(width) < 1 or dtype not in ("", *EXTRA_DTYPES):
+            raise UsageError(f"--layout {text!r}: +extra@{item} is not SITE:WIDTH[:DTYPE] (allowed: {LAYOUT_HELP})")
+        extras.append((site, int(width), dtype or None))
+    return name, pattern or None, tuple(extras)
 
 
 def moe_layers(text: dict, num_layers: int) -> frozenset[int]:

@@ -7,6 +7,7 @@ import json
 import click
 
 from commprof.planner.architectures import LAYOUT_HELP
+from commprof.planner.engines import DEFAULT_MXFP4_BACKEND, ENGINE_HELP, MXFP4_HIDDEN_MULTIPLE, parse_plan_engine
 from commprof.planner.models import load_model
 from commprof.planner.plan import COLLECTIVES, PHASES, SPEC_METHODS, PlanOptions, StepPlan, build_step_plan, step_tokens
 from commprof.planner.speculative import tokens_per_request
@@ -77,6 +78,13 @@ def format_plan(plan: StepPlan) -> str:
 @click.option("--draft-vocab", type=int, default=None, help="EAGLE-3 head's draft_vocab_size (default: the model's).")
 @click.option("--dp-attention", is_flag=True, help="SGLang DP attention (DP size = TP); T is tokens per rank.")
 @click.option("--layout", default=None, help=f"Override the layout the architecture implies: {LAYOUT_HELP}.")
+@click.option("--engine", default=None, help=f"Plan as this engine issues the model's collectives: {ENGINE_HELP}.")
+@click.option(
+    "--mxfp4-backend",
+    type=click.Choice(tuple(MXFP4_HIDDEN_MULTIPLE)),
+    default=None,
+    help=f"vLLM's MXFP4 MoE backend, which pads the MoE all-reduce (default {DEFAULT_MXFP4_BACKEND}, assumed).",
+)
 @click.option("--pad-to-graph-bucket", is_flag=True, help="Pad the batch to SGLang's CUDA-graph bucket.")
 @click.option("--dtype", default=None, help="Activation dtype (default: the model's).")
 @click.option("--json", "as_json", is_flag=True, help='Print JSON: an object with an "ops" list.')
@@ -92,13 +100,15 @@ def plan(
     draft_vocab,
     dp_attention,
     layout,
+    engine,
+    mxfp4_backend,
     pad_to_graph_bucket,
     dtype,
     as_json,
 ):
     from commprof.planner.models import normalize_dtype
 
-    shape = load_model(model, layout)
+    shape = load_model(model, layout, parse_plan_engine(engine) if engine else None, mxfp4_backend)
     if tokens is None:
         tokens = tokens_per_request(spec_method, num_steps, draft_tokens=draft_tokens) if spec_method else 1
     options = PlanOptions(spec_method, num_steps, draft_vocab, dp_attention)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from commprof.errors import UsageError
 from commprof.planner import architectures
+from commprof.planner.engines import DEFAULT_ENGINE, DEFAULT_MXFP4_BACKEND, engine_name, mxfp4_moe_width
 from commprof.textfiles import read_json
 
 # Preset name -> bundled config.json (copied verbatim from the published configs, see presets/SOURCES.md).
@@ -54,6 +55,9 @@ class ModelShape:
     # Every layer's reduction sites in engine order (commprof/planner/architectures.py); empty: standard dense layers.
     layers: tuple[tuple[str, ...], ...] = ()
     layout: str = "standard"  # "standard", "parallel" or "hybrid"
+    # Extra small all-reduces per layer: (the site each precedes, width per token, dtype; None: the model's).
+    extras: tuple[tuple[str, int, str | None], ...] = ()
+    moe_width: int | None = None  # the MoE all-reduce's width where the engine pads it (MXFP4); None: hidden_size
     family: str = ""  # the family rule that decided the layout, or "--layout" when the user did
     architecture: str = ""
     rmsnorm_after: bool = True  # residual add + RMSNorm follows each layer reduction (fusable)
@@ -96,10 +100,19 @@ def _positive_int(value, key: str, source: str) -> int:
     return value
 
 
-def shape_from_config(config: dict, name: str, source: str, layout: str | None = None) -> ModelShape:
+def shape_from_config(
+    config: dict,
+    name: str,
+    source: str,
+    layout: str | None = None,
+    engine: str | None = None,
+    mxfp4_backend: str | None = None,
+) -> ModelShape:
     """Read a config's shape and layer layout, looking inside "text_config" for multimodal wrappers.
 
-    `layout` ("standard", "parallel" or "hybrid:PATTERN") overrides what the architecture says.
+    `layout` ("standard", "parallel" or "hybrid:PATTERN") overrides what the architecture says; `engine`
+    ("vllm==0.33", ...; default DEFAULT_ENGINE) picks the engine's layout where a family's differs by engine, and
+    with an MXFP4 checkpoint the MoE all-reduce's padded width (`mxfp4_backend`, engines.MXFP4_HIDDEN_MULTIPLE).
     """
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
     merged = {**config, **text}
@@ -136,23 +149,34 @@ def shape_from_config(config: dict, name: str, source: str, layout: str | None =
     architecture = architectures.architecture_of(text, config)
     if layout is None:
         family = architectures.family_of(architecture, source)
-        chosen = family.layout_of(merged) if family.layout_of else family.layout
-        rmsnorm_after, family_name, pattern = family.rmsnorm_after, family.name, None
+        chosen = family.layout_for(engine_name(engine or DEFAULT_ENGINE), merged)
+        rmsnorm_after, family_name, pattern, extras = family.rmsnorm_after, family.name, None, family.extras
+        if family.engine_layouts:  # the layout is this engine's: the plan says which
+            family_name = f"{family.name}, as {engine or DEFAULT_ENGINE} issues it"
         if chosen == "hybrid":
             pattern = architectures.hybrid_pattern(merged, values["num_layers"], source)
     else:
-        chosen, pattern = architectures.parse_layout(layout)
+        chosen, pattern, extras = architectures.parse_layout(layout)
         if pattern is not None:
             pattern = architectures.check_pattern(pattern, values["num_layers"], source)
         rmsnorm_after, family_name = True, "--layout"
     moe = architectures.moe_layers(merged, values["num_layers"])
     layers = architectures.layer_sites(chosen, values["num_layers"], moe, pattern)
+    quantization = merged.get("quantization_config") if isinstance(merged.get("quantization_config"), dict) else {}
+    moe_width = None
+    if quantization.get("quant_method") == "mxfp4" and moe:
+        moe_width = mxfp4_moe_width(values["hidden_size"], engine or DEFAULT_ENGINE, mxfp4_backend)
+        if moe_width is not None:
+            backend = mxfp4_backend or f"{DEFAULT_MXFP4_BACKEND}, assumed"
+            family_name += f"; MXFP4 MoE all-reduce padded to {moe_width} ({backend} backend)"
     return ModelShape(
         name=name,
         dtype=normalize_dtype(dtype),
         source=source,
         layers=layers,
         layout=chosen,
+        extras=extras,
+        moe_width=moe_width,
         family=family_name,
         architecture=architecture or "",
         rmsnorm_after=rmsnorm_after,
@@ -173,12 +197,15 @@ def config_default(architecture: str | None, key: str) -> int | None:
     return default[0] if default else None
 
 
-def load_model(spec: str, layout: str | None = None) -> ModelShape:
-    """A preset name (see PRESETS) or a path to a config.json (or its folder); `layout` as in shape_from_config."""
+def load_model(
+    spec: str, layout: str | None = None, engine: str | None = None, mxfp4_backend: str | None = None
+) -> ModelShape:
+    """A preset name (see PRESETS) or a path to a config.json (or its folder); `layout`, `engine` and
+    `mxfp4_backend` as in shape_from_config."""
     key = spec.lower()
     if key in PRESETS:
         text = resources.files("commprof.planner.presets").joinpath(PRESETS[key]).read_text()
-        return shape_from_config(json.loads(text), key, f"preset:{key}", layout)
+        return shape_from_config(json.loads(text), key, f"preset:{key}", layout, engine, mxfp4_backend)
     path = Path(spec)
     if path.is_dir():
         path = path / "config.json"
@@ -193,4 +220,4 @@ def load_model(spec: str, layout: str | None = None) -> ModelShape:
     config = read_json(path, "model config")
     if not isinstance(config, dict):
         raise UsageError(f"{path}: expected a JSON object")
-    return shape_from_config(config, name, str(path), layout)
+    return shape_from_config(config, name, str(path), layout, engine, mxfp4_backend)

@@ -54,6 +54,7 @@ class Run:
     warmup: int | None = None
     devices: list[str] = field(default_factory=list)
     nccl_version: str | None = None
+    env: dict[str, str] = field(default_factory=dict)  # the NCCL settings the log states it ran under
     avg_busbw_gbps: float | None = None
     out_of_bounds: int | None = None
     rows: list[Row] = field(default_factory=list)
@@ -70,6 +71,7 @@ class Run:
             "warmup": self.warmup,
             "devices": self.devices,
             "nccl_version": self.nccl_version,
+            "env": dict(self.env),
             "avg_busbw_gbps": self.avg_busbw_gbps,
             "out_of_bounds": self.out_of_bounds,
             "rows": len(self.rows),

@@ -17,7 +17,7 @@ def run_records(parsed: ParsedLog, run_id: str, first_point: int, now: str) -> l
     for offset, run in enumerate(parsed.runs):
         point_id = point_ids.point_id(first_point + offset)
         label = f"{name}:{run.line} {run.collective} x{run.ranks or '?'}" + (" graph" if run.graph else "")
-        point = {"label": label, "impl": "nccl", "env": {}, "options": {}}
+        point = {"label": label, "impl": "nccl", "env": dict(run.env), "options": {}}
         for row in run.rows:
             for place, values in row.places.items():
                 wrong = values["wrong"]

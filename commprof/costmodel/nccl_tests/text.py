@@ -36,6 +36,10 @@ _PREFIX = re.compile(r"^(?:\[\d+,(\d+)\]<stdout>:|>\s?)")
 # + patch since NCCL 2.9), and NCCL's own "NCCL version 2.19.3+cuda12.3" (NCCL_DEBUG=INFO, or printed by tests).
 _TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+\S+.*\bnccl-library=(\d+)")
 _NCCL_VERSION = re.compile(r"\bNCCL version\s+(\d+\.\d+\.\d+)")
+# The NCCL settings a log states: on the command line ("NCCL_P2P_LEVEL=SYS ./build/all_reduce_perf ...",
+# "export NCCL_P2P_LEVEL=SYS") and in NCCL's own "NCCL INFO NCCL_P2P_LEVEL set by environment to SYS".
+_ENV_ASSIGN = re.compile(r"(?:^|[\s;$#])(NCCL_[A-Z0-9_]+)=([^\s;'\"]+)")
+_ENV_INFO = re.compile(r"\bNCCL INFO (NCCL_[A-Z0-9_]+) set by environment to ([^\s.]+)")
 _PER_ITER = ("i_min", "i_max", "i_p99", "i_cv%")
 
 
@@ -138,13 +142,16 @@ class _TextReader:
         self.warnings: list[str] = []
         self.program: str | None = None  # last *_perf named in the text (command line or "Collective test starting")
         self.version: str | None = None  # the last NCCL version the text states
+        self.env: dict[str, str] = {}  # the NCCL settings the text's command lines state, for the runs that follow
         self.run: Run | None = None
         self.columns: list[str] | None = None
         self.in_table = False
 
     def current_run(self, number: int) -> Run:
         if self.run is None:
-            self.run = Run(line=number, collective=self.program, ranks=None, nccl_version=self.version)
+            self.run = Run(
+                line=number, collective=self.program, ranks=None, nccl_version=self.version, env=dict(self.env)
+            )
             self.runs.append(self.run)
         return self.run
 
@@ -179,6 +186,10 @@ class _TextReader:
         program_match = PROGRAM.search(body)
         if program_match and not _ROW_START.match(body):
             self.program = program_match.group(1)
+        if program_match or re.match(r"(?:[$#]\s*)?export\s", body):
+            self.env.update(_ENV_ASSIGN.findall(body))
+        elif (info := _ENV_INFO.search(body)) and self.run is not None and not self.run.rows:
+            self.run.env[info.group(1)] = info.group(2)
 
     def _start_run(self, number: int, match: re.Match[str]) -> None:
         run = Run(
@@ -188,6 +199,7 @@ class _TextReader:
             nthread=int(match.group(1)),
             ngpus=int(match.group(2)),
             nccl_version=self.version,
+            env=dict(self.env),
         )
         self.runs.append(run)
         self.run = run

@@ -17,6 +17,7 @@ from commprof.errors import UsageError
 from commprof.impls import registry
 from commprof.planner.architectures import parse_layout
 from commprof.planner.engine_sizes import engine_tokens
+from commprof.planner.engines import parse_plan_engine
 from commprof.planner.models import load_model, normalize_dtype
 from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
 from commprof.planner.spacing import ComputeSpec, SkewSpec
@@ -64,6 +65,7 @@ RUN_KEYS = (
     "point_timeout_s",
     "interconnect",
     "layout",
+    "engine",
     "spec",
     "num_steps",
     "draft_vocab",
@@ -181,10 +183,19 @@ def parse_sweep(
             layout = None
     elif layout is not None:
         layout = None
+    engine = run.get("engine")
+    if engine is not None and problems.string(engine, "run.engine") is not None:
+        try:
+            engine = parse_plan_engine(engine)
+        except UsageError as exc:
+            problems.error("run.engine", str(exc))
+            engine = None
+    elif engine is not None:
+        engine = None
     shape = None
     if problems.string(model, "run.model") is not None:
         try:
-            shape = load_model(model, layout)  # once: the spec carries it to every stage and trial
+            shape = load_model(model, layout, engine)  # once: the spec carries it to every stage and trial
         except UsageError as exc:
             problems.error("run.model", str(exc))
     plan_options = PlanOptions()
@@ -279,6 +290,7 @@ def parse_sweep(
         excludes=excludes,
         interconnect=problems.interconnect,
         layout=layout,
+        engine=engine,
         plan_options=plan_options,
         compute=compute,
         skew=skew,

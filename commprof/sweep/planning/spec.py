@@ -265,6 +265,7 @@ class SweepSpec:
     excludes: tuple[Rule, ...] = ()  # points no stage builds
     interconnect: str = "any"  # what the file is written for: "any", "pcie" or "nvlink" (trap warnings only)
     layout: str | None = None  # overrides the layout the model's architecture implies
+    engine: str | None = None  # the engine whose model files the plan follows ("vllm==0.33"); None: the default
     plan_options: PlanOptions = field(default_factory=PlanOptions)  # draft cycle and DP attention
     compute: ComputeSpec = field(default_factory=ComputeSpec)  # what each rank runs between two collectives
     skew: SkewSpec = field(default_factory=SkewSpec)  # which rank starts each collective late
@@ -277,7 +278,7 @@ class SweepSpec:
     def model_shape(self) -> ModelShape:
         """The model this sweep replays, resolved once per spec (every stage, size plan and trial reuses it)."""
         if self.shape is None:
-            object.__setattr__(self, "shape", load_model(self.model, self.layout))
+            object.__setattr__(self, "shape", load_model(self.model, self.layout, self.engine))
         return self.shape  # type: ignore[return-value]
 
     @property
@@ -321,7 +322,7 @@ class SweepSpec:
             except UsageError as exc:
                 raise UsageError(f"--compute: {exc}") from None
         if model is not None:
-            changes["shape"] = load_model(model, self.layout)
+            changes["shape"] = load_model(model, self.layout, self.engine)
             changes["model"] = model
         if tokens:
             tokens = tuple(tokens)

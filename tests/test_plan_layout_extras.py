@@ -1,0 +1,59 @@
+"""A layout can carry extra small all-reduces per layer: MiniMax-M2's [T, 2] fp32 q/k variance before every
+attention reduction is planned by its family (3 per layer, not 2), the same is expressible with
+`--layout standard+extra@attn:2:float32`, and an architecture no layout describes (Kimi-K3's latent MoE) is refused
+saying so, not told to try `--layout standard`."""
+
+from __future__ import annotations
+
+import pytest
+
+from commprof.errors import UsageError
+from commprof.planner.architectures import parse_layout
+from commprof.planner.models import shape_from_config
+from commprof.planner.plan import build_step_plan
+
+# The fields commprof reads, shaped as MiniMax-M2.5's config.json (62 layers: 3 x 62 + 1 = 187 all-reduces).
+MINIMAX = {
+    "architectures": ["MiniMaxM2ForCausalLM"],
+    "num_hidden_layers": 62,
+    "hidden_size": 3072,
+    "vocab_size": 200064,
+    "num_attention_heads": 48,
+    "num_key_value_heads": 8,
+    "num_local_experts": 256,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_minimax_m2_plans_its_q_k_variance_all_reduce_per_attention_layer():
+    plan = build_step_plan(shape_from_config(MINIMAX, "minimax", "cfg"), 8, 4)
+    assert plan.count("all_reduce") == 187
+    layer0 = [op for op in plan.ops if op.site.startswith("layer.0.")]
+    assert [op.site for op in layer0] == ["layer.0.extra", "layer.0.attn", "layer.0.moe"]
+    assert (layer0[0].shape, layer0[0].dtype, layer0[0].bytes) == ((4, 2), "float32", 32)
+
+
+def test_the_same_is_expressible_as_a_layout():
+    config = {**MINIMAX, "architectures": ["SomethingNew"]}
+    with pytest.raises(UsageError, match=r"\+extra@SITE:WIDTH"):
+        shape_from_config(config, "new", "cfg")  # the refusal's advice names the grammar
+    shape = shape_from_config(config, "new", "cfg", layout="standard+extra@attn:2:float32")
+    assert build_step_plan(shape, 8, 4).count("all_reduce") == 187
+    assert parse_layout("hybrid:M*+extra@mamba:1+extra@attn:2:float32") == (
+        "hybrid",
+        "M*",
+        (("mamba", 1, None), ("attn", 2, "float32")),
+    )
+
+
+@pytest.mark.parametrize("bad", ["standard+extra@lm_head:2", "standard+extra@attn:0", "standard+extra@attn:2:int8"])
+def test_an_extra_that_is_not_site_width_dtype_is_refused(bad):
+    with pytest.raises(UsageError, match="is not SITE:WIDTH"):
+        parse_layout(bad)
+
+
+def test_kimi_k3_is_refused_as_not_expressible_by_one_layout():
+    config = {**MINIMAX, "architectures": ["KimiK3ForConditionalGeneration"]}
+    with pytest.raises(UsageError, match="cannot be planned: its latent MoE") as refused:
+        shape_from_config(config, "k3", "cfg")
+    assert "latent_moe_runner.py" in str(refused.value) and "standard+extra@moe" in str(refused.value)
