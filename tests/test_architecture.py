@@ -61,6 +61,8 @@ REPORT_PARTS = (
     {"command"},
 )
 ANALYSIS_TIERS = (
+    {"engine_facts"},  # what an engine's dispatch table is made of: rules citing the released source
+    {"engine_sglang", "engine_vllm", "engine_flashinfer", "engine_switch_rules"},  # the engines' tables
     {"engine_switches", "engine_dispatch"},  # the engines' variables and dispatch order
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},

@@ -53,6 +53,8 @@ class EngineSwitch:
     size_variable: str | None  # the variable bounding the sizes it takes; None: the engine has none
     unit: str  # that variable's unit: "bytes" or "elements" ("" without one)
     version: str  # the version written for and its source
+    before: str = "NCCL"  # the engine's dispatch path it is tried before (engine_dispatch derives its rule there)
+    released: tuple[str, ...] = ()  # engine versions whose release reads it ("0.34"); () : a fork or open PR only
 
 
 @dataclass(frozen=True)
