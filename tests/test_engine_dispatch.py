@@ -169,3 +169,22 @@ def test_every_table_cites_each_rule_ends_on_nccl_and_agrees_with_the_declared_s
     assert table.dispatch.order and switch_disagreement(table) == []
     derived = [r for r in with_switch_rules(table) if r not in table.rules]
     assert all(r.impl and r.switch for r in derived)  # a declared switch the release does not read
+
+
+def test_the_engine_versions_come_from_the_flag_then_the_run_then_this_machine(monkeypatch):
+    from commprof.report.analysis import engine_dispatch
+
+    assert engine_dispatch.engines_for(("vllm==0.34",), {"vllm": "0.33.1"})[0] == ("vllm==0.34",)
+    engines, chosen = engine_dispatch.engines_for((), {"vllm": "0.34.0", "sglang": None})
+    assert engines == ("vllm==0.34.0",) and "where the run ran" in chosen
+    monkeypatch.setattr(engine_dispatch, "installed_version", {"sglang": "0.5.24"}.get)
+    engines, chosen = engine_dispatch.engines_for((), {})
+    assert engines == ("sglang==0.5.24",) and "installed here" in chosen
+    (entry,) = engine_paths(engines, H100X8, ops(1), {}, chosen)
+    assert entry["table"] is None and "sglang==0.5.23, is not verified for 0.5.24" in entry["why"]
+    monkeypatch.setattr(engine_dispatch, "installed_version", lambda name: None)
+    assert engine_dispatch.engines_for((), {})[0] == engine_dispatch.DEFAULT_ENGINES
+    (known,) = engine_paths(("vllm==0.33.1",), H100X8, ops(1), {}, "given with --engine")
+    assert "vllm==0.33.1: the vllm 0.33 table, checked on the 0.33.0 wheel" in known["version"]
+    assert "verified" in engine_dispatch.library_note("flashinfer-python", "0.7.4")
+    assert "0.7.4, is not verified" in engine_dispatch.library_note("flashinfer-python", "0.7.5")

@@ -78,9 +78,33 @@ def installed_engines() -> tuple[str, ...]:
     return tuple(found)
 
 
-def default_engines() -> tuple[str, ...]:
-    """The engines the report reproduces when --engine is not given: those installed here, else commprof's."""
-    return installed_engines() or DEFAULT_ENGINES
+def recorded_engines(versions: dict) -> tuple[str, ...]:
+    """The engines a run's meta.json `versions` names (recorded where it ran), as --engine takes them."""
+    return tuple(f"{p}=={versions[p]}" for p in ENGINE_PACKAGES if isinstance(versions.get(p), str) and versions[p])
+
+
+def engines_for(given: tuple[str, ...], versions: dict) -> tuple[tuple[str, ...], str]:
+    """The engines whose dispatch the report reproduces, and where that choice comes from: --engine; else the
+    engines installed where the run ran (its meta.json); else those installed here; else commprof's defaults."""
+    if given:
+        return given, "given with --engine"
+    if recorded := recorded_engines(versions):
+        return recorded, "installed where the run ran (meta.json versions)"
+    if here := installed_engines():
+        return here, "installed here (package metadata)"
+    return DEFAULT_ENGINES, "commprof's default tables: no engine installed where the run ran or here"
+
+
+def library_note(package: str, version: str | None) -> str:
+    """Whether commprof's facts about a library (FlashInfer) were verified for this installed version."""
+    if not version:
+        return f"{package}: not installed"
+    known = [v for (p, v) in LIBRARIES if p == package]
+    if version in known:
+        return f"{package} {version}: facts verified on its wheel"
+    nearest = min(known, key=lambda v: tuple(abs(a - b) for a, b in zip(_numbers(v), _numbers(version))), default=None)
+    near = f"; the nearest, {nearest}, is not verified for it" if nearest else ""
+    return f"{package} {version}: no facts verified for this version{near}"
 
 
 def dispatch(table: EngineTable, box: Box, op: Op, switches: Switches) -> tuple[Rule, list[str]]:
@@ -114,16 +138,18 @@ def _unknown(text: str, name: str, version: str) -> dict:
     }
 
 
-def engine_paths(engines: tuple[str, ...], box: Box, ops: list[Op], answer: dict[str, dict[str, str]]) -> list[dict]:
+def engine_paths(
+    engines: tuple[str, ...], box: Box, ops: list[Op], answer: dict[str, dict[str, str]], chosen: str = ""
+) -> list[dict]:
     """Per engine asked for: each op group's path today (the engine's defaults) and with the answer's switches
     (`answer`: engine name -> the variables the decision names for it), each rule with its source; a version
-    without a table says so."""
+    without a table says so. `chosen`: where the engine versions come from (engines_for)."""
     out = []
     for text in engines:
         name, version = parse_engine(text)
         table = TABLES.get((name, version))
         if table is None:
-            out.append(_unknown(text, name, version))
+            out.append(_unknown(text, name, version) | {"chosen": chosen})
             continue
         switches = answer.get(table.engine, {})
         rows = []
@@ -155,7 +181,8 @@ def engine_paths(engines: tuple[str, ...], box: Box, ops: list[Op], answer: dict
         out.append(
             {
                 "engine": f"{table.engine} {table.version}",
-                "version": f"{table.package}=={table.version} (checked on the {table.wheel} wheel)",
+                "version": f"{text}: the {table.package} {table.version} table, checked on the {table.wheel} wheel",
+                "chosen": chosen,
                 "table": str(table.dispatch),
                 "rows": rows,
                 "inert": inert,
