@@ -24,7 +24,15 @@ from commprof.impls.base import (
     TraceKernels,
     whole_names,
 )
-from commprof.impls.gating import first_failure, needs_cuda, needs_dtype, needs_flashinfer, needs_p2p, needs_world_size
+from commprof.impls.gating import (
+    FLASHINFER,
+    first_failure,
+    needs_cuda,
+    needs_dtype,
+    needs_flashinfer,
+    needs_p2p,
+    needs_world_size,
+)
 from commprof.planner.models import DTYPE_BYTES
 
 # flashinfer.comm.PcieIpcAllReduceWorkspace (pcie_ipc_ar.py, pcie_ipc_policy._admits; flashinfer PR #4393). The
@@ -88,6 +96,7 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
     """PcieIpcAllReduceWorkspace.all_reduce; option tune (true/false, default false) runs tune() once at setup."""
 
     name: ClassVar[str] = "flashinfer-pcie-ipc"
+    library: ClassVar[str | None] = FLASHINFER
     engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
         "FlashInfer PCIe IPC all-reduce",

@@ -17,15 +17,10 @@ import pandas as pd
 from commprof.env_names import is_export_name
 from commprof.evidence import Evidence
 from commprof.impls.base import EngineFlag
-from commprof.impls.registry import builtin_classes
+from commprof.impls.registry import engine_flag_table
 from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.report.analysis.engine_dispatch import fusion_flag_fails
 from commprof.report.exports.export_text import comment, export_line, one_line
-
-
-def engine_flags() -> dict[str, tuple[EngineFlag, ...]]:
-    """Per built-in whose module declares engine flags (the fused kinds'): its flags, as declared."""
-    return {name: cls.engine_flags for name, cls in builtin_classes().items() if cls.engine_flags}
 
 
 @dataclass(frozen=True)
@@ -96,7 +91,7 @@ def engine_hints(
         )
     if not fused_measured or fusion.empty:
         return hints
-    flags = engine_flags()
+    flags = engine_flag_table()
     flagged = fusion["impl"].astype(str).isin(list(flags)).to_numpy()
     won = fusion[flagged & np.array([v is True for v in fusion["beyond_uncertainty"]], dtype=bool)]
     lost = fusion[np.array([v is True for v in fusion["slower_beyond_uncertainty"]], dtype=bool)]
