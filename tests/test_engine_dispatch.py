@@ -132,6 +132,11 @@ def test_sglang_pcie_ipc_up_to_its_cap_and_custom_ar_at_two_gpus_or_nvlink():
         assert paths(engine, two, {}, 1) == ["custom all-reduce"]
         assert paths(engine, Box(12.0, 2, False, False), {}, 1) == ["NCCL"]  # no P2P
     assert paths("sglang==0.5.23", H100X8, {}, 1) == ["custom all-reduce"]
+    # Over NVLink SGLang runs custom all-reduce v2 (its CUDA default) up to 16 MiB; two PCIe GPUs the legacy 8 MiB.
+    assert paths("sglang==0.5.23", H100X8, {}, 700, 1200) == ["custom all-reduce", "NCCL"]
+    assert paths("sglang==0.5.23", two, {}, 500, 700) == ["custom all-reduce", "NCCL"]
+    legacy = {"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "0"}
+    assert paths("sglang==0.5.23", H100X8, legacy, 700) == ["NCCL"]
 
 
 def rule_path():
@@ -148,7 +153,7 @@ def test_settings_inert_or_failing_are_flagged_against_the_defaults():
     assert hopper["fails_here"] == []
     symm = {"SGLang": {"--enable-torch-symm-mem": "1"}}
     (small,) = engine_paths(("sglang==0.5.23",), H100X8, ops(1), symm)
-    (large,) = engine_paths(("sglang==0.5.23",), H100X8, ops(1, 1024), symm)
+    (large,) = engine_paths(("sglang==0.5.23",), H100X8, ops(1, 2048), symm)  # 28 MiB: above custom AR v2
     assert small["inert"] and large["inert"] == [] and large["rows"][1]["with_answer"] == "torch symm-mem"
 
 

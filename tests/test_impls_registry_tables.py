@@ -59,5 +59,7 @@ def test_its_explicit_none_keeps_it_out_of_each_table(registered):
 
 def test_the_built_ins_tables_as_their_modules_declare_them():
     assert {p.table["impl"] for p in impl_points()} >= {"symm-mem", "flashinfer-fused", "b12x", "b12x-fused"}
-    assert set(engine_switch_table()) == {"flashinfer-pcie-ipc", "b12x"} and set(engine_flag_table()) == {"flashinfer-fused"}
+    assert set(engine_switch_table()) == {"flashinfer-pcie-ipc", "b12x"} and set(engine_flag_table()) == {
+        "flashinfer-fused"
+    }
     assert runs_as() == {"default": "nccl", "nccl+rmsnorm": "nccl", "b12x-fused": "b12x"}

@@ -27,6 +27,9 @@ EXEC = "sglang/srt/arg_groups/fields/exec_.py"
 FUSION = "sglang/srt/layers/flashinfer_comm_fusion.py"
 
 CUSTOM_AR_BUFFER = 8192 * 1024  # CustomAllreduce._MAX_CAR_SIZE (CUDA)
+CUSTOM_AR_V2_MAX = (
+    16 * 1024 * 1024
+)  # SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB's default, x 1024: caps every v2 threshold
 CUSTOM_AR_WORLD_SIZES = [2, 4, 6, 8]
 MSCCLPP_WORLD_SIZES = (4, 8, 16, 32, 64)  # pymscclpp._SUPPORTED_WORLD_SIZES
 PCIE_IPC_WORLD_SIZES = (2, 4, 8)
@@ -49,9 +52,22 @@ def _mscclpp(box: Box, op: Op, s: Switches) -> str | None:
     return None
 
 
+def _v2_world_sizes(box: Box) -> tuple[int, ...]:
+    """configs/custom_all_reduce_v2.py: the world sizes of the arch's tuned table (others: 2 to 16)."""
+    if _major(box) == 9:
+        return tuple(range(2, 9))
+    if _major(box) == 10 and box.sm is not None and box.sm < 10.7:
+        return (*range(2, 9), 16)
+    return tuple(range(2, 17))
+
+
 def _custom(box: Box, op: Op, s: Switches) -> str | None:
     if on(s, "--disable-custom-all-reduce"):
         return "--disable-custom-all-reduce given"
+    if on(s, "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2") and box.nvlink and box.tp in _v2_world_sizes(box):
+        if op.nbytes % 16:  # v2 (the default on CUDA): only where every pair is NVLink
+            return "size not a multiple of 16 B"
+        return None if op.nbytes <= CUSTOM_AR_V2_MAX else "above v2's 16 MiB (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB)"
     if box.tp not in CUSTOM_AR_WORLD_SIZES:
         return f"world size {box.tp} not 2 / 4 / 6 / 8"
     if box.tp > 2 and not box.nvlink:
@@ -195,6 +211,15 @@ SGLANG_0_5_23 = EngineTable(
                     "can_use_custom_all_reduce_with_nvlink",
                     r"world_size > 2 and not full_nvlink",
                 ),
+                Cite(f"{DC}/custom_all_reduce.py", "dispatch_custom_allreduce", r"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2"),
+                Cite(f"{DC}/custom_all_reduce_v2.py", "can_use_custom_all_reduce_v2", r"return full_nvlink is True"),
+                Cite(f"{DC}/custom_all_reduce_v2.py", "should_custom_ar", r"inp_size % 16 != 0"),
+                Cite("sglang/srt/environ.py", "", r"SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB = EnvInt\(16 \* 1024\)"),
+                Cite(
+                    f"{DC}/configs/custom_all_reduce_v2.py",
+                    "_get_all_reduce_configs",
+                    r"return \{world_size: default for world_size in range\(2, 17\)\}",
+                ),
             ),
             _custom,
         ),
@@ -231,6 +256,11 @@ SGLANG_0_5_23 = EngineTable(
         _flag_default("--enable-mscclpp", "enable_mscclpp"),
         _flag_default("--enable-torch-symm-mem", "enable_torch_symm_mem"),
         _flag_default("--disable-custom-all-reduce", "disable_custom_all_reduce"),
+        Default(
+            "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2",
+            "1",
+            Cite("sglang/srt/environ.py", "", r"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2 = EnvBool\(True\)"),
+        ),
     ),
     (
         Flag(
