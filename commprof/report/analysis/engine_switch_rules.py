@@ -1,6 +1,6 @@
 """An engine's dispatch rules for the switches the implementations declare (each class's EngineSwitch): a switch
 the engine's table already reads is checked against that rule; one it does not (a new implementation) becomes a
-rule before the path the switch names, gated by the switch, its size variable and the class's own support(). Pure.
+rule before the path the switch names, gated by the switch, its size variable and the class's own support() and support_tokens(). Pure.
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ def _check(name: str, switch: EngineSwitch, version: str) -> Check:
             if size > int(cap):
                 return f"{size} {switch.unit} > {switch.size_variable}={cap}"
         cls = builtin_classes()[name]
-        gate = cls.support(_context(box, op))
+        ctx = _context(box, op)
+        gate = cls.support(ctx)
+        if gate:
+            gate = cls.support_tokens(ctx, op.tokens)
         return None if gate else gate.reason
 
     return check
