@@ -193,3 +193,10 @@ def test_the_engine_versions_come_from_the_flag_then_the_run_then_this_machine(m
     assert "vllm==0.33.1: the vllm 0.33 table, checked on the 0.33.0 wheel" in known["version"]
     assert "verified" in engine_dispatch.library_note("flashinfer-python", "0.7.4")
     assert "0.7.4, is not verified" in engine_dispatch.library_note("flashinfer-python", "0.7.5")
+
+
+@pytest.mark.parametrize("engine", VLLM)
+def test_vllm_flashinfer_all_reduce_falls_back_to_trtllm_ipc_on_a_hopper_pcie_box(engine):
+    pcie = Box(9.0, 4, False, True, multicast=False)  # H100 PCIe: no multicast, so no MNNVL; trtllm over IPC
+    assert [route(engine, pcie, {}, op)[0].path for op in ops(1, 147)] == ["FlashInfer all-reduce", "NCCL"]  # 2 MiB cap
+    assert route(engine, Box(9.0, 4, False, False), {}, ops(1)[0])[0].path == "NCCL"  # no P2P: no IPC workspace

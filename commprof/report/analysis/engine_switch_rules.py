@@ -1,6 +1,7 @@
 """An engine's dispatch rules for the switches the implementations declare (each class's EngineSwitch): a switch
 the engine's table already reads is checked against that rule; one it does not (a new implementation) becomes a
-rule before the path the switch names, gated by the switch, its size variable and the class's own support() and support_tokens(). Pure.
+rule before the path the switch names, gated by the switch, its size variable and the class's own support() and
+support_tokens(). Pure.
 """
 
 from __future__ import annotations

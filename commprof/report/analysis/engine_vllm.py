@@ -112,8 +112,8 @@ def _fi(box: Box, op: Op, s: Switches) -> str | None:
         return f"{sm_text(box)}, TP {box.tp}: no FI_ALLREDUCE_FUSION_MAX_SIZE_MB entry (disabled)"
     if box.nodes > 1 and (sm_int(box) or 0) < 100:
         return "several nodes need MNNVL on Blackwell (_resolve_fi_ar_backend)"
-    if not box.nvlink and box.multicast is not True:
-        return "its trtllm workspace (no multicast here) is taken only over NVLink: not verified on PCIe"
+    if box.multicast is not True and not box.p2p:
+        return "without multicast it falls back to FlashInfer's trtllm IPC workspace, which needs P2P"
     if op.dims != 2 or op.dtype not in ("float16", "bfloat16", "float32"):
         return f"{op.dims}-D {op.dtype}: takes 2-D fp16 / bf16 / fp32"
     return None if op.nbytes <= cap else f"above its {cap / MiB:g} MiB workspace"
@@ -222,7 +222,8 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
             (
                 Cite(fi, "should_use_fi_ar", r"len\(input_tensor\.shape\) != 2"),
                 Cite(fi, "__init__", r"default_fi_allreduce_fusion_max_size_mb"),
-                Cite(fi, "_resolve_fi_ar_backend", r'backend = "mnnvl"'),
+                Cite(fi, "_resolve_fi_ar_backend", r'backend = "mnnvl"\s+allow_trtllm_fallback = True'),
+                Cite(fi, "get_fi_ar_workspace", r'backend = "trtllm"'),
                 _const("vllm/compilation/passes/fusion/allreduce_rms_fusion.py", "FI_ALLREDUCE_FUSION_MAX_SIZE_MB"),
                 _const(UTILS, "FI_MNNVL_ALLREDUCE_MAX_SIZE_MB"),
             ),
