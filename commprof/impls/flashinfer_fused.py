@@ -158,7 +158,8 @@ class FlashInferFusedAllReduce(AllReduceImpl):
         EngineFlag(
             "SGLang",
             "--flashinfer-allreduce-fusion-backend auto",
-            "SGLang with sgl-project/sglang#12787 (merged; auto / trtllm / mnnvl), whose later builds log "
+            "SGLang 0.5.23 (sglang/srt/arg_groups/fields/exec_.py: auto / trtllm / mnnvl / cutedsl, cutedsl "
+            "Blackwell-only bf16; SM90 or SM10x only) from sgl-project/sglang#12787, which logs "
             "--enable-flashinfer-allreduce-fusion as its deprecated alias; older releases (v0.5.10 takes it) need "
             "that flag instead; the first release with this one was not checked",
         ),

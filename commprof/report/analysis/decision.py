@@ -206,7 +206,9 @@ def decide(run: RunAnalysis) -> Decision:
         name = entry["engine"].split(" ")[0]
         entry["switches"] = answer.get(name, {})
         entry["live"] = any(s.live for s in engine if s.engine == name)
-        entry["flashinfer"] = library_note("flashinfer-python", versions.get("flashinfer"))
+        entry["flashinfer"] = (
+            library_note("flashinfer-python", versions["flashinfer"]) if "flashinfer" in versions else ""
+        )
         entry["basis"] = paths_basis(box, backend or "nccl", run.evidence.label if run.evidence.simulated else None)
     return Decision(
         run_id=run.run_id,
