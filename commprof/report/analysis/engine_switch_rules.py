@@ -13,8 +13,8 @@ from commprof.report.analysis.engine_facts import Box, Check, Cite, EngineTable,
 
 
 def switch_pairs(switch: EngineSwitch) -> list[tuple[str, str]]:
-    """ "A=1 B=2" -> [("A", "1"), ("B", "2")]."""
-    return [tuple(part.split("=", 1)) for part in switch.switch.split() if "=" in part]  # type: ignore[misc]
+    """ "A=1 B=2" -> [("A", "1"), ("B", "2")]; a bare flag ("--enable-x") is ("--enable-x", "1")."""
+    return [tuple((part.split("=", 1) + ["1"])[:2]) for part in switch.switch.split()]  # type: ignore[misc]
 
 
 def declared_switches(engine: str) -> list[tuple[str, EngineSwitch]]:
@@ -54,7 +54,7 @@ def _check(name: str, switch: EngineSwitch, version: str) -> Check:
     def check(box: Box, op: Op, switches: Switches) -> str | None:
         if version not in switch.released:
             return f"not in {switch.engine} {version}'s release (only {switch.version})"
-        missing = [f"{k}={v}" for k, v in pairs if str(switches.get(k, "")).strip() != v]
+        missing = [f"{k}={v}" for k, v in pairs if str(switches.get(k, "")).strip() != str(v)]
         if missing:
             return f"{' '.join(missing)} not set"
         cap = switches.get(switch.size_variable or "")
