@@ -101,6 +101,8 @@ def launch_facts(argv: list[str], measuring: bool = True) -> dict[str, Any]:
             nccl=nccl_version(),
             driver=driver_version(),
             flashinfer=package_version("flashinfer-python"),
+            sglang=package_version("sglang"),  # the engines whose dispatch tables the report then uses
+            vllm=package_version("vllm"),
         )
         facts.update(
             nnodes=int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("NNODES", "1")) or 1),

@@ -61,7 +61,9 @@ REPORT_PARTS = (
     {"command"},
 )
 ANALYSIS_TIERS = (
-    {"engine_switches", "engine_dispatch"},  # the engines' variables and dispatch order
+    {"engine_facts"},  # what an engine's dispatch table is made of: rules citing the released source
+    {"engine_sglang", "engine_vllm", "engine_flashinfer", "engine_switch_rules"},  # the engines' tables
+    {"engine_dispatch"},  # the engines' dispatch order per version
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "observed", "tuner_rules"},
@@ -526,13 +528,12 @@ def registry_gaps(
 
 def _tables() -> tuple[set[str], set[str], dict, set[str], set[str]]:
     from commprof.gpu_smoke.points import impl_points
-    from commprof.report.analysis.engine_switches import routing_variables
-    from commprof.report.exports.engine_hints import engine_flags
+    from commprof.impls.registry import engine_flag_table, engine_switch_table
     from commprof.trace.kernels import kernel_names, runs_as
 
     smoke = {p.table["impl"] for p in impl_points()}
     kernels = {k.implementation for k in kernel_names()}
-    return smoke, kernels, runs_as(), set(routing_variables()), set(engine_flags())
+    return smoke, kernels, runs_as(), set(engine_switch_table()), set(engine_flag_table())
 
 
 def test_every_registered_implementation_is_in_every_table_built_from_the_registry():

@@ -1,66 +1,202 @@
-"""The engines' all-reduce dispatch, reproduced from SGLang 0.5.23 and vLLM 0.33's released source, on the
-field report's box (8 PCIe-only SM120 GPUs) and others. Pure."""
+"""The engines' all-reduce dispatch, table by table (SGLang 0.5.23, vLLM 0.33 and 0.34, read from their released
+wheels), asserted as properties on the boxes each rule matters for. Pure."""
 
+import pandas as pd
 import pytest
 
 from commprof.errors import UsageError
-from commprof.report.analysis.engine_dispatch import TABLES, Box, Op, dispatch, engine_paths, parse_engine
+from commprof.evidence import Evidence
+from commprof.report.analysis.engine_dispatch import (
+    TABLES,
+    Box,
+    Op,
+    dispatch,
+    engine_paths,
+    fusion_flag_fails,
+    known_versions,
+    parse_engine,
+)
+from commprof.report.analysis.engine_switch_rules import switch_disagreement, with_switch_rules
+from commprof.report.exports.engine_hints import engine_hints
 
 PCIE8 = Box(sm=12.0, tp=8, nvlink=False, p2p=True)
-H200X8 = Box(sm=9.0, tp=8, nvlink=True, p2p=True)
+H100X8 = Box(sm=9.0, tp=8, nvlink=True, p2p=True, multicast=True)
 HIDDEN = 7168
+VLLM = ("vllm==0.33", "vllm==0.34")
+SIZES = (1, 2, 4, 8, 16, 32, 34, 35, 64, 128, 256, 512, 1024, 4096)
 
 
-def ops(*tokens):
-    return [Op("layer all-reduce", t, t * HIDDEN * 2, "bfloat16", HIDDEN) for t in tokens]
+def ops(*tokens, dtype="bfloat16", hidden=HIDDEN, **extra):
+    size = 4 if dtype == "float32" else 2
+    return [Op("layer all-reduce", t, t * hidden * size, dtype, hidden, **extra) for t in tokens]
+
+
+def route(engine, box, switches, op):
+    return dispatch(TABLES[parse_engine(engine)], box, op, switches)
 
 
 def paths(engine, box, switches, *tokens):
-    table = TABLES[parse_engine(engine)]
-    return [dispatch(table, box, op, switches)[0].path for op in ops(*tokens)]
+    return [route(engine, box, switches, op)[0].path for op in ops(*tokens)]
 
 
-def test_sglang_on_eight_pcie_gpus_runs_nccl_today_and_pcie_ipc_up_to_its_cap():
+@pytest.mark.parametrize("engine", VLLM)
+@pytest.mark.parametrize("multicast", [True, None])
+def test_vllm_defaults_send_small_ops_to_flashinfer_on_a_hopper_nvlink_box(engine, multicast):
+    box = Box(9.0, 8, True, True, multicast=multicast)
+    for op in ops(*SIZES):
+        path = route(engine, box, {}, op)[0].path
+        assert (path == "FlashInfer all-reduce") == (op.nbytes <= 512 * 1024), (op.tokens, path)
+
+
+@pytest.mark.parametrize("engine", VLLM)
+def test_vllm_custom_ar_cap_shrinks_only_when_symm_mem_is_live(engine):
+    no_fi = {"VLLM_ALLREDUCE_USE_FLASHINFER": "0"}
+    small, middle = Op("x", 1, 200 * 1024, "bfloat16", HIDDEN), Op("x", 1, 300 * 1024, "bfloat16", HIDDEN)
+    assert route(engine, H100X8, no_fi, small)[0].path == "custom all-reduce"
+    assert route(engine, H100X8, no_fi, middle)[0].path == "torch symm-mem"  # min(8 MiB, 256 KB at SM90 TP 8)
+    bridge = Box(9.0, 8, True, True, multicast=False)
+    assert route(engine, bridge, no_fi, middle)[0].path == "custom all-reduce"  # no symm-mem: the 8 MiB buffer
+
+
+@pytest.mark.parametrize("engine", [*VLLM, "sglang==0.5.23"])
+@pytest.mark.parametrize("tp", [2, 4, 8])
+def test_a_hopper_pcie_box_never_routes_torch_symm_mem(engine, tp):
+    switches = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "1", "--enable-torch-symm-mem": "1", "--disable-custom-all-reduce": "1"}
+    for box in (Box(9.0, tp, False, True, multicast=False), Box(9.0, tp, False, True)):
+        for op in ops(*SIZES):
+            rule, skipped = route(engine, box, switches, op)
+            assert rule.path != "torch symm-mem"
+            if rule.path == "NCCL":
+                assert any(why.startswith("torch symm-mem") and "multicast" in why for why in skipped)
+
+
+@pytest.mark.parametrize("engine", VLLM)
+def test_vllm_pcie_ipc_takes_only_2d_ops_of_the_models_dtype_and_width(engine):
+    on = {"VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "1"}
+    box = Box(12.0, 4, False, True)
+    for op in ops(1, 16, 512, dtype="float32", model_dtype="bfloat16"):  # Nemotron-H's mamba_norm
+        assert route(engine, box, on, op)[0].path != "FlashInfer PCIe IPC"
+    assert {route(engine, box, on, op)[0].path for op in ops(1, 16, 512)} == {"FlashInfer PCIe IPC"}
+    narrow = ops(1, hidden=1024, model_hidden=HIDDEN) + ops(1, model_hidden=HIDDEN, dims=3)
+    assert all(route(engine, box, on, op)[0].path != "FlashInfer PCIe IPC" for op in narrow)
+    assert paths(engine, PCIE8, {}, 1, 16) == ["NCCL", "NCCL"]  # off by default
+
+
+def test_sglang_runs_mscclpp_first_at_its_world_sizes_only():
+    on = {"--enable-mscclpp": "1"}
+    for op in ops(*SIZES):
+        assert route("sglang==0.5.23", H100X8, on, op)[0].path == "MSCCL++"  # before custom all-reduce
+    two = Box(9.0, 2, True, True, multicast=True)
+    for op in ops(*SIZES):
+        rule, skipped = route("sglang==0.5.23", two, on, op)
+        assert rule.path != "MSCCL++" and any(why.startswith("MSCCL++: world size 2") for why in skipped)
+
+
+def test_sglang_nccl_symm_mem_and_flashinfer_all_reduce_come_before_the_resolver():
+    symm = {"--enable-symm-mem": "1"}
+    small, large = ops(1, 4096)
+    assert route("sglang==0.5.23", H100X8, symm, small)[0].path == "custom all-reduce"  # custom AR takes it first
+    assert route("sglang==0.5.23", H100X8, symm, large)[0].path == "NCCL symmetric memory"
+    fi = {"--flashinfer-allreduce-fusion-backend": "auto"}
+    assert route("sglang==0.5.23", H100X8, fi, small)[0].path == "FlashInfer all-reduce"
+    rule, skipped = route("sglang==0.5.23", PCIE8, fi, small)
+    assert rule.path == "NCCL" and any("FlashInfer all-reduce: not on this box" in why for why in skipped)
+
+
+@pytest.mark.parametrize("engine", VLLM)
+def test_vllm_on_sm120_writes_no_fusion_flag_and_says_why_flashinfer_is_off(engine):
+    assert fusion_flag_fails("vLLM", 12.0) and fusion_flag_fails("vLLM", 9.0) is None
+    assert fusion_flag_fails("vLLM", 10.3) is None
+    won = pd.DataFrame(
+        [{"tokens": 4, "impl": "flashinfer-fused", "beyond_uncertainty": True, "slower_beyond_uncertainty": False}]
+    )
+    measured = Evidence("measured", "nccl")
+    for sm, written in ((12.0, False), (9.0, True)):
+        hints = engine_hints(won, True, None, measured, sm)
+        assert any("fuse_allreduce_rms" in h.setting for h in hints if h.engine == "vLLM") is written
+    rule, skipped = route(engine, PCIE8, {}, ops(1)[0])
+    assert rule.path == "NCCL" and not any("not set" in why for why in skipped)
+    assert any("FI_ALLREDUCE_FUSION_MAX_SIZE_MB" in why for why in skipped)
+    assert any(why.startswith("AITER custom all-reduce: not on this box") for why in skipped)
+
+
+def test_sglang_pcie_ipc_up_to_its_cap_and_custom_ar_at_two_gpus_or_nvlink():
     assert paths("sglang==0.5.23", PCIE8, {}, 1, 4, 16) == ["NCCL"] * 3  # custom AR refuses > 2 PCIe-only GPUs
     capped = {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1", "SGLANG_PCIE_IPC_MAX_NUMEL": str(4 * HIDDEN)}
     assert paths("sglang==0.5.23", PCIE8, capped, 1, 4, 8) == ["FlashInfer PCIe IPC"] * 2 + ["NCCL"]
-    rule, skipped = dispatch(TABLES[("sglang", "0.5.23")], PCIE8, ops(8)[0], capped)
+    rule, skipped = route("sglang==0.5.23", PCIE8, capped, ops(8)[0])
     assert rule.path == "NCCL" and any("SGLANG_PCIE_IPC_MAX_NUMEL" in why for why in skipped)
-    assert "pcie_ipc_ar.py" in TABLES[("sglang", "0.5.23")].rules[1].source
-
-
-def test_vllm_has_no_cap_its_pcie_ipc_switch_takes_every_size():
-    switch = {"VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "1"}
-    assert paths("vllm==0.33.0", PCIE8, {}, 1, 16) == ["NCCL", "NCCL"]
-    assert paths("vllm==0.33", PCIE8, switch, 1, 16, 512) == ["FlashInfer PCIe IPC"] * 3
-
-
-def test_custom_all_reduce_runs_at_two_gpus_or_over_nvlink_in_both_engines():
+    assert "pcie_ipc_ar.py" in next(r for r in TABLES[("sglang", "0.5.23")].rules if r.path == rule_path()).source
     two = Box(sm=12.0, tp=2, nvlink=False, p2p=True)
-    for engine in ("sglang==0.5.23", "vllm==0.33"):
+    for engine in ("sglang==0.5.23", *VLLM):
         assert paths(engine, two, {}, 1) == ["custom all-reduce"]
-        assert paths(engine, H200X8, {}, 1) == ["custom all-reduce"]
         assert paths(engine, Box(12.0, 2, False, False), {}, 1) == ["NCCL"]  # no P2P
+    assert paths("sglang==0.5.23", H100X8, {}, 1) == ["custom all-reduce"]
+    # Over NVLink SGLang runs custom all-reduce v2 (its CUDA default) up to 16 MiB; two PCIe GPUs the legacy 8 MiB.
+    assert paths("sglang==0.5.23", H100X8, {}, 700, 1200) == ["custom all-reduce", "NCCL"]
+    assert paths("sglang==0.5.23", two, {}, 500, 700) == ["custom all-reduce", "NCCL"]
+    legacy = {"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "0"}
+    assert paths("sglang==0.5.23", H100X8, legacy, 700) == ["NCCL"]
 
 
-def test_settings_inert_or_failing_on_sm120_are_flagged():
-    (vllm,) = engine_paths(("vllm==0.33",), PCIE8, ops(1, 4), {"vLLM": {"VLLM_ALLREDUCE_USE_SYMM_MEM": "1"}})
+def rule_path():
+    return "FlashInfer PCIe IPC"
+
+
+def test_settings_inert_or_failing_are_flagged_against_the_defaults():
+    (vllm,) = engine_paths(("vllm==0.34",), PCIE8, ops(1, 4), {"vLLM": {"VLLM_ALLREDUCE_USE_SYMM_MEM": "1"}})
     assert vllm["inert"] == ["VLLM_ALLREDUCE_USE_SYMM_MEM=1: moves no op of this plan on this box"]
+    assert vllm["version"].startswith("vllm==0.34")
     (sglang,) = engine_paths(("sglang==0.5.23",), PCIE8, ops(1), {})
     assert any("--flashinfer-allreduce-fusion-backend" in line and "SM 12" in line for line in sglang["fails_here"])
-    (hopper,) = engine_paths(("sglang==0.5.23",), H200X8, ops(1), {})
+    (hopper,) = engine_paths(("sglang==0.5.23",), H100X8, ops(1), {})
     assert hopper["fails_here"] == []
     symm = {"SGLang": {"--enable-torch-symm-mem": "1"}}
-    # On Hopper over NVLink custom all-reduce takes decode sizes first; a 14 MiB prefill op is above its buffer.
-    (small,) = engine_paths(("sglang==0.5.23",), H200X8, ops(1), symm)
-    (large,) = engine_paths(("sglang==0.5.23",), H200X8, ops(1, 1024), symm)
+    (small,) = engine_paths(("sglang==0.5.23",), H100X8, ops(1), symm)
+    (large,) = engine_paths(("sglang==0.5.23",), H100X8, ops(1, 2048), symm)  # 28 MiB: above custom AR v2
     assert small["inert"] and large["inert"] == [] and large["rows"][1]["with_answer"] == "torch symm-mem"
-    (pcie,) = engine_paths(("sglang==0.5.23",), PCIE8, ops(1, 1024), symm)
-    assert pcie["inert"] and pcie["rows"][1]["with_answer"] == "NCCL"  # SM120: no symm-mem table entry
 
 
-def test_an_engine_version_without_a_table_is_said_so_and_a_bad_one_is_refused():
-    (unknown,) = engine_paths(("sglang==0.5.9",), PCIE8, ops(1), {})
-    assert unknown["table"] is None and "no dispatch table for sglang==0.5.9" in unknown["why"]
+def test_an_engine_version_without_a_table_names_the_nearest_as_not_verified():
+    (unknown,) = engine_paths(("vllm==0.35.1",), PCIE8, ops(1), {})
+    assert unknown["table"] is None and "no dispatch table for vllm==0.35.1" in unknown["why"]
+    assert "vllm==0.34, is not verified" in unknown["why"]
     with pytest.raises(UsageError, match="sglang==VERSION"):
         parse_engine("tensorrt-llm==1.0")
+    assert set(known_versions()) == {"sglang", "vllm", "flashinfer-python"} and "0.34" in known_versions()["vllm"]
+
+
+@pytest.mark.parametrize("key", sorted(TABLES))
+def test_every_table_cites_each_rule_ends_on_nccl_and_agrees_with_the_declared_switches(key):
+    table = TABLES[key]
+    assert all(rule.cites and all(c.file for c in rule.cites) for rule in table.rules)
+    assert table.rules[-1].path == "NCCL" and len({r.path for r in table.rules}) == len(table.rules)
+    assert table.dispatch.order and switch_disagreement(table) == []
+    derived = [r for r in with_switch_rules(table) if r not in table.rules]
+    assert all(r.impl and r.switch for r in derived)  # a declared switch the release does not read
+
+
+def test_the_engine_versions_come_from_the_flag_then_the_run_then_this_machine(monkeypatch):
+    from commprof.report.analysis import engine_dispatch
+
+    assert engine_dispatch.engines_for(("vllm==0.34",), {"vllm": "0.33.1"})[0] == ("vllm==0.34",)
+    engines, chosen = engine_dispatch.engines_for((), {"vllm": "0.34.0", "sglang": None})
+    assert engines == ("vllm==0.34.0",) and "where the run ran" in chosen
+    monkeypatch.setattr(engine_dispatch, "installed_version", {"sglang": "0.5.24"}.get)
+    engines, chosen = engine_dispatch.engines_for((), {})
+    assert engines == ("sglang==0.5.24",) and "installed here" in chosen
+    (entry,) = engine_paths(engines, H100X8, ops(1), {}, chosen)
+    assert entry["table"] is None and "sglang==0.5.23, is not verified for 0.5.24" in entry["why"]
+    monkeypatch.setattr(engine_dispatch, "installed_version", lambda name: None)
+    assert engine_dispatch.engines_for((), {})[0] == engine_dispatch.DEFAULT_ENGINES
+    (known,) = engine_paths(("vllm==0.33.1",), H100X8, ops(1), {}, "given with --engine")
+    assert "vllm==0.33.1: the vllm 0.33 table, checked on the 0.33.0 wheel" in known["version"]
+    assert "verified" in engine_dispatch.library_note("flashinfer-python", "0.7.4")
+    assert "0.7.4, is not verified" in engine_dispatch.library_note("flashinfer-python", "0.7.5")
+
+
+@pytest.mark.parametrize("engine", VLLM)
+def test_vllm_flashinfer_all_reduce_falls_back_to_trtllm_ipc_on_a_hopper_pcie_box(engine):
+    pcie = Box(9.0, 4, False, True, multicast=False)  # H100 PCIe: no multicast, so no MNNVL; trtllm over IPC
+    assert [route(engine, pcie, {}, op)[0].path for op in ops(1, 147)] == ["FlashInfer all-reduce", "NCCL"]  # 2 MiB cap
+    assert route(engine, Box(9.0, 4, False, False), {}, ops(1)[0])[0].path == "NCCL"  # no P2P: no IPC workspace

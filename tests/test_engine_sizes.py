@@ -45,6 +45,16 @@ def test_sglang_default_decode_batches_times_tokens_per_request():
     assert engine_tokens("engine:sglang:max_batch=20", 1, 8) == (1, 2, 4, 8, 12, 16, 20)
 
 
+def test_sglang_default_max_batch_follows_the_gpus_memory():
+    # memory_hook.handle_gpu_memory_settings: 48 / 160 below 35 GiB, 32 / 160 at 35-60 GiB, 512 above 160 GiB.
+    assert engine_tokens("engine:sglang:gpu_mem=32", 1, 2)[-1] == 48  # RTX 5090, TP 2
+    assert engine_tokens("engine:sglang:gpu_mem=24", 1, 8)[-1] == 160  # RTX 4090, TP 8
+    assert engine_tokens("engine:sglang:gpu_mem=48", 1, 2)[-1] == 32
+    assert engine_tokens("engine:sglang:gpu_mem=180", 1, 2)[-1] == 512
+    with pytest.raises(UsageError, match="gpu_mem"):
+        engine_tokens("engine:vllm:gpu_mem=32", 1, 8)
+
+
 def test_bad_engine_forms_are_refused():
     for bad in ("engine:trt", "engine:vllm:max_batch=0", "engine:vllm:bs=4", "vllm"):
         with pytest.raises(UsageError, match="engine:sglang|max_batch"):

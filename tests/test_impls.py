@@ -20,7 +20,7 @@ GOOD = ImplContext(
     device_type="cuda",
     compute_capability=(9, 0),
     p2p_all_pairs=True,
-    flashinfer_version="0.7.4",
+    libraries={"flashinfer-python": "0.7.4"},
     torch_version="2.13.0",
 )
 
@@ -208,11 +208,11 @@ def test_trtllm_kernels_run_on_sm90_sm10x_sm12x_only(capability, ok):
 
 
 def test_sm120_needs_flashinfer_0_6_17_for_the_trtllm_kernels():
-    old = fused(compute_capability=(12, 0), flashinfer_version="0.6.16")
+    old = fused(compute_capability=(12, 0), libraries={"flashinfer-python": "0.6.16"})
     assert not old and "support SM120 from flashinfer-python 0.6.17 (installed: 0.6.16)" in old.reason
-    assert not fused(compute_capability=(12, 0), flashinfer_version="0.6.17rc2")
-    assert fused(compute_capability=(12, 0), flashinfer_version="0.6.17")
-    assert fused(compute_capability=(9, 0), flashinfer_version="0.6.16")
+    assert not fused(compute_capability=(12, 0), libraries={"flashinfer-python": "0.6.17rc2"})
+    assert fused(compute_capability=(12, 0), libraries={"flashinfer-python": "0.6.17"})
+    assert fused(compute_capability=(9, 0), libraries={"flashinfer-python": "0.6.16"})
 
 
 def test_unknown_capability_is_refused_for_the_arch_specific_kernels_only():
@@ -276,12 +276,14 @@ def test_no_p2p_between_some_pair_is_refused_with_the_probe_detail(support):
     ],
 )
 def test_flashinfer_versions(installed, fused_ok, pcie_ok):
-    assert bool(fused(flashinfer_version=installed)) == fused_ok
-    assert bool(pcie(flashinfer_version=installed)) == pcie_ok
+    assert bool(fused(libraries={"flashinfer-python": installed})) == fused_ok
+    assert bool(pcie(libraries={"flashinfer-python": installed})) == pcie_ok
     if installed is None:
-        assert "not installed (pip install 'commprof[flashinfer]')" in pcie(flashinfer_version=None).reason
+        assert (
+            "not installed (pip install 'commprof[flashinfer]')" in pcie(libraries={"flashinfer-python": None}).reason
+        )
     elif not pcie_ok:
-        assert "pip install -U 'flashinfer-python>=0.7.0'" in pcie(flashinfer_version=installed).reason
+        assert "pip install -U 'flashinfer-python>=0.7.0'" in pcie(libraries={"flashinfer-python": installed}).reason
 
 
 def test_trtllm_needs_16_byte_rows():

@@ -18,7 +18,7 @@ SM120 = ImplContext(
     device_type="cuda",
     compute_capability=(12, 0),
     p2p_all_pairs=True,
-    b12x_version="1.5.1",
+    libraries={"b12x": "1.5.1"},
 )
 
 
@@ -35,8 +35,8 @@ def test_both_run_on_an_sm120_pcie_box_with_b12x():
     "facts, reason",
     [
         ({"backend": "gloo", "device_type": "cpu"}, "needs CUDA GPUs and the NCCL backend (this run: gloo on cpu)"),
-        ({"b12x_version": None}, "needs b12x >= 1.5, which is not installed (pip install 'commprof[b12x]')"),
-        ({"b12x_version": "1.2.6"}, "needs b12x >= 1.5 (installed: 1.2.6"),
+        ({"libraries": {}}, "needs b12x >= 1.5, which is not installed (pip install 'commprof[b12x]')"),
+        ({"libraries": {"b12x": "1.2.6"}}, "needs b12x >= 1.5 (installed: 1.2.6"),
         ({"compute_capability": (9, 0)}, "b12x's kernels run on SM120 / SM121 (consumer Blackwell), not SM90"),
         ({"compute_capability": (10, 0)}, "not SM100"),
         ({"world_size": 3}, "b12x oneshot runs at world size 2, 4, 6, 8 or 10, not 3"),

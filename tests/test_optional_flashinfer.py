@@ -37,7 +37,9 @@ def test_commands_run_without_flashinfer(argv):
 
 @pytest.mark.parametrize("name, options", [("flashinfer-fused", {"use_oneshot": True}), ("flashinfer-pcie-ipc", {})])
 def test_flashinfer_points_name_the_extra_when_it_is_missing(name, options):
-    ctx = ImplContext("nccl", 8, "bfloat16", (4,), 7168, "cuda", (9, 0), True, flashinfer_version=None, options=options)
+    ctx = ImplContext(
+        "nccl", 8, "bfloat16", (4,), 7168, "cuda", (9, 0), True, libraries={"flashinfer-python": None}, options=options
+    )
     support = load_impl(name).support(ctx)
     assert not support and "pip install 'commprof[flashinfer]'" in support.reason
 

@@ -23,8 +23,7 @@ from commprof.gpu_smoke.verdicts import (
     nccl_log_verdict,
     point_records,
 )
-from commprof.impls.base import SmokeCase
-from commprof.impls.registry import builtin_classes
+from commprof.impls.registry import smoke_table
 from commprof.records.point_ids import BASELINE_POINT_ID
 
 
@@ -106,12 +105,10 @@ def _impl(title: str, gated_ok: bool = True) -> Judge:
 def impl_points() -> tuple[SmokePoint, ...]:
     """A point for every built-in whose module declares one (its `smoke`), in the registry's order."""
     points = []
-    for name, cls in builtin_classes().items():
-        case = cls.smoke
-        if isinstance(case, SmokeCase):
-            table = {"impl": name, **({"options": dict(case.options)} if case.options else {})}
-            title = case.title or f"{case.label}, eager + graph"
-            points.append(SmokePoint(case.label, table, _impl(title, case.gated_ok)))
+    for name, case in smoke_table().items():
+        table = {"impl": name, **({"options": dict(case.options)} if case.options else {})}
+        title = case.title or f"{case.label}, eager + graph"
+        points.append(SmokePoint(case.label, table, _impl(title, case.gated_ok)))
     return tuple(points)
 
 

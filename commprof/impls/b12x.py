@@ -48,6 +48,7 @@ from commprof.impls.gating import (
 from commprof.planner.models import DTYPE_BYTES
 
 B12X_INSTALL = "pip install 'commprof[b12x]'"
+B12X = "b12x"  # the distribution on PyPI
 B12X_MIN = "1.5"  # 1.5.0: first with b12x.preparation and PCIeTwoShotBF16 (1.3.0 has neither; no 1.4 on PyPI)
 B12X_CAPABILITIES = ((12, 0), (12, 1))  # b12x._lib.gating.is_b12x: SM120 / SM121
 ONESHOT_WORLD_SIZES = (2, 4, 6, 8, 10)  # pcie_oneshot.SUPPORTED_WORLD_SIZES
@@ -72,10 +73,11 @@ KERNEL = "b12x's PCIe all-reduce"
 def needs_b12x(ctx: ImplContext) -> str | None:
     if ctx.libraries_assumed:
         return None
-    if ctx.b12x_version is None:
+    installed = ctx.version(B12X)
+    if installed is None:
         return f"needs b12x >= {B12X_MIN}, which is not installed ({B12X_INSTALL})"
-    if not version_at_least(ctx.b12x_version, B12X_MIN):
-        return f"needs b12x >= {B12X_MIN} (installed: {ctx.b12x_version}; pip install -U 'b12x>={B12X_MIN}')"
+    if not version_at_least(installed, B12X_MIN):
+        return f"needs b12x >= {B12X_MIN} (installed: {installed}; pip install -U 'b12x>={B12X_MIN}')"
     return None
 
 
@@ -148,6 +150,7 @@ class B12xAllReduce(AllReduceImpl):
     """b12x.comm.pcie all-reduce; option variant: auto (default), oneshot, twoshot or dma."""
 
     name: ClassVar[str] = "b12x"
+    library: ClassVar[str | None] = B12X
     engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
         "b12x PCIe all-reduce",

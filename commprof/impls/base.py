@@ -53,6 +53,8 @@ class EngineSwitch:
     size_variable: str | None  # the variable bounding the sizes it takes; None: the engine has none
     unit: str  # that variable's unit: "bytes" or "elements" ("" without one)
     version: str  # the version written for and its source
+    before: str = "NCCL"  # the engine's dispatch path it is tried before (engine_dispatch derives its rule there)
+    released: tuple[str, ...] = ()  # engine versions whose release reads it ("0.34"); () : a fork or open PR only
 
 
 @dataclass(frozen=True)
@@ -118,13 +120,18 @@ class ImplContext:
     p2p_detail: str = ""
     p2p_atomics: bool | None = None  # native atomics on peer memory between every pair (NVML); None: unknown
     p2p_atomics_detail: str = ""
-    flashinfer_version: str | None = None
-    b12x_version: str | None = None
+    # Installed version per library an implementation names (its `library`, a distribution on PyPI); a library
+    # absent here or None is not installed.
+    libraries: dict[str, str | None] = field(default_factory=dict)
     torch_version: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     # True for a simulated box: every library a kernel needs counts as installed at a version that has it, so
     # only the hardware and shape rules decide (the simulator predicts that box, not this machine's packages).
     libraries_assumed: bool = False
+
+    def version(self, library: str) -> str | None:
+        """The installed version of `library` (a distribution name: "flashinfer-python"), None: not installed."""
+        return self.libraries.get(library)
 
 
 class AllReduceImpl:
@@ -137,6 +144,7 @@ class AllReduceImpl:
     """
 
     name: ClassVar[str] = ""
+    library: ClassVar[str | None] = None  # the distribution it needs beyond torch ("flashinfer-python"); None: none
     fuses_rmsnorm: ClassVar[bool] = False  # True: replaces all-reduce + residual add + RMSNorm
     capturable: ClassVar[bool] = True  # False: graph mode is recorded unsupported, eager still runs
     # True: the all-reduce is NCCL's own (on the NCCL backend), so NCCL variables act on it and the cost model

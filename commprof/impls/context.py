@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from commprof.impls.base import ImplContext
+from commprof.impls.registry import libraries
 
 # nvidia-ml-py defines NVML_P2P_CAPS_INDEX_READ as the tuple (0,) (a stray comma), which ctypes cannot
 # pass; these are the enum values from nvml.h.
@@ -196,8 +197,7 @@ def build_impl_context(
         p2p_detail=p2p_detail,
         p2p_atomics=atomics[0],
         p2p_atomics_detail=atomics[1],
-        flashinfer_version=installed_version("flashinfer-python", "flashinfer"),
-        b12x_version=installed_version("b12x"),
+        libraries={library: installed_version(library) for library in libraries()},
         torch_version=torch.__version__,
         options=dict(options or {}),
     )

@@ -29,6 +29,7 @@ from commprof.impls.base import (
     whole_names,
 )
 from commprof.impls.gating import (
+    FLASHINFER,
     first_failure,
     needs_cuda,
     needs_dtype,
@@ -70,10 +71,11 @@ def needs_trtllm_arch(ctx: ImplContext) -> str | None:
     minimum = TRTLLM_ARCH_MIN_FLASHINFER.get(cap[0])
     if minimum is None:
         return f"FlashInfer's TRT-LLM all-reduce kernels build for SM90, SM10x and SM12x, not {sm_name(cap)}"
-    if ctx.flashinfer_version is not None and not version_at_least(ctx.flashinfer_version, minimum):
+    installed = ctx.version(FLASHINFER)
+    if installed is not None and not version_at_least(installed, minimum):
         return (
             f"FlashInfer's TRT-LLM all-reduce kernels support {sm_name(cap)} from flashinfer-python "
-            f"{minimum} (installed: {ctx.flashinfer_version})"
+            f"{minimum} (installed: {installed})"
         )
     return None
 
@@ -136,6 +138,7 @@ class FlashInferFusedAllReduce(AllReduceImpl):
     by size as engines switch, never FlashInfer's own table, which was tuned on B200)."""
 
     name: ClassVar[str] = "flashinfer-fused"
+    library: ClassVar[str | None] = FLASHINFER
     trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
         "FlashInfer TRT-LLM all-reduce fusion",
         whole_names(
@@ -155,7 +158,8 @@ class FlashInferFusedAllReduce(AllReduceImpl):
         EngineFlag(
             "SGLang",
             "--flashinfer-allreduce-fusion-backend auto",
-            "SGLang with sgl-project/sglang#12787 (merged; auto / trtllm / mnnvl), whose later builds log "
+            "SGLang 0.5.23 (sglang/srt/arg_groups/fields/exec_.py: auto / trtllm / mnnvl / cutedsl, cutedsl "
+            "Blackwell-only bf16; SM90 or SM10x only) from sgl-project/sglang#12787, which logs "
             "--enable-flashinfer-allreduce-fusion as its deprecated alias; older releases (v0.5.10 takes it) need "
             "that flag instead; the first release with this one was not checked",
         ),

@@ -24,7 +24,15 @@ from commprof.impls.base import (
     TraceKernels,
     whole_names,
 )
-from commprof.impls.gating import first_failure, needs_cuda, needs_dtype, needs_flashinfer, needs_p2p, needs_world_size
+from commprof.impls.gating import (
+    FLASHINFER,
+    first_failure,
+    needs_cuda,
+    needs_dtype,
+    needs_flashinfer,
+    needs_p2p,
+    needs_world_size,
+)
 from commprof.planner.models import DTYPE_BYTES
 
 # flashinfer.comm.PcieIpcAllReduceWorkspace (pcie_ipc_ar.py, pcie_ipc_policy._admits; flashinfer PR #4393). The
@@ -35,6 +43,26 @@ PCIE_IPC_WORLD_SIZES = (2, 4, 8)
 PCIE_IPC_DTYPES = ("bfloat16", "float16")
 PCIE_IPC_PACK_BYTES = 16
 KERNEL = "FlashInfer's PCIe IPC all-reduce"
+# Its kernels as FlashInfer 0.7.4 names them: the push kernels (data/include/flashinfer/comm/pcie_ipc_all_reduce.cuh)
+# and those of the copy-engine variants tune() may pick (pcie_ipc_policy.IpcVariant.COPY_ENGINE_*:
+# pcie_ipc_ce_ring.cuh, pcie_ipc_all_gather.cuh).
+PCIE_IPC_KERNELS = (
+    "push_oneshot_param_kernel",
+    "ipc_tp2_remote_push_kernel",
+    "ipc_rsag_push_param_kernel",
+    "ipc_rsag_ring_push_param_kernel",
+    "ipc_topo_rsag8_push_param_kernel",
+    "ipc_topo_rsag8_ring_push_param_kernel",
+    "ipc_topo_rsag8_block_param_kernel",
+)
+COPY_ENGINE_KERNELS = (
+    "ce_add_kernel",
+    "ce_copy_kernel",
+    "ce_publish_flag_kernel",
+    "ce_wait_flag_kernel",
+    "copy_engine_retire_kernel",
+    "copy_engine_pair_barrier_kernel",
+)
 
 
 def pcie_ipc_shape(ctx: ImplContext, tokens: int) -> str | None:
@@ -68,20 +96,14 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
     """PcieIpcAllReduceWorkspace.all_reduce; option tune (true/false, default false) runs tune() once at setup."""
 
     name: ClassVar[str] = "flashinfer-pcie-ipc"
+    library: ClassVar[str | None] = FLASHINFER
     engine_flags: ClassVar[tuple[EngineFlag, ...]] = ()  # no engine flag acts on it
     trace_kernels: ClassVar[TraceKernels | str] = TraceKernels(
         "FlashInfer PCIe IPC all-reduce",
-        whole_names(
-            "push_oneshot_param_kernel",
-            "ipc_tp2_remote_push_kernel",
-            "ipc_rsag_push_param_kernel",
-            "ipc_rsag_ring_push_param_kernel",
-            "ipc_topo_rsag8_push_param_kernel",
-            "ipc_topo_rsag8_ring_push_param_kernel",
-            "ipc_topo_rsag8_block_param_kernel",
-        ),
+        whole_names(*PCIE_IPC_KERNELS, *COPY_ENGINE_KERNELS),
         "all_reduce",
-        "FlashInfer 0.7.2 data/include/flashinfer/comm/pcie_ipc_all_reduce.cuh",
+        "FlashInfer 0.7.4 data/include/flashinfer/comm/pcie_ipc_all_reduce.cuh, pcie_ipc_ce_ring.cuh (tune()'s "
+        "copy-engine variants), pcie_ipc_all_gather.cuh",
     )
     # Each name was read in the engine's own source at the version named.
     engine_switches: ClassVar[tuple[EngineSwitch, ...]] = (
@@ -95,16 +117,21 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
             "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE is set; PcieIpcCommunicator.should_pcie_ipc_ar takes a contiguous bf16 "
             "all-reduce of at most max_numel elements, max_numel = SGLANG_PCIE_IPC_MAX_NUMEL, else the decode width x "
             "hidden; larger ones stay on NCCL)",
+            before="quick all-reduce",
+            released=("0.5.23",),
         ),
         EngineSwitch(
             "vLLM",
             "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1",
             None,
             "",
-            "vLLM 0.33 with flashinfer-python >= 0.7.0 (vllm/distributed/device_communicators/"
+            "vLLM 0.33 / 0.34 with flashinfer-python >= 0.7.0 (vllm/distributed/device_communicators/"
             "flashinfer_pcie_ipc_all_reduce.py: FlashInferPcieIpcAllReduce, single node, world size 2 / 4 / 8; setup "
-            "sizes the workspace to the largest CUDA-graph capture size x hidden and should_use takes every bf16 "
-            "[tokens, hidden] all-reduce it holds: no size cap; off under VLLM_BATCH_INVARIANT)",
+            "sizes the workspace to the largest CUDA-graph capture size x hidden and should_use takes every 2-D "
+            "[tokens, hidden] all-reduce it holds in the model's dtype (bf16 / fp16): no size cap; off under "
+            "VLLM_BATCH_INVARIANT)",
+            before="FlashInfer all-reduce",
+            released=("0.33", "0.34"),
         ),
     )
     smoke: ClassVar[SmokeCase | str] = SmokeCase("flashinfer-pcie-ipc")

@@ -15,6 +15,7 @@ from commprof.impls.base import SUPPORTED, ImplContext, Support, unsupported
 from commprof.planner.models import DTYPE_BYTES
 
 # How FlashInfer gets installed: it is an optional extra (its CUDA libraries weigh about 1.7 GB).
+FLASHINFER = "flashinfer-python"  # the distribution FlashInfer's kernels come in
 FLASHINFER_INSTALL = "pip install 'commprof[flashinfer]'"
 
 
@@ -95,11 +96,12 @@ def needs_p2p_atomics(ctx: ImplContext, kernel: str) -> str | None:
 def needs_flashinfer(ctx: ImplContext, minimum: str, what: str) -> str | None:
     if ctx.libraries_assumed:
         return None
-    if ctx.flashinfer_version is None:
+    installed = ctx.version(FLASHINFER)
+    if installed is None:
         return f"needs flashinfer-python >= {minimum}, which is not installed ({FLASHINFER_INSTALL})"
-    if not version_at_least(ctx.flashinfer_version, minimum):
+    if not version_at_least(installed, minimum):
         return (
-            f"{what} needs flashinfer-python >= {minimum} (installed: {ctx.flashinfer_version}; "
+            f"{what} needs flashinfer-python >= {minimum} (installed: {installed}; "
             f"pip install -U 'flashinfer-python>={minimum}')"
         )
     return None

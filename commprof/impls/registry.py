@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 from commprof.errors import UsageError
-from commprof.impls.base import AllReduceImpl, OptionKind
+from commprof.impls.base import AllReduceImpl, EngineFlag, EngineSwitch, OptionKind, SmokeCase, TraceKernels
 
 # Built-in name -> "module:Class". The modules import torch and FlashInfer only inside methods, so reading a
 # class's facts costs nothing and FlashInfer is never needed on CPU.
@@ -53,6 +53,43 @@ def builtin_classes() -> dict[str, type[AllReduceImpl]]:
     """Every built-in's class, in BUILTINS order: the tables built from the registry (the engines' switches, the
     GPU smoke's points, the trace's kernel names) walk this, so a built-in's module is the one home of its facts."""
     return {name: load_impl(name) for name in BUILTINS}
+
+
+# The tables built from the registry, each from what every built-in's class declares: the one home of each.
+
+
+def libraries() -> tuple[str, ...]:
+    """Every library a built-in names (its `library`), each once: what ImplContext's versions are read for."""
+    return tuple(dict.fromkeys(cls.library for cls in builtin_classes().values() if cls.library))
+
+
+def engine_switch_table() -> dict[str, tuple[EngineSwitch, ...]]:
+    """Per built-in an engine can be switched to: each engine's switch, size variable and version, as declared."""
+    return {name: cls.engine_switches for name, cls in builtin_classes().items() if cls.engine_switches}
+
+
+def engine_flag_table() -> dict[str, tuple[EngineFlag, ...]]:
+    """Per built-in whose class declares engine flags (the fused kinds'): its flags."""
+    return {name: cls.engine_flags for name, cls in builtin_classes().items() if cls.engine_flags}
+
+
+def smoke_table() -> dict[str, SmokeCase]:
+    """Per built-in with a GPU smoke point: its case."""
+    return {name: cls.smoke for name, cls in builtin_classes().items() if isinstance(cls.smoke, SmokeCase)}
+
+
+def trace_kernel_table() -> dict[str, TraceKernels]:
+    """Per built-in that launches kernels of its own: their names in a trace."""
+    return {name: k for name, cls in builtin_classes().items() if isinstance(k := cls.trace_kernels, TraceKernels)}
+
+
+def runs_as_table() -> dict[str, str]:
+    """An answer's implementation -> the built-in whose kernels it runs ("default" is NCCL's)."""
+    return {"default": "nccl"} | {
+        name: cls.trace_kernels
+        for name, cls in builtin_classes().items()
+        if isinstance(cls.trace_kernels, str) and cls.trace_kernels in BUILTINS
+    }
 
 
 def option_kinds(name: str) -> dict[str, OptionKind] | None:

@@ -14,17 +14,33 @@ from commprof.errors import UsageError
 
 Engine = Literal["sglang", "vllm"]
 ENGINES: tuple[Engine, ...] = ("sglang", "vllm")
-ENGINE_TOKENS_FORM = '"engine:sglang" or "engine:vllm", optionally with ":max_batch=<requests>"'
-_FORM = re.compile(r"^engine:(?P<engine>[a-z]+)(?::max_batch=(?P<max_batch>\d+))?$")
+ENGINE_TOKENS_FORM = (
+    '"engine:sglang" or "engine:vllm", optionally with ":max_batch=<requests>" (SGLang also ":gpu_mem=<GiB>")'
+)
+_FORM = re.compile(
+    r"^engine:(?P<engine>[a-z]+)(?::max_batch=(?P<max_batch>\d+))?(?::gpu_mem=(?P<gpu_mem>\d+(\.\d+)?))?$"
+)
 
 # vLLM 0.33 vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: the OpenAI server's defaults on a GPU of
 # >= 70 GiB that is no A100 (H100, H200, RTX PRO 6000 96 GB).
 VLLM_MAX_NUM_SEQS = 1024
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
-# SGLang 0.5.23 sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings: decode max_bs for a GPU of
-# 90-160 GiB (H20, H200, RTX PRO 6000 96 GB): 256 below TP 4, else 512.
-SGLANG_MAX_BS_TP4 = 512
+# SGLang 0.5.23 sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings: the default decode max_bs per GPU
+# memory (GiB, upper bound of the bracket) as (below TP 4, from TP 4); above the last bracket 512 at any TP.
+SGLANG_MAX_BS_BY_MEMORY = ((20, (8, 8)), (35, (48, 160)), (60, (32, 160)), (90, (256, 512)), (160, (256, 512)))
+SGLANG_MAX_BS_LARGEST = 512
+SGLANG_MAX_BS_TP4 = 512  # the 90-160 GiB bracket (H20, H200, RTX PRO 6000 96 GB): the default without gpu_mem
 SGLANG_MAX_BS_SMALL_TP = 256
+
+
+def sglang_default_max_bs(gpu_mem_gib: float | None, tp: int) -> int:
+    """SGLang 0.5.23's decode CUDA-graph max_bs for a GPU of `gpu_mem_gib` (None: the 90-160 GiB bracket)."""
+    if gpu_mem_gib is None:
+        return SGLANG_MAX_BS_TP4 if tp >= 4 else SGLANG_MAX_BS_SMALL_TP
+    for below, (small_tp, large_tp) in SGLANG_MAX_BS_BY_MEMORY:
+        if gpu_mem_gib < below:
+            return large_tp if tp >= 4 else small_tp
+    return SGLANG_MAX_BS_LARGEST
 
 
 def vllm_capture_sizes(
@@ -97,10 +113,12 @@ def engine_tokens(text: str, tokens_per_request: int, tp: int | None) -> tuple[i
     if match is None or match["engine"] not in ENGINES:
         raise UsageError(f"expected {ENGINE_TOKENS_FORM}, got {text!r}")
     max_batch = int(match["max_batch"]) if match["max_batch"] else None
+    if match["gpu_mem"] and match["engine"] != "sglang":
+        raise UsageError(f"{text}: gpu_mem is SGLang's (its default max batch follows the GPU's memory)")
     if max_batch is not None and max_batch < 1:
         raise UsageError(f"{text}: max_batch must be >= 1")
     if match["engine"] == "sglang":
-        default = SGLANG_MAX_BS_TP4 if (tp or 8) >= 4 else SGLANG_MAX_BS_SMALL_TP
+        default = sglang_default_max_bs(float(match["gpu_mem"]) if match["gpu_mem"] else None, tp or 8)
         batches = sglang_decode_batch_sizes(max_batch or default, speculative=tokens_per_request > 1)
         return tuple(sorted({bs * tokens_per_request for bs in batches}))
     sizes = vllm_capture_sizes(

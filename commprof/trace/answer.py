@@ -11,7 +11,7 @@ from typing import Any
 
 from commprof.errors import UsageError
 from commprof.records.schema import GRAPH_FIRST
-from commprof.trace.kernels import RUNS_AS
+from commprof.trace.kernels import runs_as
 from commprof.units import format_bytes
 
 
@@ -79,7 +79,7 @@ def check_answer(
     env = _env_of(run)
     for group in groups:
         impl, why = routed_to(run, group["kind"], group["bytes"])
-        expected = RUNS_AS.get(impl, impl) if impl else None
+        expected = runs_as().get(impl, impl) if impl else None
         ran = max(group["implementations"], key=group["implementations"].get)
         count, total = group["implementations"].get(expected, 0) if expected else 0, group["count"]
         size = format_bytes(group["bytes"]) if group["bytes"] is not None else "unknown size"

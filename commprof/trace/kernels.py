@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.impls.base import TraceKernels, whole_names
-from commprof.impls.registry import BUILTINS, builtin_classes
+from commprof.impls.base import whole_names
+from commprof.impls.registry import runs_as_table, trace_kernel_table
 from commprof.trace.collectives import dtype_bytes, kind_of, numel
 from commprof.trace.events import Trace
 
@@ -59,11 +59,10 @@ ENGINE_KERNELS: tuple[KernelName, ...] = (
 
 
 def kernel_names() -> tuple[KernelName, ...]:
-    """Every kernel name the matcher knows: each built-in's own (its module's trace_kernels), then the engines'."""
+    """Every kernel name the matcher knows: each built-in's own (the registry's trace_kernel_table), then the
+    engines'. Read per trace, so an implementation added to the registry is matched at once."""
     own = tuple(
-        KernelName(name, k.label, k.pattern, k.collective, k.source)
-        for name, cls in builtin_classes().items()
-        if isinstance(k := cls.trace_kernels, TraceKernels)
+        KernelName(name, k.label, k.pattern, k.collective, k.source) for name, k in trace_kernel_table().items()
     )
     return own + ENGINE_KERNELS
 
@@ -71,20 +70,12 @@ def kernel_names() -> tuple[KernelName, ...]:
 def runs_as() -> dict[str, str]:
     """An answer's implementation -> the kernel table's name for what runs ("default" is NCCL's; the fused b12x
     kernels are b12x's), as each built-in's module says."""
-    return {"default": "nccl"} | {
-        name: cls.trace_kernels
-        for name, cls in builtin_classes().items()
-        if isinstance(cls.trace_kernels, str) and cls.trace_kernels in BUILTINS
-    }
+    return runs_as_table()
 
 
-KERNEL_NAMES = kernel_names()
-RUNS_AS = runs_as()
-
-
-def identify(name: str, table: tuple[KernelName, ...] = KERNEL_NAMES) -> KernelName | None:
+def identify(name: str, table: tuple[KernelName, ...] | None = None) -> KernelName | None:
     """The table's entry for a kernel name, or None: not a communication kernel commprof knows."""
-    return next((k for k in table if re.search(k.pattern, name)), None)
+    return next((k for k in (table or kernel_names()) if re.search(k.pattern, name)), None)
 
 
 def _nccl_kind(name: str) -> str:
@@ -107,7 +98,8 @@ def engaged_kernels(trace: Trace) -> pd.DataFrame:
         ev["cat"].isin(("cpu_op", "user_annotation"))
         & ev["args"].map(lambda a: isinstance(a, dict) and "Input Dims" in a)
     ].sort_values("ts", kind="stable")
-    known = {name: identify(name) for name in kernels["name"].astype(str).unique()}  # a trace repeats few names
+    table = kernel_names()
+    known = {name: identify(name, table) for name in kernels["name"].astype(str).unique()}  # a trace repeats few
     rows = []
     for kernel in kernels.itertuples(index=False):
         found = known[str(kernel.name)]

@@ -7,9 +7,20 @@ class ThrowawayAllReduce(AllReduceImpl):
     """Never run: its module is all a new implementation needs besides one registry line."""
 
     name = "throwaway"
+    library = "throwaway-lib"
     option_kinds = {"fast": bool}
     trace_kernels = TraceKernels("throw-away all-reduce", whole_names("throwaway_ar_kernel"), "all_reduce", "tests")
-    engine_switches = (EngineSwitch("SGLang", "SGLANG_THROWAWAY_AR=1", "SGLANG_THROWAWAY_MAX_BYTES", "bytes", "test"),)
+    engine_switches = (
+        EngineSwitch(
+            "SGLang",
+            "SGLANG_THROWAWAY_AR=1",
+            "SGLANG_THROWAWAY_MAX_BYTES",
+            "bytes",
+            "test",
+            before="custom all-reduce",
+            released=("0.5.23",),
+        ),
+    )
     engine_flags = (EngineFlag("SGLang", "--throwaway-fusion", "test"),)
     smoke = SmokeCase("throwaway fast", {"fast": True})
 

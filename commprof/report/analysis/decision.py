@@ -25,7 +25,7 @@ from commprof.report.analysis import routing as rt
 from commprof.report.analysis import routing_candidates as rc
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
-from commprof.report.analysis.engine_dispatch import Box, Op, engine_paths, paths_basis
+from commprof.report.analysis.engine_dispatch import Box, Op, engine_paths, engines_for, library_note, paths_basis
 from commprof.report.analysis.routing_settings import EngineSetting, routing_settings
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.tuner_rules import RECOMMEND_ENV, TUNER_CONF, ApplyPlan
@@ -199,11 +199,16 @@ def decide(run: RunAnalysis) -> Decision:
         if hidden
     ]
     box = box_of(run)
-    paths = engine_paths(run.options.engines, box, ops, answer) if ops else []
+    versions = run.meta.get("versions") if isinstance(run.meta.get("versions"), dict) else {}
+    engines, chosen = engines_for(run.options.engines, versions)
+    paths = engine_paths(engines, box, ops, answer, chosen) if ops else []
     for entry in paths:  # whether the files set those switches, or leave them off (and why, in `engine`)
         name = entry["engine"].split(" ")[0]
         entry["switches"] = answer.get(name, {})
         entry["live"] = any(s.live for s in engine if s.engine == name)
+        entry["flashinfer"] = (
+            library_note("flashinfer-python", versions["flashinfer"]) if "flashinfer" in versions else ""
+        )
         entry["basis"] = paths_basis(box, backend or "nccl", run.evidence.label if run.evidence.simulated else None)
     return Decision(
         run_id=run.run_id,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commprof.report.analysis.engine_switches import VLLM_PCIE_IPC_DEFAULT_CAPTURE, routing_variables
+from commprof.impls.registry import engine_switch_table
+from commprof.report.analysis.engine_vllm import PCIE_IPC_CAPTURE as VLLM_PCIE_IPC_DEFAULT_CAPTURE
 from commprof.units import format_bytes
 
 
@@ -62,7 +63,7 @@ def routing_settings(
     if first["baseline"]:
         return [], notes
     impl = first["impl"]
-    switches = routing_variables().get(impl)
+    switches = engine_switch_table().get(impl)
     if not switches:
         return [], [*notes, f"{_span(first)}: no engine setting known to commprof runs {impl}: engine work"]
     if first["options"]:

@@ -28,7 +28,6 @@ from commprof.report.analysis.completeness import Completeness, completeness
 from commprof.report.analysis.crossovers import crossovers, routing_edges
 from commprof.report.analysis.doctor_verdicts import doctor_view
 from commprof.report.analysis.drift import BaselineDrift, baseline_drift
-from commprof.report.analysis.engine_dispatch import DEFAULT_ENGINES
 from commprof.report.analysis.heatmap import strongest_axes
 from commprof.report.analysis.observed import observed_view
 from commprof.report.analysis.projection import ComputeTimes, ShownPoints, breakdown, projection
@@ -51,7 +50,9 @@ class ReportOptions:
     # (`--observed-step-ms`, `--observed TRACE_DIR`); empty: nothing observed.
     observed: dict[int | None, float] = field(default_factory=dict)
     observed_source: str = ""
-    engines: tuple[str, ...] = DEFAULT_ENGINES  # the engines whose dispatch the report reproduces (--engine)
+    # The engines whose dispatch the report reproduces (--engine); () : those installed where the run ran, else
+    # here, else commprof's defaults (engine_dispatch.engines_for).
+    engines: tuple[str, ...] = ()
 
 
 @dataclass

@@ -17,15 +17,10 @@ import pandas as pd
 from commprof.env_names import is_export_name
 from commprof.evidence import Evidence
 from commprof.impls.base import EngineFlag
-from commprof.impls.registry import builtin_classes
+from commprof.impls.registry import engine_flag_table
 from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
-from commprof.report.analysis.engine_dispatch import sglang_fusion_fails
+from commprof.report.analysis.engine_dispatch import fusion_flag_fails
 from commprof.report.exports.export_text import comment, export_line, one_line
-
-
-def engine_flags() -> dict[str, tuple[EngineFlag, ...]]:
-    """Per built-in whose module declares engine flags (the fused kinds'): its flags, as declared."""
-    return {name: cls.engine_flags for name, cls in builtin_classes().items() if cls.engine_flags}
 
 
 @dataclass(frozen=True)
@@ -96,7 +91,7 @@ def engine_hints(
         )
     if not fused_measured or fusion.empty:
         return hints
-    flags = engine_flags()
+    flags = engine_flag_table()
     flagged = fusion["impl"].astype(str).isin(list(flags)).to_numpy()
     won = fusion[flagged & np.array([v is True for v in fusion["beyond_uncertainty"]], dtype=bool)]
     lost = fusion[np.array([v is True for v in fusion["slower_beyond_uncertainty"]], dtype=bool)]
@@ -109,25 +104,27 @@ def engine_hints(
             "initialised"
         )
         untested = untested_reason(evidence, "the fused all-reduce + RMSNorm")
-        for flag in _flags(flags, won, "won"):
-            if flag.engine == "SGLang" and sglang_fusion_fails(compute_capability) is not None:
-                hints.append(
-                    EngineHint(
-                        "SGLang",
-                        "",
-                        "—",
-                        f"{why}; but SGLang 0.5.23 {sglang_fusion_fails(compute_capability)} "
-                        "(sglang/srt/layers/flashinfer_comm_fusion.py, _resolve_backend): no flag",
-                    )
-                )
-            else:
-                hints.append(EngineHint(flag.engine, flag.setting, flag.version, flag.note or why, untested))
+        hints += _acting(_flags(flags, won, "won"), why, untested, compute_capability)
     elif not fusion.empty and len(lost) == len(fusion):
         why = (
             f"the fused all-reduce + RMSNorm was slower than its unfused reference, {evidence.beyond}, at every T "
             + ("predicted" if evidence.simulated else "measured")
         )
-        hints += [EngineHint(f.engine, f.setting, f.version, f.note or why) for f in _flags(flags, lost, "lost")]
+        hints += _acting(_flags(flags, lost, "lost"), why, "", compute_capability)
+    return hints
+
+
+def _acting(flags: list[EngineFlag], why: str, untested: str, sm: float | None) -> list[EngineHint]:
+    """The flags as hints; an engine whose fusion cannot act on these GPUs (its dispatch table's flag check) gets
+    one "no flag" hint saying why instead of its flags."""
+    hints, refused = [], set()
+    for flag in flags:
+        fails = fusion_flag_fails(flag.engine, sm)
+        if fails is None:
+            hints.append(EngineHint(flag.engine, flag.setting, flag.version, flag.note or why, untested))
+        elif flag.engine not in refused:
+            refused.add(flag.engine)
+            hints.append(EngineHint(flag.engine, "", "—", f"{why}; but {fails}: no flag"))
     return hints
 
 

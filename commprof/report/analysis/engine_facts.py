@@ -1,0 +1,156 @@
+"""The shapes of an engine's dispatch as data: the box and op it reads, each rule with the places in the released
+wheel it is read from (a file, the function holding the fact, and the text that states it, which
+tools/check_engine_facts.py looks for in a downloaded wheel), the switches' defaults and the engine's order. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+MiB = 1 << 20
+KiB = 1 << 10
+
+
+@dataclass(frozen=True)
+class Box:
+    """What the engines' dispatch reads of the box."""
+
+    sm: float | None  # compute capability, 12.0 for SM120 (None: unknown)
+    tp: int
+    nvlink: bool  # every GPU pair over NVLink
+    p2p: bool  # peer-to-peer works between every pair
+    multicast: bool | None = None  # NVLink multicast (NVSwitch) for the TP group; None: unknown (counts as absent)
+    nodes: int = 1  # nodes the TP group spans
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op group of the plan at one T: the layers' all-reduces of [T, hidden]."""
+
+    group: str
+    tokens: int
+    nbytes: int
+    dtype: str
+    hidden: int
+    model_dtype: str = ""  # the model's dtype ("": the op's); FlashInfer PCIe IPC in vLLM takes only that one
+    model_hidden: int = 0  # the model's hidden width (0: the op's); vLLM's PCIe IPC workspace is built for it
+    dims: int = 2  # the tensor's rank; [T, hidden] is 2
+
+
+@dataclass(frozen=True)
+class Cite:
+    """Where one fact is read in a released wheel: the file, the function holding it ("" : module level), and a
+    regular expression over that function's text that states the fact (""  : the function's existence is the
+    fact); `order`: expressions that must appear in this order inside the function (a dispatch order)."""
+
+    file: str
+    function: str = ""
+    pattern: str = ""
+    order: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.function}" if self.function else self.file
+
+
+Switches = dict[str, str]
+Check = Callable[[Box, Op, Switches], str | None]  # None: the rule takes the op; else why not
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One path of an engine's dispatch: its name, where each gate is read, the check of those gates, and the
+    commprof implementation that runs the same kernel (None: none does)."""
+
+    path: str
+    cites: tuple[Cite, ...]
+    check: Check
+    impl: str | None = None
+    switch: str = ""  # the variable or flag that turns it on ("" : on by default or not switchable)
+
+    @property
+    def source(self) -> str:
+        return "; ".join(dict.fromkeys(str(c) for c in self.cites))
+
+
+@dataclass(frozen=True)
+class Default:
+    """A switch's value when nobody sets it, as the engine's source states it."""
+
+    switch: str
+    value: str
+    cite: Cite
+
+
+@dataclass(frozen=True)
+class Flag:
+    """An engine flag commprof may write, and why it cannot act on a box (None: it can, or unknown)."""
+
+    setting: str
+    cite: Cite
+    fails: Callable[[Box], str | None]
+
+
+@dataclass(frozen=True)
+class EngineTable:
+    """One engine version's all-reduce dispatch: its rules in the order the engine tries them."""
+
+    engine: str  # "SGLang", "vLLM"
+    package: str  # the distribution on PyPI ("sglang", "vllm")
+    version: str  # the table's version ("0.33": every 0.33.x)
+    wheel: str  # the release the facts were checked on ("0.33.0")
+    dispatch: Cite  # the function whose order the rules follow, with that order
+    rules: tuple[Rule, ...]
+    defaults: tuple[Default, ...] = ()
+    flags: tuple[Flag, ...] = ()
+    facts: tuple[Cite, ...] = ()  # other facts commprof states about this version (capture sizes, ...)
+
+    def effective(self, switches: Switches) -> Switches:
+        """The switches as the engine sees them: every default, overridden by what was set."""
+        return {d.switch: d.value for d in self.defaults} | dict(switches)
+
+    def cites(self) -> tuple[Cite, ...]:
+        """Every fact this table states, for the maintainer's check."""
+        found = [self.dispatch, *(d.cite for d in self.defaults), *(f.cite for f in self.flags), *self.facts]
+        for rule in self.rules:
+            found += rule.cites
+        return tuple(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class LibraryFacts:
+    """A library's facts commprof relies on (kernel names, variants, entry points), checked like a table's."""
+
+    package: str
+    version: str
+    facts: tuple[Cite, ...]
+
+    def cites(self) -> tuple[Cite, ...]:
+        return self.facts
+
+
+def on(switches: Switches, name: str) -> bool:
+    return str(switches.get(name, "")).strip().lower() not in ("", "0", "false", "none")
+
+
+def sm_text(box: Box) -> str:
+    return f"SM {box.sm:g}" if box.sm is not None else "an unknown SM"
+
+
+def sm_key(box: Box) -> str | None:
+    """vLLM's capability key: "9.0", "10.3"."""
+    return f"{box.sm:.1f}" if box.sm is not None else None
+
+
+def sm_int(box: Box) -> int | None:
+    """Capability as vLLM's to_int(): 90, 103, 120."""
+    return round(box.sm * 10) if box.sm is not None else None
+
+
+def not_here(what: str) -> Check:
+    """A path that cannot apply on the boxes commprof reads (ROCm, another platform): said so."""
+    return lambda box, op, switches: f"not on this box ({what})"
+
+
+def always(box: Box, op: Op, switches: Switches) -> str | None:
+    return None
