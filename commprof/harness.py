@@ -215,6 +215,8 @@ class StepReplay:
         for i in range(warmup + self.config.iterations):
             self.refill()
             clock.align()
+            if arrivals is not None:
+                arrivals.stamp_reference()
             stamps = [clock.stamp()]
             if graph:
                 self.graph.replay()
@@ -252,7 +254,7 @@ class StepReplay:
         local = torch.tensor(self.arrival_rows, dtype=torch.int64, device=self.device)
         gathered = [torch.empty_like(local) for _ in range(self.world)]
         dist.all_gather(gathered, local, group=self.group)
-        return wait_per_step([g.cpu().tolist() for g in gathered])
+        return wait_per_step([g.cpu().tolist() for g in gathered], self.arrivals.offsets)
 
     def _gather(self, rows: list[list[float]]) -> torch.Tensor:
         local = torch.tensor(rows, dtype=torch.float64, device=self.device)
