@@ -211,7 +211,7 @@ def sweep_command(
     )
     from commprof.sweep.planning.dryrun import ASSUMED, size_lines
     from commprof.sweep.running.console import SweepConsole
-    from commprof.sweep.running.run_folder import prepare_run_folder
+    from commprof.sweep.running.run_folder import PREFLIGHT_S, prepare_run_folder
 
     backend, _, refused = _launch_refusals(spec, share_gpus)
     estimate = size_lines(spec, ASSUMED, len(spec.points) - len(refused), backend)
@@ -224,6 +224,7 @@ def sweep_command(
             prepare_run=lambda run_dir, backend: prepare_run_folder(
                 run_dir, backend, spec, options, with_doctor, console
             ),
+            preflight_s=PREFLIGHT_S,
         )
     except RunStopped as stopped:
         if stopped.run_dir is None:
