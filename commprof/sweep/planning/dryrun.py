@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
 from commprof.size_timing import CROSSOVER_LAYERS
@@ -13,6 +13,7 @@ from commprof.sweep.planning import crossover as cx
 from commprof.sweep.planning.gate import inert_variables
 from commprof.sweep.planning.points import option_text
 from commprof.sweep.planning.spec import CrossoverStage, Stage, StageSpec, SweepSpec, SweepTooLarge
+from commprof.terminal import one_line
 
 # What an estimate assumes when nothing was measured: an 8-GPU box's start-up per point (process start,
 # rendezvous, communicator init) and a verify step of Kimi-K2.5 at TP 8 over PCIe, in each of two modes.
@@ -30,6 +31,7 @@ class StepCost:
     overhead_s: float  # a point's wall time beyond its steps: fork, rendezvous, communicator init, verification
     step_ms: dict[int, float] = field(default_factory=dict)  # T -> one step, ms, summed over the modes that run
     basis: str = ""  # where the figures come from, in words
+    failed: str | None = None  # the probe ended without a cost (crashed, timed out, ...): why; then no estimate
 
     def step_for(self, tokens: int) -> float:
         return self.step_ms.get(tokens, 2 * ASSUMED_STEP_MS)
@@ -62,6 +64,17 @@ def cost_from_records(records: list[dict], iterations: int, warmup: int) -> Step
         f"measured on this launch: the baseline with {iterations} timed + {warmup} warm-up steps per T "
         f"({' + '.join(modes)} mode), {duration:.1f} s",
     )
+
+
+def probe_cost(records: list[dict], iterations: int, warmup: int) -> StepCost:
+    """The probe's StepCost, or one that says how the probe ended when it gave none (no estimate is made then)."""
+    cost = cost_from_records(records, iterations, warmup)
+    if cost is not None:
+        return cost
+    statuses = sorted({str(r.get("status")) for r in records}) or ["no record"]
+    message = next((str(r["message"]) for r in records if r.get("status") != "ok" and r.get("message")), "")
+    why = f"the probe of the baseline on this launch ended {', '.join(statuses)}"
+    return replace(ASSUMED, failed=why + (f" ({one_line(message)[:300]})" if message else ""))
 
 
 def point_seconds(spec: SweepSpec, cost: StepCost, iterations: int, warmup: int) -> float:
@@ -289,10 +302,14 @@ def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> l
     if searches:
         bandwidth = ASSUMED_ALGBW_GBPS.get(backend, ASSUMED_ALGBW_GBPS["gloo"])
         basis += f"; a crossover size's bytes at an assumed {bandwidth:g} GB/s ({backend}, not measured here)"
-    return [
+    counts = (
         f"{running} point{'s' if running != 1 else ''} will run in stage 0, up to "
-        f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}; estimated "
-        f"{_duration(seconds)}",
+        f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}"
+    )
+    if cost.failed:
+        return [f"{counts}; no estimate: {cost.failed}: a run would likely end the same way"]
+    return [
+        f"{counts}; estimated {_duration(seconds)}",
         "per point: "
         f"{cost.overhead_s:.2f} s start-up + its steps, one step at "
         + ", ".join(f"T={t}: {cost.step_for(t):.1f} ms" for t in spec.tokens)
