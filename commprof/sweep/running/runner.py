@@ -81,6 +81,7 @@ class SweepProgress:
     def point_done(self, label: str, status: str) -> None: ...
     def stop(self) -> None: ...
     def note(self, text: str) -> None: ...
+    def point_measured(self, records: list[dict[str, Any]]) -> None: ...
 
 
 def run_sweep(
@@ -318,6 +319,8 @@ def _sweep_loop(run: SweepRun, done: set[str], progress: SweepProgress) -> dict[
                 records = refused_records(run, point, reason)
             else:
                 records = measure_point(run, point)
+                if ctx.is_writer:
+                    progress.point_measured(records)
             interrupted = all_gather_json(ctx.interrupted, ctx.world_size)
             if any(interrupted):
                 ctx.interrupted = True
