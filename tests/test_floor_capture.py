@@ -53,9 +53,19 @@ def test_a_pair_whose_capture_fails_is_named_and_the_probe_goes_on(torch_fake, m
         raise CaptureError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(probe, "_graph_us", refuse)
-    not_measured: list[str] = []
-    assert probe._pair_latency_us(0, 2, not_measured) is None
-    assert not_measured == ["write latency GPU0->GPU2: CaptureError: operation not permitted when stream is capturing"]
+    monkeypatch.setattr(probe, "_bandwidth", lambda *args: 50.0)
+    monkeypatch.setattr(probe, "_launch_us", lambda device: 2.0)
+    monkeypatch.setattr(probe, "_triton_store", lambda not_measured: None)
+    torch_fake.cuda.is_available = lambda: True
+    torch_fake.cuda.device_count = lambda: 3
+    torch_fake.cuda.can_device_access_peer = lambda a, b: True
+    measured = probe.probe_floor(copy_bytes=1 << 20, repeats=1)
+    assert len(measured.pairs) == 6 and all(p.write_latency_us is None and p.ce_gbps == 50.0 for p in measured.pairs)
+    assert measured.all_pairs_ingress_gbps and measured.launch_us == 2.0
+    failed = [line for line in measured.not_measured if line.startswith("write latency GPU")]
+    assert len(failed) == 6 and failed[0] == (
+        "write latency GPU0->GPU1: CaptureError: operation not permitted when stream is capturing"
+    )
 
 
 def test_all_pairs_at_once_issue_each_copy_on_streams_of_its_own(torch_fake):

@@ -41,11 +41,22 @@ def probe_floor(copy_bytes: int = COPY_BYTES, repeats: int = REPEATS) -> FloorPr
         for b in devices:
             if a == b or (a, b) in blocked:
                 continue
-            ce = _bandwidth(a, lambda a=a, b=b: buffers[b].copy_(buffers[a], non_blocking=True), copy_bytes, repeats)
+            ce = _per_pair(
+                f"copy-engine copy GPU{a}->GPU{b}",
+                lambda a=a, b=b: _bandwidth(
+                    a, lambda: buffers[b].copy_(buffers[a], non_blocking=True), copy_bytes, repeats
+                ),
+                not_measured,
+            )
             sm = None
             if store is not None:
-                sm = _bandwidth(a, lambda a=a, b=b: store(buffers[a], buffers[b]), copy_bytes, repeats)
-            pairs.append(PairCopy(a, b, ce, sm, _pair_latency_us(a, b, not_measured)))
+                sm = _per_pair(
+                    f"SM-kernel copy GPU{a}->GPU{b}",
+                    lambda a=a, b=b: _bandwidth(a, lambda: store(buffers[a], buffers[b]), copy_bytes, repeats),
+                    not_measured,
+                )
+            latency = _per_pair(f"write latency GPU{a}->GPU{b}", lambda a=a, b=b: _write_latency_us(a, b), not_measured)
+            pairs.append(PairCopy(a, b, ce, sm, latency))
     ingress = _all_pairs_ingress(devices, blocked, copy_bytes // len(devices), repeats) if not blocked else {}
     if blocked:
         not_measured.append("all pairs at once: not measured while some pairs lack peer access")
@@ -79,12 +90,12 @@ def _bandwidth(device: int, copy, nbytes: int, repeats: int) -> float:
     return nbytes / (1000.0 * best)  # bytes / µs / 1000 = GB/s
 
 
-def _pair_latency_us(src: int, dst: int, not_measured: list[str]) -> float | None:
-    """The pair's write latency, or None with the failure named for this pair alone."""
+def _per_pair(what: str, measure, not_measured: list[str]) -> float | None:
+    """One pair's figure, or None with its failure named for this pair alone (the probe goes on)."""
     try:
-        return _write_latency_us(src, dst)
-    except Exception as exc:  # a capture this driver refuses: this pair's latency, not the probe, is lost
-        not_measured.append(f"write latency GPU{src}->GPU{dst}: {type(exc).__name__}: {str(exc)[:200]}")
+        return measure()
+    except Exception as exc:  # e.g. a capture this driver refuses: this pair's figure, not the probe, is lost
+        not_measured.append(f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
         return None
 
 
@@ -114,12 +125,13 @@ def _graph_us(device: int, op, peer: int | None = None) -> float:
     import torch
 
     stream = torch.cuda.Stream(device)
+    joined = torch.cuda.Stream(peer) if peer is not None else None  # made before the capture, used inside it
     with torch.cuda.stream(stream):
         op()  # warm up outside the capture
         torch.cuda.synchronize(device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
-            with _peer_joined(stream, device, peer):
+            with _peer_joined(stream, device, joined):
                 for _ in range(GRAPH_REPLAYS):
                     op()
         graph.replay()
@@ -133,15 +145,14 @@ def _graph_us(device: int, op, peer: int | None = None) -> float:
 
 
 @contextmanager
-def _peer_joined(capture, device: int, peer: int | None):
-    """Inside a capture on `capture` (on `device`): the peer GPU's current stream is a fresh one forked from the
-    capture, and the capture waits for it before the block ends; nothing when there is no peer."""
+def _peer_joined(capture, device: int, joined):
+    """Inside a capture on `capture` (on `device`): `joined`, a stream of the peer GPU, is that GPU's current
+    stream, forked from the capture, and the capture waits for it before the block ends; nothing without one."""
     import torch
 
-    if peer is None:
+    if joined is None:
         yield
         return
-    joined = torch.cuda.Stream(peer)
     joined.wait_stream(capture)  # the fork: the peer's stream joins the capture
     with torch.cuda.stream(joined), torch.cuda.device(device):
         yield
