@@ -249,7 +249,7 @@ def sweep_command(
         raise SystemExit(EXIT_INTERRUPTED)
 
 
-def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool, logs_profile: tuple[bool, bool]) -> None:
+def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool, logs_profile: tuple[bool, bool] = (True, False)) -> None:
     """The points, which of them will really run on this launch and why not, and an estimate from a quick probe
     of this machine (every rank takes part in the probe; rank 0 prints). `logs_profile`: --nccl-debug and
     --profile, the worker sets a point forks beside the timed one."""
