@@ -11,6 +11,7 @@ once as a CUDA graph and replayed.
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import traceback
 from dataclasses import dataclass
@@ -97,6 +98,9 @@ def gather_via_store(
     return [json.loads(store.get(k)) for k in keys]
 
 
+_REPLAY_SERIALS = itertools.count()  # per process: a fresh worker's replays count from 0 on every rank
+
+
 class StepReplay:
     """One rank's replay of one plan: its tensors (commprof/replay_tensors.py) and the three things done with
     them: run, verify, time."""
@@ -110,6 +114,9 @@ class StepReplay:
         config: ReplayConfig,
         store: dist.Store | None = None,
     ):
+        # Every rank builds its replays in the same order: the serial keeps one replay's agreement keys apart
+        # from the previous replay's on the same store (crossover sizes all have T = 1).
+        self.serial = next(_REPLAY_SERIALS)
         self.plan, self.impl, self.group, self.device, self.config = plan, impl, group, device, config
         # The rendezvous store: agreement that does not depend on the communicator being healthy.
         self.store = store if store is not None else dist.distributed_c10d._get_default_store()
@@ -123,7 +130,7 @@ class StepReplay:
 
     def agree(self, key: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
         """Every rank's payload for `key`, through the store; waits at most the store's timeout."""
-        return gather_via_store(self.store, f"commprof/agree/{key}", self.rank, self.world, payload)
+        return gather_via_store(self.store, f"commprof/agree/{self.serial}/{key}", self.rank, self.world, payload)
 
     def refill(self) -> None:
         """Fresh activations for the next step (untimed)."""
@@ -208,6 +215,8 @@ class StepReplay:
         for i in range(warmup + self.config.iterations):
             self.refill()
             clock.align()
+            if arrivals is not None:
+                arrivals.stamp_reference()
             stamps = [clock.stamp()]
             if graph:
                 self.graph.replay()
@@ -245,7 +254,7 @@ class StepReplay:
         local = torch.tensor(self.arrival_rows, dtype=torch.int64, device=self.device)
         gathered = [torch.empty_like(local) for _ in range(self.world)]
         dist.all_gather(gathered, local, group=self.group)
-        return wait_per_step([g.cpu().tolist() for g in gathered])
+        return wait_per_step([g.cpu().tolist() for g in gathered], self.arrivals.offsets)
 
     def _gather(self, rows: list[list[float]]) -> torch.Tensor:
         local = torch.tensor(rows, dtype=torch.float64, device=self.device)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import statistics
 import time
 from typing import Any
 
@@ -121,17 +122,23 @@ def _gemm_buffers(shapes, dtype, device) -> tuple[torch.Tensor, torch.Tensor, to
 
 
 class HostArrivals:
-    """CPU ranks: CLOCK_MONOTONIC, shared by every process of the machine, in ns."""
+    """CPU ranks: CLOCK_MONOTONIC, one clock for every process of the machine, in ns."""
 
     kind = HOST_CLOCK
+    offsets = False  # one clock: no rank's stamps are offset from another's
 
     def __init__(self, ops: int):
-        self.stamps = [0] * ops
+        self.stamps = [0] * (ops + 1)  # one per op, then the step's reference
 
     def stamp(self, index: int) -> None:
         self.stamps[index] = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
+    def stamp_reference(self) -> None:
+        """The step's reference: when this rank left the step's aligning collective."""
+        self.stamp(len(self.stamps) - 1)
+
     def read(self) -> list[int]:
+        """The ops' stamps, then the reference."""
         return list(self.stamps)
 
 
@@ -139,16 +146,23 @@ class DeviceArrivals:
     """CUDA: a one-thread kernel writes %globaltimer (ns) into slot i when the stream reaches op i."""
 
     kind = DEVICE_CLOCK
+    offsets = True  # each GPU's timer: a constant offset between GPUs is possible
 
     def __init__(self, ops: int, device: torch.device):
         self.kernel = globaltimer_kernel()
-        self.buffer = torch.zeros(ops, dtype=torch.int64, device=device)
+        self.buffer = torch.zeros(ops + 1, dtype=torch.int64, device=device)  # one per op, then the reference
 
     def stamp(self, index: int) -> None:
         self.kernel[(1,)](self.buffer, index)
 
+    def stamp_reference(self) -> None:
+        """The step's reference: when the stream leaves the step's aligning collective (the same moment on
+        every GPU)."""
+        self.stamp(self.buffer.numel() - 1)
+
     def read(self) -> list[int]:
-        return self.buffer.tolist()  # synchronises with the stream
+        """The ops' stamps, then the reference (synchronises with the stream)."""
+        return self.buffer.tolist()
 
 
 @functools.cache
@@ -178,16 +192,22 @@ def make_arrivals(ops: int, device: torch.device) -> tuple[HostArrivals | Device
         return None, f"not measured: no %globaltimer reader on this GPU ({type(exc).__name__}: {str(exc)[:200]})"
 
 
-def wait_per_step(arrivals: list[list[list[int]]]) -> list[float]:
+def wait_per_step(arrivals: list[list[list[int]]], offsets: bool) -> list[float]:
     """Per step, the time the first rank to reach each op waited for the last, summed over ops, µs.
 
-    `arrivals[rank][step][op]`: ns on the shared clock. Pure."""
+    `arrivals[rank][step]`: ns, the ops' stamps then the step's reference (stamped as the step's aligning
+    collective ended, the same moment on every rank). With `offsets` (a clock per rank), each rank's offset from
+    rank 0, the median over steps of their references' difference, is taken off its stamps first: a constant
+    offset between the ranks' clocks adds no waiting, and one step's jitter at the reference moves no step. Pure."""
+    ranks, steps = len(arrivals), len(arrivals[0])
+    shift = [0.0] * ranks
+    if offsets:
+        shift = [statistics.median(arrivals[r][s][-1] - arrivals[0][s][-1] for s in range(steps)) for r in range(ranks)]
     out = []
-    ranks = len(arrivals)
-    for step in range(len(arrivals[0])):
-        total = 0
-        for op in range(len(arrivals[0][step])):
-            times = [arrivals[r][step][op] for r in range(ranks)]
+    for step in range(steps):
+        total = 0.0
+        for op in range(len(arrivals[0][step]) - 1):
+            times = [arrivals[r][step][op] - shift[r] for r in range(ranks)]
             total += max(times) - min(times)
         out.append(total / 1000.0)
     return out

@@ -82,8 +82,10 @@ def test_globaltimer_stamps_are_nanoseconds_on_the_stream():
     arrivals.stamp(1)
     torch.cuda._sleep(2_000_000)
     arrivals.stamp(2)
-    first, second, third = arrivals.read()
+    arrivals.stamp_reference()
+    first, second, third, reference = arrivals.read()
     assert 0 < second - first < third - second < 100_000_000  # ns; the longer spin is the longer gap
+    assert reference >= third
 
 
 def _graph_replay(rank, world_size, device):

@@ -74,9 +74,34 @@ def test_skew_forms_and_the_late_ranks_lags():
 def test_waiting_is_the_spread_of_arrivals_summed_over_ops():
     from commprof.spacers import wait_per_step
 
-    # 2 ranks, 1 step, 3 ops: rank 1 arrives 1 ms, 2 ms and 0 ms after rank 0 (ns).
-    arrivals = [[[0, 10_000_000, 20_000_000]], [[1_000_000, 12_000_000, 20_000_000]]]
-    assert wait_per_step(arrivals) == [3000.0]
+    # 2 ranks, 1 step, 3 ops: rank 1 arrives 1 ms, 2 ms and 0 ms after rank 0 (ns); then each step's reference.
+    arrivals = [[[0, 10_000_000, 20_000_000, -5_000]], [[1_000_000, 12_000_000, 20_000_000, -5_000]]]
+    assert wait_per_step(arrivals, offsets=False) == wait_per_step(arrivals, offsets=True) == [3000.0]
+
+
+def test_a_constant_offset_between_the_ranks_clocks_adds_no_waiting():
+    """Rank 1's timer runs 7 ms ahead of rank 0's: the same arrivals, read against each step's aligned reference
+    (whose jitter of a few µs in one step moves no step), wait what they waited."""
+    from commprof.spacers import wait_per_step
+
+    true = [
+        [
+            [0, 10_000_000, 20_000_000, -5_000],
+            [30_000_000, 40_000_000, 50_000_000, 25_000_000],
+            [60_000_000, 70_000_000, 80_000_000, 55_000_000],
+        ],
+        [
+            [1_000_000, 12_000_000, 20_000_000, -5_000],
+            [30_500_000, 40_000_000, 50_000_000, 25_000_000],
+            [60_000_000, 70_000_000, 80_000_000, 55_000_000],
+        ],
+    ]
+    offset = 7_000_000
+    planted = [true[0], [[t + offset for t in step] for step in true[1]]]
+    planted[1][1][-1] += 3_000  # the reference's own jitter in one step
+    assert wait_per_step(true, offsets=True) == [3000.0, 500.0, 0.0]
+    assert wait_per_step(planted, offsets=True) == [3000.0, 500.0, 0.0]
+    assert wait_per_step(planted, offsets=False)[0] > 3 * offset / 1000.0  # unaligned: the offset per op
 
 
 def _replay(rank, world_size, settings, iterations):

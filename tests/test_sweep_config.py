@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,10 +52,11 @@ def test_pcie8_verify_expansion_and_fifteen_minute_budget():
     assert [s.max_points() for s in spec.stages] == [3 * 5 * 2 * 2, 4 + 1, 0]  # a search is no point
     crossover = spec.stages[-1]
     assert crossover.kind == "crossover" and crossover.impls == ("flashinfer-pcie-ipc", "b12x")
-    # ~3 s start-up per point (and per search round) and ~30 ms per step (eager + graph): about 17 minutes, as
-    # the file's comment says, not an hour; the crossover search about a minute and a half of it.
-    minutes = estimate_seconds(spec, ASSUMED, len(spec.points), "nccl") / 60
-    assert 10 <= minutes <= 18, minutes
+    # ~3 s start-up per worker set (two per point on NCCL with its logs on: the timed set and NCCL's logging probe;
+    # one per search round) and ~30 ms per step (eager + graph): about 22 minutes, as the file's comment says, not
+    # an hour; the crossover search about a minute and a half of it.
+    minutes = estimate_seconds(spec, replace(ASSUMED, worker_sets=2), len(spec.points), "nccl") / 60
+    assert 19 <= minutes <= 25, minutes
     assert 1 <= crossover_seconds(spec, crossover, ASSUMED, "nccl") / 60 <= 2
 
 

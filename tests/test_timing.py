@@ -126,3 +126,20 @@ def test_the_cuda_calls_exist_in_this_torch():
     for method in ("record", "synchronize", "elapsed_time"):
         assert callable(getattr(torch.cuda.Event, method))
     inspect.signature(torch.cuda.Event.elapsed_time).bind(None, None)
+
+
+def test_the_spin_calibration_warms_up_and_keeps_the_fastest_of_its_repeats(monkeypatch):
+    """Idle clocks and a shared GPU's foreign time slice only lengthen a timed spin: the first spins here take
+    6 ms and 1.4 ms (idle clock, a time slice), the rest 1 ms; the calibration keeps 2000 cycles per µs."""
+    spans = iter([6.0, 1.4] + [1.0] * 20)
+    sleeps = []
+
+    class TimedEvent(FakeEvent):
+        def elapsed_time(self, end):
+            return next(spans)
+
+    monkeypatch.setattr(torch.cuda, "Event", TimedEvent)
+    monkeypatch.setattr(torch.cuda, "_sleep", sleeps.append)
+    assert timing.sleep_cycles_per_us() == pytest.approx(2000.0)
+    assert sleeps[0] > sleeps[1] == timing._CALIBRATION_CYCLES  # the warm-up spin first, longer than one timed
+    assert len(sleeps) == 1 + timing._CALIBRATION_REPEATS

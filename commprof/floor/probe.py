@@ -11,6 +11,7 @@ graph replay. Needs CUDA and at least two GPUs with peer access; every way that 
 from __future__ import annotations
 
 import platform
+from contextlib import contextmanager
 from datetime import datetime, timezone
 
 from commprof.floor.measure import FloorProbe, PairCopy
@@ -40,11 +41,22 @@ def probe_floor(copy_bytes: int = COPY_BYTES, repeats: int = REPEATS) -> FloorPr
         for b in devices:
             if a == b or (a, b) in blocked:
                 continue
-            ce = _bandwidth(a, lambda a=a, b=b: buffers[b].copy_(buffers[a], non_blocking=True), copy_bytes, repeats)
+            ce = _per_pair(
+                f"copy-engine copy GPU{a}->GPU{b}",
+                lambda a=a, b=b: _bandwidth(
+                    a, lambda: buffers[b].copy_(buffers[a], non_blocking=True), copy_bytes, repeats
+                ),
+                not_measured,
+            )
             sm = None
             if store is not None:
-                sm = _bandwidth(a, lambda a=a, b=b: store(buffers[a], buffers[b]), copy_bytes, repeats)
-            pairs.append(PairCopy(a, b, ce, sm, _write_latency_us(a, b)))
+                sm = _per_pair(
+                    f"SM-kernel copy GPU{a}->GPU{b}",
+                    lambda a=a, b=b: _bandwidth(a, lambda: store(buffers[a], buffers[b]), copy_bytes, repeats),
+                    not_measured,
+                )
+            latency = _per_pair(f"write latency GPU{a}->GPU{b}", lambda a=a, b=b: _write_latency_us(a, b), not_measured)
+            pairs.append(PairCopy(a, b, ce, sm, latency))
     ingress = _all_pairs_ingress(devices, blocked, copy_bytes // len(devices), repeats) if not blocked else {}
     if blocked:
         not_measured.append("all pairs at once: not measured while some pairs lack peer access")
@@ -78,6 +90,15 @@ def _bandwidth(device: int, copy, nbytes: int, repeats: int) -> float:
     return nbytes / (1000.0 * best)  # bytes / µs / 1000 = GB/s
 
 
+def _per_pair(what: str, measure, not_measured: list[str]) -> float | None:
+    """One pair's figure, or None with its failure named for this pair alone (the probe goes on)."""
+    try:
+        return measure()
+    except Exception as exc:  # e.g. a capture this driver refuses: this pair's figure, not the probe, is lost
+        not_measured.append(f"{what}: {type(exc).__name__}: {str(exc)[:200]}")
+        return None
+
+
 def _write_latency_us(src: int, dst: int) -> float:
     """One 4-byte peer copy under CUDA-graph replay, averaged over many in one graph."""
     import torch
@@ -85,7 +106,7 @@ def _write_latency_us(src: int, dst: int) -> float:
     with torch.cuda.device(src):
         a = torch.zeros(1, dtype=torch.int32, device=f"cuda:{src}")
         b = torch.zeros(1, dtype=torch.int32, device=f"cuda:{dst}")
-        return _graph_us(src, lambda: b.copy_(a, non_blocking=True))
+        return _graph_us(src, lambda: b.copy_(a, non_blocking=True), peer=dst)
 
 
 def _launch_us(device: int) -> float:
@@ -97,17 +118,22 @@ def _launch_us(device: int) -> float:
         return _graph_us(device, lambda: x.add_(1))
 
 
-def _graph_us(device: int, op) -> float:
+def _graph_us(device: int, op, peer: int | None = None) -> float:
+    """`op` captured GRAPH_REPLAYS times on `device` and replayed: µs per op. A copy to `peer` makes torch record
+    on and wait from the peer's current stream (aten Copy.cu copy_device_to_device), so during the capture that
+    stream is one forked from the capture and joined back before it ends (CUDA's stream-capture rules)."""
     import torch
 
     stream = torch.cuda.Stream(device)
+    joined = torch.cuda.Stream(peer) if peer is not None else None  # made before the capture, used inside it
     with torch.cuda.stream(stream):
         op()  # warm up outside the capture
         torch.cuda.synchronize(device)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
-            for _ in range(GRAPH_REPLAYS):
-                op()
+            with _peer_joined(stream, device, joined):
+                for _ in range(GRAPH_REPLAYS):
+                    op()
         graph.replay()
         torch.cuda.synchronize(device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -118,27 +144,45 @@ def _graph_us(device: int, op) -> float:
     return start.elapsed_time(end) * 1000.0 / GRAPH_REPLAYS
 
 
+@contextmanager
+def _peer_joined(capture, device: int, joined):
+    """Inside a capture on `capture` (on `device`): `joined`, a stream of the peer GPU, is that GPU's current
+    stream, forked from the capture, and the capture waits for it before the block ends; nothing without one."""
+    import torch
+
+    if joined is None:
+        yield
+        return
+    joined.wait_stream(capture)  # the fork: the peer's stream joins the capture
+    with torch.cuda.stream(joined), torch.cuda.device(device):
+        yield
+    capture.wait_stream(joined)  # the join: every captured stream rejoins before the capture ends
+
+
 def _all_pairs_ingress(devices: list[int], blocked, chunk: int, repeats: int) -> dict[int, float]:
-    """Every GPU copies `chunk` bytes to every other at once, one stream per pair; GB/s into each GPU."""
+    """Every GPU copies `chunk` bytes to every other at once, one stream per pair on its source and one on its
+    destination (torch's copy barriers the destination's current stream: a shared one would serialise the copies
+    into each GPU); GB/s into each GPU."""
     import torch
 
     src = {d: torch.empty(chunk * len(devices), dtype=torch.uint8, device=f"cuda:{d}") for d in devices}
     dst = {d: torch.empty(chunk * len(devices), dtype=torch.uint8, device=f"cuda:{d}") for d in devices}
-    streams = {(a, b): torch.cuda.Stream(a) for a in devices for b in devices if a != b}
+    pairs = [(a, b) for a in devices for b in devices if a != b]
+    streams = {(a, b): (torch.cuda.Stream(a), torch.cuda.Stream(b)) for a, b in pairs}
     best = float("inf")
     for _ in range(repeats + 1):
         for d in devices:
             torch.cuda.synchronize(d)
         starts, ends = {}, {}
-        for (a, b), stream in streams.items():
-            with torch.cuda.device(a), torch.cuda.stream(stream):
+        for (a, b), (outbound, inbound) in streams.items():
+            with torch.cuda.stream(inbound), torch.cuda.stream(outbound):
                 starts[(a, b)], ends[(a, b)] = (
                     torch.cuda.Event(enable_timing=True),
                     torch.cuda.Event(enable_timing=True),
                 )
-                starts[(a, b)].record(stream)
+                starts[(a, b)].record(outbound)
                 dst[b][a * chunk : (a + 1) * chunk].copy_(src[a][b * chunk : (b + 1) * chunk], non_blocking=True)
-                ends[(a, b)].record(stream)
+                ends[(a, b)].record(outbound)
         for event in ends.values():
             event.synchronize()
         # Each stream's own span; the slowest pair bounds everyone (clocks are per device, spans are not compared).

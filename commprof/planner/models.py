@@ -68,6 +68,9 @@ class ModelShape:
     mtp_layers: int = 0  # num_nextn_predict_layers: the model's own MTP draft layers
     has_moe: bool = False
     intermediate_size: int | None = None  # the dense MLP's width (config "intermediate_size"); None: not given
+    # An MoE layer's MLP width per token: each expert's intermediate size times the routed experts a token visits,
+    # plus its shared experts; None: no MoE layer, or the config names no experts per token.
+    moe_width: int | None = None
 
     def __post_init__(self) -> None:
         layers = tuple(tuple(layer) for layer in self.layers) or tuple(("attn", "mlp") for _ in range(self.num_layers))
@@ -187,8 +190,20 @@ def shape_from_config(
         mtp_layers=optional_int("num_nextn_predict_layers", allow_zero=True) or 0,
         has_moe=bool(moe) or any("moe" in layer for layer in layers),
         intermediate_size=optional_int("intermediate_size", "ffn_hidden_size"),
+        moe_width=_moe_width(optional_int, bool(moe)),
         **values,
     )
+
+
+def _moe_width(optional_int, has_moe: bool) -> int | None:
+    """Experts per token x each expert's width, plus the shared experts' (DeepSeek's n_shared_experts, Qwen2-MoE's
+    shared_expert_intermediate_size); Mixtral's experts are intermediate_size wide."""
+    per_token = optional_int("num_experts_per_tok", "moe_topk")
+    expert = optional_int("moe_intermediate_size") or optional_int("intermediate_size", "ffn_hidden_size")
+    if not has_moe or per_token is None or expert is None:
+        return None
+    shared = (optional_int("n_shared_experts", allow_zero=True) or 0) * expert
+    return per_token * expert + shared + (optional_int("shared_expert_intermediate_size", allow_zero=True) or 0)
 
 
 def config_default(architecture: str | None, key: str) -> int | None:

@@ -8,14 +8,13 @@ the harness (commprof/spacers.py) runs before each op. Pure.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from commprof.errors import UsageError
 from commprof.planner.plan import StepPlan
+from commprof.textfiles import CONFIG_BYTES, read_json
 
 ComputeKind = Literal["none", "uniform", "trace", "gemm"]
 COMPUTE_KINDS: tuple[ComputeKind, ...] = ("none", "uniform", "trace", "gemm")
@@ -24,11 +23,8 @@ SKEW_FORMS = '{ rank = <r>, us = <µs> } or "trace:<commprof trace --json file>"
 
 
 def _trace_json(path: str, what: str) -> dict[str, Any]:
-    """A `commprof trace --json` output, read for its step's gaps or lags."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{what} trace:{path}: not a readable `commprof trace --json` file ({exc})") from None
+    """A `commprof trace --json` output, read for its step's gaps or lags (a regular file of bounded size)."""
+    data = read_json(path, f"{what} trace file", CONFIG_BYTES)
     if not isinstance(data, dict):
         raise UsageError(f"{what} trace:{path}: not a `commprof trace --json` file (expected an object)")
     return data
@@ -114,19 +110,31 @@ class ComputeSpec:
 
 def gemm_shapes(plan: StepPlan, intermediate: int | None) -> list[tuple[tuple[int, int], tuple[int, int]] | None]:
     """Per op, the two GEMMs the engine runs before it on each rank (rows x hidden -> hidden x I/TP -> I/TP x
-    hidden: a dense MLP's up and down projections at this op's rows), None before the first op and before
-    collectives that are not layer all-reduces. `intermediate`: the model's intermediate size (4 x hidden where
-    the config gives none)."""
+    hidden: an MLP's up and down projections at this op's rows), None before the first op and before collectives
+    that are not layer all-reduces. I: the model's intermediate size (4 x hidden where the config gives none);
+    before an MoE layer's all-reduce, the width of the experts one token visits (ModelShape.moe_width), as one
+    MLP: the FLOPs and weight bytes of a decode token's experts."""
     hidden = plan.model.hidden_size
-    inner = max((intermediate or 4 * hidden) // plan.tp, 1)
+    dense = max((intermediate or 4 * hidden) // plan.tp, 1)
+    moe = max(plan.model.moe_width // plan.tp, 1) if plan.model.moe_width else dense
     shapes: list[tuple[tuple[int, int], tuple[int, int]] | None] = []
     for op in plan.ops:
         if op.index == 0 or op.collective != "all_reduce" or op.shape[-1] != hidden:
             shapes.append(None)
             continue
         rows = math.prod(op.shape) // hidden
-        shapes.append(((rows, hidden), (hidden, inner)))
+        shapes.append(((rows, hidden), (hidden, moe if op.site_kind == "moe" else dense)))
     return shapes
+
+
+def gemm_bytes(plan: StepPlan, intermediate: int | None, element_bytes: int) -> int:
+    """What the GEMM spacer allocates on each rank for `plan`: per op, its activations, weights and output."""
+    total = 0
+    for shapes in gemm_shapes(plan, intermediate):
+        if shapes is not None:
+            (rows, hidden), (_, inner) = shapes
+            total += (rows * hidden + 2 * hidden * inner + rows * inner) * element_bytes
+    return total
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import os
 import shlex
 import socket
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import click
@@ -194,7 +194,7 @@ def sweep_command(
         for warning in spec.warnings:
             echo(f"commprof: warning: {warning}", err=True)
     if dry_run:
-        _dry_run(spec, rank, share_gpus)
+        _dry_run(spec, rank, share_gpus, (nccl_debug, profile))
         return
     if resume is None:
         ensure_writable_dir(Path(out), "output folder")
@@ -209,13 +209,17 @@ def sweep_command(
         floor_file=floor_file,
         floor=floor,
     )
-    from commprof.sweep.planning.dryrun import ASSUMED, size_lines
+    from commprof.sweep.planning.dryrun import ASSUMED, size_lines, worker_sets
     from commprof.sweep.running.console import SweepConsole
-    from commprof.sweep.running.run_folder import prepare_run_folder
+    from commprof.sweep.running.run_folder import PREFLIGHT_S, prepare_run_folder
 
     backend, _, refused = _launch_refusals(spec, share_gpus)
-    estimate = size_lines(spec, ASSUMED, len(spec.points) - len(refused), backend)
-    console = SweepConsole(enabled=rank == 0, estimate=estimate)
+    sets = worker_sets(backend, nccl_debug, profile)
+
+    def estimate(cost=ASSUMED) -> list[str]:
+        return size_lines(spec, replace(cost, worker_sets=sets), len(spec.points) - len(refused), backend)
+
+    console = SweepConsole(enabled=rank == 0, estimate=estimate, steps=(spec.iterations, spec.warmup))
     try:
         summary = run_sweep(
             spec,
@@ -224,6 +228,7 @@ def sweep_command(
             prepare_run=lambda run_dir, backend: prepare_run_folder(
                 run_dir, backend, spec, options, with_doctor, console
             ),
+            preflight_s=PREFLIGHT_S,
         )
     except RunStopped as stopped:
         if stopped.run_dir is None:
@@ -244,14 +249,15 @@ def sweep_command(
         raise SystemExit(EXIT_INTERRUPTED)
 
 
-def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
+def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool, logs_profile: tuple[bool, bool] = (True, False)) -> None:
     """The points, which of them will really run on this launch and why not, and an estimate from a quick probe
-    of this machine (every rank takes part in the probe; rank 0 prints)."""
-    from commprof.sweep.planning.dryrun import format_points_table
+    of this machine (every rank takes part in the probe; rank 0 prints). `logs_profile`: --nccl-debug and
+    --profile, the worker sets a point forks beside the timed one."""
+    from commprof.sweep.planning.dryrun import format_points_table, worker_sets
     from commprof.sweep.running.probe import probe_step_cost
 
     backend, world_size, refused = _launch_refusals(spec, share_gpus)
-    cost = probe_step_cost(spec, backend, share_gpus)
+    cost = replace(probe_step_cost(spec, backend, share_gpus), worker_sets=worker_sets(backend, *logs_profile))
     if rank == 0:
         echo(format_points_table(spec, cost, refused, backend, world_size))
 

@@ -82,3 +82,36 @@ class LeavesADaemon(AllReduceImpl):
     def all_reduce(self, x):
         dist.all_reduce(x, group=self.group)
         return x
+
+
+class WrongAndLateOnRank1(AllReduceImpl):
+    """From the second size it reduces on, rank 1 returns a wrong sum and reaches the ranks' agreement on the check
+    seconds late (its exact check, run right after the step's last collective, is slowed)."""
+
+    name = "wrong-and-late-on-rank1"
+    late_s = 2.0
+
+    def setup(self, group, plan, device):
+        from commprof.replay_tensors import StepTensors
+
+        super().setup(group, plan, device)
+        self.sizes_seen: list[int] = []
+        self.late = False
+        verify, impl = StepTensors.verify, self
+
+        def late_verify(tensors, eps):
+            if impl.late:
+                impl.late = False
+                time.sleep(impl.late_s)
+            return verify(tensors, eps)
+
+        StepTensors.verify = late_verify  # this worker process only
+
+    def all_reduce(self, x):
+        dist.all_reduce(x, group=self.group)
+        if x.numel() not in self.sizes_seen:
+            self.sizes_seen.append(x.numel())
+        if len(self.sizes_seen) > 1 and dist.get_rank(self.group) == 1:
+            x.add_(1)
+            self.late = True
+        return x

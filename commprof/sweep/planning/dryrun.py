@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
 from commprof.size_timing import CROSSOVER_LAYERS
@@ -13,8 +13,9 @@ from commprof.sweep.planning import crossover as cx
 from commprof.sweep.planning.gate import inert_variables
 from commprof.sweep.planning.points import option_text
 from commprof.sweep.planning.spec import CrossoverStage, Stage, StageSpec, SweepSpec, SweepTooLarge
+from commprof.terminal import one_line
 
-# What an estimate assumes when nothing was measured: an 8-GPU box's start-up per point (process start,
+# What an estimate assumes when nothing was measured: an 8-GPU box's start-up per worker set (process start,
 # rendezvous, communicator init) and a verify step of Kimi-K2.5 at TP 8 over PCIe, in each of two modes.
 ASSUMED_OVERHEAD_S = 3.0
 ASSUMED_STEP_MS = 30.0
@@ -27,9 +28,13 @@ ASSUMED_ALGBW_GBPS = {"nccl": 10.0, "gloo": 1.0}
 class StepCost:
     """What one point costs on a launch: its start-up, and one step per T over the modes that run."""
 
-    overhead_s: float  # a point's wall time beyond its steps: fork, rendezvous, communicator init, verification
+    overhead_s: float  # a worker set's wall time beyond its steps: fork, rendezvous, communicator init, verification
     step_ms: dict[int, float] = field(default_factory=dict)  # T -> one step, ms, summed over the modes that run
     basis: str = ""  # where the figures come from, in words
+    failed: str | None = None  # the probe ended without a cost (crashed, timed out, ...): why; then no estimate
+    # Worker sets a point that runs forks, each paying the start-up: the timed one, NCCL's untimed logging probe
+    # (on NCCL with its logs on), the profiling pass (--profile).
+    worker_sets: int = 1
 
     def step_for(self, tokens: int) -> float:
         return self.step_ms.get(tokens, 2 * ASSUMED_STEP_MS)
@@ -38,7 +43,7 @@ class StepCost:
 ASSUMED = StepCost(
     ASSUMED_OVERHEAD_S,
     {},
-    f"assumed, not measured here: {ASSUMED_OVERHEAD_S:g} s start-up per point and {ASSUMED_STEP_MS:g} ms per "
+    f"assumed, not measured here: {ASSUMED_OVERHEAD_S:g} s start-up per worker set and {ASSUMED_STEP_MS:g} ms per "
     "step in each of eager and graph mode (an 8-GPU PCIe box)",
 )
 
@@ -64,8 +69,26 @@ def cost_from_records(records: list[dict], iterations: int, warmup: int) -> Step
     )
 
 
+def probe_cost(records: list[dict], iterations: int, warmup: int) -> StepCost:
+    """The probe's StepCost, or one that says how the probe ended when it gave none (no estimate is made then)."""
+    cost = cost_from_records(records, iterations, warmup)
+    if cost is not None:
+        return cost
+    statuses = sorted({str(r.get("status")) for r in records}) or ["no record"]
+    message = next((str(r["message"]) for r in records if r.get("status") != "ok" and r.get("message")), "")
+    why = f"the probe of the baseline on this launch ended {', '.join(statuses)}"
+    return replace(ASSUMED, failed=why + (f" ({one_line(message)[:300]})" if message else ""))
+
+
+def worker_sets(backend: str, nccl_debug: bool, profile: bool) -> int:
+    """Worker sets each point that runs forks on this launch (commprof.sweep.running.measure.measure_point)."""
+    return 1 + (backend == "nccl" and nccl_debug) + profile
+
+
 def point_seconds(spec: SweepSpec, cost: StepCost, iterations: int, warmup: int) -> float:
-    return cost.overhead_s + sum((iterations + warmup) * cost.step_for(t) / 1000.0 for t in spec.tokens)
+    return cost.worker_sets * cost.overhead_s + sum(
+        (iterations + warmup) * cost.step_for(t) / 1000.0 for t in spec.tokens
+    )
 
 
 def runnable_combinations(stage: StageSpec, backend: str) -> int:
@@ -286,15 +309,21 @@ def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> l
             searches += settings * len(modes)
     also = f" and up to {searches} crossover search{'es' if searches != 1 else ''}" if searches else ""
     basis = cost.basis
+    if backend != "nccl":
+        basis += f"; on {backend}: CPU ranks, not what this sweep takes on GPUs"
     if searches:
         bandwidth = ASSUMED_ALGBW_GBPS.get(backend, ASSUMED_ALGBW_GBPS["gloo"])
         basis += f"; a crossover size's bytes at an assumed {bandwidth:g} GB/s ({backend}, not measured here)"
-    return [
+    counts = (
         f"{running} point{'s' if running != 1 else ''} will run in stage 0, up to "
-        f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}; estimated "
-        f"{_duration(seconds)}",
+        f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}"
+    )
+    if cost.failed:
+        return [f"{counts}; no estimate: {cost.failed}: a run would likely end the same way"]
+    return [
+        f"{counts}; estimated {_duration(seconds)}",
         "per point: "
-        f"{cost.overhead_s:.2f} s start-up + its steps, one step at "
+        f"{cost.worker_sets} x {cost.overhead_s:.2f} s start-up (worker sets) + its steps, one step at "
         + ", ".join(f"T={t}: {cost.step_for(t):.1f} ms" for t in spec.tokens)
         + f"; {basis}",
     ]

@@ -289,13 +289,22 @@ class SweepSpec:
     def check_plans(self, tp: int) -> None:
         """UsageError in one line when a step of this sweep is one no engine runs (e.g. an impossible TP)."""
         model = self.model_shape
+        spaced_us = 0.0  # the compute and lateness alone of one point's timed steps, every T
         try:
             for tokens in self.tokens:
                 plan = build_step_plan(model, tp, tokens, self.phase, self.dtype, self.plan_options)
-                self.compute.gaps_us(plan)  # a traced step of another shape is refused now, not in every point
+                # a traced step of another shape is refused now, not in every point
+                step_us = sum(self.compute.gaps_us(plan))
                 if self.skew.active:
                     self.skew.check_world(tp)
-                    self.skew.lags_us(plan, 0)
+                    step_us += max(sum(self.skew.lags_us(plan, rank)) for rank in range(tp))
+                spaced_us += (self.warmup + self.iterations) * step_us
+            if spaced_us > self.point_timeout_s * 1e6:
+                raise UsageError(
+                    f"compute {self.compute.text} and skew {self.skew.text} add {spaced_us / 1e6:.3g} s to one "
+                    f"point's {self.warmup} + {self.iterations} steps per T, more than its point_timeout_s of "
+                    f"{self.point_timeout_s:g} s: every point would time out (shorten them or raise point_timeout_s)"
+                )
         except UsageError as exc:
             raise UsageError(f"{self.path or 'command line'}: run: {exc}") from None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,16 @@ from commprof.units import format_bytes
 class SweepConsole(SweepProgress):
     """A rich progress bar (points done / total, current point, elapsed, ETA) on rank 0; silent elsewhere."""
 
-    def __init__(self, enabled: bool = True, estimate: list[str] | None = None):
+    def __init__(
+        self,
+        enabled: bool = True,
+        estimate: Callable[..., list[str]] | None = None,
+        steps: tuple[int, int] = (0, 0),
+    ):
         self.enabled = enabled
-        self.estimate = estimate or []  # the sweep's size, estimated duration and its basis: before the first point
+        # The sweep's size, estimated duration and its basis, from a StepCost (none given: the assumed one), and
+        # the stage-0 (iterations, warmup) a measured point's records are read with.
+        self.estimate, self.steps, self.measured = estimate, steps, False
         self.console = plain_console(stderr=True)
         self.progress: Progress | None = None
         self.task = None
@@ -37,7 +45,7 @@ class SweepConsole(SweepProgress):
         if not self.enabled:
             return
         self.console.print(styled(("commprof", "bold"), f" sweep → {run_dir}"))
-        for line in self.estimate:
+        for line in self.estimate() if self.estimate else []:
             self.console.print(f"  {line}")
         self.progress = Progress(
             TextColumn("{task.description}", style="cyan", markup=False),
@@ -67,6 +75,19 @@ class SweepConsole(SweepProgress):
                 "green" if status == "ok" else "yellow" if status in ("unsupported", "done before resume") else "red"
             )
             self.progress.console.print(styled("  ", (f"{status:<18}", style), f" {one_line(label)}"))
+
+    def point_measured(self, records: list[dict[str, Any]]) -> None:
+        """After the first point that timed every T: the estimate again, from its measured start-up and steps."""
+        from commprof.sweep.planning.dryrun import cost_from_records
+
+        if not self.enabled or self.estimate is None or self.measured:
+            return
+        cost = cost_from_records(records, *self.steps)
+        if cost is None:
+            return
+        self.measured = True
+        for index, line in enumerate(self.estimate(cost)):
+            self.note(("  after the first point: " if index == 0 else "  ") + line)
 
     def stop(self) -> None:
         if self.progress is not None:

@@ -1,5 +1,5 @@
-"""Refuse, before any process starts, a sweep whose replay tensors (or crossover rounds) cannot fit in the memory
-each rank has.
+"""Refuse, before any process starts, a sweep whose replay tensors, GEMM spacer (or crossover rounds) cannot fit in
+the memory each rank has.
 
 A typo such as `--tokens 100000` would otherwise start every point only for each to fail allocating. The need is
 the replay layout's own size (commprof.replay_tensors.step_tensor_bytes) at the largest T; the memory is the
@@ -34,6 +34,13 @@ def check_memory(spec, world_size: int, backend: str) -> None:
     tokens = max(spec.tokens)
     plan = build_step_plan(model, tp, tokens, spec.phase, spec.dtype, spec.plan_options)
     need = step_tensor_bytes(plan, tp, fused=True)
+    spacer = _gemm_spacer_bytes(spec, plan)
+    if spacer and need + spacer > USABLE * memory:
+        raise UsageError(
+            f'compute = "gemm": its GEMMs at T = {tokens} need {format_bytes(spacer)} per rank (weights per layer, '
+            f"MoE layers sized by their experts) besides the replay tensors' {format_bytes(need)}, more than "
+            f'{USABLE:.0%} of the {format_bytes(memory)} {where}: use compute = "uniform:<µs>" or lower --tokens'
+        )
     if need > USABLE * memory:
         fits = int(tokens * USABLE * memory / need)
         advice = f"the largest T that fits is about {fits}" if fits >= 1 else "not even T = 1 fits"
@@ -42,6 +49,16 @@ def check_memory(spec, world_size: int, backend: str) -> None:
             f"{USABLE:.0%} of the {format_bytes(memory)} {where}: lower --tokens ({advice})"
         )
     _check_crossover_sizes(spec, tp, spec.dtype or model.dtype, memory, where)
+
+
+def _gemm_spacer_bytes(spec, plan) -> int:
+    """What the GEMM spacer allocates per rank at `plan` (commprof.spacers), 0 for any other compute."""
+    from commprof.planner.models import DTYPE_BYTES
+    from commprof.planner.spacing import gemm_bytes
+
+    if spec.compute.kind != "gemm":
+        return 0
+    return gemm_bytes(plan, spec.model_shape.intermediate_size, DTYPE_BYTES[plan.model.dtype])
 
 
 def _check_crossover_sizes(spec, tp: int, dtype: str, memory: int, where: str) -> None:

@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from commprof.sweep.planning.dryrun import ASSUMED, StepCost, cost_from_records
+from commprof.sweep.planning.dryrun import ASSUMED, StepCost, probe_cost
 from commprof.sweep.planning.points import baseline
 from commprof.sweep.planning.spec import SweepSpec
 from commprof.sweep.running.measure import SweepRun, all_gather_json, measure_point
@@ -35,8 +35,4 @@ def probe_step_cost(spec: SweepSpec, backend: str, share_gpus: bool = False) -> 
         records = measure_point(SweepRun(ctx, server, quick, model, tp), baseline())
     if not ctx.is_writer:
         return ASSUMED
-    cost = cost_from_records(records, PROBE_ITERATIONS, PROBE_WARMUP)
-    if cost is not None:
-        return cost
-    statuses = sorted({str(r.get("status")) for r in records}) or ["no record"]
-    return replace(ASSUMED, basis=f"{ASSUMED.basis}; the probe of the baseline ended {', '.join(statuses)}")
+    return probe_cost(records, PROBE_ITERATIONS, PROBE_WARMUP)

@@ -5,18 +5,28 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from commprof.doctor import doctor_summary, has_failures, run_doctor
+from commprof.doctor.result import CheckResult
 from commprof.doctor.topology_probe import probe_topology
 from commprof.errors import UsageError
+from commprof.floor.fresh import PROBE_TIMEOUT_S
 from commprof.floor.record import file_floor, not_measured
 from commprof.records.files import META_FILE, write_json
 from commprof.records.run_meta import run_meta
 from commprof.runmeta import launch_facts
 from commprof.sweep.planning.spec import SweepSpec
+
+# The quick doctor's limit as a whole: its all-GPU test (90 s), pair rounds (45 s each) and controls on a box whose
+# NCCL hangs can add up past any wait; past this, its verdict is that it hung.
+DOCTOR_BUDGET_S = 300.0
+# The most rank 0's pre-flight takes before the other ranks hear from it: the floor probe's limit, the doctor's,
+# and the topology probe, graph files and meta.json (commands limited to 20 s each).
+PREFLIGHT_S = PROBE_TIMEOUT_S + DOCTOR_BUDGET_S + 180.0
 
 if TYPE_CHECKING:  # both import torch.distributed; this module runs before it is needed
     from commprof.sweep.running.console import SweepConsole
@@ -103,7 +113,7 @@ def run_floor(run_dir: Path, backend: str, options: SweepOptions, console: Sweep
 
 
 def _doctor(console: SweepConsole, floor: dict) -> dict:
-    results = run_doctor(quick=True, floor=floor)
+    results = _doctor_within(DOCTOR_BUDGET_S, floor)
     summary = doctor_summary(results)
     summary["failed"] = [r.id for r in results if r.status == "fail"]
     if has_failures(results):
@@ -114,3 +124,31 @@ def _doctor(console: SweepConsole, floor: dict) -> dict:
             style="red",
         )
     return summary
+
+
+def _doctor_within(budget_s: float, floor: dict) -> list[CheckResult]:
+    """The quick doctor's verdicts, or one failing verdict when it gives none within `budget_s` (a GPU test that
+    hangs on this box: its processes end at their own limits, the sweep goes on)."""
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["results"] = run_doctor(quick=True, floor=floor)
+        except Exception as exc:  # a doctor that breaks is a verdict too, never the end of the sweep
+            done["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+
+    worker = threading.Thread(target=run, name="commprof-doctor", daemon=True)
+    worker.start()
+    worker.join(budget_s)
+    if "results" in done:
+        return done["results"]
+    why = f"it raised {done['error']}" if "error" in done else f"it gave no verdict within {budget_s:g} s (a hang)"
+    return [
+        CheckResult(
+            "doctor",
+            "The quick doctor finishes",
+            "fail",
+            f"The doctor did not finish: {why}; NCCL may hang on this box.",
+            fix="python -m commprof doctor (on its own, to see which test hangs)",
+        )
+    ]

@@ -6,6 +6,7 @@ results.jsonl as soon as the ranks agree on them, so a controller killed mid-swe
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import signal
@@ -80,6 +81,7 @@ class SweepProgress:
     def point_done(self, label: str, status: str) -> None: ...
     def stop(self) -> None: ...
     def note(self, text: str) -> None: ...
+    def point_measured(self, records: list[dict[str, Any]]) -> None: ...
 
 
 def run_sweep(
@@ -87,10 +89,12 @@ def run_sweep(
     options: SweepOptions,
     progress: SweepProgress | None = None,
     prepare_run: Callable[..., dict] | None = None,
+    preflight_s: float = 0.0,
 ) -> dict[str, Any]:
     """Run every point of `spec` (and its refinement stages) on this rank; returns a summary on every rank.
 
-    `prepare_run(run_dir, backend)` is called on rank 0 once the run folder exists (writes meta.json).
+    `prepare_run(run_dir, backend)` is called on rank 0 once the run folder exists (writes meta.json); the other
+    ranks wait for it up to `preflight_s`, its own limit, beyond the controllers' group timeout.
     """
 
     progress = progress or SweepProgress()
@@ -107,7 +111,7 @@ def run_sweep(
             setup = {"error": None}
             if rank == 0:
                 setup, lock = _open_run_dir(spec, options, backend, tp, prepare_run)
-            setup = all_gather_json(setup, world_size)[0]
+            setup = _shared_setup(setup, rank, float(spec.point_timeout_s) + AGREEMENT_SLACK_S + preflight_s)
             if setup["error"]:
                 raise UsageError(setup["error"])
             ctx = controller_context(backend, Path(setup["run_dir"]), setup["run_id"], setup["session"], options)
@@ -121,6 +125,23 @@ def run_sweep(
         finally:
             if lock is not None:
                 lock.release()
+
+
+def _shared_setup(setup: dict[str, Any], rank: int, wait_s: float) -> dict[str, Any]:
+    """Rank 0's setup on every rank, through the launcher's store: the other ranks wait out rank 0's pre-flight
+    (floor probe, doctor) to its own limits, which a collective's group timeout does not cover."""
+    store, key = dist.distributed_c10d._get_default_store(), "commprof/setup"
+    if rank == 0:
+        store.set(key, json.dumps(setup))
+        return setup
+    try:
+        store.wait([key], timedelta(seconds=wait_s))
+    except RuntimeError as exc:  # DistStoreError: rank 0 silent past its pre-flight's limit, or the store gone
+        why = one_line(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__)[:200]
+        raise RunStopped(
+            f"rank {rank}: rank 0 gave no run folder within {wait_s:g} s ({why}); the sweep stops"
+        ) from None
+    return json.loads(store.get(key))
 
 
 def _why_stopped(exc: BaseException) -> str:
@@ -298,6 +319,8 @@ def _sweep_loop(run: SweepRun, done: set[str], progress: SweepProgress) -> dict[
                 records = refused_records(run, point, reason)
             else:
                 records = measure_point(run, point)
+                if ctx.is_writer:
+                    progress.point_measured(records)
             interrupted = all_gather_json(ctx.interrupted, ctx.world_size)
             if any(interrupted):
                 ctx.interrupted = True
