@@ -62,12 +62,12 @@ def _one_refusal(capsys, argv: list[str]) -> str:
 
 def test_an_moe_layer_is_sized_by_the_experts_a_token_visits(moe_model):
     model = load_model(str(moe_model))
-    assert model.moe_width == 2 * 256
+    assert model.moe_mlp_width == 2 * 256
     plan = build_step_plan(model, 2, 4)
     inner = {op.site_kind: shapes[1][1] for op, shapes in zip(plan.ops, gemm_shapes(plan, 256)) if shapes}
     assert inner == {"attn": 256 // 2, "moe": 2 * 256 // 2}
     kimi = load_model("kimi-k2.5")
-    assert kimi.moe_width == 8 * 2048 + 1 * 2048  # 8 routed experts per token and one shared, 2048 wide each
+    assert kimi.moe_mlp_width == 8 * 2048 + 1 * 2048  # 8 routed experts per token and one shared, 2048 wide each
 
 
 def test_the_memory_check_counts_what_the_gemm_spacer_allocates(moe_model):

@@ -70,7 +70,7 @@ class ModelShape:
     intermediate_size: int | None = None  # the dense MLP's width (config "intermediate_size"); None: not given
     # An MoE layer's MLP width per token: each expert's intermediate size times the routed experts a token visits,
     # plus its shared experts; None: no MoE layer, or the config names no experts per token.
-    moe_width: int | None = None
+    moe_mlp_width: int | None = None
 
     def __post_init__(self) -> None:
         layers = tuple(tuple(layer) for layer in self.layers) or tuple(("attn", "mlp") for _ in range(self.num_layers))
@@ -190,12 +190,12 @@ def shape_from_config(
         mtp_layers=optional_int("num_nextn_predict_layers", allow_zero=True) or 0,
         has_moe=bool(moe) or any("moe" in layer for layer in layers),
         intermediate_size=optional_int("intermediate_size", "ffn_hidden_size"),
-        moe_width=_moe_width(optional_int, bool(moe)),
+        moe_mlp_width=_moe_mlp_width(optional_int, bool(moe)),
         **values,
     )
 
 
-def _moe_width(optional_int, has_moe: bool) -> int | None:
+def _moe_mlp_width(optional_int, has_moe: bool) -> int | None:
     """Experts per token x each expert's width, plus the shared experts' (DeepSeek's n_shared_experts, Qwen2-MoE's
     shared_expert_intermediate_size); Mixtral's experts are intermediate_size wide."""
     per_token = optional_int("num_experts_per_tok", "moe_topk")

@@ -112,11 +112,11 @@ def gemm_shapes(plan: StepPlan, intermediate: int | None) -> list[tuple[tuple[in
     """Per op, the two GEMMs the engine runs before it on each rank (rows x hidden -> hidden x I/TP -> I/TP x
     hidden: an MLP's up and down projections at this op's rows), None before the first op and before collectives
     that are not layer all-reduces. I: the model's intermediate size (4 x hidden where the config gives none);
-    before an MoE layer's all-reduce, the width of the experts one token visits (ModelShape.moe_width), as one
+    before an MoE layer's all-reduce, the width of the experts one token visits (ModelShape.moe_mlp_width), as one
     MLP: the FLOPs and weight bytes of a decode token's experts."""
     hidden = plan.model.hidden_size
     dense = max((intermediate or 4 * hidden) // plan.tp, 1)
-    moe = max(plan.model.moe_width // plan.tp, 1) if plan.model.moe_width else dense
+    moe = max(plan.model.moe_mlp_width // plan.tp, 1) if plan.model.moe_mlp_width else dense
     shapes: list[tuple[tuple[int, int], tuple[int, int]] | None] = []
     for op in plan.ops:
         if op.index == 0 or op.collective != "all_reduce" or op.shape[-1] != hidden:
