@@ -141,8 +141,8 @@ class StepRecord(_Record):
     mode: str  # MODES
     timing: str | None  # "cuda_events", "cpu_clock" or "simulated"
     step_us: Stats | None  # per-step latency over the timed steps
-    op_us: dict[str, list] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes"; eager
-    # (simulated: both modes)
+    op_us: dict[str, Any] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes", and
+    # "timing": which per-op pass (eager or graph mode, docs/timing.md)
     rank_step_median_us: list[float] | None  # each rank's median step time
     check: dict[str, Any] | None  # correctness, agreed across ranks
     impl_detail: str | None  # what exactly ran where the implementation chooses at setup
