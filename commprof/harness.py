@@ -26,7 +26,7 @@ from commprof.planner.plan import StepPlan
 from commprof.planner.spacing import ComputeSpec, SkewSpec
 from commprof.replay_tensors import StepTensors, Verification
 from commprof.spacers import Spacer, make_arrivals, wait_per_step
-from commprof.stats import summarize, summarize_columns
+from commprof.stats import median, summarize, summarize_columns
 from commprof.timing import START_DELAY_US, make_clock
 
 # torch 2.13 renamed all_gather_into_tensor (and reduce_scatter_tensor); older releases (still what many GPU boxes run) lack the new name.
@@ -64,6 +64,7 @@ class ModeResult:
     compute_us: dict[str, float] | None = None  # the step's compute alone, per step
     wait_us: dict[str, float] | None = None  # per step, the first arrival's wait for the last, summed over ops
     wait_clock: str | None = None  # how arrivals were stamped, or why waiting was not measured
+    op_timing: str | None = None  # which per-op pass op_us comes from (captured_ops.OP_TIMING)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +79,7 @@ class ModeResult:
             "compute_us": self.compute_us,
             "wait_us": self.wait_us,
             "wait_clock": self.wait_clock,
+            "op_timing": self.op_timing,
         }
 
 
@@ -258,7 +260,7 @@ class StepReplay:
     def gather_samples(self, steps: list[float], ops: list[list[float]] | None):
         """Per-sample maximum over ranks (a step ends when its slowest rank does), and each rank's median step."""
         stacked = self._gather([[s] for s in steps])  # [ranks, steps, 1]
-        rank_medians = [float(x) for x in stacked[:, :, 0].median(dim=1).values]
+        rank_medians = [median(row) for row in stacked[:, :, 0].tolist()]  # torch's median is the lower middle
         step_samples = stacked.max(dim=0).values[:, 0].tolist()
         op_rows = self._gather(ops).max(dim=0).values.tolist() if ops else None
         return step_samples, op_rows, rank_medians
@@ -339,12 +341,12 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
             "draft": [op.draft for op in replay.plan.ops],
             "bytes": [op.bytes for op in replay.plan.ops],
             **summarize_columns(op_rows),
-            "timing": OP_TIMING[mode],
         }
     elif status == "ok" and no_op_pass is not None:
         message = f"per-op times {no_op_pass}"
     result = ModeResult(mode, status, message, timing, summarize(step_samples), op_us, rank_medians, check)
     result.compute_us, result.wait_us, result.wait_clock = compute, waits, wait_clock
+    result.op_timing = OP_TIMING[mode] if op_us else None
     return result
 
 

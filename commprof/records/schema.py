@@ -41,7 +41,12 @@ STATUSES = (
 FAILED_STATUSES = tuple(s for s in STATUSES if s not in ("ok", "unsupported"))
 
 
-class Stats(TypedDict):
+class _StatsTail(TypedDict, total=False):
+    p99: float  # only from 100 samples on (commprof.stats.P99_MIN_SAMPLES); records before that: always
+    max: float  # absent in records written before it was kept
+
+
+class Stats(_StatsTail):
     """A latency over the timed steps (or one op's over the steps), µs."""
 
     n: int  # samples
@@ -49,7 +54,6 @@ class Stats(TypedDict):
     median: float
     mean: float
     p90: float
-    p99: float
     cv: float  # standard deviation / mean, unitless
 
 
@@ -141,8 +145,9 @@ class StepRecord(_Record):
     mode: str  # MODES
     timing: str | None  # "cuda_events", "cpu_clock" or "simulated"
     step_us: Stats | None  # per-step latency over the timed steps
-    op_us: dict[str, Any] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes", and
-    # "timing": which per-op pass (eager or graph mode, docs/timing.md)
+    op_us: dict[str, list] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes"; both
+    # modes (records before the graph-mode per-op pass: eager only)
+    op_timing: str | None  # which per-op pass op_us comes from and what its times include (docs/timing.md)
     rank_step_median_us: list[float] | None  # each rank's median step time
     check: dict[str, Any] | None  # correctness, agreed across ranks
     impl_detail: str | None  # what exactly ran where the implementation chooses at setup

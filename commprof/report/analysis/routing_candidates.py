@@ -21,6 +21,7 @@ from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence
 from commprof.floor.model import FloorFigures
 from commprof.impls.registry import fuses_rmsnorm, resolve_impl_name, unfused_reference
 from commprof.records.schema import FUSED
+from commprof.stats import median
 
 WIN_BEYOND = {MEASURED: "beyond noise", SIMULATED: "beyond model error"}
 WITHIN = {MEASURED: "within noise", SIMULATED: "within model error"}
@@ -78,8 +79,6 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
             continue  # NCCL under other settings is the NCCL recommendation's business, not a route
         level = LEVEL_OF_SOURCE.get(record.get("source"), MEASURED)
         for (collective, nbytes), values in _times_per_size(record, impl, is_baseline, reference).items():
-            medians = sorted(v[0] for v in values)
-            p90s = sorted(v[1] for v in values)
             error, basis = _model_error(record, collective, nbytes) if level == SIMULATED else (None, "")
             marked = is_baseline or (collective == FUSED and impl == reference)
             candidate = Candidate(
@@ -90,8 +89,8 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
                 options=dict(options),
                 point_id=str(record.get("point_id")),
                 label=str(point.get("label") or record.get("point_id")),
-                median_us=medians[len(medians) // 2],
-                p90_us=p90s[len(p90s) // 2],
+                median_us=median([v[0] for v in values]),
+                p90_us=median([v[1] for v in values]),
                 level=level,
                 error_pct=error,
                 error_basis=basis,
@@ -146,7 +145,7 @@ def _times_per_size(
     kinds = ops.get("collectives") or [
         "all_gather" if str(s).rsplit(".", 1)[-1] == "logits" else "all_reduce" for s in sites
     ]
-    for site, collective, nbytes, median, p90 in zip(
+    for site, collective, nbytes, op_median, p90 in zip(
         sites, kinds, ops.get("bytes", ()), ops.get("median", ()), ops.get("p90", ops.get("median", ()))
     ):
         if collective != "all_reduce" and not is_baseline:
@@ -155,7 +154,7 @@ def _times_per_size(
             collective = FUSED
         elif collective == "all_reduce" and impl == reference:
             continue  # the reference's plain all-reduce is the baseline's own
-        per_size.setdefault((collective, int(nbytes)), []).append((float(median), float(p90)))
+        per_size.setdefault((collective, int(nbytes)), []).append((float(op_median), float(p90)))
     return per_size
 
 
