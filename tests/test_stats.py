@@ -93,3 +93,8 @@ def test_the_speculation_chart_draws_the_statistic_its_break_even_is_taken_from(
     assert row["break_even_ratio"] == pytest.approx((2.0 + 11.5 + 5.0) / 10.0)
     svg = projection_svg(parts, 2.0, (1.5,), ())
     assert "verify p90 (the break-even" in svg
+
+
+def test_the_page_says_eager_medians_include_the_host_issue_cost(gloo_report):
+    html = (gloo_report / "index.html").read_text()
+    assert "eager median (incl. host issue cost)" in html and "PGNCCL&#39;s launch from Python" in html

@@ -22,6 +22,12 @@ SOURCES: tuple[Source, ...] = get_args(Source)
 KINDS = ("step", "collective", "crossover")
 Mode = Literal["eager", "graph"]  # run as issued; captured once in a CUDA graph and replayed
 MODES: tuple[Mode, ...] = get_args(Mode)
+# What an eager step or op time includes that a replayed graph does not pay: said wherever eager times are shown.
+EAGER_INCLUDES = "incl. host issue cost"
+EAGER_INCLUDES_WHY = (
+    "each collective's host issue cost: PGNCCL's launch from Python (a kernel library's own Python call for the "
+    "other implementations), which a replayed CUDA graph does not pay"
+)
 # The modes in the order searches and answers take them: graph first, the mode a serving engine decodes in.
 GRAPH_FIRST: tuple[Mode, ...] = ("graph", "eager")
 # All-reduce + residual add + RMSNorm in one collective (fused kinds), set against the unfused reference.

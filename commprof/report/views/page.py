@@ -9,6 +9,7 @@ from typing import Any
 
 import jinja2
 
+from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
 from commprof.report.analysis.decision import Decision, decided_fusion
 from commprof.report.analysis.doctor_verdicts import doctor_view
@@ -207,6 +208,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "compute_given": run.options.compute.given,
         "breakdown": breakdown_rows(run),
         "points": points_table(run),
+        "eager_includes": (EAGER_INCLUDES, EAGER_INCLUDES_WHY),
         "points_tail": tail_header(run.speedups.get("tail_stat", ()), run.simulated),
         "matrix": compat_matrix(run),
         "per_collective": per_collective(run),

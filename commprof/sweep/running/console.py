@@ -14,7 +14,7 @@ from rich.text import Text
 from commprof.planner.plan import SITE_KINDS
 from commprof.records.files import RESULTS_FILE, read_records
 from commprof.records.point_ids import BASELINE_POINT_ID
-from commprof.records.schema import GRAPH_FIRST, MODES
+from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY, GRAPH_FIRST, MODES
 from commprof.stats import median, tail
 from commprof.sweep.planning.spec import SweepSpec
 from commprof.sweep.running.measure import point_status
@@ -126,7 +126,8 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     table.add_column("status", min_width=6)
     for t in tokens:
         for mode in modes:
-            table.add_column(f"T={t} {mode}", justify="right", no_wrap=True)
+            header = f"T={t} eager ({EAGER_INCLUDES})" if mode == "eager" else f"T={t} {mode}"
+            table.add_column(header, justify="right", no_wrap=True)
         if compare:
             table.add_column(f"T={t} vs base", justify="right", no_wrap=True)
     base = by_point.get(BASELINE_POINT_ID)
@@ -137,7 +138,8 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
             if compare:
                 row.append(_speedup(entry, base, t, modes))
         table.add_row(*row)
-    notes = ["graph mode: not measurable on CPU ranks (CUDA graphs need GPUs)"] if modes == ["eager"] else []
+    notes = [f"eager: includes {EAGER_INCLUDES_WHY}"] if "eager" in modes else []
+    notes += ["graph mode: not measurable on CPU ranks (CUDA graphs need GPUs)"] if modes == ["eager"] else []
     refused: dict[str, list[str]] = {}
     for point_id, entry in by_point.items():
         if all(r["status"] == "unsupported" for r in entry["records"]):
