@@ -97,4 +97,4 @@ def test_the_speculation_chart_draws_the_statistic_its_break_even_is_taken_from(
 
 def test_the_page_says_eager_medians_include_the_host_issue_cost(gloo_report):
     html = (gloo_report / "index.html").read_text()
-    assert "eager median (incl. host issue cost)" in html and "PGNCCL&#39;s launch from Python" in html
+    assert "eager median (incl. host issue cost)" in html and "(PGNCCL on NCCL)" in html

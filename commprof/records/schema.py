@@ -25,8 +25,8 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 # What an eager step or op time includes that a replayed graph does not pay: said wherever eager times are shown.
 EAGER_INCLUDES = "incl. host issue cost"
 EAGER_INCLUDES_WHY = (
-    "each collective's host issue cost: PGNCCL's launch from Python (a kernel library's own Python call for the "
-    "other implementations), which a replayed CUDA graph does not pay"
+    "each collective's host issue cost: its launch from Python by the process group (PGNCCL on NCCL) or by a kernel "
+    "library's own Python call, which a replayed CUDA graph does not pay"
 )
 # The modes in the order searches and answers take them: graph first, the mode a serving engine decodes in.
 GRAPH_FIRST: tuple[Mode, ...] = ("graph", "eager")
