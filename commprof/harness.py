@@ -4,8 +4,8 @@ One harness for every all-reduce implementation (the nccl-tests way): tensors ar
 timed loop; each step starts from fresh activations (one untimed copy, as an engine reduces fresh activations
 every layer, so values never drift to inf); verification is its own untimed pass against the exact reduction.
 Timing (commprof/timing.py, docs/timing.md): a start aligned across ranks on the device, then two stamps per
-step; the per-op breakdown is its own pass. Eager mode everywhere; on CUDA the whole step is also captured
-once as a CUDA graph and replayed.
+step; the per-op breakdown is its own pass, in each mode (graph: commprof/captured_ops.py). Eager mode
+everywhere; on CUDA the whole step is also captured once as a CUDA graph and replayed.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from commprof.captured_ops import OP_TIMING, capture_per_op, external_events_missing, time_per_op
 from commprof.impls.base import AllReduceImpl
 from commprof.planner.plan import StepPlan
 from commprof.planner.spacing import ComputeSpec, SkewSpec
 from commprof.replay_tensors import StepTensors, Verification
 from commprof.spacers import Spacer, make_arrivals, wait_per_step
-from commprof.stats import summarize, summarize_columns
+from commprof.stats import median, summarize, summarize_columns
 from commprof.timing import START_DELAY_US, make_clock
 
 # torch 2.13 renamed all_gather_into_tensor (and reduce_scatter_tensor); older releases (still what many GPU boxes run) lack the new name.
@@ -64,6 +65,7 @@ class ModeResult:
     compute_us: dict[str, float] | None = None  # the step's compute alone, per step
     wait_us: dict[str, float] | None = None  # per step, the first arrival's wait for the last, summed over ops
     wait_clock: str | None = None  # how arrivals were stamped, or why waiting was not measured
+    op_timing: str | None = None  # which per-op pass op_us comes from (captured_ops.OP_TIMING)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +80,7 @@ class ModeResult:
             "compute_us": self.compute_us,
             "wait_us": self.wait_us,
             "wait_clock": self.wait_clock,
+            "op_timing": self.op_timing,
         }
 
 
@@ -124,6 +127,8 @@ class StepReplay:
         self.world = dist.get_world_size(group)
         self.tensors = StepTensors(plan, self.rank, self.world, device, impl.fuses_rmsnorm)
         self.graph = None
+        self.op_graph = None  # the step captured again with events between ops (graph-mode per-op pass)
+        self.op_stamps = None
         self.clock = make_clock(group, device, len(plan.ops) + 1, config.start_delay_us)
         self.spacer = Spacer(plan, config.compute, config.skew, self.rank, device, config.intermediate_size)
         self.arrivals, self.no_arrivals = make_arrivals(len(plan.ops), device)
@@ -140,10 +145,12 @@ class StepReplay:
         """Every op's output of the last step against the exact expected result."""
         return self.tensors.verify(self.config.rms_eps)
 
-    def run_ops(self, stamps: list | None = None, arrivals=None) -> None:
+    def run_ops(self, stamps: list | None = None, arrivals=None, clock=None) -> None:
         """Issue every collective of the step in order, each after this rank's spacer (compute, lateness);
-        `stamps` gets a clock stamp after each op, `arrivals` one when this rank reaches it."""
+        `stamps` gets a stamp of `clock` (default: the step clock) after each op, `arrivals` one when this rank
+        reaches it."""
         impl, eps, t = self.impl, self.config.rms_eps, self.tensors
+        clock = clock or self.clock
         spacer = self.spacer if self.spacer.active else None
         for op in self.plan.ops:
             if spacer is not None:
@@ -170,13 +177,14 @@ class StepReplay:
                 else:
                     t.outputs[op.index] = impl.all_reduce(rows.inputs[row])
             if stamps is not None:
-                stamps.append(self.clock.stamp())
+                stamps.append(clock.stamp())
 
     # -- timing ------------------------------------------------------------------------------------------------
 
     def time_steps(self, graph: bool) -> tuple[list[float], list[list[float]] | None]:
-        """Warm-up then timed steps; returns per-step µs and, in eager mode, per-op µs rows from its own pass
-        (which also stamps every rank's arrival at each op, into `self.arrival_rows`).
+        """Warm-up then timed steps; returns per-step µs and per-op µs rows from a pass of their own: eager, one
+        that also stamps every rank's arrival at each op (into `self.arrival_rows`); graph, the per-op graph's
+        replays (None where it was not captured).
 
         Python's cyclic garbage collector is paused meanwhile: the timing records it allocates would
         otherwise trigger collections inside timed steps, a cost the engine being modelled does not pay.
@@ -187,7 +195,13 @@ class StepReplay:
         try:
             steps = self._timed_pass(graph, per_op=False, warmup=self.config.warmup)
             # The breakdown's stamps between ops cost host time: a pass of its own, never part of step_us.
-            ops = None if graph else self._timed_pass(graph, per_op=True, warmup=min(1, self.config.warmup))
+            ops_warmup = min(1, self.config.warmup)
+            if not graph:
+                ops = self._timed_pass(graph, per_op=True, warmup=ops_warmup)
+            elif self.op_graph is not None:
+                ops = time_per_op(self, self.op_graph, self.op_stamps, ops_warmup)
+            else:
+                ops = None
             return [row[0] for row in steps], ops
         finally:
             if gc_was_enabled:
@@ -239,10 +253,23 @@ class StepReplay:
             self.run_ops()
         torch.cuda.synchronize(self.device)
 
+    def capture_op_pass(self) -> str | None:
+        """Capture the graph-mode per-op pass (after the step graph was verified: its outputs are replaced);
+        None when captured, else why its per-op times are not measured."""
+        missing = external_events_missing()
+        if missing is not None:
+            return missing
+        try:
+            self.op_graph, self.op_stamps = capture_per_op(self)
+        except Exception as exc:  # the step's own graph stands; only its per-op split is lost
+            self.op_graph = None
+            return f"not measured: the per-op capture failed: {_one_line(exc)}"
+        return None
+
     def gather_samples(self, steps: list[float], ops: list[list[float]] | None):
         """Per-sample maximum over ranks (a step ends when its slowest rank does), and each rank's median step."""
         stacked = self._gather([[s] for s in steps])  # [ranks, steps, 1]
-        rank_medians = [float(x) for x in stacked[:, :, 0].median(dim=1).values]
+        rank_medians = [median(row) for row in stacked[:, :, 0].tolist()]  # torch's median is the lower middle
         step_samples = stacked.max(dim=0).values[:, 0].tolist()
         op_rows = self._gather(ops).max(dim=0).values.tolist() if ops else None
         return step_samples, op_rows, rank_medians
@@ -292,11 +319,17 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
             if replay.device.type == "cuda":
                 torch.cuda.synchronize(replay.device)
             local["check"] = replay.verify().to_dict()
+            if mode == "graph":
+                local["op_pass"] = replay.capture_op_pass()
     except Exception as exc:
         local = {"status": "error", "message": _one_line(exc) + "\n" + traceback.format_exc(limit=4), "check": None}
-    status, message, check = agree_ranks(replay.agree(f"{replay.plan.tokens}/{mode}", local))
+    outcomes = replay.agree(f"{replay.plan.tokens}/{mode}", local)
+    status, message, check = agree_ranks(outcomes)
     if status in ("capture_failed", "error"):
         return ModeResult(mode, status, message, timing)
+    no_op_pass = next((o["op_pass"] for o in outcomes if o.get("op_pass")), None)
+    if no_op_pass is not None:  # every rank runs the per-op replays, or none does
+        replay.op_graph = None
     try:
         steps, ops = replay.time_steps(graph=mode == "graph")
         step_samples, op_rows, rank_medians = replay.gather_samples(steps, ops)
@@ -318,8 +351,11 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
             "bytes": [op.bytes for op in replay.plan.ops],
             **summarize_columns(op_rows),
         }
+    elif status == "ok" and no_op_pass is not None:
+        message = f"per-op times {no_op_pass}"
     result = ModeResult(mode, status, message, timing, summarize(step_samples), op_us, rank_medians, check)
     result.compute_us, result.wait_us, result.wait_clock = compute, waits, wait_clock
+    result.op_timing = OP_TIMING[mode] if op_us else None
     return result
 
 

@@ -1,7 +1,7 @@
 """One all-reduce size timed on the ranks of a live process group (gloo or NCCL), for the crossover search.
 
 Each size is a step of `ops` all-reduces of one [1, S / element size] tensor (the replay harness, verified
-first), timed eagerly or as a captured CUDA graph; a size's time is the max over ranks of each rank's min over
+first), timed eagerly or as a captured CUDA graph (its per-op pass: commprof/captured_ops.py); a size's time is the max over ranks of each rank's min over
 rounds of the per-op time, so one slow round does not decide and the slowest rank does.
 """
 
@@ -60,7 +60,7 @@ def time_size(impl: AllReduceImpl, nbytes: int, group, device, timing: SizeTimin
     all_reduces = [i for i, op in enumerate(plan.ops) if op.collective == "all_reduce"]
     if ops:
         per_round = [sum(row[i] for i in all_reduces) / len(all_reduces) for row in ops]
-    else:  # a captured step has no per-op split: its all-reduces share the step (the tiny gather is counted)
+    else:  # no per-op split (the per-op capture failed): its all-reduces share the step (the gather is counted)
         per_round = [s / len(all_reduces) for s in steps]
     best = torch.tensor([min(per_round)], dtype=torch.float64, device=device)
     dist.all_reduce(best, op=dist.ReduceOp.MAX, group=group)

@@ -35,7 +35,8 @@ TIERS = (
         "proposable",
         "crossover_rule",
     },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor; what a crossover is
-    {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
+    {"impls", "timing", "replay_tensors", "captured_ops"},  # the implementations; the clocks, the graph-mode per-op
+    # pass and the tensors the harness uses
     {"spacers"},  # what the harness runs between collectives, and the arrival stamps
     {"harness", "doctor"},  # the timed replay; the box checks
     # a trace of a few steps; one all-reduce size timed (crossover search); NCCL graph files for the box

@@ -94,7 +94,7 @@ def _twin(root: Path, simulated: Path, name: str = "measured-twin", sys_factor: 
                 k: v * sys_factor if k != "n" and k != "cv" else v for k, v in record["step_us"].items()
             }
             if record.get("op_us"):
-                for key in ("min", "median", "mean", "p90", "p99"):
+                for key in ("min", "median", "mean", "p90", "max"):
                     record["op_us"][key] = [v * sys_factor for v in record["op_us"][key]]
     for record in records:
         if record["kind"] == "crossover":

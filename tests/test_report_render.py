@@ -402,7 +402,9 @@ def test_pcie8_simulated_capture_is_not_tested(pcie8_simulated):
     assert "0.0 %</td>" not in table1 and "0.0 %</td>" not in points and "p90 and CV are —" in table1
     run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
     assert run["choices"] and all(row["cv"] is None and row["p90_us"] is None for row in run["choices"])
-    assert run["headline"] and all(row["baseline_cv"] is None and row["best_p99_us"] is None for row in run["headline"])
+    assert run["headline"] and all(
+        row["baseline_cv"] is None and row["best_tail_us"] is None for row in run["headline"]
+    )
 
 
 def test_pcie8_simulated_heatmap_does_not_colour_what_is_not_ranked(pcie8_simulated):

@@ -1,5 +1,5 @@
 """The spacers' CUDA paths: the spin calibrated to µs, the GEMM spacer, %globaltimer arrival stamps, captured into
-the step's graph, and graph-mode tails (p50 / p99 per replay) with compute and a late rank.
+the step's graph, and graph-mode tails (median / max per replay) with compute and a late rank.
 
 The CPU test binds every CUDA call the spacers make against this torch; the rest need a GPU (`make gpu-smoke`
 runs `pytest -m gpu`). Two NCCL ranks share GPU 0 where there is one GPU.
@@ -112,8 +112,8 @@ def test_graph_mode_has_per_replay_tails_and_the_spacers_are_captured():
     for result in (bare, spaced):
         graph = result["graph"]
         assert graph["status"] == "ok", graph["message"]
-        # One sample per replay: p50 and p99 of the step exist for graph mode as for eager.
-        assert graph["step_us"]["n"] == 20 and graph["step_us"]["p99"] >= graph["step_us"]["median"] > 0
+        # One sample per replay: the median and the tail (max of 20) of the step exist for graph mode as for eager.
+        assert graph["step_us"]["n"] == 20 and graph["step_us"]["max"] >= graph["step_us"]["median"] > 0
     # The spacers ran inside the captured graph: its step holds the compute (100 µs per gap) ...
     compute = 100.0 * (ops - 1)
     assert spaced["graph"]["step_us"]["median"] >= bare["graph"]["step_us"]["median"] + 0.8 * compute

@@ -39,3 +39,13 @@ def test_the_summary_table_keeps_bracketed_labels_and_says_why_points_never_ran(
     text = out.export_text()
     assert LABEL in text and "measured on gloo" in text
     assert "n/a, never timed: NCCL_ALGO has no effect [gloo] (p002)" in text
+
+
+def test_eager_step_columns_say_they_include_the_host_issue_cost():
+    out = Console(width=250, record=True, force_terminal=False)
+    out.print(summary_table([step("p000", "baseline"), {**step("p000", "baseline"), "mode": "graph"}]))
+    text = out.export_text()
+    assert "T=4 eager (incl. host issue cost)" in text and "T=4 graph" in text
+    words = " ".join(text.split())
+    assert "eager: includes each collective's host issue cost: its launch from Python by the process group" in words
+    assert "(PGNCCL on NCCL)" in words

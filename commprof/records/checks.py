@@ -32,7 +32,7 @@ _MUST_HAVE = {
     "crossover": (*REQUIRED_FIELDS, "kind", "collective", "mode", "baseline"),
 }
 # Durations, bandwidths and their spreads: finite and >= 0 wherever they appear.
-_STATS_TIMES = ("min", "median", "mean", "p90", "p99", "cv")
+_STATS_TIMES = ("min", "median", "mean", "p90", "p99", "max", "cv")
 _NON_NEGATIVE = ("duration_s", "measure_s", "time_us", "algbw_gbps", "busbw_gbps", "impl_us", "baseline_us")
 
 

@@ -22,6 +22,12 @@ SOURCES: tuple[Source, ...] = get_args(Source)
 KINDS = ("step", "collective", "crossover")
 Mode = Literal["eager", "graph"]  # run as issued; captured once in a CUDA graph and replayed
 MODES: tuple[Mode, ...] = get_args(Mode)
+# What an eager step or op time includes that a replayed graph does not pay: said wherever eager times are shown.
+EAGER_INCLUDES = "incl. host issue cost"
+EAGER_INCLUDES_WHY = (
+    "each collective's host issue cost: its launch from Python by the process group (PGNCCL on NCCL) or by a kernel "
+    "library's own Python call, which a replayed CUDA graph does not pay"
+)
 # The modes in the order searches and answers take them: graph first, the mode a serving engine decodes in.
 GRAPH_FIRST: tuple[Mode, ...] = ("graph", "eager")
 # All-reduce + residual add + RMSNorm in one collective (fused kinds), set against the unfused reference.
@@ -41,7 +47,12 @@ STATUSES = (
 FAILED_STATUSES = tuple(s for s in STATUSES if s not in ("ok", "unsupported"))
 
 
-class Stats(TypedDict):
+class _StatsTail(TypedDict, total=False):
+    p99: float  # only from 100 samples on (commprof.stats.P99_MIN_SAMPLES); records before that: always
+    max: float  # absent in records written before it was kept
+
+
+class Stats(_StatsTail):
     """A latency over the timed steps (or one op's over the steps), µs."""
 
     n: int  # samples
@@ -49,7 +60,6 @@ class Stats(TypedDict):
     median: float
     mean: float
     p90: float
-    p99: float
     cv: float  # standard deviation / mean, unitless
 
 
@@ -141,8 +151,9 @@ class StepRecord(_Record):
     mode: str  # MODES
     timing: str | None  # "cuda_events", "cpu_clock" or "simulated"
     step_us: Stats | None  # per-step latency over the timed steps
-    op_us: dict[str, list] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes"; eager
-    # (simulated: both modes)
+    op_us: dict[str, list] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes"; both
+    # modes (records before the graph-mode per-op pass: eager only)
+    op_timing: str | None  # which per-op pass op_us comes from and what its times include (docs/timing.md)
     rank_step_median_us: list[float] | None  # each rank's median step time
     check: dict[str, Any] | None  # correctness, agreed across ranks
     impl_detail: str | None  # what exactly ran where the implementation chooses at setup

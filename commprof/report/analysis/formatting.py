@@ -76,3 +76,9 @@ def range_pct(values: Any) -> str:
     """A few percentages as one figure ("40 %") or their range ("20–40 %")."""
     low, high = float(min(values)), float(max(values))
     return f"{high:.0f} %" if abs(high - low) < 0.5 else f"{low:.0f}–{high:.0f} %"
+
+
+def tail_header(words: Any, simulated: bool = False) -> str:
+    """A column of slow tails headed by its statistics' words (stats.tail_word: "p99", "max of n"), each once."""
+    named = sorted({str(w) for w in words if isinstance(w, str)})
+    return "tail" if simulated or not named else " / ".join(named)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from commprof.records.point_ids import stage_of
 from commprof.records.schema import FAILED_STATUSES, CollectiveRecord, Stats, StepRecord
+from commprof.stats import tail
 
 # Columns of the settings a point sets: "env.NCCL_ALGO", ...
 ENV_PREFIX = "env."
@@ -104,13 +105,15 @@ def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[
     # compute timed on its own (its median), so verdicts and projections never count the compute twice.
     compute = (record.get("compute_us") or {}).get("median") or 0.0
     row["compute_us"] = float(compute) if compute else math.nan
-    for name in Stats.__annotations__:
-        value = stats.get(name)
+    word, tail_value = tail(stats) if stats else (None, None)
+    for name in (*(n for n in Stats.__annotations__ if n not in ("p99", "max")), "tail"):
+        value = tail_value if name == "tail" else stats.get(name)
         if value is not None and compute and name not in ("n", "cv"):
             value = max(float(value) - float(compute), 0.0)
         row["step_n" if name == "n" else f"{name}_us" if name != "cv" else "cv"] = (
             float(value) if value is not None else math.nan
         )
+    row["tail_stat"] = word  # which statistic tail_us is: "p99", or "max of n" below 100 samples (stats.tail)
     if ranks:
         row["rank_skew_us"] = max(ranks) - min(ranks)
         middle = statistics.median(ranks)

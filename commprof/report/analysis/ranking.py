@@ -134,11 +134,12 @@ def headline(
         (row["source"], row["tokens"]): model_errors(row, base_rows.get((row["source"], row["tokens"])))
         for row in best.to_dict("records")
     }
-    base = base[["source", "tokens", "median_us", "p90_us", "p99_us", "cv"]].rename(
+    base = base[["source", "tokens", "median_us", "p90_us", "tail_us", "tail_stat", "cv"]].rename(
         columns={
             "median_us": "baseline_us",
             "p90_us": "baseline_p90_us",
-            "p99_us": "baseline_p99_us",
+            "tail_us": "baseline_tail_us",
+            "tail_stat": "baseline_tail_stat",
             "cv": "baseline_cv",
         }
     )
@@ -152,7 +153,8 @@ def headline(
         "env",
         "median_us",
         "p90_us",
-        "p99_us",
+        "tail_us",
+        "tail_stat",
         "cv",
     ]
     table = best[columns].rename(
@@ -164,7 +166,8 @@ def headline(
             "env": "best_env",
             "median_us": "best_us",
             "p90_us": "best_p90_us",
-            "p99_us": "best_p99_us",
+            "tail_us": "best_tail_us",
+            "tail_stat": "best_tail_stat",
             "cv": "best_cv",
         }
     )

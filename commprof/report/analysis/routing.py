@@ -2,7 +2,8 @@
 bands covering every size of the plan, each with its time, the floor and the evidence behind it. Pure.
 
 The candidates and the rule that lets one take a size from the baseline: routing_candidates.py. Elsewhere the
-baseline keeps the size, and the band says why. Neighbouring sizes with the same choice form one band; a band
+baseline keeps the size, and the band says why. For a graph-mode engine the eager bands route nothing, and a
+setting timed only eagerly is listed among the graph-mode plan's gaps, labelled. Neighbouring sizes with the same choice form one band; a band
 boundary between two measured sizes is a crossover where a crossover search placed one there
 (report/analysis/crossovers.py), else their geometric mean, and the band says which.
 """
@@ -19,6 +20,7 @@ from commprof.floor.model import FloorFigures, collective_floor, pct_of_floor
 from commprof.impls.registry import unfused_reference
 from commprof.records.schema import FUSED
 from commprof.report.analysis.routing_candidates import (
+    EAGER_ONLY,
     NO_FLOOR,
     RULES,
     SIMULATED,
@@ -105,6 +107,7 @@ def routing_plan(
                     }
                 )
                 continue
+            gaps += _eager_only(here, collective)
             judged = []
             for c in here:
                 if c.baseline:
@@ -127,6 +130,15 @@ def routing_plan(
         "floor": figures.to_dict() if figures is not None else None,
         "missing_floor": missing_floor if figures is None else None,
     }
+
+
+def _eager_only(here: list[Candidate], collective: str) -> list[dict[str, Any]]:
+    """The settings at one size timed only eagerly, as gaps of the graph-mode plan that the engine runs."""
+    return [
+        {"collective": collective, "mode": "graph", "bytes": c.nbytes, "why": f"{c.label} ({c.impl}): {EAGER_ONLY}"}
+        for c in here
+        if c.not_routed == EAGER_ONLY and not c.baseline
+    ]
 
 
 def _bands(collective: str, mode: str, decisions: list, crossovers: dict) -> list[Band]:
@@ -209,6 +221,7 @@ def _evidence(chosen: Candidate, base: Candidate, sizes: list[dict]) -> dict[str
 
 
 KEPT = "baseline kept, no other implementation beat it: "
+NOT_ROUTED = "baseline kept, this mode routes nothing: "
 PREDICTED_FASTER = " (predicted faster)"
 
 
@@ -231,9 +244,15 @@ def _reasons(kept: str) -> set[str]:
 def band_verdict(sizes: list[dict]) -> str:
     """A band's verdict said once: its sizes' reasons, each named once."""
     kept = [s["verdict"] for s in sizes if s["verdict"].startswith(KEPT)]
-    other = sorted({s["verdict"] for s in sizes if not s["verdict"].startswith(KEPT)})
+    unrouted = {r for s in sizes if s["verdict"].startswith(NOT_ROUTED) for r in _not_routed(s["verdict"])}
+    other = sorted({s["verdict"] for s in sizes if not s["verdict"].startswith((KEPT, NOT_ROUTED))})
     reasons = {reason for words in kept for reason in _reasons(words)}
-    return "; ".join(([kept_verdict(reasons)] if reasons else []) + other)
+    said = [NOT_ROUTED + "; ".join(sorted(unrouted))] if unrouted else []
+    return "; ".join(said + ([kept_verdict(reasons)] if reasons else []) + other)
+
+
+def _not_routed(words: str) -> list[str]:
+    return words.removeprefix(NOT_ROUTED).split("; ")
 
 
 def largest_size(c: Candidate) -> str:
@@ -274,6 +293,9 @@ def _size_entry(nbytes: int, chosen: Candidate, base: Candidate, fl, judged: lis
 def _kept_reason(judged: list) -> str:
     if not judged:
         return "baseline: no other implementation ran at this size"
+    unrouted = sorted({c.not_routed for c, _wins, _words in judged if c.not_routed})
+    if unrouted:
+        return NOT_ROUTED + "; ".join(unrouted)
     return kept_verdict({words for _c, wins, words in judged if not wins})
 
 
@@ -293,4 +315,5 @@ def _curve_point(c: Candidate, fl) -> dict[str, Any]:
         "pct_of_floor": pct_of_floor(c.median_us, fl.us) if fl else None,
         "below_floor": bool(fl and c.median_us < fl.us),  # faster than physics allows: the time or the floor is wrong
         "evidence": _label(c),
+        "not_routed": c.not_routed,
     }

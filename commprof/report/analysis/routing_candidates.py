@@ -6,24 +6,29 @@ At a size, an implementation takes it from the baseline only beyond the evidence
   typical op), the report's noise rule per size;
 - simulated: its predicted time raised by its model's expected error is still below the baseline's lowered by
   the baseline model's expected error; an unknown error on either side decides nothing.
+A run for a graph-mode engine (any GPU run: SGLang and vLLM replay the verify step as a CUDA graph) is routed on
+graph-mode times only: its eager candidates are shown, labelled, and never take a size.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence
 from commprof.floor.model import FloorFigures
 from commprof.impls.registry import fuses_rmsnorm, resolve_impl_name, unfused_reference
 from commprof.records.schema import FUSED
+from commprof.stats import median
 
 WIN_BEYOND = {MEASURED: "beyond noise", SIMULATED: "beyond model error"}
 WITHIN = {MEASURED: "within noise", SIMULATED: "within model error"}
 NO_FLOOR = "no floor figures: run `commprof floor --out floor.json` on the box (or simulate on a preset with [floor])"
 UNJUDGED = "not judged: the model's expected error is unknown"
+EAGER_ONLY = "eager only: not routed for a graph-mode engine"
+EAGER_HOST = "eager: includes each implementation's host issue cost; not routed for a graph-mode engine"
 RULES = {
     MEASURED: "an implementation takes a size when its p90 per-op time is below the baseline's median there",
     SIMULATED: (
@@ -50,6 +55,8 @@ class Candidate:
     error_pct: float | None = None  # simulated: the model's expected error (None: unknown)
     error_basis: str = ""
     baseline: bool = False
+    # Set where the time is from a mode the engine does not run: the label it is shown with, never routed.
+    not_routed: str = ""
 
     def key(self) -> tuple[str, str]:
         return self.impl, json.dumps(self.options, sort_keys=True)
@@ -60,6 +67,7 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
     setting, the baseline point's and the unfused reference's marked as baselines. A simulated time carries its
     model's expected error: the record's kernel model where it covers the size, else its NCCL model's (the run's
     expected error: run_analysis.with_run_error)."""
+    records = list(records)
     reference = unfused_reference()
     latest, baseline_config = _latest_per_setting(records, baseline_point)
     found: dict[tuple, Candidate] = {}
@@ -71,8 +79,6 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
             continue  # NCCL under other settings is the NCCL recommendation's business, not a route
         level = LEVEL_OF_SOURCE.get(record.get("source"), MEASURED)
         for (collective, nbytes), values in _times_per_size(record, impl, is_baseline, reference).items():
-            medians = sorted(v[0] for v in values)
-            p90s = sorted(v[1] for v in values)
             error, basis = _model_error(record, collective, nbytes) if level == SIMULATED else (None, "")
             marked = is_baseline or (collective == FUSED and impl == reference)
             candidate = Candidate(
@@ -83,15 +89,27 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
                 options=dict(options),
                 point_id=str(record.get("point_id")),
                 label=str(point.get("label") or record.get("point_id")),
-                median_us=medians[len(medians) // 2],
-                p90_us=p90s[len(p90s) // 2],
+                median_us=median([v[0] for v in values]),
+                p90_us=median([v[1] for v in values]),
                 level=level,
                 error_pct=error,
                 error_basis=basis,
                 baseline=marked,
             )
             found[(collective, str(mode), nbytes, candidate.key(), marked)] = candidate
+    if engine_runs_graphs(records):
+        graphed = {(c.collective, c.nbytes, c.key()) for c in found.values() if c.mode == "graph"}
+        for key, c in found.items():
+            if c.mode != "graph":
+                words = EAGER_HOST if (c.collective, c.nbytes, c.key()) in graphed else EAGER_ONLY
+                found[key] = replace(c, not_routed=words)
     return sorted(found.values(), key=lambda c: (c.collective, c.mode, c.nbytes, not c.baseline, c.impl))
+
+
+def engine_runs_graphs(records: Iterable[dict]) -> bool:
+    """Whether the routes are for an engine that replays the step as a CUDA graph: any step record off CPU ranks
+    (gloo cannot capture; its eager routes show the method, and no engine line is made from them)."""
+    return any(r.get("kind", "step") == "step" and r.get("backend") != "gloo" for r in records)
 
 
 def _latest_per_setting(records: Iterable[dict], baseline_point: str) -> tuple[dict[tuple, dict], tuple | None]:
@@ -127,7 +145,7 @@ def _times_per_size(
     kinds = ops.get("collectives") or [
         "all_gather" if str(s).rsplit(".", 1)[-1] == "logits" else "all_reduce" for s in sites
     ]
-    for site, collective, nbytes, median, p90 in zip(
+    for site, collective, nbytes, op_median, p90 in zip(
         sites, kinds, ops.get("bytes", ()), ops.get("median", ()), ops.get("p90", ops.get("median", ()))
     ):
         if collective != "all_reduce" and not is_baseline:
@@ -136,7 +154,7 @@ def _times_per_size(
             collective = FUSED
         elif collective == "all_reduce" and impl == reference:
             continue  # the reference's plain all-reduce is the baseline's own
-        per_size.setdefault((collective, int(nbytes)), []).append((float(median), float(p90)))
+        per_size.setdefault((collective, int(nbytes)), []).append((float(op_median), float(p90)))
     return per_size
 
 
@@ -156,6 +174,8 @@ def _model_error(record: dict, collective: str, nbytes: int) -> tuple[float | No
 
 def verdict(candidate: Candidate, baseline: Candidate) -> tuple[bool, str]:
     """Whether `candidate` takes the size from `baseline` beyond the evidence's uncertainty, and the words why."""
+    if candidate.not_routed:
+        return False, candidate.not_routed
     if candidate.level == MEASURED:
         wins = candidate.p90_us < baseline.median_us
         return wins, WIN_BEYOND[MEASURED] if wins else WITHIN[MEASURED]

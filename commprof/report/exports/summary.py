@@ -162,8 +162,8 @@ def check_summary(check: CostModelCheck) -> dict[str, Any]:
     }
 
 
-# A prediction has no spread: a simulated run's p90, p99 and CV would read as a perfectly steady measurement.
-SPREAD_SUFFIXES = ("p90_us", "p99_us", "cv")
+# A prediction has no spread: a simulated run's p90, tail and CV would read as a perfectly steady measurement.
+SPREAD_SUFFIXES = ("p90_us", "tail_us", "tail_stat", "cv")
 
 
 def _rows(run: RunAnalysis, frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -166,7 +166,7 @@ def per_collective(run: RunAnalysis) -> dict[str, Any]:
                                 "ops": int(s.ops),
                                 "bytes": fmt_bytes(s.bytes),
                                 "median": fmt_us(s.median_us),
-                                "p99": fmt_us(s.p99_us),
+                                "max": fmt_us(s.max_us),
                                 "total": fmt_ms(s.total_us),
                             }
                         )

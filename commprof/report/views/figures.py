@@ -177,7 +177,8 @@ def projection_svg(
     labels: dict[str, str] | None = None,
 ) -> str:
     """Tokens/s vs accept length: plain decode (flat) and each verify T, baseline (dashed), recommended
-    (dash-dot) and the answer (solid); `labels` names the settings in the legend."""
+    (dash-dot) and the answer (solid), each with its verify p90 dotted where it has a spread: the statistic a
+    measured break-even is taken from, crossing plain decode there; `labels` names the settings in the legend."""
     labels = labels or {}
     fig, ax = _single_axes((9.5, 3.6))
     fig.subplots_adjust(left=0.07, right=0.72)  # the legend sits right of the plot
@@ -208,6 +209,16 @@ def projection_svg(
                 linewidth=1.4,
                 label=f"T = {tokens}, {labels.get(setting, setting)}",
             )
+            spread = rows.loc[tokens, "comm_p90_ms"] - rows.loc[tokens, "comm_ms"]
+            if np.isfinite(spread) and spread > 0:
+                ax.plot(
+                    accept,
+                    1000.0 * accept / (draft_ms + verify + spread),
+                    ":",
+                    color=palette(k % 10),
+                    linewidth=0.9,
+                    label=f"T = {tokens}, {labels.get(setting, setting)}, verify p90 (the break-even's statistic)",
+                )
             for case_accept, case_tokens in field_cases:
                 if case_tokens == tokens and case_accept <= tokens:
                     y = 1000.0 * case_accept / (draft_ms + verify)

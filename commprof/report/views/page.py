@@ -9,10 +9,11 @@ from typing import Any
 
 import jinja2
 
+from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
 from commprof.report.analysis.decision import Decision, decided_fusion
 from commprof.report.analysis.doctor_verdicts import doctor_view
-from commprof.report.analysis.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x, sentence
+from commprof.report.analysis.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x, sentence, tail_header
 from commprof.report.analysis.frame import distinct_tokens, ok_rows
 from commprof.report.analysis.heatmap import heatmap_pivot
 from commprof.report.analysis.projection import FIELD_REPORT_CASES
@@ -207,6 +208,8 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "compute_given": run.options.compute.given,
         "breakdown": breakdown_rows(run),
         "points": points_table(run),
+        "eager_includes": (EAGER_INCLUDES, EAGER_INCLUDES_WHY),
+        "points_tail": tail_header(run.speedups.get("tail_stat", ()), run.simulated),
         "matrix": compat_matrix(run),
         "per_collective": per_collective(run),
         "projection": projection_rows(run),

@@ -18,7 +18,7 @@ MAX_MESSAGE_CELLS = 12
 
 
 def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
-    """Every (point, T): status and medians per mode, p99 / CV / skew / speed-up in the headline mode."""
+    """Every (point, T): status and medians per mode, tail (stats.tail) / CV / skew / speed-up in the headline mode."""
     if run.speedups.empty:
         return []
     rated = run.speedups
@@ -35,7 +35,7 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
     table["status_graph"] = graph["status"].reindex(index)
     table["eager_us"] = eager["median_us"].where(eager["status"] == "ok").reindex(index)
     table["graph_us"] = graph["median_us"].where(graph["status"] == "ok").reindex(index)
-    for column in ("p99_us", "cv", "speedup", "reference", "rank_skew_pct"):
+    for column in ("tail_us", "cv", "speedup", "reference", "rank_skew_pct"):
         table[column] = head[column].where(head["status"] == "ok").reindex(index)
     table["sort"] = table["graph_us" if run.mode == "graph" else "eager_us"]
     table = table.reset_index()
@@ -70,7 +70,7 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
                 "status_graph": shown_status(run, r.status_graph),
                 "eager": fmt_ms(r.eager_us),
                 "graph": fmt_ms(r.graph_us),
-                "p99": "—" if run.simulated else fmt_ms(r.p99_us),  # a prediction has no spread
+                "tail": "—" if run.simulated else fmt_ms(r.tail_us),  # a prediction has no spread
                 "cv": "—" if run.simulated else fmt_pct(r.cv * 100 if finite(r.cv) else None),
                 "speedup": fmt_x(r.speedup),
                 "reference": escaped(r.reference) if isinstance(r.reference, str) else "",

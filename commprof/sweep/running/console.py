@@ -15,7 +15,8 @@ from rich.text import Text
 from commprof.planner.plan import SITE_KINDS
 from commprof.records.files import RESULTS_FILE, read_records
 from commprof.records.point_ids import BASELINE_POINT_ID
-from commprof.records.schema import GRAPH_FIRST, MODES
+from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY, GRAPH_FIRST, MODES
+from commprof.stats import median, tail
 from commprof.sweep.planning.spec import SweepSpec
 from commprof.sweep.running.measure import point_status
 from commprof.sweep.running.runner import SweepProgress
@@ -146,7 +147,8 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
     table.add_column("status", min_width=6)
     for t in tokens:
         for mode in modes:
-            table.add_column(f"T={t} {mode}", justify="right", no_wrap=True)
+            header = f"T={t} eager ({EAGER_INCLUDES})" if mode == "eager" else f"T={t} {mode}"
+            table.add_column(header, justify="right", no_wrap=True)
         if compare:
             table.add_column(f"T={t} vs base", justify="right", no_wrap=True)
     base = by_point.get(BASELINE_POINT_ID)
@@ -157,7 +159,8 @@ def summary_table(records: list[dict[str, Any]]) -> Table:
             if compare:
                 row.append(_speedup(entry, base, t, modes))
         table.add_row(*row)
-    notes = ["graph mode: not measurable on CPU ranks (CUDA graphs need GPUs)"] if modes == ["eager"] else []
+    notes = [f"eager: includes {EAGER_INCLUDES_WHY}"] if "eager" in modes else []
+    notes += ["graph mode: not measurable on CPU ranks (CUDA graphs need GPUs)"] if modes == ["eager"] else []
     refused: dict[str, list[str]] = {}
     for point_id, entry in by_point.items():
         if all(r["status"] == "unsupported" for r in entry["records"]):
@@ -172,27 +175,31 @@ def per_collective_table(records: list[dict[str, Any]], point_id: str = BASELINE
     """Per-collective latency of one point (eager, where ops are timed one by one), grouped by site kind."""
     rows: dict[str, dict[int, list]] = {}
     sizes: dict[tuple[str, int], int] = {}
-    tokens = []
+    tokens, words = [], set()
     for r in records:
         if r.get("point_id") != point_id or r["mode"] != "eager" or r["status"] != "ok" or not r.get("op_us"):
             continue
         tokens.append(r["tokens"])
         ops = r["op_us"]
-        for site, nbytes, median, p99 in zip(ops["sites"], ops["bytes"], ops["median"], ops["p99"]):
+        word, tails = tail(ops, r.get("iterations") or 0)
+        words.add(word)
+        tails = tails or [None] * len(ops["sites"])  # a record written before the max was kept
+        for site, nbytes, op_median, op_tail in zip(ops["sites"], ops["bytes"], ops["median"], tails):
             # The draft model's ops are their own rows: draft and verify communication apart.
             kind = ("draft " if site.startswith("draft.") else "") + site.rsplit(".", 1)[-1]
-            rows.setdefault(kind, {}).setdefault(r["tokens"], []).append((median, p99))
+            rows.setdefault(kind, {}).setdefault(r["tokens"], []).append((op_median, op_tail))
             sizes[(kind, r["tokens"])] = max(nbytes, sizes.get((kind, r["tokens"]), 0))
     if not rows:
         return None
     tokens = sorted(set(tokens))
-    table = Table(title=f"per collective, point {point_id}, eager: median of the ops' medians (p99 of the worst op)")
+    word = " / ".join(sorted(words))
+    table = Table(title=f"per collective, point {point_id}, eager: median of the ops' medians ({word} of the worst op)")
     table.add_column("site", no_wrap=True)
     table.add_column("ops", justify="right")
     for t in tokens:
         table.add_column(f"T={t} size", justify="right", no_wrap=True)
         table.add_column(f"T={t} median", justify="right", no_wrap=True)
-        table.add_column(f"T={t} p99", justify="right", no_wrap=True)
+        table.add_column(f"T={t} {word}", justify="right", no_wrap=True)
     order = [*SITE_KINDS, *(f"draft {kind}" for kind in SITE_KINDS)]
     for kind in sorted(rows, key=lambda k: order.index(k) if k in order else len(order)):
         count = len(next(iter(rows[kind].values())))
@@ -202,11 +209,11 @@ def per_collective_table(records: list[dict[str, Any]], point_id: str = BASELINE
             if not values:
                 row += ["—"] * 3
                 continue
-            medians = sorted(v[0] for v in values)
+            tails = [v[1] for v in values if v[1] is not None]
             row += [
                 format_bytes(sizes[(kind, t)]),
-                _fmt_us({"median": medians[len(medians) // 2]}),
-                _fmt_us({"median": max(v[1] for v in values)}),
+                _fmt_us({"median": median([v[0] for v in values])}),
+                _fmt_us({"median": max(tails)} if tails else None),
             ]
         table.add_row(*row)
     return table

@@ -317,6 +317,7 @@ def build_records(
                     timing=entry.get("timing"),
                     step_us=entry.get("step_us"),
                     op_us=entry.get("op_us"),
+                    op_timing=entry.get("op_timing"),
                     rank_step_median_us=entry.get("rank_step_median_us"),
                     check=entry.get("check"),
                     impl_detail=entry.get("impl_detail"),
