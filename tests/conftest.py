@@ -2,6 +2,7 @@
 pytest-xdist workers where it is present; reports several files read are rendered once per session (read only)."""
 
 import fcntl
+import os
 from pathlib import Path
 
 import pytest
@@ -45,10 +46,14 @@ def gloo_report(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pcie8_simulated(tmp_path_factory):
-    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would."""
+    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would: from an empty
+    folder, the sweep and the preset named as the package ships them."""
     root = tmp_path_factory.mktemp("pcie8")
-    sim = ["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(PCIE8_SWEEP), "--out", str(root / "sim")]
-    assert main(sim) == 0
-    out = root / "report"
-    assert main(["report", "--latest", str(root / "sim"), "--out", str(out)]) == 0
-    return out
+    checkout = os.getcwd()
+    os.chdir(root)
+    try:
+        assert main(["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", "pcie8-verify", "--out", "sim"]) == 0
+        assert main(["report", "--latest", "sim", "--out", "report"]) == 0
+    finally:
+        os.chdir(checkout)
+    return root / "report"

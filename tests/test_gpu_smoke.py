@@ -209,7 +209,7 @@ def test_one_gpu_runs_two_ranks_sharing_it_then_one_rank_then_the_rest(tmp_path,
     assert sweep[:3] == [sys.executable, "-m", "torch.distributed.run"] and "--nproc-per-node=2" in sweep
     assert "--rdzv-backend=static" in sweep and "--master-addr=127.0.0.1" in sweep and "--standalone" not in sweep
     assert "--share-gpus" in sweep and sweep[sweep.index("-m", 3) + 1] == "commprof.allreduce_sweep"
-    assert "--nproc-per-node=1" in fake.command("one-rank-sweep")
+    assert "--nproc-per-node=1" in fake.command("one-rank-sweep") and "--single-rank" in fake.command("one-rank-sweep")
     assert parse_sweep((tmp_path / "out" / "nccl-sweep.toml").read_text()).tokens == (4,)
     knobs = parse_sweep((tmp_path / "out" / "knob-sweep.toml").read_text())
     assert [p.label for p in knobs.points] == ["defaults", "tree/SIMPLE", "4 channels"]  # against RING/LL on 2

@@ -57,3 +57,11 @@ def test_a_run_above_the_budget_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "above the budget of 1000 points" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_on_one_rank_is_refused_in_one_line_unless_meant(tmp_path, capsys):
+    """One rank measures no communication: exit 2 naming the torchrun launch, before any folder is made."""
+    assert sweep_main(["--out", str(tmp_path / "runs"), "--no-doctor"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "torchrun --nproc-per-node N" in err and "--single-rank" in err
+    assert not (tmp_path / "runs").exists()

@@ -16,6 +16,7 @@ from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
 from commprof.records.files import META_FILE, RESULTS_FILE, append_plan, append_records, new_run_dir, write_json
+from commprof.shipped_files import sweep_file, sweep_option_help
 from commprof.textfiles import read_text
 
 
@@ -24,7 +25,7 @@ def _presets_help() -> str:
     from commprof.costmodel.topology import preset_descriptions
 
     lines = "\n".join(f"  {name}: {description}" for name, description in preset_descriptions())
-    return f"\n\n\b\nPresets (sweeps/topologies/):\n{lines}" if lines else ""
+    return f"\n\n\b\nTopology presets shipped (--topology NAME):\n{lines}" if lines else ""
 
 
 @click.command(
@@ -35,7 +36,9 @@ def _presets_help() -> str:
         "bundle (--from-bundle), optionally with an NCCL_DEBUG=INFO log of it (--nccl-log)." + _presets_help()
     ),
 )
-@click.option("--topology", "topology_name", default=None, help="Preset name (sweeps/topologies/) or .toml file.")
+@click.option(
+    "--topology", "topology_name", default=None, help="A shipped preset's name (listed below) or a .toml file."
+)
 @click.option(
     "--from-bundle",
     "bundle_dir",
@@ -54,8 +57,8 @@ def _presets_help() -> str:
     "--sweep",
     "sweep_file",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The sweep file to predict.",
+    callback=lambda ctx, param, value: Path(sweep_file(value)),
+    help=sweep_option_help("The sweep file to predict"),
 )
 @click.option(
     "--out",
