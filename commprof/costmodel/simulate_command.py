@@ -3,6 +3,8 @@ bundle), and write the predictions as a run folder of records labelled simulated
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -113,7 +115,9 @@ def simulate(
     calibration = None
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
-        calibration = params_from_toml(text, str(calibration_file))
+        calibration = replace(
+            params_from_toml(text, str(calibration_file)), source=calibration_name(calibration_file, text)
+        )
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
     simulation = simulate_run(spec, topology, calibration, run_dir.name, graphs=graphs)
@@ -146,7 +150,7 @@ def simulate(
             f"topology {topology.name} has no [floor]",
             "add a [floor] table of published figures, each with its source, to the topology file",
         ),
-        calibration={"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
+        calibration={**calibration.to_dict(), "file": calibration.source} if calibration else "nccl-prior",
         model_error=error.to_dict(),
     )
     write_json(run_dir / META_FILE, meta)
@@ -188,6 +192,11 @@ def _graph_models(spec, graph_box: Path | None, flag: str = "--graph-box") -> di
             except UsageError as exc:
                 models[value] = str(exc)
     return models
+
+
+def calibration_name(path: Path, text: str) -> str:
+    """A calibration as records and exports name it: its file name and content hash, never where it lay."""
+    return f"{path.name} (sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]})"
 
 
 def _print_simulation(records: list[dict], topology, calibration_file: Path | None, error: ModelError) -> None:
