@@ -41,14 +41,17 @@ lint: dev
 	$(VENV)/bin/ruff check commprof tests bench
 	$(VENV)/bin/ruff format --check commprof tests bench
 
-# One pytest worker per core, at most 4 (pytest-xdist): 2 on CI, where it takes the suite from about 6-8 to 4-5
-# minutes; GPU tests still run one at a time (tests/conftest.py).
+# Two tiers: the in-process tests, then those that start real processes (`processes`: torchrun sweeps, fork servers,
+# subprocesses, a browser). One pytest worker per core, at most 4 (pytest-xdist); the first tier keeps each file on
+# one worker, so a file's shared fixtures are made once; GPU tests run one at a time (tests/conftest.py).
+XDIST := -n auto --maxprocesses 4
 test: dev
-	$(PY) -m pytest -q -n auto --maxprocesses 4
+	$(PY) -m pytest -q -m "not processes" $(XDIST) --dist loadfile
+	$(PY) -m pytest -q -m processes $(XDIST)
 
-# No multi-process, fork-server, report-rendering or browser tests: the quick loop while editing.
+# The in-process tier only: the everyday loop while editing.
 test-fast: dev
-	$(PY) -m pytest -q -m "not slow and not gpu"
+	$(PY) -m pytest -q -m "not processes" $(XDIST) --dist loadfile
 
 # The report in headless Chromium; installs Debian's chromium first when run as root without it.
 browser-test: dev

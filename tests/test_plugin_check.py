@@ -10,6 +10,7 @@ from commprof.impls.plugin_check import check_plugin_import
 from tests.sweeprun import REPO, sweep_env
 
 PLUGIN = "tests.plugins.exits_at_import:Anything"
+pytestmark = pytest.mark.processes  # each check imports the plug-in in a forked child
 
 
 @pytest.mark.parametrize(

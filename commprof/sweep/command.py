@@ -204,11 +204,7 @@ def sweep_command(
     if dry_run:
         _dry_run(spec, rank, share_gpus)
         return
-    if int(os.environ.get("WORLD_SIZE", "1")) == 1 and not single_rank:
-        raise UsageError(
-            "a sweep on 1 rank measures no communication (each all-reduce is a copy): launch one rank per GPU, "
-            f"`torchrun --nproc-per-node N -m {PROG_NAME} ...`, or add --single-rank to run it anyway"
-        )
+    _refuse_one_rank(spec, meant=single_rank or resume is not None)  # a resumed run was meant as it started
     if resume is None:
         ensure_writable_dir(Path(out), "output folder")
     options = SweepOptions(
@@ -255,6 +251,17 @@ def sweep_command(
             )
     if summary["interrupted"]:
         raise SystemExit(EXIT_INTERRUPTED)
+
+
+def _refuse_one_rank(spec: SweepSpec, meant: bool) -> None:
+    """One rank measures no communication: refused unless meant, after the sweep's own TP has had its say."""
+    from commprof.sweep.running.runner import launch_tp
+
+    if launch_tp(spec, int(os.environ.get("WORLD_SIZE", "1"))) == 1 and not meant:
+        raise UsageError(
+            "a sweep on 1 rank measures no communication (each all-reduce is a copy): launch one rank per GPU, "
+            f"`torchrun --nproc-per-node N -m {PROG_NAME} ...`, or add --single-rank to run it anyway"
+        )
 
 
 def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool) -> None:
