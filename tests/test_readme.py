@@ -1,6 +1,9 @@
 """The README's worked example is the shape of what the code prints today: its tables' columns and rows, its
 captions, the answer and the report's file list, regenerated from the run it shows (tests/fixtures/readme-demo, the
-`make demo` run the README quotes; numbers aside). Every option of `report --help` is in docs/report.md."""
+`make demo` run the README quotes; numbers aside). Every option of `report --help` is in docs/report.md.
+
+To refresh the example: `make demo`, paste its output into the README, and copy that run's meta.json, plan.jsonl and
+results.jsonl into tests/fixtures/readme-demo."""
 
 import re
 import shutil
