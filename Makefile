@@ -9,36 +9,52 @@ NPROC ?= $(shell n=$$(nvidia-smi -L 2>/dev/null | grep -c '^GPU'); [ "$$n" -ge 1
 RUNS ?= runs
 SWEEP ?=
 
-.PHONY: install lint test test-fast browser-test demo sweep report gpu-smoke bench clean
+.PHONY: install dev extras lint test test-fast test-processes browser-test demo sweep report gpu-smoke bench clean FORCE
 
+# The runtime only: torch (TORCH_SPEC, installed once: later targets keep whatever torch the venv holds, unless
+# TORCH_SPEC is given on the command line) and what the pipeline imports. About 1 GB, under 2 minutes on 2 cores.
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e '.[dev]'
-	@# b12x needs torch >= 2.12: added only where it keeps the torch installed above (without it, its binding tests check
-	@# commprof against the recorded b12x 1.5.1 signatures, tests/b12x_record.py, and skip the installed-b12x comparison).
+$(VENV)/.installed: pyproject.toml $(if $(filter file,$(origin TORCH_SPEC)),,FORCE)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@if [ "$(origin TORCH_SPEC)" != file ] || ! $(PY) -c 'import torch' 2>/dev/null; then \
+		echo "pip install $(TORCH_SPEC)"; $(PY) -m pip install --quiet "$(TORCH_SPEC)"; fi
 	$(PY) -c 'import torch; print("torch==" + torch.__version__)' > $(VENV)/torch-pin.txt
-	$(PY) -m pip install --quiet -e '.[b12x]' -c $(VENV)/torch-pin.txt || echo "b12x not installed next to this torch: pip install 'commprof[b12x]' to bind and run it"
+	$(PY) -m pip install --quiet -e . -c $(VENV)/torch-pin.txt
 	touch $@
 
-lint: install
+# The test and lint tools on top of the runtime (no FlashInfer or b12x: their binding tests check commprof's calls
+# against recorded signatures, tests/flashinfer_record.py and tests/b12x_record.py, where they are absent).
+dev: $(VENV)/.dev
+
+$(VENV)/.dev: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[dev]' -c $(VENV)/torch-pin.txt
+	touch $@
+
+# FlashInfer and b12x (about 1.7 GB and 1 GB), each only where it keeps the torch installed above: b12x needs
+# torch >= 2.12. With them the binding tests also bind against the installed packages.
+extras: install
+	$(PY) -m pip install --quiet -e '.[flashinfer]' -c $(VENV)/torch-pin.txt || echo "FlashInfer not installed next to this torch"
+	$(PY) -m pip install --quiet -e '.[b12x]' -c $(VENV)/torch-pin.txt || echo "b12x not installed next to this torch: pip install 'commprof[b12x]' to bind and run it"
+
+lint: dev
 	$(VENV)/bin/ruff check commprof tests bench
 	$(VENV)/bin/ruff format --check commprof tests bench
 
-# One pytest worker per core, at most 4 (pytest-xdist): 2 on CI, where it takes the suite from about 6-8 to 4-5
-# minutes; GPU tests still run one at a time (tests/conftest.py).
-test: install
-	$(PY) -m pytest -q -n auto --maxprocesses 4
+# Two tiers: the in-process tests, then those that start real processes (`processes`: torchrun sweeps, fork servers,
+# subprocesses, a browser). One pytest worker per core, at most 4 (pytest-xdist); the first tier keeps each file on
+# one worker, so a file's shared fixtures are made once; GPU tests run one at a time (tests/conftest.py).
+XDIST := -n auto --maxprocesses 4
+test: dev
+	$(PY) -m pytest -q -m "not processes" $(XDIST) --dist loadfile
+	$(PY) -m pytest -q -m processes $(XDIST)
 
-# No multi-process, fork-server, report-rendering or browser tests: the quick loop while editing.
-test-fast: install
-	$(PY) -m pytest -q -m "not slow and not gpu"
+# The in-process tier only: the everyday loop while editing.
+test-fast: dev
+	$(PY) -m pytest -q -m "not processes" $(XDIST) --dist loadfile
 
 # The report in headless Chromium; installs Debian's chromium first when run as root without it.
-browser-test: install
+browser-test: dev
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -q && apt-get install -y -q chromium; }
 	$(PY) -m pytest -q tests/test_report_chromium.py
 

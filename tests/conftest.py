@@ -1,7 +1,12 @@
 """Shared test setup: GPU-only tests skip with a reason where CUDA is absent, and run one at a time across
-pytest-xdist workers where it is present; reports several files read are rendered once per session (read only)."""
+pytest-xdist workers where it is present; a test that starts a process (fork, subprocess, torchrun, a browser)
+carries the `processes` marker, or it fails saying so; runs several files read are made once per session."""
 
 import fcntl
+import multiprocessing.process
+import multiprocessing.util
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +27,51 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# Every way a test can start a process; each start is counted while a test sets up and runs.
+STARTS = [0]
+
+
+def _counting(owner, name):
+    real = getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        STARTS[0] += 1
+        return real(*args, **kwargs)
+
+    setattr(owner, name, counted)
+
+
+for _owner, _name in [
+    (os, "fork"),
+    (os, "posix_spawn"),
+    (os, "posix_spawnp"),
+    (subprocess.Popen, "_execute_child"),
+    (multiprocessing.util, "spawnv_passfds"),
+    (multiprocessing.process.BaseProcess, "start"),  # a forkserver context's processes are forked by its server
+]:
+    _counting(_owner, _name)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item.stash[STARTS_BEFORE] = STARTS[0]
+    yield
+
+
+STARTS_BEFORE = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test (or a fixture it set up) that started a process fails unless it is marked `processes`."""
+    outcome = yield
+    report = outcome.get_result()
+    started = STARTS[0] - item.stash.get(STARTS_BEFORE, STARTS[0])
+    if call.when == "call" and report.passed and started and "processes" not in item.keywords:
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid} started {started} process(es): mark it @pytest.mark.processes"
 
 
 @pytest.fixture(autouse=True)
@@ -45,10 +95,14 @@ def gloo_report(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def pcie8_simulated(tmp_path_factory):
-    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would."""
+    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would: from an empty
+    folder, the sweep and the preset named as the package ships them."""
     root = tmp_path_factory.mktemp("pcie8")
-    sim = ["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(PCIE8_SWEEP), "--out", str(root / "sim")]
-    assert main(sim) == 0
-    out = root / "report"
-    assert main(["report", "--latest", str(root / "sim"), "--out", str(out)]) == 0
-    return out
+    checkout = os.getcwd()
+    os.chdir(root)
+    try:
+        assert main(["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", "pcie8-verify", "--out", "sim"]) == 0
+        assert main(["report", "--latest", "sim", "--out", "report"]) == 0
+    finally:
+        os.chdir(checkout)
+    return root / "report"

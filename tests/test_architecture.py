@@ -20,7 +20,7 @@ MAX_LINES = 450
 TIERS = (
     {"terminal"},  # printing what users give, without trusting it (errors print through it)
     {"errors", "stats", "units", "runmeta", "env_names"},  # env_names: the variables commprof may set
-    {"textfiles"},  # reading what users give, without trusting it
+    {"textfiles", "shipped_files"},  # reading what users give, without trusting it; the files commprof ships
     {
         "nccl_vocab",
         "records",

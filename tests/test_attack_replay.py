@@ -326,11 +326,14 @@ def _csv_rows_stay_rows(path: Path) -> None:
         assert not re.match(r"[=+\-@\t]", line), line
 
 
-RENDERS_A_REPORT = {"csv-bare-cr-label", "record-world-size-null"}  # whole-report rendering: slow
+# The cases that start processes (the report's bash check, the resumed sweep's fork server).
+STARTS_PROCESSES = {"csv-bare-cr-label", "record-world-size-null", "resume-record-env-name-PROMPT_COMMAND"}
 
 
 @pytest.mark.parametrize(
-    "case", [pytest.param(c, marks=[pytest.mark.slow] if c in RENDERS_A_REPORT else []) for c in CASES], ids=list(CASES)
+    "case",
+    [pytest.param(c, marks=[pytest.mark.processes] if c in STARTS_PROCESSES else []) for c in CASES],
+    ids=list(CASES),
 )
 def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case, tmp_path, monkeypatch, capsys):
     from commprof.cli import main

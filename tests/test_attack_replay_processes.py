@@ -14,7 +14,7 @@ from commprof.records.files import read_records
 from tests.sweeprun import sweep_env, tiny_model, torchrun_args
 from tests.test_attack_replay import VICTIM_TEXT, _interrupted_run, _victim
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def test_resume_of_a_folder_with_a_linked_lock_through_the_sweep_entry_point(tmp_path):
@@ -66,7 +66,7 @@ def test_a_full_disk_ends_the_sweep_in_one_line_naming_the_resume_and_the_resume
         f'name = "disk"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 1\npoint_timeout_s = 60\n'
         '[[points]]\nimpl = "tests.plugins.one_shot:OneShotGloo"\nlabel = "one-shot"\n'
     )
-    args = ["--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor", "--no-nccl-debug"]
+    args = ["--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor", "--no-nccl-debug", "--single-rank"]
     run = [sys.executable, "-c", FULL_DISK, str(full_at), *args]
     done = subprocess.run(run, capture_output=True, text=True, env=sweep_env(), cwd=tmp_path, timeout=240)
     errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]

@@ -16,6 +16,7 @@ from commprof.costmodel.latency import predict
 from commprof.costmodel.line_fit import fit_line
 from commprof.costmodel.model_error import calibration_error
 from commprof.costmodel.nccl_tests import parse_text, run_records
+from commprof.costmodel.simulate_command import calibration_name
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.records.files import read_records
 
@@ -148,7 +149,8 @@ def test_a_line_calibration_applies_at_its_rank_count_only(imported, tmp_path, c
     path = tmp_path / "line.toml"
     assert main(["calibrate", *runs, "--out", str(path), "--cohort", "2"]) == 0
     sweep = tmp_path / "s.toml"
-    for tp, used in ((4, str(path)), (8, "nccl-prior")):
+    named = calibration_name(path, path.read_text(encoding="utf-8"))  # its file name and hash, never its path
+    for tp, used in ((4, named), (8, "nccl-prior")):
         sweep.write_text(
             f'name = "t"\n[run]\nmodel = "kimi-k2.5"\ntokens = [4]\nphase = "verify"\ndtype = "bfloat16"\n'
             f"tp = {tp}\niterations = 5\nwarmup = 1\n",

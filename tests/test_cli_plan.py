@@ -1,14 +1,22 @@
-"""`commprof plan` as a user runs it: the table, the JSON, and one clear line for bad input."""
+"""`commprof plan` as a user runs it: the table, the JSON, and one clear line for bad input (in-process: the
+command line's own entry point, its exit status and both streams)."""
 
+import contextlib
+import io
 import json
-import subprocess
-import sys
+from types import SimpleNamespace
 
 import pytest
 
+from commprof.cli import main
+
 
 def commprof(*args):
-    return subprocess.run([sys.executable, "-m", "commprof", *args], capture_output=True, text=True, timeout=60)
+    """`commprof ARGS...`: its exit status, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(args))
+    return SimpleNamespace(returncode=status, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_plan_json_matches_issue_contract():
@@ -137,20 +145,15 @@ def test_spec_plan_totals_draft_apart():
     assert "  draft all_reduce: 9 ops" in out.stdout and "  verify (target) all_reduce: 123 ops" in out.stdout
 
 
-def test_sweep_dry_run_refuses_the_launch_tp(tmp_path):
-    import os
+def test_sweep_dry_run_refuses_the_launch_tp(monkeypatch, capsys):
+    from commprof.allreduce_sweep import main as sweep_main
 
-    env = dict(os.environ, RANK="0", WORLD_SIZE="3", LOCAL_RANK="0", LOCAL_WORLD_SIZE="3")
-    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29999")
-    out = subprocess.run(
-        [sys.executable, "-m", "commprof.allreduce_sweep", "--dry-run", "--no-doctor"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
-    assert out.returncode == 2 and "kimi-k2.5: TP 3 is impossible" in out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1
+    launch = dict(RANK="0", WORLD_SIZE="3", LOCAL_RANK="0", LOCAL_WORLD_SIZE="3", MASTER_ADDR="127.0.0.1")
+    for name, value in {**launch, "MASTER_PORT": "29999"}.items():
+        monkeypatch.setenv(name, value)
+    assert sweep_main(["--dry-run", "--no-doctor"]) == 2
+    err = capsys.readouterr().err
+    assert "kimi-k2.5: TP 3 is impossible" in err and len(err.strip().splitlines()) == 1
 
 
 def test_table_columns_stay_aligned_for_long_draft_sites():

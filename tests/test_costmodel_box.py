@@ -200,3 +200,27 @@ def test_the_ring_graph_of_an_nccl_log_sets_the_channels_of_its_transport():
     assert shm.hop_us == SHM_HOST_MEMORY.hop_us  # the measured SHM figures stay
     turin = load_bundle_topology(ASUS, FIXTURES / "nccl_log" / "nccl-2.28-amd-cpu-turin-graph.log")
     assert turin.links["pci"].channel_bw_gbps == 15.0 and "nccl-2.28-amd-cpu-turin-graph.log" in turin.assumptions
+
+
+def test_a_box_of_a_published_class_gets_the_published_kernel_figures_labelled_as_another_boxs(tmp_path):
+    """8 x SM120 on PCIe Gen5 read from a bundle: FlashInfer PCIe IPC and b12x get the Gen5 preset's published figures,
+    each labelled as another box's with the sweep that measures them here; the answer routes to them in the page,
+    and no engine switch is live."""
+    from commprof.cli import main
+    from commprof.costmodel.box_prior import CONFIRM_COMMAND, published_kernels
+
+    topology = load_bundle_topology(ASUS)
+    preset = load_topology("pcie-gen5-switch-p2p").impls
+    assert {"flashinfer-pcie-ipc", "b12x"} <= set(topology.impls) == set(preset)
+    for name, model in topology.impls.items():
+        assert model.points == preset[name].points and model.expected_error_pct == preset[name].expected_error_pct
+        assert f"not measured on this one: confirm with this command on the box: {CONFIRM_COMMAND}" in model.source
+    assert published_kernels(9.0, 5, 8) == {} and published_kernels(12.0, 4, 8) == {}
+    assert main(["simulate", "--from-bundle", str(ASUS), "--sweep", "pcie8-verify", "--out", str(tmp_path / "r")]) == 0
+    (run,) = (tmp_path / "r").iterdir()
+    assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    assert "flashinfer-pcie-ipc" in page and CONFIRM_COMMAND in page
+    routing = (tmp_path / "report" / "routing.txt").read_text(encoding="utf-8")
+    assert "flashinfer-pcie-ipc" in routing
+    assert [line for line in routing.splitlines() if line.strip() and not line.startswith("#")] == []

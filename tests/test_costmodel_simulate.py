@@ -11,6 +11,7 @@ import pytest
 from commprof.cli import main
 from commprof.costmodel.calibration_file import params_to_toml
 from commprof.costmodel.simulate import nccl_setting
+from commprof.costmodel.simulate_command import calibration_name
 from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import link_for, load_topology, preset_names, topology_from_dict
 from commprof.errors import UsageError
@@ -209,7 +210,8 @@ def test_simulate_command_with_calibration_and_report(sweep_file, tmp_path, caps
     (run_dir,) = out.iterdir()
     assert run_dir.name.endswith("-sim-test-sim-pcie-dual-socket-shm")
     records = read_records(run_dir / "results.jsonl")
-    assert {r["calibration"] for r in records if r["status"] == "ok"} == {str(model_toml)}
+    named = calibration_name(model_toml, model_toml.read_text())  # its file name and hash, never its path
+    assert {r["calibration"] for r in records if r["status"] == "ok"} == {named}
     meta = json.loads((run_dir / "meta.json").read_text())
     assert meta["source"] == "simulated" and meta["topology"]["name"] == "pcie-dual-socket-shm"
     assert meta["calibration"]["overhead_us"] == 20.0
@@ -219,7 +221,9 @@ def test_simulate_command_with_calibration_and_report(sweep_file, tmp_path, caps
     report_dir = tmp_path / "report"
     assert main(["report", str(run_dir), "--out", str(report_dir)]) == 0
     html = (report_dir / "index.html").read_text()
-    assert "simulated with " + str(model_toml) + " (expected error unknown)" in html
+    assert "simulated with " + named + " (expected error unknown)" in html and str(model_toml) not in html
+    for exported in report_dir.rglob("*"):
+        assert not exported.is_file() or str(tmp_path) not in exported.read_text(errors="replace"), exported
     (run,) = json.loads((report_dir / "summary.json").read_text())["runs"]
     assert run["evidence"]["expected_error_pct"] is None and "states no error over the sizes" in run["evidence"]["rule"]
 

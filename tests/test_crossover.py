@@ -88,7 +88,7 @@ def test_exhaustive_measures_every_size_in_one_round():
     assert full.rounds == 1 and len(full.times) == 16 and full.crossover_bytes == 5120
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_the_search_on_real_gloo_ranks_times_every_size_it_asks_for():
     from tests.distributed import run_ranks
 
@@ -116,7 +116,7 @@ def _gloo_search(rank, world_size):
     return sorted(found.times)
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_crossover_stage_on_real_gloo_ranks_records_every_size_resumes_and_reports(tmp_path):
     """A one-shot candidate searched against gloo's all-reduce in a real 2-rank sweep: one record per size in
     fresh workers, graph mode recorded as not searchable on CPU ranks, and a report that labels the search as

@@ -23,8 +23,6 @@ from tests.report_fixtures import measured_twin
 from tests.test_crossover_stage import kernel_times, search_records
 from tests.test_report_evidence import gloo_run_with
 
-pytestmark = pytest.mark.slow  # renders a report per scenario
-
 PRESETS = sorted(p.stem for p in (TESTS.parent / "sweeps" / "topologies").glob("*.toml"))
 NCCL_TESTS_LOG = TESTS / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"
 # The field report's step with the axes that decide it (P2P level, a protocol) and every PCIe kernel, plus the
@@ -195,6 +193,7 @@ def run_folders(report: Path, summary: dict) -> list[tuple[dict, Path]]:
     return [(run, report / Path(run["files"]["recommend.env"]).parent) for run in runs]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "name",
     [f"simulated {p}" for p in PRESETS]
@@ -426,6 +425,7 @@ def comparison_names_each_runs_answer(page: Path, runs: list[dict]) -> None:
         assert row[6].split(":")[0] == point and (row[5] == "keeps the baseline") == (point == run["baseline_point_id"])
 
 
+@pytest.mark.processes
 def test_on_sm120_the_sglang_switch_is_live_only_with_its_cap_and_fusion_never(scenarios):
     report = scenarios["measured on NCCL (synthetic twin)"]
     decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
@@ -461,6 +461,7 @@ def test_on_sm120_the_sglang_switch_is_live_only_with_its_cap_and_fusion_never(s
     assert "--flashinfer-allreduce-fusion-backend" not in args
 
 
+@pytest.mark.processes
 def test_a_simulation_sets_no_engine_switch_and_says_predicted(scenarios):
     report = scenarios["simulated pcie-gen5-switch-p2p"]
     assert sourced(report / "routing.txt") == {} and sourced(report / "engine_flags.txt") == {}

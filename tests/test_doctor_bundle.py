@@ -84,6 +84,7 @@ def test_failing_bundle_exits_1(tmp_path):
     assert "fail    iommu" in result.output and "iommu=pt" in result.output
 
 
+@pytest.mark.processes
 def test_live_doctor_on_this_cpu_machine_is_fast_and_says_there_is_nothing_to_tune():
     start = time.monotonic()
     result = CliRunner().invoke(doctor, [])
@@ -109,6 +110,7 @@ def test_collect_then_from_replays_the_same_verdicts(tmp_path):
     assert [b[:2] for b in before] == [a[:2] for a in after]
 
 
+@pytest.mark.processes
 def test_collect_on_this_machine_writes_a_readable_bundle(tmp_path):
     result = CliRunner().invoke(doctor, ["--collect", str(tmp_path / "b"), "--no-gpu-tests"])
     assert result.exit_code in (0, 1), result.output

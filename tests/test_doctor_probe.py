@@ -24,6 +24,7 @@ def fake_probes_importable(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", f"{DOCTOR}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
 
 
+@pytest.mark.processes
 def test_a_hang_is_killed_at_the_time_limit_with_every_rank(tmp_path, fake_probes_importable):
     start = time.monotonic()
     result = run_probe([0, 1], {}, 1.5, tmp_path / "hang.log", worker=ProbeWorker(module="fake_probe_hang"))
@@ -35,6 +36,7 @@ def test_a_hang_is_killed_at_the_time_limit_with_every_rank(tmp_path, fake_probe
             os.kill(pid, 0)
 
 
+@pytest.mark.processes
 def test_a_crashing_rank_is_reported_with_its_exit_code_and_log_tail(tmp_path, fake_probes_importable):
     result = run_probe(
         [0, 1], {"NCCL_P2P_DISABLE": "1"}, 20, tmp_path / "crash.log", worker=ProbeWorker(module="fake_probe_crash")
@@ -44,7 +46,7 @@ def test_a_crashing_rank_is_reported_with_its_exit_code_and_log_tail(tmp_path, f
     assert result["env"] == {"NCCL_P2P_DISABLE": "1"}
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_the_real_probe_all_reduces_on_gloo(tmp_path):
     result = run_probe([0, 1], {}, 120, tmp_path / "gloo.log", worker=ProbeWorker("gloo"))
     assert result["status"] == "ok", result
@@ -102,6 +104,7 @@ def test_gpu_tests_escalate_to_every_pair_and_control_the_failures(tmp_path, mon
     assert tests["pairs"][0]["transports"] == ["P2P"] and log.ok
 
 
+@pytest.mark.processes
 def test_live_gather_with_gpus_wires_nvml_tests_and_log_into_the_checks(monkeypatch, tmp_path):
     topology = probe_topology(FakeNvml())
     monkeypatch.setattr(live, "probe_topology", lambda: topology)

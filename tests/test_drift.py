@@ -55,7 +55,7 @@ def test_baseline_every_reads_points_or_minutes():
     assert BaselineEvery(seconds=60.0).due(0, 61.0)
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_gain_that_the_baselines_drift_covers_is_not_recommended(tmp_path):
     model = tiny_model(tmp_path, layers=2, hidden=64, vocab=128)
     plugin = "tests.plugins.drifting:Drifting"

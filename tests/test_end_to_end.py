@@ -9,7 +9,7 @@ import pytest
 from commprof.records.files import read_records
 from tests.sweeprun import REPO, only_run_dir, run_sweep, sweep_env, tiny_model
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def test_gloo_sweep_then_report(tmp_path):

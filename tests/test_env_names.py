@@ -75,6 +75,7 @@ def test_a_record_naming_one_is_refused_naming_file_and_line(tmp_path):
         read_records(path)
 
 
+@pytest.mark.processes
 def test_sourcing_every_export_line_in_a_clean_shell_runs_nothing(tmp_path):
     pwned = tmp_path / "PWNED"
     lines = [export_line(name, f"touch {pwned}") for name in HOSTILE]

@@ -101,6 +101,7 @@ def test_a_floor_file_is_recorded_with_its_path(tmp_path, monkeypatch):
     assert entry["status"] == "file" and entry["file"] == str(path) and str(path) in entry["figures"]["source"]
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="checks the probe's failure without two GPUs")
 def test_a_probe_that_cannot_run_leaves_its_reason_in_meta(tmp_path, monkeypatch):
     """NCCL ranks on a box whose probe fails (here: no GPU at all): a fresh `commprof floor` says why."""

@@ -8,7 +8,7 @@ import pytest
 
 from commprof.forkserver import ForkServer
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def test_instant_exit_and_kill_are_both_reported(tmp_path):

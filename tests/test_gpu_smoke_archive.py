@@ -81,7 +81,7 @@ def test_an_archive_over_16_mib_leaves_the_largest_files_out_and_says_so(tmp_pat
     ]
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_python_without_torch_or_pandas_still_answers_with_the_skip(tmp_path):
     """What `python3 -m commprof.gpu_smoke` does on a box whose python lacks torch (this one's system python3):
     `-S` leaves out every site-packages folder, and only click (which commprof's own modules import) comes back."""

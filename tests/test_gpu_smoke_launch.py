@@ -11,7 +11,7 @@ from commprof.gpu_smoke.steps import Steps, run_sweep
 from commprof.gpu_smoke.verdicts import PASS
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 @pytest.mark.timeout(300)
 def test_a_two_rank_sweep_on_the_loopback_rendezvous_and_its_trace_read_back(tmp_path):
     steps = Steps(tmp_path, 280, {"extended-sweep": 10, "trace": 10}, echo=lambda text: None)

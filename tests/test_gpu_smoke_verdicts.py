@@ -246,6 +246,7 @@ def test_trace_and_floor_refusal_verdicts():
     assert extended.floor_refusal_verdict("f", 1, "Traceback (most recent call last):\n  ...\n").status == FAIL
 
 
+@pytest.mark.processes
 def test_the_real_floor_refusal_without_two_gpus_is_judged_a_pass():
     import subprocess
     import sys

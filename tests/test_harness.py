@@ -22,7 +22,7 @@ def _replay(rank, world_size, impl_path, model, tokens, modes, fused_norm="torch
     return [replay_mode(replay, mode).to_dict() for mode in modes]
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_whole_step_on_two_gloo_ranks_is_verified_and_timed():
     eager, graph = run_ranks(_replay, 2, ("gloo", "kimi-k2.5", 4, ("eager", "graph")))[0]
     assert eager["status"] == "ok", eager["message"]
@@ -34,7 +34,7 @@ def test_whole_step_on_two_gloo_ranks_is_verified_and_timed():
     assert graph["status"] == "unsupported" and "CUDA" in graph["message"]
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 @pytest.mark.parametrize("impl", ["tests.plugins.faulty:WrongOnRank1", "tests.plugins.faulty:SilentNoOp"])
 def test_a_wrong_contribution_is_caught_with_op_index(impl):
     results = run_ranks(_replay, 2, (impl, "llama-3.1-70b", 2, ("eager",)))
@@ -45,14 +45,14 @@ def test_a_wrong_contribution_is_caught_with_op_index(impl):
         assert "op 0 (embed)" in eager["message"]
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_unfused_rmsnorm_reference_matches_fp32_on_gloo():
     (eager,) = run_ranks(_replay, 2, ("nccl+rmsnorm", "qwen3-235b-a22b", 3, ("eager",)))[0]
     assert eager["status"] == "ok", eager["message"]
     assert eager["check"]["max_abs_err"] <= eager["check"]["tolerance"]
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_values_do_not_drift_over_many_steps():
     (eager,) = run_ranks(_replay_many, 2, ())[0]
     assert eager["status"] == "ok"
@@ -166,7 +166,7 @@ def _replay_family(rank, world_size, config, tokens, options, impl_path, impl_op
     return [replay_mode(replay, "eager").to_dict()]
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "config,tokens,options,impl,impl_options",
     [
@@ -188,7 +188,7 @@ def test_every_collective_kind_replays_and_verifies(config, tokens, options, imp
         assert "layer.0.mamba_norm" in ops["sites"]
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "collective,site", [("reduce_scatter", "layer.0.dp_scatter"), ("all_gather", "layer.0.dp_gather")]
 )
@@ -198,7 +198,7 @@ def test_a_wrong_gather_or_scatter_is_caught(collective, site):
         assert eager["status"] == "wrong" and eager["check"]["first_bad_site"] == site
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_nan_outputs_are_wrong_and_counted_with_a_finite_error():
     results = run_ranks(_replay, 2, ("tests.plugins.faulty:NaNOnRank0", "llama-3.1-70b", 2, ("eager",)))
     (eager,) = results[0]

@@ -14,8 +14,18 @@ def test_context_on_a_cpu_machine():
     ctx = build_impl_context("gloo", 2, "bfloat16", [1, 4], 7168, {"use_oneshot": True})
     assert ctx.backend == "gloo" and ctx.device_type == "cpu" and ctx.tokens == (1, 4)
     assert ctx.compute_capability is None and ctx.p2p_all_pairs is None
-    assert ctx.version("flashinfer-python") == "0.7.4"  # read from package metadata, flashinfer is not imported
+    assert ctx.version("flashinfer-python") == flashinfer_in_metadata()  # read from package metadata, not imported
     assert ctx.torch_version == torch.__version__ and ctx.options == {"use_oneshot": True}
+
+
+def flashinfer_in_metadata() -> str | None:
+    """FlashInfer's installed version (0.7.4 with `make extras`), None where it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("flashinfer-python")
+    except PackageNotFoundError:
+        return None
 
 
 def test_nccl_without_cuda_stays_a_cpu_context():

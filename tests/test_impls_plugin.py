@@ -39,7 +39,7 @@ def _replay_plugin(rank, world_size, plugin_dir):
         impl.teardown()
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_the_documented_plugin_loads_gates_and_passes_the_exact_check(tmp_path):
     (tmp_path / "my_allreduce.py").write_text(example_source())
     results = run_ranks(_replay_plugin, 2, (str(tmp_path),))

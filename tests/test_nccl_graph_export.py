@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from commprof.cli import main
 from commprof.doctor.bundle import read_bundle
 from commprof.nccl_graph.box import box_from_facts
@@ -46,6 +48,7 @@ def test_refusals_leave_the_graph_out_and_say_why(tmp_path):
         assert out.env == {} and out.text is None and why in out.notes[0], (why, out.notes)
 
 
+@pytest.mark.processes
 def test_report_exports_the_winning_graph_file_and_it_sources_and_reads(tmp_path):
     graph = tmp_path / "run-graphs" / "ring.xml"
     graph.parent.mkdir()

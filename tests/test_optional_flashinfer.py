@@ -18,6 +18,7 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
 """
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "argv",
     [

@@ -1,15 +1,14 @@
 """A plug-in whose import exits, aborts or hangs is refused in one line; the controller lives on."""
 
-import subprocess
 import sys
 
 import pytest
 
 from commprof.errors import UsageError
 from commprof.impls.plugin_check import check_plugin_import
-from tests.sweeprun import REPO, sweep_env
 
 PLUGIN = "tests.plugins.exits_at_import:Anything"
+pytestmark = pytest.mark.processes  # each check imports the plug-in in a forked child
 
 
 @pytest.mark.parametrize(
@@ -40,16 +39,14 @@ def test_a_plugin_that_imports_cleanly_passes_and_interface_problems_still_show(
 
 
 @pytest.mark.parametrize("how", ["exit", "abort"])
-def test_the_sweep_says_so_in_one_line(how):
-    env = {**sweep_env(), "COMMPROF_TEST_EXIT": how}
-    out = subprocess.run(
-        [sys.executable, "-m", "commprof.allreduce_sweep", "--impl", PLUGIN, "--dry-run", "--no-doctor"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=300,
-    )
-    assert out.returncode == 2, (out.returncode, out.stderr)
-    assert out.stderr.strip().count("\n") == 0 and "importing it" in out.stderr, out.stderr
-    assert PLUGIN in out.stderr
+def test_the_sweep_says_so_in_one_line(how, monkeypatch, capsys):
+    """In-process, as `python -m commprof.allreduce_sweep --impl PLUGIN --dry-run` runs it (a world of one)."""
+    from commprof.allreduce_sweep import main as sweep_main
+
+    monkeypatch.setenv("COMMPROF_TEST_EXIT", how)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)  # restored afterwards: the command sets its own
+    assert sweep_main(["--impl", PLUGIN, "--dry-run", "--no-doctor"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "importing it" in err, err
+    assert PLUGIN in err

@@ -82,7 +82,7 @@ def test_a_point_is_refused_when_any_nodes_build_failed():
     assert build_refusal(Point, "gloo", failed) is None
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "impl, timeout_s, why",
     [("NeedsDyingBuild", 120, "the builder exited 3"), ("NeedsEndlessBuild", 20, "no result within 20 s")],
@@ -96,7 +96,7 @@ def test_a_build_the_builder_never_finished_is_a_failed_build(tmp_path, impl, ti
     assert any("building (first use" in n for n in notes) and any(why in n for n in notes)
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_sweep_builds_before_its_first_point_and_refuses_what_failed(tmp_path):
     model = tiny_model(tmp_path)
     impls = ["default", f"{BUILDS}:NeedsBrokenBuild", f"{BUILDS}:NeedsFineBuild"]

@@ -13,7 +13,7 @@ from commprof.cli import main
 from commprof.report.analysis.formatting import fmt_ms
 from tests.report_fixtures import write_run
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 CHROMIUM_FLAGS = [
     "--headless",

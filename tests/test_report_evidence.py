@@ -13,8 +13,6 @@ from commprof.records.files import META_FILE, RESULTS_FILE, append_plan
 from commprof.records.plan_file import PLAN_FILE, points_line, stages_line
 from tests.report_fixtures import make_meta, write_run
 
-pytestmark = pytest.mark.slow  # renders whole reports (matplotlib)
-
 GLOO_RUN = Path(__file__).parent / "fixtures" / "report" / "cpu-smoke-gloo"
 
 
@@ -77,6 +75,7 @@ def test_a_run_folder_without_a_plan_renders_with_its_planned_count_unknown(tmp_
     assert any("planned count unknown" in note for note in summary["not_a_tuning_result"])
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_engine_flags_is_a_script_bash_runs(tmp_path):
     run_dir = write_run(tmp_path / "runs", "synth")

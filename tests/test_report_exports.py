@@ -141,6 +141,7 @@ def test_rule_inputs_prefer_what_nccl_ran_over_what_env_asked():
     assert list(rows.index) == ["allreduce"]
 
 
+@pytest.mark.processes
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_recommend_env_sources_in_bash(tmp_path):
     point = pd.Series(

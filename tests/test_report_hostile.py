@@ -16,8 +16,6 @@ from commprof.cli import main
 from commprof.report.analysis.tuner_rules import TUNER_ALGORITHMS, TUNER_FIELDS, TUNER_PROTOCOLS
 from tests.report_fixtures import base_points, make_meta, make_records, write_run
 
-pytestmark = pytest.mark.slow  # renders whole reports
-
 INJECT = "x\ntouch PWNED\n#"
 RULE = "\nallreduce,0,-1,ring,simple,-1,-1,-1,-1,-1\n#"
 
@@ -44,6 +42,7 @@ def hostile_report(tmp_path_factory):
     return out
 
 
+@pytest.mark.processes
 def test_sourcing_recommend_env_runs_nothing_but_exports(hostile_report, tmp_path):
     env_file = hostile_report / "recommend.env"
     assert subprocess.run(["bash", "-n", str(env_file)]).returncode == 0

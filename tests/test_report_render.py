@@ -15,8 +15,6 @@ from tests.conftest import PCIE8_SWEEP
 from tests.nvml_fake import FakeNvml
 from tests.report_fixtures import base_points, doctor_meta, make_meta, make_records, simulated_meta, write_run
 
-pytestmark = pytest.mark.slow  # renders whole reports (matplotlib): left out of `make test-fast`
-
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):

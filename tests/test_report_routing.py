@@ -3,8 +3,6 @@ engine settings; from the simulated pcie8-verify sweep as a user runs it, and fr
 
 import json
 
-import pytest
-
 from commprof.report.analysis.routing import routing_plan
 from commprof.report.analysis.routing_candidates import candidates
 from commprof.report.analysis.routing_settings import routing_settings
@@ -13,7 +11,6 @@ from tests.test_routing import FIG, record
 KIB = 1024
 
 
-@pytest.mark.slow  # renders a whole report
 def test_summary_routes_every_verify_size_with_its_floor(pcie8_simulated):
     run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
     bands = [b for b in run["routing"] if (b["collective"], b["mode"]) == ("all_reduce", "graph")]
@@ -30,7 +27,6 @@ def test_summary_routes_every_verify_size_with_its_floor(pcie8_simulated):
     assert {c["impl"] for c in run["routing_curves"]} >= {"nccl", "flashinfer-pcie-ipc", "b12x"}
 
 
-@pytest.mark.slow  # renders a whole report
 def test_routing_txt_routes_the_won_sizes_and_sizes_the_workspace(pcie8_simulated):
     text = (pcie8_simulated / "routing.txt").read_text()
     assert text.startswith("# Use: source routing.txt") and "SIMULATED" in text
@@ -47,7 +43,6 @@ def test_routing_txt_routes_the_won_sizes_and_sizes_the_workspace(pcie8_simulate
     assert run["files"]["routing.txt"] == "routing.txt"
 
 
-@pytest.mark.slow  # renders a whole report
 def test_the_first_screen_shows_the_plan_after_what_to_set(pcie8_simulated):
     html = (pcie8_simulated / "index.html").read_text()
     start = html.index("The routing plan")

@@ -157,7 +157,7 @@ def test_the_simulated_pcie8_verify_run_routes_a_pcie_kernel_at_14_kib(tmp_path)
     assert bands[0]["impl"] == "flashinfer-pcie-ipc" and bands[0]["evidence"]["level"] == "simulated"
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_real_gloo_sweep_routes_every_size_to_gloo_with_no_floor(tmp_path):
     model = tiny_model(tmp_path)
     result = run_sweep(

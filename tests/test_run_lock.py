@@ -13,6 +13,7 @@ from commprof.sweep.running.run_lock import RunLock
 HOLD = "import sys, time; from commprof.sweep.running.run_lock import RunLock; RunLock(sys.argv[1]).acquire(); print('held', flush=True); time.sleep(60)"
 
 
+@pytest.mark.processes
 def test_a_second_writer_is_refused_naming_the_holder(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:

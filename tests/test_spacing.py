@@ -147,7 +147,7 @@ def _best(bare_runs):
     return bare["step_us"]["min"], max(bare["step_us"]["median"] - bare["step_us"]["min"], 0.0)
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_apart():
     bare_runs, spaced_runs, ops = _alternating("uniform:500")
     assert all(r["compute_us"] is None and r["wait_clock"] == "host_monotonic" for r in bare_runs)
@@ -167,7 +167,7 @@ def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_a
     assert abs(communication - best) <= noise + 0.25 * expected, (communication, best, noise)
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_late_rank_is_waiting_on_the_others_not_wire_time():
     bare_runs, late_runs, ops = _alternating("none", {"rank": 1, "us": 1000})
     assert all(r["wait_clock"] == "host_monotonic" and r["compute_us"] is None for r in late_runs)
@@ -210,7 +210,7 @@ def test_the_report_tells_communication_from_compute_and_wire_from_waiting():
     assert spacing_summary([plain], "p000", "eager") is None
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_sweep_carries_compute_and_waiting_into_its_records_and_report(tmp_path):
     import subprocess
     import sys

@@ -57,3 +57,35 @@ def test_a_run_above_the_budget_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "above the budget of 1000 points" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_sweep_on_one_rank_is_refused_in_one_line_unless_meant(tmp_path, capsys):
+    """One rank measures no communication: exit 2 naming the torchrun launch, before any folder is made."""
+    assert sweep_main(["--out", str(tmp_path / "runs"), "--no-doctor"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "torchrun --nproc-per-node N" in err and "--single-rank" in err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--model", "nope"], "known presets"),
+        (["--tokens", "0"], "tokens must be >= 1"),
+        (["--tp", "0"], "Invalid value for '--tp': 0 is not in the range x>=1"),
+        (["--tp", "4"], "TP 4 needs exactly 4 ranks"),
+        (["--tp", "4", "--dry-run"], "TP 4 needs exactly 4 ranks"),
+        (["--out", "{tmp}/a-file/runs", "--single-rank"], "not writable"),
+    ],
+)
+def test_bad_input_is_one_clear_line(tmp_path, monkeypatch, capsys, args, needle):
+    """Checked in-process, as `python -m commprof.allreduce_sweep` without torchrun runs it (a world of one)."""
+    from commprof.allreduce_sweep import main as sweep_main
+
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)  # restored afterwards: the command sets its own
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    assert sweep_main([*[a.format(tmp=tmp_path) for a in args], "--no-doctor"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err

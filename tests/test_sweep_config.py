@@ -276,7 +276,7 @@ def test_dry_run_table_lists_every_point_the_count_and_an_estimate():
     assert "up to 3 crossover searches" in text
 
 
-@pytest.mark.slow  # the probe starts a fork server and a gloo group in this process
+@pytest.mark.processes  # the probe starts a fork server and a gloo group in this process
 def test_dry_run_through_the_sweep_command(capsys):
     sweep_module = pytest.importorskip("commprof.allreduce_sweep")
     status = sweep_module.main(["--sweep", str(SWEEPS / "cpu-smoke.toml"), "--dry-run"])

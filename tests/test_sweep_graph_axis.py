@@ -68,7 +68,7 @@ def test_on_gloo_every_graph_point_is_unsupported_with_the_reason():
     assert "16 will be recorded unsupported" in table and "x p001" in table and "  p000" in table
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_on_real_gloo_ranks_graph_points_are_recorded_unsupported_never_timed(tmp_path):
     import json
 

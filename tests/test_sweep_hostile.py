@@ -14,7 +14,7 @@ from commprof.cli import main
 from commprof.records.files import read_records
 from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 MARKUP = "markup [/] [bold]x :smile:"
 NEWLINES = "x\ntouch PWNED\n#"

@@ -18,6 +18,7 @@ def _failing_doctor(**kwargs):
     return [CheckResult("acs", "ACS redirect off above the GPUs", "fail", "ReqRedir+ on 00:01.1", [], "setpci ...")]
 
 
+@pytest.mark.processes
 def test_meta_records_sweep_topology_and_doctor(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     spec = default_sweep(RunOverrides(tokens=(1, 4)))

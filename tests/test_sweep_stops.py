@@ -22,6 +22,7 @@ def _one_rank(monkeypatch):
     monkeypatch.setenv("MASTER_PORT", str(port))
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(
     "error, words",
     [
@@ -39,7 +40,7 @@ def test_a_full_disk_or_a_lost_agent_is_one_line_naming_the_resume_command(tmp_p
         raise error
 
     monkeypatch.setattr(runner, "_sweep_loop", stops)
-    status = sweep_command.main(["--tokens", "1", "--out", str(tmp_path / "runs"), "--no-doctor"])
+    status = sweep_command.main(["--tokens", "1", "--out", str(tmp_path / "runs"), "--no-doctor", "--single-rank"])
     err = capsys.readouterr().err.strip().splitlines()
     stopped = [line for line in err if "error:" in line]
     assert status == 1 and len(stopped) == 1 and "Traceback" not in "\n".join(err), err

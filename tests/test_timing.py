@@ -57,7 +57,7 @@ def _replay(rank, world_size, stall_on_rank_1_s):
     return result, replay.clock.calls, len(plan.ops)
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_eager_steps_take_two_stamps_and_the_breakdown_its_own_pass():
     result, calls, ops = run_ranks(_replay, 2, (0.0,))[0]
     assert result["status"] == "ok" and result["timing"] == "cpu_clock"
@@ -66,7 +66,7 @@ def test_eager_steps_take_two_stamps_and_the_breakdown_its_own_pass():
     assert result["step_us"]["n"] == 4 and len(result["op_us"]["median"]) == ops
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_rank_late_to_the_barrier_does_not_add_its_lateness_to_the_step():
     stall = 0.25
     result, _, _ = run_ranks(_replay, 2, (stall,))[0]

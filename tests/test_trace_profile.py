@@ -9,7 +9,7 @@ from commprof.records.files import read_records
 from tests.sweeprun import only_run_dir, run_sweep
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_profiled_sweep_traces_match_the_plan(tmp_path, capsys):
     out = tmp_path / "runs"
     done = run_sweep(

@@ -17,8 +17,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from commprof.costmodel.box import BoxTopology, Fact, box_from_bundle, link_figures, with_nccl_log
+from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import predict
-from commprof.costmodel.topology import LinkSpec, Topology, link_for
+from commprof.costmodel.topology import LinkSpec, Topology, link_for, load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.nccl_log.parse import parse_nccl_log
@@ -124,9 +125,12 @@ def topology_from_box(box: BoxTopology) -> Topology:
     gpu0 = box.gpus[0]
     atomics = {g.atomics_outbound.value for g in box.gpus}
     p2p_atomics = None if atomics & {None} else not (atomics <= {"N/A"})
+    impls = published_kernels(float(box.gpus[0].compute_capability.value), gen, len(box.gpus))
     assumptions.append(
-        "no published kernel figures for this box: only NCCL is predicted; other all-reduces are refused with why "
-        "(measure them on the box)"
+        f"the other all-reduces: predicted from published figures {PUBLISHED_KERNELS_NOTE}"
+        if impls
+        else "no published kernel figures for this box: only NCCL is predicted; other all-reduces are refused with "
+        "why (measure them on the box)"
     )
     return Topology(
         name=f"bundle:{box.name}",
@@ -149,6 +153,7 @@ def topology_from_box(box: BoxTopology) -> Topology:
                 source=SHM_HOST_MEMORY.source,
             ),
         },
+        impls=impls,
         assumptions="\n".join(assumptions),
         sources=(
             f"doctor bundle {box.origin} (every fact's file and line: meta.json topology.box)",
@@ -157,6 +162,27 @@ def topology_from_box(box: BoxTopology) -> Topology:
         box=box,
         prior_error=ModelError(BOX_PRIOR_ERROR_PCT, BOX_PRIOR_ERROR_BASIS),
     )
+
+
+# GPU and PCIe class -> the preset whose published kernel figures were taken on that class of box.
+PUBLISHED_KERNELS = {(12.0, 5, 8): "pcie-gen5-switch-p2p"}
+CONFIRM_COMMAND = "torchrun --nproc-per-node 8 -m commprof.allreduce_sweep --sweep pcie8-verify"
+PUBLISHED_KERNELS_NOTE = (
+    "of another box of this class, 8 x SM120 on PCIe Gen5, not measured on this one: confirm with this command on "
+    f"the box: {CONFIRM_COMMAND}"
+)
+
+
+def published_kernels(compute_capability: float, gen: int, gpus: int) -> dict[str, KernelModel]:
+    """The other all-reduces' published figures for a box of this GPU and PCIe class (none where none exist),
+    each labelled as another box's figures with the command that measures them on this one."""
+    preset = PUBLISHED_KERNELS.get((compute_capability, gen, gpus))
+    if preset is None:
+        return {}
+    return {
+        name: replace(model, source=f"{PUBLISHED_KERNELS_NOTE}; {model.source}")
+        for name, model in load_topology(preset).impls.items()
+    }
 
 
 def published_defaults_error(topology: Topology) -> float:

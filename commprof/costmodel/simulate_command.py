@@ -3,6 +3,8 @@ bundle), and write the predictions as a run folder of records labelled simulated
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -18,6 +20,7 @@ from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
 from commprof.planner.plan import build_step_plan
 from commprof.records.files import META_FILE, RESULTS_FILE, append_plan, append_records, new_run_dir, write_json
+from commprof.shipped_files import sweep_file, sweep_option_help
 from commprof.textfiles import read_text
 
 
@@ -26,7 +29,7 @@ def _presets_help() -> str:
     from commprof.costmodel.topology import preset_descriptions
 
     lines = "\n".join(f"  {name}: {description}" for name, description in preset_descriptions())
-    return f"\n\n\b\nPresets (sweeps/topologies/):\n{lines}" if lines else ""
+    return f"\n\n\b\nTopology presets shipped (--topology NAME):\n{lines}" if lines else ""
 
 
 @click.command(
@@ -37,7 +40,9 @@ def _presets_help() -> str:
         "bundle (--from-bundle), optionally with an NCCL_DEBUG=INFO log of it (--nccl-log)." + _presets_help()
     ),
 )
-@click.option("--topology", "topology_name", default=None, help="Preset name (sweeps/topologies/) or .toml file.")
+@click.option(
+    "--topology", "topology_name", default=None, help="A shipped preset's name (listed below) or a .toml file."
+)
 @click.option(
     "--from-bundle",
     "bundle_dir",
@@ -56,8 +61,8 @@ def _presets_help() -> str:
     "--sweep",
     "sweep_file",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The sweep file to predict.",
+    callback=lambda ctx, param, value: Path(sweep_file(value)),
+    help=sweep_option_help("The sweep file to predict"),
 )
 @click.option(
     "--out",
@@ -112,7 +117,9 @@ def simulate(
     calibration = None
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
-        calibration = params_from_toml(text, str(calibration_file))
+        calibration = replace(
+            params_from_toml(text, str(calibration_file)), source=calibration_name(calibration_file, text)
+        )
         tp = spec.tp or topology.gpus
         prior = topology.prior_error or prior_error(tp)
         plans = [
@@ -152,7 +159,7 @@ def simulate(
             f"topology {topology.name} has no [floor]",
             "add a [floor] table of published figures, each with its source, to the topology file",
         ),
-        calibration={"file": str(calibration_file), **calibration.to_dict()} if calibration else "nccl-prior",
+        calibration={**calibration.to_dict(), "file": calibration.source} if calibration else "nccl-prior",
         model_error=error.to_dict(),
     )
     write_json(run_dir / META_FILE, meta)
@@ -194,6 +201,11 @@ def _graph_models(spec, graph_box: Path | None, flag: str = "--graph-box") -> di
             except UsageError as exc:
                 models[value] = str(exc)
     return models
+
+
+def calibration_name(path: Path, text: str) -> str:
+    """A calibration as records and exports name it: its file name and content hash, never where it lay."""
+    return f"{path.name} (sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]})"
 
 
 def _print_simulation(records: list[dict], topology, calibration_file: Path | None, error: ModelError) -> None:

@@ -1,8 +1,8 @@
 """Topology presets for the simulator: what NCCL would find on a box, the box's floor figures and latency models
 of the other all-reduces (commprof.costmodel.kernels).
 
-A topology is a TOML file (presets in sweeps/topologies/). Every figure in it is an input to NCCL's model
-or a published measurement, and the file says which and where it comes from. Loading validates every key
+A topology is a TOML file (presets in sweeps/topologies/, shipped as commprof/shipped/topologies/). Every figure in it
+is an input to NCCL's model or a published measurement, and the file says which and where it comes from. Loading validates every key
 and names the file and key of anything wrong.
 """
 
@@ -20,10 +20,9 @@ from commprof.evidence import ModelError
 from commprof.floor.model import FloorFigures
 from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, NCCL_PATH_TYPES, P2P_LEVELS, nccl_user_p2p_level
 from commprof.problems import MISSING, Problems, allowed
+from commprof.shipped_files import TOPOLOGY_DIRS as PRESET_DIRS
 from commprof.textfiles import parse_toml, read_text
 
-# Where the presets live, relative to the repository root (the working directory of a checkout).
-PRESET_DIRS = (Path("sweeps/topologies"), Path(__file__).resolve().parents[2] / "sweeps" / "topologies")
 # PCIe path types as nvidia-smi topo -m and NCCL_P2P_LEVEL name them, nearest first.
 PATH_TYPES = P2P_LEVELS
 

@@ -144,7 +144,7 @@ def _sweeps(steps: Steps, placement: Placement, refused: str | None) -> tuple[li
         run_dirs += [done.run_dir] if done.run_dir else []
         verdicts += sweep_step_verdicts(f"knob sweep ({placement})", knob_sweep, done, placement, False)
     if shared:
-        one = SmokeSweep("one-rank-sweep", 1, ONE_RANK_POINTS, (4,))
+        one = SmokeSweep("one-rank-sweep", 1, ONE_RANK_POINTS, (4,), ("--single-rank",))
         done = run_sweep(steps, one)
         run_dirs += [done.run_dir] if done.run_dir else []
         verdicts += sweep_step_verdicts("one-rank sweep", one, done, Placement(1, 1), False)

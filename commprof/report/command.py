@@ -188,7 +188,7 @@ def default_out(run_ids: list[str]) -> Path:
 
 @click.command(
     help="Render a run (or several, side by side) as reports/<run-id>/index.html with the files "
-    "that apply it: recommend.env, nccl_tuner.conf, engine_flags.txt, summary.json, results.csv, "
+    "that apply it: recommend.env, nccl_tuner.conf, engine_flags.txt, routing.txt, summary.json, results.csv, "
     "and nccl-tests-style tables per point."
 )
 @click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path))

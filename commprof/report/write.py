@@ -143,6 +143,7 @@ def write_report(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.rendering-", dir=out_dir.parent))
+        staging.chmod(0o777 & ~_umask())  # mkdtemp's folder is private: the report's follows the umask, as runs do
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
     try:
@@ -221,6 +222,12 @@ def _is_report(folder: Path) -> bool:
     except (OSError, ValueError, RecursionError):
         return False
     return isinstance(data, dict) and isinstance(data.get("runs"), list) and "costmodel_checks" in data
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def swap_in(staging: Path, out_dir: Path) -> None:

@@ -21,6 +21,7 @@ from commprof.errors import EXIT_INTERRUPTED, RunStopped, UsageError, run_comman
 from commprof.planner.plan import PHASES
 from commprof.records.files import ensure_writable_dir
 from commprof.records.folder import refuse_links
+from commprof.shipped_files import sweep_file, sweep_option_help
 from commprof.sweep.planning.spec import DEFAULT, DEFAULT_MAX_POINTS, RunOverrides, SweepSpec, SweepTooLarge
 from commprof.terminal import echo
 
@@ -45,7 +46,8 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     "sweep_file",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Sweep file (TOML, see sweeps/). Without it: the baseline point only.",
+    callback=lambda ctx, param, value: sweep_file(value),
+    help=sweep_option_help(without="Without it: the baseline point only."),
 )
 @click.option("--model", default=None, help="Preset name or path to a config.json [kimi-k2.5].")
 @click.option("--tokens", callback=_tokens, default=None, help="T values, comma-separated [1,4,8].")
@@ -108,6 +110,11 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 )
 @click.option("--strict", is_flag=True, help="Refuse to sweep when `commprof doctor` finds a failing check.")
 @click.option(
+    "--single-rank",
+    is_flag=True,
+    help="Run on one rank anyway (refused otherwise: every collective of one rank is a copy, nothing is measured).",
+)
+@click.option(
     "--doctor/--no-doctor",
     "with_doctor",
     default=True,
@@ -143,6 +150,7 @@ def sweep_command(
     strict: bool,
     with_doctor: bool,
     floor_file: Path | None,
+    single_rank: bool,
 ) -> None:
     """Replay the step's collectives at their real sizes and sweep NCCL settings and implementations."""
     from commprof.sweep.planning.config import default_sweep, load_sweep
@@ -196,6 +204,7 @@ def sweep_command(
     if dry_run:
         _dry_run(spec, rank, share_gpus, (nccl_debug, profile))
         return
+    _refuse_one_rank(spec, meant=single_rank or resume is not None)  # a resumed run was meant as it started
     if resume is None:
         ensure_writable_dir(Path(out), "output folder")
     options = SweepOptions(
@@ -247,6 +256,17 @@ def sweep_command(
             )
     if summary["interrupted"]:
         raise SystemExit(EXIT_INTERRUPTED)
+
+
+def _refuse_one_rank(spec: SweepSpec, meant: bool) -> None:
+    """One rank measures no communication: refused unless meant, after the sweep's own TP has had its say."""
+    from commprof.sweep.running.runner import launch_tp
+
+    if launch_tp(spec, int(os.environ.get("WORLD_SIZE", "1"))) == 1 and not meant:
+        raise UsageError(
+            "a sweep on 1 rank measures no communication (each all-reduce is a copy): launch one rank per GPU, "
+            f"`torchrun --nproc-per-node N -m {PROG_NAME} ...`, or add --single-rank to run it anyway"
+        )
 
 
 def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool, logs_profile: tuple[bool, bool] = (True, False)) -> None:
