@@ -55,7 +55,7 @@ def _round(tmp_path, port: int, number: int) -> list[list[dict]]:
     return [[json.loads(line) for line in open(r.result_path)] for r in requests]
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_rank_turning_wrong_and_late_is_caught_at_every_later_size_over_two_rounds(tmp_path):
     port = free_port()
     master = dist.TCPStore("127.0.0.1", port, world_size=None, is_master=True, timeout=timedelta(seconds=60))

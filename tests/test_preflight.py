@@ -35,7 +35,7 @@ def test_the_other_ranks_wait_out_the_pre_flight_limits():
     assert run_folder.PREFLIGHT_S >= PROBE_TIMEOUT_S + run_folder.DOCTOR_BUDGET_S
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_sweep_whose_rank_0_doctor_outlasts_the_group_timeout_measures_its_first_point(tmp_path):
     """The controllers' group timeout is the point limit (20 s, its slack taken away) and rank 0's doctor takes
     25 s: the other rank waits for it through the store, and the first point is measured."""

@@ -136,7 +136,7 @@ def test_a_dry_run_whose_probe_crashed_says_so_and_gives_no_estimate():
     assert "estimated" in size_lines(spec, ASSUMED, 1, "gloo")[0]
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 @pytest.mark.parametrize("compute", ["trace:/dev/zero", "gemm"])
 def test_through_torchrun_each_spacer_refusal_ends_fast_and_small(tmp_path, compute):
     """The launch a user types (2 gloo ranks); this box's own memory decides the GEMM case (Kimi-K2.5 at T = 4

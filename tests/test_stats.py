@@ -52,7 +52,7 @@ def test_the_page_summarizes_sites_by_their_slowest_op():
     assert row["max_us"] == 3.0 and row["median_us"] == 2.0 and "p99_us" not in site_summary(sites)
 
 
-@pytest.mark.slow
+@pytest.mark.processes
 def test_a_run_of_3_iterations_prints_no_p99_anywhere(tmp_path):
     result = run_sweep(
         2, "--model", str(tiny_model(tmp_path)), "--tokens", "1,4", "--iterations", "3", "--out", str(tmp_path / "r")
