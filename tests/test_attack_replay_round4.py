@@ -1,0 +1,274 @@
+"""The fourth attack run, replayed case by case through the entry point the attacker used, each in a process of its
+own: the exit code, exactly one error line, no traceback, every file and link outside the folder it was given left
+as it was, the process inside its time limit and under 2 GB of memory. Exports are sourced in every POSIX shell
+the way they say they are sourced."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.report_fixtures import make_meta, make_records, write_run
+
+REPO = Path(__file__).resolve().parents[1]
+PEAK_BYTES = 2 * 2**30
+# NCCL (param.cc, debug.cc, topo.cc, search.cc), torch's flight recorder, FlashInfer 0.7.4 and vLLM: each names a
+# file the library reads, writes or loads settings and plug-ins from.
+FILE_NAMES = [
+    "NCCL_CONF_FILE",
+    "NCCL_DEBUG_FILE",
+    "NCCL_GRAPH_DUMP_FILE",
+    "NCCL_TOPO_DUMP_FILE",
+    "NCCL_TOPO_FILE",
+    "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+    "FLASHINFER_WORKSPACE_BASE",
+    "FLASHINFER_JIT_DIR",
+    "FLASHINFER_NVCC",
+    "VLLM_CONFIG_ROOT",
+]
+
+
+@dataclass
+class Attack:
+    """One case as the attacker ran it: `python -m <argv>`, and what it must do."""
+
+    argv: list[str]
+    status: int = 2
+    error: str = ""  # a regular expression the one error line matches
+    given: list[Path] = field(default_factory=list)  # the folders it may write in
+    limit_s: float = 60.0
+    after: Callable[[], None] | None = None  # what else must hold afterwards
+
+
+@dataclass
+class Ran:
+    status: int
+    err: str
+    out: str
+    seconds: float
+    peak_bytes: int
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def replay(argv: list[str], cwd: Path, limit_s: float) -> Ran:
+    """`python -m argv` in `cwd` as one rank of a one-rank launch; its exit, output, wall time and peak memory
+    (the child's own ru_maxrss, read by wait4). Killed and failed at `limit_s`."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(cwd),
+        "PYTHONPATH": str(REPO),
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+    }
+    out, err = cwd / ".stdout", cwd / ".stderr"
+    start = time.monotonic()
+    with open(out, "wb") as o, open(err, "wb") as e:
+        child = subprocess.Popen([sys.executable, "-m", *argv], cwd=cwd, env=env, stdout=o, stderr=e)
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() - start > limit_s:
+            os.kill(child.pid, signal.SIGKILL)
+            os.wait4(child.pid, 0)
+            pytest.fail(f"{argv} ran past its {limit_s} s limit: {err.read_text()[-2000:]}")
+        time.sleep(0.05)
+    seconds = time.monotonic() - start
+    code = os.waitstatus_to_exitcode(status)
+    texts = out.read_text(errors="replace"), err.read_text(errors="replace")
+    out.unlink()
+    err.unlink()
+    return Ran(code, texts[1], texts[0], seconds, usage.ru_maxrss * 1024)
+
+
+def tree(root: Path, skip: list[Path]) -> dict[str, str]:
+    """Every path under `root` outside `skip`, with what it is (a link's target, a file's digest)."""
+    seen = {}
+    for path in sorted(root.rglob("*")):
+        if any(path == s or s in path.parents for s in skip):
+            continue
+        if path.is_symlink():
+            seen[str(path)] = "-> " + str(path.readlink())
+        elif path.is_file():
+            seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            seen[str(path)] = "folder"
+    return seen
+
+
+# ------------------------------------------------------------------------------------------------ the cases
+
+
+def _sweep_file(tmp: Path, body: str) -> Path:
+    path = tmp / "evil.toml"
+    path.write_text('name = "evil"\n[run]\ntokens = [1]\n' + body)
+    return path
+
+
+def _sweep_names_a_file(name: str):
+    def case(tmp):
+        path = _sweep_file(tmp, f"[[points]]\nenv = {{ {name} = '{tmp}/outside/victim' }}\n")
+        argv = ["commprof.allreduce_sweep", "--sweep", str(path), "--dry-run", "--no-doctor"]
+        return Attack(argv, error=rf"evil\.toml: points\[0\]\.env\.{name}: {name} names a file")
+
+    return case
+
+
+def _sweep_axis_names_a_file(tmp):
+    path = _sweep_file(tmp, "[axes.env]\nNCCL_CONF_FILE = ['/srv/evil/nccl.conf']\n")
+    argv = ["commprof.allreduce_sweep", "--sweep", str(path), "--dry-run", "--no-doctor"]
+    return Attack(argv, error=r"evil\.toml: .*NCCL_CONF_FILE names a file")
+
+
+def _winner_names_a_file(name: str):
+    """A crafted run whose winning point holds `name`: the run is refused whole, so nothing is exported for it."""
+
+    def case(tmp):
+        records = make_records("crafted")
+        for record in records:
+            if record["kind"] == "step" and record["status"] == "ok" and record.get("nccl"):
+                record["point"]["env"] = {**record["point"]["env"], name: "/srv/evil/nccl.conf"}
+        run = write_run(tmp / "runs", "crafted", records=records, meta=make_meta("crafted"))
+        out = tmp / "out"
+
+        def nothing_exported():
+            assert not any(f"{name}=" in p.read_text() for p in out.rglob("*") if p.is_file())
+
+        error = rf"results\.jsonl:\d+: not a usable record: point\.env: {name} names a file"
+        return Attack(
+            ["commprof", "report", str(run), "--out", str(out)], error=error, given=[out], after=nothing_exported
+        )
+
+    return case
+
+
+CASES: dict[str, Callable[[Path], Attack]] = {
+    # 1. variables that name a file NCCL, torch, FlashInfer or an engine reads, writes or loads
+    **{f"sweep-env-names-a-file-{n}": _sweep_names_a_file(n) for n in FILE_NAMES},
+    "sweep-axis-env-NCCL_CONF_FILE": _sweep_axis_names_a_file,
+    "winner-sets-NCCL_CONF_FILE": _winner_names_a_file("NCCL_CONF_FILE"),
+    "winner-sets-TORCH_NCCL_DEBUG_INFO_TEMP_FILE": _winner_names_a_file("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case, tmp_path):
+    victim = tmp_path / "outside" / "victim"
+    victim.parent.mkdir()
+    victim.write_text("export KEEP=1\n")
+    attack = CASES[case](tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    before = tree(tmp_path, [*attack.given, cwd])
+    ran = replay(attack.argv, cwd, attack.limit_s)
+    assert tree(tmp_path, [*attack.given, cwd]) == before
+    assert list(cwd.iterdir()) == []
+    assert "Traceback" not in ran.err and ran.status == attack.status, ran.err[-3000:]
+    assert ran.peak_bytes < PEAK_BYTES, ran.peak_bytes
+    errors = [line for line in ran.err.splitlines() if "error" in line]
+    if attack.status:
+        assert len(errors) == 1 and re.search(attack.error, errors[0]), ran.err[-3000:]
+    else:
+        assert errors == [], ran.err[-3000:]
+    if attack.after is not None:
+        attack.after()
+
+
+# ------------------------------------------------------------------------------------------------ sourcing
+
+
+def _report_folder(folder: Path, algo: str) -> Path:
+    """engine_flags.txt as the report writes it (sourcing recommend.env, exporting its nccl_tuner.conf), with the
+    files beside it."""
+    from commprof.report.exports.engine_hints import EngineHint, engine_hints_text
+
+    hints = [
+        EngineHint("SGLang and vLLM", "source recommend.env", "any version", "why"),
+        EngineHint("SGLang and vLLM", "export NCCL_TUNER_CONFIG_FILE=nccl_tuner.conf", "any version", "why"),
+    ]
+    folder.mkdir()
+    (folder / "engine_flags.txt").write_text(engine_hints_text(hints, ["from a test"]))
+    (folder / "recommend.env").write_text(f"export NCCL_ALGO={algo}\n")
+    (folder / "nccl_tuner.conf").write_text("")
+    return folder
+
+
+SHELLS = {"bash": "bash", "zsh": "zsh", "dash": "dash", "sh": "sh"}
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_engine_flags_sourced_from_another_report_folder_applies_its_own_run_or_refuses(shell, tmp_path):
+    """Report A's engine_flags.txt sourced from report B's folder: bash and zsh apply A's recommend.env and name
+    A's nccl_tuner.conf; a shell that cannot find the file's own folder (dash, POSIX sh) refuses in one line and
+    sets nothing."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed here (apt-get install -y {shell})")
+    a = _report_folder(tmp_path / "A", "A")
+    b = _report_folder(tmp_path / "B", "B")
+    dot = "source" if shell in ("bash", "zsh") else "."
+    shell_run = subprocess.run(
+        ["env", "-i", shell, "-c", f'{dot} ../A/engine_flags.txt; echo "rc=$? $NCCL_ALGO $NCCL_TUNER_CONFIG_FILE"'],
+        cwd=b,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert "Traceback" not in shell_run.stderr
+    if shell in ("bash", "zsh"):
+        assert shell_run.stdout.split() == ["rc=0", "A", "../A/nccl_tuner.conf"], shell_run
+        assert Path(b, shell_run.stdout.split()[2]).resolve() == (a / "nccl_tuner.conf").resolve()
+        assert shell_run.stderr == ""
+    else:
+        assert shell_run.stdout.split() == ["rc=2"], shell_run
+        assert shell_run.stderr.count("\n") == 1 and "source it in bash or zsh" in shell_run.stderr
+
+
+def test_recommend_env_and_routing_txt_set_the_same_in_every_shell(tmp_path):
+    """The files a user sources that name no other file: `export NAME='value'` lines, the same in every shell."""
+    from commprof.report.exports.export_text import export_line
+
+    path = tmp_path / "recommend.env"
+    path.write_text("\n".join([export_line("NCCL_ALGO", "allreduce:tree"), export_line("NCCL_PROTO", "LL")]) + "\n")
+    seen = set()
+    for shell in [s for s in SHELLS if shutil.which(s)]:
+        dot = "source" if shell in ("bash", "zsh") else "."
+        done = subprocess.run(
+            ["env", "-i", shell, "-c", f'{dot} {path}; echo "$NCCL_ALGO|$NCCL_PROTO"'],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        seen.add(done.stdout)
+    assert seen == {"allreduce:tree|LL\n"}
+
+
+def test_names_that_point_at_files_are_refused_wherever_the_allow_list_is_read():
+    from commprof.env_names import export_name_problem
+    from commprof.report.exports.export_text import export_line
+
+    for name in [*FILE_NAMES, "VLLM_CACHE_ROOT", "FLASHINFER_LOGDEST", "NCCL_TUNER_CONFIG_FILE", "SGLANG_X_PATH"]:
+        assert "names a file" in (export_name_problem(name) or ""), name
+        assert export_line(name, "/srv/evil").startswith("# skipped"), name
+    for name in ["NCCL_GRAPH_FILE", "PYTORCH_CUDA_ALLOC_CONF", "NCCL_ALGO", "TORCH_NCCL_AVOID_RECORD_STREAMS"]:
+        assert export_name_problem(name) is None, name
