@@ -6,6 +6,7 @@ the way they say they are sourced."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -72,7 +73,7 @@ def replay(argv: list[str], cwd: Path, limit_s: float) -> Ran:
     (the child's own ru_maxrss, read by wait4). Killed and failed at `limit_s`."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(cwd),
+        "HOME": str(cwd.parent / "home"),  # matplotlib's and torch's caches
         "PYTHONPATH": str(REPO),
         "RANK": "0",
         "WORLD_SIZE": "1",
@@ -163,12 +164,110 @@ def _winner_names_a_file(name: str):
     return case
 
 
+GLOO_RUN = REPO / "tests" / "fixtures" / "report" / "cpu-smoke-gloo"
+
+
+def _gloo_run(tmp: Path, plan: str | None = None, drop: str = "") -> Path:
+    """A copy of a real 2-rank gloo run (stage 0 of 5 points, stage 1 "confirm" of 2), `drop`'s records left out
+    as an interrupted run leaves them, plan.jsonl replaced by `plan`."""
+    run = tmp / "runs" / "X"
+    shutil.copytree(GLOO_RUN, run)
+    if drop:
+        lines = (run / "results.jsonl").read_text().splitlines(keepends=True)
+        (run / "results.jsonl").write_text("".join(line for line in lines if f'"{drop}"' not in line))
+    if plan is not None:
+        (run / "plan.jsonl").write_text(plan)
+    return run
+
+
+_STAGES = '{"line":"stages","stages":[{"stage":1,"name":"confirm","unit":"points"}]}\n'
+_STAGE0 = '{"line":"points","stage":0,"point_ids":["p000","p001","p002","p003","p004"],"per_point":%s}\n'
+_STAGE1 = '{"line":"points","stage":1,"point_ids":["s1-p000","s1-p001"],"per_point":4}\n'
+
+
+def _plan_case(plan: str, error: str, drop: str = "s1-p001", status: int = 2):
+    def case(tmp):
+        run = _gloo_run(tmp, plan, drop)
+        out = tmp / "out"
+
+        return Attack(["commprof", "report", str(run), "--out", str(out)], status, error, [out, run])
+
+    return case
+
+
+def _stage_name_escape(tmp):
+    """A stage named with an OSC title escape, in a run interrupted in that stage: the warning names it clean."""
+    run = _gloo_run(tmp, _STAGES.replace("confirm", "\\u001b]0;pwned\\u0007confirm") + _STAGE0 % 4 + _STAGE1, "s1-p001")
+    out = tmp / "out"
+    return Attack(["commprof", "report", str(run), "--out", str(out)], 0, "", [out, run])
+
+
+def _observed_object_args(tmp):
+    """`report --observed` of a Kineto trace whose args hold objects where ids, names and counts belong."""
+    traces = tmp / "traces"
+    traces.mkdir()
+    events = []
+    for step in range(4):
+        t = step * 1000
+        events += [
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": t + 10,
+                "dur": 5,
+                "args": {"correlation": {"x": step}},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)",
+                "pid": 0,
+                "tid": 7,
+                "ts": t + 20,
+                "dur": 50,
+                "args": {
+                    "correlation": {"x": step},
+                    "Collective name": {"a": 1},
+                    "dtype": [{}],
+                    "In msg nelems": {"n": 1},
+                    "Group size": [2],
+                },
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": {"object": 1},
+                "pid": {"p": 1},
+                "tid": [],
+                "ts": t,
+                "dur": 1,
+                "args": {},
+            },
+        ]
+    trace = {"traceEvents": events, "distributedInfo": {"rank": 0, "world_size": 2, "backend": "nccl"}}
+    (traces / "rank0.json").write_text(json.dumps(trace))
+    run, out = _gloo_run(tmp), tmp / "out"
+    return Attack(["commprof", "report", str(run), "--observed", str(traces), "--out", str(out)], 0, "", [out, run])
+
+
 CASES: dict[str, Callable[[Path], Attack]] = {
     # 1. variables that name a file NCCL, torch, FlashInfer or an engine reads, writes or loads
     **{f"sweep-env-names-a-file-{n}": _sweep_names_a_file(n) for n in FILE_NAMES},
     "sweep-axis-env-NCCL_CONF_FILE": _sweep_axis_names_a_file,
     "winner-sets-NCCL_CONF_FILE": _winner_names_a_file("NCCL_CONF_FILE"),
     "winner-sets-TORCH_NCCL_DEBUG_INFO_TEMP_FILE": _winner_names_a_file("TORCH_NCCL_DEBUG_INFO_TEMP_FILE"),
+    # 3. plan.jsonl and Kineto traces of another shape than their writers'
+    "plan-per-point-0": _plan_case(
+        _STAGES + _STAGE0 % 4 + _STAGE1.replace(":4", ":0"), r"plan\.jsonl:3: .*per_point 0"
+    ),
+    "plan-per-point-0-last": _plan_case(_STAGES + _STAGE0 % 0, r"plan\.jsonl:2: .*per_point 0"),
+    "plan-per-point-infinity": _plan_case(_STAGES + _STAGE0 % "Infinity" + _STAGE1, r"plan\.jsonl:2: .*Infinity"),
+    "plan-per-point-1e400": _plan_case(_STAGES + _STAGE0 % "1e400" + _STAGE1, r"plan\.jsonl:2: .*per_point"),
+    "plan-stage-name-escape": _stage_name_escape,
+    "observed-trace-object-args": _observed_object_args,
 }
 
 
@@ -180,12 +279,14 @@ def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case,
     attack = CASES[case](tmp_path)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    before = tree(tmp_path, [*attack.given, cwd])
+    skip = [*attack.given, cwd, tmp_path / "home"]
+    before = tree(tmp_path, skip)
     ran = replay(attack.argv, cwd, attack.limit_s)
-    assert tree(tmp_path, [*attack.given, cwd]) == before
+    assert tree(tmp_path, skip) == before
     assert list(cwd.iterdir()) == []
     assert "Traceback" not in ran.err and ran.status == attack.status, ran.err[-3000:]
     assert ran.peak_bytes < PEAK_BYTES, ran.peak_bytes
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", ran.err + ran.out), "a control character was printed"
     errors = [line for line in ran.err.splitlines() if "error" in line]
     if attack.status:
         assert len(errors) == 1 and re.search(attack.error, errors[0]), ran.err[-3000:]

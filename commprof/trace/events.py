@@ -71,7 +71,8 @@ def trace_from_dict(data: dict[str, Any], path: str, default_rank: int) -> Trace
     frame = pd.DataFrame([e for e in events if _wanted(e)], columns=COLUMNS)
     frame["ts"] = pd.to_numeric(frame["ts"], errors="coerce")
     frame["dur"] = pd.to_numeric(frame["dur"], errors="coerce")
-    frame["args"] = frame["args"].map(lambda a: a if isinstance(a, dict) else {})
+    frame["args"] = frame["args"].map(_plain_args)
+    frame = frame[frame["name"].map(lambda n: isinstance(n, str)) & frame["tid"].map(_plain) & frame["pid"].map(_plain)]
     frame = frame.dropna(subset=["ts", "dur"]).sort_values("ts", kind="stable", ignore_index=True)
     bad = frame[~(np.isfinite(frame["ts"]) & np.isfinite(frame["dur"]) & (frame["dur"] >= 0))]
     if not bad.empty:
@@ -92,6 +93,20 @@ def trace_from_dict(data: dict[str, Any], path: str, default_rank: int) -> Trace
         world_size=world_size if _count(world_size) and world_size >= 1 else None,
         nccl_version=_text(info.get("nccl_version")),
     )
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """A value as Kineto writes one in an event's args or ids: a string, a number, or a list of them (shapes)."""
+    if isinstance(value, (str, int, float)) or value is None:
+        return True
+    return isinstance(value, list) and depth < 3 and all(_plain(v, depth + 1) for v in value)
+
+
+def _plain_args(args: Any) -> dict[str, Any]:
+    """An event's args, keeping only plain values: an object where a number or a name belongs is left out."""
+    if not isinstance(args, dict):
+        return {}
+    return {k: v for k, v in args.items() if isinstance(k, str) and _plain(v)}
 
 
 def _count(value: Any) -> bool:

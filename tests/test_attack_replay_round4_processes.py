@@ -1,0 +1,54 @@
+"""The fourth attack run's cases that need sweeps of their own: a point a stopped torchrun agent left as a timeout is
+measured again on --resume."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from commprof.records.files import read_records
+from tests.sweeprun import sweep_env, tiny_model
+
+pytestmark = pytest.mark.slow
+
+
+def _sweep(tmp_path, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "commprof.allreduce_sweep", *args, "--no-doctor", "--no-nccl-debug"],
+        capture_output=True,
+        text=True,
+        env=sweep_env(),
+        cwd=tmp_path,
+        timeout=240,
+    )
+
+
+def test_a_point_left_as_a_timeout_is_measured_again_on_resume(tmp_path):
+    """A one-rank sweep of two points whose second one's records say `timeout` (what a point in flight gets while
+    the torchrun agent is stopped with Ctrl-Z): --resume measures it again, and keeps the first as it was."""
+    model = tiny_model(tmp_path, layers=1)
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'name = "stop"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 1\npoint_timeout_s = 60\n'
+        '[axes.env]\nCOMMPROF_KNOB = ["a", "b"]\n'
+    )
+    done = _sweep(tmp_path, "--sweep", str(sweep), "--out", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = (tmp_path / "runs").iterdir()
+    records = read_records(run / "results.jsonl")
+    stopped = records[-1]["point_id"]
+    measured = sorted(r["status"] for r in records if r["point_id"] == stopped)  # eager ok, graph unsupported on gloo
+    assert "timeout" not in measured
+    for record in records:
+        if record["point_id"] == stopped:
+            record.update(status="timeout", message="rank 0: no result within the point's limit of 60 s")
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    kept = [r for r in records if r["point_id"] != stopped]
+
+    resumed = _sweep(tmp_path, "--resume", str(run))
+    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr[-3000:]
+    after = read_records(run / "results.jsonl")
+    assert after[: len(kept)] == kept
+    again = [r for r in after if r["point_id"] == stopped]
+    assert sorted(r["status"] for r in again) == measured, resumed.stderr[-2000:]
