@@ -253,6 +253,26 @@ def _observed_object_args(tmp):
     return Attack(["commprof", "report", str(run), "--observed", str(traces), "--out", str(out)], 0, "", [out, run])
 
 
+def _smoke(tmp: Path, error: str, plant: Callable[[Path, Path], None] = lambda out, archive: None, **paths):
+    """`python -m commprof.gpu_smoke --out O --archive A/gs.tgz` (on this GPU-less box: the machine's skip verdict,
+    summary.txt, smoke.log and summary.json written, then packed), after `plant(out, archive)`."""
+    out, archive = paths.get("out", tmp / "o"), paths.get("archive", tmp / "a" / "gs.tgz")
+    plant(out, archive)
+    given = [p for p in (out, archive.parent) if tmp in p.parents] if "out" not in paths else [archive.parent]
+    argv = ["commprof.gpu_smoke", "--out", str(out), "--archive", str(archive)]
+
+    def nothing_partial():
+        left = [str(p) for p in tmp.rglob("*.partial") if not p.is_symlink()]
+        assert left == [] and not archive.is_symlink(), left
+
+    return Attack(argv, 2, error, given, after=nothing_partial)
+
+
+def _link(path: Path, target: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.symlink_to(target)
+
+
 CASES: dict[str, Callable[[Path], Attack]] = {
     # 1. variables that name a file NCCL, torch, FlashInfer or an engine reads, writes or loads
     **{f"sweep-env-names-a-file-{n}": _sweep_names_a_file(n) for n in FILE_NAMES},
@@ -268,6 +288,30 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "plan-per-point-1e400": _plan_case(_STAGES + _STAGE0 % "1e400" + _STAGE1, r"plan\.jsonl:2: .*per_point"),
     "plan-stage-name-escape": _stage_name_escape,
     "observed-trace-object-args": _observed_object_args,
+    # 4. the GPU smoke's output, the one command run as root on air-gapped boxes
+    "smoke-archive-names-a-folder": lambda tmp: _smoke(
+        tmp, r"--archive .*adir: a folder", lambda o, a: a.mkdir(parents=True), archive=tmp / "a" / "adir"
+    ),
+    "smoke-planted-partial-link": lambda tmp: _smoke(
+        tmp,
+        r"gs\.tgz\.partial: a symbolic link",
+        lambda o, a: _link(a.with_name("gs.tgz.partial"), tmp / "outside" / "victim"),
+    ),
+    "smoke-planted-summary-txt-link": lambda tmp: _smoke(
+        tmp, r"o/summary\.txt: a symbolic link", lambda o, a: _link(o / "summary.txt", tmp / "outside" / "victim")
+    ),
+    "smoke-archive-named-summary-json": lambda tmp: _smoke(
+        tmp, r"--archive .*summary\.json: the smoke writes a summary", archive=tmp / "a" / "summary.json"
+    ),
+    "smoke-archive-is-out-summary-txt": lambda tmp: _smoke(
+        tmp, r"--archive .*summary\.txt: the smoke writes", archive=tmp / "o" / "summary.txt"
+    ),
+    "smoke-out-names-a-file": lambda tmp: _smoke(
+        tmp, r"--out .*victim: a file, not a folder", out=tmp / "outside" / "victim"
+    ),
+    "smoke-out-not-writable": lambda tmp: _smoke(
+        tmp, r"commprof-smoke.*(cannot be written|not permitted)", out=Path("/sys/commprof-smoke")
+    ),
 }
 
 
