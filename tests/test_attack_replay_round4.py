@@ -273,6 +273,85 @@ def _link(path: Path, target: Path) -> None:
     path.symlink_to(target)
 
 
+BUNDLE = REPO / "tests" / "fixtures" / "doctor" / "asus-esc8000a-8x-rtxpro6000"
+
+
+def _bundle(tmp: Path, name: str = "b", **files: str | bytes) -> Path:
+    """A copy of a real 8-GPU bundle with `files` (bundle file name -> content) written over it."""
+    bundle = tmp / name
+    shutil.copytree(BUNDLE, bundle)
+    for filename, content in files.items():
+        path = bundle / filename
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return bundle
+
+
+def _topo(change: Callable[[str], str]) -> str:
+    return change((BUNDLE / "nvidia_topo.log").read_text())
+
+
+def _nvml(indices: list) -> str:
+    gpus = [{"index": i, "pci_bus_id": f"00000000:{n:02x}:00.0", "name": "GPU"} for n, i in enumerate(indices)]
+    return json.dumps({"topology": {"gpus": gpus, "pairs": []}})
+
+
+def _bundle_case(command: str, status: int = 0, error: str = "", limit_s: float = 60.0, name: str = "b", **files):
+    """`commprof doctor --from B` or `commprof nccl-graph --from-bundle B --out G` of a bundle holding `files`."""
+
+    def case(tmp):
+        bundle = _bundle(tmp, name, **files)
+        if command == "doctor":
+            return Attack(["commprof", "doctor", "--from", str(bundle)], status, error, [bundle], limit_s)
+        argv = ["commprof", "nccl-graph", "--from-bundle", str(bundle), "--out", str(tmp / "g")]
+        return Attack(argv, status, error, [bundle, tmp / "g"], limit_s)
+
+    return case
+
+
+_DIGITS = _topo(lambda t: t.replace("GPU7\t", "GPU" + "7" * 5000 + "\t", 1))
+_NUMA = _topo(lambda t: t.replace("\t1\t\tN/A", "\t\u00b2\t\tN/A"))
+_NESTED = '<graphs version="1">' + "<x>" * 5000 + "</x>" * 5000 + "</graphs>\n"
+_COMMENTS = "<!-- c -->\n" * 1000 + '<graphs version="1"></graphs>\n'
+_NVML_BAD = r"nvml\.json: topology\.gpus"
+
+
+def _dmesg_of_newlines(tmp):
+    """A 128 MiB dmesg.log of newlines (the attack's was 500 MiB under the 512 MiB cap): its end is read, bounded."""
+    bundle = _bundle(tmp)
+    with open(bundle / "dmesg.log", "wb") as handle:
+        handle.truncate(0)
+        for _ in range(128):
+            handle.write(b"\n" * (1 << 20))
+    return Attack(["commprof", "doctor", "--from", str(bundle)], 0, "", [bundle], 30)
+
+
+def _graph_file(change: tuple[str, str], limit_s: float = 20.0):
+    """`commprof simulate` of a sweep whose point names an NCCL_GRAPH_FILE with `change` (old, new) made to a
+    candidate commprof writes for the bundle's box: refused before anything is simulated or written."""
+
+    def case(tmp):
+        from commprof.doctor.bundle import read_bundle
+        from commprof.nccl_graph.box import box_from_facts
+        from commprof.nccl_graph.candidates import build_candidates
+
+        candidate = build_candidates(box_from_facts(read_bundle(BUNDLE)))[0]
+        assert change[0] in candidate.text
+        graph = tmp / "evil.xml"
+        graph.write_text(candidate.text.replace(*change))
+        sweep = _sweep_file(tmp, f"model = 'kimi-k2.5'\ntp = 8\n[[points]]\nenv = {{ NCCL_GRAPH_FILE = '{graph}' }}\n")
+        out = tmp / "sim"
+        argv = ["commprof", "simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(sweep), "--out", str(out)]
+        field = change[1].split("=")[0]
+        error = rf"NCCL_GRAPH_FILE=.*evil\.xml: NCCL would refuse it \(graph 0: {field}="
+
+        def nothing_written():
+            assert not out.exists() or list(out.iterdir()) == []
+
+        return Attack(argv, 2, error, [out], limit_s, nothing_written)
+
+    return case
+
+
 CASES: dict[str, Callable[[Path], Attack]] = {
     # 1. variables that name a file NCCL, torch, FlashInfer or an engine reads, writes or loads
     **{f"sweep-env-names-a-file-{n}": _sweep_names_a_file(n) for n in FILE_NAMES},
@@ -288,6 +367,30 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "plan-per-point-1e400": _plan_case(_STAGES + _STAGE0 % "1e400" + _STAGE1, r"plan\.jsonl:2: .*per_point"),
     "plan-stage-name-escape": _stage_name_escape,
     "observed-trace-object-args": _observed_object_args,
+    # 5. hostile doctor bundles, read by doctor --from and nccl-graph --from-bundle
+    **{
+        f"bundle-{what}-{command}": _bundle_case(command, nvidia_topo=text)
+        for what, text in (("topo-5000-digit-gpu-row", _DIGITS), ("numa-superscript", _NUMA))
+        for command in ("doctor", "nccl-graph")
+    },
+    "bundle-folder-named-with-comment-end": _bundle_case("nccl-graph", name="x-->y"),
+    "bundle-nccl-graphs-5000-nested": _bundle_case("nccl-graph", **{"nccl_graphs.log": _NESTED}),
+    "bundle-nccl-graphs-1000-comments": _bundle_case("nccl-graph", **{"nccl_graphs.log": _COMMENTS}),
+    **{
+        f"bundle-nvml-{what}-{command}": _bundle_case(command, 2, _NVML_BAD + error, 20, **{"nvml.json": _nvml(ids)})
+        for what, ids, error in (
+            ("duplicate-index", [0, 0, 0], r"\[1\]\.index: 0 given twice"),
+            ("index-1e30", [0, 10**30], r"\[1\]\.index: 1000000000000000000000000000000 is not"),
+            ("1000-gpus", list(range(1000)), r": not a list of at most 256"),
+        )
+        for command in ("doctor", "nccl-graph")
+    },
+    "bundle-dmesg-128mib-of-newlines": _dmesg_of_newlines,
+    # 6. graph files NCCL would refuse, given to the simulator
+    "graph-nchannels-99999999999": _graph_file(('nchannels="2"', 'nchannels="99999999999"'), limit_s=10),
+    "graph-nchannels-0": _graph_file(('nchannels="2"', 'nchannels="0"')),
+    "graph-nchannels-minus-3": _graph_file(('nchannels="2"', 'nchannels="-3"')),
+    **{f"graph-speedintra-{v}": _graph_file(('speedintra="31.5"', f'speedintra="{v}"')) for v in ("nan", "-5", "inf")},
     # 4. the GPU smoke's output, the one command run as root on air-gapped boxes
     "smoke-archive-names-a-folder": lambda tmp: _smoke(
         tmp, r"--archive .*adir: a folder", lambda o, a: a.mkdir(parents=True), archive=tmp / "a" / "adir"
