@@ -281,7 +281,7 @@ def _bundle(tmp: Path, name: str = "b", **files: str | bytes) -> Path:
     bundle = tmp / name
     shutil.copytree(BUNDLE, bundle)
     for filename, content in files.items():
-        path = bundle / filename
+        path = bundle / (filename if "." in filename else f"{filename}.log")  # the name the fixture's file has
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
     return bundle
 
@@ -308,8 +308,15 @@ def _bundle_case(command: str, status: int = 0, error: str = "", limit_s: float 
     return case
 
 
-_DIGITS = _topo(lambda t: t.replace("GPU7\t", "GPU" + "7" * 5000 + "\t", 1))
+_DIGITS = _topo(lambda t: t.replace("\nGPU7\t", "\nGPU" + "7" * 5000 + "\t", 1))
 _NUMA = _topo(lambda t: t.replace("\t1\t\tN/A", "\t\u00b2\t\tN/A"))
+_TOPO_1000 = (
+    "\t".join(["", *(f"GPU{i}" for i in range(1000)), "CPU Affinity", "NUMA Affinity"])
+    + "\n"
+    + "".join(
+        "\t".join([f"GPU{i}", *("X" if i == j else "SYS" for j in range(1000)), "0-1", "0"]) + "\n" for i in range(1000)
+    )
+)
 _NESTED = '<graphs version="1">' + "<x>" * 5000 + "</x>" * 5000 + "</graphs>\n"
 _COMMENTS = "<!-- c -->\n" * 1000 + '<graphs version="1"></graphs>\n'
 _NVML_BAD = r"nvml\.json: topology\.gpus"
@@ -369,8 +376,19 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "observed-trace-object-args": _observed_object_args,
     # 5. hostile doctor bundles, read by doctor --from and nccl-graph --from-bundle
     **{
-        f"bundle-{what}-{command}": _bundle_case(command, nvidia_topo=text)
-        for what, text in (("topo-5000-digit-gpu-row", _DIGITS), ("numa-superscript", _NUMA))
+        f"bundle-topo-5000-digit-gpu-row-{command}": _bundle_case(
+            command, 2, r"row GPU7+\.\.\. \(5000 digits\)", nvidia_topo=_DIGITS
+        )
+        for command in ("doctor", "nccl-graph")
+    },
+    **{
+        f"bundle-numa-superscript-{command}": _bundle_case(command, nvidia_topo=_NUMA)
+        for command in ("doctor", "nccl-graph")
+    },
+    **{
+        f"bundle-topo-1000-gpus-{command}": _bundle_case(
+            command, 2, r"topo -m: 1000 GPUs and NICs, more than", 20, nvidia_topo=_TOPO_1000
+        )
         for command in ("doctor", "nccl-graph")
     },
     "bundle-folder-named-with-comment-end": _bundle_case("nccl-graph", name="x-->y"),

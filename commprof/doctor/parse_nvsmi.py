@@ -88,8 +88,12 @@ def parse_topo_matrix(text: str) -> dict[str, Any]:
             if cells[0].startswith("GPU"):
                 header = cells
             continue
-        if not re.fullmatch(r"GPU[0-9]{1,3}", cells[0]):
+        if not re.fullmatch(r"GPU[0-9]+", cells[0]):
             continue
+        if len(cells[0]) > 6:
+            raise UsageError(
+                f"nvidia-smi topo -m: row {cells[0][:12]}... ({len(cells[0]) - 3} digits) names no GPU of a box"
+            )
         row = int(cells[0][3:])
         out["gpus"].append(row)
         devices = [h for h in header if re.fullmatch(r"(GPU|NIC)[0-9]{1,3}", h)]
