@@ -51,6 +51,7 @@ class Attack:
     given: list[Path] = field(default_factory=list)  # the folders it may write in
     limit_s: float = 60.0
     after: Callable[[], None] | None = None  # what else must hold afterwards
+    absent: str = ""  # a regular expression nothing printed matches (an unbounded number, a raw label)
 
 
 @dataclass
@@ -359,6 +360,74 @@ def _graph_file(change: tuple[str, str], limit_s: float = 20.0):
     return case
 
 
+def _observed_ms(value: str, error: str):
+    def case(tmp):
+        run, out = _gloo_run(tmp), tmp / "out"
+        return Attack(["commprof", "report", str(run), "--observed-step-ms", value, "--out", str(out)], 2, error, [out])
+
+    return case
+
+
+def _kineto(tmp: Path, kernel_args: dict, dur: float = 50.0) -> Path:
+    """A one-rank Kineto trace of four NCCL all-reduce kernels with `kernel_args` and duration `dur` µs."""
+    traces = tmp / "traces"
+    traces.mkdir()
+    events = []
+    for step in range(4):
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)",
+                "pid": 0,
+                "tid": 7,
+                "ts": step * 1000 + 20,
+                "dur": dur,
+                "args": {"correlation": step, **kernel_args},
+            }
+        )
+    trace = {"traceEvents": events, "distributedInfo": {"rank": 0, "world_size": 2, "backend": "nccl"}}
+    (traces / "rank0.json").write_text(json.dumps(trace))
+    return traces
+
+
+def _observed_dur_1e308(tmp):
+    traces, run, out = _kineto(tmp, {}, dur=1e308), _gloo_run(tmp), tmp / "out"
+    argv = ["commprof", "report", str(run), "--observed", str(traces), "--out", str(out)]
+    return Attack(argv, 2, r"rank0\.json: event .* has a duration of 1e\+308 µs", [out])
+
+
+def _message_size_1e19(tmp):
+    args = {"Collective name": "allreduce", "dtype": "BFloat16", "In msg nelems": 10**19, "Out msg nelems": 10**19}
+    return Attack(["commprof", "trace", str(_kineto(tmp, args))], 0, "", absent=r"[0-9]{7,} [KMGT]i?B")
+
+
+def _inspector_time_1e308(tmp):
+    dumps = tmp / "inspector"
+    shutil.copytree(REPO / "tests" / "fixtures" / "nccl_inspector" / "json-after", dumps)
+    for path in dumps.iterdir():
+        path.write_text(re.sub(r'"coll_exec_time_us":[0-9.]+', '"coll_exec_time_us":1e308', path.read_text(), count=3))
+    return Attack(["commprof", "trace", str(dumps)], 0, "", absent=r"[0-9]{12,}|\binf\b")
+
+
+def _label_controls(tmp):
+    """A run whose baseline is labelled with NUL, ESC and BEL: the report, its page and its figures print it clean."""
+    run, out = _gloo_run(tmp), tmp / "out"
+    lines = (run / "results.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    for record in records:
+        if record["point_id"] == "p000":
+            record["point"]["label"] = "de\x00fa\x1b]0;x\x07ults\x07"
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    def page_clean():
+        for path in out.rglob("*"):
+            if path.is_file() and path.suffix in (".html", ".svg", ".txt", ".env", ".csv", ".json"):
+                assert not re.search("[\x00\x07\x1b]", path.read_text(errors="replace")), path
+
+    return Attack(["commprof", "report", str(run), "--out", str(out)], 0, "", [out], after=page_clean)
+
+
 CASES: dict[str, Callable[[Path], Attack]] = {
     # 1. variables that name a file NCCL, torch, FlashInfer or an engine reads, writes or loads
     **{f"sweep-env-names-a-file-{n}": _sweep_names_a_file(n) for n in FILE_NAMES},
@@ -409,6 +478,13 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "graph-nchannels-0": _graph_file(('nchannels="2"', 'nchannels="0"')),
     "graph-nchannels-minus-3": _graph_file(('nchannels="2"', 'nchannels="-3"')),
     **{f"graph-speedintra-{v}": _graph_file(('speedintra="31.5"', f'speedintra="{v}"')) for v in ("nan", "-5", "inf")},
+    # 7. numbers past the range of their unit, and labels holding control characters
+    "observed-step-ms-1e308": _observed_ms("1e308", r"--observed-step-ms: '1e308' must be a number .* at most"),
+    "observed-step-ms-T-twice": _observed_ms("4=5,4=6", r"--observed-step-ms: T = 4 given twice"),
+    "observed-trace-dur-1e308": _observed_dur_1e308,
+    "trace-message-size-1e19": _message_size_1e19,
+    "inspector-exec-time-1e308": _inspector_time_1e308,
+    "label-nul-esc-bel": _label_controls,
     # 4. the GPU smoke's output, the one command run as root on air-gapped boxes
     "smoke-archive-names-a-folder": lambda tmp: _smoke(
         tmp, r"--archive .*adir: a folder", lambda o, a: a.mkdir(parents=True), archive=tmp / "a" / "adir"
@@ -457,6 +533,8 @@ def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case,
         assert len(errors) == 1 and re.search(attack.error, errors[0]), ran.err[-3000:]
     else:
         assert errors == [], ran.err[-3000:]
+    if attack.absent:
+        assert not re.search(attack.absent, ran.out + ran.err), (ran.out + ran.err)[-3000:]
     if attack.after is not None:
         attack.after()
 

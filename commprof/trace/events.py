@@ -20,8 +20,10 @@ import pandas as pd
 from commprof.errors import UsageError
 from commprof.terminal import one_line
 from commprof.textfiles import LOG_BYTES, parse_json, read_bytes
+from commprof.units import MAX_TIME_US
 
 COLUMNS = ["name", "cat", "pid", "tid", "ts", "dur", "args"]
+MAX_TS_US = 1e18  # Kineto's ts: µs since the epoch (about 1.8e15 today) or since the profiler started
 # What the analyses read: GPU kernels, their launches, annotations (steps, nccl:*, gloo:*) and c10d CPU ops.
 CATEGORIES = ("kernel", "cuda_runtime", "user_annotation")
 
@@ -74,7 +76,8 @@ def trace_from_dict(data: dict[str, Any], path: str, default_rank: int) -> Trace
     frame["args"] = frame["args"].map(_plain_args)
     frame = frame[frame["name"].map(lambda n: isinstance(n, str)) & frame["tid"].map(_plain) & frame["pid"].map(_plain)]
     frame = frame.dropna(subset=["ts", "dur"]).sort_values("ts", kind="stable", ignore_index=True)
-    bad = frame[~(np.isfinite(frame["ts"]) & np.isfinite(frame["dur"]) & (frame["dur"] >= 0))]
+    sane = (frame["ts"].abs() <= MAX_TS_US) & (frame["dur"] >= 0) & (frame["dur"] <= MAX_TIME_US)
+    bad = frame[~(np.isfinite(frame["ts"]) & np.isfinite(frame["dur"]) & sane)]
     if not bad.empty:
         event = bad.iloc[0]
         raise UsageError(
