@@ -37,12 +37,26 @@ def _nvml(indices: list) -> str:
 
 
 def _bundle_case(command: str, status: int = 0, error: str = "", limit_s: float = 60.0, name: str = "b", **files):
-    """`commprof doctor --from B` or `commprof nccl-graph --from-bundle B --out G` of a bundle holding `files`."""
+    """`commprof doctor --from B`, `commprof nccl-graph --from-bundle B --out G` or `commprof simulate --from-bundle
+    B --sweep S --out G` of a bundle holding `files`."""
 
     def case(tmp):
         bundle = _bundle(tmp, name, **files)
         if command == "doctor":
             return Attack(["commprof", "doctor", "--from", str(bundle)], status, error, [bundle], limit_s)
+        if command == "simulate":
+            sweep = sweep_file(tmp, "")
+            argv = [
+                "commprof",
+                "simulate",
+                "--from-bundle",
+                str(bundle),
+                "--sweep",
+                str(sweep),
+                "--out",
+                str(tmp / "g"),
+            ]
+            return Attack(argv, status, error, [bundle, tmp / "g"], limit_s)
         argv = ["commprof", "nccl-graph", "--from-bundle", str(bundle), "--out", str(tmp / "g")]
         return Attack(argv, status, error, [bundle, tmp / "g"], limit_s)
 
@@ -185,7 +199,7 @@ CASES: dict[str, Callable[[Path], Attack]] = {
         f"bundle-topo-1000-gpus-{command}": _bundle_case(
             command, 2, r"topo -m: 1000 GPUs and NICs, more than", 20, nvidia_topo=_TOPO_1000
         )
-        for command in ("doctor", "nccl-graph")
+        for command in ("doctor", "nccl-graph", "simulate")
     },
     **{
         f"bundle-smi-million-gpus-{command}": _bundle_case(
