@@ -38,8 +38,8 @@ extras: install
 	$(PY) -m pip install --quiet -e '.[b12x]' -c $(VENV)/torch-pin.txt || echo "b12x not installed next to this torch: pip install 'commprof[b12x]' to bind and run it"
 
 lint: dev
-	$(VENV)/bin/ruff check commprof tests bench
-	$(VENV)/bin/ruff format --check commprof tests bench
+	$(VENV)/bin/ruff check commprof tests bench tools
+	$(VENV)/bin/ruff format --check commprof tests bench tools
 
 # Two tiers: the in-process tests, then those that start real processes (`processes`: torchrun sweeps, fork servers,
 # subprocesses, a browser). One pytest worker per core, at most 4 (pytest-xdist); the first tier keeps each file on

@@ -27,6 +27,30 @@ EXPORT_NAMES = frozenset(
 )
 # NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN, NCCL_PROFILER_PLUGIN, VLLM_PLUGINS, ...: each names code to load.
 _LOADS_CODE = re.compile(r"_PLUGINS?$")
+# Names of a file or folder a library reads, writes or loads from: NCCL_CONF_FILE (NCCL src/misc/param.cc
+# initEnvFunc hands it to setEnvFile, which sets every NAME=VALUE the file holds, a plug-in's name included),
+# NCCL_DEBUG_FILE (opened for writing, debug.cc), NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE / NCCL_GRAPH_DUMP_FILE
+# (topo.cc, search.cc), TORCH_NCCL_DEBUG_INFO_TEMP_FILE (torch's flight recorder dump), FLASHINFER_WORKSPACE_BASE
+# and FLASHINFER_*_DIR (flashinfer 0.7.4 jit/env.py), VLLM_CONFIG_ROOT / VLLM_CACHE_ROOT (vLLM envs.py).
+_NAMES_A_FILE = re.compile(r"_(FILES?|CONF|CONFIG|ROOT|BASE|DIRS?|PATHS?|FOLDER|WORKTREE)(_|$)")
+# Those the pattern misses, read in flashinfer 0.7.4: a log file (__init__.py FLASHINFER_LOGDEST, jit/core.py
+# FLASHINFER_JIT_BUILD_LOG), a program it runs (jit/core.py FLASHINFER_NVCC, jit/cpp_ext.py *_LAUNCHER), a file
+# the autotuner loads (autotuner.py FLASHINFER_TACTICS_BLOCKLIST), a command b12x records and a vLLM folder.
+NAMES_CODE_OR_FILE = frozenset(
+    {
+        "FLASHINFER_LOGDEST",
+        "FLASHINFER_JIT_BUILD_LOG",
+        "FLASHINFER_NVCC",
+        "FLASHINFER_NVCC_LAUNCHER",
+        "FLASHINFER_CXX_LAUNCHER",
+        "FLASHINFER_TACTICS_BLOCKLIST",
+        "B12X_PROBE_COMMAND",
+        "VLLM_ASSETS_CACHE",
+    }
+)
+# The one file variable a sweep may set and an export may write: commprof reads the file by NCCL's own rules before
+# a point runs with it (nccl_graph/nccl_reader.py), and an export names it only at the file measured, by sha256.
+CHECKED_FILE_NAMES = frozenset({"NCCL_GRAPH_FILE"})
 
 
 def export_name_problem(name: object) -> str | None:
@@ -36,6 +60,11 @@ def export_name_problem(name: object) -> str | None:
         return f"not an environment variable name: {name!r} (letters, digits and _, not starting with a digit)"
     if _LOADS_CODE.search(name):
         return f"{name} names code to load; set it on the launch yourself, never from a sweep file or a run"
+    if name in NAMES_CODE_OR_FILE or (_NAMES_A_FILE.search(name) and name not in CHECKED_FILE_NAMES | EXPORT_NAMES):
+        return (
+            f"{name} names a file, folder or program a library reads, writes or runs; set it on the launch "
+            "yourself, never from a sweep file or a run"
+        )
     if name in EXPORT_NAMES or name.startswith(EXPORT_PREFIXES):
         return None
     return (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -14,6 +16,9 @@ from commprof.terminal import printable
 EXIT_STOPPED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+# How long a rank that prints nothing waits before it ends in a refusal every rank makes: rank 0, which prints the
+# one line, ends first, and torchrun ends this one then.
+QUIET_RANK_DELAY_S = 5.0
 
 
 class UsageError(Exception):
@@ -54,4 +59,7 @@ def run_command(command: click.Command, argv: Sequence[str] | None, prog_name: s
         return 0
     if not quiet:
         click.echo(printable(f"commprof: {message}"), err=True)
+    elif status == EXIT_USAGE:  # every rank refuses alike; torchrun ends the others when one fails: rank 0 says why
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # torchrun's stop ends it silently: rank 0 has said why
+        time.sleep(QUIET_RANK_DELAY_S)
     return status

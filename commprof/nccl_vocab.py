@@ -337,7 +337,7 @@ def thread_thresholds(raw: object) -> str:
 
 
 def file_path(raw: object) -> str:
-    """A file NCCL opens (NCCL_GRAPH_FILE, NCCL_TOPO_FILE): a non-empty path on one line."""
+    """A file NCCL opens (NCCL_GRAPH_FILE, the one file variable a sweep may set): a non-empty path on one line."""
     if not isinstance(raw, str) or not raw.strip() or any(c in raw for c in "\n\r\0"):
         raise ValueError(f"{raw!r} is not a file path (allowed: a non-empty path on one line)")
     return raw.strip()
@@ -375,7 +375,6 @@ ENV_CHECKS: dict[str, Callable[[object], str]] = {
     "NCCL_CGA_CLUSTER_SIZE": int_range(0, 8),
     "NCCL_THREAD_THRESHOLDS": thread_thresholds,
     "NCCL_GRAPH_FILE": file_path,
-    "NCCL_TOPO_FILE": file_path,
 }
 # Files that replace NCCL's own topology detection (NCCL_TOPO_FILE) or graph search (NCCL_GRAPH_FILE), read at
 # every communicator's init (src/graph/topo.cc, search.cc ncclTopoCompute); and where NCCL writes what it

@@ -3,6 +3,19 @@
 from __future__ import annotations
 
 _UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+# The ranges a number read from a file or flag may have before it reaches a page: no collective moves more than
+# 256 TiB, no event, collective or step lasts more than a day.
+MAX_BYTES = 1 << 48
+MAX_TIME_US = 86_400e6
+
+
+def bounded_bytes(count: object, size: object) -> int | None:
+    """`count` elements of `size` bytes, when both are whole numbers and the product is from 1 to MAX_BYTES."""
+    try:
+        nbytes = int(count) * int(size)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return nbytes if 0 < nbytes <= MAX_BYTES else None
 
 
 def format_bytes(count: float) -> str:

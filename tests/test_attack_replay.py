@@ -302,6 +302,7 @@ def _source_every_export(folder: Path, tmp: Path) -> None:
     """Each file a user sources or pastes into a shell, sourced in a clean shell: it runs nothing, sets only
     variables commprof may set."""
     from commprof.env_names import is_export_name
+    from commprof.report.exports.engine_hints import OWN_FILES
 
     clean = tmp / "clean-shell"
     clean.mkdir()
@@ -313,7 +314,8 @@ def _source_every_export(folder: Path, tmp: Path) -> None:
             timeout=60,
         )
         names = {item.split(b"=", 1)[0].decode() for item in shell.stdout.split(b"\0") if item}
-        assert names - {"PWD", "SHLVL", "_", "OLDPWD"} <= {n for n in names if is_export_name(n)}, (path, names)
+        mine = {n for n in names if is_export_name(n) or n in OWN_FILES}  # OWN_FILES: at a file beside it
+        assert names - {"PWD", "SHLVL", "_", "OLDPWD"} <= mine, (path, names)
         assert list(clean.iterdir()) == [] and not (tmp / "PWNED").exists(), path
 
 

@@ -122,8 +122,7 @@ def test_a_file_missing_a_gpu_or_miscounting_channels_is_refused(box):
     text = text.replace('nchannels="1"', 'nchannels="2"')
     with pytest.raises(GraphFileError, match="nchannels=2 but 1"):
         check_against_box(read_graph_file(text), box)
-    with pytest.raises(ValueError, match="-->"):
-        write_graph_file((), "a --> b")
+    assert "<!-- a - -> b -->" in write_graph_file((), "a --> b")  # a folder named so cannot end the comment
 
 
 def test_reader_follows_nccl_rules():

@@ -12,6 +12,7 @@ import pytest
 
 from commprof.cli import main
 from commprof.records.files import read_records
+from commprof.terminal import one_line
 from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
 
 pytestmark = pytest.mark.processes
@@ -45,9 +46,9 @@ def test_nan_results_hostile_labels_and_leftover_helpers_are_dealt_with_and_the_
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
     records = [r for r in read_records(only_run_dir(tmp_path / "runs") / "results.jsonl") if r["mode"] == "eager"]
-    status = {r["point"]["label"]: r["status"] for r in records}
+    status = {r["point"]["label"]: r["status"] for r in records}  # read back printable: "x touch PWNED #"
     assert status["tests.plugins.faulty:NaNOnRank0"] == "wrong"
-    assert status[MARKUP] == status[NEWLINES] == status["COMMPROF_TEST_KNOB=c"] == status["defaults"] == "ok"
+    assert status[MARKUP] == status[one_line(NEWLINES)] == status["COMMPROF_TEST_KNOB=c"] == status["defaults"] == "ok"
     assert status["tests.plugins.faulty:LeavesADaemon"] == "ok"
     (nan,) = [r for r in records if r["status"] == "wrong"]
     assert nan["check"]["non_finite"] > 0 and "NaN/Inf" in nan["message"]

@@ -289,10 +289,12 @@ def trimmed_channels(params: CostParams, op: Op, algo: str, proto: str) -> int:
         override = params.thread_thresholds[(3 if algo == "ring" else 0) + PROTOS.index(proto)]
         if override >= 0:
             threshold = override
-    nc = channels
-    while op.nbytes < nc * threads * threshold and nc >= 2:
-        nc -= 1
-    return nc
+    # NCCL's loop (`while (nBytes < nc * nt * threshold && nc >= 2) nc--`) in closed form: one step, whatever
+    # the channel count.
+    unit = threads * threshold
+    if channels < 2 or unit <= 0 or op.nbytes >= channels * unit:
+        return channels
+    return max(1, min(channels, int(op.nbytes // unit)))
 
 
 def estimate(params: CostParams, op: Op, algo: str, proto: str, trim: bool = True) -> Choice | None:

@@ -176,6 +176,7 @@ def _graph_models(spec, graph_box: Path | None, flag: str = "--graph-box") -> di
     or why it cannot be simulated."""
     from commprof.costmodel.graph_sim import file_model, generated_models
     from commprof.nccl_graph.candidates import GENERATED_PREFIX
+    from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
 
     values = {p.env["NCCL_GRAPH_FILE"] for p in spec.points if "NCCL_GRAPH_FILE" in p.env}
     if not values:
@@ -197,9 +198,15 @@ def _graph_models(spec, graph_box: Path | None, flag: str = "--graph-box") -> di
             )
         elif not value.startswith(GENERATED_PREFIX):
             try:
-                models[value] = file_model(value, read_text(value, "NCCL graph file"))
+                text = read_text(value, "NCCL graph file")
             except UsageError as exc:
                 models[value] = str(exc)
+                continue
+            try:  # a file NCCL would refuse or misread is refused before anything is simulated or written
+                read_graph_file(text)
+            except GraphFileError as exc:
+                raise UsageError(f"NCCL_GRAPH_FILE={value}: NCCL would refuse it ({exc})") from None
+            models[value] = file_model(value, text)
     return models
 
 

@@ -8,14 +8,17 @@ own (nvml.json, nccl_init.log, gpu_tests.json, ...) and manifest.json, which say
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 from pathlib import Path
+from typing import Any
 
 from commprof.doctor.facts import Facts, Source
 from commprof.errors import UsageError
 from commprof.floor.record import entry_problem
 from commprof.terminal import one_line
-from commprof.textfiles import LOG_BYTES, parse_json, read_text
+from commprof.textfiles import CONFIG_BYTES, parse_json, read_text
 
 # Bundle key -> what it holds.
 TEXT_FILES = {
@@ -39,6 +42,11 @@ TEXT_FILES = {
 JSON_FILES = {"sysfs_pci": "sysfs PCIe link and AER files of the GPUs and the bridges above them"}
 NVML_FILE, TESTS_FILE, MANIFEST_FILE = "nvml.json", "gpu_tests.json", "manifest.json"
 FLOOR_FILE = "floor.json"  # the floor probe's result as meta.json records it (commprof.floor.record)
+# What is read of a bundle's text file: its last TEXT_BYTES and at most TEXT_LINES lines (a dmesg's recent end;
+# every other file is far smaller), so a bundle costs what its GPUs do, whatever a file holds.
+TEXT_BYTES, TEXT_LINES = 8 << 20, 100_000
+# GPUs one box's bundle may describe: NCCL_TOPO_MAX_NODES (src/graph/topo.h), the most one node's topology holds.
+MAX_GPUS = 256
 
 
 def read_bundle(directory: Path, flag: str = "--from") -> Facts:
@@ -59,10 +67,12 @@ def read_bundle(directory: Path, flag: str = "--from") -> Facts:
         elif name in JSON_FILES and _json(path) is None:
             facts.sources[name] = Source(name, f"bundle {directory.name}/{path.name}", None, "not valid JSON")
         else:
-            text = read_text(path, "bundle file", LOG_BYTES, errors="replace")
-            facts.sources[name] = Source(name, f"{directory.name}/{path.name}", text)
+            text, cut = _text_end(path)
+            facts.sources[name] = Source(name, f"{directory.name}/{path.name}{cut}", text)
     nvml = _json(directory / NVML_FILE)
     nvml = nvml if isinstance(nvml, dict) else {}
+    if problem := topology_problem(nvml.get("topology")):
+        raise UsageError(f"{flag} {directory}: {NVML_FILE}: topology.{problem}")
     # A hand-edited or truncated bundle must not crash the checks: keep only answers of the right shape.
     facts.topology = nvml.get("topology") if isinstance(nvml.get("topology"), dict) else None
     facts.gpu_health = nvml.get("health") if isinstance(nvml.get("health"), list) else None
@@ -135,8 +145,65 @@ def _find(directory: Path, name: str) -> Path | None:
     return None
 
 
+def topology_problem(topology: Any) -> str | None:
+    """Why NVML's answer in nvml.json could not describe one box, naming the field, or None: at most MAX_GPUS
+    GPUs, each index an integer from 0 to MAX_GPUS - 1 given once (NVML numbers each GPU once), with a bus id and a
+    name; each pair two of those GPUs and a level."""
+    if not isinstance(topology, dict):
+        return None
+    gpus, pairs = topology.get("gpus") or [], topology.get("pairs") or []
+    if not isinstance(gpus, list) or len(gpus) > MAX_GPUS:
+        return f"gpus: not a list of at most {MAX_GPUS} GPUs (NCCL_TOPO_MAX_NODES)"
+    seen: set[int] = set()
+    for number, gpu in enumerate(gpus):
+        index = gpu.get("index") if isinstance(gpu, dict) else None
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < MAX_GPUS:
+            return f"gpus[{number}].index: {one_line(index)[:40]} is not an integer from 0 to {MAX_GPUS - 1}"
+        if index in seen:
+            return f"gpus[{number}].index: {index} given twice (NVML numbers each GPU once)"
+        seen.add(index)
+        for key in ("pci_bus_id", "name"):
+            if not isinstance(gpu.get(key), str) or len(gpu[key]) > 200:
+                return f"gpus[{number}].{key}: not a string of at most 200 characters"
+    if not isinstance(pairs, list) or len(pairs) > len(seen) * (len(seen) - 1) // 2:
+        return f"pairs: not a list of at most one entry per pair of its {len(seen)} GPUs"
+    for number, pair in enumerate(pairs):
+        ends = pair.get("gpus") if isinstance(pair, dict) else None
+        if not (isinstance(ends, list) and len(ends) == 2 and all(isinstance(e, int) and e in seen for e in ends)):
+            return f"pairs[{number}].gpus: not two of the GPUs' indices"
+        if pair.get("level") is not None and not isinstance(pair["level"], str):
+            return f"pairs[{number}].level: not a string"
+    return None
+
+
+def _text_end(path: Path) -> tuple[str, str]:
+    """(the end of a bundle text file, read within TEXT_BYTES and TEXT_LINES, "" or a note of what was left out)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UsageError(f"cannot read bundle file {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"bundle file {path}: not a regular file")
+        handle.seek(max(0, info.st_size - TEXT_BYTES))
+        data = handle.read(TEXT_BYTES)
+    start = 0 if info.st_size <= TEXT_BYTES else data.find(b"\n") + 1  # a line cut by the seek is left out
+    end = len(data) - 1
+    for _ in range(TEXT_LINES):
+        end = data.rfind(b"\n", start, end)
+        if end < 0:
+            break
+    start = max(start, end + 1)
+    text = data[start:].decode("utf-8", errors="replace")
+    cut = (
+        f" (its last {text.count(chr(10))} lines of {info.st_size} bytes)" if start or info.st_size > len(data) else ""
+    )
+    return text, cut
+
+
 def _json(path: Path):
     try:
-        return parse_json(read_text(path, "bundle file", LOG_BYTES), str(path))
+        return parse_json(read_text(path, "bundle file", CONFIG_BYTES), str(path))
     except UsageError:  # absent, not a regular file, too large or not JSON: the checks say what is missing
         return None

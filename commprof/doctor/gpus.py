@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from commprof.doctor.facts import Facts
-from commprof.doctor.parse_nvsmi import number, parse_nvidia_smi_q, parse_topo_matrix, value
+from commprof.doctor.parse_nvsmi import MAX_TOPO_DEVICES, number, parse_nvidia_smi_q, parse_topo_matrix, value
 from commprof.doctor.topology_probe import normalize_bus_id
+from commprof.errors import UsageError
 
 GPU_KEYS = (
     "index",
@@ -50,6 +51,11 @@ def gpu_view(facts: Facts) -> tuple[list[dict[str, Any]], str, str]:
     smi = facts.source("nvidia_smi_full")
     if smi.ok:
         parsed = parse_nvidia_smi_q(smi.text)
+        if len(parsed["gpus"]) > MAX_TOPO_DEVICES // 2:
+            raise UsageError(
+                f"{smi.where}: {len(parsed['gpus'])} GPUs, more than the {MAX_TOPO_DEVICES // 2} one box holds "
+                "(NCCL_TOPO_MAX_NODES)"
+            )
         if parsed["gpus"]:
             topo = facts.source("nvidia_topo")
             numa = parse_topo_matrix(topo.text)["numa"] if topo.ok else {}

@@ -9,6 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from commprof.errors import UsageError
+
+MAX_TOPO_DEVICES = 512  # GPUs and NICs one `nvidia-smi topo -m` may list: NCCL_TOPO_MAX_NODES (256) of each
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _GPU_SECTION = re.compile(r"^GPU [0-9A-Fa-f]{4,}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]$")
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?")
@@ -85,11 +88,19 @@ def parse_topo_matrix(text: str) -> dict[str, Any]:
             if cells[0].startswith("GPU"):
                 header = cells
             continue
-        if not re.fullmatch(r"GPU\d+", cells[0]):
+        if not re.fullmatch(r"GPU[0-9]+", cells[0]):
             continue
+        if len(cells[0]) > 6:
+            raise UsageError(
+                f"nvidia-smi topo -m: row {cells[0][:12]}... ({len(cells[0]) - 3} digits) names no GPU of a box"
+            )
         row = int(cells[0][3:])
         out["gpus"].append(row)
-        devices = [h for h in header if re.fullmatch(r"(GPU|NIC)\d+", h)]
+        devices = [h for h in header if re.fullmatch(r"(GPU|NIC)[0-9]{1,3}", h)]
+        if len(devices) > MAX_TOPO_DEVICES:
+            raise UsageError(
+                f"nvidia-smi topo -m: {len(devices)} GPUs and NICs, more than the {MAX_TOPO_DEVICES} a box holds"
+            )
         matrix, rest = cells[1 : 1 + len(devices)], cells[1 + len(devices) :]
         for col, level in zip(devices, matrix):
             if col.startswith("GPU") and int(col[3:]) != row:
@@ -97,5 +108,5 @@ def parse_topo_matrix(text: str) -> dict[str, Any]:
         extra = dict(zip([h for h in header if h not in devices], rest))
         out["cpu_affinity"][row] = extra.get("CPU Affinity") if extra.get("CPU Affinity") != "N/A" else None
         numa = extra.get("NUMA Affinity")
-        out["numa"][row] = int(numa) if numa and numa.isdigit() else None
+        out["numa"][row] = int(numa) if numa and re.fullmatch(r"[0-9]{1,4}", numa) else None
     return out

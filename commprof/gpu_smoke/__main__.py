@@ -14,12 +14,16 @@ import time
 import traceback
 from pathlib import Path
 
+from commprof.errors import UsageError
 from commprof.gpu_smoke import verdicts
 from commprof.gpu_smoke.archive import ARCHIVE_LIMIT_BYTES, pack, plan_archive
 from commprof.gpu_smoke.environment import FAIL, RUN, SKIP, decide, probe_environment
 from commprof.gpu_smoke.run import BUDGET_S, EXTENDED_BUDGET_S, gpu_paths
 from commprof.gpu_smoke.verdicts import Verdict, exit_code, format_verdicts, summary
+from commprof.records.folder import write_atomic
 
+# The files the smoke writes in --out itself (and summary.json beside the archive): an archive never takes a name.
+OWN_FILES = ("summary.txt", "smoke.log", "summary.json")
 # The first verdict, on the machine itself: no GPU anywhere is a skip, unusable GPUs a failure.
 MACHINE_VERDICT = {RUN: verdicts.PASS, SKIP: verdicts.SKIP, FAIL: verdicts.FAIL}
 
@@ -84,8 +88,8 @@ def smoke(out: Path | None, archive: Path | None, extended: bool, budget: int | 
                 Verdict("the smoke itself", verdicts.FAIL, f"{type(exc).__name__}: {exc}\n" + "\n".join(where[-6:]))
             )
     text = format_verdicts(found)
-    (out / "summary.txt").write_text(text + "\n")
-    (out / "smoke.log").write_text("\n".join(transcript) + "\n" + text + "\n")
+    write_atomic(out / "summary.txt", (text + "\n").encode())
+    write_atomic(out / "smoke.log", ("\n".join(transcript) + "\n" + text + "\n").encode())
     result = summary(env.to_dict(), found, time.monotonic() - started)
     if archive is not None:
         inside = (
@@ -95,11 +99,11 @@ def smoke(out: Path | None, archive: Path | None, extended: bool, budget: int | 
         )
         kept, left_out = plan_archive(out, exclude={"summary.json", *inside, *(f"{i}.partial" for i in inside)})
         result["archive"] = {"path": str(archive), "files": len(kept) + 1, "left_out": left_out}
-    (out / "summary.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_atomic(out / "summary.json", (json.dumps(result, indent=1) + "\n").encode())
     if archive is not None:
         archive.parent.mkdir(parents=True, exist_ok=True)
         size = pack(out, [out / "summary.json", *kept], archive)
-        (archive.parent / "summary.json").write_text(json.dumps(result, indent=1) + "\n")
+        write_atomic(archive.parent / "summary.json", (json.dumps(result, indent=1) + "\n").encode())
         dropped = f"; left out (over {ARCHIVE_LIMIT_BYTES >> 20} MiB): {len(left_out)} file(s)" if left_out else ""
         say(f"gpu-smoke: {archive} ({size / 2**20:.1f} MiB, {len(kept) + 1} files{dropped}), summary.json beside it")
     kept_text = (
@@ -115,10 +119,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.budget is not None and args.budget < 60:
         print("python -m commprof.gpu_smoke: error: --budget must be at least 60 seconds", file=sys.stderr)
         return 2
-    if problem := foreign_summary(args.out, args.archive):
+    if problem := output_problem(args.out, args.archive) or foreign_summary(args.out, args.archive):
         print(f"python -m commprof.gpu_smoke: error: {problem}", file=sys.stderr)
         return 2
-    return smoke(args.out, args.archive, args.extended, args.budget, echo=lambda text: print(text, flush=True))
+    try:
+        return smoke(args.out, args.archive, args.extended, args.budget, echo=lambda text: print(text, flush=True))
+    except (UsageError, OSError) as exc:  # --out or the archive could not be written: read-only, full, a link
+        what = exc if isinstance(exc, UsageError) else f"{exc.filename or '--out'}: cannot be written ({exc.strerror})"
+        print(f"python -m commprof.gpu_smoke: error: {what}", file=sys.stderr)
+        return 2
+
+
+def output_problem(out: Path | None, archive: Path | None) -> str | None:
+    """Why --out or --archive cannot be written as asked, before any work: a file named as the folder, a folder
+    named as the archive, an archive taking the name of a file the smoke writes."""
+    if out is not None and out.exists() and not out.is_dir():
+        return f"--out {out}: a file, not a folder; name a folder (it is made where missing)"
+    if archive is None:
+        return None
+    if archive.is_dir():
+        return f"--archive {archive}: a folder; name the .tgz to write, e.g. {archive / 'gpu-smoke.tgz'}"
+    own = [archive.parent / "summary.json"] + ([out / name for name in OWN_FILES] if out is not None else [])
+    if archive.name == "summary.json" or any(archive.resolve() == path.resolve() for path in own):
+        return f"--archive {archive}: the smoke writes a summary of that name; name the archive something else"
+    return None
 
 
 def foreign_summary(out: Path | None, archive: Path | None) -> str | None:

@@ -8,6 +8,8 @@ import tarfile
 import zlib
 from pathlib import Path
 
+from commprof.records.folder import atomic_file
+
 ARCHIVE_LIMIT_BYTES = 16 << 20
 MARGIN_BYTES = 512 << 10  # summary.json, tar headers and padding, gzip's framing
 # Kept first, in this order (glob patterns under --out); everything else after, smallest first.
@@ -23,7 +25,11 @@ def _packed_size(path: Path) -> int:
 def plan_archive(out: Path, exclude: set[str] = frozenset()) -> tuple[list[Path], list[str]]:
     """(files to pack in order, "path (N KiB)" of each left out to stay under the limit); `exclude`: names
     relative to `out` packed separately (summary.json, written after this plan)."""
-    files = [p for p in sorted(out.rglob("*")) if p.is_file() and str(p.relative_to(out)) not in exclude]
+    files = [
+        p
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and not p.is_symlink() and str(p.relative_to(out)) not in exclude
+    ]  # a link is never followed: what it names is outside what the smoke wrote
     rank = {}
     for p in files:
         rel = p.relative_to(out)
@@ -44,10 +50,9 @@ def plan_archive(out: Path, exclude: set[str] = frozenset()) -> tuple[list[Path]
 
 
 def pack(out: Path, files: list[Path], archive: Path) -> int:
-    """Write `files` (under `out`, named relative to its parent folder) into a .tgz; its size in bytes."""
-    partial = archive.with_name(archive.name + ".partial")
-    with tarfile.open(partial, "w:gz") as tar:
+    """Write `files` (under `out`, named relative to its parent folder) into a .tgz, whole or not at all and never
+    through a link (records.folder.atomic_file); its size in bytes."""
+    with atomic_file(archive) as handle, tarfile.open(fileobj=handle, mode="w:gz") as tar:
         for p in files:
             tar.add(p, arcname=str(Path(out.name) / p.relative_to(out)), recursive=False)
-    partial.replace(archive)
     return archive.stat().st_size

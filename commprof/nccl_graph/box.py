@@ -7,6 +7,7 @@ Small on purpose: the GPUs, where they hang and how fast a hop is. The simulator
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +73,7 @@ def box_from_facts(facts: Facts) -> Box:
         raise UsageError(f"{facts.origin}: {len(gpus)} GPU(s) ({why or where}): a graph file needs 2 GPUs or more")
     levels, levels_where = pair_levels(facts)
     indices = [g["index"] for g in gpus]
-    missing = [(a, b) for a in indices for b in indices if a < b and (a, b) not in levels]
+    missing = list(itertools.islice(((a, b) for a in indices for b in indices if a < b and (a, b) not in levels), 4))
     if missing:
         raise UsageError(
             f"{facts.origin}: no path level for GPU pair(s) {', '.join(f'{a}-{b}' for a, b in missing[:4])} "

@@ -10,7 +10,10 @@ commprof.nccl_graph.nccl_reader reads files back by the same rules. Pure.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
+
+from commprof.terminal import one_line
 
 GRAPH_XML_VERSION = 1  # NCCL_GRAPH_XML_VERSION (xml.h); the loader refuses any other
 # struct ncclTopoGraph ids (init.cc): the search NCCL_GRAPH_FILE's <graph id> replaces.
@@ -79,9 +82,8 @@ def dev_text(index: int) -> str:
 def write_graph_file(graphs: tuple[Graph, ...], comment: str) -> str:
     """The file text: the comment first, then <graphs>. Indented with spaces: NCCL's parser skips only
     spaces and line ends between elements (xml.cc xmlGetNode), a tab is a parse error."""
-    if "-->" in comment:
-        raise ValueError("a graph file comment cannot hold '-->' (it would end the comment early)")
-    lines = [f"<!-- {line} -->" for line in comment.splitlines() if line.strip()]
+    # XML comments hold no "--" (a folder named "a-->b" would end one early): each dash before another is spaced.
+    lines = [f"<!-- {re.sub('-(?=-)', '- ', one_line(line))} -->" for line in comment.splitlines() if line.strip()]
     lines.append(f'<graphs version="{GRAPH_XML_VERSION}">')
     for graph in graphs:
         attributes = " ".join(f'{k}="{v}"' for k, v in graph.attributes().items())

@@ -13,6 +13,7 @@ typeintra / typeinter match a kvDictLinkType prefix, else NCCL silently uses LOC
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -21,6 +22,9 @@ from commprof.nccl_graph.graph_file import GRAPH_ATTRIBUTES, GRAPH_XML_VERSION, 
 MAX_STR_LEN = 255  # xml.h: a name or value holds MAX_STR_LEN - 1 characters
 MAX_ATTR_COUNT = 16  # xml.h: later attributes are read and dropped
 MAX_SUBS = 640  # xml.h: sub-elements per element
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1  # C long on the 64-bit Linux NCCL runs on
+MAX_CHANNELS = 64  # src/include/device.h MAXCHANNELS (2.27-2.30): graph->intra holds this many channels
+MAX_GPU_DEV = 255  # src/graph/topo.h NCCL_TOPO_MAX_NODES 256: a GPU's dev indexes the node's GPUs
 # xmlLoadSub handlers of ncclTopoGetXmlGraphFromFile: element -> the sub-elements it keeps.
 HANDLERS = {None: ("graphs",), "graphs": ("graph",), "graph": ("channel",), "channel": ("net", "gpu")}
 _SPACE, _END_OF_NAME = " \n\r", " >/\n\r"
@@ -109,22 +113,24 @@ class _Reader:
         return value, self.char()
 
     def node(self) -> tuple[str, Node | None]:
-        """xmlGetNode: ("none", None) at the end, ("close", Node), ("open", Node) or ("single", Node)."""
-        c = " "
-        while c in _SPACE:
-            if self.pos >= len(self.text):
-                return "none", None
-            c = self.char()
-        if c != "<":
-            raise GraphFileError(f"expecting '<', got {c!r} at character {self.pos}")
-        start = self.pos
-        name, _, c = self.token(False)
-        if name.startswith("!--"):
+        """xmlGetNode: ("none", None) at the end, ("close", Node), ("open", Node) or ("single", Node); comments
+        skipped in a loop (a file of many comments needs no stack)."""
+        while True:
+            c = " "
+            while c in _SPACE:
+                if self.pos >= len(self.text):
+                    return "none", None
+                c = self.char()
+            if c != "<":
+                raise GraphFileError(f"expecting '<', got {c!r} at character {self.pos}")
+            start = self.pos
+            name, _, c = self.token(False)
+            if not name.startswith("!--"):
+                break
             end = self.text.find("-->", start + 3)
             if end < 0:
                 raise GraphFileError("unterminated comment")
             self.pos = end + 3
-            return self.node()
         if name == "" and c == "/":
             name, _, c = self.token(False)
             if c != ">":
@@ -145,9 +151,12 @@ class _Reader:
             raise GraphFileError(f"expected '>' in <{name}>, got {c!r}")
         return kind, node
 
-    def load(self, head: Node | None, keep: tuple[str, ...], ignored: list[str]) -> None:
-        """xmlLoadSub: sub-elements of `head` until its closing tag (the end of file at the top)."""
-        while True:
+    def load(self, ignored: list[str]) -> None:
+        """xmlLoadSub from the top, with a stack of open elements instead of NCCL's recursion (a file nested
+        thousands deep needs no Python stack): each open element's sub-elements until its closing tag."""
+        stack: list[tuple[Node | None, tuple[str, ...]]] = [(None, HANDLERS[None])]  # an element, what it keeps
+        while stack:
+            head, keep = stack[-1]
             kind, node = self.node()
             if kind == "none":
                 if head is not None:
@@ -156,21 +165,19 @@ class _Reader:
             if kind == "close":
                 if head is None or node.name != head.name:
                     raise GraphFileError(f"mismatched closing tag: </{node.name}> in <{head.name if head else ''}>")
-                return
-            if node.name in keep:
-                if head is not None:
-                    if len(head.subs) == MAX_SUBS:
-                        raise GraphFileError(f"<{head.name}> has more than {MAX_SUBS} sub-elements")
-                    head.subs.append(node)
-                if kind == "open":
-                    self.load(node, HANDLERS.get(node.name, ()), ignored)
-                if head is None:
-                    self.roots.append(node)
-            else:
-                if keep:
-                    ignored.append(node.name)
-                if kind == "open":
-                    self.load(node, (), [])
+                stack.pop()
+                continue
+            kept = node.name in keep
+            if kept and head is not None:
+                if len(head.subs) == MAX_SUBS:
+                    raise GraphFileError(f"<{head.name}> has more than {MAX_SUBS} sub-elements")
+                head.subs.append(node)
+            if kept and head is None:
+                self.roots.append(node)
+            if not kept and keep:
+                ignored.append(node.name)
+            if kind == "open":
+                stack.append((node, HANDLERS.get(node.name, ()) if kept else ()))
 
 
 def c_strtol(text: str, base: int) -> int:
@@ -185,11 +192,16 @@ def c_strtol(text: str, base: int) -> int:
         base = 8 if s.startswith("0") and len(s) > 1 else 10
     digits = ""
     for ch in s:
-        if ch.isdigit() and int(ch) < base or base > 10 and ch.lower() in "abcdef"[: base - 10]:
+        if ch in "0123456789"[:base] or base > 10 and ch.lower() in "abcdef"[: base - 10]:
             digits += ch
         else:
             break
-    return sign * int(digits, base) if digits else 0
+    if not digits:
+        return 0
+    digits = digits.lstrip("0") or "0"
+    if len(digits) > 24:  # past any long in every base: strtol saturates (ERANGE)
+        return LONG_MAX if sign > 0 else LONG_MIN
+    return max(LONG_MIN, min(LONG_MAX, sign * int(digits, base)))
 
 
 def c_strtof(text: str) -> float:
@@ -201,7 +213,7 @@ def read_graph_file(text: str) -> ReadFile:
     """The file as NCCL loads it; GraphFileError where NCCL would fail or silently misread it."""
     reader = _Reader(text)
     ignored: list[str] = []
-    reader.load(None, HANDLERS[None], ignored)
+    reader.load(ignored)
     if not reader.roots:
         raise GraphFileError("no <graphs> element")
     root = reader.roots[0]  # NCCL reads the first one (xml->nodes)
@@ -244,7 +256,7 @@ def _graph(node: Node, index: int) -> ReadGraph:
                 ranks.append(c_strtol(sub.attrs["rank"], 0) if "rank" in sub.attrs else None)
         channels.append(ReadChannel(tuple(gpus), tuple(ranks), tuple(nets)))
     attr = node.attrs
-    return ReadGraph(
+    graph = ReadGraph(
         id=c_strtol(attr["id"], 0),
         pattern=c_strtol(attr["pattern"], 0),
         crossnic=c_strtol(attr["crossnic"], 0),
@@ -257,3 +269,27 @@ def _graph(node: Node, index: int) -> ReadGraph:
         samechannels=c_strtol(attr["samechannels"], 0),
         channels=tuple(channels),
     )
+    if problem := graph_problem(graph):
+        raise GraphFileError(f"graph {index}: {problem}")
+    return graph
+
+
+def graph_problem(graph: ReadGraph) -> str | None:
+    """What NCCL could not run from a graph it read, naming the field: channels from 1 to MAXCHANNELS, finite
+    positive speeds, each channel's GPUs distinct devs from 0 to NCCL_TOPO_MAX_NODES - 1 (a ring visits each once)."""
+    if not 1 <= graph.nchannels <= MAX_CHANNELS:
+        return f"nchannels={graph.nchannels} is not from 1 to {MAX_CHANNELS} (NCCL's MAXCHANNELS)"
+    for name in ("speedintra", "speedinter"):
+        value = getattr(graph, name)
+        if not (math.isfinite(value) and value > 0):
+            return f"{name}={value} is not a finite positive speed (GB/s per channel)"
+    if not (math.isfinite(graph.latencyinter) and graph.latencyinter >= 0):
+        return f"latencyinter={graph.latencyinter} is not a finite latency from 0 µs"
+    for number, channel in enumerate(graph.channels):
+        bad = next((d for d in channel.gpus if not 0 <= d <= MAX_GPU_DEV), None)
+        if bad is not None:
+            return f"channel {number}: gpu dev={bad:#x} is not from 0 to {MAX_GPU_DEV:#x} (NCCL_TOPO_MAX_NODES)"
+        if len(set(channel.gpus)) != len(channel.gpus):
+            seen = sorted({d for d in channel.gpus if channel.gpus.count(d) > 1})
+            return f"channel {number}: gpu dev={seen[0]:#x} appears more than once (a ring visits each GPU once)"
+    return None

@@ -24,6 +24,7 @@ from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.records.point_ids import is_run_id
 from commprof.records.schema import READABLE_VERSIONS, upgraded
+from commprof.terminal import one_line
 from commprof.textfiles import RESULTS_BYTES, read_json, read_text
 
 RESULTS_FILE = "results.jsonl"
@@ -116,6 +117,8 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
         problem = record_problem(record)
         if problem:
             raise UsageError(f"{path}:{number}: not a usable record: {problem}")
+        if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
+            record["point"]["label"] = one_line(record["point"]["label"])
         yield record
 
 

@@ -7,9 +7,12 @@ then opened with O_NOFOLLOW, and a resumed folder holding any symbolic link is r
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from commprof.errors import UsageError
 
@@ -46,6 +49,37 @@ def write_nofollow(path: Path | str, data: bytes, append: bool = False, sync: bo
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path | str) -> Iterator[BinaryIO]:
+    """A binary file that becomes `path` whole or not at all: written as `path`.partial (never through a link),
+    then renamed over `path`. UsageError in one line where `path` or its .partial is a link or a folder, or where
+    it cannot be written (read-only, full); nothing is left behind then."""
+    path = Path(path)
+    if os.path.islink(path):
+        raise refused_link(path)
+    if path.is_dir():
+        raise UsageError(f"{path}: a folder where a file is to be written; name a file")
+    partial = path.with_name(path.name + ".partial")
+    written = False
+    try:
+        with os.fdopen(open_nofollow(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:
+            yield handle
+        os.replace(partial, path)  # replaces `path` itself, never what a link there (planted since) points to
+        written = True
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be written ({exc.strerror or exc})") from None
+    finally:
+        if not written and os.path.lexists(partial) and not os.path.islink(partial):
+            with contextlib.suppress(OSError):
+                partial.unlink()
+
+
+def write_atomic(path: Path | str, data: bytes) -> None:
+    """`data` as the file `path`, whole or not at all, never through a link (atomic_file)."""
+    with atomic_file(path) as handle:
+        handle.write(data)
 
 
 def make_folders(root: Path, *parts: str) -> Path:

@@ -13,8 +13,10 @@ from typing import Any, Literal, TypedDict
 from commprof.errors import UsageError
 from commprof.records.point_ids import is_point_id
 from commprof.records.schema import MODES
+from commprof.terminal import one_line
 
 PLAN_FILE = "plan.jsonl"
+MAX_COUNT = 10**9  # more stages or records per point than any sweep plans
 Unit = Literal["points", "searches"]  # a refinement stage plans points; a crossover stage, searches
 
 
@@ -60,8 +62,8 @@ class Plan:
 
 
 def parse_plan(text: str, path: Path) -> Plan:
-    """plan.jsonl's text read back; UsageError naming the file and line for a line that is no plan line (a torn
-    last line, from a writer killed mid-append, is skipped with a warning)."""
+    """plan.jsonl's text read back; UsageError naming the file, line and field for a line that is no plan line (a
+    torn last line, from a writer killed mid-append, is skipped with a warning). Stage names come back printable."""
     stages: dict[int, tuple[str, Unit]] = {}
     points: dict[int, tuple[tuple[str, ...], int]] = {}
     searches: dict[int, tuple[tuple[str, str], ...]] = {}
@@ -71,27 +73,63 @@ def parse_plan(text: str, path: Path) -> Plan:
         if not text_line.strip():
             continue
         try:
-            line = json.loads(text_line)
-            kind = line["line"]
-            if kind == "stages":
-                stages = {int(s["stage"]): (str(s["name"]), _unit(s["unit"])) for s in line["stages"]}
-            elif kind == "points":
-                points[int(line["stage"])] = (tuple(map(str, line["point_ids"])), int(line["per_point"]))
-            elif kind == "searches":
-                searches[int(line["stage"])] = tuple((str(s["point_id"]), str(s["mode"])) for s in line["searches"])
-            elif kind == "ended":
-                ended.add((int(line["stage"]), str(line["point_id"]), str(line["mode"])))
-            else:
-                raise ValueError(kind)
-        except (ValueError, KeyError, TypeError, RecursionError):
-            if number == len(lines):
+            line = json.loads(text_line, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as exc:
+            if number == len(lines) and not text.endswith("\n"):
                 warnings.warn(f"{path}:{number}: truncated last line skipped (the run was interrupted)", stacklevel=3)
                 continue
-            raise UsageError(f"{path}:{number}: not a plan line") from None
+            raise UsageError(f"{path}:{number}: not a plan line (not JSON: {one_line(exc)})") from None
+        try:
+            kind = line["line"]
+            if kind == "stages":
+                stages = {_count(s["stage"], 0): (one_line(_text(s["name"])), _unit(s["unit"])) for s in line["stages"]}
+            elif kind == "points":
+                ids = tuple(_point_id(p) for p in line["point_ids"])
+                points[_count(line["stage"], 0)] = (ids, _count(line["per_point"], 1, "per_point"))
+            elif kind == "searches":
+                pairs = tuple((_point_id(s["point_id"]), _mode(s["mode"])) for s in line["searches"])
+                searches[_count(line["stage"], 0)] = pairs
+            elif kind == "ended":
+                ended.add((_count(line["stage"], 0), _point_id(line["point_id"]), _mode(line["mode"])))
+            else:
+                raise ValueError(f"line {kind!r} is none of stages, points, searches, ended")
+        except KeyError as missing:
+            raise UsageError(f"{path}:{number}: not a plan line: no {one_line(missing)}") from None
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"{path}:{number}: not a plan line: {one_line(exc)}") from None
     return Plan(stages, points, searches, frozenset(ended))
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON number")
+
+
+def _count(value: Any, minimum: int, name: str = "stage") -> int:
+    """A stage index or a count of records: an integer from `minimum` to MAX_COUNT."""
+    if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= MAX_COUNT:
+        raise ValueError(f"{name} {one_line(value)[:40]} is not an integer from {minimum} to {MAX_COUNT}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > 200:
+        raise ValueError(f"name {str(value)[:40]!r} is not a string of at most 200 characters")
+    return value
+
+
+def _point_id(value: Any) -> str:
+    if not is_point_id(value):
+        raise ValueError(f"{str(value)[:40]!r} is not a point id")
+    return value
+
+
+def _mode(value: Any) -> str:
+    if value not in MODES:
+        raise ValueError(f"mode {str(value)[:40]!r} is none of {MODES}")
+    return value
 
 
 def _unit(value: Any) -> Unit:
     if value not in ("points", "searches"):
-        raise ValueError(value)
+        raise ValueError(f"unit {str(value)[:40]!r} is neither points nor searches")
     return value

@@ -8,6 +8,7 @@ runs/<run-id>/results.jsonl and meta.json and prints the table; the other ranks 
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import socket
@@ -273,13 +274,15 @@ def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool, logs_profile: tuple[b
     """The points, which of them will really run on this launch and why not, and an estimate from a quick probe
     of this machine (every rank takes part in the probe; rank 0 prints). `logs_profile`: --nccl-debug and
     --profile, the worker sets a point forks beside the timed one."""
-    from commprof.sweep.planning.dryrun import format_points_table, worker_sets
+    from commprof.sweep.planning.dryrun import points_table_lines, worker_sets
     from commprof.sweep.running.probe import probe_step_cost
 
     backend, world_size, refused = _launch_refusals(spec, share_gpus)
     cost = replace(probe_step_cost(spec, backend, share_gpus), worker_sets=worker_sets(backend, *logs_profile))
-    if rank == 0:
-        echo(format_points_table(spec, cost, refused, backend, world_size))
+    if rank == 0:  # streamed in blocks of lines: a million points are never one string
+        lines = points_table_lines(spec, cost, refused, backend, world_size)
+        while block := list(itertools.islice(lines, 10_000)):
+            echo("\n".join(block))
 
 
 def _launch_refusals(spec: SweepSpec, share_gpus: bool) -> tuple[str, int, dict[str, str]]:

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.trace.events import Trace
+from commprof.units import bounded_bytes
 
 COLUMNS = [
     "rank",
@@ -156,8 +157,8 @@ def _nccl_rows(ev: pd.DataFrame, kernels: pd.DataFrame, trace: Trace) -> list[di
                 "issued": issued,
                 "ts": kernel.ts,
                 "dur": kernel.dur,
-                "bytes_in": int(n_in) * size if n_in and size else None,
-                "bytes_out": int(n_out) * size if n_out and size else None,
+                "bytes_in": bounded_bytes(n_in, size) if n_in and size else None,
+                "bytes_out": bounded_bytes(n_out, size) if n_out and size else None,
                 "dtype": dtype,
                 "group_size": group,
                 "source": "nccl kernel",
@@ -197,8 +198,8 @@ def _cpu_rows(ev: pd.DataFrame, trace: Trace) -> list[dict[str, Any]]:
                 "issued": call.ts,
                 "ts": done.ts if done is not None else call.ts,
                 "dur": done.dur if done is not None else call.dur,
-                "bytes_in": n_in * size if n_in and size else None,
-                "bytes_out": n_out * size if n_out and size else None,
+                "bytes_in": bounded_bytes(n_in, size) if n_in and size else None,
+                "bytes_out": bounded_bytes(n_out, size) if n_out and size else None,
                 "dtype": dtype,
                 "group_size": trace.world_size,
                 "source": "gloo worker" if done is not None else "c10d call",

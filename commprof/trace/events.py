@@ -20,8 +20,10 @@ import pandas as pd
 from commprof.errors import UsageError
 from commprof.terminal import one_line
 from commprof.textfiles import LOG_BYTES, parse_json, read_bytes
+from commprof.units import MAX_TIME_US
 
 COLUMNS = ["name", "cat", "pid", "tid", "ts", "dur", "args"]
+MAX_TS_US = 1e18  # Kineto's ts: µs since the epoch (about 1.8e15 today) or since the profiler started
 # What the analyses read: GPU kernels, their launches, annotations (steps, nccl:*, gloo:*) and c10d CPU ops.
 CATEGORIES = ("kernel", "cuda_runtime", "user_annotation")
 
@@ -71,9 +73,11 @@ def trace_from_dict(data: dict[str, Any], path: str, default_rank: int) -> Trace
     frame = pd.DataFrame([e for e in events if _wanted(e)], columns=COLUMNS)
     frame["ts"] = pd.to_numeric(frame["ts"], errors="coerce")
     frame["dur"] = pd.to_numeric(frame["dur"], errors="coerce")
-    frame["args"] = frame["args"].map(lambda a: a if isinstance(a, dict) else {})
+    frame["args"] = frame["args"].map(_plain_args)
+    frame = frame[frame["name"].map(lambda n: isinstance(n, str)) & frame["tid"].map(_plain) & frame["pid"].map(_plain)]
     frame = frame.dropna(subset=["ts", "dur"]).sort_values("ts", kind="stable", ignore_index=True)
-    bad = frame[~(np.isfinite(frame["ts"]) & np.isfinite(frame["dur"]) & (frame["dur"] >= 0))]
+    sane = (frame["ts"].abs() <= MAX_TS_US) & (frame["dur"] >= 0) & (frame["dur"] <= MAX_TIME_US)
+    bad = frame[~(np.isfinite(frame["ts"]) & np.isfinite(frame["dur"]) & sane)]
     if not bad.empty:
         event = bad.iloc[0]
         raise UsageError(
@@ -92,6 +96,20 @@ def trace_from_dict(data: dict[str, Any], path: str, default_rank: int) -> Trace
         world_size=world_size if _count(world_size) and world_size >= 1 else None,
         nccl_version=_text(info.get("nccl_version")),
     )
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """A value as Kineto writes one in an event's args or ids: a string, a number, or a list of them (shapes)."""
+    if isinstance(value, (str, int, float)) or value is None:
+        return True
+    return isinstance(value, list) and depth < 3 and all(_plain(v, depth + 1) for v in value)
+
+
+def _plain_args(args: Any) -> dict[str, Any]:
+    """An event's args, keeping only plain values: an object where a number or a name belongs is left out."""
+    if not isinstance(args, dict):
+        return {}
+    return {k: v for k, v in args.items() if isinstance(k, str) and _plain(v)}
 
 
 def _count(value: Any) -> bool:

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from commprof.terminal import one_line
+from commprof.units import MAX_TIME_US, bounded_bytes
 
 COLUMNS = [
     "source",
@@ -40,7 +41,8 @@ COLUMNS = [
 ]
 _PROM = re.compile(r"^(nccl_bus_bandwidth_gbs|nccl_collective_exec_time_microseconds)\{(.*)\}\s+(\S+)\s*$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-_BUCKET = re.compile(r"^(\d+)-(\d+)(B|KB|MB|GB|TB)$")
+_BUCKET = re.compile(r"^([0-9]{1,15})-([0-9]{1,15})(B|KB|MB|GB|TB)$")
+MAX_BUSBW_GBS = 1e5  # beyond any link NCCL drives (NVLink 5: 1.8 TB/s per GPU)
 _UNITS = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 
@@ -105,8 +107,9 @@ def parse_prom(text: str) -> list[dict[str, Any]]:
                 "timing": "mean of the dump interval",
             },
         )
-        number = _number(value)
-        row["time_us" if metric.endswith("microseconds") else "busbw_gbs"] = None if number and number < 0 else number
+        number, field = _number(value), "time_us" if metric.endswith("microseconds") else "busbw_gbs"
+        high = MAX_TIME_US if field == "time_us" else MAX_BUSBW_GBS
+        row[field] = number if number is not None and 0 <= number <= high else None
     return list(buckets.values())
 
 
@@ -122,7 +125,8 @@ def _usable(perf: Any, header: Any) -> bool:
     raw = (perf.get("coll_exec_time_us"), perf.get("coll_busbw_gbs"))
     if any(isinstance(v, float) and not np.isfinite(v) for v in raw):
         return False
-    return all(t is None or t >= 0 for t in map(_number, raw))
+    time_us, busbw = map(_number, raw)
+    return (time_us is None or 0 <= time_us <= MAX_TIME_US) and (busbw is None or 0 <= busbw <= MAX_BUSBW_GBS)
 
 
 def _number(value: Any) -> float | None:
@@ -140,7 +144,7 @@ def _bucket_bounds(label: str) -> tuple[int | None, int | None]:
     if not m:
         return None, None
     unit = _UNITS[m.group(3)]
-    return int(m.group(1)) * unit, int(m.group(2)) * unit
+    return bounded_bytes(m.group(1), unit), bounded_bytes(m.group(2), unit)
 
 
 def records_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from commprof.impls.base import whole_names
 from commprof.impls.registry import runs_as_table, trace_kernel_table
 from commprof.trace.collectives import dtype_bytes, kind_of, numel
 from commprof.trace.events import Trace
+from commprof.units import bounded_bytes
 
 
 @dataclass(frozen=True)
@@ -109,14 +110,14 @@ def engaged_kernels(trace: Trace) -> pd.DataFrame:
         kind = _nccl_kind(str(kernel.name)) if found.implementation == "nccl" else found.collective
         nbytes = None
         if "In msg nelems" in args and dtype_bytes(args.get("dtype")):
-            nbytes = int(args["In msg nelems"]) * dtype_bytes(args.get("dtype"))
+            nbytes = bounded_bytes(args["In msg nelems"], dtype_bytes(args.get("dtype")))
         elif args.get("correlation") in launches:
             tid, at = launches[args["correlation"]]
             around = ops[(ops["tid"] == tid) & (ops["ts"] <= at) & (ops["ts"] + ops["dur"] >= at)]
             for op_args in reversed(around["args"].tolist()):  # the innermost op that knows its tensor's size
                 count, size = numel(op_args.get("Input Dims")), dtype_bytes((op_args.get("Input type") or [None])[0])
                 if count and size:
-                    nbytes = count * size
+                    nbytes = bounded_bytes(count, size)
                     break
         rows.append(
             {

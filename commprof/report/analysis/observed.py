@@ -12,6 +12,9 @@ import math
 from typing import Any
 
 from commprof.errors import UsageError
+from commprof.units import MAX_TIME_US
+
+MAX_STEP_MS = MAX_TIME_US / 1000  # a step longer than a day is no step an engine ran
 
 # What could explain a box the model does not: each names its command.
 CHECKS = (
@@ -34,14 +37,18 @@ def parse_observed_ms(value: str) -> dict[int | None, float]:
                 tokens = int(str(key).strip())
             except ValueError:
                 raise UsageError(f"--observed-step-ms: T {key!r} is not a whole number") from None
-            if tokens < 1:
-                raise UsageError(f"--observed-step-ms: T must be >= 1, got {tokens}")
+            if not 1 <= tokens <= 1 << 24:
+                raise UsageError(f"--observed-step-ms: T must be from 1 to {1 << 24}, got {tokens}")
         try:
             number = float(str(ms).strip())
         except ValueError:
             raise UsageError(f"--observed-step-ms: {ms!r} is not a number of milliseconds") from None
-        if not math.isfinite(number) or number <= 0:
-            raise UsageError(f"--observed-step-ms: {ms!r} must be a finite number of milliseconds > 0")
+        if not math.isfinite(number) or not 0 < number <= MAX_STEP_MS:
+            raise UsageError(
+                f"--observed-step-ms: {ms!r} must be a number of milliseconds above 0, at most {MAX_STEP_MS:g}"
+            )
+        if tokens in out:
+            raise UsageError(f"--observed-step-ms: T = {tokens} given twice")
         out[tokens] = number
     return out
 

@@ -2,8 +2,8 @@
 engine version it was written for and where that was checked: the NCCL file here, the fused kinds' flags from their
 implementations' modules (commprof.impls.registry), the
 decision's PCIe all-reduce switches from report/exports/decision_files.py (the lines routing.txt holds too).
-engine_flags.txt is a bash script: environment as `export`, command-line flags collected in arrays, prose as
-comments. Pure."""
+engine_flags.txt is a bash script (zsh reads it too): environment as `export`, command-line flags collected in
+arrays, prose as comments; it finds the files beside it through its own path, and refuses in any other shell. Pure."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from commprof.env_names import is_export_name
 from commprof.evidence import Evidence
 from commprof.impls.base import EngineFlag
 from commprof.impls.registry import engine_flag_table
@@ -137,6 +136,15 @@ def _flags(flags: dict[str, tuple[EngineFlag, ...]], rows: pd.DataFrame, when: s
 
 
 ENV_ASSIGNMENT = re.compile(r"^(export )?[A-Za-z_][A-Za-z0-9_]*=")
+# The folder this file was sourced from: bash's BASH_SOURCE, zsh's %x prompt escape (the file being sourced); a
+# shell with neither is refused by SHELL_GUARD before a line runs, so no other folder's files are ever applied.
+_OWN_FOLDER = '"$(dirname "${BASH_SOURCE[0]:-${(%):-%x}}")"'
+SHELL_GUARD = (
+    '[ -n "${BASH_VERSION:-}${ZSH_VERSION:-}" ] || { echo "engine_flags.txt: source it in bash or zsh (it finds '
+    'the files beside it by its own path)" >&2; return 2 2>/dev/null || exit 2; }'
+)
+# The variables that name a file this report writes beside engine_flags.txt, exported at that file.
+OWN_FILES = {"NCCL_TUNER_CONFIG_FILE": "nccl_tuner.conf"}
 ARRAYS = {"SGLang": "COMMPROF_SGLANG_ARGS", "vLLM": "COMMPROF_VLLM_ARGS"}
 
 
@@ -147,13 +155,13 @@ def script_lines(hint: EngineHint) -> list[str]:
     setting = hint.setting
     if setting.startswith("source "):
         file = shlex.quote(setting.split(maxsplit=1)[1])
-        return [one_line(f'source "$(dirname "${{BASH_SOURCE[0]}}")"/{file}')]
+        return [one_line(f"source {_OWN_FOLDER}/{file}")]
     if ENV_ASSIGNMENT.match(setting):
         name, _, value = setting.removeprefix("export ").partition("=")
         value, _, note = value.partition("#")
         line = (
-            one_line(f'export {name}="$(dirname "${{BASH_SOURCE[0]}}")"/{shlex.quote(value.strip())}')
-            if value.strip().endswith(".conf") and is_export_name(name)
+            one_line(f"export {name}={_OWN_FOLDER}/{OWN_FILES[name]}")
+            if OWN_FILES.get(name) == value.strip()
             else export_line(name, value.strip())
         )
         return [line + (f"  {comment(note.strip())}" if note.strip() else "")]
@@ -171,7 +179,9 @@ def engine_hints_text(hints: list[EngineHint], provenance: list[str], engine_lin
     `engine_lines`: the answer's engine switches (report/decision_files.engine_block), the same as routing.txt's."""
     lines = [
         "#!/usr/bin/env bash",
-        "# Use: source engine_flags.txt in the bash that launches the engine, then add its flags to the command line:",
+        SHELL_GUARD,
+        "# Use: source engine_flags.txt in the bash (or zsh) that launches the engine, then add its flags to the "
+        "command line:",
         '#   python -m sglang.launch_server ... "${COMMPROF_SGLANG_ARGS[@]}"',
         '#   vllm serve ... "${COMMPROF_VLLM_ARGS[@]}"',
     ]

@@ -13,6 +13,7 @@ import re
 import textwrap
 
 import matplotlib
+import matplotlib.text
 import matplotlib.ticker
 
 matplotlib.use("Agg")
@@ -21,6 +22,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from commprof.report.analysis.ops import KIND_ORDER  # noqa: E402
+from commprof.terminal import printable  # noqa: E402
 
 plt.rcParams.update(
     {
@@ -40,6 +42,7 @@ _figure_counter = itertools.count()
 
 def to_svg(fig) -> str:
     """A figure as inline `<svg>` text; ids prefixed per figure so pages with many figures stay valid."""
+    _printable_text(fig)
     buffer = io.StringIO()
     # No bbox_inches="tight" (it draws the figure twice); no RDF metadata block (date, creator): stable output.
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
@@ -50,6 +53,20 @@ def to_svg(fig) -> str:
     text = re.sub(r'\bid="', f'id="{prefix}', text)
     text = text.replace("url(#", f"url(#{prefix}").replace('href="#', f'href="#{prefix}')
     return text
+
+
+def _printable_text(fig) -> None:
+    """Every text of `fig` as a terminal would print it (labels come from users): no control character reaches the
+    font, its warnings or the page. Tick labels given as text are kept by their formatter until drawn."""
+    for text in fig.findobj(matplotlib.text.Text):
+        text.set_text(printable(text.get_text()))
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.get_major_formatter()
+            if isinstance(formatter, matplotlib.ticker.FixedFormatter):
+                formatter.seq = [printable(label) for label in formatter.seq]
+            elif isinstance(formatter, matplotlib.ticker.FuncFormatter):  # what set_xticklabels makes
+                formatter.func = lambda x, pos, labels=formatter.func: printable(labels(x, pos))
 
 
 def _single_axes(size: tuple[float, float]):

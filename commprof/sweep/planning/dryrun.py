@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
@@ -12,7 +13,7 @@ from commprof.size_timing import CROSSOVER_LAYERS
 from commprof.sweep.planning import crossover as cx
 from commprof.sweep.planning.gate import inert_variables
 from commprof.sweep.planning.points import option_text
-from commprof.sweep.planning.spec import CrossoverStage, Stage, StageSpec, SweepSpec, SweepTooLarge
+from commprof.sweep.planning.spec import CrossoverStage, Stage, StageSpec, SweepPoint, SweepSpec, SweepTooLarge
 from commprof.terminal import one_line
 
 # What an estimate assumes when nothing was measured: an 8-GPU box's start-up per worker set (process start,
@@ -229,8 +230,20 @@ def format_points_table(
     backend: str = "nccl",
     world_size: int | None = None,
 ) -> str:
+    """points_table_lines as one text."""
+    return "\n".join(points_table_lines(spec, cost, refused, backend, world_size))
+
+
+def points_table_lines(
+    spec: SweepSpec,
+    cost: StepCost = ASSUMED,
+    refused: dict[str, str] | None = None,
+    backend: str = "nccl",
+    world_size: int | None = None,
+) -> Iterator[str]:
     """The points that will not run on this launch first (with why), then every stage-0 point, the stages, the
-    counts and an estimate from `cost`. `refused`: point id -> reason (commprof.sweep.planning.gate.refusals).
+    counts and an estimate from `cost`, line by line: a million points are listed without holding their rows.
+    `refused`: point id -> reason (commprof.sweep.planning.gate.refusals).
 
     spec.warnings are not repeated here: the caller prints them.
     """
@@ -279,24 +292,33 @@ def format_points_table(
         for reason, ids in by_reason.items():
             shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
             lines.append(f"#   {reason}: {shown}")
-    rows = [("id", "label", "impl", "environment")]
+    header = ("id", "label", "impl", "environment")
+    widths = [len(name) for name in header[:3]]  # a first pass for the column widths, holding no row
     for point in spec.points:
-        impl = " ".join([point.impl] + [f"{k}={option_text(v)}" for k, v in sorted(point.options.items())])
+        for column, text in enumerate((point.point_id, point.label, _impl_text(point))):
+            widths[column] = max(widths[column], len(text))
+    lines.append("#")
+    yield from lines
+    yield _row("#", header, widths)
+    for point in spec.points:
         env = " ".join(f"{k}={v}" for k, v in sorted(point.env.items())) or "-"
-        rows.append((point.point_id, point.label, impl, env))
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines.append("#")
-    for number, row in enumerate(rows):
-        lead = "#" if number == 0 else "x" if row[0] in refused else " "
-        lines.append(f"{lead} {row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}".rstrip())
+        row = (point.point_id, point.label, _impl_text(point), env)
+        yield _row("x" if point.point_id in refused else " ", row, widths)
     if refused:
-        lines.append("# (x: will not run on this launch, see above)")
+        yield "# (x: will not run on this launch, see above)"
     if spec.stages:
-        lines.append("#")
-        lines += [_stage_line(stage, spec, backend) for stage in spec.stages]
-    lines.append("#")
-    lines += ["# " + line for line in size_lines(spec, cost, running, backend)]
-    return "\n".join(lines)
+        yield "#"
+        yield from (_stage_line(stage, spec, backend) for stage in spec.stages)
+    yield "#"
+    yield from ("# " + line for line in size_lines(spec, cost, running, backend))
+
+
+def _impl_text(point: SweepPoint) -> str:
+    return " ".join([point.impl] + [f"{k}={option_text(v)}" for k, v in sorted(point.options.items())])
+
+
+def _row(lead: str, row: tuple[str, ...], widths: list[int]) -> str:
+    return f"{lead} {row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}".rstrip()
 
 
 def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> list[str]:

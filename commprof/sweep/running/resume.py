@@ -13,12 +13,16 @@ from commprof.records.folder import write_nofollow
 
 
 def completed_point_ids(records: list[dict[str, Any]], expected_per_point: int) -> set[str]:
-    """Points whose every (T, mode) record is on disk: a resumed run skips them."""
+    """Points whose every (T, mode) record is on disk and none timed out: a resumed run skips them. A timeout is
+    measured again: a stopped torchrun agent or a suspended box times out a point that says nothing of its setting."""
     counts: dict[str, set] = {}
+    timed_out = set()
     for record in records:
         if record.get("kind") == "step":
             counts.setdefault(record["point_id"], set()).add((record["tokens"], record["mode"]))
-    return {pid for pid, keys in counts.items() if len(keys) >= expected_per_point}
+            if record.get("status") == "timeout":
+                timed_out.add(record["point_id"])
+    return {pid for pid, keys in counts.items() if len(keys) >= expected_per_point and pid not in timed_out}
 
 
 def repair_results(path: Path, expected_per_point: int) -> list[dict[str, Any]]:

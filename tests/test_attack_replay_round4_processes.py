@@ -1,0 +1,94 @@
+"""The fourth attack run's cases that need sweeps of their own: a point a stopped torchrun agent left as a timeout is
+measured again on --resume, a refusal every rank makes keeps its one line, a million-point dry run streams."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from commprof.records.files import read_records
+from tests.distributed import free_port
+from tests.sweeprun import sweep_env, tiny_model, torchrun_args
+
+pytestmark = pytest.mark.slow
+
+
+def _sweep(tmp_path, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "commprof.allreduce_sweep", *args, "--no-doctor", "--no-nccl-debug"],
+        capture_output=True,
+        text=True,
+        env=sweep_env(),
+        cwd=tmp_path,
+        timeout=240,
+    )
+
+
+def test_a_point_left_as_a_timeout_is_measured_again_on_resume(tmp_path):
+    """A one-rank sweep of two points whose second one's records say `timeout` (what a point in flight gets while
+    the torchrun agent is stopped with Ctrl-Z): --resume measures it again, and keeps the first as it was."""
+    model = tiny_model(tmp_path, layers=1)
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'name = "stop"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 1\npoint_timeout_s = 60\n'
+        '[axes.env]\nCOMMPROF_KNOB = ["a", "b"]\n'
+    )
+    done = _sweep(tmp_path, "--sweep", str(sweep), "--out", str(tmp_path / "runs"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run,) = (tmp_path / "runs").iterdir()
+    records = read_records(run / "results.jsonl")
+    stopped = records[-1]["point_id"]
+    measured = sorted(r["status"] for r in records if r["point_id"] == stopped)  # eager ok, graph unsupported on gloo
+    assert "timeout" not in measured
+    for record in records:
+        if record["point_id"] == stopped:
+            record.update(status="timeout", message="rank 0: no result within the point's limit of 60 s")
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    kept = [r for r in records if r["point_id"] != stopped]
+
+    resumed = _sweep(tmp_path, "--resume", str(run))
+    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr[-3000:]
+    after = read_records(run / "results.jsonl")
+    assert after[: len(kept)] == kept
+    again = [r for r in after if r["point_id"] == stopped]
+    assert sorted(r["status"] for r in again) == measured, resumed.stderr[-2000:]
+
+
+def test_a_value_every_rank_refuses_is_said_in_one_line_on_every_launch(tmp_path):
+    """`torchrun --nproc-per-node 2 -m commprof.allreduce_sweep --tokens 1e23`, three launches: each ends in the
+    one line of rank 0 (rank 1 refuses alike and waits, so torchrun cannot end rank 0 before it prints)."""
+    for _ in range(3):
+        done = subprocess.run(
+            torchrun_args(2, "--tokens", "1e23", "--dry-run", "--no-doctor"),
+            capture_output=True,
+            text=True,
+            env=sweep_env(),
+            cwd=tmp_path,
+            timeout=120,
+        )
+        errors = [line for line in done.stderr.splitlines() if line.startswith("commprof: error")]
+        ours = [line for line in done.stderr.splitlines() if line.strip().startswith("File") and "commprof" in line]
+        assert done.returncode != 0 and ours == [], done.stderr[-3000:]  # torchrun's own ChildFailedError block only
+        assert len(errors) == 1 and "--tokens" in errors[0] and "1e23" in errors[0], done.stderr[-3000:]
+
+
+def test_the_dry_run_of_a_million_points_streams_its_listing(tmp_path):
+    """`--dry-run --max-points 1000001` of a 1000 x 1000 sweep: every point listed, in at most the 1.1 GB and 41 s
+    of processor time the listing cost before it was held whole (measured as the child's own rusage)."""
+    values = ", ".join(f'"v{i}"' for i in range(1000))
+    sweep = tmp_path / "big.toml"
+    sweep.write_text(
+        f'name = "big"\n[run]\ntokens = [1]\n[axes.env]\nCOMMPROF_A = [{values}]\nCOMMPROF_B = [{values}]\n'
+    )
+    env = {**sweep_env(), "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+    env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    argv = ["--sweep", str(sweep), "--dry-run", "--no-doctor", "--max-points", "1000001"]
+    with open(tmp_path / "out.txt", "wb") as out:
+        child = subprocess.Popen([sys.executable, "-m", "commprof.allreduce_sweep", *argv], env=env, stdout=out)
+        _, status, usage = os.wait4(child.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    with open(tmp_path / "out.txt", "rb") as listing:
+        assert sum(1 for _ in listing) == 1_000_009
+    assert usage.ru_maxrss * 1024 < 1.1e9 and usage.ru_utime + usage.ru_stime < 41, usage
