@@ -39,8 +39,8 @@ from commprof.records.files import (
     read_records,
     write_json,
 )
-from commprof.records.run_meta import run_meta
-from commprof.records.schema import RunMeta, Source
+from commprof.records.run_meta import RunMeta, run_meta
+from commprof.records.schema import Source
 from commprof.runmeta import launch_facts
 from commprof.terminal import plain_console
 from commprof.textfiles import LOG_BYTES, read_text

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
-from commprof.records.checks import meta_problem, record_problem
+from commprof.records.checks import UnreadableLine, decode_record
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
-from commprof.records.point_ids import is_run_id
-from commprof.records.schema import READABLE_VERSIONS, upgraded
+from commprof.records.run_meta import meta_problem
 from commprof.textfiles import RESULTS_BYTES, read_json, read_text
 
 RESULTS_FILE = "results.jsonl"
@@ -100,23 +99,14 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):  # bad syntax, a 5000-digit number, nesting beyond recursion
+            yield decode_record(line)
+        except UnreadableLine:
             if number == len(lines):
                 warnings.warn(f"{path}:{number}: truncated last line skipped (the run was interrupted)", stacklevel=3)
                 continue
             raise UsageError(f"{path}:{number}: not a JSON record") from None
-        version = record.get("schema") if isinstance(record, dict) else None
-        if version not in READABLE_VERSIONS:
-            raise UsageError(
-                f"{path}:{number}: results schema version {version!r}, this commprof reads versions "
-                f"{', '.join(map(str, READABLE_VERSIONS))}; re-run or use the commprof version that wrote it"
-            )
-        record = upgraded(record)
-        problem = record_problem(record)
-        if problem:
-            raise UsageError(f"{path}:{number}: not a usable record: {problem}")
-        yield record
+        except ValueError as refused:
+            raise UsageError(f"{path}:{number}: {refused}") from None
 
 
 def duplicated_measurements(records: Iterable[dict[str, Any]]) -> dict[tuple, int]:
@@ -149,8 +139,6 @@ def read_meta(run_dir: Path) -> dict[str, Any]:
     problem = meta_problem(meta)
     if problem:
         raise UsageError(f"{path}: not usable run metadata: {problem}")
-    if "run_id" in meta and not is_run_id(meta["run_id"]):
-        raise UsageError(f"{path}: run_id {meta['run_id']!r} is not a run id (letters, digits, '.', '_', '-')")
     return meta
 
 
