@@ -7,18 +7,12 @@ import platform
 import socket
 import sys
 from datetime import datetime, timezone
-from importlib import metadata
 from typing import Any
+
+from commprof.versions import installed_version
 
 # Variables that change what a collective does or how it is measured.
 ENV_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "FLASHINFER_", "OMP_", "GLOO_")
-
-
-def package_version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def relevant_env(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -80,7 +74,7 @@ def launch_facts(argv: list[str], measuring: bool = True) -> dict[str, Any]:
     """The fields of meta.json about this host and launch (records.run_meta.run_meta takes them). `measuring`: the
     run times collectives here, so torch, CUDA, NCCL, the GPUs and the environment are recorded; a command that
     only reads files (simulate, an import) names Python and commprof alone."""
-    versions: dict[str, str | None] = {"python": platform.python_version(), "commprof": package_version("commprof")}
+    versions: dict[str, str | None] = {"python": platform.python_version(), "commprof": installed_version("commprof")}
     facts: dict[str, Any] = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": argv,
@@ -100,7 +94,7 @@ def launch_facts(argv: list[str], measuring: bool = True) -> dict[str, Any]:
             cuda=torch.version.cuda,
             nccl=nccl_version(),
             driver=driver_version(),
-            flashinfer=package_version("flashinfer-python"),
+            flashinfer=installed_version("flashinfer-python"),
         )
         facts.update(
             nnodes=int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("NNODES", "1")) or 1),

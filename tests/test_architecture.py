@@ -18,7 +18,8 @@ MAX_LINES = 450
 # module or package of commprof; each stage's command (`<stage>/command.py`) and the other entry points may
 # import anything.
 TIERS = (
-    {"terminal"},  # printing what users give, without trusting it (errors print through it)
+    # printing what users give, without trusting it (errors print through it); which package versions are installed
+    {"terminal", "versions"},
     {"errors", "stats", "units", "runmeta", "env_names"},  # env_names: the variables commprof may set
     {"textfiles"},  # reading what users give, without trusting it
     {
