@@ -89,7 +89,7 @@ PLANNING_TIERS = (
     {"spec", "crossover", "graph_axis"},  # the parsed sweep; the crossover search; the graph axis
     {"points", "settings"},  # the points; what a point sets
     {"gate", "staging"},  # what a launch refuses; which points a stage refines
-    {"stage_config", "crossover_stage", "dryrun"},
+    {"stage_config", "crossover_stage", "dryrun", "run_table"},  # a stage, the dry run, the [run] table
     {"config"},  # the sweep file read into a spec
 )
 RUNNING_TIERS = (
