@@ -33,8 +33,6 @@ TIERS = (
         "planner",
         "nccl_log",
         "floor",
-        "proposable",
-        "crossover_rule",
     },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor; what a crossover is
     {"impls", "timing", "replay_tensors"},  # the implementations; the clocks and the tensors the harness uses
     {"spacers"},  # what the harness runs between collectives, and the arrival stamps
@@ -376,8 +374,6 @@ def test_unplaced_finds_a_new_module(tmp_path):
 PURE_UNITS = (
     "commprof.planner",
     "commprof.evidence",
-    "commprof.proposable",
-    "commprof.crossover_rule",
     "commprof.nccl_vocab",
     "commprof.sweep.planning",
     "commprof.report.analysis",
