@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from typing import Any
 
 import msgspec
 
 from commprof.env_names import export_name_problem
-from commprof.records.schema import KINDS, MAX_BYTES, READABLE_VERSIONS, RECORD_TYPES, Stats, StepRecord, upgraded
+from commprof.records.schema import KINDS, READABLE_VERSIONS, RECORD_TYPES, StepRecord, upgraded
 from commprof.records.validate import explain
 
 # A step record of this version decodes straight into its type; anything else takes the way that explains it.
 _STEP = msgspec.json.Decoder(StepRecord)
-_STATS_TIMES = tuple(name for name in Stats.__annotations__ if name != "n")
-_OP_COLUMNS = {"sites": {str}, "collectives": {str}, "bytes": {int}, "draft": {bool}}
 
 
 class UnreadableLine(ValueError):
@@ -81,8 +78,8 @@ def _problem(record: Any) -> str | None:
 
 
 def rule_problem(record: dict[str, Any]) -> str | None:
-    """The rules a typed record may still break: a point id the point contradicts, an environment name a shell
-    would run, op_us columns of unequal length or wrong items."""
+    """The rules a typed record may still break: an environment name a shell would run, a NUL in a value, op_us
+    columns of unequal length."""
     point = record["point"]
     for name, value in (point.get("env") or {}).items():
         if refused := _export_name_problem(name):
@@ -99,29 +96,9 @@ def _export_name_problem(name: str) -> str | None:
 
 
 def _columns_problem(columns: dict[str, list]) -> str | None:
-    """op_us is columnar: one item per op site in every column, of its column's type, times finite and >= 0."""
+    """op_us is columnar: one item per op site in every column (the items' types are its type's)."""
     sites = columns.get("sites")
-    if isinstance(sites, list):
-        uneven = next((k for k, v in columns.items() if isinstance(v, list) and len(v) != len(sites)), None)
-        if uneven is not None:
-            return f"op_us.{uneven}: {len(columns[uneven])} item(s) for {len(sites)} op site(s)"
-    for key, kinds in _OP_COLUMNS.items():
-        values = columns.get(key) or ()
-        if not set(map(type, values)) <= kinds or (
-            key == "bytes" and values and not 0 <= min(values) <= max(values) <= MAX_BYTES
-        ):
-            return f"op_us.{key}: an item of the wrong type"
-    for key in _STATS_TIMES:
-        if not _non_negative(columns.get(key) or ()):
-            return f"op_us.{key}: a negative or non-finite time"
+    if sites is not None and len({len(v) for v in columns.values()} | {len(sites)}) > 1:
+        uneven = next(k for k, v in columns.items() if len(v) != len(sites))
+        return f"op_us.{uneven}: {len(columns[uneven])} item(s) for {len(sites)} op site(s)"
     return None
-
-
-def _non_negative(values: list) -> bool:
-    """Every value that is not None is a finite number >= 0 (min and sum in C, not a Python loop per value)."""
-    if None in values:
-        values = [v for v in values if v is not None]
-    try:
-        return not values or (min(values) >= 0 and sum(values) < math.inf)
-    except (TypeError, ValueError, OverflowError):
-        return False

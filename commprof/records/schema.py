@@ -74,6 +74,27 @@ class Stats(TypedDict, total=False):
     cv: Time  # standard deviation / mean, unitless
 
 
+# op_us's columns: a wrong item is named by its column ("op_us.median: a negative or non-finite time").
+_WRONG_ITEM = "{field}: an item of the wrong type"
+_OP_TIME = "{field}: a negative or non-finite time"
+OpTime = bounded(float, _OP_TIME, ge=0, le=_LARGEST)
+
+
+class OpColumns(TypedDict, total=False):
+    """A step's per-op statistics, columnar: one item per op site of the step plan in every column, µs."""
+
+    sites: bounded(list[str], _WRONG_ITEM)  # the op's site in the step (embed, attn, mlp, moe, logits, ...)
+    collectives: bounded(list[str], _WRONG_ITEM)  # "all_reduce", "all_gather", ...
+    draft: bounded(list[bool], _WRONG_ITEM)  # the op belongs to the draft model's step
+    bytes: bounded(list[bounded(int, _WRONG_ITEM, ge=0, le=MAX_BYTES)], _WRONG_ITEM)  # the op's message size
+    min: bounded(list[OpTime | None], _OP_TIME)
+    median: bounded(list[OpTime | None], _OP_TIME)
+    mean: bounded(list[OpTime | None], _OP_TIME)
+    p90: bounded(list[OpTime | None], _OP_TIME)
+    p99: bounded(list[OpTime | None], _OP_TIME)
+    cv: bounded(list[OpTime | None], _OP_TIME)  # standard deviation / mean, unitless
+
+
 class Point(TypedDict, total=False):
     """The configuration a record measured (commprof.sweep.planning.points.SweepPoint.to_dict())."""
 
@@ -169,8 +190,7 @@ class StepRecord(_Step, total=False):
     plan: StepPlanSummary | None  # StepPlan.summary(): collective counts, bytes, hidden size, layers
     timing: str | None  # "cuda_events", "cpu_clock" or "simulated"
     step_us: Stats | None  # per-step latency over the timed steps
-    op_us: dict[str, list] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes"; eager
-    # (simulated: both modes)
+    op_us: OpColumns | None  # per-op statistics, columnar; eager (simulated: both modes)
     rank_step_median_us: list[Time] | None  # each rank's median step time
     check: dict[str, Any] | None  # correctness, agreed across ranks
     impl_detail: str | None  # what exactly ran where the implementation chooses at setup

@@ -2,7 +2,8 @@
 structure (in C), and the line a user reads: "key: problem", or "key value is out of range (allowed: low..high)".
 
 A bounded field says its own problem: `bounded(int, ge=1, le=8)`, or a template naming what is wrong
-(`{path}`, `{colon}`, `{head}`, `{value}`, `{low}`, `{high}`, `{allowed}`)."""
+(`{path}`, `{colon}`, `{head}`, `{field}`, `{value}`, `{low}`, `{high}`); a container whose template names
+`{field}` answers for every wrong item in it."""
 
 from __future__ import annotations
 
@@ -54,7 +55,10 @@ def explain(refused: msgspec.ValidationError, value: Any, kind: Any) -> str:
     if message.startswith("Object missing required field"):
         missing = message.split("`")[1]
         return f"{words['colon']}: no {missing}" if path else f"no {missing}"
-    hint, metas = _hint_at(kind, path)
+    hint, metas, along = _hint_at(kind, path)
+    wrong_item = next((m.extra["problem"] for m in reversed(along) if "{field}" in m.extra.get("problem", "")), None)
+    if wrong_item and message.startswith("Expected `"):  # a column names its wrong items itself
+        return wrong_item.format(**words)
     if expected := _EXPECTED.fullmatch(message):
         names = [_name(option) for option in typing.get_args(hint)] if _is_union(hint) else [_name(hint)]
         if None in names:  # a type this adapter does not name: msgspec's own words
@@ -99,7 +103,8 @@ def _words(path: list) -> dict[str, str]:
     """A path as the reader names it: "nccl.choices[0].bytes" and "nccl: choices: an item: bytes"."""
     dotted = "".join(f"[{p}]" if isinstance(p, int) else "[...]" if p == "..." else f".{p}" for p in path)
     colon = ": ".join("an item" if isinstance(p, int) else "a value" if p == "..." else p for p in path)
-    return {"path": dotted.lstrip("."), "colon": colon, "head": str(path[0]) if path else ""}
+    field = ".".join(p for p in path if isinstance(p, str) and p != "...")
+    return {"path": dotted.lstrip("."), "colon": colon, "head": str(path[0]) if path else "", "field": field}
 
 
 def _value_at(value: Any, path: list) -> Any:
@@ -113,17 +118,20 @@ def _value_at(value: Any, path: list) -> Any:
     return value
 
 
-def _hint_at(kind: Any, path: list) -> tuple[Any, list]:
-    """The annotation at `path` inside `kind` (Optional and Annotated taken off) and its msgspec.Meta."""
+def _hint_at(kind: Any, path: list) -> tuple[Any, list, list]:
+    """The annotation at `path` inside `kind` (Optional and Annotated taken off), its msgspec.Meta, and every
+    Meta with a problem along the path."""
     hint, metas = _bare(kind)
+    along = [m for m in metas if m.extra]
     for step in path:
         declared = _inner(hint, step)
         hint, metas = _bare(declared)
+        along += [m for m in metas if m.extra]
     if path and _is_union(_unannotated(declared)):  # name every option, null included
         hint = _unannotated(declared)
     if _is_union(hint):  # a bounded option among others
         metas += [m for option in typing.get_args(hint) for m in _bare(option)[1]]
-    return hint, metas
+    return hint, metas, along
 
 
 def _unannotated(hint: Any) -> Any:
