@@ -20,7 +20,7 @@ MAX_LINES = 450
 TIERS = (
     # printing what users give, without trusting it (errors print through it); which package versions are installed
     {"terminal", "versions"},
-    {"errors", "stats", "units", "runmeta", "env_names"},  # env_names: the variables commprof may set
+    {"errors", "stats", "units", "env_names"},  # env_names: the variables commprof may set
     {"textfiles"},  # reading what users give, without trusting it
     {
         "nccl_vocab",

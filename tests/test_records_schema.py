@@ -119,7 +119,7 @@ def test_crafted_numbers_and_types_are_one_line_naming_file_and_line(tmp_path, c
     ],
 )
 def test_crafted_meta_is_one_line_naming_file_and_key(tmp_path, change, problem):
-    from commprof.records.files import read_meta
+    from commprof.records.run_meta import read_meta
     from tests.report_fixtures import make_meta
 
     meta = make_meta("crafted")

@@ -35,13 +35,11 @@ from commprof.records.files import (
     RESULTS_FILE,
     append_records,
     new_run_dir,
-    read_meta,
     read_records,
     write_json,
 )
-from commprof.records.run_meta import RunMeta, run_meta
+from commprof.records.run_meta import RunMeta, launch_facts, read_meta, run_meta
 from commprof.records.schema import Source
-from commprof.runmeta import launch_facts
 from commprof.terminal import plain_console
 from commprof.textfiles import LOG_BYTES, read_text
 from commprof.units import format_bytes

@@ -22,8 +22,7 @@ from commprof.errors import UsageError
 from commprof.records.checks import UnreadableLine, decode_record
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
-from commprof.records.run_meta import meta_problem
-from commprof.textfiles import RESULTS_BYTES, read_json, read_text
+from commprof.textfiles import RESULTS_BYTES, read_text
 
 RESULTS_FILE = "results.jsonl"
 # The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
@@ -128,18 +127,6 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
     write_nofollow(tmp, (text + "\n").encode("utf-8"))
     os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
-
-
-def read_meta(run_dir: Path) -> dict[str, Any]:
-    """A run's meta.json ({} where there is none); UsageError naming the file when it cannot be used."""
-    path = Path(run_dir) / META_FILE
-    if not path.exists():
-        return {}
-    meta = read_json(path, "run metadata")
-    problem = meta_problem(meta)
-    if problem:
-        raise UsageError(f"{path}: not usable run metadata: {problem}")
-    return meta
 
 
 def append_plan(run_dir: Path, lines: list[dict[str, Any]]) -> None:

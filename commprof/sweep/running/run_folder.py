@@ -14,8 +14,7 @@ from commprof.doctor.topology_probe import probe_topology
 from commprof.errors import UsageError
 from commprof.floor.record import file_floor, not_measured
 from commprof.records.files import META_FILE, write_json
-from commprof.records.run_meta import run_meta
-from commprof.runmeta import launch_facts
+from commprof.records.run_meta import launch_facts, run_meta
 from commprof.sweep.planning.spec import SweepSpec
 
 if TYPE_CHECKING:  # both import torch.distributed; this module runs before it is needed
