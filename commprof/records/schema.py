@@ -137,20 +137,32 @@ class NcclFacts(TypedDict, total=False):
     env: dict[str, str]
     warnings: list[str]
     findings: list[dict[str, Any]]
+    # simulated: the cost model's expected error and its basis, and the graph file a point ran with
+    expected_error_pct: Finite | None
+    error_basis: str | None
+    graph: dict[str, Any] | None
 
 
 class StepPlanSummary(TypedDict, total=False):
-    """StepPlan.summary(): the numbers of the replayed step a reader uses (the other keys are words)."""
+    """StepPlan.summary(): what the replayed step was (commprof.planner.plan.StepPlan)."""
 
+    model: str | None  # the LLM's name
     tp: int
     tokens: int
+    phase: str | None
+    dtype: str | None
     hidden_size: int
     num_layers: int
     vocab_size: int
-    all_reduce: int
+    layout: str | None  # the layer layout ("standard", "parallel", "hybrid:...")
+    all_reduce: int  # collectives of each kind in the step
     all_gather: int
     reduce_scatter: int
-    draft_ops: int
+    draft_ops: int  # of them, the draft model's
+    spec: str | None  # the draft cycle (commprof.planner.speculative.PlanOptions)
+    num_steps: int | None
+    draft_vocab: int | None
+    dp_attention: bool | None
     total_bytes: int
 
 
