@@ -1,7 +1,9 @@
 """Benchmark: decode and validate 10,000 results.jsonl step records with msgspec and with pydantic v2, against the
 same record types (commprof.records.schema), beside the stdlib json.loads the reader used before. Prints seconds.
 
-Both libraries are given the same job: JSON text of one record per line in, a validated dict per line out.
+Both libraries are given the same job: JSON text of one record per line in, a validated dict per line out
+(pydantic reads the types' shapes; msgspec also their bounds). pydantic is not a commprof dependency:
+`pip install pydantic` to run this comparison.
 
     python bench/schema_decode.py [--records 10000]
 """
