@@ -9,34 +9,32 @@ import click
 
 from commprof.errors import run_command
 
-# Subcommand -> "module:attribute" of its click command, imported only when invoked (keeps start-up fast
-# and keeps pandas / FlashInfer out of commands that do not need them).
-SUBCOMMANDS: dict[str, str] = {
-    "plan": "commprof.planner.command:plan",
-    "topo": "commprof.doctor.command:topo",
-    "nccl-log": "commprof.nccl_log.command:nccl_log",
-    "nccl-graph": "commprof.nccl_graph.command:nccl_graph",
-    "trace": "commprof.trace.command:trace",
-    "doctor": "commprof.doctor.command:doctor",
-    "floor": "commprof.floor.command:floor",
-    "report": "commprof.report.command:report",
-    "import-nccl-tests": "commprof.costmodel.command:import_nccl_tests",
-    "calibrate": "commprof.costmodel.calibrate_command:calibrate",
-    "simulate": "commprof.costmodel.simulate_command:simulate",
-}
-
-_HELP = {
-    "plan": "Print the ordered collectives of one step.",
-    "topo": "Probe GPUs, PCIe links and peer-to-peer topology.",
-    "nccl-log": "Explain an NCCL_DEBUG=INFO log: what NCCL built, chose and ran.",
-    "nccl-graph": "Write NCCL_GRAPH_FILE candidates for a box (from a doctor bundle or a run).",
-    "trace": "Read profiler traces: the step's collectives, their time, overlap and rank skew.",
-    "doctor": "Check the box before trusting any number.",
-    "floor": "Measure peer copies and print the all-reduce floor per size.",
-    "report": "Render a run (or several) as an HTML report.",
-    "import-nccl-tests": "Turn nccl-tests logs into commprof records.",
-    "calibrate": "Fit the cost model to measured records.",
-    "simulate": "Predict a sweep on a topology with the cost model.",
+# Subcommand -> ("module:attribute" of its click command, its one-line help). The command is imported only when
+# invoked (keeps start-up fast and keeps pandas / FlashInfer out of commands that do not need them).
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("commprof.planner.command:plan", "Print the ordered collectives of one step."),
+    "topo": ("commprof.doctor.command:topo", "Probe GPUs, PCIe links and peer-to-peer topology."),
+    "nccl-log": (
+        "commprof.nccl_log.command:nccl_log",
+        "Explain an NCCL_DEBUG=INFO log: what NCCL built, chose and ran.",
+    ),
+    "nccl-graph": (
+        "commprof.nccl_graph.command:nccl_graph",
+        "Write NCCL_GRAPH_FILE candidates for a box (from a doctor bundle or a run).",
+    ),
+    "trace": (
+        "commprof.trace.command:trace",
+        "Read profiler traces: the step's collectives, their time, overlap and rank skew.",
+    ),
+    "doctor": ("commprof.doctor.command:doctor", "Check the box before trusting any number."),
+    "floor": ("commprof.floor.command:floor", "Measure peer copies and print the all-reduce floor per size."),
+    "report": ("commprof.report.command:report", "Render a run (or several) as an HTML report."),
+    "import-nccl-tests": (
+        "commprof.costmodel.command:import_nccl_tests",
+        "Turn nccl-tests logs into commprof records.",
+    ),
+    "calibrate": ("commprof.costmodel.calibrate_command:calibrate", "Fit the cost model to measured records."),
+    "simulate": ("commprof.costmodel.simulate_command:simulate", "Predict a sweep on a topology with the cost model."),
 }
 
 
@@ -45,14 +43,13 @@ class LazyGroup(click.Group):
         return list(SUBCOMMANDS)
 
     def get_command(self, ctx, name):
-        target = SUBCOMMANDS.get(name)
-        if target is None:
+        if name not in SUBCOMMANDS:
             return None
-        module_name, _, attr = target.partition(":")
+        module_name, _, attr = SUBCOMMANDS[name][0].partition(":")
         return getattr(importlib.import_module(module_name), attr)
 
     def format_commands(self, ctx, formatter):
-        rows = [(name, _HELP.get(name, "")) for name in SUBCOMMANDS]
+        rows = [(name, help_line) for name, (_, help_line) in SUBCOMMANDS.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from commprof.nccl_vocab import ENV_CHECKS, value_traps
 from commprof.records.schema import SOURCES, Source
 
 MEASURED = "measured"
@@ -195,3 +196,93 @@ class Evidence:
             "drift_pct": self.drift_pct,
             "rule": self.rule,
         }
+
+
+# ------------------------------------------------------------- rules two stages share (search and report, simulate)
+
+# What makes a crossover: a sustained run of wins, at least SUSTAINED consecutive measured sizes, so one lucky
+# size does not move it. The search that finds it and the report that reads it back both use these.
+SUSTAINED = 2  # consecutive wins that make a crossover
+
+
+def sustained_runs(wins: dict[int, bool], length: int = SUSTAINED) -> list[tuple[int, int]]:
+    """(first, last) size of each run of at least `length` consecutive wins, in size order."""
+    runs, start, count, last = [], None, 0, None
+    for size, won in sorted(wins.items()):
+        if won:
+            start = size if count == 0 else start
+            count += 1
+            last = size
+        else:
+            if count >= length:
+                runs.append((start, last))
+            count = 0
+    if count >= length:
+        runs.append((start, last))
+    return runs
+
+
+def sustained_start(wins: dict[int, bool], length: int = SUSTAINED) -> int | None:
+    """The first size of the first sustained run of wins, or None."""
+    runs = sustained_runs(wins, length)
+    return runs[0][0] if runs else None
+
+
+# What may be proposed from a result: the staged search (which points to refine) and the report (which points to
+# rank and recommend) share this rule, so the search never spends a point on what the report must refuse. A
+# simulation checks no result and times nothing: a simulated point whose settings carry a known correctness trap on
+# the interconnect (LL128 off NVLink), or a kernel predicted with an unknown error (only the floor of its
+# algorithm), may not be proposed. Measured points are judged by their own checks (a corrupt one is "wrong").
+
+
+def interconnect_of(topology: dict | None) -> str:
+    """ "nvlink" where the GPUs' path is NVLink (a topology preset's or probe's gpu_path "NV..."), else "pcie"."""
+    path = str((topology or {}).get("gpu_path", "")).upper() if isinstance(topology, dict) else ""
+    return "nvlink" if path.startswith("NV") else "pcie"
+
+
+def not_proposable(record: dict, interconnect: str) -> str | None:
+    """Why a step record's point may not be proposed (searched further, ranked, recommended), or None."""
+    if record.get("source") != "simulated":
+        return None
+    kernel = record.get("kernel_model")
+    if isinstance(kernel, dict) and kernel.get("expected_error_pct") is None:
+        basis = "only as the floor of its algorithm" if kernel.get("basis") == "floor" else "from figures"
+        return (
+            f"{kernel.get('impl')} is predicted {basis} ({kernel.get('source')}) with an unknown error, so it is "
+            "not ranked: measure it"
+        )
+    env = (record.get("point") or {}).get("env") or {}
+    traps = [
+        trap
+        for name, value in sorted(env.items())
+        if name in ENV_CHECKS
+        for trap in value_traps(str(name), str(value), interconnect)
+    ]
+    if traps:
+        return f"{traps[0].split(';')[0]}; a simulation checks no result, so it is not ranked: measure it"
+    return None
+
+
+# A calibration's expected error is its held-out error (the figure `commprof calibrate` records), never its
+# in-sample fit: the simulator and the model-error module both read it here.
+
+
+def calibration_error(name: str, fit: dict | None) -> ModelError:
+    """A calibration file's expected error as `commprof calibrate` recorded it (the largest over the bands of decode /
+    verify sizes it was judged on), or the prior's where it is applied to another box (costmodel.fitted_box)."""
+    fit = fit or {}
+    pct = fit.get("expected_error_pct")
+    boxes = fit.get("applied")
+    if fit.get("applied_differs"):
+        return ModelError(pct, f"calibration {name} applied to another box ({fit.get('error_basis')})", boxes)
+    if isinstance(pct, (int, float)) and not isinstance(pct, bool):
+        return ModelError(
+            float(pct), f"held-out error of calibration {name} ({fit.get('error_basis', 'held out')})", boxes
+        )
+    return ModelError(
+        None,
+        f"calibration {name} states no error over the sizes it was judged on ("
+        f"{fit.get('error_basis', 'calibrated by an older commprof')}; re-run commprof calibrate)",
+        boxes,
+    )

@@ -56,6 +56,7 @@ def many_points(count: int) -> list[dict]:
     """`count` points: the realistic ones, then ALGO × PROTO × channel and thread settings until there are enough."""
     points = base_points()
     extra = itertools.product(
+        (None, "1", "2", "4", "8", "16", "32", "64"),  # NCCL_NCHANNELS_PER_NET_PEER, past 1,728 points only
         ("Ring", "Tree"),
         ("LL", "LL128", "Simple"),
         (1, 2, 4, 8, 16, 32),
@@ -64,12 +65,13 @@ def many_points(count: int) -> list[dict]:
         ("PXB", "SYS"),
         ("0", "1"),
     )
-    for algo, proto, channels, threads, buffsize, level, cumem in extra:
+    for per_peer, algo, proto, channels, threads, buffsize, level, cumem in extra:
         if len(points) >= count:
             break
+        more = {"NCCL_NCHANNELS_PER_NET_PEER": per_peer} if per_peer else {}
         points.append(
             {
-                "label": f"{algo}/{proto} {channels}ch {threads}t",
+                "label": f"{algo}/{proto} {channels}ch {threads}t" + (f" {per_peer}pp" if per_peer else ""),
                 "impl": "nccl",
                 "options": {},
                 "env": {
@@ -80,6 +82,7 @@ def many_points(count: int) -> list[dict]:
                     "NCCL_BUFFSIZE": buffsize,
                     "NCCL_P2P_LEVEL": level,
                     "NCCL_CUMEM_ENABLE": cumem,
+                    **more,
                 },
             }
         )

@@ -18,8 +18,9 @@ MAX_LINES = 450
 # module or package of commprof; each stage's command (`<stage>/command.py`) and the other entry points may
 # import anything.
 TIERS = (
-    {"terminal"},  # printing what users give, without trusting it (errors print through it)
-    {"errors", "stats", "units", "runmeta", "env_names"},  # env_names: the variables commprof may set
+    # printing what users give, without trusting it (errors print through it); which package versions are installed
+    {"terminal", "versions"},
+    {"errors", "stats", "units", "env_names"},  # env_names: the variables commprof may set
     {"textfiles", "shipped_files"},  # reading what users give, without trusting it; the files commprof ships
     {
         "nccl_vocab",
@@ -32,8 +33,6 @@ TIERS = (
         "planner",
         "nccl_log",
         "floor",
-        "proposable",
-        "crossover_rule",
     },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor; what a crossover is
     {"impls", "timing", "replay_tensors", "captured_ops"},  # the implementations; the clocks, the graph-mode per-op
     # pass and the tensors the harness uses
@@ -91,7 +90,7 @@ PLANNING_TIERS = (
     {"spec", "crossover", "graph_axis"},  # the parsed sweep; the crossover search; the graph axis
     {"points", "settings"},  # the points; what a point sets
     {"gate", "staging"},  # what a launch refuses; which points a stage refines
-    {"stage_config", "crossover_stage", "dryrun"},
+    {"stage_config", "crossover_stage", "dryrun", "run_table"},  # a stage, the dry run, the [run] table
     {"config"},  # the sweep file read into a spec
 )
 RUNNING_TIERS = (
@@ -378,8 +377,6 @@ def test_unplaced_finds_a_new_module(tmp_path):
 PURE_UNITS = (
     "commprof.planner",
     "commprof.evidence",
-    "commprof.proposable",
-    "commprof.crossover_rule",
     "commprof.nccl_vocab",
     "commprof.sweep.planning",
     "commprof.report.analysis",

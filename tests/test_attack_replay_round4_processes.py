@@ -12,7 +12,7 @@ from commprof.records.files import read_records
 from tests.distributed import free_port
 from tests.sweeprun import sweep_env, tiny_model, torchrun_args
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.processes
 
 
 def _sweep(tmp_path, *args):

@@ -316,7 +316,7 @@ def test_the_staged_search_spends_no_point_on_what_the_report_may_not_propose(tm
     from commprof.costmodel.calibration_file import params_from_toml
     from commprof.costmodel.sweep_simulation import simulate_sweep
     from commprof.costmodel.topology import load_topology
-    from commprof.proposable import not_proposable
+    from commprof.evidence import not_proposable
     from commprof.sweep.planning.config import load_sweep
 
     log = Path(__file__).parent / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"

@@ -42,7 +42,9 @@ def _simulate(tmp_path: Path, calibration: Path, *where: str) -> tuple[dict, lis
     report = tmp_path / "report"
     assert main(["report", str(run_dir), "--out", str(report)]) == 0
     (run,) = json.loads((report / "summary.json").read_text())["runs"]
-    records = [r for r in read_records(run_dir / "results.jsonl") if str(r.get("calibration", "")).startswith(calibration.name)]
+    records = [
+        r for r in read_records(run_dir / "results.jsonl") if str(r.get("calibration", "")).startswith(calibration.name)
+    ]
     return run["evidence"], records
 
 

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from commprof.impls import jit_build
-from commprof.records.files import read_meta, read_records
+from commprof.records.files import read_records
+from commprof.records.run_meta import read_meta
 from commprof.sweep.planning.config import parse_sweep
 from commprof.sweep.running.prebuild import build_refusal, failures, run_builder, sweep_impls
 from tests.plugins.builds import NVCC_FAILURE, FakeSpec

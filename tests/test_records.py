@@ -12,11 +12,11 @@ from commprof.records.files import (
     append_records,
     duplicated_measurements,
     new_run_dir,
-    read_meta,
     read_records,
     write_json,
 )
 from commprof.records.point_ids import is_run_id
+from commprof.records.run_meta import read_meta
 from tests.report_fixtures import make_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "cpu-smoke-gloo"

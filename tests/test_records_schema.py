@@ -119,7 +119,7 @@ def test_crafted_numbers_and_types_are_one_line_naming_file_and_line(tmp_path, c
     ],
 )
 def test_crafted_meta_is_one_line_naming_file_and_key(tmp_path, change, problem):
-    from commprof.records.files import read_meta
+    from commprof.records.run_meta import read_meta
     from tests.report_fixtures import make_meta
 
     meta = make_meta("crafted")
@@ -130,3 +130,34 @@ def test_crafted_meta_is_one_line_naming_file_and_key(tmp_path, change, problem)
         read_meta(tmp_path)
     assert "meta.json: not usable run metadata: " in str(refused.value)
     assert re.search(problem, str(refused.value)), str(refused.value)
+
+
+def _key_paths(value, prefix=""):
+    """Every key path in `value` (lists: each item's keys under "[]")."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield f"{prefix}.{key}"
+            yield from _key_paths(inner, f"{prefix}.{key}")
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _key_paths(inner, f"{prefix}[]")
+
+
+def test_every_key_the_writers_write_is_read_back(tmp_path):
+    """The reader's types declare every key a writer writes: a key msgspec does not know would be dropped unread."""
+    from commprof.cli import main
+    from tests.conftest import PCIE8_SWEEP
+    from tests.report_fixtures import make_records
+
+    assert (
+        main(["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(PCIE8_SWEEP), "--out", str(tmp_path)])
+        == 0
+    )
+    measured = tmp_path / "measured.jsonl"
+    measured.write_text("".join(json.dumps(r) + "\n" for r in make_records("measured")))
+    paths = [measured, *tmp_path.glob("*/results.jsonl")]
+    assert len(paths) == 2
+    for path in paths:
+        written = [json.loads(line) for line in path.read_text().splitlines()]
+        for before, after in zip(written, read_records(path), strict=True):
+            assert set(_key_paths(before)) == set(_key_paths(after)), path

@@ -7,7 +7,8 @@ import pytest
 from commprof.costmodel.sweep_simulation import simulate_sweep
 from commprof.costmodel.topology import load_topology
 from commprof.floor.model import FloorFigures, floor
-from commprof.records.files import read_meta, read_records
+from commprof.records.files import read_records
+from commprof.records.run_meta import read_meta
 from commprof.records.schema import FUSED, step_record
 from commprof.report.analysis.routing import routing_plan
 from commprof.report.analysis.routing_candidates import Candidate, candidates, floor_of, verdict

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.records.files import META_FILE, read_meta
-from commprof.records.run_meta import REQUIRED, VERSION_KEYS, run_meta, updated_meta
-from commprof.runmeta import launch_facts
+from commprof.records.files import META_FILE
+from commprof.records.run_meta import REQUIRED, VERSION_KEYS, launch_facts, read_meta, run_meta, updated_meta
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "cpu-smoke-gloo"
 

@@ -19,7 +19,8 @@ from commprof.costmodel.fitted_box import BoxFacts, records_facts
 from commprof.costmodel.latency import CostParams, arch_of, arch_of_gpu_name
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
-from commprof.records.files import RESULTS_FILE, read_meta, read_records
+from commprof.records.files import RESULTS_FILE, read_records
+from commprof.records.run_meta import read_meta
 from commprof.units import format_bytes
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs

@@ -21,9 +21,8 @@ from commprof.records.files import (
     new_run_dir,
     write_json,
 )
-from commprof.records.run_meta import run_meta
-from commprof.records.schema import RunMeta, Source
-from commprof.runmeta import launch_facts
+from commprof.records.run_meta import RunMeta, launch_facts, run_meta
+from commprof.records.schema import Source
 from commprof.terminal import plain_console
 from commprof.textfiles import LOG_BYTES, read_text
 from commprof.units import format_bytes

@@ -23,10 +23,9 @@ else:
     import tomli as tomllib
 
 from commprof.costmodel import calibrate as fitting
-from commprof.costmodel.held_out import calibration_error
 from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.topology import link_for, load_topology
-from commprof.evidence import ModelError
+from commprof.evidence import ModelError, calibration_error
 
 PRIOR = "nccl-prior"  # the records' calibration name of the uncalibrated model
 RECORD = Path(__file__).with_name("prior_error.toml")

@@ -15,11 +15,11 @@ from datetime import datetime, timezone
 
 from commprof.costmodel.alternatives import box_context, kernel_model, refusal
 from commprof.costmodel.graph_sim import GRAPH_ERROR_BASIS, GraphModel, point_graph
-from commprof.costmodel.held_out import calibration_error
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
+from commprof.evidence import calibration_error
 from commprof.impls.registry import algorithm, fuses_rmsnorm, runs_on_nccl
 from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECTIVES, modelled_selection
 from commprof.planner.plan import build_step_plan
@@ -328,7 +328,7 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
 
 def nccl_model_error(params: CostParams, calibration_name: str, topology: Topology | None = None) -> dict:
     """How far to trust the NCCL predictions of a record: the prior's measured error (the box prior's, for a
-    topology read from a bundle) or the calibration's held-out error (held_out.calibration_error: never the
+    topology read from a bundle) or the calibration's held-out error (evidence.calibration_error: never the
     in-sample fit, which is a lower bound); unknown where the calibration records none."""
     if calibration_name == "nccl-prior" and topology is not None and topology.prior_error is not None:
         return {"expected_error_pct": topology.prior_error.pct, "error_basis": topology.prior_error.basis}

@@ -9,7 +9,7 @@ from commprof.costmodel.crossover_sim import simulate_crossover_stage
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.simulate import SimulatedRun, simulate_point
 from commprof.costmodel.topology import Topology
-from commprof.proposable import interconnect_of
+from commprof.evidence import interconnect_of
 from commprof.records.plan_file import points_line, stages_line
 from commprof.records.schema import MODES
 from commprof.sweep.planning.spec import SweepSpec

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from commprof.versions import installed_version
+
 
 class NvmlCalls:
     """Calls into one pynvml module (or a fake); `unanswered` maps each function that gave no answer to why."""
@@ -28,9 +30,4 @@ class NvmlCalls:
 
 def nvml_py_version() -> str | None:
     """The installed nvidia-ml-py's version (pynvml itself carries none), or None."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("nvidia-ml-py")
-    except PackageNotFoundError:
-        return None
+    return installed_version("nvidia-ml-py")

@@ -15,11 +15,11 @@ import os
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from commprof.doctor.nvml_guard import NvmlCalls, nvml_py_version
+from commprof.versions import installed_version
 
 RUN, SKIP, FAIL = "run", "skip", "fail"
 # What the GPU paths import, by import name (tomllib on Python >= 3.11, its backport tomli before).
@@ -137,7 +137,7 @@ def probe_environment() -> SmokeEnvironment:
         cuda_error=torch.get("error"),
         gpus=torch.get("gpus") or [],
         nccl_version=torch.get("nccl"),
-        flashinfer_version=_version("flashinfer-python"),
+        flashinfer_version=installed_version("flashinfer-python"),
         missing_modules=missing_modules(),
         python=f"{sys.version.split()[0]} ({sys.executable})",
         nvml_py_version=nvml_py_version(),
@@ -197,7 +197,7 @@ def probe_torch() -> dict[str, Any]:
         return json.loads(proc.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        return {"version": _version("torch") or "?", "error": f"torch's CUDA probe failed: {tail[:300]}"}
+        return {"version": installed_version("torch") or "?", "error": f"torch's CUDA probe failed: {tail[:300]}"}
 
 
 def torch_facts() -> dict[str, Any]:
@@ -247,13 +247,6 @@ def _not_installed() -> str:
     except ImportError:
         return "not installed"
     return f"not installed ({FLASHINFER_INSTALL})"
-
-
-def _version(package: str) -> str | None:
-    try:
-        return version(package)
-    except PackageNotFoundError:
-        return None
 
 
 if __name__ == "__main__":

@@ -32,8 +32,8 @@ from commprof.gpu_smoke.verdicts import (
     floor_verdict,
     pytest_verdict,
 )
-from commprof.records.files import read_meta
 from commprof.records.point_ids import BASELINE_POINT_ID
+from commprof.records.run_meta import read_meta
 
 BUDGET_S = 470  # under 8 minutes on one GPU, with room for start-up and the summary
 EXTENDED_BUDGET_S = 540  # with --extended: both steps inside one 10-minute call, with room for the archive

@@ -19,9 +19,10 @@ from commprof.nccl_graph.box import Box, box_from_facts
 from commprof.nccl_graph.candidates import Candidate, build_candidates
 from commprof.nccl_graph.graph_file import RING_GRAPH_ID
 from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
-from commprof.records.files import ensure_writable_dir, read_meta
+from commprof.records.files import ensure_writable_dir
 from commprof.records.folder import write_nofollow
 from commprof.records.point_ids import BASELINE_POINT_ID
+from commprof.records.run_meta import read_meta
 from commprof.textfiles import LOG_BYTES, read_text
 
 INDEX_FILE = "candidates.json"

@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
-from commprof.records.checks import meta_problem, record_problem
+from commprof.records.checks import UnreadableLine, decode_record
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
-from commprof.records.point_ids import is_run_id
-from commprof.records.schema import READABLE_VERSIONS, upgraded
 from commprof.terminal import one_line
-from commprof.textfiles import RESULTS_BYTES, read_json, read_text
+from commprof.textfiles import RESULTS_BYTES, read_text
 
 RESULTS_FILE = "results.jsonl"
 # The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
@@ -101,22 +99,14 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):  # bad syntax, a 5000-digit number, nesting beyond recursion
+            record = decode_record(line)
+        except UnreadableLine:
             if number == len(lines):
                 warnings.warn(f"{path}:{number}: truncated last line skipped (the run was interrupted)", stacklevel=3)
                 continue
             raise UsageError(f"{path}:{number}: not a JSON record") from None
-        version = record.get("schema") if isinstance(record, dict) else None
-        if version not in READABLE_VERSIONS:
-            raise UsageError(
-                f"{path}:{number}: results schema version {version!r}, this commprof reads versions "
-                f"{', '.join(map(str, READABLE_VERSIONS))}; re-run or use the commprof version that wrote it"
-            )
-        record = upgraded(record)
-        problem = record_problem(record)
-        if problem:
-            raise UsageError(f"{path}:{number}: not a usable record: {problem}")
+        except ValueError as refused:
+            raise UsageError(f"{path}:{number}: {refused}") from None
         if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
             record["point"]["label"] = one_line(record["point"]["label"])
         yield record
@@ -141,20 +131,6 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
     write_nofollow(tmp, (text + "\n").encode("utf-8"))
     os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
-
-
-def read_meta(run_dir: Path) -> dict[str, Any]:
-    """A run's meta.json ({} where there is none); UsageError naming the file when it cannot be used."""
-    path = Path(run_dir) / META_FILE
-    if not path.exists():
-        return {}
-    meta = read_json(path, "run metadata")
-    problem = meta_problem(meta)
-    if problem:
-        raise UsageError(f"{path}: not usable run metadata: {problem}")
-    if "run_id" in meta and not is_run_id(meta["run_id"]):
-        raise UsageError(f"{path}: run_id {meta['run_id']!r} is not a run id (letters, digits, '.', '_', '-')")
-    return meta
 
 
 def append_plan(run_dir: Path, lines: list[dict[str, Any]]) -> None:

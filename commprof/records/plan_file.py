@@ -23,7 +23,7 @@ Unit = Literal["points", "searches"]  # a refinement stage plans points; a cross
 class PlannedSearch(TypedDict):
     point_id: str  # the setting searched against the baseline
     mode: str  # MODES
-    sizes: list[int]  # the step sizes searched beside the powers of two (commprof.crossover_rule)
+    sizes: list[int]  # the step sizes searched beside the powers of two (commprof.evidence.sustained_runs)
 
 
 def stages_line(stages: list[tuple[int, str, Unit]]) -> dict[str, Any]:

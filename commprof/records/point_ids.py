@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 BASELINE_POINT_ID = "p000"
-_POINT_ID = re.compile(r"(?:s([0-9]{1,4})-)?p[0-9]{1,9}")
+POINT_ID = re.compile(r"(?:s([0-9]{1,4})-)?p[0-9]{1,9}")
 
 
 # A run id: the run folder's name (records.files.new_run_dir), letters, digits, ".", "_" and "-", starting with a
@@ -28,10 +28,10 @@ def point_id(index: int, stage: int = 0) -> str:
 
 def is_point_id(text: object) -> bool:
     """Whether `text` is a point id of this grammar (ids become file names: nothing else is accepted)."""
-    return isinstance(text, str) and _POINT_ID.fullmatch(text) is not None
+    return isinstance(text, str) and POINT_ID.fullmatch(text) is not None
 
 
 def stage_of(point_id: str) -> int:
     """The sweep stage a point id belongs to: "p012" is stage 0, "s2-p003" stage 2."""
-    match = _POINT_ID.fullmatch(point_id)
+    match = POINT_ID.fullmatch(point_id)
     return int(match.group(1)) if match and match.group(1) else 0

@@ -1,19 +1,172 @@
-"""meta.json's one constructor: the sweep, `simulate` and `import-nccl-tests` each build their RunMeta here, so
-every run folder's meta.json has the same common fields in the same order, checked by the reader's own check
-(`records.checks.meta_problem`) before it is written."""
+"""meta.json, its one module: its typed structure (read and checked by msgspec, records.validate), its reader, its
+one constructor and what a run records about where it ran (versions, GPUs, host, command line, the environment that
+matters). The sweep, `simulate` and `import-nccl-tests` each build their RunMeta here, so every run folder's
+meta.json has the same common fields in the same order, checked before it is written and when it is read."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import platform
+import socket
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypedDict
 
-from commprof.records.checks import meta_problem
-from commprof.records.point_ids import is_run_id
-from commprof.records.schema import SOURCES, RunMeta
+from commprof.errors import UsageError
+from commprof.records.files import META_FILE
+from commprof.records.point_ids import RUN_ID
+from commprof.records.schema import SOURCES, Count, Finite, Ranks, Source
+from commprof.records.validate import bounded, problem_of
+from commprof.textfiles import read_json
+from commprof.versions import installed_version
 
 # The software a run names, in this order; None where it is not there (or not used: a simulation has no torch).
 VERSION_KEYS = ("python", "torch", "cuda", "nccl", "driver", "flashinfer", "commprof")
 # Fields every meta.json has: who wrote it, when, from what command line and where.
 REQUIRED = ("run_id", "source", "created", "command", "cwd", "hostname", "versions")
+RUN_PATTERN = rf"\A{RUN_ID.pattern}\Z"
+_TIMEOUT = "{path} {value} is out of range (allowed: above 0, at most a week)"
+
+
+class MetaPlan(TypedDict, total=False):
+    """meta.json's plan: what the sweep replayed (commprof.sweep.running.run_folder)."""
+
+    model: str | None
+    tp: Ranks | None
+    phase: str | None
+    dtype: str | None
+    tokens: list[bounded(int, "plan.tokens: a T out of range (allowed: {low}..{high})", ge=1, le=1 << 24)] | None
+    iterations: Count | None
+    warmup: Count | None
+    point_timeout_s: bounded(float, _TIMEOUT, gt=0, le=86400 * 7) | None
+    layout: str | None
+    compute: str | None  # what each rank ran between two collectives, as the sweep file (or --compute) said
+    skew: str | None
+    spec: str | None  # the draft cycle and DP attention (commprof.planner.speculative.PlanOptions)
+    num_steps: int | None
+    draft_vocab: int | None
+    dp_attention: bool | None
+
+
+class MetaSweep(TypedDict, total=False):
+    """meta.json's sweep: the file the run was made from, as it was (a --resume rebuilds the sweep from it)."""
+
+    path: str | None
+    name: str | None
+    content: str | None
+    sha256: str | None
+    report: dict[str, Any] | None
+
+
+class MetaGpu(TypedDict, total=False):
+    """One visible GPU as gpu_inventory writes it."""
+
+    index: int
+    name: str
+    compute_capability: str
+    memory_gib: Finite
+    pci_bus_id: str | None
+
+
+class TopologyHost(TypedDict, total=False):
+    """The host part of the topology probe (commprof.doctor.topology_probe.describe_host)."""
+
+    hostname: str | None
+    logical_cpus: int | None
+    cpu_model: str | None
+    cpu_vendor: str | None
+    sockets: int | None
+    numa_nodes: list[dict[str, Any]] | None
+
+
+class TopologyGpu(TypedDict, total=False):
+    """One GPU as the topology probe writes it."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+    pci_bus_id: str | None
+    compute_capability: str | None
+    memory_total_mib: int | None
+    pcie: dict[str, int | None] | None
+    numa_node: int | None
+    cpu_affinity: str | None
+    nvlink_active: int | None
+
+
+class TopologyPair(TypedDict, total=False):
+    """One GPU pair as the topology probe writes it."""
+
+    gpus: list[int]
+    level: str | None
+    nvlink: bool | None
+    p2p: dict[str, str | None] | None
+
+
+class MetaTopology(TypedDict, total=False):
+    """meta["topology"]: the topology probe's answer, or a simulation's preset summary (`gpus` a count there)."""
+
+    source: str | None
+    reason: str | None
+    host: TopologyHost | None
+    driver_version: str | None
+    cuda_driver_version: str | None
+    gpus: list[TopologyGpu] | Ranks | None
+    pairs: list[TopologyPair] | None
+    links: dict[str, Any] | None
+    impls: dict[str, Any] | None
+    sources: list[str] | None
+
+
+class RunMeta(TypedDict, total=False):
+    """meta.json, built by run_meta for the sweep, simulate and the imports; a reader
+    relies on these types (meta_problem), and a key an older writer left out is None."""
+
+    run_id: bounded(str, "run_id {value!r} is not a run id (letters, digits, '.', '_', '-')", pattern=RUN_PATTERN)
+    created: str | None
+    command: list[str] | None
+    cwd: str | None
+    hostname: str | None
+    world_size: Ranks | None
+    nnodes: Ranks | None
+    backend: str | None
+    source: Source | None
+    versions: dict[str, str | None] | None
+    platform: dict[str, Any] | None
+    gpus: list[MetaGpu] | None
+    env: dict[str, str] | None
+    plan: MetaPlan | None
+    sweep: MetaSweep | None
+    shared_gpus: bool | None
+    topology: MetaTopology | None
+    floor: dict[str, Any] | None
+    doctor: dict[str, Any] | None
+    kernel_builds: list[dict[str, Any]] | None  # one report per node that built kernels (sweep.prebuild)
+    nccl_graphs: dict[str, Any] | None  # the NCCL graph candidates written for this box (sweep.graph_run)
+    simulated: bool | None  # `commprof simulate` wrote the run
+    calibration: dict[str, Any] | str | None  # simulated: the calibration file's fit, or "nccl-prior"
+    model_error: dict[str, Any] | None  # simulated: the expected error of its predictions (evidence.ModelError)
+    imported: list[dict[str, Any]] | None  # nccl-tests imports: each log's file, sha256, warnings and runs
+
+
+def meta_problem(meta: Any) -> str | None:
+    """Why a meta.json read from a file cannot be used, in a few words, or None."""
+    if not isinstance(meta, dict):
+        return "not a JSON object"
+    return problem_of(meta, RunMeta)
+
+
+def read_meta(run_dir: Path) -> RunMeta:
+    """A run's meta.json ({} where there is none); UsageError naming the file when it cannot be used."""
+    path = Path(run_dir) / META_FILE
+    if not path.exists():
+        return {}
+    meta = read_json(path, "run metadata")
+    problem = meta_problem(meta)
+    if problem:
+        raise UsageError(f"{path}: not usable run metadata: {problem}")
+    return meta
 
 
 def run_meta(**fields: Any) -> RunMeta:
@@ -26,8 +179,6 @@ def run_meta(**fields: Any) -> RunMeta:
         raise TypeError(f"meta.json: unknown field(s) {unknown}, missing field(s) {missing}")
     if fields["source"] not in SOURCES:
         raise ValueError(f"meta.json: source {fields['source']!r} is not one of {SOURCES}")
-    if not is_run_id(fields["run_id"]):
-        raise ValueError(f"meta.json: run_id {fields['run_id']!r} is not a run id")
     versions = dict(fields["versions"] or {})
     fields["versions"] = {key: versions.pop(key, None) for key in VERSION_KEYS} | versions
     meta: Any = {name: fields[name] for name in names if name in fields}
@@ -48,3 +199,100 @@ def updated_meta(meta: RunMeta, **fields: Any) -> RunMeta:
     if problem:
         raise ValueError(f"meta.json: {problem}")
     return updated
+
+
+# ------------------------------------------------------------------------ what the run records about where it ran
+
+# Variables that change what a collective does or how it is measured.
+ENV_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "FLASHINFER_", "OMP_", "GLOO_")
+
+
+def relevant_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in sorted(environ.items()) if k.startswith(ENV_PREFIXES)}
+
+
+def nccl_version() -> str | None:
+    """The NCCL torch links, as "2.27.3"; None on a CPU build of torch."""
+    import torch
+
+    try:
+        if not torch.cuda.is_available():
+            return None
+        version = torch.cuda.nccl.version()
+    except (RuntimeError, AttributeError):
+        return None
+    return ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+
+
+def driver_version() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            value = pynvml.nvmlSystemGetDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no NVML library, or no GPU: all mean "none here"
+        return None
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def gpu_inventory() -> list[dict[str, Any]]:
+    """Name, compute capability, memory and PCI bus id of each visible GPU (empty without CUDA)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    gpus = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        gpus.append(
+            {
+                "index": index,
+                "name": props.name,
+                "compute_capability": f"{props.major}.{props.minor}",
+                "memory_gib": round(props.total_memory / 2**30, 1),
+                "pci_bus_id": f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+                if hasattr(props, "pci_bus_id")
+                else None,
+            }
+        )
+    return gpus
+
+
+def launch_facts(argv: list[str], measuring: bool = True) -> dict[str, Any]:
+    """The fields of meta.json about this host and launch (records.run_meta.run_meta takes them). `measuring`: the
+    run times collectives here, so torch, CUDA, NCCL, the GPUs and the environment are recorded; a command that
+    only reads files (simulate, an import) names Python and commprof alone."""
+    versions: dict[str, str | None] = {"python": platform.python_version(), "commprof": installed_version("commprof")}
+    facts: dict[str, Any] = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": argv,
+        "cwd": os.getcwd(),
+        "hostname": socket.gethostname(),
+        "nnodes": 1,
+        "versions": versions,
+        "platform": {"system": platform.system(), "machine": platform.machine(), "python": sys.executable},
+        "gpus": [],
+        "env": {},
+    }
+    if measuring:
+        import torch
+
+        versions.update(
+            torch=torch.__version__,
+            cuda=torch.version.cuda,
+            nccl=nccl_version(),
+            driver=driver_version(),
+            flashinfer=installed_version("flashinfer-python"),
+            sglang=installed_version("sglang"),  # the engines whose dispatch tables the report then uses
+            vllm=installed_version("vllm"),
+        )
+        facts.update(
+            nnodes=int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("NNODES", "1")) or 1),
+            gpus=gpu_inventory(),
+            env=relevant_env(),
+        )
+    return facts

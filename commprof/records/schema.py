@@ -8,8 +8,12 @@ Every writer (the sweep, the simulator, the nccl-tests importer, the tests' buil
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timezone
 from typing import Any, Literal, TypedDict, get_args
+
+from commprof.records.point_ids import POINT_ID, RUN_ID
+from commprof.records.validate import bounded
 
 SCHEMA_VERSION = 2
 # Versions this commprof reads. Version 1 said "model" where version 2 says "simulated" (source and timing of
@@ -19,7 +23,6 @@ READABLE_VERSIONS = (1, 2)
 # Where a record's numbers come from: timed here, predicted by the cost model, or imported from nccl-tests.
 Source = Literal["measured", "simulated", "nccl-tests"]
 SOURCES: tuple[Source, ...] = get_args(Source)
-KINDS = ("step", "collective", "crossover")
 Mode = Literal["eager", "graph"]  # run as issued; captured once in a CUDA graph and replayed
 MODES: tuple[Mode, ...] = get_args(Mode)
 # What an eager step or op time includes that a replayed graph does not pay: said wherever eager times are shown.
@@ -33,7 +36,7 @@ GRAPH_FIRST: tuple[Mode, ...] = ("graph", "eager")
 # All-reduce + residual add + RMSNorm in one collective (fused kinds), set against the unfused reference.
 FUSED = "all_reduce+rmsnorm"
 # Trial outcomes. "ok" is the only one whose numbers are a tuning result.
-STATUSES = (
+Status = Literal[
     "ok",  # measured and verified
     "wrong",  # ran, but results differ from the exact reduction (eager)
     "capture_failed",  # CUDA-graph capture raised
@@ -42,31 +45,68 @@ STATUSES = (
     "crashed",  # a worker died: signal, abort or non-zero exit
     "unsupported",  # the implementation or mode does not apply here; message says why
     "error",  # a Python exception in the trial; message has it
-)
+]
+STATUSES: tuple[Status, ...] = get_args(Status)
 # Statuses that mean "the setting does not work here"; "unsupported" only means it does not apply.
 FAILED_STATUSES = tuple(s for s in STATUSES if s not in ("ok", "unsupported"))
 
+# The values a reader computes with, bounded where no sweep, log or nccl-tests run could write more.
+MAX_RANKS = 1 << 20
+MAX_BYTES = 1 << 48
+_LARGEST = sys.float_info.max
+Finite = bounded(float, "{colon}: expected a finite number, got {value!r}", ge=-_LARGEST, le=_LARGEST)
+# A duration or bandwidth at the top of a record, and one inside a Stats, a list or a column.
+NonNegative = bounded(float, "{path} {value!r} is negative or not finite", ge=0, le=_LARGEST)
+Time = bounded(float, "{head}: a negative or non-finite time", ge=0, le=_LARGEST)
+Ranks = bounded(int, ge=1, le=MAX_RANKS)
+Bytes = bounded(int, ge=0, le=MAX_BYTES)
+Count = bounded(int, ge=0, le=1 << 31)
+RunId = bounded(str, "run id {value!r} is not one (letters, digits, '.', '_', '-')", pattern=rf"\A{RUN_ID.pattern}\Z")
+PointId = bounded(
+    str, "point id {value!r} is not one (p000, p001, ..., s1-p000, ...)", pattern=rf"\A{POINT_ID.pattern}\Z"
+)
+Tokens = bounded(int, ge=1, le=1 << 24)
 
-class _StatsTail(TypedDict, total=False):
-    p99: float  # only from 100 samples on (commprof.stats.P99_MIN_SAMPLES); records before that: always
-    max: float  # absent in records written before it was kept
 
-
-class Stats(_StatsTail):
+class Stats(TypedDict, total=False):
     """A latency over the timed steps (or one op's over the steps), µs."""
 
     n: int  # samples
-    min: float
-    median: float
-    mean: float
-    p90: float
-    cv: float  # standard deviation / mean, unitless
+    min: Time
+    median: Time
+    mean: Time
+    p90: Time
+    p99: Time  # only from 100 samples on (commprof.stats.P99_MIN_SAMPLES); records before that: always
+    max: Time  # absent in records written before it was kept
+    cv: Time  # standard deviation / mean, unitless
+
+
+# op_us's columns: a wrong item is named by its column ("op_us.median: a negative or non-finite time").
+_WRONG_ITEM = "{field}: an item of the wrong type"
+_OP_TIME = "{field}: a negative or non-finite time"
+OpTime = bounded(float, _OP_TIME, ge=0, le=_LARGEST)
+
+
+class OpColumns(TypedDict, total=False):
+    """A step's per-op statistics, columnar: one item per op site of the step plan in every column, µs."""
+
+    sites: bounded(list[str], _WRONG_ITEM)  # the op's site in the step (embed, attn, mlp, moe, logits, ...)
+    collectives: bounded(list[str], _WRONG_ITEM)  # "all_reduce", "all_gather", ...
+    draft: bounded(list[bool], _WRONG_ITEM)  # the op belongs to the draft model's step
+    bytes: bounded(list[bounded(int, _WRONG_ITEM, ge=0, le=MAX_BYTES)], _WRONG_ITEM)  # the op's message size
+    min: bounded(list[OpTime | None], _OP_TIME)
+    median: bounded(list[OpTime | None], _OP_TIME)
+    mean: bounded(list[OpTime | None], _OP_TIME)
+    p90: bounded(list[OpTime | None], _OP_TIME)
+    p99: bounded(list[OpTime | None], _OP_TIME)
+    max: bounded(list[OpTime | None], _OP_TIME)
+    cv: bounded(list[OpTime | None], _OP_TIME)  # standard deviation / mean, unitless
 
 
 class Point(TypedDict, total=False):
     """The configuration a record measured (commprof.sweep.planning.points.SweepPoint.to_dict())."""
 
-    point_id: str
+    point_id: PointId
     label: str
     impl: str  # the all-reduce implementation (commprof.impls)
     env: dict[str, str]  # only what the point sets on top of the run's environment
@@ -79,24 +119,24 @@ class NcclChoice(TypedDict, total=False):
     """One distinct algorithm / protocol NCCL chose for a size (commprof.nccl_log.parse, or the cost model's)."""
 
     coll: str | None  # NCCL's spelling ("AllReduce"); None where the log line does not say (2.20-2.22)
-    bytes: int  # as the log counts them (bytes_scope)
+    bytes: Bytes  # as the log counts them (bytes_scope)
     algo: str
     proto: str
-    channels: int | None
+    channels: bounded(int, ge=1, le=64) | None
     bytes_scope: str  # "per_rank" (>= 2.24) or "largest_buffer" (<= 2.23)
-    count: int  # ops that took this choice
-    model_time_us: float  # NCCL's own estimate, where the log prints it
+    count: bounded(int, ge=1, le=1 << 40)  # ops that took this choice
+    model_time_us: Finite  # NCCL's own estimate, where the log prints it
 
 
 class NcclFacts(TypedDict, total=False):
     """What NCCL did for a point, from its INFO log (commprof.sweep.running.measure.RECORD_KEYS) or the cost model."""
 
     version: str | None
-    nranks: int | None
-    nnodes: int | None
+    nranks: Ranks | None
+    nnodes: Ranks | None
     transports: dict[str, int | str]  # kind -> connections (measured) or the modelled link's name (simulated)
     peer_transports: dict[str, list[str]]
-    channels: int | None
+    channels: Ranks | None
     channel_counts: dict[str, int]
     graphs: list[dict[str, Any]]
     rings: list[list[int]]
@@ -105,64 +145,83 @@ class NcclFacts(TypedDict, total=False):
     env: dict[str, str]
     warnings: list[str]
     findings: list[dict[str, Any]]
+    # simulated: the cost model's expected error and its basis, and the graph file a point ran with
+    expected_error_pct: Finite | None
+    error_basis: str | None
+    graph: dict[str, Any] | None
 
 
 class StepPlanSummary(TypedDict, total=False):
-    """StepPlan.summary(): the numbers of the replayed step a reader uses (the other keys are words)."""
+    """StepPlan.summary(): what the replayed step was (commprof.planner.plan.StepPlan)."""
 
+    model: str | None  # the LLM's name
     tp: int
     tokens: int
+    phase: str | None
+    dtype: str | None
     hidden_size: int
     num_layers: int
     vocab_size: int
-    all_reduce: int
+    layout: str | None  # the layer layout ("standard", "parallel", "hybrid:...")
+    all_reduce: int  # collectives of each kind in the step
     all_gather: int
     reduce_scatter: int
-    draft_ops: int
+    draft_ops: int  # of them, the draft model's
+    spec: str | None  # the draft cycle (commprof.planner.speculative.PlanOptions)
+    num_steps: int | None
+    draft_vocab: int | None
+    dp_attention: bool | None
     total_bytes: int
 
 
 class _Record(TypedDict):
-    """The fields every record has."""
+    """The fields every record has; a reader needs these (the others an older writer may have left out)."""
 
-    schema: int  # SCHEMA_VERSION
-    kind: str  # KINDS
-    source: str  # SOURCES
-    run_id: str  # the run folder's name
-    point_id: str  # point_ids.py
+    schema: Literal[1, 2]  # SCHEMA_VERSION
+    kind: str  # KINDS: each record type names its own
+    source: Source
+    run_id: RunId  # the run folder's name
+    point_id: PointId  # point_ids.py
     point: Point
+    status: Status
+
+
+class _Common(_Record, total=False):
     backend: str | None  # "nccl" or "gloo"; None for imported or simulated records without one
-    world_size: int | None  # ranks in the process group
-    status: str  # STATUSES
+    world_size: Ranks | None  # ranks in the process group
     message: str | None  # why a status is not "ok"; notes on an "ok" simulated record
     time: str  # ISO-8601 UTC time the record was built
     calibration: str | None  # simulated records: which calibration ("nccl-prior" or a file) predicted them
 
 
-class StepRecord(_Record):
+class _Step(_Common):
+    kind: Literal["step"]
+    tokens: Tokens  # T, tokens in the step
+    mode: Mode
+
+
+class StepRecord(_Step, total=False):
     """One replayed step plan at one T in one mode: kind "step"."""
 
     model: str | None  # the LLM's name (commprof.planner.models)
     phase: str | None  # "decode" or "verify"
-    tp: int | None  # tensor-parallel degree
-    tokens: int  # T, tokens in the step
+    tp: Ranks | None  # tensor-parallel degree
     dtype: str | None  # activation dtype
     plan: StepPlanSummary | None  # StepPlan.summary(): collective counts, bytes, hidden size, layers
-    mode: str  # MODES
     timing: str | None  # "cuda_events", "cpu_clock" or "simulated"
     step_us: Stats | None  # per-step latency over the timed steps
-    op_us: dict[str, list] | None  # per-op Stats, columnar, with "sites", "collectives", "draft", "bytes"; both
-    # modes (records before the graph-mode per-op pass: eager only)
+    op_us: OpColumns | None  # per-op statistics, columnar; both modes (records before the graph-mode per-op pass:
+    # eager only)
     op_timing: str | None  # which per-op pass op_us comes from and what its times include (docs/timing.md)
-    rank_step_median_us: list[float] | None  # each rank's median step time
+    rank_step_median_us: list[Time] | None  # each rank's median step time
     check: dict[str, Any] | None  # correctness, agreed across ranks
     impl_detail: str | None  # what exactly ran where the implementation chooses at setup
     fused_rmsnorm: bool  # the layer all-reduces include residual add + RMSNorm
     nccl: NcclFacts | None  # what NCCL did, from its INFO log (or the cost model's choices)
-    iterations: int | None  # timed steps
-    warmup: int | None  # warm-up steps
-    duration_s: float | None  # wall time of the whole point on the controller
-    measure_s: float | None  # wall time of this (T, mode) inside the worker
+    iterations: Count | None  # timed steps
+    warmup: Count | None  # warm-up steps
+    duration_s: NonNegative | None  # wall time of the whole point on the controller
+    measure_s: NonNegative | None  # wall time of this (T, mode) inside the worker
     kernel_model: dict[str, Any] | None  # simulated non-NCCL points: the kernel model behind them, its expected error
     # What ran between the collectives ({"compute": "uniform:500", "skew": "rank 1 late by 1000 µs"}); None: nothing,
     # the collectives back to back.
@@ -172,172 +231,63 @@ class StepRecord(_Record):
     wait_clock: str | None  # the clock arrivals were stamped on ("host_monotonic", "cuda_globaltimer"), or why not
 
 
-class _CollectiveExtras(TypedDict, total=False):
-    per_iteration: dict[str, float]  # nccl-tests -I columns: min_us, max_us, p99_us, cv_pct
+class _Collective(_Common):
+    kind: Literal["collective"]
+    collective: str  # "all_reduce", "all_gather", ...
+    bytes: Bytes  # message size (nccl-tests' "size"); -b 0 times a 0-byte collective
 
 
-class CollectiveRecord(_Record, _CollectiveExtras):
+class CollectiveRecord(_Collective, total=False):
     """One collective at one size, as nccl-tests reports it: kind "collective"."""
 
-    collective: str  # "all_reduce", "all_gather", ...
-    bytes: int  # message size (nccl-tests' "size")
-    count: int | None  # elements
+    count: Bytes | None  # elements
     dtype: str | None
     redop: str | None
     root: int | None  # -1 where none
     in_place: bool  # nccl-tests' in-place column
     graph: bool  # measured inside a CUDA graph (nccl-tests -G)
-    time_us: float | None
-    algbw_gbps: float | None
-    busbw_gbps: float | None  # algbw × 2(n−1)/n for all-reduce
-    wrong: int | None  # nccl-tests' #wrong (None for "N/A")
+    time_us: NonNegative | None
+    algbw_gbps: NonNegative | None
+    busbw_gbps: NonNegative | None  # algbw × 2(n−1)/n for all-reduce
+    wrong: Bytes | None  # nccl-tests' #wrong (None for "N/A")
     file: str | None  # where an imported row came from
-    line: int | None
+    line: bounded(int, ge=0, le=1 << 40) | None
+    per_iteration: dict[str, Time]  # nccl-tests -I columns: min_us, max_us, p99_us, cv_pct; written where given
 
 
-class CrossoverRecord(_Record):
+class _Crossover(_Common):
+    kind: Literal["crossover"]
+    collective: str  # "all_reduce", or "all_reduce+rmsnorm" for fused kinds (against their unfused reference)
+    mode: Mode  # the searches in graph and eager mode are separate
+    baseline: Point  # what the setting is timed against (the sweep's baseline, or the unfused reference)
+
+
+class CrossoverRecord(_Crossover, total=False):
     """One message size measured by a crossover search: an implementation setting (`point`) against the baseline
     at that size, both timed in the same worker processes: kind "crossover". A search that could not run at all
     leaves one record with its status and no size."""
 
-    collective: str  # "all_reduce", or "all_reduce+rmsnorm" for fused kinds (against their unfused reference)
-    mode: str  # MODES: the searches in graph and eager mode are separate
-    bytes: int | None  # the all-reduce's size; None: the search did not run (status says why)
+    bytes: bounded(int, "bytes {value} is below 1", ge=1, le=MAX_BYTES) | None  # the all-reduce's size; None: the
+    # search did not run (status says why)
     dtype: str | None
-    impl_us: float | None  # the setting's time per all-reduce: max over ranks of the min over rounds
-    baseline_us: float | None  # the baseline's, timed the same way in the same processes
-    baseline: Point  # what the setting is timed against (the sweep's baseline, or the unfused reference)
-    search_round: int | None  # which measure() round of the search timed this size (1 = the powers of two)
-    step_bytes: int | None  # the search's resolution: bisection stops when a boundary is this narrow
-    rounds: int | None  # timed rounds per size
-    warmup: int | None
+    impl_us: NonNegative | None  # the setting's time per all-reduce: max over ranks of the min over rounds
+    baseline_us: NonNegative | None  # the baseline's, timed the same way in the same processes
+    search_round: Count | None  # which measure() round of the search timed this size (1 = the powers of two)
+    step_bytes: bounded(int, ge=1, le=MAX_BYTES) | None  # the search's resolution: bisection stops when a boundary
+    # is this narrow
+    rounds: Count | None  # timed rounds per size
+    warmup: Count | None
     model_error: dict[str, Any] | None  # simulated: {"impl_pct", "baseline_pct", "basis"}, the models' errors
 
 
-class MetaPlan(TypedDict, total=False):
-    """meta.json's plan: what the sweep replayed (commprof.sweep.running.run_folder)."""
-
-    model: str | None
-    tp: int | None
-    phase: str | None
-    dtype: str | None
-    tokens: list[int] | None
-    iterations: int | None
-    warmup: int | None
-    point_timeout_s: float | None
-    layout: str | None
-    compute: str | None  # what each rank ran between two collectives, as the sweep file (or --compute) said
-    skew: str | None
-    spec: str | None  # the draft cycle and DP attention (commprof.planner.speculative.PlanOptions)
-    num_steps: int | None
-    draft_vocab: int | None
-    dp_attention: bool | None
-
-
-class MetaSweep(TypedDict, total=False):
-    """meta.json's sweep: the file the run was made from, as it was (a --resume rebuilds the sweep from it)."""
-
-    path: str | None
-    name: str | None
-    content: str | None
-    sha256: str | None
-    report: dict[str, Any] | None
-
-
-class MetaGpu(TypedDict, total=False):
-    """One visible GPU as commprof.runmeta.gpu_inventory writes it."""
-
-    index: int
-    name: str
-    compute_capability: str
-    memory_gib: float
-    pci_bus_id: str | None
-
-
-class TopologyHost(TypedDict, total=False):
-    """The host part of the topology probe (commprof.doctor.topology_probe.describe_host)."""
-
-    hostname: str | None
-    logical_cpus: int | None
-    cpu_model: str | None
-    cpu_vendor: str | None
-    sockets: int | None
-    numa_nodes: list[dict[str, Any]] | None
-
-
-class TopologyGpu(TypedDict, total=False):
-    """One GPU as the topology probe writes it."""
-
-    index: int
-    name: str | None
-    uuid: str | None
-    pci_bus_id: str | None
-    compute_capability: str | None
-    memory_total_mib: int | None
-    pcie: dict[str, int | None] | None
-    numa_node: int | None
-    cpu_affinity: str | None
-    nvlink_active: int | None
-
-
-class TopologyPair(TypedDict, total=False):
-    """One GPU pair as the topology probe writes it."""
-
-    gpus: list[int]
-    level: str | None
-    nvlink: bool | None
-    p2p: dict[str, str | None] | None
-
-
-class MetaTopology(TypedDict, total=False):
-    """meta["topology"]: the topology probe's answer, or a simulation's preset summary (`gpus` a count there)."""
-
-    source: str | None
-    reason: str | None
-    host: TopologyHost | None
-    driver_version: str | None
-    cuda_driver_version: str | None
-    gpus: list[TopologyGpu] | int | None
-    pairs: list[TopologyPair] | None
-    links: dict[str, Any] | None
-    impls: dict[str, Any] | None
-    sources: list[str] | None
-
-
-class RunMeta(TypedDict, total=False):
-    """meta.json, built by commprof.records.run_meta.run_meta for the sweep, simulate and the imports; a reader
-    relies on these types (records.checks.meta_problem), and a key an older writer left out is None."""
-
-    run_id: str
-    created: str | None
-    command: list[str] | None
-    cwd: str | None
-    hostname: str | None
-    world_size: int | None
-    nnodes: int | None
-    backend: str | None
-    source: str | None
-    versions: dict[str, str | None] | None
-    platform: dict[str, Any] | None
-    gpus: list[MetaGpu] | None
-    env: dict[str, str] | None
-    plan: MetaPlan | None
-    sweep: MetaSweep | None
-    shared_gpus: bool | None
-    topology: MetaTopology | None
-    floor: dict[str, Any] | None
-    doctor: dict[str, Any] | None
-    kernel_builds: list[dict[str, Any]] | None  # one report per node that built kernels (sweep.prebuild)
-    nccl_graphs: dict[str, Any] | None  # the NCCL graph candidates written for this box (sweep.graph_run)
-    simulated: bool | None  # `commprof simulate` wrote the run
-    calibration: dict[str, Any] | str | None  # simulated: the calibration file's fit, or "nccl-prior"
-    model_error: dict[str, Any] | None  # simulated: the expected error of its predictions (evidence.ModelError)
-    imported: list[dict[str, Any]] | None  # nccl-tests imports: each log's file, sha256, warnings and runs
+RECORD_TYPES = {"step": StepRecord, "collective": CollectiveRecord, "crossover": CrossoverRecord}
+KINDS = tuple(RECORD_TYPES)
 
 
 # What a builder may leave out (None otherwise); the rest must be given.
 REQUIRED_FIELDS = ("source", "run_id", "point_id", "point", "status")
 _FLAGS = {"fused_rmsnorm": False, "in_place": False, "graph": False}
+_WHERE_GIVEN = ("per_iteration",)  # written only where the writer gives them
 
 
 def step_record(**fields: Any) -> StepRecord:
@@ -365,8 +315,8 @@ def crossover_record(**fields: Any) -> CrossoverRecord:
 
 
 def _build(record_type: Any, kind: str, required: tuple[str, ...], fields: dict[str, Any]) -> Any:
-    optional = record_type.__optional_keys__
-    names = [n for n in record_type.__annotations__ if n not in optional] + [n for n in optional if n in fields]
+    names = [n for n in record_type.__annotations__ if n not in _WHERE_GIVEN]
+    names += [n for n in _WHERE_GIVEN if n in fields]
     unknown = sorted(set(fields) - set(record_type.__annotations__))
     missing = [name for name in required if name not in fields]
     if unknown or missing:

@@ -18,10 +18,10 @@ from commprof.records.files import (
     RESULTS_FILE,
     duplicated_measurements,
     ensure_writable_dir,
-    read_meta,
     read_plan,
     read_records,
 )
+from commprof.records.run_meta import read_meta
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 

@@ -346,7 +346,7 @@ def _check_impls(spec: SweepSpec) -> None:
 
 def _resumed_sweep(run_dir: Path, max_points: int) -> SweepSpec:
     """The sweep a run started with, from its meta.json (every node needs the run folder to resume)."""
-    from commprof.records.files import read_meta
+    from commprof.records.run_meta import read_meta
     from commprof.sweep.planning.config import parse_sweep
 
     meta = read_meta(run_dir)

@@ -14,8 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from commprof.crossover_rule import sustained_runs
-from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, error_band
+from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, error_band, sustained_runs
 from commprof.impls.registry import resolve_impl_name
 from commprof.units import format_bytes
 

@@ -29,9 +29,9 @@ def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFr
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    env_keys = sorted({key for row in rows for key in row["env"]})
-    for key in env_keys:
-        frame[ENV_PREFIX + key] = [row["env"].get(key) for row in rows]
+    envs = pd.DataFrame([row["env"] for row in rows], dtype=object)  # every point's variables, in C
+    for key in sorted(envs.columns):
+        frame[ENV_PREFIX + key] = envs[key].where(envs[key].notna(), None).to_numpy()
     return frame
 
 
@@ -48,7 +48,7 @@ def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[
     check = record.get("check") or {}
     nccl = record.get("nccl") or {}
     ranks = record.get("rank_step_median_us") or None
-    options = json.dumps(point.get("options") or {}, sort_keys=True)
+    options = json.dumps(point["options"], sort_keys=True) if point.get("options") else "{}"
     stage = point.get("stage")
     row: dict[str, Any] = {
         "run_id": record.get("run_id"),

@@ -14,8 +14,16 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.evidence import IMPORTED, LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence, ModelError
-from commprof.proposable import interconnect_of, not_proposable
+from commprof.evidence import (
+    IMPORTED,
+    LEVEL_OF_SOURCE,
+    MEASURED,
+    SIMULATED,
+    Evidence,
+    ModelError,
+    interconnect_of,
+    not_proposable,
+)
 from commprof.records.plan_file import Plan
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.report.analysis import choices as ch
@@ -312,7 +320,7 @@ def with_run_error(records: list[dict], error: ModelError) -> list[dict]:
 
 
 def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
-    """Simulated points no verdict may rest on, point id -> why (commprof.proposable, the rule the staged search
+    """Simulated points no verdict may rest on, point id -> why (evidence.not_proposable, the rule the staged search
     follows too): a known trap on the simulated interconnect, or a kernel predicted with an unknown error."""
     interconnect = interconnect_of(meta.get("topology"))
     out = {}

@@ -11,6 +11,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from commprof.env_names import export_name_problem
 from commprof.terminal import CONTROL_CHARACTERS, one_line
 
@@ -44,3 +47,14 @@ def spreadsheet_cell(value: Any) -> Any:
     if value.startswith(_FORMULA_START) or value.lstrip().startswith(_FORMULA_START):
         return "'" + value
     return value
+
+
+def spreadsheet_column(column: pd.Series) -> pd.Series:
+    """`spreadsheet_cell` of every cell of a column, computed once per distinct value (a results table repeats its
+    labels, statuses and ids on every row); missing cells stay missing."""
+    try:
+        codes, distinct = pd.factorize(column, use_na_sentinel=True)
+    except TypeError:  # unhashable cells (a dict a simulation records): each cell on its own
+        return column.map(spreadsheet_cell)
+    cells = np.array([spreadsheet_cell(value) for value in distinct] + [None], dtype=object)
+    return pd.Series(np.where(codes < 0, column.to_numpy(dtype=object), cells[codes]), index=column.index)

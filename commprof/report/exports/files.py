@@ -25,7 +25,7 @@ from commprof.report.analysis.tuner_rules import (
     size_band,
 )
 from commprof.report.exports.engine_hints import EngineHint
-from commprof.report.exports.export_text import comment, export_line, one_line, spreadsheet_cell
+from commprof.report.exports.export_text import comment, export_line, one_line, spreadsheet_column
 
 NCCL_TESTS_TYPES = {"bfloat16": "bfloat16", "float16": "half", "float32": "float"}
 
@@ -171,7 +171,7 @@ def results_csv(frame: pd.DataFrame) -> str:
     table = whole_counts(frame.drop(columns=[c for c in CSV_DROP if c in frame]))
     for column in table.columns:
         if not pd.api.types.is_numeric_dtype(table[column]):  # text columns (object or pandas' str dtype)
-            table[column] = table[column].map(spreadsheet_cell)
+            table[column] = spreadsheet_column(table[column])
     if "rank_step_median_us" in frame:
         table["rank_step_median_us"] = [
             ";".join(f"{v:g}" for v in ranks) if isinstance(ranks, list) else ""

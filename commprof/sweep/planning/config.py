@@ -15,18 +15,12 @@ from typing import Any
 
 from commprof.errors import UsageError
 from commprof.impls import registry
-from commprof.planner.architectures import parse_layout
-from commprof.planner.engine_sizes import engine_tokens
-from commprof.planner.engines import parse_plan_engine
-from commprof.planner.models import load_model, normalize_dtype
-from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
-from commprof.planner.spacing import ComputeSpec, SkewSpec
-from commprof.planner.speculative import DRAFT_METHODS
+from commprof.planner.plan import build_step_plan
 from commprof.records import point_ids
 from commprof.sweep.planning.dryrun import format_points_table
 from commprof.sweep.planning.points import auto_label, baseline, expand_axes
+from commprof.sweep.planning.run_table import RunTable, parse_run
 from commprof.sweep.planning.settings import (
-    INTERCONNECTS,
     SweepProblems,
     impl_variants,
     parse_axes,
@@ -40,7 +34,6 @@ from commprof.sweep.planning.spec import (
     DEFAULT_POINT_TIMEOUT_S,
     DEFAULT_WARMUP,
     Axis,
-    BaselineEvery,
     Rule,
     RunOverrides,
     SweepPoint,
@@ -54,28 +47,6 @@ from commprof.sweep.planning.stage_config import parse_stage
 from commprof.textfiles import parse_toml, read_text
 
 TOP_KEYS = ("name", "description", "run", "axes", "points", "exclude", "stages", "report")
-RUN_KEYS = (
-    "model",
-    "tp",
-    "tokens",
-    "phase",
-    "dtype",
-    "iterations",
-    "warmup",
-    "point_timeout_s",
-    "interconnect",
-    "layout",
-    "engine",
-    "spec",
-    "num_steps",
-    "draft_vocab",
-    "dp_attention",
-    "compute",
-    "skew",
-    "baseline_every",
-)
-# The [run] keys that become PlanOptions (what the step holds beyond the target's forward pass).
-PLAN_OPTION_KEYS = ("spec", "num_steps", "draft_vocab", "dp_attention")
 REPORT_KEYS = ("compute_ms", "draft_ms", "accept_lengths", "baseline")
 
 
@@ -171,72 +142,52 @@ def parse_sweep(
     for key, value in (("name", name), ("description", description)):
         problems.string(value, key)
 
-    run = problems.table(data.get("run"), "run")
-    problems.unknown_keys(run, RUN_KEYS, "run")
-    model = run.get("model", "kimi-k2.5")
-    layout = run.get("layout")
-    if layout is not None and problems.string(layout, "run.layout") is not None:
-        try:
-            parse_layout(layout)
-        except UsageError as exc:
-            problems.error("run.layout", str(exc))
-            layout = None
-    elif layout is not None:
-        layout = None
-    engine = run.get("engine")
-    if engine is not None and problems.string(engine, "run.engine") is not None:
-        try:
-            engine = parse_plan_engine(engine)
-        except UsageError as exc:
-            problems.error("run.engine", str(exc))
-            engine = None
-    elif engine is not None:
-        engine = None
-    shape = None
-    if problems.string(model, "run.model") is not None:
-        try:
-            shape = load_model(model, layout, engine)  # once: the spec carries it to every stage and trial
-        except UsageError as exc:
-            problems.error("run.model", str(exc))
-    plan_options = PlanOptions()
-    try:
-        plan_options = PlanOptions(**{key: run[key] for key in PLAN_OPTION_KEYS if key in run})
-    except UsageError as exc:
-        problems.error("run", str(exc))
-    tp = problems.integer(run["tp"], "run.tp", 1) if "tp" in run else None
-    problems.interconnect = (
-        problems.choice(run.get("interconnect", "any"), "run.interconnect", INTERCONNECTS, "an interconnect") or "any"
-    )
-    raw_tokens = run.get("tokens", [1])
-    tokens: tuple[int, ...] = ()
-    tokens_from = raw_tokens if isinstance(raw_tokens, str) and raw_tokens.startswith("engine:") else None
-    if tokens_from is not None:
-        per_request = plan_options.num_steps + 1 if plan_options.spec in DRAFT_METHODS else 1
-        try:
-            tokens = engine_tokens(tokens_from, per_request, tp)
-        except UsageError as exc:
-            problems.error("run.tokens", str(exc))
-    elif not isinstance(raw_tokens, list) or not raw_tokens:
-        problems.error("run.tokens", f"expected a non-empty list of integers >= 1, got {raw_tokens!r}")
-    else:
-        tokens = tuple(t for i, v in enumerate(raw_tokens) if (t := problems.integer(v, f"run.tokens[{i}]", 1)))
-        if len(set(tokens)) != len(tokens):
-            problems.error("run.tokens", f"{raw_tokens} lists a T twice")
-    phase = run.get("phase", "verify")
-    problems.choice(phase, "run.phase", PHASES, "a phase")
-    dtype = None
-    if "dtype" in run:
-        try:
-            dtype = normalize_dtype(run["dtype"])
-        except UsageError as exc:
-            problems.error("run.dtype", str(exc))
-    iterations = problems.integer(run.get("iterations", DEFAULT_ITERATIONS), "run.iterations", 1)
-    warmup = problems.integer(run.get("warmup", DEFAULT_WARMUP), "run.warmup", 0)
-    timeout = problems.number(
-        run.get("point_timeout_s", DEFAULT_POINT_TIMEOUT_S), "run.point_timeout_s", 0.0, strict=True
-    )
-    compute, skew, baseline_every = _parse_spacing(run, problems)
+    run = parse_run(problems.table(data.get("run"), "run"), problems)
 
+    axes, excludes, explicit, stages = _point_tables(data, problems)
+    problems.raise_if_any()
+    _check_plans(run, problems)
+
+    # Counted before expanding: a million-point sweep is refused in milliseconds, not built for a minute first.
+    work = stage_work(1 + combinations(axes) + len(explicit), stages, run.iterations, run.warmup)
+    if max_points is not None and sum(points for points, _, _ in work) > max_points:
+        raise SweepTooLarge(source, str(name), work, len(run.tokens), max_points)
+    points = _stage0_points(axes, excludes, explicit, problems)
+    report = _parse_report(problems.table(data.get("report"), "report"), run.tokens, points, problems)
+    problems.raise_if_any()
+    return SweepSpec(
+        path=path,
+        content=text,
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        name=str(name),
+        description=str(description).strip(),
+        model=run.model,
+        tp=run.tp,
+        tokens=run.tokens,
+        phase=run.phase,
+        dtype=run.dtype,
+        iterations=run.iterations,
+        warmup=run.warmup,
+        point_timeout_s=run.point_timeout_s,
+        points=points,
+        stages=stages,
+        warnings=tuple(problems.warnings),
+        report=report,
+        excludes=excludes,
+        interconnect=problems.interconnect,
+        layout=run.layout,
+        engine=run.engine,
+        plan_options=run.plan_options,
+        compute=run.compute,
+        skew=run.skew,
+        tokens_from=run.tokens_from,
+        baseline_every=run.baseline_every,
+        shape=run.shape,
+    )
+
+
+def _point_tables(data: dict, problems: SweepProblems) -> tuple[tuple[Axis, ...], tuple[Rule, ...], list, tuple]:
+    """[axes], [[exclude]], [[points]] and [[stages]], each problem recorded under its key."""
     axes = parse_axes(problems.table(data.get("axes"), "axes"), "axes", problems)
     excludes = tuple(
         rule
@@ -253,77 +204,19 @@ def parse_sweep(
         for i, table in enumerate(_list_of_tables(data, "stages", problems), start=1)
         if (stage := parse_stage(table, i, problems)) is not None
     )
-    problems.raise_if_any()
-    if tp is not None:
-        try:
-            for t in tokens:
-                build_step_plan(shape, tp, t, phase, dtype, plan_options)
-        except UsageError as exc:
-            problems.error("run", str(exc))
-            problems.raise_if_any()
-
-    # Counted before expanding: a million-point sweep is refused in milliseconds, not built for a minute first.
-    work = stage_work(1 + combinations(axes) + len(explicit), stages, iterations, warmup)
-    if max_points is not None and sum(points for points, _, _ in work) > max_points:
-        raise SweepTooLarge(source, str(name), work, len(tokens), max_points)
-    points = _stage0_points(axes, excludes, explicit, problems)
-    report = _parse_report(problems.table(data.get("report"), "report"), tokens, points, problems)
-    problems.raise_if_any()
-    return SweepSpec(
-        path=path,
-        content=text,
-        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        name=str(name),
-        description=str(description).strip(),
-        model=model,
-        tp=tp,
-        tokens=tokens,
-        phase=phase,
-        dtype=dtype,
-        iterations=iterations,
-        warmup=warmup,
-        point_timeout_s=timeout,
-        points=points,
-        stages=stages,
-        warnings=tuple(problems.warnings),
-        report=report,
-        excludes=excludes,
-        interconnect=problems.interconnect,
-        layout=layout,
-        engine=engine,
-        plan_options=plan_options,
-        compute=compute,
-        skew=skew,
-        tokens_from=tokens_from,
-        baseline_every=baseline_every,
-        shape=shape,
-    )
+    return axes, excludes, explicit, stages
 
 
-def _parse_spacing(run: dict, problems: SweepProblems) -> tuple[ComputeSpec, SkewSpec, BaselineEvery | None]:
-    """[run] compute, skew and baseline_every; each problem recorded under its key."""
-    compute, skew, every = ComputeSpec(), SkewSpec(), None
+def _check_plans(run: RunTable, problems: SweepProblems) -> None:
+    """With the TP given, every T's step plan must build before anything runs."""
+    if run.tp is None:
+        return
     try:
-        compute = ComputeSpec.parse(run.get("compute", "none"))
+        for t in run.tokens:
+            build_step_plan(run.shape, run.tp, t, run.phase, run.dtype, run.plan_options)
     except UsageError as exc:
-        problems.error("run.compute", str(exc))
-    if "skew" in run:
-        try:
-            skew = SkewSpec.parse(run["skew"])
-        except UsageError as exc:
-            problems.error("run.skew", str(exc))
-    if "baseline_every" in run:
-        raw = run["baseline_every"]
-        minutes = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*min\s*", raw) if isinstance(raw, str) else None
-        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
-            every = BaselineEvery(points=raw)
-        elif minutes and float(minutes[1]) > 0:
-            every = BaselineEvery(seconds=60.0 * float(minutes[1]))
-        else:
-            problems.error(
-                "run.baseline_every", f'expected a number of points >= 1 or minutes as "<M>min", got {raw!r}'
-            )
-    return compute, skew, every
+        problems.error("run", str(exc))
+        problems.raise_if_any()
 
 
 def _list_of_tables(data: dict, key: str, problems: SweepProblems) -> list[dict]:

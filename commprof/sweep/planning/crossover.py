@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from commprof.crossover_rule import sustained_runs, sustained_start
+from commprof.evidence import sustained_runs, sustained_start
 
 KIB = 1024
 POWERS = tuple(KIB << k for k in range(11))  # 1 KiB .. 1 MiB

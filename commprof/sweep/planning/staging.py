@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from commprof.proposable import not_proposable
+from commprof.evidence import not_proposable
 from commprof.records import point_ids
 from commprof.records.plan_file import Unit
 from commprof.records.point_ids import stage_of
@@ -49,7 +49,7 @@ def rank_points(
     results: list[dict], tokens: tuple[int, ...], rank_by: str = "geomean", interconnect: str = "pcie"
 ) -> list[RankedPoint]:
     """Points with a verified median step time at every T, fastest first (ties by point id); never one the
-    report may not propose (commprof.proposable: e.g. simulated LL128 on PCIe).
+    report may not propose (evidence.not_proposable: e.g. simulated LL128 on PCIe).
 
     A configuration measured in several stages ranks by its latest (most re-measured) records.
     """

@@ -16,7 +16,7 @@ from commprof.nccl_graph.command import INDEX_FILE, write_candidates
 from commprof.nccl_graph.load_check import check_loaded
 from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
 from commprof.nccl_vocab import DUMP_VARIABLES
-from commprof.records.files import read_meta
+from commprof.records.run_meta import read_meta
 from commprof.sweep.planning.graph_axis import GRAPH_VARIABLE, GRAPHS_FOLDER, generated_name, graph_path
 from commprof.textfiles import read_text
 

@@ -17,8 +17,7 @@ from commprof.errors import UsageError
 from commprof.floor.fresh import PROBE_TIMEOUT_S
 from commprof.floor.record import file_floor, not_measured
 from commprof.records.files import META_FILE, write_json
-from commprof.records.run_meta import run_meta
-from commprof.runmeta import launch_facts
+from commprof.records.run_meta import launch_facts, run_meta
 from commprof.sweep.planning.spec import SweepSpec
 
 # The quick doctor's limit as a whole: its all-GPU test (90 s), pair rounds (45 s each) and controls on a box whose

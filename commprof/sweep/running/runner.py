@@ -27,13 +27,12 @@ from commprof.records.files import (
     append_plan,
     append_records,
     new_run_dir,
-    read_meta,
     read_records,
     write_json,
 )
 from commprof.records.folder import refuse_links
 from commprof.records.plan_file import points_line, stages_line
-from commprof.records.run_meta import updated_meta
+from commprof.records.run_meta import read_meta, updated_meta
 from commprof.records.schema import MODES
 from commprof.sweep.planning.gate import launch_context, refusal
 from commprof.sweep.planning.spec import SweepPoint, SweepSpec
@@ -233,7 +232,7 @@ def choose_backend(share_gpus: bool = False) -> str:
 
 def shared_gpu_env(rank: int) -> dict[str, str]:
     """Let several NCCL ranks use one GPU: NCCL 2.30's switch, or (older) one fake host per rank."""
-    from commprof.runmeta import nccl_version
+    from commprof.records.run_meta import nccl_version
 
     version = tuple(int(x) for x in (nccl_version() or "0").split(".")[:2])
     if version >= (2, 30):

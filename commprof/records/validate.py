@@ -1,0 +1,171 @@
+"""The one adapter between msgspec, which decodes and checks every file commprof reads against its typed
+structure (in C), and the line a user reads: "key: problem", or "key value is out of range (allowed: low..high)".
+
+A bounded field says its own problem: `bounded(int, ge=1, le=8)`, or a template naming what is wrong
+(`{path}`, `{colon}`, `{head}`, `{field}`, `{value}`, `{low}`, `{high}`); a container whose template names
+`{field}` answers for every wrong item in it."""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import types
+import typing
+from typing import Annotated, Any
+
+import msgspec
+
+_RANGE = "{path} {value} is out of range (allowed: {low}..{high})"
+_SEGMENT = re.compile(r"\.([^.\[]+)|\[(\d+|\.\.\.)\]")
+_EXPECTED = re.compile(r"Expected `([^`]+)`, got `([^`]+)`")
+_TYPE_NAMES = {
+    "bool": "true/false",
+    "int": "an integer",
+    "float": "a finite number",
+    "str": "a string",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+_GOT_NAMES = {**_TYPE_NAMES, "float": "a number"}
+
+
+def bounded(kind: Any, problem: str = _RANGE, **constraints: Any) -> Any:
+    """`kind` constrained (msgspec.Meta: ge, le, gt, pattern ...), refused with `problem` when a value breaks it."""
+    return Annotated[kind, msgspec.Meta(**constraints, extra={"problem": problem})]
+
+
+def problem_of(value: Any, kind: Any) -> str | None:
+    """Why `value` (parsed JSON) is not of type `kind`, as one line, or None."""
+    try:
+        msgspec.convert(value, kind)
+    except msgspec.ValidationError as refused:
+        return explain(refused, value, kind)
+    return None
+
+
+def explain(refused: msgspec.ValidationError, value: Any, kind: Any) -> str:
+    """msgspec's refusal of `value` (the JSON decoded without a type) as type `kind`, in the reader's words."""
+    message, _, where = str(refused).rpartition(" - at `")
+    if not message:
+        message, where = str(refused), "$`"
+    path = [key or (index if index == "..." else int(index)) for key, index in _SEGMENT.findall(where[1:-1])]
+    words = _words(path)
+    if message.startswith("Object missing required field"):
+        missing = message.split("`")[1]
+        return f"{words['colon']}: no {missing}" if path else f"no {missing}"
+    hint, metas, along = _hint_at(kind, path)
+    wrong_item = next((m.extra["problem"] for m in reversed(along) if "{field}" in m.extra.get("problem", "")), None)
+    if wrong_item and message.startswith("Expected `"):  # a column names its wrong items itself
+        return wrong_item.format(**words)
+    if expected := _EXPECTED.fullmatch(message):
+        names = [_name(option) for option in typing.get_args(hint)] if _is_union(hint) else [_name(hint)]
+        if None in names:  # a type this adapter does not name: msgspec's own words
+            names = [_TYPE_NAMES.get(name, name) for name in expected.group(1).split(" | ")]
+        return f"{words['colon']}: expected {' or '.join(names)}, got {_GOT_NAMES.get(expected.group(2), expected.group(2))}"
+    found = _value_at(value, path)
+    if message.startswith("Invalid enum value"):
+        allowed = ", ".join(map(str, typing.get_args(_bare(hint)[0])))
+        return f"{words['path']} {found!r} is not one of {allowed}"
+    meta = next((m for m in metas if m.extra), None)
+    template = meta.extra["problem"] if meta else _RANGE
+    if isinstance(found, float) and not math.isfinite(found) and "finite" not in template:
+        return f"{words['colon']}: expected a finite number, got {found!r}"
+    low = next((b for b in (getattr(meta, "ge", None), getattr(meta, "gt", None)) if b is not None), None)
+    return template.format(**words, value=found, low=low, high=getattr(meta, "le", None))
+
+
+def _is_union(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType)
+
+
+def _name(hint: Any) -> str | None:
+    """How the reader names a JSON type: "an integer", "a list", "an object", "null"; None for one it does not."""
+    hint = _bare(hint)[0]
+    if typing.is_typeddict(hint):
+        return "an object"
+    return _PYTHON_NAMES.get(typing.get_origin(hint) or hint)
+
+
+_PYTHON_NAMES = {
+    type(None): "null",
+    bool: "true/false",
+    int: "an integer",
+    float: "a finite number",
+    str: "a string",
+    list: "a list",
+    dict: "an object",
+}
+
+
+def _words(path: list) -> dict[str, str]:
+    """A path as the reader names it: "nccl.choices[0].bytes" and "nccl: choices: an item: bytes"."""
+    dotted = "".join(f"[{p}]" if isinstance(p, int) else "[...]" if p == "..." else f".{p}" for p in path)
+    colon = ": ".join("an item" if isinstance(p, int) else "a value" if p == "..." else p for p in path)
+    field = ".".join(p for p in path if isinstance(p, str) and p != "...")
+    return {"path": dotted.lstrip("."), "colon": colon, "head": str(path[0]) if path else "", "field": field}
+
+
+def _value_at(value: Any, path: list) -> Any:
+    for step in path:
+        if step == "..." or not isinstance(value, (dict, list)):
+            return None
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value
+
+
+def _hint_at(kind: Any, path: list) -> tuple[Any, list, list]:
+    """The annotation at `path` inside `kind` (Optional and Annotated taken off), its msgspec.Meta, and every
+    Meta with a problem along the path."""
+    hint, metas = _bare(kind)
+    along = [m for m in metas if m.extra]
+    for step in path:
+        declared = _inner(hint, step)
+        hint, metas = _bare(declared)
+        along += [m for m in metas if m.extra]
+    if path and _is_union(_unannotated(declared)):  # name every option, null included
+        hint = _unannotated(declared)
+    if _is_union(hint):  # a bounded option among others
+        metas += [m for option in typing.get_args(hint) for m in _bare(option)[1]]
+    return hint, metas, along
+
+
+def _unannotated(hint: Any) -> Any:
+    return hint.__origin__ if typing.get_origin(hint) is Annotated else hint
+
+
+def _bare(hint: Any) -> tuple[Any, list]:
+    metas: list = []
+    while True:
+        if typing.get_origin(hint) is Annotated:
+            metas += [m for m in hint.__metadata__ if isinstance(m, msgspec.Meta)]
+            hint = hint.__origin__
+        elif typing.get_origin(hint) in (typing.Union, types.UnionType):
+            options = [o for o in typing.get_args(hint) if o is not type(None)]
+            if len(options) != 1:
+                return hint, metas
+            hint = options[0]
+        else:
+            return hint, metas
+
+
+def _inner(hint: Any, step: Any) -> Any:
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    for option in options:
+        option = _bare(option)[0]
+        if isinstance(step, int) and typing.get_origin(option) is list:
+            return typing.get_args(option)[0]
+        if step == "..." and typing.get_origin(option) is dict:
+            return typing.get_args(option)[1]
+        if isinstance(step, str) and typing.is_typeddict(option):
+            return _fields(option).get(step, Any)
+    return Any
+
+
+@functools.cache
+def _fields(structure: Any) -> dict[str, Any]:
+    return typing.get_type_hints(structure, include_extras=True)
