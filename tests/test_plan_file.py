@@ -44,17 +44,17 @@ def test_a_line_no_sweep_plans_is_not_built():
 
 
 def test_simulate_writes_its_plan_and_resolves_the_model_once(tmp_path, monkeypatch):
-    import commprof.sweep.planning.config as config
+    import commprof.sweep.planning.run_table as run_table
     import commprof.sweep.planning.spec as spec
 
     calls = []
-    real = config.load_model
+    real = run_table.load_model
 
     def counted(*args, **kwargs):
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(config, "load_model", counted)
+    monkeypatch.setattr(run_table, "load_model", counted)
     monkeypatch.setattr(spec, "load_model", counted)
     assert main(["simulate", "--topology", "pcie-4gpu", "--sweep", str(SWEEP), "--out", str(tmp_path)]) == 0
     assert len(calls) == 1
