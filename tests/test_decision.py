@@ -180,6 +180,18 @@ def sourced(path: Path) -> dict[str, str]:
     return {k: v for k, v in run(script).items() if base.get(k) != v and k != "_"}
 
 
+def answer_env(decision: dict, folder: Path) -> dict[str, str]:
+    """What sourcing the answer sets, from summary.json's decision alone: its NCCL file (where NCCL is what the
+    engines run) and its live engine switches."""
+    nccl = decision["nccl"]
+    env: dict[str, str] = {}
+    if decision["backend"] == "nccl" and nccl["file"] == "recommend.env":
+        env.update(nccl["env"])
+    elif decision["backend"] == "nccl" and nccl["file"] == "nccl_tuner.conf":
+        env["NCCL_TUNER_CONFIG_FILE"] = str(folder.resolve() / "nccl_tuner.conf")
+    return env | {k: v for s in decision["engine"] if s["live"] for k, v in s["variables"].items()}
+
+
 def live_lines(path: Path) -> list[str]:
     return [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
 
@@ -220,11 +232,12 @@ def test_the_page_summary_and_every_file_give_the_one_answer(scenarios, name):
         # recommend.env exports exactly the NCCL environment the decision sets (when it is the file to apply).
         assert sourced(folder / "recommend.env") == (nccl["env"] if nccl["file"] == "recommend.env" else {})
         assert live_lines(folder / "nccl_tuner.conf") == nccl["tuner_rules"]
-        # routing.txt sets exactly the decision's live engine variables; engine_flags.txt sets them too.
+        # routing.txt sets exactly the answer's NCCL file and live engine variables; engine_flags.txt sets the same.
         engine_env = {k: v for s in engine if s["live"] for k, v in s["variables"].items()}
-        assert sourced(folder / "routing.txt") == engine_env
+        answer = answer_env(decision, folder)
+        assert sourced(folder / "routing.txt") == answer
         flags = sourced(folder / "engine_flags.txt")
-        assert {k: flags.get(k) for k in engine_env} == engine_env
+        assert {k: flags.get(k) for k in answer} == answer
         assert {k: flags.get(k) for k in sourced(folder / "recommend.env")} == sourced(folder / "recommend.env")
         for variable in set(flags) - set(engine_env) - set(nccl["env"]):
             assert not variable.startswith(("SGLANG_", "NCCL_")) and "PCIE" not in variable, (name, variable)
@@ -438,9 +451,7 @@ def test_on_sm120_the_sglang_switch_is_live_only_with_its_cap_and_fusion_never(s
     }
     env = sourced(report / "engine_flags.txt")
     assert env["SGLANG_PCIE_IPC_MAX_NUMEL"] == sglang["variables"]["SGLANG_PCIE_IPC_MAX_NUMEL"]
-    assert sourced(report / "routing.txt") == {
-        k: v for s in decision["engine"] if s["live"] for k, v in s["variables"].items()
-    }
+    assert sourced(report / "routing.txt") == answer_env(decision, report)
     # vLLM's switch has no cap: it is left off unless the kernel won at every size vLLM would send it.
     (vllm,) = [s for s in decision["engine"] if s["engine"] == "vLLM"]
     assert not vllm["live"] and "no size cap" in vllm["why"]

@@ -28,7 +28,7 @@ from commprof.report.analysis.ops import op_sizes, op_table
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis, costmodel_checks
 from commprof.report.analysis.words import recommend_notes
-from commprof.report.exports.decision_files import engine_block, routing_text
+from commprof.report.exports.decision_files import answer_block, routing_text
 from commprof.report.exports.engine_hints import engine_hints, engine_hints_text
 from commprof.report.exports.files import (
     NCCL_TESTS_TYPES,
@@ -62,7 +62,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         run.evidence,
         compute_capability=compute_capability(run.meta),
     )
-    engine_text = engine_hints_text(hints, lines, engine_block(decision))
+    engine_text = engine_hints_text(hints, lines, answer_block(decision))
     route_text = routing_text(decision, lines)
     files = {
         "recommend.env": write_text(inside(folder, "recommend.env"), env_text),

@@ -145,6 +145,7 @@ class Decision:
         return {
             "run_id": self.run_id,
             "evidence": self.evidence,
+            "backend": self.backend,
             "expected_error_pct": self.expected_error_pct,
             "nccl": {
                 "file": self.nccl_file,

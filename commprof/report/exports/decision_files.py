@@ -1,16 +1,47 @@
-"""The decision's engine lines and routing.txt as text: engine_flags.txt and routing.txt share `engine_block`, so
-their live lines are the same lines. Pure (a Decision in, strings out; report/write.py writes them)."""
+"""The decision's live lines and routing.txt as text: engine_flags.txt and routing.txt share `answer_block` (the
+NCCL environment the answer sets, then the engine switches), so sourcing either sets the same variables. Pure (a
+Decision in, strings out; report/write.py writes them)."""
 
 from __future__ import annotations
 
+from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.report.analysis.decision import Decision
 from commprof.report.analysis.routing_settings import EngineSetting
-from commprof.report.exports.export_text import comment, export_line
+from commprof.report.exports.export_text import comment, export_line, one_line
 
 ROUTING_USAGE = (
-    "Use: source routing.txt in the bash that launches the engine (its live lines are the same as engine_flags.txt's "
-    "engine lines: source one of the two)."
+    "Use: source routing.txt in the bash that launches the engine. Its live lines are engine_flags.txt's answer "
+    "section (the NCCL environment, then the engine switches): sourcing either sets the same variables; "
+    "engine_flags.txt adds the engines' command-line flags."
 )
+HERE = '"$(dirname "${BASH_SOURCE[0]}")"'
+
+
+def nccl_section(decision: Decision) -> list[str]:
+    """The NCCL file the answer applies, as the bash lines that apply it from this folder (none where the answer
+    keeps NCCL's defaults, or its baseline ran on another backend than the engines' NCCL)."""
+    if decision.backend != "nccl" or decision.nccl_file is None:
+        return []
+    header = comment(f"NCCL: {decision.nccl_file} -- for SGLang and vLLM, any version (both use NCCL)")
+    if decision.nccl_file == "nccl_tuner.conf":
+        return [
+            "",
+            header,
+            comment(f"why: {TUNER_PLUGIN_NOTE}; also export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so"),
+            one_line(f"export NCCL_TUNER_CONFIG_FILE={HERE}/nccl_tuner.conf"),
+        ]
+    return [
+        "",
+        header,
+        comment("why: NCCL_* variables reach every rank through the environment of the shell that launches the engine"),
+        one_line(f"source {HERE}/{decision.nccl_file}"),
+    ]
+
+
+def answer_block(decision: Decision) -> list[str]:
+    """The answer's live lines, the same in routing.txt and engine_flags.txt: its NCCL file, then its engine
+    switches."""
+    return nccl_section(decision) + engine_block(decision)
 
 
 def engine_block(decision: Decision) -> list[str]:
@@ -57,7 +88,7 @@ def routing_text(decision: Decision, provenance: list[str]) -> str:
     lines += [comment(f"left out: {note}") for note in decision.left_out]
     if not decision.engine:
         lines.append(comment(f"No engine setting: {decision.baseline_name} keeps every size."))
-    lines += engine_block(decision)
+    lines += answer_block(decision)
     return "\n".join(lines) + "\n"
 
 

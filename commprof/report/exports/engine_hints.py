@@ -1,7 +1,7 @@
 """Engine flags: how to apply what won (beyond the evidence's uncertainty) in SGLang and vLLM, each flag with the
-engine version it was written for and where that was checked: the NCCL file here, the fused kinds' flags from their
-implementations' modules (commprof.impls.registry), the
-decision's PCIe all-reduce switches from report/exports/decision_files.py (the lines routing.txt holds too).
+engine version it was written for and where that was checked: the fused kinds' flags from their implementations'
+modules (commprof.impls.registry); the NCCL file and the decision's PCIe all-reduce switches from
+report/exports/decision_files.py (the lines routing.txt holds too).
 engine_flags.txt is a bash script: environment as `export`, command-line flags collected in arrays, prose as
 comments. Pure."""
 
@@ -18,7 +18,6 @@ from commprof.env_names import is_export_name
 from commprof.evidence import Evidence
 from commprof.impls.base import EngineFlag
 from commprof.impls.registry import builtin_classes
-from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.report.analysis.engine_dispatch import sglang_fusion_fails
 from commprof.report.exports.export_text import comment, export_line, one_line
 
@@ -57,8 +56,8 @@ def engine_hints(
     evidence: Evidence,
     compute_capability: float | None = None,
 ) -> list[EngineHint]:
-    """SGLang / vLLM flags and environment for what won; only what this run measured. A simulated run's
-    implementation switches are untested (commented out in the script).
+    """SGLang / vLLM flags for what won; only what this run measured (the NCCL file is the decision's
+    answer_block). A simulated run's implementation switches are untested (commented out in the script).
 
     `fusion`: choices.fusion_comparison (impl, tokens, beyond_uncertainty, slower_beyond_uncertainty per T);
     `applied`: the file the report recommends ("recommend.env", "nccl_tuner.conf" or None);
@@ -74,24 +73,6 @@ def engine_hints(
                 f"this run's all-reduce ran on {evidence.backend} (CPU ranks); engines run theirs on NCCL on GPUs, "
                 f"where nothing measured here applies: {applied} is for {evidence.backend} launches only. Run the "
                 "sweep on the GPU box to tune the engine",
-            )
-        )
-    elif applied == "recommend.env":
-        hints.append(
-            EngineHint(
-                "SGLang and vLLM",
-                "source recommend.env",
-                "any version (both use NCCL through PyNccl / torch.distributed)",
-                "NCCL_* variables reach every rank through the environment of the shell that launches the engine",
-            )
-        )
-    elif applied == "nccl_tuner.conf":
-        hints.append(
-            EngineHint(
-                "SGLang and vLLM",
-                "export NCCL_TUNER_CONFIG_FILE=nccl_tuner.conf",
-                TUNER_PLUGIN_NOTE,
-                "also export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so; NCCL reads both at init",
             )
         )
     if not fused_measured or fusion.empty:
@@ -171,10 +152,11 @@ def script_lines(hint: EngineHint) -> list[str]:
 
 def engine_hints_text(hints: list[EngineHint], provenance: list[str], engine_lines: list[str] | None = None) -> str:
     """engine_flags.txt: `source` it in bash before launching the engine, then add the array of flags;
-    `engine_lines`: the answer's engine switches (report/decision_files.engine_block), the same as routing.txt's."""
+    `engine_lines`: the answer's live lines (report/decision_files.answer_block), the same as routing.txt's."""
     lines = [
         "#!/usr/bin/env bash",
-        "# Use: source engine_flags.txt in the bash that launches the engine, then add its flags to the command line:",
+        "# Use: source engine_flags.txt in the bash that launches the engine, then add its flags to the command line"
+        " (its answer section is routing.txt's live lines: sourcing either sets the same variables):",
         '#   python -m sglang.launch_server ... "${COMMPROF_SGLANG_ARGS[@]}"',
         '#   vllm serve ... "${COMMPROF_VLLM_ARGS[@]}"',
     ]
