@@ -15,8 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "commprof"
 MAX_LINES = 450
 
 # The stages in data-flow order: a unit imports only units of earlier tiers (and itself). A unit is a top-level
-# module or package of commprof; each stage's command (`<stage>/command.py`) and the other entry points may
-# import anything.
+# module or package of commprof; each stage's command (`<stage>/command.py`, or `<stage>/<name>_command.py` for a
+# stage with several) and the other entry points may import anything.
 TIERS = (
     {"terminal"},  # printing what users give, without trusting it (errors print through it)
     {"errors", "stats", "units", "runmeta", "env_names"},  # env_names: the variables commprof may set
@@ -67,8 +67,8 @@ ANALYSIS_TIERS = (
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "observed", "tuner_rules"},
     {"choices"},
     {"run_analysis"},  # the front door
-    {"words"},
-    {"apply"},
+    {"words", "run_shape"},  # how verdicts are worded; what the engines' dispatch reads of the run
+    {"apply", "nccl_answer"},  # the one file to apply; (a) and the verify step per T, judged once
     {"decision"},  # the run's one answer, built once from the analysis
     {"answered"},  # the run's per-T tables restated on that answer
 )
@@ -246,7 +246,7 @@ def test_no_file_over_the_line_limit():
 
 def test_stages_import_only_earlier_stages():
     def free(module: str, stage: str) -> bool:
-        return stage in ENTRY_POINTS or module.endswith(".command")
+        return stage in ENTRY_POINTS or module.endswith((".command", "_command"))
 
     assert back_edges(import_graph(), TIERS, _stage, free) == []
 
@@ -320,7 +320,7 @@ def test_circles_finds_a_type_only_circle(tmp_path):
 )
 def test_back_edges_are_found(importer, imported, allowed):
     def free(module: str, stage: str) -> bool:
-        return stage in ENTRY_POINTS or module.endswith(".command")
+        return stage in ENTRY_POINTS or module.endswith((".command", "_command"))
 
     found = back_edges({importer: {imported}}, TIERS, _stage, free)
     assert found == ([] if allowed else [f"{importer} -> {imported}"])

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
+from commprof.evidence import VERDICTS
 from commprof.records.files import META_FILE, RESULTS_FILE
 from commprof.report.analysis.words import break_even_text
 from tests.conftest import GLOO_RUN, TESTS
@@ -508,7 +509,7 @@ def test_the_engine_section_lists_each_op_groups_path_today_and_with_the_answer(
 
 @pytest.mark.parametrize("name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)", "gloo"])
 def test_the_sweeps_closing_lines_say_the_decision(scenarios, name):
-    from commprof.sweep.command import answer_lines
+    from commprof.report.command import answer_lines
 
     lines = answer_lines(SIM_DIRS[name])
     decision = json.loads((scenarios[name] / "summary.json").read_text())["runs"][0]["decision"]
@@ -548,7 +549,9 @@ def test_every_break_even_for_the_same_settings_agrees_across_page_summary_and_c
             else:
                 assert decode == point, (name, row)
                 by_setting[row["setting"]] = point
-            text = break_even_text(row["break_even_ratio"], bool(row["within_uncertainty"]), tokens)
+            text = break_even_text(
+                row["break_even_ratio"], bool(row["within_uncertainty"]), tokens, bool(row.get("withdrawn"))
+            )
             stated.setdefault((decode, point, tokens), set()).add(text)
         parser = _Rows()
         parser.feed(section)
@@ -574,8 +577,9 @@ def test_every_verdict_says_each_reason_once(scenarios, name):
     """routing.txt, the page and summary.json render each band's verdict with each reason once, in words."""
     report = scenarios[name]
     decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
-    kept = [r["verdict"] for r in decision["routes"] if r["verdict"].startswith("baseline kept")]
+    kept = [r["reason"] for r in decision["routes"] if r["reason"].startswith("baseline kept")]
     assert kept, name
+    assert all(r["verdict"] in VERDICTS for r in decision["routes"])
     for verdict in kept:
         reasons = verdict.split(": ", 1)[1].split("; ")
         assert len(reasons) == len(set(reasons)), verdict
@@ -595,9 +599,9 @@ def test_a_gloo_run_names_its_baseline_gloo_everywhere(scenarios):
     # The fixture run predates per-op records (no bands): the renderers are read on the gloo run's decision shape.
     band = dict(collective="all_reduce", mode="eager", min_bytes=14336, max_bytes=57344, tokens=(1, 4), options={})
     route = Route(**band, impl="gloo", point_id="s1-p000", nccl_env={}, judged_against="s1-p000",
-                  margin_pct=None, rule="", errors={}, verdict="baseline: no other implementation ran at this size",
-                  kept=True)  # fmt: skip
+                  margin_pct=None, rule="", errors={}, verdict="no answer",
+                  reason="baseline: no other implementation ran at this size", kept=True)  # fmt: skip
     decision = Decision("r", "measured on gloo", None, None, "", {}, "s1-p000", (), (route,), (), (), backend="gloo")
-    assert ": gloo: baseline" in routing_text(decision, []) and ": NCCL" not in routing_text(decision, [])
-    assert decision_lines(decision)[1].endswith("(14336-57344 B): gloo")
+    assert ": gloo: no answer: baseline" in routing_text(decision, []) and ": NCCL" not in routing_text(decision, [])
+    assert decision_lines(decision)[1].endswith("(14336-57344 B): gloo: no answer")
     assert answer_rows(decision)[0]["env"] == "NCCL did not run (gloo backend)"

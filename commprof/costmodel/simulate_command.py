@@ -153,6 +153,10 @@ def simulate(
 
         console_for().print("\n".join(transport_lines(topology.box, tp)), markup=False)
     console_for().print(f"wrote {run_dir} ({len(records)} records, source: simulated)")
+    from commprof.report.command import answer_lines
+
+    for line in answer_lines(run_dir):  # the same answer lines the sweep and `report` end with
+        console_for().print(line, markup=False, highlight=False)
 
 
 def _graph_models(spec, graph_box: Path | None, flag: str = "--graph-box") -> dict:

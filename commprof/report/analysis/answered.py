@@ -34,4 +34,6 @@ def answered(run: RunAnalysis, decision: Decision) -> RunAnalysis:
     shown = ShownPoints(run.baseline, run.reference, "answer")
     parts = breakdown(run.steps, head, shown, run.options.compute, mode=run.mode)
     spec = projection(parts, run.options.draft_ms or 0.0, run.options.accepts, run.evidence)
+    # An observation the model does not explain withdraws every predicted break-even.
+    spec = spec.assign(withdrawn=bool(decision.unconfirmed) and run.evidence.simulated) if not spec.empty else spec
     return replace(run, headline=head, breakdown=parts, projection=spec)

@@ -17,17 +17,18 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.evidence import MEASURED
+from commprof.evidence import MEASURED, Verdict
 from commprof.nccl_graph.export import GraphExport, graph_export
-from commprof.planner.models import DTYPE_BYTES
 from commprof.records.schema import FUSED
 from commprof.report.analysis import routing as rt
 from commprof.report.analysis import routing_candidates as rc
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
-from commprof.report.analysis.engine_dispatch import Box, Op, engine_paths, paths_basis
+from commprof.report.analysis.engine_dispatch import Op, engine_paths, paths_basis
+from commprof.report.analysis.nccl_answer import NcclAnswer, StepAnswer, nccl_answer, step_answers
 from commprof.report.analysis.routing_settings import EngineSetting, routing_settings
 from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.analysis.run_shape import box_of, compute_capability, step_dtype, step_shape
 from commprof.report.analysis.tuner_rules import RECOMMEND_ENV, TUNER_CONF, ApplyPlan
 from commprof.units import format_bytes
 
@@ -49,7 +50,8 @@ class Route:
     margin_pct: float | None  # time saved against it at the band's largest measured size (None: kept)
     rule: str  # the rule that admitted it (or kept NCCL)
     errors: dict[str, Any]  # the error figures the rule used
-    verdict: str  # why, in words, once
+    verdict: Verdict  # the rule's outcome for this band
+    reason: str  # why, in words, once
     kept: bool  # NCCL keeps these sizes
 
 
@@ -75,6 +77,10 @@ class Decision:
     routing: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the plan behind `routes`
     backend: str = "nccl"  # the backend the baseline ran on (gloo on CPU ranks: NCCL never ran)
     unconfirmed: str = ""  # why nothing is recommended though the model predicts a gain (the box contradicts it)
+    withdrawn_env: dict[str, str] = field(default_factory=dict)  # the environment an observation withdrew
+    nccl_answer: NcclAnswer | None = None  # (a): the environment over every T as judged, its figures and words
+    steps: tuple[StepAnswer, ...] = ()  # per verify T: the verify latency with the answer, its error and verdict
+    compute_capability: float | None = None  # the run's GPUs' (what the engines' fusion dispatch reads)
 
     @property
     def baseline_name(self) -> str:
@@ -133,6 +139,7 @@ class Decision:
                         "nccl_env": r.nccl_env,
                         "band": [r.min_bytes, r.max_bytes],
                         "verdict": r.verdict,
+                        "reason": r.reason,
                     }
                 )
         return sorted(rows, key=lambda row: (row["mode"], row["collective"], row["tokens"]))
@@ -151,6 +158,7 @@ class Decision:
                 "file": self.nccl_file,
                 "why": self.nccl_why,
                 "env": self.nccl_env,
+                "withdrawn_env": self.withdrawn_env,
                 "point_id": self.nccl_point,
                 "tuner_rules": list(self.tuner_rules),
             },
@@ -159,6 +167,8 @@ class Decision:
             "engine": [{**asdict(s), "variables": dict(s.variables)} for s in self.engine],
             "left_out": list(self.left_out),
             "unconfirmed": self.unconfirmed,
+            "answer": asdict(self.nccl_answer) if self.nccl_answer is not None else None,
+            "steps": [asdict(step) for step in self.steps],
             "engine_paths": list(self.engine_paths),
         }
 
@@ -166,19 +176,24 @@ class Decision:
 def decide(run: RunAnalysis) -> Decision:
     """The run's one answer, from its analysis."""
     plan = apply_plan(run)
+    judged = nccl_answer(run)
     graph = graph_of(run, plan.env)
     plan = replace(plan, env=graph.env)
+    # The answer's environment and every verdict are judged first; an observation the model does not explain only
+    # withdraws them afterwards (files comment them out), so it can never change what a verdict compares.
+    env = dict(plan.env) if plan.choice == RECOMMEND_ENV else {}
+    against = run.reference if env else run.baseline
     unconfirmed = not_confirmed(run)
     if unconfirmed and plan.choice:  # the box contradicts the model: no file may act on its answer
         plan = replace(plan, choice=None, why=unconfirmed)
-    env = dict(plan.env) if plan.choice == RECOMMEND_ENV else {}
-    against = run.reference if env else run.baseline
     routing = run.routing
     if against is not None and against != run.routing_against and run.records:
         routing = judged_routing(run, against, env)
     hidden, dtype_bytes, tokens = step_shape(run)
-    at = tokens_at(run.records)
+    at = tokens_at(run.frame)
     routes = tuple(_route(band, against, env, at) for band in routing.get("bands", []))
+    if unconfirmed:
+        routes = tuple(withdrawn(r, unconfirmed) for r in routes)
     left_out: list[str] = []
     if plan.choice is None and plan.env:
         left_out.append(f"recommend.env's settings are commented out: {plan.why}")
@@ -212,7 +227,8 @@ def decide(run: RunAnalysis) -> Decision:
         expected_error_pct=error,
         nccl_file=plan.choice,
         nccl_why=plan.why,
-        nccl_env=env,
+        nccl_env={} if unconfirmed else env,
+        withdrawn_env=env if unconfirmed else {},
         nccl_point=against,
         tuner_rules=tuple(rule.csv() for rule in plan.rules) if plan.choice == TUNER_CONF else (),
         routes=routes,
@@ -225,6 +241,9 @@ def decide(run: RunAnalysis) -> Decision:
         routing=routing,
         backend=backend or "nccl",
         unconfirmed=unconfirmed,
+        nccl_answer=judged,
+        steps=step_answers(run, judged, unconfirmed),
+        compute_capability=compute_capability(run.meta),
     )
 
 
@@ -269,33 +288,32 @@ def judged_routing(run: RunAnalysis, against: str, env: dict[str, str]) -> dict[
     )
 
 
-def step_shape(run: RunAnalysis) -> tuple[int | None, int, tuple[int, ...]]:
-    """(hidden size, bytes per element, the plan's T) of the run's steps."""
-    steps = run.steps
-    if steps.empty:
-        return None, 2, ()
-    hidden = steps["hidden_size"].dropna() if "hidden_size" in steps else []
-    dtype = steps["dtype"].dropna() if "dtype" in steps else []
-    tokens = tuple(sorted({int(t) for t in steps["tokens"].dropna()})) if "tokens" in steps else ()
-    return (
-        int(hidden.iloc[0]) if len(hidden) else None,
-        DTYPE_BYTES.get(str(dtype.iloc[0]), 2) if len(dtype) else 2,
-        tokens,
-    )
-
-
-def tokens_at(records: list[dict]) -> dict[tuple[str, int], set[int]]:
+def tokens_at(frame: pd.DataFrame) -> dict[tuple[str, int], set[int]]:
     """(collective, op bytes) -> the T whose step sends an op of that collective and size (the fused kinds' ops
-    are all-reduces of the same sizes)."""
-    out: dict[tuple[str, int], set[int]] = {}
-    for record in records:
-        ops = record.get("op_us") if record.get("kind", "step") == "step" else None
-        if not ops or not isinstance(record.get("tokens"), (int, float)):
-            continue
-        for collective, nbytes in zip(ops.get("collectives") or (), ops.get("bytes") or ()):
-            for name in (collective, FUSED) if collective == "all_reduce" else (collective,):
-                out.setdefault((str(name), int(nbytes)), set()).add(int(record["tokens"]))
-    return out
+    are all-reduces of the same sizes), from the records' frame (frame.records_frame): each distinct op list once."""
+    if frame.empty or not {"op_us", "tokens", "kind"} <= set(frame.columns):
+        return {}
+    steps = frame[
+        (frame["kind"].fillna("step") == "step")
+        & pd.to_numeric(frame["tokens"], errors="coerce").notna()
+        & frame["op_us"].map(lambda ops: isinstance(ops, dict))
+    ]
+    if steps.empty:
+        return {}
+    ops = pd.DataFrame(
+        {
+            "tokens": pd.to_numeric(steps["tokens"]).astype(int),
+            "collective": steps["op_us"].map(lambda o: tuple(o.get("collectives") or ())),
+            "bytes": steps["op_us"].map(lambda o: tuple(o.get("bytes") or ())),
+        }
+    ).drop_duplicates()
+    ops = ops[ops["collective"].map(len) == ops["bytes"].map(len)]
+    ops = ops.explode(["collective", "bytes"]).dropna().drop_duplicates()
+    ops = pd.concat([ops, ops[ops["collective"] == "all_reduce"].assign(collective=FUSED)])
+    return {
+        (str(collective), int(nbytes)): {int(t) for t in group["tokens"]}
+        for (collective, nbytes), group in ops.groupby(["collective", "bytes"])
+    }
 
 
 def _route(band: dict, against: str | None, env: dict, at: dict[tuple[str, int], set[int]]) -> Route:
@@ -319,6 +337,7 @@ def _route(band: dict, against: str | None, env: dict, at: dict[tuple[str, int],
     if evidence.get("expected_error_pct") is not None or evidence.get("level") == "simulated":
         errors["impl_pct"] = evidence.get("expected_error_pct")
         errors["basis"] = evidence.get("expected_error_basis")
+    reason = str(evidence.get("verdict") or f"largest size: {format_bytes(max(sizes or [0]))}")
     return Route(
         collective=band["collective"],
         mode=band["mode"],
@@ -333,8 +352,38 @@ def _route(band: dict, against: str | None, env: dict, at: dict[tuple[str, int],
         margin_pct=None if margin is None or not math.isfinite(margin) else round(margin, 1),
         rule=str(evidence.get("rule") or ""),
         errors=errors,
-        verdict=str(evidence.get("verdict") or f"largest size: {format_bytes(max(sizes or [0]))}"),
+        verdict=band_verdict(kept, reason),
+        reason=reason,
         kept=kept,
+    )
+
+
+def band_verdict(kept: bool, reason: str) -> Verdict:
+    """A band's typed verdict from the routing's words: taken (beyond error), kept because every alternative stayed
+    inside error, kept where no alternative could be compared (not judged) or none ran (no answer)."""
+    if not kept:
+        return "beyond error"
+    if any(words in reason for words in rc.WITHIN.values()):
+        return "inside error"
+    if "no other implementation ran" in reason:
+        return "no answer"
+    return "not judged"
+
+
+def withdrawn(route: Route, why: str) -> Route:
+    """A route an observation withdrew: the baseline keeps the band under NCCL's own environment (the answer sets
+    none), and the prediction it set aside is named."""
+    if route.kept:
+        return replace(route, nccl_env={})
+    predicted = f"{route.impl} predicted {route.margin_pct:g} % faster" if route.margin_pct is not None else route.impl
+    return replace(
+        route,
+        kept=True,
+        impl="nccl",
+        options={},
+        nccl_env={},
+        verdict="not judged",
+        reason=f"withdrawn, {why}: {predicted}",
     )
 
 
@@ -354,37 +403,6 @@ def _not_live(run: RunAnalysis) -> str:
             "against the exact reduction; measure it with a sweep on the box before enabling it"
         )
     return f"not tested: {run.evidence.label} times are not a measurement of the kernel on this box"
-
-
-def compute_capability(meta: dict) -> float | None:
-    """The run's GPUs' compute capability (12.0 for SM120), from meta.json's GPUs, probe or topology preset."""
-    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
-    listed = [meta.get("gpus"), topology.get("gpus")]
-    gpus = [g for items in listed if isinstance(items, list) for g in items if isinstance(g, dict)]
-    for value in [g.get("compute_capability") for g in gpus] + [topology.get("compute_capability")]:
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            continue
-    return None
-
-
-def step_dtype(run: RunAnalysis) -> str:
-    dtype = run.steps["dtype"].dropna() if "dtype" in run.steps else []
-    return str(dtype.iloc[0]) if len(dtype) else "bfloat16"
-
-
-def box_of(run: RunAnalysis) -> Box:
-    """What the engines' dispatch reads of the box: SM, TP, NVLink and P2P, from the probe's pairs or the preset."""
-    topology = run.meta.get("topology") if isinstance(run.meta.get("topology"), dict) else {}
-    pairs = [p for p in topology.get("pairs") or [] if isinstance(p, dict)]
-    if pairs:
-        nvlink = all(bool(p.get("nvlink")) for p in pairs)
-        p2p = all((p.get("p2p") or {}).get("read") == "ok" for p in pairs)
-    else:
-        nvlink = str(topology.get("gpu_path", "")).upper().startswith("NV")
-        p2p = bool(topology.get("p2p_supported", False))
-    return Box(compute_capability(run.meta), run.ranks, nvlink, p2p)
 
 
 def decided_fusion(fusion: pd.DataFrame, decision: Decision, mode: str) -> pd.DataFrame:

@@ -82,7 +82,7 @@ def routing_text(decision: Decision, provenance: list[str]) -> str:
         lines.append(
             comment(
                 f"  {route.collective} {route.mode} {route.min_bytes}-{route.max_bytes} B{tokens}: {what}{margin}: "
-                f"{route.verdict}"
+                f"{route.verdict}: {route.reason}"
             )
         )
     lines += [comment(f"left out: {note}") for note in decision.left_out]
@@ -93,19 +93,30 @@ def routing_text(decision: Decision, provenance: list[str]) -> str:
 
 
 def decision_lines(decision: Decision) -> list[str]:
-    """The answer in a few terminal lines, as the report's first screen says it (the sweep prints them last)."""
+    """The answer in a few terminal lines, as the report's first screen says it (the sweep, `simulate` and
+    `report` print them last): the environment, each verify step's figure with its verdict, each all-reduce band,
+    each engine switch."""
     env = " ".join(f"{k}={v}" for k, v in sorted(decision.nccl_env.items())) or "the defaults"
     lines = [
         f"the answer ({decision.evidence}): environment: {env}"
         + (f", via {decision.nccl_file}" if decision.nccl_file else "")
     ]
+    if decision.unconfirmed:
+        predicted = " ".join(f"{k}={v}" for k, v in sorted(decision.withdrawn_env.items()))
+        lines.append(f"  withdrawn: {decision.unconfirmed}" + (f" (predicted: {predicted})" if predicted else ""))
+    for step in decision.steps:
+        error = f", its error ±{step.error_pct:.0f} %" if step.error_pct is not None else ""
+        lines.append(
+            f"  verify step T = {step.tokens}: {step.before_ms:.2f} -> {step.after_ms:.2f} ms "
+            f"({step.gain_pct:g} % less{error}): {step.verdict}"
+        )
     for route in decision.routes:
         if route.collective == "all_reduce" and route.tokens:
             what = decision.runs_on(route)
             margin = f" ({route.margin_pct:g} % less time)" if route.margin_pct is not None else ""
             lines.append(
                 f"  {route.mode} all-reduce, T = {', '.join(map(str, route.tokens))} "
-                f"({route.min_bytes}-{route.max_bytes} B): {what}{margin}"
+                f"({route.min_bytes}-{route.max_bytes} B): {what}{margin}: {route.verdict}"
             )
     for setting in decision.engine:
         variables = " ".join(f"{k}={v}" for k, v in setting.variables)

@@ -117,7 +117,9 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
                 "verify": fmt_ms_value(r.verify_ms),
                 "decode": fmt_ms_value(r.decode_ms),
                 "plain": fmt_num(r.plain_tokens_per_s, 0),
-                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens)),
+                "break_even": break_even_text(
+                    r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens), bool(getattr(r, "withdrawn", False))
+                ),
                 "cells": cells,
             }
         )

@@ -92,7 +92,7 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
             {
                 "level": "fail",
                 "text": f"{run.name}: {run.failed_count} of {len(run.frame)} records failed "
-                f"({detail}). Failed settings are excluded from the recommendation.",
+                f"({detail}). Failed settings are excluded from the answer.",
             }
         )
     if doctor and doctor["warned"] and not doctor["failed"]:
