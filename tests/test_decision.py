@@ -599,9 +599,9 @@ def test_a_gloo_run_names_its_baseline_gloo_everywhere(scenarios):
     # The fixture run predates per-op records (no bands): the renderers are read on the gloo run's decision shape.
     band = dict(collective="all_reduce", mode="eager", min_bytes=14336, max_bytes=57344, tokens=(1, 4), options={})
     route = Route(**band, impl="gloo", point_id="s1-p000", nccl_env={}, judged_against="s1-p000",
-                  margin_pct=None, rule="", errors={}, verdict="no answer",
+                  margin_pct=None, rule="", errors={}, verdict="not judged",
                   reason="baseline: no other implementation ran at this size", kept=True)  # fmt: skip
     decision = Decision("r", "measured on gloo", None, None, "", {}, "s1-p000", (), (route,), (), (), backend="gloo")
-    assert ": gloo: no answer: baseline" in routing_text(decision, []) and ": NCCL" not in routing_text(decision, [])
-    assert decision_lines(decision)[1].endswith("(14336-57344 B): gloo: no answer")
+    assert ": gloo: not judged: baseline" in routing_text(decision, []) and ": NCCL" not in routing_text(decision, [])
+    assert decision_lines(decision)[1].endswith("(14336-57344 B): gloo: not judged")
     assert answer_rows(decision)[0]["env"] == "NCCL did not run (gloo backend)"

@@ -360,13 +360,11 @@ def _route(band: dict, against: str | None, env: dict, at: dict[tuple[str, int],
 
 def band_verdict(kept: bool, reason: str) -> Verdict:
     """A band's typed verdict from the routing's words: taken (beyond error), kept because every alternative stayed
-    inside error, kept where no alternative could be compared (not judged) or none ran (no answer)."""
+    inside error, else kept with nothing judged (no alternative ran, or none could be compared)."""
     if not kept:
         return "beyond error"
     if any(words in reason for words in rc.WITHIN.values()):
         return "inside error"
-    if "no other implementation ran" in reason:
-        return "no answer"
     return "not judged"
 
 

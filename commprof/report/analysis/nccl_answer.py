@@ -139,7 +139,7 @@ def _judged(run: RunAnalysis, t: int, sides: tuple, gain: float, answer: NcclAns
             f"verify latency {fmt_ms(before['verify_ms'] * 1000)} -> {fmt_ms(now['verify_ms'] * 1000)}, "
             f"{fmt_pct(gain)} less{band}: {verdict}"
         )
-    if withdrawn and evidence.simulated and verdict == "beyond error":
+    if withdrawn and evidence.simulated:  # every predicted figure is withdrawn, whatever the rule said of it
         verdict, reason = "not judged", f"withdrawn, {withdrawn}: predicted {fmt_pct(gain)} less"
     return StepAnswer(
         tokens=t,

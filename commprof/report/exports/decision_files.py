@@ -109,6 +109,7 @@ def decision_lines(decision: Decision) -> list[str]:
         lines.append(
             f"  verify step T = {step.tokens}: {step.before_ms:.2f} -> {step.after_ms:.2f} ms "
             f"({step.gain_pct:g} % less{error}): {step.verdict}"
+            + (": withdrawn" if step.reason.startswith("withdrawn") else "")
         )
     for route in decision.routes:
         if route.collective == "all_reduce" and route.tokens:

@@ -80,7 +80,8 @@ def env_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
         else:
             out["code"] = line
         out["notes"].append(
-            f"Point {point['point_id']} {point['label']}: the least total {run.mode}-mode step "
+            ("Withdrawn prediction: p" if decision.unconfirmed else "P")
+            + f"oint {point['point_id']} {point['label']}: the least total {run.mode}-mode step "
             f"time over every T, {evidence.beyond} ({evidence.label})."
         )
         if answer.dropped:
@@ -97,6 +98,11 @@ def env_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
                     "time": fmt_ms(r.median_us),
                     "saved": fmt_pct(r.saved_pct),
                     "noise": r.beyond_uncertainty is not True or bool(decision.unconfirmed),
+                    "why": "withdrawn"
+                    if decision.unconfirmed
+                    else ""
+                    if r.beyond_uncertainty is True
+                    else evidence.within,
                 }
             )
     reasons: dict[str, list[str]] = {}

@@ -56,6 +56,7 @@ def faster_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
                     "—" if not after else fmt_pct(step.gain_pct) + ("" if step.verdict == "beyond error" else error)
                 ),
                 "verdict": step.verdict,
+                "noise": step.verdict != "beyond error",
                 "comm": f"{fmt_ms_value(before['comm_ms'])} → {fmt_ms_value(now['comm_ms'])}"
                 if after
                 else fmt_ms_value(before["comm_ms"]),
