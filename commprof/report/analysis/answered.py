@@ -35,5 +35,7 @@ def answered(run: RunAnalysis, decision: Decision) -> RunAnalysis:
     parts = breakdown(run.steps, head, shown, run.options.compute, mode=run.mode)
     spec = projection(parts, run.options.draft_ms or 0.0, run.options.accepts, run.evidence)
     # An observation the model does not explain withdraws every predicted break-even.
-    spec = spec.assign(withdrawn=bool(decision.unconfirmed) and run.evidence.simulated) if not spec.empty else spec
+    if not spec.empty and decision.unconfirmed and run.evidence.simulated:
+        verdicts = [c for c in spec.columns if c.startswith("verdict_at_")]
+        spec = spec.assign(withdrawn=True, **{c: "within" for c in verdicts})
     return replace(run, headline=head, breakdown=parts, projection=spec)

@@ -7,7 +7,7 @@ from typing import Any
 from commprof.report.analysis.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct, fmt_us
 from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.ops import draft_split, op_sites, site_summary
-from commprof.report.analysis.projection import FIELD_REPORT_CASES, accept_verdict, tps_column
+from commprof.report.analysis.projection import FIELD_REPORT_CASES, tps_column
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import break_even_text
 
@@ -90,7 +90,7 @@ def tps_cells(run: RunAnalysis, r: Any, missing: str) -> list[dict[str, Any]]:
         cells.append(
             {
                 "text": fmt_num(value, 0) if reached else missing,
-                "verdict": accept_verdict(run.evidence, r.draft_ms, r.verify_ms, r.verify_p90_ms, r.decode_ms, accept)
+                "verdict": getattr(r, tps_column(accept).replace("tps_at_", "verdict_at_"), "within")
                 if reached
                 else "within",
             }
@@ -118,7 +118,10 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
                 "decode": fmt_ms_value(r.decode_ms),
                 "plain": fmt_num(r.plain_tokens_per_s, 0),
                 "break_even": break_even_text(
-                    r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens), bool(getattr(r, "withdrawn", False))
+                    r.break_even_ratio,
+                    bool(r.within_uncertainty),
+                    int(r.tokens),
+                    getattr(r, "withdrawn", False) is True,
                 ),
                 "cells": cells,
             }

@@ -230,7 +230,7 @@ def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str,
         else "with the baseline's settings"
     )
     chosen = run.projection[run.projection["setting"] == setting]
-    withdrawn = "withdrawn" in chosen and bool(chosen["withdrawn"].any())
+    withdrawn = "withdrawn" in chosen and bool(chosen["withdrawn"].fillna(False).any())
     for r in chosen.itertuples():
         out["rows"].append(
             {
