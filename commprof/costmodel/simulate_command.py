@@ -156,7 +156,7 @@ def simulate(
     from commprof.report.command import answer_lines
 
     for line in answer_lines(run_dir):  # the same answer lines the sweep and `report` end with
-        console_for().print(line, markup=False, highlight=False)
+        console_for().print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _graph_models(spec, graph_box: Path | None, flag: str = "--graph-box") -> dict:
