@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.evidence import MEASURED, Verdict
+from commprof.impls.registry import unfused_reference
 from commprof.nccl_graph.export import GraphExport, graph_export
 from commprof.records.schema import FUSED
 from commprof.report.analysis import routing as rt
@@ -25,7 +26,7 @@ from commprof.report.analysis import routing_candidates as rc
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
 from commprof.report.analysis.engine_dispatch import Op, engine_paths, paths_basis
-from commprof.report.analysis.nccl_answer import NcclAnswer, StepAnswer, nccl_answer, step_answers
+from commprof.report.analysis.nccl_answer import NcclAnswer, StepAnswer, nccl_answer, reference_missing, step_answers
 from commprof.report.analysis.routing_settings import EngineSetting, routing_settings
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.run_shape import box_of, compute_capability, step_dtype, step_shape
@@ -192,6 +193,8 @@ def decide(run: RunAnalysis) -> Decision:
     hidden, dtype_bytes, tokens = step_shape(run)
     at = tokens_at(run.frame)
     routes = tuple(_route(band, against, env, at) for band in routing.get("bands", []))
+    if missing := reference_missing(run, env):  # a fused kind's win against the reference under other settings
+        routes = tuple(unjudged(r, missing) if r.collective == FUSED else r for r in routes)
     if unconfirmed:
         routes = tuple(withdrawn(r, unconfirmed) for r in routes)
     left_out: list[str] = []
@@ -374,15 +377,16 @@ def withdrawn(route: Route, why: str) -> Route:
     if route.kept:
         return replace(route, nccl_env={})
     predicted = f"{route.impl} predicted {route.margin_pct:g} % faster" if route.margin_pct is not None else route.impl
-    return replace(
-        route,
-        kept=True,
-        impl="nccl",
-        options={},
-        nccl_env={},
-        verdict="not judged",
-        reason=f"withdrawn, {why}: {predicted}",
-    )
+    return replace(unjudged(route, f"withdrawn, {why}: {predicted}"), nccl_env={})
+
+
+def unjudged(route: Route, why: str) -> Route:
+    """A band no implementation may take: the baseline (NCCL, or the fused kinds' unfused reference) keeps it,
+    `not judged`, and why."""
+    if route.kept and route.verdict == "not judged":
+        return route
+    keeper = unfused_reference() if route.collective == FUSED else "nccl"
+    return replace(route, kept=True, impl=keeper, options={}, margin_pct=None, verdict="not judged", reason=why)
 
 
 def _not_live(run: RunAnalysis) -> str:
@@ -405,7 +409,8 @@ def _not_live(run: RunAnalysis) -> str:
 
 def decided_fusion(fusion: pd.DataFrame, decision: Decision, mode: str) -> pd.DataFrame:
     """The fused kinds' per-T comparison (choices.fusion_comparison) with its verdict taken from the decision: a
-    fused kind wins at T only where the decision routes T's fused all-reduce + RMSNorm to it."""
+    fused kind wins at T only where the decision routes T's fused all-reduce + RMSNorm to it, and where the
+    decision could not judge T (`not_judged`: why) it neither wins nor loses."""
     if fusion.empty:
         return fusion
     won = {
@@ -414,10 +419,25 @@ def decided_fusion(fusion: pd.DataFrame, decision: Decision, mode: str) -> pd.Da
         if r.collective == FUSED and r.mode == mode and not r.kept
         for t in r.tokens
     }
+    unjudged = {
+        t: r.reason
+        for r in decision.routes
+        if r.collective == FUSED
+        and r.mode == mode
+        and r.verdict == "not judged"
+        and not r.reason.startswith("baseline")
+        for t in r.tokens
+    }
     wins = [(impl, int(t)) in won for impl, t in zip(fusion["impl"], fusion["tokens"])]
     out = fusion.copy()
     out["beyond_uncertainty"] = pd.Series(wins, index=fusion.index, dtype=object)
     out["slower_beyond_uncertainty"] = pd.Series(
-        [False if w else s for w, s in zip(wins, fusion["slower_beyond_uncertainty"])], index=fusion.index, dtype=object
+        [
+            False if w or int(t) in unjudged else s
+            for w, s, t in zip(wins, fusion["slower_beyond_uncertainty"], fusion["tokens"])
+        ],
+        index=fusion.index,
+        dtype=object,
     )
+    out["not_judged"] = [unjudged.get(int(t), "") for t in fusion["tokens"]]
     return out

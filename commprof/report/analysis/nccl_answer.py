@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.evidence import Verdict
+from commprof.impls.registry import unfused_reference
 from commprof.report.analysis.formatting import fmt_ms, fmt_pct
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import keep_text, recommend_notes, verdict_sentence
@@ -150,4 +151,20 @@ def _judged(run: RunAnalysis, t: int, sides: tuple, gain: float, answer: NcclAns
         error_pct=round(error, 1) if error is not None else None,
         verdict=verdict,
         reason=reason,
+    )
+
+
+def reference_missing(run: RunAnalysis, env: dict[str, str]) -> str:
+    """Why the fused kinds cannot be judged against their unfused reference under the NCCL environment the answer
+    sets (the reference ran only under other settings), and what decides it; "" where it ran under it."""
+    if not env or run.steps.empty:
+        return ""
+    reference = unfused_reference()
+    rows = run.steps[(run.steps["impl"] == reference) & (run.steps["status"] == "ok")]
+    if rows.empty or any(dict(e or {}) == env for e in rows["env"]):
+        return ""
+    settings = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+    return (
+        f"{reference}, the unfused reference, never ran under {settings}, the NCCL environment the "
+        f"answer sets; a sweep point of {reference} with {settings} decides it"
     )

@@ -253,8 +253,14 @@ def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
                 f"T = {tokens_text(rows['tokens'])}: {range_pct(saved)} "
                 f"{'less' if verb == 'beats' else 'more'} time per step."
             )
+    for reason in dict.fromkeys(r for r in fusion["not_judged"] if r):
+        rows = fusion[fusion["not_judged"] == reason]
+        out["lines"].append(f"Not judged at T = {tokens_text(rows['tokens'])}: {reason}.")
     within = fusion[
-        [b is False and s is False for b, s in zip(fusion["beyond_uncertainty"], fusion["slower_beyond_uncertainty"])]
+        [
+            b is False and s is False and not n
+            for b, s, n in zip(fusion["beyond_uncertainty"], fusion["slower_beyond_uncertainty"], fusion["not_judged"])
+        ]
     ]
     if not within.empty:
         out["lines"].append(
