@@ -69,8 +69,8 @@ ANALYSIS_TIERS = (
     {"run_analysis"},  # the front door
     {"words", "run_shape"},  # how verdicts are worded; what the engines' dispatch reads of the run
     {"apply", "nccl_answer"},  # the one file to apply; (a) and the verify step per T, judged once
-    {"decision"},  # the run's one answer, built once from the analysis
-    {"answered"},  # the run's per-T tables restated on that answer
+    {"answer_routes"},  # the answer's size bands, each with its typed verdict
+    {"decision"},  # the run's one answer, built once from the analysis, and its per-T tables
 )
 EXPORTS_TIERS = (
     {"export_text", "provenance"},  # how exports write text they did not choose; where the numbers come from

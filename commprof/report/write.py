@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,6 @@ import pandas as pd
 
 from commprof.errors import UsageError
 from commprof.nccl_graph.export import EXPORTED_NAME
-from commprof.report.analysis.answered import answered
 from commprof.report.analysis.decision import decide, decided_fusion
 from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.ops import op_sizes, op_table
@@ -162,7 +162,7 @@ def _write_all(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
     for run in runs:
         folder = out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(run.name), taken))
         exports = write_run_exports(run, folder, out_dir)
-        run = answered(run, exports.decision)  # every table below names the decision's point at each T
+        run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
         shown.append(run)
         summaries.append(summary(run, exports))
         pages.append(page_view(run, exports))

@@ -17,43 +17,22 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.evidence import MEASURED, Verdict
-from commprof.impls.registry import unfused_reference
+from commprof.evidence import MEASURED
 from commprof.nccl_graph.export import GraphExport, graph_export
 from commprof.records.schema import FUSED
 from commprof.report.analysis import routing as rt
 from commprof.report.analysis import routing_candidates as rc
+from commprof.report.analysis.answer_routes import Route, route_of_band, tokens_at, unjudged, withdrawn
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
 from commprof.report.analysis.engine_dispatch import Op, engine_paths, paths_basis
+from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.nccl_answer import NcclAnswer, StepAnswer, nccl_answer, reference_missing, step_answers
+from commprof.report.analysis.projection import ShownPoints, breakdown, projection
 from commprof.report.analysis.routing_settings import EngineSetting, routing_settings
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.run_shape import box_of, compute_capability, step_dtype, step_shape
 from commprof.report.analysis.tuner_rules import RECOMMEND_ENV, TUNER_CONF, ApplyPlan
-from commprof.units import format_bytes
-
-
-@dataclass(frozen=True)
-class Route:
-    """One size band of one collective in one mode: what runs there and why."""
-
-    collective: str
-    mode: str
-    min_bytes: int
-    max_bytes: int
-    tokens: tuple[int, ...]  # the plan's T whose op of this collective falls in the band
-    impl: str  # "nccl" (the NCCL environment below) or the implementation that took these sizes from it
-    options: dict[str, Any]
-    point_id: str
-    nccl_env: dict[str, str]  # the NCCL environment the answer sets: what every band of the run runs under
-    judged_against: str  # the point whose NCCL environment that is
-    margin_pct: float | None  # time saved against it at the band's largest measured size (None: kept)
-    rule: str  # the rule that admitted it (or kept NCCL)
-    errors: dict[str, Any]  # the error figures the rule used
-    verdict: Verdict  # the rule's outcome for this band
-    reason: str  # why, in words, once
-    kept: bool  # NCCL keeps these sizes
 
 
 @dataclass(frozen=True)
@@ -75,6 +54,9 @@ class Decision:
     nccl_notes: tuple[str, ...] = ()  # recommend.env's words on its NCCL_GRAPH_FILE: exported at which file, or why not
     graph_text: str | None = field(repr=False, compare=False, default=None)  # the graph file to copy beside it
     plan: ApplyPlan = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    # The run's per-T tables restated on this answer (headline, breakdown, projection): every table below the first
+    # screen names the point the answer runs at each T, never a fastest point it did not choose.
+    tables: dict[str, pd.DataFrame] = field(repr=False, compare=False, default_factory=dict)
     routing: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the plan behind `routes`
     backend: str = "nccl"  # the backend the baseline ran on (gloo on CPU ranks: NCCL never ran)
     unconfirmed: str = ""  # why nothing is recommended though the model predicts a gain (the box contradicts it)
@@ -192,7 +174,7 @@ def decide(run: RunAnalysis) -> Decision:
         routing = judged_routing(run, against, env)
     hidden, dtype_bytes, tokens = step_shape(run)
     at = tokens_at(run.frame)
-    routes = tuple(_route(band, against, env, at) for band in routing.get("bands", []))
+    routes = tuple(route_of_band(band, against, env, at) for band in routing.get("bands", []))
     if missing := reference_missing(run, env):  # a fused kind's win against the reference under other settings
         routes = tuple(unjudged(r, missing) if r.collective == FUSED else r for r in routes)
     if unconfirmed:
@@ -224,7 +206,7 @@ def decide(run: RunAnalysis) -> Decision:
         entry["switches"] = answer.get(name, {})
         entry["live"] = any(s.live for s in engine if s.engine == name)
         entry["basis"] = paths_basis(box, backend or "nccl", run.evidence.label if run.evidence.simulated else None)
-    return Decision(
+    decision = Decision(
         run_id=run.run_id,
         evidence=run.evidence.label,
         expected_error_pct=error,
@@ -248,6 +230,7 @@ def decide(run: RunAnalysis) -> Decision:
         steps=step_answers(run, judged, unconfirmed),
         compute_capability=compute_capability(run.meta),
     )
+    return replace(decision, tables=answer_tables(run, decision))
 
 
 NOT_CONFIRMED = "not confirmed on your box: measure first"
@@ -289,104 +272,6 @@ def judged_routing(run: RunAnalysis, against: str, env: dict[str, str]) -> dict[
         routing_edges(run.crossovers, env),
         missing_floor=rc.missing_floor(run.meta),
     )
-
-
-def tokens_at(frame: pd.DataFrame) -> dict[tuple[str, int], set[int]]:
-    """(collective, op bytes) -> the T whose step sends an op of that collective and size (the fused kinds' ops
-    are all-reduces of the same sizes), from the records' frame (frame.records_frame): each distinct op list once."""
-    if frame.empty or not {"op_us", "tokens", "kind"} <= set(frame.columns):
-        return {}
-    steps = frame[
-        (frame["kind"].fillna("step") == "step")
-        & pd.to_numeric(frame["tokens"], errors="coerce").notna()
-        & frame["op_us"].map(lambda ops: isinstance(ops, dict))
-    ]
-    if steps.empty:
-        return {}
-    ops = pd.DataFrame(
-        {
-            "tokens": pd.to_numeric(steps["tokens"]).astype(int),
-            "collective": steps["op_us"].map(lambda o: tuple(o.get("collectives") or ())),
-            "bytes": steps["op_us"].map(lambda o: tuple(o.get("bytes") or ())),
-        }
-    ).drop_duplicates()
-    ops = ops[ops["collective"].map(len) == ops["bytes"].map(len)]
-    ops = ops.explode(["collective", "bytes"]).dropna().drop_duplicates()
-    ops = pd.concat([ops, ops[ops["collective"] == "all_reduce"].assign(collective=FUSED)])
-    return {
-        (str(collective), int(nbytes)): {int(t) for t in group["tokens"]}
-        for (collective, nbytes), group in ops.groupby(["collective", "bytes"])
-    }
-
-
-def _route(band: dict, against: str | None, env: dict, at: dict[tuple[str, int], set[int]]) -> Route:
-    sizes = [s["bytes"] for s in band.get("sizes", [])]
-    inside = tuple(
-        sorted(
-            {
-                t
-                for (collective, nbytes), ts in at.items()
-                if collective == band["collective"] and band["min_bytes"] <= nbytes <= band["max_bytes"]
-                for t in ts
-            }
-        )
-    )
-    kept = bool(band["baseline"])
-    margin = None
-    if not kept and band.get("baseline_us"):
-        margin = 100.0 * (band["baseline_us"] - band["time_us"]) / band["baseline_us"]
-    evidence = band.get("evidence") or {}
-    errors = {"level": evidence.get("level")}
-    if evidence.get("expected_error_pct") is not None or evidence.get("level") == "simulated":
-        errors["impl_pct"] = evidence.get("expected_error_pct")
-        errors["basis"] = evidence.get("expected_error_basis")
-    reason = str(evidence.get("verdict") or f"largest size: {format_bytes(max(sizes or [0]))}")
-    return Route(
-        collective=band["collective"],
-        mode=band["mode"],
-        min_bytes=int(band["min_bytes"]),
-        max_bytes=int(band["max_bytes"]),
-        tokens=inside,
-        impl="nccl" if kept and band["impl"] in ("default", "nccl") else band["impl"],
-        options=dict(band.get("options") or {}),
-        point_id=str(band["point_id"]),
-        nccl_env=dict(env),
-        judged_against=str(against),
-        margin_pct=None if margin is None or not math.isfinite(margin) else round(margin, 1),
-        rule=str(evidence.get("rule") or ""),
-        errors=errors,
-        verdict=band_verdict(kept, reason),
-        reason=reason,
-        kept=kept,
-    )
-
-
-def band_verdict(kept: bool, reason: str) -> Verdict:
-    """A band's typed verdict from the routing's words: taken (beyond error), kept because every alternative stayed
-    inside error, else kept with nothing judged (no alternative ran, or none could be compared)."""
-    if not kept:
-        return "beyond error"
-    if any(words in reason for words in rc.WITHIN.values()):
-        return "inside error"
-    return "not judged"
-
-
-def withdrawn(route: Route, why: str) -> Route:
-    """A route an observation withdrew: the baseline keeps the band under NCCL's own environment (the answer sets
-    none), and the prediction it set aside is named."""
-    if route.kept:
-        return replace(route, nccl_env={})
-    predicted = f"{route.impl} predicted {route.margin_pct:g} % faster" if route.margin_pct is not None else route.impl
-    return replace(unjudged(route, f"withdrawn, {why}: {predicted}"), nccl_env={})
-
-
-def unjudged(route: Route, why: str) -> Route:
-    """A band no implementation may take: the baseline (NCCL, or the fused kinds' unfused reference) keeps it,
-    `not judged`, and why."""
-    if route.kept and route.verdict == "not judged":
-        return route
-    keeper = unfused_reference() if route.collective == FUSED else "nccl"
-    return replace(route, kept=True, impl=keeper, options={}, margin_pct=None, verdict="not judged", reason=why)
 
 
 def _not_live(run: RunAnalysis) -> str:
@@ -441,3 +326,28 @@ def decided_fusion(fusion: pd.DataFrame, decision: Decision, mode: str) -> pd.Da
     )
     out["not_judged"] = [unjudged.get(int(t), "") for t in fusion["tokens"]]
     return out
+
+
+def answer_tables(run: RunAnalysis, decision: Decision) -> dict[str, pd.DataFrame]:
+    """The run's headline with the decision's point per T (answer_point_id, answer_us; route_point_id: the point
+    its routes name, which differs where an engine switch is left commented out), and the breakdown and projection
+    built on it; an observation the model does not explain withdraws every predicted break-even."""
+    if run.headline.empty:
+        return {}
+    head = run.headline.copy()
+    rows = ok_rows(run.steps, run.mode).drop_duplicates(["source", "point_id", "tokens"])
+    times = rows.set_index(["source", "point_id", "tokens"])["median_us"]
+    head["route_point_id"] = [decision.answer_point(int(t), run.mode) for t in head["tokens"]]
+    points = [decision.live_point(int(t), run.mode) for t in head["tokens"]]
+    head["answer_point_id"] = points
+    head["answer_us"] = [
+        times.get((source, point, tokens), math.nan) if point is not None else math.nan
+        for source, point, tokens in zip(head["source"], points, head["tokens"])
+    ]
+    shown = ShownPoints(run.baseline, run.reference, "answer")
+    parts = breakdown(run.steps, head, shown, run.options.compute, mode=run.mode)
+    spec = projection(parts, run.options.draft_ms or 0.0, run.options.accepts, run.evidence)
+    if not spec.empty and decision.unconfirmed and run.evidence.simulated:
+        verdicts = [c for c in spec.columns if c.startswith("verdict_at_")]
+        spec = spec.assign(withdrawn=True, **{c: "within" for c in verdicts})
+    return {"headline": head, "breakdown": parts, "projection": spec}

@@ -12,7 +12,7 @@ from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import break_even_text
 
 # The breakdown's and projection's settings (projection.breakdown) as the page names them.
-# "answer": the decision's point at each T (answered.answered), never a fastest point it did not choose.
+# "answer": the decision's point at each T (decision.answer_tables), never a fastest point it did not choose.
 SETTING_LABELS = {"baseline": "baseline", "recommended": "(a) to export", "answer": "the answer at this T"}
 SHORT_SETTING_LABELS = {"baseline": "baseline", "recommended": "(a)", "answer": "the answer"}
 
@@ -130,7 +130,7 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
 
 
 def answer_of(head_row: Any) -> Any:
-    """The decision's point at a headline row's T (answered.answered; None before the run is answered)."""
+    """The decision's point at a headline row's T (decision.answer_tables; None before the decision restates the tables)."""
     return getattr(head_row, "answer_point_id", None)
 
 

@@ -250,7 +250,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
 
 
 def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
-    """Several runs side by side: per run and T, the baseline's and the answer's step time (answered.answered: the
+    """Several runs side by side: per run and T, the baseline's and the answer's step time (decision.answer_tables: the
     decision's point at T), None for a single run."""
     if len(runs) < 2:
         return None
