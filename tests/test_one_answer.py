@@ -224,3 +224,16 @@ def test_an_engine_version_without_a_table_exits_2_naming_the_known_ones(bundle,
     err = capsys.readouterr().err
     assert "sglang==0.0.1" in err and all(f"{n}=={v}" in err for n, v in TABLES)
     assert not (tmp_path / "r").exists()
+
+
+def test_simulate_s_table_gives_a_kernel_row_the_kernel_s_error(tmp_path, capsys):
+    """A kernel's predicted step carries the kernel model's error (as its records and the page do), not NCCL's."""
+    sweep = tmp_path / "decision.toml"
+    sweep.write_text(SWEEP)
+    capsys.readouterr()
+    assert main(["simulate", "--topology", "pcie-gen5-switch-p2p", "--sweep", str(sweep), "--out", str(tmp_path)]) == 0
+    (run,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    kernel = next(r for r in records if (r.get("kernel_model") or {}).get("expected_error_pct") is not None)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"│ {kernel['point_id']} ")]
+    assert rows and f"±{kernel['kernel_model']['expected_error_pct']:g} %" in rows[0], rows
