@@ -237,3 +237,14 @@ def test_simulate_s_table_gives_a_kernel_row_the_kernel_s_error(tmp_path, capsys
     kernel = next(r for r in records if (r.get("kernel_model") or {}).get("expected_error_pct") is not None)
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"│ {kernel['point_id']} ")]
     assert rows and f"±{kernel['kernel_model']['expected_error_pct']:g} %" in rows[0], rows
+
+
+def test_an_engine_asked_for_is_the_only_one_named(scenarios, tmp_path, capsys):  # noqa: F811 (the fixture)
+    """`--engine vllm==0.33`: no SGLang switch in the Decision, routing.txt, engine_flags.txt or the terminal."""
+    lines = _report(_sim_dir("simulated pcie-gen5-switch-p2p"), tmp_path / "r", capsys, "--engine", "vllm==0.33")
+    decision = decision_of(tmp_path / "r")
+    assert decision["engine"] and {s["engine"] for s in decision["engine"]} == {"vLLM"}
+    assert "SGLANG_" not in (tmp_path / "r" / "routing.txt").read_text()
+    assert "export SGLANG_" not in (tmp_path / "r" / "engine_flags.txt").read_text()
+    assert not any(line.startswith("  SGLang") for line in lines)
+    assert_files_say(tmp_path / "r", decision)

@@ -61,6 +61,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         run.evidence,
         compute_capability=decision.compute_capability,
     )
+    hints = [hint for hint in hints if decision.names_engine(hint.engine)]
     engine_text = engine_hints_text(hints, lines, answer_block(decision))
     route_text = routing_text(decision, lines)
     files = {

@@ -25,7 +25,7 @@ from commprof.report.analysis import routing_candidates as rc
 from commprof.report.analysis.answer_routes import Route, route_of_band, tokens_at, unjudged, withdrawn
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
-from commprof.report.analysis.engine_dispatch import Op, engine_paths, paths_basis
+from commprof.report.analysis.engine_dispatch import Op, engine_paths, parse_engine, paths_basis
 from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.nccl_answer import NcclAnswer, StepAnswer, nccl_answer, reference_missing, step_answers
 from commprof.report.analysis.projection import ShownPoints, breakdown, projection
@@ -64,11 +64,16 @@ class Decision:
     nccl_answer: NcclAnswer | None = None  # (a): the environment over every T as judged, its figures and words
     steps: tuple[StepAnswer, ...] = ()  # per verify T: the verify latency with the answer, its error and verdict
     compute_capability: float | None = None  # the run's GPUs' (what the engines' fusion dispatch reads)
+    engines: tuple[str, ...] = ("sglang", "vllm")  # the engines asked for (--engine): the only ones any output names
 
     @property
     def baseline_name(self) -> str:
         """What the kept sizes run on, as the files and the page name it: NCCL, or the backend that ran instead."""
         return "NCCL" if self.backend == "nccl" else self.backend
+
+    def names_engine(self, engine: str) -> bool:
+        """Whether an output may name `engine` ("SGLang", "vLLM", "SGLang and vLLM"): one of those asked for."""
+        return any(name in engine.lower() for name in self.engines)
 
     def runs_on(self, route: Route) -> str:
         """The name of what runs a band: the baseline's name where it kept the band, else the implementation."""
@@ -189,6 +194,8 @@ def decide(run: RunAnalysis) -> Decision:
         )
     backend = run.backend if run.evidence.level == MEASURED else "nccl"
     engine, notes = routing_settings(routing.get("bands", []), hidden, dtype_bytes, backend, _not_live(run))
+    asked = tuple(dict.fromkeys(parse_engine(text)[0] for text in run.options.engines))
+    engine = [s for s in engine if s.engine.lower() in asked]  # never another engine's lines than those asked for
     left_out += notes
     error = run.evidence.model_error.pct if run.evidence.model_error is not None else None
     answer: dict[str, dict[str, str]] = {}
@@ -229,6 +236,7 @@ def decide(run: RunAnalysis) -> Decision:
         nccl_answer=judged,
         steps=step_answers(run, judged, unconfirmed),
         compute_capability=compute_capability(run.meta),
+        engines=asked,
     )
     return replace(decision, tables=answer_tables(run, decision))
 

@@ -206,7 +206,7 @@ def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
             }
         )
     for impl in sorted({r.impl for r in routed} - {s.impl for s in decision.engine}):
-        for engine in ("SGLang", "vLLM"):
+        for engine in [e for e in ("SGLang", "vLLM") if decision.names_engine(e)]:
             out["engine"].append(
                 {"engine": engine, "setting": "", "version": "—", "text": f"no setting runs {impl}: engine work"}
             )
@@ -270,6 +270,8 @@ def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     for hint in engine_hints(
         fusion, fused_measured, None, run.evidence, compute_capability=decision.compute_capability
     ):
+        if not decision.names_engine(hint.engine):
+            continue
         out["engine"].append(
             {"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": hint.untested}
         )
