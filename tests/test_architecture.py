@@ -65,7 +65,7 @@ ANALYSIS_TIERS = (
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "observed", "tuner_rules"},
-    {"choices"},
+    {"choices", "nccl_choice"},  # table 1's rows; the chooser of the answer's NCCL environment
     {"run_analysis"},  # the front door
     {"words", "run_shape"},  # how verdicts are worded; what the engines' dispatch reads of the run
     {"apply", "nccl_answer"},  # the one file to apply; (a) and the verify step per T, judged once

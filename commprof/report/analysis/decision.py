@@ -285,7 +285,7 @@ def judged_routing(run: RunAnalysis, against: str, env: dict[str, str]) -> dict[
 def _not_live(run: RunAnalysis) -> str:
     """Why no engine setting may be live even where a kernel won: the run is unfinished, nothing ran (a
     simulation) or the numbers were imported; "" when measured and finished."""
-    rec = run.recommendation
+    rec = run.nccl_choice
     if rec is not None and rec.withheld:
         return f"not recommended: {rec.withheld}"
     if not_confirmed(run):

@@ -54,7 +54,7 @@ def _point(row: pd.Series | None) -> dict[str, Any] | None:
 
 def nccl_answer(run: RunAnalysis) -> NcclAnswer:
     """(a) as the ranking's candidate (the fastest over every T, its minimal form) was judged."""
-    rec = run.recommendation
+    rec = run.nccl_choice
     fastest = rec.fastest if rec is not None else None
     if fastest is None:
         verdict: Verdict = "no answer"

@@ -42,7 +42,7 @@ def defaults_name(run: RunAnalysis) -> str:
 
 def keep_text(run: RunAnalysis) -> str:
     """What keeping the baseline means in words: the backend's defaults, or the baseline's settings."""
-    base = run.recommendation.baseline if run.recommendation is not None else None
+    base = run.nccl_choice.baseline if run.nccl_choice is not None else None
     if base is not None and base["env"]:
         return f"Keep the baseline's settings ({base['settings']})"
     return f"Keep {tuned_name(run)}'s defaults"
@@ -50,7 +50,7 @@ def keep_text(run: RunAnalysis) -> str:
 
 def verdict_sentence(run: RunAnalysis) -> str:
     """Why the fastest point over every T is, or is not, a result, with this run's numbers and evidence."""
-    rec = run.recommendation
+    rec = run.nccl_choice
     if rec is None or rec.fastest is None:
         return ""
     fastest = rec.fastest
@@ -109,7 +109,7 @@ def not_a_result_notes(run: RunAnalysis) -> list[str]:
 
 def recommend_notes(run: RunAnalysis) -> list[str]:
     """The comment lines of recommend.env: the evidence, what was chosen and why, with the verdict."""
-    rec = run.recommendation
+    rec = run.nccl_choice
     lines = [f"Evidence: {run.evidence.label}. Rule: {run.evidence.rule}."]
     if rec is None or rec.fastest is None:
         return lines + not_a_result_notes(run)
@@ -117,7 +117,7 @@ def recommend_notes(run: RunAnalysis) -> list[str]:
 
 
 def _recommend_notes(run: RunAnalysis) -> list[str]:
-    rec = run.recommendation
+    rec = run.nccl_choice
     fastest = rec.fastest
     tokens = ", ".join(map(str, fastest["tokens_covered"]))
     if rec.keeps_baseline:
