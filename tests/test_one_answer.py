@@ -16,7 +16,15 @@ from commprof.cli import main
 from commprof.evidence import VERDICTS
 from commprof.report.analysis.engine_dispatch import TABLES
 from commprof.report.command import answer_lines
-from tests.test_decision import SWEEP, UNCONFIRMED, answer_env, scenarios, sourced  # noqa: F401 (the fixture)
+from tests.test_decision import (  # noqa: F401 (the fixture)
+    SINGLE,
+    SWEEP,
+    UNCONFIRMED,
+    answer_env,
+    run_folders,
+    scenarios,
+    sourced,
+)
 
 pytestmark = pytest.mark.slow  # simulates and renders reports
 
@@ -182,13 +190,15 @@ def test_the_calibrated_sys_box_gains_no_beyond_from_its_observation(scenarios):
     )
 
 
-@pytest.mark.parametrize(
-    "name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)", "gloo", UNCONFIRMED]
-)
+@pytest.mark.parametrize("name", [*SINGLE, "two runs compared"])
 def test_every_scenario_s_files_and_page_say_its_decision(scenarios, name):  # noqa: F811 (the fixture)
-    decision = decision_of(scenarios[name])
-    assert_files_say(scenarios[name], decision)
-    assert_page_says((scenarios[name] / "index.html").read_text(), decision)
+    summary = json.loads((scenarios[name] / "summary.json").read_text())
+    cards = (scenarios[name] / "index.html").read_text().split("How much faster is my verify step?")[1:]
+    for index, (run, folder) in enumerate(run_folders(scenarios[name], summary)):
+        decision = run["decision"]
+        assert_files_say(folder, decision)
+        if index < len(cards) and decision["steps"]:
+            assert_page_says("How much faster is my verify step?" + cards[index], decision)
 
 
 def test_a_planted_contradiction_fails_the_check(scenarios, tmp_path, monkeypatch, capsys):  # noqa: F811 (the fixture)
