@@ -151,6 +151,7 @@ def test_simulate_report_and_sweep_end_with_the_same_answer_lines(bundle, tmp_pa
     reported = _report(run, tmp_path / "report", capsys)
     assert reported[-len(closing) :] == closing
     decision = decision_of(tmp_path / "report")
+    assert "&lt;NA&gt;" not in (tmp_path / "report" / "index.html").read_text()  # no pandas missing value shown
     assert_terminal_says(closing, decision)
     assert_files_say(tmp_path / "report", decision)
     assert_page_says((tmp_path / "report" / "index.html").read_text(), decision)
