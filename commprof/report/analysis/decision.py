@@ -27,7 +27,15 @@ from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
 from commprof.report.analysis.engine_dispatch import Op, engine_paths, parse_engine, paths_basis
 from commprof.report.analysis.frame import ok_rows
-from commprof.report.analysis.nccl_answer import NcclAnswer, StepAnswer, nccl_answer, reference_missing, step_answers
+from commprof.report.analysis.nccl_answer import (
+    NcclAnswer,
+    SpeculationAnswer,
+    StepAnswer,
+    nccl_answer,
+    reference_missing,
+    speculation_answer,
+    step_answers,
+)
 from commprof.report.analysis.projection import ShownPoints, breakdown, projection
 from commprof.report.analysis.routing_settings import EngineSetting, routing_settings
 from commprof.report.analysis.run_analysis import RunAnalysis
@@ -57,6 +65,7 @@ class Decision:
     # The run's per-T tables restated on this answer (headline, breakdown, projection): every table below the first
     # screen names the point the answer runs at each T, never a fastest point it did not choose.
     tables: dict[str, pd.DataFrame] = field(repr=False, compare=False, default_factory=dict)
+    speculation: SpeculationAnswer | None = None  # whether speculative decoding pays with what the answer applies
     routing: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the plan behind `routes`
     backend: str = "nccl"  # the backend the baseline ran on (gloo on CPU ranks: NCCL never ran)
     unconfirmed: str = ""  # why nothing is recommended though the model predicts a gain (the box contradicts it)
@@ -157,6 +166,7 @@ class Decision:
             "unconfirmed": self.unconfirmed,
             "answer": asdict(self.nccl_answer) if self.nccl_answer is not None else None,
             "steps": [asdict(step) for step in self.steps],
+            "speculation": asdict(self.speculation) if self.speculation is not None else None,
             "engine_paths": list(self.engine_paths),
         }
 
@@ -238,7 +248,10 @@ def decide(run: RunAnalysis) -> Decision:
         compute_capability=compute_capability(run.meta),
         engines=asked,
     )
-    return replace(decision, tables=answer_tables(run, decision))
+    tables = answer_tables(run, decision)
+    applied = judged.sets and not unconfirmed
+    spec = speculation_answer(tables.get("projection", pd.DataFrame()), applied)
+    return replace(decision, tables=tables, speculation=spec)
 
 
 NOT_CONFIRMED = "not confirmed on your box: measure first"

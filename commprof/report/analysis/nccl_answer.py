@@ -12,7 +12,7 @@ import pandas as pd
 
 from commprof.evidence import Verdict
 from commprof.impls.registry import unfused_reference
-from commprof.report.analysis.formatting import fmt_ms, fmt_pct
+from commprof.report.analysis.formatting import fmt_ms, fmt_pct, tokens_text
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import keep_text, recommend_notes, verdict_sentence
 
@@ -167,4 +167,51 @@ def reference_missing(run: RunAnalysis, env: dict[str, str]) -> str:
     return (
         f"{reference}, the unfused reference, never ran under {settings}, the NCCL environment the "
         f"answer sets; a sweep point of {reference} with {settings} decides it"
+    )
+
+
+@dataclass(frozen=True)
+class SpeculationAnswer:
+    """Whether speculative decoding pays, as the projection of the settings the answer applies says it."""
+
+    setting: str  # the projection rows it reads: "recommended" (the answer's environment) or "baseline"
+    verdict: str  # the card's one sentence ("" where there is nothing to project)
+    noise: bool  # not told apart (unknown error) or withdrawn
+
+
+def speculation_answer(spec: pd.DataFrame, applied: bool) -> SpeculationAnswer:
+    """The break-even verdict over the verify T of the settings the answer applies (`applied`: its environment,
+    else the baseline's); withdrawn rows (an observation the model does not explain) say nothing pays."""
+    if spec.empty:
+        return SpeculationAnswer("baseline", "", False)
+    setting = "recommended" if applied and (spec["setting"] == "recommended").any() else "baseline"
+    chosen = spec[spec["setting"] == setting]
+    if "withdrawn" in chosen and chosen["withdrawn"].fillna(False).astype(bool).any():
+        return SpeculationAnswer(
+            setting,
+            "Not judged: withdrawn. Every break-even here is the model's prediction, and the model does not explain "
+            "the engine's observed step (see above)",
+            True,
+        )
+    decided = chosen[~chosen["within_uncertainty"].astype(bool)]
+    reachable = decided[~decided["never_pays"].astype(bool)]
+    if not reachable.empty and reachable["break_even_ratio"].notna().any():
+        anywhere = reachable[reachable["pays_at_any_accept"].astype(bool)]
+        if not anywhere.empty:
+            return SpeculationAnswer(
+                setting, "Pays at any accept length at T = " + tokens_text(anywhere["tokens"]), False
+            )
+        lowest = reachable.loc[reachable["break_even_ratio"].idxmin()]
+        verdict = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
+        return SpeculationAnswer(setting, verdict, False)
+    if not decided.empty:
+        verdict = f"Never pays at T = {tokens_text(decided['tokens'])}: no accept length reaches break-even"
+        return SpeculationAnswer(setting, verdict, False)
+    return SpeculationAnswer(
+        setting,
+        "Not told apart: the model's expected error is unknown, so no tokens/s difference counts at "
+        f"T = {tokens_text(chosen['tokens'])}"
+        if not chosen.empty
+        else "",
+        not chosen.empty,
     )

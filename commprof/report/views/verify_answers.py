@@ -219,7 +219,8 @@ def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str,
         )
         return out
     missing = no_answer(run, decision)
-    setting = "recommended" if not missing and (run.projection["setting"] == "recommended").any() else "baseline"
+    judged = decision.speculation if decision is not None else None
+    setting = judged.setting if judged is not None else "baseline"
     out["setting"] = (
         "with the baseline's settings (the run gives no answer: see above)"
         if missing
@@ -241,30 +242,7 @@ def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str,
         )
     plain = chosen["plain_tokens_per_s"]
     out["plain"] = fmt_num(plain.iloc[0], 0) if not plain.empty else "—"
-    if withdrawn:
-        out["noise"] = True
-        out["verdict"] = (
-            "Not judged: withdrawn. Every break-even here is the model's prediction, and the model does not explain "
-            "the engine's observed step (see above)"
-        )
-        out["note"] = sentence(draft_text(run)) + "." if bound else spec_label(run)
-        return out
-    decided = chosen[~chosen["within_uncertainty"].astype(bool)] if not chosen.empty else chosen
-    reachable = decided[~decided["never_pays"].astype(bool)] if not decided.empty else decided
-    if not reachable.empty and reachable["break_even_ratio"].notna().any():
-        anywhere = reachable[reachable["pays_at_any_accept"].astype(bool)]
-        if not anywhere.empty:
-            out["verdict"] = "Pays at any accept length at T = " + tokens_text(anywhere["tokens"])
-        else:
-            lowest = reachable.loc[reachable["break_even_ratio"].idxmin()]
-            out["verdict"] = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
-    elif not decided.empty:
-        out["verdict"] = f"Never pays at T = {tokens_text(decided['tokens'])}: no accept length reaches break-even"
-    elif not chosen.empty:
-        out["noise"] = True
-        out["verdict"] = (
-            f"Not told apart: the model's expected error is unknown, so no tokens/s difference counts at "
-            f"T = {tokens_text(chosen['tokens'])}"
-        )
+    if judged is not None:
+        out["verdict"], out["noise"] = judged.verdict, judged.noise
     out["note"] = sentence(draft_text(run)) + "." if bound else spec_label(run)
     return out
