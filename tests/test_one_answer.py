@@ -259,3 +259,18 @@ def test_an_engine_asked_for_is_the_only_one_named(scenarios, tmp_path, capsys):
     assert "export SGLANG_" not in (tmp_path / "r" / "engine_flags.txt").read_text()
     assert not any(line.startswith("  SGLang") for line in lines)
     assert_files_say(tmp_path / "r", decision)
+
+
+def test_a_fused_kind_no_engine_can_switch_on_is_left_out_as_engine_work():
+    from commprof.impls.registry import builtin_classes
+    from commprof.records.schema import FUSED
+    from commprof.report.analysis.answer_routes import Route
+    from commprof.report.analysis.decision import engine_work
+
+    flagless = next(n for n, c in builtin_classes().items() if c.fuses_rmsnorm and not c.engine_flags)
+    band = dict(collective=FUSED, mode="graph", min_bytes=1, max_bytes=2, tokens=(1,), options={}, point_id="p1")
+    won = Route(**band, impl=flagless, nccl_env={}, judged_against="p0", margin_pct=10.0, rule="", errors={},
+                verdict="beyond error", reason="beyond noise", kept=False)  # fmt: skip
+    assert engine_work((won,)) == [
+        f"{flagless} takes fused all-reduce + RMSNorm sizes, but no engine setting runs it: engine work"
+    ]

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from commprof.evidence import MEASURED
+from commprof.impls.registry import builtin_classes
 from commprof.nccl_graph.export import GraphExport, graph_export
 from commprof.records.schema import FUSED
 from commprof.report.analysis import routing as rt
@@ -206,7 +207,7 @@ def decide(run: RunAnalysis) -> Decision:
     engine, notes = routing_settings(routing.get("bands", []), hidden, dtype_bytes, backend, _not_live(run))
     asked = tuple(dict.fromkeys(parse_engine(text)[0] for text in run.options.engines))
     engine = [s for s in engine if s.engine.lower() in asked]  # never another engine's lines than those asked for
-    left_out += notes
+    left_out += notes + engine_work(routes)
     error = run.evidence.model_error.pct if run.evidence.model_error is not None else None
     answer: dict[str, dict[str, str]] = {}
     for setting in engine:
@@ -372,3 +373,12 @@ def answer_tables(run: RunAnalysis, decision: Decision) -> dict[str, pd.DataFram
         verdicts = [c for c in spec.columns if c.startswith("verdict_at_")]
         spec = spec.assign(withdrawn=True, **{c: "within" for c in verdicts})
     return {"headline": head, "breakdown": parts, "projection": spec}
+
+
+def engine_work(routes: tuple[Route, ...]) -> list[str]:
+    """What no file can switch on: a fused kind the answer routes sizes to whose module declares no engine flag."""
+    flagged = {name for name, cls in builtin_classes().items() if cls.engine_flags}
+    taken = sorted({r.impl for r in routes if r.collective == FUSED and not r.kept} - flagged)
+    return [
+        f"{impl} takes fused all-reduce + RMSNorm sizes, but no engine setting runs it: engine work" for impl in taken
+    ]
