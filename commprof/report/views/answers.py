@@ -174,7 +174,8 @@ def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
                 "time": fmt_ms(r.median_us),
                 "saved": fmt_pct(r.saved_pct),
                 "wins": wins,
-                "loses": not wins and r.slower_beyond_uncertainty is True,
+                "loses": not wins and r.slower_beyond_uncertainty is True and not decision.unconfirmed,
+                "why": "withdrawn" if decision.unconfirmed else run.evidence.within,
             }
         )
     routed = routed_bands(decision, run.mode)
