@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
 
 from commprof.nccl_vocab import ENV_CHECKS, value_traps
 from commprof.records.schema import SOURCES, Source
@@ -28,6 +28,12 @@ NOISE_RULE = (
     "(nine in ten of its steps were faster than the baseline's typical step); over several T, the "
     "sums over T"
 )
+
+
+# What the one rule says of a figure: better by more than its error; not (inside error); no figure to compare on
+# one side, or an unknown error, or an observation withdrew it (not judged); nothing to judge (no answer).
+Verdict = Literal["beyond error", "inside error", "not judged", "no answer"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 
 
 def error_band(pct: float | None) -> str:
@@ -196,6 +202,27 @@ class Evidence:
             "drift_pct": self.drift_pct,
             "rule": self.rule,
         }
+
+    def figure_error_pct(self, uncertain_ms: float, total_ms: float) -> float | None:
+        """The expected error of a figure of which only `uncertain_ms` is predicted (a verify step: predicted
+        communication plus the compute the user gave), in % of the figure; None: measured, or unknown."""
+        if not self.simulated or self.model_error is None or self.model_error.pct is None:
+            return None
+        if not (math.isfinite(uncertain_ms) and math.isfinite(total_ms)) or total_ms <= 0:
+            return None
+        return self.model_error.pct * min(max(uncertain_ms / total_ms, 0.0), 1.0)
+
+    def judge(
+        self, after: tuple[float, float], before: float, errors: tuple[float | None, float | None] | None = None
+    ) -> Verdict:
+        """The one rule applied to a figure a user reads: `after` (median, p90) against `before` (median), each side
+        with its own error where simulated (`errors`: the after's and the before's, % of each figure)."""
+        if self.simulated and errors is not None and None in errors:
+            return "not judged"
+        beats = self.beats(after[0], after[1], before, errors if self.simulated else None)
+        if beats is None or (self.simulated and (self.model_error is None or self.model_error.pct is None)):
+            return "not judged"
+        return "beyond error" if beats else "inside error"
 
 
 # ------------------------------------------------------------- rules two stages share (search and report, simulate)

@@ -15,8 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "commprof"
 MAX_LINES = 450
 
 # The stages in data-flow order: a unit imports only units of earlier tiers (and itself). A unit is a top-level
-# module or package of commprof; each stage's command (`<stage>/command.py`) and the other entry points may
-# import anything.
+# module or package of commprof; each stage's command (`<stage>/command.py`, or `<stage>/<name>_command.py` for a
+# stage with several) and the other entry points may import anything.
 TIERS = (
     # printing what users give, without trusting it (errors print through it); which package versions are installed
     {"terminal", "versions"},
@@ -67,12 +67,12 @@ ANALYSIS_TIERS = (
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},
     {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "observed", "tuner_rules"},
-    {"choices"},
+    {"choices", "nccl_choice"},  # table 1's rows; the chooser of the answer's NCCL environment
     {"run_analysis"},  # the front door
-    {"words"},
-    {"apply"},
-    {"decision"},  # the run's one answer, built once from the analysis
-    {"answered"},  # the run's per-T tables restated on that answer
+    {"words", "run_shape"},  # how verdicts are worded; what the engines' dispatch reads of the run
+    {"apply", "nccl_answer"},  # the one file to apply; (a) and the verify step per T, judged once
+    {"answer_routes"},  # the answer's size bands, each with its typed verdict
+    {"decision"},  # the run's one answer, built once from the analysis, and its per-T tables
 )
 EXPORTS_TIERS = (
     {"export_text", "provenance"},  # how exports write text they did not choose; where the numbers come from
@@ -248,7 +248,7 @@ def test_no_file_over_the_line_limit():
 
 def test_stages_import_only_earlier_stages():
     def free(module: str, stage: str) -> bool:
-        return stage in ENTRY_POINTS or module.endswith(".command")
+        return stage in ENTRY_POINTS or module.endswith((".command", "_command"))
 
     assert back_edges(import_graph(), TIERS, _stage, free) == []
 
@@ -322,7 +322,7 @@ def test_circles_finds_a_type_only_circle(tmp_path):
 )
 def test_back_edges_are_found(importer, imported, allowed):
     def free(module: str, stage: str) -> bool:
-        return stage in ENTRY_POINTS or module.endswith(".command")
+        return stage in ENTRY_POINTS or module.endswith((".command", "_command"))
 
     found = back_edges({importer: {imported}}, TIERS, _stage, free)
     assert found == ([] if allowed else [f"{importer} -> {imported}"])
@@ -580,3 +580,92 @@ def test_the_report_reads_no_sweep_internals():
 def test_sweep_reads_finds_a_planted_one():
     graph = {"commprof.report.completeness": {"commprof.sweep.staging", "commprof.records.files"}}
     assert sweep_reads(graph) == ["commprof.report.completeness -> commprof.sweep.staging"]
+
+
+# Outputs render, never judge: the page's views, the exported files' texts and the terminal summaries read the
+# run's Decision (and how it is worded and formatted); from any other analysis module they take only its types and
+# constants, and none of them applies the evidence's rule itself.
+RENDERERS = ("report/views", "report/exports", "sweep/running/console.py", "costmodel/simulate_command.py")
+RENDER_MAY_IMPORT = {"decision", "formatting", "words"}
+# The rule's entry points (evidence.py, projection.py, choices.py): a renderer that calls one judges on its own.
+JUDGING_CALLS = {"beats", "judge", "figure_error_pct", "accept_verdict", "both_ways", "paying_ratio"}
+# Analyses views still call to shape what they show (rows, pivots, names of columns), none of them a verdict; each
+# moves into the Decision or the analysis as the views are thinned. Nothing may join these.
+PENDING_RENDER_CALLS = {
+    "commprof.report.views.box: doctor_verdicts.doctor_view",
+    "commprof.report.views.box: frame.ok_rows",
+    "commprof.report.views.breakdown: frame.ok_rows",
+    "commprof.report.views.breakdown: ops.draft_split",
+    "commprof.report.views.breakdown: ops.op_sites",
+    "commprof.report.views.breakdown: ops.site_summary",
+    "commprof.report.views.breakdown: projection.tps_column",
+    "commprof.report.views.page: doctor_verdicts.doctor_view",
+    "commprof.report.views.page: frame.distinct_tokens",
+    "commprof.report.views.page: frame.ok_rows",
+    "commprof.report.views.page: heatmap.heatmap_pivot",
+    "commprof.report.views.page: run_analysis.incomparable",
+    "commprof.report.views.tables: frame.status_matrix",
+    "commprof.report.views.verify_answers: projection.tps_column",
+    "commprof.report.exports.engine_hints: engine_dispatch.sglang_fusion_fails",
+    "commprof.report.exports.files: frame.whole_counts",
+    "commprof.report.exports.files: tuner_rules.size_band",
+    "commprof.report.exports.provenance: frame.env_text",
+    "commprof.report.exports.summary: frame.status_counts",
+}
+
+
+def _renderer_files(package: Path) -> list[Path]:
+    found = []
+    for place in RENDERERS:
+        path = package / place
+        found += sorted(path.glob("*.py")) if path.is_dir() else [path] if path.exists() else []
+    return found
+
+
+def render_judgements(package: Path = PACKAGE) -> tuple[set[str], list[str]]:
+    """(the analysis functions renderers import beyond the Decision and its words, the places a renderer applies the
+    evidence's rule itself: "module:line name")."""
+    imports, judged = set(), []
+    for path in _renderer_files(package):
+        name = module_name(path, package)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("commprof.report.analysis."):
+                source = node.module.rsplit(".", 1)[1]
+                if source in RENDER_MAY_IMPORT:
+                    continue
+                for alias in node.names:  # a type (CapWords) or a constant (UPPER_CASE) is vocabulary, not analysis
+                    if not (alias.name[:1].isupper()):
+                        imports.add(f"{name}: {source}.{alias.name}")
+            elif isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called in JUDGING_CALLS:
+                    judged.append(f"{name}:{node.lineno} {called}")
+    return imports, judged
+
+
+def test_outputs_render_the_decision_and_never_judge():
+    imports, judged = render_judgements()
+    assert judged == [], f"renderers applying the evidence's rule themselves: {judged}"
+    assert imports == PENDING_RENDER_CALLS, (
+        f"renderers importing analyses beyond the Decision: new {sorted(imports - PENDING_RENDER_CALLS)}; "
+        f"gone (take them off PENDING_RENDER_CALLS): {sorted(PENDING_RENDER_CALLS - imports)}"
+    )
+
+
+def test_a_planted_view_that_judges_its_own_beyond_fails_the_rule(tmp_path):
+    package = tmp_path / "commprof"
+    views = package / "report" / "views"
+    views.mkdir(parents=True)
+    for folder in (package, package / "report", views):
+        (folder / "__init__.py").write_text("")
+    (views / "card.py").write_text(
+        "from commprof.report.analysis.decision import Decision\n"
+        "from commprof.report.analysis.ranking import recommendation\n"
+        "def card(run, decision: Decision):\n"
+        "    beyond = run.evidence.beats(run.after_us, run.after_p90_us, run.before_us)\n"
+        "    return 'beyond model error' if beyond else decision.evidence\n"
+    )
+    imports, judged = render_judgements(package)
+    assert imports == {"commprof.report.views.card: ranking.recommendation"}
+    assert judged == ["commprof.report.views.card:4 beats"]

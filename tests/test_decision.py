@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
+from commprof.evidence import VERDICTS
 from commprof.records.files import META_FILE, RESULTS_FILE
 from commprof.report.analysis.words import break_even_text
 from tests.conftest import GLOO_RUN, TESTS
@@ -178,6 +179,18 @@ def sourced(path: Path) -> dict[str, str]:
     return {k: v for k, v in run(script).items() if base.get(k) != v and k != "_"}
 
 
+def answer_env(decision: dict, folder: Path) -> dict[str, str]:
+    """What sourcing the answer sets, from summary.json's decision alone: its NCCL file (where NCCL is what the
+    engines run) and its live engine switches."""
+    nccl = decision["nccl"]
+    env: dict[str, str] = {}
+    if decision["backend"] == "nccl" and nccl["file"] == "recommend.env":
+        env.update(nccl["env"])
+    elif decision["backend"] == "nccl" and nccl["file"] == "nccl_tuner.conf":
+        env["NCCL_TUNER_CONFIG_FILE"] = str(folder.resolve() / "nccl_tuner.conf")
+    return env | {k: v for s in decision["engine"] if s["live"] for k, v in s["variables"].items()}
+
+
 def live_lines(path: Path) -> list[str]:
     return [line for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
 
@@ -219,11 +232,12 @@ def test_the_page_summary_and_every_file_give_the_one_answer(scenarios, name):
         # recommend.env exports exactly the NCCL environment the decision sets (when it is the file to apply).
         assert sourced(folder / "recommend.env") == (nccl["env"] if nccl["file"] == "recommend.env" else {})
         assert live_lines(folder / "nccl_tuner.conf") == nccl["tuner_rules"]
-        # routing.txt sets exactly the decision's live engine variables; engine_flags.txt sets them too.
+        # routing.txt sets exactly the answer's NCCL file and live engine variables; engine_flags.txt sets the same.
         engine_env = {k: v for s in engine if s["live"] for k, v in s["variables"].items()}
-        assert sourced(folder / "routing.txt") == engine_env
+        answer = answer_env(decision, folder)
+        assert sourced(folder / "routing.txt") == answer
         flags = sourced(folder / "engine_flags.txt")
-        assert {k: flags.get(k) for k in engine_env} == engine_env
+        assert {k: flags.get(k) for k in answer} == answer
         assert {k: flags.get(k) for k in sourced(folder / "recommend.env")} == sourced(folder / "recommend.env")
         for variable in set(flags) - set(engine_env) - set(nccl["env"]):
             assert not variable.startswith(("SGLANG_", "NCCL_")) and "PCIE" not in variable, (name, variable)
@@ -438,9 +452,7 @@ def test_on_sm120_the_sglang_switch_is_live_only_with_its_cap_and_fusion_never(s
     }
     env = sourced(report / "engine_flags.txt")
     assert env["SGLANG_PCIE_IPC_MAX_NUMEL"] == sglang["variables"]["SGLANG_PCIE_IPC_MAX_NUMEL"]
-    assert sourced(report / "routing.txt") == {
-        k: v for s in decision["engine"] if s["live"] for k, v in s["variables"].items()
-    }
+    assert sourced(report / "routing.txt") == answer_env(decision, report)
     # vLLM's switch has no cap: it is left off unless the kernel won at every size vLLM would send it.
     (vllm,) = [s for s in decision["engine"] if s["engine"] == "vLLM"]
     assert not vllm["live"] and "no size cap" in vllm["why"]
@@ -498,7 +510,7 @@ def test_the_engine_section_lists_each_op_groups_path_today_and_with_the_answer(
 
 @pytest.mark.parametrize("name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)", "gloo"])
 def test_the_sweeps_closing_lines_say_the_decision(scenarios, name):
-    from commprof.sweep.command import answer_lines
+    from commprof.report.command import answer_lines
 
     lines = answer_lines(SIM_DIRS[name])
     decision = json.loads((scenarios[name] / "summary.json").read_text())["runs"][0]["decision"]
@@ -538,7 +550,9 @@ def test_every_break_even_for_the_same_settings_agrees_across_page_summary_and_c
             else:
                 assert decode == point, (name, row)
                 by_setting[row["setting"]] = point
-            text = break_even_text(row["break_even_ratio"], bool(row["within_uncertainty"]), tokens)
+            text = break_even_text(
+                row["break_even_ratio"], bool(row["within_uncertainty"]), tokens, bool(row.get("withdrawn"))
+            )
             stated.setdefault((decode, point, tokens), set()).add(text)
         parser = _Rows()
         parser.feed(section)
@@ -564,8 +578,9 @@ def test_every_verdict_says_each_reason_once(scenarios, name):
     """routing.txt, the page and summary.json render each band's verdict with each reason once, in words."""
     report = scenarios[name]
     decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
-    kept = [r["verdict"] for r in decision["routes"] if r["verdict"].startswith("baseline kept")]
+    kept = [r["reason"] for r in decision["routes"] if r["reason"].startswith("baseline kept")]
     assert kept, name
+    assert all(r["verdict"] in VERDICTS for r in decision["routes"])
     for verdict in kept:
         reasons = verdict.split(": ", 1)[1].split("; ")
         assert len(reasons) == len(set(reasons)), verdict
@@ -585,9 +600,9 @@ def test_a_gloo_run_names_its_baseline_gloo_everywhere(scenarios):
     # The fixture run predates per-op records (no bands): the renderers are read on the gloo run's decision shape.
     band = dict(collective="all_reduce", mode="eager", min_bytes=14336, max_bytes=57344, tokens=(1, 4), options={})
     route = Route(**band, impl="gloo", point_id="s1-p000", nccl_env={}, judged_against="s1-p000",
-                  margin_pct=None, rule="", errors={}, verdict="baseline: no other implementation ran at this size",
-                  kept=True)  # fmt: skip
+                  margin_pct=None, rule="", errors={}, verdict="not judged",
+                  reason="baseline: no other implementation ran at this size", kept=True)  # fmt: skip
     decision = Decision("r", "measured on gloo", None, None, "", {}, "s1-p000", (), (route,), (), (), backend="gloo")
-    assert ": gloo: baseline" in routing_text(decision, []) and ": NCCL" not in routing_text(decision, [])
-    assert decision_lines(decision)[1].endswith("(14336-57344 B): gloo")
+    assert ": gloo: not judged: baseline" in routing_text(decision, []) and ": NCCL" not in routing_text(decision, [])
+    assert decision_lines(decision)[1].endswith("(14336-57344 B): gloo: not judged")
     assert answer_rows(decision)[0]["env"] == "NCCL did not run (gloo backend)"

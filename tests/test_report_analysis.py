@@ -9,7 +9,7 @@ from commprof.errors import UsageError
 from commprof.evidence import Evidence, ModelError
 from commprof.records.schema import collective_record, step_record
 from commprof.report import command
-from commprof.report.analysis import choices, costmodel_check, frame, heatmap, ops, projection, ranking
+from commprof.report.analysis import choices, costmodel_check, frame, heatmap, nccl_choice, ops, projection, ranking
 
 MEASURED = Evidence("measured", backend="nccl")
 
@@ -288,7 +288,7 @@ def test_headline_and_recommendation_within_noise_keep_the_baseline():
     head = ranking.headline(steps, "p000", "eager", MEASURED)
     assert list(head["beyond_uncertainty"]) == [False, False]
     assert head["saved_pct"].iloc[0] == pytest.approx(10.0)  # the number stays, labelled as noise
-    rec = ranking.recommendation(steps, "p000", "eager", MEASURED, impl="nccl")
+    rec = nccl_choice.choose_environment(steps, "p000", "eager", MEASURED, impl="nccl")
     assert rec.fastest["point_id"] == "p001" and rec.beyond_uncertainty is False and rec.keeps_baseline
     assert rec.chosen["point_id"] == "p000" and rec.chosen["env"] == {}
     assert rec.baseline_total_us == pytest.approx(200_000) and rec.fastest["p90_total_us"] == pytest.approx(240_000)
@@ -297,7 +297,7 @@ def test_headline_and_recommendation_within_noise_keep_the_baseline():
 def test_headline_and_recommendation_beyond_uncertainty_choose_the_fastest():
     steps = noisy_pair(best_p90=95_000)
     assert list(ranking.headline(steps, "p000", "eager", MEASURED)["beyond_uncertainty"]) == [True, True]
-    rec = ranking.recommendation(steps, "p000", "eager", MEASURED, impl="nccl")
+    rec = nccl_choice.choose_environment(steps, "p000", "eager", MEASURED, impl="nccl")
     assert rec.beyond_uncertainty is True and not rec.keeps_baseline and rec.chosen["point_id"] == "p001"
 
 
@@ -322,7 +322,7 @@ def test_a_remeasured_configuration_counts_with_its_latest_longest_measurement()
     assert set(steps["point_id"]) == {"s1-p000", "s1-p001", "p002"}
     head = ranking.headline(steps, "s1-p000", "eager", MEASURED).set_index("tokens")
     assert head.loc[4, "best_point_id"] == "s1-p000" and head.loc[4, "baseline_us"] == 98_000
-    rec = ranking.recommendation(steps, "s1-p000", "eager", MEASURED, impl="nccl")
+    rec = nccl_choice.choose_environment(steps, "s1-p000", "eager", MEASURED, impl="nccl")
     assert rec.fastest["point_id"] == "s1-p000" and rec.keeps_baseline
 
 
@@ -401,7 +401,7 @@ def pcie_like():
 
 def test_choices_per_tokens_mark_the_role_of_every_point(pcie_like):
     family = ranking.implementation_family("default")
-    rec = ranking.recommendation(pcie_like, "p000", "graph", MEASURED, impl=family)
+    rec = nccl_choice.choose_environment(pcie_like, "p000", "graph", MEASURED, impl=family)
     assert rec.chosen["point_id"] == "p001"  # 2100 + 3300 < 2250 + 3200
     table = choices.choices_per_tokens(pcie_like, "p000", "graph", MEASURED, "p001", family)
     roles = {(int(r.tokens), r.point_id): r.roles for r in table.itertuples()}
@@ -536,13 +536,13 @@ def test_a_variable_that_does_not_earn_its_place_is_not_exported():
             step("p002", t, "graph", 795.0, env={"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring"}, p90=830.0),
         ]
     steps = steps_of(rows)
-    rec = ranking.recommendation(steps, "p000", "graph", measured, impl=("default", "nccl", "gloo"))
+    rec = nccl_choice.choose_environment(steps, "p000", "graph", measured, impl=("default", "nccl", "gloo"))
     assert rec.fastest["point_id"] == "p002" and rec.recommends
     assert rec.chosen["point_id"] == "p001" and rec.dropped == ("NCCL_ALGO",)
     # Told apart beyond noise, the extra variable stays.
     steps.loc[steps["point_id"] == "p002", "p90_us"] = 796.0
     steps.loc[steps["point_id"] == "p002", "median_us"] = 700.0
-    rec = ranking.recommendation(steps, "p000", "graph", measured, impl=("default", "nccl", "gloo"))
+    rec = nccl_choice.choose_environment(steps, "p000", "graph", measured, impl=("default", "nccl", "gloo"))
     assert rec.chosen["point_id"] == "p002" and rec.dropped == ()
 
 

@@ -169,6 +169,10 @@ def simulate(
 
         console_for().print("\n".join(transport_lines(topology.box, tp)), markup=False)
     console_for().print(f"wrote {run_dir} ({len(records)} records, source: simulated)")
+    from commprof.report.command import answer_lines
+
+    for line in answer_lines(run_dir):  # the same answer lines the sweep and `report` end with
+        console_for().print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _graph_models(spec, graph_box: Path | None, flag: str = "--graph-box") -> dict:
@@ -238,13 +242,16 @@ def _print_simulation(records: list[dict], topology, calibration_file: Path | No
         if r["mode"] != "eager":
             continue
         nccl = r.get("nccl") or {}
-        pct = nccl.get("expected_error_pct")
+        kernel = r.get("kernel_model") or {}
+        # A kernel's step is predicted with the kernel's model: its error is the kernel's, as the records and page
+        # say (unknown where the kernel has no published figure), never NCCL's smaller one.
+        pct = kernel.get("expected_error_pct") if kernel else nccl.get("expected_error_pct")
         row = rows.setdefault(
             r["point_id"],
             {
                 "label": r["point"]["label"],
                 "message": r["message"] or "",
-                "error": f"±{pct:g} %" if pct is not None else ("?" if nccl else ""),
+                "error": f"±{pct:g} %" if pct is not None else ("unknown" if kernel else "?" if nccl else ""),
             },
         )
         row[r["tokens"]] = f"{r['step_us']['median'] / 1000:.2f}" if r["status"] == "ok" else r["status"]

@@ -310,10 +310,12 @@ class ReportFlags:
 
 
 def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
-    from commprof.report.analysis.engine_dispatch import parse_engine
+    from commprof.report.analysis.engine_dispatch import TABLES, parse_engine
 
-    for engine in flags.engines:
-        parse_engine(engine)  # a malformed one is a one-line error before any work
+    for engine in flags.engines:  # a malformed one, or a version without a table, is a one-line error before any work
+        if parse_engine(engine) not in TABLES:
+            known = ", ".join(f"{name}=={version}" for name, version in sorted(TABLES))
+            raise UsageError(f"--engine {engine}: commprof has no dispatch table for it (it knows {known})")
     if latest is not None:
         run_dirs = (*run_dirs, newest_run(latest))
     if not run_dirs:
@@ -358,6 +360,13 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
         "engine_flags.txt, routing.txt, nccl-tests/"
     )
+    from commprof.report.analysis.decision import decide
+    from commprof.report.exports.decision_files import decision_lines
+
+    for run in runs:  # the same answer lines the sweep and `simulate` end with
+        if not run.steps.empty:
+            for line in ([run.name] if len(runs) > 1 else []) + decision_lines(decide(run)):
+                click.echo(line)
 
 
 def check_observed(run, observed: dict, world_size: int | None) -> None:
@@ -376,3 +385,20 @@ def check_observed(run, observed: dict, world_size: int | None) -> None:
             f"--observed: the traces' world size {world_size} is not {run.name}'s TP {min(tps)}: "
             "give the traces of an engine run at the run's TP"
         )
+
+
+def answer_lines(run_dir: Path) -> list[str]:
+    """A run's one answer as the report decides it (report/analysis/decision.py) with the sweep file's options:
+    the last lines the sweep and `simulate` print."""
+    from commprof.records.files import read_plan
+    from commprof.report.analysis.decision import decide
+    from commprof.report.analysis.run_analysis import RunExtras, analyze_run
+    from commprof.report.exports.decision_files import decision_lines
+
+    try:
+        run_id, records, meta, _notes = load_run(run_dir)
+        options = report_options({}, sweep_options(meta))
+        runs = analyze_run(run_id, records, meta, options, str(run_dir), RunExtras(plan=read_plan(run_dir)))
+    except UsageError as exc:
+        return [f"no answer from this run: {exc}"]
+    return [line for run in runs if not run.steps.empty for line in decision_lines(decide(run))]

@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,12 @@ import pandas as pd
 
 from commprof.errors import UsageError
 from commprof.nccl_graph.export import EXPORTED_NAME
-from commprof.report.analysis.answered import answered
-from commprof.report.analysis.decision import compute_capability, decide, decided_fusion
+from commprof.report.analysis.decision import decide, decided_fusion
 from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.ops import op_sizes, op_table
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis, costmodel_checks
-from commprof.report.analysis.words import recommend_notes
-from commprof.report.exports.decision_files import engine_block, routing_text
+from commprof.report.exports.decision_files import answer_block, routing_text
 from commprof.report.exports.engine_hints import engine_hints, engine_hints_text
 from commprof.report.exports.files import (
     NCCL_TESTS_TYPES,
@@ -51,7 +50,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
     decision = decide(run)
     plan = decision.plan
     tuner_text = tuner_conf_text(plan, lines)
-    env_text = recommend_env_text(plan, lines, recommend_notes(run) + list(decision.nccl_notes))
+    env_text = recommend_env_text(plan, lines, list(decision.nccl_answer.notes) + list(decision.nccl_notes))
     fused_measured = not run.steps.empty and bool(
         (run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any()
     )
@@ -60,9 +59,10 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         fused_measured,
         plan.choice,
         run.evidence,
-        compute_capability=compute_capability(run.meta),
+        compute_capability=decision.compute_capability,
     )
-    engine_text = engine_hints_text(hints, lines, engine_block(decision))
+    hints = [hint for hint in hints if decision.names_engine(hint.engine)]
+    engine_text = engine_hints_text(hints, lines, answer_block(decision))
     route_text = routing_text(decision, lines)
     files = {
         "recommend.env": write_text(inside(folder, "recommend.env"), env_text),
@@ -164,7 +164,7 @@ def _write_all(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
     for run in runs:
         folder = out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(run.name), taken))
         exports = write_run_exports(run, folder, out_dir)
-        run = answered(run, exports.decision)  # every table below names the decision's point at each T
+        run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
         shown.append(run)
         summaries.append(summary(run, exports))
         pages.append(page_view(run, exports))

@@ -248,6 +248,8 @@ def sweep_command(
         ) from None
     if rank == 0:
         console.print_summary(Path(summary["run_dir"]), spec)
+        from commprof.report.command import answer_lines
+
         for line in answer_lines(Path(summary["run_dir"])):
             console.note(line)
         if summary["interrupted"]:
@@ -379,20 +381,3 @@ def main(argv: list[str] | None = None) -> int:
     """Run the sweep command on this rank; its exit status (errors are printed by rank 0 only)."""
     _single_process_defaults()
     return run_command(sweep_command, argv, PROG_NAME, quiet=int(os.environ["RANK"]) != 0)
-
-
-def answer_lines(run_dir: Path) -> list[str]:
-    """The run's one answer as the report decides it (report/analysis/decision.py), for the sweep's last lines."""
-    from commprof.records.files import read_plan
-    from commprof.report.analysis.decision import decide
-    from commprof.report.analysis.run_analysis import RunExtras, analyze_run
-    from commprof.report.command import load_run, report_options, sweep_options
-    from commprof.report.exports.decision_files import decision_lines
-
-    try:
-        run_id, records, meta, _notes = load_run(run_dir)
-        options = report_options({}, sweep_options(meta))
-        runs = analyze_run(run_id, records, meta, options, str(run_dir), RunExtras(plan=read_plan(run_dir)))
-    except UsageError as exc:
-        return [f"no answer from this run: {exc}"]
-    return [line for run in runs if not run.steps.empty for line in decision_lines(decide(run))]

@@ -20,7 +20,7 @@ from commprof.report.analysis.words import only_baseline
 def apply_plan(run: RunAnalysis) -> ApplyPlan:
     """Decide between recommend.env (one setting over every T) and nccl_tuner.conf (per-size rules, when the
     fastest NCCL setting differs by size beyond the evidence's uncertainty and a tuner can express it)."""
-    rec = run.recommendation
+    rec = run.nccl_choice
     point = run.recommended
     env = dict(point["env"]) if point is not None and rec is not None and rec.recommends else {}
     nothing = (

@@ -18,39 +18,37 @@ from typing import Any
 import pandas as pd
 
 from commprof.evidence import MEASURED
+from commprof.impls.registry import builtin_classes
 from commprof.nccl_graph.export import GraphExport, graph_export
-from commprof.planner.models import DTYPE_BYTES
 from commprof.records.schema import FUSED
 from commprof.report.analysis import routing as rt
 from commprof.report.analysis import routing_candidates as rc
+from commprof.report.analysis.answer_routes import Route, route_of_band, tokens_at, unjudged, withdrawn
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
-from commprof.report.analysis.engine_dispatch import Box, Op, engine_paths, engines_for, library_note, paths_basis
+from commprof.report.analysis.engine_dispatch import (
+    Op,
+    engine_paths,
+    engines_for,
+    library_note,
+    parse_engine,
+    paths_basis,
+)
+from commprof.report.analysis.frame import ok_rows
+from commprof.report.analysis.nccl_answer import (
+    NcclAnswer,
+    SpeculationAnswer,
+    StepAnswer,
+    nccl_answer,
+    reference_missing,
+    speculation_answer,
+    step_answers,
+)
+from commprof.report.analysis.projection import ShownPoints, breakdown, projection
 from commprof.report.analysis.routing_settings import EngineSetting, routing_settings
 from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.analysis.run_shape import box_of, compute_capability, step_dtype, step_shape
 from commprof.report.analysis.tuner_rules import RECOMMEND_ENV, TUNER_CONF, ApplyPlan
-from commprof.units import format_bytes
-
-
-@dataclass(frozen=True)
-class Route:
-    """One size band of one collective in one mode: what runs there and why."""
-
-    collective: str
-    mode: str
-    min_bytes: int
-    max_bytes: int
-    tokens: tuple[int, ...]  # the plan's T whose op of this collective falls in the band
-    impl: str  # "nccl" (the NCCL environment below) or the implementation that took these sizes from it
-    options: dict[str, Any]
-    point_id: str
-    nccl_env: dict[str, str]  # the NCCL environment the answer sets: what every band of the run runs under
-    judged_against: str  # the point whose NCCL environment that is
-    margin_pct: float | None  # time saved against it at the band's largest measured size (None: kept)
-    rule: str  # the rule that admitted it (or kept NCCL)
-    errors: dict[str, Any]  # the error figures the rule used
-    verdict: str  # why, in words, once
-    kept: bool  # NCCL keeps these sizes
 
 
 @dataclass(frozen=True)
@@ -72,14 +70,27 @@ class Decision:
     nccl_notes: tuple[str, ...] = ()  # recommend.env's words on its NCCL_GRAPH_FILE: exported at which file, or why not
     graph_text: str | None = field(repr=False, compare=False, default=None)  # the graph file to copy beside it
     plan: ApplyPlan = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+    # The run's per-T tables restated on this answer (headline, breakdown, projection): every table below the first
+    # screen names the point the answer runs at each T, never a fastest point it did not choose.
+    tables: dict[str, pd.DataFrame] = field(repr=False, compare=False, default_factory=dict)
+    speculation: SpeculationAnswer | None = None  # whether speculative decoding pays with what the answer applies
     routing: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the plan behind `routes`
     backend: str = "nccl"  # the backend the baseline ran on (gloo on CPU ranks: NCCL never ran)
     unconfirmed: str = ""  # why nothing is recommended though the model predicts a gain (the box contradicts it)
+    withdrawn_env: dict[str, str] = field(default_factory=dict)  # the environment an observation withdrew
+    nccl_answer: NcclAnswer | None = None  # (a): the environment over every T as judged, its figures and words
+    steps: tuple[StepAnswer, ...] = ()  # per verify T: the verify latency with the answer, its error and verdict
+    compute_capability: float | None = None  # the run's GPUs' (what the engines' fusion dispatch reads)
+    engines: tuple[str, ...] = ("sglang", "vllm")  # the engines asked for (--engine): the only ones any output names
 
     @property
     def baseline_name(self) -> str:
         """What the kept sizes run on, as the files and the page name it: NCCL, or the backend that ran instead."""
         return "NCCL" if self.backend == "nccl" else self.backend
+
+    def names_engine(self, engine: str) -> bool:
+        """Whether an output may name `engine` ("SGLang", "vLLM", "SGLang and vLLM"): one of those asked for."""
+        return any(name in engine.lower() for name in self.engines)
 
     def runs_on(self, route: Route) -> str:
         """The name of what runs a band: the baseline's name where it kept the band, else the implementation."""
@@ -133,6 +144,7 @@ class Decision:
                         "nccl_env": r.nccl_env,
                         "band": [r.min_bytes, r.max_bytes],
                         "verdict": r.verdict,
+                        "reason": r.reason,
                     }
                 )
         return sorted(rows, key=lambda row: (row["mode"], row["collective"], row["tokens"]))
@@ -145,11 +157,13 @@ class Decision:
         return {
             "run_id": self.run_id,
             "evidence": self.evidence,
+            "backend": self.backend,
             "expected_error_pct": self.expected_error_pct,
             "nccl": {
                 "file": self.nccl_file,
                 "why": self.nccl_why,
                 "env": self.nccl_env,
+                "withdrawn_env": self.withdrawn_env,
                 "point_id": self.nccl_point,
                 "tuner_rules": list(self.tuner_rules),
             },
@@ -158,6 +172,9 @@ class Decision:
             "engine": [{**asdict(s), "variables": dict(s.variables)} for s in self.engine],
             "left_out": list(self.left_out),
             "unconfirmed": self.unconfirmed,
+            "answer": asdict(self.nccl_answer) if self.nccl_answer is not None else None,
+            "steps": [asdict(step) for step in self.steps],
+            "speculation": asdict(self.speculation) if self.speculation is not None else None,
             "engine_paths": list(self.engine_paths),
         }
 
@@ -165,19 +182,26 @@ class Decision:
 def decide(run: RunAnalysis) -> Decision:
     """The run's one answer, from its analysis."""
     plan = apply_plan(run)
+    judged = nccl_answer(run)
     graph = graph_of(run, plan.env)
     plan = replace(plan, env=graph.env)
+    # The answer's environment and every verdict are judged first; an observation the model does not explain only
+    # withdraws them afterwards (files comment them out), so it can never change what a verdict compares.
+    env = dict(plan.env) if plan.choice == RECOMMEND_ENV else {}
+    against = run.reference if env else run.baseline
     unconfirmed = not_confirmed(run)
     if unconfirmed and plan.choice:  # the box contradicts the model: no file may act on its answer
         plan = replace(plan, choice=None, why=unconfirmed)
-    env = dict(plan.env) if plan.choice == RECOMMEND_ENV else {}
-    against = run.reference if env else run.baseline
     routing = run.routing
     if against is not None and against != run.routing_against and run.records:
         routing = judged_routing(run, against, env)
     hidden, dtype_bytes, tokens = step_shape(run)
-    at = tokens_at(run.records)
-    routes = tuple(_route(band, against, env, at) for band in routing.get("bands", []))
+    at = tokens_at(run.frame)
+    routes = tuple(route_of_band(band, against, env, at) for band in routing.get("bands", []))
+    if missing := reference_missing(run, env):  # a fused kind's win against the reference under other settings
+        routes = tuple(unjudged(r, missing) if r.collective == FUSED else r for r in routes)
+    if unconfirmed:
+        routes = tuple(withdrawn(r, unconfirmed) for r in routes)
     left_out: list[str] = []
     if plan.choice is None and plan.env:
         left_out.append(f"recommend.env's settings are commented out: {plan.why}")
@@ -188,7 +212,11 @@ def decide(run: RunAnalysis) -> Decision:
         )
     backend = run.backend if run.evidence.level == MEASURED else "nccl"
     engine, notes = routing_settings(routing.get("bands", []), hidden, dtype_bytes, backend, _not_live(run))
-    left_out += notes
+    versions = run.meta.get("versions") if isinstance(run.meta.get("versions"), dict) else {}
+    engines, chosen = engines_for(run.options.engines, versions)
+    asked = tuple(dict.fromkeys(parse_engine(text)[0] for text in engines))
+    engine = [s for s in engine if s.engine.lower() in asked]  # never another engine's lines than those asked for
+    left_out += notes + engine_work(routes)
     error = run.evidence.model_error.pct if run.evidence.model_error is not None else None
     answer: dict[str, dict[str, str]] = {}
     for setting in engine:
@@ -199,8 +227,6 @@ def decide(run: RunAnalysis) -> Decision:
         if hidden
     ]
     box = box_of(run)
-    versions = run.meta.get("versions") if isinstance(run.meta.get("versions"), dict) else {}
-    engines, chosen = engines_for(run.options.engines, versions)
     paths = engine_paths(engines, box, ops, answer, chosen) if ops else []
     for entry in paths:  # whether the files set those switches, or leave them off (and why, in `engine`)
         name = entry["engine"].split(" ")[0]
@@ -210,13 +236,14 @@ def decide(run: RunAnalysis) -> Decision:
             library_note("flashinfer-python", versions["flashinfer"]) if "flashinfer" in versions else ""
         )
         entry["basis"] = paths_basis(box, backend or "nccl", run.evidence.label if run.evidence.simulated else None)
-    return Decision(
+    decision = Decision(
         run_id=run.run_id,
         evidence=run.evidence.label,
         expected_error_pct=error,
         nccl_file=plan.choice,
         nccl_why=plan.why,
-        nccl_env=env,
+        nccl_env={} if unconfirmed else env,
+        withdrawn_env=env if unconfirmed else {},
         nccl_point=against,
         tuner_rules=tuple(rule.csv() for rule in plan.rules) if plan.choice == TUNER_CONF else (),
         routes=routes,
@@ -229,7 +256,15 @@ def decide(run: RunAnalysis) -> Decision:
         routing=routing,
         backend=backend or "nccl",
         unconfirmed=unconfirmed,
+        nccl_answer=judged,
+        steps=step_answers(run, judged, unconfirmed),
+        compute_capability=compute_capability(run.meta),
+        engines=asked,
     )
+    tables = answer_tables(run, decision)
+    applied = judged.sets and not unconfirmed
+    spec = speculation_answer(tables.get("projection", pd.DataFrame()), applied)
+    return replace(decision, tables=tables, speculation=spec)
 
 
 NOT_CONFIRMED = "not confirmed on your box: measure first"
@@ -273,79 +308,10 @@ def judged_routing(run: RunAnalysis, against: str, env: dict[str, str]) -> dict[
     )
 
 
-def step_shape(run: RunAnalysis) -> tuple[int | None, int, tuple[int, ...]]:
-    """(hidden size, bytes per element, the plan's T) of the run's steps."""
-    steps = run.steps
-    if steps.empty:
-        return None, 2, ()
-    hidden = steps["hidden_size"].dropna() if "hidden_size" in steps else []
-    dtype = steps["dtype"].dropna() if "dtype" in steps else []
-    tokens = tuple(sorted({int(t) for t in steps["tokens"].dropna()})) if "tokens" in steps else ()
-    return (
-        int(hidden.iloc[0]) if len(hidden) else None,
-        DTYPE_BYTES.get(str(dtype.iloc[0]), 2) if len(dtype) else 2,
-        tokens,
-    )
-
-
-def tokens_at(records: list[dict]) -> dict[tuple[str, int], set[int]]:
-    """(collective, op bytes) -> the T whose step sends an op of that collective and size (the fused kinds' ops
-    are all-reduces of the same sizes)."""
-    out: dict[tuple[str, int], set[int]] = {}
-    for record in records:
-        ops = record.get("op_us") if record.get("kind", "step") == "step" else None
-        if not ops or not isinstance(record.get("tokens"), (int, float)):
-            continue
-        for collective, nbytes in zip(ops.get("collectives") or (), ops.get("bytes") or ()):
-            for name in (collective, FUSED) if collective == "all_reduce" else (collective,):
-                out.setdefault((str(name), int(nbytes)), set()).add(int(record["tokens"]))
-    return out
-
-
-def _route(band: dict, against: str | None, env: dict, at: dict[tuple[str, int], set[int]]) -> Route:
-    sizes = [s["bytes"] for s in band.get("sizes", [])]
-    inside = tuple(
-        sorted(
-            {
-                t
-                for (collective, nbytes), ts in at.items()
-                if collective == band["collective"] and band["min_bytes"] <= nbytes <= band["max_bytes"]
-                for t in ts
-            }
-        )
-    )
-    kept = bool(band["baseline"])
-    margin = None
-    if not kept and band.get("baseline_us"):
-        margin = 100.0 * (band["baseline_us"] - band["time_us"]) / band["baseline_us"]
-    evidence = band.get("evidence") or {}
-    errors = {"level": evidence.get("level")}
-    if evidence.get("expected_error_pct") is not None or evidence.get("level") == "simulated":
-        errors["impl_pct"] = evidence.get("expected_error_pct")
-        errors["basis"] = evidence.get("expected_error_basis")
-    return Route(
-        collective=band["collective"],
-        mode=band["mode"],
-        min_bytes=int(band["min_bytes"]),
-        max_bytes=int(band["max_bytes"]),
-        tokens=inside,
-        impl="nccl" if kept and band["impl"] in ("default", "nccl") else band["impl"],
-        options=dict(band.get("options") or {}),
-        point_id=str(band["point_id"]),
-        nccl_env=dict(env),
-        judged_against=str(against),
-        margin_pct=None if margin is None or not math.isfinite(margin) else round(margin, 1),
-        rule=str(evidence.get("rule") or ""),
-        errors=errors,
-        verdict=str(evidence.get("verdict") or f"largest size: {format_bytes(max(sizes or [0]))}"),
-        kept=kept,
-    )
-
-
 def _not_live(run: RunAnalysis) -> str:
     """Why no engine setting may be live even where a kernel won: the run is unfinished, nothing ran (a
     simulation) or the numbers were imported; "" when measured and finished."""
-    rec = run.recommendation
+    rec = run.nccl_choice
     if rec is not None and rec.withheld:
         return f"not recommended: {rec.withheld}"
     if not_confirmed(run):
@@ -360,40 +326,10 @@ def _not_live(run: RunAnalysis) -> str:
     return f"not tested: {run.evidence.label} times are not a measurement of the kernel on this box"
 
 
-def compute_capability(meta: dict) -> float | None:
-    """The run's GPUs' compute capability (12.0 for SM120), from meta.json's GPUs, probe or topology preset."""
-    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
-    listed = [meta.get("gpus"), topology.get("gpus")]
-    gpus = [g for items in listed if isinstance(items, list) for g in items if isinstance(g, dict)]
-    for value in [g.get("compute_capability") for g in gpus] + [topology.get("compute_capability")]:
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            continue
-    return None
-
-
-def step_dtype(run: RunAnalysis) -> str:
-    dtype = run.steps["dtype"].dropna() if "dtype" in run.steps else []
-    return str(dtype.iloc[0]) if len(dtype) else "bfloat16"
-
-
-def box_of(run: RunAnalysis) -> Box:
-    """What the engines' dispatch reads of the box: SM, TP, NVLink and P2P, from the probe's pairs or the preset."""
-    topology = run.meta.get("topology") if isinstance(run.meta.get("topology"), dict) else {}
-    pairs = [p for p in topology.get("pairs") or [] if isinstance(p, dict)]
-    if pairs:
-        nvlink = all(bool(p.get("nvlink")) for p in pairs)
-        p2p = all((p.get("p2p") or {}).get("read") == "ok" for p in pairs)
-    else:
-        nvlink = str(topology.get("gpu_path", "")).upper().startswith("NV")
-        p2p = bool(topology.get("p2p_supported", False))
-    return Box(compute_capability(run.meta), run.ranks, nvlink, p2p)
-
-
 def decided_fusion(fusion: pd.DataFrame, decision: Decision, mode: str) -> pd.DataFrame:
     """The fused kinds' per-T comparison (choices.fusion_comparison) with its verdict taken from the decision: a
-    fused kind wins at T only where the decision routes T's fused all-reduce + RMSNorm to it."""
+    fused kind wins at T only where the decision routes T's fused all-reduce + RMSNorm to it, and where the
+    decision could not judge T (`not_judged`: why) it neither wins nor loses."""
     if fusion.empty:
         return fusion
     won = {
@@ -402,10 +338,59 @@ def decided_fusion(fusion: pd.DataFrame, decision: Decision, mode: str) -> pd.Da
         if r.collective == FUSED and r.mode == mode and not r.kept
         for t in r.tokens
     }
+    unjudged = {
+        t: r.reason
+        for r in decision.routes
+        if r.collective == FUSED
+        and r.mode == mode
+        and r.verdict == "not judged"
+        and not r.reason.startswith("baseline")
+        for t in r.tokens
+    }
     wins = [(impl, int(t)) in won for impl, t in zip(fusion["impl"], fusion["tokens"])]
     out = fusion.copy()
     out["beyond_uncertainty"] = pd.Series(wins, index=fusion.index, dtype=object)
     out["slower_beyond_uncertainty"] = pd.Series(
-        [False if w else s for w, s in zip(wins, fusion["slower_beyond_uncertainty"])], index=fusion.index, dtype=object
+        [
+            False if w or int(t) in unjudged else s
+            for w, s, t in zip(wins, fusion["slower_beyond_uncertainty"], fusion["tokens"])
+        ],
+        index=fusion.index,
+        dtype=object,
     )
+    out["not_judged"] = [unjudged.get(int(t), "") for t in fusion["tokens"]]
     return out
+
+
+def answer_tables(run: RunAnalysis, decision: Decision) -> dict[str, pd.DataFrame]:
+    """The run's headline with the decision's point per T (answer_point_id, answer_us; route_point_id: the point
+    its routes name, which differs where an engine switch is left commented out), and the breakdown and projection
+    built on it; an observation the model does not explain withdraws every predicted break-even."""
+    if run.headline.empty:
+        return {}
+    head = run.headline.copy()
+    rows = ok_rows(run.steps, run.mode).drop_duplicates(["source", "point_id", "tokens"])
+    times = rows.set_index(["source", "point_id", "tokens"])["median_us"]
+    head["route_point_id"] = [decision.answer_point(int(t), run.mode) for t in head["tokens"]]
+    points = [decision.live_point(int(t), run.mode) for t in head["tokens"]]
+    head["answer_point_id"] = points
+    head["answer_us"] = [
+        times.get((source, point, tokens), math.nan) if point is not None else math.nan
+        for source, point, tokens in zip(head["source"], points, head["tokens"])
+    ]
+    shown = ShownPoints(run.baseline, run.reference, "answer")
+    parts = breakdown(run.steps, head, shown, run.options.compute, mode=run.mode)
+    spec = projection(parts, run.options.draft_ms or 0.0, run.options.accepts, run.evidence)
+    if not spec.empty and decision.unconfirmed and run.evidence.simulated:
+        verdicts = [c for c in spec.columns if c.startswith("verdict_at_")]
+        spec = spec.assign(withdrawn=True, **{c: "within" for c in verdicts})
+    return {"headline": head, "breakdown": parts, "projection": spec}
+
+
+def engine_work(routes: tuple[Route, ...]) -> list[str]:
+    """What no file can switch on: a fused kind the answer routes sizes to whose module declares no engine flag."""
+    flagged = {name for name, cls in builtin_classes().items() if cls.engine_flags}
+    taken = sorted({r.impl for r in routes if r.collective == FUSED and not r.kept} - flagged)
+    return [
+        f"{impl} takes fused all-reduce + RMSNorm sizes, but no engine setting runs it: engine work" for impl in taken
+    ]

@@ -139,7 +139,8 @@ def accept_verdict(
 
 
 def tps_column(accept: float) -> str:
-    """The projection's column of tokens/s at one accept length, e.g. "tps_at_1_3"."""
+    """The projection's column of tokens/s at one accept length, e.g. "tps_at_1_3"; its verdict against plain
+    decode (accept_verdict) is the same name with "verdict_at_"."""
     return "tps_at_" + f"{accept:g}".replace(".", "_")
 
 
@@ -223,8 +224,12 @@ def projection(
                 "within_uncertainty": not math.isfinite(ratio),
             }
             for accept in accepts:
-                row[tps_column(accept)] = (
-                    tokens_per_second(accept, draft_ms, r.verify_ms) if accept <= r.tokens else math.nan
+                reached = accept <= r.tokens
+                row[tps_column(accept)] = tokens_per_second(accept, draft_ms, r.verify_ms) if reached else math.nan
+                row[tps_column(accept).replace("tps_at_", "verdict_at_")] = (
+                    accept_verdict(evidence, draft_ms, r.verify_ms, verify_p90, decode_ms, accept)
+                    if reached and evidence is not None
+                    else "within"
                 )
             rows.append(row)
     return pd.DataFrame(rows)

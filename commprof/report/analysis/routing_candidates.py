@@ -19,7 +19,7 @@ from typing import Any
 
 from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence
 from commprof.floor.model import FloorFigures
-from commprof.impls.registry import fuses_rmsnorm, resolve_impl_name, unfused_reference
+from commprof.impls.registry import BACKEND_IMPLS, fuses_rmsnorm, resolve_impl_name, unfused_reference
 from commprof.records.schema import FUSED
 from commprof.stats import median
 
@@ -75,8 +75,8 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
         point = record.get("point") or {}
         impl, env, options = point.get("impl") or "default", point.get("env") or {}, point.get("options") or {}
         is_baseline = config == baseline_config
-        if env and not is_baseline:
-            continue  # NCCL under other settings is the NCCL recommendation's business, not a route
+        if (env or impl in BACKEND_IMPLS) and not is_baseline:
+            continue  # the backend under other settings (its defaults too) is the NCCL environment's, not a route
         level = LEVEL_OF_SOURCE.get(record.get("source"), MEASURED)
         for (collective, nbytes), values in _times_per_size(record, impl, is_baseline, reference).items():
             error, basis = _model_error(record, collective, nbytes) if level == SIMULATED else (None, "")

@@ -37,6 +37,7 @@ from commprof.report.analysis.crossovers import crossovers, routing_edges
 from commprof.report.analysis.doctor_verdicts import doctor_view
 from commprof.report.analysis.drift import BaselineDrift, baseline_drift
 from commprof.report.analysis.heatmap import strongest_axes
+from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment
 from commprof.report.analysis.observed import observed_view
 from commprof.report.analysis.projection import ComputeTimes, ShownPoints, breakdown, projection
 from commprof.report.analysis.spacing import spacing_summary
@@ -87,7 +88,7 @@ class RunAnalysis:
     untested: dict[str, str] = field(default_factory=dict)  # simulated: point id -> why it is not ranked
     failures: pd.DataFrame = field(default_factory=pd.DataFrame)  # frame.failures
     speedups: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.speedups of every step record
-    recommendation: rk.Recommendation | None = None  # what to set, answer (a)
+    nccl_choice: NcclChoice | None = None  # answer (a) as judged (nccl_choice.choose_environment)
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.headline: baseline vs best per T
     choices: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.choices_per_tokens: table 1
     alternatives: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.alternatives: answer (b)
@@ -117,11 +118,11 @@ class RunAnalysis:
     def recommended(self) -> pd.Series | None:
         """The point to set: the fastest over every T (its minimal form) if beyond the evidence's uncertainty, else
         the baseline (None: nothing passed)."""
-        return self.recommendation.chosen if self.recommendation is not None else None
+        return self.nccl_choice.chosen if self.nccl_choice is not None else None
 
     @property
     def reference(self) -> str | None:
-        """The point whose settings the recommendation exports (the baseline when it is kept or nothing passed)."""
+        """The point whose settings the answer exports (the baseline when it is kept or nothing passed)."""
         point = self.recommended
         return str(point["point_id"]) if point is not None else self.baseline
 
@@ -274,7 +275,7 @@ def analyze_source(
     ranked = fr.ok_rows(run.rankable, run.mode)  # the rankings below read only these rows: filter once
     unfinished = progress is not None and not progress.complete and not options.allow_partial
     withheld = f"the run is incomplete ({progress.summary()})" if unfinished else None
-    run.recommendation = rk.recommendation(ranked, run.baseline, run.mode, evidence, impl=family, withheld=withheld)
+    run.nccl_choice = choose_environment(ranked, run.baseline, run.mode, evidence, impl=family, withheld=withheld)
     recommended = run.reference if run.recommended is not None else None
     run.headline = rk.headline(ranked, run.baseline, run.mode, evidence, recommended, family)
     current = run.speedups[run.speedups["point_id"].isin(set(latest))] if run.superseded else run.speedups
@@ -289,7 +290,7 @@ def analyze_source(
     run.crossovers = crossovers(records)
     # Every size is judged against the NCCL environment the answer sets: the recommended point where there is one.
     run.routing_against = run.reference
-    against_env = dict(run.recommended["env"]) if run.recommended is not None and run.recommendation.recommends else {}
+    against_env = dict(run.recommended["env"]) if run.recommended is not None and run.nccl_choice.recommends else {}
     run.routing = rt.routing_plan(
         rc.candidates(records, run.routing_against),
         run.ranks,

@@ -42,7 +42,7 @@ def defaults_name(run: RunAnalysis) -> str:
 
 def keep_text(run: RunAnalysis) -> str:
     """What keeping the baseline means in words: the backend's defaults, or the baseline's settings."""
-    base = run.recommendation.baseline if run.recommendation is not None else None
+    base = run.nccl_choice.baseline if run.nccl_choice is not None else None
     if base is not None and base["env"]:
         return f"Keep the baseline's settings ({base['settings']})"
     return f"Keep {tuned_name(run)}'s defaults"
@@ -50,7 +50,7 @@ def keep_text(run: RunAnalysis) -> str:
 
 def verdict_sentence(run: RunAnalysis) -> str:
     """Why the fastest point over every T is, or is not, a result, with this run's numbers and evidence."""
-    rec = run.recommendation
+    rec = run.nccl_choice
     if rec is None or rec.fastest is None:
         return ""
     fastest = rec.fastest
@@ -109,7 +109,7 @@ def not_a_result_notes(run: RunAnalysis) -> list[str]:
 
 def recommend_notes(run: RunAnalysis) -> list[str]:
     """The comment lines of recommend.env: the evidence, what was chosen and why, with the verdict."""
-    rec = run.recommendation
+    rec = run.nccl_choice
     lines = [f"Evidence: {run.evidence.label}. Rule: {run.evidence.rule}."]
     if rec is None or rec.fastest is None:
         return lines + not_a_result_notes(run)
@@ -117,7 +117,7 @@ def recommend_notes(run: RunAnalysis) -> list[str]:
 
 
 def _recommend_notes(run: RunAnalysis) -> list[str]:
-    rec = run.recommendation
+    rec = run.nccl_choice
     fastest = rec.fastest
     tokens = ", ".join(map(str, fastest["tokens_covered"]))
     if rec.keeps_baseline:
@@ -135,20 +135,25 @@ def _recommend_notes(run: RunAnalysis) -> list[str]:
             how_to_firm_up(run),
         ]
     point = run.recommended
-    notes = [
-        f'Point {fastest["point_id"]} "{fastest["label"]}" (impl {fastest["impl"]}): least total '
-        f"{run.mode}-mode step time over T = {tokens}: {fmt_ms(fastest['total_us'])} "
-        f"vs {fmt_ms(rec.baseline_total_us)} for the baseline {run.baseline}.",
-        f"{sentence(run.evidence.beyond)}: yes. {verdict_sentence(run)}",
+    if not rec.dropped:
+        return [
+            f'Point {fastest["point_id"]} "{fastest["label"]}" (impl {fastest["impl"]}): least total '
+            f"{run.mode}-mode step time over T = {tokens}: {fmt_ms(fastest['total_us'])} "
+            f"vs {fmt_ms(rec.baseline_total_us)} for the baseline {run.baseline}.",
+            f"{sentence(run.evidence.beyond)}: yes. {verdict_sentence(run)}",
+        ]
+    # The file exports the minimal point: every figure it states is that point's, never the fastest's.
+    total = point.get("total_us")
+    saved = 100.0 * (rec.baseline_total_us - total) / rec.baseline_total_us if finite(total) else None
+    error = run.evidence.model_error.band if run.evidence.simulated and run.evidence.model_error else None
+    return [
+        f'Point {point["point_id"]} "{point["label"]}" ({point["settings"]}, impl {point["impl"]}): its '
+        f"{run.mode}-mode step time summed over T = {tokens} is {fmt_ms(total)} vs {fmt_ms(rec.baseline_total_us)} "
+        f"for the baseline {run.baseline}: {fmt_pct(saved)} less, {run.evidence.beyond}"
+        + (f" (expected error {error})." if error else "."),
+        f"Not exported: {', '.join(rec.dropped)}. The fastest point, {fastest['point_id']}, sets "
+        f"{'it' if len(rec.dropped) == 1 else 'them'} too and did not beat {point['point_id']} {run.evidence.beyond}.",
     ]
-    if rec.dropped:
-        notes.append(
-            f"Not exported: {', '.join(rec.dropped)}. Point {point['point_id']} ({point['settings']}) "
-            f"{'predicted' if run.evidence.simulated else 'measured'} "
-            f"without {'it' if len(rec.dropped) == 1 else 'them'} and {fastest['point_id']} did not beat it "
-            f"{run.evidence.beyond}."
-        )
-    return notes
 
 
 def export_line(env: dict[str, str]) -> str:
@@ -156,9 +161,12 @@ def export_line(env: dict[str, str]) -> str:
     return "export " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()) if is_export_name(k))
 
 
-def break_even_text(ratio: Any, within: bool = False, tokens: int | None = None) -> str:
+def break_even_text(ratio: Any, within: bool = False, tokens: int | None = None, withdrawn: bool = False) -> str:
     """A break-even accept length as shown: below 1 it is not an accept length, speculation pays at any; above T
-    no accept length reaches it: it never pays at this T; where the rule cannot tell (`within`) nothing is said."""
+    no accept length reaches it: it never pays at this T; where the rule cannot tell (`within`) nothing is said;
+    where an observation the model does not explain withdrew the prediction (`withdrawn`), it says so."""
+    if withdrawn:
+        return "withdrawn (the model does not explain the engine's observed step)"
     if within:
         return "not told apart (the model's expected error is unknown)"
     if not finite(ratio):

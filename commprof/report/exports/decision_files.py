@@ -1,16 +1,46 @@
-"""The decision's engine lines and routing.txt as text: engine_flags.txt and routing.txt share `engine_block`, so
-their live lines are the same lines. Pure (a Decision in, strings out; report/write.py writes them)."""
+"""The decision's live lines and routing.txt as text: engine_flags.txt and routing.txt share `answer_block` (the
+NCCL environment the answer sets, then the engine switches), so sourcing either sets the same variables. Pure (a
+Decision in, strings out; report/write.py writes them)."""
 
 from __future__ import annotations
 
+from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.report.analysis.decision import Decision
 from commprof.report.analysis.routing_settings import EngineSetting
-from commprof.report.exports.export_text import comment, export_line
+from commprof.report.exports.export_text import OWN_FOLDER, comment, export_line, one_line, shell_guard
 
 ROUTING_USAGE = (
-    "Use: source routing.txt in the bash that launches the engine (its live lines are the same as engine_flags.txt's "
-    "engine lines: source one of the two)."
+    "Use: source routing.txt in the bash (or zsh) that launches the engine. Its live lines are engine_flags.txt's answer "
+    "section (the NCCL environment, then the engine switches): sourcing either sets the same variables; "
+    "engine_flags.txt adds the engines' command-line flags."
 )
+
+
+def nccl_section(decision: Decision) -> list[str]:
+    """The NCCL file the answer applies, as the bash lines that apply it from this folder (none where the answer
+    keeps NCCL's defaults, or its baseline ran on another backend than the engines' NCCL)."""
+    if decision.backend != "nccl" or decision.nccl_file is None:
+        return []
+    header = comment(f"NCCL: {decision.nccl_file} -- for SGLang and vLLM, any version (both use NCCL)")
+    if decision.nccl_file == "nccl_tuner.conf":
+        return [
+            "",
+            header,
+            comment(f"why: {TUNER_PLUGIN_NOTE}; also export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so"),
+            one_line(f"export NCCL_TUNER_CONFIG_FILE={OWN_FOLDER}/nccl_tuner.conf"),
+        ]
+    return [
+        "",
+        header,
+        comment("why: NCCL_* variables reach every rank through the environment of the shell that launches the engine"),
+        one_line(f"source {OWN_FOLDER}/{decision.nccl_file}"),
+    ]
+
+
+def answer_block(decision: Decision) -> list[str]:
+    """The answer's live lines, the same in routing.txt and engine_flags.txt: its NCCL file, then its engine
+    switches."""
+    return nccl_section(decision) + engine_block(decision)
 
 
 def engine_block(decision: Decision) -> list[str]:
@@ -38,7 +68,7 @@ def setting_lines(setting: EngineSetting) -> list[str]:
 def routing_text(decision: Decision, provenance: list[str]) -> str:
     """routing.txt: how to use it, where from, each size band of the answer once, what no file expresses, then
     the engine lines."""
-    lines = [comment(ROUTING_USAGE), *(comment(line) for line in provenance)]
+    lines = [comment(ROUTING_USAGE), shell_guard("routing.txt"), *(comment(line) for line in provenance)]
     against = decision.nccl_point or "the baseline"
     env = " ".join(f"{k}={v}" for k, v in sorted(decision.nccl_env.items())) or "the defaults"
     lines.append(
@@ -51,30 +81,42 @@ def routing_text(decision: Decision, provenance: list[str]) -> str:
         lines.append(
             comment(
                 f"  {route.collective} {route.mode} {route.min_bytes}-{route.max_bytes} B{tokens}: {what}{margin}: "
-                f"{route.verdict}"
+                f"{route.verdict}: {route.reason}"
             )
         )
     lines += [comment(f"left out: {note}") for note in decision.left_out]
     if not decision.engine:
         lines.append(comment(f"No engine setting: {decision.baseline_name} keeps every size."))
-    lines += engine_block(decision)
+    lines += answer_block(decision)
     return "\n".join(lines) + "\n"
 
 
 def decision_lines(decision: Decision) -> list[str]:
-    """The answer in a few terminal lines, as the report's first screen says it (the sweep prints them last)."""
+    """The answer in a few terminal lines, as the report's first screen says it (the sweep, `simulate` and
+    `report` print them last): the environment, each verify step's figure with its verdict, each all-reduce band,
+    each engine switch."""
     env = " ".join(f"{k}={v}" for k, v in sorted(decision.nccl_env.items())) or "the defaults"
     lines = [
         f"the answer ({decision.evidence}): environment: {env}"
         + (f", via {decision.nccl_file}" if decision.nccl_file else "")
     ]
+    if decision.unconfirmed:
+        predicted = " ".join(f"{k}={v}" for k, v in sorted(decision.withdrawn_env.items()))
+        lines.append(f"  withdrawn: {decision.unconfirmed}" + (f" (predicted: {predicted})" if predicted else ""))
+    for step in decision.steps:
+        error = f", its error ±{step.error_pct:.0f} %" if step.error_pct is not None else ""
+        lines.append(
+            f"  verify step T = {step.tokens}: {step.before_ms:.2f} -> {step.after_ms:.2f} ms "
+            f"({step.gain_pct:g} % less{error}): {step.verdict}"
+            + (": withdrawn" if step.reason.startswith("withdrawn") else "")
+        )
     for route in decision.routes:
         if route.collective == "all_reduce" and route.tokens:
             what = decision.runs_on(route)
             margin = f" ({route.margin_pct:g} % less time)" if route.margin_pct is not None else ""
             lines.append(
                 f"  {route.mode} all-reduce, T = {', '.join(map(str, route.tokens))} "
-                f"({route.min_bytes}-{route.max_bytes} B): {what}{margin}"
+                f"({route.min_bytes}-{route.max_bytes} B): {what}{margin}: {route.verdict}"
             )
     for setting in decision.engine:
         variables = " ".join(f"{k}={v}" for k, v in setting.variables)

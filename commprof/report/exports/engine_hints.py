@@ -1,7 +1,7 @@
 """Engine flags: how to apply what won (beyond the evidence's uncertainty) in SGLang and vLLM, each flag with the
-engine version it was written for and where that was checked: the NCCL file here, the fused kinds' flags from their
-implementations' modules (commprof.impls.registry), the
-decision's PCIe all-reduce switches from report/exports/decision_files.py (the lines routing.txt holds too).
+engine version it was written for and where that was checked: the fused kinds' flags from their implementations'
+modules (commprof.impls.registry); the NCCL file and the decision's PCIe all-reduce switches from
+report/exports/decision_files.py (the lines routing.txt holds too).
 engine_flags.txt is a bash script (zsh reads it too): environment as `export`, command-line flags collected in
 arrays, prose as comments; it finds the files beside it through its own path, and refuses in any other shell. Pure."""
 
@@ -17,9 +17,8 @@ import pandas as pd
 from commprof.evidence import Evidence
 from commprof.impls.base import EngineFlag
 from commprof.impls.registry import engine_flag_table
-from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.report.analysis.engine_dispatch import fusion_flag_fails
-from commprof.report.exports.export_text import comment, export_line, one_line
+from commprof.report.exports.export_text import OWN_FOLDER, comment, export_line, one_line, shell_guard
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,8 @@ def engine_hints(
     evidence: Evidence,
     compute_capability: float | None = None,
 ) -> list[EngineHint]:
-    """SGLang / vLLM flags and environment for what won; only what this run measured. A simulated run's
-    implementation switches are untested (commented out in the script).
+    """SGLang / vLLM flags for what won; only what this run measured (the NCCL file is the decision's
+    answer_block). A simulated run's implementation switches are untested (commented out in the script).
 
     `fusion`: choices.fusion_comparison (impl, tokens, beyond_uncertainty, slower_beyond_uncertainty per T);
     `applied`: the file the report recommends ("recommend.env", "nccl_tuner.conf" or None);
@@ -68,24 +67,6 @@ def engine_hints(
                 f"this run's all-reduce ran on {evidence.backend} (CPU ranks); engines run theirs on NCCL on GPUs, "
                 f"where nothing measured here applies: {applied} is for {evidence.backend} launches only. Run the "
                 "sweep on the GPU box to tune the engine",
-            )
-        )
-    elif applied == "recommend.env":
-        hints.append(
-            EngineHint(
-                "SGLang and vLLM",
-                "source recommend.env",
-                "any version (both use NCCL through PyNccl / torch.distributed)",
-                "NCCL_* variables reach every rank through the environment of the shell that launches the engine",
-            )
-        )
-    elif applied == "nccl_tuner.conf":
-        hints.append(
-            EngineHint(
-                "SGLang and vLLM",
-                "export NCCL_TUNER_CONFIG_FILE=nccl_tuner.conf",
-                TUNER_PLUGIN_NOTE,
-                "also export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so; NCCL reads both at init",
             )
         )
     if not fused_measured or fusion.empty:
@@ -136,13 +117,6 @@ def _flags(flags: dict[str, tuple[EngineFlag, ...]], rows: pd.DataFrame, when: s
 
 
 ENV_ASSIGNMENT = re.compile(r"^(export )?[A-Za-z_][A-Za-z0-9_]*=")
-# The folder this file was sourced from: bash's BASH_SOURCE, zsh's %x prompt escape (the file being sourced); a
-# shell with neither is refused by SHELL_GUARD before a line runs, so no other folder's files are ever applied.
-_OWN_FOLDER = '"$(dirname "${BASH_SOURCE[0]:-${(%):-%x}}")"'
-SHELL_GUARD = (
-    '[ -n "${BASH_VERSION:-}${ZSH_VERSION:-}" ] || { echo "engine_flags.txt: source it in bash or zsh (it finds '
-    'the files beside it by its own path)" >&2; return 2 2>/dev/null || exit 2; }'
-)
 # The variables that name a file this report writes beside engine_flags.txt, exported at that file.
 OWN_FILES = {"NCCL_TUNER_CONFIG_FILE": "nccl_tuner.conf"}
 ARRAYS = {"SGLang": "COMMPROF_SGLANG_ARGS", "vLLM": "COMMPROF_VLLM_ARGS"}
@@ -155,12 +129,12 @@ def script_lines(hint: EngineHint) -> list[str]:
     setting = hint.setting
     if setting.startswith("source "):
         file = shlex.quote(setting.split(maxsplit=1)[1])
-        return [one_line(f"source {_OWN_FOLDER}/{file}")]
+        return [one_line(f"source {OWN_FOLDER}/{file}")]
     if ENV_ASSIGNMENT.match(setting):
         name, _, value = setting.removeprefix("export ").partition("=")
         value, _, note = value.partition("#")
         line = (
-            one_line(f"export {name}={_OWN_FOLDER}/{OWN_FILES[name]}")
+            one_line(f"export {name}={OWN_FOLDER}/{OWN_FILES[name]}")
             if OWN_FILES.get(name) == value.strip()
             else export_line(name, value.strip())
         )
@@ -176,12 +150,12 @@ def script_lines(hint: EngineHint) -> list[str]:
 
 def engine_hints_text(hints: list[EngineHint], provenance: list[str], engine_lines: list[str] | None = None) -> str:
     """engine_flags.txt: `source` it in bash before launching the engine, then add the array of flags;
-    `engine_lines`: the answer's engine switches (report/decision_files.engine_block), the same as routing.txt's."""
+    `engine_lines`: the answer's live lines (report/decision_files.answer_block), the same as routing.txt's."""
     lines = [
         "#!/usr/bin/env bash",
-        SHELL_GUARD,
+        shell_guard("engine_flags.txt"),
         "# Use: source engine_flags.txt in the bash (or zsh) that launches the engine, then add its flags to the "
-        "command line:",
+        "command line (its answer section is routing.txt's live lines: sourcing either sets the same variables):",
         '#   python -m sglang.launch_server ... "${COMMPROF_SGLANG_ARGS[@]}"',
         '#   vllm serve ... "${COMMPROF_VLLM_ARGS[@]}"',
     ]

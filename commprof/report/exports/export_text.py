@@ -58,3 +58,16 @@ def spreadsheet_column(column: pd.Series) -> pd.Series:
         return column.map(spreadsheet_cell)
     cells = np.array([spreadsheet_cell(value) for value in distinct] + [None], dtype=object)
     return pd.Series(np.where(codes < 0, column.to_numpy(dtype=object), cells[codes]), index=column.index)
+
+
+# The folder a sourced file was sourced from: bash's BASH_SOURCE, zsh's %x prompt escape (the file being sourced); a
+# shell with neither is refused by shell_guard before a line runs, so no other folder's files are ever applied.
+OWN_FOLDER = '"$(dirname "${BASH_SOURCE[0]:-${(%):-%x}}")"'
+
+
+def shell_guard(name: str) -> str:
+    """The line that refuses any shell but bash and zsh, where a sourced file could not find the files beside it."""
+    return (
+        f'[ -n "${{BASH_VERSION:-}}${{ZSH_VERSION:-}}" ] || {{ echo "{name}: source it in bash or zsh (it finds '
+        'the files beside it by its own path)" >&2; return 2 2>/dev/null || exit 2; }'
+    )

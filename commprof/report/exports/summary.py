@@ -17,11 +17,11 @@ from commprof.report.exports.files import RunExports
 
 def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     """The headline numbers, machine-readable (summary.json)."""
-    point = run.recommended
-    rec = run.recommendation
     decision = exports.decision
     routing = decision.routing
-    fastest = rec.fastest if rec is not None else None
+    answer = decision.nccl_answer
+    point = answer.point if answer is not None else None
+    fastest = answer.fastest if answer is not None else None
     return {
         "run_id": run.run_id,
         "name": run.name,
@@ -47,7 +47,9 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "all_failed": run.all_failed,
         "headline": _rows(run, run.headline),
         "fusion": decided_fusion(run.fusion, decision, run.mode).to_dict("records") if not run.fusion.empty else [],
-        "beyond_uncertainty": rec.beyond_uncertainty if rec is not None else None,
+        "beyond_uncertainty": {"beyond error": True, "inside error": False}.get(answer.verdict)
+        if answer is not None
+        else None,
         "rule": run.evidence.rule,
         "apply": {
             "file": exports.plan.choice,
@@ -64,9 +66,9 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
             "impl": point["impl"],
             "env": point["env"],
             "total_us": point.get("total_us"),
-            "keeps_baseline": rec.keeps_baseline,
-            "dropped": list(rec.dropped),
-            "withheld": rec.withheld,
+            "keeps_baseline": answer.keeps_baseline,
+            "dropped": list(answer.dropped),
+            "withheld": answer.withheld,
         },
         "fastest": None
         if fastest is None
@@ -76,10 +78,10 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
             "impl": fastest["impl"],
             "env": fastest["env"],
             "total_us": fastest["total_us"],
-            "p90_total_us": fastest["p90_total_us"],
-            "tokens": fastest["tokens_covered"],
+            "p90_total_us": fastest.get("p90_total_us"),
+            "tokens": fastest.get("tokens_covered"),
         },
-        "baseline_total_us": rec.baseline_total_us if rec is not None else None,
+        "baseline_total_us": answer.baseline_total_us if answer is not None else None,
         "choices": _rows(run, run.choices.drop(columns=["env"]) if not run.choices.empty else run.choices),
         "alternatives": run.alternatives.to_dict("records") if not run.alternatives.empty else [],
         "without_result": run.without_result.to_dict("records") if not run.without_result.empty else [],

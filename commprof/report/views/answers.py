@@ -16,19 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from commprof.report.analysis.decision import Decision, compute_capability, decided_fusion
+from commprof.report.analysis.decision import Decision, decided_fusion
 from commprof.report.analysis.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, sentence, tokens_text
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.analysis.tuner_rules import ApplyPlan
 from commprof.report.analysis.words import (
     export_line,
     how_to_firm_up,
-    keep_text,
     not_a_result_notes,
     only_baseline,
     tuned_name,
-    verdict_sentence,
 )
 from commprof.report.exports.engine_hints import engine_hints
 from commprof.report.views.verify_answers import faster_answer, routed_bands, spec_answer
@@ -41,11 +38,12 @@ def _reason(message: Any) -> str:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
-def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
+def env_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     """(a): the export line (or what to keep), why, its effect per T against the baseline, and the one file to
-    apply with the other as its alternative."""
+    apply with the other as its alternative; all as the decision judged it (withdrawn where it withdrew it)."""
     name = tuned_name(run)
     evidence = run.evidence
+    plan = decision.plan
     out: dict[str, Any] = {
         "title": f"(a) {name} environment",
         "code": "",
@@ -55,35 +53,41 @@ def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
         "warnings": [],
         "apply": "",
     }
-    rec, point = run.recommendation, run.recommended
-    if point is None:
+    answer = decision.nccl_answer
+    point, fastest = (answer.point, answer.fastest) if answer is not None else (None, None)
+    if answer is None or point is None:
         out["lines"].append(f"No single {name} setting passed at every T; see table 1.")
-    elif rec.keeps_baseline:
-        out["lines"].append(keep_text(run))
+    elif answer.keeps_baseline:
+        out["lines"].append(answer.keep)
         if only_baseline(run):
             out["notes"].append(sentence(only_baseline(run)) + ".")
-        elif rec.fastest["point_id"] == run.baseline:
+        elif fastest["point_id"] == run.baseline:
             out["notes"].append(f"No other setting was faster than the baseline ({run.evidence.label}).")
-        elif rec.withheld and rec.beyond_uncertainty:
-            out["notes"].append(f"{rec.fastest['point_id']} was faster {evidence.beyond}, but {rec.withheld}.")
+        elif answer.withheld and answer.verdict == "beyond error":
+            out["notes"].append(f"{fastest['point_id']} was faster {evidence.beyond}, but {answer.withheld}.")
         else:
             out["notes"].append(
-                f"The fastest, {rec.fastest['point_id']} {rec.fastest['label']}, was "
-                f"{fmt_pct(rec.saved_pct)} faster over every T, {evidence.within}: "
-                f"{verdict_sentence(run)} Not a result. {how_to_firm_up(run)}"
+                f"The fastest, {fastest['point_id']} {fastest['label']}, was "
+                f"{fmt_pct(answer.saved_pct)} faster over every T, {evidence.within}: "
+                f"{answer.reason} Not a result. {how_to_firm_up(run)}"
             )
     elif not point["env"]:
         out["lines"].append(f"Keep {name}'s defaults: no {name} setting beat them.")
     else:
-        out["code"] = export_line(point["env"])
+        line = export_line(point["env"])
+        if decision.unconfirmed:
+            out["lines"].append(f"Withdrawn ({decision.unconfirmed}); the model predicted: {line}")
+        else:
+            out["code"] = line
         out["notes"].append(
-            f"Point {point['point_id']} {point['label']}: the least total {run.mode}-mode step "
+            ("Withdrawn prediction: p" if decision.unconfirmed else "P")
+            + f"oint {point['point_id']} {point['label']}: the least total {run.mode}-mode step "
             f"time over every T, {evidence.beyond} ({evidence.label})."
         )
-        if rec.dropped:
+        if answer.dropped:
             out["notes"].append(
-                f"{', '.join(rec.dropped)} left out: {rec.fastest['point_id']} (with "
-                f"{'it' if len(rec.dropped) == 1 else 'them'}) did not beat {point['point_id']} {evidence.beyond}."
+                f"{', '.join(answer.dropped)} left out: {fastest['point_id']} (with "
+                f"{'it' if len(answer.dropped) == 1 else 'them'}) did not beat {point['point_id']} {evidence.beyond}."
             )
         chosen = run.choices[[("recommended" in roles) for roles in run.choices["roles"]]]
         for r in chosen.itertuples():
@@ -93,7 +97,12 @@ def env_answer(run: RunAnalysis, plan: ApplyPlan) -> dict[str, Any]:
                     "baseline": fmt_ms(r.baseline_us),
                     "time": fmt_ms(r.median_us),
                     "saved": fmt_pct(r.saved_pct),
-                    "noise": r.beyond_uncertainty is not True,
+                    "noise": r.beyond_uncertainty is not True or bool(decision.unconfirmed),
+                    "why": "withdrawn"
+                    if decision.unconfirmed
+                    else ""
+                    if r.beyond_uncertainty is True
+                    else evidence.within,
                 }
             )
     reasons: dict[str, list[str]] = {}
@@ -139,7 +148,7 @@ def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     what it takes in SGLang / vLLM (the decision's engine settings, or engine work where none exists); the
     per-T rows show the step times behind it."""
     name = tuned_name(run)
-    reference = "(a)" if run.reference != run.baseline else f"{name}'s baseline"
+    reference = "(a)" if decision.nccl_point != run.baseline else f"{name}'s baseline"
     out: dict[str, Any] = {"lines": [], "rows": [], "engine": [], "not_run": []}
     alt = run.alternatives
     absent = (
@@ -165,7 +174,8 @@ def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
                 "time": fmt_ms(r.median_us),
                 "saved": fmt_pct(r.saved_pct),
                 "wins": wins,
-                "loses": not wins and r.slower_beyond_uncertainty is True,
+                "loses": not wins and r.slower_beyond_uncertainty is True and not decision.unconfirmed,
+                "why": "withdrawn" if decision.unconfirmed else run.evidence.within,
             }
         )
     routed = routed_bands(decision, run.mode)
@@ -197,7 +207,7 @@ def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
             }
         )
     for impl in sorted({r.impl for r in routed} - {s.impl for s in decision.engine}):
-        for engine in ("SGLang", "vLLM"):
+        for engine in [e for e in ("SGLang", "vLLM") if decision.names_engine(e)]:
             out["engine"].append(
                 {"engine": engine, "setting": "", "version": "—", "text": f"no setting runs {impl}: engine work"}
             )
@@ -244,8 +254,14 @@ def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
                 f"T = {tokens_text(rows['tokens'])}: {range_pct(saved)} "
                 f"{'less' if verb == 'beats' else 'more'} time per step."
             )
+    for reason in dict.fromkeys(r for r in fusion["not_judged"] if r):
+        rows = fusion[fusion["not_judged"] == reason]
+        out["lines"].append(f"Not judged at T = {tokens_text(rows['tokens'])}: {reason}.")
     within = fusion[
-        [b is False and s is False for b, s in zip(fusion["beyond_uncertainty"], fusion["slower_beyond_uncertainty"])]
+        [
+            b is False and s is False and not n
+            for b, s, n in zip(fusion["beyond_uncertainty"], fusion["slower_beyond_uncertainty"], fusion["not_judged"])
+        ]
     ]
     if not within.empty:
         out["lines"].append(
@@ -253,8 +269,10 @@ def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
         )
     fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any())
     for hint in engine_hints(
-        fusion, fused_measured, None, run.evidence, compute_capability=compute_capability(run.meta)
+        fusion, fused_measured, None, run.evidence, compute_capability=decision.compute_capability
     ):
+        if not decision.names_engine(hint.engine):
+            continue
         out["engine"].append(
             {"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": hint.untested}
         )
@@ -264,7 +282,6 @@ def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
 def headline_answers(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     """The first screen's answers, each rendering the run's decision: how much faster, (a), (b), (c), and
     whether speculative decoding pays."""
-    plan = decision.plan
     answers: dict[str, Any] = {
         "empty": "",
         "env": None,
@@ -279,6 +296,6 @@ def headline_answers(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
         answers["empty"] = "Nothing: every point failed. See the CUDA-graph compatibility matrix below."
     else:
         answers.update(
-            env=env_answer(run, plan), alt=alternative_answer(run, decision), fused=fusion_answer(run, decision)
+            env=env_answer(run, decision), alt=alternative_answer(run, decision), fused=fusion_answer(run, decision)
         )
     return answers

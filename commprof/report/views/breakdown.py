@@ -7,12 +7,12 @@ from typing import Any
 from commprof.report.analysis.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct, fmt_us
 from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.ops import draft_split, op_sites, site_summary
-from commprof.report.analysis.projection import FIELD_REPORT_CASES, accept_verdict, tps_column
+from commprof.report.analysis.projection import FIELD_REPORT_CASES, tps_column
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import break_even_text
 
 # The breakdown's and projection's settings (projection.breakdown) as the page names them.
-# "answer": the decision's point at each T (answered.answered), never a fastest point it did not choose.
+# "answer": the decision's point at each T (decision.answer_tables), never a fastest point it did not choose.
 SETTING_LABELS = {"baseline": "baseline", "recommended": "(a) to export", "answer": "the answer at this T"}
 SHORT_SETTING_LABELS = {"baseline": "baseline", "recommended": "(a)", "answer": "the answer"}
 
@@ -90,7 +90,7 @@ def tps_cells(run: RunAnalysis, r: Any, missing: str) -> list[dict[str, Any]]:
         cells.append(
             {
                 "text": fmt_num(value, 0) if reached else missing,
-                "verdict": accept_verdict(run.evidence, r.draft_ms, r.verify_ms, r.verify_p90_ms, r.decode_ms, accept)
+                "verdict": getattr(r, tps_column(accept).replace("tps_at_", "verdict_at_"), "within")
                 if reached
                 else "within",
             }
@@ -117,7 +117,12 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
                 "verify": fmt_ms_value(r.verify_ms),
                 "decode": fmt_ms_value(r.decode_ms),
                 "plain": fmt_num(r.plain_tokens_per_s, 0),
-                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens)),
+                "break_even": break_even_text(
+                    r.break_even_ratio,
+                    bool(r.within_uncertainty),
+                    int(r.tokens),
+                    getattr(r, "withdrawn", False) is True,
+                ),
                 "cells": cells,
             }
         )
@@ -125,7 +130,7 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
 
 
 def answer_of(head_row: Any) -> Any:
-    """The decision's point at a headline row's T (answered.answered; None before the run is answered)."""
+    """The decision's point at a headline row's T (decision.answer_tables; None before the decision restates the tables)."""
     return getattr(head_row, "answer_point_id", None)
 
 

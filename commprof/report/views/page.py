@@ -93,7 +93,7 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
             {
                 "level": "fail",
                 "text": f"{run.name}: {run.failed_count} of {len(run.frame)} records failed "
-                f"({detail}). Failed settings are excluded from the recommendation.",
+                f"({detail}). Failed settings are excluded from the answer.",
             }
         )
     if doctor and doctor["warned"] and not doctor["failed"]:
@@ -253,7 +253,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
 
 
 def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
-    """Several runs side by side: per run and T, the baseline's and the answer's step time (answered.answered: the
+    """Several runs side by side: per run and T, the baseline's and the answer's step time (decision.answer_tables: the
     decision's point at T), None for a single run."""
     if len(runs) < 2:
         return None

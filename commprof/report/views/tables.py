@@ -154,7 +154,9 @@ def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
     messages = []
     fails = run.failures[run.failures["status"].isin(FAILED_STATUSES + ("unsupported",))]
     for (status, message), group in fails.groupby(["status", fails["message"].fillna("(no message)")], sort=True):
-        cells = [f"{r.point_id} T={r.tokens} {r.mode}" for r in group.itertuples()]
+        cells = [
+            f"{r.point_id}{f' T={int(r.tokens)}' if finite(r.tokens) else ''} {r.mode}" for r in group.itertuples()
+        ]  # a crossover search's record has no T
         more = len(cells) - MAX_MESSAGE_CELLS
         messages.append(
             {

@@ -26,55 +26,47 @@ from commprof.report.analysis.words import break_even_text, compute_text, draft_
 from commprof.report.views.breakdown import tps_cells
 
 
-def faster_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str, Any]:
+def faster_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     """Per verify T: verify-step latency (compute + communication) and tokens/s at the user's accept lengths,
-    before (the baseline) -> after (what the recommendation applies); "no change" when it keeps the baseline, "no
-    answer" (why, and what would decide it) when the run may not recommend one. Communication alone comes second."""
+    before (the baseline) -> after (what the answer applies), each gain as the decision judged it on that latency
+    with its own error; "no change" when it keeps the baseline, "no answer" (why, and what would decide it) when
+    the run may not give one. Communication alone comes second."""
     out: dict[str, Any] = {"rows": [], "verdict": "", "noise": False, "more": "", "note": "", "accepts": []}
     parts = run.breakdown
-    if parts.empty:
+    if parts.empty or not decision.steps:
         return out
-    rec = run.recommendation
     missing = no_answer(run, decision)
-    after = (
-        "recommended"
-        if not missing and rec is not None and rec.recommends and (parts["setting"] == "recommended").any()
-        else None
-    )
-    verify_tokens = sorted(int(t) for t in parts["tokens"].unique() if t > 1) or sorted(
-        int(t) for t in parts["tokens"].unique()
-    )
-    by = parts.set_index(["setting", "tokens"])
+    answer = decision.nccl_answer
+    after = "recommended" if not missing and answer is not None and answer.sets else None
+    by = parts.drop_duplicates(["setting", "tokens"]).set_index(["setting", "tokens"])
     spec = run.projection.set_index(["setting", "tokens"]) if not run.projection.empty else None
     accepts = list(run.options.accepts)
     out["accepts"] = [f"{a:g}" for a in accepts]
-    gains = []
-    for tokens in verify_tokens:
-        if ("baseline", tokens) not in by.index:
-            continue
-        before = by.loc[("baseline", tokens)]
-        now = by.loc[(after, tokens)] if after and (after, tokens) in by.index else before
-        change = 100.0 * (before["verify_ms"] - now["verify_ms"]) / before["verify_ms"] if after else 0.0
-        if after:
-            gains.append(change)
+    for step in decision.steps:
+        before = by.loc[("baseline", step.tokens)]
+        now = by.loc[(after, step.tokens)] if after and (after, step.tokens) in by.index else before
         unchanged = "no answer" if missing else "no change"
+        error = f" (±{step.error_pct:.0f} %)" if step.error_pct is not None else ""
         out["rows"].append(
             {
-                "tokens": tokens,
-                "before": fmt_ms_value(before["verify_ms"]),
-                "after": fmt_ms_value(now["verify_ms"]) if after else unchanged,
-                "change": fmt_pct(change) if after else "—",
+                "tokens": step.tokens,
+                "before": fmt_ms_value(step.before_ms),
+                "after": fmt_ms_value(step.after_ms) if after else unchanged,
+                "change": (
+                    "—" if not after else fmt_pct(step.gain_pct) + ("" if step.verdict == "beyond error" else error)
+                ),
+                "verdict": step.verdict,
+                "noise": step.verdict != "beyond error",
                 "comm": f"{fmt_ms_value(before['comm_ms'])} → {fmt_ms_value(now['comm_ms'])}"
                 if after
                 else fmt_ms_value(before["comm_ms"]),
-                "tps": _tps_cells(spec, tokens, accepts, after, unchanged),
+                "tps": _tps_cells(spec, step.tokens, accepts, after, unchanged),
             }
         )
-    if out["rows"]:
-        out["verdict"], out["noise"] = _faster_verdict(run, decision, missing, gains)
+    out["verdict"], out["noise"] = _faster_verdict(run, decision, missing, bool(after))
     out["note"] = _faster_note(run, missing)
     routed = routed_bands(decision, run.mode)
-    if routed and gains:
+    if routed and after:
         out["more"] = (
             "Another implementation (b) is faster still: "
             + ", ".join(
@@ -109,16 +101,33 @@ def _tps_cells(
     return cells
 
 
-def _faster_verdict(run: RunAnalysis, decision: Decision | None, missing: str, gains: list[float]) -> tuple[str, bool]:
-    """The card's verdict and whether it is a "not told apart" one (shown as noise)."""
+def _faster_verdict(run: RunAnalysis, decision: Decision, missing: str, applied: bool) -> tuple[str, bool]:
+    """The card's verdict on the verify step (the figure its table shows) and whether it is a "not told apart" one
+    (shown as noise): the T whose gain is beyond its error, else what the gain is inside of, else what else moves."""
     if missing:
         return missing, True
-    if gains:
-        verdict = f"{range_pct(pd.Series(gains))} faster verify step with (a)"
-        return verdict + (" (communication only)" if not run.options.compute.given else ""), False
+    only = " (communication only)" if not run.options.compute.given else ""
+    beyond = [s for s in decision.steps if s.verdict == "beyond error"]
+    if applied and beyond:
+        return f"{range_pct([s.gain_pct for s in beyond])} faster verify step with (a){only}", False
     routed = routed_bands(decision, run.mode)
-    if routed and decision is not None:
-        return routed_verdict(run, decision, routed), False
+    if applied:
+        inside = [s for s in decision.steps if s.verdict == "inside error"]
+        errors = [s.error_pct for s in inside if s.error_pct is not None]
+        within = f" (its error: ±{max(errors):.0f} %)" if errors else ""
+        told = (
+            f"No faster verify step told apart: (a) predicts {range_pct([s.gain_pct for s in inside])} less verify "
+            f"latency, inside the figure's error{within}"
+            if inside
+            else "No faster verify step told apart"
+        )
+        return told + (
+            f". Per all-reduce, not the verify step: {routed_verdict(run, decision, routed)}" if routed else ""
+        ), True
+    if routed:
+        return "No change to the verify step from (a). Per all-reduce, not the whole verify step: " + routed_verdict(
+            run, decision, routed
+        ), False
     alone = only_baseline(run)
     return (f"No change: {alone}" if alone else f"No change: nothing beat the baseline {run.evidence.beyond}"), True
 
@@ -144,16 +153,16 @@ def _faster_note(run: RunAnalysis, missing: str) -> str:
 def no_answer(run: RunAnalysis, decision: Decision | None) -> str:
     """Why the run gives no answer to apply, and what would decide one ("" when it gives one): the box contradicts
     the model, or the run is unfinished."""
-    rec = run.recommendation
+    answer = decision.nccl_answer if decision is not None else None
     if decision is not None and decision.unconfirmed:
         return (
             f"{sentence(decision.unconfirmed)}: no answer, so nothing below is applied. What decides it: a "
             "sweep measured on the box (torchrun ... -m commprof.allreduce_sweep), or the checks the observation "
             "card lists, until the model explains the engine's step"
         )
-    if rec is not None and rec.withheld:
+    if answer is not None and answer.withheld:
         finish = run.completeness.how_to_finish() if run.completeness is not None else "finish the run"
-        return f"No answer: {rec.withheld}. What decides it: {finish}"
+        return f"No answer: {answer.withheld}. What decides it: {finish}"
     return ""
 
 
@@ -210,43 +219,30 @@ def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str,
         )
         return out
     missing = no_answer(run, decision)
-    setting = "recommended" if not missing and (run.projection["setting"] == "recommended").any() else "baseline"
+    judged = decision.speculation if decision is not None else None
+    setting = judged.setting if judged is not None else "baseline"
     out["setting"] = (
         "with the baseline's settings (the run gives no answer: see above)"
         if missing
         else "with (a), the settings to export"
         if setting == "recommended"
         else f"with the baseline's settings (kept: nothing beat them {run.evidence.beyond})"
-        if run.recommendation is not None and run.recommendation.keeps_baseline
+        if decision is not None and decision.nccl_answer is not None and decision.nccl_answer.keeps_baseline
         else "with the baseline's settings"
     )
     chosen = run.projection[run.projection["setting"] == setting]
+    withdrawn = "withdrawn" in chosen and bool(chosen["withdrawn"].fillna(False).any())
     for r in chosen.itertuples():
         out["rows"].append(
             {
                 "tokens": int(r.tokens),
-                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens)),
+                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens), withdrawn),
                 "cells": tps_cells(run, r, "n/a"),
             }
         )
     plain = chosen["plain_tokens_per_s"]
     out["plain"] = fmt_num(plain.iloc[0], 0) if not plain.empty else "—"
-    decided = chosen[~chosen["within_uncertainty"].astype(bool)] if not chosen.empty else chosen
-    reachable = decided[~decided["never_pays"].astype(bool)] if not decided.empty else decided
-    if not reachable.empty and reachable["break_even_ratio"].notna().any():
-        anywhere = reachable[reachable["pays_at_any_accept"].astype(bool)]
-        if not anywhere.empty:
-            out["verdict"] = "Pays at any accept length at T = " + tokens_text(anywhere["tokens"])
-        else:
-            lowest = reachable.loc[reachable["break_even_ratio"].idxmin()]
-            out["verdict"] = f"Pays above accept length {lowest['break_even_ratio']:.2f} at T = {int(lowest['tokens'])}"
-    elif not decided.empty:
-        out["verdict"] = f"Never pays at T = {tokens_text(decided['tokens'])}: no accept length reaches break-even"
-    elif not chosen.empty:
-        out["noise"] = True
-        out["verdict"] = (
-            f"Not told apart: the model's expected error is unknown, so no tokens/s difference counts at "
-            f"T = {tokens_text(chosen['tokens'])}"
-        )
+    if judged is not None:
+        out["verdict"], out["noise"] = judged.verdict, judged.noise
     out["note"] = sentence(draft_text(run)) + "." if bound else spec_label(run)
     return out
