@@ -606,7 +606,7 @@ PENDING_RENDER_CALLS = {
     "commprof.report.views.page: run_analysis.incomparable",
     "commprof.report.views.tables: frame.status_matrix",
     "commprof.report.views.verify_answers: projection.tps_column",
-    "commprof.report.exports.engine_hints: engine_dispatch.sglang_fusion_fails",
+    "commprof.report.exports.engine_hints: engine_dispatch.fusion_flag_fails",
     "commprof.report.exports.files: frame.whole_counts",
     "commprof.report.exports.files: tuner_rules.size_band",
     "commprof.report.exports.provenance: frame.env_text",

@@ -223,4 +223,5 @@ def test_a_box_of_a_published_class_gets_the_published_kernel_figures_labelled_a
     assert "flashinfer-pcie-ipc" in page and CONFIRM_COMMAND in page
     routing = (tmp_path / "report" / "routing.txt").read_text(encoding="utf-8")
     assert "flashinfer-pcie-ipc" in routing
-    assert [line for line in routing.splitlines() if line.strip() and not line.startswith("#")] == []
+    live = [line for line in routing.splitlines() if line.strip() and not line.startswith(("#", "[ -n "))]
+    assert all(line.startswith("source ") and line.endswith("/recommend.env") for line in live)  # no engine switch

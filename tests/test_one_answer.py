@@ -26,7 +26,7 @@ from tests.test_decision import (  # noqa: F401 (the fixture)
     sourced,
 )
 
-pytestmark = pytest.mark.slow  # simulates and renders reports
+pytestmark = pytest.mark.processes  # simulates and renders reports
 
 ASUS = Path(__file__).parent / "fixtures" / "doctor" / "asus-esc8000a-8x-rtxpro6000"
 ENV_LINE = re.compile(r"^the answer \((.*)\): environment: (.*?)(?:, via (\S+))?$")

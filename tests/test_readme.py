@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from commprof.cli import cli, main
-from commprof.sweep.command import answer_lines
+from commprof.report.command import answer_lines
 from commprof.sweep.running.console import SweepConsole
 
 ROOT = Path(__file__).resolve().parents[1]
