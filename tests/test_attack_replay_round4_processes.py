@@ -17,7 +17,7 @@ pytestmark = pytest.mark.processes
 
 def _sweep(tmp_path, *args):
     return subprocess.run(
-        [sys.executable, "-m", "commprof.allreduce_sweep", *args, "--no-doctor", "--no-nccl-debug"],
+        [sys.executable, "-m", "commprof.allreduce_sweep", *args, "--no-doctor", "--no-nccl-debug", "--single-rank"],
         capture_output=True,
         text=True,
         env=sweep_env(),

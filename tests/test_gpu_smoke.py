@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from commprof.gpu_smoke import __main__ as smoke_main
+from commprof.gpu_smoke import run as smoke_run
 from commprof.gpu_smoke.environment import FAIL, RUN, SKIP, decide
 from commprof.gpu_smoke.points import ONE_RANK_POINTS, POINTS, knob_point, sweep_toml
 from commprof.gpu_smoke.verdicts import FAIL as V_FAIL
@@ -69,7 +70,7 @@ def test_smoke_without_gpu_says_so_and_creates_nothing(capsys, monkeypatch):
 def test_no_gpu_with_an_out_folder_keeps_the_skip_and_its_reason(tmp_path, monkeypatch, capsys):
     bare = env(cuda_available=False, gpus=[], nvml_gpus=None, nvml_detail="no NVIDIA driver")
     monkeypatch.setattr(smoke_main, "probe_environment", lambda: bare)
-    monkeypatch.setattr(smoke_main, "gpu_paths", lambda *a, **k: pytest.fail("no GPU path may run"))
+    monkeypatch.setattr(smoke_run, "gpu_paths", lambda *a, **k: pytest.fail("no GPU path may run"))
     assert smoke_main.main(["--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["exit_code"] == 0 and [v["status"] for v in summary["verdicts"]] == ["skip"]
@@ -81,7 +82,7 @@ def test_no_gpu_with_an_out_folder_keeps_the_skip_and_its_reason(tmp_path, monke
 def test_unusable_gpus_exit_1_with_the_reason_in_the_summary(tmp_path, monkeypatch, capsys):
     broken = env(cuda_available=False, gpus=[], nvml_gpus=2, cuda_error="RuntimeError: driver too old")
     monkeypatch.setattr(smoke_main, "probe_environment", lambda: broken)
-    monkeypatch.setattr(smoke_main, "gpu_paths", lambda *a, **k: pytest.fail("no GPU path may run"))
+    monkeypatch.setattr(smoke_run, "gpu_paths", lambda *a, **k: pytest.fail("no GPU path may run"))
     assert smoke_main.main(["--out", str(tmp_path)]) == 1
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["exit_code"] == 1 and summary["verdicts"][0]["status"] == "fail"
@@ -93,7 +94,7 @@ def test_verdicts_decide_the_exit_code(tmp_path, monkeypatch):
     outcomes = {"pass": [Verdict("a", PASS, "x")], "skip": [Verdict("b", V_SKIP, "gated")]}
     outcomes["fail"] = outcomes["pass"] + [Verdict("c", V_FAIL, "broke")]
     for name, verdicts in outcomes.items():
-        monkeypatch.setattr(smoke_main, "gpu_paths", lambda *a, v=verdicts, **k: v)
+        monkeypatch.setattr(smoke_run, "gpu_paths", lambda *a, v=verdicts, **k: v)
         assert smoke_main.main(["--out", str(tmp_path / name)]) == (1 if name == "fail" else 0)
         assert (tmp_path / name / "summary.txt").read_text().count("\n") == len(verdicts) + 2
 
@@ -201,7 +202,8 @@ class FakeSteps:
 
 
 def test_one_gpu_runs_two_ranks_sharing_it_then_one_rank_then_the_rest(tmp_path, monkeypatch):
-    from commprof.gpu_smoke.run import BUDGET_S, STEP_MINIMUM_S, gpu_paths
+    from commprof.gpu_smoke.budget import BUDGET_S
+    from commprof.gpu_smoke.run import STEP_MINIMUM_S, gpu_paths
 
     fake = FakeSteps(tmp_path / "records", monkeypatch)
     verdicts = gpu_paths(tmp_path / "out", 1, BUDGET_S, echo=lambda text: None)
@@ -260,7 +262,8 @@ def test_exclusive_compute_mode_skips_the_two_rank_paths_with_the_reason(tmp_pat
 
 def test_extended_runs_after_the_first_step_inside_the_budget(tmp_path, monkeypatch):
     from commprof.gpu_smoke import extended
-    from commprof.gpu_smoke.run import EXTENDED_BUDGET_S, STEP_MINIMUM_S, gpu_paths
+    from commprof.gpu_smoke.budget import EXTENDED_BUDGET_S
+    from commprof.gpu_smoke.run import STEP_MINIMUM_S, gpu_paths
 
     fake = FakeSteps(tmp_path / "records", monkeypatch)
     verdicts = gpu_paths(tmp_path / "out", 1, EXTENDED_BUDGET_S, echo=lambda text: None, extended=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from commprof.gpu_smoke import __main__ as smoke_main
+from commprof.gpu_smoke import run as smoke_run
 from commprof.gpu_smoke.verdicts import PASS, Verdict
 from tests.gpu_smoke_records import env
 
@@ -27,7 +28,7 @@ def test_the_archive_holds_everything_and_summary_json_is_also_beside_it(tmp_pat
         (out / "runs" / "r1" / "points" / "p000" / "nccl.rank0.log").write_text("NCCL INFO\n" * 100)
         return made
 
-    monkeypatch.setattr(smoke_main, "gpu_paths", fake_paths)
+    monkeypatch.setattr(smoke_run, "gpu_paths", fake_paths)
     archive = tmp_path / "returned" / "gpu-smoke.tgz"
     assert smoke_main.main(["--out", str(tmp_path / "gs"), "--archive", str(archive)]) == 0
     beside = json.loads((archive.parent / "summary.json").read_text())
@@ -50,7 +51,7 @@ def test_a_crash_inside_the_steps_is_a_verdict_and_the_archive_still_comes_back(
         (out / "logs" / "nccl-sweep.log").write_text("what the first step wrote\n")
         raise KeyError("step_us")
 
-    monkeypatch.setattr(smoke_main, "gpu_paths", crashing)
+    monkeypatch.setattr(smoke_run, "gpu_paths", crashing)
     archive = tmp_path / "back" / "gs.tgz"
     assert smoke_main.main(["--out", str(tmp_path / "gs"), "--archive", str(archive)]) == 1
     (crash,) = [
@@ -84,7 +85,8 @@ def test_an_archive_over_16_mib_leaves_the_largest_files_out_and_says_so(tmp_pat
 @pytest.mark.processes
 def test_a_python_without_torch_or_pandas_still_answers_with_the_skip(tmp_path):
     """What `python3 -m commprof.gpu_smoke` does on a box whose python lacks torch (this one's system python3):
-    `-S` leaves out every site-packages folder, and only click (which commprof's own modules import) comes back."""
+    `-S` leaves out every site-packages folder, and only click (which commprof's own modules import) comes back:
+    msgspec is missing too, as on a CUDA image that lacks it, and the smoke still answers before it needs it."""
     import click
 
     lib = tmp_path / "lib"
@@ -101,7 +103,7 @@ def test_a_python_without_torch_or_pandas_still_answers_with_the_skip(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("gpu-smoke: environment") and "torch: not importable by this python" in proc.stdout
-    assert "missing: torch, rich, jinja2, pandas, matplotlib, pynvml, pytest" in proc.stdout
+    assert "missing: torch, msgspec, rich, jinja2, pandas, matplotlib, pynvml, pytest" in proc.stdout
     assert "no CUDA GPU here (no NVML: nvidia-ml-py is not installed; no torch in this python)" in proc.stdout
     summary = json.loads((archive.parent / "summary.json").read_text())
     assert summary["verdicts"][0]["status"] == "skip" and summary["environment"]["torch_version"] is None
@@ -120,7 +122,7 @@ def test_a_summary_json_the_smoke_did_not_write_is_refused_before_any_work(tmp_p
     assert (returned / "summary.json").read_text() == report and not (tmp_path / "gs").exists()
     # An earlier smoke's summary.json is replaced.
     monkeypatch.setattr(smoke_main, "probe_environment", lambda: env())
-    monkeypatch.setattr(smoke_main, "gpu_paths", lambda out, *a, **k: [Verdict("a", PASS, "x")])
+    monkeypatch.setattr(smoke_run, "gpu_paths", lambda out, *a, **k: [Verdict("a", PASS, "x")])
     (returned / "summary.json").write_text(json.dumps({"verdicts": [], "exit_code": 0}))
     assert smoke_main.main(["--out", str(tmp_path / "gs"), "--archive", str(archive)]) == 0
     assert json.loads((returned / "summary.json").read_text())["verdicts"][-1]["path"] == "a"

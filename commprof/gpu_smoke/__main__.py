@@ -17,8 +17,8 @@ from pathlib import Path
 from commprof.errors import UsageError
 from commprof.gpu_smoke import verdicts
 from commprof.gpu_smoke.archive import ARCHIVE_LIMIT_BYTES, pack, plan_archive
+from commprof.gpu_smoke.budget import BUDGET_S, EXTENDED_BUDGET_S
 from commprof.gpu_smoke.environment import FAIL, RUN, SKIP, decide, probe_environment
-from commprof.gpu_smoke.run import BUDGET_S, EXTENDED_BUDGET_S, gpu_paths
 from commprof.gpu_smoke.verdicts import Verdict, exit_code, format_verdicts, summary
 from commprof.records.folder import write_atomic
 
@@ -81,6 +81,8 @@ def smoke(out: Path | None, archive: Path | None, extended: bool, budget: int | 
         budget_s = budget or (EXTENDED_BUDGET_S if extended else BUDGET_S)
         left = budget_s - (time.monotonic() - started)
         try:
+            from commprof.gpu_smoke.run import gpu_paths  # after the environment: it needs every module above
+
             found += gpu_paths(out, len(env.gpus), left, say, exclusive=env.exclusive, extended=extended)
         except Exception as exc:  # a bug in the smoke itself must not lose what its steps wrote
             where = traceback.format_exc().strip().splitlines()

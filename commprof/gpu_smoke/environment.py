@@ -23,7 +23,7 @@ from commprof.versions import installed_version
 
 RUN, SKIP, FAIL = "run", "skip", "fail"
 # What the GPU paths import, by import name (tomllib on Python >= 3.11, its backport tomli before).
-NEEDED_MODULES = ("torch", "click", "rich", "jinja2", "pandas", "matplotlib", "pynvml", "pytest")
+NEEDED_MODULES = ("torch", "click", "msgspec", "rich", "jinja2", "pandas", "matplotlib", "pynvml", "pytest")
 # nvmlDeviceGetComputeMode answers (NVML_COMPUTEMODE_*), named as nvidia-smi names them.
 COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
 EXCLUSIVE_MODES = ("Exclusive_Process", "Exclusive_Thread")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from commprof.errors import UsageError
 from commprof.gpu_smoke import extended as second
+from commprof.gpu_smoke.budget import BUDGET_S
 from commprof.gpu_smoke.knobs import pick_knobs
 from commprof.gpu_smoke.points import (
     ONE_RANK_POINTS,
@@ -35,8 +36,6 @@ from commprof.gpu_smoke.verdicts import (
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.records.run_meta import read_meta
 
-BUDGET_S = 470  # under 8 minutes on one GPU, with room for start-up and the summary
-EXTENDED_BUDGET_S = 540  # with --extended: both steps inside one 10-minute call, with room for the archive
 # What each step needs at least, in the order they run; a step's limit leaves this much to every later one.
 STEP_MINIMUM_S = {
     "nccl-sweep": 90,
