@@ -149,6 +149,8 @@ class NcclFacts(TypedDict, total=False):
     expected_error_pct: Finite | None
     error_basis: str | None
     graph: dict[str, Any] | None
+    # measured: the NCCL_GRAPH_FILE the point ran with (path, sha256, loaded, why, evidence: nccl_graph.load_check)
+    graph_file: dict[str, Any] | None
 
 
 class StepPlanSummary(TypedDict, total=False):
