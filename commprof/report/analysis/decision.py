@@ -216,6 +216,8 @@ def decide(run: RunAnalysis) -> Decision:
     engines, chosen = engines_for(run.options.engines, versions)
     asked = tuple(dict.fromkeys(parse_engine(text)[0] for text in engines))
     engine = [s for s in engine if s.engine.lower() in asked]  # never another engine's lines than those asked for
+    if unconfirmed:  # withdrawn with every predicted claim: no setting keeps the prediction's "beyond" as its reason
+        engine = [replace(s, live=False, why=f"withdrawn: {unconfirmed}") for s in engine]
     left_out += notes + engine_work(routes)
     error = run.evidence.model_error.pct if run.evidence.model_error is not None else None
     answer: dict[str, dict[str, str]] = {}

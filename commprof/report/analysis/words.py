@@ -113,7 +113,10 @@ def recommend_notes(run: RunAnalysis) -> list[str]:
     lines = [f"Evidence: {run.evidence.label}. Rule: {run.evidence.rule}."]
     if rec is None or rec.fastest is None:
         return lines + not_a_result_notes(run)
-    return lines + not_a_result_notes(run) + _recommend_notes(run)
+    chosen = _recommend_notes(run)
+    if run.observed is not None and run.observed.get("explained") is False:  # withdrawn with every predicted claim
+        chosen = [f"Predicted, and withdrawn by the engine's observed step time: {line}" for line in chosen]
+    return lines + not_a_result_notes(run) + chosen
 
 
 def _recommend_notes(run: RunAnalysis) -> list[str]:
