@@ -325,7 +325,8 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
         for note in notes:
             click.echo(f"commprof: warning: {note}", err=True)
 
-    from commprof.report.analysis.run_analysis import RunExtras, analyze_run, incomparable
+    from commprof.report.analysis.compared import incomparable
+    from commprof.report.analysis.run_analysis import RunExtras, analyze_run
     from commprof.report.write import check_report_target, write_report
 
     cli = asdict(flags)

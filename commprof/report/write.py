@@ -22,11 +22,12 @@ import pandas as pd
 
 from commprof.errors import UsageError
 from commprof.nccl_graph.export import EXPORTED_NAME
+from commprof.report.analysis.compared import costmodel_checks, incomparable
 from commprof.report.analysis.decision import decide, decided_fusion
 from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.ops import op_sizes, op_table
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
-from commprof.report.analysis.run_analysis import RunAnalysis, costmodel_checks
+from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.exports.decision_files import answer_block, routing_text
 from commprof.report.exports.engine_hints import engine_hints, engine_hints_text
 from commprof.report.exports.files import (
@@ -59,7 +60,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         fused_measured,
         plan.choice,
         run.evidence,
-        compute_capability=decision.compute_capability,
+        fusion_refused=decision.fusion_refused,
     )
     hints = [hint for hint in hints if decision.names_engine(hint.engine)]
     engine_text = engine_hints_text(hints, lines, answer_block(decision))
@@ -171,7 +172,7 @@ def _write_all(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
     checks = costmodel_checks(runs)
     frame = pd.concat([r.frame for r in runs], ignore_index=True)
     return {
-        "index.html": write_text(inside(out_dir, "index.html"), index_html(shown, pages, checks)),
+        "index.html": write_text(inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))),
         "summary.json": write_json_file(
             inside(out_dir, SUMMARY_FILE),
             {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},

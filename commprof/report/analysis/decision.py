@@ -27,9 +27,11 @@ from commprof.report.analysis.answer_routes import Route, route_of_band, tokens_
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
 from commprof.report.analysis.engine_dispatch import (
+    TABLES,
     Op,
     engine_paths,
     engines_for,
+    fusion_flag_fails,
     library_note,
     parse_engine,
     paths_basis,
@@ -81,12 +83,18 @@ class Decision:
     nccl_answer: NcclAnswer | None = None  # (a): the environment over every T as judged, its figures and words
     steps: tuple[StepAnswer, ...] = ()  # per verify T: the verify latency with the answer, its error and verdict
     compute_capability: float | None = None  # the run's GPUs' (what the engines' fusion dispatch reads)
+    fusion_refused: dict[str, str] = field(default_factory=dict)  # engine -> why its fusion flag cannot act here
     engines: tuple[str, ...] = ("sglang", "vllm")  # the engines asked for (--engine): the only ones any output names
 
     @property
     def baseline_name(self) -> str:
         """What the kept sizes run on, as the files and the page name it: NCCL, or the backend that ran instead."""
         return "NCCL" if self.backend == "nccl" else self.backend
+
+    @property
+    def nccl_answer_point(self) -> str | None:
+        """The point whose NCCL environment (a) exports (the baseline where it keeps it)."""
+        return self.nccl_answer.point_id if self.nccl_answer is not None else None
 
     def names_engine(self, engine: str) -> bool:
         """Whether an output may name `engine` ("SGLang", "vLLM", "SGLang and vLLM"): one of those asked for."""
@@ -259,12 +267,20 @@ def decide(run: RunAnalysis) -> Decision:
         nccl_answer=judged,
         steps=step_answers(run, judged, unconfirmed),
         compute_capability=compute_capability(run.meta),
+        fusion_refused=fusion_refusals(compute_capability(run.meta)),
         engines=asked,
     )
     tables = answer_tables(run, decision)
     applied = judged.sets and not unconfirmed
     spec = speculation_answer(tables.get("projection", pd.DataFrame()), applied)
     return replace(decision, tables=tables, speculation=spec)
+
+
+def fusion_refusals(sm: float | None) -> dict[str, str]:
+    """Engine -> why its fused all-reduce + RMSNorm flag cannot act on GPUs of this compute capability (its
+    dispatch table's flag check, engine_dispatch.fusion_flag_fails); engines whose flag can act are left out."""
+    engines = dict.fromkeys(table.engine for table in TABLES.values())
+    return {engine: why for engine in engines if (why := fusion_flag_fails(engine, sm)) is not None}
 
 
 NOT_CONFIRMED = "not confirmed on your box: measure first"
