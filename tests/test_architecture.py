@@ -71,7 +71,7 @@ ANALYSIS_TIERS = (
     {"choices", "nccl_choice"},  # table 1's rows; the chooser of the answer's NCCL environment
     {"run_analysis"},  # the front door
     {"words", "run_shape", "compared"},  # how verdicts are worded; what engines read of the run; runs side by side
-    {"apply", "nccl_answer"},  # the one file to apply; (a) and the verify step per T, judged once
+    {"apply", "nccl_answer", "answer_frames"},  # the one file to apply; (a) and the verify step per T, judged once
     {"answer_routes"},  # the answer's size bands, each with its typed verdict
     {"decision"},  # the run's one answer, built once from the analysis, and its per-T tables
 )

@@ -23,6 +23,7 @@ from commprof.nccl_graph.export import GraphExport, graph_export
 from commprof.records.schema import FUSED
 from commprof.report.analysis import routing as rt
 from commprof.report.analysis import routing_candidates as rc
+from commprof.report.analysis.answer_frames import answer_frames
 from commprof.report.analysis.answer_routes import Route, route_of_band, tokens_at, unjudged, withdrawn
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
@@ -72,8 +73,8 @@ class Decision:
     nccl_notes: tuple[str, ...] = ()  # recommend.env's words on its NCCL_GRAPH_FILE: exported at which file, or why not
     graph_text: str | None = field(repr=False, compare=False, default=None)  # the graph file to copy beside it
     plan: ApplyPlan = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
-    # The run's per-T tables restated on this answer (headline, breakdown, projection): every table below the first
-    # screen names the point the answer runs at each T, never a fastest point it did not choose.
+    # The answer's per-T tables (headline, choices, alternatives, breakdown, projection: answer_frames, the headline
+    # restated on the point the answer runs at each T): every table below the first screen names what it chose.
     tables: dict[str, pd.DataFrame] = field(repr=False, compare=False, default_factory=dict)
     speculation: SpeculationAnswer | None = None  # whether speculative decoding pays with what the answer applies
     routing: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the plan behind `routes`
@@ -191,6 +192,8 @@ def decide(run: RunAnalysis) -> Decision:
     """The run's one answer, from its analysis."""
     plan = apply_plan(run)
     judged = nccl_answer(run)
+    frames = answer_frames(run, judged.point["point_id"] if judged.point is not None else None)
+    run = replace(run, **frames)  # the per-T tables of what was chosen, built once, here
     graph = graph_of(run, plan.env)
     plan = replace(plan, env=graph.env)
     # The answer's environment and every verdict are judged first; an observation the model does not explain only
@@ -270,7 +273,7 @@ def decide(run: RunAnalysis) -> Decision:
         fusion_refused=fusion_refusals(compute_capability(run.meta)),
         engines=asked,
     )
-    tables = answer_tables(run, decision)
+    tables = {**frames, **answer_tables(run, decision)}
     applied = judged.sets and not unconfirmed
     spec = speculation_answer(tables.get("projection", pd.DataFrame()), applied)
     return replace(decision, tables=tables, speculation=spec)

@@ -1,8 +1,9 @@
 """The report's front door: a run's records (one source of them) analysed once into a RunAnalysis (runs set side by
 side: compared.py).
 
-`analyze_run` calls the pure analyses (frame, ranking, choices, projection, heatmap) and keeps what they return
-under full names; the views, summary.json and the exported files read a RunAnalysis and never analyse again.
+`analyze_run` calls the pure analyses (frame, ranking, choices, heatmap, routing) and keeps what they return under
+full names; the answer's per-T tables come from decide() (answer_frames). The views, summary.json and the exported
+files read a RunAnalysis with those tables and never analyse again.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from commprof.report.analysis.drift import BaselineDrift, baseline_drift
 from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment
 from commprof.report.analysis.observed import observed_view
 from commprof.report.analysis.ops import PointSites, point_sites
-from commprof.report.analysis.projection import ComputeTimes, ShownPoints, breakdown, projection
+from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.spacing import spacing_summary
 
 DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
@@ -89,6 +90,8 @@ class RunAnalysis:
     failures: pd.DataFrame = field(default_factory=pd.DataFrame)  # frame.failures
     speedups: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.speedups of every step record
     nccl_choice: NcclChoice | None = None  # answer (a) as judged (nccl_choice.choose_environment)
+    # The answer's per-T tables: empty here, built by decide() from the point it chose (answer_frames) and set on
+    # the run the views and summary.json read (write.py).
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.headline: baseline vs best per T
     choices: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.choices_per_tokens: table 1
     alternatives: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.alternatives: answer (b)
@@ -318,17 +321,13 @@ def analyze_source(
     run.baseline_family = rk.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])
     family = run.baseline_family
     run.untested = untested_settings(steps, meta) if evidence.simulated else {}
-    ranked = fr.ok_rows(run.rankable, run.mode)  # the rankings below read only these rows: filter once
+    ranked = fr.ok_rows(run.rankable, run.mode)  # the candidates are judged on these rows only
     unfinished = progress is not None and not progress.complete and not options.allow_partial
     withheld = f"the run is incomplete ({progress.summary()})" if unfinished else None
     run.nccl_choice = choose_environment(ranked, run.baseline, run.mode, evidence, impl=family, withheld=withheld)
-    recommended = run.reference if run.recommended is not None else None
-    run.headline = rk.headline(ranked, run.baseline, run.mode, evidence, recommended, family)
     current = run.speedups[run.speedups["point_id"].isin(set(latest))] if run.superseded else run.speedups
     current = current[~current["point_id"].isin(list(run.untested))] if run.untested else current
     run.fusion = ch.fusion_comparison(run.rankable, run.baseline, run.mode, evidence, rated=current)
-    run.choices = ch.choices_per_tokens(ranked, run.baseline, run.mode, evidence, recommended, family)
-    run.alternatives = ch.alternatives(ranked, run.reference, run.mode, evidence, family)
     run.without_result = ch.implementations_without_result(steps, run.mode, family)
     run.heatmap_axes = hm.strongest_axes(run.family_steps, run.mode)
     ranks = all_steps["world_size"].dropna()
@@ -344,10 +343,6 @@ def analyze_source(
         routing_edges(run.crossovers, against_env),
         missing_floor=rc.missing_floor(meta),
     )
-    if not run.headline.empty:
-        shown = ShownPoints(run.baseline, run.reference)
-        run.breakdown = breakdown(steps, run.headline, shown, options.compute, mode=run.mode)
-        run.projection = projection(run.breakdown, options.draft_ms or 0.0, options.accepts, evidence)
     return run
 
 
