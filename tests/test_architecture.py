@@ -590,6 +590,8 @@ RENDERERS = ("report/views", "report/exports", "sweep/running/console.py", "cost
 RENDER_MAY_IMPORT = {"decision", "formatting", "words"}
 # The rule's entry points (evidence.py, projection.py, choices.py): a renderer that calls one judges on its own.
 JUDGING_CALLS = {"beats", "judge", "figure_error_pct", "accept_verdict", "both_ways", "paying_ratio"}
+# The analysis's own candidate beside the Decision: a renderer reads the Decision's point (nccl_answer_point), never these.
+RUN_CANDIDATES = {"recommended", "reference", "nccl_choice"}
 
 
 def _renderer_files(package: Path) -> list[Path]:
@@ -602,7 +604,7 @@ def _renderer_files(package: Path) -> list[Path]:
 
 def render_judgements(package: Path = PACKAGE) -> tuple[set[str], list[str]]:
     """(the analysis functions renderers import beyond the Decision and its words, the places a renderer applies the
-    evidence's rule itself: "module:line name")."""
+    evidence's rule itself or reads the analysis's candidate instead of the Decision's: "module:line name")."""
     imports, judged = set(), []
     for path in _renderer_files(package):
         name = module_name(path, package)
@@ -619,12 +621,17 @@ def render_judgements(package: Path = PACKAGE) -> tuple[set[str], list[str]]:
                 called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
                 if called in JUDGING_CALLS:
                     judged.append(f"{name}:{node.lineno} {called}")
+            elif isinstance(node, ast.Attribute) and node.attr in RUN_CANDIDATES:
+                if isinstance(node.value, ast.Name) and node.value.id == "run":
+                    judged.append(f"{name}:{node.lineno} run.{node.attr}")
     return imports, judged
 
 
 def test_outputs_render_the_decision_and_never_judge():
     imports, judged = render_judgements()
-    assert judged == [], f"renderers applying the evidence's rule themselves: {judged}"
+    assert judged == [], (
+        f"renderers applying the evidence's rule or reading the analysis's candidate themselves: {judged}"
+    )
     assert imports == set(), (
         f"renderers calling analyses beyond the Decision (the analysis supplies that as ready data): {sorted(imports)}"
     )
@@ -641,8 +648,9 @@ def test_a_planted_view_that_judges_its_own_beyond_fails_the_rule(tmp_path):
         "from commprof.report.analysis.ranking import recommendation\n"
         "def card(run, decision: Decision):\n"
         "    beyond = run.evidence.beats(run.after_us, run.after_p90_us, run.before_us)\n"
-        "    return 'beyond model error' if beyond else decision.evidence\n"
+        "    label = '(a)' if run.reference != run.baseline else '(a) kept'\n"
+        "    return 'beyond model error' if beyond else decision.evidence + label\n"
     )
     imports, judged = render_judgements(package)
     assert imports == {"commprof.report.views.card: ranking.recommendation"}
-    assert judged == ["commprof.report.views.card:4 beats"]
+    assert sorted(judged) == ["commprof.report.views.card:4 beats", "commprof.report.views.card:5 run.reference"]
