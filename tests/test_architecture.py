@@ -61,16 +61,17 @@ REPORT_PARTS = (
     {"command"},
 )
 ANALYSIS_TIERS = (
+    {"formatting"},  # how the report writes numbers, settings, counts and column names
     {"engine_facts"},  # what an engine's dispatch table is made of: rules citing the released source
     {"engine_sglang", "engine_vllm", "engine_flashinfer", "engine_switch_rules"},  # the engines' tables
     {"engine_dispatch"},  # the engines' dispatch order per version
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},
-    {"ranking", "projection", "heatmap", "costmodel_check", "formatting", "observed", "tuner_rules"},
+    {"ranking", "projection", "heatmap", "costmodel_check", "observed", "tuner_rules"},
     {"choices", "nccl_choice"},  # table 1's rows; the chooser of the answer's NCCL environment
     {"run_analysis"},  # the front door
-    {"words", "run_shape"},  # how verdicts are worded; what the engines' dispatch reads of the run
-    {"apply", "nccl_answer"},  # the one file to apply; (a) and the verify step per T, judged once
+    {"words", "run_shape", "compared"},  # how verdicts are worded; what engines read of the run; runs side by side
+    {"apply", "nccl_answer", "answer_frames"},  # the one file to apply; (a) and the verify step per T, judged once
     {"answer_routes"},  # the answer's size bands, each with its typed verdict
     {"decision"},  # the run's one answer, built once from the analysis, and its per-T tables
 )
@@ -589,29 +590,8 @@ RENDERERS = ("report/views", "report/exports", "sweep/running/console.py", "cost
 RENDER_MAY_IMPORT = {"decision", "formatting", "words"}
 # The rule's entry points (evidence.py, projection.py, choices.py): a renderer that calls one judges on its own.
 JUDGING_CALLS = {"beats", "judge", "figure_error_pct", "accept_verdict", "both_ways", "paying_ratio"}
-# Analyses views still call to shape what they show (rows, pivots, names of columns), none of them a verdict; each
-# moves into the Decision or the analysis as the views are thinned. Nothing may join these.
-PENDING_RENDER_CALLS = {
-    "commprof.report.views.box: doctor_verdicts.doctor_view",
-    "commprof.report.views.box: frame.ok_rows",
-    "commprof.report.views.breakdown: frame.ok_rows",
-    "commprof.report.views.breakdown: ops.draft_split",
-    "commprof.report.views.breakdown: ops.op_sites",
-    "commprof.report.views.breakdown: ops.site_summary",
-    "commprof.report.views.breakdown: projection.tps_column",
-    "commprof.report.views.page: doctor_verdicts.doctor_view",
-    "commprof.report.views.page: frame.distinct_tokens",
-    "commprof.report.views.page: frame.ok_rows",
-    "commprof.report.views.page: heatmap.heatmap_pivot",
-    "commprof.report.views.page: run_analysis.incomparable",
-    "commprof.report.views.tables: frame.status_matrix",
-    "commprof.report.views.verify_answers: projection.tps_column",
-    "commprof.report.exports.engine_hints: engine_dispatch.fusion_flag_fails",
-    "commprof.report.exports.files: frame.whole_counts",
-    "commprof.report.exports.files: tuner_rules.size_band",
-    "commprof.report.exports.provenance: frame.env_text",
-    "commprof.report.exports.summary: frame.status_counts",
-}
+# The analysis's own candidate beside the Decision: a renderer reads the Decision's point (nccl_answer_point), never these.
+RUN_CANDIDATES = {"recommended", "reference", "nccl_choice"}
 
 
 def _renderer_files(package: Path) -> list[Path]:
@@ -624,7 +604,7 @@ def _renderer_files(package: Path) -> list[Path]:
 
 def render_judgements(package: Path = PACKAGE) -> tuple[set[str], list[str]]:
     """(the analysis functions renderers import beyond the Decision and its words, the places a renderer applies the
-    evidence's rule itself: "module:line name")."""
+    evidence's rule itself or reads the analysis's candidate instead of the Decision's: "module:line name")."""
     imports, judged = set(), []
     for path in _renderer_files(package):
         name = module_name(path, package)
@@ -641,15 +621,19 @@ def render_judgements(package: Path = PACKAGE) -> tuple[set[str], list[str]]:
                 called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
                 if called in JUDGING_CALLS:
                     judged.append(f"{name}:{node.lineno} {called}")
+            elif isinstance(node, ast.Attribute) and node.attr in RUN_CANDIDATES:
+                if isinstance(node.value, ast.Name) and node.value.id == "run":
+                    judged.append(f"{name}:{node.lineno} run.{node.attr}")
     return imports, judged
 
 
 def test_outputs_render_the_decision_and_never_judge():
     imports, judged = render_judgements()
-    assert judged == [], f"renderers applying the evidence's rule themselves: {judged}"
-    assert imports == PENDING_RENDER_CALLS, (
-        f"renderers importing analyses beyond the Decision: new {sorted(imports - PENDING_RENDER_CALLS)}; "
-        f"gone (take them off PENDING_RENDER_CALLS): {sorted(PENDING_RENDER_CALLS - imports)}"
+    assert judged == [], (
+        f"renderers applying the evidence's rule or reading the analysis's candidate themselves: {judged}"
+    )
+    assert imports == set(), (
+        f"renderers calling analyses beyond the Decision (the analysis supplies that as ready data): {sorted(imports)}"
     )
 
 
@@ -664,8 +648,9 @@ def test_a_planted_view_that_judges_its_own_beyond_fails_the_rule(tmp_path):
         "from commprof.report.analysis.ranking import recommendation\n"
         "def card(run, decision: Decision):\n"
         "    beyond = run.evidence.beats(run.after_us, run.after_p90_us, run.before_us)\n"
-        "    return 'beyond model error' if beyond else decision.evidence\n"
+        "    label = '(a)' if run.reference != run.baseline else '(a) kept'\n"
+        "    return 'beyond model error' if beyond else decision.evidence + label\n"
     )
     imports, judged = render_judgements(package)
     assert imports == {"commprof.report.views.card: ranking.recommendation"}
-    assert judged == ["commprof.report.views.card:4 beats"]
+    assert sorted(judged) == ["commprof.report.views.card:4 beats", "commprof.report.views.card:5 run.reference"]

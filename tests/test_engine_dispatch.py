@@ -6,6 +6,7 @@ import pytest
 
 from commprof.errors import UsageError
 from commprof.evidence import Evidence
+from commprof.report.analysis.decision import fusion_refusals
 from commprof.report.analysis.engine_dispatch import (
     TABLES,
     Box,
@@ -112,7 +113,7 @@ def test_vllm_on_sm120_writes_no_fusion_flag_and_says_why_flashinfer_is_off(engi
     )
     measured = Evidence("measured", "nccl")
     for sm, written in ((12.0, False), (9.0, True)):
-        hints = engine_hints(won, True, None, measured, sm)
+        hints = engine_hints(won, True, None, measured, fusion_refusals(sm))
         assert any("fuse_allreduce_rms" in h.setting for h in hints if h.engine == "vLLM") is written
     rule, skipped = route(engine, PCIE8, {}, ops(1)[0])
     assert rule.path == "NCCL" and not any("not set" in why for why in skipped)

@@ -325,7 +325,8 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
         for note in notes:
             click.echo(f"commprof: warning: {note}", err=True)
 
-    from commprof.report.analysis.run_analysis import RunExtras, analyze_run, incomparable
+    from commprof.report.analysis.compared import incomparable
+    from commprof.report.analysis.run_analysis import RunExtras, analyze_run
     from commprof.report.write import check_report_target, write_report
 
     cli = asdict(flags)
@@ -344,7 +345,11 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
     mismatch = incomparable(runs)
     if mismatch:
         click.echo(f"commprof: warning: {mismatch}", err=True)
-    paths = write_report(runs, out_dir)
+    from commprof.report.analysis.decision import decide
+    from commprof.report.exports.decision_files import decision_lines
+
+    decisions = [decide(run) for run in runs]  # once: the files, the page and the terminal render the same answer
+    paths = write_report(runs, out_dir, decisions)
     for run in runs:
         if run.all_failed:
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)
@@ -360,12 +365,9 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
         "engine_flags.txt, routing.txt, nccl-tests/"
     )
-    from commprof.report.analysis.decision import decide
-    from commprof.report.exports.decision_files import decision_lines
-
-    for run in runs:  # the same answer lines the sweep and `simulate` end with
+    for run, decision in zip(runs, decisions):  # the same answer lines the sweep and `simulate` end with
         if not run.steps.empty:
-            for line in ([run.name] if len(runs) > 1 else []) + decision_lines(decide(run)):
+            for line in ([run.name] if len(runs) > 1 else []) + decision_lines(decision):
                 click.echo(line)
 
 

@@ -22,11 +22,12 @@ import pandas as pd
 
 from commprof.errors import UsageError
 from commprof.nccl_graph.export import EXPORTED_NAME
-from commprof.report.analysis.decision import decide, decided_fusion
+from commprof.report.analysis.compared import costmodel_checks, incomparable
+from commprof.report.analysis.decision import Decision, decide, decided_fusion
 from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.ops import op_sizes, op_table
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
-from commprof.report.analysis.run_analysis import RunAnalysis, costmodel_checks
+from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.exports.decision_files import answer_block, routing_text
 from commprof.report.exports.engine_hints import engine_hints, engine_hints_text
 from commprof.report.exports.files import (
@@ -44,10 +45,10 @@ from commprof.report.views.page import index_html, page_view
 SUMMARY_FILE = "summary.json"
 
 
-def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExports:
-    """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run."""
+def write_run_exports(run: RunAnalysis, decision: Decision, folder: Path, out_dir: Path) -> RunExports:
+    """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run, rendering its
+    decision."""
     lines = provenance(run)
-    decision = decide(run)
     plan = decision.plan
     tuner_text = tuner_conf_text(plan, lines)
     env_text = recommend_env_text(plan, lines, list(decision.nccl_answer.notes) + list(decision.nccl_notes))
@@ -59,7 +60,7 @@ def write_run_exports(run: RunAnalysis, folder: Path, out_dir: Path) -> RunExpor
         fused_measured,
         plan.choice,
         run.evidence,
-        compute_capability=decision.compute_capability,
+        fusion_refused=decision.fusion_refused,
     )
     hints = [hint for hint in hints if decision.names_engine(hint.engine)]
     engine_text = engine_hints_text(hints, lines, answer_block(decision))
@@ -133,9 +134,10 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
     return written
 
 
-def write_report(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
+def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decision] | None = None) -> dict[str, Path]:
     """Write index.html, summary.json, results.csv and each run's exports, then swap them in as out_dir;
-    return the main paths (under out_dir). UsageError when out_dir cannot take a report."""
+    return the main paths (under out_dir). `decisions`: each run's, where the caller has decided already (else
+    decided here). UsageError when out_dir cannot take a report."""
     check_report_target(out_dir)
     blocking = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
@@ -147,7 +149,7 @@ def write_report(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
     try:
-        paths = _write_all(runs, staging)
+        paths = _write_all(runs, decisions if decisions is not None else [decide(run) for run in runs], staging)
         swap_in(staging, out_dir)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
@@ -158,12 +160,12 @@ def write_report(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
     return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}
 
 
-def _write_all(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
+def _write_all(runs: list[RunAnalysis], decisions: list[Decision], out_dir: Path) -> dict[str, Path]:
     pages, summaries, shown = [], [], []
     taken: set[str] = set()
-    for run in runs:
+    for run, decision in zip(runs, decisions):
         folder = out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(run.name), taken))
-        exports = write_run_exports(run, folder, out_dir)
+        exports = write_run_exports(run, decision, folder, out_dir)
         run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
         shown.append(run)
         summaries.append(summary(run, exports))
@@ -171,7 +173,7 @@ def _write_all(runs: list[RunAnalysis], out_dir: Path) -> dict[str, Path]:
     checks = costmodel_checks(runs)
     frame = pd.concat([r.frame for r in runs], ignore_index=True)
     return {
-        "index.html": write_text(inside(out_dir, "index.html"), index_html(shown, pages, checks)),
+        "index.html": write_text(inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))),
         "summary.json": write_json_file(
             inside(out_dir, SUMMARY_FILE),
             {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},

@@ -3,7 +3,7 @@ cost-model predictions of the same configurations, how far the predictions are f
 
 Steps pair on configuration (impl + env + options), T and mode (step_comparison); single collectives on settings,
 collective, size and rank count (collective_comparison). Pure: DataFrames in, DataFrames out; which runs are set
-against which: run_analysis.costmodel_checks.
+against which: compared.costmodel_checks.
 """
 
 from __future__ import annotations

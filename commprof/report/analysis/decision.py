@@ -23,13 +23,16 @@ from commprof.nccl_graph.export import GraphExport, graph_export
 from commprof.records.schema import FUSED
 from commprof.report.analysis import routing as rt
 from commprof.report.analysis import routing_candidates as rc
+from commprof.report.analysis.answer_frames import answer_frames
 from commprof.report.analysis.answer_routes import Route, route_of_band, tokens_at, unjudged, withdrawn
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.crossovers import routing_edges
 from commprof.report.analysis.engine_dispatch import (
+    TABLES,
     Op,
     engine_paths,
     engines_for,
+    fusion_flag_fails,
     library_note,
     parse_engine,
     paths_basis,
@@ -70,8 +73,8 @@ class Decision:
     nccl_notes: tuple[str, ...] = ()  # recommend.env's words on its NCCL_GRAPH_FILE: exported at which file, or why not
     graph_text: str | None = field(repr=False, compare=False, default=None)  # the graph file to copy beside it
     plan: ApplyPlan = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
-    # The run's per-T tables restated on this answer (headline, breakdown, projection): every table below the first
-    # screen names the point the answer runs at each T, never a fastest point it did not choose.
+    # The answer's per-T tables (headline, choices, alternatives, breakdown, projection: answer_frames, the headline
+    # restated on the point the answer runs at each T): every table below the first screen names what it chose.
     tables: dict[str, pd.DataFrame] = field(repr=False, compare=False, default_factory=dict)
     speculation: SpeculationAnswer | None = None  # whether speculative decoding pays with what the answer applies
     routing: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)  # the plan behind `routes`
@@ -81,12 +84,18 @@ class Decision:
     nccl_answer: NcclAnswer | None = None  # (a): the environment over every T as judged, its figures and words
     steps: tuple[StepAnswer, ...] = ()  # per verify T: the verify latency with the answer, its error and verdict
     compute_capability: float | None = None  # the run's GPUs' (what the engines' fusion dispatch reads)
+    fusion_refused: dict[str, str] = field(default_factory=dict)  # engine -> why its fusion flag cannot act here
     engines: tuple[str, ...] = ("sglang", "vllm")  # the engines asked for (--engine): the only ones any output names
 
     @property
     def baseline_name(self) -> str:
         """What the kept sizes run on, as the files and the page name it: NCCL, or the backend that ran instead."""
         return "NCCL" if self.backend == "nccl" else self.backend
+
+    @property
+    def nccl_answer_point(self) -> str | None:
+        """The point whose NCCL environment (a) exports (the baseline where it keeps it)."""
+        return self.nccl_answer.point_id if self.nccl_answer is not None else None
 
     def names_engine(self, engine: str) -> bool:
         """Whether an output may name `engine` ("SGLang", "vLLM", "SGLang and vLLM"): one of those asked for."""
@@ -183,6 +192,8 @@ def decide(run: RunAnalysis) -> Decision:
     """The run's one answer, from its analysis."""
     plan = apply_plan(run)
     judged = nccl_answer(run)
+    frames = answer_frames(run, judged.point["point_id"] if judged.point is not None else None)
+    run = replace(run, **frames)  # the per-T tables of what was chosen, built once, here
     graph = graph_of(run, plan.env)
     plan = replace(plan, env=graph.env)
     # The answer's environment and every verdict are judged first; an observation the model does not explain only
@@ -261,12 +272,20 @@ def decide(run: RunAnalysis) -> Decision:
         nccl_answer=judged,
         steps=step_answers(run, judged, unconfirmed),
         compute_capability=compute_capability(run.meta),
+        fusion_refused=fusion_refusals(compute_capability(run.meta)),
         engines=asked,
     )
-    tables = answer_tables(run, decision)
+    tables = {**frames, **answer_tables(run, decision)}
     applied = judged.sets and not unconfirmed
     spec = speculation_answer(tables.get("projection", pd.DataFrame()), applied)
     return replace(decision, tables=tables, speculation=spec)
+
+
+def fusion_refusals(sm: float | None) -> dict[str, str]:
+    """Engine -> why its fused all-reduce + RMSNorm flag cannot act on GPUs of this compute capability (its
+    dispatch table's flag check, engine_dispatch.fusion_flag_fails); engines whose flag can act are left out."""
+    engines = dict.fromkeys(table.engine for table in TABLES.values())
+    return {engine: why for engine in engines if (why := fusion_flag_fails(engine, sm)) is not None}
 
 
 NOT_CONFIRMED = "not confirmed on your box: measure first"

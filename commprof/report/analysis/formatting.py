@@ -7,8 +7,19 @@ import html
 import math
 from typing import Any
 
-from commprof.report.analysis.frame import ENV_PREFIX
+import pandas as pd
+
 from commprof.units import format_bytes
+
+# Columns of the settings a point sets in the records' frame: "env.NCCL_ALGO", ...
+ENV_PREFIX = "env."
+
+# Counts a step record always carries: integers, even where other kinds of record in the frame (crossover searches,
+# single collectives) leave them empty and pandas made the whole column float.
+STEP_INTEGERS = ("tp", "tokens", "world_size", "hidden_size", "num_layers", "all_reduce_count", "all_gather_count")
+
+# Counts any record carries: written as integers (empty where a record has none), never as "8.0".
+COUNT_COLUMNS = (*STEP_INTEGERS, "total_bytes", "iterations", "stage")
 
 
 def fmt_ms(us: Any) -> str:
@@ -82,3 +93,30 @@ def tail_header(words: Any, simulated: bool = False) -> str:
     """A column of slow tails headed by its statistics' words (stats.tail_word: "p99", "max of n"), each once."""
     named = sorted({str(w) for w in words if isinstance(w, str)})
     return "tail" if simulated or not named else " / ".join(named)
+
+
+def env_text(env: dict[str, str], backend: str | None = None) -> str:
+    """A point's settings as one line; when it sets nothing, the defaults of the backend it ran on ("NCCL
+    defaults", "gloo defaults")."""
+    name = "NCCL" if backend in (None, "nccl") else backend
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or f"{name} defaults"
+
+
+def whole_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its count columns as nullable integers, where every value present is whole."""
+    whole = {
+        column: frame[column].astype("Int64")
+        for column in COUNT_COLUMNS
+        if column in frame and frame[column].dtype.kind == "f" and (frame[column].dropna() % 1 == 0).all()
+    }
+    return frame.assign(**whole) if whole else frame
+
+
+def tps_column(accept: float) -> str:
+    """The projection's column of tokens/s at one accept length, e.g. "tps_at_1_3"."""
+    return "tps_at_" + f"{accept:g}".replace(".", "_")
+
+
+def verdict_column(accept: float) -> str:
+    """The projection's column of that tokens/s's verdict against plain decode, e.g. "verdict_at_1_3"."""
+    return "verdict_at_" + f"{accept:g}".replace(".", "_")

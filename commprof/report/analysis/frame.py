@@ -16,10 +16,8 @@ import pandas as pd
 
 from commprof.records.point_ids import stage_of
 from commprof.records.schema import FAILED_STATUSES, CollectiveRecord, Stats, StepRecord
+from commprof.report.analysis.formatting import ENV_PREFIX, STEP_INTEGERS, env_text, whole_counts
 from commprof.stats import tail
-
-# Columns of the settings a point sets: "env.NCCL_ALGO", ...
-ENV_PREFIX = "env."
 
 
 def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFrame:
@@ -121,32 +119,6 @@ def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[
     else:
         row["rank_skew_us"] = row["rank_skew_pct"] = math.nan
     return row
-
-
-def env_text(env: dict[str, str], backend: str | None = None) -> str:
-    """A point's settings as one line; when it sets nothing, the defaults of the backend it ran on ("NCCL
-    defaults", "gloo defaults")."""
-    name = "NCCL" if backend in (None, "nccl") else backend
-    return " ".join(f"{k}={v}" for k, v in sorted(env.items())) or f"{name} defaults"
-
-
-# Counts a step record always carries: integers, even where other kinds of record in the frame (crossover searches,
-# single collectives) leave them empty and pandas made the whole column float.
-STEP_INTEGERS = ("tp", "tokens", "world_size", "hidden_size", "num_layers", "all_reduce_count", "all_gather_count")
-
-
-# Counts any record carries: written as integers (empty where a record has none), never as "8.0".
-COUNT_COLUMNS = (*STEP_INTEGERS, "total_bytes", "iterations", "stage")
-
-
-def whole_counts(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame with its count columns as nullable integers, where every value present is whole."""
-    whole = {
-        column: frame[column].astype("Int64")
-        for column in COUNT_COLUMNS
-        if column in frame and frame[column].dtype.kind == "f" and (frame[column].dropna() % 1 == 0).all()
-    }
-    return frame.assign(**whole) if whole else frame
 
 
 def step_frame(frame: pd.DataFrame) -> pd.DataFrame:

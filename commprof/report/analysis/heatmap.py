@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from commprof.report.analysis.frame import ENV_PREFIX, ok_rows
+from commprof.report.analysis.formatting import ENV_PREFIX
+from commprof.report.analysis.frame import ok_rows
 
 DEFAULT_ENV_VALUE = "(default)"
 
@@ -61,3 +62,18 @@ def heatmap_pivot(
         }
     )
     return table.pivot_table(index="row", columns="column", values="median_us", aggfunc="min", dropna=False)
+
+
+def heatmaps(
+    family: pd.DataFrame, untested: list[str], tokens: list[int], mode: str, axes: list[str]
+) -> list[tuple[int, pd.DataFrame, pd.DataFrame]]:
+    """Per T of `tokens`, over the baseline's implementation's records (`family`): the pivot over the strongest
+    axes of every point, and of the ranked ones only (without the `untested` points; shaped like the first)."""
+    rows_axis, columns_axis = axes[0], (axes[1] if len(axes) > 1 else None)
+    ranked = family[~family["point_id"].isin(untested)] if untested and not family.empty else family
+    out = []
+    for t in tokens:
+        every = heatmap_pivot(family, t, mode, rows_axis, columns_axis)
+        ranked_only = heatmap_pivot(ranked, t, mode, rows_axis, columns_axis) if untested else every
+        out.append((t, every, ranked_only.reindex_like(every)))
+    return out

@@ -36,6 +36,11 @@ class NcclAnswer:
     notes: tuple[str, ...]  # recommend.env's comment lines
 
     @property
+    def point_id(self) -> str | None:
+        """The point whose environment (a) exports: the judged point, else the baseline (kept, or nothing passed)."""
+        return str(self.point["point_id"]) if self.point is not None else self.baseline_id
+
+    @property
     def sets(self) -> bool:
         """Whether the answer sets an environment other than the baseline's."""
         return self.verdict == "beyond error" and self.withheld is None

@@ -3,6 +3,8 @@ nccl-tests' terms."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -60,6 +62,22 @@ def draft_split(sites: pd.DataFrame) -> dict[str, float] | None:
         "draft_ops": int(draft.sum()),
         "draft_us": float(sites.loc[draft, "median"].sum()),
     }
+
+
+@dataclass(frozen=True)
+class PointSites:
+    """One record's ops by site: each op (op_sites), per site kind (site_summary), draft and verify apart
+    (draft_split; None without draft ops)."""
+
+    sites: pd.DataFrame
+    summary: pd.DataFrame
+    split: dict[str, float] | None
+
+
+def point_sites(op_us: dict[str, list] | None) -> PointSites | None:
+    """A record's op_us by site; None where it holds no op."""
+    sites = op_sites(op_us)
+    return None if sites.empty else PointSites(sites, site_summary(sites), draft_split(sites))
 
 
 def op_table(steps: pd.DataFrame) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from typing import Literal
 import pandas as pd
 
 from commprof.evidence import Evidence
+from commprof.report.analysis.formatting import tps_column, verdict_column
 from commprof.report.analysis.frame import ok_rows
 
 # The field report's operating points: (accept length, verify T). See docs/report.md.
@@ -138,12 +139,6 @@ def accept_verdict(
     return "within"
 
 
-def tps_column(accept: float) -> str:
-    """The projection's column of tokens/s at one accept length, e.g. "tps_at_1_3"; its verdict against plain
-    decode (accept_verdict) is the same name with "verdict_at_"."""
-    return "tps_at_" + f"{accept:g}".replace(".", "_")
-
-
 def tokens_per_second(accept: float, draft_ms: float, verify_ms: float) -> float:
     """Speculative decoding: accept_length tokens per (draft + verify)."""
     total = draft_ms + verify_ms
@@ -226,7 +221,7 @@ def projection(
             for accept in accepts:
                 reached = accept <= r.tokens
                 row[tps_column(accept)] = tokens_per_second(accept, draft_ms, r.verify_ms) if reached else math.nan
-                row[tps_column(accept).replace("tps_at_", "verdict_at_")] = (
+                row[verdict_column(accept)] = (
                     accept_verdict(evidence, draft_ms, r.verify_ms, verify_p90, decode_ms, accept)
                     if reached and evidence is not None
                     else "within"

@@ -1,8 +1,9 @@
-"""The report's front door: a run's records (one source of them) analysed once into a RunAnalysis, and the
-measured runs set against the simulated ones (costmodel_checks).
+"""The report's front door: a run's records (one source of them) analysed once into a RunAnalysis (runs set side by
+side: compared.py).
 
-`analyze_run` calls the pure analyses (frame, ranking, choices, projection, heatmap) and keeps what they return
-under full names; the views, summary.json and the exported files read a RunAnalysis and never analyse again.
+`analyze_run` calls the pure analyses (frame, ranking, choices, heatmap, routing) and keeps what they return under
+full names; the answer's per-T tables come from decide() (answer_frames). The views, summary.json and the exported
+files read a RunAnalysis with those tables and never analyse again.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from commprof.evidence import (
 from commprof.records.plan_file import Plan
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.report.analysis import choices as ch
-from commprof.report.analysis import costmodel_check as cc
 from commprof.report.analysis import frame as fr
+from commprof.report.analysis import heatmap as hm
 from commprof.report.analysis import ranking as rk
 from commprof.report.analysis import routing as rt
 from commprof.report.analysis import routing_candidates as rc
@@ -36,10 +37,10 @@ from commprof.report.analysis.completeness import Completeness, completeness
 from commprof.report.analysis.crossovers import crossovers, routing_edges
 from commprof.report.analysis.doctor_verdicts import doctor_view
 from commprof.report.analysis.drift import BaselineDrift, baseline_drift
-from commprof.report.analysis.heatmap import strongest_axes
 from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment
 from commprof.report.analysis.observed import observed_view
-from commprof.report.analysis.projection import ComputeTimes, ShownPoints, breakdown, projection
+from commprof.report.analysis.ops import PointSites, point_sites
+from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.spacing import spacing_summary
 
 DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
@@ -89,6 +90,8 @@ class RunAnalysis:
     failures: pd.DataFrame = field(default_factory=pd.DataFrame)  # frame.failures
     speedups: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.speedups of every step record
     nccl_choice: NcclChoice | None = None  # answer (a) as judged (nccl_choice.choose_environment)
+    # The answer's per-T tables: empty here, built by decide() from the point it chose (answer_frames) and set on
+    # the run the views and summary.json read (write.py).
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.headline: baseline vs best per T
     choices: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.choices_per_tokens: table 1
     alternatives: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.alternatives: answer (b)
@@ -132,9 +135,55 @@ class RunAnalysis:
         return observed_view(self, self.options.observed, self.options.observed_source)
 
     @cached_property
+    def doctor(self) -> dict[str, Any] | None:
+        """The doctor's checks as the page shows them (doctor_verdicts.doctor_view); None: the run has none."""
+        return doctor_view(self.meta.get("doctor"))
+
+    @property
     def doctor_failed(self) -> list[str]:
-        doctor = doctor_view(self.meta.get("doctor"))
-        return doctor["failed"] if doctor else []
+        return self.doctor["failed"] if self.doctor else []
+
+    @cached_property
+    def tokens(self) -> list[int]:
+        """Every T the ranked step records hold."""
+        return fr.distinct_tokens(self.steps)
+
+    @cached_property
+    def status_counts(self) -> dict[str, int]:
+        return fr.status_counts(self.frame)
+
+    @cached_property
+    def status_matrix(self) -> pd.DataFrame:
+        """Every point (re-measured ones included) x (T, mode) -> status: the CUDA-graph compatibility matrix."""
+        return fr.status_matrix(self.all_steps)
+
+    @cached_property
+    def ok_steps(self) -> pd.DataFrame:
+        """The ranked step records that are a tuning result, every mode."""
+        return fr.ok_rows(self.steps)
+
+    @cached_property
+    def ok_mode_steps(self) -> pd.DataFrame:
+        """The ranked step records that are a tuning result, of the headline mode."""
+        return fr.ok_rows(self.steps, self.mode)
+
+    @cached_property
+    def heatmaps(self) -> list[tuple[int, pd.DataFrame, pd.DataFrame]]:
+        """Per T: the heatmap pivot of every point of the baseline's implementation, and of the ranked ones."""
+        if not self.heatmap_axes or self.ok_mode_steps.empty:
+            return []
+        return hm.heatmaps(self.family_steps, list(self.untested), self.tokens, self.mode, self.heatmap_axes)
+
+    @cached_property
+    def _eager_ops(self) -> pd.Series:
+        eager = fr.ok_rows(self.steps, "eager").drop_duplicates(["point_id", "tokens"])
+        return eager.set_index(["point_id", "tokens"])["op_us"]
+
+    def sites_at(self, point_id: str | None, tokens: int) -> PointSites | None:
+        """A point's eager ops at T by site (ops.point_sites); None where it has no eager record with ops."""
+        if point_id is None or (point_id, tokens) not in self._eager_ops.index:
+            return None
+        return point_sites(self._eager_ops.loc[(point_id, tokens)])
 
     @cached_property
     def backend(self) -> str | None:
@@ -272,19 +321,15 @@ def analyze_source(
     run.baseline_family = rk.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])
     family = run.baseline_family
     run.untested = untested_settings(steps, meta) if evidence.simulated else {}
-    ranked = fr.ok_rows(run.rankable, run.mode)  # the rankings below read only these rows: filter once
+    ranked = fr.ok_rows(run.rankable, run.mode)  # the candidates are judged on these rows only
     unfinished = progress is not None and not progress.complete and not options.allow_partial
     withheld = f"the run is incomplete ({progress.summary()})" if unfinished else None
     run.nccl_choice = choose_environment(ranked, run.baseline, run.mode, evidence, impl=family, withheld=withheld)
-    recommended = run.reference if run.recommended is not None else None
-    run.headline = rk.headline(ranked, run.baseline, run.mode, evidence, recommended, family)
     current = run.speedups[run.speedups["point_id"].isin(set(latest))] if run.superseded else run.speedups
     current = current[~current["point_id"].isin(list(run.untested))] if run.untested else current
     run.fusion = ch.fusion_comparison(run.rankable, run.baseline, run.mode, evidence, rated=current)
-    run.choices = ch.choices_per_tokens(ranked, run.baseline, run.mode, evidence, recommended, family)
-    run.alternatives = ch.alternatives(ranked, run.reference, run.mode, evidence, family)
     run.without_result = ch.implementations_without_result(steps, run.mode, family)
-    run.heatmap_axes = strongest_axes(run.family_steps, run.mode)
+    run.heatmap_axes = hm.strongest_axes(run.family_steps, run.mode)
     ranks = all_steps["world_size"].dropna()
     run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
     run.crossovers = crossovers(records)
@@ -298,10 +343,6 @@ def analyze_source(
         routing_edges(run.crossovers, against_env),
         missing_floor=rc.missing_floor(meta),
     )
-    if not run.headline.empty:
-        shown = ShownPoints(run.baseline, run.reference)
-        run.breakdown = breakdown(steps, run.headline, shown, options.compute, mode=run.mode)
-        run.projection = projection(run.breakdown, options.draft_ms or 0.0, options.accepts, evidence)
     return run
 
 
@@ -359,70 +400,3 @@ def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
         )
     files = [Path(str(item.get("file"))).name for item in meta.get("imported") or [] if isinstance(item, dict)]
     return Evidence(IMPORTED if level == IMPORTED else str(level), origin=tuple(files))
-
-
-@dataclass
-class CostModelCheck:
-    """One measured run (or source) against one simulated run, on what both hold."""
-
-    measured: RunAnalysis
-    simulated: RunAnalysis
-    kind: str  # "step" or "collective"
-    mode: str | None  # steps: the mode compared
-    pairs: pd.DataFrame  # step_comparison / collective_comparison
-
-    @property
-    def calibration(self) -> str:
-        values = sorted({str(c) for c in self.pairs["calibration"].dropna()})
-        return ", ".join(values) or "unknown"
-
-    @property
-    def summary(self) -> dict[str, Any]:
-        return cc.comparison_summary(self.pairs)
-
-
-def step_shape(run: RunAnalysis) -> tuple[str, str, str] | None:
-    """(model, TP, phase) of the step a run replays; None for a run without step records."""
-    if run.steps.empty:
-        return None
-
-    def first(column: str) -> str:
-        values = run.steps[column].dropna() if column in run.steps else pd.Series(dtype=object)
-        return str(values.iloc[0]) if not values.empty else "?"
-
-    return first("model"), first("tp"), first("phase")
-
-
-def incomparable(runs: list[RunAnalysis]) -> str | None:
-    """Why these runs' steps cannot be set side by side (different model, TP or phase), or None."""
-    shapes = {r.name: step_shape(r) for r in runs if step_shape(r) is not None}
-    if len(set(shapes.values())) <= 1:
-        return None
-    described = "; ".join(f"{name}: {m}, TP {tp}, {phase}" for name, (m, tp, phase) in shapes.items())
-    return (
-        f"these runs replay different steps ({described}): their step times are not comparable, and no "
-        "measured-vs-model check is made across them"
-    )
-
-
-def costmodel_checks(runs: list[RunAnalysis]) -> list[CostModelCheck]:
-    """Every (measured or imported, simulated) pair of runs that share configurations, steps (of the same model,
-    TP and phase) and collectives."""
-    checks = []
-    simulated_runs = [r for r in runs if r.simulated]
-    for measured in (r for r in runs if not r.simulated):
-        for simulated in simulated_runs:
-            same_step = step_shape(measured) == step_shape(simulated)
-            steps = cc.step_comparison(measured.steps, simulated.steps) if same_step else pd.DataFrame()
-            if not steps.empty:
-                modes = set(steps["mode"])
-                mode = measured.mode if measured.mode in modes else sorted(modes)[0]
-                checks.append(
-                    CostModelCheck(
-                        measured, simulated, "step", mode, steps[steps["mode"] == mode].reset_index(drop=True)
-                    )
-                )
-            collectives = cc.collective_comparison(measured.collectives, simulated.collectives)
-            if not collectives.empty:
-                checks.append(CostModelCheck(measured, simulated, "collective", None, collectives))
-    return checks

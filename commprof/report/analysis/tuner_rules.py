@@ -59,6 +59,11 @@ class ApplyPlan:
             return RECOMMEND_ENV
         return None
 
+    @property
+    def reach(self) -> dict[str, tuple[int, int]]:
+        """Collective -> the sizes its rules reach at most: the size bands of the run's smallest and largest."""
+        return {coll: (size_band(low)[0], size_band(high)[1]) for coll, (low, high) in self.ranges.items()}
+
 
 # ------------------------------------------------------------------------------------------- tuner rules
 

@@ -17,7 +17,6 @@ import pandas as pd
 from commprof.evidence import Evidence
 from commprof.impls.base import EngineFlag
 from commprof.impls.registry import engine_flag_table
-from commprof.report.analysis.engine_dispatch import fusion_flag_fails
 from commprof.report.exports.export_text import OWN_FOLDER, comment, export_line, one_line, shell_guard
 
 
@@ -48,14 +47,14 @@ def engine_hints(
     fused_measured: bool,
     applied: str | None,
     evidence: Evidence,
-    compute_capability: float | None = None,
+    fusion_refused: dict[str, str] | None = None,
 ) -> list[EngineHint]:
     """SGLang / vLLM flags for what won; only what this run measured (the NCCL file is the decision's
     answer_block). A simulated run's implementation switches are untested (commented out in the script).
 
     `fusion`: choices.fusion_comparison (impl, tokens, beyond_uncertainty, slower_beyond_uncertainty per T);
     `applied`: the file the report recommends ("recommend.env", "nccl_tuner.conf" or None);
-    `compute_capability`: the GPUs' (None: unknown), which decides whether SGLang's fusion flag can act.
+    `fusion_refused`: engine -> why its fusion flag cannot act on these GPUs (Decision.fusion_refused).
     """
     hints = []
     if applied and evidence.backend not in (None, "nccl"):
@@ -84,26 +83,26 @@ def engine_hints(
             "initialised"
         )
         untested = untested_reason(evidence, "the fused all-reduce + RMSNorm")
-        hints += _acting(_flags(flags, won, "won"), why, untested, compute_capability)
+        hints += _acting(_flags(flags, won, "won"), why, untested, fusion_refused or {})
     elif not fusion.empty and len(lost) == len(fusion):
         why = (
             f"the fused all-reduce + RMSNorm was slower than its unfused reference, {evidence.beyond}, at every T "
             + ("predicted" if evidence.simulated else "measured")
         )
-        hints += _acting(_flags(flags, lost, "lost"), why, "", compute_capability)
+        hints += _acting(_flags(flags, lost, "lost"), why, "", fusion_refused or {})
     return hints
 
 
-def _acting(flags: list[EngineFlag], why: str, untested: str, sm: float | None) -> list[EngineHint]:
+def _acting(flags: list[EngineFlag], why: str, untested: str, refused: dict[str, str]) -> list[EngineHint]:
     """The flags as hints; an engine whose fusion cannot act on these GPUs (its dispatch table's flag check) gets
     one "no flag" hint saying why instead of its flags."""
-    hints, refused = [], set()
+    hints, said = [], set()
     for flag in flags:
-        fails = fusion_flag_fails(flag.engine, sm)
+        fails = refused.get(flag.engine)
         if fails is None:
             hints.append(EngineHint(flag.engine, flag.setting, flag.version, flag.note or why, untested))
-        elif flag.engine not in refused:
-            refused.add(flag.engine)
+        elif flag.engine not in said:
+            said.add(flag.engine)
             hints.append(EngineHint(flag.engine, "", "—", f"{why}; but {fails}: no flag"))
     return hints
 

@@ -16,13 +16,12 @@ from commprof.nccl_vocab import (
     TUNER_PLUGIN_NOTE,
 )
 from commprof.planner.models import DTYPE_BYTES
-from commprof.report.analysis.frame import whole_counts
+from commprof.report.analysis.formatting import whole_counts
 from commprof.report.analysis.tuner_rules import (
     RECOMMEND_ENV,
     TUNER_CONF,
     TUNER_FIELDS,
     ApplyPlan,
-    size_band,
 )
 from commprof.report.exports.engine_hints import EngineHint
 from commprof.report.exports.export_text import comment, export_line, one_line, spreadsheet_column
@@ -68,10 +67,11 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
         "# NCCL_ALGO / NCCL_PROTO in the environment override a tuner: do not set them together with this file.",
         "# An algorithm/protocol pair NCCL cannot run is silently ignored: check NCCL_DEBUG=INFO's TUNING lines.",
     ]
+    reach = plan.reach
     for coll, (low, high) in sorted(plan.ranges.items()):
         lines.append(
-            f"# {coll} sizes this run covers: {low}-{high} B; rules reach {size_band(low)[0]}-"
-            f"{size_band(high)[1]} B at most. Larger messages (prefill's: thousands of tokens, tens of MB) and "
+            f"# {coll} sizes this run covers: {low}-{high} B; rules reach {reach[coll][0]}-"
+            f"{reach[coll][1]} B at most. Larger messages (prefill's: thousands of tokens, tens of MB) and "
             "smaller ones were not in this run: NCCL keeps its own choice there."
         )
     if not plan.inputs.empty:

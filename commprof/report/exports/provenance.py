@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from commprof.evidence import IMPORTED, SIMULATED
-from commprof.report.analysis.frame import env_text
+from commprof.report.analysis.formatting import env_text
 from commprof.report.analysis.run_analysis import RunAnalysis
 
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pandas as pd
 
+from commprof.report.analysis.compared import CostModelCheck
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
 from commprof.report.analysis.decision import decided_fusion
-from commprof.report.analysis.frame import status_counts
-from commprof.report.analysis.run_analysis import CostModelCheck, RunAnalysis
+from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import not_a_result_notes, spec_label
 from commprof.report.exports.engine_hints import hints_as_dicts
 from commprof.report.exports.files import RunExports
@@ -42,7 +42,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "tp": _first_value(run.steps, "tp"),
         "world_size": run.meta.get("world_size"),
         "records": len(run.frame),
-        "status_counts": status_counts(run.frame),
+        "status_counts": run.status_counts,
         "failed": run.failed_count,
         "all_failed": run.all_failed,
         "headline": _rows(run, run.headline),

@@ -268,9 +268,7 @@ def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
             f"{sentence(run.evidence.within)} of {UNFUSED_REFERENCE_IMPL} at T = {tokens_text(within['tokens'])}."
         )
     fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any())
-    for hint in engine_hints(
-        fusion, fused_measured, None, run.evidence, compute_capability=decision.compute_capability
-    ):
+    for hint in engine_hints(fusion, fused_measured, None, run.evidence, fusion_refused=decision.fusion_refused):
         if not decision.names_engine(hint.engine):
             continue
         out["engine"].append(

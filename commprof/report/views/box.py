@@ -8,15 +8,14 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.report.analysis.doctor_verdicts import doctor_view
+from commprof.report.analysis.decision import Decision
 from commprof.report.analysis.formatting import finite, fmt_bytes, fmt_us
-from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.exports.provenance import hardware_text
 from commprof.report.views.breakdown import answer_of, setting_label
 
 
-def environment(run: RunAnalysis) -> dict[str, Any]:
+def environment(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     meta = run.meta
     gpus = [g for g in meta.get("gpus") or [] if isinstance(g, dict)]
     groups: dict[tuple, int] = {}
@@ -42,14 +41,14 @@ def environment(run: RunAnalysis) -> dict[str, Any]:
                 calibration.get("file", _as_text(calibration)) if isinstance(calibration, dict) else calibration,
             )
         )
-    nccl = nccl_choices(run)
+    nccl = nccl_choices(run, decision)
     return {
         "facts": facts,
         "versions": sorted((k, v) for k, v in (meta.get("versions") or {}).items() if v not in (None, "")),
         "gpus": gpus,
         "env": sorted((meta.get("env") or {}).items()),
         "topology": topology_view(meta.get("topology")),
-        "doctor": doctor_view(meta.get("doctor")),
+        "doctor": run.doctor,
         "nccl": nccl,
         "nccl_note": nccl_note(run) if not nccl and not run.headline.empty else "",
     }
@@ -286,11 +285,11 @@ def _level_cell(cell: Any) -> tuple[str, str, str]:
     return text, css, ""
 
 
-def nccl_choices(run: RunAnalysis) -> list[dict[str, Any]]:
+def nccl_choices(run: RunAnalysis, decision: Decision) -> list[dict[str, Any]]:
     """What NCCL ran (its INFO log) for the baseline and the answer's point at each T, headline mode."""
     if run.headline.empty:
         return []
-    rows = ok_rows(run.steps, run.mode).set_index(["point_id", "tokens"])
+    rows = run.ok_mode_steps.set_index(["point_id", "tokens"])
     out = []
     for r in run.headline.itertuples():
         for setting, point_id in (("baseline", run.baseline), ("answer", answer_of(r))):
@@ -306,7 +305,7 @@ def nccl_choices(run: RunAnalysis) -> list[dict[str, Any]]:
                     {
                         "tokens": int(r.tokens),
                         "setting": setting,
-                        "setting_label": setting_label(run, setting, point_id),
+                        "setting_label": setting_label(run, decision, setting, point_id),
                         "point_id": point_id,
                         "version": info.get("version") or "—",
                         "transports": ", ".join(f"{k}: {v}" for k, v in (info.get("transports") or {}).items()) or "—",

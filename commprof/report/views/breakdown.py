@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from commprof.report.analysis.formatting import finite, fmt_bytes, fmt_ms, fmt_ms_value, fmt_num, fmt_pct, fmt_us
-from commprof.report.analysis.frame import ok_rows
-from commprof.report.analysis.ops import draft_split, op_sites, site_summary
-from commprof.report.analysis.projection import FIELD_REPORT_CASES, tps_column
+from commprof.report.analysis.decision import Decision
+from commprof.report.analysis.formatting import (
+    finite,
+    fmt_bytes,
+    fmt_ms,
+    fmt_ms_value,
+    fmt_num,
+    fmt_pct,
+    fmt_us,
+    tps_column,
+    verdict_column,
+)
+from commprof.report.analysis.projection import FIELD_REPORT_CASES
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import break_even_text
 
@@ -17,18 +26,18 @@ SETTING_LABELS = {"baseline": "baseline", "recommended": "(a) to export", "answe
 SHORT_SETTING_LABELS = {"baseline": "baseline", "recommended": "(a)", "answer": "the answer"}
 
 
-def setting_label(run: RunAnalysis, setting: str, point_id: Any, decode_point: Any = None) -> str:
-    """A row's setting as the page names it; the answer's says when it is the baseline's or (a)'s point (a
-    projection row's at T = 1 too: `decode_point`)."""
+def setting_label(run: RunAnalysis, decision: Decision, setting: str, point_id: Any, decode_point: Any = None) -> str:
+    """A row's setting as the page names it; the answer's says when it is the baseline's or (a)'s point (the
+    decision's; a projection row's at T = 1 too: `decode_point`)."""
     label = SETTING_LABELS.get(setting, setting)
     if setting == "answer" and point_id == run.baseline and decode_point in (None, point_id):
         return f"{label} (keeps the baseline)"
-    if setting == "answer" and point_id == run.reference and decode_point in (None, point_id):
+    if setting == "answer" and point_id == decision.nccl_answer_point and decode_point in (None, point_id):
         return f"{label} (= (a))"
     return label
 
 
-def answer_live_note(run: RunAnalysis) -> str:
+def answer_live_note(run: RunAnalysis, decision: Decision) -> str:
     """Where the answer's routes name a point its files do not set live (an engine switch left commented out), what
     the answer's rows run instead, said once; "" where they run what the routes name."""
     head = run.headline
@@ -43,7 +52,7 @@ def answer_live_note(run: RunAnalysis) -> str:
         " (the baseline's settings)"
         if live == [run.baseline]
         else " ((a)'s settings)"
-        if live == [run.reference]
+        if live == [decision.nccl_answer_point]
         else ""
     )
     runs = f"what they set live, {', '.join(live)}{kept}" if live else "nothing: the answer sets nothing live here"
@@ -53,7 +62,7 @@ def answer_live_note(run: RunAnalysis) -> str:
     )
 
 
-def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
+def breakdown_rows(run: RunAnalysis, decision: Decision) -> list[dict[str, Any]]:
     noise = (
         {
             (int(c.tokens), "recommended")
@@ -67,7 +76,7 @@ def breakdown_rows(run: RunAnalysis) -> list[dict[str, Any]]:
         {
             "tokens": int(r.tokens),
             "setting": r.setting,
-            "setting_label": setting_label(run, r.setting, r.point_id),
+            "setting_label": setting_label(run, decision, r.setting, r.point_id),
             "point_id": r.point_id,
             "noise": (int(r.tokens), r.setting) in noise,
             "comm": fmt_ms_value(r.comm_ms),
@@ -90,15 +99,13 @@ def tps_cells(run: RunAnalysis, r: Any, missing: str) -> list[dict[str, Any]]:
         cells.append(
             {
                 "text": fmt_num(value, 0) if reached else missing,
-                "verdict": getattr(r, tps_column(accept).replace("tps_at_", "verdict_at_"), "within")
-                if reached
-                else "within",
+                "verdict": getattr(r, verdict_column(accept), "within") if reached else "within",
             }
         )
     return cells
 
 
-def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
+def projection_rows(run: RunAnalysis, decision: Decision) -> list[dict[str, Any]]:
     cases = {(a, t) for a, t in FIELD_REPORT_CASES}
     rows = []
     for r in run.projection.itertuples():
@@ -110,7 +117,7 @@ def projection_rows(run: RunAnalysis) -> list[dict[str, Any]]:
         rows.append(
             {
                 "setting": r.setting,
-                "setting_label": setting_label(run, r.setting, r.point_id, decode_point),
+                "setting_label": setting_label(run, decision, r.setting, r.point_id, decode_point),
                 "tokens": int(r.tokens),
                 "point_id": r.point_id,
                 "decode_point": decode_point if decode_point != r.point_id else None,
@@ -134,50 +141,49 @@ def answer_of(head_row: Any) -> Any:
     return getattr(head_row, "answer_point_id", None)
 
 
-def per_collective(run: RunAnalysis) -> dict[str, Any]:
+def per_collective(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     """Per T: op-site distributions of the baseline and the answer's point (eager records) and rank skew."""
     if run.headline.empty:
         return {"per_tokens": {}, "tables": [], "skew": [], "draft": []}
-    eager = ok_rows(run.steps, "eager").drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
     per_tokens, tables, skew, draft = {}, [], [], []
     for r in run.headline.itertuples():
         settings = {}
         for setting, point_id in (("baseline", run.baseline), ("answer", answer_of(r))):
-            if point_id is not None and (point_id, r.tokens) in eager.index:
-                sites = op_sites(eager.loc[(point_id, r.tokens), "op_us"])
-                if not sites.empty:
-                    settings[setting] = sites
-                    if split := draft_split(sites):
-                        draft.append(
-                            {
-                                "tokens": int(r.tokens),
-                                "setting": setting,
-                                "setting_label": setting_label(run, setting, point_id),
-                                "point_id": point_id,
-                                "verify_ops": split["verify_ops"],
-                                "verify": fmt_ms(split["verify_us"]),
-                                "draft_ops": split["draft_ops"],
-                                "draft": fmt_ms(split["draft_us"]),
-                            }
-                        )
-                    for s in site_summary(sites).itertuples():
-                        tables.append(
-                            {
-                                "tokens": int(r.tokens),
-                                "setting": setting,
-                                "setting_label": setting_label(run, setting, point_id),
-                                "point_id": point_id,
-                                "site": s.site_kind,
-                                "ops": int(s.ops),
-                                "bytes": fmt_bytes(s.bytes),
-                                "median": fmt_us(s.median_us),
-                                "max": fmt_us(s.max_us),
-                                "total": fmt_ms(s.total_us),
-                            }
-                        )
+            found = run.sites_at(point_id, r.tokens)
+            if found is None:
+                continue
+            settings[setting] = found.sites
+            if split := found.split:
+                draft.append(
+                    {
+                        "tokens": int(r.tokens),
+                        "setting": setting,
+                        "setting_label": setting_label(run, decision, setting, point_id),
+                        "point_id": point_id,
+                        "verify_ops": split["verify_ops"],
+                        "verify": fmt_ms(split["verify_us"]),
+                        "draft_ops": split["draft_ops"],
+                        "draft": fmt_ms(split["draft_us"]),
+                    }
+                )
+            for s in found.summary.itertuples():
+                tables.append(
+                    {
+                        "tokens": int(r.tokens),
+                        "setting": setting,
+                        "setting_label": setting_label(run, decision, setting, point_id),
+                        "point_id": point_id,
+                        "site": s.site_kind,
+                        "ops": int(s.ops),
+                        "bytes": fmt_bytes(s.bytes),
+                        "median": fmt_us(s.median_us),
+                        "max": fmt_us(s.max_us),
+                        "total": fmt_ms(s.total_us),
+                    }
+                )
         if settings:
             per_tokens[int(r.tokens)] = settings
-    ok = ok_rows(run.steps)
+    ok = run.ok_steps
     for r in run.headline.itertuples():
         for setting, point_id in (("baseline", run.baseline), ("answer", answer_of(r))):
             rows = ok[(ok["point_id"] == point_id) & (ok["tokens"] == r.tokens)]
@@ -187,7 +193,7 @@ def per_collective(run: RunAnalysis) -> dict[str, Any]:
                         {
                             "tokens": int(r.tokens),
                             "setting": setting,
-                            "setting_label": setting_label(run, setting, point_id),
+                            "setting_label": setting_label(run, decision, setting, point_id),
                             "point_id": point_id,
                             "mode": s.mode,
                             "skew": fmt_us(s.rank_skew_us),

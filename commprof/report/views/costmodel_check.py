@@ -7,9 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from commprof.report.analysis.compared import CostModelCheck
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
 from commprof.report.analysis.formatting import escaped, fmt_bytes, fmt_ms, fmt_pct, fmt_us
-from commprof.report.analysis.run_analysis import CostModelCheck
 from commprof.report.views import figures
 
 

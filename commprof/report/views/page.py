@@ -10,15 +10,13 @@ from typing import Any
 import jinja2
 
 from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
+from commprof.report.analysis.compared import CostModelCheck
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
 from commprof.report.analysis.decision import Decision, decided_fusion
-from commprof.report.analysis.doctor_verdicts import doctor_view
 from commprof.report.analysis.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x, sentence, tail_header
-from commprof.report.analysis.frame import distinct_tokens, ok_rows
-from commprof.report.analysis.heatmap import heatmap_pivot
 from commprof.report.analysis.projection import FIELD_REPORT_CASES
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
-from commprof.report.analysis.run_analysis import CostModelCheck, RunAnalysis, incomparable
+from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import how_to_firm_up, spec_label
 from commprof.report.exports.files import RunExports
 from commprof.report.views import figures
@@ -69,7 +67,7 @@ def banners(run: RunAnalysis) -> list[dict[str, str]]:
             out.append({"level": "sim", "text": f"Uncalibrated model: {how_to_firm_up(run)}"})
     elif run.source == "nccl-tests":
         out.append({"level": "info", "text": f"{run.name}: imported from nccl-tests logs."})
-    doctor = doctor_view(run.meta.get("doctor"))
+    doctor = run.doctor
     if doctor and doctor["failed"]:
         out.append(
             {
@@ -154,7 +152,7 @@ def answer_rows(decision: Decision) -> list[dict[str, Any]]:
 
 def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     """The template's view of one run: formatted strings and inline SVG, nothing left to compute."""
-    tokens = distinct_tokens(run.steps)
+    tokens = run.tokens
     page: dict[str, Any] = {
         "name": run.name,
         "run_id": run.run_id,
@@ -179,7 +177,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "answer": answer_rows(exports.decision),
         "engine_paths": list(exports.decision.engine_paths),
         "accepts": [f"{a:g}" for a in run.options.accepts],
-        "choices": choice_rows(run, bool(exports.decision.tuner_rules)),
+        "choices": choice_rows(run, exports.decision),
         "shared_gpus": run.shared_gpus,
         "fusion": [
             {
@@ -202,18 +200,18 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
             }
             for r in decided_fusion(run.fusion, exports.decision, run.mode).itertuples()
         ],
-        "env": environment(run),
+        "env": environment(run, exports.decision),
         "exports": exports,
         "compute": run.options.compute.describe(),
         "compute_given": run.options.compute.given,
-        "breakdown": breakdown_rows(run),
+        "breakdown": breakdown_rows(run, exports.decision),
         "points": points_table(run),
         "eager_includes": (EAGER_INCLUDES, EAGER_INCLUDES_WHY),
         "points_tail": tail_header(run.speedups.get("tail_stat", ()), run.simulated),
         "matrix": compat_matrix(run),
-        "per_collective": per_collective(run),
-        "projection": projection_rows(run),
-        "answer_live_note": answer_live_note(run),
+        "per_collective": per_collective(run, exports.decision),
+        "projection": projection_rows(run, exports.decision),
+        "answer_live_note": answer_live_note(run, exports.decision),
         "spec_label": spec_label(run),
         "axes": [axis_name(a) for a in run.heatmap_axes],
         "collectives": collectives_rows(run),
@@ -231,17 +229,11 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         page["svg"]["projection"] = figures.projection_svg(
             run.breakdown, run.options.draft_ms or 0.0, run.options.accepts, FIELD_REPORT_CASES, SETTING_LABELS
         )
-    if run.heatmap_axes and not ok_rows(run.steps, run.mode).empty:
-        rows_axis, columns_axis = run.heatmap_axes[0], (run.heatmap_axes[1] if len(run.heatmap_axes) > 1 else None)
-        family, untested = run.family_steps, list(run.untested)
-        ranked = family[~family["point_id"].isin(untested)] if untested and not family.empty else family
-        page["heatmaps"] = []
-        for t in tokens:
-            every = heatmap_pivot(family, t, run.mode, rows_axis, columns_axis)
-            ranked_only = heatmap_pivot(ranked, t, run.mode, rows_axis, columns_axis) if untested else every
-            page["heatmaps"].append(heatmap_view(t, every, ranked_only.reindex_like(every)))
-        page["heatmap_unranked"] = bool(untested)
-        page["heatmap_axes"] = (axis_name(rows_axis), axis_name(columns_axis) if columns_axis else "")
+    if run.heatmaps:
+        page["heatmaps"] = [heatmap_view(t, every, ranked) for t, every, ranked in run.heatmaps]
+        page["heatmap_unranked"] = bool(run.untested)
+        rows_axis, *columns_axis = run.heatmap_axes
+        page["heatmap_axes"] = (axis_name(rows_axis), axis_name(columns_axis[0]) if columns_axis else "")
     if page["per_collective"]["per_tokens"]:
         page["svg"]["sites"] = figures.sites_svg(page["per_collective"]["per_tokens"])
     if not run.collectives.empty and (run.collectives["status"] == "ok").any():
@@ -288,12 +280,14 @@ def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
 _BANNER_ORDER = {"shared": 0, "sim": 0, "fail": 1, "warn": 2, "info": 3}
 
 
-def index_html(runs: list[RunAnalysis], pages: list[dict[str, Any]], checks: list[CostModelCheck]) -> str:
-    """templates/index.html filled in: every run's page, the comparison, the banners and the cost-model checks."""
+def index_html(
+    runs: list[RunAnalysis], pages: list[dict[str, Any]], checks: list[CostModelCheck], mismatch: str | None = None
+) -> str:
+    """templates/index.html filled in: every run's page, the comparison, the banners and the cost-model checks
+    (`mismatch`: why the runs' steps are not comparable, compared.incomparable)."""
     banners_shown = sorted(
         (b for page in pages for b in page["banners"]), key=lambda b: _BANNER_ORDER.get(b["level"], 3)
     )
-    mismatch = incomparable(runs)
     if mismatch:
         banners_shown.insert(0, {"level": "fail", "text": f"Not comparable: {mismatch}."})
     return (

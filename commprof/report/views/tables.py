@@ -9,8 +9,8 @@ from typing import Any
 import pandas as pd
 
 from commprof.records.schema import FAILED_STATUSES
+from commprof.report.analysis.decision import Decision
 from commprof.report.analysis.formatting import escaped, finite, fmt_ms, fmt_num, fmt_pct, fmt_us, fmt_x
-from commprof.report.analysis.frame import status_matrix
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import tuned_name
 
@@ -136,7 +136,7 @@ NOT_TESTED = "not tested"
 
 def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
     """Every point x (T, mode) with its status; a simulated run's predictions are "not tested", never ok."""
-    matrix = status_matrix(run.all_steps)
+    matrix = run.status_matrix
     if matrix.empty:
         return {"columns": [], "rows": [], "messages": [], "note": ""}
     if run.simulated:
@@ -191,15 +191,17 @@ def collectives_rows(run: RunAnalysis) -> list[dict[str, Any]]:
     ]
 
 
-def role_label(role: str, run: RunAnalysis, impl: str, answer: bool = False, tuner: bool = False) -> str:
+def role_label(role: str, run: RunAnalysis, decision: Decision, impl: str, answer: bool = False) -> str:
     """Table 1's words for a role (choices.CHOICE_ROLES), naming the answer it backs; another implementation is
     (b) only where the decision runs it at this T (`answer`), a setting nccl_tuner.conf's only where that file
-    holds the decision's rules (`tuner`)."""
+    holds the decision's rules."""
     name = tuned_name(run)
     if role == "recommended":
-        return "(a) to export" if run.reference != run.baseline else "(a) kept"
+        return "(a) to export" if decision.nccl_answer_point != run.baseline else "(a) kept"
     if role == "fastest setting":
-        return f"fastest {name} setting at this T" + (" (nccl_tuner.conf's rule)" if name == "NCCL" and tuner else "")
+        return f"fastest {name} setting at this T" + (
+            " (nccl_tuner.conf's rule)" if name == "NCCL" and decision.tuner_rules else ""
+        )
     if role == "fastest" and impl not in run.baseline_family:
         return f"fastest at this T: (b) {impl}" if answer else f"fastest at this T: {impl}, not the answer here"
     if role == "fastest":
@@ -207,7 +209,7 @@ def role_label(role: str, run: RunAnalysis, impl: str, answer: bool = False, tun
     return role
 
 
-def choice_rows(run: RunAnalysis, tuner: bool = False) -> list[dict[str, Any]]:
+def choice_rows(run: RunAnalysis, decision: Decision) -> list[dict[str, Any]]:
     """Table 1: per T, the baseline, (a), the fastest setting and the fastest point, each once, with its roles."""
     rows = []
     previous = None
@@ -220,7 +222,7 @@ def choice_rows(run: RunAnalysis, tuner: bool = False) -> list[dict[str, Any]]:
             {
                 "tokens": int(r.tokens),
                 "first": r.tokens != previous,
-                "roles": " · ".join(role_label(role, run, r.impl, answer, tuner) for role in r.roles),
+                "roles": " · ".join(role_label(role, run, decision, r.impl, answer) for role in r.roles),
                 "css": " ".join(
                     c
                     for c in (

@@ -19,8 +19,8 @@ from commprof.report.analysis.formatting import (
     range_pct,
     sentence,
     tokens_text,
+    tps_column,
 )
-from commprof.report.analysis.projection import tps_column
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import break_even_text, compute_text, draft_text, only_baseline, spec_label
 from commprof.report.views.breakdown import tps_cells
