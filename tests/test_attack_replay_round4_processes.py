@@ -35,7 +35,7 @@ def test_a_point_left_as_a_timeout_is_measured_again_on_resume(tmp_path):
         f'name = "stop"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 1\npoint_timeout_s = 60\n'
         '[axes.env]\nCOMMPROF_KNOB = ["a", "b"]\n'
     )
-    done = _sweep(tmp_path, "--sweep", str(sweep), "--out", str(tmp_path / "runs"))
+    done = _sweep(tmp_path, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--single-rank")
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = (tmp_path / "runs").iterdir()
     records = read_records(run / "results.jsonl")
