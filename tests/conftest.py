@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
+from tests.sweeprun import only_run_dir, shared_sweep
 
 TESTS = Path(__file__).resolve().parent
 PCIE8_SWEEP = TESTS.parent / "sweeps" / "pcie8-verify.toml"
@@ -106,3 +107,14 @@ def pcie8_simulated(tmp_path_factory):
     finally:
         os.chdir(checkout)
     return root / "report"
+
+
+@pytest.fixture(scope="session")
+def plain_gloo_sweep(tmp_path_factory):
+    """The default 2-rank gloo sweep of a tiny model at T = 1, 4 and 3 iterations, run once for the whole session
+    (all pytest-xdist workers): its launch (a CompletedProcess) and its run folder."""
+    run_uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # one per `pytest -n` run, the same in each of its workers
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent / f"shared-{run_uid}" if run_uid else base / "shared"
+    launch, runs = shared_sweep(root, "plain-gloo", 2, "--model", "{model}", "--tokens", "1,4", "--iterations", "3")
+    return launch, only_run_dir(runs)

@@ -207,8 +207,8 @@ CASES: dict[str, Callable[[Path], Attack]] = {
 }
 
 
+@pytest.mark.processes  # a child python per case
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
-@pytest.mark.processes
 def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case, tmp_path):
     check_attack(CASES[case], tmp_path)
 
@@ -235,8 +235,8 @@ def _report_folder(folder: Path, algo: str) -> Path:
 SHELLS = {"bash": "bash", "zsh": "zsh", "dash": "dash", "sh": "sh"}
 
 
+@pytest.mark.processes  # a shell per case
 @pytest.mark.parametrize("shell", SHELLS)
-@pytest.mark.processes
 def test_engine_flags_sourced_from_another_report_folder_applies_its_own_run_or_refuses(shell, tmp_path):
     """Report A's engine_flags.txt sourced from report B's folder: bash and zsh apply A's recommend.env and name
     A's nccl_tuner.conf; a shell that cannot find the file's own folder (dash, POSIX sh) refuses in one line and
@@ -263,7 +263,7 @@ def test_engine_flags_sourced_from_another_report_folder_applies_its_own_run_or_
         assert shell_run.stderr.count("\n") == 1 and "source it in bash or zsh" in shell_run.stderr
 
 
-@pytest.mark.processes
+@pytest.mark.processes  # a shell per file
 def test_recommend_env_and_routing_txt_set_the_same_in_every_shell(tmp_path):
     """The files a user sources that name no other file: `export NAME='value'` lines, the same in every shell."""
     from commprof.report.exports.export_text import export_line

@@ -235,7 +235,7 @@ CASES: dict[str, Callable[[Path], Attack]] = {
 }
 
 
+@pytest.mark.processes  # a child python per case
 @pytest.mark.parametrize("case", CASES, ids=list(CASES))
-@pytest.mark.processes
 def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case, tmp_path):
     check_attack(CASES[case], tmp_path)

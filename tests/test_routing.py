@@ -13,7 +13,6 @@ from commprof.records.schema import FUSED, step_record
 from commprof.report.analysis.routing import routing_plan
 from commprof.report.analysis.routing_candidates import Candidate, candidates, floor_of, verdict
 from commprof.sweep.planning.config import load_sweep
-from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
 FIG = FloorFigures(56.0, 24.0, 0.36, 2.0, "published", "test figures")
 
@@ -159,13 +158,9 @@ def test_the_simulated_pcie8_verify_run_routes_a_pcie_kernel_at_14_kib(tmp_path)
 
 
 @pytest.mark.processes
-def test_a_real_gloo_sweep_routes_every_size_to_gloo_with_no_floor(tmp_path):
-    model = tiny_model(tmp_path)
-    result = run_sweep(
-        2, "--model", str(model), "--tokens", "1,4", "--iterations", "3", "--out", str(tmp_path / "runs")
-    )
+def test_a_real_gloo_sweep_routes_every_size_to_gloo_with_no_floor(plain_gloo_sweep):
+    result, run = plain_gloo_sweep  # a tiny model (hidden 64) at T = 1, 4 (tests/conftest.py)
     assert result.returncode == 0, result.stderr[-2000:]
-    run = only_run_dir(tmp_path / "runs")
     records = read_records(run / "results.jsonl")
     plan = routing_plan(candidates(records, "p000"), 2, floor_of(read_meta(run)))
     bands = bands_of(plan, mode="eager")

@@ -13,7 +13,6 @@ from commprof.report.analysis.ops import op_sites, site_summary
 from commprof.stats import P99_MIN_SAMPLES, median, summarize, summarize_columns, tail, tail_word
 from commprof.sweep.running.console import per_collective_table
 from commprof.terminal import plain_console
-from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
 
 def test_the_median_of_an_even_count_is_the_mean_of_the_two_middle_values():
@@ -53,13 +52,10 @@ def test_the_page_summarizes_sites_by_their_slowest_op():
 
 
 @pytest.mark.processes
-def test_a_run_of_3_iterations_prints_no_p99_anywhere(tmp_path):
-    result = run_sweep(
-        2, "--model", str(tiny_model(tmp_path)), "--tokens", "1,4", "--iterations", "3", "--out", str(tmp_path / "r")
-    )
+def test_a_run_of_3_iterations_prints_no_p99_anywhere(tmp_path, plain_gloo_sweep):
+    result, run = plain_gloo_sweep  # 3 iterations (tests/conftest.py)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "max of 3" in result.stdout
-    run = only_run_dir(tmp_path / "r")
     out = tmp_path / "report"
     terminal = io.StringIO()
     with contextlib.redirect_stdout(terminal), contextlib.redirect_stderr(terminal):
