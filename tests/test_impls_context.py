@@ -34,7 +34,9 @@ def test_nccl_without_cuda_stays_a_cpu_context():
 
 
 def test_missing_flashinfer_reads_as_none():
-    assert context.installed_version("no-such-distribution") is None
+    from commprof.versions import installed_version
+
+    assert installed_version("no-such-distribution") is None
 
 
 def test_all_pairs_reachable():

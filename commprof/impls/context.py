@@ -11,6 +11,7 @@ from typing import Any
 
 from commprof.impls.base import ImplContext
 from commprof.impls.registry import libraries
+from commprof.versions import installed_version
 
 # nvidia-ml-py defines NVML_P2P_CAPS_INDEX_READ as the tuple (0,) (a stray comma), which ctypes cannot
 # pass; these are the enum values from nvml.h.
@@ -139,18 +140,6 @@ def _nvml_p2p_status(device_ids: list[int], pairs) -> dict[tuple[int, int], tupl
         return {}
     finally:
         pynvml.nvmlShutdown()
-
-
-def installed_version(*distributions: str) -> str | None:
-    """The installed version of the first distribution found, from package metadata (no import)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in distributions:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            continue
-    return None
 
 
 def build_impl_context(

@@ -16,9 +16,9 @@ from commprof.impls.base import (
     TraceKernels,
     unsupported,
 )
-from commprof.impls.context import installed_version
 from commprof.impls.flashinfer_fused import LAUNCH_WITH_PDL
 from commprof.impls.gating import FLASHINFER_INSTALL
+from commprof.versions import installed_version
 
 
 class FlashInferNormBuild:

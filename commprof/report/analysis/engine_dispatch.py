@@ -9,12 +9,12 @@ An engine version without a table is said so, with the nearest table named as no
 from __future__ import annotations
 
 from commprof.errors import UsageError
-from commprof.impls.context import installed_version
 from commprof.report.analysis.engine_facts import Box, EngineTable, LibraryFacts, Op, Rule, Switches
 from commprof.report.analysis.engine_flashinfer import FLASHINFER_0_7_4
 from commprof.report.analysis.engine_sglang import SGLANG_0_5_23, sglang_fusion_fails
 from commprof.report.analysis.engine_switch_rules import with_switch_rules
 from commprof.report.analysis.engine_vllm import VLLM_0_33, VLLM_0_34
+from commprof.versions import installed_version
 
 __all__ = ["Box", "Op", "Rule", "TABLES", "dispatch", "engine_paths", "parse_engine", "sglang_fusion_fails"]
 
