@@ -108,7 +108,7 @@ class TopologyPair(TypedDict, total=False):
 
 
 class MetaTopology(TypedDict, total=False):
-    """meta["topology"]: the topology probe's answer, or a simulation's preset summary (`gpus` a count there)."""
+    """meta.json's topology: the topology probe's answer, or a simulation's preset summary (`gpus` a count there)."""
 
     source: str | None
     reason: str | None
