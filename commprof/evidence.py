@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from commprof.nccl_vocab import ENV_CHECKS, value_traps
+from commprof.records.run_meta import meta_view
 from commprof.records.schema import SOURCES, Source
 
 MEASURED = "measured"
@@ -64,7 +65,7 @@ class ModelError:
         NCCL model. It is what `commprof simulate` recorded in meta.json: the calibration's held-out error, or
         the prior's measured error; never an in-sample fit figure (a record's own NCCL figure may be one, and
         is not used). Unknown when meta.json holds none (an older simulation)."""
-        item = meta.get("model_error")
+        item = meta_view(meta).model_error
         if not isinstance(item, dict):
             return cls(None, "meta.json records no expected error (simulated by an older commprof: simulate again)")
         pct, basis = item.get("pct"), str(item.get("basis") or "recorded by commprof simulate")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -9,7 +10,15 @@ import pytest
 
 from commprof.cli import main
 from commprof.records.files import META_FILE
-from commprof.records.run_meta import REQUIRED, VERSION_KEYS, launch_facts, read_meta, run_meta, updated_meta
+from commprof.records.run_meta import (
+    REQUIRED,
+    VERSION_KEYS,
+    launch_facts,
+    meta_view,
+    read_meta,
+    run_meta,
+    updated_meta,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report" / "cpu-smoke-gloo"
 
@@ -71,3 +80,57 @@ def test_simulate_and_import_write_the_common_fields(tmp_path):
         assert all(name in metas[folder] for name in REQUIRED) and read_meta(run_dir) == metas[folder]
     assert (metas["imp"]["source"], metas["sim"]["source"]) == ("nccl-tests", "simulated")
     assert set(metas["imp"]["versions"]) == set(VERSION_KEYS) == set(metas["sim"]["versions"])
+
+
+def test_view_reads_every_field_with_none_for_what_the_file_does_not_say():
+    meta = _meta(world_size=2, gpus=[{"index": 0, "name": "B"}, {"index": 1, "name": "A"}], versions={"nccl": "2.27"})
+    view = meta_view(meta)
+    assert (view.run_id, view.world_size, view.gpu_names, view.nccl) == ("r1", 2, ["A", "B"], "2.27")
+    assert view.named_versions == {k: v for k, v in meta["versions"].items() if v} and view.floor is None
+    empty = meta_view({})
+    assert (empty.gpu_list, empty.probed_gpus, empty.failed_checks, empty.imported_files) == ([], [], [], [])
+    assert meta_view({"topology": {"gpus": 8}}).probed_gpus == []  # a simulation's preset counts its GPUs
+
+
+def _meta_receiver(node: ast.expr) -> bool:
+    """The expression is meta.json as a dict: `meta`, `x.meta`, `read_meta(...)` or `(meta or {})`."""
+    if isinstance(node, ast.BoolOp):
+        return _meta_receiver(node.values[0])
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id in ("read_meta", "_run_meta")
+    return (isinstance(node, ast.Name) and node.id == "meta") or (
+        isinstance(node, ast.Attribute) and node.attr == "meta"
+    )
+
+
+def _string_key_reads(tree: ast.AST) -> list[int]:
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            receiver, key = node.value, node.slice.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            receiver, key = (
+                node.func.value,
+                node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None,
+            )
+        else:
+            continue
+        if isinstance(key, str) and _meta_receiver(receiver):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_its_module_reads_meta_json_by_string_key():
+    package = Path(__file__).parents[1] / "commprof"
+    found = [
+        f"{path.relative_to(package)}:{line}"
+        for path in sorted(package.rglob("*.py"))
+        if path != package / "records" / "run_meta.py"
+        for line in _string_key_reads(ast.parse(path.read_text()))
+    ]
+    assert found == [], "read meta.json through records.run_meta.meta_view's attributes"
+    assert _string_key_reads(ast.parse("a = run.meta.get('x'); b = (meta or {})['y']; c = read_meta(d).get('z')")) == [
+        1,
+        1,
+        1,
+    ]

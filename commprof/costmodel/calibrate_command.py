@@ -20,7 +20,7 @@ from commprof.costmodel.latency import CostParams, arch_of, arch_of_gpu_name
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
 from commprof.records.files import RESULTS_FILE, read_records
-from commprof.records.run_meta import read_meta
+from commprof.records.run_meta import meta_view, read_meta
 from commprof.units import format_bytes
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
@@ -61,7 +61,7 @@ def _gpu_generation(run_dirs: tuple[Path, ...]) -> tuple[str | None, set[str]]:
     found: dict[str, set[str]] = {}
     for run_dir in run_dirs:
         try:
-            gpus = read_meta(run_dir).get("gpus") or []
+            gpus = meta_view(read_meta(run_dir)).gpus or []
         except UsageError:
             continue
         for gpu in gpus if isinstance(gpus, list) else []:

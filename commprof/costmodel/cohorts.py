@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.line_fit import fit_line
+from commprof.records.run_meta import meta_view
 
 COSTMODEL, LINE = "costmodel", "line"
 # The sizes a decode / verify step's collectives have (fitting.HOLDOUT_RANGE), cut where SIZE_BANDS are.
@@ -24,14 +25,13 @@ DECISION_BANDS = ((8 << 10, 64 << 10, "8-64 KB"), (64 << 10, (1 << 20) + 1, "64 
 def cohort_of(record: dict, meta: dict) -> str:
     """ "<box> · <n> ranks · NCCL <version>": the box is the imported log's file (nccl-tests) or the host and its
     GPUs (a sweep); the version is the log's or the run's (? where neither says)."""
-    imported = {run["point_id"]: run for item in meta.get("imported") or [] for run in item.get("runs") or []}
-    run = imported.get(record.get("point_id"), {})
+    view = meta_view(meta)
+    run = view.imported_runs.get(record.get("point_id"), {})
     if record.get("file"):
         box = str(record["file"]).rsplit("/", 1)[-1]
     else:
-        names = sorted({str(g.get("name", "?")) for g in meta.get("gpus") or [] if isinstance(g, dict)})
-        box = f"{meta.get('hostname') or '?'} ({' / '.join(names) or 'GPUs not recorded'})"
-    version = run.get("nccl_version") or (meta.get("versions") or {}).get("nccl") or "?"
+        box = f"{view.hostname or '?'} ({' / '.join(view.gpu_names) or 'GPUs not recorded'})"
+    version = run.get("nccl_version") or (view.versions or {}).get("nccl") or "?"
     return f"{box} · {record.get('world_size') or '?'} ranks · NCCL {version}"
 
 

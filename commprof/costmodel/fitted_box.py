@@ -12,6 +12,7 @@ from commprof.costmodel.cohorts import DECISION_BANDS
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.topology import Topology, link_for
 from commprof.evidence import ModelError
+from commprof.records.run_meta import meta_view
 
 UNKNOWN = "unknown"
 
@@ -63,8 +64,9 @@ class BoxFacts:
 def records_facts(metas: list[dict], ranks: int | None, transport: str, nccl: str) -> BoxFacts:
     """The facts of the box records were measured on: their runs' meta.json GPUs (a sweep's compute capability and
     PCIe generation; an import's GPU names, whose capability NVIDIA's list gives)."""
-    gpus = [g for meta in metas for g in (meta.get("gpus") or []) if isinstance(g, dict)]
-    probed = [g for meta in metas for g in ((meta.get("topology") or {}).get("gpus") or []) if isinstance(g, dict)]
+    views = [meta_view(meta) for meta in metas]
+    gpus = [g for view in views for g in view.gpu_list]
+    probed = [g for view in views for g in view.probed_gpus]
     names = sorted({str(g["name"]) for g in gpus if g.get("name")})
     sms = {str(g["compute_capability"]) for g in gpus if g.get("compute_capability")}
     sms |= {f"{c:g}" for name in names if not sms and (c := capability_of_name(name)) is not None}

@@ -22,7 +22,7 @@ from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
 from commprof.records.files import ensure_writable_dir
 from commprof.records.folder import write_nofollow
 from commprof.records.point_ids import BASELINE_POINT_ID
-from commprof.records.run_meta import read_meta
+from commprof.records.run_meta import meta_view, read_meta
 from commprof.textfiles import LOG_BYTES, read_text
 
 INDEX_FILE = "candidates.json"
@@ -35,16 +35,16 @@ def facts_of_run(run_dir: Path) -> Facts:
     meta = read_meta(run_dir)
     if not meta:
         raise UsageError(f"--from-run {run_dir}: no meta.json (not a run folder)")
-    if meta.get("simulated") or meta.get("source") in ("simulated", "nccl-tests"):
+    view = meta_view(meta)
+    if view.simulated or view.source in ("simulated", "nccl-tests"):
         raise UsageError(
-            f"--from-run {run_dir}: a {meta.get('source')} run probed no box; give the box itself "
+            f"--from-run {run_dir}: a {view.source} run probed no box; give the box itself "
             "(--from-bundle DIR, a `commprof doctor --collect` bundle, or a run measured on it)"
         )
-    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else None
+    topology = view.topology
     if topology is not None and not isinstance(topology.get("gpus"), list):
         raise UsageError(f"--from-run {run_dir}: meta.json's topology lists no GPUs (it is not NVML's probe of a box)")
-    floor = meta.get("floor") if isinstance(meta.get("floor"), dict) else None
-    facts = Facts(origin=str(run_dir), topology=topology, floor=floor)
+    facts = Facts(origin=str(run_dir), topology=topology, floor=view.floor)
     # The baseline's untimed probe dumped the graphs NCCL's own search found (commprof.sweep.running.graph_run).
     dump = run_dir / "points" / BASELINE_POINT_ID / "nccl-graphs.xml"
     if dump.is_file():

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from commprof.nccl_graph.graph_file import graph_hash
 from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
+from commprof.records.run_meta import meta_view
 
 GRAPH_VARIABLE = "NCCL_GRAPH_FILE"
 EXPORTED_NAME = "nccl_graph.xml"  # the copy beside recommend.env
@@ -42,8 +43,9 @@ def graph_export(env: dict[str, str], ran_with: dict | None, text: str | None, m
         gpus = sorted({d for g in read_graph_file(text).graphs for c in g.channels for d in c.gpus})
     except GraphFileError as exc:
         return GraphExport(rest, [f"{GRAPH_VARIABLE} NOT exported: the file no longer reads as NCCL reads it ({exc})."])
-    plan = meta.get("plan") or {}
-    tp, world = plan.get("tp"), meta.get("world_size")
+    view = meta_view(meta)
+    plan = view.plan or {}
+    tp, world = plan.get("tp"), view.world_size
     sub = []
     if isinstance(tp, int) and tp != len(gpus):
         sub.append(f"TP groups of {tp} GPUs")
@@ -57,11 +59,7 @@ def graph_export(env: dict[str, str], ran_with: dict | None, text: str | None, m
                 f"(rings over GPUs {gpus}) cannot describe: NCCL would fail their init (XML Import Channel : dev not found)."
             ],
         )
-    version = (
-        (meta.get("versions") or {}).get("nccl")
-        or meta.get("nccl_version")
-        or "an NCCL version meta.json does not name"
-    )
+    version = view.nccl or "an NCCL version meta.json does not name"
     notes = [
         f"{GRAPH_VARIABLE}: the graph this point ran with, sha256 {ran_with['sha256'][:12]} (a copy is {EXPORTED_NAME} "
         "beside this file; the path below is the run folder's, where NCCL loaded it).",

@@ -9,9 +9,12 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
+
+import msgspec
 
 from commprof.errors import UsageError
 from commprof.records.files import META_FILE
@@ -105,7 +108,7 @@ class TopologyPair(TypedDict, total=False):
 
 
 class MetaTopology(TypedDict, total=False):
-    """meta["topology"]: the topology probe's answer, or a simulation's preset summary (`gpus` a count there)."""
+    """meta.json's topology: the topology probe's answer, or a simulation's preset summary (`gpus` a count there)."""
 
     source: str | None
     reason: str | None
@@ -148,6 +151,99 @@ class RunMeta(TypedDict, total=False):
     calibration: dict[str, Any] | str | None  # simulated: the calibration file's fit, or "nccl-prior"
     model_error: dict[str, Any] | None  # simulated: the expected error of its predictions (evidence.ModelError)
     imported: list[dict[str, Any]] | None  # nccl-tests imports: each log's file, sha256, warnings and runs
+
+
+class RunMetaView(msgspec.Struct, frozen=True, kw_only=True):
+    """meta.json as its readers use it (meta_view): each field None where the file does not say it."""
+
+    run_id: str | None = None
+    """The run's id (the run folder's name)."""
+    created: str | None = None
+    """When the run was made, ISO 8601 UTC."""
+    hostname: str | None = None
+    """The host that wrote the run."""
+    world_size: int | None = None
+    """The ranks the run had."""
+    nnodes: int | None = None
+    """The nodes the run had."""
+    backend: str | None = None
+    """The torch.distributed backend the run measured on ("nccl", "gloo")."""
+    source: str | None = None
+    """Where the run's records come from (records.schema.SOURCES)."""
+    versions: dict[str, str | None] | None = None
+    """The software the run names (VERSION_KEYS first); a None value: not there."""
+    nccl_version: str | None = None
+    """The NCCL version as an older commprof wrote it, outside versions."""
+    gpus: list[Any] | None = None
+    """The visible GPUs as gpu_inventory writes them (MetaGpu)."""
+    env: dict[str, str] | None = None
+    """The environment variables that matter (relevant_env)."""
+    plan: dict[str, Any] | None = None
+    """What the sweep replayed (MetaPlan)."""
+    sweep: dict[str, Any] | None = None
+    """The sweep file the run was made from (MetaSweep)."""
+    shared_gpus: bool | None = None
+    """Ranks shared GPUs (--share-gpus): a functional check only."""
+    topology: dict[str, Any] | None = None
+    """The topology probe's answer, or a simulation's preset summary (MetaTopology)."""
+    floor: dict[str, Any] | None = None
+    """The box's floor: `commprof floor`'s floor.json, its figures, or why it was not measured."""
+    doctor: dict[str, Any] | None = None
+    """commprof.doctor.doctor_summary() plus the sweep's failed check ids."""
+    simulated: bool | None = None
+    """`commprof simulate` wrote the run."""
+    calibration: dict[str, Any] | str | None = None
+    """A simulation's calibration file's fit, or "nccl-prior"."""
+    model_error: Any = None
+    """A simulation's expected error (evidence.ModelError's dict)."""
+    imported: list[Any] | None = None
+    """nccl-tests imports: each log's file, sha256, warnings and runs."""
+
+    @property
+    def gpu_list(self) -> list[dict[str, Any]]:
+        """The GPUs meta.json lists (none where it lists none)."""
+        return [g for g in self.gpus or [] if isinstance(g, dict)]
+
+    @property
+    def gpu_names(self) -> list[str]:
+        """The listed GPUs' names, sorted and each once ("?" for one without)."""
+        return sorted({str(g.get("name", "?")) for g in self.gpu_list})
+
+    @property
+    def probed_gpus(self) -> list[dict[str, Any]]:
+        """The GPUs the topology probe lists (a simulation's preset gives a count, not a list: none)."""
+        listed = (self.topology or {}).get("gpus")
+        return [g for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
+
+    @property
+    def named_versions(self) -> dict[str, str]:
+        """The software versions the run names, without those it does not have."""
+        return {k: v for k, v in (self.versions or {}).items() if v not in (None, "")}
+
+    @property
+    def nccl(self) -> str | None:
+        """The NCCL version the run names, in versions or where an older commprof wrote it."""
+        return (self.versions or {}).get("nccl") or self.nccl_version
+
+    @property
+    def failed_checks(self) -> list[str]:
+        """The doctor checks that failed before the sweep."""
+        return list((self.doctor or {}).get("failed") or [])
+
+    @property
+    def imported_files(self) -> list[str]:
+        """The file names of the nccl-tests logs the run imported."""
+        return [Path(str(item.get("file"))).name for item in self.imported or [] if isinstance(item, dict)]
+
+    @property
+    def imported_runs(self) -> dict[str, dict[str, Any]]:
+        """The imported logs' runs by point id."""
+        return {run["point_id"]: run for item in self.imported or [] for run in item.get("runs") or []}
+
+
+def meta_view(meta: Mapping[str, Any]) -> RunMetaView:
+    """meta.json (as read_meta returns it, or {}) as its typed view; keys it does not use are left out."""
+    return msgspec.convert(meta, RunMetaView)
 
 
 def meta_problem(meta: Any) -> str | None:

@@ -21,7 +21,7 @@ from commprof.records.files import (
     read_plan,
     read_records,
 )
-from commprof.records.run_meta import read_meta
+from commprof.records.run_meta import meta_view, read_meta
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
@@ -36,7 +36,7 @@ def newest_run(parent: Path) -> Path:
 
     def created(run: Path) -> tuple[str, float]:
         try:
-            stamp = str(read_meta(run).get("created") or "")
+            stamp = str(meta_view(read_meta(run)).created or "")
         except UsageError:
             stamp = ""
         return stamp, (run / RESULTS_FILE).stat().st_mtime
@@ -67,13 +67,13 @@ def load_run(run_dir: Path) -> tuple[str, list[dict], dict, list[str]]:
             "wrote this run (a --resume of a run still going?); their timings may disturb each other"
         )
     meta = read_meta(run_dir)
-    run_id = str(meta.get("run_id") or records[0].get("run_id") or run_dir.name)
+    run_id = str(meta_view(meta).run_id or records[0].get("run_id") or run_dir.name)
     return run_id, records, meta, notes
 
 
 def sweep_options(meta: dict) -> dict[str, Any]:
-    """Report options the run's sweep file set (meta["sweep"]["report"]); the command line overrides them."""
-    sweep = meta.get("sweep")
+    """Report options the run's sweep file set (meta.json's sweep's report); the command line overrides them."""
+    sweep = meta_view(meta).sweep
     options = sweep.get("report") if isinstance(sweep, dict) else None
     if options is None:
         return {}

@@ -348,15 +348,15 @@ def _check_impls(spec: SweepSpec) -> None:
 
 def _resumed_sweep(run_dir: Path, max_points: int) -> SweepSpec:
     """The sweep a run started with, from its meta.json (every node needs the run folder to resume)."""
-    from commprof.records.run_meta import read_meta
+    from commprof.records.run_meta import meta_view, read_meta
     from commprof.sweep.planning.config import parse_sweep
 
-    meta = read_meta(run_dir)
-    sweep = meta.get("sweep") or {}
+    meta = meta_view(read_meta(run_dir))
+    sweep = meta.sweep or {}
     if not sweep.get("content"):
         raise UsageError(f"--resume {run_dir}: not a commprof run folder (no sweep in meta.json)")
     spec = parse_sweep(sweep["content"], sweep.get("path"), max_points=max_points)
-    plan = meta.get("plan") or {}
+    plan = meta.plan or {}
     return spec.with_overrides(RunOverrides(**{f.name: plan.get(f.name) for f in fields(RunOverrides)}))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from commprof.records.plan_file import PLAN_FILE, Plan
+from commprof.records.run_meta import meta_view
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class Completeness:
 def completeness(meta: dict, records: list[dict], run_dir: str, plan: Plan | None) -> Completeness | None:
     """The run's progress against what its sweep planned (plan.jsonl); None when the run had no sweep (imports).
     A sweep's run folder without a plan (written before sweeps recorded one) has its planned counts unknown."""
-    sweep = meta.get("sweep") if isinstance(meta.get("sweep"), dict) else {}
+    sweep = meta_view(meta).sweep or {}
     if plan is None:
         return (
             Completeness(run_dir, (), plan_known=False, recorded=_recorded(records)) if sweep.get("content") else None

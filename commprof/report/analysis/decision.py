@@ -223,7 +223,7 @@ def decide(run: RunAnalysis) -> Decision:
         )
     backend = run.backend if run.evidence.level == MEASURED else "nccl"
     engine, notes = routing_settings(routing.get("bands", []), hidden, dtype_bytes, backend, _not_live(run))
-    versions = run.meta.get("versions") if isinstance(run.meta.get("versions"), dict) else {}
+    versions = run.meta_view.versions or {}
     engines, chosen = engines_for(run.options.engines, versions)
     asked = tuple(dict.fromkeys(parse_engine(text)[0] for text in engines))
     engine = [s for s in engine if s.engine.lower() in asked]  # never another engine's lines than those asked for

@@ -14,7 +14,7 @@ _ORDER = {status: rank for rank, status in enumerate((FAIL, WARN, OK, SKIPPED, U
 
 
 def doctor_view(doctor: Any) -> dict[str, Any] | None:
-    """meta["doctor"] (commprof.doctor.doctor_summary() plus the sweep's "failed" ids) for the page, failing and
+    """meta.json's doctor (commprof.doctor.doctor_summary() plus the sweep's "failed" ids) for the page, failing and
     warning checks first; an entry of another shape is one row saying it is unreadable, with its JSON."""
     if not doctor:
         return None

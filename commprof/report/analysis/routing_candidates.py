@@ -20,6 +20,7 @@ from typing import Any
 from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence
 from commprof.floor.model import FloorFigures
 from commprof.impls.registry import BACKEND_IMPLS, fuses_rmsnorm, resolve_impl_name, unfused_reference
+from commprof.records.run_meta import meta_view
 from commprof.records.schema import FUSED
 from commprof.stats import median
 
@@ -197,7 +198,7 @@ def _stage(record: dict) -> tuple:
 
 def missing_floor(meta: dict) -> str:
     """Why a run has no floor and how to get one, as its meta.json says (commprof.floor.record), else in general."""
-    entry = meta.get("floor") if isinstance(meta.get("floor"), dict) else {}
+    entry = meta_view(meta).floor or {}
     if not entry.get("why"):
         return NO_FLOOR
     return f"floor not measured: {entry['why']}" + (f"; {entry['how']}" if entry.get("how") else "")
@@ -206,8 +207,9 @@ def missing_floor(meta: dict) -> str:
 def floor_of(meta: dict) -> FloorFigures | None:
     """The floor figures a run carries: measured by `commprof floor` (meta "floor": its floor.json or just the
     figures), else its topology preset's."""
-    measured = meta.get("floor") if isinstance(meta.get("floor"), dict) else {}
-    for table in (measured.get("figures", measured), (meta.get("topology") or {}).get("floor")):
+    view = meta_view(meta)
+    measured = view.floor or {}
+    for table in (measured.get("figures", measured), (view.topology or {}).get("floor")):
         if isinstance(table, dict):
             try:
                 return FloorFigures(**{k: table[k] for k in FloorFigures.__dataclass_fields__})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -27,6 +26,7 @@ from commprof.evidence import (
 )
 from commprof.records.plan_file import Plan
 from commprof.records.point_ids import BASELINE_POINT_ID
+from commprof.records.run_meta import RunMetaView, meta_view
 from commprof.report.analysis import choices as ch
 from commprof.report.analysis import frame as fr
 from commprof.report.analysis import heatmap as hm
@@ -115,7 +115,7 @@ class RunAnalysis:
     @property
     def shared_gpus(self) -> bool:
         """Ranks shared GPUs (the sweep's --share-gpus): a functional check, never a tuning result."""
-        return bool(self.meta.get("shared_gpus"))
+        return bool(self.meta_view.shared_gpus)
 
     @property
     def recommended(self) -> pd.Series | None:
@@ -135,9 +135,14 @@ class RunAnalysis:
         return observed_view(self, self.options.observed, self.options.observed_source)
 
     @cached_property
+    def meta_view(self) -> RunMetaView:
+        """The run's meta.json, typed (records.run_meta.meta_view)."""
+        return meta_view(self.meta)
+
+    @cached_property
     def doctor(self) -> dict[str, Any] | None:
         """The doctor's checks as the page shows them (doctor_verdicts.doctor_view); None: the run has none."""
-        return doctor_view(self.meta.get("doctor"))
+        return doctor_view(self.meta_view.doctor)
 
     @property
     def doctor_failed(self) -> list[str]:
@@ -188,7 +193,7 @@ class RunAnalysis:
     @cached_property
     def backend(self) -> str | None:
         backends = self.frame["backend"].dropna().unique() if "backend" in self.frame else []
-        return str(backends[0]) if len(backends) == 1 else self.meta.get("backend")
+        return str(backends[0]) if len(backends) == 1 else self.meta_view.backend
 
     @property
     def rankable(self) -> pd.DataFrame:
@@ -331,7 +336,7 @@ def analyze_source(
     run.without_result = ch.implementations_without_result(steps, run.mode, family)
     run.heatmap_axes = hm.strongest_axes(run.family_steps, run.mode)
     ranks = all_steps["world_size"].dropna()
-    run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.get("world_size") or 0)
+    run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta_view(meta).world_size or 0)
     run.crossovers = crossovers(records)
     # Every size is judged against the NCCL environment the answer sets: the recommended point where there is one.
     run.routing_against = run.reference
@@ -364,7 +369,7 @@ def with_run_error(records: list[dict], error: ModelError) -> list[dict]:
 def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
     """Simulated points no verdict may rest on, point id -> why (evidence.not_proposable, the rule the staged search
     follows too): a known trap on the simulated interconnect, or a kernel predicted with an unknown error."""
-    interconnect = interconnect_of(meta.get("topology"))
+    interconnect = interconnect_of(meta_view(meta).topology)
     out = {}
     columns = [c for c in ("point_id", "env", "kernel_model", "source") if c in steps]
     for row in steps.drop_duplicates("point_id")[columns].to_dict("records"):
@@ -389,7 +394,7 @@ def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
 
     if level == MEASURED:
         backends = values("backend")
-        return Evidence(MEASURED, backend=backends[0] if len(backends) == 1 else meta.get("backend"))
+        return Evidence(MEASURED, backend=backends[0] if len(backends) == 1 else meta_view(meta).backend)
     if level == SIMULATED:
         calibrations = values("calibration") or ["nccl-prior"]
         return Evidence(
@@ -398,5 +403,5 @@ def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
             calibration=", ".join(calibrations),
             model_error=ModelError.from_meta(meta),
         )
-    files = [Path(str(item.get("file"))).name for item in meta.get("imported") or [] if isinstance(item, dict)]
+    files = meta_view(meta).imported_files
     return Evidence(IMPORTED if level == IMPORTED else str(level), origin=tuple(files))

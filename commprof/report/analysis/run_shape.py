@@ -4,6 +4,7 @@ box (SM, TP, NVLink, P2P). Pure."""
 from __future__ import annotations
 
 from commprof.planner.models import DTYPE_BYTES
+from commprof.records.run_meta import meta_view
 from commprof.report.analysis.engine_dispatch import Box
 from commprof.report.analysis.run_analysis import RunAnalysis
 
@@ -25,9 +26,9 @@ def step_shape(run: RunAnalysis) -> tuple[int | None, int, tuple[int, ...]]:
 
 def compute_capability(meta: dict) -> float | None:
     """The run's GPUs' compute capability (12.0 for SM120), from meta.json's GPUs, probe or topology preset."""
-    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
-    listed = [meta.get("gpus"), topology.get("gpus")]
-    gpus = [g for items in listed if isinstance(items, list) for g in items if isinstance(g, dict)]
+    view = meta_view(meta)
+    topology = view.topology or {}
+    gpus = view.gpu_list + view.probed_gpus
     for value in [g.get("compute_capability") for g in gpus] + [topology.get("compute_capability")]:
         try:
             return float(value)
@@ -43,7 +44,7 @@ def step_dtype(run: RunAnalysis) -> str:
 
 def box_of(run: RunAnalysis) -> Box:
     """What the engines' dispatch reads of the box: SM, TP, NVLink and P2P, from the probe's pairs or the preset."""
-    topology = run.meta.get("topology") if isinstance(run.meta.get("topology"), dict) else {}
+    topology = run.meta_view.topology or {}
     pairs = [p for p in topology.get("pairs") or [] if isinstance(p, dict)]
     if pairs:
         nvlink = all(bool(p.get("nvlink")) for p in pairs)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from commprof.evidence import IMPORTED, SIMULATED
+from commprof.records.run_meta import RunMetaView
 from commprof.report.analysis.formatting import env_text
 from commprof.report.analysis.run_analysis import RunAnalysis
 
 
 def provenance(run: RunAnalysis) -> list[str]:
     """Where a number came from, for the head of every exported file."""
-    meta = run.meta
-    versions = {k: v for k, v in (meta.get("versions") or {}).items() if v not in (None, "")}
+    meta = run.meta_view
+    versions = meta.named_versions
     lines = [f"commprof report of run {run.run_id}: {run.evidence.label}"]
     if run.simulated:
         error = run.evidence.model_error
@@ -24,7 +25,7 @@ def provenance(run: RunAnalysis) -> list[str]:
         lines.append(f"NOT CONFIRMED ON YOUR BOX: {run.observed['verdict']} ({run.observed['source']})")
     if run.shared_gpus:
         lines.append("SHARED GPUs: ranks shared GPUs (--share-gpus): a functional check, not a tuning result.")
-    host, created, world = meta.get("hostname", "unknown"), meta.get("created", "date unknown"), meta.get("world_size")
+    host, created, world = meta.hostname or "unknown", meta.created or "date unknown", meta.world_size
     if run.evidence.level == IMPORTED:
         # The host and date are the import's; the logs came from the box they describe.
         lines.append(
@@ -39,22 +40,19 @@ def provenance(run: RunAnalysis) -> list[str]:
         )
     if versions:
         lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
-    launch_env = {
-        k: v for k, v in (meta.get("env") or {}).items() if k.startswith("NCCL_") and not k.startswith("NCCL_DEBUG")
-    }
+    launch_env = {k: v for k, v in (meta.env or {}).items() if k.startswith("NCCL_") and not k.startswith("NCCL_DEBUG")}
     if launch_env:
         lines.append("On top of the launch environment: " + env_text(launch_env))
     return lines
 
 
-def hardware_text(meta: dict, backend: str | None) -> str:
-    """ "8 x NVIDIA ..." from meta["gpus"], or the simulated topology's description; CPU ranks said as such (a
+def hardware_text(meta: RunMetaView, backend: str | None) -> str:
+    """ "8 x NVIDIA ..." from meta.json's GPUs, or the simulated topology's description; CPU ranks said as such (a
     gloo run has no GPU to name)."""
-    gpus = [g for g in meta.get("gpus") or [] if isinstance(g, dict)]
+    gpus = meta.gpu_list
     if gpus:
-        names = sorted({str(g.get("name", "?")) for g in gpus})
-        return f"{len(gpus)} x {' / '.join(names)}"
-    topology = meta.get("topology")
+        return f"{len(gpus)} x {' / '.join(meta.gpu_names)}"
+    topology = meta.topology
     if isinstance(topology, dict) and topology.get("simulated") and topology.get("description"):
         if topology.get("box"):  # read from the user's doctor bundle: the description names it
             return str(topology["description"])

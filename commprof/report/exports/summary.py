@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from commprof.records.run_meta import meta_view
 from commprof.report.analysis.compared import CostModelCheck
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
 from commprof.report.analysis.decision import decided_fusion
@@ -40,7 +41,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "baseline_point_id": run.baseline,
         "model": _first_value(run.steps, "model"),
         "tp": _first_value(run.steps, "tp"),
-        "world_size": run.meta.get("world_size"),
+        "world_size": run.meta_view.world_size,
         "records": len(run.frame),
         "status_counts": run.status_counts,
         "failed": run.failed_count,
@@ -108,7 +109,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
 def box_transports(meta: dict) -> dict[str, Any] | None:
     """A run simulated from a doctor bundle: per GPU pair, its transport under each P2P setting and where that
     comes from (the bundle's line and NCCL's rule, or the NCCL log's line), as meta.json records it."""
-    topology = meta.get("topology") if isinstance(meta.get("topology"), dict) else {}
+    topology = meta_view(meta).topology or {}
     box = topology.get("box")
     if not isinstance(box, dict):
         return None

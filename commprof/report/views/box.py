@@ -16,8 +16,8 @@ from commprof.report.views.breakdown import answer_of, setting_label
 
 
 def environment(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
-    meta = run.meta
-    gpus = [g for g in meta.get("gpus") or [] if isinstance(g, dict)]
+    meta = run.meta_view
+    gpus = meta.gpu_list
     groups: dict[tuple, int] = {}
     for gpu in gpus:
         key = (gpu.get("name", "?"), gpu.get("compute_capability", gpu.get("capability", "?")))
@@ -29,12 +29,14 @@ def environment(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
             or hardware_text(meta, run.backend),
         )
     ]
-    facts += [(k, meta.get(k)) for k in ("hostname", "world_size", "nnodes", "backend", "created") if k in meta]
-    plan = meta.get("plan") or {}
+    facts += [
+        (k, getattr(meta, k)) for k in ("hostname", "world_size", "nnodes", "backend", "created") if k in run.meta
+    ]
+    plan = meta.plan or {}
     if plan:
         facts.append(("plan", ", ".join(f"{k} {v if v is not None else 'the model’s'}" for k, v in plan.items())))
-    if run.simulated and meta.get("calibration"):
-        calibration = meta["calibration"]
+    if run.simulated and meta.calibration:
+        calibration = meta.calibration
         facts.append(
             (
                 "model calibration",
@@ -44,10 +46,10 @@ def environment(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     nccl = nccl_choices(run, decision)
     return {
         "facts": facts,
-        "versions": sorted((k, v) for k, v in (meta.get("versions") or {}).items() if v not in (None, "")),
+        "versions": sorted(meta.named_versions.items()),
         "gpus": gpus,
-        "env": sorted((meta.get("env") or {}).items()),
-        "topology": topology_view(meta.get("topology")),
+        "env": sorted((meta.env or {}).items()),
+        "topology": topology_view(meta.topology),
         "doctor": run.doctor,
         "nccl": nccl,
         "nccl_note": nccl_note(run) if not nccl and not run.headline.empty else "",
@@ -69,7 +71,7 @@ _PROBE_KEYS = {"source", "reason", "host", "driver_version", "cuda_driver_versio
 
 
 def topology_view(topology: Any) -> dict[str, Any] | None:
-    """meta["topology"] for the page: commprof.doctor.topology_probe.probe_topology()'s answer as a host line, a GPU table
+    """meta.json's topology for the page: commprof.doctor.topology_probe.probe_topology()'s answer as a host line, a GPU table
     and level / P2P grids; any other shape as its square matrices (grids) and the rest as text."""
     if not topology:
         return None

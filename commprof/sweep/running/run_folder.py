@@ -17,7 +17,7 @@ from commprof.errors import UsageError
 from commprof.floor.fresh import PROBE_TIMEOUT_S
 from commprof.floor.record import file_floor, not_measured
 from commprof.records.files import META_FILE, write_json
-from commprof.records.run_meta import launch_facts, run_meta
+from commprof.records.run_meta import launch_facts, meta_view, run_meta
 from commprof.sweep.planning.spec import SweepSpec
 
 # The quick doctor's limit as a whole: its all-GPU test (90 s), pair rounds (45 s each) and controls on a box whose
@@ -82,9 +82,10 @@ def prepare_run_folder(
         **sections,
     )
     write_json(meta_path, meta)
-    if with_doctor and options.strict and meta["doctor"]["failed"]:
+    failed = meta_view(meta).failed_checks
+    if with_doctor and options.strict and failed:
         raise UsageError(
-            f"doctor found failing checks ({', '.join(meta['doctor']['failed'])}); "
+            f"doctor found failing checks ({', '.join(failed)}); "
             "fix them or drop --strict (details: python -m commprof doctor)"
         )
 
