@@ -102,7 +102,10 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
             ["point_id", "label", "impl", "settings", "world_size", "dtype"]
         ].to_dict("records")
     }
-    tokens_of = {pid: sorted(int(t) for t in set(ts)) for pid, ts in eager.groupby("point_id")["tokens"]}
+    token_sets: dict[str, set[int]] = {}
+    for point_id, tokens in zip(eager["point_id"], eager["tokens"]):  # no Series per point: thousands of points
+        token_sets.setdefault(point_id, set()).add(int(tokens))
+    tokens_of = {point_id: sorted(tokens) for point_id, tokens in token_sets.items()}
     checked = eager.groupby("point_id")["check_ok"].count()
     failed = (eager["check_ok"] == False).groupby(eager["point_id"]).sum()  # noqa: E712 (None is not False)
     bad = {point_id: int(failed[point_id]) if checked[point_id] else None for point_id in checked.index}

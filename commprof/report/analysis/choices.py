@@ -215,7 +215,7 @@ def fusion_comparison(
     refs = ok_rows(steps, mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
     where = list(zip(best["reference"], best["tokens"]))
     best["reference_p90_us"] = [refs["p90_us"].get(k, math.nan) for k in where]
-    ref_rows = refs.to_dict("index")
+    ref_rows = refs[refs.index.isin(where)].to_dict("index")  # only the references named: a dict per row is dear
     best["model_errors"] = [model_errors(row, ref_rows.get(k)) for row, k in zip(best.to_dict("records"), where)]
     best["beyond_uncertainty"], best["slower_beyond_uncertainty"] = both_ways(evidence, best)
     return best.drop(columns=["kernel_model", "nccl", "model_errors"])

@@ -19,6 +19,12 @@ from commprof.records.schema import FAILED_STATUSES, CollectiveRecord, Stats, St
 from commprof.report.analysis.formatting import ENV_PREFIX, STEP_INTEGERS, env_text, whole_counts
 from commprof.stats import tail
 
+# step_us's statistics as frame columns (p99 and max become the one tail column), in the record type's order.
+_STEP_COLUMNS = tuple(
+    (name, "step_n" if name == "n" else "cv" if name == "cv" else f"{name}_us")
+    for name in (*(n for n in Stats.__annotations__ if n not in ("p99", "max")), "tail")
+)
+
 
 def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFrame:
     """One row per record: point fields, step_us statistics (µs), plan counts, skew; op_us kept as objects."""
@@ -104,13 +110,11 @@ def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[
     compute = (record.get("compute_us") or {}).get("median") or 0.0
     row["compute_us"] = float(compute) if compute else math.nan
     word, tail_value = tail(stats) if stats else (None, None)
-    for name in (*(n for n in Stats.__annotations__ if n not in ("p99", "max")), "tail"):
+    for name, column in _STEP_COLUMNS:
         value = tail_value if name == "tail" else stats.get(name)
         if value is not None and compute and name not in ("n", "cv"):
             value = max(float(value) - float(compute), 0.0)
-        row["step_n" if name == "n" else f"{name}_us" if name != "cv" else "cv"] = (
-            float(value) if value is not None else math.nan
-        )
+        row[column] = float(value) if value is not None else math.nan
     row["tail_stat"] = word  # which statistic tail_us is: "p99", or "max of n" below 100 samples (stats.tail)
     if ranks:
         row["rank_skew_us"] = max(ranks) - min(ranks)

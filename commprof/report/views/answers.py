@@ -135,7 +135,7 @@ def settings_not_measured(run: RunAnalysis) -> dict[str, list[str]]:
     if steps.empty:
         return {}
     family = steps[steps["impl"].isin(list(run.baseline_family))]
-    refused = family.groupby("point_id")["status"].agg(lambda s: bool((s == "unsupported").all()))
+    refused = (family["status"] == "unsupported").groupby(family["point_id"]).all()
     rows = family[family["point_id"].isin(refused[refused].index)].drop_duplicates("point_id")
     out: dict[str, list[str]] = {}
     for point_id, message in rows[["point_id", "message"]].itertuples(index=False):
