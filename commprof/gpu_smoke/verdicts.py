@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from commprof.planner.models import DTYPE_BYTES
-from commprof.records.run_meta import meta_view
 
 PASS, FAIL, SKIP, NOT_SHOWN = "pass", "fail", "skip", "not shown"
 # How step times of ranks that share one GPU are labelled: the ranks take turns on it.
@@ -198,6 +197,8 @@ def floor_verdict(
 ) -> Verdict:
     """The floor probe measured positive figures on >= 2 GPUs, and the sweep's meta.json recorded a floor with its
     source; one GPU is a skip (there is no peer to copy to), said so, never a pass."""
+    from commprof.records.run_meta import meta_view  # here: the smoke's verdicts load in a python without msgspec
+
     recorded = meta_view(meta or {}).floor or {}
     if gpus < 2:
         why = f"; the sweep's meta.json says: {recorded['why']}" if recorded.get("why") else ""
