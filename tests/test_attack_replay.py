@@ -6,7 +6,6 @@ that need processes of their own (a full disk, a killed agent) are in test_attac
 from __future__ import annotations
 
 import csv
-import hashlib
 import importlib
 import io
 import json
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.attack_replay import tree
 from tests.report_fixtures import base_points, make_meta, make_records, write_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -274,21 +274,6 @@ PINNED_ELSEWHERE = {
 # ------------------------------------------------------------------------------------------------ the checks
 
 
-def _tree(root: Path, skip: list[Path]) -> dict[str, str]:
-    """Every path under `root` outside `skip`, with what it is (a link's target, a file's digest)."""
-    seen = {}
-    for path in sorted(root.rglob("*")):
-        if any(path == s or s in path.parents for s in skip):
-            continue
-        if path.is_symlink():
-            seen[str(path)] = "-> " + str(path.readlink())
-        elif path.is_file():
-            seen[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
-        else:
-            seen[str(path)] = "folder"
-    return seen
-
-
 def _one_rank(monkeypatch) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -347,7 +332,7 @@ def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case,
     cwd.mkdir()
     monkeypatch.chdir(cwd)
     monkeypatch.setattr(memory, "_host_available", lambda: 22 * 2**30)  # the attacked box's, wherever this runs
-    before = _tree(tmp_path, attack.given)
+    before = tree(tmp_path, attack.given)
     capsys.readouterr()
     if attack.sweep:
         _one_rank(monkeypatch)
@@ -355,7 +340,7 @@ def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case,
     else:
         status = main(attack.argv)
     err = capsys.readouterr().err
-    assert _tree(tmp_path, attack.given) == before
+    assert tree(tmp_path, attack.given) == before
     assert not (tmp_path / "PWNED").exists()
     assert "Traceback" not in err
     assert status == attack.status, err

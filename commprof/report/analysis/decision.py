@@ -191,7 +191,8 @@ class Decision:
 def decide(run: RunAnalysis) -> Decision:
     """The run's one answer, from its analysis."""
     plan = apply_plan(run)
-    judged = nccl_answer(run)
+    unconfirmed = not_confirmed(run)
+    judged = nccl_answer(run, unconfirmed)
     frames = answer_frames(run, judged.point["point_id"] if judged.point is not None else None)
     run = replace(run, **frames)  # the per-T tables of what was chosen, built once, here
     graph = graph_of(run, plan.env)
@@ -200,7 +201,6 @@ def decide(run: RunAnalysis) -> Decision:
     # withdraws them afterwards (files comment them out), so it can never change what a verdict compares.
     env = dict(plan.env) if plan.choice == RECOMMEND_ENV else {}
     against = run.reference if env else run.baseline
-    unconfirmed = not_confirmed(run)
     if unconfirmed and plan.choice:  # the box contradicts the model: no file may act on its answer
         plan = replace(plan, choice=None, why=unconfirmed)
     routing = run.routing

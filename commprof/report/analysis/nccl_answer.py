@@ -57,8 +57,9 @@ def _point(row: pd.Series | None) -> dict[str, Any] | None:
     return {k: (float(v) if k.endswith("_us") and v is not None else v) for k, v in out.items()}
 
 
-def nccl_answer(run: RunAnalysis) -> NcclAnswer:
-    """(a) as the ranking's candidate (the fastest over every T, its minimal form) was judged."""
+def nccl_answer(run: RunAnalysis, withdrawn: str = "") -> NcclAnswer:
+    """(a) as the ranking's candidate (the fastest over every T, its minimal form) was judged; `withdrawn`: why an
+    observation withdrew the prediction ("" : it stands), which its notes then say."""
     rec = run.nccl_choice
     fastest = rec.fastest if rec is not None else None
     if fastest is None:
@@ -84,7 +85,7 @@ def nccl_answer(run: RunAnalysis) -> NcclAnswer:
         dropped=tuple(rec.dropped) if rec is not None else (),
         withheld=rec.withheld if rec is not None else None,
         keep=keep_text(run),
-        notes=tuple(recommend_notes(run)),
+        notes=tuple(recommend_notes(run, bool(withdrawn))),
     )
 
 

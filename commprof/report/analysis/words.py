@@ -107,14 +107,15 @@ def not_a_result_notes(run: RunAnalysis) -> list[str]:
     return notes
 
 
-def recommend_notes(run: RunAnalysis) -> list[str]:
-    """The comment lines of recommend.env: the evidence, what was chosen and why, with the verdict."""
+def recommend_notes(run: RunAnalysis, withdrawn: bool = False) -> list[str]:
+    """The comment lines of recommend.env: the evidence, what was chosen and why, with the verdict (marked as a
+    withdrawn prediction where an observation the model does not explain withdrew it: `withdrawn`)."""
     rec = run.nccl_choice
     lines = [f"Evidence: {run.evidence.label}. Rule: {run.evidence.rule}."]
     if rec is None or rec.fastest is None:
         return lines + not_a_result_notes(run)
     chosen = _recommend_notes(run)
-    if run.observed is not None and run.observed.get("explained") is False:  # withdrawn with every predicted claim
+    if withdrawn:
         chosen = [f"Predicted, and withdrawn by the engine's observed step time: {line}" for line in chosen]
     return lines + not_a_result_notes(run) + chosen
 
