@@ -2,7 +2,7 @@
 
 The candidate is a genuine one-shot all-reduce on gloo (all-gather every rank's tensor, then sum locally),
 against gloo's own all-reduce as the baseline; both are timed by the replay harness at every size the search
-asks for (commprof.size_timing). The search measures powers of two from 1 KiB to 1 MiB, then
+asks for (commprof.replay.size_timing). The search measures powers of two from 1 KiB to 1 MiB, then
 bisects every win/loss boundary to STEP; the exhaustive sweep measures every STEP from 1 KiB to 1 MiB. Both
 run in this one process pair, one after the other. Reported: sizes measured, measure() rounds (each a fresh
 set of processes in a sweep), wall time, the ratios, and whether both found the same crossover.
@@ -25,7 +25,7 @@ def _rank(rank: int, world_size: int) -> dict:
     import torch.distributed as dist
 
     from commprof.impls.torch_dist import GlooAllReduce
-    from commprof.size_timing import SizeTiming, time_sizes
+    from commprof.replay.size_timing import SizeTiming, time_sizes
     from commprof.sweep.planning import crossover as cx
     from tests.plugins.one_shot import OneShotGloo
 

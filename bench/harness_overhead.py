@@ -23,10 +23,10 @@ def _measure(rank, world_size):
     import torch
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, _all_gather_single, replay_mode
     from commprof.impls.registry import load_impl
     from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, _all_gather_single, replay_mode
 
     # As under torchrun (OMP_NUM_THREADS=1), which is how sweep workers run: idle OpenMP threads of one rank
     # spinning after a parallel copy would otherwise steal the other rank's core on a 2-core machine.

@@ -1,5 +1,5 @@
 """Variables libtorch reads once, when it loads: a per-point value of one cannot act in workers forked from a
-server that loaded torch before the first point (commprof.forkserver). Pure: the facts and the sentence."""
+server that loaded torch before the first point (commprof.replay.forkserver). Pure: the facts and the sentence."""
 
 from __future__ import annotations
 

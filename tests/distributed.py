@@ -32,7 +32,7 @@ def _worker(rank, world_size, port, fn, args, queue):
 
 
 # What the gloo ranks' fork server imports before its first fork: torch and the modules every replay uses.
-PRELOAD = ["torch", "torch.distributed", "commprof.harness", "commprof.impls.registry", "commprof.planner.plan"]
+PRELOAD = ["torch", "torch.distributed", "commprof.replay.harness", "commprof.impls.registry", "commprof.planner.plan"]
 
 
 def _gloo_context():

@@ -213,7 +213,7 @@ def _record(run_id, point_id, point, plan, mode, source, rng) -> dict:
             },
         ],
     }
-    # Both modes: the graph-mode per-op pass times the captured step (commprof/captured_ops.py).
+    # Both modes: the graph-mode per-op pass times the captured step (commprof/replay/captured_ops.py).
     record["op_us"] = {
         "sites": [op.site for op in plan.ops],
         "collectives": [op.collective for op in plan.ops],

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 import torch.distributed as dist
 
-from commprof.trial import TrialRequest, worker_main
+from commprof.replay.trial import TrialRequest, worker_main
 from tests.distributed import _gloo_context, free_port
 
 SIZES = [1024, 2048, 4096, 8192]

@@ -34,14 +34,8 @@ TIERS = (
         "nccl_log",
         "floor",
     },  # config.json -> step plan; NCCL's log -> facts and findings; the box's floor; what a crossover is
-    {"impls", "timing", "replay_tensors", "captured_ops"},  # the implementations; the clocks, the graph-mode per-op
-    # pass and the tensors the harness uses
-    {"spacers"},  # what the harness runs between collectives, and the arrival stamps
-    {"harness", "doctor"},  # the timed replay; the box checks
-    # a trace of a few steps; one all-reduce size timed (crossover search); NCCL graph files for the box
-    {"profile_pass", "size_timing", "nccl_graph"},
-    {"trial"},
-    {"forkserver"},
+    {"impls", "doctor"},  # the implementations; the box checks
+    {"replay", "nccl_graph"},  # the replay engine (its layers: REPLAY_PARTS); NCCL graph files for the box
     {"sweep"},
     {"costmodel", "report", "trace"},  # what reads records (or traces) afterwards
 )
@@ -50,8 +44,9 @@ TIERS = (
 PENDING_CIRCLES: list[set[str]] = []
 PENDING_LONG: set[str] = set()
 ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
-# Inside the report and the sweep: subpackages in data-flow order (a later one may import an earlier one, never the
-# reverse), and inside each of them its modules in tiers, read the same way. A package's command (and the
+# Inside the report, the replay engine and the sweep: their parts (subpackages; the replay engine's modules) in
+# data-flow order (a later one may import an earlier one, never the reverse), and inside each subpackage its modules
+# in tiers, read the same way. A package's command (and the
 # report's writer, which joins exports and views) sits at its top, after every subpackage.
 REPORT_PARTS = (
     {"analysis"},  # records -> a RunAnalysis -> the run's one answer, and the words and numbers it is said in
@@ -82,6 +77,14 @@ EXPORTS_TIERS = (
     {"decision_files", "summary"},  # engine_flags.txt's engine block and routing.txt; summary.json
 )
 
+REPLAY_PARTS = (
+    {"timing", "replay_tensors", "captured_ops"},  # the clocks, the tensors and the graph-mode per-op pass
+    {"spacers"},  # what the harness runs between collectives, and the arrival stamps
+    {"harness"},  # the timed, verified step replay
+    {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
+    {"trial"},  # one point in a fresh process group, in a worker on every rank
+    {"forkserver"},  # the server that forks the workers
+)
 SWEEP_PARTS = (
     {"planning"},  # pure: the sweep file into points, stages and searches, what a launch refuses, the dry run
     {"running"},  # processes, ranks and files
@@ -214,9 +217,10 @@ def _inner_of(package: str, part: str):
 
 
 def inner_back_edges(graph: dict[str, set[str]]) -> list[str]:
-    """The report's and the sweep's imports against their subpackages' order, then each subpackage's own tiers."""
+    """The report's, the replay engine's and the sweep's imports against their parts' order, then each subpackage's
+    own tiers."""
     found = []
-    for package, parts in (("report", REPORT_PARTS), ("sweep", SWEEP_PARTS)):
+    for package, parts in (("report", REPORT_PARTS), ("replay", REPLAY_PARTS), ("sweep", SWEEP_PARTS)):
         found += back_edges(graph, parts, _part_of(package), lambda module, unit: False)
     for (package, part), tiers in INNER_TIERS.items():
         found += back_edges(graph, tiers, _inner_of(package, part), lambda module, unit: False)
@@ -260,7 +264,8 @@ def test_sweep_plans_before_it_runs_and_the_report_analyses_before_it_exports_an
 
 
 def unplaced(package: Path = PACKAGE) -> list[str]:
-    """Modules no tier places: stages outside TIERS, report and sweep parts outside their parts or inner tiers."""
+    """Modules no tier places: stages outside TIERS, report, replay and sweep parts outside their parts or inner
+    tiers."""
     found = []
     for path in sorted(package.rglob("*.py")):
         name = module_name(path, package)
@@ -269,7 +274,7 @@ def unplaced(package: Path = PACKAGE) -> list[str]:
             continue
         if parts[1] not in set().union(*TIERS) | ENTRY_POINTS:
             found.append(f"{name}: place in TIERS or ENTRY_POINTS")
-        for stage, stage_parts in (("report", REPORT_PARTS), ("sweep", SWEEP_PARTS)):
+        for stage, stage_parts in (("report", REPORT_PARTS), ("replay", REPLAY_PARTS), ("sweep", SWEEP_PARTS)):
             if parts[1] == stage and len(parts) > 2 and parts[2] not in set().union(*stage_parts):
                 found.append(f"{name}: place in {stage.upper()}_PARTS")
         tiers = INNER_TIERS.get(tuple(parts[1:3]))
@@ -317,6 +322,8 @@ def test_circles_finds_a_type_only_circle(tmp_path):
         ("commprof.doctor.env", "commprof.sweep.points", False),  # a box check reading the sweep
         ("commprof.records.files", "commprof.report.frame", False),
         ("commprof.report.frame", "commprof.costmodel.simulate", False),  # siblings
+        ("commprof.impls.registry", "commprof.replay.harness", False),  # an implementation runs no replay
+        ("commprof.sweep.running.measure", "commprof.replay.trial", True),
         ("commprof.sweep.measure", "commprof.records.schema", True),
         ("commprof.report.command", "commprof.sweep.config", True),  # a command may reach anywhere
     ],
@@ -339,6 +346,8 @@ def test_back_edges_are_found(importer, imported, allowed):
         ("commprof.report.analysis.frame", "commprof.report.analysis.run_analysis", False),  # inner order
         ("commprof.report.exports.export_text", "commprof.report.exports.files", False),
         ("commprof.sweep.planning.staging", "commprof.sweep.running.runner", False),  # planning runs nothing
+        ("commprof.replay.harness", "commprof.replay.trial", False),  # the harness knows no worker
+        ("commprof.replay.timing", "commprof.replay.captured_ops", False),  # siblings
         ("commprof.sweep.planning.spec", "commprof.sweep.planning.config", False),
         ("commprof.sweep.running.measure", "commprof.sweep.running.runner", False),
         ("commprof.sweep.running.runner", "commprof.sweep.command", False),
@@ -347,6 +356,7 @@ def test_back_edges_are_found(importer, imported, allowed):
         ("commprof.report.write", "commprof.report.views.page", True),
         ("commprof.report.command", "commprof.report.write", True),
         ("commprof.report.analysis.run_analysis", "commprof.report.analysis.frame", True),
+        ("commprof.replay.trial", "commprof.replay.harness", True),
         ("commprof.sweep.running.runner", "commprof.sweep.planning.staging", True),
         ("commprof.sweep.command", "commprof.sweep.running.runner", True),
         ("commprof.sweep.running.runner", "commprof.sweep.running.measure", True),
@@ -363,11 +373,13 @@ def test_unplaced_finds_a_new_module(tmp_path):
         ("report/analysis", "frame"),
         ("report/analysis", "new_analysis"),
         ("report", "new_top"),
+        ("replay", "new_layer"),
         ("sweep/running", "runner"),
     ):
         (package / folder).mkdir(parents=True, exist_ok=True)
         (package / folder / f"{module}.py").write_text("")
     assert unplaced(package) == [
+        "commprof.replay.new_layer: place in REPLAY_PARTS",
         "commprof.report.analysis.new_analysis: place in the tiers of commprof.report.analysis",
         "commprof.report.new_top: place in REPORT_PARTS",
     ]
@@ -393,7 +405,7 @@ IMPURE_MODULES = (
     "shutil",
     "tempfile",
     "torch.distributed",
-    "commprof.forkserver",
+    "commprof.replay.forkserver",
     "commprof.records.files",
     "commprof.records.folder",
     "commprof.sweep.running",

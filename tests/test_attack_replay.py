@@ -365,7 +365,7 @@ def test_every_pinned_case_is_still_pinned(case):
 def test_a_crossover_dry_run_estimates_the_time_its_sizes_take(monkeypatch, capsys):
     """`--dry-run` of a crossover stage up to 256 MiB (the most 22 GB of gloo ranks hold): its estimate counts
     every size's bytes, not only the probe's small all-reduce (it said 0.0 min)."""
-    from commprof.size_timing import CROSSOVER_LAYERS
+    from commprof.replay.size_timing import CROSSOVER_LAYERS
     from commprof.sweep import command
     from commprof.sweep.planning.config import parse_sweep
     from commprof.sweep.planning.dryrun import ASSUMED_ALGBW_GBPS, StepCost

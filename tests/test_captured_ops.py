@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from commprof import captured_ops
-from commprof.harness import StepReplay
+from commprof.replay import captured_ops
+from commprof.replay.harness import StepReplay
 from tests.distributed import run_nccl_ranks
 
 OPS = 4
@@ -110,7 +110,7 @@ def test_the_pass_says_why_where_torch_has_no_external_events(monkeypatch):
 
 
 def _graph_op_pass(rank, world_size, device):
-    from commprof.harness import replay_mode
+    from commprof.replay.harness import replay_mode
     from tests.test_timing_gpu import _tiny_replay
 
     replay = _tiny_replay(world_size, device, start_delay_us=50.0)
@@ -132,7 +132,7 @@ def test_graph_mode_records_carry_per_op_times_that_sum_to_about_the_step():
 
 
 def test_a_failed_per_op_capture_loses_only_the_split(monkeypatch):
-    import commprof.harness as harness
+    import commprof.replay.harness as harness
 
     def refuse(replay):
         raise RuntimeError("operation not permitted when stream is capturing")

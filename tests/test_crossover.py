@@ -101,7 +101,7 @@ def _gloo_search(rank, world_size):
     import torch.distributed as dist
 
     from commprof.impls.torch_dist import GlooAllReduce
-    from commprof.size_timing import SizeTiming, time_sizes
+    from commprof.replay.size_timing import SizeTiming, time_sizes
 
     impl = GlooAllReduce()
     impl.group, impl.device = dist.group.WORLD, torch.device("cpu")

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from commprof.forkserver import ForkServer
+from commprof.replay.forkserver import ForkServer
 
 pytestmark = pytest.mark.processes
 

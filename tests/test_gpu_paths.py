@@ -10,10 +10,10 @@ from tests.distributed import run_nccl_ranks
 def _nccl_replay(rank, world_size, device):
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
     from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     plan = build_step_plan(load_model("kimi-k2.5"), world_size, 4)
     impl = load_impl("nccl")()

@@ -9,10 +9,10 @@ def _replay(rank, world_size, impl_path, model, tokens, modes, fused_norm="torch
     import torch
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
     from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     plan = build_step_plan(load_model(model), world_size, tokens)
     cls = load_impl(impl_path)
@@ -62,10 +62,10 @@ def _replay_many(rank, world_size):
     import torch
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
     from commprof.planner.models import ModelShape
     from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     plan = build_step_plan(ModelShape("tiny", 4, 64, 128, "bfloat16", "test"), world_size, 2)
     impl = load_impl("gloo")()
@@ -80,7 +80,7 @@ def _replay_many(rank, world_size):
 
 
 def test_ranks_agree_on_the_worst_verdict():
-    from commprof.harness import agree_ranks
+    from commprof.replay.harness import agree_ranks
 
     good = {
         "ok": True,
@@ -141,11 +141,11 @@ def _replay_family(rank, world_size, config, tokens, options, impl_path, impl_op
     import torch
     import torch.distributed as dist
 
-    from commprof import harness
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
     from commprof.planner.models import shape_from_config
     from commprof.planner.plan import PlanOptions, build_step_plan
+    from commprof.replay import harness
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     if corrupt is not None:
         name = {"all_gather": "_all_gather_single", "reduce_scatter": "_reduce_scatter_single"}[corrupt]
@@ -211,7 +211,7 @@ def test_nan_outputs_are_wrong_and_counted_with_a_finite_error():
 def test_a_nan_never_hides_in_the_error():
     import torch
 
-    from commprof.replay_tensors import _finite_error
+    from commprof.replay.replay_tensors import _finite_error
 
     got = torch.tensor([1.0, float("nan"), float("inf"), 4.5])
     assert _finite_error(got, torch.tensor([1.0, 2.0, 3.0, 4.0])) == (0.5, 2)

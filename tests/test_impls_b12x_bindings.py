@@ -138,7 +138,7 @@ def test_commprofs_limits_match_the_record_and_the_installed_b12x():
 )
 @pytest.mark.parametrize("name", ["b12x", "b12x-fused"])
 def test_b12x_runs_verified_on_two_gpus(name):
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
     from tests.distributed import run_nccl_ranks
 
     def body(rank, world_size, device):

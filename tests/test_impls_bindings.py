@@ -15,12 +15,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from commprof.harness import ReplayConfig, StepReplay, replay_mode
 from commprof.impls import flashinfer_fused, flashinfer_pcie, symm_mem
 from commprof.impls.base import RmsNormOperands
 from commprof.impls.registry import load_impl
 from commprof.planner.models import ModelShape
 from commprof.planner.plan import build_step_plan
+from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 from tests import flashinfer_record as record
 
 INSTALLED = importlib.util.find_spec("flashinfer") is not None

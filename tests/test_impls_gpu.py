@@ -38,11 +38,11 @@ def world_size() -> int:
 def _rank(rank, world, port, name, options, queue):
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.context import build_impl_context
     from commprof.impls.registry import load_impl
     from commprof.planner.models import ModelShape
     from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     device = torch.device("cuda", rank)

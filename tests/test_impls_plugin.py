@@ -24,10 +24,10 @@ def _replay_plugin(rank, world_size, plugin_dir):
     import torch.distributed as dist
 
     sys.path.insert(0, plugin_dir)
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
     from commprof.planner.models import ModelShape
     from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     impl = load_impl("my_allreduce:GatherSum")()
     plan = build_step_plan(ModelShape("tiny", 3, 128, 512, "bfloat16", "test"), world_size, 4)

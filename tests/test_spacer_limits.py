@@ -71,7 +71,7 @@ def test_an_moe_layer_is_sized_by_the_experts_a_token_visits(moe_model):
 
 
 def test_the_memory_check_counts_what_the_gemm_spacer_allocates(moe_model):
-    from commprof.spacers import Spacer
+    from commprof.replay.spacers import Spacer
 
     model = load_model(str(moe_model))
     plan = build_step_plan(model, 2, 4)

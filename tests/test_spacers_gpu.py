@@ -19,7 +19,7 @@ TINY = ModelShape("tiny", 2, 1024, 4096, "bfloat16", "test", intermediate_size=4
 
 
 def test_the_cuda_calls_of_the_spacers_exist_in_this_torch(monkeypatch):
-    from commprof import spacers
+    from commprof.replay import spacers
 
     slept = []
     signature = inspect.signature(torch.cuda._sleep)
@@ -45,7 +45,7 @@ def test_the_cuda_calls_of_the_spacers_exist_in_this_torch(monkeypatch):
 
 @pytest.mark.gpu
 def test_the_spin_spacer_runs_its_length_and_the_gemm_spacer_runs():
-    from commprof.spacers import Spacer
+    from commprof.replay.spacers import Spacer
 
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
@@ -70,7 +70,7 @@ def test_the_spin_spacer_runs_its_length_and_the_gemm_spacer_runs():
 
 @pytest.mark.gpu
 def test_globaltimer_stamps_are_nanoseconds_on_the_stream():
-    from commprof.spacers import make_arrivals
+    from commprof.replay.spacers import make_arrivals
 
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
@@ -91,8 +91,8 @@ def test_globaltimer_stamps_are_nanoseconds_on_the_stream():
 def _graph_replay(rank, world_size, device):
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     plan = build_step_plan(TINY, world_size, 4)
     impl = load_impl("nccl")({})

@@ -72,7 +72,7 @@ def test_skew_forms_and_the_late_ranks_lags():
 
 
 def test_waiting_is_the_spread_of_arrivals_summed_over_ops():
-    from commprof.spacers import wait_per_step
+    from commprof.replay.spacers import wait_per_step
 
     # 2 ranks, 1 step, 3 ops: rank 1 arrives 1 ms, 2 ms and 0 ms after rank 0 (ns); then each step's reference.
     arrivals = [[[0, 10_000_000, 20_000_000, -5_000]], [[1_000_000, 12_000_000, 20_000_000, -5_000]]]
@@ -82,7 +82,7 @@ def test_waiting_is_the_spread_of_arrivals_summed_over_ops():
 def test_a_constant_offset_between_the_ranks_clocks_adds_no_waiting():
     """Rank 1's timer runs 7 ms ahead of rank 0's: the same arrivals, read against each step's aligned reference
     (whose jitter of a few µs in one step moves no step), wait what they waited."""
-    from commprof.spacers import wait_per_step
+    from commprof.replay.spacers import wait_per_step
 
     true = [
         [
@@ -108,9 +108,9 @@ def _replay(rank, world_size, settings, iterations):
     import torch
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
     from commprof.planner.spacing import ComputeSpec, SkewSpec
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     plan = build_step_plan(TINY, world_size, 2)
     impl = load_impl("gloo")()

@@ -194,7 +194,7 @@ def test_defaults_when_the_file_says_little():
 
 
 def test_defaults_match_the_replay_harness():
-    harness = pytest.importorskip("commprof.harness")
+    harness = pytest.importorskip("commprof.replay.harness")
     config = harness.ReplayConfig()
     assert (config.iterations, config.warmup) == (DEFAULT_ITERATIONS, DEFAULT_WARMUP)
 

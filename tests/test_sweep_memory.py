@@ -8,7 +8,7 @@ from commprof.errors import UsageError
 from commprof.planner.models import load_model
 from commprof.planner.plan import build_step_plan
 from commprof.planner.speculative import PlanOptions
-from commprof.replay_tensors import StepTensors, step_tensor_bytes
+from commprof.replay.replay_tensors import StepTensors, step_tensor_bytes
 from commprof.sweep.planning.config import default_sweep
 from commprof.sweep.planning.spec import RunOverrides
 from commprof.sweep.running import memory

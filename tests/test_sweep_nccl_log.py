@@ -30,8 +30,8 @@ def test_the_logits_all_gather_choice_is_kept(tmp_path):
     """NCCL >= 2.24 logs an all-gather's per-rank input; the plan knows the gathered output too."""
     from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
+    from commprof.replay.trial import TrialRequest
     from commprof.sweep.running.measure import plan_sizes
-    from commprof.trial import TrialRequest
 
     model = load_model("kimi-k2.5")
     request = TrialRequest(

@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from commprof import timing
+from commprof.replay import timing
 from tests.distributed import run_ranks
 
 
@@ -43,10 +43,10 @@ def stamps_per_step(calls: list[str]) -> list[int]:
 def _replay(rank, world_size, stall_on_rank_1_s):
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.impls.registry import load_impl
     from commprof.planner.models import ModelShape
     from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     plan = build_step_plan(ModelShape("tiny", 3, 64, 256, "bfloat16", "test"), world_size, 2)
     impl = load_impl("gloo")()

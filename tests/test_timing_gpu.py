@@ -18,10 +18,10 @@ STALL_S = 0.1
 def _tiny_replay(world_size, device, start_delay_us, impl_name="nccl", options=None):
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay
     from commprof.impls.registry import load_impl
     from commprof.planner.models import ModelShape
     from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay
 
     plan = build_step_plan(ModelShape("tiny", 2, 1024, 4096, "bfloat16", "test"), world_size, 4)
     impl = load_impl(impl_name)(options or {})
@@ -31,7 +31,7 @@ def _tiny_replay(world_size, device, start_delay_us, impl_name="nccl", options=N
 
 
 def _stalled(rank, world_size, device):
-    from commprof.harness import replay_mode
+    from commprof.replay.harness import replay_mode
 
     replay = _tiny_replay(world_size, device, start_delay_us=2 * STALL_S * 1e6)
     align = replay.clock.align
@@ -56,7 +56,7 @@ def test_a_host_stall_inside_the_spin_does_not_reach_the_step():
 def _sample_vs_batch(rank, world_size, device, batch):
     import torch
 
-    from commprof.harness import replay_mode
+    from commprof.replay.harness import replay_mode
 
     # The torch-ops norm gives the graph real kernels at one rank, where NCCL's in-place sum enqueues none.
     replay = _tiny_replay(world_size, device, start_delay_us=50.0, impl_name="nccl+rmsnorm", options={"norm": "torch"})

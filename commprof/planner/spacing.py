@@ -3,7 +3,7 @@
 An engine never issues its collectives back to back: ~40 µs of compute sits between two all-reduces of a decode
 step, and MoE routing makes some ranks late. `[run] compute` and `[run] skew` (docs/sweep-files.md) say what to
 put there; this module parses them once and resolves them against a step plan into per-op microseconds, which
-the harness (commprof/spacers.py) runs before each op. Pure.
+the harness (commprof/replay/spacers.py) runs before each op. Pure.
 """
 
 from __future__ import annotations

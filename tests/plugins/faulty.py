@@ -92,7 +92,7 @@ class WrongAndLateOnRank1(AllReduceImpl):
     late_s = 2.0
 
     def setup(self, group, plan, device):
-        from commprof.replay_tensors import StepTensors
+        from commprof.replay.replay_tensors import StepTensors
 
         super().setup(group, plan, device)
         self.sizes_seen: list[int] = []

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
-from commprof.size_timing import CROSSOVER_LAYERS
+from commprof.replay.size_timing import CROSSOVER_LAYERS
 from commprof.sweep.planning import crossover as cx
 from commprof.sweep.planning.gate import inert_variables
 from commprof.sweep.planning.points import option_text

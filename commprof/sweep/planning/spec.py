@@ -16,7 +16,7 @@ from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
 from commprof.planner.spacing import ComputeSpec, SkewSpec
 from commprof.records.schema import GRAPH_FIRST, Mode
 
-# The replay harness's defaults (commprof.harness.ReplayConfig), repeated so parsing never imports torch.
+# The replay harness's defaults (commprof.replay.harness.ReplayConfig), repeated so parsing never imports torch.
 DEFAULT_ITERATIONS = 50
 DEFAULT_WARMUP = 5
 DEFAULT_POINT_TIMEOUT_S = 180.0
@@ -283,7 +283,7 @@ class SweepSpec:
 
     @property
     def spacing(self) -> dict[str, Any]:
-        """What a trial request carries about the spacing (commprof.trial.TrialRequest.spacing)."""
+        """What a trial request carries about the spacing (commprof.replay.trial.TrialRequest.spacing)."""
         return {"compute": self.compute.to_dict(), "skew": self.skew.to_dict()}
 
     def check_plans(self, tp: int) -> None:

@@ -1,7 +1,7 @@
 """A crossover stage on one controller: every search of the stage, each measure() round in fresh worker processes.
 
 Rank 0 decides the searches from the records so far and shares them; per round, every controller forks a worker
-(commprof.trial.run_crossover_round) with the setting's environment, the controllers agree on the round's status,
+(commprof.replay.trial.run_crossover_round) with the setting's environment, the controllers agree on the round's status,
 rank 0 appends one record per size to results.jsonl at once and shares the times, so every rank's copy of the
 search asks for the same sizes next. A resumed run replays each search from the sizes already on disk.
 """

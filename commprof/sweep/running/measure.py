@@ -21,16 +21,16 @@ from typing import Any
 
 import torch.distributed as dist
 
-from commprof.forkserver import ForkServer
 from commprof.impls.registry import load_impl, resolve_impl_name
 from commprof.nccl_log.parse import choice_matches, parse_nccl_log
 from commprof.planner.spacing import describe_request as describe_spacing
 from commprof.records.folder import make_folders
 from commprof.records.schema import StepRecord, step_record
+from commprof.replay.forkserver import ForkServer
+from commprof.replay.trial import TrialRequest
 from commprof.sweep.planning.spec import SweepPoint, SweepSpec
 from commprof.sweep.running.graph_run import dump_env, graph_env, graph_refusal, loaded_graph
 from commprof.sweep.running.prebuild import build_refusal
-from commprof.trial import TrialRequest
 
 STDERR_TAIL_LINES = 15
 NCCL_INIT_SUBSYS = "INIT,ENV,GRAPH"  # logged once, at communicator init: safe to time
@@ -55,7 +55,7 @@ class ControllerContext:
     store_host: str
     store_port: int
     nccl_debug: bool = True
-    profile: bool = False  # after the timed run, an untimed pass writes Kineto traces (commprof.profile_pass)
+    profile: bool = False  # after the timed run, an untimed pass writes Kineto traces (commprof.replay.profile_pass)
     rank_env: dict[str, str] = field(default_factory=dict)  # set for this rank's workers at every point
     build_failures: dict[str, str] = field(
         default_factory=dict

@@ -2,7 +2,7 @@
 the memory each rank has.
 
 A typo such as `--tokens 100000` would otherwise start every point only for each to fail allocating. The need is
-the replay layout's own size (commprof.replay_tensors.step_tensor_bytes) at the largest T; the memory is the
+the replay layout's own size (commprof.replay.replay_tensors.step_tensor_bytes) at the largest T; the memory is the
 smallest GPU's as NVML reports it (without touching CUDA, which a forking sweep must not do before its workers),
 or on gloo this host's available memory shared by its ranks.
 """
@@ -24,7 +24,7 @@ def check_memory(spec, world_size: int, backend: str) -> None:
     Says nothing where the memory is unknown (no NVML on a GPU box): the sweep then learns it point by point.
     """
     from commprof.planner.plan import build_step_plan
-    from commprof.replay_tensors import step_tensor_bytes
+    from commprof.replay.replay_tensors import step_tensor_bytes
 
     memory, where = rank_memory(backend, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     if not memory:
@@ -52,7 +52,7 @@ def check_memory(spec, world_size: int, backend: str) -> None:
 
 
 def _gemm_spacer_bytes(spec, plan) -> int:
-    """What the GEMM spacer allocates per rank at `plan` (commprof.spacers), 0 for any other compute."""
+    """What the GEMM spacer allocates per rank at `plan` (commprof.replay.spacers), 0 for any other compute."""
     from commprof.planner.models import DTYPE_BYTES
     from commprof.planner.spacing import gemm_bytes
 
@@ -62,9 +62,9 @@ def _gemm_spacer_bytes(spec, plan) -> int:
 
 
 def _check_crossover_sizes(spec, tp: int, dtype: str, memory: int, where: str) -> None:
-    """A crossover stage's largest size, as its search replays it (commprof.size_timing.size_plan), must fit too."""
-    from commprof.replay_tensors import step_tensor_bytes
-    from commprof.size_timing import size_plan
+    """A crossover stage's largest size, as its search replays it (replay.size_timing.size_plan), must fit too."""
+    from commprof.replay.replay_tensors import step_tensor_bytes
+    from commprof.replay.size_timing import size_plan
     from commprof.sweep.planning.spec import CrossoverStage
 
     for stage in spec.stages:

@@ -20,7 +20,6 @@ from typing import Any
 import torch.distributed as dist
 
 from commprof.errors import RunStopped, UsageError
-from commprof.forkserver import ForkServer, ForkServerDied
 from commprof.records.files import (
     META_FILE,
     RESULTS_FILE,
@@ -34,6 +33,7 @@ from commprof.records.folder import refuse_links
 from commprof.records.plan_file import points_line, stages_line
 from commprof.records.run_meta import read_meta, updated_meta
 from commprof.records.schema import MODES
+from commprof.replay.forkserver import ForkServer, ForkServerDied
 from commprof.sweep.planning.gate import launch_context, refusal
 from commprof.sweep.planning.spec import SweepPoint, SweepSpec
 from commprof.sweep.planning.staging import planned_stages, refine

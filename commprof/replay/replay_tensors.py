@@ -1,6 +1,6 @@
 """A replayed step's tensors: inputs whose exact reduction is known, allocated once, and the check of every output.
 
-The harness (commprof/harness.py) issues the collectives and times them; this module owns what they read and
+The harness (commprof/replay/harness.py) issues the collectives and times them; this module owns what they read and
 write, the untimed refill before each step, and the verification against the exact result in fp32.
 """
 

@@ -3,8 +3,8 @@
 One harness for every all-reduce implementation (the nccl-tests way): tensors are allocated once, outside the
 timed loop; each step starts from fresh activations (one untimed copy, as an engine reduces fresh activations
 every layer, so values never drift to inf); verification is its own untimed pass against the exact reduction.
-Timing (commprof/timing.py, docs/timing.md): a start aligned across ranks on the device, then two stamps per
-step; the per-op breakdown is its own pass, in each mode (graph: commprof/captured_ops.py). Eager mode
+Timing (commprof/replay/timing.py, docs/timing.md): a start aligned across ranks on the device, then two stamps per
+step; the per-op breakdown is its own pass, in each mode (graph: commprof/replay/captured_ops.py). Eager mode
 everywhere; on CUDA the whole step is also captured once as a CUDA graph and replayed.
 """
 
@@ -21,14 +21,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from commprof.captured_ops import OP_TIMING, capture_per_op, external_events_missing, time_per_op
 from commprof.impls.base import AllReduceImpl
 from commprof.planner.plan import StepPlan
 from commprof.planner.spacing import ComputeSpec, SkewSpec
-from commprof.replay_tensors import StepTensors, Verification
-from commprof.spacers import Spacer, make_arrivals, wait_per_step
+from commprof.replay.captured_ops import OP_TIMING, capture_per_op, external_events_missing, time_per_op
+from commprof.replay.replay_tensors import StepTensors, Verification
+from commprof.replay.spacers import Spacer, make_arrivals, wait_per_step
+from commprof.replay.timing import START_DELAY_US, make_clock
 from commprof.stats import median, summarize, summarize_columns
-from commprof.timing import START_DELAY_US, make_clock
 
 # torch 2.13 renamed all_gather_into_tensor (and reduce_scatter_tensor); older releases (still what many GPU boxes run) lack the new name.
 _all_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
@@ -42,7 +42,7 @@ class ReplayConfig:
     iterations: int = 50
     warmup: int = 5
     rms_eps: float = 1e-6
-    # CUDA: the spin between the aligning all-reduce and the start event (see commprof.timing).
+    # CUDA: the spin between the aligning all-reduce and the start event (see commprof.replay.timing).
     start_delay_us: float = START_DELAY_US
     # What each rank runs between two collectives, and which ranks start them late (commprof.planner.spacing).
     compute: ComputeSpec = ComputeSpec()
@@ -105,7 +105,7 @@ _REPLAY_SERIALS = itertools.count()  # per process: a fresh worker's replays cou
 
 
 class StepReplay:
-    """One rank's replay of one plan: its tensors (commprof/replay_tensors.py) and the three things done with
+    """One rank's replay of one plan: its tensors (commprof/replay/replay_tensors.py) and the three things done with
     them: run, verify, time."""
 
     def __init__(

@@ -23,8 +23,8 @@ import torch
 
 from commprof.planner.plan import StepPlan
 from commprof.planner.spacing import ComputeSpec, SkewSpec, gemm_shapes
-from commprof.replay_tensors import TORCH_DTYPES
-from commprof.timing import sleep_cycles_per_us
+from commprof.replay.replay_tensors import TORCH_DTYPES
+from commprof.replay.timing import sleep_cycles_per_us
 
 HOST_CLOCK = "host_monotonic"
 DEVICE_CLOCK = "cuda_globaltimer"

@@ -56,7 +56,10 @@ class ForkServer:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "commprof.forkserver"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+            [sys.executable, "-m", "commprof.replay.forkserver"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,
         )
         self._fd = self.proc.stdout.fileno()
         self._buffer = b""
@@ -169,7 +172,7 @@ def _child(message: dict) -> None:
     os.environ.update(message["env"])
     code = 1
     try:
-        from commprof.trial import TrialRequest, worker_main
+        from commprof.replay.trial import TrialRequest, worker_main
 
         code = worker_main(TrialRequest.from_json(message["request"]))
     except BaseException:
@@ -185,8 +188,8 @@ def serve() -> None:
     import torch  # noqa: F401  (the point of the server: import once, fork many times)
     import torch.distributed  # noqa: F401
 
-    import commprof.harness  # noqa: F401
-    import commprof.trial  # noqa: F401
+    import commprof.replay.harness  # noqa: F401
+    import commprof.replay.trial  # noqa: F401
 
     out = sys.stdout
     out.write(json.dumps({"ready": True}) + "\n")

@@ -1,8 +1,9 @@
 """One all-reduce size timed on the ranks of a live process group (gloo or NCCL), for the crossover search.
 
 Each size is a step of `ops` all-reduces of one [1, S / element size] tensor (the replay harness, verified
-first), timed eagerly or as a captured CUDA graph (its per-op pass: commprof/captured_ops.py); a size's time is the max over ranks of each rank's min over
-rounds of the per-op time, so one slow round does not decide and the slowest rank does.
+first), timed eagerly or as a captured CUDA graph (its per-op pass: captured_ops.py); a size's time is the max
+over ranks of each rank's min over rounds of the per-op time, so one slow round does not decide and the slowest
+rank does.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def time_size(impl: AllReduceImpl, nbytes: int, group, device, timing: SizeTimin
     import torch
     import torch.distributed as dist
 
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     config = ReplayConfig(iterations=timing.rounds, warmup=timing.warmup)
     plan = size_plan(nbytes, dist.get_world_size(group), timing.dtype)

@@ -1,6 +1,6 @@
 """One trial: one sweep point measured in a fresh process group, in a fresh worker process on every rank.
 
-`run_trial` runs inside the worker (forked by commprof.forkserver with the point's environment already applied,
+`run_trial` runs inside the worker (forked by commprof.replay.forkserver with the point's environment already applied,
 because NCCL reads most of its variables once per process). It joins the point's own rendezvous, gates the
 implementation, replays the step plan for every T in eager and graph mode, and writes its outcome as JSON.
 A request with `crossover` set is one round of a crossover search instead: the point's implementation and the
@@ -86,7 +86,7 @@ def _agree(
     store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float, key: str = "support"
 ) -> str | None:
     """Share each rank's verdict through the store; the first refusal (by rank) applies to all ranks."""
-    from commprof.harness import gather_via_store
+    from commprof.replay.harness import gather_via_store
 
     verdicts = gather_via_store(store, key, rank, world_size, list(verdict), timedelta(seconds=timeout_s))
     for r, (ok, reason) in enumerate(verdicts):
@@ -212,8 +212,8 @@ def _replay_all(
 ) -> None:
     """Eager mode for every T first, then graph mode: a failed capture can leave the communicator unusable,
     so after one, the remaining captures are not attempted and the eager numbers are already safe."""
-    from commprof.harness import ReplayConfig, StepReplay, replay_mode
     from commprof.planner.spacing import ComputeSpec, SkewSpec
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
 
     impl = ready.impl
     config = ReplayConfig(
@@ -259,8 +259,8 @@ def _profile_all(
     request: TrialRequest, ready: ReadyImpl, plans: dict[int, StepPlan], emit: Callable[[dict[str, Any]], None]
 ) -> None:
     """The profiling pass: a trace of a few eager steps per T, one entry per T saying where it went."""
-    from commprof.harness import ReplayConfig, StepReplay
-    from commprof.profile_pass import profile_steps, trace_path
+    from commprof.replay.harness import ReplayConfig, StepReplay
+    from commprof.replay.profile_pass import profile_steps, trace_path
 
     for tokens, plan in plans.items():
         if not ready.impl_cls.support_tokens(ready.ctx, tokens):
@@ -279,7 +279,7 @@ def run_crossover_round(request: TrialRequest, emit: Callable[[dict[str, Any]], 
     from commprof.impls.context import build_impl_context
     from commprof.impls.registry import load_impl, resolve_impl_name
     from commprof.planner.models import DTYPE_BYTES
-    from commprof.size_timing import SizeTiming, size_plan, time_size
+    from commprof.replay.size_timing import SizeTiming, size_plan, time_size
 
     search = request.crossover
     sizes = sorted(int(n) for n in search["sizes"])

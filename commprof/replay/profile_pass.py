@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from commprof.harness import StepReplay
+from commprof.replay.harness import StepReplay
 
 PROFILED_STEPS = 3  # steps in each trace, after one step that warms the profiler up
 
