@@ -294,7 +294,7 @@ def index_html(
         _templates()
         .get_template("index.html")
         .render(
-            runs=pages,
+            runs=[{**page, "anchor": f"r{k}"} for k, page in enumerate(pages, 1)],
             comparison=comparison_view(runs),
             banners=banners_shown,
             costmodel_checks=[check_view(check) for check in checks],
@@ -312,6 +312,7 @@ def _templates() -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(["html"]),
         trim_blocks=True,
         lstrip_blocks=True,
+        keep_trailing_newline=True,  # each section's file ends with its newline, as it did inside one page
     )
     env.filters.update(sentence=sentence, ms=fmt_ms, us=fmt_us, pct=fmt_pct, x=fmt_x, axis=axis_name)
     return env
