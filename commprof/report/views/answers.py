@@ -31,6 +31,10 @@ from commprof.report.exports.engine_hints import engine_hints
 from commprof.report.views.verify_answers import faster_answer, routed_bands, spec_answer
 
 MAX_REASON_CHARS = 160
+NOT_CONFIRMED_CAVEAT = (
+    "Not confirmed on your box: the model does not explain what the engine measured (above), so this predicted "
+    "answer may not hold; run the checks named there first."
+)
 
 
 def _reason(message: Any) -> str:
@@ -46,6 +50,7 @@ def env_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     plan = decision.plan
     out: dict[str, Any] = {
         "title": f"(a) {name} environment",
+        "unconfirmed": NOT_CONFIRMED_CAVEAT if decision.unconfirmed else "",
         "code": "",
         "lines": [],
         "notes": [],
@@ -149,22 +154,23 @@ def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     per-T rows show the step times behind it."""
     name = tuned_name(run)
     reference = "(a)" if decision.nccl_point != run.baseline else f"{name}'s baseline"
-    out: dict[str, Any] = {"lines": [], "rows": [], "engine": [], "not_run": []}
     alt = run.alternatives
     absent = (
         run.without_result[~run.without_result["fused_rmsnorm"].astype(bool)]
         if not run.without_result.empty
         else run.without_result
     )
-    out["not_run"] = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
+    not_run = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
+    out: dict[str, Any] = {"lines": [], "rows": [], "engine": [], "not_run": "; ".join(not_run)}
     if alt.empty:
         out["lines"].append(
-            "No other all-reduce implementation ran in this sweep" + (" (see below why)." if out["not_run"] else ".")
+            "No other all-reduce implementation ran in this sweep" + (" (see below why)." if not_run else ".")
         )
         return out
     for r in alt.itertuples():
         route = decision.route("all_reduce", run.mode, int(r.bytes)) if r.bytes == r.bytes else None
         wins = route is not None and not route.kept and route.impl == r.impl
+        loses = not wins and r.slower_beyond_uncertainty is True and not decision.unconfirmed
         out["rows"].append(
             {
                 "tokens": int(r.tokens),
@@ -172,10 +178,14 @@ def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
                 "reference": fmt_ms(r.reference_us),
                 "impl": r.impl,
                 "time": fmt_ms(r.median_us),
-                "saved": fmt_pct(r.saved_pct),
                 "wins": wins,
-                "loses": not wins and r.slower_beyond_uncertainty is True and not decision.unconfirmed,
-                "why": "withdrawn" if decision.unconfirmed else run.evidence.within,
+                "versus": f"−{fmt_pct(r.saved_pct)}"
+                if wins
+                else "slower"
+                if loses
+                else "withdrawn"
+                if decision.unconfirmed
+                else run.evidence.within,
             }
         )
     routed = routed_bands(decision, run.mode)
@@ -217,7 +227,6 @@ def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
 def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     """(c): fused all-reduce + RMSNorm kinds against their unfused reference, per T, judged as the decision routes
     them, and the engine flags."""
-    out: dict[str, Any] = {"lines": [], "engine": [], "not_run": []}
     absent = (
         run.without_result[
             run.without_result["fused_rmsnorm"].astype(bool) & (run.without_result["impl"] != UNFUSED_REFERENCE_IMPL)
@@ -225,12 +234,13 @@ def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
         if not run.without_result.empty
         else run.without_result
     )
-    out["not_run"] = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
+    not_run = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
+    out: dict[str, Any] = {"lines": [], "engine": [], "not_run": "; ".join(not_run)}
     fusion = decided_fusion(run.fusion, decision, run.mode)
     if fusion.empty:
         out["lines"].append(
             "No fused kind ran in this sweep."
-            if out["not_run"]
+            if not_run
             else 'No fused kind in this sweep (add impl = "flashinfer-fused" and its reference '
             f'"{UNFUSED_REFERENCE_IMPL}" to measure it).'
         )

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pandas as pd
+from markupsafe import Markup
 
 from commprof.report.analysis.decision import Decision
 from commprof.report.analysis.formatting import finite, fmt_bytes, fmt_us
@@ -44,15 +45,35 @@ def environment(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
             )
         )
     nccl = nccl_choices(run, decision)
+    topology = topology_view(meta.topology)
     return {
         "facts": facts,
-        "versions": sorted(meta.named_versions.items()),
-        "gpus": gpus,
+        "versions": Markup(" · ").join(
+            Markup("{} <b>{}</b>").format(k, v) for k, v in sorted(meta.named_versions.items())
+        ),
+        "gpus": gpu_table(gpus) if gpus and not (topology and topology.get("gpus")) else None,
         "env": sorted((meta.env or {}).items()),
-        "topology": topology_view(meta.topology),
+        "topology": topology,
         "doctor": run.doctor,
         "nccl": nccl,
+        "nccl_title": Markup("What NCCL would choose (the cost model's replay of NCCL's tuning, not a log)")
+        if run.simulated
+        else "What NCCL chose (its INFO log)",
         "nccl_note": nccl_note(run) if not nccl and not run.headline.empty else "",
+    }
+
+
+def gpu_table(gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """meta.json's GPU list as a table, where no topology probe lists them: the first GPU's keys as the columns."""
+    return {"count": len(gpus), "columns": list(gpus[0]), "rows": [list(g.values()) for g in gpus]}
+
+
+def _grid(title: str, labels: list[str], rows: list[list[tuple]]) -> dict[str, Any]:
+    """A square grid between GPUs, each row led by its GPU's label."""
+    return {
+        "title": title,
+        "labels": labels,
+        "rows": [{"label": labels[i] if i < len(labels) else "", "cells": row} for i, row in enumerate(rows)],
     }
 
 
@@ -94,9 +115,7 @@ def topology_view(topology: Any) -> dict[str, Any] | None:
                 if labels and len(labels) == len(value)
                 else [f"GPU{i}" for i in range(len(value))]
             )
-            grids.append(
-                {"title": key, "labels": names, "rows": [[_level_cell(cell) for cell in row] for row in value]}
-            )
+            grids.append(_grid(key, names, [[_level_cell(cell) for cell in row] for row in value]))
         else:
             other.append((key, value))
     return {
@@ -147,7 +166,7 @@ def preset_view(topology: dict[str, Any]) -> dict[str, Any]:
         "assumptions": str(topology.get("assumptions") or "").strip(),
         "links": links,
         "impls": impls,
-        "sources": [str(x) for x in topology.get("sources") or []],
+        "sources": "; ".join(str(x) for x in topology.get("sources") or []),
     }
 
 
@@ -180,10 +199,7 @@ def probe_view(topology: dict[str, Any]) -> dict[str, Any]:
     levels, p2p, broken = _pair_grids(topology.get("pairs") or [], view["gpus"], labels)
     view["p2p_notes"] = [f"{', '.join(pairs)} ({why})" for why, pairs in broken.items()]
     if len(labels) > 1:
-        view["grids"] = [
-            {"title": "path level (NVML)", "labels": labels, "rows": levels},
-            {"title": "P2P read + write (NVML)", "labels": labels, "rows": p2p},
-        ]
+        view["grids"] = [_grid("path level (NVML)", labels, levels), _grid("P2P read + write (NVML)", labels, p2p)]
     return view
 
 

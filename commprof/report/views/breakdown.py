@@ -110,7 +110,7 @@ def projection_rows(run: RunAnalysis, decision: Decision) -> list[dict[str, Any]
     rows = []
     for r in run.projection.itertuples():
         cells = [
-            {**cell, "field": (accept, int(r.tokens)) in cases}
+            {"text": cell["text"], "css": cell["verdict"] + (" field" if (accept, int(r.tokens)) in cases else "")}
             for accept, cell in zip(run.options.accepts, tps_cells(run, r, "n/a (accept > T)"))
         ]
         decode_point = getattr(r, "decode_point_id", None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
+from markupsafe import Markup
 
 from commprof.report.analysis.compared import CostModelCheck
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
@@ -32,7 +33,7 @@ def check_view(check: CostModelCheck) -> dict[str, Any]:
             f"{check.measured.name} ({check.measured.evidence.label}) vs {check.simulated.name} "
             f"(simulated, calibration {check.calibration})"
         ),
-        "kind": check.kind,
+        "step": check.kind == "step",
         "x_label": x_label,
         "y_label": y_label,
         "band": band,
@@ -41,13 +42,15 @@ def check_view(check: CostModelCheck) -> dict[str, Any]:
             f"|model − measured| {fmt_pct(stats['median_abs_error_pct'])}; "
             f"{fmt_pct(stats['within_band_pct'])} within {band}."
         ),
-        "svg": figures.costmodel_scatter_svg(
-            check.pairs,
-            x_label,
-            y_label,
-            PREDICTION_BAND,
-            scale=1e-3 if check.kind == "step" else 1.0,
-            group="tokens" if check.kind == "step" else "label",
+        "svg": Markup(
+            figures.costmodel_scatter_svg(
+                check.pairs,
+                x_label,
+                y_label,
+                PREDICTION_BAND,
+                scale=1e-3 if check.kind == "step" else 1.0,
+                group="tokens" if check.kind == "step" else "label",
+            )
         ),
     }
     if check.kind == "step":

@@ -8,12 +8,13 @@ import json
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
 from commprof.report.analysis.compared import CostModelCheck
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
 from commprof.report.analysis.decision import Decision, decided_fusion
-from commprof.report.analysis.formatting import axis_name, fmt_ms, fmt_pct, fmt_us, fmt_x, sentence, tail_header
+from commprof.report.analysis.formatting import axis_name, fmt_ms, fmt_pct, fmt_x, tail_header
 from commprof.report.analysis.projection import FIELD_REPORT_CASES
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis
@@ -32,6 +33,7 @@ from commprof.report.views.breakdown import (
 )
 from commprof.report.views.costmodel_check import check_view
 from commprof.report.views.drift_figure import drift_svg
+from commprof.report.views.notes import engine_paths, engine_settings, page_notes
 from commprof.report.views.routing import routing_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
 from commprof.units import format_bytes
@@ -117,9 +119,10 @@ def observed_rows(observed: dict[str, Any] | None) -> dict[str, Any] | None:
     def ms(value: Any) -> str:
         return f"{value:.2f} ms" if isinstance(value, (int, float)) else "—"
 
+    given = observed["t_given"]
     rows = [
         {
-            "tokens": r["tokens"],
+            "tokens": f"{r['tokens']}" if given else f"{r['tokens']}?",
             "observed": ms(r["observed_ms"]),
             "today": ms(r["today_ms"]),
             "band": f"{ms(r['band_ms'][0])} – {ms(r['band_ms'][1])}" if r.get("band_ms") else "—",
@@ -128,7 +131,12 @@ def observed_rows(observed: dict[str, Any] | None) -> dict[str, Any] | None:
         }
         for r in observed["rows"]
     ]
-    return {**observed, "rows": rows, "css": {True: "ok", False: "fail"}.get(observed["explained"], "warn")}
+    return {
+        **observed,
+        "rows": rows,
+        "css": {True: "ok", False: "fail"}.get(observed["explained"], "warn"),
+        "t_note": "" if given else " (its T not given: set beside every T of the run)",
+    }
 
 
 def answer_rows(decision: Decision) -> list[dict[str, Any]]:
@@ -164,8 +172,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "mode": run.mode,
         "mode_why": run.mode_reason,
         "baseline": run.baseline,
-        "baseline_requested": run.baseline_requested,
-        "remeasured": sorted(run.superseded.items()),
+        "notes": page_notes(run, exports),
         "noise_rule": run.evidence.rule,
         "beyond": run.evidence.beyond,
         "has_steps": not run.steps.empty,
@@ -175,7 +182,8 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "observed": observed_rows(run.observed),
         "routing": routing_view(run, exports.decision.routing),
         "answer": answer_rows(exports.decision),
-        "engine_paths": list(exports.decision.engine_paths),
+        "engine_paths": engine_paths(exports.decision),
+        "engine_settings": engine_settings(exports.decision),
         "accepts": [f"{a:g}" for a in run.options.accepts],
         "choices": choice_rows(run, exports.decision),
         "shared_gpus": run.shared_gpus,
@@ -202,23 +210,21 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         ],
         "env": environment(run, exports.decision),
         "exports": exports,
-        "compute": run.options.compute.describe(),
-        "compute_given": run.options.compute.given,
         "breakdown": breakdown_rows(run, exports.decision),
         "points": points_table(run),
-        "eager_includes": (EAGER_INCLUDES, EAGER_INCLUDES_WHY),
+        "eager_includes": EAGER_INCLUDES,
+        "eager_includes_why": EAGER_INCLUDES_WHY,
         "points_tail": tail_header(run.speedups.get("tail_stat", ()), run.simulated),
         "matrix": compat_matrix(run),
         "per_collective": per_collective(run, exports.decision),
         "projection": projection_rows(run, exports.decision),
         "answer_live_note": answer_live_note(run, exports.decision),
         "spec_label": spec_label(run),
-        "axes": [axis_name(a) for a in run.heatmap_axes],
         "collectives": collectives_rows(run),
         "heatmaps": [],
         "heatmap_unranked": False,
-        "heatmap_axes": ("", ""),
-        "nccl_tables": sum(1 for name in exports.files if name.startswith("nccl-tests/")),
+        "heatmap_rows": "",
+        "heatmap_columns": "",
         "svg": {},
     }
     if not run.breakdown.empty:
@@ -233,7 +239,8 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         page["heatmaps"] = [heatmap_view(t, every, ranked) for t, every, ranked in run.heatmaps]
         page["heatmap_unranked"] = bool(run.untested)
         rows_axis, *columns_axis = run.heatmap_axes
-        page["heatmap_axes"] = (axis_name(rows_axis), axis_name(columns_axis[0]) if columns_axis else "")
+        page["heatmap_rows"] = axis_name(rows_axis)
+        page["heatmap_columns"] = axis_name(columns_axis[0]) if columns_axis else ""
     if page["per_collective"]["per_tokens"]:
         page["svg"]["sites"] = figures.sites_svg(page["per_collective"]["per_tokens"])
     if not run.collectives.empty and (run.collectives["status"] == "ok").any():
@@ -241,6 +248,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     if run.drift is not None and len(run.drift.samples) >= 2:
         page["svg"]["drift"] = drift_svg(run.drift)
         page["drift_sentence"] = run.drift.sentence()
+    page["svg"] = {name: Markup(svg) for name, svg in page["svg"].items()}  # matplotlib's SVG writer escapes its text
     return page
 
 
@@ -273,7 +281,11 @@ def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
                 }
             )
     headlines = {f"{k + 1}. {name}": r.headline for k, (name, r) in enumerate(named)}
-    return {"svg": figures.comparison_svg(headlines) if headlines else "", "rows": rows}
+    return {
+        "svg": Markup(figures.comparison_svg(headlines)) if headlines else "",
+        "rows": rows,
+        "note": " ".join(f"{r.name}: {r.evidence.label}; {r.evidence.rule}." for r in runs),
+    }
 
 
 # Banner order on the page: what makes every number doubtful first.
@@ -294,7 +306,7 @@ def index_html(
         _templates()
         .get_template("index.html")
         .render(
-            runs=pages,
+            runs=[{**page, "anchor": f"r{k}"} for k, page in enumerate(pages, 1)],
             comparison=comparison_view(runs),
             banners=banners_shown,
             costmodel_checks=[check_view(check) for check in checks],
@@ -312,6 +324,6 @@ def _templates() -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(["html"]),
         trim_blocks=True,
         lstrip_blocks=True,
+        keep_trailing_newline=True,  # each section's file ends with its newline, as it did inside one page
     )
-    env.filters.update(sentence=sentence, ms=fmt_ms, us=fmt_us, pct=fmt_pct, x=fmt_x, axis=axis_name)
     return env

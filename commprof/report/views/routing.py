@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup
+
 from commprof.records.schema import FUSED
 from commprof.report.analysis.formatting import fmt_pct, fmt_us
 from commprof.report.analysis.routing_candidates import NO_FLOOR
@@ -38,18 +40,20 @@ def routing_view(run: RunAnalysis, plan: dict[str, Any]) -> dict[str, Any] | Non
         "rule": plan["rules"].get(plan["bands"][0]["evidence"]["level"], ""),  # one source per run: one level
         "tables": [],
         "svg": "",
-        "below_floor": sorted(
-            {
-                f"{c['label']} ({TITLES.get(c['collective'], c['collective'])}) at {format_bytes(c['bytes'])}"
-                for c in plan["curves"]
-                if c["below_floor"] and c["mode"] == mode
-            }
+        "below_floor": "; ".join(
+            sorted(
+                {
+                    f"{c['label']} ({TITLES.get(c['collective'], c['collective'])}) at {format_bytes(c['bytes'])}"
+                    for c in plan["curves"]
+                    if c["below_floor"] and c["mode"] == mode
+                }
+            )
         ),
-        "gaps": [
+        "gaps": "; ".join(
             f"{TITLES.get(g['collective'], g['collective'])} at {format_bytes(g['bytes'])}: {g['why']}"
             for g in plan["gaps"]
             if g["mode"] == mode
-        ],
+        ),
     }
     for collective, title in TITLES.items():
         bands = [b for b in plan["bands"] if (b["collective"], b["mode"]) == (collective, mode)]
@@ -59,7 +63,7 @@ def routing_view(run: RunAnalysis, plan: dict[str, Any]) -> dict[str, Any] | Non
     curves = [c for c in plan["curves"] if (c["collective"], c["mode"]) == ("all_reduce", mode)]
     bands = [b for b in plan["bands"] if (b["collective"], b["mode"]) == ("all_reduce", mode)]
     if curves:
-        view["svg"] = routing_svg(curves, bands)
+        view["svg"] = Markup(routing_svg(curves, bands))
     return view
 
 

@@ -58,6 +58,8 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
             if isinstance(r.old, str)
             else ""
         )
+        eager_status, graph_status = shown_status(run, r.status_eager), shown_status(run, r.status_graph)
+        versus = bool(r.fused_rmsnorm) and isinstance(r.reference, str) and bool(r.reference)
         rows.append(
             {
                 "tokens": int(r.tokens),
@@ -65,15 +67,15 @@ def points_table(run: RunAnalysis) -> list[dict[str, Any]]:
                 "label": label,
                 "impl": escaped(r.impl),
                 "settings": escaped(r.settings),
-                "fused": bool(r.fused_rmsnorm),
-                "status_eager": shown_status(run, r.status_eager),
-                "status_graph": shown_status(run, r.status_graph),
+                "status_eager": eager_status,
+                "status_eager_css": status_css(eager_status),
+                "status_graph": graph_status,
+                "status_graph_css": status_css(graph_status),
                 "eager": fmt_ms(r.eager_us),
                 "graph": fmt_ms(r.graph_us),
                 "tail": "—" if run.simulated else fmt_ms(r.tail_us),  # a prediction has no spread
                 "cv": "—" if run.simulated else fmt_pct(r.cv * 100 if finite(r.cv) else None),
-                "speedup": fmt_x(r.speedup),
-                "reference": escaped(r.reference) if isinstance(r.reference, str) else "",
+                "speedup": fmt_x(r.speedup) + (f" vs {escaped(r.reference)}" if versus else ""),
                 "skew": fmt_pct(r.rank_skew_pct),
                 "row_class": row_class,
             }
@@ -86,6 +88,11 @@ def shown_status(run: RunAnalysis, status: Any) -> str:
     if not isinstance(status, str):
         return "—"
     return "predicted" if run.simulated and status == "ok" else escaped(status)
+
+
+def status_css(shown: str) -> str:
+    """The class that colours a status as shown (st-ok, st-not_tested, st-none for "—")."""
+    return "none" if shown == "—" else shown.replace(" ", "_")
 
 
 # Heatmap colours, fast to slow: green, yellow, red (ColorBrewer RdYlGn ends and middle).
@@ -138,7 +145,7 @@ def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
     """Every point x (T, mode) with its status; a simulated run's predictions are "not tested", never ok."""
     matrix = run.status_matrix
     if matrix.empty:
-        return {"columns": [], "rows": [], "messages": [], "note": ""}
+        return {"columns": [], "rows": [], "messages": [], "note": "", "all_ran": ""}
     if run.simulated:
         matrix = matrix.where(matrix != "ok", NOT_TESTED)
     columns = [f"T={t} {m}" for t, m in matrix.columns]
@@ -147,7 +154,7 @@ def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
         {
             "point_id": escaped(pid),
             "label": escaped(label),
-            "cells": [escaped(c) if isinstance(c, str) else "—" for c in values],
+            "cells": [(text, status_css(text)) for text in (escaped(c) if isinstance(c, str) else "—" for c in values)],
         }
         for (pid, label), values in zip(matrix.index, matrix.to_numpy())
     ]
@@ -172,7 +179,8 @@ def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
         if run.simulated
         else ""
     )
-    return {"columns": columns, "rows": rows, "messages": messages, "note": note}
+    all_ran = "" if note or messages else "Every point ran in every mode."
+    return {"columns": columns, "rows": rows, "messages": messages, "note": note, "all_ran": all_ran}
 
 
 def collectives_rows(run: RunAnalysis) -> list[dict[str, Any]]:
@@ -184,7 +192,7 @@ def collectives_rows(run: RunAnalysis) -> list[dict[str, Any]]:
             "algbw": fmt_num(r.algbw_gbps),
             "busbw": fmt_num(r.busbw_gbps),
             "wrong": "N/A" if r.wrong is None or (isinstance(r.wrong, float) and math.isnan(r.wrong)) else r.wrong,
-            "graph": bool(r.graph) if isinstance(r.graph, bool) else False,
+            "graph": "yes" if isinstance(r.graph, bool) and r.graph else "no",
             "status": r.status,
         }
         for r in run.collectives.sort_values(["collective", "bytes"]).itertuples()
@@ -232,7 +240,8 @@ def choice_rows(run: RunAnalysis, decision: Decision) -> list[dict[str, Any]]:
                         "noise" if not is_base and r.beyond_uncertainty is not True else "",
                     )
                     if c
-                ),
+                )
+                + (" first" if r.tokens != previous else ""),
                 "point_id": r.point_id,
                 "label": r.label,
                 "impl": r.impl,

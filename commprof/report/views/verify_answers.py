@@ -31,7 +31,7 @@ def faster_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
     before (the baseline) -> after (what the answer applies), each gain as the decision judged it on that latency
     with its own error; "no change" when it keeps the baseline, "no answer" (why, and what would decide it) when
     the run may not give one. Communication alone comes second."""
-    out: dict[str, Any] = {"rows": [], "verdict": "", "noise": False, "more": "", "note": "", "accepts": []}
+    out: dict[str, Any] = {"rows": [], "verdict": "", "css": "big", "more": "", "note": "", "accepts": []}
     parts = run.breakdown
     if parts.empty or not decision.steps:
         return out
@@ -63,7 +63,8 @@ def faster_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
                 "tps": _tps_cells(spec, step.tokens, accepts, after, unchanged),
             }
         )
-    out["verdict"], out["noise"] = _faster_verdict(run, decision, missing, bool(after))
+    out["verdict"], noise = _faster_verdict(run, decision, missing, bool(after))
+    out["css"] = "big noise" if noise else "big"
     out["note"] = _faster_note(run, missing)
     routed = routed_bands(decision, run.mode)
     if routed and after:
@@ -199,13 +200,14 @@ def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str,
     bound = not run.options.compute.given
     out: dict[str, Any] = {
         "bound": bound,
+        "card_css": "card bound" if bound else "card",
+        "table_css": "bound" if bound else "",
         "rows": [],
         "verdict": "",
-        "plain": "",
-        "setting": "",
+        "verdict_css": "",
+        "lead": "",
         "note": "",
         "caveat": "",
-        "noise": False,
     }
     if bound:
         out["caveat"] = (
@@ -221,7 +223,7 @@ def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str,
     missing = no_answer(run, decision)
     judged = decision.speculation if decision is not None else None
     setting = judged.setting if judged is not None else "baseline"
-    out["setting"] = (
+    shown_setting = (
         "with the baseline's settings (the run gives no answer: see above)"
         if missing
         else "with (a), the settings to export"
@@ -241,8 +243,12 @@ def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str,
             }
         )
     plain = chosen["plain_tokens_per_s"]
-    out["plain"] = fmt_num(plain.iloc[0], 0) if not plain.empty else "—"
-    if judged is not None:
-        out["verdict"], out["noise"] = judged.verdict, judged.noise
+    out["lead"] = (
+        f"{sentence(shown_setting)}; plain decode {fmt_num(plain.iloc[0], 0) if not plain.empty else '—'} tok/s"
+        + (" (communication only)" if bound else "")
+    )
+    if judged is not None and judged.verdict:
+        out["verdict"] = ("At best: " if bound and not judged.noise else "") + judged.verdict
+        out["verdict_css"] = "big" + (" bound" if bound else "") + (" noise" if judged.noise else "")
     out["note"] = sentence(draft_text(run)) + "." if bound else spec_label(run)
     return out
