@@ -18,8 +18,9 @@ from commprof.errors import UsageError
 from commprof.floor.model import ALGORITHMS, FloorFigures, algorithm_us, received_bytes
 from commprof.problems import MISSING, Problems
 from commprof.records.schema import GRAPH_FIRST
+from commprof.records.vocab import KERNEL_BASES, KernelBasis
 
-BASES = ("published", "floor")
+BASES = KERNEL_BASES
 TIMED = GRAPH_FIRST
 
 
@@ -28,7 +29,7 @@ class KernelModel:
     """One implementation's predicted all-reduce latency on one topology, and how far to trust it."""
 
     impl: str
-    basis: str  # BASES
+    basis: KernelBasis
     source: str
     points: tuple[tuple[int, float], ...] = ()  # published: (bytes, µs)
     timed: str = "eager"  # what the published figures (or the floor model) are: graph replay or eager launches

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
-Status = Literal["ok", "warn", "fail", "skipped"]
-STATUSES: tuple[Status, ...] = get_args(Status)
+from commprof.records.vocab import CHECK_STATUSES as STATUSES
+from commprof.records.vocab import CheckStatus as Status
+
 OK, WARN, FAIL, SKIPPED = STATUSES
 _RANK = {SKIPPED: 0, OK: 1, WARN: 2, FAIL: 3}
 

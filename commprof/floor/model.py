@@ -18,10 +18,12 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from commprof.records.vocab import FLOOR_EVIDENCE, FloorEvidence
+
 ALGORITHMS = ("one-shot", "two-shot")  # the PCIe kernels' algorithms (impls and kernel models name these)
 RING = "ring"  # neighbour traffic: what NCCL's ring does; part of the floor, not a kernel option
 FLOOR_ALGORITHMS = (*ALGORITHMS, RING)
-EVIDENCE = ("measured", "published")
+EVIDENCE = FLOOR_EVIDENCE
 
 
 # Beyond these no peer link measures (GB/s: well above NVLink 5's 900) and no launch waits (µs).
@@ -36,7 +38,7 @@ class FloorFigures:
     all_pairs_gbps: float  # per GPU, every GPU writing to every other at once (GB/s)
     write_latency_us: float  # one peer write, issue to visible on the peer
     sync_us: float  # one kernel launch plus the flag exchange a collective needs at least once
-    evidence: str  # "measured" (by `commprof floor`) or "published" (figures with sources)
+    evidence: FloorEvidence  # "measured" (by `commprof floor`) or "published" (figures with sources)
     source: str  # where: the probe run, or the published measurements
 
     def __post_init__(self):

@@ -12,9 +12,10 @@ from typing import Any
 
 from commprof.errors import UsageError
 from commprof.floor.model import FloorFigures
+from commprof.records.vocab import FLOOR_STATUSES
 from commprof.textfiles import read_json
 
-MEASURED, FILE, PRESET, NOT_MEASURED = "measured", "file", "preset", "not measured"
+MEASURED, FILE, PRESET, NOT_MEASURED = FLOOR_STATUSES
 MEASURE_HOW = (
     "run the sweep on the GPU box with NCCL ranks (it measures the floor first), or run "
     "`commprof floor --out floor.json` there and pass `--floor floor.json`"

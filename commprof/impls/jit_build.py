@@ -18,7 +18,10 @@ import time
 import traceback
 from typing import Any
 
+from commprof.records.vocab import BUILD_STATUSES
+
 ERROR_LINES = 25
+BUILT, CACHED, FAILED = BUILD_STATUSES
 
 
 def planned_builds(request: dict[str, Any]) -> list[str]:
@@ -63,12 +66,12 @@ def run_build(build: str, emit) -> dict[str, Any]:
         emit({"event": "start", "build": build, "name": name, "cached": cached})
         artifact = getattr(target, "jit_library_path", None)
         target.build_and_load()  # what FlashInfer itself calls on first use: loads the cache when built
-        status = "cached" if cached else "built"
+        status = CACHED if cached else BUILT
         error = None
     except Exception as exc:  # a compiler error, a missing nvcc, an unsupported architecture: all are outcomes
-        status, error = "failed", compiler_error(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3))
+        status, error = FAILED, compiler_error(f"{type(exc).__name__}: {exc}", traceback.format_exc(limit=3))
     outcome = {"build": build, "name": name, "status": status, "seconds": round(time.monotonic() - started, 1)}
-    if status != "failed" and artifact is not None:
+    if status != FAILED and artifact is not None:
         outcome["artifact"] = str(artifact)
     if error:
         outcome["error"] = error

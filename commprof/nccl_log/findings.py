@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass, field
 
 from commprof.nccl_log.parse import NcclLogSummary
 from commprof.nccl_vocab import forces_ll128, nccl_user_p2p_level
+from commprof.records.vocab import SEVERITIES, Severity
 
-INFO, WARN, FAIL = "info", "warn", "fail"
+INFO, WARN, FAIL = SEVERITIES
 # Graph path types through a CPU host bridge or between sockets (src/graph/topo.h); NVL / NVB are NVLink.
 HOST_PATHS = ("PHB", "NODE", "SYS")
 NVLINK_PATHS = ("NVL", "NVB")
@@ -24,7 +25,7 @@ class Finding:
     """One thing the log shows that matters, in one sentence, with the lines that show it and what to do."""
 
     id: str
-    severity: str  # info / warn / fail
+    severity: Severity
     text: str
     fix: str
     evidence: list[str] = field(default_factory=list)

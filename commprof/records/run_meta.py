@@ -18,9 +18,26 @@ import msgspec
 
 from commprof.errors import UsageError
 from commprof.records.files import META_FILE
+from commprof.records.meta_sections import (
+    ImportedLog,
+    KernelBuildReport,
+    MetaCalibration,
+    MetaDoctor,
+    MetaFloor,
+    MetaGraphs,
+    MetaModelError,
+    MetaPlatform,
+    ReportOptions,
+    TopologyGpu,
+    TopologyHost,
+    TopologyKernel,
+    TopologyLink,
+    TopologyPair,
+)
 from commprof.records.point_ids import RUN_ID
-from commprof.records.schema import SOURCES, Count, Finite, Ranks, Source
+from commprof.records.schema import SOURCES, Source
 from commprof.records.validate import bounded, problem_of
+from commprof.records.values import Count, Finite, Ranks
 from commprof.textfiles import read_json
 from commprof.versions import installed_version
 
@@ -59,7 +76,7 @@ class MetaSweep(TypedDict, total=False):
     name: str | None
     content: str | None
     sha256: str | None
-    report: dict[str, Any] | None
+    report: ReportOptions | None  # its [report] table
 
 
 class MetaGpu(TypedDict, total=False):
@@ -72,41 +89,6 @@ class MetaGpu(TypedDict, total=False):
     pci_bus_id: str | None
 
 
-class TopologyHost(TypedDict, total=False):
-    """The host part of the topology probe (commprof.doctor.topology_probe.describe_host)."""
-
-    hostname: str | None
-    logical_cpus: int | None
-    cpu_model: str | None
-    cpu_vendor: str | None
-    sockets: int | None
-    numa_nodes: list[dict[str, Any]] | None
-
-
-class TopologyGpu(TypedDict, total=False):
-    """One GPU as the topology probe writes it."""
-
-    index: int
-    name: str | None
-    uuid: str | None
-    pci_bus_id: str | None
-    compute_capability: str | None
-    memory_total_mib: int | None
-    pcie: dict[str, int | None] | None
-    numa_node: int | None
-    cpu_affinity: str | None
-    nvlink_active: int | None
-
-
-class TopologyPair(TypedDict, total=False):
-    """One GPU pair as the topology probe writes it."""
-
-    gpus: list[int]
-    level: str | None
-    nvlink: bool | None
-    p2p: dict[str, str | None] | None
-
-
 class MetaTopology(TypedDict, total=False):
     """meta.json's topology: the topology probe's answer, or a simulation's preset summary (`gpus` a count there)."""
 
@@ -117,8 +99,8 @@ class MetaTopology(TypedDict, total=False):
     cuda_driver_version: str | None
     gpus: list[TopologyGpu] | Ranks | None
     pairs: list[TopologyPair] | None
-    links: dict[str, Any] | None
-    impls: dict[str, Any] | None
+    links: dict[str, TopologyLink] | None  # a simulated box's transports by name
+    impls: dict[str, TopologyKernel] | None  # a simulated box's kernel models by implementation
     sources: list[str] | None
 
 
@@ -136,21 +118,21 @@ class RunMeta(TypedDict, total=False):
     backend: str | None
     source: Source | None
     versions: dict[str, str | None] | None
-    platform: dict[str, Any] | None
+    platform: MetaPlatform | None
     gpus: list[MetaGpu] | None
     env: dict[str, str] | None
     plan: MetaPlan | None
     sweep: MetaSweep | None
     shared_gpus: bool | None
     topology: MetaTopology | None
-    floor: dict[str, Any] | None
-    doctor: dict[str, Any] | None
-    kernel_builds: list[dict[str, Any]] | None  # one report per node that built kernels (sweep.prebuild)
-    nccl_graphs: dict[str, Any] | None  # the NCCL graph candidates written for this box (sweep.graph_run)
+    floor: MetaFloor | None
+    doctor: MetaDoctor | None
+    kernel_builds: list[KernelBuildReport] | None  # one report per node that built kernels (sweep.prebuild)
+    nccl_graphs: MetaGraphs | None  # the NCCL graph candidates written for this box (sweep.graph_run)
     simulated: bool | None  # `commprof simulate` wrote the run
-    calibration: dict[str, Any] | str | None  # simulated: the calibration file's fit, or "nccl-prior"
-    model_error: dict[str, Any] | None  # simulated: the expected error of its predictions (evidence.ModelError)
-    imported: list[dict[str, Any]] | None  # nccl-tests imports: each log's file, sha256, warnings and runs
+    calibration: MetaCalibration | str | None  # simulated: the calibration file's fit, or "nccl-prior"
+    model_error: MetaModelError | None  # simulated: the expected error of its predictions (evidence.ModelError)
+    imported: list[ImportedLog] | None  # nccl-tests imports: each log's file, sha256, warnings and runs
 
 
 class RunMetaView(msgspec.Struct, frozen=True, kw_only=True):

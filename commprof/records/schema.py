@@ -8,12 +8,15 @@ Every writer (the sweep, the simulator, the nccl-tests importer, the tests' buil
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime, timezone
 from typing import Any, Literal, TypedDict, get_args
 
+from commprof.records.nccl_facts import NcclFacts
 from commprof.records.point_ids import POINT_ID, RUN_ID
 from commprof.records.validate import bounded
+from commprof.records.values import LARGEST as _LARGEST
+from commprof.records.values import MAX_BYTES, Bytes, Count, NonNegative, Ranks, Time
+from commprof.records.vocab import KernelBasis
 
 SCHEMA_VERSION = 2
 # Versions this commprof reads. Version 1 said "model" where version 2 says "simulated" (source and timing of
@@ -50,17 +53,6 @@ STATUSES: tuple[Status, ...] = get_args(Status)
 # Statuses that mean "the setting does not work here"; "unsupported" only means it does not apply.
 FAILED_STATUSES = tuple(s for s in STATUSES if s not in ("ok", "unsupported"))
 
-# The values a reader computes with, bounded where no sweep, log or nccl-tests run could write more.
-MAX_RANKS = 1 << 20
-MAX_BYTES = 1 << 48
-_LARGEST = sys.float_info.max
-Finite = bounded(float, "{colon}: expected a finite number, got {value!r}", ge=-_LARGEST, le=_LARGEST)
-# A duration or bandwidth at the top of a record, and one inside a Stats, a list or a column.
-NonNegative = bounded(float, "{path} {value!r} is negative or not finite", ge=0, le=_LARGEST)
-Time = bounded(float, "{head}: a negative or non-finite time", ge=0, le=_LARGEST)
-Ranks = bounded(int, ge=1, le=MAX_RANKS)
-Bytes = bounded(int, ge=0, le=MAX_BYTES)
-Count = bounded(int, ge=0, le=1 << 31)
 RunId = bounded(str, "run id {value!r} is not one (letters, digits, '.', '_', '-')", pattern=rf"\A{RUN_ID.pattern}\Z")
 PointId = bounded(
     str, "point id {value!r} is not one (p000, p001, ..., s1-p000, ...)", pattern=rf"\A{POINT_ID.pattern}\Z"
@@ -115,42 +107,44 @@ class Point(TypedDict, total=False):
     repeat: int  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
 
 
-class NcclChoice(TypedDict, total=False):
-    """One distinct algorithm / protocol NCCL chose for a size (commprof.nccl_log.parse, or the cost model's)."""
+class Check(TypedDict, total=False):
+    """A step's correctness, agreed across ranks (commprof.replay.replay_tensors.Verification.to_dict)."""
 
-    coll: str | None  # NCCL's spelling ("AllReduce"); None where the log line does not say (2.20-2.22)
-    bytes: Bytes  # as the log counts them (bytes_scope)
-    algo: str
-    proto: str
-    channels: bounded(int, ge=1, le=64) | None
-    bytes_scope: str  # "per_rank" (>= 2.24) or "largest_buffer" (<= 2.23)
-    count: bounded(int, ge=1, le=1 << 40)  # ops that took this choice
-    model_time_us: Finite  # NCCL's own estimate, where the log prints it
+    ok: bool  # every op's output matched the exact result on every rank
+    max_abs_err: NonNegative | None  # the largest error among the finite values; null where it was not finite
+    tolerance: NonNegative | None  # the largest error allowed (scales with the dtype's precision)
+    bad_ops: Count  # ops with a wrong output (the worst rank's count)
+    first_bad_op: Count | None  # the earliest wrong op's index in the step plan
+    first_bad_site: str | None  # and its site ("layer.3.moe")
+    bad_ranks: list[Count]  # the ranks whose outputs were wrong; absent in records written before it was kept
+    non_finite: Count  # NaN / Inf values among the outputs; absent likewise
 
 
-class NcclFacts(TypedDict, total=False):
-    """What NCCL did for a point, from its INFO log (commprof.sweep.running.measure.RECORD_KEYS) or the cost model."""
+class Spacing(TypedDict, total=False):
+    """What ran between a step's collectives, as people read it (commprof.planner.spacing.describe)."""
 
-    version: str | None
-    nranks: Ranks | None
-    nnodes: Ranks | None
-    transports: dict[str, int | str]  # kind -> connections (measured) or the modelled link's name (simulated)
-    peer_transports: dict[str, list[str]]
-    channels: Ranks | None
-    channel_counts: dict[str, int]
-    graphs: list[dict[str, Any]]
-    rings: list[list[int]]
-    choices: list[NcclChoice]
-    p2p_level: str | None
-    env: dict[str, str]
-    warnings: list[str]
-    findings: list[dict[str, Any]]
-    # simulated: the cost model's expected error and its basis, and the graph file a point ran with
-    expected_error_pct: Finite | None
-    error_basis: str | None
-    graph: dict[str, Any] | None
-    # measured: the NCCL_GRAPH_FILE the point ran with (path, sha256, loaded, why, evidence: nccl_graph.load_check)
-    graph_file: dict[str, Any] | None
+    compute: str  # each rank's compute between two collectives ("uniform:500")
+    skew: str  # the late rank and by how much ("rank 1 late by 1000 µs"), or "none"
+
+
+class KernelModelFacts(TypedDict, total=False):
+    """The model behind a simulated point's non-NCCL kernel ops (commprof.costmodel.kernels.KernelModel.describe)."""
+
+    impl: str  # the implementation it predicts
+    basis: KernelBasis
+    source: str  # where its figures come from
+    timed: Mode  # what the published figures (or the floor model) time: graph replay or eager launches
+    max_bytes: Bytes | None  # NCCL above this size (the kernel's ceiling); null: any size
+    expected_error_pct: NonNegative | None  # null: unknown, and then no predicted difference counts
+    error_basis: str  # where that error comes from
+
+
+class CrossoverModelError(TypedDict, total=False):
+    """A simulated crossover size's expected errors (commprof.costmodel.crossover_sim), %."""
+
+    impl_pct: NonNegative | None  # the setting's model's; null: unknown
+    baseline_pct: NonNegative | None  # the baseline's
+    basis: str  # where both come from
 
 
 class StepPlanSummary(TypedDict, total=False):
@@ -216,7 +210,7 @@ class StepRecord(_Step, total=False):
     # eager only)
     op_timing: str | None  # which per-op pass op_us comes from and what its times include (docs/timing.md)
     rank_step_median_us: list[Time] | None  # each rank's median step time
-    check: dict[str, Any] | None  # correctness, agreed across ranks
+    check: Check | None  # correctness, agreed across ranks
     impl_detail: str | None  # what exactly ran where the implementation chooses at setup
     fused_rmsnorm: bool  # the layer all-reduces include residual add + RMSNorm
     nccl: NcclFacts | None  # what NCCL did, from its INFO log (or the cost model's choices)
@@ -224,10 +218,10 @@ class StepRecord(_Step, total=False):
     warmup: Count | None  # warm-up steps
     duration_s: NonNegative | None  # wall time of the whole point on the controller
     measure_s: NonNegative | None  # wall time of this (T, mode) inside the worker
-    kernel_model: dict[str, Any] | None  # simulated non-NCCL points: the kernel model behind them, its expected error
+    kernel_model: KernelModelFacts | None  # simulated non-NCCL points: the kernel model behind them, its expected error
     # What ran between the collectives ({"compute": "uniform:500", "skew": "rank 1 late by 1000 µs"}); None: nothing,
     # the collectives back to back.
-    spacing: dict[str, Any] | None
+    spacing: Spacing | None
     compute_us: Stats | None  # the step's compute alone, per step (timed on its own): communication = step - compute
     wait_us: Stats | None  # per step, the first rank's wait at each op for the last arrival, summed over ops
     wait_clock: str | None  # the clock arrivals were stamped on ("host_monotonic", "cuda_globaltimer"), or why not
@@ -279,7 +273,7 @@ class CrossoverRecord(_Crossover, total=False):
     # is this narrow
     rounds: Count | None  # timed rounds per size
     warmup: Count | None
-    model_error: dict[str, Any] | None  # simulated: {"impl_pct", "baseline_pct", "basis"}, the models' errors
+    model_error: CrossoverModelError | None  # simulated: the models' errors
 
 
 RECORD_TYPES = {"step": StepRecord, "collective": CollectiveRecord, "crossover": CrossoverRecord}

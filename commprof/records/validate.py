@@ -51,7 +51,8 @@ def explain(refused: msgspec.ValidationError, value: Any, kind: Any) -> str:
     if not message:
         message, where = str(refused), "$`"
     path = [key or (index if index == "..." else int(index)) for key, index in _SEGMENT.findall(where[1:-1])]
-    words = _words(path)
+    located = _located(value, path, kind)
+    words = {**_words(path), "path": _words(located)["path"]}
     if message.startswith("Object missing required field"):
         missing = message.split("`")[1]
         return f"{words['colon']}: no {missing}" if path else f"no {missing}"
@@ -64,7 +65,7 @@ def explain(refused: msgspec.ValidationError, value: Any, kind: Any) -> str:
         if None in names:  # a type this adapter does not name: msgspec's own words
             names = [_TYPE_NAMES.get(name, name) for name in expected.group(1).split(" | ")]
         return f"{words['colon']}: expected {' or '.join(names)}, got {_GOT_NAMES.get(expected.group(2), expected.group(2))}"
-    found = _value_at(value, path)
+    found = _value_at(value, located)
     if message.startswith("Invalid enum value"):
         allowed = ", ".join(map(str, typing.get_args(_bare(hint)[0])))
         return f"{words['path']} {found!r} is not one of {allowed}"
@@ -105,6 +106,32 @@ def _words(path: list) -> dict[str, str]:
     colon = ": ".join("an item" if isinstance(p, int) else "a value" if p == "..." else p for p in path)
     field = ".".join(p for p in path if isinstance(p, str) and p != "...")
     return {"path": dotted.lstrip("."), "colon": colon, "head": str(path[0]) if path else "", "field": field}
+
+
+def _located(value: Any, path: list, kind: Any) -> list:
+    """`path` with each value of a mapping ("...") named by its key: the first whose value its type refuses, as
+    msgspec checks a mapping's values in order."""
+    located, hint = [], kind
+    for step in path:
+        declared = _inner(hint, step)
+        if step == "..." and isinstance(value, dict):
+            step = next((key for key, item in value.items() if _refuses(item, declared)), step)
+        located.append(step)
+        value = value.get(step) if isinstance(value, dict) else value[step] if _indexes(value, step) else None
+        hint = declared
+    return located
+
+
+def _refuses(value: Any, kind: Any) -> bool:
+    try:
+        msgspec.convert(value, kind)
+    except msgspec.ValidationError:
+        return True
+    return False
+
+
+def _indexes(value: Any, step: Any) -> bool:
+    return isinstance(value, list) and isinstance(step, int) and -len(value) <= step < len(value)
 
 
 def _value_at(value: Any, path: list) -> Any:

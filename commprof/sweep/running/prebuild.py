@@ -22,6 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from commprof.impls.jit_build import FAILED
 from commprof.impls.registry import load_impl, resolve_impl_name
 
 # A cold build of FlashInfer's TRT-LLM comm module takes minutes on a big machine, longer on a small one.
@@ -108,7 +109,7 @@ def run_builder(
     tail = " | ".join(log_path.read_text(errors="replace").strip().splitlines()[-5:])
     if current is not None:
         why = f"no result within {timeout_s:.0f} s" if timed_out else f"the builder exited {proc.returncode}"
-        report["builds"][current[0]] = {"name": current[1], "status": "failed", "error": f"{why}: {tail}"}
+        report["builds"][current[0]] = {"name": current[1], "status": FAILED, "error": f"{why}: {tail}"}
         note(f"  {current[1]}: failed: {why} (log: {log_path})")
     elif proc.returncode != 0:
         report["error"] = f"the builder exited {proc.returncode}: {tail}"
@@ -135,7 +136,7 @@ def failures(reports: list[dict | None]) -> dict[str, str]:
     failed = {}
     for report in (r for r in reports if r):
         for build, outcome in report["builds"].items():
-            if outcome["status"] == "failed":
+            if outcome["status"] == FAILED:
                 failed.setdefault(build, outcome.get("error") or "failed")
     return failed
 

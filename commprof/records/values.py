@@ -1,0 +1,19 @@
+"""The numbers a record or meta.json field may hold, bounded where no sweep, log or nccl-tests run could write more:
+the values every reader computes with (records.schema, records.nccl_facts, records.run_meta)."""
+
+from __future__ import annotations
+
+import sys
+
+from commprof.records.validate import bounded
+
+MAX_RANKS = 1 << 20
+MAX_BYTES = 1 << 48
+LARGEST = sys.float_info.max
+Finite = bounded(float, "{colon}: expected a finite number, got {value!r}", ge=-LARGEST, le=LARGEST)
+# A duration or bandwidth at the top of a record, and one inside a Stats, a list or a column.
+NonNegative = bounded(float, "{path} {value!r} is negative or not finite", ge=0, le=LARGEST)
+Time = bounded(float, "{head}: a negative or non-finite time", ge=0, le=LARGEST)
+Ranks = bounded(int, ge=1, le=MAX_RANKS)
+Bytes = bounded(int, ge=0, le=MAX_BYTES)
+Count = bounded(int, ge=0, le=1 << 31)
