@@ -200,6 +200,39 @@ def test_every_scenario_s_files_and_page_say_its_decision(scenarios, name):  # n
         assert_files_say(folder, decision)
         if index < len(cards) and decision["steps"]:
             assert_page_says("How much faster is my verify step?" + cards[index], decision)
+    if len(summary["runs"]) > 1:
+        assert_comparison_says((scenarios[name] / "index.html").read_text(), summary["runs"])
+
+
+COMPARE_ROW = re.compile(
+    r'<tr><td>([^<]*)</td><td class="num">(\d+)</td>(?:<td class="num">[^<]*</td>){3}<td>([^<]*)</td>'
+)
+
+
+def assert_comparison_says(page: str, runs: list[dict]) -> None:
+    """Runs side by side: each row's verdict is its run's Decision, in the Decision's words (a band's or the NCCL
+    environment's verdict and reason), never the page's own."""
+    import html
+
+    section = page.split('<section id="compare">', 1)[1].split("</section>", 1)[0]
+    rows = COMPARE_ROW.findall(section)
+    assert rows
+    for name, _tokens, cell in rows:
+        decisions = [run["decision"] for run in runs if html.unescape(name).startswith(f"{run['name']} (")]
+        cell = html.unescape(cell)
+        said = {f"{r['verdict']}: {r['reason']}" for d in decisions for r in d["routes"]}
+        said |= {f"{d['answer']['verdict']}: {d['answer']['reason']}" for d in decisions}
+        assert decisions, name
+        assert cell == "keeps the baseline" or cell in said, (name, cell)
+
+
+def test_runs_side_by_side_say_each_run_s_decision(scenarios, bundle, tmp_path, capsys):  # noqa: F811 (the fixture)
+    """The comparison's verdict column is each run's Decision at that T, where the answer moves off the baseline too."""
+    _report(bundle["run"], tmp_path / "r", capsys, str(_sim_dir("simulated pcie-gen5-switch-p2p")))
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert_comparison_says(page, json.loads((tmp_path / "r" / "summary.json").read_text())["runs"])
+    section = page.split('<section id="compare">', 1)[1].split("</section>", 1)[0]
+    assert any(cell != "keeps the baseline" for *_, cell in COMPARE_ROW.findall(section))
 
 
 def test_a_planted_contradiction_fails_the_check(scenarios, tmp_path, monkeypatch, capsys):  # noqa: F811 (the fixture)

@@ -128,15 +128,28 @@ class Decision:
         """The point whose step the answer's files actually run at T in `mode`: answer_point where an engine
         setting the files set live runs that band, else the point whose NCCL environment the answer sets. A switch
         left commented out (a simulation's, a run that may not act) sets nothing."""
+        route = self._live_route(tokens, mode)
+        return route.point_id if route is not None else self.nccl_point
+
+    def live_verdict(self, tokens: int, mode: str) -> str:
+        """The verdict that put live_point at T in `mode` there: its band's, else the NCCL environment's ("" where
+        the answer keeps the baseline's)."""
+        route = self._live_route(tokens, mode)
+        if route is not None:
+            return f"{route.verdict}: {route.reason}"
+        answer = self.nccl_answer
+        return f"{answer.verdict}: {answer.reason}" if answer is not None and answer.sets else ""
+
+    def _live_route(self, tokens: int, mode: str) -> Route | None:
         for r in self.routes:
             if r.collective == "all_reduce" and r.mode == mode and not r.kept and tokens in r.tokens:
                 if any(
                     s.live and s.impl == r.impl and s.min_bytes <= r.max_bytes and r.min_bytes <= s.max_bytes
                     for s in self.engine
                 ):
-                    return r.point_id
-                break
-        return self.nccl_point
+                    return r
+                return None
+        return None
 
     def per_tokens(self) -> list[dict[str, Any]]:
         """Per T, mode and collective: what runs there (the rows the first screen and summary.json show)."""
@@ -395,6 +408,7 @@ def answer_tables(run: RunAnalysis, decision: Decision) -> dict[str, pd.DataFram
     head["route_point_id"] = [decision.answer_point(int(t), run.mode) for t in head["tokens"]]
     points = [decision.live_point(int(t), run.mode) for t in head["tokens"]]
     head["answer_point_id"] = points
+    head["answer_verdict"] = [decision.live_verdict(int(t), run.mode) for t in head["tokens"]]
     head["answer_us"] = [
         times.get((source, point, tokens), math.nan) if point is not None else math.nan
         for source, point, tokens in zip(head["source"], points, head["tokens"])

@@ -276,7 +276,7 @@ def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
                     "baseline": fmt_ms(h.baseline_us),
                     "answer": fmt_ms(h.answer_us),
                     "saved": "—" if kept else fmt_pct(saved),
-                    "noise": "keeps the baseline" if kept else f"yes ({run.evidence.beyond})",
+                    "verdict": "keeps the baseline" if kept else h.answer_verdict,
                     "settings": f"{point}: " + (settings if impl in run.baseline_family else f"{impl} ({settings})"),
                 }
             )
