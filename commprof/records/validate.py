@@ -63,14 +63,24 @@ def explain(refused: msgspec.ValidationError, value: Any, kind: Any, at: tuple =
     if wrong_item and message.startswith("Expected `"):  # a column names its wrong items itself
         return wrong_item.format(**words)
     if expected := _EXPECTED.fullmatch(message):
-        names = [_name(option) for option in typing.get_args(hint)] if _is_union(hint) else [_name(hint)]
-        if None in names:  # a type this adapter does not name: msgspec's own words
-            names = [_TYPE_NAMES.get(name, name) for name in expected.group(1).split(" | ")]
-        return f"{words['colon']}: expected {' or '.join(names)}, got {_GOT_NAMES.get(expected.group(2), expected.group(2))}"
+        return f"{words['colon']}: {_type_problem(expected, hint)}"
     found = _value_at(value, path)
     if message.startswith("Invalid enum value"):
         allowed = ", ".join(map(str, typing.get_args(_bare(hint)[0])))
         return f"{words['path']} {found!r} is not one of {allowed}"
+    return _bound_problem(found, metas, words)
+
+
+def _type_problem(expected: re.Match, hint: Any) -> str:
+    """ "expected an integer or null, got a string": the JSON types named as the reader names them."""
+    names = [_name(option) for option in typing.get_args(hint)] if _is_union(hint) else [_name(hint)]
+    if None in names:  # a type this adapter does not name: msgspec's own words
+        names = [_TYPE_NAMES.get(name, name) for name in expected.group(1).split(" | ")]
+    return f"expected {' or '.join(names)}, got {_GOT_NAMES.get(expected.group(2), expected.group(2))}"
+
+
+def _bound_problem(found: Any, metas: list, words: dict[str, str]) -> str:
+    """A value outside its bounds, in its field's own template (or "key value is out of range")."""
     meta = next((m for m in metas if m.extra), None)
     template = meta.extra["problem"] if meta else _RANGE
     if isinstance(found, float) and not math.isfinite(found) and "finite" not in template:
