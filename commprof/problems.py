@@ -34,10 +34,11 @@ def allowed(values: Iterable[object]) -> str:
 _LARGEST = sys.float_info.max  # TOML allows inf and nan: neither is a measurement, a bandwidth or a time
 
 
-def integer(low: int, high: int | None = None, want: str | None = None) -> Any:
-    """An integer from `low` (to `high`), refused as "0 is below 1 (allowed: an integer >= 1)"."""
-    want = want or f"an integer >= {low}" + ("" if high is None else f" and <= {high}")
-    return Annotated[int, msgspec.Meta(ge=low, le=high, extra={"want": want})]
+def integer(low: int, high: int | None = None, missing: str | None = None) -> Any:
+    """An integer from `low` (to `high`), refused as "0 is below 1 (allowed: an integer >= 1)"; `missing`: what
+    "missing (allowed: ...)" says where more than the bounds helps."""
+    want = f"an integer >= {low}" + ("" if high is None else f" and <= {high}")
+    return Annotated[int, msgspec.Meta(ge=low, le=high, extra={"want": want, "missing": missing or want})]
 
 
 def number(low: float | None = None, high: float | None = None, strict: bool = False) -> Any:

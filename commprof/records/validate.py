@@ -118,7 +118,8 @@ def _file_problem(message: str, found: Any, hint: Any, metas: list) -> str:
 
 def all_problems(value: Any, kind: Any, at: tuple = ()) -> tuple[Any, list[str]]:
     """`value` (parsed TOML or JSON) as `kind`, and every problem in it, "key: problem" each, in the order the
-    structures declare their fields; a field with a problem takes its default (None where it has none)."""
+    structures declare their fields; a field with a problem takes its default (None where it has none), a table or
+    list with a problem inside keeps what it could read (None at each problem)."""
     try:
         return msgspec.convert(value, kind), []
     except msgspec.ValidationError as error:
@@ -174,15 +175,16 @@ def _struct_problems(value: dict, struct: Any, at: tuple) -> tuple[Any, list[str
             continue
         converted, found = all_problems(value[field.encode_name], hints[field.name], (*at, field.encode_name))
         problems += found
-        if not found or required:
+        if not found or converted is not None or required:  # a part read is kept, its problems None
             given[field.name] = converted
     return struct(**given), problems
 
 
 def _want(hint: Any) -> str:
-    """What a field wants, as its Meta says (or its type's name)."""
+    """What a missing field wants, as its Meta says (or its type's name)."""
     hint, metas = _bare(hint)
-    return next((m.extra["want"] for m in metas if m.extra and "want" in m.extra), None) or _name(hint) or "a value"
+    said = next((m.extra.get("missing", m.extra["want"]) for m in metas if m.extra and "want" in m.extra), None)
+    return said or _name(hint) or "a value"
 
 
 def _is_union(hint: Any) -> bool:
