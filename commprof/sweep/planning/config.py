@@ -162,7 +162,6 @@ def parse_sweep(
     problems = SweepProblems(source)
     data = problems.read(parse_toml(text, source), SweepFile)
     name = (Path(path).stem if path else "sweep") if data.name is None else data.name
-    description = data.description or ""
     run = parse_run(data.run, problems)
     axes, excludes, explicit, stages = _point_tables(data, problems)
     problems.raise_if_any()
@@ -171,7 +170,7 @@ def parse_sweep(
     # Counted before expanding: a million-point sweep is refused in milliseconds, not built for a minute first.
     work = stage_work(1 + combinations(axes) + len(explicit), stages, run.iterations, run.warmup)
     if max_points is not None and sum(points for points, _, _ in work) > max_points:
-        raise SweepTooLarge(source, str(name), work, len(run.tokens), max_points)
+        raise SweepTooLarge(source, name, work, len(run.tokens), max_points)
     points = _stage0_points(axes, excludes, explicit, problems)
     report = _parse_report(data.report, run.tokens, points, problems)
     problems.raise_if_any()
@@ -179,8 +178,8 @@ def parse_sweep(
         path=path,
         content=text,
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        name=str(name),
-        description=str(description).strip(),
+        name=name,
+        description=data.description.strip(),
         model=run.model,
         tp=run.tp,
         tokens=run.tokens,
