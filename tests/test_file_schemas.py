@@ -1,4 +1,4 @@
-"""The files a user writes (sweep files, calibrations) and plan.jsonl read as typed structures through the records'
+"""The files a user writes (sweep files, calibrations, topologies) and plan.jsonl read as typed structures through the records'
 one error adapter: every problem at once, one line each, in the words the hand readers used."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from commprof.costmodel.calibration_file import CalibrationFile, CostModelTable, LineFit
+from commprof.costmodel.topology import LinkTable, TopologyFile
 from commprof.errors import UsageError
 from commprof.problems import Boolean, Problems, String, choice, integer, number, table
 from commprof.records.plan_file import LINE_TYPES, PlannedStage, SearchEntry, parse_plan
@@ -108,6 +109,7 @@ def test_a_plan_line_of_another_shape_is_one_line_naming_its_field(line, problem
 @pytest.mark.parametrize(
     "structure",
     [SweepFile, RunSection, ReportSection, RefineTable, CrossoverTable, CalibrationFile, CostModelTable, LineFit,
+     TopologyFile, LinkTable,
      PlannedStage, SearchEntry, *LINE_TYPES.values()],
 )  # fmt: skip
 def test_every_file_structure_is_frozen_and_says_what_it_is(structure):

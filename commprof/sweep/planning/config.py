@@ -211,18 +211,18 @@ def _point_tables(data: SweepFile, problems: SweepProblems) -> tuple[tuple[Axis,
     axes = parse_axes(data.axes, "axes", problems)
     excludes = tuple(
         rule
-        for i, table in enumerate(data.exclude)
-        if table is not None and (rule := parse_rule(table, f"exclude[{i}]", problems, with_reason=True)) is not None
+        for i, entry in enumerate(data.exclude)
+        if entry is not None and (rule := parse_rule(entry, f"exclude[{i}]", problems, with_reason=True)) is not None
     )
     explicit = [
         (i, point)
-        for i, table in enumerate(data.points)
-        if table is not None and (point := parse_point(table, f"points[{i}]", problems)) is not None
+        for i, entry in enumerate(data.points)
+        if entry is not None and (point := parse_point(entry, f"points[{i}]", problems)) is not None
     ]
     stages = tuple(
         stage
-        for i, table in enumerate(data.stages, start=1)
-        if table is not None and (stage := parse_stage(table, i, problems)) is not None
+        for i, entry in enumerate(data.stages, start=1)
+        if entry is not None and (stage := parse_stage(entry, i, problems)) is not None
     )
     return axes, excludes, explicit, stages
 

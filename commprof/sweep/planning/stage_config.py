@@ -62,25 +62,25 @@ class CrossoverTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     warmup: integer(0) = _DEFAULTS.warmup
 
 
-def parse_stage(table: dict, index: int, problems: SweepProblems) -> StageSpec | CrossoverStage | None:
+def parse_stage(raw: dict, index: int, problems: SweepProblems) -> StageSpec | CrossoverStage | None:
     """The index-th stage (1-based) of the file, of the kind its `kind` key names (default: refine)."""
     at = ("stages", index - 1)
     before = len(problems.errors)
-    kind = problems.read({"kind": table.get("kind", "refine")}, StageKind, at).kind
+    kind = problems.read({"kind": raw.get("kind", "refine")}, StageKind, at).kind
     if len(problems.errors) > before:  # its other keys mean nothing without a kind
         return None
     if kind == "crossover":
-        return _crossover_stage(problems.read(table, CrossoverTable, at), index, problems)
-    return _refine_stage(problems.read(table, RefineTable, at), table, index, problems)
+        return _crossover_stage(problems.read(raw, CrossoverTable, at), index, problems)
+    return _refine_stage(problems.read(raw, RefineTable, at), raw, index, problems)
 
 
-def _refine_stage(stage: RefineTable, table: dict, index: int, problems: SweepProblems) -> StageSpec | None:
+def _refine_stage(stage: RefineTable, raw: dict, index: int, problems: SweepProblems) -> StageSpec | None:
     key = f"stages[{index - 1}]"
     axes = parse_axes(stage.axes, f"{key}.axes", problems)
     candidates = None
     if stage.candidates is not None:
         candidates = parse_rule(stage.candidates, f"{key}.candidates", problems, with_reason=False)
-    if not axes and "iterations" not in table and "axes" not in table:
+    if not axes and "iterations" not in raw and "axes" not in raw:
         problems.error(
             key,
             "a stage needs axes to cross its best points with, or iterations to re-measure "
