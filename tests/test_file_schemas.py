@@ -1,5 +1,5 @@
-"""The files a user writes (sweep files, calibrations, topologies) and plan.jsonl read as typed structures through the records'
-one error adapter: every problem at once, one line each, in the words the hand readers used."""
+"""The files a user writes (sweep files, calibrations, topologies) and plan.jsonl read as typed structures through
+the records' one error adapter: every problem at once, one line each, in the words the hand readers used."""
 
 from __future__ import annotations
 
