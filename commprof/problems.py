@@ -8,7 +8,6 @@ checked value, or None after recording what is wrong; pass `table.get(name, MISS
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
@@ -117,49 +116,6 @@ class Problems:
             return True
         return False
 
-    def integer(self, value: Any, key: str, minimum: int, maximum: int | None = None) -> int | None:
-        want = f"an integer >= {minimum}" + ("" if maximum is None else f" and <= {maximum}")
-        if self._missing(value, key, want):
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.error(key, f"expected {want}, got {value!r}")
-            return None
-        if value < minimum:
-            self.error(key, f"{value} is below {minimum} (allowed: {want})")
-            return None
-        if maximum is not None and value > maximum:
-            self.error(key, f"{value} is above {maximum} (allowed: {want})")
-            return None
-        return value
-
-    def number(
-        self, value: Any, key: str, minimum: float | None, strict: bool = False, maximum: float | None = None
-    ) -> float | None:
-        """A finite int or float >= minimum (> minimum when strict; no floor when None), <= maximum if given.
-
-        TOML allows nan and inf: neither is a measurement, a bandwidth or a time, so both are refused.
-        """
-        bound = "" if minimum is None else f" > {minimum:g}" if strict else f" >= {minimum:g}"
-        if maximum is not None:
-            bound += f" and <= {maximum:g}" if bound else f" <= {maximum:g}"
-        if self._missing(value, key, f"a number{bound}"):
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.error(key, f"expected a number{bound}, got {value!r}")
-            return None
-        try:
-            number = float(value)
-        except OverflowError:  # an integer beyond any float
-            number, value = math.inf, f"an integer of {len(str(abs(value)))} digits"
-        if not math.isfinite(number):
-            self.error(key, f"{value} is not a finite number (allowed: a number{bound})")
-            return None
-        too_low = minimum is not None and (number < minimum or (strict and number == minimum))
-        if too_low or (maximum is not None and number > maximum):
-            self.error(key, f"{value} is out of range (allowed: a number{bound})")
-            return None
-        return number
-
     def string(self, value: Any, key: str) -> str | None:
         if self._missing(value, key, "a string"):
             return None
@@ -167,30 +123,3 @@ class Problems:
             self.error(key, f"expected a string, got {value!r}")
             return None
         return value
-
-    def boolean(self, value: Any, key: str) -> bool | None:
-        if self._missing(value, key, "true or false"):
-            return None
-        if not isinstance(value, bool):
-            self.error(key, f"expected true or false, got {value!r}")
-            return None
-        return value
-
-    def choice(self, value: Any, key: str, choices: Iterable[str], what: str) -> str | None:
-        """One of `choices`; "'x' is not <what> (allowed: ...)" otherwise."""
-        choices = tuple(choices)
-        if self._missing(value, key, ", ".join(choices)):
-            return None
-        if value not in choices:
-            self.error(key, f"{value!r} is not {what} {allowed(choices)}")
-            return None
-        return value
-
-    def strings(self, value: Any, key: str) -> tuple[str, ...] | None:
-        """A list of strings."""
-        if self._missing(value, key, "a list of strings"):
-            return None
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            self.error(key, f"expected a list of strings, got {value!r}")
-            return None
-        return tuple(value)

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from commprof.costmodel.calibration_file import CalibrationFile, CostModelTable, LineFit
+from commprof.costmodel.kernels import FloorTable, KernelTable
 from commprof.costmodel.topology import LinkTable, TopologyFile
 from commprof.errors import UsageError
 from commprof.problems import Boolean, Problems, String, choice, integer, number, table
@@ -109,7 +110,7 @@ def test_a_plan_line_of_another_shape_is_one_line_naming_its_field(line, problem
 @pytest.mark.parametrize(
     "structure",
     [SweepFile, RunSection, ReportSection, RefineTable, CrossoverTable, CalibrationFile, CostModelTable, LineFit,
-     TopologyFile, LinkTable,
+     TopologyFile, LinkTable, KernelTable, FloorTable,
      PlannedStage, SearchEntry, *LINE_TYPES.values()],
 )  # fmt: skip
 def test_every_file_structure_is_frozen_and_says_what_it_is(structure):
