@@ -1,17 +1,21 @@
 """Checks of the files a user writes (sweeps, topologies, calibrations): every problem one line, the same way.
 
 "file: key: problem (allowed: ...)", all of them in one pass, so the file is fixed once; known traps are
-warnings in the same form. Readers return the checked value, or None after recording what is wrong; pass
-`table.get(name, MISSING)` for a key the file must have.
+warnings in the same form. A file's typed structure declares its fields with the types below (each says what it
+wants) and is read by `Problems.read` (msgspec, through commprof.records.validate); the hand readers return the
+checked value, or None after recording what is wrong; pass `table.get(name, MISSING)` for a key the file must have.
 """
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from commprof.errors import UsageError
+from commprof.records.validate import all_problems
 
 
 class _Missing:
@@ -24,6 +28,42 @@ MISSING: Any = _Missing()  # what table.get(name, MISSING) gives for a required 
 
 def allowed(values: Iterable[object]) -> str:
     return f"(allowed: {', '.join(str(v) for v in values)})"
+
+
+_LARGEST = sys.float_info.max  # TOML allows inf and nan: neither is a measurement, a bandwidth or a time
+
+
+def integer(low: int, high: int | None = None, missing: str | None = None) -> Any:
+    """An integer from `low` (to `high`), refused as "0 is below 1 (allowed: an integer >= 1)"; `missing`: what
+    "missing (allowed: ...)" says where more than the bounds helps."""
+    want = f"an integer >= {low}" + ("" if high is None else f" and <= {high}")
+    return Annotated[int, msgspec.Meta(ge=low, le=high, extra={"want": want, "missing": missing or want})]
+
+
+def number(low: float | None = None, high: float | None = None, strict: bool = False) -> Any:
+    """A finite number from `low` (above it when strict) to `high`, refused as "-1 is out of range (allowed: a
+    number >= 0)" or "nan is not a finite number (allowed: ...)"."""
+    bound = "" if low is None else f" > {low:g}" if strict else f" >= {low:g}"
+    if high is not None:
+        bound += f" and <= {high:g}" if bound else f" <= {high:g}"
+    floor = {"ge": -_LARGEST} if low is None else {"gt": low} if strict else {"ge": low}
+    return Annotated[
+        float, msgspec.Meta(**floor, le=_LARGEST if high is None else high, extra={"want": f"a number{bound}"})
+    ]
+
+
+def choice(values: tuple[str, ...], what: str) -> Any:
+    """One of `values`, refused as "'x' is not <what> (allowed: ...)"."""
+    return Annotated[Literal[values], msgspec.Meta(extra={"want": ", ".join(values), "what": what})]
+
+
+def table(kind: Any, want: str = "a table") -> Any:
+    """A TOML table (or an array of tables) read as `kind`, refused as "expected a table, got int"."""
+    return Annotated[kind, msgspec.Meta(extra={"want": want, "got": "type"})]
+
+
+String = Annotated[str, msgspec.Meta(extra={"want": "a string"})]
+Boolean = Annotated[bool, msgspec.Meta(extra={"want": "true or false"})]
 
 
 class Problems:
@@ -41,6 +81,13 @@ class Problems:
         line = f"{self.source}: {key}: {text}"
         if line not in self.warnings:
             self.warnings.append(line)
+
+    def read(self, value: Any, kind: Any, at: tuple = ()) -> Any:
+        """`value` (parsed TOML or JSON; found at key path `at`) as its typed structure `kind`, every problem
+        recorded; a field with a problem takes its default."""
+        converted, found = all_problems(value, kind, at)
+        self.errors += [f"{self.source}: {line}" for line in found]
+        return converted
 
     def raise_if_any(self) -> None:
         if self.errors:
@@ -69,49 +116,6 @@ class Problems:
             return True
         return False
 
-    def integer(self, value: Any, key: str, minimum: int, maximum: int | None = None) -> int | None:
-        want = f"an integer >= {minimum}" + ("" if maximum is None else f" and <= {maximum}")
-        if self._missing(value, key, want):
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.error(key, f"expected {want}, got {value!r}")
-            return None
-        if value < minimum:
-            self.error(key, f"{value} is below {minimum} (allowed: {want})")
-            return None
-        if maximum is not None and value > maximum:
-            self.error(key, f"{value} is above {maximum} (allowed: {want})")
-            return None
-        return value
-
-    def number(
-        self, value: Any, key: str, minimum: float | None, strict: bool = False, maximum: float | None = None
-    ) -> float | None:
-        """A finite int or float >= minimum (> minimum when strict; no floor when None), <= maximum if given.
-
-        TOML allows nan and inf: neither is a measurement, a bandwidth or a time, so both are refused.
-        """
-        bound = "" if minimum is None else f" > {minimum:g}" if strict else f" >= {minimum:g}"
-        if maximum is not None:
-            bound += f" and <= {maximum:g}" if bound else f" <= {maximum:g}"
-        if self._missing(value, key, f"a number{bound}"):
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.error(key, f"expected a number{bound}, got {value!r}")
-            return None
-        try:
-            number = float(value)
-        except OverflowError:  # an integer beyond any float
-            number, value = math.inf, f"an integer of {len(str(abs(value)))} digits"
-        if not math.isfinite(number):
-            self.error(key, f"{value} is not a finite number (allowed: a number{bound})")
-            return None
-        too_low = minimum is not None and (number < minimum or (strict and number == minimum))
-        if too_low or (maximum is not None and number > maximum):
-            self.error(key, f"{value} is out of range (allowed: a number{bound})")
-            return None
-        return number
-
     def string(self, value: Any, key: str) -> str | None:
         if self._missing(value, key, "a string"):
             return None
@@ -119,30 +123,3 @@ class Problems:
             self.error(key, f"expected a string, got {value!r}")
             return None
         return value
-
-    def boolean(self, value: Any, key: str) -> bool | None:
-        if self._missing(value, key, "true or false"):
-            return None
-        if not isinstance(value, bool):
-            self.error(key, f"expected true or false, got {value!r}")
-            return None
-        return value
-
-    def choice(self, value: Any, key: str, choices: Iterable[str], what: str) -> str | None:
-        """One of `choices`; "'x' is not <what> (allowed: ...)" otherwise."""
-        choices = tuple(choices)
-        if self._missing(value, key, ", ".join(choices)):
-            return None
-        if value not in choices:
-            self.error(key, f"{value!r} is not {what} {allowed(choices)}")
-            return None
-        return value
-
-    def strings(self, value: Any, key: str) -> tuple[str, ...] | None:
-        """A list of strings."""
-        if self._missing(value, key, "a list of strings"):
-            return None
-        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            self.error(key, f"expected a list of strings, got {value!r}")
-            return None
-        return tuple(value)

@@ -25,11 +25,11 @@ TIERS = (
     {
         "nccl_vocab",
         "records",
-        "problems",
         "torch_env",
-    },  # vocabularies every stage shares; how user files report problems; what libtorch reads once
+    },  # vocabularies every stage shares, and the one adapter of msgspec's refusals; what libtorch reads once
     {
         "evidence",  # what each record source is worth as evidence: reads the records' vocabulary
+        "problems",  # how user files report problems: their typed fields, read through records' adapter
         "planner",
         "nccl_log",
         "floor",

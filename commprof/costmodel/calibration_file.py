@@ -1,12 +1,15 @@
 """calibration.toml: a calibration of the latency model as a small, hand-readable TOML file, written and read
-back with every value checked against generous bounds, so an edited or corrupt file is refused, not believed."""
+back as its typed structure (CalibrationFile) with every value checked against generous bounds, so an edited or
+corrupt file is refused, not believed."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from commprof.costmodel.latency import ARCHS, LINKS, PROTOS, CostParams
-from commprof.problems import MISSING, Problems
+from commprof.problems import Problems, choice, integer, number, table
 from commprof.textfiles import parse_toml
 
 
@@ -65,19 +68,6 @@ def params_to_toml(params: CostParams, header: str = "") -> str:
 # The table of the cost model's parameters; files written before it was named for the cost model say [model].
 COSTMODEL_TABLE = "costmodel"
 LEGACY_COSTMODEL_TABLE = "model"
-CALIBRATION_KEYS = (COSTMODEL_TABLE, LEGACY_COSTMODEL_TABLE, "fit")
-COSTMODEL_KEYS = (
-    "link",
-    "arch",
-    "channels",
-    "nvls_channels",
-    "channel_bw_gbps",
-    "nccl_bw_gbps",
-    "overhead_us",
-    "source",
-    "hop_us",
-)
-
 
 # What a calibration may say, per parameter (low, high): generous bounds around every real interconnect, so an
 # edited or corrupt file (a negative overhead predicts negative steps) is refused instead of believed. µs, GB/s.
@@ -89,6 +79,47 @@ PARAM_BOUNDS = {
     "channels": (1, 64),  # NCCL's MAXCHANNELS
     "nvls_channels": (0, 64),
 }
+
+
+def _bounded(name: str) -> Any:
+    low, high = PARAM_BOUNDS[name]
+    return integer(low, high) if isinstance(low, int) else number(low, high)
+
+
+# [costmodel.hop_us]: the per-hop Ring latency of each protocol, µs (one field per protocol of PROTOS).
+HopUs = msgspec.defstruct(
+    "HopUs", [(proto, _bounded("hop_us")) for proto in PROTOS], frozen=True, forbid_unknown_fields=True
+)
+
+
+class CostModelTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """[costmodel]: the parameters of one (link type, GPU generation) cost model (latency.CostParams)."""
+
+    link: choice(LINKS, "a link type")  # the link type the model is for
+    arch: choice(ARCHS, "a GPU generation")
+    channels: _bounded("channels")  # NCCL's channel count
+    nvls_channels: _bounded("nvls_channels") = 0
+    channel_bw_gbps: _bounded("channel_bw_gbps")  # bus bandwidth of one channel (NCCL's bwIntra)
+    nccl_bw_gbps: _bounded("nccl_bw_gbps") | None = None  # the per-channel bandwidth NCCL's own search assumes
+    overhead_us: _bounded("overhead_us")  # a fixed per-op overhead
+    source: Any = None  # what the calibration was fitted from, as written (the file read is the source)
+    hop_us: table(HopUs)
+
+
+class LineFit(msgspec.Struct, frozen=True, kw_only=True):
+    """[fit] of a calibration that fell back to a latency + bandwidth line (model = "line"); its other keys are
+    the fit's notes (samples, protocols, ranks, error), read by the simulator."""
+
+    line_intercept_us: number(0.0)  # µs
+    line_us_per_byte: number(0.0)
+
+
+class CalibrationFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """calibration.toml, written by params_to_toml: [costmodel] (or, before its rename, [model]) and [fit]."""
+
+    costmodel: table(CostModelTable) | None = None
+    model: table(CostModelTable) | None = None  # the same table in files written before the rename
+    fit: table(dict[str, Any]) = {}  # how the calibration was fitted (calibrate.py), as the simulator reads it
 
 
 def out_of_bounds(params: CostParams) -> str | None:
@@ -111,49 +142,27 @@ def out_of_bounds(params: CostParams) -> str | None:
 def params_from_toml(text: str, path: str) -> CostParams:
     """Read a calibration written by params_to_toml; UsageError lists every problem as "file: key: problem",
     a value outside PARAM_BOUNDS (or nan / inf, which TOML allows) among them."""
-    data = parse_toml(text, path)
     problems = Problems(path)
-
-    def bounded(value: Any, key: str) -> float | None:
-        low, high = PARAM_BOUNDS[key.split(".")[0]]
-        return problems.number(value, f"{table}.{key}", low, maximum=high)
-
-    def bounded_integer(value: Any, key: str) -> int | None:
-        low, high = PARAM_BOUNDS[key]
-        return problems.integer(value, f"{table}.{key}", int(low), int(high))
-
-    problems.unknown_keys(data, CALIBRATION_KEYS, "")
-    table = COSTMODEL_TABLE if COSTMODEL_TABLE in data or LEGACY_COSTMODEL_TABLE not in data else LEGACY_COSTMODEL_TABLE
-    model = problems.table(data.get(table, MISSING), table)
-    problems.unknown_keys(model, COSTMODEL_KEYS, table)
-    link = problems.choice(model.get("link", MISSING), f"{table}.link", LINKS, "a link type")
-    arch = problems.choice(model.get("arch", MISSING), f"{table}.arch", ARCHS, "a GPU generation")
-    channels = bounded_integer(model.get("channels", MISSING), "channels")
-    nvls_channels = bounded_integer(model.get("nvls_channels", 0), "nvls_channels")
-    bandwidth = bounded(model.get("channel_bw_gbps", MISSING), "channel_bw_gbps")
-    nccl_bw = model.get("nccl_bw_gbps")
-    nccl_bw = None if nccl_bw is None else bounded(nccl_bw, "nccl_bw_gbps")
-    overhead = bounded(model.get("overhead_us", MISSING), "overhead_us")
-    hop = problems.table(model.get("hop_us", MISSING), f"{table}.hop_us")
-    problems.unknown_keys(hop, PROTOS, f"{table}.hop_us")
-    hop_us = {proto: bounded(hop.get(proto, MISSING), f"hop_us.{proto}") for proto in PROTOS}
-    fit = data.get("fit", {}) if isinstance(data.get("fit"), dict) else {}
+    raw = parse_toml(text, path)
+    data = problems.read(raw, CalibrationFile)
+    model = data.costmodel or data.model
+    if COSTMODEL_TABLE not in raw and LEGACY_COSTMODEL_TABLE not in raw:
+        problems.error(COSTMODEL_TABLE, "missing (allowed: a table)")
     line = None
-    if fit.get("model") == "line":
-        intercept = problems.number(fit.get("line_intercept_us", MISSING), "fit.line_intercept_us", 0.0)
-        slope = problems.number(fit.get("line_us_per_byte", MISSING), "fit.line_us_per_byte", 0.0)
-        line = (intercept, slope)
+    if data.fit.get("model") == "line":
+        fit = problems.read(data.fit, LineFit, ("fit",))
+        line = fit and (fit.line_intercept_us, fit.line_us_per_byte)
     problems.raise_if_any()
     return CostParams(
-        link=link,
-        arch=arch,
-        channels=channels,
-        channel_bw_gbps=bandwidth,
-        hop_us=hop_us,
-        overhead_us=overhead,
-        nvls_channels=nvls_channels,
-        nccl_bw_gbps=nccl_bw,
+        link=model.link,
+        arch=model.arch,
+        channels=model.channels,
+        channel_bw_gbps=model.channel_bw_gbps,
+        hop_us=msgspec.structs.asdict(model.hop_us),
+        overhead_us=model.overhead_us,
+        nvls_channels=model.nvls_channels,
+        nccl_bw_gbps=model.nccl_bw_gbps,
         source=path,
-        fit=fit,
+        fit=data.fit,
         line=line,
     )

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import Annotated, Any
+
+import msgspec
 
 from commprof.errors import UsageError
 from commprof.floor.model import ALGORITHMS, FloorFigures, algorithm_us, received_bytes
-from commprof.problems import MISSING, Problems
+from commprof.problems import Problems, String, choice, integer, number, table
 from commprof.records.schema import GRAPH_FIRST
 from commprof.records.vocab import KERNEL_BASES, KernelBasis
 
@@ -88,61 +91,63 @@ class KernelModel:
         }
 
 
-MODEL_KEYS = (
-    "model",
-    "all_reduce_us",
-    "timed",
-    "algorithm",
-    "max_bytes",
-    "overhead_us",
-    "expected_error_pct",
-    "error_basis",
-    "source",
-)
 FLOOR_FIGURES = ("pair_write_gbps", "all_pairs_gbps", "write_latency_us", "sync_us")
 LATENCY_POINTS = "a list of [bytes, microseconds] pairs, both > 0"
 
 
-def kernel_model_from_table(impl: str, table: dict, problems: Problems) -> KernelModel | None:
+class KernelTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """[impls.<name>] of a topology file: a kernel's latency model (KernelModel) as the file states it."""
+
+    model: choice(BASES, "a model basis") | None = None  # None: "published" where all_reduce_us is given
+    all_reduce_us: Any = None  # published: LATENCY_POINTS (read by _points)
+    source: String  # where the figures (or the floor's overhead) come from
+    timed: choice(TIMED, "a timing mode") = "eager"
+    algorithm: choice(ALGORITHMS, "an all-reduce algorithm") | None = None
+    max_bytes: integer(1) | None = None
+    overhead_us: number(0.0) = 0.0
+    expected_error_pct: number(0.0) | None = None  # given: error_basis must say why
+    error_basis: String | None = None
+
+
+class FloorTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """[floor] of a topology file: the box's published floor figures (FloorFigures) and where each comes from."""
+
+    pair_write_gbps: number(0.0)
+    all_pairs_gbps: number(0.0)
+    write_latency_us: number(0.0)
+    sync_us: number(0.0)
+    sources: Annotated[list[String], msgspec.Meta(extra={"want": "a list of strings"})]
+
+
+def kernel_model_from_table(impl: str, raw: dict, problems: Problems) -> KernelModel | None:
     """[impls.<name>] of a topology file; None after recording every problem in it."""
     key = f"impls.{impl}"
     before = len(problems.errors)
-    problems.unknown_keys(table, MODEL_KEYS, key)
-    stated_basis = table.get("model", "published" if "all_reduce_us" in table else MISSING)
-    basis = problems.choice(stated_basis, f"{key}.model", BASES, "a model basis")
-    points = (
-        _points(table.get("all_reduce_us", MISSING), f"{key}.all_reduce_us", problems) if basis == "published" else ()
-    )
-    source = problems.string(table.get("source", MISSING), f"{key}.source")
-    timed = problems.choice(table.get("timed", "eager"), f"{key}.timed", TIMED, "a timing mode")
-    algorithm = table.get("algorithm")
-    if algorithm is not None:
-        algorithm = problems.choice(algorithm, f"{key}.algorithm", ALGORITHMS, "an all-reduce algorithm")
-    max_bytes = problems.integer(table["max_bytes"], f"{key}.max_bytes", 1) if "max_bytes" in table else None
-    overhead = problems.number(table.get("overhead_us", 0.0), f"{key}.overhead_us", 0.0)
-    error = table.get("expected_error_pct")
-    error_basis = table.get("error_basis", "")
-    if error is not None:
-        error = problems.number(error, f"{key}.expected_error_pct", 0.0)
-        error_basis = problems.string(table.get("error_basis", MISSING), f"{key}.error_basis")
+    model = problems.read(raw, KernelTable, ("impls", impl))
+    basis = model.model or ("published" if "all_reduce_us" in raw else None)
+    if basis is None and "model" not in raw:
+        problems.error(f"{key}.model", f"missing (allowed: {', '.join(BASES)})")
+    points = _points(model.all_reduce_us, f"{key}.all_reduce_us", problems) if basis == "published" else ()
+    if model.expected_error_pct is not None and model.error_basis is None and "error_basis" not in raw:
+        problems.error(f"{key}.error_basis", "missing (allowed: a string)")
     if len(problems.errors) > before:
         return None
     return KernelModel(
         impl=impl,
         basis=basis,
-        source=source,
+        source=model.source,
         points=points,
-        timed=timed,
-        max_bytes=max_bytes,
-        overhead_us=overhead,
-        algorithm=algorithm,
-        expected_error_pct=error,
-        error_basis=error_basis,
+        timed=model.timed,
+        max_bytes=model.max_bytes,
+        overhead_us=model.overhead_us,
+        algorithm=model.algorithm,
+        expected_error_pct=model.expected_error_pct,
+        error_basis=model.error_basis or "",
     )
 
 
 def _points(raw, key: str, problems: Problems) -> tuple[tuple[int, float], ...] | None:
-    if raw is MISSING:
+    if raw is None:
         problems.error(key, f"missing (allowed: {LATENCY_POINTS})")
         return None
     try:
@@ -157,17 +162,15 @@ def _points(raw, key: str, problems: Problems) -> tuple[tuple[int, float], ...] 
 
 def floor_from_table(raw, problems: Problems) -> FloorFigures | None:
     """[floor] of a topology file: published figures with their sources; None after recording every problem."""
-    table = problems.table(raw, "floor")
-    problems.unknown_keys(table, (*FLOOR_FIGURES, "sources"), "floor")
-    values = {name: problems.number(table.get(name, MISSING), f"floor.{name}", 0.0) for name in FLOOR_FIGURES}
-    sources = problems.strings(table.get("sources", MISSING), "floor.sources")
-    if sources is not None and not any(sources):
+    before = len(problems.errors)
+    figures = problems.read(raw, table(FloorTable), ("floor",))
+    if figures is not None and figures.sources is not None and not any(figures.sources):
         problems.error("floor.sources", "empty (allowed: a list saying where each figure comes from)")
-        sources = None
-    if sources is None or any(value is None for value in values.values()):
+    if len(problems.errors) > before:
         return None
     try:
-        return FloorFigures(**values, evidence="published", source="; ".join(sources))
+        values = {name: getattr(figures, name) for name in FLOOR_FIGURES}
+        return FloorFigures(**values, evidence="published", source="; ".join(figures.sources))
     except ValueError as exc:
         problems.error("floor", str(exc))
         return None

@@ -2,8 +2,8 @@
 of the other all-reduces (commprof.costmodel.kernels).
 
 A topology is a TOML file (presets in sweeps/topologies/, shipped as commprof/shipped/topologies/). Every figure in it
-is an input to NCCL's model or a published measurement, and the file says which and where it comes from. Loading validates every key
-and names the file and key of anything wrong.
+is an input to NCCL's model or a published measurement, and the file says which and where it comes from. Loading reads
+it as its typed structure (TopologyFile) and names the file and key of anything wrong.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
 
 from commprof.costmodel.box import BoxTopology
 from commprof.costmodel.kernels import KernelModel, floor_from_table, kernel_model_from_table
@@ -19,7 +22,7 @@ from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.model import FloorFigures
 from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, NCCL_PATH_TYPES, P2P_LEVELS, nccl_user_p2p_level
-from commprof.problems import MISSING, Problems, allowed
+from commprof.problems import Boolean, Problems, String, allowed, choice, integer, number, table
 from commprof.shipped_files import TOPOLOGY_DIRS as PRESET_DIRS
 from commprof.textfiles import parse_toml, read_text
 
@@ -149,118 +152,107 @@ def load_topology(name_or_path: str) -> Topology:
     return topology_from_dict(parse_toml(read_text(path, "topology file"), str(path)), str(path))
 
 
-TOPOLOGY_KEYS = (
-    "name",
-    "description",
-    "gpus",
-    "compute_capability",
-    "gpu_path",
-    "p2p_supported",
-    "p2p_atomics",
-    "launch_overhead_us",
-    "assumptions",
-    "sources",
-    "links",
-    "impls",
-    "floor",
-)
-LINK_KEYS = (
-    "channels",
-    "channel_bw_gbps",
-    "nvls_channels",
-    "hop_us",
-    "overhead_us",
-    "nccl_bw_gbps",
-    "max_bus_gbps",
-    "source",
-)
 PROTOCOL_KEYS = ("LL", "LL128", "Simple")
+# [links.<type>.hop_us]: a published per-hop latency for each protocol, µs
+LinkHopUs = msgspec.defstruct(
+    "LinkHopUs", [(proto, number(0.0)) for proto in PROTOCOL_KEYS], frozen=True, forbid_unknown_fields=True
+)
+
+
+class LinkTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """[links.<type>]: NCCL's figures for one transport, and the published measurements that replace NCCL's (as a
+    set, with their source)."""
+
+    channels: integer(1)  # the channels NCCL runs
+    channel_bw_gbps: number(0.0, strict=True)  # NCCL's per-channel bus bandwidth
+    nvls_channels: integer(0) = 0
+    hop_us: table(LinkHopUs) | None = None  # measured: the per-hop latencies that replace NCCL's (needs a source)
+    overhead_us: number(0.0) | None = None  # measured: a fixed per-op overhead (None: 0)
+    nccl_bw_gbps: number(0.0, strict=True) | None = None  # what NCCL's own search assumes, where measured differs
+    max_bus_gbps: number(0.0, strict=True) | None = None  # the links' measured capacity
+    source: String | None = None  # where the measured figures come from
+
+
+class TopologyFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A topology file (sweeps/topologies/*.toml) as its typed structure; what its type cannot say (the link types,
+    measured figures as a set, the kernel models and the floor) topology_from_dict checks."""
+
+    name: String
+    description: String
+    gpus: integer(1)
+    compute_capability: number(0.0, strict=True)
+    gpu_path: choice(PATH_TYPES[1:], "a path type")  # the worst pair's path type (in any case)
+    p2p_supported: Boolean
+    p2p_atomics: Boolean | None = None
+    launch_overhead_us: number()  # the host's launch overhead, µs
+    assumptions: String  # what the preset assumes where no measurement says
+    sources: Annotated[list[String], msgspec.Meta(extra={"want": "a list of strings"})]
+    links: table(dict[str, Any])  # per link type (LINKS): a LinkTable
+    impls: table(dict[str, table(dict[str, Any])]) = {}  # per implementation: its kernel model (kernels.py)
+    floor: Any = None  # the box's published floor figures (kernels.floor_from_table)
 
 
 def topology_from_dict(data: dict, path: str) -> Topology:
     """Validate a parsed topology file; UsageError lists every problem as "file: key: problem (allowed: ...)"."""
     problems = Problems(path)
-    problems.unknown_keys(data, TOPOLOGY_KEYS, "")
-    name = problems.string(data.get("name", MISSING), "name")
-    description = problems.string(data.get("description", MISSING), "description")
-    gpus = problems.integer(data.get("gpus", MISSING), "gpus", 1)
-    capability = problems.number(data.get("compute_capability", MISSING), "compute_capability", 0.0, strict=True)
-    gpu_path = data.get("gpu_path", MISSING)
-    gpu_path = problems.choice(
-        gpu_path.upper() if isinstance(gpu_path, str) else gpu_path, "gpu_path", PATH_TYPES[1:], "a path type"
-    )
-    p2p_supported = problems.boolean(data.get("p2p_supported", MISSING), "p2p_supported")
-    p2p_atomics = problems.boolean(data["p2p_atomics"], "p2p_atomics") if "p2p_atomics" in data else None
-    launch_overhead = problems.number(data.get("launch_overhead_us", MISSING), "launch_overhead_us", None)
-    assumptions = problems.string(data.get("assumptions", MISSING), "assumptions")
-    sources = problems.strings(data.get("sources", MISSING), "sources")
-    links = _links(problems.table(data.get("links", MISSING), "links"), problems)
+    if isinstance(data.get("gpu_path"), str):  # path types are read in any case, as nvidia-smi and NCCL read them
+        data = {**data, "gpu_path": data["gpu_path"].upper()}
+    topology = problems.read(data, TopologyFile)
+    links = _links(topology.links, problems) if topology.links is not None else {}
     impls = {
         impl: model
-        for impl, table in problems.table(data.get("impls"), "impls").items()
-        if (model := kernel_model_from_table(impl, problems.table(table, f"impls.{impl}"), problems)) is not None
+        for impl, raw in topology.impls.items()
+        if raw is not None and (model := kernel_model_from_table(impl, raw, problems)) is not None
     }
-    floor = floor_from_table(data["floor"], problems) if "floor" in data else None
+    floor = floor_from_table(topology.floor, problems) if "floor" in data else None
     problems.raise_if_any()
     return Topology(
-        name=name,
+        name=topology.name,
         path=path,
-        description=description,
-        gpus=gpus,
-        compute_capability=capability,
-        gpu_path=gpu_path,
-        p2p_supported=p2p_supported,
-        p2p_atomics=p2p_atomics,
-        launch_overhead_us=launch_overhead,
+        description=topology.description,
+        gpus=topology.gpus,
+        compute_capability=topology.compute_capability,
+        gpu_path=topology.gpu_path,
+        p2p_supported=topology.p2p_supported,
+        p2p_atomics=topology.p2p_atomics,
+        launch_overhead_us=topology.launch_overhead_us,
         links=links,
         impls=impls,
         floor=floor,
-        assumptions=assumptions,
-        sources=sources,
+        assumptions=topology.assumptions,
+        sources=tuple(topology.sources),
     )
 
 
 def _links(tables: dict, problems: Problems) -> dict[str, LinkSpec]:
     links = {}
-    for link, table in tables.items():
-        key = f"links.{link}"
+    for link, raw in tables.items():
         if link not in LINKS:
-            problems.error(key, f"unknown link type {allowed(LINKS)}")
+            problems.error(f"links.{link}", f"unknown link type {allowed(LINKS)}")
             continue
-        table = problems.table(table, key)
-        problems.unknown_keys(table, LINK_KEYS, key)
-        channels = problems.integer(table.get("channels", MISSING), f"{key}.channels", 1)
-        bandwidth = problems.number(table.get("channel_bw_gbps", MISSING), f"{key}.channel_bw_gbps", 0.0, strict=True)
-        nvls_channels = problems.integer(table.get("nvls_channels", 0), f"{key}.nvls_channels", 0)
-        measured = _measured(table, key, problems)
-        if channels is not None and bandwidth is not None and nvls_channels is not None and measured is not None:
-            links[link] = LinkSpec(channels, bandwidth, nvls_channels, **measured)
+        before = len(problems.errors)
+        spec = problems.read(raw, table(LinkTable), ("links", link))
+        measured = _measured(spec, raw, f"links.{link}", problems) if spec is not None else {}
+        if len(problems.errors) == before:
+            links[link] = LinkSpec(spec.channels, spec.channel_bw_gbps, spec.nvls_channels, **measured)
     if not tables:
         problems.error("links", f"empty (allowed: at least one of {', '.join(LINKS)})")
     return links
 
 
-def _measured(table: dict, key: str, problems: Problems) -> dict | None:
+def _measured(spec: LinkTable, raw: Any, key: str, problems: Problems) -> dict:
     """A link's published figures that replace NCCL's (hop_us per protocol, overhead_us, nccl_bw_gbps, max_bus_gbps),
-    which need a source; {} when the link keeps NCCL's figures, None when one is wrong."""
-    if "hop_us" not in table:
+    which need a source, and replace them as a set; {} when the link keeps NCCL's figures."""
+    if not isinstance(raw, dict) or "hop_us" not in raw:
         for name in ("overhead_us", "nccl_bw_gbps", "max_bus_gbps"):
-            if name in table:
+            if getattr(spec, name) is not None:
                 problems.error(f"{key}.{name}", "needs hop_us: measured figures replace NCCL's as a set")
         return {}
-    hops = problems.table(table["hop_us"], f"{key}.hop_us")
-    problems.unknown_keys(hops, PROTOCOL_KEYS, f"{key}.hop_us")
-    hop_us = {p: problems.number(hops.get(p, MISSING), f"{key}.hop_us.{p}", 0.0) for p in PROTOCOL_KEYS}
-    overhead = problems.number(table.get("overhead_us", 0.0), f"{key}.overhead_us", 0.0)
-    nccl_bw = table.get("nccl_bw_gbps")
-    nccl_bw = problems.number(nccl_bw, f"{key}.nccl_bw_gbps", 0.0, strict=True) if nccl_bw is not None else None
-    max_bus = table.get("max_bus_gbps")
-    max_bus = problems.number(max_bus, f"{key}.max_bus_gbps", 0.0, strict=True) if max_bus is not None else None
-    source = problems.string(table.get("source", MISSING), f"{key}.source")
-    if None in hop_us.values() or overhead is None or source is None:
-        return None
-    figures = {"hop_us": hop_us, "overhead_us": overhead, "nccl_bw_gbps": nccl_bw, "source": source}
-    return figures | {"max_bus_gbps": max_bus}
+    if spec.source is None and "source" not in raw:
+        problems.error(f"{key}.source", "missing (allowed: a string)")
+    hop_us = msgspec.structs.asdict(spec.hop_us) if spec.hop_us is not None else None
+    figures = {"hop_us": hop_us, "overhead_us": spec.overhead_us or 0.0, "nccl_bw_gbps": spec.nccl_bw_gbps}
+    return figures | {"source": spec.source, "max_bus_gbps": spec.max_bus_gbps}
 
 
 def link_for(topology: Topology, env: Mapping[str, str], ranks: int | None = None) -> str:

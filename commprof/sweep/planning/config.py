@@ -1,7 +1,8 @@
 """Sweep files (TOML): parse, validate and expand into a SweepSpec before anything runs.
 
-The format is documented in docs/sweep-files.md. Every problem is reported as "file: key: problem
-(allowed: ...)" and nothing starts; known traps become warnings. The settings every table shares are read by
+The format is documented in docs/sweep-files.md; SweepFile is its typed structure, read by msgspec through the
+records' one error adapter. Every problem is reported as "file: key: problem (allowed: ...)" and nothing starts;
+known traps become warnings. The settings every table shares are read by
 commprof.sweep.planning.settings. Pure apart from load_sweep reading the file.
 """
 
@@ -13,13 +14,16 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from commprof.errors import UsageError
 from commprof.impls import registry
 from commprof.planner.plan import build_step_plan
+from commprof.problems import String, number, table
 from commprof.records import point_ids
 from commprof.sweep.planning.dryrun import format_points_table
 from commprof.sweep.planning.points import auto_label, baseline, expand_axes
-from commprof.sweep.planning.run_table import RunTable, parse_run
+from commprof.sweep.planning.run_table import RunSection, RunTable, parse_run
 from commprof.sweep.planning.settings import (
     SweepProblems,
     impl_variants,
@@ -46,8 +50,35 @@ from commprof.sweep.planning.spec import (
 from commprof.sweep.planning.stage_config import parse_stage
 from commprof.textfiles import parse_toml, read_text
 
-TOP_KEYS = ("name", "description", "run", "axes", "points", "exclude", "stages", "report")
-REPORT_KEYS = ("compute_ms", "draft_ms", "accept_lengths", "baseline")
+
+def _tables(key: str) -> Any:
+    """An array of tables, [[key]] in the file."""
+    return table(list[table(dict[str, Any])], f"an array of tables ([[{key}]])")
+
+
+class ReportSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """[report]: what the report assumes beyond the measurements (docs/sweep-files.md)."""
+
+    # the step's compute time, ms: one for every T, or a table {"T" = ms} over T values of run.tokens
+    compute_ms: number(0.0) | dict[str, number(0.0)] | None = None
+    draft_ms: number(0.0) | None = None  # one draft cycle's time, ms (it does not depend on the verify step's T)
+    accept_lengths: number(1.0) | list[number(1.0)] | None = None  # tokens accepted per verify step
+    baseline: String | None = None  # the stage-0 point id or label the report compares against
+
+
+class SweepFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A sweep file as its typed structure (docs/sweep-files.md), read in one pass, every problem recorded."""
+
+    name: String | None = None  # None: the file's stem
+    description: String = ""
+    run: table(RunSection) = msgspec.field(default_factory=RunSection)  # the model, T, timing and spacing
+    # [axes], [[exclude]] and [[points]] are read by commprof.sweep.planning.settings: their keys are the variable
+    # catalogue's and their order is the points' order
+    axes: table(dict[str, Any]) = {}  # crossed into stage 0's points
+    points: _tables("points") = []  # points listed one by one
+    exclude: _tables("exclude") = []  # rules dropping axis combinations
+    stages: _tables("stages") = []  # refinement and crossover stages (stage_config reads each by its kind)
+    report: table(ReportSection) = msgspec.field(default_factory=ReportSection)
 
 
 def _stage0_points(
@@ -79,44 +110,39 @@ def _stage0_points(
     return tuple(points)
 
 
-def _per_tokens(
-    raw: object, key: str, tokens: tuple[int, ...], problems: SweepProblems
-) -> float | dict[int, float] | None:
-    """A number for every T, or a table {"T" = number} covering T values of [run] tokens."""
+def _per_tokens(raw: float | dict[str, float], tokens: tuple[int, ...], problems: SweepProblems) -> Any:
+    """report.compute_ms: a number for every T, or a table {"T" = number} covering T values of [run] tokens."""
     if not isinstance(raw, dict):
-        return problems.number(raw, key, 0.0)
+        return raw
     out = {}
     for name, value in raw.items():
         if not re.fullmatch(r"\d+", name) or int(name) not in tokens:
-            problems.error(f"{key}.{name}", f"not a T of run.tokens (allowed: {', '.join(map(str, tokens))})")
-            continue
-        number = problems.number(value, f"{key}.{name}", 0.0)
-        if number is not None:
-            out[int(name)] = number
+            problems.error(
+                f"report.compute_ms.{name}", f"not a T of run.tokens (allowed: {', '.join(map(str, tokens))})"
+            )
+        elif value is not None:
+            out[int(name)] = value
     return out
 
 
 def _parse_report(
-    table: dict, tokens: tuple[int, ...], points: tuple[SweepPoint, ...], problems: SweepProblems
+    section: ReportSection, tokens: tuple[int, ...], points: tuple[SweepPoint, ...], problems: SweepProblems
 ) -> dict:
-    problems.unknown_keys(table, REPORT_KEYS, "report")
+    """[report] as the spec keeps it (the keys the file gives), its T and baseline checked against the sweep."""
     report: dict[str, Any] = {}
-    if "compute_ms" in table:
-        report["compute_ms"] = _per_tokens(table["compute_ms"], "report.compute_ms", tokens, problems)
-    if "draft_ms" in table:  # drafting does not depend on the verify step's T: one number
-        report["draft_ms"] = problems.number(table["draft_ms"], "report.draft_ms", 0.0)
-    if "accept_lengths" in table:
-        raw = table["accept_lengths"]
-        values = raw if isinstance(raw, list) else [raw]
-        lengths = [problems.number(v, f"report.accept_lengths[{i}]", 1.0) for i, v in enumerate(values)]
-        report["accept_lengths"] = [v for v in lengths if v is not None]
-    if "baseline" in table:
-        wanted = table["baseline"]
-        match = [p.point_id for p in points if wanted in (p.point_id, p.label)]
+    if section.compute_ms is not None:
+        report["compute_ms"] = _per_tokens(section.compute_ms, tokens, problems)
+    if section.draft_ms is not None:
+        report["draft_ms"] = section.draft_ms
+    if section.accept_lengths is not None:
+        lengths = section.accept_lengths
+        report["accept_lengths"] = [v for v in (lengths if isinstance(lengths, list) else [lengths]) if v is not None]
+    if section.baseline is not None:
+        match = [p.point_id for p in points if section.baseline in (p.point_id, p.label)]
         if not match:
             problems.error(
                 "report.baseline",
-                f"{wanted!r} is no stage-0 point id or label "
+                f"{section.baseline!r} is no stage-0 point id or label "
                 f"(allowed: {', '.join(p.point_id for p in points[:8])}, ...)",
             )
         else:
@@ -134,16 +160,9 @@ def parse_sweep(
     """
     source = source or path or "<sweep>"
     problems = SweepProblems(source)
-    data = parse_toml(text, source)
-    problems.unknown_keys(data, TOP_KEYS, "")
-
-    name = data.get("name", Path(path).stem if path else "sweep")
-    description = data.get("description", "")
-    for key, value in (("name", name), ("description", description)):
-        problems.string(value, key)
-
-    run = parse_run(problems.table(data.get("run"), "run"), problems)
-
+    data = problems.read(parse_toml(text, source), SweepFile)
+    name = (Path(path).stem if path else "sweep") if data.name is None else data.name
+    run = parse_run(data.run, problems)
     axes, excludes, explicit, stages = _point_tables(data, problems)
     problems.raise_if_any()
     _check_plans(run, problems)
@@ -151,16 +170,16 @@ def parse_sweep(
     # Counted before expanding: a million-point sweep is refused in milliseconds, not built for a minute first.
     work = stage_work(1 + combinations(axes) + len(explicit), stages, run.iterations, run.warmup)
     if max_points is not None and sum(points for points, _, _ in work) > max_points:
-        raise SweepTooLarge(source, str(name), work, len(run.tokens), max_points)
+        raise SweepTooLarge(source, name, work, len(run.tokens), max_points)
     points = _stage0_points(axes, excludes, explicit, problems)
-    report = _parse_report(problems.table(data.get("report"), "report"), run.tokens, points, problems)
+    report = _parse_report(data.report, run.tokens, points, problems)
     problems.raise_if_any()
     return SweepSpec(
         path=path,
         content=text,
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        name=str(name),
-        description=str(description).strip(),
+        name=name,
+        description=data.description.strip(),
         model=run.model,
         tp=run.tp,
         tokens=run.tokens,
@@ -186,23 +205,24 @@ def parse_sweep(
     )
 
 
-def _point_tables(data: dict, problems: SweepProblems) -> tuple[tuple[Axis, ...], tuple[Rule, ...], list, tuple]:
-    """[axes], [[exclude]], [[points]] and [[stages]], each problem recorded under its key."""
-    axes = parse_axes(problems.table(data.get("axes"), "axes"), "axes", problems)
+def _point_tables(data: SweepFile, problems: SweepProblems) -> tuple[tuple[Axis, ...], tuple[Rule, ...], list, tuple]:
+    """[axes], [[exclude]], [[points]] and [[stages]], each problem recorded under its key (a table that is no table
+    is already recorded, and skipped)."""
+    axes = parse_axes(data.axes, "axes", problems)
     excludes = tuple(
         rule
-        for i, table in enumerate(_list_of_tables(data, "exclude", problems))
-        if (rule := parse_rule(table, f"exclude[{i}]", problems, with_reason=True)) is not None
+        for i, entry in enumerate(data.exclude)
+        if entry is not None and (rule := parse_rule(entry, f"exclude[{i}]", problems, with_reason=True)) is not None
     )
     explicit = [
         (i, point)
-        for i, table in enumerate(_list_of_tables(data, "points", problems))
-        if (point := parse_point(table, f"points[{i}]", problems)) is not None
+        for i, entry in enumerate(data.points)
+        if entry is not None and (point := parse_point(entry, f"points[{i}]", problems)) is not None
     ]
     stages = tuple(
         stage
-        for i, table in enumerate(_list_of_tables(data, "stages", problems), start=1)
-        if (stage := parse_stage(table, i, problems)) is not None
+        for i, entry in enumerate(data.stages, start=1)
+        if entry is not None and (stage := parse_stage(entry, i, problems)) is not None
     )
     return axes, excludes, explicit, stages
 
@@ -217,14 +237,6 @@ def _check_plans(run: RunTable, problems: SweepProblems) -> None:
     except UsageError as exc:
         problems.error("run", str(exc))
         problems.raise_if_any()
-
-
-def _list_of_tables(data: dict, key: str, problems: SweepProblems) -> list[dict]:
-    raw = data.get(key, [])
-    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
-        problems.error(key, f"expected an array of tables ([[{key}]]), got {type(raw).__name__}")
-        return []
-    return raw
 
 
 def load_sweep(path: str | Path, max_points: int | None = DEFAULT_MAX_POINTS) -> SweepSpec:

@@ -1,10 +1,14 @@
-"""A sweep file's [run] table read into RunTable: the model and its layout, T, the step's options, timing and
-spacing; each problem recorded under its key (commprof.sweep.planning.config reads the rest of the file)."""
+"""A sweep file's [run] table: its typed structure (RunSection) and its reading into RunTable: the model and its
+layout, T, the step's options, timing and spacing; each problem recorded under its key
+(commprof.sweep.planning.config reads the rest of the file)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Annotated, Any
+
+import msgspec
 
 from commprof.errors import UsageError
 from commprof.planner.architectures import parse_layout
@@ -14,31 +18,40 @@ from commprof.planner.models import ModelShape, load_model, normalize_dtype
 from commprof.planner.plan import PHASES, PlanOptions
 from commprof.planner.spacing import ComputeSpec, SkewSpec
 from commprof.planner.speculative import DRAFT_METHODS
+from commprof.problems import String, choice, integer, number
 from commprof.sweep.planning.settings import INTERCONNECTS, SweepProblems
 from commprof.sweep.planning.spec import DEFAULT_ITERATIONS, DEFAULT_POINT_TIMEOUT_S, DEFAULT_WARMUP, BaselineEvery
 
-RUN_KEYS = (
-    "model",
-    "tp",
-    "tokens",
-    "phase",
-    "dtype",
-    "iterations",
-    "warmup",
-    "point_timeout_s",
-    "interconnect",
-    "layout",
-    "engine",
-    "spec",
-    "num_steps",
-    "draft_vocab",
-    "dp_attention",
-    "compute",
-    "skew",
-    "baseline_every",
-)
-# The [run] keys that become PlanOptions (what the step holds beyond the target's forward pass).
-PLAN_OPTION_KEYS = ("spec", "num_steps", "draft_vocab", "dp_attention")
+_TOKENS = "a non-empty list of integers >= 1"
+_EVERY = 'a number of points >= 1 or minutes as "<M>min"'
+
+
+class RunSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """[run] as the file says it (docs/sweep-files.md); what a type cannot say (a model preset, a layout, an engine,
+    T from an engine, the draft cycle, the spacing grammar) parse_run checks."""
+
+    model: String = "kimi-k2.5"  # a preset's name or a config.json path
+    tp: integer(1) | None = None  # tensor-parallel degree; None: the world size
+    # the T values, or "engine:<name>" for that engine's CUDA-graph sizes
+    tokens: Annotated[
+        Annotated[list[integer(1)], msgspec.Meta(min_length=1)] | str, msgspec.Meta(extra={"want": _TOKENS})
+    ] = msgspec.field(default_factory=lambda: [1])
+    phase: choice(PHASES, "a phase") = "verify"
+    dtype: String | None = None  # activation dtype (normalize_dtype's spellings); None: the model's
+    iterations: integer(1) = DEFAULT_ITERATIONS  # timed steps per point
+    warmup: integer(0) = DEFAULT_WARMUP
+    point_timeout_s: number(0.0, strict=True) = DEFAULT_POINT_TIMEOUT_S
+    interconnect: choice(INTERCONNECTS, "an interconnect") = "any"  # decides which trap warnings apply
+    layout: String | None = None  # the layer layout ("standard", "parallel", "hybrid:..."); None: the model's
+    engine: String | None = None  # the engine whose model files the plan follows ("vllm==0.33")
+    spec: Any = None  # the draft cycle: this and the next three are checked by PlanOptions, as on the command line
+    num_steps: Any = None
+    draft_vocab: Any = None
+    dp_attention: Any = False
+    compute: Any = "none"  # what each rank runs between two collectives (ComputeSpec.parse's grammar)
+    skew: Any = None  # a rank late at each op (SkewSpec.parse's grammar); None: none
+    # the baseline measured again every N points or "<M>min"
+    baseline_every: Annotated[int | str, msgspec.Meta(extra={"want": _EVERY})] | None = None
 
 
 @dataclass(frozen=True)
@@ -63,75 +76,62 @@ class RunTable:
     baseline_every: BaselineEvery | None  # the baseline measured again every N points or minutes
 
 
-def parse_run(run: dict, problems: SweepProblems) -> RunTable:
-    """[run] read and checked, problems recorded in the order its keys are documented."""
-    problems.unknown_keys(run, RUN_KEYS, "run")
+def parse_run(run: RunSection, problems: SweepProblems) -> RunTable:
+    """[run], read as its type, checked for what its type cannot say; problems recorded in the order its keys are
+    documented."""
     model, layout, engine, shape = _model(run, problems)
     plan_options = PlanOptions()
     try:
-        plan_options = PlanOptions(**{key: run[key] for key in PLAN_OPTION_KEYS if key in run})
+        plan_options = PlanOptions(
+            spec=run.spec, num_steps=run.num_steps, draft_vocab=run.draft_vocab, dp_attention=run.dp_attention
+        )
     except UsageError as exc:
         problems.error("run", str(exc))
-    tp = problems.integer(run["tp"], "run.tp", 1) if "tp" in run else None
-    problems.interconnect = (
-        problems.choice(run.get("interconnect", "any"), "run.interconnect", INTERCONNECTS, "an interconnect") or "any"
-    )
-    tokens, tokens_from = _tokens(run.get("tokens", [1]), plan_options, tp, problems)
-    phase = run.get("phase", "verify")
-    problems.choice(phase, "run.phase", PHASES, "a phase")
+    problems.interconnect = run.interconnect or "any"
+    tokens, tokens_from = _tokens(run.tokens, plan_options, run.tp, problems)
     dtype = None
-    if "dtype" in run:
+    if run.dtype is not None:
         try:
-            dtype = normalize_dtype(run["dtype"])
+            dtype = normalize_dtype(run.dtype)
         except UsageError as exc:
             problems.error("run.dtype", str(exc))
-    iterations = problems.integer(run.get("iterations", DEFAULT_ITERATIONS), "run.iterations", 1)
-    warmup = problems.integer(run.get("warmup", DEFAULT_WARMUP), "run.warmup", 0)
-    timeout = problems.number(
-        run.get("point_timeout_s", DEFAULT_POINT_TIMEOUT_S), "run.point_timeout_s", 0.0, strict=True
-    )
     compute, skew, every = _spacing(run, problems)
     return RunTable(
-        model, layout, engine, shape, plan_options, tp, tokens, tokens_from, phase, dtype, iterations, warmup, timeout,
-        compute, skew, every,
+        model, layout, engine, shape, plan_options, run.tp, tokens, tokens_from, run.phase, dtype, run.iterations,
+        run.warmup, run.point_timeout_s, compute, skew, every,
     )  # fmt: skip
 
 
-def _model(run: dict, problems: SweepProblems) -> tuple[str, str | None, str | None, ModelShape | None]:
+def _model(run: RunSection, problems: SweepProblems) -> tuple[str, str | None, str | None, ModelShape | None]:
     """The model, its layout override, the engine its plan follows and its shape, loaded once (the spec carries it to
     every stage and trial)."""
-    model = run.get("model", "kimi-k2.5")
-    layout = run.get("layout")
-    if layout is not None and problems.string(layout, "run.layout") is not None:
+    layout, engine, shape = run.layout, run.engine, None
+    if layout is not None:
         try:
             parse_layout(layout)
         except UsageError as exc:
             problems.error("run.layout", str(exc))
             layout = None
-    elif layout is not None:
-        layout = None
-    engine = run.get("engine")
-    if engine is not None and problems.string(engine, "run.engine") is not None:
+    if engine is not None:
         try:
             engine = parse_plan_engine(engine)
         except UsageError as exc:
             problems.error("run.engine", str(exc))
             engine = None
-    elif engine is not None:
-        engine = None
-    shape = None
-    if problems.string(model, "run.model") is not None:
+    if run.model is not None:
         try:
-            shape = load_model(model, layout, engine)
+            shape = load_model(run.model, layout, engine)
         except UsageError as exc:
             problems.error("run.model", str(exc))
-    return model, layout, engine, shape
+    return run.model, layout, engine, shape
 
 
 def _tokens(
-    raw: object, plan_options: PlanOptions, tp: int | None, problems: SweepProblems
+    raw: list[int] | str | None, plan_options: PlanOptions, tp: int | None, problems: SweepProblems
 ) -> tuple[tuple[int, ...], str | None]:
     """run.tokens: a list of T, or "engine:<name>" for an engine's CUDA-graph sizes (and that name)."""
+    if raw is None:  # its problem is recorded
+        return (), None
     if isinstance(raw, str) and raw.startswith("engine:"):
         per_request = plan_options.num_steps + 1 if plan_options.spec in DRAFT_METHODS else 1
         try:
@@ -139,36 +139,33 @@ def _tokens(
         except UsageError as exc:
             problems.error("run.tokens", str(exc))
             return (), raw
-    if not isinstance(raw, list) or not raw:
-        problems.error("run.tokens", f"expected a non-empty list of integers >= 1, got {raw!r}")
+    if isinstance(raw, str):
+        problems.error("run.tokens", f"expected {_TOKENS}, got {raw!r}")
         return (), None
-    tokens = tuple(t for i, v in enumerate(raw) if (t := problems.integer(v, f"run.tokens[{i}]", 1)))
+    tokens = tuple(t for t in raw if t is not None)
     if len(set(tokens)) != len(tokens):
         problems.error("run.tokens", f"{raw} lists a T twice")
     return tokens, None
 
 
-def _spacing(run: dict, problems: SweepProblems) -> tuple[ComputeSpec, SkewSpec, BaselineEvery | None]:
+def _spacing(run: RunSection, problems: SweepProblems) -> tuple[ComputeSpec, SkewSpec, BaselineEvery | None]:
     """[run] compute, skew and baseline_every; each problem recorded under its key."""
     compute, skew, every = ComputeSpec(), SkewSpec(), None
     try:
-        compute = ComputeSpec.parse(run.get("compute", "none"))
+        compute = ComputeSpec.parse(run.compute)
     except UsageError as exc:
         problems.error("run.compute", str(exc))
-    if "skew" in run:
+    if run.skew is not None:
         try:
-            skew = SkewSpec.parse(run["skew"])
+            skew = SkewSpec.parse(run.skew)
         except UsageError as exc:
             problems.error("run.skew", str(exc))
-    if "baseline_every" in run:
-        raw = run["baseline_every"]
-        minutes = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*min\s*", raw) if isinstance(raw, str) else None
-        if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 1:
-            every = BaselineEvery(points=raw)
-        elif minutes and float(minutes[1]) > 0:
-            every = BaselineEvery(seconds=60.0 * float(minutes[1]))
-        else:
-            problems.error(
-                "run.baseline_every", f'expected a number of points >= 1 or minutes as "<M>min", got {raw!r}'
-            )
+    raw = run.baseline_every
+    minutes = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*min\s*", raw) if isinstance(raw, str) else None
+    if isinstance(raw, int) and raw >= 1:
+        every = BaselineEvery(points=raw)
+    elif minutes and float(minutes[1]) > 0:
+        every = BaselineEvery(seconds=60.0 * float(minutes[1]))
+    elif raw is not None:
+        problems.error("run.baseline_every", f"expected {_EVERY}, got {raw!r}")
     return compute, skew, every

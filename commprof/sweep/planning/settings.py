@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import itertools
 import re
-from typing import Any
+from typing import Annotated, Any
+
+import msgspec
 
 from commprof.env_names import export_name_problem
 from commprof.impls import registry
@@ -68,13 +70,22 @@ def _impl_options(name: str, options: object, key: str, problems: SweepProblems)
     return None if found else dict(options)
 
 
+class ImplEntry(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An [axes] impl entry written as a table: an implementation with its options."""
+
+    name: Any = None  # a built-in's name or "package.module:Class" (impl_name: the registry knows the names)
+    options: Annotated[dict[str, Any], msgspec.Meta(extra={"want": "a table of options"})] = {}  # checked by the
+    # implementation's class (option_problems)
+
+
 def _impl_setting(raw: object, key: str, problems: SweepProblems) -> Setting | None:
     """An [axes] impl entry: "name" or {name = "...", options = {...}}."""
     if isinstance(raw, dict):
-        problems.unknown_keys(raw, ("name", "options"), key)
-        name = impl_name(raw.get("name"), f"{key}.name", problems)
-        options = _impl_options(name or "", raw.get("options", {}), f"{key}.options", problems)
-        if name is None or options is None:
+        before = len(problems.errors)
+        entry = problems.read(raw, ImplEntry, (key,))
+        name = impl_name(entry.name, f"{key}.name", problems)
+        options = _impl_options(name or "", entry.options, f"{key}.options", problems)
+        if name is None or options is None or len(problems.errors) > before:
             return None
         return Setting(impl=name, options=options)
     name = impl_name(raw, key, problems)
