@@ -99,7 +99,7 @@ class MetaTopology(TypedDict, total=False):
     cuda_driver_version: str | None
     gpus: list[TopologyGpu] | Ranks | None
     pairs: list[TopologyPair] | None
-    links: dict[str, TopologyLink] | None  # a simulated box's transports by name
+    links: dict[str, TopologyLink | str] | None  # a simulated box's transports by name; text is shown as it is
     impls: dict[str, TopologyKernel] | None  # a simulated box's kernel models by implementation
     sources: list[str] | None
 
