@@ -23,7 +23,7 @@ from commprof.records.checks import UnreadableLine, decode_record
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.terminal import one_line
-from commprof.textfiles import RESULTS_BYTES, read_text
+from commprof.textfiles import RESULTS_BYTES, read_bytes, read_text, utf8_text
 
 RESULTS_FILE = "results.jsonl"
 # The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
@@ -94,7 +94,12 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    lines = read_text(path, "results file", RESULTS_BYTES).splitlines()
+    data = read_bytes(path, "results file", RESULTS_BYTES)
+    plain = _plain_records(data)
+    if plain is not None:
+        yield from plain
+        return
+    lines = utf8_text(data, "results file", path).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -107,9 +112,31 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
             raise UsageError(f"{path}:{number}: not a JSON record") from None
         except ValueError as refused:
             raise UsageError(f"{path}:{number}: {refused}") from None
-        if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
-            record["point"]["label"] = one_line(record["point"]["label"])
-        yield record
+        yield _printable_label(record)
+
+
+def _plain_records(data: bytes) -> list[dict[str, Any]] | None:
+    """Every record of a file as its writer makes it (ASCII, lines ended by "\n" alone, each a usable record),
+    read from the bytes without a copy per line; None for any other file, which is then read line by line with
+    each line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
+    if not data.isascii() or b"\r" in data:
+        return None
+    view, records, start, end = memoryview(data), [], 0, len(data)
+    try:
+        while start < end:
+            stop = data.find(b"\n", start)
+            stop = end if stop < 0 else stop
+            records.append(_printable_label(decode_record(view[start:stop])))
+            start = stop + 1
+    except ValueError:  # a blank, bad or truncated line: its number and warning come from the reading above
+        return None
+    return records
+
+
+def _printable_label(record: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
+        record["point"]["label"] = one_line(record["point"]["label"])
+    return record
 
 
 def duplicated_measurements(records: Iterable[dict[str, Any]]) -> dict[tuple, int]:
