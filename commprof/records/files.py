@@ -99,6 +99,7 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
     if plain is not None:
         yield from plain
         return
+    kept: dict[tuple, list] = {}
     lines = utf8_text(data, "results file", path).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -112,7 +113,7 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
             raise UsageError(f"{path}:{number}: not a JSON record") from None
         except ValueError as refused:
             raise UsageError(f"{path}:{number}: {refused}") from None
-        yield _printable_label(record)
+        yield _as_kept(record, kept)
 
 
 def _plain_records(data: bytes) -> list[dict[str, Any]] | None:
@@ -122,20 +123,31 @@ def _plain_records(data: bytes) -> list[dict[str, Any]] | None:
     if not data.isascii() or b"\r" in data:
         return None
     view, records, start, end = memoryview(data), [], 0, len(data)
+    kept: dict[tuple, list] = {}
     try:
         while start < end:
             stop = data.find(b"\n", start)
             stop = end if stop < 0 else stop
-            records.append(_printable_label(decode_record(view[start:stop])))
+            records.append(_as_kept(decode_record(view[start:stop]), kept))
             start = stop + 1
     except ValueError:  # a blank, bad or truncated line: its number and warning come from the reading above
         return None
     return records
 
 
-def _printable_label(record: dict[str, Any]) -> dict[str, Any]:
+# op_us columns every record of one step plan repeats: a run of 100,000 records would hold each 100,000 times.
+_PLAN_COLUMNS = ("sites", "collectives", "draft", "bytes")
+
+
+def _as_kept(record: dict[str, Any], kept: dict[tuple, list]) -> dict[str, Any]:
+    """The record as readers get it: its label printable, and each op_us column of _PLAN_COLUMNS the one list
+    `kept` holds for those items (read-only, as every record is)."""
     if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
         record["point"]["label"] = one_line(record["point"]["label"])
+    columns = record.get("op_us")
+    for name in _PLAN_COLUMNS if columns else ():
+        if (items := columns.get(name)) is not None:
+            columns[name] = kept.setdefault((name, tuple(items)), items)
     return record
 
 
