@@ -91,8 +91,14 @@ def op_table(steps: pd.DataFrame) -> pd.DataFrame:
     point_codes: dict[str, int] = {}
     collectives = COLLECTIVES
     collectives_of: dict[tuple, np.ndarray] = {}  # every record of a plan has the same sites
+    # Records read from a file share one list per distinct plan column (records.files): each made a tuple or an
+    # array once, by the list's identity while `rows` holds it.
+    sites_of: dict[int, tuple] = {}
+    bytes_of: dict[int, np.ndarray] = {}
     for point_id, tokens, op_us in zip(rows["point_id"], rows["tokens"], rows["op_us"]):
-        sites = tuple(op_us.get("sites") or ())
+        listed = op_us.get("sites") or ()
+        if (sites := sites_of.get(id(listed))) is None:
+            sites = sites_of[id(listed)] = tuple(listed)
         count = len(sites)
         if not count or len(op_us.get("median") or []) != count or len(op_us.get("bytes") or []) != count:
             continue
@@ -103,7 +109,9 @@ def op_table(steps: pd.DataFrame) -> pd.DataFrame:
         columns["point_id"].append(np.full(count, point_codes.setdefault(point_id, len(point_codes)), dtype=np.int32))
         columns["tokens"].append(np.full(count, tokens))
         columns["collective"].append(collectives_of[sites])
-        columns["bytes"].append(np.asarray(op_us["bytes"], dtype=np.int64))
+        if (sizes := bytes_of.get(id(op_us["bytes"]))) is None:
+            sizes = bytes_of[id(op_us["bytes"])] = np.asarray(op_us["bytes"], dtype=np.int64)
+        columns["bytes"].append(sizes)
         columns["median"].append(np.asarray(op_us["median"], dtype=float))
     if not columns["point_id"]:
         return pd.DataFrame({key: pd.Series(dtype=object) for key in columns})
