@@ -28,7 +28,11 @@ RESULTS_BYTES = 4 << 30  # a results.jsonl
 
 def read_text(path: Path | str, what: str, limit: int = CONFIG_BYTES, errors: str = "strict") -> str:
     """The UTF-8 text of a regular file of at most `limit` bytes; UsageError "<what> <path>: <why>" otherwise."""
-    data = read_bytes(path, what, limit)
+    return utf8_text(read_bytes(path, what, limit), what, path, errors)
+
+
+def utf8_text(data: bytes, what: str, path: Path | str, errors: str = "strict") -> str:
+    """`data` (read from `path`) as UTF-8 text; UsageError "<what> <path>: not UTF-8 text (byte n)" otherwise."""
     try:
         return data.decode("utf-8", errors=errors)
     except UnicodeDecodeError as exc:

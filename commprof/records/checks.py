@@ -22,13 +22,13 @@ class UnreadableLine(ValueError):
     """A line that is no JSON at all (a killed writer's truncated last line, or a corrupt file)."""
 
 
-def decode_record(line: bytes | str) -> dict[str, Any]:
+def decode_record(line: bytes | str | memoryview) -> dict[str, Any]:
     """A results.jsonl line as its record (schema.upgraded); UnreadableLine for no JSON, ValueError saying why a
     record cannot be used otherwise."""
     try:
         record = _STEP.decode(line)
     except (msgspec.ValidationError, msgspec.DecodeError):
-        return _decode_slowly(line)
+        return _decode_slowly(bytes(line) if isinstance(line, memoryview) else line)
     problem = rule_problem(record)
     if problem:
         raise ValueError(f"not a usable record: {problem}")

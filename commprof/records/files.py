@@ -23,7 +23,7 @@ from commprof.records.checks import UnreadableLine, decode_record
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.terminal import one_line
-from commprof.textfiles import RESULTS_BYTES, read_text
+from commprof.textfiles import RESULTS_BYTES, read_bytes, read_text, utf8_text
 
 RESULTS_FILE = "results.jsonl"
 # The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
@@ -94,7 +94,13 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
-    lines = read_text(path, "results file", RESULTS_BYTES).splitlines()
+    data = read_bytes(path, "results file", RESULTS_BYTES)
+    plain = _plain_records(data)
+    if plain is not None:
+        yield from plain
+        return
+    kept: dict[tuple, list] = {}
+    lines = utf8_text(data, "results file", path).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -107,9 +113,42 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
             raise UsageError(f"{path}:{number}: not a JSON record") from None
         except ValueError as refused:
             raise UsageError(f"{path}:{number}: {refused}") from None
-        if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
-            record["point"]["label"] = one_line(record["point"]["label"])
-        yield record
+        yield _as_kept(record, kept)
+
+
+def _plain_records(data: bytes) -> list[dict[str, Any]] | None:
+    """Every record of a file as its writer makes it (ASCII, lines ended by "\n" alone, each a usable record),
+    read from the bytes without a copy per line; None for any other file, which is then read line by line with
+    each line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
+    if not data.isascii() or b"\r" in data:
+        return None
+    view, records, start, end = memoryview(data), [], 0, len(data)
+    kept: dict[tuple, list] = {}
+    try:
+        while start < end:
+            stop = data.find(b"\n", start)
+            stop = end if stop < 0 else stop
+            records.append(_as_kept(decode_record(view[start:stop]), kept))
+            start = stop + 1
+    except ValueError:  # a blank, bad or truncated line: its number and warning come from the reading above
+        return None
+    return records
+
+
+# op_us columns every record of one step plan repeats: a run of 100,000 records would hold each 100,000 times.
+_PLAN_COLUMNS = ("sites", "collectives", "draft", "bytes")
+
+
+def _as_kept(record: dict[str, Any], kept: dict[tuple, list]) -> dict[str, Any]:
+    """The record as readers get it: its label printable, and each op_us column of _PLAN_COLUMNS the one list
+    `kept` holds for those items (read-only, as every record is)."""
+    if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
+        record["point"]["label"] = one_line(record["point"]["label"])
+    columns = record.get("op_us")
+    for name in _PLAN_COLUMNS if columns else ():
+        if (items := columns.get(name)) is not None:
+            columns[name] = kept.setdefault((name, tuple(items)), items)
+    return record
 
 
 def duplicated_measurements(records: Iterable[dict[str, Any]]) -> dict[tuple, int]:

@@ -103,7 +103,7 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
         ].to_dict("records")
     }
     token_sets: dict[str, set[int]] = {}
-    for point_id, tokens in zip(eager["point_id"], eager["tokens"]):  # no Series per point: thousands of points
+    for point_id, tokens in zip(eager["point_id"].tolist(), eager["tokens"].tolist()):  # no Series per point
         token_sets.setdefault(point_id, set()).add(int(tokens))
     tokens_of = {point_id: sorted(tokens) for point_id, tokens in token_sets.items()}
     checked = eager.groupby("point_id")["check_ok"].count()
@@ -111,7 +111,7 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
     bad = {point_id: int(failed[point_id]) if checked[point_id] else None for point_id in checked.index}
     rows_of: dict[str, list] = {}
     for point_id, collective, size, time_us in zip(
-        sizes["point_id"], sizes["collective"], sizes["bytes"], sizes["time_us"]
+        *(sizes[column].tolist() for column in ("point_id", "collective", "bytes", "time_us"))
     ):
         rows_of.setdefault(point_id, []).append((collective, int(size), float(time_us)))
     for point_id, rows in sorted(rows_of.items()):
@@ -281,8 +281,13 @@ def write_text(path: Path, text: str) -> Path:
     """Create `path` (and its folder) with `text`; never writes through an existing file or link."""
     if not path.parent.is_dir():
         path.parent.mkdir(parents=True)
-    with open(path, "x", encoding="utf-8") as handle:
-        handle.write(text)
+    data = memoryview(text.encode("utf-8"))
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # as open(path, "x")
+    try:
+        while data:  # a regular file takes it all at once, unless a signal cuts the write short
+            data = data[os.write(handle, data) :]
+    finally:
+        os.close(handle)
     return path
 
 

@@ -41,7 +41,8 @@ class Route:
 
 def tokens_at(frame: pd.DataFrame) -> dict[tuple[str, int], set[int]]:
     """(collective, op bytes) -> the T whose step sends an op of that collective and size (the fused kinds' ops
-    are all-reduces of the same sizes), from the records' frame (frame.records_frame): each distinct op list once."""
+    are all-reduces of the same sizes), from the records' frame (frame.records_frame): each distinct op list once,
+    in (collective, bytes) order."""
     if frame.empty or not {"op_us", "tokens", "kind"} <= set(frame.columns):
         return {}
     steps = frame[
@@ -49,22 +50,21 @@ def tokens_at(frame: pd.DataFrame) -> dict[tuple[str, int], set[int]]:
         & pd.to_numeric(frame["tokens"], errors="coerce").notna()
         & frame["op_us"].map(lambda ops: isinstance(ops, dict))
     ]
-    if steps.empty:
-        return {}
-    ops = pd.DataFrame(
-        {
-            "tokens": pd.to_numeric(steps["tokens"]).astype(int),
-            "collective": steps["op_us"].map(lambda o: tuple(o.get("collectives") or ())),
-            "bytes": steps["op_us"].map(lambda o: tuple(o.get("bytes") or ())),
-        }
-    ).drop_duplicates()
-    ops = ops[ops["collective"].map(len) == ops["bytes"].map(len)]
-    ops = ops.explode(["collective", "bytes"]).dropna().drop_duplicates()
-    ops = pd.concat([ops, ops[ops["collective"] == "all_reduce"].assign(collective=FUSED)])
-    return {
-        (str(collective), int(nbytes)): {int(t) for t in group["tokens"]}
-        for (collective, nbytes), group in ops.groupby(["collective", "bytes"])
+    distinct = {
+        (int(tokens), tuple(ops.get("collectives") or ()), tuple(ops.get("bytes") or ()))
+        for tokens, ops in zip(pd.to_numeric(steps["tokens"]), steps["op_us"])
     }
+    at: dict[tuple[str, int], set[int]] = {}
+    for tokens, collectives, sizes in distinct:
+        if len(collectives) != len(sizes):
+            continue
+        for collective, nbytes in zip(collectives, sizes):
+            if collective is None or nbytes is None:
+                continue
+            at.setdefault((str(collective), int(nbytes)), set()).add(tokens)
+            if collective == "all_reduce":
+                at.setdefault((FUSED, int(nbytes)), set()).add(tokens)
+    return dict(sorted(at.items()))
 
 
 def route_of_band(band: dict, against: str | None, env: dict, at: dict[tuple[str, int], set[int]]) -> Route:

@@ -30,9 +30,9 @@ def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFr
     """One row per record: point fields, step_us statistics (µs), plan counts, skew; op_us kept as objects."""
     settings: dict[tuple, tuple[str, str]] = {}  # every (T, mode) record of a point shares its env
     rows = [_flatten(record, settings) for record in records]
-    frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
+    if not rows:
+        return pd.DataFrame()
+    frame = pd.DataFrame(rows, columns=list(rows[0]))  # every row has _flatten's keys in its order: no union to find
     envs = pd.DataFrame([row["env"] for row in rows], dtype=object)  # every point's variables, in C
     for key in sorted(envs.columns):
         frame[ENV_PREFIX + key] = envs[key].where(envs[key].notna(), None).to_numpy()

@@ -4,6 +4,7 @@ nccl-tests' terms."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import pandas as pd
@@ -83,34 +84,50 @@ def point_sites(op_us: dict[str, list] | None) -> PointSites | None:
 def op_table(steps: pd.DataFrame) -> pd.DataFrame:
     """Every op of every record that has op_us, one row each: point_id, tokens, collective, bytes, median (µs).
 
-    Built with numpy in one pass (a sweep of thousands of records has hundreds of thousands of ops); point_id
+    Built with numpy from all records' columns at once (a sweep of 100,000 records has millions of ops); point_id
     and collective are categoricals, which op_sizes groups several times faster than strings.
     """
     rows = steps[steps["op_us"].notna()]
-    columns: dict[str, list] = {"point_id": [], "tokens": [], "collective": [], "bytes": [], "median": []}
-    point_codes: dict[str, int] = {}
-    collectives = COLLECTIVES
+    point_codes, tokens_of, counts, kinds, sizes_of, medians = [], [], [], [], [], []
+    codes: dict[str, int] = {}
     collectives_of: dict[tuple, np.ndarray] = {}  # every record of a plan has the same sites
+    # Records read from a file share one list per distinct plan column (records.files): each made a tuple or an
+    # array once, by the list's identity while `rows` holds it.
+    sites_of: dict[int, tuple] = {}
+    bytes_of: dict[int, np.ndarray] = {}
     for point_id, tokens, op_us in zip(rows["point_id"], rows["tokens"], rows["op_us"]):
-        sites = tuple(op_us.get("sites") or ())
+        listed = op_us.get("sites") or ()
+        if (sites := sites_of.get(id(listed))) is None:
+            sites = sites_of[id(listed)] = tuple(listed)
         count = len(sites)
         if not count or len(op_us.get("median") or []) != count or len(op_us.get("bytes") or []) != count:
             continue
         if sites not in collectives_of:
             named = op_us.get("collectives")
             names = named if isinstance(named, list) and len(named) == count else [site_collective(s) for s in sites]
-            collectives_of[sites] = np.array([collectives.index(name) for name in names], dtype=np.int8)
-        columns["point_id"].append(np.full(count, point_codes.setdefault(point_id, len(point_codes)), dtype=np.int32))
-        columns["tokens"].append(np.full(count, tokens))
-        columns["collective"].append(collectives_of[sites])
-        columns["bytes"].append(np.asarray(op_us["bytes"], dtype=np.int64))
-        columns["median"].append(np.asarray(op_us["median"], dtype=float))
-    if not columns["point_id"]:
+            collectives_of[sites] = np.array([COLLECTIVES.index(name) for name in names], dtype=np.int8)
+        if (sizes := bytes_of.get(id(op_us["bytes"]))) is None:
+            sizes = bytes_of[id(op_us["bytes"])] = np.asarray(op_us["bytes"], dtype=np.int64)
+        point_codes.append(codes.setdefault(point_id, len(codes)))
+        tokens_of.append(tokens)
+        counts.append(count)
+        kinds.append(collectives_of[sites])
+        sizes_of.append(sizes)
+        medians.append(op_us["median"])
+    if not counts:
+        columns = ("point_id", "tokens", "collective", "bytes", "median")
         return pd.DataFrame({key: pd.Series(dtype=object) for key in columns})
-    table = {key: np.concatenate(parts) for key, parts in columns.items()}
-    table["point_id"] = pd.Categorical.from_codes(table["point_id"], categories=list(point_codes))
-    table["collective"] = pd.Categorical.from_codes(table["collective"], categories=list(collectives))
-    return pd.DataFrame(table)
+    return pd.DataFrame(
+        {
+            "point_id": pd.Categorical.from_codes(
+                np.repeat(np.asarray(point_codes, dtype=np.int32), counts), categories=list(codes)
+            ),
+            "tokens": np.repeat(np.asarray(tokens_of), counts),
+            "collective": pd.Categorical.from_codes(np.concatenate(kinds), categories=list(COLLECTIVES)),
+            "bytes": np.concatenate(sizes_of),
+            "median": np.array(list(chain.from_iterable(medians)), dtype=float),  # a missing time is NaN
+        }
+    )
 
 
 def site_collective(site: str) -> str:

@@ -39,7 +39,7 @@ def baseline_id(steps: pd.DataFrame, requested: str | None = None, latest: pd.Se
     """The baseline point: `requested`, else "p000", as its configuration's latest measurement (`latest`:
     latest_point_ids(steps), if already computed); UsageError when the run has no such point."""
     wanted = requested or BASELINE_POINT_ID
-    if steps.empty or wanted not in set(steps["point_id"]):
+    if steps.empty or not steps["point_id"].eq(wanted).any():
         known = ", ".join(sorted(set(steps["point_id"])))[:200] if not steps.empty else "none"
         raise UsageError(f"baseline point {wanted!r} is not in this run (points: {known})")
     return str((latest if latest is not None else latest_point_ids(steps))[wanted])

@@ -121,10 +121,11 @@ def _latest_per_setting(records: Iterable[dict], baseline_point: str) -> tuple[d
         if record.get("kind", "step") != "step" or record.get("status") != "ok" or not record.get("op_us"):
             continue
         point = record.get("point") or {}
-        config = (
+        options = point.get("options")
+        config = (  # a setting's identity: its env as sorted pairs (names and values are strings), its options
             point.get("impl"),
-            json.dumps(point.get("env") or {}, sort_keys=True),
-            json.dumps(point.get("options") or {}, sort_keys=True),
+            tuple(sorted((point.get("env") or {}).items())),
+            json.dumps(options, sort_keys=True) if options else "{}",
         )
         if record.get("point_id") == baseline_point:
             baseline_config = config

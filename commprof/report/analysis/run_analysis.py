@@ -390,7 +390,7 @@ def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
     level = LEVEL_OF_SOURCE.get(source, source)
 
     def values(column: str) -> list[str]:
-        return sorted({str(v) for v in frame[column].dropna()}) if column in frame else []
+        return sorted({str(v) for v in frame[column].dropna().unique()}) if column in frame else []
 
     if level == MEASURED:
         backends = values("backend")
