@@ -31,6 +31,10 @@ def _simulate(body: str, error: str, whole: bool = False):
     return case
 
 
+def _dry_run(*flags: str, error: str):
+    return lambda tmp: Attack(["commprof.allreduce_sweep", *flags, "--dry-run", "--no-doctor"], 2, error)
+
+
 def _sweep_is_a_folder(tmp):
     out = tmp / "sim"
     argv = ["commprof", "simulate", "--topology", "pcie-4gpu", "--sweep", str(tmp), "--out", str(out)]
@@ -38,6 +42,35 @@ def _sweep_is_a_folder(tmp):
 
 
 CASES: dict[str, Callable[[Path], Attack]] = {
+    # 1. numbers a sweep file takes that its run's meta.json, plan.jsonl or records would refuse
+    "sweep-tokens-2**63": _simulate(
+        'name = "evil"\n[run]\ntokens = [9223372036854775807]\n',
+        r"evil\.toml: run\.tokens\[0\]: 9223372036854775807 is above 16777216",
+        whole=True,
+    ),
+    "sweep-iterations-2**40": _simulate(
+        "iterations = 1099511627776\n", r"evil\.toml: run\.iterations: 1099511627776 is above 2147483648"
+    ),
+    "sweep-stage-iterations-2**63": _simulate(
+        "[[stages]]\ntop_k = 1\niterations = 9223372036854775807\n",
+        r"evil\.toml: stages\[0\]\.iterations: 9223372036854775807 is above",
+    ),
+    "sweep-point-timeout-a-year": _simulate(
+        "point_timeout_s = 31536000.0\n", r"evil\.toml: run\.point_timeout_s: 31536000.0 is above 604800.0 \(allowed: a number > 0\)"
+    ),
+    "sweep-stage-name-300-characters": _simulate(
+        f"[[stages]]\ntop_k = 1\niterations = 2\nname = '{'n' * 300}'\n",
+        r"evil\.toml: stages\[0\]\.name: expected a string of at most 200 characters",
+    ),
+    "sweep-compute-ms-5000-digit-T": _simulate(
+        f"[report]\ncompute_ms = {{ '{'9' * 5000}' = 1.0 }}\n", r"evil\.toml: report\.compute_ms\.9+: not a T of"
+    ),
+    "sweep-baseline-every-1e400-minutes": _simulate(
+        f"baseline_every = '1{'0' * 400}min'\n", r"evil\.toml: run\.baseline_every: expected a number of points"
+    ),
+    "cli-point-timeout-a-year": _dry_run("--point-timeout", "31536000", error=r"--point-timeout.*31536000"),
+    "cli-iterations-2**40": _dry_run("--iterations", "1099511627776", error=r"--iterations.*1099511627776"),
+    "cli-tokens-2**30": _dry_run("--tokens", "1073741824", error=r"1073741824 is above 16777216"),
     # 2. a folder where a file is expected
     "sweep-file-is-a-folder": _sweep_is_a_folder,
     "compute-trace-is-a-folder": _simulate(

@@ -15,7 +15,7 @@ from commprof.records.nccl_facts import NcclFacts
 from commprof.records.point_ids import POINT_ID, RUN_ID
 from commprof.records.validate import bounded
 from commprof.records.values import LARGEST as _LARGEST
-from commprof.records.values import MAX_BYTES, Bytes, Count, NonNegative, Ranks, Time
+from commprof.records.values import MAX_BYTES, MAX_TOKENS, Bytes, Count, NonNegative, Ranks, Time
 from commprof.records.vocab import KernelBasis
 
 SCHEMA_VERSION = 2
@@ -57,7 +57,7 @@ RunId = bounded(str, "run id {value!r} is not one (letters, digits, '.', '_', '-
 PointId = bounded(
     str, "point id {value!r} is not one (p000, p001, ..., s1-p000, ...)", pattern=rf"\A{POINT_ID.pattern}\Z"
 )
-Tokens = bounded(int, ge=1, le=1 << 24)
+Tokens = bounded(int, ge=1, le=MAX_TOKENS)
 
 
 class Stats(TypedDict, total=False):

@@ -116,7 +116,7 @@ def _per_tokens(raw: float | dict[str, float], tokens: tuple[int, ...], problems
         return raw
     out = {}
     for name, value in raw.items():
-        if not re.fullmatch(r"\d+", name) or int(name) not in tokens:
+        if not re.fullmatch(r"\d{1,9}", name) or int(name) not in tokens:  # T <= MAX_TOKENS: 9 digits at most
             problems.error(
                 f"report.compute_ms.{name}", f"not a T of run.tokens (allowed: {', '.join(map(str, tokens))})"
             )
