@@ -41,6 +41,42 @@ def _sweep_is_a_folder(tmp):
     return Attack(argv, 2, r"sweep file .*: not a regular file", [out])
 
 
+_CALIBRATION = """[costmodel]
+link = "nvlink"
+arch = "hopper"
+channels = 16
+channel_bw_gbps = 26.7
+overhead_us = 0.96
+
+[costmodel.hop_us]
+LL = 0.52
+LL128 = 1.9
+Simple = 3.4
+
+[fit]
+protocols = ["LL"]
+ranks = 4
+band_names = ["8-64 KB", "64 KB-1 MB"]
+band_error_pct = [3.7, 2.6]
+expected_error_pct = 3.7
+"""
+
+
+def _calibration(old: str, new: str, error: str):
+    """`commprof simulate --calibration` of a calibration with `old` replaced by `new` in its [fit]: refused before
+    anything is simulated or written."""
+
+    def case(tmp):
+        assert old in _CALIBRATION
+        calibration, out = tmp / "calibration.toml", tmp / "sim"
+        calibration.write_text(_CALIBRATION.replace(old, new))
+        sweep = sweep_file(tmp, "")
+        argv = ["commprof", "simulate", "--topology", "nvlink-h100", "--sweep", str(sweep), "--calibration"]
+        return Attack([*argv, str(calibration), "--out", str(out)], 2, error, [out])
+
+    return case
+
+
 CASES: dict[str, Callable[[Path], Attack]] = {
     # 1. numbers a sweep file takes that its run's meta.json, plan.jsonl or records would refuse
     "sweep-tokens-2**63": _simulate(
@@ -56,7 +92,8 @@ CASES: dict[str, Callable[[Path], Attack]] = {
         r"evil\.toml: stages\[0\]\.iterations: 9223372036854775807 is above",
     ),
     "sweep-point-timeout-a-year": _simulate(
-        "point_timeout_s = 31536000.0\n", r"evil\.toml: run\.point_timeout_s: 31536000.0 is above 604800.0 \(allowed: a number > 0\)"
+        "point_timeout_s = 31536000.0\n",
+        r"evil\.toml: run\.point_timeout_s: 31536000.0 is above 604800.0 \(allowed: a number > 0\)",
     ),
     "sweep-stage-name-300-characters": _simulate(
         f"[[stages]]\ntop_k = 1\niterations = 2\nname = '{'n' * 300}'\n",
@@ -75,6 +112,28 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "sweep-file-is-a-folder": _sweep_is_a_folder,
     "compute-trace-is-a-folder": _simulate(
         "compute = 'trace:/'\n", r"evil\.toml: run\.compute: compute trace file /: not a regular file"
+    ),
+    # 3. a calibration's [fit], which the simulator reads for its expected error, its ranks and its protocols
+    "calibration-band-names-an-integer": _calibration(
+        'band_names = ["8-64 KB", "64 KB-1 MB"]',
+        "band_names = 5",
+        r"calibration\.toml: fit\.band_names: expected a list",
+    ),
+    "calibration-band-error-a-string": _calibration(
+        "[3.7, 2.6]", '["a", 2.6]', r"calibration\.toml: fit\.band_error_pct\[0\]: expected a number >= 0, got 'a'"
+    ),
+    "calibration-band-errors-fewer-than-bands": _calibration(
+        "[3.7, 2.6]", "[3.7]", r"calibration\.toml: fit\.band_error_pct: 1 errors for 2 band_names"
+    ),
+    "calibration-expected-error-nan": _calibration(
+        "expected_error_pct = 3.7", "expected_error_pct = nan", r"fit\.expected_error_pct: nan is not a finite number"
+    ),
+    "calibration-expected-error-negative": _calibration(
+        "expected_error_pct = 3.7", "expected_error_pct = -5", r"fit\.expected_error_pct: -5 is out of range"
+    ),
+    "calibration-ranks-a-string": _calibration("ranks = 4", "ranks = 'four'", r"fit\.ranks: expected an integer >= 1"),
+    "calibration-protocols-an-integer": _calibration(
+        'protocols = ["LL"]', "protocols = 5", r"fit\.protocols: expected a list of LL, LL128, Simple, got 5"
     ),
 }
 
