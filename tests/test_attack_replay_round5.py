@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.attack_replay import Attack, check_attack, sweep_file
+from tests.attack_replay import REPO, Attack, check_attack, sweep_file
 
 
 def _simulate(body: str, error: str, whole: bool = False):
@@ -77,6 +77,26 @@ def _calibration(old: str, new: str, error: str):
     return case
 
 
+def _topology(old: str, new: str, error: str, status: int = 2):
+    """`commprof simulate --topology` of the pcie-4gpu preset with `old` replaced by `new`: refused before a run folder
+    is made."""
+
+    def case(tmp):
+        text = (REPO / "sweeps" / "topologies" / "pcie-4gpu.toml").read_text()
+        assert old in text
+        topology, out = tmp / "box.toml", tmp / "sim"
+        topology.write_text(text.replace(old, new, 1))
+        argv = ["commprof", "simulate", "--topology", str(topology), "--sweep", str(sweep_file(tmp, "")), "--out"]
+
+        def nothing_written():
+            assert not out.exists() or list(out.iterdir()) == []
+
+        return Attack([*argv, str(out)], status, error, [out], after=nothing_written)
+
+    return case
+
+
+_POINTS = "all_reduce_us = [[1024, 6.0], [65536, 12.0]]"
 CASES: dict[str, Callable[[Path], Attack]] = {
     # 1. numbers a sweep file takes that its run's meta.json, plan.jsonl or records would refuse
     "sweep-tokens-2**63": _simulate(
@@ -135,6 +155,44 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "calibration-protocols-an-integer": _calibration(
         'protocols = ["LL"]', "protocols = 5", r"fit\.protocols: expected a list of LL, LL128, Simple, got 5"
     ),
+    # 4. topology files: figures past what meta.json records or a calibration may state, kernel figures of another
+    # shape, a box the model cannot be split over (refused before the run folder is made)
+    "topology-gpus-2**62": _topology(
+        "gpus = 4", "gpus = 4611686018427387904", r"box\.toml: gpus: 4611686018427387904 is above"
+    ),
+    "topology-gpus-3-for-64-heads": _topology("gpus = 4", "gpus = 3", r"kimi-k2\.5: TP 3 is impossible"),
+    "topology-channels-2**62": _topology(
+        "channels = 2",
+        "channels = 4611686018427387904",
+        r"box\.toml: links\.pci\.channels: 4611686018427387904 is above 64",
+    ),
+    "topology-nvls-channels-2**62": _topology(
+        "channel_bw_gbps = 24.0",
+        "channel_bw_gbps = 24.0\nnvls_channels = 4611686018427387904",
+        r"links\.pci\.nvls_channels: 4611686018427387904 is above 64",
+    ),
+    "topology-bandwidth-1e300": _topology(
+        "channel_bw_gbps = 24.0", "channel_bw_gbps = 1e300", r"links\.pci\.channel_bw_gbps: 1e\+300 is above 1000"
+    ),
+    "topology-launch-overhead-negative": _topology(
+        "launch_overhead_us = 4.0", "launch_overhead_us = -1e300", r"launch_overhead_us: -1e\+300 is out of range"
+    ),
+    "topology-max-bytes-2**63": _topology(
+        "max_bytes = 65536",
+        "max_bytes = 9223372036854775807",
+        r"flashinfer-pcie-ipc\.max_bytes: 9223372036854775807 is",
+    ),
+    **{
+        f"topology-latency-points-{name}": _topology(_POINTS, f"all_reduce_us = {value}", error)
+        for name, value, error in (
+            ("strings", "['12', '34']", r"all_reduce_us: \['12', '34'\] is not a list of \[bytes, microseconds\]"),
+            ("nan-as-text", "[['1024', 'nan']]", r"all_reduce_us: \[\['1024', 'nan'\]\] is not a list"),
+            ("inf", "[[1024, inf]]", r"all_reduce_us: \[\[1024, inf\]\] is not a list"),
+            ("booleans", "[[true, true]]", r"all_reduce_us: \[\[True, True\]\] is not a list"),
+            ("bytes-1e300", "[[1024, 6.0], [1e300, 7.0]]", r"all_reduce_us: .*1e\+300.* is not a list"),
+            ("size-twice", "[[1024, 6.0], [1024, 7.0]]", r"all_reduce_us: .* gives a size twice"),
+        )
+    },
 }
 
 
