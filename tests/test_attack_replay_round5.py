@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.attack_replay import REPO, Attack, check_attack, sweep_file
+from tests.attack_replay import REPO, Attack, check_attack, gloo_run, sweep_file
 
 
 def _simulate(body: str, error: str, whole: bool = False):
@@ -96,6 +96,24 @@ def _topology(old: str, new: str, error: str, status: int = 2):
     return case
 
 
+def _run_folder(name: str, change: Callable[[str], str], status: int, error: str, absent: str = ""):
+    """`commprof report` of the gloo run with its file `name` (results.jsonl or plan.jsonl) changed by `change`."""
+
+    def case(tmp):
+        run, out = gloo_run(tmp), tmp / "out"
+        (run / name).write_text(change((run / name).read_text()))
+        return Attack(["commprof", "report", str(run), "--out", str(out)], status, error, [out], absent=absent)
+
+    return case
+
+
+def _line_inserted(line: str, at: int = 3) -> Callable[[str], str]:
+    return lambda text: (
+        "".join(text.splitlines(keepends=True)[:at]) + line + "\n" + "".join(text.splitlines(keepends=True)[at:])
+    )
+
+
+_NESTED = "[" * 100_000 + "]" * 100_000
 _POINTS = "all_reduce_us = [[1024, 6.0], [65536, 12.0]]"
 CASES: dict[str, Callable[[Path], Attack]] = {
     # 1. numbers a sweep file takes that its run's meta.json, plan.jsonl or records would refuse
@@ -193,6 +211,22 @@ CASES: dict[str, Callable[[Path], Attack]] = {
             ("size-twice", "[[1024, 6.0], [1024, 7.0]]", r"all_reduce_us: .* gives a size twice"),
         )
     },
+    # 5. run folders: JSON nested past msgspec's stack, and a torn last line of plan.jsonl
+    "results-line-nested-100000-deep": _run_folder(
+        "results.jsonl", _line_inserted(_NESTED), 2, r"results\.jsonl:4: not a JSON record"
+    ),
+    "results-line-object-nested-100000-deep": _run_folder(
+        "results.jsonl",
+        _line_inserted('{"a":' * 100_000 + "1" + "}" * 100_000),
+        2,
+        r"results\.jsonl:4: not a JSON record",
+    ),
+    "plan-line-nested-100000-deep": _run_folder(
+        "plan.jsonl", _line_inserted(_NESTED, 1), 2, r"plan\.jsonl:2: not a plan line \(not JSON: maximum recursion"
+    ),
+    "plan-torn-last-line": _run_folder(
+        "plan.jsonl", lambda text: text[:-20], 0, "", absent=r"UserWarning|report/command\.py|RunExtras"
+    ),
 }
 
 

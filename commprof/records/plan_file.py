@@ -150,7 +150,7 @@ def _decode(text: str) -> StagesLine | PointsLine | SearchesLine | EndedLine:
     """One line as its typed structure; ValueError saying why it is no plan line."""
     try:
         raw = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested deeper than msgspec's stack: json.loads names it
         try:  # its words: a constant (NaN, Infinity) or a number beyond a float (1e400, read as inf) by name
             raw = json.loads(text, parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:

@@ -337,8 +337,11 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
     for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
         options = replace(report_options(cli, sweep_options(meta)), observed=observed[0], observed_source=observed[1])
         again = Path(run_dir) / BASELINE_REPEATS_FILE
-        repeats = read_records(again) if again.exists() else []
-        extras = RunExtras(repeats, read_plan(Path(run_dir)))
+        with warnings.catch_warnings(record=True) as caught:  # a torn last line: one warning line, as for records
+            warnings.simplefilter("always")
+            extras = RunExtras(read_records(again) if again.exists() else [], read_plan(Path(run_dir)))
+        for note in caught:
+            click.echo(f"commprof: warning: {note.message}", err=True)
         runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), extras))
     for run in runs:
         check_observed(run, observed[0], observed[2])
