@@ -5,6 +5,7 @@ checked by tests/attack_replay.py: one line naming the file and the key, exit 2,
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -138,7 +139,7 @@ CASES: dict[str, Callable[[Path], Attack]] = {
         r"evil\.toml: stages\[0\]\.name: expected a string of at most 200 characters",
     ),
     "sweep-compute-ms-5000-digit-T": _simulate(
-        f"[report]\ncompute_ms = {{ '{'9' * 5000}' = 1.0 }}\n", r"evil\.toml: report\.compute_ms\.9+: not a T of"
+        f"[report]\ncompute_ms = {{ '{'9' * 5000}' = 1.0 }}\n", r"evil\.toml: report\.compute_ms\.9+ \.\.\. .* 9+: not a T of"
     ),
     "sweep-baseline-every-1e400-minutes": _simulate(
         f"baseline_every = '1{'0' * 400}min'\n", r"evil\.toml: run\.baseline_every: expected a number of points"
@@ -146,6 +147,13 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "cli-point-timeout-a-year": _dry_run("--point-timeout", "31536000", error=r"--point-timeout.*31536000"),
     "cli-iterations-2**40": _dry_run("--iterations", "1099511627776", error=r"--iterations.*1099511627776"),
     "cli-tokens-2**30": _dry_run("--tokens", "1073741824", error=r"1073741824 is above 16777216"),
+    "sweep-phase-a-million-characters": lambda tmp: replace(
+        _simulate(
+            f"phase = '{'p' * 1_000_000}'\n",
+            r"run\.phase: 'p+ \.\.\. \(\d+ characters left out\) \.\.\. p+' is not a phase \(allowed: decode, verify\)",
+        )(tmp),
+        absent=r"[^\n]{2100}",
+    ),
     # 2. a folder where a file is expected
     "sweep-file-is-a-folder": _sweep_is_a_folder,
     "compute-trace-is-a-folder": _simulate(
