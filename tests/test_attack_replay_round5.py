@@ -139,7 +139,8 @@ CASES: dict[str, Callable[[Path], Attack]] = {
         r"evil\.toml: stages\[0\]\.name: expected a string of at most 200 characters",
     ),
     "sweep-compute-ms-5000-digit-T": _simulate(
-        f"[report]\ncompute_ms = {{ '{'9' * 5000}' = 1.0 }}\n", r"evil\.toml: report\.compute_ms\.9+ \.\.\. .* 9+: not a T of"
+        f"[report]\ncompute_ms = {{ '{'9' * 5000}' = 1.0 }}\n",
+        r"evil\.toml: report\.compute_ms\.9+ \.\.\. .* 9+: not a T of",
     ),
     "sweep-baseline-every-1e400-minutes": _simulate(
         f"baseline_every = '1{'0' * 400}min'\n", r"evil\.toml: run\.baseline_every: expected a number of points"
