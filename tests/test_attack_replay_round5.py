@@ -114,6 +114,23 @@ def _line_inserted(line: str, at: int = 3) -> Callable[[str], str]:
     )
 
 
+def _calibrate_with_meta(meta: str, error: str):
+    """`commprof calibrate` of an imported nccl-tests run whose meta.json is `meta`: refused, as the report refuses it,
+    not read as a run of an unknown box."""
+
+    def case(tmp):
+        from commprof.cli import main
+
+        log = REPO / "tests" / "fixtures" / "nccl-tests" / "h100x4_all_reduce_and_broadcast_mpi.txt"
+        assert main(["import-nccl-tests", str(log), "--out", str(tmp / "imported")]) == 0
+        run = next((tmp / "imported").iterdir())
+        (run / "meta.json").write_text(meta)
+        out = tmp / "cal" / "calibration.toml"
+        return Attack(["commprof", "calibrate", str(run), "--out", str(out)], 2, error, [out.parent])
+
+    return case
+
+
 _NESTED = "[" * 100_000 + "]" * 100_000
 _POINTS = "all_reduce_us = [[1024, 6.0], [65536, 12.0]]"
 CASES: dict[str, Callable[[Path], Attack]] = {
@@ -235,6 +252,10 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     ),
     "plan-torn-last-line": _run_folder(
         "plan.jsonl", lambda text: text[:-20], 0, "", absent=r"UserWarning|report/command\.py|RunExtras"
+    ),
+    "calibrate-meta-not-json": _calibrate_with_meta("[[[[", r"run metadata .*meta\.json: not valid JSON"),
+    "calibrate-meta-run-id-an-integer": _calibrate_with_meta(
+        '{"run_id": 5}', r"meta\.json: not usable run metadata: run_id: expected a string, got an integer"
     ),
 }
 
