@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import signal
 import time
 from collections.abc import Sequence
@@ -42,7 +43,7 @@ class RunStopped(Exception):
 def run_command(command: click.Command, argv: Sequence[str] | None, prog_name: str, quiet: bool = False) -> int:
     """Run a click command and return its exit status; every error becomes one line on stderr.
 
-    UsageError and click's usage errors exit 2, an interrupt 130. `quiet`: print nothing (ranks other than 0)
+    UsageError, click's usage errors and a path name too long for the file system exit 2, an interrupt 130. `quiet`: print nothing (ranks other than 0)
     except RunStopped, which every rank says (exit 1): the rank that would print may be the one that is gone.
     """
     try:
@@ -58,6 +59,10 @@ def run_command(command: click.Command, argv: Sequence[str] | None, prog_name: s
         return exc.exit_code
     except click.exceptions.Abort:
         message, status = "aborted", EXIT_INTERRUPTED
+    except OSError as exc:  # a path the user named that no file system holds; pathlib's is_dir() and exists() raise
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        message, status = f"error: {exc.filename}: a path name longer than the file system allows", EXIT_USAGE
     else:
         return 0
     if not quiet:

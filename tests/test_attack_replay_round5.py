@@ -131,6 +131,14 @@ def _calibrate_with_meta(meta: str, error: str):
     return case
 
 
+_LONG = "1" * 5000  # a path name longer than any file system's 255 bytes
+
+
+def _long_name(*argv: str, error: str = r"1+ \.\.\. .* 1+: a path name longer than the file system allows"):
+    """A command given a 5000-character path name where it takes a file or folder (pathlib's is_dir() raises)."""
+    return lambda tmp: Attack(["commprof", *(a.replace("SWEEP", str(sweep_file(tmp, ""))) for a in argv)], 2, error)
+
+
 _NESTED = "[" * 100_000 + "]" * 100_000
 _POINTS = "all_reduce_us = [[1024, 6.0], [65536, 12.0]]"
 CASES: dict[str, Callable[[Path], Attack]] = {
@@ -172,11 +180,18 @@ CASES: dict[str, Callable[[Path], Attack]] = {
         )(tmp),
         absent=r"[^\n]{2100}",
     ),
-    # 2. a folder where a file is expected
+    "sweep-model-5000-characters": _simulate(
+        f"model = '{_LONG}'\n", r"evil\.toml: run\.model: model config 1+ .* 1+: File name too long"
+    ),
+    # 2. a folder where a file is expected, and a path name no file system holds
     "sweep-file-is-a-folder": _sweep_is_a_folder,
     "compute-trace-is-a-folder": _simulate(
         "compute = 'trace:/'\n", r"evil\.toml: run\.compute: compute trace file /: not a regular file"
     ),
+    "simulate-topology-5000-characters": _long_name("simulate", "--topology", _LONG, "--sweep", "SWEEP"),
+    "simulate-sweep-5000-characters": _long_name("simulate", "--topology", "pcie-4gpu", "--sweep", _LONG),
+    "report-run-5000-characters": _long_name("report", _LONG),
+    "nccl-graph-run-5000-characters": _long_name("nccl-graph", "--from-run", _LONG, "--out", "g"),
     # 3. a calibration's [fit], which the simulator reads for its expected error, its ranks and its protocols
     "calibration-band-names-an-integer": _calibration(
         'band_names = ["8-64 KB", "64 KB-1 MB"]',
@@ -249,6 +264,12 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     ),
     "plan-line-nested-100000-deep": _run_folder(
         "plan.jsonl", _line_inserted(_NESTED, 1), 2, r"plan\.jsonl:2: not a plan line \(not JSON: maximum recursion"
+    ),
+    "plan-line-kind-a-list": _run_folder(
+        "plan.jsonl",
+        lambda text: text + '{"line": ["stages"]}\n',
+        2,
+        r"plan\.jsonl:4: not a plan line: line \['stages'\]",
     ),
     "plan-torn-last-line": _run_folder(
         "plan.jsonl", lambda text: text[:-20], 0, "", absent=r"UserWarning|report/command\.py|RunExtras"

@@ -156,7 +156,7 @@ def _decode(text: str) -> StagesLine | PointsLine | SearchesLine | EndedLine:
         except (ValueError, RecursionError) as exc:
             raise _NotJson(str(exc)) from None
     kind = raw.get("line") if isinstance(raw, dict) else None
-    if kind not in LINE_TYPES:
+    if not isinstance(kind, str) or kind not in LINE_TYPES:
         raise ValueError(f"line {one_line(repr(kind))[:40]} is none of {', '.join(LINE_TYPES)}")
     raw = {k: v for k, v in raw.items() if k != "line"}
     try:
