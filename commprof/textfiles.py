@@ -75,7 +75,7 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
     """TOML from `text`; UsageError "<where>: ..." for bad syntax, numbers beyond Python's digit limit or nesting
     beyond its recursion limit."""
     try:
-        return tomllib.loads(text)
+        return tomllib.loads(text.removeprefix("\ufeff"))  # a byte-order mark, as Windows editors save UTF-8
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{where}: not valid TOML ({exc})") from None
     except (ValueError, RecursionError) as exc:
