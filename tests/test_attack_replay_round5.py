@@ -27,7 +27,7 @@ def _simulate(body: str, error: str, whole: bool = False):
         def nothing_written():
             assert not out.exists() or list(out.iterdir()) == []
 
-        return Attack(argv, 2, error, [out], after=nothing_written)
+        return Attack(argv, 2, error, [out], limit_s=20, after=nothing_written)  # 100,000 settings took hours
 
     return case
 
@@ -183,6 +183,16 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "sweep-model-5000-characters": _simulate(
         f"model = '{_LONG}'\n", r"evil\.toml: run\.model: model config 1+ .* 1+: File name too long"
     ),
+    **{
+        f"sweep-{where}-100000-variables": _simulate(
+            table + "".join(f"NCCL_V{i} = {value}\n" for i in range(100_000)), error
+        )
+        for where, table, value, error in (
+            ("axes", "[axes.env]\n", "['1']", r"evil\.toml: axes: more than 256 settings"),
+            ("point", "[[points]]\n[points.env]\n", "'1'", r"evil\.toml: points\[0\]: 100000 settings"),
+            ("stage-axes", "[[stages]]\ntop_k = 1\n[stages.axes.env]\n", "['1']", r"stages\[0\]\.axes: more than 256"),
+        )
+    },
     # 2. a folder where a file is expected, and a path name no file system holds
     "sweep-file-is-a-folder": _sweep_is_a_folder,
     "compute-trace-is-a-folder": _simulate(
