@@ -139,6 +139,17 @@ def _long_name(*argv: str, error: str = r"1+ \.\.\. .* 1+: a path name longer th
     return lambda tmp: Attack(["commprof", *(a.replace("SWEEP", str(sweep_file(tmp, ""))) for a in argv)], 2, error)
 
 
+def _import_time_1e300(tmp):
+    """An nccl-tests log whose first row took 1e300 µs: refused at import, not written for the report to plot."""
+    log = tmp / "log.txt"
+    text = (REPO / "tests" / "fixtures" / "nccl-tests" / "synthetic_per_iter_I1.txt").read_text()
+    log.write_text(text.replace("-1    21.50    0.38", "-1    1e300    0.38", 1))
+    out = tmp / "imported"
+    return Attack(
+        ["commprof", "import-nccl-tests", str(log), "--out", str(out)], 2, r"log\.txt:\d+: time 1e300 µs", [out]
+    )
+
+
 _NESTED = "[" * 100_000 + "]" * 100_000
 _POINTS = "all_reduce_us = [[1024, 6.0], [65536, 12.0]]"
 CASES: dict[str, Callable[[Path], Attack]] = {
@@ -284,6 +295,7 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "plan-torn-last-line": _run_folder(
         "plan.jsonl", lambda text: text[:-20], 0, "", absent=r"UserWarning|report/command\.py|RunExtras"
     ),
+    "import-time-1e300-us": _import_time_1e300,
     "calibrate-meta-not-json": _calibrate_with_meta("[[[[", r"run metadata .*meta\.json: not valid JSON"),
     "calibrate-meta-run-id-an-integer": _calibrate_with_meta(
         '{"run_id": 5}', r"meta\.json: not usable run metadata: run_id: expected a string, got an integer"
