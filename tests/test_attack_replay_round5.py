@@ -178,6 +178,9 @@ CASES: dict[str, Callable[[Path], Attack]] = {
         f"[report]\ncompute_ms = {{ '{'9' * 5000}' = 1.0 }}\n",
         r"evil\.toml: report\.compute_ms\.9+ \.\.\. .* 9+: not a T of",
     ),
+    "sweep-accept-length-1e300": _simulate(
+        "[report]\naccept_lengths = [2.0, 1e300]\n", r"report\.accept_lengths\[1\]: 1e\+300 is above 1024\.0"
+    ),
     "sweep-baseline-every-1e400-minutes": _simulate(
         f"baseline_every = '1{'0' * 400}min'\n", r"evil\.toml: run\.baseline_every: expected a number of points"
     ),

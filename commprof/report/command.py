@@ -22,6 +22,7 @@ from commprof.records.files import (
     read_records,
 )
 from commprof.records.run_meta import meta_view, read_meta
+from commprof.records.values import MAX_ACCEPT
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
@@ -152,10 +153,6 @@ def parse_ms(value: Any, what: str) -> float:
     if not math.isfinite(number) or number < 0:
         raise UsageError(f"--{what}-ms: {value!r} must be a finite number >= 0")
     return number
-
-
-# No verify step keeps more tokens than this (drafts are a handful of tokens; T itself is at most a few hundred).
-MAX_ACCEPT = 1024
 
 
 def parse_accept(value: Any) -> tuple[float, ...]:
