@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import signal
 import time
 from collections.abc import Sequence
@@ -19,6 +20,9 @@ EXIT_INTERRUPTED = 130
 # How long a rank that prints nothing waits before it ends in a refusal every rank makes: rank 0, which prints the
 # one line, ends first, and torchrun ends this one then.
 QUIET_RANK_DELAY_S = 5.0
+# The most of one error line a terminal gets: a value or key from a file (a 1 MB string, a 16 MB sweep file's key)
+# is cut in the middle, with how much was left out.
+LINE_CHARS = 2000
 
 
 class UsageError(Exception):
@@ -39,7 +43,7 @@ class RunStopped(Exception):
 def run_command(command: click.Command, argv: Sequence[str] | None, prog_name: str, quiet: bool = False) -> int:
     """Run a click command and return its exit status; every error becomes one line on stderr.
 
-    UsageError and click's usage errors exit 2, an interrupt 130. `quiet`: print nothing (ranks other than 0)
+    UsageError, click's usage errors and a path name too long for the file system exit 2, an interrupt 130. `quiet`: print nothing (ranks other than 0)
     except RunStopped, which every rank says (exit 1): the rank that would print may be the one that is gone.
     """
     try:
@@ -55,11 +59,24 @@ def run_command(command: click.Command, argv: Sequence[str] | None, prog_name: s
         return exc.exit_code
     except click.exceptions.Abort:
         message, status = "aborted", EXIT_INTERRUPTED
+    except OSError as exc:  # a path the user named that no file system holds; pathlib's is_dir() and exists() raise
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+        message, status = f"error: {exc.filename}: a path name longer than the file system allows", EXIT_USAGE
     else:
         return 0
     if not quiet:
-        click.echo(printable(f"commprof: {message}"), err=True)
+        click.echo(printable("\n".join(_cut(line) for line in f"commprof: {message}".split("\n"))), err=True)
     elif status == EXIT_USAGE:  # every rank refuses alike; torchrun ends the others when one fails: rank 0 says why
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # torchrun's stop ends it silently: rank 0 has said why
         time.sleep(QUIET_RANK_DELAY_S)
     return status
+
+
+def _cut(line: str) -> str:
+    """`line` as at most LINE_CHARS characters: its start (the file and key) and its end (the problem and what is
+    allowed), with how many characters between them were left out."""
+    if len(line) <= LINE_CHARS:
+        return line
+    head, tail = LINE_CHARS * 3 // 4, LINE_CHARS // 4
+    return f"{line[:head]} ... ({len(line) - head - tail} characters left out) ... {line[-tail:]}"

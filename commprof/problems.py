@@ -33,22 +33,25 @@ def allowed(values: Iterable[object]) -> str:
 _LARGEST = sys.float_info.max  # TOML allows inf and nan: neither is a measurement, a bandwidth or a time
 
 
-def integer(low: int, high: int | None = None, missing: str | None = None) -> Any:
+def integer(low: int, high: int | None = None, missing: str | None = None, most: int | None = None) -> Any:
     """An integer from `low` (to `high`), refused as "0 is below 1 (allowed: an integer >= 1)"; `missing`: what
-    "missing (allowed: ...)" says where more than the bounds helps."""
+    "missing (allowed: ...)" says where more than the bounds helps; `most`: a limit no run reaches, refused as
+    "9999 is above 1024 (allowed: an integer >= 1)" without being offered."""
     want = f"an integer >= {low}" + ("" if high is None else f" and <= {high}")
-    return Annotated[int, msgspec.Meta(ge=low, le=high, extra={"want": want, "missing": missing or want})]
+    top = high if most is None else most
+    return Annotated[int, msgspec.Meta(ge=low, le=top, extra={"want": want, "missing": missing or want})]
 
 
-def number(low: float | None = None, high: float | None = None, strict: bool = False) -> Any:
+def number(low: float | None = None, high: float | None = None, strict: bool = False, most: float | None = None) -> Any:
     """A finite number from `low` (above it when strict) to `high`, refused as "-1 is out of range (allowed: a
-    number >= 0)" or "nan is not a finite number (allowed: ...)"."""
+    number >= 0)" or "nan is not a finite number (allowed: ...)"; `most`: as integer's."""
     bound = "" if low is None else f" > {low:g}" if strict else f" >= {low:g}"
     if high is not None:
         bound += f" and <= {high:g}" if bound else f" <= {high:g}"
     floor = {"ge": -_LARGEST} if low is None else {"gt": low} if strict else {"ge": low}
+    top = high if most is None else most
     return Annotated[
-        float, msgspec.Meta(**floor, le=_LARGEST if high is None else high, extra={"want": f"a number{bound}"})
+        float, msgspec.Meta(**floor, le=_LARGEST if top is None else top, extra={"want": f"a number{bound}"})
     ]
 
 

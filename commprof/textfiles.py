@@ -48,10 +48,11 @@ def read_bytes(path: Path | str, what: str, limit: int = CONFIG_BYTES) -> bytes:
         raise UsageError(f"{what} not found: {path}") from None
     except OSError as exc:
         raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # a folder, a FIFO, a device (os.fdopen refuses a folder itself)
+        os.close(fd)
+        raise UsageError(f"{what} {path}: not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise UsageError(f"{what} {path}: not a regular file")
         if info.st_size > limit:
             raise UsageError(f"{what} {path}: {info.st_size} bytes, more than the {limit} a {what} may have")
         try:
@@ -78,7 +79,7 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
     """TOML from `text`; UsageError "<where>: ..." for bad syntax, numbers beyond Python's digit limit or nesting
     beyond its recursion limit."""
     try:
-        return tomllib.loads(text)
+        return tomllib.loads(text.removeprefix("\ufeff"))  # a byte-order mark, as Windows editors save UTF-8
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{where}: not valid TOML ({exc})") from None
     except (ValueError, RecursionError) as exc:

@@ -40,6 +40,10 @@ def _set(target: dict, path: tuple, value) -> None:
         (("nccl", "findings"), [{"evidence": [1]}], "nccl: findings: an item: evidence: an item: expected a string"),
         (("nccl", "graph"), {"channels": -1}, "nccl.graph.channels -1 is out of range"),
         (("nccl", "graph_file"), {"loaded": "x"}, "nccl: graph_file: loaded: expected true/false or null"),
+        (("step_us", "n"), -5, "step_us.n -5 is out of range (allowed: 0..2147483648)"),
+        (("point", "stage"), -1, "point.stage -1 is out of range (allowed: 0..2147483648)"),
+        (("plan", "hidden_size"), -7168, "plan.hidden_size -7168 is out of range"),
+        (("plan", "tokens"), 2**70, "plan.tokens 1180591620717411303424 is out of range (allowed: 1..16777216)"),
     ],
 )
 def test_a_step_record_section_of_the_wrong_shape_is_one_line_naming_its_key(tmp_path, path, value, problem):

@@ -92,3 +92,9 @@ def test_trace_files_are_read_with_the_same_limits(tmp_path, capsys):
     fifo = tmp_path / "host-pid1.log"
     os.mkfifo(fifo)
     one_line_error(capsys, ["trace", str(fifo)], "NCCL Inspector dump .*: not a regular file")
+
+
+def test_a_toml_file_saved_with_a_byte_order_mark_reads_as_without_it():
+    from commprof.textfiles import parse_toml
+
+    assert parse_toml('\ufeffname = "x"\n[run]\ntokens = [1]\n', "bom.toml") == {"name": "x", "run": {"tokens": [1]}}

@@ -28,17 +28,13 @@ TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
 
 def _load_runs(run_dirs: tuple[Path, ...]) -> list[tuple[list[dict], dict]]:
     """Every run's records and meta.json (read_records refuses a time no measurement can have, naming file and line;
-    a run without a readable meta.json has {})."""
+    a run without meta.json has {}, one whose meta.json cannot be used is refused as the report refuses it)."""
     runs = []
     for run_dir in run_dirs:
         results = run_dir / RESULTS_FILE
         if not results.is_file():
             raise UsageError(f"{run_dir}: not a commprof run folder (no {RESULTS_FILE})")
-        try:
-            meta = read_meta(run_dir)
-        except UsageError:
-            meta = {}
-        runs.append((read_records(results), meta))
+        runs.append((read_records(results), read_meta(run_dir)))
     return runs
 
 
@@ -60,10 +56,7 @@ def _gpu_generation(run_dirs: tuple[Path, ...]) -> tuple[str | None, set[str]]:
     """The GPU generation the runs' GPUs have (None: not stated) and their names; several are refused."""
     found: dict[str, set[str]] = {}
     for run_dir in run_dirs:
-        try:
-            gpus = meta_view(read_meta(run_dir)).gpus or []
-        except UsageError:
-            continue
+        gpus = meta_view(read_meta(run_dir)).gpus or []
         for gpu in gpus if isinstance(gpus, list) else []:
             name = str(gpu.get("name", "")) if isinstance(gpu, dict) else str(gpu)
             capability = gpu.get("compute_capability") if isinstance(gpu, dict) else None

@@ -4,12 +4,13 @@ corrupt file is refused, not believed."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from commprof.costmodel.latency import ARCHS, LINKS, PROTOS, CostParams
-from commprof.problems import Problems, choice, integer, number, table
+from commprof.problems import Problems, String, choice, integer, number, table
+from commprof.records.values import MAX_RANKS
 from commprof.textfiles import parse_toml
 
 
@@ -106,6 +107,23 @@ class CostModelTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     hop_us: table(HopUs)
 
 
+def _list(item: Any, want: str) -> Any:
+    return Annotated[list[item], msgspec.Meta(extra={"want": want})]
+
+
+class FitTable(msgspec.Struct, frozen=True, kw_only=True):
+    """[fit]: how the calibration was fitted; the keys the simulator reads, typed (its other keys are notes)."""
+
+    model: String | None = None  # "line": a latency + bandwidth line (LineFit), else the cost model
+    ranks: integer(1, most=MAX_RANKS) | None = None  # the rank count it was fitted at
+    protocols: _list(choice(PROTOS, "a protocol"), f"a list of {', '.join(PROTOS)}") = []  # the protocols it saw
+    expected_error_pct: number(0.0) | None = None  # the largest held-out error over band_names
+    error_basis: String | None = None  # how expected_error_pct was judged
+    band_names: _list(String, "a list of strings") = []  # the decode / verify size bands it was judged on
+    band_error_pct: _list(number(0.0), "a list of numbers >= 0") = []  # the held-out error of each band_names
+    box: table(dict[str, Any]) | None = None  # the box it was fitted on (fitted_box.BoxFacts)
+
+
 class LineFit(msgspec.Struct, frozen=True, kw_only=True):
     """[fit] of a calibration that fell back to a latency + bandwidth line (model = "line"); its other keys are
     the fit's notes (samples, protocols, ranks, error), read by the simulator."""
@@ -148,6 +166,9 @@ def params_from_toml(text: str, path: str) -> CostParams:
     model = data.costmodel or data.model
     if COSTMODEL_TABLE not in raw and LEGACY_COSTMODEL_TABLE not in raw:
         problems.error(COSTMODEL_TABLE, "missing (allowed: a table)")
+    fit = problems.read(data.fit, FitTable, ("fit",))
+    if not problems.errors and len(fit.band_error_pct) != len(fit.band_names):
+        problems.error("fit.band_error_pct", f"{len(fit.band_error_pct)} errors for {len(fit.band_names)} band_names")
     line = None
     if data.fit.get("model") == "line":
         fit = problems.read(data.fit, LineFit, ("fit",))

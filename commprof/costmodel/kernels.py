@@ -21,6 +21,8 @@ from commprof.errors import UsageError
 from commprof.floor.model import ALGORITHMS, FloorFigures, algorithm_us, received_bytes
 from commprof.problems import Problems, String, choice, integer, number, table
 from commprof.records.schema import GRAPH_FIRST
+from commprof.records.validate import bounded
+from commprof.records.values import LARGEST, MAX_BYTES
 from commprof.records.vocab import KERNEL_BASES, KernelBasis
 
 BASES = KERNEL_BASES
@@ -103,7 +105,7 @@ class KernelTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     source: String  # where the figures (or the floor's overhead) come from
     timed: choice(TIMED, "a timing mode") = "eager"
     algorithm: choice(ALGORITHMS, "an all-reduce algorithm") | None = None
-    max_bytes: integer(1) | None = None
+    max_bytes: integer(1, most=MAX_BYTES) | None = None
     overhead_us: number(0.0) = 0.0
     expected_error_pct: number(0.0) | None = None  # given: error_basis must say why
     error_basis: String | None = None
@@ -146,15 +148,22 @@ def kernel_model_from_table(impl: str, raw: dict, problems: Problems) -> KernelM
     )
 
 
+# LATENCY_POINTS as a type: integer bytes a record may hold, finite microseconds above 0
+_LATENCY_POINTS = list[tuple[bounded(int, gt=0, le=MAX_BYTES), bounded(float, gt=0, le=LARGEST)]]
+
+
 def _points(raw, key: str, problems: Problems) -> tuple[tuple[int, float], ...] | None:
     if raw is None:
         problems.error(key, f"missing (allowed: {LATENCY_POINTS})")
         return None
     try:
-        points = tuple(sorted((int(b), float(us)) for b, us in raw))
-    except (TypeError, ValueError):
+        points = tuple(sorted(msgspec.convert(raw, _LATENCY_POINTS)))
+    except msgspec.ValidationError:
         points = ()
-    if not points or any(b <= 0 or us <= 0 for b, us in points):
+    if len({b for b, _ in points}) < len(points):
+        problems.error(key, f"{raw!r} gives a size twice, which has no one latency (allowed: {LATENCY_POINTS})")
+        return None
+    if not points:
         problems.error(key, f"{raw!r} is not {LATENCY_POINTS} (allowed: {LATENCY_POINTS})")
         return None
     return points

@@ -114,17 +114,16 @@ def simulate(
     else:
         topology = load_topology(topology_name)
     spec = load_sweep(sweep_file, max_points=max_points or DEFAULT_MAX_POINTS)
+    tp = spec.tp or topology.gpus
+    # every T's plan builds on this box's TP before a run folder is made
+    plans = [build_step_plan(spec.model_shape, tp, t, spec.phase, spec.dtype, spec.plan_options) for t in spec.tokens]
     calibration = None
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
         calibration = replace(
             params_from_toml(text, str(calibration_file)), source=calibration_name(calibration_file, text)
         )
-        tp = spec.tp or topology.gpus
         prior = topology.prior_error or prior_error(tp)
-        plans = [
-            build_step_plan(spec.model_shape, tp, t, spec.phase, spec.dtype, spec.plan_options) for t in spec.tokens
-        ]
         sizes = {op.bytes for plan in plans for op in plan.ops if op.collective == "all_reduce"}
         calibration = applied_to(over_plan_sizes(calibration, sizes, prior), topology_facts(topology, tp), prior)
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
@@ -137,7 +136,6 @@ def simulate(
     )
     append_records(run_dir / RESULTS_FILE, records)
     append_plan(run_dir, simulation.plan)
-    tp = spec.tp or topology.gpus
     meta = file_run_meta(
         run_dir.name,
         "simulated",

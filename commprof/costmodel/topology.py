@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import msgspec
 
 from commprof.costmodel.box import BoxTopology
+from commprof.costmodel.calibration_file import PARAM_BOUNDS
 from commprof.costmodel.kernels import KernelModel, floor_from_table, kernel_model_from_table
 from commprof.costmodel.latency import LINKS, CostParams, arch_of, nccl_prior
 from commprof.errors import UsageError
@@ -23,6 +24,7 @@ from commprof.evidence import ModelError
 from commprof.floor.model import FloorFigures
 from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, NCCL_PATH_TYPES, P2P_LEVELS, nccl_user_p2p_level
 from commprof.problems import Boolean, Problems, String, allowed, choice, integer, number, table
+from commprof.records.values import MAX_RANKS
 from commprof.shipped_files import TOPOLOGY_DIRS as PRESET_DIRS
 from commprof.textfiles import parse_toml, read_text
 
@@ -154,8 +156,13 @@ def load_topology(name_or_path: str) -> Topology:
 
 PROTOCOL_KEYS = ("LL", "LL128", "Simple")
 # [links.<type>.hop_us]: a published per-hop latency for each protocol, µs
+# A link's figures stay inside the bounds a calibration of it may state (calibration_file.PARAM_BOUNDS).
+_MOST = {name: high for name, (_, high) in PARAM_BOUNDS.items()}
 LinkHopUs = msgspec.defstruct(
-    "LinkHopUs", [(proto, number(0.0)) for proto in PROTOCOL_KEYS], frozen=True, forbid_unknown_fields=True
+    "LinkHopUs",
+    [(proto, number(0.0, most=_MOST["hop_us"])) for proto in PROTOCOL_KEYS],
+    frozen=True,
+    forbid_unknown_fields=True,
 )
 
 
@@ -163,12 +170,13 @@ class LinkTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     """[links.<type>]: NCCL's figures for one transport, and the published measurements that replace NCCL's (as a
     set, with their source)."""
 
-    channels: integer(1)  # the channels NCCL runs
-    channel_bw_gbps: number(0.0, strict=True)  # NCCL's per-channel bus bandwidth
-    nvls_channels: integer(0) = 0
+    channels: integer(1, most=_MOST["channels"])  # the channels NCCL runs
+    channel_bw_gbps: number(0.0, strict=True, most=_MOST["channel_bw_gbps"])  # NCCL's per-channel bus bandwidth
+    nvls_channels: integer(0, most=_MOST["nvls_channels"]) = 0
     hop_us: table(LinkHopUs) | None = None  # measured: the per-hop latencies that replace NCCL's (needs a source)
-    overhead_us: number(0.0) | None = None  # measured: a fixed per-op overhead (None: 0)
-    nccl_bw_gbps: number(0.0, strict=True) | None = None  # what NCCL's own search assumes, where measured differs
+    overhead_us: number(0.0, most=_MOST["overhead_us"]) | None = None  # measured: a fixed per-op overhead (None: 0)
+    # what NCCL's own search assumes, where measured differs
+    nccl_bw_gbps: number(0.0, strict=True, most=_MOST["nccl_bw_gbps"]) | None = None
     max_bus_gbps: number(0.0, strict=True) | None = None  # the links' measured capacity
     source: String | None = None  # where the measured figures come from
 
@@ -179,12 +187,12 @@ class TopologyFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
 
     name: String
     description: String
-    gpus: integer(1)
+    gpus: integer(1, most=MAX_RANKS)
     compute_capability: number(0.0, strict=True)
     gpu_path: choice(PATH_TYPES[1:], "a path type")  # the worst pair's path type (in any case)
     p2p_supported: Boolean
     p2p_atomics: Boolean | None = None
-    launch_overhead_us: number()  # the host's launch overhead, µs
+    launch_overhead_us: number(0.0)  # the host's launch overhead, µs
     assumptions: String  # what the preset assumes where no measurement says
     sources: Annotated[list[String], msgspec.Meta(extra={"want": "a list of strings"})]
     links: table(dict[str, Any])  # per link type (LINKS): a LinkTable

@@ -222,9 +222,13 @@ def load_model(
         text = resources.files("commprof.planner.presets").joinpath(PRESETS[key]).read_text()
         return shape_from_config(json.loads(text), key, f"preset:{key}", layout, engine, mxfp4_backend)
     path = Path(spec)
-    if path.is_dir():
-        path = path / "config.json"
-    if not path.exists():
+    try:
+        if path.is_dir():
+            path = path / "config.json"
+        found = path.exists()
+    except OSError as exc:  # a name longer than the file system allows
+        raise UsageError(f"model config {spec}: {exc.strerror}") from None
+    if not found:
         if spec.endswith(".json") or "/" in spec:
             raise UsageError(f"model config not found: {spec}")
         raise UsageError(

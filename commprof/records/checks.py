@@ -27,7 +27,7 @@ def decode_record(line: bytes | str | memoryview) -> dict[str, Any]:
     record cannot be used otherwise."""
     try:
         record = _STEP.decode(line)
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         return _decode_slowly(bytes(line) if isinstance(line, memoryview) else line)
     problem = rule_problem(record)
     if problem:
@@ -38,7 +38,7 @@ def decode_record(line: bytes | str | memoryview) -> dict[str, Any]:
 def _decode_slowly(line: bytes | str) -> dict[str, Any]:
     try:
         raw = msgspec.json.decode(line)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested deeper than msgspec's stack: json.loads names it
         try:
             raw = json.loads(line)  # NaN / Infinity, which a reader refuses below by their field
         except (ValueError, RecursionError):

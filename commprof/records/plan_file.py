@@ -19,6 +19,7 @@ from commprof.terminal import one_line
 
 PLAN_FILE = "plan.jsonl"
 MAX_COUNT = 10**9  # more stages or records per point than any sweep plans
+MAX_STAGE_NAME = 200  # characters of a stage's name
 Unit = Literal["points", "searches"]  # a refinement stage plans points; a crossover stage, searches
 Stage = bounded(int, "{path} {value} is not an integer from {low} to {high}", ge=0, le=MAX_COUNT)
 
@@ -33,7 +34,9 @@ class PlannedStage(msgspec.Struct, frozen=True):
     """One stage after stage 0, as a "stages" line lists it."""
 
     stage: Stage
-    name: bounded(str, "{path}: not a string of at most 200 characters", max_length=200)  # shown as the stage's
+    name: bounded(
+        str, f"{{path}}: not a string of at most {MAX_STAGE_NAME} characters", max_length=MAX_STAGE_NAME
+    )  # shown as the stage's
     unit: Unit
 
 
@@ -147,13 +150,13 @@ def _decode(text: str) -> StagesLine | PointsLine | SearchesLine | EndedLine:
     """One line as its typed structure; ValueError saying why it is no plan line."""
     try:
         raw = msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested deeper than msgspec's stack: json.loads names it
         try:  # its words: a constant (NaN, Infinity) or a number beyond a float (1e400, read as inf) by name
             raw = json.loads(text, parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:
             raise _NotJson(str(exc)) from None
     kind = raw.get("line") if isinstance(raw, dict) else None
-    if kind not in LINE_TYPES:
+    if not isinstance(kind, str) or kind not in LINE_TYPES:
         raise ValueError(f"line {one_line(repr(kind))[:40]} is none of {', '.join(LINE_TYPES)}")
     raw = {k: v for k, v in raw.items() if k != "line"}
     try:

@@ -37,7 +37,7 @@ from commprof.records.meta_sections import (
 from commprof.records.point_ids import RUN_ID
 from commprof.records.schema import SOURCES, Source
 from commprof.records.validate import bounded, problem_of
-from commprof.records.values import Count, Finite, Ranks
+from commprof.records.values import MAX_POINT_TIMEOUT_S, MAX_TOKENS, Count, Finite, Ranks
 from commprof.textfiles import read_json
 from commprof.versions import installed_version
 
@@ -56,10 +56,10 @@ class MetaPlan(TypedDict, total=False):
     tp: Ranks | None
     phase: str | None
     dtype: str | None
-    tokens: list[bounded(int, "plan.tokens: a T out of range (allowed: {low}..{high})", ge=1, le=1 << 24)] | None
+    tokens: list[bounded(int, "plan.tokens: a T out of range (allowed: {low}..{high})", ge=1, le=MAX_TOKENS)] | None
     iterations: Count | None
     warmup: Count | None
-    point_timeout_s: bounded(float, _TIMEOUT, gt=0, le=86400 * 7) | None
+    point_timeout_s: bounded(float, _TIMEOUT, gt=0, le=MAX_POINT_TIMEOUT_S) | None
     layout: str | None
     compute: str | None  # what each rank ran between two collectives, as the sweep file (or --compute) said
     skew: str | None

@@ -15,7 +15,7 @@ from commprof.records.nccl_facts import NcclFacts
 from commprof.records.point_ids import POINT_ID, RUN_ID
 from commprof.records.validate import bounded
 from commprof.records.values import LARGEST as _LARGEST
-from commprof.records.values import MAX_BYTES, Bytes, Count, NonNegative, Ranks, Time
+from commprof.records.values import MAX_BYTES, MAX_TOKENS, Bytes, Count, NonNegative, Ranks, Time
 from commprof.records.vocab import KernelBasis
 
 SCHEMA_VERSION = 2
@@ -57,13 +57,13 @@ RunId = bounded(str, "run id {value!r} is not one (letters, digits, '.', '_', '-
 PointId = bounded(
     str, "point id {value!r} is not one (p000, p001, ..., s1-p000, ...)", pattern=rf"\A{POINT_ID.pattern}\Z"
 )
-Tokens = bounded(int, ge=1, le=1 << 24)
+Tokens = bounded(int, ge=1, le=MAX_TOKENS)
 
 
 class Stats(TypedDict, total=False):
     """A latency over the timed steps (or one op's over the steps), µs."""
 
-    n: int  # samples
+    n: Count  # samples
     min: Time
     median: Time
     mean: Time
@@ -103,8 +103,8 @@ class Point(TypedDict, total=False):
     impl: str  # the all-reduce implementation (commprof.impls)
     env: dict[str, str]  # only what the point sets on top of the run's environment
     options: dict[str, Any]  # the implementation's options
-    stage: int  # the staged search's stage that produced the point
-    repeat: int  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
+    stage: Count  # the staged search's stage that produced the point
+    repeat: Count  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
 
 
 class Check(TypedDict, total=False):
@@ -151,21 +151,21 @@ class StepPlanSummary(TypedDict, total=False):
     """StepPlan.summary(): what the replayed step was (commprof.planner.plan.StepPlan)."""
 
     model: str | None  # the LLM's name
-    tp: int
-    tokens: int
+    tp: Ranks
+    tokens: Tokens
     phase: str | None
     dtype: str | None
-    hidden_size: int
-    num_layers: int
-    vocab_size: int
+    hidden_size: Count
+    num_layers: Count
+    vocab_size: Count
     layout: str | None  # the layer layout ("standard", "parallel", "hybrid:...")
-    all_reduce: int  # collectives of each kind in the step
-    all_gather: int
-    reduce_scatter: int
-    draft_ops: int  # of them, the draft model's
+    all_reduce: Count  # collectives of each kind in the step
+    all_gather: Count
+    reduce_scatter: Count
+    draft_ops: Count  # of them, the draft model's
     spec: str | None  # the draft cycle (commprof.planner.speculative.PlanOptions)
-    num_steps: int | None
-    draft_vocab: int | None
+    num_steps: Count | None
+    draft_vocab: Count | None
     dp_attention: bool | None
     total_bytes: int
 

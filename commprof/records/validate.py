@@ -109,6 +109,8 @@ def _file_problem(message: str, found: Any, hint: Any, metas: list) -> str:
     if _EXPECTED.fullmatch(message) or not message.startswith(("Expected `int`", "Expected `float`")):
         got = type(found).__name__ if wanted.extra.get("got") == "type" else repr(found)
         return f"expected {want}, got {got}"
+    if message.startswith("Expected `float` <="):
+        return f"{found} is above {message.rpartition(' ')[2]} (allowed: {want})"
     if message.startswith("Expected `float`"):
         return f"{found} is out of range (allowed: {want})"
     low = next((m.ge for m in metas if m.ge is not None), None)

@@ -9,6 +9,11 @@ from commprof.records.validate import bounded
 
 MAX_RANKS = 1 << 20
 MAX_BYTES = 1 << 48
+MAX_TOKENS = 1 << 24  # a step's T
+MAX_COUNT = 1 << 31  # steps timed or warmed up, bad ops, samples
+MAX_POINT_TIMEOUT_S = 7 * 86400.0  # a week
+# No verify step keeps more tokens than this (drafts are a handful of tokens; T itself is at most a few hundred).
+MAX_ACCEPT = 1024
 LARGEST = sys.float_info.max
 Finite = bounded(float, "{colon}: expected a finite number, got {value!r}", ge=-LARGEST, le=LARGEST)
 # A duration or bandwidth at the top of a record, and one inside a Stats, a list or a column.
@@ -16,4 +21,4 @@ NonNegative = bounded(float, "{path} {value!r} is negative or not finite", ge=0,
 Time = bounded(float, "{head}: a negative or non-finite time", ge=0, le=LARGEST)
 Ranks = bounded(int, ge=1, le=MAX_RANKS)
 Bytes = bounded(int, ge=0, le=MAX_BYTES)
-Count = bounded(int, ge=0, le=1 << 31)
+Count = bounded(int, ge=0, le=MAX_COUNT)

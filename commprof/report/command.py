@@ -22,6 +22,7 @@ from commprof.records.files import (
     read_records,
 )
 from commprof.records.run_meta import meta_view, read_meta
+from commprof.records.values import MAX_ACCEPT
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
 
@@ -152,10 +153,6 @@ def parse_ms(value: Any, what: str) -> float:
     if not math.isfinite(number) or number < 0:
         raise UsageError(f"--{what}-ms: {value!r} must be a finite number >= 0")
     return number
-
-
-# No verify step keeps more tokens than this (drafts are a handful of tokens; T itself is at most a few hundred).
-MAX_ACCEPT = 1024
 
 
 def parse_accept(value: Any) -> tuple[float, ...]:
@@ -337,8 +334,11 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
     for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
         options = replace(report_options(cli, sweep_options(meta)), observed=observed[0], observed_source=observed[1])
         again = Path(run_dir) / BASELINE_REPEATS_FILE
-        repeats = read_records(again) if again.exists() else []
-        extras = RunExtras(repeats, read_plan(Path(run_dir)))
+        with warnings.catch_warnings(record=True) as caught:  # a torn last line: one warning line, as for records
+            warnings.simplefilter("always")
+            extras = RunExtras(read_records(again) if again.exists() else [], read_plan(Path(run_dir)))
+        for note in caught:
+            click.echo(f"commprof: warning: {note.message}", err=True)
         runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), extras))
     for run in runs:
         check_observed(run, observed[0], observed[2])

@@ -22,6 +22,7 @@ from commprof.errors import EXIT_INTERRUPTED, RunStopped, UsageError, run_comman
 from commprof.planner.plan import PHASES
 from commprof.records.files import ensure_writable_dir
 from commprof.records.folder import refuse_links
+from commprof.records.values import MAX_COUNT, MAX_POINT_TIMEOUT_S, MAX_RANKS
 from commprof.shipped_files import sweep_file, sweep_option_help
 from commprof.sweep.planning.spec import DEFAULT, DEFAULT_MAX_POINTS, RunOverrides, SweepSpec, SweepTooLarge
 from commprof.terminal import echo
@@ -54,10 +55,14 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option("--tokens", callback=_tokens, default=None, help="T values, comma-separated [1,4,8].")
 @click.option("--phase", type=click.Choice(PHASES), default=None, help="decode or verify [verify].")
 @click.option("--dtype", default=None, help="Activation dtype [the model's].")
-@click.option("--tp", type=click.IntRange(min=1), default=None, help="Tensor parallel degree [world size].")
+@click.option(
+    "--tp", type=click.IntRange(min=1, max=MAX_RANKS), default=None, help="Tensor parallel degree [world size]."
+)
 @click.option("--impl", "impls", multiple=True, help="All-reduce implementation(s) to compare with the baseline.")
-@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Timed steps per (T, mode).")
-@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up steps per (T, mode).")
+@click.option(
+    "--iterations", type=click.IntRange(min=1, max=MAX_COUNT), default=None, help="Timed steps per (T, mode)."
+)
+@click.option("--warmup", type=click.IntRange(min=0, max=MAX_COUNT), default=None, help="Warm-up steps per (T, mode).")
 @click.option(
     "--compute",
     default=None,
@@ -66,7 +71,7 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 )
 @click.option(
     "--point-timeout",
-    type=click.FloatRange(min=0, min_open=True, max=1e6),
+    type=click.FloatRange(min=0, min_open=True, max=MAX_POINT_TIMEOUT_S),
     default=None,
     help="Seconds before a point is killed.",
 )

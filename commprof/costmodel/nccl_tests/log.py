@@ -111,8 +111,12 @@ class RefusedRow(ValueError):
     """A row whose numbers cannot be a measurement (a negative or non-finite time)."""
 
 
+MAX_LATENCY_US = 3.6e9  # an hour: no one collective of a benchmark takes longer
+
+
 def latency(token) -> float:
-    """A time column: a finite number > 0 (a collective takes time), else RefusedRow saying why."""
+    """A time column: a finite number > 0 (a collective takes time) of at most an hour, else RefusedRow saying
+    why."""
     value = float(token)
     if not math.isfinite(value):
         raise RefusedRow(f"time {token} is not a latency")
@@ -120,6 +124,8 @@ def latency(token) -> float:
         raise RefusedRow(f"time {token} is negative")
     if value == 0:
         raise RefusedRow(f"time {token} is zero")
+    if value > MAX_LATENCY_US:
+        raise RefusedRow(f"time {token} µs is above an hour")
     return value
 
 

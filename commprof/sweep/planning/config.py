@@ -21,6 +21,7 @@ from commprof.impls import registry
 from commprof.planner.plan import build_step_plan
 from commprof.problems import String, number, table
 from commprof.records import point_ids
+from commprof.records.values import MAX_ACCEPT
 from commprof.sweep.planning.dryrun import format_points_table
 from commprof.sweep.planning.points import auto_label, baseline, expand_axes
 from commprof.sweep.planning.run_table import RunSection, RunTable, parse_run
@@ -62,7 +63,8 @@ class ReportSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_
     # the step's compute time, ms: one for every T, or a table {"T" = ms} over T values of run.tokens
     compute_ms: number(0.0) | dict[str, number(0.0)] | None = None
     draft_ms: number(0.0) | None = None  # one draft cycle's time, ms (it does not depend on the verify step's T)
-    accept_lengths: number(1.0) | list[number(1.0)] | None = None  # tokens accepted per verify step
+    # tokens accepted per verify step
+    accept_lengths: number(1.0, most=MAX_ACCEPT) | list[number(1.0, most=MAX_ACCEPT)] | None = None
     baseline: String | None = None  # the stage-0 point id or label the report compares against
 
 
@@ -116,7 +118,7 @@ def _per_tokens(raw: float | dict[str, float], tokens: tuple[int, ...], problems
         return raw
     out = {}
     for name, value in raw.items():
-        if not re.fullmatch(r"\d+", name) or int(name) not in tokens:
+        if not re.fullmatch(r"\d{1,9}", name) or int(name) not in tokens:  # T <= MAX_TOKENS: 9 digits at most
             problems.error(
                 f"report.compute_ms.{name}", f"not a T of run.tokens (allowed: {', '.join(map(str, tokens))})"
             )

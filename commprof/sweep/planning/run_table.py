@@ -4,6 +4,7 @@ layout, T, the step's options, timing and spacing; each problem recorded under i
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from commprof.planner.plan import PHASES, PlanOptions
 from commprof.planner.spacing import ComputeSpec, SkewSpec
 from commprof.planner.speculative import DRAFT_METHODS
 from commprof.problems import String, choice, integer, number
+from commprof.records.values import MAX_COUNT, MAX_POINT_TIMEOUT_S, MAX_RANKS, MAX_TOKENS
 from commprof.sweep.planning.settings import INTERCONNECTS, SweepProblems
 from commprof.sweep.planning.spec import DEFAULT_ITERATIONS, DEFAULT_POINT_TIMEOUT_S, DEFAULT_WARMUP, BaselineEvery
 
@@ -31,16 +33,17 @@ class RunSection(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_onl
     T from an engine, the draft cycle, the spacing grammar) parse_run checks."""
 
     model: String = "kimi-k2.5"  # a preset's name or a config.json path
-    tp: integer(1) | None = None  # tensor-parallel degree; None: the world size
+    tp: integer(1, most=MAX_RANKS) | None = None  # tensor-parallel degree; None: the world size
     # the T values, or "engine:<name>" for that engine's CUDA-graph sizes
     tokens: Annotated[
-        Annotated[list[integer(1)], msgspec.Meta(min_length=1)] | str, msgspec.Meta(extra={"want": _TOKENS})
+        Annotated[list[integer(1, most=MAX_TOKENS)], msgspec.Meta(min_length=1)] | str,
+        msgspec.Meta(extra={"want": _TOKENS}),
     ] = msgspec.field(default_factory=lambda: [1])
     phase: choice(PHASES, "a phase") = "verify"
     dtype: String | None = None  # activation dtype (normalize_dtype's spellings); None: the model's
-    iterations: integer(1) = DEFAULT_ITERATIONS  # timed steps per point
-    warmup: integer(0) = DEFAULT_WARMUP
-    point_timeout_s: number(0.0, strict=True) = DEFAULT_POINT_TIMEOUT_S
+    iterations: integer(1, most=MAX_COUNT) = DEFAULT_ITERATIONS  # timed steps per point
+    warmup: integer(0, most=MAX_COUNT) = DEFAULT_WARMUP
+    point_timeout_s: number(0.0, strict=True, most=MAX_POINT_TIMEOUT_S) = DEFAULT_POINT_TIMEOUT_S
     interconnect: choice(INTERCONNECTS, "an interconnect") = "any"  # decides which trap warnings apply
     layout: String | None = None  # the layer layout ("standard", "parallel", "hybrid:..."); None: the model's
     engine: String | None = None  # the engine whose model files the plan follows ("vllm==0.33")
@@ -164,7 +167,7 @@ def _spacing(run: RunSection, problems: SweepProblems) -> tuple[ComputeSpec, Ske
     minutes = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*min\s*", raw) if isinstance(raw, str) else None
     if isinstance(raw, int) and raw >= 1:
         every = BaselineEvery(points=raw)
-    elif minutes and float(minutes[1]) > 0:
+    elif minutes and 0 < float(minutes[1]) < math.inf:
         every = BaselineEvery(seconds=60.0 * float(minutes[1]))
     elif raw is not None:
         problems.error("run.baseline_every", f"expected {_EVERY}, got {raw!r}")

@@ -27,6 +27,9 @@ SHORTHANDS = dict(zip(("channels", "ctas"), MIN_MAX_PAIRS))
 SETTING_KEYS = ("impl", *SHORTHANDS, *ENV_CHECKS, GRAPH_AXIS, "env")
 # What a sweep file may say it is written for; only decides which trap warnings apply.
 INTERCONNECTS = ("any", "pcie", "nvlink")
+# The most settings one point may make: more variables than NCCL, torch and the engines read (each point copies its
+# environment per setting, so 100,000 would take hours).
+MAX_SETTINGS = 256
 
 
 class SweepProblems(Problems):
@@ -173,6 +176,9 @@ def parse_axes(table: dict, key: str, problems: SweepProblems) -> tuple[Axis, ..
         elif name in SETTING_KEYS:
             targets = _targets(name)
             axes.append(Axis(name, tuple(_env_settings(targets, raw, f"{key}.{name}", problems, False))))
+        if len(axes) > MAX_SETTINGS:
+            problems.error(key, f"more than {MAX_SETTINGS} settings (allowed: at most {MAX_SETTINGS} per point)")
+            return ()
     return tuple(axis for axis in axes if axis.settings)
 
 
@@ -186,6 +192,12 @@ def parse_point(table: dict, key: str, problems: SweepProblems) -> tuple[str, di
     if impl is not None:
         options = _impl_options(impl, table.get("options", {}), f"{key}.options", problems) or {}
     label = problems.string(table["label"], f"{key}.label") if "label" in table else None
+    settings = sum(
+        len(raw) if name == "env" and isinstance(raw, dict) else name in SETTING_KEYS for name, raw in table.items()
+    )
+    if settings > MAX_SETTINGS:
+        problems.error(key, f"{settings} settings (allowed: at most {MAX_SETTINGS} per point)")
+        return None
     env: dict[str, str] = {}
     for name, raw in table.items():
         if name in ("impl", "options", "label") or name not in allowed:

@@ -15,6 +15,7 @@ from commprof.planner.models import ModelShape, load_model, normalize_dtype
 from commprof.planner.plan import PHASES, PlanOptions, build_step_plan
 from commprof.planner.spacing import ComputeSpec, SkewSpec
 from commprof.records.schema import GRAPH_FIRST, Mode
+from commprof.records.values import MAX_TOKENS
 
 # The replay harness's defaults (commprof.replay.harness.ReplayConfig), repeated so parsing never imports torch.
 DEFAULT_ITERATIONS = 50
@@ -335,8 +336,8 @@ class SweepSpec:
             changes["model"] = model
         if tokens:
             tokens = tuple(tokens)
-            if any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in tokens):
-                raise UsageError(f"tokens must be integers >= 1, got {list(tokens)}")
+            if any(isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= MAX_TOKENS for t in tokens):
+                raise UsageError(f"tokens must be integers from 1 to {MAX_TOKENS}, got {list(tokens)}")
             changes["tokens"] = tuple(dict.fromkeys(tokens))
             changes["tokens_from"] = None
         if phase is not None:

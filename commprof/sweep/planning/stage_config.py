@@ -9,7 +9,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from commprof.problems import Boolean, String, choice, integer, table
+from commprof.records.plan_file import MAX_STAGE_NAME
 from commprof.records.schema import GRAPH_FIRST
+from commprof.records.values import MAX_COUNT
 from commprof.sweep.planning.settings import SweepProblems, impl_name, parse_axes, parse_rule
 from commprof.sweep.planning.spec import DEFAULT, CrossoverStage, StageSpec
 from commprof.sweep.planning.staging import RANK_BY
@@ -20,6 +22,9 @@ MAX_SEARCH_BYTES = 1 << 30  # above 1 GiB no engine routes by size, and one size
 _DEFAULTS = CrossoverStage(0, "", "")
 _SEARCH_BYTES = integer(1, MAX_SEARCH_BYTES)
 _MODES = "a non-empty list of modes (allowed: graph, eager)"
+_NAME = Annotated[
+    str, msgspec.Meta(max_length=MAX_STAGE_NAME, extra={"want": f"a string of at most {MAX_STAGE_NAME} characters"})
+]  # as plan.jsonl names the stage
 
 
 class StageKind(msgspec.Struct, frozen=True):
@@ -32,13 +37,13 @@ class RefineTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_on
     """A refinement stage: its best points crossed with axes, or measured again with more iterations."""
 
     kind: Literal["refine"] = "refine"
-    name: String | None = None  # None: "stage <index>"
+    name: _NAME | None = None  # None: "stage <index>"
     description: String = ""
     top_k: integer(1, missing="an integer >= 1: how many of the best points to refine")
     candidates: table(dict[str, Any]) | None = None  # a rule the points refined must match (settings.parse_rule)
     rank_by: choice(RANK_BY, "a ranking") = "geomean"
-    iterations: integer(1) | None = None  # None: the run's
-    warmup: integer(0) | None = None
+    iterations: integer(1, most=MAX_COUNT) | None = None  # None: the run's
+    warmup: integer(0, most=MAX_COUNT) | None = None
     include_baseline: Boolean = False  # the baseline is refined too, whatever its rank
     axes: table(dict[str, Any]) = {}  # crossed with the best points (settings.parse_axes)
 
@@ -47,7 +52,7 @@ class CrossoverTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     """A crossover search stage (spec.CrossoverStage, whose defaults these are)."""
 
     kind: Literal["crossover"]
-    name: String = "crossover"
+    name: _NAME = "crossover"
     description: String = ""
     impls: Annotated[list[Any], msgspec.Meta(extra={"want": "a list of implementation names"})] = []  # []: every
     # non-baseline setting that ran ok earlier
@@ -58,8 +63,8 @@ class CrossoverTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     max_bytes: _SEARCH_BYTES = _DEFAULTS.max_bytes
     step_bytes: _SEARCH_BYTES = _DEFAULTS.step_bytes
     max_rounds: integer(1, 64) = _DEFAULTS.max_rounds
-    rounds: integer(1) = _DEFAULTS.rounds
-    warmup: integer(0) = _DEFAULTS.warmup
+    rounds: integer(1, most=MAX_COUNT) = _DEFAULTS.rounds
+    warmup: integer(0, most=MAX_COUNT) = _DEFAULTS.warmup
 
 
 def parse_stage(raw: dict, index: int, problems: SweepProblems) -> StageSpec | CrossoverStage | None:
