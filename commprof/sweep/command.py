@@ -42,6 +42,13 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     return tokens
 
 
+def _at_most(param: click.Parameter, value: int | None, limit: int) -> int | None:
+    """A count's upper limit, the one its record type holds (records.values), said after click's own lower one."""
+    if value is not None and value > limit:
+        raise click.BadParameter(f"{value} is above {limit}, the most a run records", param=param)
+    return value
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--sweep",
@@ -56,13 +63,27 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
 @click.option("--phase", type=click.Choice(PHASES), default=None, help="decode or verify [verify].")
 @click.option("--dtype", default=None, help="Activation dtype [the model's].")
 @click.option(
-    "--tp", type=click.IntRange(min=1, max=MAX_RANKS), default=None, help="Tensor parallel degree [world size]."
+    "--tp",
+    type=click.IntRange(min=1),
+    callback=lambda ctx, param, value: _at_most(param, value, MAX_RANKS),
+    default=None,
+    help="Tensor parallel degree [world size].",
 )
 @click.option("--impl", "impls", multiple=True, help="All-reduce implementation(s) to compare with the baseline.")
 @click.option(
-    "--iterations", type=click.IntRange(min=1, max=MAX_COUNT), default=None, help="Timed steps per (T, mode)."
+    "--iterations",
+    type=click.IntRange(min=1),
+    callback=lambda ctx, param, value: _at_most(param, value, MAX_COUNT),
+    default=None,
+    help="Timed steps per (T, mode).",
 )
-@click.option("--warmup", type=click.IntRange(min=0, max=MAX_COUNT), default=None, help="Warm-up steps per (T, mode).")
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    callback=lambda ctx, param, value: _at_most(param, value, MAX_COUNT),
+    default=None,
+    help="Warm-up steps per (T, mode).",
+)
 @click.option(
     "--compute",
     default=None,
