@@ -24,6 +24,7 @@ from commprof.records.files import (
 from commprof.records.run_meta import meta_view, read_meta
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
+from commprof.report.worker import figure_worker
 
 
 def newest_run(parent: Path) -> Path:
@@ -256,9 +257,10 @@ def report(
     # Records are acyclic JSON: the cyclic collector only re-scans them (a fifth of a 10,000-record render).
     gc.disable()
     try:
-        observed = observation(observed_step_ms, observed_dir)
-        flags = ReportFlags(compute_ms, draft_ms, accept, baseline, tuple(engines), allow_partial)
-        _report(run_dirs, latest, out, flags, observed)
+        with figure_worker():  # matplotlib is imported beside the reading, the figures drawn beside the page
+            observed = observation(observed_step_ms, observed_dir)
+            flags = ReportFlags(compute_ms, draft_ms, accept, baseline, tuple(engines), allow_partial)
+            _report(run_dirs, latest, out, flags, observed)
     finally:
         gc.enable()
 
@@ -345,11 +347,9 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
     mismatch = incomparable(runs)
     if mismatch:
         click.echo(f"commprof: warning: {mismatch}", err=True)
-    from commprof.report.analysis.decision import decide
     from commprof.report.exports.decision_files import decision_lines
 
-    decisions = [decide(run) for run in runs]  # once: the files, the page and the terminal render the same answer
-    paths = write_report(runs, out_dir, decisions)
+    paths, decisions = write_report(runs, out_dir)  # decided once: the files, the page and these lines say the same
     for run in runs:
         if run.all_failed:
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)

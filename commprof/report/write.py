@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,16 @@ from commprof.report.exports.files import (
 from commprof.report.exports.provenance import provenance
 from commprof.report.exports.summary import check_summary, summary
 from commprof.report.views.page import index_html, page_view
+from commprof.report.worker import Worker
 
 SUMMARY_FILE = "summary.json"
 
 
-def write_run_exports(run: RunAnalysis, decision: Decision, folder: Path, out_dir: Path) -> RunExports:
-    """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run, rendering its
-    decision."""
+def write_run_exports(
+    run: RunAnalysis, decision: Decision, folder: Path, out_dir: Path, tables: dict[str, Path]
+) -> RunExports:
+    """recommend.env, nccl_tuner.conf, engine_flags.txt and routing.txt for one run, rendering its decision, beside
+    its nccl-tests tables (`tables`, written by write_nccl_tests_tables)."""
     lines = provenance(run)
     plan = decision.plan
     tuner_text = tuner_conf_text(plan, lines)
@@ -73,7 +77,7 @@ def write_run_exports(run: RunAnalysis, decision: Decision, folder: Path, out_di
     }
     if decision.graph_text is not None:
         files[EXPORTED_NAME] = write_text(inside(folder, EXPORTED_NAME), decision.graph_text)
-    for point_id, path in write_nccl_tests_tables(run, inside(folder, "nccl-tests")).items():
+    for point_id, path in tables.items():
         files[f"nccl-tests/{point_id}"] = path
     return RunExports(
         folder=str(folder.relative_to(out_dir)) if folder != out_dir else ".",
@@ -137,10 +141,10 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
     return written
 
 
-def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decision] | None = None) -> dict[str, Path]:
-    """Write index.html, summary.json, results.csv and each run's exports, then swap them in as out_dir;
-    return the main paths (under out_dir). `decisions`: each run's, where the caller has decided already (else
-    decided here). UsageError when out_dir cannot take a report."""
+def write_report(runs: list[RunAnalysis], out_dir: Path) -> tuple[dict[str, Path], list[Decision]]:
+    """Decide each run once, write index.html, summary.json, results.csv and each run's exports, then swap them in
+    as out_dir; return the main paths (under out_dir) and the decisions (the caller's lines say the same answer).
+    UsageError when out_dir cannot take a report."""
     check_report_target(out_dir)
     blocking = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
@@ -152,7 +156,7 @@ def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decisio
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
     try:
-        paths = _write_all(runs, decisions if decisions is not None else [decide(run) for run in runs], staging)
+        paths, decisions = _write_all(runs, staging)
         swap_in(staging, out_dir)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
@@ -160,29 +164,44 @@ def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decisio
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}
+    return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}, decisions
 
 
-def _write_all(runs: list[RunAnalysis], decisions: list[Decision], out_dir: Path) -> dict[str, Path]:
-    pages, summaries, shown = [], [], []
+def _write_all(runs: list[RunAnalysis], out_dir: Path) -> tuple[dict[str, Path], list[Decision]]:
     taken: set[str] = set()
-    for run, decision in zip(runs, decisions):
-        folder = out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(run.name), taken))
-        exports = write_run_exports(run, decision, folder, out_dir)
-        run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
-        shown.append(run)
-        summaries.append(summary(run, exports))
-        pages.append(page_view(run, exports))
-    checks = costmodel_checks(runs)
+    folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
+    for folder in folders if len(runs) > 1 else ():
+        folder.mkdir()  # here, before the worker writes into it too
+    # Files from the analysis alone are written by a worker (report/worker.py) while this process decides and
+    # renders the page.
+    table_jobs = [partial(write_nccl_tests_tables, r, inside(f, "nccl-tests")) for r, f in zip(runs, folders)]
+    with Worker(*table_jobs, partial(write_results_csv, runs, out_dir)) as files:
+        decisions = [decide(run) for run in runs]  # once: the files, the page and the terminal render the same answer
+        pages, summaries, shown = [], [], []
+        for run, decision, folder, tables in zip(runs, decisions, folders, files.jobs):
+            exports = write_run_exports(run, decision, folder, out_dir, tables.result())
+            run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
+            shown.append(run)
+            summaries.append(summary(run, exports))
+            pages.append(page_view(run, exports))
+        checks = costmodel_checks(runs)
+        paths = {
+            "index.html": write_text(
+                inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))
+            ),
+            "summary.json": write_json_file(
+                inside(out_dir, SUMMARY_FILE),
+                {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
+            ),
+            "results.csv": files.jobs[-1].result(),
+        }
+    return paths, decisions
+
+
+def write_results_csv(runs: list[RunAnalysis], out_dir: Path) -> Path:
+    """results.csv: every record of every run."""
     frame = pd.concat([r.frame for r in runs], ignore_index=True)
-    return {
-        "index.html": write_text(inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))),
-        "summary.json": write_json_file(
-            inside(out_dir, SUMMARY_FILE),
-            {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
-        ),
-        "results.csv": write_text(inside(out_dir, "results.csv"), results_csv(frame)),
-    }
+    return write_text(inside(out_dir, "results.csv"), results_csv(frame))
 
 
 def inside(folder: Path, name: str) -> Path:

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
 
 from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
 from commprof.report.analysis.compared import CostModelCheck
@@ -20,7 +19,6 @@ from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import how_to_firm_up, spec_label
 from commprof.report.exports.files import RunExports
-from commprof.report.views import figures
 from commprof.report.views.answers import headline_answers
 from commprof.report.views.box import environment
 from commprof.report.views.breakdown import (
@@ -32,7 +30,7 @@ from commprof.report.views.breakdown import (
     projection_rows,
 )
 from commprof.report.views.costmodel_check import check_view
-from commprof.report.views.drift_figure import drift_svg
+from commprof.report.views.drawing import draw
 from commprof.report.views.notes import engine_paths, engine_settings, page_notes
 from commprof.report.views.routing import routing_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
@@ -228,12 +226,17 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "svg": {},
     }
     if not run.breakdown.empty:
-        page["svg"]["breakdown"] = figures.breakdown_svg(
-            run.breakdown, run.options.compute.given, run.mode, SHORT_SETTING_LABELS
+        page["svg"]["breakdown"] = draw(
+            "figures.breakdown_svg", run.breakdown, run.options.compute.given, run.mode, SHORT_SETTING_LABELS
         )
     if not run.projection.empty:
-        page["svg"]["projection"] = figures.projection_svg(
-            run.breakdown, run.options.draft_ms or 0.0, run.options.accepts, FIELD_REPORT_CASES, SETTING_LABELS
+        page["svg"]["projection"] = draw(
+            "figures.projection_svg",
+            run.breakdown,
+            run.options.draft_ms or 0.0,
+            run.options.accepts,
+            FIELD_REPORT_CASES,
+            SETTING_LABELS,
         )
     if run.heatmaps:
         page["heatmaps"] = [heatmap_view(t, every, ranked) for t, every, ranked in run.heatmaps]
@@ -242,13 +245,12 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         page["heatmap_rows"] = axis_name(rows_axis)
         page["heatmap_columns"] = axis_name(columns_axis[0]) if columns_axis else ""
     if page["per_collective"]["per_tokens"]:
-        page["svg"]["sites"] = figures.sites_svg(page["per_collective"]["per_tokens"])
+        page["svg"]["sites"] = draw("figures.sites_svg", page["per_collective"]["per_tokens"])
     if not run.collectives.empty and (run.collectives["status"] == "ok").any():
-        page["svg"]["collectives"] = figures.collectives_svg(run.collectives)
+        page["svg"]["collectives"] = draw("figures.collectives_svg", run.collectives)
     if run.drift is not None and len(run.drift.samples) >= 2:
-        page["svg"]["drift"] = drift_svg(run.drift)
+        page["svg"]["drift"] = draw("drift_figure.drift_svg", run.drift)
         page["drift_sentence"] = run.drift.sentence()
-    page["svg"] = {name: Markup(svg) for name, svg in page["svg"].items()}  # matplotlib's SVG writer escapes its text
     return page
 
 
@@ -282,7 +284,7 @@ def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
             )
     headlines = {f"{k + 1}. {name}": r.headline for k, (name, r) in enumerate(named)}
     return {
-        "svg": Markup(figures.comparison_svg(headlines)) if headlines else "",
+        "svg": draw("figures.comparison_svg", headlines) if headlines else "",
         "rows": rows,
         "note": " ".join(f"{r.name}: {r.evidence.label}; {r.evidence.rule}." for r in runs),
     }
