@@ -79,7 +79,7 @@ def test_an_error_in_the_worker_fails_the_report_as_it_would_here(tmp_path, fork
     def full(*_args):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("commprof.report.write.write_nccl_tests_tables", full)
+    monkeypatch.setattr("commprof.report.write.results_csv", full)
     assert main(["report", str(run), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.strip().endswith("cannot write the report (No space left on device)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # nothing half-written left

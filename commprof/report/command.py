@@ -347,9 +347,11 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
     mismatch = incomparable(runs)
     if mismatch:
         click.echo(f"commprof: warning: {mismatch}", err=True)
+    from commprof.report.analysis.decision import decide
     from commprof.report.exports.decision_files import decision_lines
 
-    paths, decisions = write_report(runs, out_dir)  # decided once: the files, the page and these lines say the same
+    decisions = [decide(run) for run in runs]  # once: the files, the page and the terminal render the same answer
+    paths = write_report(runs, out_dir, decisions)
     for run in runs:
         if run.all_failed:
             click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)

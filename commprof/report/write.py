@@ -47,11 +47,9 @@ from commprof.report.worker import Worker
 SUMMARY_FILE = "summary.json"
 
 
-def write_run_exports(
-    run: RunAnalysis, decision: Decision, folder: Path, out_dir: Path, tables: dict[str, Path]
-) -> RunExports:
-    """recommend.env, nccl_tuner.conf, engine_flags.txt and routing.txt for one run, rendering its decision, beside
-    its nccl-tests tables (`tables`, written by write_nccl_tests_tables)."""
+def write_run_exports(run: RunAnalysis, decision: Decision, folder: Path, out_dir: Path) -> RunExports:
+    """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run, rendering its
+    decision."""
     lines = provenance(run)
     plan = decision.plan
     tuner_text = tuner_conf_text(plan, lines)
@@ -77,7 +75,7 @@ def write_run_exports(
     }
     if decision.graph_text is not None:
         files[EXPORTED_NAME] = write_text(inside(folder, EXPORTED_NAME), decision.graph_text)
-    for point_id, path in tables.items():
+    for point_id, path in write_nccl_tests_tables(run, inside(folder, "nccl-tests")).items():
         files[f"nccl-tests/{point_id}"] = path
     return RunExports(
         folder=str(folder.relative_to(out_dir)) if folder != out_dir else ".",
@@ -141,10 +139,10 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
     return written
 
 
-def write_report(runs: list[RunAnalysis], out_dir: Path) -> tuple[dict[str, Path], list[Decision]]:
-    """Decide each run once, write index.html, summary.json, results.csv and each run's exports, then swap them in
-    as out_dir; return the main paths (under out_dir) and the decisions (the caller's lines say the same answer).
-    UsageError when out_dir cannot take a report."""
+def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decision] | None = None) -> dict[str, Path]:
+    """Write index.html, summary.json, results.csv and each run's exports, then swap them in as out_dir;
+    return the main paths (under out_dir). `decisions`: each run's, where the caller has decided already (else
+    decided here). UsageError when out_dir cannot take a report."""
     check_report_target(out_dir)
     blocking = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
@@ -156,7 +154,7 @@ def write_report(runs: list[RunAnalysis], out_dir: Path) -> tuple[dict[str, Path
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
     try:
-        paths, decisions = _write_all(runs, staging)
+        paths = _write_all(runs, decisions if decisions is not None else [decide(run) for run in runs], staging)
         swap_in(staging, out_dir)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
@@ -164,28 +162,23 @@ def write_report(runs: list[RunAnalysis], out_dir: Path) -> tuple[dict[str, Path
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}, decisions
+    return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}
 
 
-def _write_all(runs: list[RunAnalysis], out_dir: Path) -> tuple[dict[str, Path], list[Decision]]:
-    taken: set[str] = set()
-    folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
-    for folder in folders if len(runs) > 1 else ():
-        folder.mkdir()  # here, before the worker writes into it too
-    # Files from the analysis alone are written by a worker (report/worker.py) while this process decides and
-    # renders the page.
-    table_jobs = [partial(write_nccl_tests_tables, r, inside(f, "nccl-tests")) for r, f in zip(runs, folders)]
-    with Worker(*table_jobs, partial(write_results_csv, runs, out_dir)) as files:
-        decisions = [decide(run) for run in runs]  # once: the files, the page and the terminal render the same answer
+def _write_all(runs: list[RunAnalysis], decisions: list[Decision], out_dir: Path) -> dict[str, Path]:
+    # results.csv needs the analysis alone: a worker (report/worker.py) writes it while this process writes the rest.
+    with Worker(partial(write_results_csv, runs, out_dir)) as csv_writer:
         pages, summaries, shown = [], [], []
-        for run, decision, folder, tables in zip(runs, decisions, folders, files.jobs):
-            exports = write_run_exports(run, decision, folder, out_dir, tables.result())
+        taken: set[str] = set()
+        for run, decision in zip(runs, decisions):
+            folder = out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(run.name), taken))
+            exports = write_run_exports(run, decision, folder, out_dir)
             run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
             shown.append(run)
             summaries.append(summary(run, exports))
             pages.append(page_view(run, exports))
         checks = costmodel_checks(runs)
-        paths = {
+        return {
             "index.html": write_text(
                 inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))
             ),
@@ -193,9 +186,8 @@ def _write_all(runs: list[RunAnalysis], out_dir: Path) -> tuple[dict[str, Path],
                 inside(out_dir, SUMMARY_FILE),
                 {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
             ),
-            "results.csv": files.jobs[-1].result(),
+            "results.csv": csv_writer.jobs[0].result(),
         }
-    return paths, decisions
 
 
 def write_results_csv(runs: list[RunAnalysis], out_dir: Path) -> Path:
