@@ -1,6 +1,6 @@
 """Parts of a report run in a forked worker process beside this one, so that a render uses a second core: the
-figures (matplotlib's import while the records are read, then the drawing while the page is built) and
-results.csv (report/write.py, while the other files are written).
+figures (matplotlib's import while the records are read, then the drawing while the page is built), the
+nccl-tests tables' text and results.csv (report/write.py, while the other files are written).
 
 On Linux, in a process without other Python threads, a `Worker` forks: the child runs its jobs (inherited, never
 pickled), then each call sent to it, and sends every result back pickled through a file, so a large one never
