@@ -4,6 +4,7 @@ banners, the side-by-side comparison of several runs, and the template filled in
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 from typing import Any
 
@@ -159,6 +160,9 @@ def answer_rows(decision: Decision) -> list[dict[str, Any]]:
 def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     """The template's view of one run: formatted strings and inline SVG, nothing left to compute."""
     tokens = run.tokens
+    routing = routing_view(run, exports.decision.routing)  # its figure is the page's first
+    collectives = per_collective(run, exports.decision)
+    svg = _figures(run, collectives)  # asked for before the tables: a worker may draw them meanwhile
     page: dict[str, Any] = {
         "name": run.name,
         "run_id": run.run_id,
@@ -178,7 +182,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "tokens": tokens,
         "answers": headline_answers(run, exports.decision),
         "observed": observed_rows(run.observed),
-        "routing": routing_view(run, exports.decision.routing),
+        "routing": routing,
         "answer": answer_rows(exports.decision),
         "engine_paths": engine_paths(exports.decision),
         "engine_settings": engine_settings(exports.decision),
@@ -214,7 +218,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "eager_includes_why": EAGER_INCLUDES_WHY,
         "points_tail": tail_header(run.speedups.get("tail_stat", ()), run.simulated),
         "matrix": compat_matrix(run),
-        "per_collective": per_collective(run, exports.decision),
+        "per_collective": collectives,
         "projection": projection_rows(run, exports.decision),
         "answer_live_note": answer_live_note(run, exports.decision),
         "spec_label": spec_label(run),
@@ -223,14 +227,28 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "heatmap_unranked": False,
         "heatmap_rows": "",
         "heatmap_columns": "",
-        "svg": {},
+        "svg": svg,
     }
+    if run.heatmaps:
+        page["heatmaps"] = [heatmap_view(t, every, ranked) for t, every, ranked in run.heatmaps]
+        page["heatmap_unranked"] = bool(run.untested)
+        rows_axis, *columns_axis = run.heatmap_axes
+        page["heatmap_rows"] = axis_name(rows_axis)
+        page["heatmap_columns"] = axis_name(columns_axis[0]) if columns_axis else ""
+    if "drift" in svg:
+        page["drift_sentence"] = run.drift.sentence()
+    return page
+
+
+def _figures(run: RunAnalysis, collectives: dict[str, Any]) -> dict[str, Any]:
+    """The run's figures (after the routing plan's), in the page's order."""
+    svg: dict[str, Any] = {}
     if not run.breakdown.empty:
-        page["svg"]["breakdown"] = draw(
+        svg["breakdown"] = draw(
             "figures.breakdown_svg", run.breakdown, run.options.compute.given, run.mode, SHORT_SETTING_LABELS
         )
     if not run.projection.empty:
-        page["svg"]["projection"] = draw(
+        svg["projection"] = draw(
             "figures.projection_svg",
             run.breakdown,
             run.options.draft_ms or 0.0,
@@ -238,20 +256,13 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
             FIELD_REPORT_CASES,
             SETTING_LABELS,
         )
-    if run.heatmaps:
-        page["heatmaps"] = [heatmap_view(t, every, ranked) for t, every, ranked in run.heatmaps]
-        page["heatmap_unranked"] = bool(run.untested)
-        rows_axis, *columns_axis = run.heatmap_axes
-        page["heatmap_rows"] = axis_name(rows_axis)
-        page["heatmap_columns"] = axis_name(columns_axis[0]) if columns_axis else ""
-    if page["per_collective"]["per_tokens"]:
-        page["svg"]["sites"] = draw("figures.sites_svg", page["per_collective"]["per_tokens"])
+    if collectives["per_tokens"]:
+        svg["sites"] = draw("figures.sites_svg", collectives["per_tokens"])
     if not run.collectives.empty and (run.collectives["status"] == "ok").any():
-        page["svg"]["collectives"] = draw("figures.collectives_svg", run.collectives)
+        svg["collectives"] = draw("figures.collectives_svg", run.collectives)
     if run.drift is not None and len(run.drift.samples) >= 2:
-        page["svg"]["drift"] = draw("drift_figure.drift_svg", run.drift)
-        page["drift_sentence"] = run.drift.sentence()
-    return page
+        svg["drift"] = draw("drift_figure.drift_svg", run.drift)
+    return svg
 
 
 def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
@@ -320,7 +331,9 @@ def index_html(
     )
 
 
+@functools.cache
 def _templates() -> jinja2.Environment:
+    """The page's templates, each compiled once per process (jinja's cache, reloaded if its file changes)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("commprof.report", "templates"),
         autoescape=jinja2.select_autoescape(["html"]),
