@@ -72,7 +72,8 @@ def bench(records: int, keep: Path | None) -> int:
     print(
         f"rendered {records} records ({len(points)} points, results.jsonl {size_mb:.1f} MB) in {seconds} s wall, "
         f"{float(cpu) + float(workers_cpu):.2f} s CPU ({cpu} s in the report's process, {workers_cpu} s in its "
-        f"workers), memory peak {peak} MiB (largest worker {workers_peak} MiB); index.html {html_mb:.1f} MB"
+        f"workers), memory peak {peak} MiB (largest worker {workers_peak} MiB resident, most of it pages shared with "
+        f"the report's process); index.html {html_mb:.1f} MB"
         + (f" (target <= {target:g} s on 2 cores)" if target else "")
     )
     return 0
