@@ -211,8 +211,8 @@ def _write_all(runs: list[RunAnalysis], decisions: list[Decision], out_dir: Path
 
 def write_results_csv(runs: list[RunAnalysis], out_dir: Path) -> Path:
     """results.csv: every record of every run."""
-    frame = pd.concat([r.frame for r in runs], ignore_index=True)
-    return write_text(inside(out_dir, "results.csv"), results_csv(frame))
+    frame = runs[0].frame if len(runs) == 1 else pd.concat([r.frame for r in runs], ignore_index=True)
+    return write_text(inside(out_dir, "results.csv"), results_csv(frame))  # the CSV has no index column
 
 
 def inside(folder: Path, name: str) -> Path:
