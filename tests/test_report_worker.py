@@ -91,3 +91,13 @@ def test_an_error_in_the_worker_fails_the_report_as_it_would_here(tmp_path, fork
     err = capsys.readouterr().err.strip()
     assert err.startswith("commprof: error: the report's worker process ended (exit status 9)") and "\n" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
+
+
+def test_where_no_process_can_be_forked_everything_runs_here(forking, monkeypatch):
+    def refused():
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
+
+    monkeypatch.setattr(os, "fork", refused)
+    with Worker(lambda: os.getpid()) as work:
+        assert work.jobs[0].result() == os.getpid()
+        assert work.call("os.path", "join", ("a", "b")).result() == "a/b"

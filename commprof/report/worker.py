@@ -78,18 +78,36 @@ class Worker:
         self._count = 0
         self._pid: int | None = None
         if fork and can_fork():
-            self._folder = Path(tempfile.mkdtemp(prefix="commprof-worker-"))
-            self._conn, child_end = Pipe()
-            pid = os.fork()
-            if pid == 0:  # the child: never returns
-                self._conn.close()
-                _serve(child_end, jobs, self._folder)
-            child_end.close()
-            self._pid = pid
-        else:
+            self._pid = self._start(jobs)
+        if self._pid is None:
             for job in jobs:
                 self._outcomes[len(self._outcomes)] = _outcome(job)
         self.jobs = [self._next(Pending) for _ in jobs]
+
+    def _start(self, jobs: tuple[Callable[[], Any], ...]) -> int | None:
+        """Fork the child (which never returns from here); its pid, or None where no folder, pipe or process could
+        be had (then everything runs here)."""
+        try:
+            self._folder = Path(tempfile.mkdtemp(prefix="commprof-worker-"))
+        except OSError:
+            return None
+        try:
+            self._conn, child_end = Pipe()
+        except OSError:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            return None
+        try:
+            pid = os.fork()
+        except OSError:
+            self._conn.close()
+            child_end.close()
+            shutil.rmtree(self._folder, ignore_errors=True)
+            return None
+        if pid == 0:
+            self._conn.close()
+            _serve(child_end, jobs, self._folder)
+        child_end.close()
+        return pid
 
     def _next(self, kind: type[Pending]) -> Pending:
         self._count += 1
@@ -110,6 +128,8 @@ class Worker:
     def outcome(self, index: int) -> tuple[bool, Any]:
         """(True, result) or (False, exception) of job or call `index`, waiting for the worker to send it."""
         while index not in self._outcomes:
+            if self._pid is None:
+                raise WorkerError("the report's worker process was stopped before it sent this result")
             if not self._conn.poll(REPLY_TIMEOUT_S):
                 self._stop(kill=True)
                 raise WorkerError(f"the report's worker process sent nothing for {REPLY_TIMEOUT_S:g} s; stopped it")
