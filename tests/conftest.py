@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
+from commprof.report import worker
 from tests.sweeprun import only_run_dir, shared_sweep
 
 TESTS = Path(__file__).resolve().parent
@@ -29,6 +30,9 @@ def pytest_collection_modifyitems(config, items):
         if "gpu" in item.keywords:
             item.add_marker(skip)
 
+
+# A report renders in one process in tests; those marked `processes` may fork its workers (worker.FORK = True).
+worker.FORK = False
 
 # Every way a test can start a process; each start is counted while a test sets up and runs.
 STARTS = [0]

@@ -52,6 +52,7 @@ REPORT_PARTS = (
     {"analysis"},  # records -> a RunAnalysis -> the run's one answer, and the words and numbers it is said in
     {"exports"},  # the texts of the files a user pastes or a machine reads
     {"views"},  # the page
+    {"worker"},  # what runs beside the main process: figures drawn, files written from the analysis alone
     {"write"},  # the one module that writes the report's files
     {"command"},
 )

@@ -6,32 +6,71 @@ from __future__ import annotations
 
 import functools
 import json
+import typing
 from typing import Any
 
 import msgspec
 
 from commprof.env_names import export_name_problem
-from commprof.records.schema import KINDS, READABLE_VERSIONS, RECORD_TYPES, StepRecord, upgraded
+from commprof.records.schema import KINDS, READABLE_VERSIONS, RECORD_TYPES, OpColumns, StepRecord, upgraded
 from commprof.records.validate import explain
 
 # A step record of this version decodes straight into its type; anything else takes the way that explains it.
 _STEP = msgspec.json.Decoder(StepRecord)
+# op_us's columns that every record of one step plan repeats: a run of 100,000 records would hold each 100,000 times.
+PLAN_COLUMNS = ("sites", "collectives", "draft", "bytes")
+_PLAN_TYPES = typing.get_type_hints(OpColumns, include_extras=True)
+
+
+class _OpsOfSharedPlan(OpColumns, total=False):
+    """op_us with its plan columns left as text, each decoded once per distinct text (decode_record's `shared`)."""
+
+    sites: msgspec.Raw
+    collectives: msgspec.Raw
+    draft: msgspec.Raw
+    bytes: msgspec.Raw
+
+
+class _StepOfSharedPlan(StepRecord, total=False):
+    op_us: _OpsOfSharedPlan | None
+
+
+_STEP_SHARED = msgspec.json.Decoder(_StepOfSharedPlan)
+_PLAN_DECODERS = {name: msgspec.json.Decoder(_PLAN_TYPES[name]) for name in PLAN_COLUMNS}
 
 
 class UnreadableLine(ValueError):
     """A line that is no JSON at all (a killed writer's truncated last line, or a corrupt file)."""
 
 
-def decode_record(line: bytes | str | memoryview) -> dict[str, Any]:
+def decode_record(
+    line: bytes | str | memoryview, shared: dict[tuple[str, bytes], list] | None = None
+) -> dict[str, Any]:
     """A results.jsonl line as its record (schema.upgraded); UnreadableLine for no JSON, ValueError saying why a
-    record cannot be used otherwise."""
+    record cannot be used otherwise. `shared`: op_us's plan columns decoded once per distinct text, every record
+    holding that text given the one list (pass the same dict for every line of a file)."""
     try:
-        record = _STEP.decode(line)
+        record = _decode_sharing(line, shared) if shared is not None else _STEP.decode(line)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-        return _decode_slowly(bytes(line) if isinstance(line, memoryview) else line)
+        try:
+            record = _STEP.decode(line)  # what is wrong, said as for any record
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            return _decode_slowly(bytes(line) if isinstance(line, memoryview) else line)
     problem = rule_problem(record)
     if problem:
         raise ValueError(f"not a usable record: {problem}")
+    return record
+
+
+def _decode_sharing(line: bytes | str | memoryview, shared: dict[tuple[str, bytes], list]) -> dict[str, Any]:
+    record = _STEP_SHARED.decode(line)
+    columns = record.get("op_us")
+    for name in PLAN_COLUMNS if columns else ():
+        if (text := columns.get(name)) is not None:
+            key = (name, bytes(text))
+            if (column := shared.get(key)) is None:
+                column = shared[key] = _PLAN_DECODERS[name].decode(key[1])
+            columns[name] = column
     return record
 
 

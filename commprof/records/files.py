@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
-from commprof.records.checks import UnreadableLine, decode_record
+from commprof.records.checks import PLAN_COLUMNS, UnreadableLine, decode_record
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.terminal import one_line
@@ -123,29 +123,25 @@ def _plain_records(data: bytes) -> list[dict[str, Any]] | None:
     if not data.isascii() or b"\r" in data:
         return None
     view, records, start, end = memoryview(data), [], 0, len(data)
-    kept: dict[tuple, list] = {}
+    shared: dict[tuple[str, bytes], list] = {}  # the plan columns, one list per distinct text
     try:
         while start < end:
             stop = data.find(b"\n", start)
             stop = end if stop < 0 else stop
-            records.append(_as_kept(decode_record(view[start:stop]), kept))
+            records.append(_as_kept(decode_record(view[start:stop], shared), None))
             start = stop + 1
     except ValueError:  # a blank, bad or truncated line: its number and warning come from the reading above
         return None
     return records
 
 
-# op_us columns every record of one step plan repeats: a run of 100,000 records would hold each 100,000 times.
-_PLAN_COLUMNS = ("sites", "collectives", "draft", "bytes")
-
-
-def _as_kept(record: dict[str, Any], kept: dict[tuple, list]) -> dict[str, Any]:
-    """The record as readers get it: its label printable, and each op_us column of _PLAN_COLUMNS the one list
-    `kept` holds for those items (read-only, as every record is)."""
+def _as_kept(record: dict[str, Any], kept: dict[tuple, list] | None) -> dict[str, Any]:
+    """The record as readers get it: its label printable, and each op_us column of PLAN_COLUMNS the one list
+    `kept` holds for those items (read-only, as every record is; None: decode_record shared them already)."""
     if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
         record["point"]["label"] = one_line(record["point"]["label"])
     columns = record.get("op_us")
-    for name in _PLAN_COLUMNS if columns else ():
+    for name in PLAN_COLUMNS if columns and kept is not None else ():
         if (items := columns.get(name)) is not None:
             columns[name] = kept.setdefault((name, tuple(items)), items)
     return record

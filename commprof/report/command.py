@@ -25,6 +25,7 @@ from commprof.records.run_meta import meta_view, read_meta
 from commprof.records.values import MAX_ACCEPT
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
+from commprof.report.worker import figure_worker
 
 
 def newest_run(parent: Path) -> Path:
@@ -253,9 +254,10 @@ def report(
     # Records are acyclic JSON: the cyclic collector only re-scans them (a fifth of a 10,000-record render).
     gc.disable()
     try:
-        observed = observation(observed_step_ms, observed_dir)
-        flags = ReportFlags(compute_ms, draft_ms, accept, baseline, tuple(engines), allow_partial)
-        _report(run_dirs, latest, out, flags, observed)
+        with figure_worker():  # matplotlib is imported beside the reading, the figures drawn beside the page
+            observed = observation(observed_step_ms, observed_dir)
+            flags = ReportFlags(compute_ms, draft_ms, accept, baseline, tuple(engines), allow_partial)
+            _report(run_dirs, latest, out, flags, observed)
     finally:
         gc.enable()
 

@@ -15,6 +15,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +42,16 @@ from commprof.report.exports.files import (
 from commprof.report.exports.provenance import provenance
 from commprof.report.exports.summary import check_summary, summary
 from commprof.report.views.page import index_html, page_view
+from commprof.report.worker import Worker
 
 SUMMARY_FILE = "summary.json"
 
 
-def write_run_exports(run: RunAnalysis, decision: Decision, folder: Path, out_dir: Path) -> RunExports:
-    """recommend.env, nccl_tuner.conf, engine_flags.txt and per-point nccl-tests tables for one run, rendering its
-    decision."""
+def write_run_exports(
+    run: RunAnalysis, decision: Decision, folder: Path, out_dir: Path, tables: dict[str, Path]
+) -> RunExports:
+    """recommend.env, nccl_tuner.conf, engine_flags.txt and routing.txt for one run, rendering its decision, beside
+    its nccl-tests tables (`tables`: where write_nccl_tests_tables writes them)."""
     lines = provenance(run)
     plan = decision.plan
     tuner_text = tuner_conf_text(plan, lines)
@@ -73,7 +77,7 @@ def write_run_exports(run: RunAnalysis, decision: Decision, folder: Path, out_di
     }
     if decision.graph_text is not None:
         files[EXPORTED_NAME] = write_text(inside(folder, EXPORTED_NAME), decision.graph_text)
-    for point_id, path in write_nccl_tests_tables(run, inside(folder, "nccl-tests")).items():
+    for point_id, path in tables.items():
         files[f"nccl-tests/{point_id}"] = path
     return RunExports(
         folder=str(folder.relative_to(out_dir)) if folder != out_dir else ".",
@@ -88,13 +92,14 @@ def write_run_exports(run: RunAnalysis, decision: Decision, folder: Path, out_di
     )
 
 
-def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
-    """Per point, an all_reduce_perf-style table of its eager records' op sizes (every T), in place."""
+def nccl_tests_tables(run: RunAnalysis) -> dict[str, tuple]:
+    """Per point, nccl_tests_table's arguments for an all_reduce_perf-style table of its eager records' op sizes
+    (every T)."""
     eager = ok_rows(run.all_steps, "eager")
     sizes = op_sizes(op_table(eager))
     if sizes.empty:
         return {}
-    written = {}
+    tables = {}
     label = run.evidence.label
     firsts = {
         row["point_id"]: row
@@ -132,9 +137,16 @@ def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
             + ", ".join(f"{c}_perf" for c in sorted({row[0] for row in rows}))
             + f" -b <size> -e <size> -d {NCCL_TESTS_TYPES.get(first['dtype'], first['dtype'])} (in-place columns)",
         ]
-        text = nccl_tests_table(rows, int(first["world_size"]), str(first["dtype"]), header, bad[point_id])
-        written[point_id] = write_text(inside(folder, f"{point_id}.txt"), text)
-    return written
+        tables[point_id] = (rows, int(first["world_size"]), str(first["dtype"]), header, bad[point_id])
+    return tables
+
+
+def write_nccl_tests_tables(tables: dict[str, tuple], folder: Path) -> dict[str, Path]:
+    """Each point's table (nccl_tests_tables) as folder/<point id>.txt."""
+    return {
+        point_id: write_text(inside(folder, f"{point_id}.txt"), nccl_tests_table(*args))
+        for point_id, args in tables.items()
+    }
 
 
 def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decision] | None = None) -> dict[str, Path]:
@@ -164,25 +176,43 @@ def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decisio
 
 
 def _write_all(runs: list[RunAnalysis], decisions: list[Decision], out_dir: Path) -> dict[str, Path]:
-    pages, summaries, shown = [], [], []
     taken: set[str] = set()
-    for run, decision in zip(runs, decisions):
-        folder = out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(run.name), taken))
-        exports = write_run_exports(run, decision, folder, out_dir)
-        run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
-        shown.append(run)
-        summaries.append(summary(run, exports))
-        pages.append(page_view(run, exports))
-    checks = costmodel_checks(runs)
-    frame = pd.concat([r.frame for r in runs], ignore_index=True)
-    return {
-        "index.html": write_text(inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))),
-        "summary.json": write_json_file(
-            inside(out_dir, SUMMARY_FILE),
-            {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
-        ),
-        "results.csv": write_text(inside(out_dir, "results.csv"), results_csv(frame)),
-    }
+    folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
+    for folder in folders if len(runs) > 1 else ():
+        folder.mkdir()  # here, before the worker writes into it too
+    tables = [(nccl_tests_tables(run), inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
+    # The tables' text and results.csv need the analysis alone: a worker (report/worker.py) writes them while this
+    # process writes the rest.
+    jobs = [partial(write_nccl_tests_tables, *each) for each in tables]
+    with Worker(*jobs, partial(write_results_csv, runs, out_dir)) as files:
+        pages, summaries, shown = [], [], []
+        for run, decision, folder, (table, where) in zip(runs, decisions, folders, tables):
+            paths = {point_id: inside(where, f"{point_id}.txt") for point_id in table}
+            exports = write_run_exports(run, decision, folder, out_dir, paths)
+            run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
+            shown.append(run)
+            summaries.append(summary(run, exports))
+            pages.append(page_view(run, exports))
+        checks = costmodel_checks(runs)
+        written = {
+            "index.html": write_text(
+                inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))
+            ),
+            "summary.json": write_json_file(
+                inside(out_dir, SUMMARY_FILE),
+                {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
+            ),
+            "results.csv": files.jobs[-1].result(),
+        }
+        for job in files.jobs[:-1]:
+            job.result()  # the tables are written (or their error raised)
+        return written
+
+
+def write_results_csv(runs: list[RunAnalysis], out_dir: Path) -> Path:
+    """results.csv: every record of every run."""
+    frame = runs[0].frame if len(runs) == 1 else pd.concat([r.frame for r in runs], ignore_index=True)
+    return write_text(inside(out_dir, "results.csv"), results_csv(frame))  # the CSV has no index column
 
 
 def inside(folder: Path, name: str) -> Path:

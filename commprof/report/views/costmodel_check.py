@@ -6,12 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from markupsafe import Markup
 
 from commprof.report.analysis.compared import CostModelCheck
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
 from commprof.report.analysis.formatting import escaped, fmt_bytes, fmt_ms, fmt_pct, fmt_us
-from commprof.report.views import figures
+from commprof.report.views.drawing import draw
 
 
 def axis_labels(check: CostModelCheck) -> tuple[str, str]:
@@ -42,15 +41,14 @@ def check_view(check: CostModelCheck) -> dict[str, Any]:
             f"|model − measured| {fmt_pct(stats['median_abs_error_pct'])}; "
             f"{fmt_pct(stats['within_band_pct'])} within {band}."
         ),
-        "svg": Markup(
-            figures.costmodel_scatter_svg(
-                check.pairs,
-                x_label,
-                y_label,
-                PREDICTION_BAND,
-                scale=1e-3 if check.kind == "step" else 1.0,
-                group="tokens" if check.kind == "step" else "label",
-            )
+        "svg": draw(
+            "figures.costmodel_scatter_svg",
+            check.pairs,
+            x_label,
+            y_label,
+            PREDICTION_BAND,
+            scale=1e-3 if check.kind == "step" else 1.0,
+            group="tokens" if check.kind == "step" else "label",
         ),
     }
     if check.kind == "step":

@@ -4,11 +4,11 @@ banners, the side-by-side comparison of several runs, and the template filled in
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
 
 from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
 from commprof.report.analysis.compared import CostModelCheck
@@ -20,7 +20,6 @@ from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import how_to_firm_up, spec_label
 from commprof.report.exports.files import RunExports
-from commprof.report.views import figures
 from commprof.report.views.answers import headline_answers
 from commprof.report.views.box import environment
 from commprof.report.views.breakdown import (
@@ -32,7 +31,7 @@ from commprof.report.views.breakdown import (
     projection_rows,
 )
 from commprof.report.views.costmodel_check import check_view
-from commprof.report.views.drift_figure import drift_svg
+from commprof.report.views.drawing import draw
 from commprof.report.views.notes import engine_paths, engine_settings, page_notes
 from commprof.report.views.routing import routing_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
@@ -161,6 +160,9 @@ def answer_rows(decision: Decision) -> list[dict[str, Any]]:
 def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
     """The template's view of one run: formatted strings and inline SVG, nothing left to compute."""
     tokens = run.tokens
+    routing = routing_view(run, exports.decision.routing)  # its figure is the page's first
+    collectives = per_collective(run, exports.decision)
+    svg = _figures(run, collectives)  # asked for before the tables: a worker may draw them meanwhile
     page: dict[str, Any] = {
         "name": run.name,
         "run_id": run.run_id,
@@ -180,7 +182,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "tokens": tokens,
         "answers": headline_answers(run, exports.decision),
         "observed": observed_rows(run.observed),
-        "routing": routing_view(run, exports.decision.routing),
+        "routing": routing,
         "answer": answer_rows(exports.decision),
         "engine_paths": engine_paths(exports.decision),
         "engine_settings": engine_settings(exports.decision),
@@ -216,7 +218,7 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "eager_includes_why": EAGER_INCLUDES_WHY,
         "points_tail": tail_header(run.speedups.get("tail_stat", ()), run.simulated),
         "matrix": compat_matrix(run),
-        "per_collective": per_collective(run, exports.decision),
+        "per_collective": collectives,
         "projection": projection_rows(run, exports.decision),
         "answer_live_note": answer_live_note(run, exports.decision),
         "spec_label": spec_label(run),
@@ -225,31 +227,42 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "heatmap_unranked": False,
         "heatmap_rows": "",
         "heatmap_columns": "",
-        "svg": {},
+        "svg": svg,
     }
-    if not run.breakdown.empty:
-        page["svg"]["breakdown"] = figures.breakdown_svg(
-            run.breakdown, run.options.compute.given, run.mode, SHORT_SETTING_LABELS
-        )
-    if not run.projection.empty:
-        page["svg"]["projection"] = figures.projection_svg(
-            run.breakdown, run.options.draft_ms or 0.0, run.options.accepts, FIELD_REPORT_CASES, SETTING_LABELS
-        )
     if run.heatmaps:
         page["heatmaps"] = [heatmap_view(t, every, ranked) for t, every, ranked in run.heatmaps]
         page["heatmap_unranked"] = bool(run.untested)
         rows_axis, *columns_axis = run.heatmap_axes
         page["heatmap_rows"] = axis_name(rows_axis)
         page["heatmap_columns"] = axis_name(columns_axis[0]) if columns_axis else ""
-    if page["per_collective"]["per_tokens"]:
-        page["svg"]["sites"] = figures.sites_svg(page["per_collective"]["per_tokens"])
-    if not run.collectives.empty and (run.collectives["status"] == "ok").any():
-        page["svg"]["collectives"] = figures.collectives_svg(run.collectives)
-    if run.drift is not None and len(run.drift.samples) >= 2:
-        page["svg"]["drift"] = drift_svg(run.drift)
+    if "drift" in svg:
         page["drift_sentence"] = run.drift.sentence()
-    page["svg"] = {name: Markup(svg) for name, svg in page["svg"].items()}  # matplotlib's SVG writer escapes its text
     return page
+
+
+def _figures(run: RunAnalysis, collectives: dict[str, Any]) -> dict[str, Any]:
+    """The run's figures (after the routing plan's), in the page's order."""
+    svg: dict[str, Any] = {}
+    if not run.breakdown.empty:
+        svg["breakdown"] = draw(
+            "figures.breakdown_svg", run.breakdown, run.options.compute.given, run.mode, SHORT_SETTING_LABELS
+        )
+    if not run.projection.empty:
+        svg["projection"] = draw(
+            "figures.projection_svg",
+            run.breakdown,
+            run.options.draft_ms or 0.0,
+            run.options.accepts,
+            FIELD_REPORT_CASES,
+            SETTING_LABELS,
+        )
+    if collectives["per_tokens"]:
+        svg["sites"] = draw("figures.sites_svg", collectives["per_tokens"])
+    if not run.collectives.empty and (run.collectives["status"] == "ok").any():
+        svg["collectives"] = draw("figures.collectives_svg", run.collectives)
+    if run.drift is not None and len(run.drift.samples) >= 2:
+        svg["drift"] = draw("drift_figure.drift_svg", run.drift)
+    return svg
 
 
 def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
@@ -282,7 +295,7 @@ def comparison_view(runs: list[RunAnalysis]) -> dict[str, Any] | None:
             )
     headlines = {f"{k + 1}. {name}": r.headline for k, (name, r) in enumerate(named)}
     return {
-        "svg": Markup(figures.comparison_svg(headlines)) if headlines else "",
+        "svg": draw("figures.comparison_svg", headlines) if headlines else "",
         "rows": rows,
         "note": " ".join(f"{r.name}: {r.evidence.label}; {r.evidence.rule}." for r in runs),
     }
@@ -318,7 +331,9 @@ def index_html(
     )
 
 
+@functools.cache
 def _templates() -> jinja2.Environment:
+    """The page's templates, each compiled once per process (jinja's cache, reloaded if its file changes)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("commprof.report", "templates"),
         autoescape=jinja2.select_autoescape(["html"]),

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from markupsafe import Markup
-
 from commprof.records.schema import FUSED
 from commprof.report.analysis.formatting import fmt_pct, fmt_us
 from commprof.report.analysis.routing_candidates import NO_FLOOR
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.views.figures import routing_svg
+from commprof.report.views.drawing import draw
 from commprof.units import format_bytes
 
 TITLES = {
@@ -63,7 +61,7 @@ def routing_view(run: RunAnalysis, plan: dict[str, Any]) -> dict[str, Any] | Non
     curves = [c for c in plan["curves"] if (c["collective"], c["mode"]) == ("all_reduce", mode)]
     bands = [b for b in plan["bands"] if (b["collective"], b["mode"]) == ("all_reduce", mode)]
     if curves:
-        view["svg"] = Markup(routing_svg(curves, bands))
+        view["svg"] = draw("figures.routing_svg", curves, bands)
     return view
 
 

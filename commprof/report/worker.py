@@ -1,0 +1,232 @@
+"""Parts of a report run in a forked worker process beside this one, so that a render uses a second core: the
+figures (matplotlib's import while the records are read, then the drawing while the page is built), the
+nccl-tests tables' text and results.csv (report/write.py, while the other files are written).
+
+On Linux, in a process without other Python threads, a `Worker` forks: the child runs its jobs (inherited, never
+pickled), then each call sent to it, and sends every result back pickled through a file, so a large one never
+blocks it. Elsewhere each job and call runs here when made. Either way `Pending.result()` returns the result or
+raises what the job raised; a worker that dies, or stays silent for REPLY_TIMEOUT_S, raises WorkerError.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import pickle
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from functools import partial
+from multiprocessing.connection import Connection, Pipe
+from pathlib import Path
+from typing import Any
+
+from commprof.errors import RunStopped, UsageError
+from commprof.report.views.drawing import FIGURES, drawn_by
+
+# False: every job and call runs in this process (the tests' default: a forked worker is a process started).
+FORK = True
+# Longer than any one job of a large run takes (results.csv of 100,000 records: a few seconds).
+REPLY_TIMEOUT_S = 600.0
+
+
+class WorkerError(RunStopped):
+    """The worker process died, hung, or could not send a result back: one line, exit 1."""
+
+
+def can_fork() -> bool:
+    """Forking is safe here: Linux, and no other Python thread whose locks the child would inherit held."""
+    return FORK and sys.platform == "linux" and hasattr(os, "fork") and threading.active_count() == 1
+
+
+class Pending:
+    """One job's or call's result, from the worker (or from this process, where nothing was forked)."""
+
+    def __init__(self, worker: Worker, index: int):
+        self._worker, self._index = worker, index
+
+    def result(self) -> Any:
+        ok, value = self._worker.outcome(self._index)
+        if not ok:
+            raise value
+        return value
+
+
+class Drawn(Pending):
+    """A figure's SVG text, placed in the page as it is (matplotlib's SVG writer escapes its text); a template
+    waits for it where it shows it."""
+
+    def __html__(self) -> str:
+        return self.result()
+
+    def __str__(self) -> str:
+        return self.result()
+
+
+class Worker:
+    """A forked child that runs `jobs` in order, then the calls sent with `call`, until closed (use it as a context
+    manager: on an exception the child is killed). fork=False, or where forking is unsafe: all run here."""
+
+    def __init__(self, *jobs: Callable[[], Any], fork: bool = True):
+        self._outcomes: dict[int, tuple[bool, Any]] = {}
+        self._count = 0
+        self._pid: int | None = None
+        if fork and can_fork():
+            self._pid = self._start(jobs)
+        if self._pid is None:
+            for job in jobs:
+                self._outcomes[len(self._outcomes)] = _outcome(job)
+        self.jobs = [self._next(Pending) for _ in jobs]
+
+    def _start(self, jobs: tuple[Callable[[], Any], ...]) -> int | None:
+        """Fork the child (which never returns from here); its pid, or None where no folder, pipe or process could
+        be had (then everything runs here)."""
+        try:
+            self._folder = Path(tempfile.mkdtemp(prefix="commprof-worker-"))
+        except OSError:
+            return None
+        try:
+            self._conn, child_end = Pipe()
+        except OSError:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            return None
+        try:
+            pid = os.fork()
+        except OSError:
+            self._conn.close()
+            child_end.close()
+            shutil.rmtree(self._folder, ignore_errors=True)
+            return None
+        if pid == 0:
+            self._conn.close()
+            _serve(child_end, jobs, self._folder)
+        child_end.close()
+        return pid
+
+    def _next(self, kind: type[Pending]) -> Pending:
+        self._count += 1
+        return kind(self, self._count - 1)
+
+    def call(
+        self, module: str, function: str, args: tuple = (), kwargs: dict | None = None, kind: type[Pending] = Pending
+    ) -> Pending:
+        """`module.function(*args, **kwargs)` run by the worker (its arguments pickled), or here if none was forked;
+        its result as a `kind`."""
+        call = (module, function, args, kwargs or {})
+        if self._pid is None:
+            self._outcomes[self._count] = _outcome(partial(_run, *call))
+        else:
+            self._conn.send(call)
+        return self._next(kind)
+
+    def outcome(self, index: int) -> tuple[bool, Any]:
+        """(True, result) or (False, exception) of job or call `index`, waiting for the worker to send it."""
+        while index not in self._outcomes:
+            if self._pid is None:
+                raise WorkerError("the report's worker process was stopped before it sent this result")
+            if not self._conn.poll(REPLY_TIMEOUT_S):
+                self._stop(kill=True)
+                raise WorkerError(f"the report's worker process sent nothing for {REPLY_TIMEOUT_S:g} s; stopped it")
+            try:
+                done = self._conn.recv()
+            except EOFError:
+                raise WorkerError(f"the report's worker process ended ({self._stop(kill=True)}) mid-way") from None
+            with open(self._folder / str(done), "rb") as handle:
+                self._outcomes[done] = pickle.load(handle)
+        return self._outcomes[index]
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, kind, value, trace) -> None:
+        status = self._stop(kill=kind is not None)
+        if kind is None and status != "exit status 0":
+            raise WorkerError(f"the report's worker process ended with {status}")
+
+    def _stop(self, kill: bool) -> str:
+        """End the child (asked to, or killed) and reap it; how it ended."""
+        if self._pid is None:
+            return "exit status 0"
+        pid, self._pid = self._pid, None
+        if not kill:
+            with contextlib.suppress(OSError):
+                self._conn.send(None)
+        deadline = time.monotonic() + (0 if kill else 10.0)
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() >= deadline:
+                os.kill(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                break
+            time.sleep(0.002)
+        self._conn.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+        return f"exit status {os.WEXITSTATUS(status)}" if os.WIFEXITED(status) else f"signal {os.WTERMSIG(status)}"
+
+
+def _run(module: str, function: str, args: tuple, kwargs: dict[str, Any]) -> Any:
+    return getattr(importlib.import_module(module), function)(*args, **kwargs)
+
+
+def _outcome(job: Callable[[], Any]) -> tuple[bool, Any]:
+    try:
+        return True, job()
+    except Exception as exc:
+        return False, exc
+
+
+def _serve(conn: Connection, jobs: tuple[Callable[[], Any], ...], folder: Path) -> None:
+    """The child's life: each job, then each call until told to stop (None) or the parent is gone; never returns."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which kills this child
+    code = 0
+    try:
+        for index, job in enumerate(jobs):
+            _send(conn, folder, index, _outcome(job))
+        index = len(jobs)
+        while (message := conn.recv()) is not None:
+            _send(conn, folder, index, _outcome(partial(_run, *message)))
+            index += 1
+    except (EOFError, BrokenPipeError):  # the parent is gone
+        code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 2
+    finally:
+        os._exit(code)
+
+
+def _send(conn: Connection, folder: Path, index: int, outcome: tuple[bool, Any]) -> None:
+    ok, value = outcome
+    if not ok and not isinstance(value, (UsageError, OSError)):  # those say all in one line; a bug needs its trace
+        value.add_note("(raised in the report's worker process)\n" + "".join(traceback.format_tb(value.__traceback__)))
+    try:
+        data = pickle.dumps((ok, value), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        data = pickle.dumps((False, WorkerError(f"cannot send back {type(value).__name__}: {exc}")))
+    with open(folder / str(index), "wb") as handle:
+        handle.write(data)
+    conn.send(index)
+
+
+@contextlib.contextmanager
+def figure_worker() -> Iterator[None]:
+    """For the block, the page's figures (views/drawing.py) are drawn by a worker forked now, which imports
+    matplotlib while this process goes on."""
+    with Worker(_import_figures) as worker, drawn_by(partial(_draw, worker)):
+        yield
+
+
+def _import_figures() -> None:
+    importlib.import_module(FIGURES)
+
+
+def _draw(worker: Worker, module: str, function: str, args: tuple, kwargs: dict[str, Any]) -> Drawn:
+    return worker.call(module, function, args, kwargs, Drawn)
