@@ -13,6 +13,7 @@ import os
 import shlex
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -42,11 +43,15 @@ def _tokens(ctx: click.Context, param: click.Parameter, value: str | None) -> tu
     return tokens
 
 
-def _at_most(param: click.Parameter, value: int | None, limit: int) -> int | None:
-    """A count's upper limit, the one its record type holds (records.values), said after click's own lower one."""
-    if value is not None and value > limit:
-        raise click.BadParameter(f"{value} is above {limit}, the most a run records", param=param)
-    return value
+def _count_option(name: str, low: int, limit: int, description: str) -> Callable:
+    """A count flag: click's own line below `low`; above `limit` (its record type's, records.values) one saying so."""
+
+    def at_most(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+        if value is not None and value > limit:
+            raise click.BadParameter(f"{value} is above {limit}, the most a run records", param=param)
+        return value
+
+    return click.option(name, type=click.IntRange(min=low), callback=at_most, default=None, help=description)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,28 +67,10 @@ def _at_most(param: click.Parameter, value: int | None, limit: int) -> int | Non
 @click.option("--tokens", callback=_tokens, default=None, help="T values, comma-separated [1,4,8].")
 @click.option("--phase", type=click.Choice(PHASES), default=None, help="decode or verify [verify].")
 @click.option("--dtype", default=None, help="Activation dtype [the model's].")
-@click.option(
-    "--tp",
-    type=click.IntRange(min=1),
-    callback=lambda ctx, param, value: _at_most(param, value, MAX_RANKS),
-    default=None,
-    help="Tensor parallel degree [world size].",
-)
+@_count_option("--tp", 1, MAX_RANKS, "Tensor parallel degree [world size].")
 @click.option("--impl", "impls", multiple=True, help="All-reduce implementation(s) to compare with the baseline.")
-@click.option(
-    "--iterations",
-    type=click.IntRange(min=1),
-    callback=lambda ctx, param, value: _at_most(param, value, MAX_COUNT),
-    default=None,
-    help="Timed steps per (T, mode).",
-)
-@click.option(
-    "--warmup",
-    type=click.IntRange(min=0),
-    callback=lambda ctx, param, value: _at_most(param, value, MAX_COUNT),
-    default=None,
-    help="Warm-up steps per (T, mode).",
-)
+@_count_option("--iterations", 1, MAX_COUNT, "Timed steps per (T, mode).")
+@_count_option("--warmup", 0, MAX_COUNT, "Warm-up steps per (T, mode).")
 @click.option(
     "--compute",
     default=None,
