@@ -34,7 +34,8 @@ STEP_LINE = re.compile(
     r"^  verify step T = (\d+): [\d.]+ -> [\d.]+ ms \((\S+) % less(?:, its error ±(\d+) %)?\): ([a-z ]+?)(: withdrawn)?$"
 )
 ROUTE_LINE = re.compile(
-    r"^  (eager|graph) all-reduce, T = ([\d, ]+) \((\d+)-(\d+) B\): (\S+)(?: \(\S+ % less time\))?: (.+)$"
+    r"^  (eager|graph) all-reduce, T = ([\d, ]+) \((\d+)-(\d+) B\): (\S+)(?: \(switch left off, \S+ runs\))?"
+    r"(?: \(\S+ % less time\))?: (.+)$"
 )
 ROUTING_TXT = re.compile(r"^#   (\S+) (eager|graph) (\d+)-(\d+) B(?: \(T = [\d, ]+\))?: .*?: ([a-z ]+): ")
 
@@ -233,6 +234,22 @@ def test_runs_side_by_side_say_each_run_s_decision(scenarios, bundle, tmp_path, 
     assert_comparison_says(page, json.loads((tmp_path / "r" / "summary.json").read_text())["runs"])
     section = page.split('<section id="compare">', 1)[1].split("</section>", 1)[0]
     assert any(cell != "keeps the baseline" for *_, cell in COMPARE_ROW.findall(section))
+
+
+def test_the_answer_table_names_the_baseline_where_a_band_s_switch_is_left_off(bundle, tmp_path, capsys):
+    """A simulation leaves every engine switch off: a band another implementation won still runs on NCCL, and the
+    first screen's table says so on that band's rows only."""
+    _report(bundle["run"], tmp_path / "r", capsys)
+    rows = decision_of(tmp_path / "r")["per_tokens"]
+    off = [row for row in rows if not row["live"]]
+    assert off and all(row["impl"] == "flashinfer-pcie-ipc" and row["verdict"] == "beyond error" for row in off)
+    page = (tmp_path / "r" / "index.html").read_text()
+    card = page.split("The answer, per T: what runs each collective", 1)[1].split("</table>", 1)[0]
+    assert card.count("(switch left off, NCCL runs)") == len(off)
+    lines = [line for line in answer_lines(bundle["run"]) if "(switch left off, NCCL runs)" in line]
+    assert [line.split(" all-reduce")[0].strip() for line in lines] == ["graph"]  # the band's one terminal line
+    routing = (tmp_path / "r" / "routing.txt").read_text()
+    assert routing.count("flashinfer-pcie-ipc {'tune': False} (switch left off, NCCL runs)") == 1
 
 
 def test_a_planted_contradiction_fails_the_check(scenarios, tmp_path, monkeypatch, capsys):  # noqa: F811 (the fixture)

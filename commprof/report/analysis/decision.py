@@ -105,6 +105,10 @@ class Decision:
         """The name of what runs a band: the baseline's name where it kept the band, else the implementation."""
         return self.baseline_name if route.kept else route.impl
 
+    def left_off_note(self, live: bool) -> str:
+        """What a band's name is followed by where its engine setting is left off (`live` False): the baseline runs."""
+        return "" if live else f" (switch left off, {self.baseline_name} runs)"
+
     def route(self, collective: str, mode: str, nbytes: int) -> Route | None:
         return next(
             (
@@ -143,13 +147,15 @@ class Decision:
     def _live_route(self, tokens: int, mode: str) -> Route | None:
         for r in self.routes:
             if r.collective == "all_reduce" and r.mode == mode and not r.kept and tokens in r.tokens:
-                if any(
-                    s.live and s.impl == r.impl and s.min_bytes <= r.max_bytes and r.min_bytes <= s.max_bytes
-                    for s in self.engine
-                ):
-                    return r
-                return None
+                return r if self.acts(r) else None
         return None
+
+    def acts(self, route: Route) -> bool:
+        """Whether the answer's files make `route` run: NCCL keeps it, or an engine setting they set live runs it."""
+        return route.kept or any(
+            s.live and s.impl == route.impl and s.min_bytes <= route.max_bytes and route.min_bytes <= s.max_bytes
+            for s in self.engine
+        )
 
     def per_tokens(self) -> list[dict[str, Any]]:
         """Per T, mode and collective: what runs there (the rows the first screen and summary.json show)."""
@@ -167,6 +173,7 @@ class Decision:
                         "band": [r.min_bytes, r.max_bytes],
                         "verdict": r.verdict,
                         "reason": r.reason,
+                        "live": self.acts(r),  # False: its engine setting is left off, the baseline runs there
                     }
                 )
         return sorted(rows, key=lambda row: (row["mode"], row["collective"], row["tokens"]))

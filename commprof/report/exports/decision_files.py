@@ -76,6 +76,7 @@ def routing_text(decision: Decision, provenance: list[str]) -> str:
     )
     for route in decision.routes:
         what = decision.runs_on(route) + (f" {route.options}" if route.options and not route.kept else "")
+        what += decision.left_off_note(decision.acts(route))
         tokens = f" (T = {', '.join(map(str, route.tokens))})" if route.tokens else ""
         margin = f", {route.margin_pct:g} % less time" if route.margin_pct is not None else ""
         lines.append(
@@ -112,7 +113,7 @@ def decision_lines(decision: Decision) -> list[str]:
         )
     for route in decision.routes:
         if route.collective == "all_reduce" and route.tokens:
-            what = decision.runs_on(route)
+            what = decision.runs_on(route) + decision.left_off_note(decision.acts(route))
             margin = f" ({route.margin_pct:g} % less time)" if route.margin_pct is not None else ""
             lines.append(
                 f"  {route.mode} all-reduce, T = {', '.join(map(str, route.tokens))} "

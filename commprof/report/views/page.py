@@ -148,7 +148,9 @@ def answer_rows(decision: Decision) -> list[dict[str, Any]]:
         rows.append(
             {
                 **row,
-                "run": row["impl"] + (f" {json.dumps(row['options'], sort_keys=True)}" if row["options"] else ""),
+                "run": row["impl"]
+                + (f" {json.dumps(row['options'], sort_keys=True)}" if row["options"] else "")
+                + decision.left_off_note(row["live"]),
                 "env": " ".join(f"{k}={v}" for k, v in sorted(row["nccl_env"].items())) or defaults,
                 "sizes": f"{format_bytes(row['band'][0])} – {format_bytes(row['band'][1])}",
                 "key": json.dumps(key, sort_keys=True),
