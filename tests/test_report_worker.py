@@ -101,3 +101,46 @@ def test_where_no_process_can_be_forked_everything_runs_here(forking, monkeypatc
     with Worker(lambda: os.getpid()) as work:
         assert work.jobs[0].result() == os.getpid()
         assert work.call("os.path", "join", ("a", "b")).result() == "a/b"
+
+
+def _echo_through_a_worker_of_its_own():
+    worker.echo("from the worker's worker", err=True)
+    return "inner"
+
+
+def _echo_lines():
+    worker.echo("first")
+    worker.echo("second", err=True)
+    with Worker(_echo_through_a_worker_of_its_own) as inner:
+        inner_result = inner.jobs[0].result()
+    worker.echo("third")
+    return os.getpid(), inner_result
+
+
+def test_lines_a_worker_echoes_reach_this_terminal_in_order(forking, capsys):
+    with Worker(_echo_lines) as work:
+        pid, inner = work.jobs[0].result()
+    assert pid != os.getpid() and inner == "inner"
+    captured = capsys.readouterr()
+    assert captured.out == "first\nthird\n"
+    assert captured.err == "second\nfrom the worker's worker\n"
+
+
+def test_an_interrupted_worker_cleans_up_before_it_ends(forking, tmp_path):
+    half_written = tmp_path / "half-written"
+
+    def render():
+        half_written.mkdir()
+        try:
+            time.sleep(60)
+        finally:
+            half_written.rmdir()  # what a report does with its staging folder
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        with Worker(render, interruptible=True):
+            while not half_written.exists():
+                time.sleep(0.01)
+            raise KeyboardInterrupt  # Ctrl-C here: the worker is stopped, and cleans up first
+    assert not half_written.exists()
+    assert time.monotonic() - started < worker.STOP_GRACE_S

@@ -7,6 +7,7 @@ import hashlib
 import math
 import warnings
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from commprof.records.run_meta import meta_view, read_meta
 from commprof.records.values import MAX_ACCEPT
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
-from commprof.report.worker import figure_worker
+from commprof.report.worker import Worker, echo, figure_worker, hold_until_exit
 
 
 def newest_run(parent: Path) -> Path:
@@ -254,12 +255,19 @@ def report(
     # Records are acyclic JSON: the cyclic collector only re-scans them (a fifth of a 10,000-record render).
     gc.disable()
     try:
-        with figure_worker():  # matplotlib is imported beside the reading, the figures drawn beside the page
-            observed = observation(observed_step_ms, observed_dir)
-            flags = ReportFlags(compute_ms, draft_ms, accept, baseline, tuple(engines), allow_partial)
-            _report(run_dirs, latest, out, flags, observed)
+        flags = ReportFlags(compute_ms, draft_ms, accept, baseline, tuple(engines), allow_partial)
+        # The render runs in a process of its own, which ends when it is done: the system takes back its records
+        # at once, where freeing them one by one took a tenth of the render.
+        render = partial(_render, run_dirs, latest, out, flags, (observed_step_ms, observed_dir))
+        with Worker(render, interruptible=True) as process:
+            process.jobs[0].result()
     finally:
         gc.enable()
+
+
+def _render(run_dirs, latest, out, flags: ReportFlags, observe: tuple[str | None, Path | None]) -> None:
+    with figure_worker():  # matplotlib is imported beside the reading, the figures drawn beside the page
+        _report(run_dirs, latest, out, flags, observation(*observe))
 
 
 def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str, int | None]:
@@ -320,9 +328,10 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
     if not run_dirs:
         raise UsageError("give a run folder (runs/<run-id>) or --latest runs/")
     loaded = [load_run(Path(d)) for d in run_dirs]
+    hold_until_exit(loaded)
     for _, _, _, notes in loaded:
         for note in notes:
-            click.echo(f"commprof: warning: {note}", err=True)
+            echo(f"commprof: warning: {note}", err=True)
 
     from commprof.report.analysis.compared import incomparable
     from commprof.report.analysis.run_analysis import RunExtras, analyze_run
@@ -340,37 +349,39 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
             warnings.simplefilter("always")
             extras = RunExtras(read_records(again) if again.exists() else [], read_plan(Path(run_dir)))
         for note in caught:
-            click.echo(f"commprof: warning: {note.message}", err=True)
+            echo(f"commprof: warning: {note.message}", err=True)
         runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), extras))
+    hold_until_exit(runs)
     for run in runs:
         check_observed(run, observed[0], observed[2])
     mismatch = incomparable(runs)
     if mismatch:
-        click.echo(f"commprof: warning: {mismatch}", err=True)
+        echo(f"commprof: warning: {mismatch}", err=True)
     from commprof.report.analysis.decision import decide
     from commprof.report.exports.decision_files import decision_lines
 
-    decisions = [decide(run) for run in runs]  # once: the files, the page and the terminal render the same answer
-    paths = write_report(runs, out_dir, decisions)
+    # Decided once, beside the worker that writes the tables: the files, the page and the terminal render that answer.
+    paths, decisions = write_report(runs, out_dir, decide)
+    hold_until_exit(decisions)
     for run in runs:
         if run.all_failed:
-            click.echo(f"commprof: {run.name}: every point failed; the report says so", err=True)
+            echo(f"commprof: {run.name}: every point failed; the report says so", err=True)
         if run.completeness is not None and not run.completeness.complete:
-            click.echo(f"commprof: warning: {run.name}: {run.completeness.sentence(flags.allow_partial)}", err=True)
+            echo(f"commprof: warning: {run.name}: {run.completeness.sentence(flags.allow_partial)}", err=True)
         if run.drift is not None and run.drift.exceeded:
-            click.echo(f"commprof: warning: {run.name}: {run.drift.sentence()}", err=True)
+            echo(f"commprof: warning: {run.name}: {run.drift.sentence()}", err=True)
     for run in runs:
         if run.observed is not None:
-            click.echo(f"commprof: {run.name}: observed beside predicted: {run.observed['verdict']}")
-    click.echo(f"wrote {paths['index.html']}")
-    click.echo(
+            echo(f"commprof: {run.name}: observed beside predicted: {run.observed['verdict']}")
+    echo(f"wrote {paths['index.html']}")
+    echo(
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
         "engine_flags.txt, routing.txt, nccl-tests/"
     )
     for run, decision in zip(runs, decisions):  # the same answer lines the sweep and `simulate` end with
         if not run.steps.empty:
             for line in ([run.name] if len(runs) > 1 else []) + decision_lines(decision):
-                click.echo(line)
+                echo(line)
 
 
 def check_observed(run, observed: dict, world_size: int | None) -> None:

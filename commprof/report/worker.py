@@ -1,11 +1,13 @@
-"""Parts of a report run in a forked worker process beside this one, so that a render uses a second core: the
-figures (matplotlib's import while the records are read, then the drawing while the page is built), the
-nccl-tests tables' text and results.csv (report/write.py, while the other files are written).
+"""Parts of a report run in forked worker processes, so that a render uses a second core: the figures
+(matplotlib's import while the records are read, then the drawing while the page is built), the nccl-tests tables
+and results.csv (report/write.py, while the run is decided and the other files written); and the whole render in
+a process of its own (report/command.py), whose records the system frees at once when it ends.
 
 On Linux, in a process without other Python threads, a `Worker` forks: the child runs its jobs (inherited, never
 pickled), then each call sent to it, and sends every result back pickled through a file, so a large one never
-blocks it. Elsewhere each job and call runs here when made. Either way `Pending.result()` returns the result or
-raises what the job raised; a worker that dies, or stays silent for REPLY_TIMEOUT_S, raises WorkerError.
+blocks it; the lines it `echo`es reach the terminal through the process that forked it, in order. Elsewhere each
+job and call runs here when made. Either way `Pending.result()` returns the result or raises what the job raised;
+a worker that dies, or stays silent for REPLY_TIMEOUT_S, raises WorkerError.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from multiprocessing.connection import Connection, Pipe
 from pathlib import Path
 from typing import Any
 
+import click
+
 from commprof.errors import RunStopped, UsageError
 from commprof.report.views.drawing import FIGURES, drawn_by
 
@@ -34,6 +38,29 @@ from commprof.report.views.drawing import FIGURES, drawn_by
 FORK = True
 # Longer than any one job of a large run takes (results.csv of 100,000 records: a few seconds).
 REPLY_TIMEOUT_S = 600.0
+# How long a stopped worker may take to clean up (an interruptible one removes its half-written report) before it
+# is killed.
+STOP_GRACE_S = 10.0
+# In a forked worker: the connection to the process that forked it, which shows the lines `echo` sends.
+_upstream: Connection | None = None
+
+
+_held: list[Any] = []
+
+
+def hold_until_exit(value: Any) -> None:
+    """In a forked worker, keep `value` until the process ends, when the system takes back its memory at once (a
+    large run's records took a tenth of the render to free one object at a time); here, nothing."""
+    if _upstream is not None:
+        _held.append(value)
+
+
+def echo(message: str, err: bool = False) -> None:
+    """click.echo from any process of a report: a worker sends the line up to the process that forked it."""
+    if _upstream is None:
+        click.echo(message, err=err)
+    else:
+        _upstream.send(("echo", message, err))
 
 
 class WorkerError(RunStopped):
@@ -73,10 +100,13 @@ class Worker:
     """A forked child that runs `jobs` in order, then the calls sent with `call`, until closed (use it as a context
     manager: on an exception the child is killed). fork=False, or where forking is unsafe: all run here."""
 
-    def __init__(self, *jobs: Callable[[], Any], fork: bool = True):
+    def __init__(self, *jobs: Callable[[], Any], fork: bool = True, interruptible: bool = False):
+        """`interruptible`: Ctrl-C (or the stop of an exception here) raises KeyboardInterrupt in the child's jobs,
+        so they clean up as they would here; else the child ignores Ctrl-C and is ended from here."""
         self._outcomes: dict[int, tuple[bool, Any]] = {}
         self._count = 0
         self._pid: int | None = None
+        self._interruptible = interruptible
         if fork and can_fork():
             self._pid = self._start(jobs)
         if self._pid is None:
@@ -105,7 +135,7 @@ class Worker:
             return None
         if pid == 0:
             self._conn.close()
-            _serve(child_end, jobs, self._folder)
+            _serve(child_end, jobs, self._folder, self._interruptible)
         child_end.close()
         return pid
 
@@ -137,6 +167,9 @@ class Worker:
                 done = self._conn.recv()
             except EOFError:
                 raise WorkerError(f"the report's worker process ended ({self._stop(kill=True)}) mid-way") from None
+            if isinstance(done, tuple):  # a line the worker echoed
+                echo(*done[1:])
+                continue
             with open(self._folder / str(done), "rb") as handle:
                 self._outcomes[done] = pickle.load(handle)
         return self._outcomes[index]
@@ -150,14 +183,14 @@ class Worker:
             raise WorkerError(f"the report's worker process ended with {status}")
 
     def _stop(self, kill: bool) -> str:
-        """End the child (asked to, or killed) and reap it; how it ended."""
+        """End the child (asked to, or terminated: it has STOP_GRACE_S to clean up before it is killed) and reap
+        it; how it ended."""
         if self._pid is None:
             return "exit status 0"
         pid, self._pid = self._pid, None
-        if not kill:
-            with contextlib.suppress(OSError):
-                self._conn.send(None)
-        deadline = time.monotonic() + (0 if kill else 10.0)
+        with contextlib.suppress(OSError):
+            self._conn.send(None) if not kill else os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
@@ -183,9 +216,18 @@ def _outcome(job: Callable[[], Any]) -> tuple[bool, Any]:
         return False, exc
 
 
-def _serve(conn: Connection, jobs: tuple[Callable[[], Any], ...], folder: Path) -> None:
+def _serve(conn: Connection, jobs: tuple[Callable[[], Any], ...], folder: Path, interruptible: bool) -> None:
     """The child's life: each job, then each call until told to stop (None) or the parent is gone; never returns."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the parent, which kills this child
+    global _upstream
+    _upstream = conn
+    if interruptible:  # Ctrl-C (unless ignored, as the parent does), or the parent's SIGTERM, interrupts the job,
+        # once: its clean-up is not cut short
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, _interrupt)
+        signal.signal(signal.SIGTERM, _interrupt)
+    else:  # Ctrl-C stops the parent, which ends this child
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     code = 0
     try:
         for index, job in enumerate(jobs):
@@ -196,11 +238,24 @@ def _serve(conn: Connection, jobs: tuple[Callable[[], Any], ...], folder: Path) 
             index += 1
     except (EOFError, BrokenPipeError):  # the parent is gone
         code = 1
+    except KeyboardInterrupt:  # the parent stops too, and says so
+        code = 130
     except BaseException:
         traceback.print_exc()
         code = 2
     finally:
         os._exit(code)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    for each in (signal.SIGINT, signal.SIGTERM):  # a second signal (Ctrl-C, then the parent's stop) is let be
+        if signal.getsignal(each) is _interrupt:
+            signal.signal(each, _let_be)
+    raise KeyboardInterrupt
+
+
+def _let_be(signum: int, frame: Any) -> None:
+    """A signal that arrives while an interrupted job cleans up."""
 
 
 def _send(conn: Connection, folder: Path, index: int, outcome: tuple[bool, Any]) -> None:

@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -26,7 +27,7 @@ from commprof.nccl_graph.export import EXPORTED_NAME
 from commprof.report.analysis.compared import costmodel_checks, incomparable
 from commprof.report.analysis.decision import Decision, decide, decided_fusion
 from commprof.report.analysis.frame import ok_rows
-from commprof.report.analysis.ops import op_sizes, op_table
+from commprof.report.analysis.ops import op_sizes, op_table, timed_ops
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.exports.decision_files import answer_block, routing_text
@@ -141,18 +142,30 @@ def nccl_tests_tables(run: RunAnalysis) -> dict[str, tuple]:
     return tables
 
 
-def write_nccl_tests_tables(tables: dict[str, tuple], folder: Path) -> dict[str, Path]:
+def nccl_tests_points(run: RunAnalysis) -> list[str]:
+    """The points nccl_tests_tables makes a table for: eager records with timed ops and a known rank count."""
+    eager = ok_rows(run.all_steps, "eager")
+    if eager.empty:
+        return []
+    timed = {point_id for point_id, op_us in zip(eager["point_id"], eager["op_us"]) if timed_ops(op_us)}
+    firsts = eager.drop_duplicates("point_id")
+    return sorted(set(firsts.loc[firsts["world_size"].notna(), "point_id"]) & timed)
+
+
+def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
     """Each point's table (nccl_tests_tables) as folder/<point id>.txt."""
     return {
         point_id: write_text(inside(folder, f"{point_id}.txt"), nccl_tests_table(*args))
-        for point_id, args in tables.items()
+        for point_id, args in nccl_tests_tables(run).items()
     }
 
 
-def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decision] | None = None) -> dict[str, Path]:
-    """Write index.html, summary.json, results.csv and each run's exports, then swap them in as out_dir;
-    return the main paths (under out_dir). `decisions`: each run's, where the caller has decided already (else
-    decided here). UsageError when out_dir cannot take a report."""
+def write_report(
+    runs: list[RunAnalysis], out_dir: Path, decide_run: Callable[[RunAnalysis], Decision] = decide
+) -> tuple[dict[str, Path], list[Decision]]:
+    """Decide each run (decide_run, once) and write index.html, summary.json, results.csv and each run's exports,
+    then swap them in as out_dir; return the main paths (under out_dir) and the decisions. UsageError when out_dir
+    cannot take a report."""
     check_report_target(out_dir)
     blocking = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
@@ -164,7 +177,7 @@ def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decisio
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
     try:
-        paths = _write_all(runs, decisions if decisions is not None else [decide(run) for run in runs], staging)
+        paths, decisions = _write_all(runs, decide_run, staging)
         swap_in(staging, out_dir)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
@@ -172,22 +185,27 @@ def write_report(runs: list[RunAnalysis], out_dir: Path, decisions: list[Decisio
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}
+    return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}, decisions
 
 
-def _write_all(runs: list[RunAnalysis], decisions: list[Decision], out_dir: Path) -> dict[str, Path]:
+def _write_all(
+    runs: list[RunAnalysis], decide_run: Callable[[RunAnalysis], Decision], out_dir: Path
+) -> tuple[dict[str, Path], list[Decision]]:
     taken: set[str] = set()
     folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
     for folder in folders if len(runs) > 1 else ():
         folder.mkdir()  # here, before the worker writes into it too
-    tables = [(nccl_tests_tables(run), inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
-    # The tables' text and results.csv need the analysis alone: a worker (report/worker.py) writes them while this
-    # process writes the rest.
-    jobs = [partial(write_nccl_tests_tables, *each) for each in tables]
+    # The nccl-tests tables and results.csv need the analysis alone: a worker (report/worker.py) builds and writes
+    # them while this process decides and writes the rest.
+    jobs = [partial(write_nccl_tests_tables, run, inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
     with Worker(*jobs, partial(write_results_csv, runs, out_dir)) as files:
+        decisions = [decide_run(run) for run in runs]
         pages, summaries, shown = [], [], []
-        for run, decision, folder, (table, where) in zip(runs, decisions, folders, tables):
-            paths = {point_id: inside(where, f"{point_id}.txt") for point_id in table}
+        tables = [
+            {point_id: inside(inside(folder, "nccl-tests"), f"{point_id}.txt") for point_id in nccl_tests_points(run)}
+            for run, folder in zip(runs, folders)
+        ]
+        for run, decision, folder, paths in zip(runs, decisions, folders, tables):
             exports = write_run_exports(run, decision, folder, out_dir, paths)
             run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
             shown.append(run)
@@ -204,9 +222,10 @@ def _write_all(runs: list[RunAnalysis], decisions: list[Decision], out_dir: Path
             ),
             "results.csv": files.jobs[-1].result(),
         }
-        for job in files.jobs[:-1]:
-            job.result()  # the tables are written (or their error raised)
-        return written
+        for job, paths in zip(files.jobs, tables):
+            if job.result() != paths:  # the worker's tables are the ones the exports and the page name
+                raise RuntimeError(f"nccl-tests tables written {sorted(job.result())}, named {sorted(paths)}")
+        return written, decisions
 
 
 def write_results_csv(runs: list[RunAnalysis], out_dir: Path) -> Path:
