@@ -1,7 +1,8 @@
 """Parts of a report run in forked worker processes, so that a render uses a second core: the figures
-(matplotlib's import while the records are read, then the drawing while the page is built), the nccl-tests tables
-and results.csv (report/write.py, while the run is decided and the other files written); and the whole render in
-a process of its own (report/command.py), whose records the system frees at once when it ends.
+(matplotlib's import and a first figure while the records are read, then the drawing while the page is built),
+the nccl-tests tables and results.csv (report/write.py, while the run is decided and the other files written);
+and the whole render in a process of its own (report/command.py), whose records the system frees at once when it
+ends.
 
 On Linux, in a process without other Python threads, a `Worker` forks: the child runs its jobs (inherited, never
 pickled), then each call sent to it, and sends every result back pickled through a file, so a large one never
@@ -274,13 +275,13 @@ def _send(conn: Connection, folder: Path, index: int, outcome: tuple[bool, Any])
 @contextlib.contextmanager
 def figure_worker() -> Iterator[None]:
     """For the block, the page's figures (views/drawing.py) are drawn by a worker forked now, which imports
-    matplotlib while this process goes on."""
+    matplotlib and draws a first figure while this process goes on."""
     with Worker(_import_figures) as worker, drawn_by(partial(_draw, worker)):
         yield
 
 
 def _import_figures() -> None:
-    importlib.import_module(FIGURES)
+    importlib.import_module(FIGURES).warm_up()
 
 
 def _draw(worker: Worker, module: str, function: str, args: tuple, kwargs: dict[str, Any]) -> Drawn:
