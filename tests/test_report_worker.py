@@ -4,6 +4,8 @@ worker fails the report in one line, and a report rendered with workers is the o
 import errno
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -144,3 +146,41 @@ def test_an_interrupted_worker_cleans_up_before_it_ends(forking, tmp_path):
             raise KeyboardInterrupt  # Ctrl-C here: the worker is stopped, and cleans up first
     assert not half_written.exists()
     assert time.monotonic() - started < worker.STOP_GRACE_S
+
+
+_ORPHANED = """
+import sys, time
+from pathlib import Path
+from commprof.report.worker import Worker
+
+half_written = Path(sys.argv[1])
+
+def render():
+    half_written.mkdir()
+    try:
+        time.sleep(60)
+    finally:
+        half_written.rmdir()
+
+with Worker(render, interruptible=True) as work:
+    work.jobs[0].result()
+"""
+
+
+def test_a_worker_whose_parent_is_killed_cleans_up_and_ends(tmp_path):
+    half_written = tmp_path / "half-written"
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHANED, str(half_written)], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not half_written.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert half_written.exists()
+    finally:
+        parent.kill()  # SIGKILL: the parent says nothing to its worker
+        parent.wait()
+    deadline = time.monotonic() + worker.STOP_GRACE_S
+    while half_written.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not half_written.exists()

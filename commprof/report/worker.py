@@ -14,6 +14,7 @@ a worker that dies, or stays silent for REPLY_TIMEOUT_S, raises WorkerError.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import os
 import pickle
@@ -42,6 +43,7 @@ REPLY_TIMEOUT_S = 600.0
 # How long a stopped worker may take to clean up (an interruptible one removes its half-written report) before it
 # is killed.
 STOP_GRACE_S = 10.0
+_PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 # In a forked worker: the connection to the process that forked it, which shows the lines `echo` sends.
 _upstream: Connection | None = None
 
@@ -127,6 +129,7 @@ class Worker:
         except OSError:
             shutil.rmtree(self._folder, ignore_errors=True)
             return None
+        parent = os.getpid()
         try:
             pid = os.fork()
         except OSError:
@@ -136,7 +139,7 @@ class Worker:
             return None
         if pid == 0:
             self._conn.close()
-            _serve(child_end, jobs, self._folder, self._interruptible)
+            _serve(child_end, jobs, self._folder, self._interruptible, parent)
         child_end.close()
         return pid
 
@@ -217,7 +220,9 @@ def _outcome(job: Callable[[], Any]) -> tuple[bool, Any]:
         return False, exc
 
 
-def _serve(conn: Connection, jobs: tuple[Callable[[], Any], ...], folder: Path, interruptible: bool) -> None:
+def _serve(
+    conn: Connection, jobs: tuple[Callable[[], Any], ...], folder: Path, interruptible: bool, parent: int
+) -> None:
     """The child's life: each job, then each call until told to stop (None) or the parent is gone; never returns."""
     global _upstream
     _upstream = conn
@@ -229,6 +234,7 @@ def _serve(conn: Connection, jobs: tuple[Callable[[], Any], ...], folder: Path, 
     else:  # Ctrl-C stops the parent, which ends this child
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _end_with(parent)
     code = 0
     try:
         for index, job in enumerate(jobs):
@@ -246,6 +252,17 @@ def _serve(conn: Connection, jobs: tuple[Callable[[], Any], ...], folder: Path, 
         code = 2
     finally:
         os._exit(code)
+
+
+def _end_with(parent: int) -> None:
+    """Have Linux send this process SIGTERM when `parent` ends (killed, say), as if it had stopped it: a render
+    never goes on, or leaves its half-written report, after the command that started it is gone."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux's C library: the parent's pipe ending stops it instead
+        return
+    if os.getppid() != parent:  # gone before the request was made
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
