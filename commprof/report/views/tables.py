@@ -94,6 +94,14 @@ _POINT_ROW = (
     + '<td class="num">{}</td>' * 6
     + "</tr>"
 )
+
+
+def _status_cell(status: Any) -> str:
+    """A cell of the compatibility matrix: its status as shown, coloured ("—" where the point has no record)."""
+    text = escaped(status) if isinstance(status, str) else "—"
+    return f'<td><span class="st st-{status_css(text)}">{text}</span></td>'
+
+
 # The points table's columns: the point's own (first record per point and T), the headline mode's values.
 _POINT_INFO = ("label", "impl", "settings", "fused_rmsnorm")
 _HEAD_VALUES = ("tail_us", "cv", "speedup", "reference", "rank_skew_pct")
@@ -165,34 +173,35 @@ NOT_TESTED = "not tested"
 
 
 def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
-    """Every point x (T, mode) with its status; a simulated run's predictions are "not tested", never ok."""
+    """Every point x (T, mode) with its status; a simulated run's predictions are "not tested", never ok. Its rows
+    are markup, one line per point, built here (cells escaped here)."""
     matrix = run.status_matrix
     if matrix.empty:
-        return {"columns": [], "rows": [], "messages": [], "note": "", "all_ran": ""}
+        return {"columns": [], "rows": Markup(""), "messages": [], "note": "", "all_ran": ""}
     if run.simulated:
         matrix = matrix.where(matrix != "ok", NOT_TESTED)
     columns = [f"T={t} {m}" for t, m in matrix.columns]
-    # Escaped here, rendered with autoescape off (see points_table).
-    rows = [
-        {
-            "point_id": escaped(pid),
-            "label": escaped(label),
-            "cells": [(text, status_css(text)) for text in (escaped(c) if isinstance(c, str) else "—" for c in values)],
-        }
-        for (pid, label), values in zip(matrix.index, matrix.to_numpy())
-    ]
+    cells = _each(_status_cell, matrix.to_numpy().ravel().tolist())
+    width = len(columns)
+    rows = Markup(
+        "\n".join(
+            f"<tr><td>{escaped(pid)} {escaped(label)}</td>{''.join(cells[k * width : (k + 1) * width])}</tr>"
+            for k, (pid, label) in enumerate(matrix.index)
+        )
+    )
     messages = []
     fails = run.failures[run.failures["status"].isin(FAILED_STATUSES + ("unsupported",))]
     for (status, message), group in fails.groupby(["status", fails["message"].fillna("(no message)")], sort=True):
         cells = [
-            f"{r.point_id}{f' T={int(r.tokens)}' if finite(r.tokens) else ''} {r.mode}" for r in group.itertuples()
+            f"{r.point_id}{f' T={int(r.tokens)}' if finite(r.tokens) else ''} {r.mode}"
+            for r in group.head(MAX_MESSAGE_CELLS).itertuples()
         ]  # a crossover search's record has no T
-        more = len(cells) - MAX_MESSAGE_CELLS
+        more = len(group) - MAX_MESSAGE_CELLS
         messages.append(
             {
                 "status": status,
                 "message": message,
-                "where": ", ".join(cells[:MAX_MESSAGE_CELLS]) + (f" and {more} more" if more > 0 else ""),
+                "where": ", ".join(cells) + (f" and {more} more" if more > 0 else ""),
             }
         )
     note = (
