@@ -50,9 +50,14 @@ def tokens_at(frame: pd.DataFrame) -> dict[tuple[str, int], set[int]]:
         & pd.to_numeric(frame["tokens"], errors="coerce").notna()
         & frame["op_us"].map(lambda ops: isinstance(ops, dict))
     ]
-    distinct = {
-        (int(tokens), tuple(ops.get("collectives") or ()), tuple(ops.get("bytes") or ()))
+    # Records read from a file share one list per distinct plan column (records.files): each pair made tuples once.
+    lists = {
+        (int(tokens), id(ops.get("collectives")), id(ops.get("bytes"))): ops
         for tokens, ops in zip(pd.to_numeric(steps["tokens"]), steps["op_us"])
+    }
+    distinct = {
+        (tokens, tuple(ops.get("collectives") or ()), tuple(ops.get("bytes") or ()))
+        for (tokens, _, _), ops in lists.items()
     }
     at: dict[tuple[str, int], set[int]] = {}
     for tokens, collectives, sizes in distinct:
