@@ -183,21 +183,34 @@ def per_collective(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
                 )
         if settings:
             per_tokens[int(r.tokens)] = settings
-    ok = run.ok_steps
+    skews = _skews_at(run, {run.baseline, *(answer_of(r) for r in run.headline.itertuples())})
     for r in run.headline.itertuples():
         for setting, point_id in (("baseline", run.baseline), ("answer", answer_of(r))):
-            rows = ok[(ok["point_id"] == point_id) & (ok["tokens"] == r.tokens)]
-            for s in rows.itertuples():
-                if finite(s.rank_skew_us):
+            for mode, skew_us, skew_pct in skews.get((point_id, r.tokens), ()):
+                if finite(skew_us):
                     skew.append(
                         {
                             "tokens": int(r.tokens),
                             "setting": setting,
                             "setting_label": setting_label(run, decision, setting, point_id),
                             "point_id": point_id,
-                            "mode": s.mode,
-                            "skew": fmt_us(s.rank_skew_us),
-                            "pct": fmt_pct(s.rank_skew_pct),
+                            "mode": mode,
+                            "skew": fmt_us(skew_us),
+                            "pct": fmt_pct(skew_pct),
                         }
                     )
     return {"per_tokens": per_tokens, "tables": tables, "skew": skew, "draft": draft}
+
+
+def _skews_at(run: RunAnalysis, point_ids: set[Any]) -> dict[tuple[str, Any], list[tuple[str, Any, Any]]]:
+    """(point, T) -> each ok record's (mode, rank skew in µs and %), in the records' order, for these points: one
+    pass over the ok records instead of a filter of all of them per point and T."""
+    ok = run.ok_steps
+    picked = ok.loc[
+        ok["point_id"].isin({p for p in point_ids if isinstance(p, str)}),
+        ["point_id", "tokens", "mode", "rank_skew_us", "rank_skew_pct"],
+    ]
+    out: dict[tuple[str, Any], list[tuple[str, Any, Any]]] = {}
+    for point_id, tokens, *skew in zip(*(picked[column].tolist() for column in picked.columns)):
+        out.setdefault((point_id, tokens), []).append(tuple(skew))
+    return out

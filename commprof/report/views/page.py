@@ -218,7 +218,9 @@ def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "points": points_table(run),
         "eager_includes": EAGER_INCLUDES,
         "eager_includes_why": EAGER_INCLUDES_WHY,
-        "points_tail": tail_header(run.speedups.get("tail_stat", ()), run.simulated),
+        "points_tail": tail_header(
+            run.speedups["tail_stat"].unique() if "tail_stat" in run.speedups else (), run.simulated
+        ),
         "matrix": compat_matrix(run),
         "per_collective": collectives,
         "projection": projection_rows(run, exports.decision),
