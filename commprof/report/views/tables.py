@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
@@ -26,35 +27,11 @@ def points_table(run: RunAnalysis) -> Markup:
     the page's slowest part."""
     if run.speedups.empty:
         return Markup("")
-    keys = ["point_id", "tokens"]
-    rated = run.speedups[[*keys, "mode", *_POINT_INFO, "status", "median_us", *_HEAD_VALUES]]  # no other column
-    eager = rated[rated["mode"] == "eager"].drop_duplicates(keys).set_index(keys)
-    graph = rated[rated["mode"] == "graph"].drop_duplicates(keys).set_index(keys)
-    head = rated[rated["mode"] == run.mode].drop_duplicates(keys).set_index(keys)
-    index = eager.index.union(graph.index)
-    info = rated.drop_duplicates(keys).set_index(keys)
-    table = pd.DataFrame(index=index)
-    for column in _POINT_INFO:
-        table[column] = info[column].reindex(index)
-    table["status_eager"] = eager["status"].reindex(index)
-    table["status_graph"] = graph["status"].reindex(index)
-    table["eager_us"] = eager["median_us"].where(eager["status"] == "ok").reindex(index)
-    table["graph_us"] = graph["median_us"].where(graph["status"] == "ok").reindex(index)
-    for column in _HEAD_VALUES:
-        table[column] = head[column].where(head["status"] == "ok").reindex(index)
-    table["sort"] = table["graph_us" if run.mode == "graph" else "eager_us"]
-    table = table.reset_index()
-    table["old"] = table["point_id"].map(run.superseded) if run.superseded else None
-    table["is_old"] = table["old"].notna()  # earlier measurements of re-measured configurations go last
-    table = table.sort_values(
-        ["tokens", "is_old", "sort", "point_id"] if run.superseded else ["tokens", "sort", "point_id"],
-        na_position="last",
-    )
-    column = {name: table[name].tolist() for name in table.columns}
+    column = _point_columns(run)
     status = functools.partial(shown_status, run)
     eager_status, graph_status = _each(status, column["status_eager"]), _each(status, column["status_graph"])
     measured = f" <i>(re-{run.evidence.measured} as "
-    no_spread = ["—"] * len(table)  # a prediction has no spread
+    no_spread = ["—"] * len(column["point_id"])  # a prediction has no spread
     cells = (
         [
             ' class="baseline"' if point_id == run.baseline else ' class="superseded"' if isinstance(old, str) else ""
@@ -100,6 +77,58 @@ def _status_cell(status: Any) -> str:
     """A cell of the compatibility matrix: its status as shown, coloured ("—" where the point has no record)."""
     text = escaped(status) if isinstance(status, str) else "—"
     return f'<td><span class="st st-{status_css(text)}">{text}</span></td>'
+
+
+def _point_columns(run: RunAnalysis) -> dict[str, list[Any]]:
+    """The points table's columns, one value per (point, T) with an eager or a graph record, in the table's order:
+    by T, re-measured configurations' earlier points last, fastest first in the headline mode (no time last), then
+    by point. Each value is the first record's of its (point, T) (of that mode for the mode's own columns; a time
+    only where that record is ok). Positions of records, not a frame indexed per mode: one pass at 100,000."""
+    rated = run.speedups
+    points = pd.factorize(rated["point_id"], use_na_sentinel=False)[0].astype(np.int64)
+    tokens, distinct_tokens = pd.factorize(rated["tokens"], use_na_sentinel=False)
+    key = np.unique(points * len(distinct_tokens) + tokens, return_inverse=True)[1]  # (point, T) -> 0, 1, ...
+    mode = rated["mode"].to_numpy()
+    first_of = {"any": _first_records(key, None)}
+    for each in ("eager", "graph", run.mode):
+        if each not in first_of:
+            first_of[each] = _first_records(key, mode == each)
+    shown = np.flatnonzero((first_of["eager"] >= 0) | (first_of["graph"] >= 0))
+    status = rated["status"].to_numpy()
+    columns: dict[str, Any] = {}
+    for name in ("point_id", "tokens", *_POINT_INFO):
+        columns[name] = rated[name].to_numpy()[first_of["any"][shown]]
+    for name, source, where in (
+        ("status_eager", "status", "eager"),
+        ("status_graph", "status", "graph"),
+        ("eager_us", "median_us", "eager"),
+        ("graph_us", "median_us", "graph"),
+        *((name, name, run.mode) for name in _HEAD_VALUES),
+    ):
+        at = first_of[where][shown]
+        kept = at >= 0 if source == "status" else (at >= 0) & (status[at] == "ok")
+        values = rated[source].to_numpy()
+        columns[name] = np.where(kept, values[at], np.nan if values.dtype.kind == "f" else None)
+    old = [run.superseded.get(point_id) for point_id in columns["point_id"].tolist()]
+    order = (
+        columns["point_id"].argsort(kind="stable").argsort(),  # each point's place in the order of point ids
+        columns["graph_us" if run.mode == "graph" else "eager_us"].astype(float),
+        *([np.array([o is not None for o in old])] if run.superseded else []),
+        columns["tokens"],
+    )
+    rows = np.lexsort(order)
+    out = {name: values[rows].tolist() for name, values in columns.items()}
+    out["old"] = [old[k] for k in rows.tolist()]
+    return out
+
+
+def _first_records(key: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """Per key (0..max): the position of its first record among those `mask` selects, -1 where it has none."""
+    positions = np.arange(len(key)) if mask is None else np.flatnonzero(mask)
+    found, first = np.unique(key[positions], return_index=True)
+    out = np.full(int(key.max()) + 1 if len(key) else 0, -1)
+    out[found] = positions[first]
+    return out
 
 
 # The points table's columns: the point's own (first record per point and T), the headline mode's values.
