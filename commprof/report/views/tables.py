@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from markupsafe import Markup
 
 from commprof.records.schema import FAILED_STATUSES
 from commprof.report.analysis.decision import Decision
@@ -21,12 +20,12 @@ from commprof.report.analysis.words import tuned_name
 MAX_MESSAGE_CELLS = 12
 
 
-def points_table(run: RunAnalysis) -> Markup:
+def points_table(run: RunAnalysis) -> str:
     """Every (point, T) as the sweep table's rows: status and medians per mode, tail (stats.tail) / CV / skew /
-    speed-up in the headline mode. Markup built once (cells escaped here): a template loop over 50,000 rows is
-    the page's slowest part."""
+    speed-up in the headline mode. HTML built once, every cell escaped here (the template writes it with
+    autoescape off: a 31 MB table is not copied again); a template loop over 50,000 rows was the page's slowest part."""
     if run.speedups.empty:
-        return Markup("")
+        return ""
     column = _point_columns(run)
     status = functools.partial(shown_status, run)
     eager_status, graph_status = _each(status, column["status_eager"]), _each(status, column["status_graph"])
@@ -60,7 +59,7 @@ def points_table(run: RunAnalysis) -> Markup:
         ],
         map(fmt_pct, column["rank_skew_pct"]),
     )
-    return Markup("\n".join(map(_POINT_ROW.format, *cells)))
+    return "\n".join(map(_POINT_ROW.format, *cells))
 
 
 # One row of the points table: class, T, point and label, impl, settings, each mode's status (class, text), eager
@@ -203,20 +202,18 @@ NOT_TESTED = "not tested"
 
 def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
     """Every point x (T, mode) with its status; a simulated run's predictions are "not tested", never ok. Its rows
-    are markup, one line per point, built here (cells escaped here)."""
+    are HTML, one line per point, every cell escaped here (written with autoescape off, see points_table)."""
     matrix = run.status_matrix
     if matrix.empty:
-        return {"columns": [], "rows": Markup(""), "messages": [], "note": "", "all_ran": ""}
+        return {"columns": [], "rows": "", "messages": [], "note": "", "all_ran": ""}
     if run.simulated:
         matrix = matrix.where(matrix != "ok", NOT_TESTED)
     columns = [f"T={t} {m}" for t, m in matrix.columns]
     cells = _each(_status_cell, matrix.to_numpy().ravel().tolist())
     width = len(columns)
-    rows = Markup(
-        "\n".join(
-            f"<tr><td>{escaped(pid)} {escaped(label)}</td>{''.join(cells[k * width : (k + 1) * width])}</tr>"
-            for k, (pid, label) in enumerate(matrix.index)
-        )
+    rows = "\n".join(
+        f"<tr><td>{escaped(pid)} {escaped(label)}</td>{''.join(cells[k * width : (k + 1) * width])}</tr>"
+        for k, (pid, label) in enumerate(matrix.index)
     )
     messages = []
     fails = run.failures[run.failures["status"].isin(FAILED_STATUSES + ("unsupported",))]
