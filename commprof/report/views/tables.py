@@ -72,12 +72,6 @@ _POINT_ROW = (
 )
 
 
-def _status_cell(status: Any) -> str:
-    """A cell of the compatibility matrix: its status as shown, coloured ("—" where the point has no record)."""
-    text = escaped(status) if isinstance(status, str) else "—"
-    return f'<td><span class="st st-{status_css(text)}">{text}</span></td>'
-
-
 def _point_columns(run: RunAnalysis) -> dict[str, list[Any]]:
     """The points table's columns, one value per (point, T) with an eager or a graph record, in the table's order:
     by T, re-measured configurations' earlier points last, fastest first in the headline mode (no time last), then
@@ -239,6 +233,12 @@ def compat_matrix(run: RunAnalysis) -> dict[str, Any]:
     )
     all_ran = "" if note or messages else "Every point ran in every mode."
     return {"columns": columns, "rows": rows, "messages": messages, "note": note, "all_ran": all_ran}
+
+
+def _status_cell(status: Any) -> str:
+    """A cell of the compatibility matrix: its status as shown, coloured ("—" where the point has no record)."""
+    text = escaped(status) if isinstance(status, str) else "—"
+    return f'<td><span class="st st-{status_css(text)}">{text}</span></td>'
 
 
 def collectives_rows(run: RunAnalysis) -> list[dict[str, Any]]:
