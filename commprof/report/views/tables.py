@@ -124,58 +124,6 @@ def _first_records(key: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
     return out
 
 
-def _point_columns(run: RunAnalysis) -> dict[str, list[Any]]:
-    """The points table's columns, one value per (point, T) with an eager or a graph record, in the table's order:
-    by T, re-measured configurations' earlier points last, fastest first in the headline mode (no time last), then
-    by point. Each value is the first record's of its (point, T) (of that mode for the mode's own columns; a time
-    only where that record is ok). Positions of records, not a frame indexed per mode: one pass at 100,000."""
-    rated = run.speedups
-    points = pd.factorize(rated["point_id"], use_na_sentinel=False)[0].astype(np.int64)
-    tokens, distinct_tokens = pd.factorize(rated["tokens"], use_na_sentinel=False)
-    key = np.unique(points * len(distinct_tokens) + tokens, return_inverse=True)[1]  # (point, T) -> 0, 1, ...
-    mode = rated["mode"].to_numpy()
-    first_of = {"any": _first_records(key, None)}
-    for each in ("eager", "graph", run.mode):
-        if each not in first_of:
-            first_of[each] = _first_records(key, mode == each)
-    shown = np.flatnonzero((first_of["eager"] >= 0) | (first_of["graph"] >= 0))
-    status = rated["status"].to_numpy()
-    columns: dict[str, Any] = {}
-    for name in ("point_id", "tokens", *_POINT_INFO):
-        columns[name] = rated[name].to_numpy()[first_of["any"][shown]]
-    for name, source, where in (
-        ("status_eager", "status", "eager"),
-        ("status_graph", "status", "graph"),
-        ("eager_us", "median_us", "eager"),
-        ("graph_us", "median_us", "graph"),
-        *((name, name, run.mode) for name in _HEAD_VALUES),
-    ):
-        at = first_of[where][shown]
-        kept = at >= 0 if source == "status" else (at >= 0) & (status[at] == "ok")
-        values = rated[source].to_numpy()
-        columns[name] = np.where(kept, values[at], np.nan if values.dtype.kind == "f" else None)
-    old = [run.superseded.get(point_id) for point_id in columns["point_id"].tolist()]
-    order = (
-        columns["point_id"].argsort(kind="stable").argsort(),  # each point's place in the order of point ids
-        columns["graph_us" if run.mode == "graph" else "eager_us"].astype(float),
-        *([np.array([o is not None for o in old])] if run.superseded else []),
-        columns["tokens"],
-    )
-    rows = np.lexsort(order)
-    out = {name: values[rows].tolist() for name, values in columns.items()}
-    out["old"] = [old[k] for k in rows.tolist()]
-    return out
-
-
-def _first_records(key: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    """Per key (0..max): the position of its first record among those `mask` selects, -1 where it has none."""
-    positions = np.arange(len(key)) if mask is None else np.flatnonzero(mask)
-    found, first = np.unique(key[positions], return_index=True)
-    out = np.full(int(key.max()) + 1 if len(key) else 0, -1)
-    out[found] = positions[first]
-    return out
-
-
 # The points table's columns: the point's own (first record per point and T), the headline mode's values.
 _POINT_INFO = ("label", "impl", "settings", "fused_rmsnorm")
 _HEAD_VALUES = ("tail_us", "cv", "speedup", "reference", "rank_skew_pct")
