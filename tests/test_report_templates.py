@@ -9,7 +9,7 @@ import jinja2
 import tomllib
 from jinja2 import nodes
 
-from commprof.report.views.page import _templates
+from commprof.report.views.templating import templates
 
 PACKAGE = Path(__file__).resolve().parents[1] / "commprof"
 TEMPLATES = PACKAGE / "report" / "templates"
@@ -54,7 +54,7 @@ def template_logic(source: str, name: str = "template") -> list[str]:
         for child in node.iter_child_nodes():
             visit(child, node)
 
-    visit(_templates().parse(source), None)
+    visit(templates().parse(source), None)
     return found
 
 
@@ -100,7 +100,7 @@ def included(name: str, environment: jinja2.Environment) -> set[str]:
 
 
 def test_every_template_is_part_of_the_page():
-    environment = _templates()
+    environment = templates()
     used = {"index.html"} | included("index.html", environment)
     assert used == set(template_files()), f"not included anywhere: {set(template_files()) - used}"
     assert all(name.endswith(".html") for name in used)
@@ -114,3 +114,33 @@ def test_every_template_ships_with_the_package():
         p for pattern in pyproject["tool"]["setuptools"]["package-data"]["commprof"] for p in PACKAGE.glob(pattern)
     }
     assert set(template_files().values()) <= shipped
+
+
+def _refuse_to_compile(*args, **kwargs):
+    raise AssertionError("compiled here")
+
+
+def test_templates_compiled_in_another_process_render_the_page_they_would_compile_to(tmp_path):
+    from commprof.report.views import templating
+
+    compiled = templating.compiled_templates()
+    assert set(compiled) and all(code for code in compiled.values())
+    loaded = templating._CompiledCode()
+    loaded.code.update(compiled)
+    rendered = {}
+    for cache in (None, loaded):
+        environment = templating._environment().overlay(bytecode_cache=cache)
+        environment.cache = {}  # compile, or load, every template anew
+        if cache is not None:  # every template's code is the other process's: nothing is compiled here
+            environment.compile = _refuse_to_compile
+        rendered[cache is None] = environment.get_template("index.html").render(
+            runs=[],
+            comparison=None,
+            banners=[],
+            costmodel_checks=[],
+            band="±10 %",
+            unfused_reference="x",
+            title="t",
+            generated="g",
+        )
+    assert rendered[True] == rendered[False]

@@ -4,11 +4,8 @@ banners, the side-by-side comparison of several runs, and the template filled in
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import json
 from typing import Any
-
-import jinja2
 
 from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
 from commprof.report.analysis.compared import CostModelCheck
@@ -35,6 +32,7 @@ from commprof.report.views.drawing import draw
 from commprof.report.views.notes import engine_paths, engine_settings, page_notes
 from commprof.report.views.routing import routing_view
 from commprof.report.views.tables import choice_rows, collectives_rows, compat_matrix, heatmap_view, points_table
+from commprof.report.views.templating import templates
 from commprof.units import format_bytes
 
 
@@ -320,7 +318,7 @@ def index_html(
     if mismatch:
         banners_shown.insert(0, {"level": "fail", "text": f"Not comparable: {mismatch}."})
     return (
-        _templates()
+        templates()
         .get_template("index.html")
         .render(
             runs=[{**page, "anchor": f"r{k}"} for k, page in enumerate(pages, 1)],
@@ -333,16 +331,3 @@ def index_html(
             generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         )
     )
-
-
-@functools.cache
-def _templates() -> jinja2.Environment:
-    """The page's templates, each compiled once per process (jinja's cache, reloaded if its file changes)."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("commprof.report", "templates"),
-        autoescape=jinja2.select_autoescape(["html"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,  # each section's file ends with its newline, as it did inside one page
-    )
-    return env
