@@ -195,10 +195,11 @@ def _write_all(
     folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
     for folder in folders if len(runs) > 1 else ():
         folder.mkdir()  # here, before the worker writes into it too
-    # The nccl-tests tables and results.csv need the analysis alone: two workers (report/worker.py) build and write
-    # them while this process decides and writes the rest.
+    # The nccl-tests tables and results.csv need the analysis alone: a worker (report/worker.py) builds and writes
+    # them while this process decides and writes the rest (one worker: each fork of this large process costs its
+    # pages' copies).
     jobs = [partial(write_nccl_tests_tables, run, inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
-    with Worker(*jobs) as written_tables, Worker(partial(write_results_csv, runs, out_dir)) as csv:
+    with Worker(*jobs, partial(write_results_csv, runs, out_dir)) as files:
         decisions = [decide_run(run) for run in runs]
         pages, summaries, shown = [], [], []
         tables = [
@@ -220,9 +221,9 @@ def _write_all(
                 inside(out_dir, SUMMARY_FILE),
                 {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
             ),
-            "results.csv": csv.jobs[0].result(),
+            "results.csv": files.jobs[-1].result(),
         }
-        for job, paths in zip(written_tables.jobs, tables):
+        for job, paths in zip(files.jobs, tables):
             if job.result() != paths:  # the worker's tables are the ones the exports and the page name
                 raise RuntimeError(f"nccl-tests tables written {sorted(job.result())}, named {sorted(paths)}")
         return written, decisions
