@@ -70,6 +70,8 @@ def heatmaps(
     """Per T of `tokens`, over the baseline's implementation's records (`family`): the pivot over the strongest
     axes of every point, and of the ranked ones only (without the `untested` points; shaped like the first)."""
     rows_axis, columns_axis = axes[0], (axes[1] if len(axes) > 1 else None)
+    read = ("point_id", "tokens", "fused_rmsnorm", "status", "mode", "median_us", rows_axis, columns_axis)
+    family = family[list(dict.fromkeys(c for c in read if c))]  # each T's selection copies these columns alone
     ranked = family[~family["point_id"].isin(untested)] if untested and not family.empty else family
     out = []
     for t in tokens:
