@@ -27,7 +27,7 @@ from commprof.nccl_graph.export import EXPORTED_NAME
 from commprof.report.analysis.compared import costmodel_checks, incomparable
 from commprof.report.analysis.decision import Decision, decide, decided_fusion
 from commprof.report.analysis.frame import ok_rows
-from commprof.report.analysis.ops import op_sizes, op_table, timed_ops
+from commprof.report.analysis.ops import op_sizes, op_table
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.exports.decision_files import answer_block, routing_text
@@ -142,21 +142,11 @@ def nccl_tests_tables(run: RunAnalysis) -> dict[str, tuple]:
     return tables
 
 
-def nccl_tests_points(run: RunAnalysis) -> list[str]:
-    """The points nccl_tests_tables makes a table for: eager records with timed ops and a known rank count."""
-    eager = ok_rows(run.all_steps, "eager")
-    if eager.empty:
-        return []
-    timed = {point_id for point_id, op_us in zip(eager["point_id"], eager["op_us"]) if timed_ops(op_us)}
-    firsts = eager.drop_duplicates("point_id")
-    return sorted(set(firsts.loc[firsts["world_size"].notna(), "point_id"]) & timed)
-
-
-def write_nccl_tests_tables(run: RunAnalysis, folder: Path) -> dict[str, Path]:
+def write_nccl_tests_tables(tables: dict[str, tuple], folder: Path) -> dict[str, Path]:
     """Each point's table (nccl_tests_tables) as folder/<point id>.txt."""
     return {
         point_id: write_text(inside(folder, f"{point_id}.txt"), nccl_tests_table(*args))
-        for point_id, args in nccl_tests_tables(run).items()
+        for point_id, args in tables.items()
     }
 
 
@@ -195,16 +185,18 @@ def _write_all(
     folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
     for folder in folders if len(runs) > 1 else ():
         folder.mkdir()  # here, before the worker writes into it too
-    # The nccl-tests tables and results.csv need the analysis alone: a worker (report/worker.py) builds and writes
-    # them while this process decides and writes the rest (one worker: each fork of this large process costs its
-    # pages' copies).
-    jobs = [partial(write_nccl_tests_tables, run, inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
+    # Built here: a forked worker that read every op's time would copy the pages of every record (at 100,000
+    # records it took three times as long). Their text and results.csv need the analysis alone: a worker
+    # (report/worker.py) writes them while this process decides and writes the rest.
+    built = [nccl_tests_tables(run) for run in runs]
+    folders_of_tables = [inside(folder, "nccl-tests") for folder in folders]
+    jobs = [partial(write_nccl_tests_tables, *each) for each in zip(built, folders_of_tables)]
     with Worker(*jobs, partial(write_results_csv, runs, out_dir)) as files:
         decisions = [decide_run(run) for run in runs]
         pages, summaries, shown = [], [], []
         tables = [
-            {point_id: inside(inside(folder, "nccl-tests"), f"{point_id}.txt") for point_id in nccl_tests_points(run)}
-            for run, folder in zip(runs, folders)
+            {point_id: inside(where, f"{point_id}.txt") for point_id in table}
+            for table, where in zip(built, folders_of_tables)
         ]
         for run, decision, folder, paths in zip(runs, decisions, folders, tables):
             exports = write_run_exports(run, decision, folder, out_dir, paths)
@@ -223,9 +215,8 @@ def _write_all(
             ),
             "results.csv": files.jobs[-1].result(),
         }
-        for job, paths in zip(files.jobs, tables):
-            if job.result() != paths:  # the worker's tables are the ones the exports and the page name
-                raise RuntimeError(f"nccl-tests tables written {sorted(job.result())}, named {sorted(paths)}")
+        for job in files.jobs[:-1]:
+            job.result()  # the tables are written (or their error raised)
         return written, decisions
 
 
