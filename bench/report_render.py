@@ -52,25 +52,42 @@ def render(run_dir: Path, out: Path) -> int:
     return 0
 
 
-def bench(records: int, keep: Path | None) -> int:
+def generate(records: int, folder: Path) -> int:
+    """Write the SYNTHETIC run of `records` records in `folder`/bench-run; print its number of points."""
     from tests.report_fixtures import TOKENS, make_records, many_points, write_run
 
     points = many_points(-(-records // (2 * len(TOKENS))))
+    write_run(folder, "bench-run", records=make_records("bench-run", points=points)[:records])
+    print(len(points))
+    return 0
+
+
+def _run(*args: str) -> str | None:
+    """This script in a process of its own (so that no process's memory peak holds another's): its output."""
+    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(done.stdout + done.stderr, file=sys.stderr)
+        return None
+    return done.stdout
+
+
+def bench(records: int, keep: Path | None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = write_run(Path(tmp), "bench-run", records=make_records("bench-run", points=points)[:records])
+        generated = _run("--generate", str(records), tmp)
+        if generated is None:
+            return 1
+        points = int(generated.split()[-1])
+        run_dir = Path(tmp) / "bench-run"
         out = keep or Path(tmp) / "report"
         size_mb = (run_dir / "results.jsonl").stat().st_size / 1e6
-        done = subprocess.run(
-            [sys.executable, __file__, "--render", str(run_dir), str(out)], capture_output=True, text=True, check=False
-        )
-        if done.returncode != 0:
-            print(done.stdout + done.stderr, file=sys.stderr)
+        rendered = _run("--render", str(run_dir), str(out))
+        if rendered is None:
             return 1
-        seconds, cpu, peak = done.stdout.split()[-3:]
+        seconds, cpu, peak = rendered.split()[-3:]
         html_mb = (out / "index.html").stat().st_size / 1e6
     target = TARGET_S.get(records)
     print(
-        f"rendered {records} records ({len(points)} points, results.jsonl {size_mb:.1f} MB) in {seconds} s wall"
+        f"rendered {records} records ({points} points, results.jsonl {size_mb:.1f} MB) in {seconds} s wall"
         + (f" (target <= {target:g} s on 2 cores)" if target else "")
         + f", {cpu} s CPU in all its processes, memory peak {peak} MiB (its largest process, the render's; its "
         f"workers share most of those pages); index.html {html_mb:.1f} MB"
@@ -83,9 +100,12 @@ def main() -> int:
     parser.add_argument("--records", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--keep", type=Path, default=None, help="render into this folder and keep it")
     parser.add_argument("--render", type=Path, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--generate", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.render:
         return render(*args.render)
+    if args.generate:
+        return generate(int(args.generate[0]), Path(args.generate[1]))
     return max(bench(count, args.keep) for count in args.records)
 
 
