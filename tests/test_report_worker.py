@@ -184,3 +184,18 @@ def test_a_worker_whose_parent_is_killed_cleans_up_and_ends(tmp_path):
     while half_written.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not half_written.exists()
+
+
+def _refuse_at_once():
+    with Worker(lambda: None):  # stopped while it may still be starting: the error below ends this block
+        raise UsageError("--observed-step-ms: '1e308' must be a number of milliseconds above 0")
+
+
+def test_a_worker_stopped_as_it_starts_ends_quietly(forking, capfd):
+    started = time.monotonic()
+    for _ in range(30):
+        with pytest.raises(UsageError):
+            with Worker(_refuse_at_once, interruptible=True) as work:
+                work.jobs[0].result()
+    assert "Traceback" not in capfd.readouterr().err
+    assert time.monotonic() - started < worker.STOP_GRACE_S  # none lost its stop and waited out its grace

@@ -44,6 +44,7 @@ REPLY_TIMEOUT_S = 600.0
 # How long a stopped worker may take to clean up (an interruptible one removes its half-written report) before it
 # is killed.
 STOP_GRACE_S = 10.0
+_STOPS = {signal.SIGINT, signal.SIGTERM}  # the signals that stop a worker (or interrupt an interruptible one)
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 # In a forked worker: the connection to the process that forked it, which shows the lines `echo` sends.
 _upstream: Connection | None = None
@@ -131,9 +132,12 @@ class Worker:
             shutil.rmtree(self._folder, ignore_errors=True)
             return None
         parent = os.getpid()
+        # A stop arriving mid-fork waits until the child has its own handlers (it would run this process's).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
         try:
             pid = os.fork()
         except OSError:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
             self._conn.close()
             child_end.close()
             shutil.rmtree(self._folder, ignore_errors=True)
@@ -141,6 +145,7 @@ class Worker:
         if pid == 0:
             self._conn.close()
             _serve(child_end, jobs, self._folder, self._interruptible, parent)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
         child_end.close()
         return pid
 
@@ -236,6 +241,7 @@ def _serve(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _end_with(parent)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)  # what arrived meanwhile is handled as set above
     code = 0
     try:
         for index, job in enumerate(jobs):
