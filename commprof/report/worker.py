@@ -1,8 +1,8 @@
 """Parts of a report run in forked worker processes, so that a render uses a second core: the figures
 (matplotlib's import and a first figure while the records are read, then the drawing while the page is built),
-the nccl-tests tables and results.csv (report/write.py, while the run is decided and the other files written);
-and the whole render in a process of its own (report/command.py), whose records the system frees at once when it
-ends.
+the nccl-tests tables' text and results.csv (report/write.py, while the run is decided and the other files
+written); and the whole render in a process of its own (report/command.py), whose records the system frees at
+once when it ends.
 
 On Linux, in a process without other Python threads, a `Worker` forks: the child runs its jobs (inherited, never
 pickled), then each call sent to it, and sends every result back pickled through a file, so a large one never
@@ -48,9 +48,7 @@ _STOPS = {signal.SIGINT, signal.SIGTERM}  # the signals that stop a worker (or i
 _PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
 # In a forked worker: the connection to the process that forked it, which shows the lines `echo` sends.
 _upstream: Connection | None = None
-
-
-_held: list[Any] = []
+_held: list[Any] = []  # in a forked worker: what hold_until_exit keeps
 
 
 def hold_until_exit(value: Any) -> None:
@@ -199,7 +197,10 @@ class Worker:
             return "exit status 0"
         pid, self._pid = self._pid, None
         with contextlib.suppress(OSError):
-            self._conn.send(None) if not kill else os.kill(pid, signal.SIGTERM)
+            if kill:
+                os.kill(pid, signal.SIGTERM)
+            else:
+                self._conn.send(None)
         deadline = time.monotonic() + STOP_GRACE_S
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)

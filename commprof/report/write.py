@@ -185,20 +185,16 @@ def _write_all(
     folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
     for folder in folders if len(runs) > 1 else ():
         folder.mkdir()  # here, before the worker writes into it too
-    # Built here: a forked worker that read every op's time would copy the pages of every record (at 100,000
-    # records it took three times as long). Their text and results.csv need the analysis alone: a worker
-    # (report/worker.py) writes them while this process decides and writes the rest.
-    built = [nccl_tests_tables(run) for run in runs]
-    folders_of_tables = [inside(folder, "nccl-tests") for folder in folders]
-    jobs = [partial(write_nccl_tests_tables, *each) for each in zip(built, folders_of_tables)]
+    # The tables are built here (a forked worker that read every op's time would copy every record's pages); their
+    # text and results.csv need the analysis alone: a worker (report/worker.py) writes them while this process
+    # decides and writes the rest.
+    tables = [(nccl_tests_tables(run), inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
+    jobs = [partial(write_nccl_tests_tables, *each) for each in tables]
     with Worker(*jobs, partial(write_results_csv, runs, out_dir)) as files:
         decisions = [decide_run(run) for run in runs]
         pages, summaries, shown = [], [], []
-        tables = [
-            {point_id: inside(where, f"{point_id}.txt") for point_id in table}
-            for table, where in zip(built, folders_of_tables)
-        ]
-        for run, decision, folder, paths in zip(runs, decisions, folders, tables):
+        for run, decision, folder, (table, where) in zip(runs, decisions, folders, tables):
+            paths = {point_id: inside(where, f"{point_id}.txt") for point_id in table}
             exports = write_run_exports(run, decision, folder, out_dir, paths)
             run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
             shown.append(run)

@@ -96,12 +96,12 @@ def op_table(steps: pd.DataFrame) -> pd.DataFrame:
     sites_of: dict[int, tuple] = {}
     bytes_of: dict[int, np.ndarray] = {}
     for point_id, tokens, op_us in zip(rows["point_id"], rows["tokens"], rows["op_us"]):
-        if not timed_ops(op_us):
-            continue
-        listed = op_us["sites"]
+        listed = op_us.get("sites") or ()
         if (sites := sites_of.get(id(listed))) is None:
             sites = sites_of[id(listed)] = tuple(listed)
         count = len(sites)
+        if not count or len(op_us.get("median") or []) != count or len(op_us.get("bytes") or []) != count:
+            continue
         if sites not in collectives_of:
             named = op_us.get("collectives")
             names = named if isinstance(named, list) and len(named) == count else [site_collective(s) for s in sites]
@@ -128,12 +128,6 @@ def op_table(steps: pd.DataFrame) -> pd.DataFrame:
             "median": np.array(list(chain.from_iterable(medians)), dtype=float),  # a missing time is NaN
         }
     )
-
-
-def timed_ops(op_us: dict[str, list] | None) -> bool:
-    """A record's op_us holds ops, each with its size and median: the rows op_table makes of it."""
-    count = len((op_us or {}).get("sites") or ())
-    return bool(count) and len(op_us.get("median") or []) == count and len(op_us.get("bytes") or []) == count
 
 
 def site_collective(site: str) -> str:
