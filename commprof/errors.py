@@ -18,8 +18,9 @@ EXIT_STOPPED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 # How long a rank that prints nothing waits before it ends in a refusal every rank makes: rank 0, which prints the
-# one line, ends first, and torchrun ends this one then.
-QUIET_RANK_DELAY_S = 5.0
+# one line, ends first, and torchrun ends this one then. On a loaded machine rank 0 can reach its refusal seconds
+# after the others (5 s was once too short: torchrun stopped rank 0 mid-line); the wait costs nothing otherwise.
+QUIET_RANK_DELAY_S = 15.0
 # The most of one error line a terminal gets: a value or key from a file (a 1 MB string, a 16 MB sweep file's key)
 # is cut in the middle, with how much was left out.
 LINE_CHARS = 2000
