@@ -230,6 +230,9 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "meta-topology-pair-p2p-list": _meta_field(("topology", "pairs", 0, "p2p"), [1], "topology: pairs: an item: p2p"),
     "record-op-us-bytes-short": _record_change(lambda r: r["op_us"].update(bytes=[1]), r"op_us\.bytes: 1 item"),
     "record-op-us-median-short": _record_change(lambda r: r["op_us"].update(median=[1]), r"op_us\.median: 1 item"),
+    # Statistics the report reads past (it reads op_us's median and p90): checked whole beside the reading.
+    "record-op-us-cv-negative": _record_change(lambda r: r["op_us"]["cv"].__setitem__(3, -1.0), r"op_us\.cv: a neg"),
+    "record-op-us-p99-negative": _record_change(lambda r: r["op_us"]["p99"].__setitem__(0, -1.0), r"op_us\.p99: a"),
     "record-world-size-null": lambda tmp: _report(tmp, _records(lambda r: r.update(world_size=None)), status=0),
     "resume-timeout-infinity": _meta_change(
         lambda m: m["plan"].update(point_timeout_s=float("inf")), r"meta\.json: .*point_timeout_s"
@@ -313,8 +316,13 @@ def _csv_rows_stay_rows(path: Path) -> None:
         assert not re.match(r"[=+\-@\t]", line), line
 
 
-# The cases that start processes (the report's bash check, the resumed sweep's fork server).
-STARTS_PROCESSES = {"csv-bare-cr-label", "record-world-size-null", "resume-record-env-name-PROMPT_COMMAND"}
+# The cases that start processes (the report's workers and bash check, the resumed sweep's fork server).
+STARTS_PROCESSES = {
+    "csv-bare-cr-label",
+    "record-op-us-p99-negative",  # the report's worker checks the records while the report reads them
+    "record-world-size-null",
+    "resume-record-env-name-PROMPT_COMMAND",
+}
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from commprof.errors import UsageError
-from commprof.records.checks import record_problem
+from commprof.records.checks import OP_STATISTICS, record_problem
 from commprof.records.files import (
     append_records,
+    check_records,
     duplicated_measurements,
     new_run_dir,
     read_records,
@@ -85,6 +86,57 @@ def test_non_finite_times_written_by_hand_are_refused(tmp_path, literal):
     (tmp_path / "results.jsonl").write_text(line + "\n" + json.dumps(_valid_step()) + "\n")
     with pytest.raises(UsageError, match=r"results.jsonl:1: not a usable record: step_us"):
         read_records(tmp_path / "results.jsonl")
+
+
+def _with_ops(tmp_path: Path, label: str = "NCCL defaults") -> tuple[Path, list[dict]]:
+    """A results.jsonl of freshly built records (op_us on the eager ones), every point labelled `label`."""
+    records = make_records("ops")
+    for record in records:
+        record["point"]["label"] = label
+    path = tmp_path / "results.jsonl"
+    append_records(path, records)
+    return path, records
+
+
+@pytest.mark.parametrize("label", ["NCCL defaults", "défauts"], ids=["plain", "read-line-by-line"])
+def test_a_reading_of_some_op_statistics_keeps_those_and_the_same_records_otherwise(tmp_path, label):
+    path, _ = _with_ops(tmp_path, label)
+    whole, kept = read_records(path), read_records(path, ("median", "p90"))
+    assert any(record.get("op_us") for record in kept)
+    for full, part in zip(whole, kept, strict=True):
+        if full.get("op_us"):
+            dropped = [name for name in OP_STATISTICS if name not in ("median", "p90")]
+            assert {k: v for k, v in full["op_us"].items() if k not in dropped} == part["op_us"]
+            full = {**full, "op_us": part["op_us"]}
+        assert full == part
+
+
+@pytest.mark.parametrize("column", [name for name in OP_STATISTICS if name not in ("median", "p90")])
+def test_the_first_problem_is_said_whichever_statistics_are_read(tmp_path, column):
+    path, records = _with_ops(tmp_path)
+    with_ops = [r for r in records if r.get("op_us")]
+    with_ops[1]["op_us"][column][7] = -1.0
+    with_ops[5]["op_us"]["median"][0] = -1.0  # later in the file: the first problem is the one said
+    path.unlink()
+    append_records(path, records)
+    refusals = []
+    for read in (lambda: read_records(path), lambda: check_records(path), lambda: read_records(path, ("median",))):
+        with pytest.raises(UsageError) as refused:
+            read()
+        refusals.append(str(refused.value))
+    assert refusals == [f"{path}:2: not a usable record: op_us.{column}: a negative or non-finite time"] * 3
+
+
+def test_check_records_keeps_quiet_on_a_usable_file_with_a_truncated_last_line(tmp_path, recwarn):
+    path, _ = _with_ops(tmp_path)
+    path.write_bytes(path.read_bytes() + b'{"schema": 2, "kind": "st')
+    assert check_records(path) is None and not recwarn.list
+
+
+def test_a_statistic_op_us_has_not_is_a_programming_error(tmp_path):
+    path, _ = _with_ops(tmp_path)
+    with pytest.raises(TypeError, match="op_us has no statistic p50"):
+        read_records(path, ("median", "p50"))
 
 
 def test_the_real_gloo_run_and_freshly_built_records_are_usable():

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from commprof.errors import UsageError
-from commprof.records.checks import PLAN_COLUMNS, UnreadableLine, decode_record
+from commprof.records.checks import OP_STATISTICS, PLAN_COLUMNS, UnreadableLine, decode_record
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.terminal import one_line
@@ -83,19 +83,30 @@ def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
     write_nofollow(path, lines.encode("utf-8"), append=True, sync=True)
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path, op_statistics: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
     """All records of a results.jsonl; a truncated last line (a killed writer) is skipped with a warning.
 
     Records of an older readable schema version are read as this version (schema.upgraded). A bad line elsewhere,
     a record of an unknown schema version, or one a reader cannot use (a field of the wrong type, an id that is
     no id, a negative or non-finite time: checks.record_problem) is a UsageError naming the file and line.
+    `op_statistics`: keep only these of op_us's per-op statistics (checks.OP_STATISTICS), in half the time: where
+    every line is usable for what is kept, the others are read past unchecked (check_records checks them); else
+    the file's first problem is said as without it.
     """
-    return list(_iter_records(Path(path)))
+    return list(_iter_records(Path(path), op_statistics))
 
 
-def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
+def check_records(path: Path) -> None:
+    """The UsageError read_records(path) would raise, if any, keeping no record (its memory is one record's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # read_records says the reading's warnings
+        for _ in _iter_records(Path(path), None, keep=False):
+            pass
+
+
+def _iter_records(path: Path, statistics: tuple[str, ...] | None, keep: bool = True) -> Iterator[dict[str, Any]]:
     data = read_bytes(path, "results file", RESULTS_BYTES)
-    plain = _plain_records(data)
+    plain = _plain_records(data, statistics, keep)
     if plain is not None:
         yield from plain
         return
@@ -113,13 +124,13 @@ def _iter_records(path: Path) -> Iterator[dict[str, Any]]:
             raise UsageError(f"{path}:{number}: not a JSON record") from None
         except ValueError as refused:
             raise UsageError(f"{path}:{number}: {refused}") from None
-        yield _as_kept(record, kept)
+        yield _as_kept(record, kept, statistics)
 
 
-def _plain_records(data: bytes) -> list[dict[str, Any]] | None:
+def _plain_records(data: bytes, statistics: tuple[str, ...] | None, keep: bool) -> list[dict[str, Any]] | None:
     """Every record of a file as its writer makes it (ASCII, lines ended by "\n" alone, each a usable record),
-    read from the bytes without a copy per line; None for any other file, which is then read line by line with
-    each line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
+    read from the bytes without a copy per line (none kept unless `keep`); None for any other file, which is then
+    read line by line with each line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
     if not data.isascii() or b"\r" in data:
         return None
     view, records, start, end = memoryview(data), [], 0, len(data)
@@ -128,22 +139,32 @@ def _plain_records(data: bytes) -> list[dict[str, Any]] | None:
         while start < end:
             stop = data.find(b"\n", start)
             stop = end if stop < 0 else stop
-            records.append(_as_kept(decode_record(view[start:stop], shared), None))
+            record = _as_kept(decode_record(view[start:stop], shared, statistics), None, None)
+            if keep:
+                records.append(record)
             start = stop + 1
     except ValueError:  # a blank, bad or truncated line: its number and warning come from the reading above
         return None
     return records
 
 
-def _as_kept(record: dict[str, Any], kept: dict[tuple, list] | None) -> dict[str, Any]:
-    """The record as readers get it: its label printable, and each op_us column of PLAN_COLUMNS the one list
-    `kept` holds for those items (read-only, as every record is; None: decode_record shared them already)."""
+def _as_kept(
+    record: dict[str, Any], kept: dict[tuple, list] | None, statistics: tuple[str, ...] | None
+) -> dict[str, Any]:
+    """The record as readers get it: its label printable, each op_us column of PLAN_COLUMNS the one list `kept`
+    holds for those items (read-only, as every record is; None: decode_record shared them already), and of op_us's
+    statistics only `statistics` (None: all; decode_record kept only those already where it shared the columns)."""
     if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
         record["point"]["label"] = one_line(record["point"]["label"])
     columns = record.get("op_us")
-    for name in PLAN_COLUMNS if columns and kept is not None else ():
+    if not columns or kept is None:
+        return record
+    for name in PLAN_COLUMNS:
         if (items := columns.get(name)) is not None:
             columns[name] = kept.setdefault((name, tuple(items)), items)
+    for name in OP_STATISTICS if statistics is not None else ():
+        if name not in statistics:
+            columns.pop(name, None)
     return record
 
 

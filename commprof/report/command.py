@@ -6,6 +6,7 @@ import gc
 import hashlib
 import math
 import warnings
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -17,6 +18,7 @@ from commprof.errors import UsageError
 from commprof.records.files import (
     BASELINE_REPEATS_FILE,
     RESULTS_FILE,
+    check_records,
     duplicated_measurements,
     ensure_writable_dir,
     read_plan,
@@ -24,9 +26,10 @@ from commprof.records.files import (
 )
 from commprof.records.run_meta import meta_view, read_meta
 from commprof.records.values import MAX_ACCEPT
+from commprof.report.analysis.ops import OP_STATISTICS_READ
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
-from commprof.report.worker import Worker, echo, figure_worker, hold_until_exit
+from commprof.report.worker import Pending, Worker, echo, figure_worker, hold_until_exit
 
 
 def newest_run(parent: Path) -> Path:
@@ -58,7 +61,7 @@ def load_run(run_dir: Path) -> tuple[str, list[dict], dict, list[str]]:
         raise UsageError(f"{run_dir}: no {RESULTS_FILE} here; is this a run folder (runs/<run-id>/)?")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        records = read_records(results)
+        records = read_records(results, OP_STATISTICS_READ)  # the other statistics: check_records, in _render
     notes = [str(w.message) for w in caught]
     if not records:
         raise UsageError(f"{results}: empty, no records (the run wrote nothing; did it start?)")
@@ -266,8 +269,22 @@ def report(
 
 
 def _render(run_dirs, latest, out, flags: ReportFlags, observe: tuple[str | None, Path | None]) -> None:
-    with figure_worker():  # matplotlib is imported beside the reading, the figures drawn beside the page
-        _report(run_dirs, latest, out, flags, observation(*observe))
+    observed = observation(*observe)
+    from commprof.report.analysis.engine_dispatch import TABLES, parse_engine
+
+    for engine in flags.engines:  # a malformed one, or a version without a table, is a one-line error before any work
+        if parse_engine(engine) not in TABLES:
+            known = ", ".join(f"{name}=={version}" for name, version in sorted(TABLES))
+            raise UsageError(f"--engine {engine}: commprof has no dispatch table for it (it knows {known})")
+    if latest is not None:
+        run_dirs = (*run_dirs, newest_run(latest))
+    if not run_dirs:
+        raise UsageError("give a run folder (runs/<run-id>) or --latest runs/")
+    # The worker checks every record whole while this process reads only what the report uses (load_run); it then
+    # imports matplotlib and draws the figures beside the page.
+    files = [Path(d) / RESULTS_FILE for d in run_dirs]
+    with figure_worker(*(partial(check_records, f) for f in files if f.is_file())) as checked:
+        _report(run_dirs, out, flags, observed, checked)
 
 
 def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str, int | None]:
@@ -316,17 +333,8 @@ class ReportFlags:
     allow_partial: bool  # --allow-partial
 
 
-def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
-    from commprof.report.analysis.engine_dispatch import TABLES, parse_engine
-
-    for engine in flags.engines:  # a malformed one, or a version without a table, is a one-line error before any work
-        if parse_engine(engine) not in TABLES:
-            known = ", ".join(f"{name}=={version}" for name, version in sorted(TABLES))
-            raise UsageError(f"--engine {engine}: commprof has no dispatch table for it (it knows {known})")
-    if latest is not None:
-        run_dirs = (*run_dirs, newest_run(latest))
-    if not run_dirs:
-        raise UsageError("give a run folder (runs/<run-id>) or --latest runs/")
+def _report(run_dirs, out, flags: ReportFlags, observed=({}, "", None), checked: Iterable[Pending] = ()):
+    """`checked`: the pending check_records of each run's results (a record the report read past may be bad)."""
     loaded = [load_run(Path(d)) for d in run_dirs]
     hold_until_exit(loaded)
     for _, _, _, notes in loaded:
@@ -352,6 +360,8 @@ def _report(run_dirs, latest, out, flags: ReportFlags, observed=({}, "", None)):
             echo(f"commprof: warning: {note.message}", err=True)
         runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), extras))
     hold_until_exit(runs)
+    for check in checked:
+        check.result()  # raises what a whole reading of the file refuses, before anything is written
     for run in runs:
         check_observed(run, observed[0], observed[2])
     mismatch = incomparable(runs)

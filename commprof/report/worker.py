@@ -298,16 +298,13 @@ def _send(conn: Connection, folder: Path, index: int, outcome: tuple[bool, Any])
 
 
 @contextlib.contextmanager
-def figure_worker() -> Iterator[None]:
-    """For the block, the page's figures (views/drawing.py) are drawn by a worker forked now, which imports
-    matplotlib, draws a first figure and compiles the page's templates (views/templating.py) while this process
-    goes on."""
-    with (
-        Worker(_import_figures, compiled_templates) as worker,
-        drawn_by(partial(_draw, worker)),
-        compiled_by(worker.jobs[1].result),
-    ):
-        yield
+def figure_worker(*first: Callable[[], Any]) -> Iterator[list[Pending]]:
+    """For the block, the page's figures (views/drawing.py) are drawn by a worker forked now, which runs the jobs
+    `first` (their results yielded), then imports matplotlib, draws a first figure and compiles the page's
+    templates (views/templating.py), while this process goes on."""
+    with Worker(*first, _import_figures, compiled_templates) as worker:
+        with drawn_by(partial(_draw, worker)), compiled_by(worker.jobs[-1].result):
+            yield worker.jobs[: len(first)]
 
 
 def _import_figures() -> None:

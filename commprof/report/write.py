@@ -42,7 +42,7 @@ from commprof.report.exports.files import (
 )
 from commprof.report.exports.provenance import provenance
 from commprof.report.exports.summary import check_summary, summary
-from commprof.report.views.page import index_html, page_view
+from commprof.report.views.page import index_html, page_figures, page_view
 from commprof.report.worker import Worker
 
 SUMMARY_FILE = "summary.json"
@@ -185,21 +185,25 @@ def _write_all(
     folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
     for folder in folders if len(runs) > 1 else ():
         folder.mkdir()  # here, before the worker writes into it too
-    # The tables are built here (a forked worker that read every op's time would copy every record's pages); their
-    # text and results.csv need the analysis alone: a worker (report/worker.py) writes them while this process
-    # decides and writes the rest.
+    # The tables are built here, before the worker is forked (a forked process that read every op's time would
+    # copy the pages of every record it touched); their text and results.csv need the analysis alone: the worker
+    # (report/worker.py) writes them while this process decides. Each decided run's figures are asked for at once,
+    # so that the figure worker draws them while this process writes the rest.
     tables = [(nccl_tests_tables(run), inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
     jobs = [partial(write_nccl_tests_tables, *each) for each in tables]
     with Worker(*jobs, partial(write_results_csv, runs, out_dir)) as files:
         decisions = [decide_run(run) for run in runs]
-        pages, summaries, shown = [], [], []
-        for run, decision, folder, (table, where) in zip(runs, decisions, folders, tables):
+        shown = [replace(run, **decision.tables) for run, decision in zip(runs, decisions)]  # every table below
+        # names the decision's point at each T
+        figures = [page_figures(run, decision) for run, decision in zip(shown, decisions)]
+        pages, summaries = [], []
+        for run, decided, decision, folder, (table, where), drawn in zip(
+            runs, shown, decisions, folders, tables, figures
+        ):
             paths = {point_id: inside(where, f"{point_id}.txt") for point_id in table}
             exports = write_run_exports(run, decision, folder, out_dir, paths)
-            run = replace(run, **exports.decision.tables)  # every table below names the decision's point at each T
-            shown.append(run)
-            summaries.append(summary(run, exports))
-            pages.append(page_view(run, exports))
+            summaries.append(summary(decided, exports))
+            pages.append(page_view(decided, exports, drawn))
         checks = costmodel_checks(runs)
         written = {
             "index.html": write_text(

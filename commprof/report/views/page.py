@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
@@ -157,12 +158,28 @@ def answer_rows(decision: Decision) -> list[dict[str, Any]]:
     return rows
 
 
-def page_view(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
-    """The template's view of one run: formatted strings and inline SVG, nothing left to compute."""
+@dataclass(frozen=True)
+class PageFigures:
+    """The parts of a run's page that carry its figures, asked for as soon as the run is decided: a worker draws
+    them while the rest of the report is computed (views/drawing.py)."""
+
+    routing: dict[str, Any]  # routing_view: the routing plan, its figure the page's first
+    per_collective: dict[str, Any]  # breakdown.per_collective: per-op sites per T, the sites figure's data
+    svg: dict[str, Any]  # the other figures by name, in the page's order
+
+
+def page_figures(run: RunAnalysis, decision: Decision) -> PageFigures:
+    """A decided run's figures, asked for in the page's order (`run`: with the decision's tables)."""
+    routing = routing_view(run, decision.routing)
+    collectives = per_collective(run, decision)
+    return PageFigures(routing, collectives, _figures(run, collectives))
+
+
+def page_view(run: RunAnalysis, exports: RunExports, figures: PageFigures) -> dict[str, Any]:
+    """The template's view of one run: formatted strings and inline SVG (`figures`: page_figures of the run and
+    its decision), nothing left to compute."""
     tokens = run.tokens
-    routing = routing_view(run, exports.decision.routing)  # its figure is the page's first
-    collectives = per_collective(run, exports.decision)
-    svg = _figures(run, collectives)  # asked for before the tables: a worker may draw them meanwhile
+    routing, collectives, svg = figures.routing, figures.per_collective, figures.svg
     page: dict[str, Any] = {
         "name": run.name,
         "run_id": run.run_id,
