@@ -280,11 +280,13 @@ def _render(run_dirs, latest, out, flags: ReportFlags, observe: tuple[str | None
         run_dirs = (*run_dirs, newest_run(latest))
     if not run_dirs:
         raise UsageError("give a run folder (runs/<run-id>) or --latest runs/")
-    # The worker checks every record whole while this process reads only what the report uses (load_run); it then
-    # imports matplotlib and draws the figures beside the page.
-    files = [Path(d) / RESULTS_FILE for d in run_dirs]
-    with figure_worker(*(partial(check_records, f) for f in files if f.is_file())) as checked:
-        _report(run_dirs, out, flags, observed, checked)
+    # Both workers are forked before the records are read (a process forked later copies each page either touches).
+    # The figure worker checks every record whole while this process reads only what the report uses (load_run),
+    # then imports matplotlib and draws the figures beside the page; the other writes what it is sent.
+    results = [Path(d) / RESULTS_FILE for d in run_dirs]
+    checks = (partial(check_records, path) for path in results if path.is_file())
+    with figure_worker(*checks) as checked, Worker() as files:
+        _report(run_dirs, out, flags, observed, checked, files)
 
 
 def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str, int | None]:
@@ -333,8 +335,11 @@ class ReportFlags:
     allow_partial: bool  # --allow-partial
 
 
-def _report(run_dirs, out, flags: ReportFlags, observed=({}, "", None), checked: Iterable[Pending] = ()):
-    """`checked`: the pending check_records of each run's results (a record the report read past may be bad)."""
+def _report(
+    run_dirs, out, flags: ReportFlags, observed=({}, "", None), checked: Iterable[Pending] = (), files=None
+) -> None:
+    """`checked`: the pending check_records of each run's results (a record the report read past may be bad);
+    `files`: the worker that writes results.csv and the nccl-tests tables (write_report)."""
     loaded = [load_run(Path(d)) for d in run_dirs]
     hold_until_exit(loaded)
     for _, _, _, notes in loaded:
@@ -371,7 +376,7 @@ def _report(run_dirs, out, flags: ReportFlags, observed=({}, "", None), checked:
     from commprof.report.exports.decision_files import decision_lines
 
     # Decided once, beside the worker that writes the tables: the files, the page and the terminal render that answer.
-    paths, decisions = write_report(runs, out_dir, decide)
+    paths, decisions = write_report(runs, out_dir, decide, files)
     hold_until_exit(decisions)
     for run in runs:
         if run.all_failed:

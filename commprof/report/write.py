@@ -9,6 +9,7 @@ overwriting. --out must be new, empty, or an earlier report (its summary.json sa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -16,7 +17,6 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from commprof.report.exports.engine_hints import engine_hints, engine_hints_text
 from commprof.report.exports.files import (
     NCCL_TESTS_TYPES,
     RunExports,
+    csv_columns,
     nccl_tests_table,
     recommend_env_text,
     results_csv,
@@ -43,7 +44,7 @@ from commprof.report.exports.files import (
 from commprof.report.exports.provenance import provenance
 from commprof.report.exports.summary import check_summary, summary
 from commprof.report.views.page import index_html, page_figures, page_view
-from commprof.report.worker import Worker
+from commprof.report.worker import Pending, Worker
 
 SUMMARY_FILE = "summary.json"
 
@@ -151,11 +152,15 @@ def write_nccl_tests_tables(tables: dict[str, tuple], folder: Path) -> dict[str,
 
 
 def write_report(
-    runs: list[RunAnalysis], out_dir: Path, decide_run: Callable[[RunAnalysis], Decision] = decide
+    runs: list[RunAnalysis],
+    out_dir: Path,
+    decide_run: Callable[[RunAnalysis], Decision] = decide,
+    files: Worker | None = None,
 ) -> tuple[dict[str, Path], list[Decision]]:
     """Decide each run (decide_run, once) and write index.html, summary.json, results.csv and each run's exports,
     then swap them in as out_dir; return the main paths (under out_dir) and the decisions. UsageError when out_dir
-    cannot take a report."""
+    cannot take a report. `files`: a worker forked before the records were read, which writes results.csv and the
+    nccl-tests tables from what it is sent (None: they are written here)."""
     check_report_target(out_dir)
     blocking = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
@@ -166,63 +171,70 @@ def write_report(
         staging.chmod(0o777 & ~_umask())  # mkdtemp's folder is private: the report's follows the umask, as runs do
     except OSError as exc:
         raise UsageError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
+    sent: list[Pending] = []
     try:
-        paths, decisions = _write_all(runs, decide_run, staging)
+        paths, decisions = _write_all(runs, decide_run, staging, files or Worker(fork=False), sent)
         swap_in(staging, out_dir)
     except OSError as exc:
+        _settle(sent)
         shutil.rmtree(staging, ignore_errors=True)
         raise UsageError(f"--out {out_dir}: cannot write the report ({exc.strerror or exc})") from None
     except BaseException:
+        _settle(sent)
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}, decisions
 
 
+def _settle(sent: list[Pending]) -> None:
+    """Wait until the worker has done what it was sent (its outcome aside): nothing is written once this returns."""
+    for pending in sent:
+        with contextlib.suppress(Exception):
+            pending.result()
+
+
 def _write_all(
-    runs: list[RunAnalysis], decide_run: Callable[[RunAnalysis], Decision], out_dir: Path
+    runs: list[RunAnalysis],
+    decide_run: Callable[[RunAnalysis], Decision],
+    out_dir: Path,
+    files: Worker,
+    sent: list[Pending],
 ) -> tuple[dict[str, Path], list[Decision]]:
     taken: set[str] = set()
     folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
     for folder in folders if len(runs) > 1 else ():
         folder.mkdir()  # here, before the worker writes into it too
-    # The tables are built here, before the worker is forked (a forked process that read every op's time would
-    # copy the pages of every record it touched); their text and results.csv need the analysis alone: the worker
-    # (report/worker.py) writes them while this process decides. Each decided run's figures are asked for at once,
-    # so that the figure worker draws them while this process writes the rest.
-    tables = [(nccl_tests_tables(run), inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
-    jobs = [partial(write_nccl_tests_tables, *each) for each in tables]
-    with Worker(*jobs, partial(write_results_csv, runs, out_dir)) as files:
-        decisions = [decide_run(run) for run in runs]
-        shown = [replace(run, **decision.tables) for run, decision in zip(runs, decisions)]  # every table below
-        # names the decision's point at each T
-        figures = [page_figures(run, decision) for run, decision in zip(shown, decisions)]
-        pages, summaries = [], []
-        for run, decided, decision, folder, (table, where), drawn in zip(
-            runs, shown, decisions, folders, tables, figures
-        ):
-            paths = {point_id: inside(where, f"{point_id}.txt") for point_id in table}
-            exports = write_run_exports(run, decision, folder, out_dir, paths)
-            summaries.append(summary(decided, exports))
-            pages.append(page_view(decided, exports, drawn))
-        checks = costmodel_checks(runs)
-        written = {
-            "index.html": write_text(
-                inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))
-            ),
-            "summary.json": write_json_file(
-                inside(out_dir, SUMMARY_FILE),
-                {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
-            ),
-            "results.csv": files.jobs[-1].result(),
-        }
-        for job in files.jobs[:-1]:
-            job.result()  # the tables are written (or their error raised)
-        return written, decisions
-
-
-def write_results_csv(runs: list[RunAnalysis], out_dir: Path) -> Path:
-    """results.csv: every record of every run."""
+    # The worker writes results.csv while this process decides. Each decided run's figures are asked for at once,
+    # so that the figure worker draws them while this process builds the nccl-tests tables (whose text the worker
+    # writes) and the rest.
     frame = runs[0].frame if len(runs) == 1 else pd.concat([r.frame for r in runs], ignore_index=True)
+    sent.append(files.call(__name__, "write_results_csv", (csv_columns(frame), out_dir)))
+    decisions = [decide_run(run) for run in runs]
+    shown = [replace(run, **decision.tables) for run, decision in zip(runs, decisions)]  # every table below
+    # names the decision's point at each T
+    figures = [page_figures(run, decision) for run, decision in zip(shown, decisions)]
+    tables = [(nccl_tests_tables(run), inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
+    sent.extend(files.call(__name__, "write_nccl_tests_tables", each) for each in tables)
+    pages, summaries = [], []
+    for run, decided, decision, folder, (table, where), drawn in zip(runs, shown, decisions, folders, tables, figures):
+        paths = {point_id: inside(where, f"{point_id}.txt") for point_id in table}
+        exports = write_run_exports(run, decision, folder, out_dir, paths)
+        summaries.append(summary(decided, exports))
+        pages.append(page_view(decided, exports, drawn))
+    checks = costmodel_checks(runs)
+    written = {
+        "index.html": write_text(inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))),
+        "summary.json": write_json_file(
+            inside(out_dir, SUMMARY_FILE),
+            {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
+        ),
+    }
+    written["results.csv"], *_ = (pending.result() for pending in sent)  # the tables are written (or raised)
+    return written, decisions
+
+
+def write_results_csv(frame: pd.DataFrame, out_dir: Path) -> Path:
+    """results.csv: every record of every run (`frame`: csv_columns of their frame)."""
     return write_text(inside(out_dir, "results.csv"), results_csv(frame))  # the CSV has no index column
 
 

@@ -162,13 +162,19 @@ def nccl_tests_table(
 
 # ------------------------------------------------------------------------------------------------- csv
 
-CSV_DROP = ("env", "config", "op_us", "nccl", "rank_step_median_us")
+# The records' frame's columns results.csv leaves out: nested values, and what other columns say (env.*, config).
+CSV_LEFT_OUT = ("env", "config", "op_us", "nccl")
+
+
+def csv_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """The columns of the records' frame that results_csv reads: what a process that writes it is sent."""
+    return frame.drop(columns=[c for c in CSV_LEFT_OUT if c in frame])
 
 
 def results_csv(frame: pd.DataFrame) -> str:
     """Every record as one CSV row (nested op_us / nccl left out; per-rank medians joined with ';'); text cells
     that a spreadsheet would run as a formula are prefixed with an apostrophe."""
-    table = whole_counts(frame.drop(columns=[c for c in CSV_DROP if c in frame]))
+    table = whole_counts(csv_columns(frame).drop(columns=["rank_step_median_us"], errors="ignore"))
     for column in table.columns:
         if not pd.api.types.is_numeric_dtype(table[column]):  # text columns (object or pandas' str dtype)
             table[column] = spreadsheet_column(table[column])
