@@ -241,7 +241,7 @@ def test_parse_accept():
             command.parse_accept(bad)
 
 
-def test_op_table_and_sizes():
+def test_op_sizes():
     op_us = {
         "sites": ["embed", "layer.0.attn", "layer.0.mlp", "logits"],
         "bytes": [100, 100, 100, 4000],
@@ -249,7 +249,7 @@ def test_op_table_and_sizes():
         "p99": [1, 1, 1, 1],
     }
     steps = steps_of([step("p000", 1, "eager", 100, op_us=op_us)])
-    sizes = ops.op_sizes(ops.op_table(steps)).set_index(["collective", "bytes"])
+    sizes = ops.op_sizes(steps).set_index(["collective", "bytes"])
     assert sizes.loc[("all_reduce", 100), "time_us"] == 12.0 and sizes.loc[("all_reduce", 100), "ops"] == 3
     assert sizes.loc[("all_gather", 4000), "time_us"] == 50.0
     summary = ops.site_summary(ops.op_sites(op_us)).set_index("site_kind")

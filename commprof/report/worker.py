@@ -154,13 +154,15 @@ class Worker:
     def call(
         self, module: str, function: str, args: tuple = (), kwargs: dict | None = None, kind: type[Pending] = Pending
     ) -> Pending:
-        """`module.function(*args, **kwargs)` run by the worker (its arguments pickled), or here if none was forked;
-        its result as a `kind`."""
+        """`module.function(*args, **kwargs)` run by the worker, or here if none was forked; its result as a `kind`.
+        The call is pickled to a file, as results are: sending it never waits for the worker to end its last job."""
         call = (module, function, args, kwargs or {})
         if self._pid is None:
             self._outcomes[self._count] = _outcome(partial(_run, *call))
         else:
-            self._conn.send(call)
+            with open(self._folder / f"call-{self._count}", "wb") as handle:
+                pickle.dump(call, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            self._conn.send(self._count)
         return self._next(kind)
 
     def outcome(self, index: int) -> tuple[bool, Any]:
@@ -247,10 +249,10 @@ def _serve(
     try:
         for index, job in enumerate(jobs):
             _send(conn, folder, index, _outcome(job))
-        index = len(jobs)
-        while (message := conn.recv()) is not None:
-            _send(conn, folder, index, _outcome(partial(_run, *message)))
-            index += 1
+        while (index := conn.recv()) is not None:
+            with open(folder / f"call-{index}", "rb") as handle:
+                call = pickle.load(handle)
+            _send(conn, folder, index, _outcome(partial(_run, *call)))
     except (EOFError, BrokenPipeError):  # the parent is gone
         code = 1
     except KeyboardInterrupt:  # the parent stops too, and says so

@@ -3,13 +3,14 @@ nccl-tests' terms."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from itertools import chain
+import math
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from commprof.planner.plan import COLLECTIVES, SITE_COLLECTIVES, SITE_KINDS
+from commprof.planner.plan import SITE_COLLECTIVES, SITE_KINDS
 
 # The per-op statistics of op_us the report reads (op_table: the median; routing_candidates: the p90 too): it reads
 # the others past, and check_records checks them (records/files.py).
@@ -84,64 +85,70 @@ def point_sites(op_us: dict[str, list] | None) -> PointSites | None:
     return None if sites.empty else PointSites(sites, site_summary(sites), draft_split(sites))
 
 
-def op_table(steps: pd.DataFrame) -> pd.DataFrame:
-    """Every op of every record that has op_us, one row each: point_id, tokens, collective, bytes, median (µs).
+def op_sizes(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per (point, collective, size) of the records' ops (records with op_us): how many ops and the median of their
+    medians, µs (a missing time counted, not taken), in (point, collective, size) order: nccl-tests' rows.
 
-    Built with numpy from all records' columns at once (a sweep of 100,000 records has millions of ops); point_id
-    and collective are categoricals, which op_sizes groups several times faster than strings.
+    The records of one step plan share their ops' collectives and sizes: their medians are taken in one array per
+    plan (a sweep of 100,000 records has millions of ops), and a point's ops of one size in several records (a
+    measurement repeated) together.
     """
     rows = steps[steps["op_us"].notna()]
-    point_codes, tokens_of, counts, kinds, sizes_of, medians = [], [], [], [], [], []
-    codes: dict[str, int] = {}
-    collectives_of: dict[tuple, np.ndarray] = {}  # every record of a plan has the same sites
-    # Records read from a file share one list per distinct plan column (records.files): each made a tuple or an
-    # array once, by the list's identity while `rows` holds it.
-    sites_of: dict[int, tuple] = {}
-    bytes_of: dict[int, np.ndarray] = {}
-    for point_id, tokens, op_us in zip(rows["point_id"], rows["tokens"], rows["op_us"]):
-        listed = op_us.get("sites") or ()
-        if (sites := sites_of.get(id(listed))) is None:
-            sites = sites_of[id(listed)] = tuple(listed)
-        count = len(sites)
-        if not count or len(op_us.get("median") or []) != count or len(op_us.get("bytes") or []) != count:
-            continue
-        if sites not in collectives_of:
-            named = op_us.get("collectives")
-            names = named if isinstance(named, list) and len(named) == count else [site_collective(s) for s in sites]
-            collectives_of[sites] = np.array([COLLECTIVES.index(name) for name in names], dtype=np.int8)
-        if (sizes := bytes_of.get(id(op_us["bytes"]))) is None:
-            sizes = bytes_of[id(op_us["bytes"])] = np.asarray(op_us["bytes"], dtype=np.int64)
-        point_codes.append(codes.setdefault(point_id, len(codes)))
-        tokens_of.append(tokens)
-        counts.append(count)
-        kinds.append(collectives_of[sites])
-        sizes_of.append(sizes)
-        medians.append(op_us["median"])
-    if not counts:
-        columns = ("point_id", "tokens", "collective", "bytes", "median")
-        return pd.DataFrame({key: pd.Series(dtype=object) for key in columns})
-    return pd.DataFrame(
-        {
-            "point_id": pd.Categorical.from_codes(
-                np.repeat(np.asarray(point_codes, dtype=np.int32), counts), categories=list(codes)
-            ),
-            "tokens": np.repeat(np.asarray(tokens_of), counts),
-            "collective": pd.Categorical.from_codes(np.concatenate(kinds), categories=list(COLLECTIVES)),
-            "bytes": np.concatenate(sizes_of),
-            "median": np.array(list(chain.from_iterable(medians)), dtype=float),  # a missing time is NaN
-        }
+    plans: dict[tuple[int, int], _Plan] = {}  # by the identity of the plan columns the records share (records.files)
+    for point_id, op_us in zip(rows["point_id"], rows["op_us"]):
+        sizes, named, medians = op_us.get("bytes") or [], op_us.get("collectives"), op_us.get("median") or []
+        key = (id(sizes), id(named) if named is not None else id(op_us.get("sites")))
+        if (plan := plans.get(key)) is None:
+            plan = plans[key] = _Plan.of(op_us)
+        if plan.groups and len(medians) == plan.count:
+            plan.points.append(point_id)
+            plan.medians.append(medians)
+    found: dict[tuple[str, str, int], list[tuple[float, np.ndarray]]] = {}
+    for plan in plans.values():
+        medians = np.array(plan.medians, dtype=float)  # a missing time is NaN
+        for (collective, size), columns in plan.groups.items():
+            times = medians[:, columns]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # ops none of which was timed: NaN
+                middle = np.nanmedian(times, axis=1)
+            for point_id, time_us, row in zip(plan.points, middle.tolist(), times):
+                found.setdefault((point_id, collective, size), []).append((time_us, row))
+    table = [(*key, sum(len(row) for _, row in each), _median(each)) for key, each in sorted(found.items())]
+    return pd.DataFrame(table, columns=["point_id", "collective", "bytes", "ops", "time_us"]).astype(
+        {"point_id": str, "collective": str, "bytes": "int64", "ops": "int64", "time_us": float}
     )
+
+
+def _median(each: list[tuple[float, np.ndarray]]) -> float:
+    """The median of one size's op times: its record's, or that of every record of the point at that size."""
+    if len(each) == 1:
+        return each[0][0]
+    times = np.concatenate([row for _, row in each])
+    times = times[~np.isnan(times)]
+    return float(np.median(times)) if times.size else math.nan
+
+
+@dataclass
+class _Plan:
+    """One step plan's ops grouped by (collective, size), and the records of it: their point ids and medians."""
+
+    count: int  # ops in the step
+    groups: dict[tuple[str, int], list[int]]  # (collective, bytes) -> the ops' positions
+    points: list[str] = field(default_factory=list)
+    medians: list[list] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, op_us: dict) -> _Plan:
+        """A record's plan; no groups where its columns disagree on the number of ops."""
+        sites, sizes, named = op_us.get("sites") or [], op_us.get("bytes") or [], op_us.get("collectives")
+        names = named if isinstance(named, list) and len(named) == len(sites) else map(site_collective, sites)
+        groups: dict[tuple[str, int], list[int]] = {}
+        if sites and len(sizes) == len(sites):
+            for position, (name, size) in enumerate(zip(names, sizes)):
+                groups.setdefault((str(name), int(size)), []).append(position)
+        return cls(len(sites), groups)
 
 
 def site_collective(site: str) -> str:
     """The collective an op site issues (docs/step-plan.md), for records that do not name it."""
     return SITE_COLLECTIVES.get(site.rsplit(".", 1)[-1], "all_reduce")
-
-
-def op_sizes(ops: pd.DataFrame) -> pd.DataFrame:
-    """Per (point, collective, size): how many ops and the median of their medians, µs (nccl-tests' rows)."""
-    grouped = ops.groupby(["point_id", "collective", "bytes"], sort=True, observed=True)["median"]
-    table = pd.DataFrame({"ops": grouped.size(), "time_us": grouped.median()}).reset_index()
-    return table.astype({"point_id": str, "collective": str}).sort_values(
-        ["point_id", "collective", "bytes"], ignore_index=True
-    )

@@ -13,6 +13,8 @@ import re
 import textwrap
 
 import matplotlib
+import matplotlib.collections
+import matplotlib.patches
 import matplotlib.text
 import matplotlib.ticker
 
@@ -44,7 +46,7 @@ def warm_up() -> None:
     """Draw a throw-away figure and write it as SVG: a process's first figure loads fonts and fills matplotlib's
     caches (about as long again as its drawing), which the report's worker does while the records are read."""
     fig, ax = plt.subplots(figsize=(3.3, 2.8))
-    ax.boxplot([[1.0, 2.0, 3.0]], patch_artist=True, whis=(0, 100), showfliers=False)
+    _boxes(ax, [1.0], [np.array([1.0, 2.0, 3.0])], [COLORS["baseline"]])
     ax.plot([1.0, 2.0], [1.0, 2.0], "--", label="T = 1")
     ax.set_yscale("log")
     ax.set_title("T = 1")
@@ -173,18 +175,7 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
                     colors.append(COLORS.get(setting, "#555"))
             ticks.append((k * 3 + 0.5, site))
         if data:
-            boxes = ax.boxplot(
-                data,
-                positions=positions,
-                widths=0.8,
-                patch_artist=True,
-                whis=(0, 100),
-                showfliers=False,
-                medianprops={"color": "black"},
-            )
-            for patch, color in zip(boxes["boxes"], colors):
-                patch.set_facecolor(color)
-                patch.set_alpha(0.8)
+            _boxes(ax, positions, data, colors)
         ax.set_xticks([t for t, _ in ticks], [s for _, s in ticks])
         ax.set_title(f"T = {tokens}")
         ax.set_ylabel("µs per op (median)")
@@ -197,6 +188,21 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[s]) for s in ("baseline", "answer")]
     fig.legend(handles, ["baseline", "the answer"], loc="upper center", ncol=2, frameon=False, fontsize=8)
     return to_svg(fig)
+
+
+def _boxes(ax, positions: list[float], data: list[np.ndarray], colors: list[str]) -> None:
+    """Box plots (quartiles; whiskers and caps at the min and max) drawn as five collections, as ax.boxplot draws
+    them with whis=(0, 100), but several times faster than its six artists per box."""
+    low, q1, median, q3, high = np.array([np.percentile(values, [0, 25, 50, 75, 100]) for values in data]).T
+    x, rc = np.asarray(positions, dtype=float), matplotlib.rcParams
+    boxes = [matplotlib.patches.Rectangle((p - 0.4, bottom), 0.8, top - bottom) for p, bottom, top in zip(x, q1, q3)]
+    edges = {"edgecolors": rc["boxplot.boxprops.color"], "linewidths": rc["boxplot.boxprops.linewidth"]}
+    ax.add_collection(matplotlib.collections.PatchCollection(boxes, facecolors=colors, alpha=0.8, zorder=2, **edges))
+    line = {"colors": rc["boxplot.whiskerprops.color"], "linewidths": rc["boxplot.whiskerprops.linewidth"]}
+    ax.vlines(np.r_[x, x], np.r_[low, q3], np.r_[q1, high], zorder=2, **line)  # the whiskers
+    ax.hlines(np.r_[low, high], np.r_[x, x] - 0.2, np.r_[x, x] + 0.2, zorder=2, **line)  # their caps
+    ax.hlines(median, x - 0.4, x + 0.4, colors="black", linewidths=rc["boxplot.medianprops.linewidth"], zorder=2.1)
+    ax.set_xlim(x.min() - 0.5, x.max() + 0.5)
 
 
 def projection_svg(
