@@ -36,7 +36,11 @@ def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFr
     envs = pd.DataFrame([row["env"] for row in rows], dtype=object)  # every point's variables, in C
     for key in sorted(envs.columns):
         frame[ENV_PREFIX + key] = envs[key].where(envs[key].notna(), None).to_numpy()
-    return frame
+    # Text as objects, every column of a kind in one block (copy gathers them): pandas' str dtype keeps a block per
+    # column, which each of the analysis's dozens of row selections took apart one by one.
+    return frame.astype(
+        {name: object for name, kind in frame.dtypes.items() if isinstance(kind, pd.StringDtype)}
+    ).copy()
 
 
 def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[str, str]]) -> dict[str, Any]:
