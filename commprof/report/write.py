@@ -145,10 +145,9 @@ def nccl_tests_tables(run: RunAnalysis) -> dict[str, tuple]:
 
 def write_nccl_tests_tables(tables: dict[str, tuple], folder: Path) -> dict[str, Path]:
     """Each point's table (nccl_tests_tables) as folder/<point id>.txt."""
-    return {
-        point_id: write_text(inside(folder, f"{point_id}.txt"), nccl_tests_table(*args))
-        for point_id, args in tables.items()
-    }
+    texts = {f"{point_id}.txt": nccl_tests_table(*args) for point_id, args in tables.items()}
+    paths = write_texts(folder, texts)
+    return {point_id: path for point_id, path in zip(tables, paths)}
 
 
 def write_report(
@@ -332,16 +331,28 @@ def json_ready(value: Any) -> Any:
 
 def write_text(path: Path, text: str) -> Path:
     """Create `path` (and its folder) with `text`; never writes through an existing file or link."""
-    if not path.parent.is_dir():
-        path.parent.mkdir(parents=True)
-    data = memoryview(text.encode("utf-8"))
-    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)  # as open(path, "x")
+    return write_texts(path.parent, {path.name: text})[0]
+
+
+def write_texts(folder: Path, texts: dict[str, str]) -> list[Path]:
+    """Create each file of `texts` (name -> text) in `folder`, made if missing, opened once for them all (a
+    point's nccl-tests table each: a thousand files); never writes through an existing file or link."""
+    paths = [inside(folder, name) for name in texts]
+    if not folder.is_dir():
+        folder.mkdir(parents=True)
+    where = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        while data:  # a regular file takes it all at once, unless a signal cuts the write short
-            data = data[os.write(handle, data) :]
+        for name, text in texts.items():
+            data = memoryview(text.encode("utf-8"))
+            handle = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=where)
+            try:
+                while data:  # a regular file takes it all at once, unless a signal cuts the write short
+                    data = data[os.write(handle, data) :]
+            finally:
+                os.close(handle)
     finally:
-        os.close(handle)
-    return path
+        os.close(where)
+    return paths
 
 
 def write_json_file(path: Path, data: Any) -> Path:

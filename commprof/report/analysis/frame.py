@@ -154,10 +154,14 @@ def collective_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 def ok_rows(steps: pd.DataFrame, mode: str | None = None) -> pd.DataFrame:
     """Rows whose numbers are a tuning result (status ok and a median), optionally of one mode."""
-    mask = (steps["status"] == "ok") & steps["median_us"].notna()
-    if mode is not None:
-        mask &= steps["mode"] == mode
+    mask = ok_mask(steps, mode)
     return steps if mask.all() else steps[mask]
+
+
+def ok_mask(steps: pd.DataFrame, mode: str | None = None) -> pd.Series:
+    """Which rows ok_rows keeps."""
+    mask = (steps["status"] == "ok") & steps["median_us"].notna()
+    return mask & (steps["mode"] == mode) if mode is not None else mask
 
 
 def model_errors(row: dict, reference: dict | None) -> tuple[float | None, float | None] | None:

@@ -216,7 +216,7 @@ class RunAnalysis:
 
     @cached_property
     def all_failed(self) -> bool:
-        return not self.steps.empty and fr.ok_rows(self.steps).empty
+        return not self.steps.empty and not fr.ok_mask(self.steps).any()
 
     def tuner_winners(self) -> pd.DataFrame:
         """Per T, the fastest setting of the baseline's implementation, as nccl_tuner.conf's rules use it."""
