@@ -224,6 +224,10 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "record-choices-bytes-string": _record_change(lambda r: _choice(r, bytes="x"), "bytes: expected an integer"),
     "meta-gpu-name-list": _meta_field(("gpus", 0, "name"), [1], "gpus: an item: name: expected a string"),
     "meta-gpu-capability-list": _meta_field(("gpus", 0, "compute_capability"), [1], "gpus: an item: compute_cap"),
+    "meta-gpu-capability-long": _meta_field(("gpus", 0, "compute_capability"), "9" * 4096, "compute capability '9+"),
+    "meta-topology-capability-text": _meta_field(
+        ("topology", "gpus", 0, "compute_capability"), "sm_90; rm -rf", r"compute capability 'sm_90; rm -rf' is not"
+    ),
     "meta-topology-gpus-1e30": _meta_field(("topology", "gpus"), 1e30, "topology: gpus: expected a list"),
     "meta-topology-gpus-count": _meta_field(("topology", "gpus"), 10**30, "topology.gpus .* out of range"),
     "meta-topology-numa-nodes-1e30": _meta_field(("topology", "host", "numa_nodes"), 1e30, "topology: host: numa"),

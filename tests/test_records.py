@@ -80,6 +80,14 @@ def test_records_a_reader_cannot_use_are_refused_naming_file_and_line(tmp_path, 
     assert problem in str(refused.value)
 
 
+@pytest.mark.parametrize("line", ["[1, 2]", '"step"', "7", "null"])
+def test_a_line_that_is_json_but_no_object_is_refused_as_such(tmp_path, line):
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps(_valid_step()) + "\n" + line + "\n" + json.dumps(_valid_step()) + "\n")
+    with pytest.raises(UsageError, match=r"results\.jsonl:2: not a usable record: not a JSON object$"):
+        read_records(path)
+
+
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_times_written_by_hand_are_refused(tmp_path, literal):
     line = json.dumps(_valid_step()).replace('"median":', f'"median":{literal},"x":', 1)

@@ -241,6 +241,26 @@ def test_parse_accept():
             command.parse_accept(bad)
 
 
+@pytest.mark.parametrize(
+    "flag,sweep_name,value,problem",
+    [
+        ("accept", "accept_lengths", ["x"], "'x' is not a number"),
+        ("draft_ms", "draft_ms", -1, "-1 must be a finite number >= 0"),
+        ("compute_ms", "compute_ms", {"0": 2}, "T must be >= 1, got 0"),
+    ],
+)
+def test_a_bad_report_option_is_named_where_it_was_given(flag, sweep_name, value, problem):
+    """From the command line, its flag; from the run's sweep file (meta.json), that file's [report] key."""
+    with pytest.raises(UsageError) as from_sweep:
+        command.report_options({}, {sweep_name: value})
+    assert str(from_sweep.value) == f"the sweep file's [report] {sweep_name}: {problem}"
+    text = ",".join(map(str, value)) if isinstance(value, list) else value
+    text = ",".join(f"{k}={v}" for k, v in text.items()) if isinstance(text, dict) else text
+    with pytest.raises(UsageError) as from_flag:
+        command.report_options({flag: str(text)}, {sweep_name: value})
+    assert str(from_flag.value).startswith(f"--{flag.replace('_', '-')}: ")
+
+
 def test_op_sizes():
     op_us = {
         "sites": ["embed", "layer.0.attn", "layer.0.mlp", "logits"],

@@ -104,7 +104,9 @@ def _decode_slowly(line: bytes | str) -> dict[str, Any]:
             raw = json.loads(line)  # NaN / Infinity, which a reader refuses below by their field
         except (ValueError, RecursionError):
             raise UnreadableLine("not a JSON record") from None
-    version = raw.get("schema") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict):
+        raise ValueError("not a usable record: not a JSON object")
+    version = raw.get("schema")
     if version not in READABLE_VERSIONS:
         raise ValueError(
             f"results schema version {version!r}, this commprof reads versions "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from commprof.records.schema import KernelModelFacts
-from commprof.records.values import Count, Finite, NonNegative, Ranks
+from commprof.records.values import ComputeCapability, Count, Finite, NonNegative, Ranks
 from commprof.records.vocab import BuildStatus, CheckStatus, FloorEvidence, FloorStatus
 
 
@@ -211,7 +211,7 @@ class TopologyGpu(TypedDict, total=False):
     name: str | None
     uuid: str | None
     pci_bus_id: str | None
-    compute_capability: str | None
+    compute_capability: ComputeCapability | None
     memory_total_mib: int | None
     pcie: dict[str, int | None] | None
     numa_node: int | None

@@ -37,7 +37,7 @@ from commprof.records.meta_sections import (
 from commprof.records.point_ids import RUN_ID
 from commprof.records.schema import SOURCES, Source
 from commprof.records.validate import bounded, problem_of
-from commprof.records.values import MAX_POINT_TIMEOUT_S, MAX_TOKENS, Count, Finite, Ranks
+from commprof.records.values import MAX_POINT_TIMEOUT_S, MAX_TOKENS, ComputeCapability, Count, Finite, Ranks
 from commprof.textfiles import read_json
 from commprof.versions import installed_version
 
@@ -84,7 +84,7 @@ class MetaGpu(TypedDict, total=False):
 
     index: int
     name: str
-    compute_capability: str
+    compute_capability: ComputeCapability
     memory_gib: Finite
     pci_bus_id: str | None
 

@@ -22,3 +22,7 @@ Time = bounded(float, "{head}: a negative or non-finite time", ge=0, le=LARGEST)
 Ranks = bounded(int, ge=1, le=MAX_RANKS)
 Bytes = bounded(int, ge=0, le=MAX_BYTES)
 Count = bounded(int, ge=0, le=MAX_COUNT)
+# A GPU's compute capability as torch and nvidia-smi say it ("9.0", "12.0"): shown on pages and parsed as a number.
+ComputeCapability = bounded(
+    str, "compute capability {value!r} is not major.minor (9.0, 12.0)", pattern=r"\A\d{1,3}\.\d{1,3}\Z"
+)

@@ -101,13 +101,17 @@ def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]) -> ReportOpt
     def pick(name: str, sweep_name: str):
         return cli[name] if cli.get(name) is not None else from_sweep.get(sweep_name)
 
+    def given(name: str, sweep_name: str) -> str:
+        """Where a value came from, as its error names it."""
+        return f"--{name.replace('_', '-')}" if cli.get(name) is not None else f"the sweep file's [report] {sweep_name}"
+
     draft = pick("draft_ms", "draft_ms")
     accept = pick("accept", "accept_lengths")
     compute = pick("compute_ms", "compute_ms")
     return ReportOptions(
-        compute=parse_compute_ms(compute),
-        draft_ms=parse_ms(draft, "draft") if draft is not None else None,
-        accepts=parse_accept(accept) if accept is not None else DEFAULT_ACCEPTS,
+        compute=parse_compute_ms(compute, given("compute_ms", "compute_ms")),
+        draft_ms=parse_ms(draft, given("draft_ms", "draft_ms")) if draft is not None else None,
+        accepts=parse_accept(accept, given("accept", "accept_lengths")) if accept is not None else DEFAULT_ACCEPTS,
         baseline=pick("baseline", "baseline"),
         compute_source="given with --compute-ms"
         if cli.get("compute_ms") is not None
@@ -119,63 +123,65 @@ def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]) -> ReportOpt
     )
 
 
-def parse_compute_ms(value: Any) -> ComputeTimes:
-    """ "5.0" (every T), "4=5.0,8=5.2" (per T), a number, or a {T: ms} mapping (from the sweep file)."""
+def parse_compute_ms(value: Any, given: str = "--compute-ms") -> ComputeTimes:
+    """ "5.0" (every T), "4=5.0,8=5.2" (per T), a number, or a {T: ms} mapping (from the sweep file); `given`
+    names where it came from in an error."""
     if value is None or value == "":
         return ComputeTimes()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return ComputeTimes(everywhere=parse_ms(value, "compute"))
+        return ComputeTimes(everywhere=parse_ms(value, given))
     if isinstance(value, dict):
         items = list(value.items())
     else:
         text = str(value).strip()
         if "=" not in text:
-            return ComputeTimes(everywhere=parse_ms(text, "compute"))
+            return ComputeTimes(everywhere=parse_ms(text, given))
         items = []
         for part in text.split(","):
             key, sep, ms = part.partition("=")
             if not sep:
-                raise UsageError(f'--compute-ms: {part.strip()!r} is not T=ms (e.g. "4=5.0,8=5.2" or one number)')
+                raise UsageError(f'{given}: {part.strip()!r} is not T=ms (e.g. "4=5.0,8=5.2" or one number)')
             items.append((key, ms))
     per_tokens = {}
     for key, ms in items:
         try:
             tokens = int(str(key).strip())
         except ValueError:
-            raise UsageError(f"--compute-ms: T {key!r} is not a whole number") from None
+            raise UsageError(f"{given}: T {key!r} is not a whole number") from None
         if tokens < 1:
-            raise UsageError(f"--compute-ms: T must be >= 1, got {tokens}")
-        per_tokens[tokens] = parse_ms(ms, "compute")
+            raise UsageError(f"{given}: T must be >= 1, got {tokens}")
+        per_tokens[tokens] = parse_ms(ms, given)
     return ComputeTimes(per_tokens=per_tokens)
 
 
-def parse_ms(value: Any, what: str) -> float:
-    """A duration in ms from the command line or the sweep file; `what` names the option in the error."""
+def parse_ms(value: Any, given: str) -> float:
+    """A duration in ms from the command line or the sweep file; `given` names where it came from in an error."""
     try:
         number = float(str(value).strip())
     except ValueError:
-        raise UsageError(f"--{what}-ms: {value!r} is not a number of milliseconds") from None
+        raise UsageError(f"{given}: {value!r} is not a number of milliseconds") from None
     if not math.isfinite(number) or number < 0:
-        raise UsageError(f"--{what}-ms: {value!r} must be a finite number >= 0")
+        raise UsageError(f"{given}: {value!r} must be a finite number >= 0")
     return number
 
 
-def parse_accept(value: Any) -> tuple[float, ...]:
-    """Accept lengths (tokens kept per verify step, bonus token included): "1.3,2.0,3.0" or a list; each >= 1."""
+def parse_accept(value: Any, given: str = "--accept") -> tuple[float, ...]:
+    """Accept lengths (tokens kept per verify step, bonus token included): "1.3,2.0,3.0" or a list; each >= 1.
+    `given` names where they came from in an error."""
     parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
     lengths = []
     for part in parts:
         try:
             length = float(str(part).strip())
         except ValueError:
-            raise UsageError(f"--accept: {part!r} is not a number") from None
+            raise UsageError(f"{given}: {part!r} is not a number") from None
         if not math.isfinite(length) or length < 1:
-            raise UsageError(f"--accept: accept length {part!r} must be >= 1 (the bonus token always counts)")
+            raise UsageError(f"{given}: accept length {part!r} must be >= 1 (the bonus token always counts)")
         if length > MAX_ACCEPT:
-            raise UsageError(f"--accept: accept length {part!r} is above {MAX_ACCEPT} (tokens kept per verify step)")
+            raise UsageError(f"{given}: accept length {part!r} is above {MAX_ACCEPT} (tokens kept per verify step)")
         lengths.append(length)
     if not lengths:
-        raise UsageError("--accept: give at least one accept length, e.g. 1.3,2.0,3.0")
+        raise UsageError(f"{given}: give at least one accept length, e.g. 1.3,2.0,3.0")
     return tuple(sorted(set(lengths)))
 
 
@@ -283,8 +289,7 @@ def _render(run_dirs, latest, out, flags: ReportFlags, observe: tuple[str | None
     # Both workers are forked before the records are read (a process forked later copies each page either touches).
     # The figure worker checks every record whole while this process reads only what the report uses (load_run),
     # then imports matplotlib and draws the figures beside the page; the other writes what it is sent.
-    results = [Path(d) / RESULTS_FILE for d in run_dirs]
-    checks = (partial(check_records, path) for path in results if path.is_file())
+    checks = (partial(check_records, Path(d) / RESULTS_FILE) for d in run_dirs)  # what load_run refuses first aside
     with figure_worker(*checks) as checked, Worker() as files:
         _report(run_dirs, out, flags, observed, checked, files)
 
