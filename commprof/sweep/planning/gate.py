@@ -48,23 +48,29 @@ def refusal(point: SweepPoint, backend: str, context: ImplContext | None) -> str
 
     `context`: launch_context(...); None leaves the implementation to the workers' gate.
     """
-    if context is not None:
-        from dataclasses import replace
-
-        from commprof.impls.registry import load_impl, resolve_impl_name
-
-        impl = load_impl(resolve_impl_name(point.impl, backend))
-        support = impl.support(replace(context, options=dict(point.options)))
-        if not support:
-            return support.reason
-    return inert_reason(point.env, backend)
+    return _impl_refusal(point, backend, context) or inert_reason(point.env, backend)
 
 
 def refusals(points: Iterable[SweepPoint], backend: str, context: ImplContext | None) -> dict[str, str]:
-    """Point id -> why it will not run, for every point of `points` that will not."""
-    out = {}
+    """Point id -> why it will not run, for every point of `points` that will not. Each implementation and options
+    is asked once: a million-point sweep has a handful."""
+    out, asked = {}, {}
     for point in points:
-        reason = refusal(point, backend, context)
+        key = (point.impl, repr(sorted(point.options.items())))
+        if key not in asked:
+            asked[key] = _impl_refusal(point, backend, context)
+        reason = asked[key] or inert_reason(point.env, backend)
         if reason:
             out[point.point_id] = reason
     return out
+
+
+def _impl_refusal(point: SweepPoint, backend: str, context: ImplContext | None) -> str | None:
+    if context is None:
+        return None
+    from dataclasses import replace
+
+    from commprof.impls.registry import load_impl, resolve_impl_name
+
+    support = load_impl(resolve_impl_name(point.impl, backend)).support(replace(context, options=dict(point.options)))
+    return None if support else support.reason
