@@ -110,6 +110,10 @@ def test_topology_validation_names_file_and_key():
             {"impls": {"x": {"all_reduce_us": [["a", 1]], "source": "s"}}},
             "t.toml: impls.x.all_reduce_us: [['a', 1]] is not a list of [bytes, microseconds] pairs",
         ),
+        (
+            {"impls": {"flashinfer-pcie": {"model": "floor", "source": "s"}}},
+            "t.toml: impls.flashinfer-pcie: unknown implementation (allowed: nccl, gloo, nccl+rmsnorm,",
+        ),
     ]:
         broken = {k: v for k, v in {**data, **changes}.items() if v is not MISSING}
         with pytest.raises(UsageError) as info:

@@ -22,6 +22,7 @@ from commprof.costmodel.latency import LINKS, CostParams, arch_of, nccl_prior
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.model import FloorFigures
+from commprof.impls.registry import BUILTINS
 from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, NCCL_PATH_TYPES, P2P_LEVELS, nccl_user_p2p_level
 from commprof.problems import Boolean, Problems, String, allowed, choice, integer, number, table
 from commprof.records.values import MAX_RANKS
@@ -207,6 +208,11 @@ def topology_from_dict(data: dict, path: str) -> Topology:
         data = {**data, "gpu_path": data["gpu_path"].upper()}
     topology = problems.read(data, TopologyFile)
     links = _links(topology.links, problems) if topology.links is not None else {}
+    for impl in topology.impls:  # a misspelt name would model nothing, silently
+        if impl not in BUILTINS and ":" not in impl:
+            problems.error(
+                f"impls.{impl}", f"unknown implementation (allowed: {', '.join(BUILTINS)}, or package.module:Class)"
+            )
     impls = {
         impl: model
         for impl, raw in topology.impls.items()
