@@ -41,7 +41,7 @@ def _rank(rank: int, world_size: int) -> dict:
         return {s: (mine[s], base[s]) for s in sizes if s in mine and s in base}
 
     started = time.perf_counter()
-    searched = cx.search("one-shot-gloo", "eager", measure, max_rounds=12, step=STEP)
+    searched = cx.search("one-shot-gloo", "eager", measure, bounds=cx.SearchBounds(step=STEP, max_rounds=12))
     search_s = time.perf_counter() - started
     grid = sorted({*range(cx.KIB, cx.POWERS[-1] + 1, STEP), *cx.POWERS})
     started = time.perf_counter()
