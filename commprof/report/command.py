@@ -341,7 +341,12 @@ class ReportFlags:
 
 
 def _report(
-    run_dirs, out, flags: ReportFlags, observed=({}, "", None), checked: Iterable[Pending] = (), files=None
+    run_dirs,
+    out,
+    flags: ReportFlags,
+    observed=({}, "", None),
+    checked: Iterable[Pending] = (),
+    files: Worker | None = None,
 ) -> None:
     """`checked`: the pending check_records of each run's results (a record the report read past may be bad);
     `files`: the worker that writes results.csv and the nccl-tests tables (write_report)."""
