@@ -283,8 +283,11 @@ def projection_svg(
 def comparison_svg(heads: dict[str, pd.DataFrame]) -> str:
     """Several runs side by side: the answer's and the baseline's step time per T (ms), one bar group per T."""
     tokens = sorted({int(t) for head in heads.values() for t in head["tokens"]})
-    fig, ax = _single_axes((7.5, 3.2))
     count = len(heads)
+    fig, ax = _single_axes((7.5, 3.2 + 0.15 * count))
+    fig.subplots_adjust(
+        top=1 - (0.35 + 0.15 * count) / (3.2 + 0.15 * count)
+    )  # the legend above the bars, a row per run
     width = 0.8 / (2 * count)
     palette = plt.get_cmap("tab10")
     for k, (name, head) in enumerate(heads.items()):
@@ -294,7 +297,7 @@ def comparison_svg(heads: dict[str, pd.DataFrame]) -> str:
         ax.bar(x + width, rows["answer_us"].to_numpy() / 1000, width, color=palette(k), label=f"{name}: the answer")
     ax.set_xticks(np.arange(len(tokens)), [f"T = {t}" for t in tokens])
     ax.set_ylabel("ms per step (communication)")
-    ax.legend(frameon=False, fontsize=7)
+    ax.legend(frameon=False, fontsize=7, ncol=2, loc="lower left", bbox_to_anchor=(0.0, 1.02), borderaxespad=0.0)
     return to_svg(fig)
 
 
