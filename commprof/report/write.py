@@ -203,17 +203,17 @@ def _write_all(
     folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
     for folder in folders if len(runs) > 1 else ():
         folder.mkdir()  # here, before the worker writes into it too
-    # The worker writes results.csv and the nccl-tests tables (a file per point, slow to create on some disks) while
-    # this process decides; each decided run's figures are asked for at once, so that the figure worker draws them
-    # while this process builds the rest.
+    # The worker writes results.csv while this process decides; each decided run's figures are asked for at once, so
+    # that the figure worker draws them while this process builds the nccl-tests tables (a file per point, slow to
+    # create on some disks: the worker writes them too) and the rest.
     frame = runs[0].frame if len(runs) == 1 else pd.concat([r.frame for r in runs], ignore_index=True)
     sent.append(files.call(__name__, "write_results_csv", (csv_columns(frame), out_dir)))
-    tables = [(nccl_tests_tables(run), inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
-    sent.extend(files.call(__name__, "write_nccl_tests_tables", each) for each in tables)
     decisions = [decide_run(run) for run in runs]
     shown = [replace(run, **decision.tables) for run, decision in zip(runs, decisions)]  # every table below
     # names the decision's point at each T
     figures = [page_figures(run, decision) for run, decision in zip(shown, decisions)]
+    tables = [(nccl_tests_tables(run), inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
+    sent.extend(files.call(__name__, "write_nccl_tests_tables", each) for each in tables)
     pages, summaries = [], []
     for run, decided, decision, folder, (table, where), drawn in zip(runs, shown, decisions, folders, tables, figures):
         paths = {point_id: inside(where, f"{point_id}.txt") for point_id in table}
