@@ -99,6 +99,15 @@ def gloo_report(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def scenarios(tmp_path_factory) -> dict[str, Path]:
+    """Every shipped scenario, rendered once per test process for test_decision and test_one_answer (as a module
+    fixture it was rendered for each module): name -> report folder."""
+    from tests.test_decision import rendered_scenarios
+
+    return rendered_scenarios(tmp_path_factory.mktemp("decision"))
+
+
+@pytest.fixture(scope="session")
 def pcie8_simulated(tmp_path_factory):
     """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would: from an empty
     folder, the sweep and the preset named as the package ships them."""

@@ -127,10 +127,8 @@ INCOMPLETE = "incomplete gloo run"
 REPORT_OPTIONS = {UNCONFIRMED: ["--observed-step-ms", "25"]}
 
 
-@pytest.fixture(scope="module")
-def scenarios(tmp_path_factory) -> dict[str, Path]:
-    """Every shipped scenario, rendered: name -> report folder."""
-    root = tmp_path_factory.mktemp("decision")
+def rendered_scenarios(root: Path) -> dict[str, Path]:
+    """Every shipped scenario, rendered in `root`: name -> report folder (conftest's `scenarios`, once per process)."""
     runs: dict[str, list[Path]] = {f"simulated {p}": [_simulate(root, p)] for p in PRESETS}
     imported = root / "imported"
     assert main(["import-nccl-tests", str(NCCL_TESTS_LOG), "--out", str(imported)]) == 0

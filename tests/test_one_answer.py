@@ -16,13 +16,12 @@ from commprof.cli import main
 from commprof.evidence import VERDICTS
 from commprof.report.analysis.engine_dispatch import TABLES
 from commprof.report.command import answer_lines
-from tests.test_decision import (  # noqa: F401 (the fixture)
+from tests.test_decision import (
     SINGLE,
     SWEEP,
     UNCONFIRMED,
     answer_env,
     run_folders,
-    scenarios,
     sourced,
 )
 
@@ -186,14 +185,14 @@ def test_an_observation_only_withdraws(bundle, tmp_path, capsys, observed):
         assert all(s["verdict"] == "not judged" for s in after["steps"])
 
 
-def test_the_calibrated_sys_box_gains_no_beyond_from_its_observation(scenarios):  # noqa: F811 (the fixture)
+def test_the_calibrated_sys_box_gains_no_beyond_from_its_observation(scenarios):
     assert beyond_count(decision_of(scenarios[UNCONFIRMED])) <= beyond_count(
         decision_of(scenarios["calibrated simulation (SYS pairs)"])
     )
 
 
 @pytest.mark.parametrize("name", [*SINGLE, "two runs compared"])
-def test_every_scenario_s_files_and_page_say_its_decision(scenarios, name):  # noqa: F811 (the fixture)
+def test_every_scenario_s_files_and_page_say_its_decision(scenarios, name):
     summary = json.loads((scenarios[name] / "summary.json").read_text())
     cards = (scenarios[name] / "index.html").read_text().split("How much faster is my verify step?")[1:]
     for index, (run, folder) in enumerate(run_folders(scenarios[name], summary)):
@@ -227,7 +226,7 @@ def assert_comparison_says(page: str, runs: list[dict]) -> None:
         assert cell == "keeps the baseline" or cell in said, (name, cell)
 
 
-def test_runs_side_by_side_say_each_run_s_decision(scenarios, bundle, tmp_path, capsys):  # noqa: F811 (the fixture)
+def test_runs_side_by_side_say_each_run_s_decision(scenarios, bundle, tmp_path, capsys):
     """The comparison's verdict column is each run's Decision at that T, where the answer moves off the baseline too."""
     _report(bundle["run"], tmp_path / "r", capsys, str(_sim_dir("simulated pcie-gen5-switch-p2p")))
     page = (tmp_path / "r" / "index.html").read_text()
@@ -252,7 +251,7 @@ def test_the_answer_table_names_the_baseline_where_a_band_s_switch_is_left_off(b
     assert routing.count("flashinfer-pcie-ipc {'tune': False} (switch left off, NCCL runs)") == 1
 
 
-def test_a_planted_contradiction_fails_the_check(scenarios, tmp_path, monkeypatch, capsys):  # noqa: F811 (the fixture)
+def test_a_planted_contradiction_fails_the_check(scenarios, tmp_path, monkeypatch, capsys):
     """One file or one view editing a verdict: the claims no longer equal the Decision."""
     report = tmp_path / "edited"
     shutil.copytree(scenarios["simulated pcie-gen5-switch-p2p"], report)
@@ -300,7 +299,7 @@ def test_simulate_s_table_gives_a_kernel_row_the_kernel_s_error(tmp_path, capsys
     assert rows and f"±{kernel['kernel_model']['expected_error_pct']:g} %" in rows[0], rows
 
 
-def test_an_engine_asked_for_is_the_only_one_named(scenarios, tmp_path, capsys):  # noqa: F811 (the fixture)
+def test_an_engine_asked_for_is_the_only_one_named(scenarios, tmp_path, capsys):
     """`--engine vllm==0.33`: no SGLang switch in the Decision, routing.txt, engine_flags.txt or the terminal."""
     lines = _report(_sim_dir("simulated pcie-gen5-switch-p2p"), tmp_path / "r", capsys, "--engine", "vllm==0.33")
     decision = decision_of(tmp_path / "r")
