@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.report.analysis.formatting import fmt_ms
+from commprof.report.decision.formatting import fmt_ms
 from tests.report_fixtures import write_run
 
 pytestmark = pytest.mark.processes

@@ -4,6 +4,7 @@ environment override a tuner). Pure: a RunAnalysis in, an ApplyPlan out."""
 
 from __future__ import annotations
 
+from commprof.report.analysis.nccl_choice import NcclChoice
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.tuner_rules import (
     RECOMMEND_ENV,
@@ -17,18 +18,17 @@ from commprof.report.analysis.tuner_rules import (
 from commprof.report.analysis.words import only_baseline
 
 
-def apply_plan(run: RunAnalysis) -> ApplyPlan:
-    """Decide between recommend.env (one setting over every T) and nccl_tuner.conf (per-size rules, when the
-    fastest NCCL setting differs by size beyond the evidence's uncertainty and a tuner can express it)."""
-    rec = run.nccl_choice
-    point = run.recommended
+def apply_plan(run: RunAnalysis, rec: NcclChoice | None) -> ApplyPlan:
+    """Decide between recommend.env (one setting over every T, `rec`'s) and nccl_tuner.conf (per-size rules, when
+    the fastest NCCL setting differs by size beyond the evidence's uncertainty and a tuner can express it)."""
+    point = rec.chosen if rec is not None else None
     env = dict(point["env"]) if point is not None and rec is not None and rec.recommends else {}
     nothing = (
         "no point passed at every T in this run: nothing to recommend"
         if rec is None or rec.fastest is None
         else f"the run is incomplete: {run.completeness.summary()}"
         if rec.withheld and run.completeness is not None
-        else only_baseline(run) or f"nothing beat the baseline {run.evidence.beyond}"
+        else only_baseline(run) or f"nothing beat the baseline by more than {run.evidence.uncertainty}"
     )
     if run.backend != "nccl":
         why = nothing if not env else "one setting is the fastest over every T"
@@ -38,7 +38,7 @@ def apply_plan(run: RunAnalysis) -> ApplyPlan:
             env,
             no_rule=f"NCCL did not run ({run.evidence.label}): there is nothing to tune in it here.",
         )
-    winners = run.tuner_winners()
+    winners = run.tuner_winners(str(point["point_id"]) if point is not None else None)
     inputs = rule_inputs(winners)
     ranges = measured_ranges(inputs) if not inputs.empty else {}
     rules = tuner_rules(inputs)
@@ -57,7 +57,7 @@ def apply_plan(run: RunAnalysis) -> ApplyPlan:
         )
     if not rules and not no_rule:
         no_rule = (
-            f"no size has a setting faster than the baseline {run.evidence.beyond} with a known algorithm and "
+            f"no size has a setting faster than the baseline by more than {run.evidence.uncertainty} with a known algorithm and "
             "protocol: NCCL keeps its own choice everywhere"
         )
     per_size = sorted(set(won["point_id"]) - ({str(point["point_id"])} if env else set())) if rules else []
@@ -67,7 +67,8 @@ def apply_plan(run: RunAnalysis) -> ApplyPlan:
             f"the fastest NCCL setting differs by message size ({by_tokens}), which one environment cannot "
             "express; the rules cover the measured sizes only"
         )
-        return ApplyPlan(TUNER_CONF, why, env, rules, inputs, ranges, no_rule)
+        winners = {int(r.tokens): str(r.point_id) for r in won.itertuples()}
+        return ApplyPlan(TUNER_CONF, why, env, rules, inputs, ranges, no_rule, winners)
     if env:
         why = "one setting is the fastest over every T" + (
             "; nccl_tuner.conf says the same per size" if rules and not per_size else ""

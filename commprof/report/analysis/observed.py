@@ -66,9 +66,12 @@ def _step_ms(run: Any, point_id: str | None, tokens: int) -> float | None:
     return float(rows["median_us"].iloc[0]) / 1000.0 if len(rows) else None
 
 
-def observed_view(run: Any, observed: dict[int | None, float], source: str) -> dict[str, Any] | None:
-    """Per T: observed ms, predicted ms with today's settings and its band, predicted with the answer; and one verdict
-    (explained / not explained / not judged) with the checks to run when the model does not explain the box."""
+def observed_view(
+    run: Any, observed: dict[int | None, float], source: str, answer: str | None = None
+) -> dict[str, Any] | None:
+    """Per T: observed ms, predicted ms with today's settings and its band, predicted with the answer (`answer`: its
+    point, once decided); and one verdict (explained / not explained / not judged) with the checks to run when the
+    model does not explain the box."""
     if not observed or run.steps.empty:
         return None
     error = run.evidence.model_error.pct if run.simulated and run.evidence.model_error else None
@@ -79,8 +82,8 @@ def observed_view(run: Any, observed: dict[int | None, float], source: str) -> d
     rows = []
     for tokens, ms in sorted(wanted):
         today = _step_ms(run, run.baseline, tokens)
-        answer = _step_ms(run, run.reference, tokens)
-        row = {"tokens": tokens, "observed_ms": ms, "today_ms": today, "answer_ms": answer, "explained": None}
+        answer_ms = _step_ms(run, answer, tokens)
+        row = {"tokens": tokens, "observed_ms": ms, "today_ms": today, "answer_ms": answer_ms, "explained": None}
         if today is not None and error is not None:
             low, high = today * (1 - error / 100.0), today * (1 + error / 100.0)
             row.update(band_ms=[low, high], explained=low <= ms <= high, ratio=ms / today)
