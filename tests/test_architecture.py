@@ -686,3 +686,43 @@ def test_a_planted_view_that_judges_its_own_beyond_fails_the_rule(tmp_path):
         "commprof.report.views.export: words",
     }
     assert sorted(judged) == ["commprof.report.views.card:5 beats", "commprof.report.views.card:6 run.reference"]
+
+
+# The Decision is built in small steps a reader follows: every function of its modules (the analysis's steps, its
+# claims, the file chosen to apply, the page's tables) and of the renderers is radon grade C or better.
+DECISION_MODULES = (
+    "report/decision/*.py",
+    "report/analysis/decide*.py",
+    "report/analysis/claims.py",
+    "report/analysis/apply.py",
+    "report/analysis/page_tables.py",
+    "report/exports/*.py",
+    "report/views/*.py",
+)
+MAX_COMPLEXITY = 20  # radon's grade C ends here
+
+
+def complex_functions(package: Path = PACKAGE) -> list[str]:
+    """ "module.function (complexity)" for each function of DECISION_MODULES above MAX_COMPLEXITY."""
+    from radon.complexity import cc_visit
+
+    found = []
+    for pattern in DECISION_MODULES:
+        for path in sorted(package.glob(pattern)):
+            for block in cc_visit(path.read_text(encoding="utf-8")):
+                if block.complexity > MAX_COMPLEXITY:
+                    found.append(f"{module_name(path, package)}.{block.name} ({block.complexity})")
+    return found
+
+
+def test_every_function_of_the_decision_is_grade_c_or_better():
+    assert complex_functions() == []
+
+
+def test_complex_functions_finds_a_planted_one(tmp_path):
+    package = tmp_path / "commprof"
+    (package / "report" / "analysis").mkdir(parents=True)
+    branches = "".join(f"    if x == {k}:\n        return {k}\n" for k in range(MAX_COMPLEXITY + 1))
+    (package / "report" / "analysis" / "decide_plan.py").write_text(f"def tangled(x):\n{branches}    return x\n")
+    (package / "report" / "analysis" / "frame.py").write_text(f"def elsewhere(x):\n{branches}    return x\n")
+    assert complex_functions(package) == [f"commprof.report.analysis.decide_plan.tangled ({MAX_COMPLEXITY + 2})"]

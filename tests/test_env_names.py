@@ -9,8 +9,8 @@ import pytest
 from commprof.env_names import export_name_problem, is_export_name
 from commprof.errors import UsageError
 from commprof.records.files import read_records
-from commprof.report.analysis.words import export_line as page_export_line
 from commprof.report.exports.export_text import export_line
+from commprof.report.views.answers import export_line as page_export_line
 from commprof.sweep.planning.config import parse_sweep
 from tests.report_fixtures import make_records
 

@@ -56,7 +56,7 @@ def test_the_first_screen_shows_the_plan_after_what_to_set(pcie8_simulated):
     assert "<svg" in card and "floor" in card and ": beyond error" in card
     assert (
         "Crossover searches" in card
-        and "not resolved: inside the models' errors" in card
+        and "not resolved: inside the models&#39; errors" in card
         and "simulated (expected" in card
     )
     assert "routing.txt — engine settings" in html

@@ -146,38 +146,40 @@ def fused_hints(run: RunAnalysis, fused: list[FusedRow], book: ClaimBook, refuse
     """SGLang / vLLM flags of the fused kinds: where one beat its reference beyond error at some T (or lost at every
     T), each flag with the version it was written for; an engine whose fusion cannot act on these GPUs gets one
     "no flag" hint saying why. Only what this run compared; a simulation's stay commented out."""
-    hints = []
-    evidence = run.evidence
-    if nccl_file_for_other_backend(run):
-        hints.append(nccl_file_for_other_backend(run))
+    other = nccl_file_for_other_backend(run)
+    hints = [other] if other is not None else []
     claims = [(row, book.get(row.claim)) for row in fused]
     won = [row for row, claim in claims if claim is not None and claim.beyond]
     lost = [row for row, claim in claims if claim is not None and claim.slower]
     flags = engine_flag_table()
-    untested = (
-        "not tested: a simulation ran nothing, so the fused all-reduce + RMSNorm was never captured into a CUDA "
-        "graph or checked against the exact reduction; measure it with a sweep on the box before enabling it"
-        if evidence.simulated
-        else ""
-    )
     if any(r.impl in flags for r in won):
-        tokens = ", ".join(str(r.tokens) for r in won if r.impl in flags)
-        verb = "is predicted to beat" if evidence.simulated else "beat"
-        why = (
-            f"the FlashInfer fused all-reduce + RMSNorm {verb} its unfused reference at T = {tokens} (each T's claim: "
-            "(c)); the engine uses it only where its FlashInfer build supports this GPU: check its log says it "
-            "initialised"
+        hints += _acting(
+            _flags(flags, [r.impl for r in won], "won"), _won_why(run, won, flags), _untested(run), refused
         )
-        hints += _acting(_flags(flags, [r.impl for r in won], "won"), why, untested, refused)
     elif fused and len(lost) == len(fused):
-        why = (
-            "the fused all-reduce + RMSNorm was slower than its unfused reference at every T "
-            + ("predicted" if evidence.simulated else "measured")
-            + " (each T's claim: (c))"
-        )
+        how = "predicted" if run.evidence.simulated else "measured"
+        why = f"the fused all-reduce + RMSNorm was slower than its unfused reference at every T {how} (each T's claim: (c))"
         hints += _acting(_flags(flags, [r.impl for r in lost], "lost"), why, "", refused)
     asked = asked_engines(run)
     return [h for h in hints if any(name in h.engine.lower() for name in asked)]
+
+
+def _won_why(run: RunAnalysis, won: list[FusedRow], flags: dict) -> str:
+    tokens = ", ".join(str(r.tokens) for r in won if r.impl in flags)
+    verb = "is predicted to beat" if run.evidence.simulated else "beat"
+    return (
+        f"the FlashInfer fused all-reduce + RMSNorm {verb} its unfused reference at T = {tokens} (each T's claim: "
+        "(c)); the engine uses it only where its FlashInfer build supports this GPU: check its log says it initialised"
+    )
+
+
+def _untested(run: RunAnalysis) -> str:
+    if not run.evidence.simulated:
+        return ""
+    return (
+        "not tested: a simulation ran nothing, so the fused all-reduce + RMSNorm was never captured into a CUDA "
+        "graph or checked against the exact reduction; measure it with a sweep on the box before enabling it"
+    )
 
 
 def nccl_file_for_other_backend(run: RunAnalysis) -> EngineHint | None:

@@ -107,7 +107,9 @@ def _claims(run: RunAnalysis, choice: NcclChoice, book: ClaimBook) -> tuple[str 
     return (made.id if made else None), (dropped.id if dropped else None)
 
 
-def recommend_notes(run: RunAnalysis, rec: NcclChoice, book: ClaimBook, claims: tuple[str | None, str | None]) -> list[str]:
+def recommend_notes(
+    run: RunAnalysis, rec: NcclChoice, book: ClaimBook, claims: tuple[str | None, str | None]
+) -> list[str]:
     """recommend.env's comment lines: the evidence, what was chosen and its claim in the claim's words (marked as a
     withdrawn prediction where an observation the model does not explain withdrew it)."""
     lines = [f"Evidence: {run.evidence.label}. Rule: {run.evidence.rule}.", *not_a_result_notes(run)]

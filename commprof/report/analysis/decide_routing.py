@@ -44,25 +44,16 @@ def routing_step(
 def _route(band: dict, against: str, env: dict, at: dict, book: ClaimBook, missing: str) -> Route:
     kept_by_plan = bool(band["baseline"])
     size = band["sizes"][-1] if band.get("sizes") else {}
-    claim, reason = None, str(band["evidence"].get("verdict") or "")
-    if band["collective"] == FUSED and missing:
-        reason = missing
-    elif not kept_by_plan or size.get("rival"):
-        claim = _band_claim(band, size, book)
-    elif not reason:
-        reason = f"largest size: {format_bytes(band['max_bytes'])}"
+    claim, reason = _judged(band, size, book, missing)
     taken = claim is not None and not kept_by_plan and claim.beyond
-    if claim is not None and not kept_by_plan and not taken:
-        reason = claim.reason or f"{band['impl']}: {claim.verdict}"
     impl = band["impl"] if taken or kept_by_plan else unfused_reference() if band["collective"] == FUSED else "nccl"
-    impl = "nccl" if impl == "default" else impl
     return Route(
         collective=band["collective"],
         mode=band["mode"],
         min_bytes=int(band["min_bytes"]),
         max_bytes=int(band["max_bytes"]),
         tokens=_tokens(band, at),
-        impl=impl,
+        impl="nccl" if impl == "default" else impl,
         options=dict(band.get("options") or {}) if taken else {},
         point_id=str(band["point_id"]) if taken or kept_by_plan else against,
         label=str(band["label"]),
@@ -80,6 +71,23 @@ def _route(band: dict, against: str, env: dict, at: dict, book: ClaimBook, missi
         pct_of_floor=_number(band.get("pct_of_floor")),
         evidence=str(band["evidence"].get("label") or ""),
         boundary=str(band.get("boundary") or ""),
+    )
+
+
+def _judged(band: dict, size: dict, book: ClaimBook, missing: str):
+    """The band's claim (None: nothing compared) and why, in words that judge nothing the claim does not."""
+    if band["collective"] == FUSED and missing:
+        return None, missing
+    if band["baseline"] and not size.get("rival"):  # nothing else ran here, or this mode routes nothing
+        words = str(band["evidence"].get("verdict") or "")
+        return None, words or f"largest size: {format_bytes(band['max_bytes'])}"
+    claim = _band_claim(band, size, book)
+    if claim is None:
+        return None, "not compared: a side has no time at the band's largest size"
+    side = (size.get("rival") or {}).get("impl", band["impl"])
+    return (
+        claim,
+        claim.reason or f"{side} against the baseline at {format_bytes(size.get('bytes') or band['at_bytes'])}",
     )
 
 

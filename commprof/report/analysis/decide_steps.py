@@ -165,39 +165,36 @@ def speculation(run: RunAnalysis, rows: list[ProjectionRow], applied: bool, book
     setting = "answer" if applied and any(r.setting == "answer" for r in rows) else "baseline"
     chosen = [r for r in rows if r.setting == setting]
     lead = f"plain decode {chosen[0].plain_tokens_per_s:.0f} tok/s" if chosen and chosen[0].plain_tokens_per_s else ""
-    if not chosen:
-        return Speculation(setting=setting, verdict="", noise=False, lead=lead)
+    verdict, noise = _spec_verdict(run, chosen, book) if chosen else ("", False)
+    return Speculation(setting=setting, verdict=verdict, noise=noise, lead=lead)
+
+
+def _spec_verdict(run: RunAnalysis, chosen: list[ProjectionRow], book: ClaimBook) -> tuple[str, bool]:
+    """The card's sentence, every word from its cells' claims, and whether nothing is told apart."""
     if any(r.withdrawn for r in chosen):
-        verdict = (
+        return (
             "Not judged: withdrawn. Every tokens/s here is the model's prediction, and the model does not explain "
             "the engine's observed step (see above)"
-        )
-        return Speculation(setting=setting, verdict=verdict, noise=True, lead=lead)
-    paying = [
-        (r, min(c.accept for c in r.cells if c.verdict == "pays"))
-        for r in chosen
-        if any(c.verdict == "pays" for c in r.cells)
-    ]
+        ), True
+    paying = [(min(c.accept for c in r.cells if c.verdict == "pays"), r.tokens, r) for r in chosen if _pays(r)]
     if paying:
-        row, accept = min(paying, key=lambda p: (p[1], p[0].tokens))
-        verdict = f"Pays at accept length {accept:g} and above at T = {row.tokens} (break-even {row.break_even:.2f})"
-        return Speculation(setting=setting, verdict=verdict, noise=False, lead=lead)
+        accept, tokens, row = min(paying, key=lambda p: (p[0], p[1]))
+        return f"Pays at accept length {accept:g} and above at T = {tokens} (break-even {row.break_even:.2f})", False
     cells = [c for r in chosen for c in r.cells if c.tokens_per_s is not None]
+    at = tokens_text(r.tokens for r in chosen)
     if cells and all(c.verdict == "loses" for c in cells):
-        verdict = f"Never pays at T = {tokens_text(r.tokens for r in chosen)}: plain decode is faster at every accept length given"
-        return Speculation(setting=setting, verdict=verdict, noise=False, lead=lead)
-    unknown = any(book.get(c.claim) is not None and book.get(c.claim).error_pct is None for c in cells)
+        return f"Never pays at T = {at}: plain decode is faster at every accept length given", False
+    unknown = any((claim := book.get(c.claim)) is not None and claim.error_pct is None for c in cells)
     why = (
         "the model's expected error is unknown, so no tokens/s difference counts"
         if unknown
         else f"no accept length given is faster than plain decode by more than {run.evidence.uncertainty}"
     )
-    return Speculation(
-        setting=setting,
-        verdict=f"Not told apart at T = {tokens_text(r.tokens for r in chosen)}: {why}",
-        noise=True,
-        lead=lead,
-    )
+    return f"Not told apart at T = {at}: {why}", True
+
+
+def _pays(row: ProjectionRow) -> bool:
+    return any(c.verdict == "pays" for c in row.cells)
 
 
 def _finite(value: Any) -> bool:

@@ -43,7 +43,6 @@ def keep_text(run: RunAnalysis, rec: NcclChoice | None) -> str:
     return f"Keep {tuned_name(run)}'s defaults"
 
 
-
 def how_to_firm_up(run: RunAnalysis) -> str:
     """What would turn a difference inside the uncertainty into evidence."""
     if run.evidence.simulated:

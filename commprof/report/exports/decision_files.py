@@ -126,35 +126,54 @@ def routing_text(decision: Decision) -> str:
 
 def decision_lines(decision: Decision) -> list[str]:
     """The answer in a few terminal lines, as the report's first screen says it (the sweep, `simulate` and
-    `report` print them last): the headline, the environment, each verify step's claim, each all-reduce band, each
+    `report` print them last): the headline, the NCCL file, each verify step's claim, each all-reduce band, each
     engine switch."""
+    return [
+        decision.headline.text,
+        _answer_line(decision),
+        *_caveat_lines(decision),
+        *_step_lines(decision),
+        *_band_lines(decision),
+        *(
+            f"  {s.engine}: {' '.join(f'{k}={v}' for k, v in s.variables)}: "
+            + ("set" if s.live else "left off: " + s.why)
+            for s in decision.engines.settings
+        ),
+    ]
+
+
+def _answer_line(decision: Decision) -> str:
     nccl = decision.nccl
     env = " ".join(f"{k}={v}" for k, v in sorted(nccl.env.items())) if nccl.file == "recommend.env" else ""
     what = f"{nccl.file} ({env})" if env else nccl.file or "nothing to apply"
-    state = "set" if nccl.file and nccl.live else "proposed, measure first" if nccl.file else ""
-    lines = [
-        decision.headline.text,
-        f"the answer ({decision.environment.evidence.label}): {what}" + (f": {state}" if state else ""),
-    ]
-    if decision.environment.calibration is not None and not decision.environment.calibration.applied:
-        lines.append(
-            f"  calibration {decision.environment.calibration.file} not applied: {decision.environment.calibration.why}"
-        )
+    state = ": set" if nccl.file and nccl.live else ": proposed, measure first" if nccl.file else ""
+    return f"the answer ({decision.environment.evidence.label}): {what}{state}"
+
+
+def _caveat_lines(decision: Decision) -> list[str]:
+    lines = []
+    use = decision.environment.calibration
+    if use is not None and not use.applied:
+        lines.append(f"  calibration {use.file} not applied: {use.why}")
     if decision.unconfirmed:
-        predicted = " ".join(f"{k}={v}" for k, v in sorted(nccl.withdrawn_env.items()))
+        predicted = " ".join(f"{k}={v}" for k, v in sorted(decision.nccl.withdrawn_env.items()))
         lines.append(f"  withdrawn: {decision.unconfirmed}" + (f" (predicted: {predicted})" if predicted else ""))
-    for step in decision.steps:
-        claim = decision.claim(step.claim)
-        said = verdict_words(claim) if claim is not None else "nothing changes here"
-        lines.append(f"  verify step T = {step.tokens}: {step.before_ms:.2f} -> {step.after_ms:.2f} ms: {said}")
-    for route in decision.routes:
-        if route.collective == "all_reduce" and route.tokens:
-            name = runs_on(decision, route) + left_off_note(decision, route.live)
-            lines.append(
-                f"  {route.mode} all-reduce, T = {', '.join(map(str, route.tokens))} ({route.min_bytes}-"
-                f"{route.max_bytes} B): {name}: {verdict_words(decision.claim(route.claim), route.reason)}"
-            )
-    for setting in decision.engines.settings:
-        variables = " ".join(f"{k}={v}" for k, v in setting.variables)
-        lines.append(f"  {setting.engine}: {variables}: {'set' if setting.live else 'left off: ' + setting.why}")
     return lines
+
+
+def _step_lines(decision: Decision) -> list[str]:
+    return [
+        f"  verify step T = {step.tokens}: {step.before_ms:.2f} -> {step.after_ms:.2f} ms: "
+        + verdict_words(decision.claim(step.claim), "nothing changes here").removeprefix("no verdict: ")
+        for step in decision.steps
+    ]
+
+
+def _band_lines(decision: Decision) -> list[str]:
+    return [
+        f"  {route.mode} all-reduce, T = {', '.join(map(str, route.tokens))} ({route.min_bytes}-{route.max_bytes} B): "
+        f"{runs_on(decision, route) + left_off_note(decision, route.live)}: "
+        f"{verdict_words(decision.claim(route.claim), route.reason)}"
+        for route in decision.routes
+        if route.collective == "all_reduce" and route.tokens
+    ]

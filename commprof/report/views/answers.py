@@ -5,8 +5,10 @@ against their unfused reference; with how much faster the verify step gets and w
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
+from commprof.env_names import is_export_name
 from commprof.report.decision.formatting import (
     claim_words,
     error_words,
@@ -37,10 +39,9 @@ def tuned_name(decision: Decision) -> str:
 
 
 def export_line(env: dict[str, str]) -> str:
-    """`export A=1 B='0 0'`: the settings as one line a shell accepts (the page shows it; recommend.env holds it)."""
-    import shlex
-
-    return "export " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()))
+    """`export A=1 B='0 0'`: the settings commprof may set as one line a shell accepts (the page shows it;
+    recommend.env holds it)."""
+    return "export " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()) if is_export_name(k))
 
 
 def env_answer(decision: Decision) -> dict[str, Any]:
@@ -158,8 +159,6 @@ def _untested(decision: Decision) -> dict[str, list[str]]:
 def alternative_answer(decision: Decision) -> dict[str, Any]:
     """(b): where the routes give sizes to another all-reduce implementation than (a), by how much (the route's
     claim), what it takes in SGLang / vLLM, and the per-T rows (each with its claim against (a))."""
-    name = tuned_name(decision)
-    reference = "(a)" if decision.nccl.file == "recommend.env" else f"{name}'s baseline"
     absent = [m for m in decision.tables.without_result if not m.fused]
     not_run = [f"{m.impl}: {m.status}: {_reason(m.message)}" for m in absent]
     out: dict[str, Any] = {"lines": [], "rows": [], "engine": [], "not_run": "; ".join(not_run)}
@@ -169,49 +168,61 @@ def alternative_answer(decision: Decision) -> dict[str, Any]:
             "No other all-reduce implementation ran in this sweep" + (" (see below why)." if not_run else ".")
         )
         return out
-    for r in alternatives:
-        claim = decision.claim(r.claim)
-        out["rows"].append(
-            {
-                "tokens": r.tokens,
-                "size": fmt_bytes(r.bytes),
-                "reference": fmt_ms(r.reference_us),
-                "impl": r.impl,
-                "time": fmt_ms(r.median_us),
-                "wins": r.routed,
-                "versus": claim_words(claim, "not compared"),
-            }
-        )
+    out["rows"] = [
+        {
+            "tokens": r.tokens,
+            "size": fmt_bytes(r.bytes),
+            "reference": fmt_ms(r.reference_us),
+            "impl": r.impl,
+            "time": fmt_ms(r.median_us),
+            "wins": r.routed,
+            "versus": claim_words(decision.claim(r.claim), "not compared"),
+        }
+        for r in alternatives
+    ]
+    out["lines"] = _routed_lines(decision)
+    if routed_bands(decision):
+        out["engine"] = _engine_rows(decision)
+    return out
+
+
+def _routed_lines(decision: Decision) -> list[str]:
+    """Where the routes give sizes to another implementation, each band's claim, and the T they leave to NCCL."""
+    name = tuned_name(decision)
+    reference = "(a)" if decision.nccl.file == "recommend.env" else f"{name}'s baseline"
     routed = routed_bands(decision)
     if not routed:
-        out["lines"].append(f"No other implementation takes any size from {reference}: stay with {name}.")
-        return out
+        return [f"No other implementation takes any size from {reference}: stay with {name}."]
     verb = "is predicted to beat" if decision.run.simulated else "beats"
-    taken = set()
-    for route in routed:
-        taken |= set(route.tokens)
-        out["lines"].append(
-            f"{route.impl} {verb} {reference} at T = {tokens_text(route.tokens)} ({fmt_bytes(route.min_bytes)} – "
-            f"{fmt_bytes(route.max_bytes)} per all-reduce): {claim_words(decision.claim(route.claim))} per all-reduce."
-        )
-    rest = sorted({r.tokens for r in alternatives} - taken)
+    lines = [
+        f"{route.impl} {verb} {reference} at T = {tokens_text(route.tokens)} ({fmt_bytes(route.min_bytes)} – "
+        f"{fmt_bytes(route.max_bytes)} per all-reduce): {claim_words(decision.claim(route.claim))} per all-reduce."
+        for route in routed
+    ]
+    taken = {t for route in routed for t in route.tokens}
+    rest = sorted({r.tokens for r in decision.tables.alternatives} - taken)
     if rest:
-        out["lines"].append(f"Not at T = {tokens_text(rest)}: keep {name} for those sizes.")
-    for setting in decision.engines.settings:
-        out["engine"].append(
-            {
-                "engine": setting.engine,
-                "setting": " ".join(f"{k}={v}" for k, v in setting.variables),
-                "version": setting.version,
-                "text": "" if setting.live else setting.why,
-            }
-        )
-    for impl in sorted({r.impl for r in routed} - {s.impl for s in decision.engines.settings}):
+        lines.append(f"Not at T = {tokens_text(rest)}: keep {name} for those sizes.")
+    return lines
+
+
+def _engine_rows(decision: Decision) -> list[dict[str, Any]]:
+    """What each engine is told for the routed bands, and engine work where no setting runs an implementation."""
+    rows = [
+        {
+            "engine": s.engine,
+            "setting": " ".join(f"{k}={v}" for k, v in s.variables),
+            "version": s.version,
+            "text": "" if s.live else s.why,
+        }
+        for s in decision.engines.settings
+    ]
+    for impl in sorted({r.impl for r in routed_bands(decision)} - {s.impl for s in decision.engines.settings}):
         for engine in [e for e in ("SGLang", "vLLM") if e.lower() in decision.run.engines]:
-            out["engine"].append(
+            rows.append(
                 {"engine": engine, "setting": "", "version": "—", "text": f"no setting runs {impl}: engine work"}
             )
-    return out
+    return rows
 
 
 def fusion_answer(decision: Decision) -> dict[str, Any]:

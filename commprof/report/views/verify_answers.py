@@ -90,9 +90,8 @@ def _faster_verdict(decision: Decision, missing: str) -> tuple[str, bool]:
     if missing:
         return missing, True
     only = " (communication only)" if not decision.run.compute_given else ""
-    claims = [(s, decision.claim(s.claim)) for s in decision.steps if s.applied]
-    beyond = [c for _s, c in claims if c is not None and c.beyond]
-    routed = routed_bands(decision)
+    claims = [c for s in decision.steps if s.applied and (c := decision.claim(s.claim)) is not None]
+    beyond = [c for c in claims if c.beyond]
     if beyond and decision.run.simulated:
         return (
             f"Predicted {range_pct([c.gain_pct for c in beyond])} less verify latency with (a){only}, each T's claim "
@@ -101,23 +100,18 @@ def _faster_verdict(decision: Decision, missing: str) -> tuple[str, bool]:
         )
     if beyond:
         return f"{range_pct([c.gain_pct for c in beyond])} faster verify step with (a){only}", False
+    routed = routed_bands(decision)
+    per_op = f". Per all-reduce, not the verify step: {routed_verdict(decision, routed)}" if routed else ""
     if claims:
-        inside = [c for _s, c in claims if c is not None]
-        errors = [c.error_pct for c in inside if c.error_pct is not None]
+        errors = [c.error_pct for c in claims if c.error_pct is not None]
         within = f" (its error: ±{max(errors):.1f} %)" if errors else ""
+        gains = range_pct([c.gain_pct for c in claims])
         told = (
-            f"No faster verify step told apart: (a) gives {range_pct([c.gain_pct for c in inside])} less verify "
-            f"latency, none of it more than its error{within}"
-            if inside
-            else "No faster verify step told apart"
+            f"No faster verify step told apart: (a) gives {gains} less verify latency, none of it more than its error"
         )
-        return told + (
-            f". Per all-reduce, not the verify step: {routed_verdict(decision, routed)}" if routed else ""
-        ), True
+        return told + within + per_op, True
     if routed:
-        return "No change to the verify step from (a). Per all-reduce, not the whole verify step: " + routed_verdict(
-            decision, routed
-        ), False
+        return "No change to the verify step from (a)" + per_op, False
     return f"No change: {decision.nccl.why}", True
 
 
