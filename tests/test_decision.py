@@ -389,15 +389,14 @@ def test_the_claim_check_catches_each_defect_planted_back(scenarios, monkeypatch
 
 
 @pytest.mark.parametrize("defect", ["D8", "D9"])
-def test_the_claim_check_catches_a_calibration_applied_in_part_or_read_without_its_box(monkeypatch, tmp_path, defect):
+def test_the_claim_check_catches_a_calibration_applied_in_part_or_read_without_its_box(
+    scenarios, monkeypatch, tmp_path, defect
+):
     """D8: the 8 x RTX 4090 calibration on the RTX PRO 6000 bundle (SHM pairs) priced some points; D9: an older
     calibration file's stated error and box lost. Each planted back, the simulation's report fails the check."""
-    sweep = tmp_path / "decision.toml"
-    sweep.write_text(SWEEP)
-    imported = tmp_path / "imported"
-    assert main(["import-nccl-tests", str(NCCL_TESTS_LOG), "--out", str(imported)]) == 0
+    sweep = scenarios[BUNDLE].parent / "decision.toml"  # the scenarios' sweep and their calibration of the log
     calibration = tmp_path / "calibration.toml"
-    assert main(["calibrate", str(_one(imported)), "--out", str(calibration)]) == 0
+    shutil.copy(scenarios[BUNDLE].parent / "calibration.toml", calibration)
     if defect == "D9":
         text = calibration.read_text()
         fit = [

@@ -470,7 +470,7 @@ def test_pcie8_headline_renders_the_routed_band_and_labels_the_per_step_figure(p
     )
     assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" in faster and "NCCL settings stay at their defaults" in faster
     alternative = section(html, "(b) Another all-reduce implementation", "(c) Fused")
-    assert "vs (a), per step" in alternative and "the whole step's communication at each T" in alternative
+    assert "against (a), per step" in alternative and "the whole step's communication at each T" in alternative
 
 
 @pytest.fixture(scope="module")

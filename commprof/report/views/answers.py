@@ -98,8 +98,10 @@ def _set_lines(decision: Decision, out: dict[str, Any]) -> None:
     line = export_line(point.env)
     if decision.unconfirmed:
         out["lines"].append(f"Withdrawn ({decision.unconfirmed}); the model predicted: {line}")
-    elif nccl.live:
+    elif nccl.live and nccl.file == "recommend.env":
         out["code"] = line
+    elif nccl.live:
+        out["lines"].append(f"The alternative to {nccl.file}, commented out in recommend.env: {line}")
     else:
         out["lines"].append(f"Measure first, then set: {line}")
     out["notes"].append(
