@@ -29,7 +29,8 @@ def runs_on(decision: Decision, route: Route) -> str:
     else the implementation."""
     if not route.kept:
         return route.impl
-    return baseline_name(decision) + (f" ({route.compared} against it)" if route.compared else "")
+    keeper = baseline_name(decision) if route.impl in ("nccl", decision.run.backend) else route.impl
+    return keeper + (f" ({route.compared} against it)" if route.compared else "")
 
 
 def left_off_note(decision: Decision, live: bool) -> str:
