@@ -70,6 +70,7 @@ def problems(report: Path, terminal: str = "") -> list[str]:
     for run in summary["runs"]:
         found += _subjects(run, texts)
         found += _run_facts(report, run, texts)
+    found += _numbers_shown(summary, texts)
     found += _comparison(summary, (report / "index.html").read_text())
     return found
 
@@ -114,6 +115,36 @@ def _says(claim: dict, figure: float, error: float | None, verdict: str) -> bool
     if error is None:
         return claim["error_pct"] is None
     return claim["error_pct"] is not None and abs(round(claim["error_pct"], 1) - error) <= 0.051
+
+
+def _leaves(value) -> list[float]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
+    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def _numbers_shown(summary: dict, texts: dict[str, str]) -> list[str]:
+    """Every time the terminal and the page's first screen show (ms), and every percent of a headline, is one of
+    summary.json's numbers as shown (µs or ms, to the digits shown)."""
+    numbers = _leaves(summary)
+    shown_ms = {f"{v * scale:.{d}f}" for v in numbers for scale in (1.0, 1e-3) for d in (1, 2, 3)}
+    pct = {f"{abs(v):.{d}f}" for v in numbers for d in (0, 1)}
+    first = texts["index.html"].split("What do I set?", 1)[0]
+    out = []
+    for name, text in (("terminal", texts["terminal"]), ("index.html", first)):
+        for figure in re.findall(r"(\d+\.\d+) ms\b", text):
+            if figure not in shown_ms:
+                out.append(f"{name}: {figure} ms is no number of summary.json")
+    for run in summary["runs"]:
+        for figure in re.findall(
+            r"(\d+(?:\.\d+)?)(?=(?:–\d+(?:\.\d+)?)? %)|–(\d+(?:\.\d+)?) %", run["headline"]["text"]
+        ):
+            for each in figure:
+                if each and each not in pct:
+                    out.append(f"headline: {each} % is no number of summary.json: {run['headline']['text']}")
+    return out
 
 
 def _rule_texts(summary: dict) -> list[str]:

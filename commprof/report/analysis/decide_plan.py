@@ -129,8 +129,8 @@ def headline(run: RunAnalysis, nccl: NcclStep, steps: list[VerifyStep], plan: Me
     basis = run.evidence.label
     text, claim, noise = _headline(run, nccl, steps, plan, book)
     words = text.split()
-    if len(words) > MAX_HEADLINE_WORDS:
-        raise AssertionError(f"headline over {MAX_HEADLINE_WORDS} words: {text}")
+    if len(words) > MAX_HEADLINE_WORDS:  # a label longer than any commprof writes: cut, and said to be cut
+        text = " ".join(words[: MAX_HEADLINE_WORDS - 1]) + " …"
     below = [f"Basis: {basis}. Rule: {run.evidence.rule}."]
     return Headline(text=text, claim=claim, noise=noise, below=below)
 
@@ -153,7 +153,7 @@ def _headline(run, nccl, steps, plan, book) -> tuple[str, str | None, bool]:
     if nccl.answer.file is not None and nccl.answer.live and beyond:
         what = "Apply nccl_tuner.conf" if nccl.answer.file == "nccl_tuner.conf" else f"Set {_point(nccl.answer.point)}"
         gains = range_pct([c.gain_pct for _s, c in beyond])
-        at = tokens_text(s.tokens for s, _c in beyond)
+        at = _span(s.tokens for s, _c in beyond)
         return f"{what}: verify step {gains} faster at T = {at} ({basis}).", beyond[0][1].id, False
     return f"Keep {_defaults(run)}: nothing beat them by more than its error ({basis}).", nccl.answer.claim, True
 
@@ -174,6 +174,12 @@ def _plan_headline(run, plan: MeasurementPlan, steps, book, basis: str) -> tuple
         figure = f"predicted {top.gain_pct:.0f} % less communication at T = {top.tokens}{error}"
         claim = top.claim
     return f"Measure {top.point_id} ({_short(top.label)}) first: {figure}; {basis}.", claim, False
+
+
+def _span(tokens) -> str:
+    """A few T as "4, 8, 16"; more as their range, so the headline stays short."""
+    tokens = sorted(tokens)
+    return tokens_text(tokens) if len(tokens) <= 3 else f"{tokens[0]}–{tokens[-1]}"
 
 
 def _point(point: PointRef | None) -> str:
