@@ -126,20 +126,6 @@ class Evidence:
         return "measurement noise" if self.drift_pct is None else "measurement noise and the baseline's drift"
 
     @property
-    def beyond(self) -> str:
-        if self.simulated:
-            return "beyond model error"
-        return "beyond noise" if self.drift_pct is None else "beyond noise and drift"
-
-    @property
-    def within(self) -> str:
-        if self.simulated and (self.model_error is None or self.model_error.pct is None):
-            return "not judged: the model's error is unknown"
-        if self.simulated:
-            return "within model error"
-        return "within noise" if self.drift_pct is None else "within noise or drift"
-
-    @property
     def rule(self) -> str:
         """The rule the verdicts follow, with this run's figures."""
         if not self.simulated:

@@ -731,3 +731,19 @@ def test_a_gloo_run_names_its_baseline_gloo_everywhere(scenarios):
     assert "NCCL keeps every size" not in routing and "gloo keeps every size" in routing
     page = (scenarios["gloo"] / "index.html").read_text()
     assert "Keep gloo&#39;s defaults" in page
+
+
+def test_trace_answer_reads_the_decisions_routes(scenarios):
+    """`commprof trace --answer` reads summary.json as data: an engine that ran NCCL where the bundle's answer routes
+    a band to another implementation is a mismatch; a size no route covers is said so."""
+    from commprof.trace.answer import answer_run, check_answer
+    from commprof.trace.kernels import runs_as
+
+    path = scenarios[BUNDLE] / "summary.json"
+    run = answer_run(json.loads(path.read_text()), str(path))
+    moved = next(r for r in run["routes"] if not r["kept"] and r["collective"] == "all_reduce")
+    group = {"kind": "all_reduce", "bytes": moved["min_bytes"], "count": 3, "implementations": {"nccl": 3}}
+    (check,) = check_answer([{**group, "kernels": ["nccl"]}], run, world_size=run["run"]["tp"])
+    assert (check["status"], check["expected"]) == ("MISMATCH", runs_as().get(moved["impl"], moved["impl"]))
+    (check,) = check_answer([{**group, "bytes": 1 << 40, "kernels": ["nccl"]}], run)
+    assert check["status"] == "not covered", check["sentence"]

@@ -244,7 +244,7 @@ def test_a_sweep_carries_compute_and_waiting_into_its_records_and_report(tmp_pat
     assert rendered.returncode == 0, rendered.stderr
     import json
 
-    spacing = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]["spacing"]
+    spacing = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]["environment"]["spacing"]
     assert spacing["compute"] == "uniform:300" and spacing["communication_us"] == pytest.approx(
         eager["step_us"]["median"] - eager["compute_us"]["median"]
     )

@@ -41,8 +41,6 @@ def evidence_facts(evidence: Evidence) -> EvidenceFacts:
         origin=list(evidence.origin),
         drift_pct=evidence.drift_pct,
         rule=evidence.rule,
-        beyond=evidence.beyond,
-        within=evidence.within,
         uncertainty=evidence.uncertainty,
         measured=evidence.measured,
         measurement=evidence.measurement,

@@ -1,6 +1,6 @@
-"""How the report words a run's verdicts, shared by the page, summary.json and the exported files: what is tuned,
-what keeping the baseline means, the verdict against the evidence's uncertainty (noise or model error), why numbers
-are not a tuning result, the projection's label."""
+"""How the Decision words what it decided about a run (its claims are worded by decision/formatting.claim_words):
+what is tuned, what keeping the baseline means, how to firm up a difference inside the uncertainty, why numbers
+are not a tuning result."""
 
 from __future__ import annotations
 
@@ -28,11 +28,6 @@ def only_baseline(run: RunAnalysis) -> str | None:
 def tuned_name(run: RunAnalysis) -> str:
     """What the environment tunes: NCCL, or the backend measured (gloo on CPU runs)."""
     return "NCCL" if run.backend in (None, "nccl") else str(run.backend)
-
-
-def defaults_name(run: RunAnalysis) -> str:
-    """The baseline's settings in words: "NCCL defaults", or the backend's defaults where NCCL did not run."""
-    return f"{tuned_name(run)} defaults"
 
 
 def keep_text(run: RunAnalysis, rec: NcclChoice | None) -> str:

@@ -27,8 +27,6 @@ class EvidenceFacts(Frozen):
     origin: list[str]
     drift_pct: float | None
     rule: str  # the rule with this run's figures
-    beyond: str  # "beyond noise", "beyond model error"
-    within: str  # "within noise", "within model error", "not judged: the model's error is unknown"
     uncertainty: str  # "measurement noise", "the model's expected error"
     measured: str  # "measured", "predicted", "imported"
     measurement: str  # "measurement", "prediction", "import"
