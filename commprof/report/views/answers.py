@@ -56,6 +56,7 @@ def env_answer(decision: Decision) -> dict[str, Any]:
         "lines": [],
         "notes": [],
         "rows": [],
+        "column": "with (a)",
         "warnings": list(decision.environment.not_a_result),
         "apply": "",
     }
@@ -113,6 +114,9 @@ def _set_lines(decision: Decision, out: dict[str, Any]) -> None:
             f"{', '.join(nccl.dropped)} left out: {nccl.fastest.point_id} (with them) against {point.point_id}: "
             f"{claim_words(decision.claim(nccl.fastest_claim))}."
         )
+    if nccl.live and nccl.file == "nccl_tuner.conf":
+        _tuner_rows(decision, out)
+        return
     for row in decision.tables.choices:
         if "recommended" not in row.roles:
             continue
@@ -123,6 +127,24 @@ def _set_lines(decision: Decision, out: dict[str, Any]) -> None:
                 "baseline": fmt_ms(row.baseline_us),
                 "time": fmt_ms(row.median_us),
                 "saved": fmt_pct(row.saved_pct),
+                "noise": claim is None or not claim.beyond,
+                "why": "" if claim is not None and claim.beyond else _why(claim),
+            }
+        )
+
+
+def _tuner_rows(decision: Decision, out: dict[str, Any]) -> None:
+    """Where nccl_tuner.conf is the answer, the table is what its rules run at each T (its per-T winner), not the
+    alternative the note above names."""
+    out["column"] = "with nccl_tuner.conf"
+    for answer in decision.nccl.per_t:
+        claim = decision.claim(answer.claim)
+        out["rows"].append(
+            {
+                "tokens": answer.tokens,
+                "baseline": fmt_ms(answer.baseline_us),
+                "time": f"{fmt_ms(answer.answer_us)} ({answer.point_id})" if answer.point_id else "—",
+                "saved": fmt_pct(claim.gain_pct) if claim is not None else "—",
                 "noise": claim is None or not claim.beyond,
                 "why": "" if claim is not None and claim.beyond else _why(claim),
             }
