@@ -323,7 +323,7 @@ class Candidate(Frozen):
     options: dict[str, Any]
     env: dict[str, str]
     what: str  # "NCCL environment", "all-reduce implementation", "fused all-reduce + RMSNorm"
-    gain_pct: float  # predicted % less step time, at its best T
+    gain_pct: float  # predicted % less step communication (the step's collectives), at its best T
     low_pct: float | None  # gain - error (None: the error is unknown)
     high_pct: float | None  # gain + error, at most 100
     tokens: int

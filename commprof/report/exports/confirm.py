@@ -48,9 +48,9 @@ def confirm_text(decision: Decision) -> str | None:
 
 def _range(c: Candidate) -> str:
     if c.low_pct is None or c.high_pct is None:
-        return f"predicted {c.gain_pct:.1f} % less step time at T = {c.tokens}, the model's error unknown"
+        return f"predicted {c.gain_pct:.1f} % less step communication at T = {c.tokens}, the model's error unknown"
     return (
-        f"predicted {c.gain_pct:.1f} % less step time at T = {c.tokens}, {c.low_pct:.1f} to {c.high_pct:.1f} % within "
+        f"predicted {c.gain_pct:.1f} % less step communication at T = {c.tokens}, {c.low_pct:.1f} to {c.high_pct:.1f} % within "
         "the model's error"
     )
 
