@@ -8,7 +8,8 @@ from commprof.explain.ranking import Explained, Explanation
 SIZES_SHOWN = 12  # per-size rows of the first explanation; --json has every one
 
 
-def _state(e: Explanation) -> str:
+def state_words(e: Explanation) -> str:
+    """Whether it explains the observation, in a few words."""
     if e.explains:
         return f"explains: median error {e.error_pct:.0f} % within ±{e.allowed_pct:g} %"
     if e.explains is None and e.allowed_pct is not None:  # within error only through a fitted magnitude
@@ -47,7 +48,7 @@ def explained_lines(result: Explained, observed_from: str) -> list[str]:
         lines.append(f"next: {result.tell_apart}")
     for number, e in enumerate(result.explanations, 1):
         magnitude = f" [{e.magnitude}]" if e.magnitude else ""
-        lines += ["", f"{number}. {e.condition}{magnitude}: {_state(e)}; records: {e.evidence.status}"]
+        lines += ["", f"{number}. {e.condition}{magnitude}: {state_words(e)}; records: {e.evidence.status}"]
         if number == 1:
             lines += _sizes(e)
         lines += [f"   read: {line}" for line in e.evidence.lines[:3]]
