@@ -110,6 +110,38 @@ def test_a_check_decides_between_conditions_the_times_cannot_tell_apart():
     assert by_name["acs-redirect"].evidence.status == RULED_OUT and by_name["acs-redirect"].explains
 
 
+def test_the_doctors_landmines_join_the_explanations():
+    """A forced NCCL_PROTO in the environment confirms proto-forced; expandable segments beside a custom all-reduce
+    is said beside the explanations; the doctor's driver check on a GeForce RTX 4090 confirms P2P off."""
+    from commprof.doctor.driver import check_driver
+    from commprof.doctor.env import check_env
+    from commprof.doctor.facts import Facts, Source
+
+    env = Facts(
+        "test",
+        {
+            "env": Source(
+                "env", "bundle/env.log", "NCCL_PROTO=Simple\nPYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n"
+            )
+        },
+    )
+    smi = (FIXTURES / "doctor" / "nvidia-smi-q-old-driver.txt").read_text(encoding="utf-8")
+    geforce = Facts("test", {"nvidia_smi_full": Source("nvidia_smi_full", "bundle/nvidia_smi_full.log", smi)})
+    records = BoxRecords((check_env(env), check_driver(geforce)), "doctor on test")
+    topology = _box()
+    variant, magnitude = PLANTED["proto-forced"]
+    result = explain(topology, _planted(topology, variant, **magnitude), records)
+    first = result.explanations[0]
+    assert first.condition == "proto-forced" and first.evidence.status == CONFIRMED
+    assert (
+        first.evidence.lines[0] == "NCCL_PROTO=Simple (doctor env: bundle/env.log)"
+        and "unset NCCL_PROTO" in first.evidence.fix
+    )
+    assert len(result.landmines) == 1 and "expandable_segments" in result.landmines[0]
+    p2p_off = next(e for e in result.explanations if e.condition == "p2p-off-shm")
+    assert p2p_off.evidence.status == CONFIRMED and "doctor driver (warn)" in p2p_off.evidence.lines[0]
+
+
 def test_every_condition_is_planted_here():
     assert set(PLANTED) | {"iommu-translation"} == set(CONDITIONS)
 
