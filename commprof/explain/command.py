@@ -167,7 +167,8 @@ def _observations(topology, wanted: Wanted):
         if not found:
             raise UsageError(
                 f"--nccl-tests {path}: no run the model can price (it prices all_reduce, all_gather and "
-                "reduce_scatter rows of a stated rank count)" + (f"; {parsed.warnings[0]}" if parsed.warnings else "")
+                "reduce_scatter rows of 2 or more ranks, as the log states them)"
+                + (f"; {parsed.warnings[0]}" if parsed.warnings else "")
             )
         observations += found
         names += [(name, path.name) for name in parsed.gpu_names]

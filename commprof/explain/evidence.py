@@ -93,8 +93,10 @@ def settings(records: BoxRecords) -> dict[str, tuple[str, str]]:
 def evidence_for(condition: Condition, records: BoxRecords, modelled_channels: int | None = None) -> Evidence:
     """Confirmed, ruled out or not checked, with the lines that say so and the fix."""
     rule = _RULES.get(condition)
+    if condition == "as-modelled":
+        return Evidence(NOT_CHECKED, (), "")
     if rule is None:
-        return Evidence(NOT_CHECKED, (), DEFAULT_FIXES[condition])
+        return Evidence(NOT_CHECKED, tuple(_unchecked(condition, records)), DEFAULT_FIXES[condition])
     confirmed, ruled_out, fix = rule(records, settings(records), modelled_channels)
     if confirmed:
         return Evidence(CONFIRMED, tuple(confirmed), fix or DEFAULT_FIXES[condition])

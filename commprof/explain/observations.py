@@ -136,11 +136,12 @@ def step_observations(values: Sequence[str], plans: dict[int, StepPlan], graph: 
 
 def log_observations(parsed: ParsedLog) -> list[Observation]:
     """Every row of every run of an nccl-tests log the model can price: the median of its places (out-of-place,
-    in-place) that nccl-tests did not report wrong; runs of collectives the model has no formula for are left out."""
+    in-place) that nccl-tests did not report wrong; runs of collectives the model has no formula for, and runs of
+    one rank or an unknown rank count, are left out."""
     name = parsed.path.rsplit("/", 1)[-1]
     out = []
     for run in parsed.runs:
-        if run.collective not in COLLECTIVES or not run.ranks:
+        if run.collective not in COLLECTIVES or not run.ranks or run.ranks < 2:  # one rank moves nothing
             continue
         for row in run.rows:
             times = [v["time_us"] for v in row.places.values() if not v.get("wrong")]

@@ -38,6 +38,7 @@ from commprof.explain.evidence import CONFIRMED, NOT_CHECKED, RULED_OUT, BoxReco
 from commprof.explain.observations import Observation
 from commprof.units import format_bytes
 
+SAME_PREDICTION = 0.005  # a condition whose predictions are all within 0.5 % of the model's adds nothing
 TELL_APART_SIZES = tuple(1 << k for k in range(12, 27))  # 4 KiB to 64 MiB: where a measurement separates two
 
 
@@ -310,8 +311,16 @@ def explain(topology: Topology, observations: list[Observation], records: BoxRec
             candidate = _explanation(problem, variant)
             if variant.conditions not in best or _key(candidate) < _key(best[variant.conditions]):
                 best[variant.conditions] = candidate
+    modelled = np.array([s.predicted_us for s in best[()].sizes])
+    for conditions, candidate in list(best.items()):  # the best it can do is what the model predicts already
+        predicted = np.array([s.predicted_us for s in candidate.sizes])
+        if conditions and np.all(np.abs(predicted - modelled) <= SAME_PREDICTION * modelled):
+            del best[conditions]
+            same[conditions[0]] = (
+                f"at its best fit ({candidate.magnitude}) it predicts what the model does at each size"
+            )
     singles = dict(best)
-    for a, b in combinations([c for c in by_condition if c != AS_MODELLED], 2):
+    for a, b in combinations([c for c in by_condition if (c,) in singles], 2):
         if {a, b} in EXCLUSIVE or singles[(a,)].explains is not False or singles[(b,)].explains is not False:
             continue
         together = min(
