@@ -79,3 +79,17 @@ def test_step_observations_use_the_models_step_plan():
     data = json.loads(out.stdout)
     assert data["explanations"][0]["observed_us"] == [25000.0]
     assert "--observed-step-ms (kimi-k2.5)" in data["observed_from"]
+
+
+def test_a_measured_runs_nccl_baseline_is_an_observation(tmp_path):
+    from tests.report_fixtures import write_run
+
+    run = write_run(tmp_path, "measured")
+    out = commprof("explain", "--topology", "pcie-gen4", "--run", run, "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    sizes = data["explanations"][0]["bytes"]
+    assert sizes == sorted(sizes) and 57344 in sizes and str(run) in data["observed_from"]
+    simulated = write_run(tmp_path, "simulated", source="simulated")
+    out = commprof("explain", "--topology", "pcie-gen4", "--run", simulated)
+    assert out.returncode == 2 and "a simulated run is no observation" in out.stderr

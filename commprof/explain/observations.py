@@ -149,7 +149,7 @@ def log_observations(parsed: ParsedLog) -> list[Observation]:
                 continue
             out.append(
                 Observation(
-                    f"{format_bytes(row.bytes)} x{run.ranks}",
+                    _label(run.collective, row.bytes, run.ranks),
                     ((run.collective, row.bytes, 1),),
                     run.ranks,
                     median(times),
@@ -185,14 +185,19 @@ def run_observations(records: Iterable[dict], where: str) -> list[Observation]:
                 sizes.setdefault((collective, int(nbytes), ranks), []).append(float(value))
     return [
         Observation(
-            f"{format_bytes(nbytes)} x{ranks}",
+            _label(collective, nbytes, ranks),
             ((collective, nbytes, 1),),
             ranks,
             median(values),
             f"{where}: point {BASELINE_POINT_ID}, median of {len(values)} op medians",
         )
-        for (collective, nbytes, ranks), values in sorted(sizes.items())
+        for (collective, nbytes, ranks), values in sorted(sizes.items(), key=lambda item: item[0][::-1])
     ]
+
+
+def _label(collective: str, nbytes: int, ranks: int) -> str:
+    """ "56 KiB x8" for an all-reduce, "320 KiB all_gather x8" for another collective."""
+    return f"{format_bytes(nbytes)}{'' if collective == 'all_reduce' else ' ' + collective} x{ranks}"
 
 
 def _no_repeats(observations: list[Observation], flag: str) -> None:
