@@ -201,3 +201,16 @@ def test_bad_observations_are_one_line_errors(values, message):
 def test_ranks_the_box_cannot_run_are_refused():
     with pytest.raises(UsageError, match="cannot be priced on pcie-4gpu"):
         explain(load_topology("pcie-4gpu"), op_observations(["57344=205"], 8))
+
+
+def test_an_nccl_log_confirms_or_rules_out_what_it_shows():
+    from commprof.explain.evidence import evidence_for
+    from commprof.nccl_log.parse import parse_nccl_log
+
+    log = FIXTURES / "nccl_log" / "nccl-2.27-8gpu-pcie.log"
+    records = BoxRecords(nccl_log=parse_nccl_log(log.read_text(encoding="utf-8")), nccl_log_where=log.name)
+    p2p_off = evidence_for("p2p-off-shm", records)
+    assert p2p_off.status == CONFIRMED and "8 of 16 GPU connections through host memory" in p2p_off.lines[0]
+    channels = evidence_for("channels-limited", records, modelled_channels=2)
+    assert channels.status == RULED_OUT and "2 collective channels, the model runs 2" in channels.lines[0]
+    assert evidence_for("channels-limited", records, modelled_channels=4).status == CONFIRMED

@@ -44,7 +44,7 @@ OBSERVED_HELP = (
     "--observed-op-us",
     "op_us",
     multiple=True,
-    help="BYTES=US: one all-reduce of BYTES per rank took US microseconds on every GPU of the box (repeatable).",
+    help="BYTES=US: one all-reduce of BYTES (per rank) over all the box's GPUs took US microseconds (repeatable).",
 )
 @click.option(
     "--observed-step-ms",
