@@ -105,7 +105,7 @@ def explain(
     if as_json:
         echo(json.dumps({"observed_from": sources, **result.to_dict()}, indent=2))
         return
-    for line in explained_lines(result, f"{len(observations)} observation(s) from {sources}"):
+    for line in explained_lines(result, sources):
         echo(line)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import median
 
 from commprof.costmodel.latency import COLLECTIVES
@@ -193,6 +193,30 @@ def run_observations(records: Iterable[dict], where: str) -> list[Observation]:
         )
         for (collective, nbytes, ranks), values in sorted(sizes.items(), key=lambda item: item[0][::-1])
     ]
+
+
+MAX_OBSERVATIONS = 2000  # distinct observations one explanation is priced on: bounded time on any log
+
+
+def merged(observations: Iterable[Observation]) -> list[Observation]:
+    """Repeats of the same ops at the same ranks, settings and mode as one observation, the median of their times;
+    UsageError beyond MAX_OBSERVATIONS distinct ones."""
+    groups: dict[tuple, list[Observation]] = {}
+    for obs in observations:
+        groups.setdefault((obs.ops, obs.ranks, obs.env, obs.graph), []).append(obs)
+    if len(groups) > MAX_OBSERVATIONS:
+        raise UsageError(
+            f"{len(groups)} distinct observations: explain prices at most {MAX_OBSERVATIONS} (give fewer sizes or runs)"
+        )
+    out = []
+    for same in groups.values():
+        first = same[0]
+        if len(same) == 1:
+            out.append(first)
+            continue
+        time_us = median(o.time_us for o in same)
+        out.append(replace(first, time_us=time_us, source=f"{first.source} (median of {len(same)} repeats)"))
+    return out
 
 
 def _label(collective: str, nbytes: int, ranks: int) -> str:

@@ -35,7 +35,7 @@ from commprof.explain.conditions import (
     variants,
 )
 from commprof.explain.evidence import CONFIRMED, NOT_CHECKED, RULED_OUT, BoxRecords, Evidence, evidence_for, landmines
-from commprof.explain.observations import Observation
+from commprof.explain.observations import Observation, merged
 from commprof.units import format_bytes
 
 SAME_PREDICTION = 0.005  # a condition whose predictions are all within 0.5 % of the model's adds nothing
@@ -282,6 +282,7 @@ def explain(topology: Topology, observations: list[Observation], records: BoxRec
         raise UsageError(
             "nothing observed to explain: give --observed-op-us, --observed-step-ms, --nccl-tests or --run"
         )
+    observations = merged(observations)
     for obs in observations:
         check_ranks(topology, obs.ranks, obs.source)
     ranks = max(o.ranks for o in observations)

@@ -37,8 +37,9 @@ def _sizes(e: Explanation) -> list[str]:
 
 def explained_lines(result: Explained, observed_from: str) -> list[str]:
     """The terminal's answer: verdict first, then every explanation, best first."""
+    count = len(result.explanations[0].sizes) if result.explanations else 0
     lines = [
-        f"commprof explain: {observed_from}",
+        f"commprof explain: {count} observation(s) from {observed_from} (repeats of one size merged, their median)",
         f"box: {result.box}",
         f"model error: {result.error.band} ({result.error.basis}); {result.judged_note}",
         "",
