@@ -115,6 +115,8 @@ def step_observations(values: Sequence[str], plans: dict[int, StepPlan], graph: 
             tokens = int(key.strip())
         except ValueError:
             raise UsageError(f"{flag}: T {key.strip()!r} is not a whole number") from None
+        if not 1 <= tokens <= MAX_TOKENS:
+            raise UsageError(f"{flag}: T must be from 1 to {MAX_TOKENS}, got {tokens}")
         plan = plans.get(tokens)
         if plan is None:
             raise UsageError(f"{flag}: no step plan for T={tokens}")
@@ -195,6 +197,7 @@ def run_observations(records: Iterable[dict], where: str) -> list[Observation]:
     ]
 
 
+MAX_TOKENS = 1 << 24  # the most tokens one step may hold (as `report --observed-step-ms` reads T)
 MAX_OBSERVATIONS = 2000  # distinct observations one explanation is priced on: bounded time on any log
 
 

@@ -157,7 +157,7 @@ def _explained_rows(explained: Explained | None, shown: int = 3) -> dict[str, An
     ]
     return {
         "verdict": explained.verdict,
-        "items": items,
+        "entries": items,
         "next": explained.tell_apart,
         "landmines": explained.landmines,
     }
