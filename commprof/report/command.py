@@ -367,6 +367,11 @@ def _report(
     runs = []
     for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
         options = replace(report_options(cli, sweep_options(meta)), observed=observed[0], observed_source=observed[1])
+        if observed[0]:  # the box an observation the model does not explain is explained on (commprof explain)
+            from commprof.explain.run_box import run_box
+
+            box, why = run_box(meta)
+            options = replace(options, observed_box=box, observed_box_note=why)
         again = Path(run_dir) / BASELINE_REPEATS_FILE
         with warnings.catch_warnings(record=True) as caught:  # a torn last line: one warning line, as for records
             warnings.simplefilter("always")

@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -317,9 +317,12 @@ def _safe_name(name: str) -> str:
 
 
 def json_ready(value: Any) -> Any:
-    """NaN -> None, numpy scalars -> Python, recursively: summary.json must be strict JSON."""
+    """NaN -> None, numpy scalars -> Python, typed results by their to_dict(), recursively: summary.json must be
+    strict JSON."""
     if isinstance(value, dict):
         return {str(k): json_ready(v) for k, v in value.items()}
+    if is_dataclass(value) and hasattr(value, "to_dict"):  # a typed result that says its own JSON (explain's)
+        return json_ready(value.to_dict())
     if isinstance(value, (list, tuple)):
         return [json_ready(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):

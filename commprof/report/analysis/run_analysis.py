@@ -24,6 +24,7 @@ from commprof.evidence import (
     interconnect_of,
     not_proposable,
 )
+from commprof.explain.run_box import RunBox
 from commprof.records.plan_file import Plan
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.records.run_meta import RunMetaView, meta_view
@@ -60,6 +61,10 @@ class ReportOptions:
     # (`--observed-step-ms`, `--observed TRACE_DIR`); empty: nothing observed.
     observed: dict[int | None, float] = field(default_factory=dict)
     observed_source: str = ""
+    # The box the run was simulated on, read again at the edge (commprof.explain.run_box), against which an
+    # observation the model does not explain is explained; None: not readable here, and `observed_box_note` why.
+    observed_box: RunBox | None = None
+    observed_box_note: str = ""
     # The engines whose dispatch the report reproduces (--engine); () : those installed where the run ran, else
     # here, else commprof's defaults (engine_dispatch.engines_for).
     engines: tuple[str, ...] = ()

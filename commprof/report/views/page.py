@@ -8,6 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from commprof.explain.ranking import Explained
+from commprof.explain.words import state_words
 from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
 from commprof.report.analysis.compared import CostModelCheck
 from commprof.report.analysis.costmodel_check import PREDICTION_BAND
@@ -134,6 +136,30 @@ def observed_rows(observed: dict[str, Any] | None) -> dict[str, Any] | None:
         "rows": rows,
         "css": {True: "ok", False: "fail"}.get(observed["explained"], "warn"),
         "t_note": "" if given else " (its T not given: set beside every T of the run)",
+        "explain": _explained_rows(observed.get("explanations")),
+    }
+
+
+def _explained_rows(explained: Explained | None, shown: int = 3) -> dict[str, Any] | None:
+    """The first ranked explanations of an unexplained observation, each in one line (commprof explain says more)."""
+    if explained is None:
+        return None
+    items = [
+        {
+            "condition": e.condition,
+            "magnitude": e.magnitude,
+            "state": state_words(e),
+            "records": e.evidence.status,
+            "read": e.evidence.lines[0] if e.evidence.lines else "",
+            "fix": e.evidence.fix if e.conditions else "",
+        }
+        for e in explained.explanations[:shown]
+    ]
+    return {
+        "verdict": explained.verdict,
+        "entries": items,
+        "next": explained.tell_apart,
+        "landmines": explained.landmines,
     }
 
 
