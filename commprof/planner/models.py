@@ -60,6 +60,9 @@ class ModelShape:
     moe_width: int | None = None  # the MoE all-reduce's width where the engine pads it (MXFP4); None: hidden_size
     family: str = ""  # the family rule that decided the layout, or "--layout" when the user did
     architecture: str = ""
+    # The config's own `architectures[0]` (a multimodal wrapper's, not its text model's): the class the engine loads
+    # and keys its own defaults on (SGLang's FlashInfer all-reduce fusion); "": the config names none.
+    served_architecture: str = ""
     rmsnorm_after: bool = True  # residual add + RMSNorm follows each layer reduction (fusable)
     num_heads: int | None = None  # attention heads; None: not in the config (not checked)
     num_kv_heads: int | None = None
@@ -182,6 +185,7 @@ def shape_from_config(
         moe_width=moe_width,
         family=family_name,
         architecture=architecture or "",
+        served_architecture=architectures.architecture_of(config, text) or "",
         rmsnorm_after=rmsnorm_after,
         num_heads=heads,
         num_kv_heads=kv_heads,

@@ -128,6 +128,7 @@ class StepPlan:
             "num_layers": self.model.num_layers,
             "vocab_size": self.model.vocab_size,
             "layout": self.model.layout,
+            "architecture": self.model.served_architecture or None,
             **{c: self.count(c) for c in COLLECTIVES},
             "draft_ops": sum(1 for op in self.ops if op.draft),
             **self.options.summary(),

@@ -159,6 +159,7 @@ class StepPlanSummary(TypedDict, total=False):
     num_layers: Count
     vocab_size: Count
     layout: str | None  # the layer layout ("standard", "parallel", "hybrid:...")
+    architecture: str | None  # the config's architectures[0], the class the engine loads (ModelShape)
     all_reduce: Count  # collectives of each kind in the step
     all_gather: Count
     reduce_scatter: Count
