@@ -341,3 +341,11 @@ def test_flashinfer_facts_name_the_sm120_copy_engine_wait_kernel():
     assert "kernel_pcie_ipc_ce_sm120_binary_wait_clear" in COPY_ENGINE_KERNELS
     cite = next(c for c in FLASHINFER_0_7_4.facts if "binary_wait_clear" in c.pattern)
     assert cite.file.endswith("pcie_ipc_ce_sm120.cuh")
+
+
+def test_vllm_034_sm100_pcie_ipc_follows_its_wide_capture_grid():
+    on = {"VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "1", "VLLM_ALLREDUCE_USE_FLASHINFER": "0"}
+    box = Box(10.0, 4, False, True)
+    assert paths("vllm==0.33", box, on, 1024, 1025) == ["FlashInfer PCIe IPC", "NCCL"]
+    assert paths("vllm==0.34", box, on, 8192, 8193) == ["FlashInfer PCIe IPC", "NCCL"]
+    assert paths("vllm==0.34", PCIE8, on, 512, 513) == ["FlashInfer PCIe IPC", "NCCL"]  # elsewhere: unchanged

@@ -62,6 +62,9 @@ CUSTOM_AR_BUFFER = 8192 * 1024  # CustomAllreduce.__init__ max_size
 CUSTOM_AR_WORLD_SIZES = [2, 4, 6, 8, 16]
 PCIE_IPC_WORLD_SIZES = (2, 4, 8)
 PCIE_IPC_CAPTURE = 512  # the default largest CUDA-graph capture size (1024 on the SM100 family)
+# vLLM 0.34 config/vllm.py _split_cudagraph_capture_sizes: on the SM100 family the default ("wide") prefill grid
+# reaches min(8192, max_num_batched_tokens), 8192 by default, and every graph's token count is a capture size.
+WIDE_CAPTURE_SM100 = 8192
 
 
 HISPARSE = "attention_config.hisparse_config"  # set (or inferred from a HiSparseConnector): HiSparse is on
@@ -157,6 +160,21 @@ def _nccl_symm_check(fi):
     return check
 
 
+def _pcie_ipc_check(wide_sm100: bool):
+    """FlashInfer PCIe IPC up to the largest capture size (setup() prepares the capture sizes); 0.34's SM100
+    family captures up to 8192 tokens by default."""
+
+    def check(box: Box, op: Op, s: Switches) -> str | None:
+        why = _pcie_ipc(box, op, s)
+        if why is not None:
+            return why
+        sm100 = (sm_int(box) or 0) // 10 == 10
+        capture = (WIDE_CAPTURE_SM100 if wide_sm100 else 1024) if sm100 else PCIE_IPC_CAPTURE
+        return None if op.tokens <= capture else f"T {op.tokens} above the largest capture size ({capture})"
+
+    return check
+
+
 def _pcie_ipc(box: Box, op: Op, s: Switches) -> str | None:
     if not on(s, "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC"):
         return "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=0"
@@ -167,8 +185,7 @@ def _pcie_ipc(box: Box, op: Op, s: Switches) -> str | None:
         return f"{op.dtype} (model {model_dtype}): only bf16 / fp16 equal to the model's dtype"
     if op.dims != 2 or op.hidden != (op.model_hidden or op.hidden):
         return "only 2-D ops at the model's hidden width"
-    capture = 1024 if (sm_int(box) or 0) // 10 == 10 else PCIE_IPC_CAPTURE
-    return None if op.tokens <= capture else f"T {op.tokens} above the largest capture size ({capture})"
+    return None
 
 
 def _custom_check(mnnvl_only_refused: bool):
@@ -293,7 +310,7 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
                 _const(pcie, "_SUPPORTED_WORLD_SIZES", PCIE_IPC_WORLD_SIZES),
                 Cite(pcie, "__init__", r"in_the_same_node_as"),
             ),
-            _pcie_ipc,
+            _pcie_ipc_check(wide_sm100=v34),
             impl="flashinfer-pcie-ipc",
             switch="VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC",
         ),
@@ -351,6 +368,14 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
             r"1024 if current_platform\.is_device_capability_family\(100\) else 512",
         ),
     )
+    if v34:
+        facts += (
+            Cite(
+                "vllm/config/vllm.py",
+                "_split_cudagraph_capture_sizes",
+                order=(r"is_device_capability_family\(100\)", r"8192 if max_prefill_tokens is None"),
+            ),
+        )
     return EngineTable("vLLM", "vllm", version, wheel, dispatch, rules, defaults, flags, facts)
 
 
