@@ -14,12 +14,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from commprof.costmodel.alternatives import box_context, kernel_model, refusal
+from commprof.costmodel.fitted_box import JudgedSizes, judged_sizes
 from commprof.costmodel.graph_sim import GRAPH_ERROR_BASIS, GraphModel, point_graph
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
-from commprof.evidence import calibration_error
+from commprof.evidence import ModelError, calibration_error
 from commprof.impls.registry import algorithm, fuses_rmsnorm, runs_on_nccl
 from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECTIVES, modelled_selection
 from commprof.planner.plan import build_step_plan
@@ -34,6 +35,7 @@ PRIOR_ERROR_BASIS = (
     "NCCL's uncalibrated model: median |error| 41 % over 8 KB-1 MB on the one 8-GPU nccl-tests log measured "
     "(docs/cost-model.md, Measured accuracy); calibrate on this box to narrow it"
 )
+OUTSIDE = "outside the calibrated sizes"  # the label of an op a calibration was never judged at
 NO_EFFECT_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 MODELLED_VARS = (
     "NCCL_ALGO",
@@ -182,6 +184,67 @@ class SimulatedRun:
     """The records' time (ISO 8601); None: the time each point is simulated."""
     graphs: dict[str, GraphModel | str] | None = None
     """NCCL_GRAPH_FILE value -> the graph it names, or why it could not be read."""
+    prior: ModelError | None = None
+    """The uncalibrated model's expected error on this box, which an op outside the calibrated sizes carries;
+    None: the prior's figure a prior-only simulation states (nccl_model_error)."""
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Which model prices an NCCL op of a calibrated simulation: the calibration inside the sizes it was judged
+    on, the prior (NCCL's uncalibrated model, with its error) outside them."""
+
+    calibrated: CostParams
+    prior: CostParams
+    judged: JudgedSizes | None  # None: no calibration, or one judged on no band (the calibration prices all)
+    prior_error: ModelError
+
+    def params(self, nbytes: int) -> CostParams:
+        return self.prior if self.outside(nbytes) else self.calibrated
+
+    def outside(self, nbytes: int) -> bool:
+        return self.judged is not None and not self.judged.covers(nbytes)
+
+    def note(self, count: int, sizes: list[int]) -> dict:
+        """The record's account of its ops outside the calibrated sizes."""
+        assert self.judged is not None
+        return {
+            "label": OUTSIDE,
+            "judged": self.judged.describe(),
+            "judged_bytes": self.judged.to_list(),
+            "ops": count,
+            "sizes": sizes[:32],
+            "expected_error_pct": self.prior_error.pct,
+            "error_basis": f"priced by NCCL's uncalibrated model: {self.prior_error.basis}",
+        }
+
+
+def pricing(
+    topology: Topology, env: dict[str, str], ranks: int, params: CostParams, calibration_name: str, run: SimulatedRun
+) -> Pricing:
+    """The point's pricing: `params` (its calibration's, as params_for set them) inside the calibration's judged
+    sizes, the prior under the same NCCL variables outside."""
+    prior_params, _ = params_for(topology, nccl_setting(topology, env, ranks), None, ranks)
+    prior_params, *_ = point_graph(env, prior_params, topology, prior_params.link, run.graphs)
+    prior_error = run.prior or ModelError(**_pct_basis(nccl_model_error(prior_params, "nccl-prior", topology)))
+    judged = judged_sizes(params.fit) if calibration_name != "nccl-prior" else None
+    return Pricing(params, prior_params, judged, prior_error)
+
+
+def _pct_basis(error: dict) -> dict:
+    return {"pct": error["expected_error_pct"], "basis": error["error_basis"]}
+
+
+def covering(priced: list[tuple[float, float | None]]) -> float | None:
+    """The expected error of a step from its NCCL ops' (time, error %) pairs, each error the calibration's or the
+    prior's: a sum of times each off by at most its error is off by at most their time-weighted mean, so that
+    covers every op's; unknown if any op's is."""
+    if any(error is None for _, error in priced):
+        return None
+    total = sum(time for time, _ in priced)
+    if total <= 0:
+        return max((error for _, error in priced), default=None)
+    return round(sum(time * error for time, error in priced) / total, 1)
 
 
 def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> list[StepRecord]:
@@ -196,6 +259,7 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
     status, message, calibration_name = "ok", None, "nccl-prior"
     notes: list[str] = []
     setting = params = stated = graph = None
+    prices = None
     try:
         setting = nccl_setting(topology, point.env, tp)
         params, calibration_name = params_for(topology, setting, calibration, tp)
@@ -205,6 +269,7 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
             status, message = "unsupported", graph_refusal
         elif graph_note is not None:
             notes.append(graph_note)
+        prices = pricing(topology, point.env, tp, params, calibration_name, run)
     except UsageError as exc:
         status, message = "error", f"NCCL would refuse this configuration: {exc}"
     context = box_context(topology, tp, spec.dtype or model.dtype, tuple(spec.tokens), model.hidden_size)
@@ -231,6 +296,8 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
         refused = refusal(point.impl, context, point.options, tokens) if status == "ok" else None
         if refused is not None:
             op_status, op_message = "unsupported", f"would not run on {topology.name} at T = {tokens}: {refused}"
+        outside: list[int] = []  # the NCCL ops priced by the prior, outside the calibrated sizes
+        nccl_ops: list[tuple[int, bool]] = []  # (index in the step, priced by the prior) of each NCCL-priced op
         if op_status == "ok":
             cache: dict[tuple[str, int], float] = {}
             try:
@@ -241,7 +308,7 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
                             cache[key] = kernel_eager_us(stated, topology, point, op.bytes, tp)
                         else:
                             choice = predict(
-                                params,
+                                prices.params(op.bytes),
                                 op.collective,
                                 op.bytes,
                                 tp,
@@ -255,14 +322,19 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
                                 "algo": choice.algo,
                                 "proto": choice.proto,
                                 "channels": choice.channels,
+                                **({"calibrated": False} if prices.outside(op.bytes) else {}),
                             }
+                    if key in choices:
+                        nccl_ops.append((len(op_times), prices.outside(op.bytes)))
+                        if prices.outside(op.bytes):
+                            outside.append(op.bytes)
                     op_times.append(cache[key])
             except UsageError as exc:
                 op_status, op_message = "error", f"NCCL would fail: {exc}"
         op_notes = list(notes)
         if calibration_name != "nccl-prior":
             fitted = set(params.fit.get("protocols", ()))
-            guessed = sorted({c["proto"] for c in choices.values()} - fitted)
+            guessed = sorted({c["proto"] for c in choices.values() if c.get("calibrated", True)} - fitted)
             if guessed:
                 op_notes.append(f"{', '.join(guessed)} not in the calibration data: NCCL's per-hop figure used")
         if op_status == "ok" and op_notes:
@@ -279,6 +351,21 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
             if op_status == "ok"
             else None
         )
+        if nccl is not None and outside:
+            # The step's error covers its ops': the calibration's inside its judged sizes, the prior's outside.
+            note = prices.note(len(outside), sorted(set(outside)))
+            nccl["outside_calibration"] = note
+            own = nccl["expected_error_pct"]
+            nccl["expected_error_pct"] = covering(
+                [(op_times[i], prices.prior_error.pct if prior else own) for i, prior in nccl_ops]
+            )
+            nccl["error_basis"] = (
+                f"{nccl['error_basis']}; {len(outside)} op(s) {OUTSIDE} ({prices.judged.describe()}): "
+                f"{note['error_basis']}; the step's error weighs each op's by its predicted time"
+            )
+            op_notes.append(f"{len(outside)} op(s) {OUTSIDE} ({prices.judged.describe()}) priced by the prior")
+            if op_status == "ok":
+                op_message = "; ".join(op_notes)
         for mode in MODES:
             step_us, op_us, mode_message = None, None, op_message
             if op_status == "ok" and mode == "eager":

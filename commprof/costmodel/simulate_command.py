@@ -13,7 +13,7 @@ from rich.table import Table
 from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.command import console_for, file_run_meta
 from commprof.costmodel.fitted_box import applied_to, over_plan_sizes, topology_facts
-from commprof.costmodel.model_error import expected_error, prior_error
+from commprof.costmodel.model_error import covering_outside, expected_error, prior_error
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
@@ -118,22 +118,25 @@ def simulate(
     # every T's plan builds on this box's TP before a run folder is made
     plans = [build_step_plan(spec.model_shape, tp, t, spec.phase, spec.dtype, spec.plan_options) for t in spec.tokens]
     calibration = None
+    prior = topology.prior_error or prior_error(tp)
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
         calibration = replace(
             params_from_toml(text, str(calibration_file)), source=calibration_name(calibration_file, text)
         )
-        prior = topology.prior_error or prior_error(tp)
-        sizes = {op.bytes for plan in plans for op in plan.ops if op.collective == "all_reduce"}
-        calibration = applied_to(over_plan_sizes(calibration, sizes, prior), topology_facts(topology, tp), prior)
+        sizes = {op.bytes for plan in plans for op in plan.ops}
+        calibration = applied_to(over_plan_sizes(calibration, sizes), topology_facts(topology, tp), prior)
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
-    simulation = simulate_run(spec, topology, calibration, run_dir.name, graphs=graphs)
+    # An op outside the calibration's judged sizes carries the prior's error over every size (the logs' all sizes).
+    outside = topology.prior_error or prior_error(tp, all_sizes=True)
+    simulation = simulate_run(spec, topology, calibration, run_dir.name, graphs=graphs, prior=outside)
     records = simulation.records
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
     error = expected_error(
         used, calibration.fit if calibration else None, spec.tp or topology.gpus, topology.prior_error
     )
+    error = covering_outside(error, outside, records)  # ops outside the calibrated sizes carry the prior's error
     append_records(run_dir / RESULTS_FILE, records)
     append_plan(run_dir, simulation.plan)
     meta = file_run_meta(

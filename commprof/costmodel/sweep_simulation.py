@@ -9,7 +9,7 @@ from commprof.costmodel.crossover_sim import simulate_crossover_stage
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.simulate import SimulatedRun, simulate_point
 from commprof.costmodel.topology import Topology
-from commprof.evidence import interconnect_of
+from commprof.evidence import ModelError, interconnect_of
 from commprof.records.plan_file import points_line, stages_line
 from commprof.records.schema import MODES
 from commprof.sweep.planning.spec import SweepSpec
@@ -44,11 +44,13 @@ def simulate_run(
     run_id: str,
     now: str | None = None,
     graphs: dict | None = None,
+    prior: ModelError | None = None,
 ) -> Simulation:
-    """simulate_sweep's records with the plan they were predicted from."""
+    """simulate_sweep's records with the plan they were predicted from; `prior`: the uncalibrated model's error on
+    this box, which every op outside the calibration's judged sizes carries (SimulatedRun.prior)."""
     per_point = len(spec.tokens) * len(MODES)
     plan = [stages_line(planned_stages(spec)), points_line(0, [p.point_id for p in spec.points], per_point)]
-    run = SimulatedRun(topology, calibration, run_id, now, graphs)
+    run = SimulatedRun(topology, calibration, run_id, now, graphs, prior)
     records: list[dict] = []
     for point in spec.points:
         records.extend(simulate_point(spec, point, run))

@@ -145,6 +145,7 @@ class CrossoverModelError(TypedDict, total=False):
     impl_pct: NonNegative | None  # the setting's model's; null: unknown
     baseline_pct: NonNegative | None  # the baseline's
     basis: str  # where both come from
+    outside_calibration: bool  # the size is outside the calibration's judged sizes: both priced by the prior
 
 
 class StepPlanSummary(TypedDict, total=False):
