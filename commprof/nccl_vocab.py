@@ -427,17 +427,12 @@ def forces_ll128(value: str) -> bool:
     return any(not segment.excluding and ll128 in segment.names for segment in parse_selection("NCCL_PROTO", value))
 
 
-# NCCL 2.31.2 and 2.32.3 (the NVIDIA/nccl snapshot holds no v2.31 / v2.32 tag, only 2.31.0a* pre-releases), read in
-# the lib/libnccl.so.2 of the nvidia-nccl-cu12 2.31.2 and 2.32.3 wheels against 2.30.7's, for what commprof writes
-# and models: ncclAlgoStr / ncclProtoStr / ncclFuncStr hold the same names in the same order (so the NCCL_ALGO /
-# NCCL_PROTO values and numbers above stand); every NCCL_* variable commprof writes is still read (NCCL_ALGO,
-# NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS, NCCL_MIN/MAX_CTAS, NCCL_P2P_LEVEL / DISABLE, NCCL_NTHREADS,
-# NCCL_THREAD_THRESHOLDS, NCCL_GRAPH_FILE, NCCL_TOPO_FILE, NCCL_NVLS_ENABLE, NCCL_TUNER_PLUGIN,
-# NCCL_MULTI_RANK_GPU_ENABLE, ...; 2.31 drops NCCL_SYM_CTAS, which commprof never sets); the loader still takes
-# tuner API v2-v6; the log lines commprof's explainer reads keep their format strings; the tuning constants the
-# cost model mirrors (costmodel/latency.py) are byte for byte 2.30.7's in 2.31.2, and 2.32.3 changes two Blackwell
-# figures (llMaxBws N1 282.0 -> 282.4, perChMaxTreeLL128Bws N2 31.67 -> 36.7). Read as strings, and the tables as
-# their doubles' (floats') bytes searched for in each library.
+# NCCL 2.31.2 and 2.32.3 (no v2.31 / v2.32 tag in the NVIDIA/nccl snapshot, only 2.31.0a* pre-releases), read in
+# the nvidia-nccl-cu12 wheels' lib/libnccl.so.2 against 2.30.7's (strings; the tables' doubles as bytes): the same
+# ncclAlgoStr / ncclProtoStr / ncclFuncStr names in the same order; every NCCL_* variable commprof writes is still
+# read (2.31 drops NCCL_SYM_CTAS, never set here); tuner API v2-v6; the explainer's format strings; the tuning
+# tables of costmodel/latency.py are 2.30.7's in 2.31.2, and 2.32.3 changes two Blackwell figures (llMaxBws N1
+# 282.0 -> 282.4, perChMaxTreeLL128Bws N2 31.67 -> 36.7).
 
 # Which NCCL versions' example tuner plugin reads nccl_tuner.conf, and which NCCL loads the plugin built (read in
 # NCCL's source: NCCL_TUNER_CONFIG_FILE first appears in ext-tuner/example/plugin.c at v2.27.5-1; that plugin

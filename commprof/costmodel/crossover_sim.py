@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from commprof.costmodel.alternatives import kernel_model
+from commprof.costmodel.calibrated_sizes import OUTSIDE
 from commprof.costmodel.latency import predict
 from commprof.costmodel.simulate import (
-    OUTSIDE,
     SimulatedRun,
     kernel_eager_us,
     nccl_model_error,

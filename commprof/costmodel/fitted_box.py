@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from commprof.costmodel.box import capability_of_name
-from commprof.costmodel.cohorts import DECISION_BANDS
+from commprof.costmodel.calibrated_sizes import judged_sizes
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.topology import Topology, link_for
 from commprof.evidence import ModelError
@@ -100,44 +100,10 @@ def topology_facts(topology: Topology, ranks: int) -> BoxFacts:
     )
 
 
-@dataclass(frozen=True)
-class JudgedSizes:
-    """The sizes a calibration's held-out error was judged on (the decision bands it states an error for): an op
-    of another size was never judged, so the calibration does not price it (commprof.costmodel.simulate)."""
-
-    bands: tuple[tuple[int, int, str], ...]  # (low, high, name), bytes: low <= size < high
-
-    def covers(self, nbytes: int) -> bool:
-        return any(low <= nbytes < high for low, high, _ in self.bands)
-
-    def describe(self) -> str:
-        low, high = min(b[0] for b in self.bands), max(b[1] for b in self.bands)
-        return f"{_size(low)}-{_size(high - 1)}" if len(self.bands) > 1 else self.bands[0][2]
-
-    def to_list(self) -> list[int]:
-        """[low, high) of its span, bytes."""
-        return [min(b[0] for b in self.bands), max(b[1] for b in self.bands)]
-
-
-def _size(nbytes: int) -> str:
-    for unit, shift in (("MB", 20), ("KB", 10)):
-        if nbytes >= 1 << shift:
-            return f"{nbytes / (1 << shift):g} {unit}"
-    return f"{nbytes} B"
-
-
-def judged_sizes(fit: dict) -> JudgedSizes | None:
-    """The bands a calibration states its error for; None where it states none (its error is unknown, so nothing
-    it predicts counts)."""
-    stated = set(fit.get("band_names") or ())
-    bands = tuple(band for band in DECISION_BANDS if band[2] in stated)
-    return JudgedSizes(bands) if bands else None
-
-
 def over_plan_sizes(calibration: CostParams, sizes: set[int]) -> CostParams:
     """The calibration's expected error over the bands the plan's `sizes` fall in (the largest of them), not over
     every band it states. A size outside them was never judged: the simulation prices it with the prior, which
-    carries the prior's error (commprof.costmodel.simulate.Pricing), so it does not count here."""
+    carries the prior's error (commprof.costmodel.calibrated_sizes.Pricing), so it does not count here."""
     fit = calibration.fit
     stated = dict(zip(fit.get("band_names") or (), fit.get("band_error_pct") or ()))
     judged = judged_sizes(fit)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from commprof.costmodel.alternatives import box_context, kernel_model, refusal
-from commprof.costmodel.fitted_box import JudgedSizes, judged_sizes
+from commprof.costmodel.calibrated_sizes import OUTSIDE, Pricing, covering, judged_sizes
 from commprof.costmodel.graph_sim import GRAPH_ERROR_BASIS, GraphModel, point_graph
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
@@ -35,7 +35,6 @@ PRIOR_ERROR_BASIS = (
     "NCCL's uncalibrated model: median |error| 41 % over 8 KB-1 MB on the one 8-GPU nccl-tests log measured "
     "(docs/cost-model.md, Measured accuracy); calibrate on this box to narrow it"
 )
-OUTSIDE = "outside the calibrated sizes"  # the label of an op a calibration was never judged at
 NO_EFFECT_VARS = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 MODELLED_VARS = (
     "NCCL_ALGO",
@@ -189,36 +188,6 @@ class SimulatedRun:
     None: the prior's figure a prior-only simulation states (nccl_model_error)."""
 
 
-@dataclass(frozen=True)
-class Pricing:
-    """Which model prices an NCCL op of a calibrated simulation: the calibration inside the sizes it was judged
-    on, the prior (NCCL's uncalibrated model, with its error) outside them."""
-
-    calibrated: CostParams
-    prior: CostParams
-    judged: JudgedSizes | None  # None: no calibration, or one judged on no band (the calibration prices all)
-    prior_error: ModelError
-
-    def params(self, nbytes: int) -> CostParams:
-        return self.prior if self.outside(nbytes) else self.calibrated
-
-    def outside(self, nbytes: int) -> bool:
-        return self.judged is not None and not self.judged.covers(nbytes)
-
-    def note(self, count: int, sizes: list[int]) -> dict:
-        """The record's account of its ops outside the calibrated sizes."""
-        assert self.judged is not None
-        return {
-            "label": OUTSIDE,
-            "judged": self.judged.describe(),
-            "judged_bytes": self.judged.to_list(),
-            "ops": count,
-            "sizes": sizes[:32],
-            "expected_error_pct": self.prior_error.pct,
-            "error_basis": f"priced by NCCL's uncalibrated model: {self.prior_error.basis}",
-        }
-
-
 def pricing(
     topology: Topology, env: dict[str, str], ranks: int, params: CostParams, calibration_name: str, run: SimulatedRun
 ) -> Pricing:
@@ -233,18 +202,6 @@ def pricing(
 
 def _pct_basis(error: dict) -> dict:
     return {"pct": error["expected_error_pct"], "basis": error["error_basis"]}
-
-
-def covering(priced: list[tuple[float, float | None]]) -> float | None:
-    """The expected error of a step from its NCCL ops' (time, error %) pairs, each error the calibration's or the
-    prior's: a sum of times each off by at most its error is off by at most their time-weighted mean, so that
-    covers every op's; unknown if any op's is."""
-    if any(error is None for _, error in priced):
-        return None
-    total = sum(time for time, _ in priced)
-    if total <= 0:
-        return max((error for _, error in priced), default=None)
-    return round(sum(time * error for time, error in priced) / total, 1)
 
 
 def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> list[StepRecord]:

@@ -102,6 +102,7 @@ def simulate(
     graph_box: Path | None,
 ) -> None:
     from commprof.costmodel.box_prior import load_bundle_topology
+    from commprof.costmodel.simulate import SimulatedRun
     from commprof.costmodel.sweep_simulation import simulate_run
     from commprof.sweep.planning.config import DEFAULT_MAX_POINTS, load_sweep
 
@@ -130,7 +131,7 @@ def simulate(
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
     # An op outside the calibration's judged sizes carries the prior's error over every size (the logs' all sizes).
     outside = topology.prior_error or prior_error(tp, all_sizes=True)
-    simulation = simulate_run(spec, topology, calibration, run_dir.name, graphs=graphs, prior=outside)
+    simulation = simulate_run(spec, SimulatedRun(topology, calibration, run_dir.name, graphs=graphs, prior=outside))
     records = simulation.records
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
     error = expected_error(

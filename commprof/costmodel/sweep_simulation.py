@@ -9,7 +9,7 @@ from commprof.costmodel.crossover_sim import simulate_crossover_stage
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.simulate import SimulatedRun, simulate_point
 from commprof.costmodel.topology import Topology
-from commprof.evidence import ModelError, interconnect_of
+from commprof.evidence import interconnect_of
 from commprof.records.plan_file import points_line, stages_line
 from commprof.records.schema import MODES
 from commprof.sweep.planning.spec import SweepSpec
@@ -34,23 +34,15 @@ def simulate_sweep(
 ) -> list[dict]:
     """Records for every point and search of the sweep, stage by stage, as a sweep on the box would write them.
     `graphs`: the graph files the points name (commprof.costmodel.simulate.SimulatedRun)."""
-    return simulate_run(spec, topology, calibration, run_id, now, graphs).records
+    return simulate_run(spec, SimulatedRun(topology, calibration, run_id, now, graphs)).records
 
 
-def simulate_run(
-    spec: SweepSpec,
-    topology: Topology,
-    calibration: CostParams | None,
-    run_id: str,
-    now: str | None = None,
-    graphs: dict | None = None,
-    prior: ModelError | None = None,
-) -> Simulation:
-    """simulate_sweep's records with the plan they were predicted from; `prior`: the uncalibrated model's error on
-    this box, which every op outside the calibration's judged sizes carries (SimulatedRun.prior)."""
+def simulate_run(spec: SweepSpec, run: SimulatedRun) -> Simulation:
+    """simulate_sweep's records with the plan they were predicted from, for the box, calibration and prior error
+    `run` names (commprof.costmodel.simulate.SimulatedRun)."""
+    topology = run.topology
     per_point = len(spec.tokens) * len(MODES)
     plan = [stages_line(planned_stages(spec)), points_line(0, [p.point_id for p in spec.points], per_point)]
-    run = SimulatedRun(topology, calibration, run_id, now, graphs, prior)
     records: list[dict] = []
     for point in spec.points:
         records.extend(simulate_point(spec, point, run))

@@ -70,7 +70,7 @@ class GraphFileCheck(TypedDict, total=False):
 
 
 class OutsideCalibration(TypedDict, total=False):
-    """A calibrated simulation's ops outside the sizes the calibration was judged on (commprof.costmodel.simulate
+    """A calibrated simulation's ops outside the sizes the calibration was judged on (commprof.costmodel.calibrated_sizes
     Pricing.note): priced by NCCL's uncalibrated model, with its error."""
 
     label: str  # "outside the calibrated sizes"
