@@ -248,14 +248,13 @@ def _print_simulation(records: list[dict], topology, calibration_file: Path | No
         # A kernel's step is predicted with the kernel's model: its error is the kernel's, as the records and page
         # say (unknown where the kernel has no published figure), never NCCL's smaller one.
         pct = kernel.get("expected_error_pct") if kernel else nccl.get("expected_error_pct")
-        row = rows.setdefault(
-            r["point_id"],
-            {
-                "label": r["point"]["label"],
-                "message": r["message"] or "",
-                "error": f"±{pct:g} %" if pct is not None else ("unknown" if kernel else "?" if nccl else ""),
-            },
-        )
+        shown = f"±{pct:g} %" if pct is not None else ("unknown" if kernel else "?" if nccl else "")
+        row = rows.setdefault(r["point_id"], {"label": r["point"]["label"], "message": r["message"] or "", "pct": pct})
+        # A point's error over its T is the largest (a T with ops outside the calibrated sizes carries more).
+        if "error" not in row or (pct is not None and row["pct"] is not None and pct > row["pct"]):
+            row["error"], row["pct"] = shown, pct
+        elif pct is None and nccl and not kernel:
+            row["error"], row["pct"] = shown, None
         row[r["tokens"]] = f"{r['step_us']['median'] / 1000:.2f}" if r["status"] == "ok" else r["status"]
         if nccl.get("error_basis"):
             bases.setdefault(nccl["error_basis"], row["error"])
