@@ -193,10 +193,12 @@ def pricing(
 ) -> Pricing:
     """The point's pricing: `params` (its calibration's, as params_for set them) inside the calibration's judged
     sizes, the prior under the same NCCL variables outside."""
-    prior_params, _ = params_for(topology, nccl_setting(topology, env, ranks), None, ranks)
-    prior_params, *_ = point_graph(env, prior_params, topology, prior_params.link, run.graphs)
-    prior_error = run.prior or ModelError(**_pct_basis(nccl_model_error(prior_params, "nccl-prior", topology)))
     judged = judged_sizes(params.fit) if calibration_name != "nccl-prior" else None
+    prior_params = params
+    if judged is not None:  # the prior under the same variables, for the sizes outside
+        prior_params, _ = params_for(topology, nccl_setting(topology, env, ranks), None, ranks)
+        prior_params, *_ = point_graph(env, prior_params, topology, prior_params.link, run.graphs)
+    prior_error = run.prior or ModelError(**_pct_basis(nccl_model_error(prior_params, "nccl-prior", topology)))
     return Pricing(params, prior_params, judged, prior_error)
 
 
