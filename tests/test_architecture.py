@@ -61,7 +61,9 @@ REPORT_PARTS = (
 ANALYSIS_TIERS = (
     {"formatting"},  # how the report writes numbers, settings, counts and column names
     {"engine_facts"},  # what an engine's dispatch table is made of: rules citing the released source
-    {"engine_sglang", "engine_vllm", "engine_flashinfer", "engine_switch_rules"},  # the engines' tables
+    {"engine_flashinfer"},  # FlashInfer's facts, which the engines' tables read (its workspaces' sizes)
+    {"engine_sglang_fusion"},  # when SGLang turns FlashInfer's all-reduce on by itself, and what it takes
+    {"engine_sglang", "engine_vllm", "engine_switch_rules"},  # the engines' tables
     {"engine_dispatch"},  # the engines' dispatch order per version
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
     {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},

@@ -13,13 +13,13 @@ import math
 from dataclasses import dataclass, replace
 
 from commprof.costmodel import calibrate as fitting
+from commprof.costmodel.calibrated_sizes import DECISION_BANDS
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.line_fit import fit_line
 from commprof.records.run_meta import meta_view
 
 COSTMODEL, LINE = "costmodel", "line"
 # The sizes a decode / verify step's collectives have (fitting.HOLDOUT_RANGE), cut where SIZE_BANDS are.
-DECISION_BANDS = ((8 << 10, 64 << 10, "8-64 KB"), (64 << 10, (1 << 20) + 1, "64 KB-1 MB"))
 
 
 def cohort_of(record: dict, meta: dict) -> str:

@@ -95,11 +95,14 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path, ranks: int | None) -> N
     versions = sorted({v for _, _, log in parsed for v in log.nccl_versions})
     # One entry per GPU, as a sweep's meta.json has: the first run that lists its devices.
     devices = next((run.devices for _, _, log in parsed for run in log.runs if run.devices), [])
+    # The nodes the logs' rank lines name ("on <host>"); unknown where a log names none or the runs differ.
+    nodes = {run["nodes"] for item in imported for run in item["runs"]}
     meta = file_run_meta(
         run_dir.name,
         "nccl-tests",
         ranks.pop() if len(ranks) == 1 else None,
         None,
+        nnodes=nodes.pop() if len(nodes) == 1 else None,
         nccl=", ".join(versions) or None,
         imported=imported,
         gpus=[{"name": gpu_name(d)} for d in devices],
@@ -107,7 +110,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path, ranks: int | None) -> N
     write_json(run_dir / META_FILE, meta)
 
     table = Table(title="imported nccl-tests runs (source: nccl-tests)")
-    for column in ("point", "file:line", "collective", "ranks", "rows", "sizes", "graph", "avg busbw GB/s"):
+    for column in ("point", "file:line", "collective", "ranks", "nodes", "rows", "sizes", "graph", "avg busbw GB/s"):
         table.add_column(column)
     for item in imported:
         log = next(p for _, _, p in parsed if p.path == item["file"])
@@ -118,6 +121,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path, ranks: int | None) -> N
                 f"{Path(item['file']).name}:{run.line}",
                 run.collective,
                 str(run.ranks or "?"),
+                str(run.nodes or "?"),
                 str(len(run.rows)),
                 sizes,
                 "yes" if run.graph else "no",

@@ -13,7 +13,7 @@ from rich.table import Table
 from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.command import console_for, file_run_meta
 from commprof.costmodel.fitted_box import applied_to, over_plan_sizes, topology_facts
-from commprof.costmodel.model_error import expected_error, prior_error
+from commprof.costmodel.model_error import covering_outside, expected_error, prior_error
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
@@ -102,6 +102,7 @@ def simulate(
     graph_box: Path | None,
 ) -> None:
     from commprof.costmodel.box_prior import load_bundle_topology
+    from commprof.costmodel.simulate import SimulatedRun
     from commprof.costmodel.sweep_simulation import simulate_run
     from commprof.sweep.planning.config import DEFAULT_MAX_POINTS, load_sweep
 
@@ -118,22 +119,25 @@ def simulate(
     # every T's plan builds on this box's TP before a run folder is made
     plans = [build_step_plan(spec.model_shape, tp, t, spec.phase, spec.dtype, spec.plan_options) for t in spec.tokens]
     calibration = None
+    prior = topology.prior_error or prior_error(tp)
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
         calibration = replace(
             params_from_toml(text, str(calibration_file)), source=calibration_name(calibration_file, text)
         )
-        prior = topology.prior_error or prior_error(tp)
-        sizes = {op.bytes for plan in plans for op in plan.ops if op.collective == "all_reduce"}
-        calibration = applied_to(over_plan_sizes(calibration, sizes, prior), topology_facts(topology, tp), prior)
+        sizes = {op.bytes for plan in plans for op in plan.ops}
+        calibration = applied_to(over_plan_sizes(calibration, sizes), topology_facts(topology, tp), prior)
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
-    simulation = simulate_run(spec, topology, calibration, run_dir.name, graphs=graphs)
+    # An op outside the calibration's judged sizes carries the prior's error over every size (the logs' all sizes).
+    outside = topology.prior_error or prior_error(tp, all_sizes=True)
+    simulation = simulate_run(spec, SimulatedRun(topology, calibration, run_dir.name, graphs=graphs, prior=outside))
     records = simulation.records
     used = {str(r["calibration"]) for r in records if r.get("calibration")}
     error = expected_error(
         used, calibration.fit if calibration else None, spec.tp or topology.gpus, topology.prior_error
     )
+    error = covering_outside(error, outside, records)  # ops outside the calibrated sizes carry the prior's error
     append_records(run_dir / RESULTS_FILE, records)
     append_plan(run_dir, simulation.plan)
     meta = file_run_meta(
@@ -244,14 +248,13 @@ def _print_simulation(records: list[dict], topology, calibration_file: Path | No
         # A kernel's step is predicted with the kernel's model: its error is the kernel's, as the records and page
         # say (unknown where the kernel has no published figure), never NCCL's smaller one.
         pct = kernel.get("expected_error_pct") if kernel else nccl.get("expected_error_pct")
-        row = rows.setdefault(
-            r["point_id"],
-            {
-                "label": r["point"]["label"],
-                "message": r["message"] or "",
-                "error": f"±{pct:g} %" if pct is not None else ("unknown" if kernel else "?" if nccl else ""),
-            },
-        )
+        shown = f"±{pct:g} %" if pct is not None else ("unknown" if kernel else "?" if nccl else "")
+        row = rows.setdefault(r["point_id"], {"label": r["point"]["label"], "message": r["message"] or "", "pct": pct})
+        # A point's error over its T is the largest (a T with ops outside the calibrated sizes carries more).
+        if "error" not in row or (pct is not None and row["pct"] is not None and pct > row["pct"]):
+            row["error"], row["pct"] = shown, pct
+        elif pct is None and nccl and not kernel:
+            row["error"], row["pct"] = shown, None
         row[r["tokens"]] = f"{r['step_us']['median'] / 1000:.2f}" if r["status"] == "ok" else r["status"]
         if nccl.get("error_basis"):
             bases.setdefault(nccl["error_basis"], row["error"])

@@ -62,6 +62,7 @@ COPY_ENGINE_KERNELS = (
     "ce_wait_flag_kernel",
     "copy_engine_retire_kernel",
     "copy_engine_pair_barrier_kernel",
+    "kernel_pcie_ipc_ce_sm120_binary_wait_clear",  # pcie_ipc_ce_memop.cuh's wait-and-clear (extern "C", SM120)
 )
 
 
@@ -103,7 +104,7 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
         whole_names(*PCIE_IPC_KERNELS, *COPY_ENGINE_KERNELS),
         "all_reduce",
         "FlashInfer 0.7.4 data/include/flashinfer/comm/pcie_ipc_all_reduce.cuh, pcie_ipc_ce_ring.cuh (tune()'s "
-        "copy-engine variants), pcie_ipc_all_gather.cuh",
+        "copy-engine variants), pcie_ipc_all_gather.cuh, pcie_ipc_ce_sm120.cuh",
     )
     # Each name was read in the engine's own source at the version named.
     engine_switches: ClassVar[tuple[EngineSwitch, ...]] = (

@@ -55,11 +55,15 @@ class ModelShape:
     # Every layer's reduction sites in engine order (commprof/planner/architectures.py); empty: standard dense layers.
     layers: tuple[tuple[str, ...], ...] = ()
     layout: str = "standard"  # "standard", "parallel" or "hybrid"
-    # Extra small all-reduces per layer: (the site each precedes, width per token, dtype; None: the model's).
-    extras: tuple[tuple[str, int, str | None], ...] = ()
+    # Extra small all-reduces per layer: (the site each precedes, width per token, dtype, None: the model's; and
+    # `flat`, 0: [T, width]; k > 0: 1-D of T x width elements rounded up to a multiple of k), architectures.Extra.
+    extras: tuple[tuple[str, int, str | None, int], ...] = ()
     moe_width: int | None = None  # the MoE all-reduce's width where the engine pads it (MXFP4); None: hidden_size
     family: str = ""  # the family rule that decided the layout, or "--layout" when the user did
     architecture: str = ""
+    # The config's own `architectures[0]` (a multimodal wrapper's, not its text model's): the class the engine loads
+    # and keys its own defaults on (SGLang's FlashInfer all-reduce fusion); "": the config names none.
+    served_architecture: str = ""
     rmsnorm_after: bool = True  # residual add + RMSNorm follows each layer reduction (fusable)
     num_heads: int | None = None  # attention heads; None: not in the config (not checked)
     num_kv_heads: int | None = None
@@ -152,9 +156,16 @@ def shape_from_config(
     architecture = architectures.architecture_of(text, config)
     if layout is None:
         family = architectures.family_of(architecture, source)
+        refused = family.refusal(engine_name(engine or DEFAULT_ENGINE))
+        if refused:
+            raise UsageError(
+                f"{source}: {architecture} cannot be planned as {engine or DEFAULT_ENGINE} issues it: {refused}; "
+                "plan it with --engine vllm==0.34"
+            )
         chosen = family.layout_for(engine_name(engine or DEFAULT_ENGINE), merged)
-        rmsnorm_after, family_name, pattern, extras = family.rmsnorm_after, family.name, None, family.extras
-        if family.engine_layouts:  # the layout is this engine's: the plan says which
+        rmsnorm_after, family_name, pattern = family.rmsnorm_after, family.name, None
+        extras = family.extras_for(engine_name(engine or DEFAULT_ENGINE))
+        if family.engine_layouts or family.engine_extras:  # the layout is this engine's: the plan says which
             family_name = f"{family.name}, as {engine or DEFAULT_ENGINE} issues it"
         if chosen == "hybrid":
             pattern = architectures.hybrid_pattern(merged, values["num_layers"], source)
@@ -182,6 +193,7 @@ def shape_from_config(
         moe_width=moe_width,
         family=family_name,
         architecture=architecture or "",
+        served_architecture=architectures.architecture_of(config, text) or "",
         rmsnorm_after=rmsnorm_after,
         num_heads=heads,
         num_kv_heads=kv_heads,

@@ -22,6 +22,7 @@ class NcclChoice(TypedDict, total=False):
     bytes_scope: str  # "per_rank" (>= 2.24) or "largest_buffer" (<= 2.23)
     count: bounded(int, ge=1, le=1 << 40)  # ops that took this choice
     model_time_us: Finite  # NCCL's own estimate, where the log prints it
+    calibrated: bool  # simulated: False where the size is outside the calibration's judged sizes (the prior's)
 
 
 class NcclGraph(TypedDict, total=False):
@@ -68,6 +69,19 @@ class GraphFileCheck(TypedDict, total=False):
     evidence: list[str]  # the log lines (or facts) it rests on
 
 
+class OutsideCalibration(TypedDict, total=False):
+    """A calibrated simulation's ops outside the sizes the calibration was judged on (commprof.costmodel.calibrated_sizes
+    Pricing.note): priced by NCCL's uncalibrated model, with its error."""
+
+    label: str  # "outside the calibrated sizes"
+    judged: str  # the judged sizes, as people read them ("8 KB-1 MB")
+    judged_bytes: list[Bytes]  # and as [low, high), bytes
+    ops: Count  # the step's ops outside them
+    sizes: list[Bytes]  # their distinct sizes (the first 32)
+    expected_error_pct: Finite | None  # the error they carry: the prior's
+    error_basis: str
+
+
 class NcclFacts(TypedDict, total=False):
     """What NCCL did for a point, from its INFO log (commprof.sweep.running.measure.RECORD_KEYS) or the cost model."""
 
@@ -89,5 +103,6 @@ class NcclFacts(TypedDict, total=False):
     expected_error_pct: Finite | None
     error_basis: str | None
     graph: SimulatedGraph | None
+    outside_calibration: OutsideCalibration | None  # simulated with a calibration: the ops it was not judged at
     # measured: the NCCL_GRAPH_FILE the point ran with and whether NCCL loaded it
     graph_file: GraphFileCheck | None

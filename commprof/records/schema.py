@@ -145,6 +145,7 @@ class CrossoverModelError(TypedDict, total=False):
     impl_pct: NonNegative | None  # the setting's model's; null: unknown
     baseline_pct: NonNegative | None  # the baseline's
     basis: str  # where both come from
+    outside_calibration: bool  # the size is outside the calibration's judged sizes: both priced by the prior
 
 
 class StepPlanSummary(TypedDict, total=False):
@@ -159,6 +160,7 @@ class StepPlanSummary(TypedDict, total=False):
     num_layers: Count
     vocab_size: Count
     layout: str | None  # the layer layout ("standard", "parallel", "hybrid:...")
+    architecture: str | None  # the config's architectures[0], the class the engine loads (ModelShape)
     all_reduce: Count  # collectives of each kind in the step
     all_gather: Count
     reduce_scatter: Count

@@ -32,6 +32,7 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
     args = data.get("args") if isinstance(data.get("args"), list) else []
     program = next((m.group(1) for a in args if isinstance(a, str) and (m := PROGRAM.search(a))), None)
     devices = [d.get("device_info", "") for d in config.get("devices", []) if isinstance(d, dict)]
+    hosts = [str(d["hostname"]) for d in config.get("devices", []) if isinstance(d, dict) and d.get("hostname")]
     nthread, ngpus = config.get("nthreads"), config.get("ngpus")
     warnings: list[str] = []
     run = Run(
@@ -44,6 +45,7 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
         iterations=config.get("iterations"),
         warmup=config.get("warmup_iters"),
         devices=devices,
+        hosts=hosts,
     )
     if program is None:
         warnings.append(f"{path}: the *_perf binary is not in 'args'; assumed all_reduce")

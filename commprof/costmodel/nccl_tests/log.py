@@ -53,11 +53,17 @@ class Run:
     iterations: int | None = None
     warmup: int | None = None
     devices: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)  # the host each rank line names ("Rank 0 ... on <host>")
     nccl_version: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # the NCCL settings the log states it ran under
     avg_busbw_gbps: float | None = None
     out_of_bounds: int | None = None
     rows: list[Row] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int | None:
+        """The distinct hosts the rank lines name; None where the log names none."""
+        return len(set(self.hosts)) if self.hosts else None
 
     def summary(self) -> dict:
         return {
@@ -70,6 +76,8 @@ class Run:
             "iterations": self.iterations,
             "warmup": self.warmup,
             "devices": self.devices,
+            "hosts": sorted(set(self.hosts)),
+            "nodes": self.nodes,
             "nccl_version": self.nccl_version,
             "env": dict(self.env),
             "avg_busbw_gbps": self.avg_busbw_gbps,

@@ -25,8 +25,11 @@ from commprof.costmodel.nccl_tests.log import (
 )
 from commprof.errors import UsageError
 
-_RUN_LINE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)")
-_RANK_LINE = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)")
+# The header, rank, version and footer lines start with "#"; logs pasted through a renderer that ate it still
+# carry them, so each is read with or without.
+_RUN_LINE = re.compile(r"#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)")
+_RANK_LINE = re.compile(r"#?\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)")
+_FOOTER = re.compile(r"#?\s*(Avg bus bandwidth|Out of bounds values)\s*:")
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z_0-9]+\s+\S+")
 _TIMESTAMP = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
 # Output lines prefixed by `mpirun --tag-output` ("[1,0]<stdout>:", the process rank second) or quoted in
@@ -34,7 +37,7 @@ _TIMESTAMP = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
 _PREFIX = re.compile(r"^(?:\[\d+,(\d+)\]<stdout>:|>\s?)")
 # "# nccl-tests version 2.18.3 nccl-headers=23003 nccl-library=23003" (NCCL_VERSION_CODE: major*10000 + minor*100
 # + patch since NCCL 2.9), and NCCL's own "NCCL version 2.19.3+cuda12.3" (NCCL_DEBUG=INFO, or printed by tests).
-_TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+\S+.*\bnccl-library=(\d+)")
+_TESTS_VERSION = re.compile(r"#?\s*nccl-tests version\s+\S+.*\bnccl-library=(\d+)")
 _NCCL_VERSION = re.compile(r"\bNCCL version\s+(\d+\.\d+\.\d+)")
 # The NCCL settings a log states: on the command line ("NCCL_P2P_LEVEL=SYS ./build/all_reduce_perf ...",
 # "export NCCL_P2P_LEVEL=SYS") and in NCCL's own "NCCL INFO NCCL_P2P_LEVEL set by environment to SYS".
@@ -164,10 +167,12 @@ class _TextReader:
         if match := _RUN_LINE.match(body):
             self._start_run(number, match)
         elif match := _RANK_LINE.match(body):
-            self.current_run(number).devices.append(match.group(1).strip())
+            run = self.current_run(number)
+            run.hosts.append(match.group(1))
+            run.devices.append(match.group(2).strip())
         elif (cols := _header_columns(body)) is not None:
             self._start_table(number, cols)
-        elif body.startswith("#"):
+        elif body.startswith("#") or _FOOTER.match(body):
             self._read_comment(body)
         elif self.in_table and self.columns is not None:
             self._read_table_line(number, body, process)
@@ -217,17 +222,23 @@ class _TextReader:
         run = self.current_run(number)
         if run.rows:  # a second table under one run header: a new run of the same binary
             self.run = replace(
-                run, line=number, rows=[], devices=list(run.devices), avg_busbw_gbps=None, out_of_bounds=None
+                run,
+                line=number,
+                rows=[],
+                devices=list(run.devices),
+                hosts=list(run.hosts),
+                avg_busbw_gbps=None,
+                out_of_bounds=None,
             )
             self.runs.append(self.run)
 
     def _read_comment(self, body: str) -> None:
         if self.run is None:
             return
-        if m := re.match(r"#\s*Avg bus bandwidth\s*:\s*(\S+)", body):
+        if m := re.match(r"#?\s*Avg bus bandwidth\s*:\s*(\S+)", body):
             self.run.avg_busbw_gbps = optional_float(m.group(1))
             self.in_table = False
-        elif m := re.match(r"#\s*Out of bounds values\s*:\s*(\d+)", body):
+        elif m := re.match(r"#?\s*Out of bounds values\s*:\s*(\d+)", body):
             self.run.out_of_bounds = int(m.group(1))
 
     def _read_table_line(self, number: int, body: str, process: int | None) -> None:
@@ -297,6 +308,7 @@ def _split_interleaved(run: Run, path: str, warnings: list[str]) -> list[Run]:
     pieces = []
     for owner in range(count):
         devices = [run.devices[owner]] if len(run.devices) == count else list(run.devices)
+        hosts = [run.hosts[owner]] if len(run.hosts) == count else list(run.hosts)
         rows = [row for row, who in zip(run.rows, owners) if who == owner]
-        pieces.append(replace(run, rows=rows, devices=devices, ranks=per_process))
+        pieces.append(replace(run, rows=rows, devices=devices, hosts=hosts, ranks=per_process))
     return pieces

@@ -366,7 +366,10 @@ def with_run_error(records: list[dict], error: ModelError) -> list[dict]:
         if isinstance(nccl, dict) and "expected_error_pct" in nccl:
             record = {**record, "nccl": {**nccl, "expected_error_pct": error.pct, "error_basis": error.basis}}
         if record.get("kind") == "crossover" and isinstance(searched, dict):
-            record = {**record, "model_error": {**searched, "baseline_pct": error.pct}}
+            # A size outside the calibrated sizes keeps the prior's error it was priced with, where larger.
+            own = searched.get("baseline_pct") if searched.get("outside_calibration") else None
+            pct = None if error.pct is None else max(error.pct, own) if isinstance(own, (int, float)) else error.pct
+            record = {**record, "model_error": {**searched, "baseline_pct": pct}}
         out.append(record)
     return out
 
