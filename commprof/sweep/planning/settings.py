@@ -168,7 +168,11 @@ def parse_axes(table: dict, key: str, problems: SweepProblems) -> tuple[Axis, ..
             settings = [s for k, v in entries if (s := _impl_setting(v, k, problems)) is not None]
             axes.append(Axis("impl", tuple(settings)))
         elif name == "env":
-            for var, values in problems.table(raw, f"{key}.env").items():
+            variables = problems.table(raw, f"{key}.env")
+            if len(axes) + len(variables) > MAX_SETTINGS:  # counted before a name is checked: one line, not 10**5
+                problems.error(key, f"more than {MAX_SETTINGS} settings (allowed: at most {MAX_SETTINGS} per point)")
+                return ()
+            for var, values in variables.items():
                 if refused := export_name_problem(var):
                     problems.error(f"{key}.env.{var}", refused)
                     continue
