@@ -20,6 +20,7 @@ from commprof.costmodel.latency import CostParams, arch_of, arch_of_gpu_name
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
 from commprof.records.files import RESULTS_FILE, read_records
+from commprof.records.folder import write_atomic
 from commprof.records.run_meta import meta_view, read_meta
 from commprof.units import format_bytes
 
@@ -259,10 +260,7 @@ def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
         f"written: {written}\n"
         f"model: {verdict.model} ({verdict.note})"
     )
-    try:
-        out.write_text(params_to_toml(params, header), encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    write_atomic(out, params_to_toml(params, header).encode("utf-8"))  # whole or not at all, never through a link
     console.print(
         f"fitted: overhead {params.overhead_us:.2f} us, per-hop "
         + ", ".join(f"{p} {v:.2f}" for p, v in params.hop_us.items())
