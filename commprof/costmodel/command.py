@@ -15,6 +15,7 @@ from commprof.costmodel.nccl_tests import gpu_name, parse_text, run_records
 from commprof.errors import UsageError
 from commprof.records import point_ids
 from commprof.records.files import (
+    META_BYTES,
     META_FILE,
     RESULTS_FILE,
     append_records,
@@ -26,6 +27,9 @@ from commprof.records.schema import Source
 from commprof.terminal import plain_console
 from commprof.textfiles import LOG_BYTES, read_text
 from commprof.units import format_bytes
+
+# The imported runs the import's table lists; meta.json lists them all.
+SHOWN_RUNS = 100
 
 
 def console_for(err: bool = False) -> Console:
@@ -104,25 +108,30 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path, ranks: int | None) -> N
         imported=imported,
         gpus=[{"name": gpu_name(d)} for d in devices],
     )
-    write_json(run_dir / META_FILE, meta)
+    write_json(run_dir / META_FILE, meta, META_BYTES)
 
     table = Table(title="imported nccl-tests runs (source: nccl-tests)")
     for column in ("point", "file:line", "collective", "ranks", "rows", "sizes", "graph", "avg busbw GB/s"):
         table.add_column(column)
-    for item in imported:
-        log = next(p for _, _, p in parsed if p.path == item["file"])
-        for run, summary in zip(log.runs, item["runs"]):
-            sizes = f"{format_bytes(run.rows[0].bytes)}-{format_bytes(run.rows[-1].bytes)}"
-            table.add_row(
-                summary["point_id"],
-                f"{Path(item['file']).name}:{run.line}",
-                run.collective,
-                str(run.ranks or "?"),
-                str(len(run.rows)),
-                sizes,
-                "yes" if run.graph else "no",
-                "" if run.avg_busbw_gbps is None else f"{run.avg_busbw_gbps:g}",
-            )
+    runs = [
+        (item, run, summary)
+        for (_, _, log), item in zip(parsed, imported)
+        for run, summary in zip(log.runs, item["runs"])
+    ]
+    for item, run, summary in runs[:SHOWN_RUNS]:  # a log of 20,000 one-row tables took a minute to draw in full
+        sizes = f"{format_bytes(run.rows[0].bytes)}-{format_bytes(run.rows[-1].bytes)}"
+        table.add_row(
+            summary["point_id"],
+            f"{Path(item['file']).name}:{run.line}",
+            run.collective,
+            str(run.ranks or "?"),
+            str(len(run.rows)),
+            sizes,
+            "yes" if run.graph else "no",
+            "" if run.avg_busbw_gbps is None else f"{run.avg_busbw_gbps:g}",
+        )
+    if len(runs) > SHOWN_RUNS:
+        table.caption = f"the first {SHOWN_RUNS} of {len(runs)} runs; meta.json's imported lists every one"
     console = console_for()
     console.print(table)
     console.print(f"wrote {run_dir} ({len(records)} records)")

@@ -20,6 +20,7 @@ from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
 from commprof.planner.plan import build_step_plan
 from commprof.records.files import (
+    META_BYTES,
     META_FILE,
     RESULTS_FILE,
     append_plan,
@@ -169,7 +170,7 @@ def simulate(
             calibration={**calibration.to_dict(), "file": calibration.source} if calibration else "nccl-prior",
             model_error=error.to_dict(),
         )
-        write_json(run_dir / META_FILE, meta)
+        write_json(run_dir / META_FILE, meta, META_BYTES)  # what `report` reads
     _print_simulation(records, topology, calibration_file, error)
     if topology.box is not None:
         from commprof.costmodel.box import transport_lines

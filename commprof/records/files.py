@@ -25,12 +25,13 @@ from commprof.records.checks import OP_STATISTICS, PLAN_COLUMNS, UnreadableLine,
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.terminal import one_line
-from commprof.textfiles import RESULTS_BYTES, read_bytes, read_text, utf8_text
+from commprof.textfiles import CONFIG_BYTES, RESULTS_BYTES, read_bytes, read_text, utf8_text
 
 RESULTS_FILE = "results.jsonl"
 # The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
 BASELINE_REPEATS_FILE = "baseline-repeats.jsonl"
 META_FILE = "meta.json"
+META_BYTES = CONFIG_BYTES  # the most of a meta.json read_meta reads: every writer checks what it writes against it
 
 
 def new_run_dir(parent: Path, label: str) -> Path:
@@ -199,10 +200,17 @@ def duplicated_measurements(records: Iterable[dict[str, Any]]) -> dict[tuple, in
     return {key: count for key, count in counts.items() if count > 1}
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one)."""
+def write_json(path: Path, data: dict[str, Any], limit: int | None = None) -> None:
+    """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one); `limit`: the
+    most bytes its reader reads, refused (UsageError naming the largest section) before anything is written."""
     tmp = Path(f"{path}.tmp")
     text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
+    if limit is not None and len(text.encode("utf-8")) + 1 > limit:
+        largest = max(data, key=lambda key: len(json.dumps(data[key], default=str)))
+        raise UsageError(
+            f"{path}: {len(text.encode('utf-8')) + 1} bytes, more than the {limit} its readers read (its largest "
+            f"section, {largest}, holds {len(json.dumps(data[largest], default=str))}); nothing was written"
+        )
     try:
         write_nofollow(tmp, (text + "\n").encode("utf-8"))
         os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
