@@ -8,15 +8,15 @@ import subprocess
 import pytest
 
 from commprof.env_names import ENGINE_SWITCHES, NCCL_TUNING, TUNING_VARIABLES, export_name_problem, is_export_name
+from commprof.errors import UsageError
 from commprof.impls.registry import engine_flag_table, engine_switch_table
 from commprof.nccl_vocab import ENV_CHECKS
-from commprof.report.analysis.engine_dispatch import TABLES
-from commprof.torch_env import FROZEN_AT_TORCH_LOAD
-from commprof.errors import UsageError
 from commprof.records.files import read_records
+from commprof.report.analysis.engine_dispatch import TABLES
 from commprof.report.analysis.words import export_line as page_export_line
 from commprof.report.exports.export_text import export_line
 from commprof.sweep.planning.config import parse_sweep
+from commprof.torch_env import FROZEN_AT_TORCH_LOAD
 from tests.report_fixtures import make_records
 
 # Each runs code when a shell sources `export NAME=...` (or the next command starts), or loads a library.
