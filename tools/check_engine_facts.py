@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,16 @@ WORLD_SIZES = {
 }
 _NAMES = {"MiB": 1 << 20, "KiB": 1 << 10}
 _OPS = {ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv, ast.Add: operator.add, ast.LShift: operator.lshift}
+# Bounds on what a wheel may hand the check: no mirrored constant is beyond 2^64 or nested past a few levels
+# (1 << (1 << 36) would take 8 GiB to hold, a 40,000-term product recurses past Python's stack), and no source file
+# a fact cites is near 64 MiB (a 3 GiB one would be read whole).
+MOST = 1 << 64
+DEPTH = 64
+MEMBER_BYTES = 64 << 20
+
+
+class Refused(Exception):
+    """A wheel, release or download the check cannot use: one line, exit 2."""
 
 
 @dataclass(frozen=True)
@@ -62,18 +73,32 @@ class Verdict:
         return f"{self.state:8} {self.fact}" + (f"  ({self.detail})" if self.detail else "")
 
 
-def literal(node: ast.AST):
-    """A constant's value: literals, MiB / KiB and * // + << over them; anything else raises ValueError."""
+def literal(node: ast.AST, depth: int = 0):
+    """A constant's value: literals, MiB / KiB and * // + << over numbers; anything else, a number beyond MOST or
+    nesting past DEPTH raises ValueError."""
+    if depth > DEPTH:
+        raise ValueError(f"nested past {DEPTH} levels")
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name) and node.id in _NAMES:
         return _NAMES[node.id]
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](literal(node.left), literal(node.right))
+        left, right = literal(node.left, depth + 1), literal(node.right, depth + 1)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right)):
+            raise ValueError(f"{type(node.op).__name__} of {type(left).__name__} and {type(right).__name__}")
+        if isinstance(node.op, ast.LShift) and not (isinstance(right, int) and 0 <= right <= 64):
+            raise ValueError(f"a shift by {str(right)[:40]}")
+        try:
+            value = _OPS[type(node.op)](left, right)
+        except (ZeroDivisionError, TypeError, OverflowError) as exc:
+            raise ValueError(str(exc)) from None
+        if abs(value) > MOST:
+            raise ValueError(f"a number beyond {MOST}")
+        return value
     if isinstance(node, ast.Dict):
-        return {literal(k): literal(v) for k, v in zip(node.keys, node.values)}
+        return {literal(k, depth + 1): literal(v, depth + 1) for k, v in zip(node.keys, node.values)}
     if isinstance(node, (ast.Tuple, ast.List)):
-        return tuple(literal(e) for e in node.elts)
+        return tuple(literal(e, depth + 1) for e in node.elts)
     raise ValueError(type(node).__name__)
 
 
@@ -154,8 +179,8 @@ def check_cite(files: dict[str, str], cite: Cite) -> Verdict:
             expected = next((v for k, v in WORLD_SIZES.items() if cite.file.endswith(k)), None)
         try:
             value = constant_value(text, mirrored)
-        except (LookupError, ValueError, TypeError, SyntaxError) as exc:
-            return Verdict("changed", fact, f"cannot read {mirrored}'s value ({exc})")
+        except (LookupError, ValueError, TypeError, SyntaxError, RecursionError, MemoryError) as exc:
+            return Verdict("changed", fact, f"cannot read {mirrored}'s value ({str(exc)[:200] or type(exc).__name__})")
         if expected is not None and _normal(value) != _normal(expected):
             return Verdict("changed", fact, f"{mirrored} is {value}, the table has {expected}")
     return Verdict("held", fact)
@@ -166,21 +191,39 @@ def _mirrored_name(cite: Cite) -> str | None:
     return match.group(1) if match and match.group(1) in MIRRORED else None
 
 
-def wheel_files(wheel: Path) -> dict[str, str]:
-    """Every text file of a wheel that a fact may cite (.py, .cuh, .cu, .h)."""
-    with zipfile.ZipFile(wheel) as archive:
-        return {
-            name: archive.read(name).decode("utf-8", "replace")
-            for name in archive.namelist()
-            if name.endswith((".py", ".cuh", ".cu", ".h"))
-        }
+def wheel_files(wheel: Path, names: set[str] | None = None) -> dict[str, str]:
+    """Every text file of a wheel that a fact may cite (.py, .cuh, .cu, .h), or only those in `names`; Refused for
+    a file that is no wheel, or a cited member past MEMBER_BYTES."""
+    files = {}
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for info in archive.infolist():
+                name = info.filename
+                if not name.endswith((".py", ".cuh", ".cu", ".h")) or (names is not None and name not in names):
+                    continue
+                with archive.open(info) as member:
+                    data = member.read(min(info.file_size, MEMBER_BYTES) + 1)  # the header may understate it
+                if len(data) > MEMBER_BYTES:
+                    raise Refused(f"{wheel}: {name} holds more than the {MEMBER_BYTES} bytes a cited source file may")
+                files[name] = data.decode("utf-8", "replace")
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as exc:
+        raise Refused(f"{wheel}: not a readable wheel ({str(exc)[:200] or type(exc).__name__})") from None
+    except zlib.error as exc:
+        raise Refused(f"{wheel}: not a readable wheel ({exc})") from None
+    return files
 
 
 def download(spec: str, into: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", spec, "-d", str(into)], check=True)
+    """`pip download --no-deps` of `spec`; Refused in one line (pip's last) where it fails: no network, no release."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--retries", "1", "--timeout", "30"]
+    done = subprocess.run([*command, spec, "-d", str(into)], capture_output=True, text=True)
+    if done.returncode != 0:
+        said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        why = re.sub(r"[\x00-\x1f\x7f]", " ", said[-1])[:300] if said else f"exit status {done.returncode}"
+        raise Refused(f"{spec}: pip download failed: {why}")
     wheels = sorted(into.glob("*.whl"))
     if not wheels:
-        raise SystemExit(f"{spec}: pip downloaded no wheel into {into}")
+        raise Refused(f"{spec}: pip downloaded no wheel into {into}")
     return wheels[0]
 
 
@@ -192,16 +235,12 @@ def facts_for(spec: str):
         key = parse_engine(spec)
         table = TABLES.get(key)
         if table is None:
-            raise SystemExit(f"{spec}: commprof has no table for it (known: {sorted(TABLES)})")
+            raise Refused(f"{spec}: commprof has no table for it (known: {sorted(TABLES)})")
         return table.cites()
     facts = next((f for (p, v), f in LIBRARIES.items() if p == name and version.startswith(v)), None)
     if facts is None:
-        raise SystemExit(f"{spec}: commprof has no facts for it (known: {sorted(LIBRARIES)})")
+        raise Refused(f"{spec}: commprof has no facts for it (known: {sorted(LIBRARIES)})")
     return facts.cites()
-
-
-def check(files: dict[str, str], spec: str) -> list[Verdict]:
-    return [check_cite(files, cite) for cite in facts_for(spec)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,9 +256,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name a release (vllm==0.34.0) or --wheel with --table")
     failed = 0
     for spec, wheel in jobs:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = wheel or download(spec, Path(tmp))
-            verdicts = check(wheel_files(path), spec)
+        try:
+            cites = facts_for(spec)
+            with tempfile.TemporaryDirectory() as tmp:
+                path = wheel or download(spec, Path(tmp))
+                verdicts = [check_cite(wheel_files(path, {c.file for c in cites}), cite) for cite in cites]
+        except Refused as exc:
+            print(f"check_engine_facts: error: {exc}", file=sys.stderr)
+            return 2
         print(f"== {spec} ({path.name}): {sum(v.state == 'held' for v in verdicts)}/{len(verdicts)} held")
         for verdict in verdicts:
             print(verdict.line())

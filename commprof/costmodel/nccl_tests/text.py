@@ -15,13 +15,16 @@ from commprof.costmodel.nccl_tests.json_file import parse_json
 from commprof.costmodel.nccl_tests.log import (
     DTYPES,
     PROGRAM,
+    LongNumber,
     ParsedLog,
     RefusedRow,
     Row,
     Run,
+    header_problem,
     latency,
     optional_float,
     size,
+    stated_count,
 )
 from commprof.errors import UsageError
 
@@ -129,7 +132,10 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
         return parse_json(text, path)
     reader = _TextReader(path)
     for number, raw in enumerate(text.splitlines(), start=1):
-        reader.read_line(number, raw)
+        try:
+            reader.read_line(number, raw)
+        except LongNumber as exc:
+            raise UsageError(f"{path}:{number}: {exc}, which no nccl-tests log states") from None
     return reader.finish()
 
 
@@ -157,7 +163,7 @@ class _TextReader:
 
     def read_line(self, number: int, raw: str) -> None:
         prefix = _PREFIX.match(raw)
-        process = int(prefix.group(1)) if prefix and prefix.group(1) is not None else None
+        process = stated_count(prefix.group(1)) if prefix and prefix.group(1) is not None else None
         line = raw[prefix.end() :].rstrip() if prefix else raw.rstrip()
         body = line.strip()
         self._note_names(body)
@@ -180,7 +186,9 @@ class _TextReader:
         """The NCCL version and the *_perf program a line states, remembered for the runs that follow."""
         if match := _TESTS_VERSION.match(body) or _NCCL_VERSION.search(body):
             text_version = match.group(1)
-            self.version = _nccl_version_from_code(int(text_version)) if text_version.isdigit() else text_version
+            self.version = (
+                _nccl_version_from_code(stated_count(text_version)) if text_version.isdigit() else text_version
+            )
             if self.run is not None and not self.run.rows:  # NCCL prints its version while the run initializes
                 self.run.nccl_version = self.version
         program_match = PROGRAM.search(body)
@@ -196,8 +204,8 @@ class _TextReader:
             line=number,
             collective=self.program,
             ranks=None,
-            nthread=int(match.group(1)),
-            ngpus=int(match.group(2)),
+            nthread=stated_count(match.group(1)),
+            ngpus=stated_count(match.group(2)),
             nccl_version=self.version,
             env=dict(self.env),
         )
@@ -205,11 +213,11 @@ class _TextReader:
         self.run = run
         rest = match.group(3)
         if m := re.search(r"graph:\s*(\d+)", rest):
-            run.graph = int(m.group(1)) > 0
+            run.graph = stated_count(m.group(1)) > 0
         if m := re.search(r"warmup iters:\s*(\d+)", rest):
-            run.warmup = int(m.group(1))
+            run.warmup = stated_count(m.group(1))
         if m := re.search(r"(?<!warmup )iters:\s*(\d+)", rest):
-            run.iterations = int(m.group(1))
+            run.iterations = stated_count(m.group(1))
         self.columns, self.in_table = None, False
 
     def _start_table(self, number: int, columns: list[str]) -> None:
@@ -228,7 +236,7 @@ class _TextReader:
             self.run.avg_busbw_gbps = optional_float(m.group(1))
             self.in_table = False
         elif m := re.match(r"#\s*Out of bounds values\s*:\s*(\d+)", body):
-            self.run.out_of_bounds = int(m.group(1))
+            self.run.out_of_bounds = stated_count(m.group(1))
 
     def _read_table_line(self, number: int, body: str, process: int | None) -> None:
         if not body or body.startswith("```"):
@@ -264,6 +272,8 @@ class _TextReader:
             if r.collective is None:
                 warnings.append(f"{path}:{r.line}: the *_perf binary is not named in the file; assumed all_reduce")
                 r.collective = "all_reduce"
+            if problem := header_problem(r):
+                raise UsageError(f"{path}:{r.line}: {problem}, which no nccl-tests run has")
         return ParsedLog(path=path, runs=runs, warnings=warnings)
 
 
