@@ -9,7 +9,7 @@ from typing import Any, TypedDict
 
 from commprof.records.schema import KernelModelFacts
 from commprof.records.validate import bounded
-from commprof.records.values import ComputeCapability, Count, Finite, NonNegative, Ranks
+from commprof.records.values import ComputeCapability, Count, ErrorPct, Finite, NonNegative, Ranks
 from commprof.records.vocab import BuildStatus, CheckStatus, FloorEvidence, FloorStatus
 
 
@@ -121,7 +121,7 @@ class MetaCalibration(TypedDict, total=False):
 class MetaModelError(TypedDict, total=False):
     """A simulation's expected error (commprof.evidence.ModelError.to_dict)."""
 
-    pct: NonNegative | None  # median |model - measured| / measured, %; None: unknown
+    pct: ErrorPct | None  # median |model - measured| / measured, %; None: unknown
     basis: str  # where that figure comes from
     boxes: str  # a calibration's "fitted on <box>, applied to <box>"
 

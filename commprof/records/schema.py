@@ -15,7 +15,17 @@ from commprof.records.nccl_facts import NcclFacts
 from commprof.records.point_ids import POINT_ID, RUN_ID
 from commprof.records.validate import bounded
 from commprof.records.values import LARGEST as _LARGEST
-from commprof.records.values import MAX_BYTES, MAX_SETTINGS, MAX_TOKENS, Bytes, Count, NonNegative, Ranks, Time
+from commprof.records.values import (
+    MAX_BYTES,
+    MAX_SETTINGS,
+    MAX_TOKENS,
+    Bytes,
+    Count,
+    ErrorPct,
+    NonNegative,
+    Ranks,
+    Time,
+)
 from commprof.records.vocab import KernelBasis
 
 SCHEMA_VERSION = 2
@@ -139,7 +149,7 @@ class KernelModelFacts(TypedDict, total=False):
     source: str  # where its figures come from
     timed: Mode  # what the published figures (or the floor model) time: graph replay or eager launches
     max_bytes: Bytes | None  # NCCL above this size (the kernel's ceiling); null: any size
-    expected_error_pct: NonNegative | None  # null: unknown, and then no predicted difference counts
+    expected_error_pct: ErrorPct | None  # null: unknown, and then no predicted difference counts
     error_basis: str  # where that error comes from
 
 
