@@ -186,7 +186,7 @@ def crossover_max_bytes_1gib(tmp):
 
 
 def sweep_env_value_nul(tmp):
-    path = _sweep_file(tmp, '[[points]]\nenv = { NCCL_SOCKET_IFNAME = "eth0\\u0000x" }\n')  # TOML's "\u0000"
+    path = _sweep_file(tmp, '[[points]]\nenv = { NCCL_ALGO = "ring\\u0000x" }\n')  # TOML's "\u0000"
     return Attack(["--sweep", str(path), "--dry-run", "--no-doctor"], sweep=True, error=r"evil\.toml: .*NUL")
 
 

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import textwrap
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,15 @@ _OPS = {
     ast.Pow: operator.pow,
 }
 _WRAPPERS = ("EnvInt", "EnvBool", "EnvFloat", "EnvStr")  # SGLang's environ.py: the default is the first argument
+# Bounds on what a wheel may hand the check: no cited constant is beyond 2^64, nested past a few levels or a range of
+# more than 2^16 items (1 << (1 << 36) would take 8 GiB to hold, a 40,000-term product recurses past Python's
+# stack), and no source file a fact cites is near 64 MiB (a 3 GiB one would be read whole).
+MOST = 1 << 64
+DEPTH = 64
+ITEMS = 1 << 16
+MEMBER_BYTES = 64 << 20
+# What reading a hostile source may raise besides a clean refusal: each becomes a "changed" verdict, never a trace.
+UNREADABLE = (ValueError, TypeError, ZeroDivisionError, OverflowError, RecursionError, MemoryError, SyntaxError)
 
 
 class ToolError(Exception):
@@ -67,36 +77,63 @@ class Verdict:
 # ---------------------------------------------------------------------------------------------- reading a source
 
 
-def literal(node: ast.AST, names: dict | None = None):
-    """A constant's value: literals, names already known (units, the module's own constants), arithmetic over them,
-    containers, set / frozenset / tuple / list / range calls and SGLang's EnvInt(x)-style wrappers; ValueError
-    otherwise."""
-    names = {**_UNITS, **(names or {})}
+def literal(node: ast.AST, names: dict | None = None, depth: int = 0):
+    """A constant's value: literals, names already known (units, the module's own constants), arithmetic over
+    numbers, containers, set / frozenset / tuple / list / range calls and SGLang's EnvInt(x)-style wrappers;
+    ValueError otherwise, and for a number beyond MOST, a range past ITEMS or nesting past DEPTH."""
+    if depth > DEPTH:
+        raise ValueError(f"nested past {DEPTH} levels")
+    names = {**_UNITS, **(names or {})} if depth == 0 else names
+
+    def inner(child: ast.AST):
+        return literal(child, names, depth + 1)
+
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name) and node.id in names:
         return names[node.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -literal(node.operand, names)
+        return -_number(inner(node.operand))
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        return _OPS[type(node.op)](literal(node.left, names), literal(node.right, names))
+        return _arithmetic(node.op, _number(inner(node.left)), _number(inner(node.right)))
     if isinstance(node, ast.Dict):
-        return {literal(k, names): literal(v, names) for k, v in zip(node.keys, node.values)}
+        return {inner(k): inner(v) for k, v in zip(node.keys, node.values)}
     if isinstance(node, (ast.Tuple, ast.List)):
-        return tuple(literal(e, names) for e in node.elts)
+        return tuple(inner(e) for e in node.elts)
     if isinstance(node, ast.Set):
-        return frozenset(literal(e, names) for e in node.elts)
+        return frozenset(inner(e) for e in node.elts)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-        args = [literal(a, names) for a in node.args]
+        args = [inner(a) for a in node.args]
         if node.func.id in _WRAPPERS and len(args) == 1:
             return args[0]
         if node.func.id in ("set", "frozenset") and len(args) <= 1:
             return frozenset(*args)
         if node.func.id in ("tuple", "list") and len(args) <= 1:
             return tuple(*args)
-        if node.func.id == "range":
-            return tuple(range(*args))
+        if node.func.id == "range" and all(isinstance(a, int) for a in args):
+            items = range(*args)
+            if len(items) > ITEMS:
+                raise ValueError(f"a range of more than {ITEMS} items")
+            return tuple(items)
     raise ValueError(f"not a literal: {ast.dump(node)[:60]}")
+
+
+def _number(value):
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ValueError(f"arithmetic on {type(value).__name__}")
+    return value
+
+
+def _arithmetic(op: ast.operator, left, right):
+    """One bounded operation: no shift or power past 64, no result past MOST."""
+    if isinstance(op, (ast.LShift, ast.Pow)) and not (isinstance(right, int) and 0 <= right <= 64):
+        raise ValueError(f"a {type(op).__name__} by {str(right)[:40]}")
+    if isinstance(op, ast.Pow) and abs(left) > MOST:
+        raise ValueError(f"a power of a number beyond {MOST}")
+    value = _OPS[type(op)](left, right)
+    if abs(value) > MOST:
+        raise ValueError(f"a number beyond {MOST}")
+    return value
 
 
 def _assignments(scope: ast.AST) -> list[tuple[int, str, ast.AST | None]]:
@@ -120,7 +157,7 @@ def module_names(tree: ast.Module) -> dict:
                 if isinstance(target, ast.Name):
                     try:
                         names[target.id] = literal(node.value, names)
-                    except (ValueError, TypeError, ZeroDivisionError):
+                    except UNREADABLE:
                         pass
     return names
 
@@ -225,6 +262,8 @@ def check_cite(files: dict[str, str], cite: Cite, recorded: dict[str, str] | Non
             tree = ast.parse(source)
         except SyntaxError as exc:
             return Verdict("changed", fact, f"{cite.file} does not parse ({exc.msg}, line {exc.lineno})")
+        except (RecursionError, MemoryError) as exc:
+            return Verdict("changed", fact, f"{cite.file} does not parse ({type(exc).__name__})")
         node = scope_node(tree, cite.function)
         if node is None:
             return Verdict("missing", fact, f"no def or class {cite.function}")
@@ -251,12 +290,17 @@ def check_cite(files: dict[str, str], cite: Cite, recorded: dict[str, str] | Non
             return Verdict("changed", fact, f"{cite.constant} is not assigned there")
         try:
             value = None if assigned[0] is None else literal(assigned[0], module_names(tree))
-        except (ValueError, TypeError, ZeroDivisionError) as exc:
-            return Verdict("changed", fact, f"cannot read {cite.constant}'s value ({exc})")
+        except UNREADABLE as exc:
+            return Verdict(
+                "changed", fact, f"cannot read {cite.constant}'s value ({str(exc)[:200] or type(exc).__name__})"
+            )
         if _normal(value) != _normal(cite.value):
             return Verdict("changed", fact, f"{cite.constant} is {_shown(value)}, the table has {_shown(cite.value)}")
     if fingerprinted(cite) and node is not None:
-        now = fingerprint(node)
+        try:
+            now = fingerprint(node)
+        except RecursionError:
+            return Verdict("changed", fact, f"its body nests too deep to fingerprint: re-read {cite.file}")
         before = (recorded or {}).get(fact_key(cite))
         if before is None:
             return Verdict("changed", fact, f"no fingerprint recorded for its body ({now}): read it, then --record")
@@ -316,31 +360,39 @@ def wheel_in(folder: Path, package: str, version: str) -> Path | None:
 
 
 def download(package: str, version: str, into: Path) -> Path:
-    """`pip download --no-deps` of one release; ToolError in one line when pip cannot (no network, no release)."""
+    """`pip download --no-deps` of one release; ToolError in one line (pip's last) where pip cannot: no network, no
+    release."""
     spec = f"{package}=={version}"
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", spec, "-d", str(into)],
-        capture_output=True,
-        text=True,
-    )
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--retries", "1", "--timeout", "30"]
+    done = subprocess.run([*command, spec, "-d", str(into)], capture_output=True, text=True)
     wheel = wheel_in(into, package, version)
     if done.returncode != 0 or wheel is None:
-        why = next((line.strip() for line in reversed(done.stderr.splitlines()) if line.strip()), "no wheel")
-        raise ToolError(f"cannot download {spec} ({why[:200]}); pass --wheels DIR holding its wheel")
+        said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        why = re.sub(r"[\x00-\x1f\x7f]", " ", said[-1])[:300] if said else f"no wheel (exit status {done.returncode})"
+        raise ToolError(f"{spec}: pip download failed: {why}; pass --wheels DIR holding its wheel")
     return wheel
 
 
-def wheel_files(wheel: Path) -> dict[str, str]:
-    """Every text file of a wheel that a fact may cite (.py, .cuh, .cu, .h)."""
+def wheel_files(wheel: Path, names: set[str] | None = None) -> dict[str, str]:
+    """Every text file of a wheel that a fact may cite (.py, .cuh, .cu, .h), or only those in `names`; ToolError for
+    a file that is no wheel, or a cited member past MEMBER_BYTES."""
+    files = {}
     try:
         with zipfile.ZipFile(wheel) as archive:
-            return {
-                name: archive.read(name).decode("utf-8", "replace")
-                for name in archive.namelist()
-                if name.endswith((".py", ".cuh", ".cu", ".h"))
-            }
-    except (OSError, zipfile.BadZipFile) as exc:
+            for info in archive.infolist():
+                name = info.filename
+                if not name.endswith((".py", ".cuh", ".cu", ".h")) or (names is not None and name not in names):
+                    continue
+                with archive.open(info) as member:
+                    data = member.read(min(info.file_size, MEMBER_BYTES) + 1)  # the header may understate it
+                if len(data) > MEMBER_BYTES:
+                    raise ToolError(f"{wheel}: {name} holds more than the {MEMBER_BYTES} bytes a cited source file may")
+                files[name] = data.decode("utf-8", "replace")
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as exc:
+        raise ToolError(f"{wheel}: not a readable wheel ({str(exc)[:200] or type(exc).__name__})") from None
+    except zlib.error as exc:
         raise ToolError(f"{wheel}: not a readable wheel ({exc})") from None
+    return files
 
 
 def read_fingerprints(path: Path) -> dict[str, dict[str, str]]:
@@ -361,10 +413,10 @@ def recorded_now(files: dict[str, str], cites: tuple[Cite, ...]) -> dict[str, st
             continue
         try:
             node = scope_node(ast.parse(files[cite.file]), cite.function)
-        except SyntaxError:
+            if node is not None:
+                found[fact_key(cite)] = fingerprint(node)
+        except UNREADABLE:
             continue
-        if node is not None:
-            found[fact_key(cite)] = fingerprint(node)
     return dict(sorted(found.items()))
 
 
@@ -408,7 +460,7 @@ def _run(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             wheel = given or (args.wheels and wheel_in(args.wheels, release.package, release.wheel_version))
             wheel = wheel or download(release.package, release.wheel_version, Path(tmp))
-            files = wheel_files(wheel)
+            files = wheel_files(wheel, {cite.file for cite in release.cites})
         if args.record:
             fingerprints[release.key] = recorded_now(files, release.cites)
         verdicts = check(files, release, fingerprints)

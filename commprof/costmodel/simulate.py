@@ -27,6 +27,7 @@ from commprof.planner.plan import build_step_plan
 from commprof.records.schema import MODES, StepRecord, step_record
 from commprof.stats import summarize
 from commprof.sweep.planning.spec import SweepPoint, SweepSpec
+from commprof.units import MAX_TIME_US
 
 # How far NCCL's uncalibrated model is from measurements: its median |error| over 8 KB-1 MB on the only 8-GPU
 # nccl-tests log at hand (docs/cost-model.md, "Measured accuracy").
@@ -325,6 +326,8 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
             op_notes.append(f"{len(outside)} op(s) {OUTSIDE} ({prices.judged.describe()}) priced by the prior")
             if op_status == "ok":
                 op_message = "; ".join(op_notes)
+        if op_status == "ok":
+            _check_predicted(op_times, topology)
         for mode in MODES:
             step_us, op_us, mode_message = None, None, op_message
             if op_status == "ok" and mode == "eager":
@@ -392,6 +395,22 @@ def graph_error(graph: GraphModel, params: CostParams, calibration_name: str) ->
         "expected_error_pct": max(error or PRIOR_ERROR_PCT, PRIOR_ERROR_PCT),
         "error_basis": GRAPH_ERROR_BASIS,
     }
+
+
+def _check_predicted(op_times: list[float], topology: Topology) -> None:
+    """UsageError where the figures predict what no step takes: a step beyond a day (a bandwidth of 1e-300), or an
+    eager op no longer than the launch a CUDA graph removes (its graph time would be 0, and every gain 0 / 0)."""
+    if sum(op_times) > MAX_TIME_US:
+        raise UsageError(
+            f"topology {topology.name}: its figures predict {sum(op_times) / 60e6:.3g} minutes for one step, beyond "
+            "any step's day: check its bandwidths and latencies"
+        )
+    if op_times and min(op_times) <= topology.launch_overhead_us:
+        raise UsageError(
+            f"topology {topology.name}: launch_overhead_us = {topology.launch_overhead_us:g} µs is at least the "
+            f"{min(op_times):.3g} µs predicted for one eager op, so a CUDA graph would remove all of it: measure "
+            "eager against graph on the box and state the difference"
+        )
 
 
 def _op_stats(plan, times: list[float]) -> dict:

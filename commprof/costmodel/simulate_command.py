@@ -19,7 +19,16 @@ from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
 from commprof.planner.plan import build_step_plan
-from commprof.records.files import META_FILE, RESULTS_FILE, append_plan, append_records, new_run_dir, write_json
+from commprof.records.files import (
+    META_BYTES,
+    META_FILE,
+    RESULTS_FILE,
+    append_plan,
+    append_records,
+    new_run_dir,
+    whole_or_removed,
+    write_json,
+)
 from commprof.shipped_files import sweep_file, sweep_option_help
 from commprof.textfiles import read_text
 
@@ -131,40 +140,41 @@ def simulate(
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
     # An op outside the calibration's judged sizes carries the prior's error over every size (the logs' all sizes).
     outside = topology.prior_error or prior_error(tp, all_sizes=True)
-    simulation = simulate_run(spec, SimulatedRun(topology, calibration, run_dir.name, graphs=graphs, prior=outside))
-    records = simulation.records
-    used = {str(r["calibration"]) for r in records if r.get("calibration")}
-    error = expected_error(
-        used, calibration.fit if calibration else None, spec.tp or topology.gpus, topology.prior_error
-    )
-    error = covering_outside(error, outside, records)  # ops outside the calibrated sizes carry the prior's error
-    append_records(run_dir / RESULTS_FILE, records)
-    append_plan(run_dir, simulation.plan)
-    meta = file_run_meta(
-        run_dir.name,
-        "simulated",
-        tp,
-        "nccl",
-        simulated=True,
-        plan={"model": spec.model, "tp": tp, "phase": spec.phase, "dtype": spec.dtype, "tokens": list(spec.tokens)},
-        sweep={
-            "path": str(sweep_file),
-            "name": spec.name,
-            "content": spec.content,
-            "sha256": spec.sha256,
-            "report": spec.report,
-        },
-        topology={"simulated": True, **topology.summary()},
-        floor=preset_floor(topology.name, topology.floor)
-        if topology.floor
-        else not_measured(
-            f"topology {topology.name} has no [floor]",
-            "add a [floor] table of published figures, each with its source, to the topology file",
-        ),
-        calibration={**calibration.to_dict(), "file": calibration.source} if calibration else "nccl-prior",
-        model_error=error.to_dict(),
-    )
-    write_json(run_dir / META_FILE, meta)
+    with whole_or_removed(run_dir):  # a full disk leaves nothing half-written
+        simulation = simulate_run(spec, SimulatedRun(topology, calibration, run_dir.name, graphs=graphs, prior=outside))
+        records = simulation.records
+        used = {str(r["calibration"]) for r in records if r.get("calibration")}
+        error = expected_error(
+            used, calibration.fit if calibration else None, spec.tp or topology.gpus, topology.prior_error
+        )
+        error = covering_outside(error, outside, records)  # ops outside the calibrated sizes carry the prior's error
+        append_records(run_dir / RESULTS_FILE, records)
+        append_plan(run_dir, simulation.plan)
+        meta = file_run_meta(
+            run_dir.name,
+            "simulated",
+            tp,
+            "nccl",
+            simulated=True,
+            plan={"model": spec.model, "tp": tp, "phase": spec.phase, "dtype": spec.dtype, "tokens": list(spec.tokens)},
+            sweep={
+                "path": str(sweep_file),
+                "name": spec.name,
+                "content": spec.content,
+                "sha256": spec.sha256,
+                "report": spec.report,
+            },
+            topology={"simulated": True, **topology.summary()},
+            floor=preset_floor(topology.name, topology.floor)
+            if topology.floor
+            else not_measured(
+                f"topology {topology.name} has no [floor]",
+                "add a [floor] table of published figures, each with its source, to the topology file",
+            ),
+            calibration={**calibration.to_dict(), "file": calibration.source} if calibration else "nccl-prior",
+            model_error=error.to_dict(),
+        )
+        write_json(run_dir / META_FILE, meta, META_BYTES)  # what `report` reads
     _print_simulation(records, topology, calibration_file, error)
     if topology.box is not None:
         from commprof.costmodel.box import transport_lines

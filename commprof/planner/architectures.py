@@ -245,27 +245,48 @@ def parse_layout(text: str) -> tuple[str, str | None, tuple[Extra, ...]]:
     return name, pattern or None, tuple(extras)
 
 
-def moe_layers(text: dict, num_layers: int) -> frozenset[int]:
-    """Which layers are MoE, by the config fields the engines read (the rest are dense MLPs)."""
-    if text.get("n_routed_experts"):
+def moe_layers(text: dict, num_layers: int, source: str) -> frozenset[int]:
+    """Which layers are MoE, by the config fields the engines read (the rest are dense MLPs); UsageError naming
+    the field where one is not what the engines compute with (a string, NaN, 0.5, where they divide by it: 0)."""
+    if _count(text, "n_routed_experts", 0, source):
         # models/deepseek_v2.py, glm4_moe.py: MoE from first_k_dense_replace on, every moe_layer_freq-th layer.
-        first = int(text.get("first_k_dense_replace") or 0)
-        every = int(text.get("moe_layer_freq") or 1)
+        first = _count(text, "first_k_dense_replace", 0, source)
+        every = _count(text, "moe_layer_freq", 1, source)
         return frozenset(i for i in range(first, num_layers) if i % every == 0)
-    if text.get("num_experts") and "first_k_dense_replace" in text:
+    if _count(text, "num_experts", 0, source) and "first_k_dense_replace" in text:
         # Kimi-Linear / Kimi-K3 (vLLM 0.34 models/kimi_k3/nvidia/model.py KimiDecoderLayer.is_moe_layer): MoE from
         # first_k_dense_replace on, every moe_layer_freq-th layer; the layers before are dense MLPs.
-        first = int(text.get("first_k_dense_replace") or 0)
-        every = int(text.get("moe_layer_freq") or 1)
+        first = _count(text, "first_k_dense_replace", 0, source)
+        every = _count(text, "moe_layer_freq", 1, source)
         return frozenset(i for i in range(first, num_layers) if i % every == 0)
-    if text.get("num_experts"):
+    if _count(text, "num_experts", 0, source):
         # models/qwen2_moe.py, qwen3_moe.py: sparse unless in mlp_only_layers, every decoder_sparse_step-th.
-        dense = set(text.get("mlp_only_layers") or ())
-        step = int(text.get("decoder_sparse_step") or 1)
-        return frozenset(i for i in range(num_layers) if i not in dense and (i + 1) % step == 0)
-    if text.get("num_local_experts"):
+        dense = text.get("mlp_only_layers") or []
+        if not isinstance(dense, list) or not all(_is_count(i, 0) for i in dense):
+            raise UsageError(f"{source}: 'mlp_only_layers' must be a list of layer indices, got {str(dense)[:40]!r}")
+        step, dense_layers = _count(text, "decoder_sparse_step", 1, source), set(dense)
+        return frozenset(i for i in range(num_layers) if i not in dense_layers and (i + 1) % step == 0)
+    if _count(text, "num_local_experts", 0, source):
         return frozenset(range(num_layers))  # Mixtral, gpt-oss: every layer
     return frozenset()
+
+
+# The largest count an MoE field may hold: more experts or layers than any model has.
+_MOST = 1 << 24
+
+
+def _is_count(value: object, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= _MOST
+
+
+def _count(text: dict, key: str, low: int, source: str) -> int:
+    """The integer config field `key` (low..2^24; absent or null: `low`, what the engines take then)."""
+    value = text.get(key)
+    if value is None:
+        return low
+    if not _is_count(value, low):
+        raise UsageError(f"{source}: {key!r} must be an integer from {low} to {_MOST}, got {str(value)[:40]!r}")
+    return value
 
 
 def hybrid_pattern(text: dict, num_layers: int, source: str) -> str:
@@ -274,7 +295,7 @@ def hybrid_pattern(text: dict, num_layers: int, source: str) -> str:
     if pattern is None and isinstance(text.get("layers_block_type"), list):
         letters = {mixer: letter for letter, mixer in HYBRID_MIXERS.items()}
         kinds = text["layers_block_type"]
-        bad = [k for k in kinds if BLOCK_TYPES.get(k) is None]
+        bad = [k for k in kinds if not isinstance(k, str) or BLOCK_TYPES.get(k) is None]
         if bad:
             raise UsageError(f"{source}: layers_block_type has {bad[0]!r} (allowed: {', '.join(BLOCK_TYPES)})")
         pattern = "".join(letters[BLOCK_TYPES[k]] for k in kinds)

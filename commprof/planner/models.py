@@ -40,6 +40,9 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # hidden 18432; Gemma 3: vocabulary 262208). A config past them is a mistake or an attack: a billion layers would make the plan
 # and every replay grow for minutes.
 SHAPE_LIMITS = {"num_layers": 2_000, "hidden_size": 1 << 17, "vocab_size": 1 << 24}
+# Every other shape field (heads, experts, widths, groups): beyond any model, and small enough that what is computed
+# from them (an MoE layer's width x its experts per token) stays a number a page can print.
+OPTIONAL_LIMIT = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,10 @@ def shape_from_config(
         value = field_value(*keys, required=False)
         if value is None or (allow_zero and value == 0 and not isinstance(value, bool)):
             return None
-        return _positive_int(value, keys[0], source)
+        value = _positive_int(value, keys[0], source)
+        if value > OPTIONAL_LIMIT:
+            raise UsageError(f"{source}: {keys[0]!r} = {value} is beyond any model (allowed: 1..{OPTIONAL_LIMIT})")
+        return value
 
     heads = optional_int("num_attention_heads", "n_head")
     kv_heads = optional_int("num_key_value_heads", "num_kv_heads", "n_head_kv")
@@ -174,7 +180,7 @@ def shape_from_config(
         if pattern is not None:
             pattern = architectures.check_pattern(pattern, values["num_layers"], source)
         rmsnorm_after, family_name = True, "--layout"
-    moe = architectures.moe_layers(merged, values["num_layers"])
+    moe = architectures.moe_layers(merged, values["num_layers"], source)
     layers = architectures.layer_sites(chosen, values["num_layers"], moe, pattern)
     quantization = merged.get("quantization_config") if isinstance(merged.get("quantization_config"), dict) else {}
     moe_width = None

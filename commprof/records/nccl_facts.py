@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from commprof.records.validate import bounded
-from commprof.records.values import Bytes, Count, Finite, Ranks
+from commprof.records.values import Bytes, Count, ErrorPct, Finite, Ranks
 from commprof.records.vocab import Severity
 
 
@@ -100,7 +100,7 @@ class NcclFacts(TypedDict, total=False):
     warnings: list[str]
     findings: list[NcclFinding]
     # simulated: the cost model's expected error and its basis, and the graph file a point ran with
-    expected_error_pct: Finite | None
+    expected_error_pct: ErrorPct | None
     error_basis: str | None
     graph: SimulatedGraph | None
     outside_calibration: OutsideCalibration | None  # simulated with a calibration: the ops it was not judged at

@@ -15,7 +15,17 @@ from commprof.records.nccl_facts import NcclFacts
 from commprof.records.point_ids import POINT_ID, RUN_ID
 from commprof.records.validate import bounded
 from commprof.records.values import LARGEST as _LARGEST
-from commprof.records.values import MAX_BYTES, MAX_TOKENS, Bytes, Count, NonNegative, Ranks, Time
+from commprof.records.values import (
+    MAX_BYTES,
+    MAX_SETTINGS,
+    MAX_TOKENS,
+    Bytes,
+    Count,
+    ErrorPct,
+    NonNegative,
+    Ranks,
+    Time,
+)
 from commprof.records.vocab import KernelBasis
 
 SCHEMA_VERSION = 2
@@ -101,7 +111,11 @@ class Point(TypedDict, total=False):
     point_id: PointId
     label: str
     impl: str  # the all-reduce implementation (commprof.impls)
-    env: dict[str, str]  # only what the point sets on top of the run's environment
+    env: bounded(
+        dict[str, str],
+        f"{{field}}: more than {MAX_SETTINGS} settings (allowed: at most {MAX_SETTINGS})",
+        max_length=MAX_SETTINGS,
+    )  # only what the point sets on top of the run's environment
     options: dict[str, Any]  # the implementation's options
     stage: Count  # the staged search's stage that produced the point
     repeat: Count  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
@@ -135,7 +149,7 @@ class KernelModelFacts(TypedDict, total=False):
     source: str  # where its figures come from
     timed: Mode  # what the published figures (or the floor model) time: graph replay or eager launches
     max_bytes: Bytes | None  # NCCL above this size (the kernel's ceiling); null: any size
-    expected_error_pct: NonNegative | None  # null: unknown, and then no predicted difference counts
+    expected_error_pct: ErrorPct | None  # null: unknown, and then no predicted difference counts
     error_basis: str  # where that error comes from
 
 

@@ -15,13 +15,16 @@ from commprof.costmodel.nccl_tests.json_file import parse_json
 from commprof.costmodel.nccl_tests.log import (
     DTYPES,
     PROGRAM,
+    LongNumber,
     ParsedLog,
     RefusedRow,
     Row,
     Run,
+    header_problem,
     latency,
     optional_float,
     size,
+    stated_count,
 )
 from commprof.errors import UsageError
 
@@ -132,7 +135,10 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
         return parse_json(text, path)
     reader = _TextReader(path)
     for number, raw in enumerate(text.splitlines(), start=1):
-        reader.read_line(number, raw)
+        try:
+            reader.read_line(number, raw)
+        except LongNumber as exc:
+            raise UsageError(f"{path}:{number}: {exc}, which no nccl-tests log states") from None
     return reader.finish()
 
 
@@ -160,7 +166,7 @@ class _TextReader:
 
     def read_line(self, number: int, raw: str) -> None:
         prefix = _PREFIX.match(raw)
-        process = int(prefix.group(1)) if prefix and prefix.group(1) is not None else None
+        process = stated_count(prefix.group(1)) if prefix and prefix.group(1) is not None else None
         line = raw[prefix.end() :].rstrip() if prefix else raw.rstrip()
         body = line.strip()
         self._note_names(body)
@@ -185,7 +191,9 @@ class _TextReader:
         """The NCCL version and the *_perf program a line states, remembered for the runs that follow."""
         if match := _TESTS_VERSION.match(body) or _NCCL_VERSION.search(body):
             text_version = match.group(1)
-            self.version = _nccl_version_from_code(int(text_version)) if text_version.isdigit() else text_version
+            self.version = (
+                _nccl_version_from_code(stated_count(text_version)) if text_version.isdigit() else text_version
+            )
             if self.run is not None and not self.run.rows:  # NCCL prints its version while the run initializes
                 self.run.nccl_version = self.version
         program_match = PROGRAM.search(body)
@@ -201,8 +209,8 @@ class _TextReader:
             line=number,
             collective=self.program,
             ranks=None,
-            nthread=int(match.group(1)),
-            ngpus=int(match.group(2)),
+            nthread=stated_count(match.group(1)),
+            ngpus=stated_count(match.group(2)),
             nccl_version=self.version,
             env=dict(self.env),
         )
@@ -210,11 +218,11 @@ class _TextReader:
         self.run = run
         rest = match.group(3)
         if m := re.search(r"graph:\s*(\d+)", rest):
-            run.graph = int(m.group(1)) > 0
+            run.graph = stated_count(m.group(1)) > 0
         if m := re.search(r"warmup iters:\s*(\d+)", rest):
-            run.warmup = int(m.group(1))
+            run.warmup = stated_count(m.group(1))
         if m := re.search(r"(?<!warmup )iters:\s*(\d+)", rest):
-            run.iterations = int(m.group(1))
+            run.iterations = stated_count(m.group(1))
         self.columns, self.in_table = None, False
 
     def _start_table(self, number: int, columns: list[str]) -> None:
@@ -238,8 +246,8 @@ class _TextReader:
         if m := re.match(r"#?\s*Avg bus bandwidth\s*:\s*(\S+)", body):
             self.run.avg_busbw_gbps = optional_float(m.group(1))
             self.in_table = False
-        elif m := re.match(r"#?\s*Out of bounds values\s*:\s*(\d+)", body):
-            self.run.out_of_bounds = int(m.group(1))
+        hosts = [run.hosts[owner]] if len(run.hosts) == count else list(run.hosts)
+        pieces.append(replace(run, rows=rows[owner], devices=devices, hosts=hosts, ranks=per_process))
 
     def _read_table_line(self, number: int, body: str, process: int | None) -> None:
         if not body or body.startswith("```"):
@@ -275,6 +283,8 @@ class _TextReader:
             if r.collective is None:
                 warnings.append(f"{path}:{r.line}: the *_perf binary is not named in the file; assumed all_reduce")
                 r.collective = "all_reduce"
+            if problem := header_problem(r):
+                raise UsageError(f"{path}:{r.line}: {problem}, which no nccl-tests run has")
         return ParsedLog(path=path, runs=runs, warnings=warnings)
 
 
@@ -290,7 +300,8 @@ def _split_interleaved(run: Run, path: str, warnings: list[str]) -> list[Run]:
     if len(tags) < 2 and not repeats:
         return [run]
     if len(tags) >= 2:
-        owners = [tags.index(row.process) if row.process is not None else 0 for row in run.rows]
+        index = {tag: i for i, tag in enumerate(tags)}
+        owners = [index[row.process] if row.process is not None else 0 for row in run.rows]
         how = "by their --tag-output ranks"
     else:
         seen: dict[int, int] = {}
@@ -305,10 +316,12 @@ def _split_interleaved(run: Run, path: str, warnings: list[str]) -> list[Run]:
         f"{path}:{run.line}: rows of {count} processes interleaved in one table (each printed its own test: "
         f"nccl-tests built without MPI=1 under mpirun?); split {how} into {count} runs of {per_process} rank(s) each"
     )
+    rows: list[list] = [[] for _ in range(count)]
+    for row, who in zip(run.rows, owners):  # one pass: a table of 20,000 rows may hold 20,000 processes
+        rows[who].append(row)
     pieces = []
     for owner in range(count):
         devices = [run.devices[owner]] if len(run.devices) == count else list(run.devices)
-        hosts = [run.hosts[owner]] if len(run.hosts) == count else list(run.hosts)
-        rows = [row for row, who in zip(run.rows, owners) if who == owner]
-        pieces.append(replace(run, rows=rows, devices=devices, hosts=hosts, ranks=per_process))
+        elif m := re.match(r"#?\s*Out of bounds values\s*:\s*(\d+)", body):
+            self.run.out_of_bounds = stated_count(m.group(1))
     return pieces

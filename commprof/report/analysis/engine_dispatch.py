@@ -49,7 +49,7 @@ def parse_engine(text: str) -> tuple[str, str]:
 def _numbers(version: str) -> tuple[int, ...]:
     parts = []
     for part in version.split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
+        digits = "".join(ch for ch in part if ch in "0123456789")[:18]  # not "²" (isdigit), not 5000 digits
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
 

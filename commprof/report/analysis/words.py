@@ -4,10 +4,9 @@ are not a tuning result, the projection's label."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
-from commprof.env_names import is_export_name
+from commprof.env_names import is_export_name, shell_value
 from commprof.report.analysis.formatting import finite, fmt_ms, fmt_pct, sentence
 from commprof.report.analysis.projection import pays_at_any_accept
 from commprof.report.analysis.run_analysis import RunAnalysis
@@ -162,7 +161,7 @@ def _recommend_notes(run: RunAnalysis) -> list[str]:
 
 def export_line(env: dict[str, str]) -> str:
     """`export A=1 B='0 0'`: the settings as one line a shell accepts."""
-    return "export " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()) if is_export_name(k))
+    return "export " + " ".join(f"{k}={shell_value(str(v))}" for k, v in sorted(env.items()) if is_export_name(k))
 
 
 def break_even_text(ratio: Any, within: bool = False, tokens: int | None = None, withdrawn: bool = False) -> str:
