@@ -246,8 +246,8 @@ class _TextReader:
         if m := re.match(r"#?\s*Avg bus bandwidth\s*:\s*(\S+)", body):
             self.run.avg_busbw_gbps = optional_float(m.group(1))
             self.in_table = False
-        hosts = [run.hosts[owner]] if len(run.hosts) == count else list(run.hosts)
-        pieces.append(replace(run, rows=rows[owner], devices=devices, hosts=hosts, ranks=per_process))
+        elif m := re.match(r"#?\s*Out of bounds values\s*:\s*(\d+)", body):
+            self.run.out_of_bounds = stated_count(m.group(1))
 
     def _read_table_line(self, number: int, body: str, process: int | None) -> None:
         if not body or body.startswith("```"):
@@ -322,6 +322,6 @@ def _split_interleaved(run: Run, path: str, warnings: list[str]) -> list[Run]:
     pieces = []
     for owner in range(count):
         devices = [run.devices[owner]] if len(run.devices) == count else list(run.devices)
-        elif m := re.match(r"#?\s*Out of bounds values\s*:\s*(\d+)", body):
-            self.run.out_of_bounds = stated_count(m.group(1))
+        hosts = [run.hosts[owner]] if len(run.hosts) == count else list(run.hosts)
+        pieces.append(replace(run, rows=rows[owner], devices=devices, hosts=hosts, ranks=per_process))
     return pieces
