@@ -80,7 +80,7 @@ EXPORTS_TIERS = (
 
 REPLAY_PARTS = (
     {"timing", "replay_tensors", "captured_ops"},  # the clocks, the tensors and the graph-mode per-op pass
-    {"spacers"},  # what the harness runs between collectives, and the arrival stamps
+    {"spacers", "agreement"},  # what the harness runs between collectives, the arrival stamps; one verdict of all ranks
     {"harness"},  # the timed, verified step replay
     {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
     {"trial"},  # one point in a fresh process group, in a worker on every rank

@@ -86,7 +86,7 @@ def _agree(
     store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float, key: str = "support"
 ) -> str | None:
     """Share each rank's verdict through the store; the first refusal (by rank) applies to all ranks."""
-    from commprof.replay.harness import gather_via_store
+    from commprof.replay.agreement import gather_via_store
 
     verdicts = gather_via_store(store, key, rank, world_size, list(verdict), timedelta(seconds=timeout_s))
     for r, (ok, reason) in enumerate(verdicts):

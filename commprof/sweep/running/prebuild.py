@@ -143,7 +143,7 @@ def failures(reports: list[dict | None]) -> dict[str, str]:
 
 def prebuild(ctx, spec, model: dict, tp: int, note: Callable[[str], None]) -> tuple[dict[str, str], list[dict]]:
     """On every controller: (build -> error of the failed builds, every node's report); builds on local rank 0."""
-    from commprof.replay.harness import gather_via_store
+    from commprof.replay.agreement import gather_via_store
 
     impls = [
         (i, o) for i, o in sweep_impls(spec) if load_impl(resolve_impl_name(i, ctx.backend)).jit_builds(ctx.backend, o)
