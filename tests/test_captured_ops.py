@@ -119,6 +119,7 @@ def _graph_op_pass(rank, world_size, device):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_graph_mode_records_carry_per_op_times_that_sum_to_about_the_step():
     result, ops = run_nccl_ranks(_graph_op_pass, 2)[0]

@@ -132,6 +132,7 @@ def test_commprofs_limits_match_the_record_and_the_installed_b12x():
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.skipif(
     torch.cuda.device_count() < 2 or torch.cuda.get_device_capability(0)[0] != 12,
     reason="needs at least 2 SM12x GPUs (b12x runs on consumer Blackwell only)",
