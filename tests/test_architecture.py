@@ -99,7 +99,7 @@ PLANNING_TIERS = (
     {"config"},  # the sweep file read into a spec
 )
 RUNNING_TIERS = (
-    {"resume", "prebuild", "run_lock", "graph_run", "memory"},
+    {"resume", "prebuild", "run_lock", "graph_run", "memory", "nccl_summary"},
     {"measure"},
     {"repeats", "crossover_run"},
     {"runner"},

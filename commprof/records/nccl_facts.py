@@ -68,8 +68,19 @@ class GraphFileCheck(TypedDict, total=False):
     evidence: list[str]  # the log lines (or facts) it rests on
 
 
+class NcclEngagement(TypedDict, total=False):
+    """Whether NCCL engaged one setting of the point (commprof.nccl_log.engagement.Engagement.to_dict)."""
+
+    variable: str  # NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS or NCCL_MAX_NCHANNELS
+    asked: str  # the point's value
+    engaged: bool | None  # None: the log cannot tell
+    why: str  # what the log shows
+    tokens_not_engaged: list[Count]  # the T whose ops ran something else (their records: "not_engaged")
+
+
 class NcclFacts(TypedDict, total=False):
-    """What NCCL did for a point, from its INFO log (commprof.sweep.running.measure.RECORD_KEYS) or the cost model."""
+    """What NCCL did for a point, from its INFO log (commprof.sweep.running.nccl_summary.RECORD_KEYS) or the cost
+    model."""
 
     version: str | None
     nranks: Ranks | None
@@ -91,3 +102,5 @@ class NcclFacts(TypedDict, total=False):
     graph: SimulatedGraph | None
     # measured: the NCCL_GRAPH_FILE the point ran with and whether NCCL loaded it
     graph_file: GraphFileCheck | None
+    # measured: whether NCCL engaged each algorithm, protocol and channel setting of the point
+    engagement: list[NcclEngagement]

@@ -48,6 +48,7 @@ Status = Literal[
     "crashed",  # a worker died: signal, abort or non-zero exit
     "unsupported",  # the implementation or mode does not apply here; message says why
     "error",  # a Python exception in the trial; message has it
+    "not_engaged",  # ran and verified, but NCCL's log shows it did not engage the point's setting; message says what
 ]
 STATUSES: tuple[Status, ...] = get_args(Status)
 # Statuses that mean "the setting does not work here"; "unsupported" only means it does not apply.
