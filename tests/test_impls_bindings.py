@@ -196,7 +196,10 @@ def test_fused_returns_norm_then_residual(monkeypatch, one_rank):
 
 def test_pcie_ipc_calls_bind_against_flashinfer():
     workspace = comm.PcieIpcAllReduceWorkspace
-    bind(workspace, **flashinfer_pcie.workspace_kwargs(group=None, max_numel=64 * 7168, dtype=torch.bfloat16))
+    kwargs = flashinfer_pcie.workspace_kwargs(
+        group=None, max_numel=64 * 7168, dtype=torch.bfloat16, tune_cache="t.json"
+    )
+    bind(workspace, **kwargs)
     args, kwargs = flashinfer_pcie.tune_args(7168, torch.bfloat16)
     bind(workspace.tune, None, *args, **kwargs)
     args, kwargs = flashinfer_pcie.prepare_args([(1, 7168), (64, 7168)], torch.bfloat16)

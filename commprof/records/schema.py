@@ -106,6 +106,7 @@ class Point(TypedDict, total=False):
     options: dict[str, Any]  # the implementation's options
     stage: Count  # the staged search's stage that produced the point
     repeat: Count  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
+    interleaved: Count  # the interleaved confirmation (interleaved.jsonl): this measurement's place in its sequence
 
 
 class Check(TypedDict, total=False):

@@ -29,7 +29,7 @@ from commprof.replay.trial import TrialRequest
 from commprof.sweep.planning.spec import SweepPoint, SweepSpec
 from commprof.sweep.running.graph_run import dump_env, graph_env, graph_refusal, loaded_graph
 from commprof.sweep.running.nccl_summary import point_nccl
-from commprof.sweep.running.prebuild import build_refusal
+from commprof.sweep.running.prebuild import build_refusal, state_dir
 
 STDERR_TAIL_LINES = 15
 NCCL_INIT_SUBSYS = "INIT,ENV,GRAPH"  # logged once, at communicator init: safe to time
@@ -65,6 +65,11 @@ class ControllerContext:
     def is_writer(self) -> bool:
         return self.rank == 0
 
+    @property
+    def shares_gpus(self) -> bool:
+        """Ranks share GPUs (--share-gpus on NCCL): a functional check, never a tuning result."""
+        return bool(self.rank_env)
+
 
 @dataclass(frozen=True)
 class SweepRun:
@@ -86,7 +91,16 @@ class PointOutcome:
     entries: list[dict[str, Any]]  # what the worker finished before it ended
 
 
-def measure_point(run: SweepRun, point: SweepPoint, again: int = 0) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Again:
+    """A point measured again: its folder under points/<id>/ ("again3", "interleaved2") and what its records'
+    point says of it ({"repeat": 3}: the baseline's drift; {"interleaved": 2}: the interleaved confirmation)."""
+
+    folder: str
+    tag: dict[str, int]
+
+
+def measure_point(run: SweepRun, point: SweepPoint, again: Again | None = None) -> list[dict[str, Any]]:
     """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records.
 
     With NCCL, the timed workers log only NCCL's init (transports, rings, channels); for a point whose
@@ -94,11 +108,11 @@ def measure_point(run: SweepRun, point: SweepPoint, again: int = 0) -> list[dict
     with TUNING on, because NCCL logs every enqueued op there and that logging would be timed with the op; a
     setting NCCL did not engage at some T makes the point's records there "not_engaged" (sweep/running/
     nccl_summary.py). With `ctx.profile`, a third untimed worker writes
-    Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz. `again` > 0: the point's
-    re-measurement number (the baseline's, for its drift), kept in points/<id>/again<n>/ and in its records' point.
+    Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz. `again`: a re-measurement, kept
+    in its own folder under points/<id>/ and tagged in its records' point.
     """
     ctx, server = run.ctx, run.server
-    parts = ("points", point.point_id, *((f"again{again}",) if again else ()))
+    parts = ("points", point.point_id, *((again.folder,) if again else ()))
     point_dir = make_folders(ctx.run_dir, *parts)
     request = trial_request(run, point, point_dir, again)
     prefix = request.store_prefix
@@ -159,14 +173,14 @@ def runs_on_nccl(point: SweepPoint, backend: str) -> bool:
     return backend == "nccl" and load_impl(resolve_impl_name(point.impl, backend)).runs_on_nccl
 
 
-def trial_request(run: SweepRun, point: SweepPoint, point_dir: Path, again: int = 0) -> TrialRequest:
+def trial_request(run: SweepRun, point: SweepPoint, point_dir: Path, again: Again | None = None) -> TrialRequest:
     """What this rank's worker gets for one point: the replay, the point, the rendezvous and where to write."""
     ctx, spec, model = run.ctx, run.spec, run.model
     iterations, warmup = spec.iterations_for(point)
-    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}" + (f"/again{again}" if again else "")
+    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}" + (f"/{again.folder}" if again else "")
     return TrialRequest(
         run_id=ctx.run_id,
-        point=point.to_dict() | ({"repeat": again} if again else {}),
+        point=point.to_dict() | (again.tag if again else {}),
         model=model,
         tp=run.tp,
         tokens=list(spec.tokens),
@@ -185,6 +199,7 @@ def trial_request(run: SweepRun, point: SweepPoint, point_dir: Path, again: int 
         result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
         timeout_s=float(spec.point_timeout_s),
         spacing=spec.spacing,
+        state_dir=str(state_dir(ctx.run_dir, point, ctx.backend, point_dir)),
     )
 
 

@@ -9,9 +9,11 @@ is and how each build went.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -50,11 +52,38 @@ def point_builds(point, backend: str) -> tuple[str, ...]:
 
 
 def build_refusal(point, backend: str, failed: dict[str, str]) -> str | None:
-    """The unsupported reason of a point whose build failed before the sweep, or None."""
+    """The unsupported reason of a point whose build or whose setting's preparation failed before the sweep, or
+    None."""
     for build in point_builds(point, backend):
         if build in failed:
             return f"building its kernels failed before the sweep ({build}): {failed[build]}"
+    key = preparation_key(point.impl, point.options)
+    if key in failed:
+        return f"its setting's preparation failed before the sweep ({preparation_of(point, backend)}): {failed[key]}"
     return None
+
+
+PREPARED = "prepared"  # under the run folder: one folder per setting with a preparation
+
+
+def preparation_of(point, backend: str) -> str | None:
+    """What a point's setting does once before its points are timed (AllReduceImpl.preparation), or None."""
+    return load_impl(resolve_impl_name(point.impl, backend)).preparation(backend, point.options)
+
+
+def preparation_key(impl: str, options: dict) -> str:
+    """A setting's prepared folder under the run folder (and its key among the failures before the sweep): the
+    implementation and a digest of its options."""
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{PREPARED}/{re.sub(r'[^A-Za-z0-9_.+-]', '_', impl)}-{digest}"
+
+
+def state_dir(run_dir: Path, point, backend: str, point_dir: Path) -> Path:
+    """Where a point's implementation keeps its library state (AllReduceImpl.state_dir): its setting's prepared
+    folder where the setting has a preparation, else the point's own."""
+    if preparation_of(point, backend) is None:
+        return point_dir / "state"
+    return run_dir / preparation_key(point.impl, point.options)
 
 
 def run_builder(
