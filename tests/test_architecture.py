@@ -80,7 +80,8 @@ EXPORTS_TIERS = (
 )
 
 REPLAY_PARTS = (
-    {"timing", "replay_tensors", "captured_ops"},  # the clocks, the tensors and the graph-mode per-op pass
+    # the clocks, the tensors, the graph-mode per-op pass, how many steps a mode runs
+    {"timing", "replay_tensors", "captured_ops", "step_counts"},
     {"spacers", "agreement"},  # what the harness runs between collectives, the arrival stamps; one verdict of all ranks
     {"harness"},  # the timed, verified step replay
     {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)

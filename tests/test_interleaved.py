@@ -102,7 +102,12 @@ def _run_with_confirmation(tmp_path: Path, candidate_factor: float, file: bool =
     base = [r for r in records if r["point_id"] == "s1-p000"]
     candidate = [r for r in records if r["point_id"] == "s1-p001"]
     lines = []
-    for order, rows, factor in ((1, base, 1.0), (2, base, 1.02), (3, candidate, 3.0 / candidate_factor), (4, base, 0.99)):
+    for order, rows, factor in (
+        (1, base, 1.0),
+        (2, base, 1.02),
+        (3, candidate, 3.0 / candidate_factor),
+        (4, base, 0.99),
+    ):
         for record in rows:
             again = json.loads(json.dumps(record))
             again["point"]["interleaved"] = order
@@ -125,7 +130,9 @@ def test_a_first_pass_gain_that_is_not_there_beside_the_baseline_is_not_exported
     assert summary["evidence"]["noise_floor_pct"] == pytest.approx(3.0, abs=0.1)
     assert "noise floor" in summary["rule"]
     assert summary["recommended"] is None or summary["recommended"]["keeps_baseline"], summary["recommended"]
-    assert "export OMP_NUM_THREADS" not in env and "Not confirmed: measured again beside the baseline, it did not" in env
+    assert (
+        "export OMP_NUM_THREADS" not in env and "Not confirmed: measured again beside the baseline, it did not" in env
+    )
 
 
 def test_a_gain_confirmed_beside_the_baseline_is_the_answer(tmp_path):

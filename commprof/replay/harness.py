@@ -28,6 +28,7 @@ from commprof.replay.agreement import agree_ranks, gather_via_store, worse_check
 from commprof.replay.captured_ops import OP_TIMING, capture_per_op, external_events_missing, time_per_op
 from commprof.replay.replay_tensors import StepTensors, Verification
 from commprof.replay.spacers import Spacer, make_arrivals, wait_per_step
+from commprof.replay.step_counts import compute_steps, per_op_warmup
 from commprof.replay.timing import START_DELAY_US, make_clock
 from commprof.stats import median, summarize, summarize_columns
 
@@ -193,7 +194,7 @@ class StepReplay:
                 torch.cuda.synchronize(self.device)
             self.last_check = self.verify()
             # The breakdown's stamps between ops cost host time: a pass of its own, never part of step_us.
-            ops_warmup = min(1, self.config.warmup)
+            ops_warmup = per_op_warmup(self.config.warmup)
             if not graph:
                 ops = self._timed_pass(graph, per_op=True, warmup=ops_warmup)
             elif self.op_graph is not None:
@@ -209,14 +210,15 @@ class StepReplay:
         """Per step, µs of the step's compute alone (every gap's, no collective, no lateness): what the
         communication is told apart from."""
         clock, samples = self.clock, []
-        for i in range(min(1, self.config.warmup) + self.config.iterations):
+        warmup = per_op_warmup(self.config.warmup)
+        for i in range(compute_steps(self.config.iterations, self.config.warmup)):
             clock.align()
             start = clock.stamp()
             for op in self.plan.ops:
                 self.spacer.compute(op.index)
             end = clock.stamp()
             clock.wait(end)
-            if i >= min(1, self.config.warmup):
+            if i >= warmup:
                 samples.append(clock.elapsed_us(start, end))
         return samples
 

@@ -83,3 +83,17 @@ def expand_axes(
         elif not any(rule.matches(SweepPoint("", "", impl, env, options)) for rule in excludes):
             kept.append((impl, env, options))
     return kept, dropped
+
+
+def sweep_impls(spec) -> list[tuple[str, dict]]:
+    """Every (implementation, options) a sweep can run: its points' and those its stages' axes add. Pure."""
+    found: dict[str, tuple[str, dict]] = {}
+    settings = [(p.impl, p.options) for p in spec.points]
+    for stage in spec.stages:
+        if stage.kind == "crossover":  # a search runs settings that ran before, or the ones it names
+            settings += [(name, {}) for name in stage.impls]
+            continue
+        settings += [(s.impl, s.options or {}) for axis in stage.axes for s in axis.settings if s.impl is not None]
+    for impl, options in settings:
+        found.setdefault(json.dumps([impl, options], sort_keys=True), (impl, dict(options)))
+    return list(found.values())

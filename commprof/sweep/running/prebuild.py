@@ -26,24 +26,11 @@ from typing import Any
 
 from commprof.impls.jit_build import FAILED
 from commprof.impls.registry import load_impl, resolve_impl_name
+from commprof.sweep.planning.points import sweep_impls
 
 # A cold build of FlashInfer's TRT-LLM comm module takes minutes on a big machine, longer on a small one.
 BUILD_TIMEOUT_S = 1800.0
 STILL_BUILDING_S = 30.0  # how often a long build says it is still going
-
-
-def sweep_impls(spec) -> list[tuple[str, dict]]:
-    """Every (implementation, options) a sweep can run: its points' and those its stages' axes add. Pure."""
-    found: dict[str, tuple[str, dict]] = {}
-    settings = [(p.impl, p.options) for p in spec.points]
-    for stage in spec.stages:
-        if stage.kind == "crossover":  # a search runs settings that ran before, or the ones it names
-            settings += [(name, {}) for name in stage.impls]
-            continue
-        settings += [(s.impl, s.options or {}) for axis in stage.axes for s in axis.settings if s.impl is not None]
-    for impl, options in settings:
-        found.setdefault(json.dumps([impl, options], sort_keys=True), (impl, dict(options)))
-    return list(found.values())
 
 
 def point_builds(point, backend: str) -> tuple[str, ...]:

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from commprof.records.folder import make_folders
+from commprof.sweep.planning.points import sweep_impls
 from commprof.sweep.planning.spec import SweepPoint
 from commprof.sweep.running.measure import SweepRun, agree, all_gather_json, point_env, run_point, trial_request
-from commprof.sweep.running.prebuild import BUILD_TIMEOUT_S, build_refusal, preparation_key, preparation_of, sweep_impls
+from commprof.sweep.running.prebuild import BUILD_TIMEOUT_S, build_refusal, preparation_key, preparation_of
 
 PREPARE_TIMEOUT_S = BUILD_TIMEOUT_S  # a cold CuTe compile or a tuning run takes minutes
 
