@@ -257,16 +257,20 @@ class StepReplay:
         torch.cuda.synchronize(self.device)
 
     def capture_op_pass(self) -> str | None:
-        """Capture the graph-mode per-op pass (after the step graph was verified: its outputs are replaced);
-        None when captured, else why its per-op times are not measured."""
+        """Capture the graph-mode per-op pass (after the step graph was verified); None when captured, else why its
+        per-op times are not measured. The step graph's outputs stay the ones checked: its last timed replay is
+        verified, and an out-of-place kernel's captured outputs are the step graph's own."""
         missing = external_events_missing()
         if missing is not None:
             return missing
+        step_outputs = list(self.tensors.outputs)
         try:
             self.op_graph, self.op_stamps = capture_per_op(self)
         except Exception as exc:  # the step's own graph stands; only its per-op split is lost
             self.op_graph = None
             return f"not measured: the per-op capture failed: {_one_line(exc)}"
+        finally:
+            self.tensors.outputs = step_outputs
         return None
 
     def gather_samples(self, steps: list[float], ops: list[list[float]] | None):
