@@ -14,7 +14,7 @@ from commprof.replay.step_counts import PROFILED_STEPS, compute_steps, steps_per
 from commprof.sweep.planning import crossover as cx
 from commprof.sweep.planning import interleave
 from commprof.sweep.planning.gate import inert_variables
-from commprof.sweep.planning.points import option_text, sweep_impls
+from commprof.sweep.planning.points import option_text, preparation, sweep_impls
 from commprof.sweep.planning.spec import CrossoverStage, Stage, StageSpec, SweepPoint, SweepSpec, SweepTooLarge
 from commprof.terminal import one_line
 
@@ -130,12 +130,8 @@ def runs_on_nccl(impl: str, backend: str) -> bool:
 
 
 def preparations(spec: SweepSpec, backend: str) -> int:
-    """Settings of the sweep prepared before their points (AllReduceImpl.preparation), one worker set each."""
-    return sum(
-        1
-        for impl, options in sweep_impls(spec)
-        if load_impl(resolve_impl_name(impl, backend)).preparation(backend, options)
-    )
+    """Settings of the sweep prepared before their points here (points.preparation), one worker set each."""
+    return sum(1 for impl, options in sweep_impls(spec) if preparation(impl, options, backend))
 
 
 def runnable_combinations(stage: StageSpec, backend: str) -> int:

@@ -97,3 +97,16 @@ def sweep_impls(spec) -> list[tuple[str, dict]]:
     for impl, options in settings:
         found.setdefault(json.dumps([impl, options], sort_keys=True), (impl, dict(options)))
     return list(found.values())
+
+
+def preparation(impl: str, options: dict, backend: str) -> str | None:
+    """What a setting does once before its points are timed (AllReduceImpl.preparation), in words; None: nothing,
+    or its library is not installed here (its points are refused with the install command, in no time)."""
+    from commprof.impls.registry import load_impl, resolve_impl_name
+    from commprof.versions import installed_version
+
+    cls = load_impl(resolve_impl_name(impl, backend))
+    what = cls.preparation(backend, options)
+    if what is None or (cls.library is not None and installed_version(cls.library) is None):
+        return None
+    return what

@@ -26,7 +26,7 @@ from typing import Any
 
 from commprof.impls.jit_build import FAILED
 from commprof.impls.registry import load_impl, resolve_impl_name
-from commprof.sweep.planning.points import sweep_impls
+from commprof.sweep.planning.points import preparation, sweep_impls
 
 # A cold build of FlashInfer's TRT-LLM comm module takes minutes on a big machine, longer on a small one.
 BUILD_TIMEOUT_S = 1800.0
@@ -54,8 +54,8 @@ PREPARED = "prepared"  # under the run folder: one folder per setting with a pre
 
 
 def preparation_of(point, backend: str) -> str | None:
-    """What a point's setting does once before its points are timed (AllReduceImpl.preparation), or None."""
-    return load_impl(resolve_impl_name(point.impl, backend)).preparation(backend, point.options)
+    """What a point's setting does once before its points are timed (points.preparation), or None."""
+    return preparation(point.impl, point.options, backend)
 
 
 def preparation_key(impl: str, options: dict) -> str:

@@ -2,7 +2,8 @@
 FlashInfer's tuning, b12x's compilation) prepared once, in a worker set of its own on every rank and under a limit of
 its own, never a point's; what it leaves in the setting's folder (prepared/<setting>/, AllReduceImpl.state_dir) is
 what the setting's points load. A preparation that fails makes the setting's points unsupported with its error,
-without starting their workers; one whose implementation does not run here is left to the points' own gate."""
+without starting their workers; one whose library is not installed (points.preparation), or whose implementation
+the workers' gate refuses here, is left to the points' own gate."""
 
 from __future__ import annotations
 
