@@ -263,7 +263,7 @@ def test_the_real_floor_refusal_without_two_gpus_is_judged_a_pass():
 
 
 def test_a_knob_nccl_did_not_engage_still_has_its_capture_verdict():
-    """"not_engaged" replaces only an ok graph record (captured, replayed, verified): the capture verdict stands."""
+    """A not_engaged record replaces only an ok one (captured, replayed, verified): the capture verdict stands."""
     from commprof.gpu_smoke.verdicts import PASS as V_PASS
     from commprof.gpu_smoke.verdicts import capture_verdict
 
