@@ -177,8 +177,8 @@ def confirmed_choice(
 
 def _unconfirmed(first: NcclChoice, interleaved: Interleaved) -> NcclChoice:
     """Nothing confirmed: the first pass's fastest, shown with its numbers beside the baseline where it was
-    measured there, never recommended."""
-    if first.fastest is None:
+    measured there, never recommended; the first pass's own verdict where it found no gain to confirm."""
+    if first.fastest is None or first.beyond_uncertainty is not True:
         return first
     fastest, base, total = first.fastest.copy(), first.baseline, first.baseline_total_us
     confirmation = interleaved.of(str(fastest["point_id"]))
