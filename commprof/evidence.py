@@ -245,6 +245,31 @@ class Evidence:
 
 # ------------------------------------------------------------- rules two stages share (search and report, simulate)
 
+# How measurements of one point become one figure and a margin: the sweep (which points it confirms) and the report
+# (the drift band, the noise floor) read a point measured again the same way.
+
+
+def measurement_total(records: list[dict], mode: str, tokens: set[int]) -> tuple[float, float | None] | None:
+    """(step median, p90) of one measurement of a point summed over `tokens`, as every verdict sums T; None unless
+    every T is ok in `mode` (p90 None where a record lacks it)."""
+    rows = {
+        r.get("tokens"): r for r in records if r.get("mode") == mode and r.get("status") == "ok" and r.get("step_us")
+    }
+    if not tokens or set(rows) != tokens or any(rows[t]["step_us"].get("median") is None for t in tokens):
+        return None
+    stats = [rows[t]["step_us"] for t in sorted(tokens)]
+    p90s = [s.get("p90") for s in stats]
+    return sum(float(s["median"]) for s in stats), None if None in p90s else sum(float(p) for p in p90s)
+
+
+def spread_pct(totals: list[float]) -> float | None:
+    """(largest - smallest) / smallest of measurements of one thing, %: their drift band over a run, or, for two
+    consecutive ones, the noise between them; None: fewer than two, or one not positive."""
+    if len(totals) < 2 or min(totals) <= 0:
+        return None
+    return 100.0 * (max(totals) - min(totals)) / min(totals)
+
+
 # What makes a crossover: a sustained run of wins, at least SUSTAINED consecutive measured sizes, so one lucky
 # size does not move it. The search that finds it and the report that reads it back both use these.
 SUSTAINED = 2  # consecutive wins that make a crossover

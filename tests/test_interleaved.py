@@ -147,3 +147,17 @@ def test_a_run_whose_confirmation_found_nothing_to_confirm_exports_nothing(tmp_p
     (run / INTERLEAVED_FILE).write_text("")
     summary, env = _summary(run, tmp_path / "out")
     assert summary["interleaved"]["confirmations"] == [] and "export OMP_NUM_THREADS" not in env
+
+
+def test_a_gain_inside_the_baselines_drift_so_far_is_no_candidate():
+    spec = parse_sweep(SWEEP)
+    base, knob = spec.points[0], spec.points[1]
+    results = [_step(p.point_id, t, m, env=p.env) for p, m in ((base, 100.0), (knob, 70.0)) for t in (1, 4)]
+    assert [p.point_id for p in interleave.candidates(spec, results)] == [knob.point_id]
+    # the baseline measured again at 150: a 50 % band, which a 30 % gain does not clear
+    repeats = [
+        {**_step(base.point_id, t, 150.0), "point": {**_step(base.point_id, t, 0)["point"], "repeat": 1}}
+        for t in (1, 4)
+    ]
+    assert interleave.baseline_drift_pct(spec, results, repeats, "eager") == pytest.approx(50.0)
+    assert interleave.candidates(spec, results, repeats) == []

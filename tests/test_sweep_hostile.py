@@ -53,9 +53,9 @@ def test_nan_results_hostile_labels_and_leftover_helpers_are_dealt_with_and_the_
     (nan,) = [r for r in records if r["status"] == "wrong"]
     assert nan["check"]["non_finite"] > 0 and "NaN/Inf" in nan["message"]
     assert MARKUP in out.stdout
-    assert "6 points will run in stage 0, up to 6 in all; estimated" in out.stderr, out.stderr[
-        :2000
-    ]  # before the first point
+    assert (
+        "6 points will run in stage 0, up to 6 in all, then up to 8 measurements confirming the answer" in out.stderr
+    ), out.stderr[:2000]  # before the first point
     report = tmp_path / "report"
     assert main(["report", str(only_run_dir(tmp_path / "runs")), "--out", str(report)]) == 0
     shell = subprocess.run(

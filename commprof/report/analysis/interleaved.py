@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from commprof.evidence import measurement_total, spread_pct
 from commprof.report.analysis.formatting import fmt_ms
 
 
@@ -71,17 +72,6 @@ class Interleaved:
         }
 
 
-def _totals(records: list[dict[str, Any]], mode: str, tokens: set[int]) -> tuple[float, float] | None:
-    """(median, p90) of one measurement summed over `tokens`; None unless every T is ok in `mode`."""
-    rows = {r["tokens"]: r for r in records if r.get("mode") == mode and r.get("status") == "ok" and r.get("step_us")}
-    if not tokens or set(rows) != tokens:
-        return None
-    stats = [rows[t]["step_us"] for t in sorted(tokens)]
-    if any(s.get("median") is None or s.get("p90") is None for s in stats):
-        return None
-    return sum(float(s["median"]) for s in stats), sum(float(s["p90"]) for s in stats)
-
-
 def interleaved(records: list[dict[str, Any]], mode: str, tokens: set[int]) -> Interleaved:
     """The confirmation of interleaved.jsonl's `records` in `mode` over `tokens` (the run's T). The sequence starts
     with the baseline (A, A, ...): its point id tells each later measurement's role."""
@@ -93,18 +83,14 @@ def interleaved(records: list[dict[str, Any]], mode: str, tokens: set[int]) -> I
     if not orders:
         return Interleaved(mode, None, (), (), None)
     baseline_id = str(by_order[orders[0]][0].get("point_id"))
-    measured = {order: _totals(by_order[order], mode, tokens) for order in orders}
+    measured = {order: measurement_total(by_order[order], mode, tokens) for order in orders}
     base_orders = [o for o in orders if str(by_order[o][0].get("point_id")) == baseline_id]
     base = [measured[o][0] if measured[o] else None for o in base_orders]
-    spreads = [
-        100.0 * abs(a - b) / min(a, b)
-        for a, b in zip(base, base[1:])
-        if a is not None and b is not None and min(a, b) > 0
-    ]
-    floor = max(spreads) if spreads else None
+    spreads = [spread_pct([a, b]) for a, b in zip(base, base[1:]) if a is not None and b is not None]
+    floor = max((s for s in spreads if s is not None), default=None)
     confirmations = []
     for order in orders:
-        if order in base_orders or measured[order] is None:
+        if order in base_orders or measured[order] is None or measured[order][1] is None:
             continue
         before = [o for o in base_orders if o < order]
         after = [o for o in base_orders if o > order]

@@ -11,7 +11,7 @@ side of it and the noise floor the consecutive baselines span.
 
 from __future__ import annotations
 
-from commprof.evidence import MEASURED, Evidence
+from commprof.evidence import MEASURED, Evidence, measurement_total, spread_pct
 from commprof.sweep.planning.spec import SweepPoint, SweepSpec
 from commprof.sweep.planning.staging import rank_points
 
@@ -32,18 +32,32 @@ def report_baseline(spec: SweepSpec) -> SweepPoint:
     return next((p for p in spec.points if p.point_id == wanted), spec.points[0])
 
 
-def candidates(spec: SweepSpec, results: list[dict], interconnect: str = "pcie") -> list[SweepPoint]:
+def baseline_drift_pct(spec: SweepSpec, results: list[dict], repeats: list[dict], mode: str) -> float | None:
+    """The baseline's drift band so far (evidence.spread_pct): its first measurement and its repeats
+    (baseline-repeats.jsonl), each summed over T; None: measured once."""
+    baseline, tokens = report_baseline(spec), set(spec.tokens)
+    measurements = [[r for r in results if r.get("point_id") == baseline.point_id]]
+    by_repeat: dict[int, list[dict]] = {}
+    for record in repeats:
+        by_repeat.setdefault(int((record.get("point") or {}).get("repeat", 0)), []).append(record)
+    totals = [measurement_total(m, mode, tokens) for m in (*measurements, *by_repeat.values())]
+    return spread_pct([t[0] for t in totals if t is not None])
+
+
+def candidates(
+    spec: SweepSpec, results: list[dict], repeats: list[dict] = (), interconnect: str = "pcie"
+) -> list[SweepPoint]:
     """The points that could become the answer, fastest first: every ranked point (staging.rank_points, summed over
     T as the report sums them) other than the baseline that is not a fused kind (those are judged against their
-    unfused reference) and beats the baseline by the measured-noise rule (evidence.Evidence.beats) on the
-    sweep's own numbers; at most MAX_CANDIDATES."""
+    unfused reference) and beats the baseline by the report's measured rule (evidence.Evidence.beats, with the
+    baseline's drift band so far from its `repeats`) on the sweep's own numbers; at most MAX_CANDIDATES."""
     baseline = report_baseline(spec)
     ranked = rank_points(results, spec.tokens, "sum", interconnect)
     base = next((r for r in ranked if r.point.key() == baseline.key()), None)
     if base is None:
         return []
     fused = {r.get("point_id") for r in results if r.get("fused_rmsnorm")}
-    rule = Evidence(MEASURED)
+    rule = Evidence(MEASURED, drift_pct=baseline_drift_pct(spec, results, list(repeats), base.mode))
     found = []
     for item in ranked:
         if item.point.key() == baseline.key() or item.point.point_id in fused or item.p90_us is None:

@@ -5,7 +5,7 @@ GPUs (--share-gpus) make a functional check that never recommends: nothing is co
 
 from __future__ import annotations
 
-from commprof.records.files import INTERLEAVED_FILE, RESULTS_FILE, append_records, read_records
+from commprof.records.files import BASELINE_REPEATS_FILE, INTERLEAVED_FILE, RESULTS_FILE, append_records, read_records
 from commprof.sweep.planning import interleave
 from commprof.sweep.planning.spec import SweepPoint
 from commprof.sweep.running.measure import Again, SweepRun, all_gather_json, measure_point, point_status
@@ -17,7 +17,11 @@ def confirm(run: SweepRun, progress, shared_gpus: bool = False) -> None:
     path = ctx.run_dir / INTERLEAVED_FILE
     plan = None
     if ctx.is_writer:
-        found = [] if shared_gpus else interleave.candidates(spec, read_records(ctx.run_dir / RESULTS_FILE))
+        repeats = ctx.run_dir / BASELINE_REPEATS_FILE
+        found = []
+        if not shared_gpus:
+            again = read_records(repeats) if repeats.exists() else []
+            found = interleave.candidates(spec, read_records(ctx.run_dir / RESULTS_FILE), again)
         order = interleave.sequence(interleave.report_baseline(spec), found)
         start = max((int(r["point"].get("interleaved", 0)) for r in read_records(path)), default=0)
         plan = {"points": [p.to_dict() for p in order], "start": start}
