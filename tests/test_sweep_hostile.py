@@ -40,7 +40,8 @@ def test_nan_results_hostile_labels_and_leftover_helpers_are_dealt_with_and_the_
     helpers = [int(pid) for pid in pids.read_text().split()]
     try:
         assert out.returncode == 0, out.stderr[-3000:]
-        assert len(helpers) == 2 and not any(_alive(pid) for pid in helpers)  # each rank's helper ended with its point
+        # each rank's helper ended with its point (twice where the confirmation measured the point again)
+        assert len(helpers) in (2, 4) and not any(_alive(pid) for pid in helpers)
     finally:
         for pid in helpers:
             if _alive(pid):
