@@ -60,12 +60,12 @@ def candidates(
     rule = Evidence(MEASURED, drift_pct=baseline_drift_pct(spec, results, list(repeats), base.mode))
     found = []
     for item in ranked:
+        if len(found) >= MAX_CANDIDATES:
+            break
         if item.point.key() == baseline.key() or item.point.point_id in fused or item.p90_us is None:
             continue
         if rule.beats(item.score_us, sum(item.p90_us.values()), base.score_us) is True:
             found.append(item.point)
-        if len(found) == MAX_CANDIDATES:
-            break
     return found
 
 
