@@ -408,6 +408,8 @@ def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str, on_n
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds / 60:.2f} min"
     return f"{seconds / 60:.1f} min" if seconds < 6000 else f"{seconds / 3600:,.0f} h"
 
 
