@@ -109,3 +109,32 @@ def test_only_a_point_of_nccls_own_all_reduce_pays_the_logging_worker():
     assert nccl - kernel == pytest.approx(ASSUMED.overhead_s + 3 * 2 * 2 * ASSUMED_STEP_MS / 1000.0)
     assert runs_on_nccl("default", "nccl") and runs_on_nccl("nccl+rmsnorm", "nccl")
     assert not runs_on_nccl("flashinfer-pcie-ipc", "nccl") and not runs_on_nccl("default", "gloo")
+
+
+def test_a_crossover_size_is_checked_then_timed_once():
+    """One size of a crossover round: the checked first step and one timed pass with its per-op pass, as many
+    all-reduce calls as steps_per_mode counts (it was timed twice)."""
+    import torch
+    import torch.distributed as dist
+
+    from commprof.impls.torch_dist import TorchAllReduce
+    from commprof.replay.size_timing import SizeTiming, size_plan, time_size
+    from commprof.replay.step_counts import steps_per_mode
+
+    class Counting(TorchAllReduce):
+        calls = 0
+
+        def all_reduce(self, x):
+            Counting.calls += 1
+            return super().all_reduce(x)
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        impl = Counting({})
+        impl.setup(dist.group.WORLD, size_plan(4096, 1), torch.device("cpu"))
+        timed = time_size(impl, 4096, dist.group.WORLD, torch.device("cpu"), SizeTiming(rounds=3, warmup=1))
+    finally:
+        dist.destroy_process_group()
+    assert timed.status == "ok" and timed.time_us > 0
+    reductions = sum(1 for op in size_plan(4096, 1).ops if op.collective == "all_reduce")
+    assert Counting.calls == steps_per_mode(3, 1) * reductions
