@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from commprof.impls.base import AllReduceImpl
 from commprof.impls.registry import BACKEND_IMPLS, load_impl, resolve_impl_name, unfused_reference
 from commprof.replay.size_timing import CROSSOVER_LAYERS
 from commprof.replay.step_counts import PROFILED_STEPS, compute_steps, steps_per_mode
@@ -130,8 +131,19 @@ def runs_on_nccl(impl: str, backend: str) -> bool:
 
 
 def preparations(spec: SweepSpec, backend: str) -> int:
-    """Settings of the sweep prepared before their points here (points.preparation), one worker set each."""
+    """Settings of the sweep prepared before their points here (points.preparation), one worker set each. A
+    sweep whose points' implementations have no preparation at all (a million points of NCCL variables) is not
+    walked point by point."""
+    impls = {p.impl for p in spec.points}
+    if not spec.stages and not any(_has_preparation(impl, backend) for impl in impls):
+        return 0
     return sum(1 for impl, options in sweep_impls(spec) if preparation(impl, options, backend))
+
+
+def _has_preparation(impl: str, backend: str) -> bool:
+    """Whether an implementation defines a preparation at all (for some options)."""
+    cls = load_impl(resolve_impl_name(impl, backend))
+    return cls.preparation.__func__ is not AllReduceImpl.preparation.__func__
 
 
 def runnable_combinations(stage: StageSpec, backend: str) -> int:
@@ -156,15 +168,18 @@ def stage_runnable_points(stage: Stage, backend: str) -> int:
     return stage.top_k * per_candidate + int(stage.include_baseline)
 
 
-def estimate_seconds(spec: SweepSpec, cost: StepCost, running: int, backend: str, on_nccl: int | None = None) -> float:
+def estimate_seconds(
+    spec: SweepSpec, cost: StepCost, running: int, backend: str, on_nccl: int | None = None, prepared: int | None = None
+) -> float:
     """Wall time of `running` stage-0 points (`on_nccl` of them NCCL's own all-reduce; None: all), the stages'
-    runnable points, the interleaved confirmation and the settings' preparations, each at its upper bound."""
+    runnable points, the interleaved confirmation and the settings' preparations (`prepared`: how many; None:
+    counted here), each at its upper bound."""
     nccl = running if on_nccl is None else on_nccl
     total = nccl * point_seconds(spec, cost, spec.iterations, spec.warmup)
     total += (running - nccl) * point_seconds(spec, cost, spec.iterations, spec.warmup, on_nccl=False)
     confirming = interleave.measurements(interleave.MAX_CANDIDATES)
     total += confirming * point_seconds(spec, cost, spec.iterations, spec.warmup)
-    total += preparations(spec, backend) * cost.overhead_s
+    total += (preparations(spec, backend) if prepared is None else prepared) * cost.overhead_s
     for stage in spec.stages:
         if stage.kind == "crossover":
             total += crossover_seconds(spec, stage, cost, backend)
@@ -374,7 +389,8 @@ def _row(lead: str, row: tuple[str, ...], widths: list[int]) -> str:
 def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str, on_nccl: int | None = None) -> list[str]:
     """How many points will run and how long they should take, then what the estimate rests on (`on_nccl`: the
     running points whose all-reduce is NCCL's own, which fork NCCL's logging worker; None: all of them)."""
-    seconds = estimate_seconds(spec, cost, running, backend, on_nccl)
+    prepared = preparations(spec, backend)
+    seconds = estimate_seconds(spec, cost, running, backend, on_nccl, prepared)
     searches = 0
     for stage in spec.stages:
         if stage.kind == "crossover":
@@ -388,7 +404,6 @@ def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str, on_n
         bandwidth = ASSUMED_ALGBW_GBPS.get(backend, ASSUMED_ALGBW_GBPS["gloo"])
         basis += f"; a crossover size's bytes at an assumed {bandwidth:g} GB/s ({backend}, not measured here)"
     confirming = interleave.measurements(interleave.MAX_CANDIDATES)
-    prepared = preparations(spec, backend)
     counts = (
         f"{running} point{'s' if running != 1 else ''} will run in stage 0, up to "
         f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}, then up to "

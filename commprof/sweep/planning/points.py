@@ -87,7 +87,7 @@ def expand_axes(
 
 def sweep_impls(spec) -> list[tuple[str, dict]]:
     """Every (implementation, options) a sweep can run: its points' and those its stages' axes add. Pure."""
-    found: dict[str, tuple[str, dict]] = {}
+    found: dict[object, tuple[str, dict]] = {}
     settings = [(p.impl, p.options) for p in spec.points]
     for stage in spec.stages:
         if stage.kind == "crossover":  # a search runs settings that ran before, or the ones it names
@@ -95,7 +95,11 @@ def sweep_impls(spec) -> list[tuple[str, dict]]:
             continue
         settings += [(s.impl, s.options or {}) for axis in stage.axes for s in axis.settings if s.impl is not None]
     for impl, options in settings:
-        found.setdefault(json.dumps([impl, options], sort_keys=True), (impl, dict(options)))
+        try:  # hashable option values (every built-in's): no text per point, which a million points would pay
+            key: object = (impl, frozenset(options.items())) if options else impl
+        except TypeError:
+            key = json.dumps([impl, options], sort_keys=True)
+        found.setdefault(key, (impl, dict(options)))
     return list(found.values())
 
 
