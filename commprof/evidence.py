@@ -87,6 +87,15 @@ class Evidence:
     # measured: how far the baseline moved between its measurements over the run (its drift band, % of its
     # fastest); None: measured once, no drift known. A gain must exceed it as well as noise.
     drift_pct: float | None = None
+    # measured: the noise floor of the run's interleaved confirmation (the largest spread of consecutive
+    # measurements of the baseline, the A/A control first, % of the faster); None: the run made none. A gain
+    # must exceed it as well.
+    noise_floor_pct: float | None = None
+
+    @property
+    def margin_pct(self) -> float:
+        """How far below the baseline's median a measured p90 must lie: the larger of drift and noise floor."""
+        return max(self.drift_pct or 0.0, self.noise_floor_pct or 0.0)
 
     @property
     def simulated(self) -> bool:
@@ -141,12 +150,19 @@ class Evidence:
     def rule(self) -> str:
         """The rule the verdicts follow, with this run's figures."""
         if not self.simulated:
-            if self.drift_pct is None:
-                return NOISE_RULE
-            return (
-                f"{NOISE_RULE}; and by more than the baseline's drift over the run (±{self.drift_pct:.1f} %: the "
-                "point's p90 below the baseline's median lowered by the drift)"
-            )
+            rule = NOISE_RULE
+            if self.drift_pct is not None:
+                rule += (
+                    f"; and by more than the baseline's drift over the run (±{self.drift_pct:.1f} %: the "
+                    "point's p90 below the baseline's median lowered by the drift)"
+                )
+            if self.noise_floor_pct is not None:
+                rule += (
+                    f"; and by more than the noise floor of the baseline measured again beside the answer "
+                    f"(±{self.noise_floor_pct:.1f} %, the A/A control: the point's p90 below the baseline's "
+                    "median lowered by it)"
+                )
+            return rule
         error = self.model_error
         if error is None or error.pct is None:
             return (
@@ -178,7 +194,7 @@ class Evidence:
         if not self.simulated:
             if not (math.isfinite(p90) and math.isfinite(reference)):
                 return None
-            return p90 < reference * (1.0 - (self.drift_pct or 0.0) / 100.0)
+            return p90 < reference * (1.0 - self.margin_pct / 100.0)
         if not (math.isfinite(median) and math.isfinite(reference)):
             return None
         if errors is not None:
@@ -201,6 +217,7 @@ class Evidence:
             "calibration_boxes": self.model_error.boxes if self.model_error else None,
             "origin": list(self.origin),
             "drift_pct": self.drift_pct,
+            "noise_floor_pct": self.noise_floor_pct,
             "rule": self.rule,
         }
 
@@ -227,6 +244,31 @@ class Evidence:
 
 
 # ------------------------------------------------------------- rules two stages share (search and report, simulate)
+
+# How measurements of one point become one figure and a margin: the sweep (which points it confirms) and the report
+# (the drift band, the noise floor) read a point measured again the same way.
+
+
+def measurement_total(records: list[dict], mode: str, tokens: set[int]) -> tuple[float, float | None] | None:
+    """(step median, p90) of one measurement of a point summed over `tokens`, as every verdict sums T; None unless
+    every T is ok in `mode` (p90 None where a record lacks it)."""
+    rows = {
+        r.get("tokens"): r for r in records if r.get("mode") == mode and r.get("status") == "ok" and r.get("step_us")
+    }
+    if not tokens or set(rows) != tokens or any(rows[t]["step_us"].get("median") is None for t in tokens):
+        return None
+    stats = [rows[t]["step_us"] for t in sorted(tokens)]
+    p90s = [s.get("p90") for s in stats]
+    return sum(float(s["median"]) for s in stats), None if None in p90s else sum(float(p) for p in p90s)
+
+
+def spread_pct(totals: list[float]) -> float | None:
+    """(largest - smallest) / smallest of measurements of one thing, %: their drift band over a run, or, for two
+    consecutive ones, the noise between them; None: fewer than two, or one not positive."""
+    if len(totals) < 2 or min(totals) <= 0:
+        return None
+    return 100.0 * (max(totals) - min(totals)) / min(totals)
+
 
 # What makes a crossover: a sustained run of wins, at least SUSTAINED consecutive measured sizes, so one lucky
 # size does not move it. The search that finds it and the report that reads it back both use these.

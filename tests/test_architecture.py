@@ -66,7 +66,8 @@ ANALYSIS_TIERS = (
     {"engine_sglang", "engine_vllm", "engine_switch_rules"},  # the engines' tables
     {"engine_dispatch"},  # the engines' dispatch order per version
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
-    {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},
+    {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"}
+    | {"interleaved"},
     {"ranking", "projection", "heatmap", "costmodel_check", "observed", "tuner_rules"},
     {"choices", "nccl_choice"},  # table 1's rows; the chooser of the answer's NCCL environment
     {"run_analysis"},  # the front door
@@ -83,8 +84,9 @@ EXPORTS_TIERS = (
 )
 
 REPLAY_PARTS = (
-    {"timing", "replay_tensors", "captured_ops"},  # the clocks, the tensors and the graph-mode per-op pass
-    {"spacers"},  # what the harness runs between collectives, and the arrival stamps
+    # the clocks, the tensors, the graph-mode per-op pass, how many steps a mode runs
+    {"timing", "replay_tensors", "captured_ops", "step_counts"},
+    {"spacers", "agreement"},  # what the harness runs between collectives, the arrival stamps; one verdict of all ranks
     {"harness"},  # the timed, verified step replay
     {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
     {"trial"},  # one point in a fresh process group, in a worker on every rank
@@ -99,13 +101,14 @@ PLANNING_TIERS = (
     {"spec", "crossover", "graph_axis"},  # the parsed sweep; the crossover search; the graph axis
     {"points", "settings"},  # the points; what a point sets
     {"gate", "staging"},  # what a launch refuses; which points a stage refines
+    {"interleave"},  # what a sweep measures again beside the baseline before anything may become the answer
     {"stage_config", "crossover_stage", "dryrun", "run_table"},  # a stage, the dry run, the [run] table
     {"config"},  # the sweep file read into a spec
 )
 RUNNING_TIERS = (
-    {"resume", "prebuild", "run_lock", "graph_run", "memory"},
+    {"resume", "prebuild", "run_lock", "graph_run", "memory", "nccl_summary"},
     {"measure"},
-    {"repeats", "crossover_run"},
+    {"repeats", "crossover_run", "preparation", "interleaved"},
     {"runner"},
     {"console", "probe"},
     {"run_folder"},

@@ -125,7 +125,7 @@ def test_the_real_run_folders_still_read(run):
 def test_a_measured_records_nccl_sections_read_back_whole(tmp_path):
     """The parsed log's graphs and findings and a graph file's load check keep every key their writers write."""
     from commprof.nccl_graph.load_check import check_loaded
-    from commprof.sweep.running.measure import summarize_nccl_log
+    from commprof.sweep.running.nccl_summary import summarize_nccl_log
     from tests.test_nccl_graph_load import BUS, CANDIDATE, nccl_log
 
     summary = summarize_nccl_log(NCCL_LOG, set())

@@ -30,6 +30,10 @@ from commprof.textfiles import CONFIG_BYTES, RESULTS_BYTES, read_bytes, read_tex
 RESULTS_FILE = "results.jsonl"
 # The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
 BASELINE_REPEATS_FILE = "baseline-repeats.jsonl"
+# The interleaved confirmation a sweep ends with (sweep/planning/interleave.py): the baseline and each point that
+# could become the answer, measured again A, A, B, A, ...; made empty with the run folder, so a run that has it
+# states whether anything was confirmed, and one without it predates the confirmation.
+INTERLEAVED_FILE = "interleaved.jsonl"
 META_FILE = "meta.json"
 META_BYTES = CONFIG_BYTES  # the most of a meta.json read_meta reads: every writer checks what it writes against it
 
@@ -233,3 +237,15 @@ def read_plan(run_dir: Path) -> Plan | None:
     if not path.is_file():
         return None
     return parse_plan(read_text(path, "plan file", RESULTS_BYTES), path)
+
+
+def read_run_files(run_dir: Path) -> tuple[list[dict[str, Any]], Plan | None, list[dict[str, Any]] | None]:
+    """A run folder's files beside results.jsonl and meta.json, for the report and the answer a sweep prints last:
+    the baseline's repeats ([] without), the plan (None: not recorded) and the interleaved confirmation (None: a
+    run made before sweeps ended with one)."""
+    repeats, interleaved = Path(run_dir) / BASELINE_REPEATS_FILE, Path(run_dir) / INTERLEAVED_FILE
+    return (
+        read_records(repeats) if repeats.exists() else [],
+        read_plan(run_dir),
+        read_records(interleaved) if interleaved.exists() else None,
+    )

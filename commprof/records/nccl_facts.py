@@ -78,12 +78,23 @@ class OutsideCalibration(TypedDict, total=False):
     judged_bytes: list[Bytes]  # and as [low, high), bytes
     ops: Count  # the step's ops outside them
     sizes: list[Bytes]  # their distinct sizes (the first 32)
-    expected_error_pct: Finite | None  # the error they carry: the prior's
+    expected_error_pct: ErrorPct | None  # the error they carry: the prior's
     error_basis: str
 
 
+class NcclEngagement(TypedDict, total=False):
+    """Whether NCCL engaged one setting of the point (commprof.nccl_log.engagement.Engagement.to_dict)."""
+
+    variable: str  # NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS or NCCL_MAX_NCHANNELS
+    asked: str  # the point's value
+    engaged: bool | None  # None: the log cannot tell
+    why: str  # what the log shows
+    tokens_not_engaged: list[Count]  # the T whose ops ran something else (their records: "not_engaged")
+
+
 class NcclFacts(TypedDict, total=False):
-    """What NCCL did for a point, from its INFO log (commprof.sweep.running.measure.RECORD_KEYS) or the cost model."""
+    """What NCCL did for a point, from its INFO log (commprof.sweep.running.nccl_summary.RECORD_KEYS) or the cost
+    model."""
 
     version: str | None
     nranks: Ranks | None
@@ -106,3 +117,5 @@ class NcclFacts(TypedDict, total=False):
     outside_calibration: OutsideCalibration | None  # simulated with a calibration: the ops it was not judged at
     # measured: the NCCL_GRAPH_FILE the point ran with and whether NCCL loaded it
     graph_file: GraphFileCheck | None
+    # measured: whether NCCL engaged each algorithm, protocol and channel setting of the point
+    engagement: list[NcclEngagement]

@@ -58,6 +58,7 @@ Status = Literal[
     "crashed",  # a worker died: signal, abort or non-zero exit
     "unsupported",  # the implementation or mode does not apply here; message says why
     "error",  # a Python exception in the trial; message has it
+    "not_engaged",  # ran and verified, but NCCL's log shows it did not engage the point's setting; message says what
 ]
 STATUSES: tuple[Status, ...] = get_args(Status)
 # Statuses that mean "the setting does not work here"; "unsupported" only means it does not apply.
@@ -119,6 +120,7 @@ class Point(TypedDict, total=False):
     options: dict[str, Any]  # the implementation's options
     stage: Count  # the staged search's stage that produced the point
     repeat: Count  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
+    interleaved: Count  # the interleaved confirmation (interleaved.jsonl): this measurement's place in its sequence
 
 
 class Check(TypedDict, total=False):

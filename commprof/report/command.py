@@ -16,13 +16,12 @@ import click
 
 from commprof.errors import UsageError
 from commprof.records.files import (
-    BASELINE_REPEATS_FILE,
     RESULTS_FILE,
     check_records,
     duplicated_measurements,
     ensure_writable_dir,
-    read_plan,
     read_records,
+    read_run_files,
 )
 from commprof.records.run_meta import meta_view, read_meta
 from commprof.records.values import MAX_ACCEPT
@@ -372,10 +371,9 @@ def _report(
 
             box, why = run_box(meta)
             options = replace(options, observed_box=box, observed_box_note=why)
-        again = Path(run_dir) / BASELINE_REPEATS_FILE
         with warnings.catch_warnings(record=True) as caught:  # a torn last line: one warning line, as for records
             warnings.simplefilter("always")
-            extras = RunExtras(read_records(again) if again.exists() else [], read_plan(Path(run_dir)))
+            extras = RunExtras(*read_run_files(Path(run_dir)))
         for note in caught:
             echo(f"commprof: warning: {note.message}", err=True)
         runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), extras))
@@ -435,7 +433,6 @@ def check_observed(run, observed: dict, world_size: int | None) -> None:
 def answer_lines(run_dir: Path) -> list[str]:
     """A run's one answer as the report decides it (report/analysis/decision.py) with the sweep file's options:
     the last lines the sweep and `simulate` print."""
-    from commprof.records.files import read_plan
     from commprof.report.analysis.decision import decide
     from commprof.report.analysis.run_analysis import RunExtras, analyze_run
     from commprof.report.exports.decision_files import decision_lines
@@ -443,7 +440,7 @@ def answer_lines(run_dir: Path) -> list[str]:
     try:
         run_id, records, meta, _notes = load_run(run_dir)
         options = report_options({}, sweep_options(meta))
-        runs = analyze_run(run_id, records, meta, options, str(run_dir), RunExtras(plan=read_plan(run_dir)))
+        runs = analyze_run(run_id, records, meta, options, str(run_dir), RunExtras(*read_run_files(run_dir)))
     except UsageError as exc:
         return [f"no answer from this run: {exc}"]
     return [line for run in runs if not run.steps.empty for line in decision_lines(decide(run))]

@@ -38,7 +38,8 @@ from commprof.report.analysis.completeness import Completeness, completeness
 from commprof.report.analysis.crossovers import crossovers, routing_edges
 from commprof.report.analysis.doctor_verdicts import doctor_view
 from commprof.report.analysis.drift import BaselineDrift, baseline_drift
-from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment
+from commprof.report.analysis.interleaved import Interleaved, interleaved
+from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment, confirmed_choice
 from commprof.report.analysis.observed import observed_view
 from commprof.report.analysis.ops import PointSites, point_sites
 from commprof.report.analysis.projection import ComputeTimes
@@ -111,6 +112,8 @@ class RunAnalysis:
     ranks: int = 0  # the run's world size
     crossovers: list[dict[str, Any]] = field(default_factory=list)  # crossovers.crossovers: what each search found
     drift: BaselineDrift | None = None  # the baseline's measurements over the run and their band (drift.py)
+    # the baseline measured again beside the candidates, and the noise floor (interleaved.py); None: not made
+    interleaved: Interleaved | None = None
     spacing: dict[str, Any] | None = None  # compute and late ranks between the collectives (spacing.py)
 
     @property
@@ -245,6 +248,9 @@ class RunExtras:
 
     repeats: list[dict] | None = None  # baseline-repeats.jsonl: the drift every measured verdict must exceed
     plan: Plan | None = None  # plan.jsonl: what the sweep planned (None: not recorded)
+    # interleaved.jsonl: the confirmation beside the baseline that alone decides a measured answer; None: the run
+    # has no such file (made by a commprof before it), and its first-pass numbers decide as they did then
+    interleaved: list[dict] | None = None
 
 
 def analyze_run(
@@ -263,7 +269,9 @@ def analyze_run(
     for source, rows in by_source.items():
         name = run_id if len(by_source) == 1 else f"{run_id} · {LEVEL_OF_SOURCE.get(source, source)}"
         again = repeats if source == "measured" else None
-        results.append(analyze_source(RunSource(run_id, name, source, rows), meta, options, progress, again))
+        confirmed = extras.interleaved if source == "measured" else None
+        part = RunSource(run_id, name, source, rows)
+        results.append(analyze_source(part, meta, options, progress, again, confirmed))
     return results
 
 
@@ -283,9 +291,10 @@ def analyze_source(
     options: ReportOptions,
     progress: Completeness | None = None,
     repeats: list[dict] | None = None,
+    confirmation: list[dict] | None = None,
 ) -> RunAnalysis:
     """The analysis of one source's records of a run (`progress`: the run's, when known; `repeats`: the
-    baseline's re-measurements)."""
+    baseline's re-measurements; `confirmation`: the interleaved confirmation's records, None: the run has none)."""
     run_id, name, source, records = part.run_id, part.name, part.source, part.records
     if LEVEL_OF_SOURCE.get(source) == SIMULATED:
         records = with_run_error(records, ModelError.from_meta(meta))
@@ -318,6 +327,10 @@ def analyze_source(
         run.drift = baseline_drift(first, repeats, run.mode, {int(t) for t in steps["tokens"].dropna().unique()})
         if run.drift is not None and run.drift.band_pct is not None:
             evidence = run.evidence = replace(evidence, drift_pct=round(run.drift.band_pct, 2))
+    if confirmation is not None:
+        run.interleaved = interleaved(confirmation, run.mode, {int(t) for t in steps["tokens"].dropna().unique()})
+        if run.interleaved.noise_floor_pct is not None:
+            evidence = run.evidence = replace(evidence, noise_floor_pct=round(run.interleaved.noise_floor_pct, 2))
     if evidence.simulated and run.mode == "graph":
         run.mode_reason = (
             "graph mode as the cost model predicts it (eager minus the preset's launch overhead): whether each "
@@ -335,6 +348,8 @@ def analyze_source(
     unfinished = progress is not None and not progress.complete and not options.allow_partial
     withheld = f"the run is incomplete ({progress.summary()})" if unfinished else None
     run.nccl_choice = choose_environment(ranked, run.baseline, run.mode, evidence, impl=family, withheld=withheld)
+    if run.interleaved is not None:
+        run.nccl_choice = confirmed_choice(run.nccl_choice, ranked, run.mode, evidence, family, run.interleaved)
     current = run.speedups[run.speedups["point_id"].isin(set(latest))] if run.superseded else run.speedups
     current = current[~current["point_id"].isin(list(run.untested))] if run.untested else current
     run.fusion = ch.fusion_comparison(run.rankable, run.baseline, run.mode, evidence, rated=current)

@@ -67,11 +67,14 @@ def verdict_sentence(run: RunAnalysis) -> str:
             f"is {fmt_pct(rec.saved_pct)} below the baseline {run.baseline}'s ({fmt_ms(rec.baseline_total_us)}): "
             f"{verdict} (expected error {error})."
         )
-    relation = "below" if rec.beyond_uncertainty else "not below"
-    return (
+    below = evidence.beats(fastest["total_us"], fastest["p90_total_us"], rec.baseline_total_us)
+    relation = "below" if below else "not below"
+    lowered = f" lowered by {evidence.margin_pct:.1f} %" if evidence.margin_pct else ""
+    sentence = (
         f"{fastest['point_id']}'s p90 step time summed over T = {tokens} ({fmt_ms(fastest['p90_total_us'])}) "
-        f"is {relation} the baseline {run.baseline}'s median summed ({fmt_ms(rec.baseline_total_us)})."
+        f"is {relation} the baseline {run.baseline}'s median summed ({fmt_ms(rec.baseline_total_us)}){lowered}."
     )
+    return sentence + (f" {rec.confirmation[0].upper()}{rec.confirmation[1:]}." if rec.confirmation else "")
 
 
 def how_to_firm_up(run: RunAnalysis) -> str:

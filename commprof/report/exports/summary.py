@@ -35,6 +35,7 @@ def summary(run: RunAnalysis, exports: RunExports) -> dict[str, Any]:
         "shared_gpus": run.shared_gpus,
         "not_a_tuning_result": not_a_result_notes(run),
         "baseline_drift": run.drift.to_dict() if run.drift is not None else None,
+        "interleaved": run.interleaved.to_dict() if run.interleaved is not None else None,
         "spacing": run.spacing,
         "mode": run.mode if not run.steps.empty else None,
         "mode_note": run.mode_reason,
