@@ -35,6 +35,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "calibrate": ("commprof.costmodel.calibrate_command:calibrate", "Fit the cost model to measured records."),
     "simulate": ("commprof.costmodel.simulate_command:simulate", "Predict a sweep on a topology with the cost model."),
+    "explain": (
+        "commprof.explain.command:explain",
+        "Turn an observed all-reduce time into the box condition that causes it, and the fix.",
+    ),
 }
 
 

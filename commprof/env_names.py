@@ -1,5 +1,6 @@
-"""The variables commprof may set, defined once: a sweep may set only these, a record may name only these, and an
-export writes only these. Sourcing an export must run nothing, whatever the sweep file or run folder held.
+"""The variables commprof may set, defined once: an allow-list of the tuning variables it sweeps and models. A sweep
+may set only these, a record may name only these, and an export writes only these. Sourcing an export must run,
+load, open, listen on or dial out to nothing, whatever the sweep file or run folder held.
 
 Pure; every stage imports it (the sweep's validation, the records reader, the exports).
 """
@@ -10,21 +11,76 @@ import re
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-# NCCL's, the serving engines' and their kernels' switches, torch's and the CUDA / OpenMP runtime's knobs commprof
-# tunes, and commprof's own (a plug-in's knobs are named COMMPROF_*). No name a shell, the dynamic loader or
-# Python acts on (PATH, PS1, PROMPT_COMMAND, BASH_ENV, LD_PRELOAD, PYTHONPATH, IFS) is among them.
-EXPORT_PREFIXES = ("NCCL_", "SGLANG_", "VLLM_", "FLASHINFER_", "B12X_", "TORCH_NCCL_", "COMMPROF_")
-EXPORT_NAMES = frozenset(
+# The tuning variables commprof sweeps and models, and no other: a sweep may set only these (and a plug-in's
+# COMMPROF_* knobs), a record may name only these, and an export writes only these live. NCCL and the engines read
+# many more, and some make a process listen or dial out (NCCL_COMM_ID, NCCL_RAS_ADDR, NCCL_SOCKET_IFNAME,
+# NCCL_HOSTID, VLLM_HOST_IP, VLLM_PORT), fill a disk (NCCL_DEBUG=TRACE) or load code: a file a user pastes must set
+# none of them, whatever the sweep file or run folder held.
+#
+# NCCL's: each has its value checker in commprof.nccl_vocab.ENV_CHECKS (a test holds the two the same).
+NCCL_TUNING = frozenset(
+    {
+        "NCCL_ALGO",
+        "NCCL_PROTO",
+        "NCCL_MIN_NCHANNELS",
+        "NCCL_MAX_NCHANNELS",
+        "NCCL_MIN_CTAS",
+        "NCCL_MAX_CTAS",
+        "NCCL_NTHREADS",
+        "NCCL_BUFFSIZE",
+        "NCCL_LL_BUFFSIZE",
+        "NCCL_LL128_BUFFSIZE",
+        "NCCL_P2P_LEVEL",
+        "NCCL_P2P_DISABLE",
+        "NCCL_SHM_DISABLE",
+        "NCCL_CUMEM_ENABLE",
+        "NCCL_GRAPH_REGISTER",
+        "NCCL_NVLS_ENABLE",
+        "NCCL_CGA_CLUSTER_SIZE",
+        "NCCL_THREAD_THRESHOLDS",
+        # The one file variable a sweep may set and an export may write: commprof reads the file by NCCL's own
+        # rules before a point runs with it (nccl_graph/nccl_reader.py), and an export names it only at the file
+        # measured, by sha256.
+        "NCCL_GRAPH_FILE",
+    }
+)
+# The engines' all-reduce switches and size caps commprof routes with and models: the implementations' engine
+# switches and flags (commprof.impls) and the engine versions' dispatch tables (commprof.report.analysis.engine_*);
+# a test holds every one they name in this list.
+ENGINE_SWITCHES = frozenset(
+    {
+        "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE",
+        "SGLANG_PCIE_IPC_MAX_NUMEL",
+        "SGLANG_B12X_PCIE_AR",
+        "SGLANG_B12X_ONESHOT_MAX_BYTES",
+        "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2",
+        "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC",
+        "VLLM_ALLREDUCE_USE_FLASHINFER",
+        "VLLM_ALLREDUCE_USE_SYMM_MEM",
+        "VLLM_USE_NCCL_SYMM_MEM",
+        "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
+        "VLLM_ENABLE_PCIE_ALLREDUCE",
+        "VLLM_PCIE_ALLREDUCE_BACKEND",
+        "VLLM_PCIE_ONESHOT_ALLREDUCE_MAX_SIZE",
+    }
+)
+# The CPU and CUDA runtime's and torch's: threads per rank (the CPU smoke sweeps it), CUDA's hardware queues, and
+# torch's allocator and symmetric-memory backend (read once at load: commprof.torch_env says so in a sweep).
+RUNTIME_TUNING = frozenset(
     {
         "OMP_NUM_THREADS",
         "CUDA_DEVICE_MAX_CONNECTIONS",
-        "CUDA_LAUNCH_BLOCKING",
-        "CUDA_MODULE_LOADING",
         "PYTORCH_ALLOC_CONF",
         "PYTORCH_CUDA_ALLOC_CONF",
         "TORCH_SYMMMEM",
     }
 )
+TUNING_VARIABLES = NCCL_TUNING | ENGINE_SWITCHES | RUNTIME_TUNING
+# A plug-in implementation's own knobs (docs/sweep-files.md): no library but the plug-in reads them.
+PLUGIN_PREFIX = "COMMPROF_"
+# COMMPROF_SGLANG_ARGS, COMMPROF_VLLM_ARGS: the engines' command-line flags engine_flags.txt collects; a value
+# exported under one would become a flag of the engine's launch.
+_CARRIES_FLAGS = re.compile(r"_ARGS?$")
 # NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN, NCCL_PROFILER_PLUGIN, VLLM_PLUGINS, ...: each names code to load.
 _LOADS_CODE = re.compile(r"_PLUGINS?$")
 # Names of a file or folder a library reads, writes or loads from: NCCL_CONF_FILE (NCCL src/misc/param.cc
@@ -48,9 +104,6 @@ NAMES_CODE_OR_FILE = frozenset(
         "VLLM_ASSETS_CACHE",
     }
 )
-# The one file variable a sweep may set and an export may write: commprof reads the file by NCCL's own rules before
-# a point runs with it (nccl_graph/nccl_reader.py), and an export names it only at the file measured, by sha256.
-CHECKED_FILE_NAMES = frozenset({"NCCL_GRAPH_FILE"})
 
 
 def export_name_problem(name: object) -> str | None:
@@ -60,19 +113,35 @@ def export_name_problem(name: object) -> str | None:
         return f"not an environment variable name: {name!r} (letters, digits and _, not starting with a digit)"
     if _LOADS_CODE.search(name):
         return f"{name} names code to load; set it on the launch yourself, never from a sweep file or a run"
-    if name in NAMES_CODE_OR_FILE or (_NAMES_A_FILE.search(name) and name not in CHECKED_FILE_NAMES | EXPORT_NAMES):
+    if name in NAMES_CODE_OR_FILE or (_NAMES_A_FILE.search(name) and name not in TUNING_VARIABLES):
         return (
             f"{name} names a file, folder or program a library reads, writes or runs; set it on the launch "
             "yourself, never from a sweep file or a run"
         )
-    if name in EXPORT_NAMES or name.startswith(EXPORT_PREFIXES):
+    if name in TUNING_VARIABLES or (name.startswith(PLUGIN_PREFIX) and not _CARRIES_FLAGS.search(name)):
         return None
     return (
-        f"{name} is not a variable commprof sets (allowed: {', '.join(p + '*' for p in EXPORT_PREFIXES)}, "
-        f"{', '.join(sorted(EXPORT_NAMES))})"
+        f"{name} is not a tuning variable commprof sweeps or models; set it on the launch yourself, never from a "
+        f"sweep file or a run (allowed: {', '.join(sorted(TUNING_VARIABLES))}, and {PLUGIN_PREFIX}* for a "
+        "plug-in's own knobs)"
     )
 
 
 def is_export_name(name: object) -> bool:
     """Whether an export may write `name` (export_name_problem finds nothing)."""
     return export_name_problem(name) is None
+
+
+# What an exported value may be written as without quotes: a letter or digit first, then nothing bash or zsh acts
+# on. zsh expands a value starting with "=" as a command's path (`export NCCL_IB_HCA==mlx5_0` runs a lookup of
+# mlx5_0), and "~" or "=" after a ":" inside it (an assignment's value is a colon list there); shlex.quote leaves
+# all three bare.
+_BARE_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.,+@%/-]*")
+
+
+def shell_value(text: str) -> str:
+    """`text` as one word bash and zsh read literally in `export NAME=<word>`: bare where it is plain, else in
+    single quotes (a quote inside as '"'"')."""
+    if _BARE_VALUE.fullmatch(text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"

@@ -89,6 +89,27 @@ class Evidence:
     # measured: how far the baseline moved between its measurements over the run (its drift band, % of its
     # fastest); None: measured once, no drift known. A gain must exceed it as well as noise.
     drift_pct: float | None = None
+    # measured: the noise floor of the run's interleaved confirmation (the largest spread of consecutive
+    # measurements of the baseline, the A/A control first, % of the faster); None: the run made none. A gain
+    # must exceed it as well.
+    noise_floor_pct: float | None = None
+
+    @property
+    def margin_pct(self) -> float:
+        """How far below the baseline's median a measured p90 must lie: the larger of drift and noise floor."""
+        term = self.margin_term()
+        return term.pct if term is not None else 0.0
+
+    def margin_term(self) -> ErrorTerm | None:
+        """The measured term beyond the faster side's spread: the baseline's drift over the run or the noise floor
+        of its interleaved confirmation, the larger (both say how far the baseline moves between two measurements
+        of it, so the larger covers the other); None: the run knows neither."""
+        drift, floor = self.drift_pct, self.noise_floor_pct
+        if floor is not None and (drift is None or floor > drift):
+            return ErrorTerm("noise floor", floor, NOISE_FLOOR_SOURCE)
+        if drift is not None:
+            return ErrorTerm("drift", drift, DRIFT_SOURCE)
+        return None
 
     @property
     def simulated(self) -> bool:
@@ -129,12 +150,19 @@ class Evidence:
     def rule(self) -> str:
         """The rule the verdicts follow, with this run's figures."""
         if not self.simulated:
-            if self.drift_pct is None:
-                return NOISE_RULE
-            return (
-                f"{NOISE_RULE}; and by more than the baseline's drift over the run (±{self.drift_pct:.1f} %: the "
-                "point's p90 below the baseline's median lowered by the drift)"
-            )
+            rule = NOISE_RULE
+            if self.drift_pct is not None:
+                rule += (
+                    f"; and by more than the baseline's drift over the run (±{self.drift_pct:.1f} %: the "
+                    "point's p90 below the baseline's median lowered by the drift)"
+                )
+            if self.noise_floor_pct is not None:
+                rule += (
+                    f"; and by more than the noise floor of the baseline measured again beside the answer "
+                    f"(±{self.noise_floor_pct:.1f} %, the A/A control: the point's p90 below the baseline's "
+                    "median lowered by it)"
+                )
+            return rule
         error = self.model_error
         if error is None or error.pct is None:
             return (
@@ -156,8 +184,9 @@ class Evidence:
         of `before`'s median, for the direction the difference points (a faster `after` is held to its own spread,
         a slower one to `before`'s); None where a term is unknown (a missing p90, an unknown model error).
 
-        Measured: the faster side's p90 above its median, and the baseline's drift over the run; simulated: the
-        model's expected error, or with two models (`errors`: after's and before's, %) both."""
+        Measured: the faster side's p90 above its median, and the larger of the baseline's drift over the run and
+        the noise floor of its interleaved confirmation (margin_term); simulated: the model's expected error, or
+        with two models (`errors`: after's and before's, %) both."""
         try:
             median, p90 = float(after[0]), float(after[1])
             reference, reference_p90 = float(before[0]), float(before[1])
@@ -171,9 +200,10 @@ class Evidence:
             if not math.isfinite(top):
                 return None
             terms = [ErrorTerm("spread", 100.0 * (top - middle) / reference, SPREAD_SOURCE)]
-            if self.drift_pct is not None:
+            margin = self.margin_term()
+            if margin is not None:
                 scale = 1.0 if faster else median / reference
-                terms.append(ErrorTerm("drift", self.drift_pct * scale, "the baseline's drift over the run"))
+                terms.append(ErrorTerm(margin.name, margin.pct * scale, margin.source))
             return tuple(terms)
         if errors is not None:
             mine, theirs = errors
@@ -223,11 +253,17 @@ class Evidence:
             "calibration_boxes": self.model_error.boxes if self.model_error else None,
             "origin": list(self.origin),
             "drift_pct": self.drift_pct,
+            "noise_floor_pct": self.noise_floor_pct,
             "rule": self.rule,
         }
 
 
 SPREAD_SOURCE = "the faster side's p90 above its median"
+DRIFT_SOURCE = "the baseline's drift over the run"
+NOISE_FLOOR_SOURCE = (
+    "the noise floor of the interleaved confirmation: the largest spread of consecutive measurements of the "
+    "baseline beside the candidates, the A/A control first"
+)
 
 
 class ErrorTerm(msgspec.Struct, frozen=True):
@@ -265,6 +301,31 @@ def rule(gain: float | None, error: float | None) -> Verdict:
 
 
 # ------------------------------------------------------------- rules two stages share (search and report, simulate)
+
+# How measurements of one point become one figure and a margin: the sweep (which points it confirms) and the report
+# (the drift band, the noise floor) read a point measured again the same way.
+
+
+def measurement_total(records: list[dict], mode: str, tokens: set[int]) -> tuple[float, float | None] | None:
+    """(step median, p90) of one measurement of a point summed over `tokens`, as every verdict sums T; None unless
+    every T is ok in `mode` (p90 None where a record lacks it)."""
+    rows = {
+        r.get("tokens"): r for r in records if r.get("mode") == mode and r.get("status") == "ok" and r.get("step_us")
+    }
+    if not tokens or set(rows) != tokens or any(rows[t]["step_us"].get("median") is None for t in tokens):
+        return None
+    stats = [rows[t]["step_us"] for t in sorted(tokens)]
+    p90s = [s.get("p90") for s in stats]
+    return sum(float(s["median"]) for s in stats), None if None in p90s else sum(float(p) for p in p90s)
+
+
+def spread_pct(totals: list[float]) -> float | None:
+    """(largest - smallest) / smallest of measurements of one thing, %: their drift band over a run, or, for two
+    consecutive ones, the noise between them; None: fewer than two, or one not positive."""
+    if len(totals) < 2 or min(totals) <= 0:
+        return None
+    return 100.0 * (max(totals) - min(totals)) / min(totals)
+
 
 # What makes a crossover: a sustained run of wins, at least SUSTAINED consecutive measured sizes, so one lucky
 # size does not move it. The search that finds it and the report that reads it back both use these.

@@ -4,8 +4,8 @@ and the grammar of the variables a sweep sets, with the known traps among their 
 Spellings: NCCL_ALGO / NCCL_PROTO values (ncclAlgoStr / ncclProtoStr / ncclFuncStr, matched case-insensitively),
 NCCL_DEBUG=INFO TUNING lines (ncclAlgoToString; 2.20-2.23 print the NCCL_ALGO_* number instead), the example
 tuner plugin's CSV (plugins/tuner/example) and commprof's own cost model and step plan. Facts from NCCL
-2.23-2.30 (src/graph/tuning.cc, src/include/nccl_common.h, its environment-variable docs; docs/sweep-files.md).
-Pure.
+2.23-2.30 (src/graph/tuning.cc, src/include/nccl_common.h, its environment-variable docs; docs/sweep-files.md),
+and for 2.31 / 2.32 from the released libraries (the note on NCCL 2.31.2 and 2.32.3 below). Pure.
 """
 
 from __future__ import annotations
@@ -427,12 +427,20 @@ def forces_ll128(value: str) -> bool:
     return any(not segment.excluding and ll128 in segment.names for segment in parse_selection("NCCL_PROTO", value))
 
 
+# NCCL 2.31.2 and 2.32.3 (no v2.31 / v2.32 tag in the NVIDIA/nccl snapshot, only 2.31.0a* pre-releases), read in
+# the nvidia-nccl-cu12 wheels' lib/libnccl.so.2 against 2.30.7's (strings; the tables' doubles as bytes): the same
+# ncclAlgoStr / ncclProtoStr / ncclFuncStr names in the same order; every NCCL_* variable commprof writes is still
+# read (2.31 drops NCCL_SYM_CTAS, never set here); tuner API v2-v6; the explainer's format strings; the tuning
+# tables of costmodel/latency.py are 2.30.7's in 2.31.2, and 2.32.3 changes two Blackwell figures (llMaxBws N1
+# 282.0 -> 282.4, perChMaxTreeLL128Bws N2 31.67 -> 36.7).
+
 # Which NCCL versions' example tuner plugin reads nccl_tuner.conf, and which NCCL loads the plugin built (read in
 # NCCL's source: NCCL_TUNER_CONFIG_FILE first appears in ext-tuner/example/plugin.c at v2.27.5-1; that plugin
-# exports ncclTunerPlugin_v4 (2.27), v5 (2.28, 2.29), v5 and v6 (2.30), and NCCL loads tuner_v2 ... its own
-# newest from src/plugin/tuner/; the folder moved to plugins/tuner/example in 2.29).
+# exports ncclTunerPlugin_v4 (2.27), v5 (2.28, 2.29), v5 and v6 (2.30; the 2.31.0a7 tree's too), and NCCL loads
+# tuner_v2 ... its own newest from src/plugin/tuner/ (2.31.2 and 2.32.3: v2-v6, in their libnccl.so.2); the folder
+# moved to plugins/tuner/example in 2.29).
 TUNER_PLUGIN_NOTE = (
     "NCCL >= 2.27.5 with its example tuner plugin built from the same NCCL release (ext-tuner/example in 2.27-2.28, "
-    "plugins/tuner/example in 2.29-2.30; earlier examples ignore NCCL_TUNER_CONFIG_FILE); a plugin built from a "
-    "newer NCCL than the one that loads it is refused (2.27 loads tuner API v2-v4, 2.28-2.29 v2-v5, 2.30 v2-v6)"
+    "plugins/tuner/example from 2.29; earlier examples ignore NCCL_TUNER_CONFIG_FILE); a plugin built from a "
+    "newer NCCL than the one that loads it is refused (2.27 loads tuner API v2-v4, 2.28-2.29 v2-v5, 2.30-2.32 v2-v6)"
 )

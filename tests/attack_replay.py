@@ -1,6 +1,7 @@
 """The replay of an attack case through the entry point a user runs, in a process of its own: its exit code, its
 one error line, no traceback, every file and link outside the folder it was given left as it was, its time limit
-and peak memory (the child's own rusage, read by wait4). The round-4 attack replays share it."""
+and peak memory (the child's own rusage, read by wait4). Where the process itself is not under test, the same checks
+run through the entry point's main function in this process (check_in_process). The attack replays share it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -148,3 +150,60 @@ def check_attack(make: Callable[[Path], Attack], tmp_path: Path) -> None:
         assert not re.search(attack.absent, ran.out + ran.err), (ran.out + ran.err)[-3000:]
     if attack.after is not None:
         attack.after()
+
+
+def _entry_point(name: str) -> Callable[[list[str]], int]:
+    """The main function of an entry point the attacker ran: `commprof` (its CLI) or a tools/ script by its name."""
+    if name == "commprof":
+        from commprof.cli import main
+
+        return main
+    import importlib.util
+
+    if name in sys.modules:  # loaded once, so a test may patch it
+        return sys.modules[name].main
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[name] = tool
+    spec.loader.exec_module(tool)
+    return tool.main
+
+
+def check_in_process(
+    make: Callable[[Path], Attack], tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> Any:
+    """check_attack's checks, with the case replayed through its entry point's main function in this process, where
+    the process itself is not under test: its exit code, one error line, no traceback (an exception escaping main
+    fails the test), nothing outside the folders given changed, and its processor time within `limit_s` (memory
+    bounds are proved by the refusal coming before the expansion). Returns what it printed (capsys's result)."""
+    victim = tmp_path / "outside" / "victim"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("export KEEP=1\n")
+    attack = make(tmp_path)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    skip = [*attack.given, cwd]
+    before = tree(tmp_path, skip)
+    main = _entry_point(attack.argv[0])
+    capsys.readouterr()
+    start = time.process_time()
+    status = main(attack.argv[1:])
+    seconds = time.process_time() - start
+    printed = capsys.readouterr()
+    assert tree(tmp_path, skip) == before
+    assert list(cwd.iterdir()) == []
+    assert status == attack.status and "Traceback" not in printed.err, printed.err[-3000:]
+    assert seconds < attack.limit_s, f"{attack.argv[:3]} took {seconds:.1f} s of processor time"
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", printed.err + printed.out), "a control character was printed"
+    errors = [line for line in printed.err.splitlines() if "error" in line]
+    if attack.status == 2:
+        assert len(errors) == 1 and re.search(attack.error, errors[0]), printed.err[-3000:]
+    elif attack.status == 0:
+        assert errors == [], printed.err[-3000:]
+    if attack.absent:
+        assert not re.search(attack.absent, printed.out + printed.err), (printed.out + printed.err)[-3000:]
+    if attack.after is not None:
+        attack.after()
+    return printed

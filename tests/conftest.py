@@ -1,6 +1,11 @@
 """Shared test setup: GPU-only tests skip with a reason where CUDA is absent, and run one at a time across
 pytest-xdist workers where it is present; a test that starts a process (fork, subprocess, torchrun, a browser)
-carries the `processes` marker, or it fails saying so; runs several files read are made once per session."""
+carries the `processes` marker, or it fails saying so (a GPU test starts rank processes or CUDA work in a child,
+so every one carries both `gpu` and `processes`: tests/test_test_rules.py checks it); runs several files read are
+made once per session.
+
+Tests are told apart by their markers (`item.get_closest_marker`), never by keyword: an item's keywords hold the
+names of the folders above it, so a checkout inside a folder named `gpu` or `processes` would match them all."""
 
 import fcntl
 import multiprocessing.process
@@ -20,6 +25,11 @@ PCIE8_SWEEP = TESTS.parent / "sweeps" / "pcie8-verify.toml"
 GLOO_RUN = TESTS / "fixtures" / "report" / "cpu-smoke-gloo"
 
 
+def marked(item, name: str) -> bool:
+    """Whether a test carries the marker `name` (on itself, its class or its module)."""
+    return item.get_closest_marker(name) is not None
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
 
@@ -27,7 +37,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="needs CUDA GPUs (torch.cuda.is_available() is false)")
     for item in items:
-        if "gpu" in item.keywords:
+        if marked(item, "gpu"):
             item.add_marker(skip)
 
 
@@ -74,7 +84,7 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     started = STARTS[0] - item.stash.get(STARTS_BEFORE, STARTS[0])
-    if call.when == "call" and report.passed and started and "processes" not in item.keywords:
+    if call.when == "call" and report.passed and started and not marked(item, "processes"):
         report.outcome = "failed"
         report.longrepr = f"{item.nodeid} started {started} process(es): mark it @pytest.mark.processes"
 
@@ -82,7 +92,7 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture(autouse=True)
 def one_gpu_test_at_a_time(request, tmp_path_factory):
     """GPU tests share the GPUs and time them: under pytest-xdist, one runs at a time, whichever its worker."""
-    if "gpu" not in request.keywords:
+    if not marked(request.node, "gpu"):
         yield
         return
     with open(tmp_path_factory.getbasetemp().parent / "gpu-tests.lock", "w") as lock:

@@ -4,7 +4,7 @@ code from fake logs in NCCL's real formats (shared by the smoke's tests)."""
 from commprof.gpu_smoke.environment import SmokeEnvironment
 from commprof.gpu_smoke.knobs import Knob
 from commprof.gpu_smoke.points import POINTS
-from commprof.sweep.running.measure import summarize_nccl_log
+from commprof.sweep.running.nccl_summary import summarize_nccl_log
 
 HIDDEN = 7168
 # NCCL 2.28's INFO lines as src/init.cc and src/enqueue.cc print them (rank 0; TUNING only with >= 2 ranks).

@@ -56,7 +56,7 @@ def many_points(count: int) -> list[dict]:
     """`count` points: the realistic ones, then ALGO × PROTO × channel and thread settings until there are enough."""
     points = base_points()
     extra = itertools.product(
-        (None, "1", "2", "4", "8", "16", "32", "64"),  # NCCL_NCHANNELS_PER_NET_PEER, past 1,728 points only
+        (None, "1", "2", "4", "8", "16", "32", "64"),  # NCCL_LL128_BUFFSIZE, past 1,728 points only
         ("Ring", "Tree"),
         ("LL", "LL128", "Simple"),
         (1, 2, 4, 8, 16, 32),
@@ -65,13 +65,13 @@ def many_points(count: int) -> list[dict]:
         ("PXB", "SYS"),
         ("0", "1"),
     )
-    for per_peer, algo, proto, channels, threads, buffsize, level, cumem in extra:
+    for ll128, algo, proto, channels, threads, buffsize, level, cumem in extra:
         if len(points) >= count:
             break
-        more = {"NCCL_NCHANNELS_PER_NET_PEER": per_peer} if per_peer else {}
+        more = {"NCCL_LL128_BUFFSIZE": ll128} if ll128 else {}
         points.append(
             {
-                "label": f"{algo}/{proto} {channels}ch {threads}t" + (f" {per_peer}pp" if per_peer else ""),
+                "label": f"{algo}/{proto} {channels}ch {threads}t" + (f" ll128 {ll128}" if ll128 else ""),
                 "impl": "nccl",
                 "options": {},
                 "env": {

@@ -37,7 +37,9 @@ TIERS = (
     {"impls", "doctor"},  # the implementations; the box checks
     {"replay", "nccl_graph"},  # the replay engine (its layers: REPLAY_PARTS); NCCL graph files for the box
     {"sweep"},
-    {"costmodel", "report", "trace"},  # what reads records (or traces) afterwards
+    {"costmodel", "trace"},  # what reads records (or traces) afterwards
+    {"explain"},  # which box condition explains what the box measured: the cost model's and the doctor's reading
+    {"report"},  # the one answer of a run, and its page and files
 )
 # Known and being fixed: none now. Nothing may join these; the tests below fail when one is fixed, so that it is
 # taken off.
@@ -60,10 +62,13 @@ REPORT_PARTS = (
 )
 ANALYSIS_TIERS = (
     {"engine_facts"},  # what an engine's dispatch table is made of: rules citing the released source
-    {"engine_sglang", "engine_vllm", "engine_flashinfer", "engine_switch_rules"},  # the engines' tables
+    {"engine_flashinfer"},  # FlashInfer's facts, which the engines' tables read (its workspaces' sizes)
+    {"engine_sglang_fusion"},  # when SGLang turns FlashInfer's all-reduce on by itself, and what it takes
+    {"engine_sglang", "engine_vllm", "engine_switch_rules"},  # the engines' tables
     {"engine_dispatch"},  # the engines' dispatch order per version
     {"routing_candidates", "crossovers"},  # per size, what each implementation took; what crossover searches found
-    {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"},
+    {"frame", "ops", "doctor_verdicts", "completeness", "routing", "routing_settings", "drift", "spacing"}
+    | {"interleaved"},
     {"ranking", "projection", "heatmap", "costmodel_check", "observed", "tuner_rules"},
     {"choices", "nccl_choice"},  # table 1's rows; the chooser of the answer's NCCL environment
     {"run_analysis"},  # the front door
@@ -78,7 +83,7 @@ ANALYSIS_TIERS = (
 )
 DECISION_TIERS = (
     {"formatting", "claim"},  # how every output writes numbers and claims; a claim
-    {"tables"},  # the page's rows
+    {"tables", "observation"},  # the page's rows; the engine's observation and what explains it
     {"types"},  # the Decision
     {"codec"},  # summary.json read and written
 )
@@ -90,8 +95,9 @@ EXPORTS_TIERS = (
 )
 
 REPLAY_PARTS = (
-    {"timing", "replay_tensors", "captured_ops"},  # the clocks, the tensors and the graph-mode per-op pass
-    {"spacers"},  # what the harness runs between collectives, and the arrival stamps
+    # the clocks, the tensors, the graph-mode per-op pass, how many steps a mode runs
+    {"timing", "replay_tensors", "captured_ops", "step_counts"},
+    {"spacers", "agreement"},  # what the harness runs between collectives, the arrival stamps; one verdict of all ranks
     {"harness"},  # the timed, verified step replay
     {"profile_pass", "size_timing"},  # a trace of a few steps; one all-reduce size timed (crossover search)
     {"trial"},  # one point in a fresh process group, in a worker on every rank
@@ -106,13 +112,14 @@ PLANNING_TIERS = (
     {"spec", "crossover", "graph_axis"},  # the parsed sweep; the crossover search; the graph axis
     {"points", "settings"},  # the points; what a point sets
     {"gate", "staging"},  # what a launch refuses; which points a stage refines
+    {"interleave"},  # what a sweep measures again beside the baseline before anything may become the answer
     {"stage_config", "crossover_stage", "dryrun", "run_table"},  # a stage, the dry run, the [run] table
     {"config"},  # the sweep file read into a spec
 )
 RUNNING_TIERS = (
-    {"resume", "prebuild", "run_lock", "graph_run", "memory"},
+    {"resume", "prebuild", "run_lock", "graph_run", "memory", "nccl_summary"},
     {"measure"},
-    {"repeats", "crossover_run"},
+    {"repeats", "crossover_run", "preparation", "interleaved"},
     {"runner"},
     {"console", "probe"},
     {"run_folder"},
@@ -334,7 +341,8 @@ def test_circles_finds_a_type_only_circle(tmp_path):
     [
         ("commprof.doctor.env", "commprof.sweep.points", False),  # a box check reading the sweep
         ("commprof.records.files", "commprof.report.frame", False),
-        ("commprof.report.frame", "commprof.costmodel.simulate", False),  # siblings
+        ("commprof.costmodel.simulate", "commprof.report.frame", False),  # the cost model reading the report
+        ("commprof.trace.steps", "commprof.costmodel.simulate", False),  # siblings
         ("commprof.impls.registry", "commprof.replay.harness", False),  # an implementation runs no replay
         ("commprof.sweep.running.measure", "commprof.replay.trial", True),
         ("commprof.sweep.measure", "commprof.records.schema", True),

@@ -186,7 +186,7 @@ def crossover_max_bytes_1gib(tmp):
 
 
 def sweep_env_value_nul(tmp):
-    path = _sweep_file(tmp, '[[points]]\nenv = { NCCL_SOCKET_IFNAME = "eth0\\u0000x" }\n')  # TOML's "\u0000"
+    path = _sweep_file(tmp, '[[points]]\nenv = { NCCL_ALGO = "ring\\u0000x" }\n')  # TOML's "\u0000"
     return Attack(["--sweep", str(path), "--dry-run", "--no-doctor"], sweep=True, error=r"evil\.toml: .*NUL")
 
 
@@ -378,6 +378,7 @@ def test_a_crossover_dry_run_estimates_the_time_its_sizes_take(monkeypatch, caps
     """`--dry-run` of a crossover stage up to 256 MiB (the most 22 GB of gloo ranks hold): its estimate counts
     every size's bytes, not only the probe's small all-reduce (it said 0.0 min)."""
     from commprof.replay.size_timing import CROSSOVER_LAYERS
+    from commprof.replay.step_counts import steps_per_mode
     from commprof.sweep import command
     from commprof.sweep.planning.config import parse_sweep
     from commprof.sweep.planning.dryrun import ASSUMED_ALGBW_GBPS, StepCost
@@ -397,6 +398,6 @@ def test_a_crossover_dry_run_estimates_the_time_its_sizes_take(monkeypatch, caps
         minutes[max_bytes] = float(re.search(r"estimated ([\d.]+) min", out).group(1))
     # the largest size alone: the setting and the baseline, verified, timed and split per op, every round
     stage = parse_sweep(text.format(1 << 28), "x.toml").stages[0]
-    all_reduces = 2 * 3 * (stage.rounds + stage.warmup + 1) * (2 * CROSSOVER_LAYERS + 1)
+    all_reduces = 2 * steps_per_mode(stage.rounds, stage.warmup) * (2 * CROSSOVER_LAYERS + 1)
     largest_min = all_reduces * (1 << 28) / (ASSUMED_ALGBW_GBPS["gloo"] * 1e9) / 60
     assert minutes[1 << 28] > largest_min > 1 and minutes[1 << 20] < 1

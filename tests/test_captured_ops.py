@@ -119,6 +119,7 @@ def _graph_op_pass(rank, world_size, device):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_graph_mode_records_carry_per_op_times_that_sum_to_about_the_step():
     result, ops = run_nccl_ranks(_graph_op_pass, 2)[0]
@@ -138,6 +139,24 @@ def test_a_failed_per_op_capture_loses_only_the_split(monkeypatch):
         raise RuntimeError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(harness, "capture_per_op", refuse)
-    replay = SimpleNamespace(op_graph="stale", op_stamps=None)
+    replay = SimpleNamespace(op_graph="stale", op_stamps=None, tensors=SimpleNamespace(outputs=[]))
     why = StepReplay.capture_op_pass(replay)
     assert why.startswith("not measured: the per-op capture failed: RuntimeError") and replay.op_graph is None
+
+
+def test_the_step_graphs_outputs_stay_the_checked_ones_after_the_per_op_capture(monkeypatch):
+    """The per-op capture runs the step again into outputs of its own (an out-of-place kernel's): the last timed
+    replay of the step graph is verified against the step graph's outputs, never the per-op graph's."""
+    from commprof.replay import harness
+
+    step_outputs = [torch.zeros(2), torch.ones(2)]
+    replay = SimpleNamespace(tensors=SimpleNamespace(outputs=list(step_outputs)), op_graph=None, op_stamps=None)
+
+    def per_op(target):
+        target.tensors.outputs = [torch.full((2,), 7.0), torch.full((2,), 8.0)]  # the per-op graph's own
+        return "graph", "stamps"
+
+    monkeypatch.setattr(harness, "external_events_missing", lambda: None)
+    monkeypatch.setattr(harness, "capture_per_op", per_op)
+    assert StepReplay.capture_op_pass(replay) is None and replay.op_graph == "graph"
+    assert all(a is b for a, b in zip(replay.tensors.outputs, step_outputs, strict=True))

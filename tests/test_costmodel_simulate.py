@@ -86,7 +86,7 @@ def test_topology_validation_names_file_and_key():
         ({"launch_overhead_us": float("nan")}, "t.toml: launch_overhead_us: nan is not a finite number"),
         (
             {"links": {"pci": {"channels": 2, "channel_bw_gbps": float("inf")}}},
-            "t.toml: links.pci.channel_bw_gbps: inf is not a finite number (allowed: a number > 0)",
+            "t.toml: links.pci.channel_bw_gbps: inf is not a finite number (allowed: a number >= 0.001)",
         ),
         ({"gpu": "H100"}, "t.toml: gpu: unknown key (allowed: name, description, gpus,"),
         ({"links": {"pcie": {}}}, "t.toml: links.pcie: unknown link type (allowed: nvlink, pci, shm)"),

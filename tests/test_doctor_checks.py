@@ -169,6 +169,17 @@ def test_driver_forced_p2p_and_hmm():
     assert check_driver(facts()).status == "skipped"
 
 
+def test_driver_names_a_gpu_model_whose_stock_driver_refuses_peer_access():
+    geforce = facts(nvidia_smi_full=fixture("nvidia-smi-q-old-driver.txt"))  # two GeForce RTX 4090
+    r = check_driver(geforce)
+    assert r.status == "warn" and "stock driver refuses peer access on NVIDIA GeForce RTX 4090" in r.detail
+    assert "not read" in r.detail and "patched open driver" in r.fix
+    unlocked = facts(
+        nvidia_smi_full=fixture("nvidia-smi-q-old-driver.txt"), nvidia_params='RegistryDwords: "ForceP2P=0x11"\n'
+    )
+    assert "refuses" not in check_driver(unlocked).detail  # a patched driver's P2P keys: forced P2P, its own warning
+
+
 # --- pcie ---------------------------------------------------------------------------------------------
 
 

@@ -173,6 +173,7 @@ def test_torch_calls_of_the_probe_bind_to_the_installed_signatures():
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 def test_gpu_tests_on_this_machine(tmp_path):
     topology = probe_topology()
     tests, log = gpu_tests.run_gpu_tests(topology, quick=True, workdir=tmp_path)
@@ -217,6 +218,7 @@ def test_link_reading_binds_the_nvml_calls_it_makes(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.timeout(300)
 def test_one_gpu_is_read_under_a_load_of_host_copies(tmp_path):
     """At one GPU an in-place NCCL sum moves nothing: the load is host <-> device copies, read while they run."""

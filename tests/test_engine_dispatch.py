@@ -195,3 +195,151 @@ def test_vllm_flashinfer_all_reduce_falls_back_to_trtllm_ipc_on_a_hopper_pcie_bo
     pcie = Box(9.0, 4, False, True, multicast=False)  # H100 PCIe: no multicast, so no MNNVL; trtllm over IPC
     assert [route(engine, pcie, {}, op)[0].path for op in ops(1, 147)] == ["FlashInfer all-reduce", "NCCL"]  # 2 MiB cap
     assert route(engine, Box(9.0, 4, False, False), {}, ops(1)[0])[0].path == "NCCL"  # no P2P: no IPC workspace
+
+
+# --- Facts read in the second round: each case is one gate of the released source --------------------------------
+
+KIMI = "KimiK25ForConditionalGeneration"
+SG = "sglang==0.5.23"
+
+
+@pytest.mark.parametrize(
+    "box,switches,today,why",
+    [
+        # overrides.py _flashinfer_allreduce_fusion_auto_enable: the backend "auto" for a listed architecture
+        (Box(9.0, 8, True, True, architecture=KIMI), {}, "FlashInfer all-reduce", None),
+        (
+            Box(10.0, 8, True, True, multicast=True, architecture="Qwen3MoeForCausalLM"),
+            {},
+            "FlashInfer all-reduce",
+            None,
+        ),
+        (Box(9.0, 8, True, True, architecture="LlamaForCausalLM"), {}, "custom all-reduce", "not one SGLang"),
+        (Box(9.0, 8, True, True), {}, "custom all-reduce", "not assumed"),  # architecture unknown
+        (Box(9.0, 8, True, True, architecture=KIMI, dp_attention=True), {}, "custom all-reduce", "DP attention"),
+        (Box(12.0, 8, True, True, architecture=KIMI), {}, "custom all-reduce", "SM90 or SM10x"),
+        (Box(9.0, 8, True, True, architecture=KIMI, nodes=2), {}, "NCCL", "only SM10x"),
+        (Box(9.0, 8, True, True, architecture=KIMI), {"--moe-a2a-backend": "deepep"}, "custom all-reduce", "deepep"),
+        (
+            Box(9.0, 8, True, True, architecture=KIMI),
+            {"--enforce-disable-flashinfer-allreduce-fusion": "1"},
+            "custom all-reduce",
+            "--enforce-disable",
+        ),
+        # MiMo gets cutedsl, which has no workspace for the standalone all-reduce
+        (
+            Box(10.0, 8, True, True, multicast=True, architecture="MiMoV2ForCausalLM"),
+            {},
+            "custom all-reduce",
+            "cutedsl",
+        ),
+        # SM10x resolves auto to mnnvl, which needs NVLink multicast for its workspace
+        (Box(10.0, 8, True, True, multicast=None, architecture=KIMI), {}, "custom all-reduce", "multicast"),
+    ],
+)
+def test_sglang_turns_flashinfer_all_reduce_on_by_itself_for_its_architectures(box, switches, today, why):
+    rule, skipped = route(SG, box, switches, ops(4)[0])
+    assert rule.path == today
+    if why:
+        assert any(line.startswith("FlashInfer all-reduce") and why in line for line in skipped), skipped
+    (entry,) = engine_paths((SG,), box, ops(4), {"SGLang": switches} if switches else {})
+    assert entry["rows"][0]["today" if not switches else "with_answer"] == today
+    if today == "FlashInfer all-reduce" and not switches:
+        assert any(
+            "=auto" in line and "_flashinfer_allreduce_fusion_auto_enable" in line for line in entry["engine_sets"]
+        )
+        assert "overrides.py: _flashinfer_allreduce_fusion_auto_enable" in entry["rows"][0]["today_source"]
+
+
+def test_sglang_flashinfer_all_reduce_workspace_limits_per_backend():
+    hopper = Box(9.0, 8, True, True, architecture=KIMI)  # auto -> trtllm
+    assert route(SG, hopper, {}, ops(2048)[0])[0].path == "FlashInfer all-reduce"
+    rule, skipped = route(SG, hopper, {}, ops(2049)[0])
+    assert rule.path != "FlashInfer all-reduce" and any("2048-token workspace" in w for w in skipped)
+    # trtllm's workspace is built without use_fp32_lamport: an fp32 op goes elsewhere (flashinfer_comm_fusion L1006)
+    fp32 = ops(4, dtype="float32", hidden=2, model_dtype="bfloat16", model_hidden=HIDDEN)[0]
+    rule, skipped = route(SG, hopper, {}, fp32)
+    assert rule.path != "FlashInfer all-reduce" and any("fp32 on the trtllm workspace" in w for w in skipped)
+    blackwell = Box(10.0, 8, True, True, multicast=True, architecture=KIMI)  # auto -> mnnvl, sized in bytes
+    assert route(SG, blackwell, {}, ops(2048)[0])[0].path == "FlashInfer all-reduce"
+    assert (
+        route(SG, blackwell, {}, ops(4, dtype="float32", model_dtype="bfloat16")[0])[0].path == "FlashInfer all-reduce"
+    )
+    rule, skipped = route(SG, blackwell, {}, ops(2049)[0])
+    assert rule.path != "FlashInfer all-reduce" and any("MNNVL buffer" in w for w in skipped)
+    odd = ops(4, hidden=7172, model_hidden=HIDDEN)[0]  # 7172 x 2 B is not whole 16-byte vectors
+    assert route(SG, blackwell, {}, odd)[0].path != "FlashInfer all-reduce"
+
+
+def test_sglang_pcie_ipc_without_a_cap_takes_only_the_decode_width():
+    on = {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1"}
+    # pcie_ipc_ar.py _ensure_workspace: max_numel = the widest decode (max_bs x tokens per request) x hidden
+    assert paths(SG, PCIE8, on, 1, 512, 513) == ["FlashInfer PCIe IPC"] * 2 + ["NCCL"]  # max_bs 512 at TP 8
+    rule, skipped = route(SG, PCIE8, on, ops(513)[0])
+    assert any("decode-width workspace (512 rows" in w for w in skipped)
+    verify = Box(12.0, 8, False, True, tokens_per_request=4)
+    assert paths(SG, verify, on, 2048, 2049) == ["FlashInfer PCIe IPC", "NCCL"]
+    small = Box(12.0, 8, False, True, gpu_mem_gib=32.0)  # below 35 GiB at TP >= 4: max_bs 160
+    assert paths(SG, small, on, 160, 161) == ["FlashInfer PCIe IPC", "NCCL"]
+    capped = on | {"SGLANG_PCIE_IPC_MAX_NUMEL": str(1024 * HIDDEN)}  # the variable overrides the derivation
+    assert paths(SG, PCIE8, capped, 1024, 1025) == ["FlashInfer PCIe IPC", "NCCL"]
+
+
+@pytest.mark.parametrize(
+    "sm,tp,v2",
+    [(9.0, 8, True), (9.0, 16, False), (10.0, 16, True), (10.7, 12, False), (10.7, 16, True), (10.3, 6, True)],
+)
+def test_sglang_custom_all_reduce_v2_takes_its_tuned_world_sizes(sm, tp, v2):
+    box = Box(sm, tp, True, True)
+    rule, skipped = route(SG, box, {}, ops(1)[0])
+    # v2 takes [1, 7168] bf16; outside its tuned sizes, the legacy class knows only 2 / 4 / 6 / 8
+    assert (rule.path == "custom all-reduce") == (v2 or tp in (2, 4, 6, 8))
+    if not v2 and tp not in (2, 4, 6, 8):
+        assert any("not 2 / 4 / 6 / 8" in w for w in skipped)
+
+
+def test_vllm_034_refuses_flashinfer_rows_of_partial_16_byte_vectors():
+    box = Box(9.0, 8, True, True, multicast=True)
+    odd = ops(4, hidden=2052)[0]  # 2052 x 2 B = 4104 B: not whole 16-byte vectors
+    assert route("vllm==0.33", box, {}, odd)[0].path == "FlashInfer all-reduce"
+    rule, skipped = route("vllm==0.34", box, {}, odd)
+    assert rule.path != "FlashInfer all-reduce" and any("16-byte vectors" in w for w in skipped)
+
+
+def test_vllm_034_hisparse_runs_flashinfer_on_trtllm_and_never_across_nodes():
+    sparse = {"attention_config.hisparse_config": "1"}
+    b200 = Box(10.0, 8, True, True, multicast=True)
+    big = Op("x", 1, 16 * 1024 * 1024, "bfloat16", HIDDEN)  # 16 MiB: within MNNVL's 128 MiB, above trtllm's 1 MiB
+    assert route("vllm==0.34", b200, {}, big)[0].path == "FlashInfer all-reduce"
+    assert route("vllm==0.34", b200, sparse, big)[0].path != "FlashInfer all-reduce"
+    assert route("vllm==0.33", b200, sparse, big)[0].path == "FlashInfer all-reduce"  # 0.33 has no such switch
+    nodes = Box(10.0, 8, True, True, multicast=True, nodes=2)
+    rule, skipped = route("vllm==0.34", nodes, sparse, ops(1)[0])
+    assert rule.path != "FlashInfer all-reduce" and any("HiSparse across nodes" in w for w in skipped)
+
+
+def test_vllm_034_custom_all_reduce_refuses_a_group_across_nodes():
+    two = Box(10.0, 2, True, True, multicast=True, nodes=2)
+    off = {"VLLM_ALLREDUCE_USE_FLASHINFER": "0", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
+    assert route("vllm==0.33", two, off, ops(1)[0])[0].path == "custom all-reduce"  # MNNVL, two ranks
+    rule, skipped = route("vllm==0.34", two, off, ops(1)[0])
+    assert rule.path == "NCCL" and any("mnnvl_only" in w for w in skipped)
+    eight = Box(10.0, 8, True, True, multicast=True, nodes=2)
+    assert route("vllm==0.33", eight, off, ops(1)[0])[0].path == "NCCL"  # not fully connected across nodes
+
+
+def test_flashinfer_facts_name_the_sm120_copy_engine_wait_kernel():
+    from commprof.impls.flashinfer_pcie import COPY_ENGINE_KERNELS
+    from commprof.report.analysis.engine_flashinfer import FLASHINFER_0_7_4
+
+    assert "kernel_pcie_ipc_ce_sm120_binary_wait_clear" in COPY_ENGINE_KERNELS
+    cite = next(c for c in FLASHINFER_0_7_4.facts if "binary_wait_clear" in c.pattern)
+    assert cite.file.endswith("pcie_ipc_ce_sm120.cuh")
+
+
+def test_vllm_034_sm100_pcie_ipc_follows_its_wide_capture_grid():
+    on = {"VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "1", "VLLM_ALLREDUCE_USE_FLASHINFER": "0"}
+    box = Box(10.0, 4, False, True)
+    assert paths("vllm==0.33", box, on, 1024, 1025) == ["FlashInfer PCIe IPC", "NCCL"]
+    assert paths("vllm==0.34", box, on, 8192, 8193) == ["FlashInfer PCIe IPC", "NCCL"]
+    assert paths("vllm==0.34", PCIE8, on, 512, 513) == ["FlashInfer PCIe IPC", "NCCL"]  # elsewhere: unchanged

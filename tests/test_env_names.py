@@ -2,16 +2,21 @@
 read, where a record is read and where an export line is written; sourcing an export runs nothing."""
 
 import json
+import re
 import subprocess
 
 import pytest
 
-from commprof.env_names import export_name_problem, is_export_name
+from commprof.env_names import ENGINE_SWITCHES, NCCL_TUNING, TUNING_VARIABLES, export_name_problem, is_export_name
 from commprof.errors import UsageError
+from commprof.impls.registry import engine_flag_table, engine_switch_table
+from commprof.nccl_vocab import ENV_CHECKS
 from commprof.records.files import read_records
+from commprof.report.analysis.engine_dispatch import TABLES
 from commprof.report.exports.export_text import export_line
 from commprof.report.views.answers import export_line as page_export_line
 from commprof.sweep.planning.config import parse_sweep
+from commprof.torch_env import FROZEN_AT_TORCH_LOAD
 from tests.report_fixtures import make_records
 
 # Each runs code when a shell sources `export NAME=...` (or the next command starts), or loads a library.
@@ -32,6 +37,18 @@ HOSTILE = [
     "NCCL_NET_PLUGIN",
     "NCCL_TUNER_PLUGIN",
     "VLLM_PLUGINS",
+    # a process that listens or dials out, names its peers or fills a disk
+    "NCCL_COMM_ID",
+    "NCCL_RAS_ADDR",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_HOSTID",
+    "NCCL_DEBUG",
+    "NCCL_IB_HCA",
+    "VLLM_HOST_IP",
+    "VLLM_PORT",
+    "SGLANG_HOST_IP",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE",
+    "COMMPROF_SGLANG_ARGS",  # the engine's command line engine_flags.txt collects
     "A\nB",
     "1X",
     "",
@@ -43,7 +60,7 @@ ALLOWED = [
     "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC",
     "COMMPROF_TEST_KNOB",
     "OMP_NUM_THREADS",
-    "TORCH_NCCL_AVOID_RECORD_STREAMS",
+    "NCCL_GRAPH_FILE",
     "CUDA_DEVICE_MAX_CONNECTIONS",
 ]
 
@@ -58,7 +75,27 @@ def test_the_variables_commprof_tunes_are_allowed(name):
     assert export_name_problem(name) is None
 
 
-@pytest.mark.parametrize("name", ["PROMPT_COMMAND", "LD_PRELOAD", "BASH_ENV", "NCCL_NET_PLUGIN"])
+def test_every_nccl_variable_allowed_has_its_value_checked():
+    """The NCCL tuning variables are the ones a sweep checks the values of: one can join neither list alone."""
+    assert NCCL_TUNING == set(ENV_CHECKS)
+
+
+def test_every_engine_switch_commprof_writes_is_allowed():
+    """The engine switches and size caps the implementations route with, and those the engine versions' dispatch
+    tables read, are on the list (else the answer's own lines would be skipped)."""
+    named = set()
+    for switches in engine_switch_table().values():
+        for switch in switches:
+            named |= {part.split("=")[0] for part in switch.switch.split()} | {switch.size_variable} - {None}
+    for flags in engine_flag_table().values():
+        named |= {f.setting.split("=")[0] for f in flags if re.match(r"[A-Z_]+=", f.setting)}
+    for table in TABLES.values():
+        named |= {s for s in [*(r.switch for r in table.rules), *(d.switch for d in table.defaults)] if s.isupper()}
+    assert named and named <= ENGINE_SWITCHES, named - ENGINE_SWITCHES
+    assert {*FROZEN_AT_TORCH_LOAD} <= TUNING_VARIABLES
+
+
+@pytest.mark.parametrize("name", ["PROMPT_COMMAND", "LD_PRELOAD", "BASH_ENV", "NCCL_NET_PLUGIN", "NCCL_COMM_ID"])
 @pytest.mark.parametrize("where", ["[axes.env]\n{name} = ['x']\n", "[[points]]\nenv = {{ {name} = 'x' }}\n"])
 def test_a_sweep_file_naming_one_is_refused_before_anything_runs(name, where):
     with pytest.raises(UsageError) as refused:

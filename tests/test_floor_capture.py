@@ -1,13 +1,16 @@
 """The floor probe's stream handling, read through a fake CUDA that records every stream operation and applies
 the stream-capture rules (tests/fake_cuda.py): every stream a capture touches joins it and rejoins it before it
-ends, a pair whose capture fails loses its latency alone, and the all-pairs copies never share a stream."""
+ends, a pair whose capture fails loses its latency alone, and the all-pairs copies never share a stream; on the
+fake's timeline, the all-pairs copies start together behind one gate and are timed from it, and copies that
+would start one after another are refused."""
 
 import sys
 
 import pytest
 
 from commprof.floor import probe
-from tests.fake_cuda import CaptureError, fake_torch
+from commprof.floor.measure import figures
+from tests.fake_cuda import CaptureError, Timeline, fake_torch
 
 
 @pytest.fixture
@@ -69,9 +72,55 @@ def test_a_pair_whose_capture_fails_is_named_and_the_probe_goes_on(torch_fake, m
 
 
 def test_all_pairs_at_once_issue_each_copy_on_streams_of_its_own(torch_fake):
-    ingress = probe._all_pairs_ingress([0, 1, 2], [], chunk=1024, repeats=1)
-    assert set(ingress) == {0, 1, 2}
+    ingress, refused = probe._all_pairs_ingress([0, 1, 2], chunk=1024, repeats=1)
+    assert set(ingress) == {0, 1, 2} and refused is None
     copies = torch_fake.cuda.copies[:6]  # one repeat: every ordered pair once
     assert len({src for src, _ in copies}) == 6 and len({dst for _, dst in copies}) == 6
     assert not any(src.default or dst.default for src, dst in copies)
     assert all(src.device != dst.device for src, dst in copies)
+
+
+def _on_timeline(monkeypatch, gpus: int, timeline: Timeline):
+    fake = fake_torch(gpus=gpus, timeline=timeline)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    return fake
+
+
+def test_all_pairs_start_together_behind_the_gate_and_are_timed_from_it(monkeypatch):
+    """8 GPUs, 56 copies issued at 5 µs a host call: the gate holds them, so each GPU's 7 inbound copies share its
+    link from the gate on (7 x 100 µs) and its bandwidth is one copy's, not 7 times it."""
+    timeline = Timeline(host_us=5.0, cycles_per_us=2000.0, copy_us=100.0)
+    fake = _on_timeline(monkeypatch, 8, timeline)
+    chunk = 1 << 20
+    ingress, refused = probe._all_pairs_ingress(list(range(8)), chunk=chunk, repeats=2)
+    assert refused is None
+    one_copy_gbps = chunk / (1000.0 * timeline.copy_us)
+    assert ingress == {d: pytest.approx(one_copy_gbps) for d in range(8)}
+    assert "spin" in {entry[0] for entry in fake.cuda.log}
+
+
+def test_copies_that_would_start_one_after_another_are_refused(monkeypatch):
+    """A host so slow (20 ms a call) that every gate, lengthened GATE_TRIES times, opens before the last copy is
+    queued: the copies would start one after another and each GPU read up to 7x its link, so nothing is reported."""
+    _on_timeline(monkeypatch, 8, Timeline(host_us=20_000.0, cycles_per_us=2000.0, copy_us=100.0))
+    ingress, refused = probe._all_pairs_ingress(list(range(8)), chunk=1 << 20, repeats=1)
+    assert ingress == {} and refused.startswith("the copies could not be started together")
+    assert f"{probe.GATE_TRIES} tries" in refused and "56 copies" in refused
+
+
+def test_a_refused_all_pairs_probe_gives_no_floor(monkeypatch):
+    fake = _on_timeline(monkeypatch, 4, Timeline(host_us=50_000.0))
+    monkeypatch.setattr(probe, "_bandwidth", lambda *args: 50.0)
+    monkeypatch.setattr(probe, "_write_latency_us", lambda a, b: 1.0)
+    monkeypatch.setattr(probe, "_launch_us", lambda device: 2.0)
+    monkeypatch.setattr(probe, "_triton_store", lambda not_measured: None)
+    fake.cuda.is_available = lambda: True
+    fake.cuda.device_count = lambda: 4
+    fake.cuda.can_device_access_peer = lambda a, b: True
+    measured = probe.probe_floor(copy_bytes=1 << 20, repeats=1)
+    assert measured.all_pairs_ingress_gbps == {}
+    assert any(
+        line.startswith("all pairs at once: the copies could not be started together") for line in measured.not_measured
+    )
+    with pytest.raises(ValueError, match="could not be started together"):
+        figures(measured)

@@ -43,6 +43,7 @@ def test_the_command_without_gpus_says_where_published_figures_are(capsys):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 CUDA GPUs")
 def test_the_probe_measures_this_box(tmp_path):
     from commprof.floor.probe import probe_floor
@@ -56,6 +57,7 @@ def test_the_probe_measures_this_box(tmp_path):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 CUDA GPUs")
 def test_the_sweep_measures_the_floor_in_a_fresh_process(tmp_path):
     from commprof.floor.fresh import measure_floor

@@ -23,6 +23,7 @@ def _nccl_replay(rank, world_size, device):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_nccl_two_ranks_eager_and_graph_replay_verified():
     eager, graph = run_nccl_ranks(_nccl_replay, 2)[0]

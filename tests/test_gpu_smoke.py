@@ -230,6 +230,15 @@ def test_one_gpu_runs_two_ranks_sharing_it_then_one_rank_then_the_rest(tmp_path,
     assert next(v for v in verdicts if v.path == "pytest -m gpu").detail.startswith("3 passed")
 
 
+def test_the_first_step_fits_six_minutes_on_one_gpu_or_eight_by_its_own_budget():
+    from commprof.gpu_smoke.budget import BUDGET_S, SMOKE_WALL_S
+    from commprof.gpu_smoke.run import STEP_MINIMUM_S
+
+    assert SMOKE_WALL_S <= 360 and BUDGET_S + 30 <= SMOKE_WALL_S  # start-up, summary and archive in 30 s
+    for skipped in ("floor", "one-rank-sweep"):  # one GPU; two or more
+        assert sum(s for name, s in STEP_MINIMUM_S.items() if name != skipped) <= BUDGET_S
+
+
 def test_eight_gpus_run_eight_ranks_with_two_sizes_and_no_one_rank_sweep(tmp_path, monkeypatch):
     from commprof.gpu_smoke.run import gpu_paths
 

@@ -260,3 +260,16 @@ def test_the_real_floor_refusal_without_two_gpus_is_judged_a_pass():
     )
     verdict = extended.floor_refusal_verdict("f", proc.returncode, proc.stdout + proc.stderr)
     assert verdict.status == PASS and "needs at least 2 CUDA GPUs" in verdict.detail
+
+
+def test_a_knob_nccl_did_not_engage_still_has_its_capture_verdict():
+    """A not_engaged record replaces only an ok one (captured, replayed, verified): the capture verdict stands."""
+    from commprof.gpu_smoke.verdicts import PASS as V_PASS
+    from commprof.gpu_smoke.verdicts import capture_verdict
+
+    rows = [
+        {"mode": "graph", "tokens": 4, "status": "not_engaged", "message": "NCCL_PROTO=LL not engaged: ..."},
+        {"mode": "graph", "tokens": 16, "status": "ok", "message": None},
+    ]
+    verdict = capture_verdict("capture verdict under NCCL_PROTO=LL", rows)
+    assert verdict.status == V_PASS and "T=4 not_engaged (NCCL_PROTO=LL not engaged" in verdict.detail

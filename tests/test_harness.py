@@ -80,7 +80,7 @@ def _replay_many(rank, world_size):
 
 
 def test_ranks_agree_on_the_worst_verdict():
-    from commprof.replay.harness import agree_ranks
+    from commprof.replay.agreement import agree_ranks
 
     good = {
         "ok": True,
@@ -216,3 +216,129 @@ def test_a_nan_never_hides_in_the_error():
     got = torch.tensor([1.0, float("nan"), float("inf"), 4.5])
     assert _finite_error(got, torch.tensor([1.0, 2.0, 3.0, 4.0])) == (0.5, 2)
     assert _finite_error(torch.full((3,), float("nan")), torch.zeros(3)) == (0.0, 3)
+
+
+# Planted all-reduces for one 8-rank launch: (implementation, options, what its eager mode records).
+PLANTINGS = [
+    ("gloo", {}, "ok"),
+    ("nccl+rmsnorm", {"norm": "torch"}, "ok"),
+    ("tests.plugins.faulty:DropsRank0", {}, "wrong"),
+    ("tests.plugins.faulty:DoublesRank1", {}, "wrong"),
+    ("tests.plugins.faulty:StaleOutput", {}, "wrong"),
+    ("tests.plugins.faulty:IdleOutput", {}, "wrong"),
+]
+
+
+def _replay_plantings(rank, world_size):
+    import torch
+    import torch.distributed as dist
+
+    from commprof.impls.registry import load_impl
+    from commprof.planner.models import ModelShape
+    from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
+
+    plan = build_step_plan(ModelShape("tiny", 2, 64, 256, "bfloat16", "test"), world_size, 2)
+    results = []
+    for impl_path, options, _ in PLANTINGS:
+        impl = load_impl(impl_path)(options)
+        impl.setup(dist.group.WORLD, plan, torch.device("cpu"))
+        config = ReplayConfig(iterations=2, warmup=1)
+        replay = StepReplay(plan, impl, dist.group.WORLD, torch.device("cpu"), config)
+        results.append(replay_mode(replay, "eager").to_dict())
+    return results
+
+
+@pytest.mark.processes
+def test_at_tp8_a_dropped_doubled_stale_or_idle_contribution_is_wrong_and_right_ones_stay_ok():
+    """One 8-rank gloo launch: a dropped rank is off by at most 7 per element, inside the tolerance the ranks
+    scaled (8 x 2^-8 x 252); stale and idle kernels are right on the first step and caught on the last."""
+    for rank_results in run_ranks(_replay_plantings, 8):
+        for (impl, _, expected), result in zip(PLANTINGS, rank_results, strict=True):
+            assert result["status"] == expected, (impl, result["message"])
+            if impl == "gloo":  # an exact sum: not one unit off (the fused reference's norm has a tolerance)
+                assert result["check"]["max_abs_err"] == 0.0 and result["check"]["tolerance"] == 0.0
+    by_impl = {impl: result for (impl, _, _), result in zip(PLANTINGS, rank_results, strict=True)}
+    assert "the last timed step (the first was right)" in by_impl["tests.plugins.faulty:StaleOutput"]["message"]
+    assert by_impl["tests.plugins.faulty:IdleOutput"]["check"]["non_finite"] > 0
+
+
+def _rank_tensors(world: int, fused: bool = False):
+    """Every rank's StepTensors of one tiny plan, in this process (CPU)."""
+    import torch
+
+    from commprof.planner.models import ModelShape
+    from commprof.planner.plan import build_step_plan
+    from commprof.replay.replay_tensors import StepTensors
+
+    plan = build_step_plan(ModelShape("tiny", 2, 64, 256, "bfloat16", "test"), world, 2)
+    return plan, [StepTensors(plan, r, world, torch.device("cpu"), fused) for r in range(world)]
+
+
+def _reduce(plan, ranks, drop: int | None = None):
+    """Each all-reduce op's exact sum over the ranks' current inputs (rank `drop` left out), as rank 0's outputs."""
+    import torch
+
+    first = ranks[0]
+    for op in plan.ops:
+        if op.collective != "all_reduce":
+            continue
+        key, row = first.row_of[op.index]
+        rows = [t.reduce_rows[key].inputs[row].float() for r, t in enumerate(ranks) if r != drop]
+        first.outputs[op.index] = torch.stack(rows).sum(0).to(torch.bfloat16)
+    for op in plan.ops:  # the all-gathers, right
+        if op.collective == "all_gather":
+            key = (op.input_shape, op.dtype)
+            gathered = torch.cat([t.gather_in[key].reshape(op.input_shape[0], -1) for t in ranks])
+            first.outputs[op.index] = gathered
+
+
+def test_an_exact_sum_has_zero_tolerance_and_a_dropped_rank_is_wrong_at_tp8():
+    plan, ranks = _rank_tensors(8)
+    for t in ranks:
+        t.refill()
+    _reduce(plan, ranks)
+    right = ranks[0].verify(1e-6)
+    assert right.ok and right.tolerance == 0.0 and right.max_abs_err == 0.0
+    _reduce(plan, ranks, drop=0)
+    dropped = ranks[0].verify(1e-6)
+    assert not dropped.ok and dropped.max_abs_err <= 7  # the old tolerance (8 x 2^-8 x 252 = 7.9) passed it
+
+
+def test_the_previous_steps_output_is_wrong_at_every_step():
+    plan, ranks = _rank_tensors(2)
+    shifts = []
+    for _ in range(8):
+        for t in ranks:
+            t.refill()
+        _reduce(plan, ranks)  # this step's right outputs ...
+        stale = list(ranks[0].outputs)
+        for t in ranks:
+            t.refill()
+        shifts.append(ranks[0].shift)
+        ranks[0].outputs = stale  # ... handed back on the next step
+        assert not ranks[0].verify(1e-6).ok
+    assert all(a != b for a, b in zip(shifts, shifts[1:]))
+
+
+def test_a_poisoned_output_left_unwritten_is_wrong_with_its_nans_counted():
+    plan, ranks = _rank_tensors(2)
+    for t in ranks:
+        t.refill()
+    _reduce(plan, ranks)
+    assert ranks[0].verify(1e-6).ok
+    ranks[0].poison()
+    for t in ranks:
+        t.refill()
+    check = ranks[0].verify(1e-6)
+    assert not check.ok and check.non_finite > 0
+
+
+def test_beyond_the_exact_range_the_tolerance_grows_with_the_ranks():
+    from commprof.replay.replay_tensors import EXACT_INTEGERS
+
+    _, (tensors,) = _rank_tensors(1)
+    tensors.world = 16  # (4 + 3) x 136 = 952 > 2^8: bf16 adds round
+    assert not tensors.exact("bfloat16") and tensors.exact("float16") and 952 <= EXACT_INTEGERS["float16"]
+    tensors.world = 8
+    assert tensors.exact("bfloat16") and tensors.exact("bfloat16", rmsnorm=True)

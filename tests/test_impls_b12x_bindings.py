@@ -18,7 +18,7 @@ from tests.b12x_record import PROGRESS_FIELDS, SIGNATURES, SURFACE_WORLD_SIZES, 
 TOKENS, HIDDEN = 8, 1024
 
 
-def drive(monkeypatch, name: str, options: dict, world_size: int) -> FakeB12x:
+def drive(monkeypatch, name: str, options: dict, world_size: int, state_dir=None) -> FakeB12x:
     """setup, prepare, one op eager and one under capture, and teardown, as the harness runs them."""
     fake = FakeB12x()
     for module, value in fake.modules.items():
@@ -30,6 +30,7 @@ def drive(monkeypatch, name: str, options: dict, world_size: int) -> FakeB12x:
     monkeypatch.setattr(dist, "barrier", lambda group=None: None)
     plan = build_step_plan(ModelShape("tiny", 2, HIDDEN, 256, "bfloat16", "test"), world_size, TOKENS)
     impl = load_impl(name)(options)
+    impl.state_dir = state_dir
     impl.setup(object(), plan, torch.device("cpu"))
     try:
         impl.prepare([(TOKENS, HIDDEN)])
@@ -77,6 +78,18 @@ def test_each_variant_builds_its_runtime_and_primes_once_per_shape(driven):
     assert "pcie.PCIeTwoShotBF16.capture" in driven["twoshot"].names()  # graph capture inside runtime.capture
     assert driven["fused"].names().count("pcie._oneshot_preparation._OneshotExecutionState.run_fused") == 1
     assert driven["auto"].names().count("pcie._oneshot_preparation._OneshotExecutionState.run_plain") == 1
+
+
+def test_a_sweeps_session_keeps_its_plan_selections_in_the_settings_folder(monkeypatch, tmp_path):
+    """b12x looks every request up in a selection cache, shared by every process on the box unless the session
+    names its own (1.5.1 preparation/session.py _selection_cache): a point's session names the setting's folder."""
+    fake = drive(monkeypatch, "b12x", {"variant": "oneshot"}, 8, state_dir=tmp_path / "prepared" / "b12x")
+    (session,) = [kwargs for name, _, kwargs in fake.calls if name == "preparation.PreparationSession"]
+    assert session["cache_dir"] == str(tmp_path / "prepared" / "b12x" / "b12x-selections")
+    assert session["autotune"] is False and (tmp_path / "prepared" / "b12x" / "b12x-selections").is_dir()
+    assert "compiles its CuTe kernels" in b.B12xAllReduce.preparation("nccl", {}) and not b.B12xAllReduce.preparation(
+        "gloo", {}
+    )
 
 
 def installed(name: str):
@@ -132,6 +145,7 @@ def test_commprofs_limits_match_the_record_and_the_installed_b12x():
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.skipif(
     torch.cuda.device_count() < 2 or torch.cuda.get_device_capability(0)[0] != 12,
     reason="needs at least 2 SM12x GPUs (b12x runs on consumer Blackwell only)",

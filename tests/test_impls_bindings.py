@@ -196,7 +196,10 @@ def test_fused_returns_norm_then_residual(monkeypatch, one_rank):
 
 def test_pcie_ipc_calls_bind_against_flashinfer():
     workspace = comm.PcieIpcAllReduceWorkspace
-    bind(workspace, **flashinfer_pcie.workspace_kwargs(group=None, max_numel=64 * 7168, dtype=torch.bfloat16))
+    kwargs = flashinfer_pcie.workspace_kwargs(
+        group=None, max_numel=64 * 7168, dtype=torch.bfloat16, tune_cache="t.json"
+    )
+    bind(workspace, **kwargs)
     args, kwargs = flashinfer_pcie.tune_args(7168, torch.bfloat16)
     bind(workspace.tune, None, *args, **kwargs)
     args, kwargs = flashinfer_pcie.prepare_args([(1, 7168), (64, 7168)], torch.bfloat16)
@@ -259,6 +262,34 @@ def test_pcie_ipc_runs_through_the_harness_sized_exactly(monkeypatch, one_rank):
 
 
 STREAM = FakeStream("default")
+
+
+def test_pcie_ipc_tune_cache_is_the_settings_own_and_a_prepared_one_is_loaded_not_retuned(
+    monkeypatch, one_rank, tmp_path
+):
+    """An untuned point reads a tune cache no tuned point wrote (its own folder: seeds); a tuned point whose setting
+    the sweep prepared loads that tuning and does not tune inside its own time limit."""
+    log = []
+    monkeypatch.setattr(comm, "PcieIpcAllReduceWorkspace", fake_pcie_workspace(log))
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: STREAM)
+    untuned = load_impl("flashinfer-pcie-ipc")({})
+    untuned.state_dir = tmp_path / "points" / "p001" / "state"
+    assert replay_on_one_rank(untuned, one_rank).status == "ok"
+    assert log[0][1]["tune_cache"] == str(untuned.state_dir / flashinfer_pcie.TUNE_CACHE)
+    assert "tune" not in [e[0] for e in log] and "seed launch configurations (untuned)" in untuned.detail()
+    assert untuned.preparation("nccl", {}) is None and "tune" in untuned.preparation("nccl", {"tune": True})
+    prepared = tmp_path / "prepared" / "flashinfer-pcie-ipc-tuned"
+    prepared.mkdir(parents=True)
+    (prepared / flashinfer_pcie.TUNE_CACHE).write_text("{}")  # what the preparation's tune() wrote
+    log.clear()
+    tuned = load_impl("flashinfer-pcie-ipc")({"tune": True})
+    tuned.state_dir = prepared
+    assert replay_on_one_rank(tuned, one_rank).status == "ok"
+    assert log[0][1]["tune_cache"] == str(prepared / flashinfer_pcie.TUNE_CACHE)
+    assert "tune" not in [e[0] for e in log] and tuned.detail().startswith(
+        "PcieIpcAllReduceWorkspace.all_reduce with tuned"
+    )
 
 
 def test_pcie_ipc_follows_the_caller_to_another_stream(monkeypatch):

@@ -75,6 +75,7 @@ def _rank(rank, world, port, name, options, queue):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(
     "name, options", CASES, ids=[f"{n}-{'-'.join(map(str, o.values())) or 'plain'}" for n, o in CASES]

@@ -14,7 +14,7 @@ from commprof.nccl_graph.load_check import check_loaded
 from commprof.nccl_graph.nccl_reader import read_graph_file
 from commprof.sweep.running.graph_run import GRAPH_DUMP, TOPO_DUMP, dump_env
 
-pytestmark = [pytest.mark.gpu, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.gpu, pytest.mark.processes, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")

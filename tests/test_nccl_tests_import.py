@@ -186,3 +186,53 @@ def test_import_refuses_nan_in_a_json_log_and_leaves_no_folder(tmp_path, capsys)
     assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "runs")]) == 2
     assert "nan.json: results[0]: time nan is not a latency, which no measurement gives" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+# Two nodes of 2 GPUs (the rank lines' "on <host>"), as nccl-tests built with MPI=1 prints under mpirun; its version
+# and footer lines lost their "#" when pasted (a markdown renderer reads "#" as a heading).
+TWO_NODES = """nccl-tests version 2.17.6 nccl-headers=22703 nccl-library=22703
+# nThread 1 nGpus 1 minBytes 1024 maxBytes 2048 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  1201 on   node-a device  0 [0000:18:00] NVIDIA H100 80GB HBM3
+#  Rank  1 Group  0 Pid  1202 on   node-a device  1 [0000:2a:00] NVIDIA H100 80GB HBM3
+#  Rank  2 Group  0 Pid  3301 on   node-b device  0 [0000:18:00] NVIDIA H100 80GB HBM3
+#  Rank  3 Group  0 Pid  3302 on   node-b device  1 [0000:2a:00] NVIDIA H100 80GB HBM3
+#
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+        1024           256     float     sum      -1    30.12    0.03    0.05      0    29.80    0.03    0.05      0
+        2048           512     float     sum      -1    31.40    0.07    0.10      0    31.02    0.07    0.10      0
+Out of bounds values : 0 OK
+Avg bus bandwidth    : 0.075
+"""
+
+
+def test_a_two_node_log_imports_as_two_nodes_and_lines_without_hash_are_read(tmp_path, capsys):
+    (run,) = parse_text(TWO_NODES, "two-nodes.txt").runs
+    assert (run.ranks, run.nodes, run.nccl_version, run.avg_busbw_gbps, run.out_of_bounds) == (4, 2, "2.27.3", 0.075, 0)
+    assert run.summary()["hosts"] == ["node-a", "node-b"] and len(run.rows) == 2
+    log = tmp_path / "two-nodes.txt"
+    log.write_text(TWO_NODES)
+    assert main(["import-nccl-tests", str(log), "--out", str(tmp_path / "runs")]) == 0
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["nnodes"] == 2 and meta["imported"][0]["runs"][0]["nodes"] == 2
+    one_node = parse(LOG_8GPU).runs[0]
+    assert one_node.nodes == 1  # one host named
+    unnamed = TWO_NODES.replace("on   node-a", "on node").replace("on   node-b", "on node")
+    assert parse_text(unnamed, "x.txt").runs[0].nodes == 1
+    # A log whose rank lines were cut names no host: its node count is unknown, and so is the import's.
+    bare = "\n".join(line for line in TWO_NODES.splitlines() if "Rank" not in line)
+    assert parse_text(bare, "bare.txt").runs[0].nodes is None
+    (tmp_path / "bare.txt").write_text(bare)
+    assert main(["import-nccl-tests", str(tmp_path / "bare.txt"), "--out", str(tmp_path / "bare")]) == 0
+    (bare_dir,) = (tmp_path / "bare").iterdir()
+    assert json.loads((bare_dir / "meta.json").read_text())["nnodes"] is None
+    capsys.readouterr()
+
+
+def test_json_output_names_its_hosts():
+    text = (FIXTURES / "synthetic_output_J.json").read_text()
+    (run,) = parse_json(text, "j.json").runs
+    assert run.nodes == 1 and run.summary()["hosts"] == ["node01"]

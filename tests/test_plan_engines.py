@@ -1,6 +1,7 @@
 """A family whose collectives differ by engine is planned per engine: Command-R reduces once per layer under
-vLLM 0.33 (models/commandr.py) and twice under SGLang 0.5.23; `plan --engine` and the sweep's `[run] engine` pick
-one, and a release commprof has not read is refused naming the ones it has."""
+vLLM 0.33 / 0.34 (models/commandr.py) and twice under SGLang 0.5.23; Falcon cannot run with tensor parallelism in
+SGLang 0.5.23 and is refused saying why; `plan --engine` and the sweep's `[run] engine` pick one, and a release
+commprof has not read is refused naming the ones it has."""
 
 from __future__ import annotations
 
@@ -17,13 +18,39 @@ from commprof.sweep.planning.config import parse_sweep
 COMMAND_R = "tests/fixtures/model-configs/c4ai-command-r-v01.json"  # 40 layers
 
 
-@pytest.mark.parametrize("engine,reduces", [("vllm==0.33", 41), ("vllm==0.33.1", 41), ("sglang==0.5.23", 81)])
+@pytest.mark.parametrize(
+    "engine,reduces", [("vllm==0.33", 41), ("vllm==0.33.1", 41), ("vllm==0.34", 41), ("sglang==0.5.23", 81)]
+)
 def test_command_r_all_reduces_per_engine(engine, reduces, capsys):
     assert main(["plan", "--model", COMMAND_R, "--engine", engine, "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["all_reduce"] == reduces
     layer_sites = {op["site"].rsplit(".", 1)[-1] for op in plan["ops"] if op["site"].startswith("layer.")}
     assert layer_sites == ({"attn+mlp"} if reduces == 41 else {"attn", "mlp"})
+
+
+CONFIGS = "tests/fixtures/model-configs"
+
+
+@pytest.mark.parametrize(
+    "model", ["Falcon-40B", "c4ai-command-r-v01", "GLM-4.5-Air", "Mixtral-8x7B-v0.1", "Nemotron-H-8B-Base-8K"]
+)
+def test_vllm_034_plans_as_033_its_model_files_unchanged_for_these_reductions(model, capsys):
+    plans = []
+    for engine in ("vllm==0.33", "vllm==0.34"):
+        assert main(["plan", "--model", f"{CONFIGS}/{model}.json", "--engine", engine, "--json"]) == 0
+        plans.append({k: v for k, v in json.loads(capsys.readouterr().out).items() if k != "model_source"})
+    assert plans[0] == plans[1] and plans[0]["all_reduce"] > 1
+
+
+def test_falcon_is_refused_for_sglang_with_its_reason(capsys):
+    assert main(["plan", "--model", f"{CONFIGS}/Falcon-40B.json", "--engine", "sglang==0.5.23"]) == 2
+    err = capsys.readouterr().err
+    assert "FalconForCausalLM cannot be planned as sglang==0.5.23 issues it" in err
+    assert "no Falcon model" in err and "base_model_tp_plan" in err and "--engine vllm==0.34" in err
+    assert err.count("\n") == 1
+    assert main(["plan", "--model", f"{CONFIGS}/Falcon-40B.json"]) == 2  # SGLang is the default engine
+    capsys.readouterr()
 
 
 def test_the_plan_names_the_engine_it_follows(capsys):
@@ -35,8 +62,8 @@ def test_the_plan_names_the_engine_it_follows(capsys):
 
 
 def test_a_release_without_model_files_read_is_refused_naming_the_known_ones(capsys):
-    assert main(["plan", "--model", COMMAND_R, "--engine", "vllm==0.34"]) == 2
-    assert "known: sglang==0.5.23, vllm==0.33" in capsys.readouterr().err
+    assert main(["plan", "--model", COMMAND_R, "--engine", "vllm==0.35"]) == 2
+    assert "known: sglang==0.5.23, vllm==0.33, vllm==0.34" in capsys.readouterr().err
     with pytest.raises(UsageError, match="no model files read"):
         parse_plan_engine("trtllm==1.0")
 

@@ -17,7 +17,8 @@ CONFIGS = Path(__file__).parent / "fixtures" / "model-configs"
 
 
 def model(name: str, layout: str | None = None):
-    return load_model(str(CONFIGS / f"{name}.json"), layout)
+    # Falcon has no SGLang model (its refusal: test_plan_engines): planned as vLLM issues it.
+    return load_model(str(CONFIGS / f"{name}.json"), layout, "vllm==0.34" if name.startswith("Falcon") else None)
 
 
 def config(name: str) -> dict:
@@ -69,7 +70,7 @@ def test_hybrid_from_layers_block_type():
 def test_falcon_layout_follows_its_flags():
     assert model("Falcon-7B").layout == "parallel"  # parallel_attn without the new decoder architecture
     sequential = {**config("Falcon-7B"), "parallel_attn": False}
-    shape = shape_from_config(sequential, "falcon", "test")
+    shape = shape_from_config(sequential, "falcon", "test", engine="vllm==0.34")
     assert shape.layout == "standard" and not shape.rmsnorm_after  # LayerNorm follows, nothing to fuse
     assert build_step_plan(model("Falcon-40B"), 8, 4).ops[1].site == "layer.0.attn+mlp"
 

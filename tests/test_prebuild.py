@@ -9,7 +9,8 @@ from commprof.impls import jit_build
 from commprof.records.files import read_records
 from commprof.records.run_meta import read_meta
 from commprof.sweep.planning.config import parse_sweep
-from commprof.sweep.running.prebuild import build_refusal, failures, run_builder, sweep_impls
+from commprof.sweep.planning.points import sweep_impls
+from commprof.sweep.running.prebuild import build_refusal, failures, run_builder
 from tests.plugins.builds import NVCC_FAILURE, FakeSpec
 from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 

@@ -10,6 +10,7 @@ from commprof.sweep.running.prebuild import run_builder
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.timeout(1200)
 def test_flashinfer_modules_are_built_once_and_then_found_in_the_cache(tmp_path):
     pytest.importorskip("flashinfer", reason=f"FlashInfer is not installed ({FLASHINFER_INSTALL})")

@@ -91,7 +91,7 @@ def test_a_crossover_records_model_error_of_the_wrong_shape_is_refused(tmp_path)
         (("nccl_graphs",), {"candidates": [{"ring": "0 1"}]}, "nccl_graphs: candidates: an item: ring: expected a"),
         (("calibration",), 5, "calibration: expected an object or a string or null, got an integer"),
         (("calibration",), {"fit": []}, "calibration: fit: expected an object, got a list"),
-        (("model_error",), {"pct": -3}, "model_error.pct -3 is negative or not finite"),
+        (("model_error",), {"pct": -3}, "model_error.pct -3 is not an error in % (allowed: 0..1000)"),
         (("model_error",), {"basis": 1}, "model_error: basis: expected a string, got an integer"),
         (("imported",), [{"runs": [{"ranks": 0}]}], "imported[0].runs[0].ranks 0 is out of range"),
         (("imported",), [{"warnings": "x"}], "imported: an item: warnings: expected a list, got a string"),
@@ -125,7 +125,7 @@ def test_the_real_run_folders_still_read(run):
 def test_a_measured_records_nccl_sections_read_back_whole(tmp_path):
     """The parsed log's graphs and findings and a graph file's load check keep every key their writers write."""
     from commprof.nccl_graph.load_check import check_loaded
-    from commprof.sweep.running.measure import summarize_nccl_log
+    from commprof.sweep.running.nccl_summary import summarize_nccl_log
     from tests.test_nccl_graph_load import BUS, CANDIDATE, nccl_log
 
     summary = summarize_nccl_log(NCCL_LOG, set())

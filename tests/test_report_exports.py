@@ -145,7 +145,7 @@ def test_recommend_env_sources_in_bash(tmp_path):
             "point_id": "p1",
             "label": "x",
             "impl": "nccl",
-            "env": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "NCCL_WEIRD": "a b'c$HOME", "not a name": "x"},
+            "env": {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL", "COMMPROF_WEIRD": "a b'c$HOME", "not a name": "x"},
         }
     )
     path = tmp_path / "recommend.env"
@@ -159,7 +159,7 @@ def test_recommend_env_sources_in_bash(tmp_path):
     )
     env = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     assert env["NCCL_ALGO"] == "Ring" and env["NCCL_PROTO"] == "LL"
-    assert env["NCCL_WEIRD"] == "a b'c$HOME"  # quoted, not expanded
+    assert env["COMMPROF_WEIRD"] == "a b'c$HOME"  # quoted, not expanded
     assert "skipped 'not a name'" in path.read_text()
 
 

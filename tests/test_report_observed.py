@@ -71,6 +71,13 @@ def test_the_field_reports_25_ms_is_not_explained_and_the_page_says_what_to_chec
     assert "Not confirmed on your box: measure first" in headline
     pairs = run["box"]["pairs"]
     assert len(pairs) == 28 and all("nvidia_topo.log:" in p["transport"]["defaults"]["source"] for p in pairs)
+    # The ranked explanations follow the warning (commprof explain on the run's box, judged within its error).
+    explained = observed["explanations"]
+    assert explained["explained"] is False and explained["verdict"].startswith("nothing explains it within error")
+    assert [len(e["observed_us"]) for e in explained["explanations"]] == [2] * len(explained["explanations"])
+    by_name = {e["condition"]: e for e in explained["explanations"]}
+    assert by_name["iommu-translation"]["evidence"] == "ruled out"  # the doctor on the run's bundle: iommu=off
+    assert "What explains the gap" in html and explained["explanations"][0]["condition"] in html
 
 
 def test_an_observation_inside_the_band_is_explained(run_dir, tmp_path):

@@ -494,8 +494,12 @@ def test_pcie8_calibrated_is_judged_by_its_held_out_error_and_ranks_no_untested_
     run["evidence"] = run["environment"]["evidence"]
     error = run["evidence"]["expected_error_pct"]
     calibration = (pcie8_calibrated.parent / "calibration.toml").read_text()
-    assert f"expected_error_pct = {error}" in calibration  # the largest of its bands of decode / verify sizes
-    assert "held-out error of calibration" in run["evidence"]["expected_error_basis"]
+    stated = float(re.search(r"^expected_error_pct = ([\d.]+)$", calibration, re.M).group(1))
+    basis = run["evidence"]["expected_error_basis"]
+    # The largest of its bands of decode / verify sizes, raised by the logits all-gathers above 1 MB (T >= 4),
+    # which it was never judged at: they are priced by the prior, and each step's error weighs theirs in.
+    assert stated < error and "held-out error of calibration" in basis
+    assert "outside the calibrated sizes (8 KB-1 MB), at 1310720, 2621440, 5242880 B" in basis
     html = (pcie8_calibrated / "index.html").read_text()
     assert "Uncalibrated model" not in html and f"expected error ±{error:.0f} %" in html
     # LL128 on PCIe can corrupt data, and a simulation checks nothing: never ranked, never exported.

@@ -44,6 +44,7 @@ def test_the_cuda_calls_of_the_spacers_exist_in_this_torch(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 def test_the_spin_spacer_runs_its_length_and_the_gemm_spacer_runs():
     from commprof.replay.spacers import Spacer
 
@@ -69,6 +70,7 @@ def test_the_spin_spacer_runs_its_length_and_the_gemm_spacer_runs():
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 def test_globaltimer_stamps_are_nanoseconds_on_the_stream():
     from commprof.replay.spacers import make_arrivals
 
@@ -106,6 +108,7 @@ def _graph_replay(rank, world_size, device):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_graph_mode_has_per_replay_tails_and_the_spacers_are_captured():
     (bare, spaced), ops = run_nccl_ranks(_graph_replay, 2)[0]

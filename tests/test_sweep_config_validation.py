@@ -103,7 +103,10 @@ BAD = [
     ("[axes.env]\nNCCL_NTHREADS = [100]\n", "axes.env.NCCL_NTHREADS[0]: 100 is not a multiple of 32"),
     ("[axes.env]\nCOMMPROF_X = [[1]]\n", "axes.env.COMMPROF_X[0]: expected a string or a number, got list"),
     ('[[points]]\nenv = { COMMPROF_X = "a\\u0000b" }\n', "points[0].env.COMMPROF_X: 'a\\x00b' holds a NUL character"),
-    ("[axes.env]\nPROMPT_COMMAND = ['x']\n", "axes.env.PROMPT_COMMAND: PROMPT_COMMAND is not a variable commprof sets"),
+    (
+        "[axes.env]\nPROMPT_COMMAND = ['x']\n",
+        "axes.env.PROMPT_COMMAND: PROMPT_COMMAND is not a tuning variable commprof sweeps or models",
+    ),
     # implementations and their options
     (
         "[axes]\nimpl = ['flashinfer']\n",

@@ -3,10 +3,19 @@ first point's measured start-up and steps, and an estimate made on gloo says it 
 
 from dataclasses import replace
 
+import pytest
 from rich.console import Console
 
 from commprof.sweep.planning.config import parse_sweep
-from commprof.sweep.planning.dryrun import ASSUMED, point_seconds, size_lines, worker_sets
+from commprof.sweep.planning.dryrun import (
+    ASSUMED,
+    ASSUMED_STEP_MS,
+    on_launch,
+    point_seconds,
+    runs_on_nccl,
+    size_lines,
+    worker_sets,
+)
 from commprof.sweep.running.console import SweepConsole
 
 SPEC = parse_sweep(
@@ -56,5 +65,76 @@ def test_the_first_measured_point_gives_the_estimate_again_from_its_own_start_up
     err = capsys.readouterr().err
     assert [cost.basis.startswith("measured on this launch") for cost in estimates] == [False, True]
     measured = estimates[1]
-    assert measured.overhead_s == 4.0 - (2.0 + 2.0) * 10 / 1000.0  # its duration less its timed steps
-    assert "after the first point: 1 point will run" in err and "per point: 2 x 3.96 s start-up" in err
+    # its duration less every step it ran: 1 checked + 1 warm-up + 9 timed + 1 + 9 per-op, at each T
+    assert measured.overhead_s == pytest.approx(4.0 - (2.0 + 2.0) * 21 / 1000.0)
+    assert "after the first point: 1 point will run" in err and "per point: 2 x 3.92 s start-up" in err
+
+
+def test_the_estimate_counts_every_step_the_harness_runs_per_mode():
+    """A replay on one in-process gloo rank calls the all-reduce once per step: as many as steps_per_mode."""
+    import torch
+    import torch.distributed as dist
+
+    from commprof.impls.torch_dist import TorchAllReduce
+    from commprof.planner.models import ModelShape
+    from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
+    from commprof.replay.step_counts import steps_per_mode
+
+    class Counting(TorchAllReduce):
+        calls = 0
+
+        def all_reduce(self, x):
+            Counting.calls += 1
+            return super().all_reduce(x)
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        plan = build_step_plan(ModelShape("tiny", 2, 64, 256, "bfloat16", "test"), 1, 2)
+        impl = Counting({})
+        impl.setup(dist.group.WORLD, plan, torch.device("cpu"))
+        replay = StepReplay(plan, impl, dist.group.WORLD, torch.device("cpu"), ReplayConfig(iterations=4, warmup=2))
+        assert replay_mode(replay, "eager").status == "ok"
+    finally:
+        dist.destroy_process_group()
+    reductions = sum(1 for op in plan.ops if op.collective == "all_reduce")
+    assert Counting.calls == steps_per_mode(4, 2) * reductions == (1 + 2 + 4 + 1 + 4) * reductions
+
+
+def test_only_a_point_of_nccls_own_all_reduce_pays_the_logging_worker():
+    cost = on_launch(ASSUMED, "nccl", nccl_debug=True, profile=False)
+    assert cost.worker_sets == 2 and cost.logged
+    nccl, kernel = point_seconds(SPEC, cost, 9, 1), point_seconds(SPEC, cost, 9, 1, on_nccl=False)
+    # the logging worker: one start-up and 1 checked + 1 timed + 1 per-op step per T, each mode
+    assert nccl - kernel == pytest.approx(ASSUMED.overhead_s + 3 * 2 * 2 * ASSUMED_STEP_MS / 1000.0)
+    assert runs_on_nccl("default", "nccl") and runs_on_nccl("nccl+rmsnorm", "nccl")
+    assert not runs_on_nccl("flashinfer-pcie-ipc", "nccl") and not runs_on_nccl("default", "gloo")
+
+
+def test_a_crossover_size_is_checked_then_timed_once():
+    """One size of a crossover round: the checked first step and one timed pass with its per-op pass, as many
+    all-reduce calls as steps_per_mode counts (it was timed twice)."""
+    import torch
+    import torch.distributed as dist
+
+    from commprof.impls.torch_dist import TorchAllReduce
+    from commprof.replay.size_timing import SizeTiming, size_plan, time_size
+    from commprof.replay.step_counts import steps_per_mode
+
+    class Counting(TorchAllReduce):
+        calls = 0
+
+        def all_reduce(self, x):
+            Counting.calls += 1
+            return super().all_reduce(x)
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        impl = Counting({})
+        impl.setup(dist.group.WORLD, size_plan(4096, 1), torch.device("cpu"))
+        timed = time_size(impl, 4096, dist.group.WORLD, torch.device("cpu"), SizeTiming(rounds=3, warmup=1))
+    finally:
+        dist.destroy_process_group()
+    assert timed.status == "ok" and timed.time_us > 0
+    reductions = sum(1 for op in size_plan(4096, 1).ops if op.collective == "all_reduce")
+    assert Counting.calls == steps_per_mode(3, 1) * reductions

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from commprof.sweep.running.measure import summarize_nccl_log
+from commprof.sweep.running.nccl_summary import summarize_nccl_log
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_log" / "nccl-2.27-8gpu-pcie.log"
 
@@ -31,7 +31,7 @@ def test_the_logits_all_gather_choice_is_kept(tmp_path):
     from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
     from commprof.replay.trial import TrialRequest
-    from commprof.sweep.running.measure import plan_sizes
+    from commprof.sweep.running.nccl_summary import plan_sizes
 
     model = load_model("kimi-k2.5")
     request = TrialRequest(
@@ -65,3 +65,78 @@ def test_the_logits_all_gather_choice_is_kept(tmp_path):
     )
     summary = summarize_nccl_log(log, plan_sizes(request))
     assert [(c["coll"], c["bytes"]) for c in summary["choices"]] == [("AllReduce", 57344), ("AllGather", per_rank)]
+
+
+def _request(env: dict[str, str], tokens: list[int]):
+    from commprof.planner.models import load_model
+    from commprof.replay.trial import TrialRequest
+
+    return TrialRequest(
+        run_id="r",
+        point={"point_id": "p001", "label": "x", "impl": "default", "env": env, "options": {}},
+        model=load_model("kimi-k2.5").to_dict(),
+        tp=8,
+        tokens=tokens,
+        phase="verify",
+        dtype="bfloat16",
+        iterations=1,
+        warmup=0,
+        backend="nccl",
+        rank=0,
+        world_size=8,
+        device_index=0,
+        store_host="",
+        store_port=0,
+        store_prefix="",
+        result_path="",
+        timeout_s=1.0,
+    )
+
+
+def test_a_protocol_nccl_did_not_engage_is_not_engaged_at_that_t_and_never_ok(tmp_path):
+    """Asked for LL128: NCCL ran LL at T = 4 (57344 B) and LL128 at T = 16: the T = 4 records are "not_engaged",
+    the T = 16 ones stay ok, and the record says which choice showed it."""
+    from types import SimpleNamespace
+
+    from commprof.sweep.running.measure import PointOutcome, build_records
+    from commprof.sweep.running.nccl_summary import point_nccl
+
+    init = tmp_path / "nccl.rank0.log"
+    init.write_text("h:1:1 [0] NCCL INFO NCCL version 2.27.3+cuda12.9\nh:1:1 [0] NCCL INFO 4 coll channels, 4 p2p\n")
+    tuning = tmp_path / "nccl-tuning.rank0.log"
+    tuning.write_text(
+        "h:1:1 [0] NCCL INFO AllReduce: 57344 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}\n"
+        "h:1:1 [0] NCCL INFO AllReduce: 229376 Bytes -> Algo RING proto LL128 channel{Lo..Hi}={0..3}\n"
+    )
+    request = _request({"NCCL_PROTO": "LL128", "NCCL_ALGO": "allreduce:ring"}, [4, 16])
+    nccl, not_engaged = point_nccl(request, init, tuning)
+    by_variable = {e["variable"]: e for e in nccl["engagement"]}
+    assert by_variable["NCCL_ALGO"]["engaged"] is True
+    proto = by_variable["NCCL_PROTO"]
+    assert (
+        proto["engaged"] is False
+        and proto["tokens_not_engaged"] == [4]
+        and "LL for the AllReduce of 57344 B" in proto["why"]
+    )
+    entries = [{"tokens": t, "mode": m, "status": "ok", "message": None} for t in (4, 16) for m in ("eager", "graph")]
+    ctx = SimpleNamespace(run_id="r", backend="nccl", world_size=8)
+    records = build_records(ctx, request, PointOutcome("ok", None, entries), nccl, 1.0, not_engaged)
+    status = {(r["tokens"], r["mode"]): r["status"] for r in records}
+    assert status == {
+        (4, "eager"): "not_engaged",
+        (4, "graph"): "not_engaged",
+        (16, "eager"): "ok",
+        (16, "graph"): "ok",
+    }
+    assert "NCCL_PROTO=LL128 not engaged" in next(r["message"] for r in records if r["tokens"] == 4)
+
+
+def test_channel_bounds_are_judged_against_the_coll_channels_and_unknown_is_not_judged(tmp_path):
+    from commprof.nccl_log.engagement import engagements
+
+    sizes = {4: [("all_reduce", 57344, 57344)]}
+    found = engagements({"NCCL_MIN_NCHANNELS": "8", "NCCL_MAX_NCHANNELS": "8"}, {"channels": 4, "choices": []}, sizes)
+    assert [(e.variable, e.engaged) for e in found] == [("NCCL_MIN_NCHANNELS", False), ("NCCL_MAX_NCHANNELS", True)]
+    (unknown,) = engagements({"NCCL_PROTO": "LL"}, {"channels": 4, "choices": []}, sizes)
+    assert unknown.engaged is None and "no choice" in unknown.why
+    assert engagements({"NCCL_PROTO": "LL"}, None, sizes) == []

@@ -46,6 +46,7 @@ def _stalled(rank, world_size, device):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_a_host_stall_inside_the_spin_does_not_reach_the_step():
     result = run_nccl_ranks(_stalled, 2)[0]
@@ -75,6 +76,7 @@ def _sample_vs_batch(rank, world_size, device, batch):
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 @pytest.mark.timeout(600)
 def test_a_graph_step_sampled_alone_agrees_with_a_batch_of_replays():
     graph, batch_mean_us = run_nccl_ranks(_sample_vs_batch, 1, (20,))[0]

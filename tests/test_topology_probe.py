@@ -89,6 +89,7 @@ def test_helpers():
 
 
 @pytest.mark.gpu
+@pytest.mark.processes
 def test_probe_on_this_gpu_machine():
     t = probe_topology()
     assert t["source"] == "nvml" and t["gpus"]

@@ -150,7 +150,15 @@ def predicted(params: CostParams, sample: Sample) -> float:
 
 
 def abs_pct_errors(params: CostParams, samples: list[Sample]) -> list[float]:
-    return [100.0 * abs(predicted(params, s) - s.time_us) / s.time_us for s in samples]
+    """Each sample's absolute % error under `params`, each distinct op predicted once."""
+    times: dict[tuple, float] = {}
+    for s in samples:
+        key = (s.collective, s.bytes, s.ranks, s.algos, s.protos)
+        if key not in times:
+            times[key] = predicted(params, s)
+    return [
+        100.0 * abs(times[(s.collective, s.bytes, s.ranks, s.algos, s.protos)] - s.time_us) / s.time_us for s in samples
+    ]
 
 
 def fit(samples: list[Sample], prior: CostParams, ridge: float = RIDGE) -> CostParams:
@@ -161,9 +169,15 @@ def fit(samples: list[Sample], prior: CostParams, ridge: float = RIDGE) -> CostP
     """
     if not samples:
         raise ValueError("no samples to fit")
-    used = sorted(
-        {predict(prior, s.collective, s.bytes, s.ranks, s.algos, s.protos).proto for s in samples}, key=PROTOS.index
-    )
+    # NCCL's choice depends only on the prior: fix it once per distinct sample. The loss estimates each distinct
+    # (op, choice) once and spreads it over its samples: 20,000 repeats of one size cost one estimate, not 20,000.
+    keys = [(s.collective, s.bytes, s.ranks, s.algos, s.protos) for s in samples]
+    distinct = list(dict.fromkeys(keys))
+    choices = [predict(prior, *key) for key in distinct]
+    ops = [Op(collective, nbytes, ranks) for collective, nbytes, ranks, _, _ in distinct]
+    position = {key: i for i, key in enumerate(distinct)}
+    where = np.array([position[key] for key in keys])
+    used = sorted({c.proto for c in choices}, key=PROTOS.index)
     start = np.log([PRIOR_OVERHEAD_US, prior.channel_bw_gbps] + [max(prior.hop_us[p], 0.05) for p in used])
 
     def params_at(x: np.ndarray) -> CostParams:
@@ -178,15 +192,12 @@ def fit(samples: list[Sample], prior: CostParams, ridge: float = RIDGE) -> CostP
             nccl_bw_gbps=prior.selection_bw_gbps,
         )
 
-    # NCCL's choice depends only on the prior: fix it once per sample.
-    choices = [predict(prior, s.collective, s.bytes, s.ranks, s.algos, s.protos) for s in samples]
-    ops = [Op(s.collective, s.bytes, s.ranks) for s in samples]
     log_measured = np.log([s.time_us for s in samples])
 
     def loss(x: np.ndarray) -> float:
         params = params_at(x)
-        times = [estimate(params, op, c.algo, c.proto).time_us for op, c in zip(ops, choices)]
-        residual = np.log(times) - log_measured
+        times = np.array([estimate(params, op, c.algo, c.proto).time_us for op, c in zip(ops, choices)])
+        residual = np.log(times)[where] - log_measured
         return float(np.mean(residual**2) + ridge * np.sum((x - start) ** 2))
 
     best_x, best_loss = start, loss(start)
@@ -268,8 +279,10 @@ class Holdout:
 def holdout(samples: list[Sample], prior: CostParams) -> list[Holdout]:
     """One Holdout per group (one run of one log) with at least 4 sizes in the holdout range."""
     results = []
-    for group in sorted({s.group for s in samples}):
-        members = [s for s in samples if s.group == group]
+    groups: dict[str, list[Sample]] = {}
+    for sample in samples:  # one pass: 20,000 groups of one log made this quadratic
+        groups.setdefault(sample.group, []).append(sample)
+    for group, members in sorted(groups.items()):
         sizes = sorted({s.bytes for s in members if HOLDOUT_RANGE[0] <= s.bytes <= HOLDOUT_RANGE[1]})
         if len(sizes) < 4:
             continue

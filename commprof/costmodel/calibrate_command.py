@@ -13,13 +13,14 @@ from rich.table import Table
 from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.calibration_file import out_of_bounds, params_to_toml
 from commprof.costmodel.calibration_prior import choose_prior_topology, records_p2p_env
-from commprof.costmodel.cohorts import COSTMODEL, LINE, CohortVerdict, cohort_of, judge, tag
+from commprof.costmodel.cohorts import COSTMODEL, LINE, CohortVerdict, judge, record_cohorts, tag
 from commprof.costmodel.command import console_for
 from commprof.costmodel.fitted_box import BoxFacts, records_facts
 from commprof.costmodel.latency import CostParams, arch_of, arch_of_gpu_name
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
 from commprof.records.files import RESULTS_FILE, read_records
+from commprof.records.folder import write_atomic
 from commprof.records.run_meta import meta_view, read_meta
 from commprof.units import format_bytes
 
@@ -43,8 +44,8 @@ def _cohort_samples(runs, constraints) -> tuple[list, list[str]]:
     samples, notes = [], []
     for records, meta in runs:
         by_cohort: dict[str, list[dict]] = {}
-        for record in records:
-            by_cohort.setdefault(cohort_of(record, meta), []).append(record)
+        for record, cohort in zip(records, record_cohorts(records, meta)):
+            by_cohort.setdefault(cohort, []).append(record)
         for cohort, members in by_cohort.items():
             found, skipped = fitting.samples_from_records(members, constraints)
             samples += tag(found, cohort)
@@ -149,7 +150,7 @@ def calibrate(
     if out is not None:
         verdict = _one_cohort(verdicts, cohort)
         chosen = [s for s in samples if s.cohort == verdict.cohort]
-        metas = [meta for records, meta in runs if any(cohort_of(r, meta) == verdict.cohort for r in records)]
+        metas = [meta for records, meta in runs if verdict.cohort in record_cohorts(records, meta)]
         ranks = sorted({s.ranks for s in chosen})
         version = verdict.cohort.rsplit("NCCL ", 1)[-1]
         box = records_facts(metas, ranks[0] if len(ranks) == 1 else None, prior.link, version)
@@ -259,10 +260,7 @@ def _write_calibration(console: Console, out: Path, cohort: _CohortFit) -> None:
         f"written: {written}\n"
         f"model: {verdict.model} ({verdict.note})"
     )
-    try:
-        out.write_text(params_to_toml(params, header), encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot write {out}: {exc.strerror or exc}") from None
+    write_atomic(out, params_to_toml(params, header).encode("utf-8"))  # whole or not at all, never through a link
     console.print(
         f"fitted: overhead {params.overhead_us:.2f} us, per-hop "
         + ", ".join(f"{p} {v:.2f}" for p, v in params.hop_us.items())

@@ -10,7 +10,7 @@ import msgspec
 
 from commprof.costmodel.latency import ARCHS, LINKS, PROTOS, CostParams
 from commprof.problems import Problems, String, choice, integer, number, table
-from commprof.records.values import MAX_RANKS
+from commprof.records.values import MAX_ERROR_PCT, MAX_RANKS
 from commprof.textfiles import parse_toml
 
 
@@ -117,10 +117,10 @@ class FitTable(msgspec.Struct, frozen=True, kw_only=True):
     model: String | None = None  # "line": a latency + bandwidth line (LineFit), else the cost model
     ranks: integer(1, most=MAX_RANKS) | None = None  # the rank count it was fitted at
     protocols: _list(choice(PROTOS, "a protocol"), f"a list of {', '.join(PROTOS)}") = []  # the protocols it saw
-    expected_error_pct: number(0.0) | None = None  # the largest held-out error over band_names
+    expected_error_pct: number(0.0, most=MAX_ERROR_PCT) | None = None  # the largest held-out error over band_names
     error_basis: String | None = None  # how expected_error_pct was judged
     band_names: _list(String, "a list of strings") = []  # the decode / verify size bands it was judged on
-    band_error_pct: _list(number(0.0), "a list of numbers >= 0") = []  # the held-out error of each band_names
+    band_error_pct: _list(number(0.0, most=MAX_ERROR_PCT), "a list of numbers >= 0") = []  # each band_names' error
     box: table(dict[str, Any]) | None = None  # the box it was fitted on (fitted_box.BoxFacts)
 
 
@@ -128,8 +128,8 @@ class LineFit(msgspec.Struct, frozen=True, kw_only=True):
     """[fit] of a calibration that fell back to a latency + bandwidth line (model = "line"); its other keys are
     the fit's notes (samples, protocols, ranks, error), read by the simulator."""
 
-    line_intercept_us: number(0.0)  # µs
-    line_us_per_byte: number(0.0)
+    line_intercept_us: number(0.0, most=PARAM_BOUNDS["overhead_us"][1])  # µs
+    line_us_per_byte: number(0.0, most=1.0)  # µs per byte: 1 MB/s, slower than any link
 
 
 class CalibrationFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -13,26 +13,34 @@ import math
 from dataclasses import dataclass, replace
 
 from commprof.costmodel import calibrate as fitting
+from commprof.costmodel.calibrated_sizes import DECISION_BANDS
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.line_fit import fit_line
 from commprof.records.run_meta import meta_view
 
 COSTMODEL, LINE = "costmodel", "line"
 # The sizes a decode / verify step's collectives have (fitting.HOLDOUT_RANGE), cut where SIZE_BANDS are.
-DECISION_BANDS = ((8 << 10, 64 << 10, "8-64 KB"), (64 << 10, (1 << 20) + 1, "64 KB-1 MB"))
 
 
 def cohort_of(record: dict, meta: dict) -> str:
     """ "<box> · <n> ranks · NCCL <version>": the box is the imported log's file (nccl-tests) or the host and its
     GPUs (a sweep); the version is the log's or the run's (? where neither says)."""
+    return record_cohorts([record], meta)[0]
+
+
+def record_cohorts(records: list[dict], meta: dict) -> list[str]:
+    """cohort_of each record of one run, its meta.json read once (20,000 imported runs made a read per record
+    minutes of work)."""
     view = meta_view(meta)
-    run = view.imported_runs.get(record.get("point_id"), {})
-    if record.get("file"):
-        box = str(record["file"]).rsplit("/", 1)[-1]
-    else:
-        box = f"{view.hostname or '?'} ({' / '.join(view.gpu_names) or 'GPUs not recorded'})"
-    version = run.get("nccl_version") or (view.versions or {}).get("nccl") or "?"
-    return f"{box} · {record.get('world_size') or '?'} ranks · NCCL {version}"
+    imported = view.imported_runs
+    host = f"{view.hostname or '?'} ({' / '.join(view.gpu_names) or 'GPUs not recorded'})"
+    version = (view.versions or {}).get("nccl") or "?"
+    cohorts = []
+    for record in records:
+        box = str(record["file"]).rsplit("/", 1)[-1] if record.get("file") else host
+        run_version = imported.get(record.get("point_id"), {}).get("nccl_version") or version
+        cohorts.append(f"{box} · {record.get('world_size') or '?'} ranks · NCCL {run_version}")
+    return cohorts
 
 
 def tag(samples: list[fitting.Sample], cohort: str) -> list[fitting.Sample]:

@@ -12,9 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from commprof.costmodel.alternatives import kernel_model
+from commprof.costmodel.calibrated_sizes import OUTSIDE
 from commprof.costmodel.latency import predict
-from commprof.costmodel.simulate import SimulatedRun, kernel_eager_us, nccl_model_error, nccl_setting, params_for
-from commprof.costmodel.topology import Topology
+from commprof.costmodel.simulate import (
+    SimulatedRun,
+    kernel_eager_us,
+    nccl_model_error,
+    nccl_setting,
+    params_for,
+    pricing,
+)
 from commprof.errors import UsageError
 from commprof.impls.registry import runs_on_nccl
 from commprof.records.plan_file import PlannedSearch, ended_line, searches_line
@@ -37,13 +44,14 @@ class Prediction:
     calibration: str
 
 
-def all_reduce_prediction(
-    point: SweepPoint, nbytes: int, topology: Topology, calibration, ranks: int
-) -> Prediction | str:
-    """The prediction, or why the model cannot make one (one line)."""
+def all_reduce_prediction(point: SweepPoint, nbytes: int, run: SimulatedRun, ranks: int) -> Prediction | str:
+    """The prediction, or why the model cannot make one (one line). A size outside the calibration's judged sizes is
+    predicted by the prior, with its error."""
+    topology = run.topology
     try:
         setting = nccl_setting(topology, point.env, ranks)
-        params, name = params_for(topology, setting, calibration, ranks)
+        params, name = params_for(topology, setting, run.calibration, ranks)
+        prices = pricing(topology, point.env, ranks, params, name, run)
     except UsageError as exc:
         return f"NCCL would refuse this configuration: {exc}"
     stated = None
@@ -54,6 +62,13 @@ def all_reduce_prediction(
     if stated is not None and stated.covers(nbytes):
         eager = kernel_eager_us(stated, topology, point, nbytes, ranks)
         error, basis = stated.expected_error_pct, stated.describe()["error_basis"]
+    elif prices.outside(nbytes):
+        prior = prices.prior
+        choice = predict(prior, "all_reduce", nbytes, ranks, setting.algos["all_reduce"], setting.protos["all_reduce"])
+        eager, error, name = choice.time_us, prices.prior_error.pct, "nccl-prior"
+        basis = (
+            f"{OUTSIDE} ({prices.judged.describe()}): priced by NCCL's uncalibrated model, {prices.prior_error.basis}"
+        )
     else:
         choice = predict(params, "all_reduce", nbytes, ranks, setting.algos["all_reduce"], setting.protos["all_reduce"])
         eager = choice.time_us
@@ -67,7 +82,7 @@ def simulate_crossover_stage(
 ) -> tuple[list[CrossoverRecord], list[dict]]:
     """Every search of the stage over the records so far, one record per size predicted (or per search that
     cannot be predicted), and the stage's plan lines (plan.jsonl) as a sweep writes them."""
-    topology, calibration = run.topology, run.calibration
+    topology = run.topology
     ranks = spec.tp or topology.gpus
     sizes = plan_sizes(spec, ranks)
     origin = RecordOrigin("simulated", run.run_id, "nccl", ranks, spec.dtype, run.now)
@@ -83,7 +98,7 @@ def simulate_crossover_stage(
                 mode,
                 stage,
                 sizes,
-                lambda p, n: all_reduce_prediction(p, n, topology, calibration, ranks),
+                lambda p, n: all_reduce_prediction(p, n, run, ranks),
                 origin,
             )
         for mode, why in search.skipped.items():
@@ -129,6 +144,7 @@ def _search(
             "impl_pct": mine.error_pct,
             "baseline_pct": base.error_pct,
             "basis": f"{mine.basis}; baseline: {base.basis}",
+            **({"outside_calibration": True} if OUTSIDE in base.basis else {}),
         }
         out.append(
             size_record(

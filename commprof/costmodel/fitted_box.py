@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from commprof.costmodel.box import capability_of_name
-from commprof.costmodel.cohorts import DECISION_BANDS
+from commprof.costmodel.calibrated_sizes import judged_sizes
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.topology import Topology, link_for, load_topology
 from commprof.errors import UsageError
@@ -101,28 +101,21 @@ def topology_facts(topology: Topology, ranks: int) -> BoxFacts:
     )
 
 
-def over_plan_sizes(calibration: CostParams, sizes: set[int], prior: ModelError) -> CostParams:
-    """The calibration's expected error over the bands the plan's all-reduce `sizes` fall in (the largest of
-    them), not over every band it states; a size outside them was never judged, and the prior's error counts."""
+def over_plan_sizes(calibration: CostParams, sizes: set[int]) -> CostParams:
+    """The calibration's expected error over the bands the plan's `sizes` fall in (the largest of them), not over
+    every band it states. A size outside them was never judged: the simulation prices it with the prior, which
+    carries the prior's error (commprof.costmodel.calibrated_sizes.Pricing), so it does not count here."""
     fit = calibration.fit
     stated = dict(zip(fit.get("band_names") or (), fit.get("band_error_pct") or ()))
-    if not stated or not sizes:
+    judged = judged_sizes(fit)
+    if not stated or judged is None or not sizes:
         return calibration
-    bands = {name: (low, high) for low, high, name in DECISION_BANDS}
-    used = {name for name, (low, high) in bands.items() if name in stated and any(low <= b < high for b in sizes)}
-    outside = sorted(
-        b for b in sizes if not any(low <= b < high for name, (low, high) in bands.items() if name in stated)
-    )
-    errors = [stated[name] for name in sorted(used)] + ([prior.pct] if outside and prior.pct is not None else [])
-    if outside and prior.pct is None:
-        return replace(
-            calibration, fit={**fit, "expected_error_pct": None, "error_basis": f"sizes {outside} not judged"}
-        )
-    said = "; ".join(f"{name} {stated[name]:g} %" for name in sorted(used))
-    basis = f"the largest over the bands the plan's all-reduces use ({said or 'none'})" + (
-        f", and the prior's {prior.band} at {len(outside)} size(s) the calibration was not judged on" if outside else ""
-    )
-    return replace(calibration, fit={**fit, "expected_error_pct": max(errors), "error_basis": basis})
+    used = sorted({name for low, high, name in judged.bands if any(low <= b < high for b in sizes)})
+    if not used:
+        return calibration
+    said = "; ".join(f"{name} {stated[name]:g} %" for name in used)
+    basis = f"the largest over the bands the plan's sizes use ({said})"
+    return replace(calibration, fit={**fit, "expected_error_pct": max(stated[n] for n in used), "error_basis": basis})
 
 
 def stated_box(fit: dict) -> BoxFacts | None:

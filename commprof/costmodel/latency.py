@@ -20,7 +20,10 @@ LINKS = ("nvlink", "pci", "shm")
 ARCHS = ("volta", "ampere", "hopper", "blackwell")
 COLLECTIVES = PLAN_COLLECTIVES
 
-# NCCL 2.23-2.30 tuning.cc constants, microseconds and GB/s. Index = PROTOS.
+# NCCL 2.23-2.32 tuning.cc constants (ncclTunerConstantsDefaults, treeCorrectionFactor), microseconds and GB/s.
+# Index = PROTOS. 2.31.2's libnccl.so.2 holds 2.30.7's tables byte for byte; 2.32.3's raise Blackwell's N1 llMaxBws
+# to 282.4 (LL_MAX_BW keeps 282.0: 0.14 % apart, far inside any model error) and its N2 perChMaxTreeLL128Bws (one
+# node is modelled: unused); commprof/nccl_vocab.py's note on NCCL 2.31.2 and 2.32.3 says how they were read.
 BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0.0, 0.0, 0.0)}
 # Per-hop hardware latency by link type. NCCL has no SHM row: host-staged paths are not NVLink, so "pci".
 HW_LATENCY_US = {

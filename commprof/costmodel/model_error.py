@@ -85,20 +85,23 @@ def recorded() -> list[dict]:
     return tomllib.loads(RECORD.read_text(encoding="utf-8")).get("runs", [])
 
 
-def prior_error(world_size: int | None, rows: list[dict] | None = None) -> ModelError:
+def prior_error(world_size: int | None, rows: list[dict] | None = None, all_sizes: bool = False) -> ModelError:
     """The prior's expected error for a simulation at `world_size` ranks: the median error of the real logs' runs
-    at that rank count, else the largest of every run (the prior is no better elsewhere), with its source."""
+    at that rank count, else the largest of every run (the prior is no better elsewhere), with its source.
+    `all_sizes`: over every size the logs hold, not only 8 KB-1 MB (the figure for ops outside those sizes)."""
     rows = recorded() if rows is None else rows
     if not rows:
         return ModelError(None, "no real log recorded to measure the uncalibrated model against")
+    key = "all_sizes_median_abs_pct" if all_sizes else "median_abs_pct"
     same = [r for r in rows if r["ranks"] == world_size]
-    chosen = same or [max(rows, key=lambda r: r["median_abs_pct"])]
-    pct = float(median(r["median_abs_pct"] for r in chosen))
+    chosen = same or [max(rows, key=lambda r: r[key])]
+    pct = float(median(r[key] for r in chosen))
     files = ", ".join(sorted({r["file"] for r in chosen}))
     where = f"{len(chosen)} run(s) at {world_size} ranks" if same else f"the worst run, no log at {world_size} ranks"
+    sizes = "every size" if all_sizes else f"{SIZE_RANGE[0] >> 10} KB-{SIZE_RANGE[1] >> 20} MB"
     return ModelError(
         pct,
-        f"NCCL's uncalibrated model, median error over {SIZE_RANGE[0] >> 10} KB-{SIZE_RANGE[1] >> 20} MB on real "
+        f"NCCL's uncalibrated model, median error over {sizes} on real "
         f"nccl-tests logs ({files}; {where}, box preset {LOGS_TOPOLOGY})",
     )
 
@@ -120,6 +123,48 @@ def expected_error(
         return worst
     boxes = next((e.boxes for e in errors if e.boxes), None)
     return ModelError(worst.pct, f"{worst.basis}; the largest of {len(errors)} used", boxes)
+
+
+def outside_calibration(records: Iterable[dict]) -> tuple[int, list[int], str, float | None]:
+    """What a calibrated simulation priced outside the calibration's judged sizes, over its step records: the ops,
+    their distinct sizes, the judged sizes ("" : none were priced so) and the largest step error covering them
+    (None when none, or when one is unknown: see covering_outside)."""
+    ops, sizes, judged, worst, unknown = 0, set(), "", None, False
+    for record in records:
+        if record.get("mode") == "graph":  # the same ops as its eager record
+            continue
+        nccl = record.get("nccl") if isinstance(record.get("nccl"), dict) else {}
+        note = nccl.get("outside_calibration")
+        if not isinstance(note, dict):
+            continue
+        ops += int(note.get("ops") or 0)
+        sizes.update(s for s in note.get("sizes") or () if isinstance(s, int))
+        judged = judged or str(note.get("judged") or "")
+        pct = nccl.get("expected_error_pct")
+        if isinstance(pct, (int, float)) and not isinstance(pct, bool):
+            worst = max(worst or 0.0, float(pct))
+        else:
+            unknown = True
+    return ops, sorted(sizes), judged, None if unknown else worst
+
+
+def covering_outside(error: ModelError, prior: ModelError, records: list[dict]) -> ModelError:
+    """The run's expected error covering its steps': where ops were priced outside the calibration's judged sizes
+    (by the prior, with its error), the largest of the calibration's and those steps' (each the time-weighted
+    mean of its ops' errors), saying how many ops and which sizes; unknown if either is."""
+    ops, sizes, judged, worst = outside_calibration(records)
+    if not ops:
+        return error
+    pct = None if error.pct is None or worst is None else max(error.pct, worst)
+    where = f" ({judged})" if judged else ""
+    shown = ", ".join(str(s) for s in sizes[:6]) + (", ..." if len(sizes) > 6 else "")
+    return ModelError(
+        pct,
+        f"{error.basis}; {ops} op(s) of its steps outside the calibrated sizes{where}, at {shown} B, are priced by NCCL's "
+        f"uncalibrated model with its error ({prior.band}: {prior.basis}), each step's error weighing its ops' by "
+        "their predicted time",
+        error.boxes,
+    )
 
 
 def main(argv: list[str]) -> int:

@@ -14,18 +14,20 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from commprof.costmodel.alternatives import box_context, kernel_model, refusal
+from commprof.costmodel.calibrated_sizes import OUTSIDE, Pricing, covering, judged_sizes
 from commprof.costmodel.graph_sim import GRAPH_ERROR_BASIS, GraphModel, point_graph
 from commprof.costmodel.kernels import KernelModel
 from commprof.costmodel.latency import CostParams, default_algorithms, default_protocols, predict
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
-from commprof.evidence import calibration_error
+from commprof.evidence import ModelError, calibration_error
 from commprof.impls.registry import algorithm, fuses_rmsnorm, runs_on_nccl
 from commprof.nccl_vocab import CHANNEL_VARIABLES, MODEL_PROTOCOLS, PLAN_COLLECTIVES, modelled_selection
 from commprof.planner.plan import build_step_plan
 from commprof.records.schema import MODES, StepRecord, step_record
 from commprof.stats import summarize
 from commprof.sweep.planning.spec import SweepPoint, SweepSpec
+from commprof.units import MAX_TIME_US
 
 # How far NCCL's uncalibrated model is from measurements: its median |error| over 8 KB-1 MB on the only 8-GPU
 # nccl-tests log at hand (docs/cost-model.md, "Measured accuracy").
@@ -182,6 +184,27 @@ class SimulatedRun:
     """The records' time (ISO 8601); None: the time each point is simulated."""
     graphs: dict[str, GraphModel | str] | None = None
     """NCCL_GRAPH_FILE value -> the graph it names, or why it could not be read."""
+    prior: ModelError | None = None
+    """The uncalibrated model's expected error on this box, which an op outside the calibrated sizes carries;
+    None: the prior's figure a prior-only simulation states (nccl_model_error)."""
+
+
+def pricing(
+    topology: Topology, env: dict[str, str], ranks: int, params: CostParams, calibration_name: str, run: SimulatedRun
+) -> Pricing:
+    """The point's pricing: `params` (its calibration's, as params_for set them) inside the calibration's judged
+    sizes, the prior under the same NCCL variables outside."""
+    judged = judged_sizes(params.fit) if calibration_name != "nccl-prior" else None
+    prior_params = params
+    if judged is not None:  # the prior under the same variables, for the sizes outside
+        prior_params, _ = params_for(topology, nccl_setting(topology, env, ranks), None, ranks)
+        prior_params, *_ = point_graph(env, prior_params, topology, prior_params.link, run.graphs)
+    prior_error = run.prior or ModelError(**_pct_basis(nccl_model_error(prior_params, "nccl-prior", topology)))
+    return Pricing(params, prior_params, judged, prior_error)
+
+
+def _pct_basis(error: dict) -> dict:
+    return {"pct": error["expected_error_pct"], "basis": error["error_basis"]}
 
 
 def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> list[StepRecord]:
@@ -196,6 +219,7 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
     status, message, calibration_name = "ok", None, "nccl-prior"
     notes: list[str] = []
     setting = params = stated = graph = None
+    prices = None
     try:
         setting = nccl_setting(topology, point.env, tp)
         params, calibration_name = params_for(topology, setting, calibration, tp)
@@ -205,6 +229,7 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
             status, message = "unsupported", graph_refusal
         elif graph_note is not None:
             notes.append(graph_note)
+        prices = pricing(topology, point.env, tp, params, calibration_name, run)
     except UsageError as exc:
         status, message = "error", f"NCCL would refuse this configuration: {exc}"
     context = box_context(topology, tp, spec.dtype or model.dtype, tuple(spec.tokens), model.hidden_size)
@@ -231,6 +256,8 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
         refused = refusal(point.impl, context, point.options, tokens) if status == "ok" else None
         if refused is not None:
             op_status, op_message = "unsupported", f"would not run on {topology.name} at T = {tokens}: {refused}"
+        outside: list[int] = []  # the NCCL ops priced by the prior, outside the calibrated sizes
+        nccl_ops: list[tuple[int, bool]] = []  # (index in the step, priced by the prior) of each NCCL-priced op
         if op_status == "ok":
             cache: dict[tuple[str, int], float] = {}
             try:
@@ -241,7 +268,7 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
                             cache[key] = kernel_eager_us(stated, topology, point, op.bytes, tp)
                         else:
                             choice = predict(
-                                params,
+                                prices.params(op.bytes),
                                 op.collective,
                                 op.bytes,
                                 tp,
@@ -255,14 +282,19 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
                                 "algo": choice.algo,
                                 "proto": choice.proto,
                                 "channels": choice.channels,
+                                **({"calibrated": False} if prices.outside(op.bytes) else {}),
                             }
+                    if key in choices:
+                        nccl_ops.append((len(op_times), prices.outside(op.bytes)))
+                        if prices.outside(op.bytes):
+                            outside.append(op.bytes)
                     op_times.append(cache[key])
             except UsageError as exc:
                 op_status, op_message = "error", f"NCCL would fail: {exc}"
         op_notes = list(notes)
         if calibration_name != "nccl-prior":
             fitted = set(params.fit.get("protocols", ()))
-            guessed = sorted({c["proto"] for c in choices.values()} - fitted)
+            guessed = sorted({c["proto"] for c in choices.values() if c.get("calibrated", True)} - fitted)
             if guessed:
                 op_notes.append(f"{', '.join(guessed)} not in the calibration data: NCCL's per-hop figure used")
         if op_status == "ok" and op_notes:
@@ -279,6 +311,23 @@ def simulate_point(spec: SweepSpec, point: SweepPoint, run: SimulatedRun) -> lis
             if op_status == "ok"
             else None
         )
+        if nccl is not None and outside:
+            # The step's error covers its ops': the calibration's inside its judged sizes, the prior's outside.
+            note = prices.note(len(outside), sorted(set(outside)))
+            nccl["outside_calibration"] = note
+            own = nccl["expected_error_pct"]
+            nccl["expected_error_pct"] = covering(
+                [(op_times[i], prices.prior_error.pct if prior else own) for i, prior in nccl_ops]
+            )
+            nccl["error_basis"] = (
+                f"{nccl['error_basis']}; {len(outside)} op(s) {OUTSIDE} ({prices.judged.describe()}): "
+                f"{note['error_basis']}; the step's error weighs each op's by its predicted time"
+            )
+            op_notes.append(f"{len(outside)} op(s) {OUTSIDE} ({prices.judged.describe()}) priced by the prior")
+            if op_status == "ok":
+                op_message = "; ".join(op_notes)
+        if op_status == "ok":
+            _check_predicted(op_times, topology)
         for mode in MODES:
             step_us, op_us, mode_message = None, None, op_message
             if op_status == "ok" and mode == "eager":
@@ -346,6 +395,22 @@ def graph_error(graph: GraphModel, params: CostParams, calibration_name: str) ->
         "expected_error_pct": max(error or PRIOR_ERROR_PCT, PRIOR_ERROR_PCT),
         "error_basis": GRAPH_ERROR_BASIS,
     }
+
+
+def _check_predicted(op_times: list[float], topology: Topology) -> None:
+    """UsageError where the figures predict what no step takes: a step beyond a day (a bandwidth of 1e-300), or an
+    eager op no longer than the launch a CUDA graph removes (its graph time would be 0, and every gain 0 / 0)."""
+    if sum(op_times) > MAX_TIME_US:
+        raise UsageError(
+            f"topology {topology.name}: its figures predict {sum(op_times) / 60e6:.3g} minutes for one step, beyond "
+            "any step's day: check its bandwidths and latencies"
+        )
+    if op_times and min(op_times) <= topology.launch_overhead_us:
+        raise UsageError(
+            f"topology {topology.name}: launch_overhead_us = {topology.launch_overhead_us:g} µs is at least the "
+            f"{min(op_times):.3g} µs predicted for one eager op, so a CUDA graph would remove all of it: measure "
+            "eager against graph on the box and state the difference"
+        )
 
 
 def _op_stats(plan, times: list[float]) -> dict:

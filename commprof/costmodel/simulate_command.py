@@ -13,13 +13,22 @@ from rich.table import Table
 from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.command import console_for, file_run_meta
 from commprof.costmodel.fitted_box import applied_to, holds, older_layout, over_plan_sizes, topology_facts, whole
-from commprof.costmodel.model_error import expected_error, prior_error
+from commprof.costmodel.model_error import covering_outside, expected_error, prior_error
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
 from commprof.planner.plan import build_step_plan
-from commprof.records.files import META_FILE, RESULTS_FILE, append_plan, append_records, new_run_dir, write_json
+from commprof.records.files import (
+    META_BYTES,
+    META_FILE,
+    RESULTS_FILE,
+    append_plan,
+    append_records,
+    new_run_dir,
+    whole_or_removed,
+    write_json,
+)
 from commprof.shipped_files import sweep_file, sweep_option_help
 from commprof.textfiles import read_text
 
@@ -102,6 +111,7 @@ def simulate(
     graph_box: Path | None,
 ) -> None:
     from commprof.costmodel.box_prior import load_bundle_topology
+    from commprof.costmodel.simulate import SimulatedRun
     from commprof.costmodel.sweep_simulation import simulate_run
     from commprof.sweep.planning.config import DEFAULT_MAX_POINTS, load_sweep
 
@@ -118,62 +128,70 @@ def simulate(
     # every T's plan builds on this box's TP before a run folder is made
     plans = [build_step_plan(spec.model_shape, tp, t, spec.phase, spec.dtype, spec.plan_options) for t in spec.tokens]
     calibration, refused = None, ""
+    prior = topology.prior_error or prior_error(tp)
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
         calibration = params_from_toml(text, str(calibration_file))
         calibration = replace(
             calibration, source=calibration_name(calibration_file, text), fit=older_layout(calibration.fit)
         )
-        prior = topology.prior_error or prior_error(tp)
-        sizes = {op.bytes for plan in plans for op in plan.ops if op.collective == "all_reduce"}
-        calibration = applied_to(over_plan_sizes(calibration, sizes, prior), topology_facts(topology, tp), prior)
+        sizes = {op.bytes for plan in plans for op in plan.ops}
+        calibration = applied_to(over_plan_sizes(calibration, sizes), topology_facts(topology, tp), prior)
         refused = holds(calibration)
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
-    simulation = simulate_run(spec, topology, None if refused else calibration, run_dir.name, graphs=graphs)
-    if calibration is not None and not refused:  # applied whole or not at all
-        refused = whole(simulation.records, calibration.source, calibration.link)
-        if refused:
-            simulation = simulate_run(spec, topology, None, run_dir.name, graphs=graphs)
-    records = simulation.records
-    used = {str(r["calibration"]) for r in records if r.get("calibration")}
-    error = expected_error(
-        used, calibration.fit if calibration and not refused else None, spec.tp or topology.gpus, topology.prior_error
-    )
-    append_records(run_dir / RESULTS_FILE, records)
-    append_plan(run_dir, simulation.plan)
-    meta = file_run_meta(
-        run_dir.name,
-        "simulated",
-        tp,
-        "nccl",
-        simulated=True,
-        plan={"model": spec.model, "tp": tp, "phase": spec.phase, "dtype": spec.dtype, "tokens": list(spec.tokens)},
-        sweep={
-            "path": str(sweep_file),
-            "name": spec.name,
-            "content": spec.content,
-            "sha256": spec.sha256,
-            "report": spec.report,
-        },
-        topology={"simulated": True, **topology.summary()},
-        floor=preset_floor(topology.name, topology.floor)
-        if topology.floor
-        else not_measured(
-            f"topology {topology.name} has no [floor]",
-            "add a [floor] table of published figures, each with its source, to the topology file",
-        ),
-        calibration={
-            **calibration.to_dict(),
-            "file": calibration.source,
-            "applied": not refused,
-            "why": refused or str(calibration.fit.get("applied") or ""),
-        }
-        if calibration
-        else "nccl-prior",
-        model_error=error.to_dict(),
-    )
-    write_json(run_dir / META_FILE, meta)
+    # An op outside the calibration's judged sizes carries the prior's error over every size (the logs' all sizes).
+    outside = topology.prior_error or prior_error(tp, all_sizes=True)
+    with whole_or_removed(run_dir):  # a full disk leaves nothing half-written
+        priced = SimulatedRun(topology, None if refused else calibration, run_dir.name, graphs=graphs, prior=outside)
+        simulation = simulate_run(spec, priced)
+        if calibration is not None and not refused:  # applied whole or not at all
+            refused = whole(simulation.records, calibration.source, calibration.link)
+            if refused:
+                simulation = simulate_run(spec, replace(priced, calibration=None))
+        records = simulation.records
+        used = {str(r["calibration"]) for r in records if r.get("calibration")}
+        error = expected_error(
+            used,
+            calibration.fit if calibration and not refused else None,
+            spec.tp or topology.gpus,
+            topology.prior_error,
+        )
+        error = covering_outside(error, outside, records)  # ops outside the calibrated sizes carry the prior's error
+        append_records(run_dir / RESULTS_FILE, records)
+        append_plan(run_dir, simulation.plan)
+        meta = file_run_meta(
+            run_dir.name,
+            "simulated",
+            tp,
+            "nccl",
+            simulated=True,
+            plan={"model": spec.model, "tp": tp, "phase": spec.phase, "dtype": spec.dtype, "tokens": list(spec.tokens)},
+            sweep={
+                "path": str(sweep_file),
+                "name": spec.name,
+                "content": spec.content,
+                "sha256": spec.sha256,
+                "report": spec.report,
+            },
+            topology={"simulated": True, **topology.summary()},
+            floor=preset_floor(topology.name, topology.floor)
+            if topology.floor
+            else not_measured(
+                f"topology {topology.name} has no [floor]",
+                "add a [floor] table of published figures, each with its source, to the topology file",
+            ),
+            calibration={
+                **calibration.to_dict(),
+                "file": calibration.source,
+                "applied": not refused,
+                "why": refused or str(calibration.fit.get("applied") or ""),
+            }
+            if calibration
+            else "nccl-prior",
+            model_error=error.to_dict(),
+        )
+        write_json(run_dir / META_FILE, meta, META_BYTES)  # what `report` reads
     _print_simulation(records, topology, (calibration_file, refused), error)
     if topology.box is not None:
         from commprof.costmodel.box import transport_lines
@@ -264,14 +282,13 @@ def _print_simulation(records: list[dict], topology, calibration: tuple[Path | N
         # A kernel's step is predicted with the kernel's model: its error is the kernel's, as the records and page
         # say (unknown where the kernel has no published figure), never NCCL's smaller one.
         pct = kernel.get("expected_error_pct") if kernel else nccl.get("expected_error_pct")
-        row = rows.setdefault(
-            r["point_id"],
-            {
-                "label": r["point"]["label"],
-                "message": r["message"] or "",
-                "error": f"±{pct:g} %" if pct is not None else ("unknown" if kernel else "?" if nccl else ""),
-            },
-        )
+        shown = f"±{pct:g} %" if pct is not None else ("unknown" if kernel else "?" if nccl else "")
+        row = rows.setdefault(r["point_id"], {"label": r["point"]["label"], "message": r["message"] or "", "pct": pct})
+        # A point's error over its T is the largest (a T with ops outside the calibrated sizes carries more).
+        if "error" not in row or (pct is not None and row["pct"] is not None and pct > row["pct"]):
+            row["error"], row["pct"] = shown, pct
+        elif pct is None and nccl and not kernel:
+            row["error"], row["pct"] = shown, None
         row[r["tokens"]] = f"{r['step_us']['median'] / 1000:.2f}" if r["status"] == "ok" else r["status"]
         if nccl.get("error_basis"):
             bases.setdefault(nccl["error_basis"], row["error"])

@@ -34,21 +34,15 @@ def simulate_sweep(
 ) -> list[dict]:
     """Records for every point and search of the sweep, stage by stage, as a sweep on the box would write them.
     `graphs`: the graph files the points name (commprof.costmodel.simulate.SimulatedRun)."""
-    return simulate_run(spec, topology, calibration, run_id, now, graphs).records
+    return simulate_run(spec, SimulatedRun(topology, calibration, run_id, now, graphs)).records
 
 
-def simulate_run(
-    spec: SweepSpec,
-    topology: Topology,
-    calibration: CostParams | None,
-    run_id: str,
-    now: str | None = None,
-    graphs: dict | None = None,
-) -> Simulation:
-    """simulate_sweep's records with the plan they were predicted from."""
+def simulate_run(spec: SweepSpec, run: SimulatedRun) -> Simulation:
+    """simulate_sweep's records with the plan they were predicted from, for the box, calibration and prior error
+    `run` names (commprof.costmodel.simulate.SimulatedRun)."""
+    topology = run.topology
     per_point = len(spec.tokens) * len(MODES)
     plan = [stages_line(planned_stages(spec)), points_line(0, [p.point_id for p in spec.points], per_point)]
-    run = SimulatedRun(topology, calibration, run_id, now, graphs)
     records: list[dict] = []
     for point in spec.points:
         records.extend(simulate_point(spec, point, run))

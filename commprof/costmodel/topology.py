@@ -159,6 +159,9 @@ PROTOCOL_KEYS = ("LL", "LL128", "Simple")
 # [links.<type>.hop_us]: a published per-hop latency for each protocol, µs
 # A link's figures stay inside the bounds a calibration of it may state (calibration_file.PARAM_BOUNDS).
 _MOST = {name: high for name, (_, high) in PARAM_BOUNDS.items()}
+_LEAST = {name: low for name, (low, _) in PARAM_BOUNDS.items()}
+# No host takes a millisecond to launch one kernel (a few µs; PGNCCL's Python issue some tens).
+MAX_LAUNCH_OVERHEAD_US = 1_000.0
 LinkHopUs = msgspec.defstruct(
     "LinkHopUs",
     [(proto, number(0.0, most=_MOST["hop_us"])) for proto in PROTOCOL_KEYS],
@@ -172,12 +175,12 @@ class LinkTable(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     set, with their source)."""
 
     channels: integer(1, most=_MOST["channels"])  # the channels NCCL runs
-    channel_bw_gbps: number(0.0, strict=True, most=_MOST["channel_bw_gbps"])  # NCCL's per-channel bus bandwidth
+    channel_bw_gbps: number(_LEAST["channel_bw_gbps"], most=_MOST["channel_bw_gbps"])  # NCCL's per-channel bus bw
     nvls_channels: integer(0, most=_MOST["nvls_channels"]) = 0
     hop_us: table(LinkHopUs) | None = None  # measured: the per-hop latencies that replace NCCL's (needs a source)
     overhead_us: number(0.0, most=_MOST["overhead_us"]) | None = None  # measured: a fixed per-op overhead (None: 0)
     # what NCCL's own search assumes, where measured differs
-    nccl_bw_gbps: number(0.0, strict=True, most=_MOST["nccl_bw_gbps"]) | None = None
+    nccl_bw_gbps: number(_LEAST["nccl_bw_gbps"], most=_MOST["nccl_bw_gbps"]) | None = None
     max_bus_gbps: number(0.0, strict=True) | None = None  # the links' measured capacity
     source: String | None = None  # where the measured figures come from
 
@@ -193,7 +196,7 @@ class TopologyFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_o
     gpu_path: choice(PATH_TYPES[1:], "a path type")  # the worst pair's path type (in any case)
     p2p_supported: Boolean
     p2p_atomics: Boolean | None = None
-    launch_overhead_us: number(0.0)  # the host's launch overhead, µs
+    launch_overhead_us: number(0.0, most=MAX_LAUNCH_OVERHEAD_US)  # the host's launch overhead, µs
     assumptions: String  # what the preset assumes where no measurement says
     sources: Annotated[list[String], msgspec.Meta(extra={"want": "a list of strings"})]
     links: table(dict[str, Any])  # per link type (LINKS): a LinkTable

@@ -40,9 +40,7 @@ def check_acs(facts: Facts) -> CheckResult:
                 f"CmpltRedir{_sign(b, 'CmpltRedir')} ({lspci.where})"
                 for b in redirect
             ],
-            fix="at every boot (a systemd unit or udev rule), as root: "
-            + "; ".join(f"setpci -s {bdf} ECAP_ACS+0x6.w=0000" for bdf in bdfs)
-            + f"; or the kernel parameter pci=disable_acs_redir={';'.join(bdfs)}",
+            fix=redirect_fix(bdfs),
         )
     if not readable and denied:
         return CheckResult(
@@ -63,6 +61,15 @@ def check_acs(facts: Facts) -> CheckResult:
         + (f" ({without} without ACS)" if without else "")
         + note,
         evidence=[f"{len(readable)} ACSCtl lines with ReqRedir- CmpltRedir- ({lspci.where})"],
+    )
+
+
+def redirect_fix(bdfs: list[str]) -> str:
+    """How to turn ACS redirect off on these bridges (bus/device.function addresses), at every boot."""
+    return (
+        "at every boot (a systemd unit or udev rule), as root: "
+        + "; ".join(f"setpci -s {bdf} ECAP_ACS+0x6.w=0000" for bdf in bdfs)
+        + f"; or the kernel parameter pci=disable_acs_redir={';'.join(bdfs)}"
     )
 
 

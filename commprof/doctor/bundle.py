@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from commprof.doctor.facts import Facts, Source
+from commprof.doctor.nvml_file import nvml_problem
 from commprof.errors import UsageError
 from commprof.floor.record import entry_problem
 from commprof.terminal import one_line
@@ -73,6 +74,8 @@ def read_bundle(directory: Path, flag: str = "--from") -> Facts:
     nvml = nvml if isinstance(nvml, dict) else {}
     if problem := topology_problem(nvml.get("topology")):
         raise UsageError(f"{flag} {directory}: {NVML_FILE}: topology.{problem}")
+    if problem := nvml_problem(nvml):
+        raise UsageError(f"{flag} {directory}: {NVML_FILE}: {problem}")
     # A hand-edited or truncated bundle must not crash the checks: keep only answers of the right shape.
     facts.topology = nvml.get("topology") if isinstance(nvml.get("topology"), dict) else None
     facts.gpu_health = nvml.get("health") if isinstance(nvml.get("health"), list) else None

@@ -24,6 +24,18 @@ TUNING_VARS = (
     "NCCL_TUNER_PLUGIN",
 )
 
+# What to do about a forced choice of NCCL's (where a value traps it).
+FORCED_FIXES = {
+    "NCCL_ALGO": "restrict it to the all-reduce: NCCL_ALGO=allreduce:tree",
+    "NCCL_PROTO": "unset NCCL_PROTO",
+}
+
+EXPANDABLE_FINDING = (
+    "expandable_segments maps memory with cuMem APIs that custom all-reduce kernels' CUDA "
+    "IPC handles do not cover (engines turn custom all-reduce off or fail to capture)"
+)
+EXPANDABLE_FIX = "unset PYTORCH_CUDA_ALLOC_CONF or set expandable_segments:False when measuring custom all-reduce"
+
 
 def parse_assignments(text: str) -> dict[str, str]:
     """NAME=value lines (environment dumps, nccl.conf); '#' comments and blank lines skipped."""
@@ -69,10 +81,7 @@ def check_env(facts: Facts) -> CheckResult:
                     f"remove {name} from {where}" if in_conf else f"unset {name} (keep it only as a sweep axis)",
                 )
             )
-    for name, fix in (
-        ("NCCL_ALGO", "restrict it to the all-reduce: NCCL_ALGO=allreduce:tree"),
-        ("NCCL_PROTO", "unset NCCL_PROTO"),
-    ):
+    for name, fix in FORCED_FIXES.items():
         if name in settings:
             value, where = settings[name]
             # The same trap rules the sweep file's validation applies (commprof.nccl_vocab).
@@ -91,10 +100,9 @@ def check_env(facts: Facts) -> CheckResult:
     if "expandable_segments:true" in alloc.replace(" ", "").lower():
         findings.append(
             (
-                "expandable_segments maps memory with cuMem APIs that custom all-reduce kernels' CUDA "
-                "IPC handles do not cover (engines turn custom all-reduce off or fail to capture)",
+                EXPANDABLE_FINDING,
                 f"PYTORCH_CUDA_ALLOC_CONF={alloc} ({settings['PYTORCH_CUDA_ALLOC_CONF'][1]})",
-                "unset PYTORCH_CUDA_ALLOC_CONF or set expandable_segments:False when measuring custom all-reduce",
+                EXPANDABLE_FIX,
             )
         )
     order = settings.get("CUDA_DEVICE_ORDER", ("", ""))[0]

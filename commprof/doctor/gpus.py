@@ -45,7 +45,7 @@ def gpu_view(facts: Facts) -> tuple[list[dict[str, Any]], str, str]:
     """(GPUs, where they were read, why there are none)."""
     topology = facts.topology
     if topology and topology.get("gpus"):
-        health = {h["bus_id"]: h for h in facts.gpu_health or []}
+        health = {h.get("bus_id"): h for h in facts.gpu_health or []}
         gpus = [_from_nvml(g, health.get(g["pci_bus_id"], {})) for g in topology["gpus"]]
         return gpus, "NVML", ""
     smi = facts.source("nvidia_smi_full")

@@ -6,6 +6,7 @@ deprecated", "Insufficient Permissions", ANSI escape codes around the topo heade
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -67,10 +68,11 @@ def value(tree: dict[str, Any], *path: str) -> str | None:
 
 
 def number(tree: dict[str, Any], *path: str) -> float | None:
-    """The leading number of a value: "600.00 W" -> 600.0, "16x" -> 16, "N/A" -> None."""
+    """The leading number of a value: "600.00 W" -> 600.0, "16x" -> 16, "N/A" -> None; None too for one past a
+    float's range (400 digits read as inf), which no reading is."""
     text = value(tree, *path)
     m = _NUMBER.match(text) if text else None
-    return float(m.group(0)) if m else None
+    return float(m.group(0)) if m and math.isfinite(float(m.group(0))) else None
 
 
 def parse_topo_matrix(text: str) -> dict[str, Any]:

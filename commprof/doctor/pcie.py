@@ -17,6 +17,10 @@ BAR_ID, BAR_TITLE = "bar1", "BAR1 covers VRAM"
 
 _AER_TOTAL = re.compile(r"TOTAL_ERR_(COR|FATAL|NONFATAL)\s+(\d+)")
 _SYSFS_SPEED = re.compile(r"([\d.]+) GT/s")
+LINK_FIX = (
+    "reseat the GPU / riser, check the slot's BIOS PCIe speed setting (Auto or the max Gen) and "
+    "retimer cables, then re-check under load: sudo lspci -vvv -s <bdf> | grep LnkSta"
+)
 LOAD_FIX = (
     "run `commprof doctor` on the box itself (it loads every GPU while reading its link), or watch "
     "`nvidia-smi -q -d PCIE` during a run"
@@ -82,10 +86,7 @@ def check_pcie_link(facts: Facts) -> CheckResult:
     status = worst(statuses)
     fix = ""
     if status == FAIL or any("uplink" in f or "runs x" in f for f in findings):
-        fix = (
-            "reseat the GPU / riser, check the slot's BIOS PCIe speed setting (Auto or the max Gen) and "
-            "retimer cables, then re-check under load: sudo lspci -vvv -s <bdf> | grep LnkSta"
-        )
+        fix = LINK_FIX
     elif idle_down:
         fix = LOAD_FIX
     detail = "; ".join(findings) or (

@@ -3,9 +3,13 @@
 Per ordered pair: a large copy by copy engine (`dst.copy_(src)` across devices, cudaMemcpyPeerAsync) and by SM
 kernel (a Triton store kernel on the source GPU writing into the peer's memory, where Triton is installed), and
 the time of one tiny peer copy under CUDA-graph replay (the write latency, an upper bound: it includes the
-copy engine's start). All pairs at once: every GPU copies to every other on its own streams; each GPU's
-inbound bandwidth is what it received over the slowest sender's time. One launch: a one-element kernel under
-graph replay. Needs CUDA and at least two GPUs with peer access; every way that cannot run is named.
+copy engine's start). All pairs at once: every GPU copies to every other on its own streams, every copy held
+behind one gate (a spin kernel on GPU 0 that every copy's stream waits for) so they all start together, each
+timed from the gate; each GPU's inbound bandwidth is what it received over the time from the gate to its last
+sender's end. Copies issued from Python one after another barely overlap, and a GPU that received 7 copies in
+one copy's time would read 7x its link: where the gate opened before the last copy was queued, the gate is
+lengthened and tried again, and refused, named, where it never held. One launch: a one-element kernel under graph
+replay. Needs CUDA and at least two GPUs with peer access; every way that cannot run is named.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import platform
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from functools import partial
 
 from commprof.floor.measure import FloorProbe, PairCopy
 
@@ -20,6 +25,11 @@ COPY_BYTES = 64 << 20  # large enough that the link, not the launch, sets the ti
 REPEATS = 10
 QUICK_COPY_BYTES, QUICK_REPEATS = 16 << 20, 3  # still link-bound (~0.3 ms a copy at Gen5), a few seconds on 8 GPUs
 GRAPH_REPLAYS = 200
+# The all-pairs gate: torch.cuda._sleep cycles (about 10 ms at 2 GHz, while issuing 56 copies from Python takes a
+# few ms), times GATE_GROWTH on each try whose gate opened before the last copy was queued, GATE_TRIES tries.
+GATE_CYCLES = 20_000_000
+GATE_GROWTH = 4
+GATE_TRIES = 3
 
 
 def probe_floor(copy_bytes: int = COPY_BYTES, repeats: int = REPEATS) -> FloorProbe:
@@ -57,9 +67,13 @@ def probe_floor(copy_bytes: int = COPY_BYTES, repeats: int = REPEATS) -> FloorPr
                 )
             latency = _per_pair(f"write latency GPU{a}->GPU{b}", lambda a=a, b=b: _write_latency_us(a, b), not_measured)
             pairs.append(PairCopy(a, b, ce, sm, latency))
-    ingress = _all_pairs_ingress(devices, blocked, copy_bytes // len(devices), repeats) if not blocked else {}
+    ingress: dict[int, float] = {}
     if blocked:
         not_measured.append("all pairs at once: not measured while some pairs lack peer access")
+    else:
+        ingress, refused = _all_pairs_ingress(devices, copy_bytes // len(devices), repeats)
+        if refused:
+            not_measured.append(f"all pairs at once: {refused}")
     return FloorProbe(
         gpus=[torch.cuda.get_device_name(d) for d in devices],
         pairs=pairs,
@@ -159,36 +173,68 @@ def _peer_joined(capture, device: int, joined):
     capture.wait_stream(joined)  # the join: every captured stream rejoins before the capture ends
 
 
-def _all_pairs_ingress(devices: list[int], blocked, chunk: int, repeats: int) -> dict[int, float]:
+def _all_pairs_ingress(devices: list[int], chunk: int, repeats: int) -> tuple[dict[int, float], str | None]:
     """Every GPU copies `chunk` bytes to every other at once, one stream per pair on its source and one on its
     destination (torch's copy barriers the destination's current stream: a shared one would serialise the copies
-    into each GPU); GB/s into each GPU."""
+    into each GPU), every copy behind one gate; (GB/s into each GPU, None) or ({}, why it was refused)."""
     import torch
 
     src = {d: torch.empty(chunk * len(devices), dtype=torch.uint8, device=f"cuda:{d}") for d in devices}
     dst = {d: torch.empty(chunk * len(devices), dtype=torch.uint8, device=f"cuda:{d}") for d in devices}
     pairs = [(a, b) for a in devices for b in devices if a != b]
     streams = {(a, b): (torch.cuda.Stream(a), torch.cuda.Stream(b)) for a, b in pairs}
-    best = float("inf")
+    gate_stream = torch.cuda.Stream(devices[0])
+    best = {d: float("inf") for d in devices}
+    cycles = GATE_CYCLES
+    copy = partial(_pair_copy, src, dst, chunk)
     for _ in range(repeats + 1):
-        for d in devices:
-            torch.cuda.synchronize(d)
-        starts, ends = {}, {}
-        for (a, b), (outbound, inbound) in streams.items():
-            with torch.cuda.stream(inbound), torch.cuda.stream(outbound):
-                starts[(a, b)], ends[(a, b)] = (
-                    torch.cuda.Event(enable_timing=True),
-                    torch.cuda.Event(enable_timing=True),
-                )
-                starts[(a, b)].record(outbound)
-                dst[b][a * chunk : (a + 1) * chunk].copy_(src[a][b * chunk : (b + 1) * chunk], non_blocking=True)
-                ends[(a, b)].record(outbound)
-        for event in ends.values():
-            event.synchronize()
-        # Each stream's own span; the slowest pair bounds everyone (clocks are per device, spans are not compared).
-        best = min(best, max(starts[k].elapsed_time(ends[k]) for k in streams) * 1000.0)
+        for _try in range(GATE_TRIES):
+            spans = _gated_copies(devices, streams, gate_stream, cycles, copy)
+            if spans is not None:
+                break
+            cycles *= GATE_GROWTH
+        else:
+            return {}, (
+                f"the copies could not be started together (the gate of {cycles // GATE_GROWTH:,} GPU cycles opened "
+                f"before the last of {len(pairs)} copies was queued, {GATE_TRIES} tries): not measured"
+            )
+        for d in devices:  # into d: from the gate to its last sender's end
+            best[d] = min(best[d], max(span for (a, b), span in spans.items() if b == d))
     received = chunk * (len(devices) - 1)
-    return {d: received / (1000.0 * best) for d in devices}
+    return {d: received / (1000.0 * best[d]) for d in devices}, None
+
+
+def _pair_copy(src, dst, chunk: int, a: int, b: int) -> None:
+    dst[b][a * chunk : (a + 1) * chunk].copy_(src[a][b * chunk : (b + 1) * chunk], non_blocking=True)
+
+
+def _gated_copies(devices: list[int], streams: dict, gate_stream, cycles: int, copy) -> dict | None:
+    """Every pair's copy queued behind one gate: a spin of `cycles` on `gate_stream` that every copy's source stream
+    waits for; µs per pair from the gate (an event each source stream records as it leaves the wait, on its own
+    GPU's clock) to its copy's end. None when the gate had already opened by the time the last copy was queued
+    (the copies may have started one after another)."""
+    import torch
+
+    for device in devices:
+        torch.cuda.synchronize(device)
+    with torch.cuda.stream(gate_stream):
+        torch.cuda._sleep(cycles)
+    gate = torch.cuda.Event()
+    gate.record(gate_stream)
+    starts, ends = {}, {}
+    for (a, b), (outbound, inbound) in streams.items():
+        outbound.wait_event(gate)
+        with torch.cuda.stream(inbound), torch.cuda.stream(outbound):
+            starts[(a, b)], ends[(a, b)] = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            starts[(a, b)].record(outbound)
+            copy(a, b)
+            ends[(a, b)].record(outbound)
+    held = not gate.query()  # still spinning once every copy is queued: they all start when it ends
+    for event in ends.values():
+        event.synchronize()
+    if not held:
+        return None
+    return {k: starts[k].elapsed_time(ends[k]) * 1000.0 for k in streams}
 
 
 def _triton_store(not_measured: list[str]):

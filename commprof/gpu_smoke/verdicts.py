@@ -22,8 +22,9 @@ TIME_SLICED = "(time-sliced: the ranks take turns on one GPU, so these are not l
 # (with -q no "=" frame; without, framed by "="), and the counts in it.
 PYTEST_SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+|no tests ran) in [\d.]+s\b.*$")
 PYTEST_COUNT = re.compile(r"(\d+) ([a-z]+)")
-# Statuses that are a capture verdict (the ranks agreed on what capture did), not a broken run.
-CAPTURE_VERDICTS = ("ok", "capture_failed", "replay_wrong")
+# Statuses that are a capture verdict (the ranks agreed on what capture did), not a broken run; "not_engaged"
+# replaces only an "ok" (captured, replayed and verified, but NCCL's log shows another choice than the point's).
+CAPTURE_VERDICTS = ("ok", "capture_failed", "replay_wrong", "not_engaged")
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,14 @@ _twoshot_preparation.prepared_call, _dma_preparation.prepared_call). Variants:
 `b12x-fused` is `OneshotAllReduce.all_reduce_fused_add_rms_norm` (at most 36 rows), set against nccl+rmsnorm.
 Not gated (no SM count is probed): b12x refuses a GPU with fewer resident SMs than one-shot's 36 or
 two-shot's 64 when building the runtime (ONESHOT_REQUIRED_SMS, TWOSHOT_REQUIRED_SMS), which then fails the point.
+In a sweep every setting is prepared once before its points (`preparation`): its CuTe kernels compile then into
+b12x's on-disk compile cache, outside every point's time limit, and each point's session finds them there.
 What is timed per op: one kernel into a caller-owned output (allocated per op, as for the other kernels).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 from commprof.impls import algorithms
@@ -141,9 +144,12 @@ def dma_kwargs(group, device, max_bytes: int) -> dict[str, Any]:
     return {"exchange_group": group, "device": device, "max_bytes": max_bytes}
 
 
-def session_kwargs(device) -> dict[str, Any]:
-    """PreparationSession(...): compile and prime the default configuration, no autotuning race."""
-    return {"device": device, "autotune": False}
+def session_kwargs(device, cache_dir: str | None = None) -> dict[str, Any]:
+    """PreparationSession(...): compile and prime the default configuration, no autotuning race; `cache_dir` the
+    setting's own folder for the plan selections b12x would otherwise read from a cache every process on the box
+    shares (b12x 1.5.1 preparation/session.py _selection_cache: cache_dir, else the compile cache's
+    "preparation" folder, looked up for every request even without autotuning)."""
+    return {"device": device, "autotune": False, "cache_dir": cache_dir}
 
 
 class B12xAllReduce(AllReduceImpl):
@@ -235,6 +241,12 @@ class B12xAllReduce(AllReduceImpl):
     def algorithm(cls, options, nbytes: int, world_size: int) -> str:
         return variant_algorithm(options.get("variant", "auto"), nbytes, world_size)
 
+    @classmethod
+    def preparation(cls, backend: str, options: dict[str, Any]) -> str | None:
+        if backend != "nccl":
+            return None
+        return "compiles its CuTe kernels and primes a plan per shape (b12x.preparation.PreparationSession)"
+
     def setup(self, group, plan, device) -> None:
         """Sizes only: the runtimes are built collectively in prepare(), once the shapes say which are needed."""
         import torch
@@ -274,7 +286,11 @@ class B12xAllReduce(AllReduceImpl):
             sample = self._torch.zeros((t, h), dtype=self._dtype, device=self.device)
             for runtime in self._runtimes_of(sample):
                 requests.append(self._request(runtime, sample, CollectiveRequirement))
-        self._session = PreparationSession(**session_kwargs(self.device))
+        selections = None
+        if self.state_dir is not None:
+            selections = str(self.state_dir / "b12x-selections")
+            os.makedirs(selections, exist_ok=True)
+        self._session = PreparationSession(**session_kwargs(self.device, selections))
         self._session.prepare(requests, coordinator=self._coordinate)
 
     def _runtimes_of(self, sample) -> tuple[str, ...]:

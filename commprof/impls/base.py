@@ -10,6 +10,7 @@ See docs/implementations.md for a worked example.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from commprof.errors import UsageError
@@ -168,6 +169,10 @@ class AllReduceImpl:
         problems = self.option_problems(self.options)
         if problems:
             raise UsageError(problems[0][1])
+        # Where this point keeps what a library would otherwise share between points and processes (FlashInfer's
+        # tune cache, b12x's plan selections): set by the trial before setup(), one folder per setting that has a
+        # preparation and per point otherwise; None outside a sweep, where the library's own default applies.
+        self.state_dir: Path | None = None
 
     @classmethod
     def option_problems(cls, options: dict[str, Any]) -> list[tuple[str | None, str]]:
@@ -213,6 +218,15 @@ class AllReduceImpl:
         the call returns a buildable with `name` and `build_and_load()` (FlashInfer's JIT spec generators do).
         The sweep builds each once before its first point, outside every point's time limit."""
         return ()
+
+    @classmethod
+    def preparation(cls, backend: str, options: dict[str, Any]) -> str | None:
+        """What a setting (these options on `backend`) does once before any of its points is timed, collectively
+        on every rank, in words ("tunes its launch configurations"); None: nothing. The sweep runs setup() and
+        prepare() for it in a worker of its own before the first point, outside every point's time limit, with
+        `state_dir` the setting's folder, which every point of the setting then gets: what the preparation left
+        there (a tune cache, compiled plans) is what the points load, and no other setting's."""
+        return None
 
     @classmethod
     def algorithm(cls, options: dict[str, Any], nbytes: int, world_size: int) -> str | None:

@@ -7,10 +7,16 @@ outbound and one inbound stream. Every method is a collective that must be issue
 What is timed per op: one out-of-place kernel that reads the harness's input directly (the staging copy is
 inside the kernel) plus allocating its output. The workspace is sized to the plan's largest all-reduce
 exactly (oversizing spreads its double buffer and costs time at small T).
+
+The tune cache is a file the workspace reads at construction and tune() writes (FlashInfer 0.7.4 pcie_ipc_ar.py:
+PcieIpcAllReduceWorkspace(tune_cache=...), _init_tuning; its default is one file per world size, shared by every
+process on the box): in a sweep it is the setting's own (`state_dir`), so an untuned point never runs what a tuned
+one measured, and a tuned setting is tuned once, by the sweep's preparation, outside every point's time limit.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 from commprof.impls.base import (
@@ -62,6 +68,7 @@ COPY_ENGINE_KERNELS = (
     "ce_wait_flag_kernel",
     "copy_engine_retire_kernel",
     "copy_engine_pair_barrier_kernel",
+    "kernel_pcie_ipc_ce_sm120_binary_wait_clear",  # pcie_ipc_ce_memop.cuh's wait-and-clear (extern "C", SM120)
 )
 
 
@@ -77,9 +84,12 @@ def pcie_ipc_shape(ctx: ImplContext, tokens: int) -> str | None:
     return None
 
 
-def workspace_kwargs(group, max_numel: int, dtype) -> dict[str, Any]:
-    """Arguments of PcieIpcAllReduceWorkspace(...)."""
-    return {"group": group, "max_numel": max_numel, "dtype": dtype}
+TUNE_CACHE = "flashinfer-pcie-ipc-tune.json"  # in the setting's state_dir
+
+
+def workspace_kwargs(group, max_numel: int, dtype, tune_cache: str | None = None) -> dict[str, Any]:
+    """Arguments of PcieIpcAllReduceWorkspace(...): `tune_cache` None is FlashInfer's default file."""
+    return {"group": group, "max_numel": max_numel, "dtype": dtype, "tune_cache": tune_cache}
 
 
 def tune_args(hidden_size: int, dtype) -> tuple[tuple, dict[str, Any]]:
@@ -103,7 +113,7 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
         whole_names(*PCIE_IPC_KERNELS, *COPY_ENGINE_KERNELS),
         "all_reduce",
         "FlashInfer 0.7.4 data/include/flashinfer/comm/pcie_ipc_all_reduce.cuh, pcie_ipc_ce_ring.cuh (tune()'s "
-        "copy-engine variants), pcie_ipc_all_gather.cuh",
+        "copy-engine variants), pcie_ipc_all_gather.cuh, pcie_ipc_ce_sm120.cuh",
     )
     # Each name was read in the engine's own source at the version named.
     engine_switches: ClassVar[tuple[EngineSwitch, ...]] = (
@@ -164,6 +174,12 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
         # pcie_ipc_ar.get_pcie_ipc_comm_module builds it on first use
         return ("flashinfer.jit.comm:gen_pcie_ipc_comm_module",) if backend == "nccl" else ()
 
+    @classmethod
+    def preparation(cls, backend: str, options: dict[str, Any]) -> str | None:
+        if backend == "nccl" and options.get("tune", False):
+            return "tunes its launch configurations (PcieIpcAllReduceWorkspace.tune) into the setting's tune cache"
+        return None
+
     def setup(self, group, plan, device) -> None:
         import torch
         from flashinfer.comm import PcieIpcAllReduceWorkspace
@@ -173,11 +189,17 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
             torch.cuda.set_device(device)
         self._torch = torch
         self._dtype = getattr(torch, plan.model.dtype)
-        self.workspace = PcieIpcAllReduceWorkspace(**workspace_kwargs(group, plan.max_numel, self._dtype))
-        if self.tune:
+        self.tune_cache = str(self.state_dir / TUNE_CACHE) if self.state_dir is not None else None
+        # Read at construction: what the setting's preparation tuned, or nothing (seed configurations).
+        self.tuned = bool(self.tune_cache and os.path.isfile(self.tune_cache))
+        self.workspace = PcieIpcAllReduceWorkspace(
+            **workspace_kwargs(group, plan.max_numel, self._dtype, self.tune_cache)
+        )
+        if self.tune and not self.tuned:
             # Must precede prepare(): tune() clears the resolved launch configurations.
             args, kwargs = tune_args(plan.model.hidden_size, self._dtype)
             self.workspace.tune(*args, **kwargs)
+            self.tuned = True
 
     def prepare(self, shapes) -> None:
         """Resolves every shape's launch configuration (a collective) so none is first seen in a capture.
@@ -190,6 +212,11 @@ class FlashInferPcieIpcAllReduce(AllReduceImpl):
     def all_reduce(self, x):
         self._follow_stream()
         return self.workspace.all_reduce(x)
+
+    def detail(self) -> str:
+        where = self.tune_cache or "FlashInfer's default tune cache"
+        configs = "tuned launch configurations" if self.tuned else "seed launch configurations (untuned)"
+        return f"PcieIpcAllReduceWorkspace.all_reduce with {configs}, tune cache {where}"
 
     def _follow_stream(self) -> None:
         """The workspace serves one stream; when the caller moves to another, order it after the old one.

@@ -148,7 +148,7 @@ def _hop_bandwidth(facts: Facts, gpus: list[dict], where: str) -> tuple[float, b
                 f"floor pair figure {gbps:.1f} GB/s ({figures.get('source')})",
             )
     links = [(g["gen_max"], g["width_max"]) for g in gpus if g.get("gen_max") and g.get("width_max")]
-    links = [(gen, width) for gen, width in links if gen in range(1, 7)]
+    links = [(gen, width) for gen, width in links if gen in range(1, 7) and width in range(1, 33)]  # PCIe's x1-x32
     if not links:
         raise UsageError(
             f"{facts.origin}: neither a floor (floor.json) nor the GPUs' PCIe generation and width: "

@@ -6,6 +6,7 @@ and its sha256, which a sweep's `nccl_graph` axis reads.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -56,7 +57,9 @@ def facts_of_run(run_dir: Path) -> Facts:
 
 
 def write_candidates(box: Box, candidates: list[Candidate], out: Path) -> list[Path]:
-    """Each candidate as <name>.xml and the index, each written whole (temporary file, then renamed)."""
+    """Each candidate as <name>.xml and the index, all of them or none: every file is written whole under a
+    temporary name first, then each is renamed into place. A write that fails (a full disk) removes the temporary
+    files and is one UsageError; what the folder held before is left as it was."""
     ensure_writable_dir(out, "--out")
     ours = {f"{c.name}.xml" for c in candidates} | {INDEX_FILE}
     stray = sorted(p.name for p in out.iterdir() if p.name not in ours)
@@ -65,19 +68,24 @@ def write_candidates(box: Box, candidates: list[Candidate], out: Path) -> list[P
             f"--out {out}: holds other files ({', '.join(stray[:3])}{', ...' if len(stray) > 3 else ''}); "
             "give a new or empty folder, so it holds one box's candidates only"
         )
-    written = []
-    for candidate in candidates:
-        written.append(_write(out / f"{candidate.name}.xml", candidate.text))
     index = {"box": box.to_dict(), "candidates": [c.to_dict() | {"file": f"{c.name}.xml"} for c in candidates]}
-    written.append(_write(out / INDEX_FILE, json.dumps(index, indent=2) + "\n"))
-    return written
-
-
-def _write(path: Path, text: str) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    write_nofollow(tmp, text.encode("utf-8"))  # inside a run folder too: a planted link is refused, not followed
-    os.replace(tmp, path)
-    return path
+    files = {out / f"{c.name}.xml": c.text for c in candidates} | {out / INDEX_FILE: json.dumps(index, indent=2) + "\n"}
+    staged: list[Path] = []
+    try:
+        for path, text in files.items():
+            staged.append(path.with_name(path.name + ".tmp"))
+            write_nofollow(staged[-1], text.encode("utf-8"))  # a planted link is refused, not followed
+    except (OSError, UsageError) as exc:
+        for tmp in staged:
+            if os.path.lexists(tmp) and not os.path.islink(tmp):  # a planted link stays, named by the refusal
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        if isinstance(exc, UsageError):
+            raise
+        raise UsageError(f"cannot write the candidates to {out}: {exc.strerror or exc}; none was written") from None
+    for tmp, path in zip(staged, files):
+        os.replace(tmp, path)
+    return list(files)
 
 
 def nccls_own_graph(facts: Facts) -> str:

@@ -3,8 +3,8 @@
 Pure text in, `NcclLogSummary` out: version, ranks and nodes, transport per peer connection, rings, channel
 counts, the graphs the topology search settled on, the op sequence of COLL lines, the algorithm / protocol
 chosen per collective and size, the latency / bandwidth table of TUNING, the variables NCCL reports set,
-and WARN lines. Formats follow NCCL's source from 2.4 to 2.30 (cited per pattern below); any line prefix
-(mpirun's "[1,0]<stdout>:", Ray's "(RayWorker pid=...)", timestamps) is tolerated. Unknown lines are ignored.
+and WARN lines. Formats follow NCCL's source from 2.4 to 2.30 (cited per pattern below; 2.31.2 and 2.32.3 keep
+the format strings); a line prefix (mpirun's "[1,0]<stdout>:", Ray's, timestamps) is tolerated, unknown lines ignored.
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ LAYOUT_HELP = (
 )
 EXTRA_SITES = ("attn", "mlp", "moe", "attn+mlp", "mamba")
 EXTRA_DTYPES = ("float32", "bfloat16", "float16")
-# One extra small all-reduce per layer: (the site it precedes, width per token, dtype or None for the model's).
-Extra = tuple[str, int, str | None]
+# One extra small all-reduce per layer: (the site it precedes, width per token, dtype or None for the model's, and
+# `flat`: 0 for a [T, width] tensor, k > 0 for a 1-D one of T x width elements rounded up to a multiple of k).
+Extra = tuple[str, int, str | None, int]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ class Family:
     engine_layouts: tuple[tuple[str, str, str], ...] = ()
     # Small all-reduces each layer issues besides its reductions (MiniMax-M2's q/k variance before attention).
     extras: tuple[Extra, ...] = ()
+    # Engines whose model file issues the extras otherwise: (engine, extras); `extras` above are the others'.
+    engine_extras: tuple[tuple[str, tuple[Extra, ...]], ...] = ()
+    # Engines that cannot run the family with tensor parallelism: (engine, why, with the code that says so).
+    refused_by: tuple[tuple[str, str], ...] = ()
 
     def layout_for(self, engine: str, config: dict) -> str:
         """The layout under `engine` ("vllm", "sglang")."""
@@ -54,6 +59,14 @@ class Family:
             if name == engine:
                 return layout
         return self.layout_of(config) if self.layout_of else self.layout
+
+    def extras_for(self, engine: str) -> tuple[Extra, ...]:
+        """The extra all-reduces under `engine` ("vllm", "sglang")."""
+        return next((extras for name, extras in self.engine_extras if name == engine), self.extras)
+
+    def refusal(self, engine: str) -> str | None:
+        """Why `engine` cannot run this family at TP > 1, or None."""
+        return next((why for name, why in self.refused_by if name == engine), None)
 
 
 def _falcon_layout(config: dict) -> str:
@@ -98,6 +111,15 @@ FAMILIES: tuple[Family, ...] = (
         "vLLM models/falcon.py: with parallel_attn or new_decoder_architecture, attention and MLP outputs are "
         "summed and reduced by one tensor_model_parallel_all_reduce (LayerNorm, not RMSNorm, follows)",
         _falcon_layout,
+        refused_by=(
+            (
+                "sglang",
+                "SGLang 0.5.23 has no Falcon model (sglang/srt/models holds falcon_h1.py and falcon_mamba.py, other "
+                "architectures), and its Transformers fallback refuses tensor parallelism for it (models/"
+                "transformers.py recursive_replace: no TP plan, as transformers 5.19.0's FalconConfig has no "
+                "base_model_tp_plan)",
+            ),
+        ),
     ),
     Family(
         "Cohere / Command-R",
@@ -130,10 +152,13 @@ FAMILIES: tuple[Family, ...] = (
         ("MiniMaxM2ForCausalLM",),
         "standard",
         True,
-        "vLLM 0.33 models/minimax_m2.py with layers/minimax_rms_norm/rms_norm_tp.py (_all_reduce_variance) and "
-        "SGLang 0.5.23 models/minimax_m2.py (MiniMaxM2QKRMSNorm, attn_tp_all_reduce): the q and k RMSNorm over "
-        "TP-split heads all-reduces a [T, 2] fp32 variance before attention; o_proj and the MoE each all-reduce",
-        extras=(("attn", 2, "float32"),),
+        "SGLang 0.5.23 models/minimax_m2.py (MiniMaxM2QKRMSNorm._forward_naive, attn_tp_all_reduce of "
+        "rms_sumsq_serial's sum_sq) and vLLM 0.33 / 0.34 models/minimax_m2.py with layers/minimax_rms_norm/"
+        "rms_norm_tp.py (_all_reduce_variance: var.flatten()): the q and k RMSNorm over TP-split heads all-reduces "
+        "the two fp32 variances of every token as one 1-D tensor before attention (SGLang pads it to a multiple of "
+        "4 elements, 16 bytes); o_proj and the MoE each all-reduce",
+        extras=(("attn", 2, "float32", 4),),
+        engine_extras=(("vllm", (("attn", 2, "float32", 1),)),),
     ),
     Family(
         "Nemotron-H",
@@ -216,25 +241,52 @@ def parse_layout(text: str) -> tuple[str, str | None, tuple[Extra, ...]]:
         width, _, dtype = rest.partition(":")
         if site not in EXTRA_SITES or not width.isdigit() or int(width) < 1 or dtype not in ("", *EXTRA_DTYPES):
             raise UsageError(f"--layout {text!r}: +extra@{item} is not SITE:WIDTH[:DTYPE] (allowed: {LAYOUT_HELP})")
-        extras.append((site, int(width), dtype or None))
+        extras.append((site, int(width), dtype or None, 0))
     return name, pattern or None, tuple(extras)
 
 
-def moe_layers(text: dict, num_layers: int) -> frozenset[int]:
-    """Which layers are MoE, by the config fields the engines read (the rest are dense MLPs)."""
-    if text.get("n_routed_experts"):
+def moe_layers(text: dict, num_layers: int, source: str) -> frozenset[int]:
+    """Which layers are MoE, by the config fields the engines read (the rest are dense MLPs); UsageError naming
+    the field where one is not what the engines compute with (a string, NaN, 0.5, where they divide by it: 0)."""
+    if _count(text, "n_routed_experts", 0, source):
         # models/deepseek_v2.py, glm4_moe.py: MoE from first_k_dense_replace on, every moe_layer_freq-th layer.
-        first = int(text.get("first_k_dense_replace") or 0)
-        every = int(text.get("moe_layer_freq") or 1)
+        first = _count(text, "first_k_dense_replace", 0, source)
+        every = _count(text, "moe_layer_freq", 1, source)
         return frozenset(i for i in range(first, num_layers) if i % every == 0)
-    if text.get("num_experts"):
+    if _count(text, "num_experts", 0, source) and "first_k_dense_replace" in text:
+        # Kimi-Linear / Kimi-K3 (vLLM 0.34 models/kimi_k3/nvidia/model.py KimiDecoderLayer.is_moe_layer): MoE from
+        # first_k_dense_replace on, every moe_layer_freq-th layer; the layers before are dense MLPs.
+        first = _count(text, "first_k_dense_replace", 0, source)
+        every = _count(text, "moe_layer_freq", 1, source)
+        return frozenset(i for i in range(first, num_layers) if i % every == 0)
+    if _count(text, "num_experts", 0, source):
         # models/qwen2_moe.py, qwen3_moe.py: sparse unless in mlp_only_layers, every decoder_sparse_step-th.
-        dense = set(text.get("mlp_only_layers") or ())
-        step = int(text.get("decoder_sparse_step") or 1)
-        return frozenset(i for i in range(num_layers) if i not in dense and (i + 1) % step == 0)
-    if text.get("num_local_experts"):
+        dense = text.get("mlp_only_layers") or []
+        if not isinstance(dense, list) or not all(_is_count(i, 0) for i in dense):
+            raise UsageError(f"{source}: 'mlp_only_layers' must be a list of layer indices, got {str(dense)[:40]!r}")
+        step, dense_layers = _count(text, "decoder_sparse_step", 1, source), set(dense)
+        return frozenset(i for i in range(num_layers) if i not in dense_layers and (i + 1) % step == 0)
+    if _count(text, "num_local_experts", 0, source):
         return frozenset(range(num_layers))  # Mixtral, gpt-oss: every layer
     return frozenset()
+
+
+# The largest count an MoE field may hold: more experts or layers than any model has.
+_MOST = 1 << 24
+
+
+def _is_count(value: object, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= _MOST
+
+
+def _count(text: dict, key: str, low: int, source: str) -> int:
+    """The integer config field `key` (low..2^24; absent or null: `low`, what the engines take then)."""
+    value = text.get(key)
+    if value is None:
+        return low
+    if not _is_count(value, low):
+        raise UsageError(f"{source}: {key!r} must be an integer from {low} to {_MOST}, got {str(value)[:40]!r}")
+    return value
 
 
 def hybrid_pattern(text: dict, num_layers: int, source: str) -> str:
@@ -243,7 +295,7 @@ def hybrid_pattern(text: dict, num_layers: int, source: str) -> str:
     if pattern is None and isinstance(text.get("layers_block_type"), list):
         letters = {mixer: letter for letter, mixer in HYBRID_MIXERS.items()}
         kinds = text["layers_block_type"]
-        bad = [k for k in kinds if BLOCK_TYPES.get(k) is None]
+        bad = [k for k in kinds if not isinstance(k, str) or BLOCK_TYPES.get(k) is None]
         if bad:
             raise UsageError(f"{source}: layers_block_type has {bad[0]!r} (allowed: {', '.join(BLOCK_TYPES)})")
         pattern = "".join(letters[BLOCK_TYPES[k]] for k in kinds)

@@ -31,6 +31,10 @@ SGLANG_MAX_BS_BY_MEMORY = ((20, (8, 8)), (35, (48, 160)), (60, (32, 160)), (90, 
 SGLANG_MAX_BS_LARGEST = 512
 SGLANG_MAX_BS_TP4 = 512  # the 90-160 GiB bracket (H20, H200, RTX PRO 6000 96 GB): the default without gpu_mem
 SGLANG_MAX_BS_SMALL_TP = 256
+# The most requests `max_batch` may name: 128 x either engine's largest default, and with commprof's most draft
+# steps (65 tokens a request) still within a record's largest T. Checked before any size is listed: SGLang's
+# sizes grow with max_batch (every 32nd above 512), and 10**11 of them would fill any host's memory.
+MAX_BATCH = 1 << 16
 
 
 def sglang_default_max_bs(gpu_mem_gib: float | None, tp: int) -> int:
@@ -112,7 +116,10 @@ def engine_tokens(text: str, tokens_per_request: int, tp: int | None) -> tuple[i
     match = _FORM.match(text.strip()) if isinstance(text, str) else None
     if match is None or match["engine"] not in ENGINES:
         raise UsageError(f"expected {ENGINE_TOKENS_FORM}, got {text!r}")
-    max_batch = int(match["max_batch"]) if match["max_batch"] else None
+    digits = match["max_batch"]
+    if digits and (len(digits) > len(str(MAX_BATCH)) or int(digits) > MAX_BATCH):  # int() of 5000 digits raises
+        raise UsageError(f"{text}: max_batch is above {MAX_BATCH} (allowed: 1..{MAX_BATCH} requests)")
+    max_batch = int(digits) if digits else None
     if match["gpu_mem"] and match["engine"] != "sglang":
         raise UsageError(f"{text}: gpu_mem is SGLang's (its default max batch follows the GPU's memory)")
     if max_batch is not None and max_batch < 1:

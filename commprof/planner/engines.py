@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from commprof.errors import UsageError
 
-# The releases whose model files commprof read, per engine (commprof.planner.architectures cites the files).
-PLAN_ENGINES = {"sglang": ("0.5.23",), "vllm": ("0.33",)}
+# The releases whose model files commprof read, per engine (commprof.planner.architectures cites the files). vLLM
+# 0.34's model files, MXFP4 padding (fused_moe/oracle/mxfp4.py mxfp4_round_up_hidden_size_and_intermediate_size)
+# and post-all-reduce padding strip (fused_moe/runner/moe_runner.py _maybe_pad_hidden_states) issue the same
+# all-reduces as 0.33's: what changed in models/qwen2.py, qwen3.py, qwen2_moe.py, deepseek_v2.py and glm4_moe.py
+# moves no reduction (a sliding-window assertion, a local-logits helper, an activation-quant fusion, ROCm's fused
+# shared experts per layer).
+PLAN_ENGINES = {"sglang": ("0.5.23",), "vllm": ("0.33", "0.34")}
 # The engine a plan follows when none is named: SGLang's model files, the first engine commprof's sweeps target.
 DEFAULT_ENGINE = "sglang==0.5.23"
-ENGINE_HELP = "sglang==0.5.23 or vllm==0.33 (the engine whose model files the plan follows)"
+ENGINE_HELP = "sglang==0.5.23, vllm==0.33 or vllm==0.34 (the engine whose model files the plan follows)"
 
 
 def parse_plan_engine(text: str) -> str:

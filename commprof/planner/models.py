@@ -40,6 +40,9 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # hidden 18432; Gemma 3: vocabulary 262208). A config past them is a mistake or an attack: a billion layers would make the plan
 # and every replay grow for minutes.
 SHAPE_LIMITS = {"num_layers": 2_000, "hidden_size": 1 << 17, "vocab_size": 1 << 24}
+# Every other shape field (heads, experts, widths, groups): beyond any model, and small enough that what is computed
+# from them (an MoE layer's width x its experts per token) stays a number a page can print.
+OPTIONAL_LIMIT = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -55,11 +58,15 @@ class ModelShape:
     # Every layer's reduction sites in engine order (commprof/planner/architectures.py); empty: standard dense layers.
     layers: tuple[tuple[str, ...], ...] = ()
     layout: str = "standard"  # "standard", "parallel" or "hybrid"
-    # Extra small all-reduces per layer: (the site each precedes, width per token, dtype; None: the model's).
-    extras: tuple[tuple[str, int, str | None], ...] = ()
+    # Extra small all-reduces per layer: (the site each precedes, width per token, dtype, None: the model's; and
+    # `flat`, 0: [T, width]; k > 0: 1-D of T x width elements rounded up to a multiple of k), architectures.Extra.
+    extras: tuple[tuple[str, int, str | None, int], ...] = ()
     moe_width: int | None = None  # the MoE all-reduce's width where the engine pads it (MXFP4); None: hidden_size
     family: str = ""  # the family rule that decided the layout, or "--layout" when the user did
     architecture: str = ""
+    # The config's own `architectures[0]` (a multimodal wrapper's, not its text model's): the class the engine loads
+    # and keys its own defaults on (SGLang's FlashInfer all-reduce fusion); "": the config names none.
+    served_architecture: str = ""
     rmsnorm_after: bool = True  # residual add + RMSNorm follows each layer reduction (fusable)
     num_heads: int | None = None  # attention heads; None: not in the config (not checked)
     num_kv_heads: int | None = None
@@ -143,7 +150,10 @@ def shape_from_config(
         value = field_value(*keys, required=False)
         if value is None or (allow_zero and value == 0 and not isinstance(value, bool)):
             return None
-        return _positive_int(value, keys[0], source)
+        value = _positive_int(value, keys[0], source)
+        if value > OPTIONAL_LIMIT:
+            raise UsageError(f"{source}: {keys[0]!r} = {value} is beyond any model (allowed: 1..{OPTIONAL_LIMIT})")
+        return value
 
     heads = optional_int("num_attention_heads", "n_head")
     kv_heads = optional_int("num_key_value_heads", "num_kv_heads", "n_head_kv")
@@ -152,9 +162,16 @@ def shape_from_config(
     architecture = architectures.architecture_of(text, config)
     if layout is None:
         family = architectures.family_of(architecture, source)
+        refused = family.refusal(engine_name(engine or DEFAULT_ENGINE))
+        if refused:
+            raise UsageError(
+                f"{source}: {architecture} cannot be planned as {engine or DEFAULT_ENGINE} issues it: {refused}; "
+                "plan it with --engine vllm==0.34"
+            )
         chosen = family.layout_for(engine_name(engine or DEFAULT_ENGINE), merged)
-        rmsnorm_after, family_name, pattern, extras = family.rmsnorm_after, family.name, None, family.extras
-        if family.engine_layouts:  # the layout is this engine's: the plan says which
+        rmsnorm_after, family_name, pattern = family.rmsnorm_after, family.name, None
+        extras = family.extras_for(engine_name(engine or DEFAULT_ENGINE))
+        if family.engine_layouts or family.engine_extras:  # the layout is this engine's: the plan says which
             family_name = f"{family.name}, as {engine or DEFAULT_ENGINE} issues it"
         if chosen == "hybrid":
             pattern = architectures.hybrid_pattern(merged, values["num_layers"], source)
@@ -163,7 +180,7 @@ def shape_from_config(
         if pattern is not None:
             pattern = architectures.check_pattern(pattern, values["num_layers"], source)
         rmsnorm_after, family_name = True, "--layout"
-    moe = architectures.moe_layers(merged, values["num_layers"])
+    moe = architectures.moe_layers(merged, values["num_layers"], source)
     layers = architectures.layer_sites(chosen, values["num_layers"], moe, pattern)
     quantization = merged.get("quantization_config") if isinstance(merged.get("quantization_config"), dict) else {}
     moe_width = None
@@ -182,6 +199,7 @@ def shape_from_config(
         moe_width=moe_width,
         family=family_name,
         architecture=architecture or "",
+        served_architecture=architectures.architecture_of(config, text) or "",
         rmsnorm_after=rmsnorm_after,
         num_heads=heads,
         num_kv_heads=kv_heads,

@@ -51,7 +51,7 @@ SITE_COLLECTIVES = {
     "attn+mlp": "all_reduce",  # a parallel block: attention and MLP summed, then reduced once
     "mamba": "all_reduce",
     "mamba_norm": "all_reduce",  # Mamba-2's gated RMSNorm over TP ranks when the model has one group
-    "extra": "all_reduce",  # a layout's extra small all-reduce (MiniMax-M2's q/k variance, [T, 2] fp32)
+    "extra": "all_reduce",  # a layout's extra small all-reduce (MiniMax-M2's q/k variances, 1-D fp32)
     "dp_gather": "all_gather",  # DP attention: every rank's tokens gathered before the MLP / MoE / lm_head
     "dp_scatter": "reduce_scatter",  # ...and reduced back to each rank's own tokens after the MLP / MoE
     "logits": "all_gather",
@@ -128,6 +128,7 @@ class StepPlan:
             "num_layers": self.model.num_layers,
             "vocab_size": self.model.vocab_size,
             "layout": self.model.layout,
+            "architecture": self.model.served_architecture or None,
             **{c: self.count(c) for c in COLLECTIVES},
             "draft_ops": sum(1 for op in self.ops if op.draft),
             **self.options.summary(),
@@ -187,9 +188,10 @@ class _Builder:
                     # layers/mamba/mamba_mixer2.py Mixer2RMSNormGated: one group split over ranks, so the sum
                     # of squares is all-reduced (fp32, one value per token) before out_proj.
                     self.add(f"{where}.mamba_norm", "all_reduce", (tokens, 1), (tokens, 1), dtype="float32")
-                for anchor, width, dtype in self.model.extras:
+                for anchor, width, dtype, flat in self.model.extras:
                     if anchor == site and tp > 1 and not self.draft:  # the target's layers (a draft head is not)
-                        self.add(f"{where}.extra", "all_reduce", (tokens, width), (tokens, width), dtype=dtype)
+                        shape = (-(-tokens * width // flat) * flat,) if flat else (tokens, width)
+                        self.add(f"{where}.extra", "all_reduce", shape, shape, dtype=dtype)
                 shape = (tokens, self.model.moe_width) if site == "moe" and self.model.moe_width else hidden
                 self.add(f"{where}.{site}", "all_reduce", shape, shape, norm)
         rows = logit_rows * tp if self.dp else logit_rows

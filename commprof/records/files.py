@@ -7,10 +7,12 @@ What a record holds: schema.py (docs/results-schema.md); the report, calibration
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import shutil
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator
@@ -23,12 +25,17 @@ from commprof.records.checks import OP_STATISTICS, PLAN_COLUMNS, UnreadableLine,
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.terminal import one_line
-from commprof.textfiles import RESULTS_BYTES, read_bytes, read_text, utf8_text
+from commprof.textfiles import CONFIG_BYTES, RESULTS_BYTES, read_bytes, read_text, utf8_text
 
 RESULTS_FILE = "results.jsonl"
 # The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
 BASELINE_REPEATS_FILE = "baseline-repeats.jsonl"
+# The interleaved confirmation a sweep ends with (sweep/planning/interleave.py): the baseline and each point that
+# could become the answer, measured again A, A, B, A, ...; made empty with the run folder, so a run that has it
+# states whether anything was confirmed, and one without it predates the confirmation.
+INTERLEAVED_FILE = "interleaved.jsonl"
 META_FILE = "meta.json"
+META_BYTES = CONFIG_BYTES  # the most of a meta.json read_meta reads: every writer checks what it writes against it
 
 
 def new_run_dir(parent: Path, label: str) -> Path:
@@ -48,6 +55,22 @@ def new_run_dir(parent: Path, label: str) -> Path:
     except OSError as exc:
         raise UsageError(f"cannot create a run folder under {parent}: {exc.strerror or exc}") from None
     raise UsageError(f"cannot create a run folder under {parent}: too many runs named {stamp}-{label}")
+
+
+@contextlib.contextmanager
+def whole_or_removed(run_dir: Path) -> Iterator[Path]:
+    """A run folder this command just made, written in one go inside the block: anything raised there removes
+    the folder whole (a full disk would leave a torn results.jsonl or no meta.json), an OSError as one
+    UsageError."""
+    try:
+        yield run_dir
+    except BaseException as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)  # never follows a link inside it
+        if isinstance(exc, OSError):
+            raise UsageError(
+                f"cannot write {run_dir}: {exc.strerror or exc}; the unfinished folder was removed"
+            ) from None
+        raise
 
 
 def ensure_writable_dir(directory: Path, what: str) -> None:
@@ -181,12 +204,25 @@ def duplicated_measurements(records: Iterable[dict[str, Any]]) -> dict[tuple, in
     return {key: count for key, count in counts.items() if count > 1}
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one)."""
+def write_json(path: Path, data: dict[str, Any], limit: int | None = None) -> None:
+    """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one); `limit`: the
+    most bytes its reader reads, refused (UsageError naming the largest section) before anything is written."""
     tmp = Path(f"{path}.tmp")
     text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
-    write_nofollow(tmp, (text + "\n").encode("utf-8"))
-    os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
+    if limit is not None and len(text.encode("utf-8")) + 1 > limit:
+        largest = max(data, key=lambda key: len(json.dumps(data[key], default=str)))
+        raise UsageError(
+            f"{path}: {len(text.encode('utf-8')) + 1} bytes, more than the {limit} its readers read (its largest "
+            f"section, {largest}, holds {len(json.dumps(data[largest], default=str))}); nothing was written"
+        )
+    try:
+        write_nofollow(tmp, (text + "\n").encode("utf-8"))
+        os.replace(tmp, path)  # replaces a link at `path` itself, never what it points to
+    except OSError:
+        if os.path.lexists(tmp) and not os.path.islink(tmp):  # a full disk leaves no 0-byte .tmp behind
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
 
 
 def append_plan(run_dir: Path, lines: list[dict[str, Any]]) -> None:
@@ -201,3 +237,15 @@ def read_plan(run_dir: Path) -> Plan | None:
     if not path.is_file():
         return None
     return parse_plan(read_text(path, "plan file", RESULTS_BYTES), path)
+
+
+def read_run_files(run_dir: Path) -> tuple[list[dict[str, Any]], Plan | None, list[dict[str, Any]] | None]:
+    """A run folder's files beside results.jsonl and meta.json, for the report and the answer a sweep prints last:
+    the baseline's repeats ([] without), the plan (None: not recorded) and the interleaved confirmation (None: a
+    run made before sweeps ended with one)."""
+    repeats, interleaved = Path(run_dir) / BASELINE_REPEATS_FILE, Path(run_dir) / INTERLEAVED_FILE
+    return (
+        read_records(repeats) if repeats.exists() else [],
+        read_plan(run_dir),
+        read_records(interleaved) if interleaved.exists() else None,
+    )

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from commprof.records.schema import KernelModelFacts
-from commprof.records.values import ComputeCapability, Count, Finite, NonNegative, Ranks
+from commprof.records.validate import bounded
+from commprof.records.values import ComputeCapability, Count, ErrorPct, Finite, NonNegative, Ranks
 from commprof.records.vocab import BuildStatus, CheckStatus, FloorEvidence, FloorStatus
 
 
@@ -120,7 +121,7 @@ class MetaCalibration(TypedDict, total=False):
 class MetaModelError(TypedDict, total=False):
     """A simulation's expected error (commprof.evidence.ModelError.to_dict)."""
 
-    pct: NonNegative | None  # median |model - measured| / measured, %; None: unknown
+    pct: ErrorPct | None  # median |model - measured| / measured, %; None: unknown
     basis: str  # where that figure comes from
     boxes: str  # a calibration's "fitted on <box>, applied to <box>"
 
@@ -204,19 +205,23 @@ class TopologyHost(TypedDict, total=False):
     numa_nodes: list[NumaNode] | None
 
 
+# A PCIe generation or link width, or a GPU's active NVLinks: what the checks and the NCCL graph compute with.
+Lanes = bounded(int, ge=0, le=64)
+
+
 class TopologyGpu(TypedDict, total=False):
-    """One GPU as the topology probe writes it."""
+    """One GPU as the topology probe writes it (to meta.json, and to a bundle's nvml.json)."""
 
     index: int
     name: str | None
     uuid: str | None
     pci_bus_id: str | None
     compute_capability: ComputeCapability | None
-    memory_total_mib: int | None
-    pcie: dict[str, int | None] | None
-    numa_node: int | None
+    memory_total_mib: bounded(int, ge=0, le=1 << 40) | None
+    pcie: dict[str, Lanes | None] | None
+    numa_node: bounded(int, ge=0, le=1 << 16) | None
     cpu_affinity: str | None
-    nvlink_active: int | None
+    nvlink_active: Lanes | None
 
 
 class TopologyPair(TypedDict, total=False):

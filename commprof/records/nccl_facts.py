@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from commprof.records.validate import bounded
-from commprof.records.values import Bytes, Count, Finite, Ranks
+from commprof.records.values import Bytes, Count, ErrorPct, Finite, Ranks
 from commprof.records.vocab import Severity
 
 
@@ -22,6 +22,7 @@ class NcclChoice(TypedDict, total=False):
     bytes_scope: str  # "per_rank" (>= 2.24) or "largest_buffer" (<= 2.23)
     count: bounded(int, ge=1, le=1 << 40)  # ops that took this choice
     model_time_us: Finite  # NCCL's own estimate, where the log prints it
+    calibrated: bool  # simulated: False where the size is outside the calibration's judged sizes (the prior's)
 
 
 class NcclGraph(TypedDict, total=False):
@@ -68,8 +69,32 @@ class GraphFileCheck(TypedDict, total=False):
     evidence: list[str]  # the log lines (or facts) it rests on
 
 
+class OutsideCalibration(TypedDict, total=False):
+    """A calibrated simulation's ops outside the sizes the calibration was judged on (commprof.costmodel.calibrated_sizes
+    Pricing.note): priced by NCCL's uncalibrated model, with its error."""
+
+    label: str  # "outside the calibrated sizes"
+    judged: str  # the judged sizes, as people read them ("8 KB-1 MB")
+    judged_bytes: list[Bytes]  # and as [low, high), bytes
+    ops: Count  # the step's ops outside them
+    sizes: list[Bytes]  # their distinct sizes (the first 32)
+    expected_error_pct: ErrorPct | None  # the error they carry: the prior's
+    error_basis: str
+
+
+class NcclEngagement(TypedDict, total=False):
+    """Whether NCCL engaged one setting of the point (commprof.nccl_log.engagement.Engagement.to_dict)."""
+
+    variable: str  # NCCL_ALGO, NCCL_PROTO, NCCL_MIN_NCHANNELS or NCCL_MAX_NCHANNELS
+    asked: str  # the point's value
+    engaged: bool | None  # None: the log cannot tell
+    why: str  # what the log shows
+    tokens_not_engaged: list[Count]  # the T whose ops ran something else (their records: "not_engaged")
+
+
 class NcclFacts(TypedDict, total=False):
-    """What NCCL did for a point, from its INFO log (commprof.sweep.running.measure.RECORD_KEYS) or the cost model."""
+    """What NCCL did for a point, from its INFO log (commprof.sweep.running.nccl_summary.RECORD_KEYS) or the cost
+    model."""
 
     version: str | None
     nranks: Ranks | None
@@ -86,8 +111,11 @@ class NcclFacts(TypedDict, total=False):
     warnings: list[str]
     findings: list[NcclFinding]
     # simulated: the cost model's expected error and its basis, and the graph file a point ran with
-    expected_error_pct: Finite | None
+    expected_error_pct: ErrorPct | None
     error_basis: str | None
     graph: SimulatedGraph | None
+    outside_calibration: OutsideCalibration | None  # simulated with a calibration: the ops it was not judged at
     # measured: the NCCL_GRAPH_FILE the point ran with and whether NCCL loaded it
     graph_file: GraphFileCheck | None
+    # measured: whether NCCL engaged each algorithm, protocol and channel setting of the point
+    engagement: list[NcclEngagement]

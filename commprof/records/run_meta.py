@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from commprof.errors import UsageError
-from commprof.records.files import META_FILE
+from commprof.records.files import META_BYTES, META_FILE
 from commprof.records.meta_sections import (
     ImportedLog,
     KernelBuildReport,
@@ -240,7 +240,7 @@ def read_meta(run_dir: Path) -> RunMeta:
     path = Path(run_dir) / META_FILE
     if not path.exists():
         return {}
-    meta = read_json(path, "run metadata")
+    meta = read_json(path, "run metadata", META_BYTES)
     problem = meta_problem(meta)
     if problem:
         raise UsageError(f"{path}: not usable run metadata: {problem}")

@@ -15,7 +15,17 @@ from commprof.records.nccl_facts import NcclFacts
 from commprof.records.point_ids import POINT_ID, RUN_ID
 from commprof.records.validate import bounded
 from commprof.records.values import LARGEST as _LARGEST
-from commprof.records.values import MAX_BYTES, MAX_TOKENS, Bytes, Count, NonNegative, Ranks, Time
+from commprof.records.values import (
+    MAX_BYTES,
+    MAX_SETTINGS,
+    MAX_TOKENS,
+    Bytes,
+    Count,
+    ErrorPct,
+    NonNegative,
+    Ranks,
+    Time,
+)
 from commprof.records.vocab import KernelBasis
 
 SCHEMA_VERSION = 2
@@ -48,6 +58,7 @@ Status = Literal[
     "crashed",  # a worker died: signal, abort or non-zero exit
     "unsupported",  # the implementation or mode does not apply here; message says why
     "error",  # a Python exception in the trial; message has it
+    "not_engaged",  # ran and verified, but NCCL's log shows it did not engage the point's setting; message says what
 ]
 STATUSES: tuple[Status, ...] = get_args(Status)
 # Statuses that mean "the setting does not work here"; "unsupported" only means it does not apply.
@@ -101,10 +112,15 @@ class Point(TypedDict, total=False):
     point_id: PointId
     label: str
     impl: str  # the all-reduce implementation (commprof.impls)
-    env: dict[str, str]  # only what the point sets on top of the run's environment
+    env: bounded(
+        dict[str, str],
+        f"{{field}}: more than {MAX_SETTINGS} settings (allowed: at most {MAX_SETTINGS})",
+        max_length=MAX_SETTINGS,
+    )  # only what the point sets on top of the run's environment
     options: dict[str, Any]  # the implementation's options
     stage: Count  # the staged search's stage that produced the point
     repeat: Count  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
+    interleaved: Count  # the interleaved confirmation (interleaved.jsonl): this measurement's place in its sequence
 
 
 class Check(TypedDict, total=False):
@@ -135,7 +151,7 @@ class KernelModelFacts(TypedDict, total=False):
     source: str  # where its figures come from
     timed: Mode  # what the published figures (or the floor model) time: graph replay or eager launches
     max_bytes: Bytes | None  # NCCL above this size (the kernel's ceiling); null: any size
-    expected_error_pct: NonNegative | None  # null: unknown, and then no predicted difference counts
+    expected_error_pct: ErrorPct | None  # null: unknown, and then no predicted difference counts
     error_basis: str  # where that error comes from
 
 
@@ -145,6 +161,7 @@ class CrossoverModelError(TypedDict, total=False):
     impl_pct: NonNegative | None  # the setting's model's; null: unknown
     baseline_pct: NonNegative | None  # the baseline's
     basis: str  # where both come from
+    outside_calibration: bool  # the size is outside the calibration's judged sizes: both priced by the prior
 
 
 class StepPlanSummary(TypedDict, total=False):
@@ -159,6 +176,7 @@ class StepPlanSummary(TypedDict, total=False):
     num_layers: Count
     vocab_size: Count
     layout: str | None  # the layer layout ("standard", "parallel", "hybrid:...")
+    architecture: str | None  # the config's architectures[0], the class the engine loads (ModelShape)
     all_reduce: Count  # collectives of each kind in the step
     all_gather: Count
     reduce_scatter: Count

@@ -1,8 +1,10 @@
 """The replay harness: run a step plan's collectives as one step, repeatedly, timed and verified.
 
 One harness for every all-reduce implementation (the nccl-tests way): tensors are allocated once, outside the
-timed loop; each step starts from fresh activations (one untimed copy, as an engine reduces fresh activations
-every layer, so values never drift to inf); verification is its own untimed pass against the exact reduction.
+timed loop; each step starts from fresh activations (one untimed kernel per shape, as an engine reduces fresh
+activations every layer, so values never drift to inf, and different every step, so a stale output is wrong);
+verification is untimed, against the exact reduction, of the first step and of the last timed step, each run
+with its outputs poisoned with NaN first (commprof/replay/replay_tensors.py).
 Timing (commprof/replay/timing.py, docs/timing.md): a start aligned across ranks on the device, then two stamps per
 step; the per-op breakdown is its own pass, in each mode (graph: commprof/replay/captured_ops.py). Eager mode
 everywhere; on CUDA the whole step is also captured once as a CUDA graph and replayed.
@@ -12,10 +14,8 @@ from __future__ import annotations
 
 import gc
 import itertools
-import json
 import traceback
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import torch
@@ -24,9 +24,11 @@ import torch.distributed as dist
 from commprof.impls.base import AllReduceImpl
 from commprof.planner.plan import StepPlan
 from commprof.planner.spacing import ComputeSpec, SkewSpec
+from commprof.replay.agreement import agree_ranks, gather_via_store, worse_check, wrong_status
 from commprof.replay.captured_ops import OP_TIMING, capture_per_op, external_events_missing, time_per_op
 from commprof.replay.replay_tensors import StepTensors, Verification
 from commprof.replay.spacers import Spacer, make_arrivals, wait_per_step
+from commprof.replay.step_counts import compute_steps, per_op_warmup
 from commprof.replay.timing import START_DELAY_US, make_clock
 from commprof.stats import median, summarize, summarize_columns
 
@@ -84,23 +86,6 @@ class ModeResult:
         }
 
 
-def gather_via_store(
-    store: dist.Store, key: str, rank: int, world_size: int, payload: Any, timeout: timedelta | None = None
-) -> list[Any]:
-    """Every rank's JSON payload under `key`, by rank, through the rendezvous store.
-
-    The store keeps working when a communicator does not (a failed capture, a rank that gave up), so ranks
-    agree through it on whether the next collective may run at all.
-    """
-    store.set(f"{key}/{rank}", json.dumps(payload))
-    keys = [f"{key}/{r}" for r in range(world_size)]
-    if timeout is None:
-        store.wait(keys)
-    else:
-        store.wait(keys, timeout)
-    return [json.loads(store.get(k)) for k in keys]
-
-
 _REPLAY_SERIALS = itertools.count()  # per process: a fresh worker's replays count from 0 on every rank
 
 
@@ -141,9 +126,18 @@ class StepReplay:
         """Fresh activations for the next step (untimed)."""
         self.tensors.refill()
 
+    def poison(self) -> None:
+        """NaN in every output before a checked step (untimed; the refill after it restores the inputs)."""
+        self.tensors.poison()
+
     def verify(self) -> Verification:
         """Every op's output of the last step against the exact expected result."""
         return self.tensors.verify(self.config.rms_eps)
+
+    def agree_check(self, key: str, check: Verification) -> Verification:
+        """One verdict from every rank's check of the same step, through the store (agree_ranks)."""
+        outcomes = self.agree(key, {"status": "ok", "message": None, "check": check.to_dict()})
+        return agree_ranks(outcomes)[2]
 
     def run_ops(self, stamps: list | None = None, arrivals=None, clock=None) -> None:
         """Issue every collective of the step in order, each after this rank's spacer (compute, lateness);
@@ -184,7 +178,9 @@ class StepReplay:
     def time_steps(self, graph: bool) -> tuple[list[float], list[list[float]] | None]:
         """Warm-up then timed steps; returns per-step µs and per-op µs rows from a pass of their own: eager, one
         that also stamps every rank's arrival at each op (into `self.arrival_rows`); graph, the per-op graph's
-        replays (None where it was not captured).
+        replays (None where it was not captured). The last timed step runs with its outputs poisoned and is
+        verified after the pass (`self.last_check`, this rank's), so a kernel that goes stale or idle once warm
+        is caught as one that is wrong from the start.
 
         Python's cyclic garbage collector is paused meanwhile: the timing records it allocates would
         otherwise trigger collections inside timed steps, a cost the engine being modelled does not pay.
@@ -194,8 +190,11 @@ class StepReplay:
         self.arrival_rows: list[list[int]] = []
         try:
             steps = self._timed_pass(graph, per_op=False, warmup=self.config.warmup)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.last_check = self.verify()
             # The breakdown's stamps between ops cost host time: a pass of its own, never part of step_us.
-            ops_warmup = min(1, self.config.warmup)
+            ops_warmup = per_op_warmup(self.config.warmup)
             if not graph:
                 ops = self._timed_pass(graph, per_op=True, warmup=ops_warmup)
             elif self.op_graph is not None:
@@ -211,14 +210,15 @@ class StepReplay:
         """Per step, µs of the step's compute alone (every gap's, no collective, no lateness): what the
         communication is told apart from."""
         clock, samples = self.clock, []
-        for i in range(min(1, self.config.warmup) + self.config.iterations):
+        warmup = per_op_warmup(self.config.warmup)
+        for i in range(compute_steps(self.config.iterations, self.config.warmup)):
             clock.align()
             start = clock.stamp()
             for op in self.plan.ops:
                 self.spacer.compute(op.index)
             end = clock.stamp()
             clock.wait(end)
-            if i >= min(1, self.config.warmup):
+            if i >= warmup:
                 samples.append(clock.elapsed_us(start, end))
         return samples
 
@@ -226,7 +226,10 @@ class StepReplay:
         """Samples of one pass: [step µs] per step, or [op µs, ...] per step with `per_op`."""
         clock, samples = self.clock, []
         arrivals = self.arrivals if per_op else None
+        last = warmup + self.config.iterations - 1
         for i in range(warmup + self.config.iterations):
+            if i == last and not per_op:
+                self.poison()  # the step verified after the pass (time_steps)
             self.refill()
             clock.align()
             if arrivals is not None:
@@ -254,16 +257,20 @@ class StepReplay:
         torch.cuda.synchronize(self.device)
 
     def capture_op_pass(self) -> str | None:
-        """Capture the graph-mode per-op pass (after the step graph was verified: its outputs are replaced);
-        None when captured, else why its per-op times are not measured."""
+        """Capture the graph-mode per-op pass (after the step graph was verified); None when captured, else why its
+        per-op times are not measured. The step graph's outputs stay the ones checked: its last timed replay is
+        verified, and an out-of-place kernel's captured outputs are the step graph's own."""
         missing = external_events_missing()
         if missing is not None:
             return missing
+        step_outputs = list(self.tensors.outputs)
         try:
             self.op_graph, self.op_stamps = capture_per_op(self)
         except Exception as exc:  # the step's own graph stands; only its per-op split is lost
             self.op_graph = None
             return f"not measured: the per-op capture failed: {_one_line(exc)}"
+        finally:
+            self.tensors.outputs = step_outputs
         return None
 
     def gather_samples(self, steps: list[float], ops: list[list[float]] | None):
@@ -290,19 +297,17 @@ class StepReplay:
         return torch.stack(gathered).cpu()
 
 
-def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
-    """Verify, then time, one plan in one mode; failures become a status with a message, never an exception.
-
-    Before timing, the ranks agree through the store (not the communicator, which a failed capture may have
-    broken) on the capture verdict and the check, so every rank returns the same status and no rank is left
-    waiting in a collective that its peers skipped.
-    """
+def verify_mode(replay: StepReplay, mode: str) -> tuple[ModeResult | None, Verification | None, str | None]:
+    """Capture (graph mode), then one step run with its outputs poisoned and checked; the ranks agree on the
+    outcome through the store (not the communicator, which a failed capture may have broken), so every rank
+    returns the same. Returns (the mode's result where nothing may be timed, else None; the agreed check; why
+    the graph-mode per-op pass is not measured, or None)."""
     timing = replay.clock.kind
     if mode == "graph":
         if replay.device.type != "cuda":
-            return ModeResult(mode, "unsupported", "CUDA graphs need CUDA GPUs (this run is on CPU ranks)")
+            return ModeResult(mode, "unsupported", "CUDA graphs need CUDA GPUs (this run is on CPU ranks)"), None, None
         if not replay.impl.capturable:
-            return ModeResult(mode, "unsupported", f"{replay.impl.name} cannot be captured in a CUDA graph")
+            return ModeResult(mode, "unsupported", f"{replay.impl.name} cannot be captured in a CUDA graph"), None, None
     local: dict[str, Any] = {"status": "ok", "message": None, "check": None}
     try:
         if mode == "graph":
@@ -311,6 +316,7 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
             except Exception as exc:  # the capture verdict is the result, whatever raised
                 local = {"status": "capture_failed", "message": _one_line(exc), "check": None}
         if local["status"] == "ok":
+            replay.poison()
             replay.refill()
             if mode == "graph":
                 replay.graph.replay()
@@ -326,12 +332,32 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
     outcomes = replay.agree(f"{replay.plan.tokens}/{mode}", local)
     status, message, check = agree_ranks(outcomes)
     if status in ("capture_failed", "error"):
-        return ModeResult(mode, status, message, timing)
+        return ModeResult(mode, status, message, timing), None, None
     no_op_pass = next((o["op_pass"] for o in outcomes if o.get("op_pass")), None)
     if no_op_pass is not None:  # every rank runs the per-op replays, or none does
         replay.op_graph = None
+    return None, check, no_op_pass
+
+
+def last_step_check(replay: StepReplay, mode: str) -> Verification:
+    """The last timed step's check (time_steps), agreed by every rank."""
+    return replay.agree_check(f"{replay.plan.tokens}/{mode}/last", replay.last_check)
+
+
+def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
+    """Verify, then time, one plan in one mode; failures become a status with a message, never an exception.
+
+    The first step and the last timed step are both checked (verify_mode, time_steps); either wrong makes the
+    mode "wrong" ("replay_wrong" in graph mode), its times kept but never a tuning result.
+    """
+    timing = replay.clock.kind
+    failed, first, no_op_pass = verify_mode(replay, mode)
+    if failed is not None:
+        return failed
+    status, message = "ok", None
     try:
         steps, ops = replay.time_steps(graph=mode == "graph")
+        check, wrong = worse_check(first, last_step_check(replay, mode))
         step_samples, op_rows, rank_medians = replay.gather_samples(steps, ops)
         waits, wait_clock = _waits(replay, mode)
         compute = None
@@ -339,9 +365,8 @@ def replay_mode(replay: StepReplay, mode: str) -> ModeResult:
             compute = summarize(replay.gather_samples(replay.time_compute(), None)[0])
     except Exception as exc:
         return ModeResult(mode, "error", _one_line(exc) + "\n" + traceback.format_exc(limit=4), timing)
-    if not check.ok:
-        status = "replay_wrong" if mode == "graph" else "wrong"
-        message = check.describe()
+    if wrong is not None:
+        status, message = wrong_status(mode), wrong
     op_us = None
     if op_rows:
         op_us = {
@@ -371,30 +396,6 @@ def _waits(replay: StepReplay, mode: str) -> tuple[dict[str, float] | None, str]
     if not all(c["ok"] for c in clocks):
         return None, "not measured: a rank has no shared clock to stamp its arrivals"
     return summarize(replay.gather_waits()), replay.arrivals.kind
-
-
-def agree_ranks(outcomes: list[dict[str, Any]]) -> tuple[str, str | None, Verification | None]:
-    """One verdict from every rank's (status, message, check): the first failing rank (by rank) decides a
-    failure; checks combine to the worst (most bad ops, largest error, earliest bad op). Pure."""
-    for rank, outcome in enumerate(outcomes):
-        if outcome["status"] != "ok":
-            prefix = f"rank {rank}: " if len(outcomes) > 1 else ""
-            return outcome["status"], prefix + (outcome["message"] or ""), None
-    checks = [o["check"] for o in outcomes]
-    bad_ranks = [rank for rank, c in enumerate(checks) if not c["ok"]]
-    firsts = [(c["first_bad_op"], c["first_bad_site"]) for c in checks if c["first_bad_op"] is not None]
-    first = min(firsts) if firsts else (None, None)
-    combined = Verification(
-        ok=not bad_ranks,
-        max_abs_err=max(c["max_abs_err"] for c in checks),
-        tolerance=max(c["tolerance"] for c in checks),
-        bad_ops=max(c["bad_ops"] for c in checks),
-        first_bad_op=first[0],
-        first_bad_site=first[1],
-        bad_ranks=tuple(bad_ranks),
-        non_finite=max(c.get("non_finite", 0) for c in checks),
-    )
-    return "ok", None, combined
 
 
 def _one_line(exc: BaseException) -> str:

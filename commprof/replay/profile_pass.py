@@ -12,8 +12,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from commprof.replay.harness import StepReplay
-
-PROFILED_STEPS = 3  # steps in each trace, after one step that warms the profiler up
+from commprof.replay.step_counts import PROFILED_STEPS
 
 
 def trace_path(profile_dir: str | Path, tokens: int, rank: int) -> Path:

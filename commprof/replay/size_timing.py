@@ -1,7 +1,7 @@
 """One all-reduce size timed on the ranks of a live process group (gloo or NCCL), for the crossover search.
 
 Each size is a step of `ops` all-reduces of one [1, S / element size] tensor (the replay harness, verified
-first), timed eagerly or as a captured CUDA graph (its per-op pass: captured_ops.py); a size's time is the max
+first and on its last timed round), timed once, eagerly or as a captured CUDA graph (its per-op pass: captured_ops.py); a size's time is the max
 over ranks of each rank's min over rounds of the per-op time, so one slow round does not decide and the slowest
 rank does.
 """
@@ -44,20 +44,33 @@ def size_plan(nbytes: int, world_size: int, dtype: str = "bfloat16"):
 
 
 def time_size(impl: AllReduceImpl, nbytes: int, group, device, timing: SizeTiming) -> SizeTime:
-    """The max over ranks of the min over rounds of one all-reduce's time (µs), verified first; a collective on
-    every rank of `group` (the harness makes every rank reach the same status)."""
+    """The max over ranks of the min over rounds of one all-reduce's time (µs), verified first and once more on
+    its last timed round, timed once; a collective on every rank of `group` (the harness makes every rank reach
+    the same status)."""
     import torch
     import torch.distributed as dist
 
-    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
+    from commprof.replay.harness import (
+        ReplayConfig,
+        StepReplay,
+        last_step_check,
+        verify_mode,
+        worse_check,
+        wrong_status,
+    )
 
     config = ReplayConfig(iterations=timing.rounds, warmup=timing.warmup)
     plan = size_plan(nbytes, dist.get_world_size(group), timing.dtype)
     replay = StepReplay(plan, impl, group, device, config)
-    checked = replay_mode(replay, timing.mode)  # verified and timed by the harness; its per-op rows are ours
-    if checked.status != "ok":
-        return SizeTime(checked.status, None, checked.message)
+    failed, first, _ = verify_mode(replay, timing.mode)
+    if failed is not None:
+        return SizeTime(failed.status, None, failed.message)
+    if not first.ok:
+        return SizeTime(wrong_status(timing.mode), None, first.describe())
     steps, ops = replay.time_steps(graph=timing.mode == "graph")
+    _, wrong = worse_check(first, last_step_check(replay, timing.mode))
+    if wrong is not None:
+        return SizeTime(wrong_status(timing.mode), None, wrong)
     all_reduces = [i for i, op in enumerate(plan.ops) if op.collective == "all_reduce"]
     if ops:
         per_round = [sum(row[i] for i in all_reduces) / len(all_reduces) for row in ops]

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from commprof.planner.models import ModelShape
@@ -58,6 +59,11 @@ class TrialRequest:
     crossover: dict[str, Any] | None = None
     # What runs between collectives: {"compute": ComputeSpec.to_dict(), "skew": SkewSpec.to_dict()}; {}: nothing
     spacing: dict[str, Any] = field(default_factory=dict)
+    # The implementation's state_dir (AllReduceImpl.state_dir): its setting's folder where it has a preparation,
+    # else the point's own; None: the library's default
+    state_dir: str | None = None
+    # set: the setting's preparation (AllReduceImpl.preparation): setup and prepare on every rank, nothing timed
+    prepare_only: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -86,7 +92,7 @@ def _agree(
     store, rank: int, world_size: int, verdict: tuple[bool, str], timeout_s: float, key: str = "support"
 ) -> str | None:
     """Share each rank's verdict through the store; the first refusal (by rank) applies to all ranks."""
-    from commprof.replay.harness import gather_via_store
+    from commprof.replay.agreement import gather_via_store
 
     verdicts = gather_via_store(store, key, rank, world_size, list(verdict), timedelta(seconds=timeout_s))
     for r, (ok, reason) in enumerate(verdicts):
@@ -168,6 +174,7 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
     setup_error = None
     try:
         impl = impl_cls(point.get("options", {}))
+        impl.state_dir = Path(request.state_dir) if request.state_dir else None
         impl.setup(group, plans[max(plans)], device)
         # Every all-reduce shape of every plan (a draft's decode steps reduce [batch, H]).
         impl.prepare(
@@ -198,7 +205,9 @@ def run_trial(request: TrialRequest, emit: Callable[[dict[str, Any]], None]) -> 
         return  # no teardown: its collectives would wait for the rank that failed
     ready = ReadyImpl(impl, impl_cls, ctx, group, device)
     try:
-        if request.profile_dir:
+        if request.prepare_only:
+            emit({"status": "ok", "message": impl.detail()})
+        elif request.profile_dir:
             _profile_all(request, ready, plans, emit)
         else:
             _replay_all(request, ready, plans, emit)
@@ -311,6 +320,7 @@ def run_crossover_round(request: TrialRequest, emit: Callable[[dict[str, Any]], 
     try:
         for role, cls in classes.items():
             impls[role] = cls(settings[role].get("options", {}))
+            impls[role].state_dir = Path(request.state_dir) if request.state_dir and role == "impl" else None
             impls[role].setup(group, plans[sizes[-1]], device)
             impls[role].prepare(shapes)
     except Exception as exc:  # a kernel library refusing this box is a result, not a crash

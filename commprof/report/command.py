@@ -14,13 +14,12 @@ import click
 
 from commprof.errors import UsageError
 from commprof.records.files import (
-    BASELINE_REPEATS_FILE,
     RESULTS_FILE,
     check_records,
     duplicated_measurements,
     ensure_writable_dir,
-    read_plan,
     read_records,
+    read_run_files,
 )
 from commprof.records.run_meta import meta_view, read_meta
 from commprof.report.analysis.ops import OP_STATISTICS_READ
@@ -273,10 +272,14 @@ def _report(
     runs = []
     for (run_id, records, meta, _), run_dir in zip(loaded, run_dirs):
         options = replace(report_options(cli, sweep_options(meta)), observed=observed[0], observed_source=observed[1])
-        again = Path(run_dir) / BASELINE_REPEATS_FILE
+        if observed[0]:  # the box an observation the model does not explain is explained on (commprof explain)
+            from commprof.explain.run_box import run_box
+
+            box, why = run_box(meta)
+            options = replace(options, observed_box=box, observed_box_note=why)
         with warnings.catch_warnings(record=True) as caught:  # a torn last line: one warning line, as for records
             warnings.simplefilter("always")
-            extras = RunExtras(read_records(again) if again.exists() else [], read_plan(Path(run_dir)))
+            extras = RunExtras(*read_run_files(Path(run_dir)))
         for note in caught:
             echo(f"commprof: warning: {note.message}", err=True)
         runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), extras))
@@ -289,7 +292,7 @@ def _report(
     if mismatch:
         echo(f"commprof: warning: {mismatch}", err=True)
     from commprof.report.analysis.decide import decide
-    from commprof.report.exports.decision_files import decision_lines
+    from commprof.report.exports.decision_files import decision_lines, observed_lines
 
     # Decided once, beside the worker that writes the tables: the files, the page and the terminal render that answer.
     paths, report = write_report(runs, out_dir, decide, files)
@@ -303,10 +306,8 @@ def _report(
         if run.drift is not None and run.drift.exceeded:
             echo(f"commprof: warning: {run.name}: {run.drift.sentence()}", err=True)
     for decision in decisions:
-        if decision.environment.observed is not None:
-            echo(
-                f"commprof: {decision.run.name}: observed beside predicted: {decision.environment.observed['verdict']}"
-            )
+        for line in observed_lines(decision):
+            echo(line)
     echo(f"wrote {paths['index.html']}")
     echo(
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
@@ -339,9 +340,8 @@ def check_observed(run, observed: dict, world_size: int | None) -> None:
 
 
 def answer_lines(run_dir: Path) -> list[str]:
-    """A run's one answer as the report decides it (report/analysis/decision.py) with the sweep file's options:
+    """A run's one answer as the report decides it (report/analysis/decide.py) with the sweep file's options:
     the last lines the sweep and `simulate` print."""
-    from commprof.records.files import read_plan
     from commprof.report.analysis.decide import decide
     from commprof.report.analysis.run_analysis import RunExtras, analyze_run
     from commprof.report.exports.decision_files import decision_lines
@@ -349,7 +349,7 @@ def answer_lines(run_dir: Path) -> list[str]:
     try:
         run_id, records, meta, _notes = load_run(run_dir)
         options = report_options({}, sweep_options(meta))
-        runs = analyze_run(run_id, records, meta, options, str(run_dir), RunExtras(plan=read_plan(run_dir)))
+        runs = analyze_run(run_id, records, meta, options, str(run_dir), RunExtras(*read_run_files(run_dir)))
     except UsageError as exc:
         return [f"no answer from this run: {exc}"]
     return [line for run in runs if not run.steps.empty for line in decision_lines(decide(run))]

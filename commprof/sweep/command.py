@@ -14,7 +14,7 @@ import shlex
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 
 import click
@@ -232,15 +232,16 @@ def sweep_command(
         floor_file=floor_file,
         floor=floor,
     )
-    from commprof.sweep.planning.dryrun import ASSUMED, size_lines, worker_sets
+    from commprof.sweep.planning.dryrun import ASSUMED, on_launch, size_lines
     from commprof.sweep.running.console import SweepConsole
     from commprof.sweep.running.run_folder import PREFLIGHT_S, prepare_run_folder
 
     backend, _, refused = _launch_refusals(spec, share_gpus)
-    sets = worker_sets(backend, nccl_debug, profile)
+    nccl_points = _nccl_points(spec, refused, backend)
 
     def estimate(cost=ASSUMED) -> list[str]:
-        return size_lines(spec, replace(cost, worker_sets=sets), len(spec.points) - len(refused), backend)
+        cost = on_launch(cost, backend, nccl_debug, profile)
+        return size_lines(spec, cost, len(spec.points) - len(refused), backend, nccl_points)
 
     console = SweepConsole(enabled=rank == 0, estimate=estimate, steps=(spec.iterations, spec.warmup))
     try:
@@ -274,6 +275,17 @@ def sweep_command(
         raise SystemExit(EXIT_INTERRUPTED)
 
 
+def _nccl_points(spec: SweepSpec, refused: dict[str, str], backend: str) -> int:
+    """Stage-0 points that will run and fork NCCL's logging worker (their all-reduce is NCCL's own)."""
+    from commprof.sweep.planning.dryrun import runs_on_nccl
+
+    on_nccl: dict[str, bool] = {}
+    for point in spec.points:
+        if point.point_id not in refused and point.impl not in on_nccl:
+            on_nccl[point.impl] = runs_on_nccl(point.impl, backend)
+    return sum(1 for p in spec.points if p.point_id not in refused and on_nccl[p.impl])
+
+
 def _refuse_one_rank(spec: SweepSpec, meant: bool) -> None:
     """One rank measures no communication: refused unless meant, after the sweep's own TP has had its say."""
     from commprof.sweep.running.runner import launch_tp
@@ -289,13 +301,13 @@ def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool, logs_profile: tuple[b
     """The points, which of them will really run on this launch and why not, and an estimate from a quick probe
     of this machine (every rank takes part in the probe; rank 0 prints). `logs_profile`: --nccl-debug and
     --profile, the worker sets a point forks beside the timed one."""
-    from commprof.sweep.planning.dryrun import points_table_lines, worker_sets
+    from commprof.sweep.planning.dryrun import on_launch, points_table_lines
     from commprof.sweep.running.probe import probe_step_cost
 
     backend, world_size, refused = _launch_refusals(spec, share_gpus)
-    cost = replace(probe_step_cost(spec, backend, share_gpus), worker_sets=worker_sets(backend, *logs_profile))
+    cost = on_launch(probe_step_cost(spec, backend, share_gpus), backend, *logs_profile)
     if rank == 0:  # streamed in blocks of lines: a million points are never one string
-        lines = points_table_lines(spec, cost, refused, backend, world_size)
+        lines = points_table_lines(spec, cost, refused, backend, world_size, _nccl_points(spec, refused, backend))
         while block := list(itertools.islice(lines, 10_000)):
             echo("\n".join(block))
 

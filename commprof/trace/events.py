@@ -19,7 +19,7 @@ import pandas as pd
 
 from commprof.errors import UsageError
 from commprof.terminal import one_line
-from commprof.textfiles import LOG_BYTES, parse_json, read_bytes
+from commprof.textfiles import LOG_BYTES, parse_json, read_bounded, read_bytes
 from commprof.units import MAX_TIME_US
 
 COLUMNS = ["name", "cat", "pid", "tid", "ts", "dur", "args"]
@@ -128,7 +128,7 @@ def load_trace(path: str | Path, default_rank: int = 0) -> Trace:
     if raw[:2] == b"\x1f\x8b":
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
-                raw = unzipped.read(LOG_BYTES + 1)  # bounded: a small file may unzip to gigabytes
+                raw = read_bounded(unzipped, LOG_BYTES)  # a small file may unzip to gigabytes
         except (OSError, EOFError, zlib.error) as exc:
             raise UsageError(f"trace {path}: not gzipped JSON ({exc})") from None
         if len(raw) > LOG_BYTES:

@@ -115,3 +115,64 @@ class WrongAndLateOnRank1(AllReduceImpl):
             x.add_(1)
             self.late = True
         return x
+
+
+class DropsRank0(AllReduceImpl):
+    """Rank 0's contribution never reaches the sum (every other rank's does): off by at most the pattern's
+    largest value times one, which a tolerance scaled by the ranks would let through."""
+
+    name = "drops-rank0"
+
+    def all_reduce(self, x):
+        if dist.get_rank(self.group) == 0:
+            x.zero_()
+        dist.all_reduce(x, group=self.group)
+        return x
+
+
+class DoublesRank1(AllReduceImpl):
+    """Rank 1's contribution counts twice."""
+
+    name = "doubles-rank1"
+
+    def all_reduce(self, x):
+        if dist.get_rank(self.group) == 1:
+            x.mul_(2)
+        dist.all_reduce(x, group=self.group)
+        return x
+
+
+class StaleOutput(AllReduceImpl):
+    """Out of place; from its second call on each input it returns a copy of the sum it computed on the call
+    before (a kernel reading its own stale buffer): right on the first step, one step behind after."""
+
+    name = "stale-output"
+
+    def setup(self, group, plan, device):
+        super().setup(group, plan, device)
+        self.previous = {}
+
+    def all_reduce(self, x):
+        out = x.clone()
+        dist.all_reduce(out, group=self.group)
+        before = self.previous.get(x.data_ptr())
+        self.previous[x.data_ptr()] = out
+        return out if before is None else before.clone()
+
+
+class IdleOutput(AllReduceImpl):
+    """Out of place into a buffer of its own per input, written on the first call only, then handed back
+    unwritten (a kernel that stopped communicating): the buffer the harness poisoned keeps its NaN."""
+
+    name = "idle-output"
+
+    def setup(self, group, plan, device):
+        super().setup(group, plan, device)
+        self.buffers = {}
+
+    def all_reduce(self, x):
+        buffer = self.buffers.get(x.data_ptr())
+        if buffer is None:
+            buffer = self.buffers[x.data_ptr()] = x.clone()
+            dist.all_reduce(buffer, group=self.group)
+        return buffer

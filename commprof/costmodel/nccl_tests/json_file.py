@@ -12,6 +12,7 @@ from commprof.costmodel.nccl_tests.log import (
     RefusedRow,
     Row,
     Run,
+    header_problem,
     latency,
     optional_float,
     size,
@@ -32,6 +33,7 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
     args = data.get("args") if isinstance(data.get("args"), list) else []
     program = next((m.group(1) for a in args if isinstance(a, str) and (m := PROGRAM.search(a))), None)
     devices = [d.get("device_info", "") for d in config.get("devices", []) if isinstance(d, dict)]
+    hosts = [str(d["hostname"]) for d in config.get("devices", []) if isinstance(d, dict) and d.get("hostname")]
     nthread, ngpus = config.get("nthreads"), config.get("ngpus")
     warnings: list[str] = []
     run = Run(
@@ -44,11 +46,12 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
         iterations=config.get("iterations"),
         warmup=config.get("warmup_iters"),
         devices=devices,
+        hosts=hosts,
     )
     if program is None:
         warnings.append(f"{path}: the *_perf binary is not in 'args'; assumed all_reduce")
     # "devices" holds one entry per process (util.cu parses only the first rank line of each process's block).
-    if devices or ngpus:
+    if header_problem(run) is None and (devices or ngpus):
         run.ranks = max(1, len(devices)) * (nthread or 1) * (ngpus or 1)
     bandwidth = data.get("average_bus_bandwidth")
     if isinstance(bandwidth, dict):
@@ -98,6 +101,8 @@ def parse_json(text: str, path: str = "<json>") -> ParsedLog:
             warnings.append(f"{path}: results[{index}] unreadable ({exc})")
     if not run.rows:
         raise UsageError(f"{path}: no readable nccl-tests results in this JSON file")
+    if problem := header_problem(run):
+        raise UsageError(f"{path}: config: {problem}, which no nccl-tests run has")
     return ParsedLog(path=path, runs=[run], warnings=warnings)
 
 

@@ -6,6 +6,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from commprof.records.values import MAX_COUNT, MAX_RANKS
+
 # nccl-tests type names -> commprof dtype names (others kept as nccl-tests spells them).
 DTYPES = {
     "float": "float32",
@@ -53,11 +55,17 @@ class Run:
     iterations: int | None = None
     warmup: int | None = None
     devices: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)  # the host each rank line names ("Rank 0 ... on <host>")
     nccl_version: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # the NCCL settings the log states it ran under
     avg_busbw_gbps: float | None = None
     out_of_bounds: int | None = None
     rows: list[Row] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> int | None:
+        """The distinct hosts the rank lines name; None where the log names none."""
+        return len(set(self.hosts)) if self.hosts else None
 
     def summary(self) -> dict:
         return {
@@ -70,6 +78,8 @@ class Run:
             "iterations": self.iterations,
             "warmup": self.warmup,
             "devices": self.devices,
+            "hosts": sorted(set(self.hosts)),
+            "nodes": self.nodes,
             "nccl_version": self.nccl_version,
             "env": dict(self.env),
             "avg_busbw_gbps": self.avg_busbw_gbps,
@@ -135,3 +145,31 @@ def size(token, what: str = "size") -> int:
     if not 0 <= value <= 1 << 48:
         raise RefusedRow(f"{what} {token} is out of range")
     return value
+
+
+class LongNumber(ValueError):
+    """A number no nccl-tests log states: more digits than any count has (int() of 5000 raises its own refusal)."""
+
+
+def stated_count(digits: str) -> int:
+    """A count a log's text states (threads, GPUs, iterations, a process's rank, a version code); LongNumber past
+    18 digits."""
+    if len(digits) > 18:
+        raise LongNumber(f"a {len(digits)}-digit number")
+    return int(digits)
+
+
+def header_problem(run: Run) -> str | None:
+    """Why the counts a run's header states cannot be a run's (a string, a float, 10**18 GPUs), or None: a record
+    and meta.json bound them alike (commprof.records.values), and import must not write what they refuse."""
+    for name, value, most in (
+        ("nThread", run.nthread, MAX_RANKS),
+        ("nGpus", run.ngpus, MAX_RANKS),
+        ("ranks", run.ranks, MAX_RANKS),
+        ("iters", run.iterations, MAX_COUNT),
+        ("warmup iters", run.warmup, MAX_COUNT),
+        ("out of bounds values", run.out_of_bounds, MAX_COUNT),
+    ):
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= most):
+            return f"{name} {str(value)[:40]} is not a count (allowed: 0..{most})"
+    return None

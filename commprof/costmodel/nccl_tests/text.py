@@ -15,18 +15,24 @@ from commprof.costmodel.nccl_tests.json_file import parse_json
 from commprof.costmodel.nccl_tests.log import (
     DTYPES,
     PROGRAM,
+    LongNumber,
     ParsedLog,
     RefusedRow,
     Row,
     Run,
+    header_problem,
     latency,
     optional_float,
     size,
+    stated_count,
 )
 from commprof.errors import UsageError
 
-_RUN_LINE = re.compile(r"#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)")
-_RANK_LINE = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)")
+# The header, rank, version and footer lines start with "#"; logs pasted through a renderer that ate it still
+# carry them, so each is read with or without.
+_RUN_LINE = re.compile(r"#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\b(.*)")
+_RANK_LINE = re.compile(r"#?\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)")
+_FOOTER = re.compile(r"#?\s*(Avg bus bandwidth|Out of bounds values)\s*:")
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z_0-9]+\s+\S+")
 _TIMESTAMP = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
 # Output lines prefixed by `mpirun --tag-output` ("[1,0]<stdout>:", the process rank second) or quoted in
@@ -34,7 +40,7 @@ _TIMESTAMP = re.compile(r"\s+\d{4}-\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}\s*$")
 _PREFIX = re.compile(r"^(?:\[\d+,(\d+)\]<stdout>:|>\s?)")
 # "# nccl-tests version 2.18.3 nccl-headers=23003 nccl-library=23003" (NCCL_VERSION_CODE: major*10000 + minor*100
 # + patch since NCCL 2.9), and NCCL's own "NCCL version 2.19.3+cuda12.3" (NCCL_DEBUG=INFO, or printed by tests).
-_TESTS_VERSION = re.compile(r"#\s*nccl-tests version\s+\S+.*\bnccl-library=(\d+)")
+_TESTS_VERSION = re.compile(r"#?\s*nccl-tests version\s+\S+.*\bnccl-library=(\d+)")
 _NCCL_VERSION = re.compile(r"\bNCCL version\s+(\d+\.\d+\.\d+)")
 # The NCCL settings a log states: on the command line ("NCCL_P2P_LEVEL=SYS ./build/all_reduce_perf ...",
 # "export NCCL_P2P_LEVEL=SYS") and in NCCL's own "NCCL INFO NCCL_P2P_LEVEL set by environment to SYS".
@@ -129,7 +135,10 @@ def parse_text(text: str, path: str = "<text>") -> ParsedLog:
         return parse_json(text, path)
     reader = _TextReader(path)
     for number, raw in enumerate(text.splitlines(), start=1):
-        reader.read_line(number, raw)
+        try:
+            reader.read_line(number, raw)
+        except LongNumber as exc:
+            raise UsageError(f"{path}:{number}: {exc}, which no nccl-tests log states") from None
     return reader.finish()
 
 
@@ -157,17 +166,19 @@ class _TextReader:
 
     def read_line(self, number: int, raw: str) -> None:
         prefix = _PREFIX.match(raw)
-        process = int(prefix.group(1)) if prefix and prefix.group(1) is not None else None
+        process = stated_count(prefix.group(1)) if prefix and prefix.group(1) is not None else None
         line = raw[prefix.end() :].rstrip() if prefix else raw.rstrip()
         body = line.strip()
         self._note_names(body)
         if match := _RUN_LINE.match(body):
             self._start_run(number, match)
         elif match := _RANK_LINE.match(body):
-            self.current_run(number).devices.append(match.group(1).strip())
+            run = self.current_run(number)
+            run.hosts.append(match.group(1))
+            run.devices.append(match.group(2).strip())
         elif (cols := _header_columns(body)) is not None:
             self._start_table(number, cols)
-        elif body.startswith("#"):
+        elif body.startswith("#") or _FOOTER.match(body):
             self._read_comment(body)
         elif self.in_table and self.columns is not None:
             self._read_table_line(number, body, process)
@@ -180,7 +191,9 @@ class _TextReader:
         """The NCCL version and the *_perf program a line states, remembered for the runs that follow."""
         if match := _TESTS_VERSION.match(body) or _NCCL_VERSION.search(body):
             text_version = match.group(1)
-            self.version = _nccl_version_from_code(int(text_version)) if text_version.isdigit() else text_version
+            self.version = (
+                _nccl_version_from_code(stated_count(text_version)) if text_version.isdigit() else text_version
+            )
             if self.run is not None and not self.run.rows:  # NCCL prints its version while the run initializes
                 self.run.nccl_version = self.version
         program_match = PROGRAM.search(body)
@@ -196,8 +209,8 @@ class _TextReader:
             line=number,
             collective=self.program,
             ranks=None,
-            nthread=int(match.group(1)),
-            ngpus=int(match.group(2)),
+            nthread=stated_count(match.group(1)),
+            ngpus=stated_count(match.group(2)),
             nccl_version=self.version,
             env=dict(self.env),
         )
@@ -205,11 +218,11 @@ class _TextReader:
         self.run = run
         rest = match.group(3)
         if m := re.search(r"graph:\s*(\d+)", rest):
-            run.graph = int(m.group(1)) > 0
+            run.graph = stated_count(m.group(1)) > 0
         if m := re.search(r"warmup iters:\s*(\d+)", rest):
-            run.warmup = int(m.group(1))
+            run.warmup = stated_count(m.group(1))
         if m := re.search(r"(?<!warmup )iters:\s*(\d+)", rest):
-            run.iterations = int(m.group(1))
+            run.iterations = stated_count(m.group(1))
         self.columns, self.in_table = None, False
 
     def _start_table(self, number: int, columns: list[str]) -> None:
@@ -217,18 +230,24 @@ class _TextReader:
         run = self.current_run(number)
         if run.rows:  # a second table under one run header: a new run of the same binary
             self.run = replace(
-                run, line=number, rows=[], devices=list(run.devices), avg_busbw_gbps=None, out_of_bounds=None
+                run,
+                line=number,
+                rows=[],
+                devices=list(run.devices),
+                hosts=list(run.hosts),
+                avg_busbw_gbps=None,
+                out_of_bounds=None,
             )
             self.runs.append(self.run)
 
     def _read_comment(self, body: str) -> None:
         if self.run is None:
             return
-        if m := re.match(r"#\s*Avg bus bandwidth\s*:\s*(\S+)", body):
+        if m := re.match(r"#?\s*Avg bus bandwidth\s*:\s*(\S+)", body):
             self.run.avg_busbw_gbps = optional_float(m.group(1))
             self.in_table = False
-        elif m := re.match(r"#\s*Out of bounds values\s*:\s*(\d+)", body):
-            self.run.out_of_bounds = int(m.group(1))
+        elif m := re.match(r"#?\s*Out of bounds values\s*:\s*(\d+)", body):
+            self.run.out_of_bounds = stated_count(m.group(1))
 
     def _read_table_line(self, number: int, body: str, process: int | None) -> None:
         if not body or body.startswith("```"):
@@ -264,6 +283,8 @@ class _TextReader:
             if r.collective is None:
                 warnings.append(f"{path}:{r.line}: the *_perf binary is not named in the file; assumed all_reduce")
                 r.collective = "all_reduce"
+            if problem := header_problem(r):
+                raise UsageError(f"{path}:{r.line}: {problem}, which no nccl-tests run has")
         return ParsedLog(path=path, runs=runs, warnings=warnings)
 
 
@@ -279,7 +300,8 @@ def _split_interleaved(run: Run, path: str, warnings: list[str]) -> list[Run]:
     if len(tags) < 2 and not repeats:
         return [run]
     if len(tags) >= 2:
-        owners = [tags.index(row.process) if row.process is not None else 0 for row in run.rows]
+        index = {tag: i for i, tag in enumerate(tags)}
+        owners = [index[row.process] if row.process is not None else 0 for row in run.rows]
         how = "by their --tag-output ranks"
     else:
         seen: dict[int, int] = {}
@@ -294,9 +316,12 @@ def _split_interleaved(run: Run, path: str, warnings: list[str]) -> list[Run]:
         f"{path}:{run.line}: rows of {count} processes interleaved in one table (each printed its own test: "
         f"nccl-tests built without MPI=1 under mpirun?); split {how} into {count} runs of {per_process} rank(s) each"
     )
+    rows: list[list] = [[] for _ in range(count)]
+    for row, who in zip(run.rows, owners):  # one pass: a table of 20,000 rows may hold 20,000 processes
+        rows[who].append(row)
     pieces = []
     for owner in range(count):
         devices = [run.devices[owner]] if len(run.devices) == count else list(run.devices)
-        rows = [row for row, who in zip(run.rows, owners) if who == owner]
-        pieces.append(replace(run, rows=rows, devices=devices, ranks=per_process))
+        hosts = [run.hosts[owner]] if len(run.hosts) == count else list(run.hosts)
+        pieces.append(replace(run, rows=rows[owner], devices=devices, hosts=hosts, ranks=per_process))
     return pieces

@@ -31,17 +31,20 @@ class ClaimBook:
         sides: tuple[tuple[Any, Any], tuple[Any, Any]],
         unit: str = "us",
         errors: tuple[float | None, float | None] | None = None,
+        unknown: str = "",
     ) -> Claim | None:
         """The claim that `after` (median, p90) is less than `before` (median, p90), judged by the rule on its own
-        error terms; None where a median is missing (nothing compared)."""
+        error terms; None where a median is missing (nothing compared). `unknown`: why a term is unknown though the
+        figures are there (a measured point the run's interleaved confirmation could not confirm), so the rule says
+        "not judged"."""
         if claim_id in self.claims:
             return self.claims[claim_id]
         after, before = sides
         gain = gain_pct(before[0], after[0])
         if gain is None:
             return None
-        terms = self.evidence.error_terms(after, before, errors)
-        reason = "" if terms is not None else _unknown(self.evidence)
+        terms = None if unknown else self.evidence.error_terms(after, before, errors)
+        reason = unknown or ("" if terms is not None else _unknown(self.evidence))
         return self._add(
             Claim(
                 id=claim_id,

@@ -35,7 +35,7 @@ from commprof.report.analysis.decide_steps import (
     step_parts,
     verify_steps,
 )
-from commprof.report.analysis.observed import observed_view
+from commprof.report.analysis.observed import observed_decision
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.decision.tables import Tables
 from commprof.report.decision.types import (
@@ -76,7 +76,7 @@ def decide(run: RunAnalysis) -> Decision:
     plan = measurement_plan(run, nccl, choices, fused, book)
     head = headline(run, nccl, steps, plan, book)
     shown = [(a.tokens, s, pt.shown_label(run, s, p), p) for a in per_t for s, p in _settings(run, a)]
-    observed = observed_view(run, run.options.observed, run.options.observed_source, nccl.point_id)
+    observed = observed_decision(run, nccl.point_id)
     environment = with_nccl_shown(environment, run, nccl_choices(run, shown), observed)
     sites, skew, draft = pt.per_collective(run, per_t)
     tables = Tables(
@@ -133,7 +133,7 @@ def _nothing_ran(run: RunAnalysis, environment: Environment, book: ClaimBook) ->
     nccl = NcclAnswer(
         file=None, live=False, why="no replayed step in this run", alternative=None, env={}, withdrawn_env={},
         point=None, fastest=None, baseline_total_us=None, claim=None, fastest_claim=None, keeps_baseline=False,
-        sets=False, dropped=[], withheld=None, keep="", notes=[f"Evidence: {run.evidence.label}."], graph_notes=[],
+        sets=False, dropped=[], withheld=None, confirmation=None, keep="", notes=[f"Evidence: {run.evidence.label}."], graph_notes=[],
         graph_text=None, tuner=empty, per_t=[],
     )  # fmt: skip
     return Decision(

@@ -14,6 +14,7 @@ from commprof.report.analysis.box_view import box_facts, gpus_shown, nccl_note, 
 from commprof.report.analysis.provenance import hardware_text, provenance
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import how_to_firm_up, not_a_result_notes
+from commprof.report.decision.observation import Observed
 from commprof.report.decision.types import CalibrationUse, Environment, EvidenceFacts, Notice, RunFacts
 
 NOT_CONFIRMED = "not confirmed on your box: measure first"
@@ -40,6 +41,7 @@ def evidence_facts(evidence: Evidence) -> EvidenceFacts:
         calibration_boxes=error.boxes if error else None,
         origin=list(evidence.origin),
         drift_pct=evidence.drift_pct,
+        noise_floor_pct=evidence.noise_floor_pct,
         rule=evidence.rule,
         uncertainty=evidence.uncertainty,
         measured=evidence.measured,
@@ -107,6 +109,7 @@ def environment_step(run: RunAnalysis, withdrawn: str) -> Environment:
         nccl_choices=[],
         observed=None,
         drift=run.drift.to_dict() if run.drift is not None else None,
+        interleaved=run.interleaved.to_dict() if run.interleaved is not None else None,
         spacing=run.spacing,
         box=box_transports(meta.topology),
         untested=dict(run.untested),
@@ -114,7 +117,9 @@ def environment_step(run: RunAnalysis, withdrawn: str) -> Environment:
     )
 
 
-def with_nccl_shown(environment: Environment, run: RunAnalysis, choices: list[dict], observed: Any) -> Environment:
+def with_nccl_shown(
+    environment: Environment, run: RunAnalysis, choices: list[dict], observed: Observed | None
+) -> Environment:
     """The environment with what NCCL chose for the points the answer shows, and the observation beside them."""
     note = nccl_note(run) if not choices and not run.steps.empty else ""
     return msgspec.structs.replace(environment, nccl_choices=choices, nccl_note=note, observed=observed)

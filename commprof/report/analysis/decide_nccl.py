@@ -16,7 +16,7 @@ from commprof.nccl_graph.export import GraphExport, graph_export
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.frame import ok_rows
-from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment
+from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment, confirmed_choice
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.tuner_rules import RECOMMEND_ENV, TUNER_FIELDS, ApplyPlan
 from commprof.report.analysis.words import how_to_firm_up, keep_text, not_a_result_notes
@@ -49,6 +49,8 @@ def nccl_step(run: RunAnalysis, book: ClaimBook) -> NcclStep:
     choice = choose_environment(
         ranked, run.baseline, run.mode, run.evidence, impl=run.baseline_family, withheld=run.unfinished
     )
+    if run.interleaved is not None:  # a run that confirmed beside the baseline answers only with a confirmed point
+        choice = confirmed_choice(choice, ranked, run.mode, run.evidence, run.baseline_family, run.interleaved)
     plan = apply_plan(run, choice)
     graph = graph_of(run, plan.env, choice.chosen)
     plan = replace(plan, env=graph.env)
@@ -71,6 +73,7 @@ def nccl_step(run: RunAnalysis, book: ClaimBook) -> NcclStep:
         sets=sets,
         dropped=list(choice.dropped),
         withheld=choice.withheld,
+        confirmation=choice.confirmation,
         keep=keep_text(run, choice),
         notes=recommend_notes(run, choice, book, (claim, fastest_claim)),
         graph_notes=list(graph.notes),
@@ -92,8 +95,10 @@ def _claims(run: RunAnalysis, choice: NcclChoice, book: ClaimBook) -> tuple[str 
     made = book.compare(
         f"every T: {shown['point_id']} vs {run.baseline}",
         f"{shown['point_id']} ({shown['settings']}) against the baseline {run.baseline}, {run.mode}-mode step time "
-        f"summed over T = {tokens}",
+        f"summed over T = {tokens}"
+        + (" (measured again beside it: the interleaved confirmation)" if _confirmed_figures(run, shown) else ""),
         ((shown["total_us"], shown["p90_total_us"]), (base, math.nan)),
+        unknown=_unconfirmable(run, choice, str(shown["point_id"])),
     )
     dropped = None
     if choice.dropped and choice.exported is not None:
@@ -105,6 +110,30 @@ def _claims(run: RunAnalysis, choice: NcclChoice, book: ClaimBook) -> tuple[str 
             ((fastest["total_us"], fastest["p90_total_us"]), (exported["total_us"], math.nan)),
         )
     return (made.id if made else None), (dropped.id if dropped else None)
+
+
+def _confirmed_figures(run: RunAnalysis, point: pd.Series) -> bool:
+    """Whether the claim's figures are the interleaved confirmation's (the point measured beside the baseline)."""
+    found = run.interleaved.of(str(point["point_id"])) if run.interleaved is not None else None
+    return found is not None and found.baseline_us is not None and run.interleaved.noise_floor_pct is not None
+
+
+def _unconfirmable(run: RunAnalysis, choice: NcclChoice, point_id: str) -> str:
+    """Why the claim over every T has no verdict in a run whose interleaved confirmation could not confirm its point
+    ("" where it has one): the point was not measured again beside the baseline, or the confirmation has no noise
+    floor; its first-pass figures, measured apart from the baseline's, decide nothing."""
+    interleaved = run.interleaved
+    if interleaved is None or not (choice.confirmation or "").startswith("not confirmed"):
+        return ""
+    found = interleaved.of(point_id)
+    if found is None or found.baseline_us is None:
+        return (
+            f"not judged: {point_id} was not measured again beside the baseline, and its first-pass figures decide "
+            f"nothing in a run that confirms ({interleaved.sentence()})"
+        )
+    if interleaved.noise_floor_pct is None:
+        return f"not judged: the interleaved confirmation has no noise floor ({interleaved.sentence()})"
+    return ""
 
 
 def recommend_notes(
@@ -141,6 +170,8 @@ def recommend_notes(
                 f"{'it' if len(rec.dropped) == 1 else 'them'} too; against {point['point_id']}: "
                 f"{claim_words(against, 'not compared')}."
             )
+    if rec.confirmation:
+        chosen.append(f"{rec.confirmation[0].upper()}{rec.confirmation[1:]}.")
     if book.withdrawn:
         chosen = [f"Predicted, and withdrawn by the engine's observed step time: {line}" for line in chosen]
     return lines + chosen

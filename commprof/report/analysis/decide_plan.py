@@ -155,6 +155,12 @@ def _headline(run, nccl, steps, plan, book) -> tuple[str, str | None, bool]:
         gains = range_pct([c.gain_pct for _s, c in beyond])
         at = _span(s.tokens for s, _c in beyond)
         return f"{what}: verify step {gains} faster at T = {at} ({basis}).", beyond[0][1].id, False
+    if (nccl.answer.confirmation or "").startswith("not confirmed"):
+        return (
+            f"Keep {_defaults(run)}: nothing beat them measured again beside them ({basis}).",
+            nccl.answer.claim,
+            True,
+        )
     return f"Keep {_defaults(run)}: nothing beat them by more than its error ({basis}).", nccl.answer.claim, True
 
 

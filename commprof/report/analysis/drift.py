@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from commprof.evidence import measurement_total, spread_pct
+
 # Beyond this band the run says so on its first screen: its verdicts rest on a box that did not hold still.
 DRIFT_LIMIT_PCT = 10.0
 
@@ -26,10 +28,7 @@ class BaselineDrift:
     @property
     def band_pct(self) -> float | None:
         """(slowest - fastest) / fastest of the baseline's measurements, %; None: measured once."""
-        totals = [s["total_us"] for s in self.samples]
-        if len(totals) < 2 or min(totals) <= 0:
-            return None
-        return 100.0 * (max(totals) - min(totals)) / min(totals)
+        return spread_pct([s["total_us"] for s in self.samples])
 
     @property
     def exceeded(self) -> bool:
@@ -63,10 +62,10 @@ class BaselineDrift:
 
 def _total(records: list[dict[str, Any]], mode: str, tokens: set[int]) -> tuple[str, float] | None:
     """(time, step median summed over T) of one measurement of the baseline; None unless every T is ok."""
-    rows = {r["tokens"]: r for r in records if r.get("mode") == mode and r.get("status") == "ok" and r.get("step_us")}
-    if not tokens or set(rows) != tokens:
+    total = measurement_total(records, mode, tokens)
+    if total is None:
         return None
-    return max(str(r.get("time") or "") for r in rows.values()), sum(rows[t]["step_us"]["median"] for t in tokens)
+    return max(str(r.get("time") or "") for r in records if r.get("tokens") in tokens), total[0]
 
 
 def baseline_drift(

@@ -11,7 +11,8 @@ from __future__ import annotations
 from commprof.errors import UsageError
 from commprof.report.analysis.engine_facts import Box, EngineTable, LibraryFacts, Op, Rule, Switches
 from commprof.report.analysis.engine_flashinfer import FLASHINFER_0_7_4
-from commprof.report.analysis.engine_sglang import SGLANG_0_5_23, sglang_fusion_fails
+from commprof.report.analysis.engine_sglang import SGLANG_0_5_23
+from commprof.report.analysis.engine_sglang_fusion import sglang_fusion_fails
 from commprof.report.analysis.engine_switch_rules import with_switch_rules
 from commprof.report.analysis.engine_vllm import VLLM_0_33, VLLM_0_34
 from commprof.versions import installed_version
@@ -48,7 +49,7 @@ def parse_engine(text: str) -> tuple[str, str]:
 def _numbers(version: str) -> tuple[int, ...]:
     parts = []
     for part in version.split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
+        digits = "".join(ch for ch in part if ch in "0123456789")[:18]  # not "²" (isdigit), not 5000 digits
         parts.append(int(digits) if digits else 0)
     return tuple(parts)
 
@@ -110,7 +111,7 @@ def library_note(package: str, version: str | None) -> str:
 def dispatch(table: EngineTable, box: Box, op: Op, switches: Switches) -> tuple[Rule, list[str]]:
     """The rule that takes `op` with `switches` set over the engine's defaults, and why each rule before it did
     not."""
-    seen = table.effective(switches)
+    seen = table.effective(switches, box)
     passed = []
     rules = with_switch_rules(table)
     for rule in rules:
@@ -173,9 +174,7 @@ def engine_paths(
             for variable, value in switches.items()
             if not variable.endswith(CAPS)
             and _paths(table, box, ops, switches)
-            == _paths(
-                table, box, ops, {k: v for k, v in switches.items() if k != variable} | _default_of(table, variable)
-            )
+            == _paths(table, box, ops, {k: v for k, v in switches.items() if k != variable})
         ]
         failing = [f"{f.setting}: {why} ({f.cite})" for f in table.flags if (why := f.fails(box)) is not None]
         out.append(
@@ -187,13 +186,20 @@ def engine_paths(
                 "rows": rows,
                 "inert": inert,
                 "fails_here": failing,
+                "engine_sets": engine_sets(table, box),
             }
         )
     return out
 
 
-def _default_of(table: EngineTable, variable: str) -> Switches:
-    return {d.switch: d.value for d in table.defaults if d.switch == variable}
+def engine_sets(table: EngineTable, box: Box) -> list[str]:
+    """What the engine sets by itself on this box and launch, with its rule: one line each (today's paths follow
+    them)."""
+    return [
+        (f"{default.switch}={derived.value}: " if derived.value is not None else f"{default.switch} left unset: ")
+        + f"{derived.why} ({default.rule or default.cite})"
+        for default, derived in table.derived({}, box)
+    ]
 
 
 def fusion_flag_fails(engine: str, sm: float | None, version: str | None = None) -> str | None:

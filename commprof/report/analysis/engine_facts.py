@@ -1,12 +1,13 @@
 """The shapes of an engine's dispatch as data: the box and op it reads, each rule with the places in the released
-wheel it is read from (a file, the function holding the fact, and the text that states it, which
-tools/check_engine_facts.py looks for in a downloaded wheel), the switches' defaults and the engine's order. Pure.
+wheel it is read from (a file, the function holding the fact, and the text or constant that states it, which
+tools/check_engine_facts.py checks in a downloaded wheel), the switches' defaults (with what the engine sets by
+itself per model and launch) and the engine's order. Pure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MiB = 1 << 20
 KiB = 1 << 10
@@ -14,7 +15,8 @@ KiB = 1 << 10
 
 @dataclass(frozen=True)
 class Box:
-    """What the engines' dispatch reads of the box."""
+    """What the engines' dispatch reads of the box, and of the server launched on it (engines turn paths on by
+    themselves per model and launch)."""
 
     sm: float | None  # compute capability, 12.0 for SM120 (None: unknown)
     tp: int
@@ -22,6 +24,10 @@ class Box:
     p2p: bool  # peer-to-peer works between every pair
     multicast: bool | None = None  # NVLink multicast (NVSwitch) for the TP group; None: unknown (counts as absent)
     nodes: int = 1  # nodes the TP group spans
+    architecture: str = ""  # the served model's config `architectures[0]`, the class the engine loads ("": unknown)
+    dp_attention: bool = False  # the server runs DP attention
+    gpu_mem_gib: float | None = None  # each GPU's memory (None: unknown): SGLang sizes its decode batch by it
+    tokens_per_request: int = 1  # rows one request adds to a decode batch (K + 1 when verifying K drafts)
 
 
 @dataclass(frozen=True)
@@ -40,14 +46,20 @@ class Op:
 
 @dataclass(frozen=True)
 class Cite:
-    """Where one fact is read in a released wheel: the file, the function holding it ("" : module level), and a
-    regular expression over that function's text that states the fact (""  : the function's existence is the
-    fact); `order`: expressions that must appear in this order inside the function (a dispatch order)."""
+    """Where one fact is read in a released wheel: the file, the function or class holding it ("" : module level),
+    and what states it there: a regular expression over its text (`pattern`; "" with nothing else: its existence
+    is the fact), expressions that must appear in this order (`order`: a dispatch order), or a constant assigned
+    in it (`constant`) whose literal must equal `value`, the value commprof's table holds.
+
+    tools/check_engine_facts.py checks each in the wheel, and fingerprints the whole body of every cited function
+    or class, so a gate added anywhere in it shows as a change to re-read."""
 
     file: str
     function: str = ""
     pattern: str = ""
     order: tuple[str, ...] = ()
+    constant: str = ""
+    value: object = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.file}: {self.function}" if self.function else self.file
@@ -74,12 +86,23 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Derived:
+    """What an engine sets a switch to by itself on one box and launch, and why (said on the page)."""
+
+    value: str | None  # the value it sets; None: it leaves the default (`why` says why, or what is unknown)
+    why: str
+
+
+@dataclass(frozen=True)
 class Default:
-    """A switch's value when nobody sets it, as the engine's source states it."""
+    """A switch's value when nobody sets it, as the engine's source states it; `derive`: the rule by which the
+    engine sets it itself for some models and launches (None where it does not apply), read at `rule`."""
 
     switch: str
     value: str
     cite: Cite
+    derive: Callable[[Box, Switches], Derived | None] | None = None
+    rule: Cite | None = None
 
 
 @dataclass(frozen=True)
@@ -105,13 +128,32 @@ class EngineTable:
     flags: tuple[Flag, ...] = ()
     facts: tuple[Cite, ...] = ()  # other facts commprof states about this version (capture sizes, ...)
 
-    def effective(self, switches: Switches) -> Switches:
-        """The switches as the engine sees them: every default, overridden by what was set."""
-        return {d.switch: d.value for d in self.defaults} | dict(switches)
+    def effective(self, switches: Switches, box: Box | None = None) -> Switches:
+        """The switches as the engine sees them: every default, what the engine sets itself on `box` where nobody
+        set the switch, then what was set."""
+        seen = {d.switch: d.value for d in self.defaults} | dict(switches)
+        for default, derived in self.derived(switches, box):
+            if derived.value is not None:
+                seen[default.switch] = derived.value
+        return seen
+
+    def derived(self, switches: Switches, box: Box | None) -> list[tuple[Default, Derived]]:
+        """The defaults the engine derives itself on `box` (those not set in `switches`), with what it derives."""
+        if box is None:
+            return []
+        seen = {d.switch: d.value for d in self.defaults} | dict(switches)
+        found = []
+        for default in self.defaults:
+            if default.derive is not None and default.switch not in switches:
+                derived = default.derive(box, seen)
+                if derived is not None:
+                    found.append((default, derived))
+        return found
 
     def cites(self) -> tuple[Cite, ...]:
         """Every fact this table states, for the maintainer's check."""
         found = [self.dispatch, *(d.cite for d in self.defaults), *(f.cite for f in self.flags), *self.facts]
+        found += [d.rule for d in self.defaults if d.rule is not None]
         for rule in self.rules:
             found += rule.cites
         return tuple(dict.fromkeys(found))

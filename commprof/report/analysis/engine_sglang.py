@@ -1,9 +1,12 @@
 """SGLang 0.5.23's all-reduce dispatch: GroupCoordinator.all_reduce tries NCCL symmetric memory and FlashInfer's
 standalone all-reduce, then _resolve_outplace_all_reduce_method, where MSCCL++ goes before custom all-reduce and
-PCIe IPC (both guarded by `not should_use_pymscclpp_allreduce`). Each gate read from the released wheel. Pure."""
+PCIe IPC (both guarded by `not should_use_pymscclpp_allreduce`). SGLang turns FlashInfer's all-reduce fusion on by
+itself for some architectures (engine_sglang_fusion), so the served model's architecture is part of what the
+dispatch reads. Each gate read from the released wheel. Pure."""
 
 from __future__ import annotations
 
+from commprof.planner.engine_sizes import sglang_default_max_bs
 from commprof.report.analysis.engine_facts import (
     Box,
     Cite,
@@ -19,17 +22,26 @@ from commprof.report.analysis.engine_facts import (
     on,
     sm_text,
 )
+from commprof.report.analysis.engine_sglang_fusion import (
+    A2A_BACKEND,
+    AUTO_ENABLE,
+    ENFORCE_DISABLE,
+    FLASHINFER_ALL_REDUCE,
+    FUSION_BACKEND,
+    auto_enable,
+    fusion_fails,
+)
 
 SG = "sglang/srt/distributed"
 DC = f"{SG}/device_communicators"
 PS = f"{SG}/parallel_state.py"
 EXEC = "sglang/srt/arg_groups/fields/exec_.py"
-FUSION = "sglang/srt/layers/flashinfer_comm_fusion.py"
+ENVIRON = "sglang/srt/environ.py"
+V2_CONFIGS = f"{DC}/configs/custom_all_reduce_v2.py"
 
 CUSTOM_AR_BUFFER = 8192 * 1024  # CustomAllreduce._MAX_CAR_SIZE (CUDA)
-CUSTOM_AR_V2_MAX = (
-    16 * 1024 * 1024
-)  # SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB's default, x 1024: caps every v2 threshold
+CUSTOM_AR_V2_MAX_KB = 16 * 1024  # SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB's default: caps every v2 threshold
+CUSTOM_AR_V2_MAX = CUSTOM_AR_V2_MAX_KB * 1024
 CUSTOM_AR_WORLD_SIZES = [2, 4, 6, 8]
 MSCCLPP_WORLD_SIZES = (4, 8, 16, 32, 64)  # pymscclpp._SUPPORTED_WORLD_SIZES
 PCIE_IPC_WORLD_SIZES = (2, 4, 8)
@@ -37,7 +49,6 @@ TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = {
     9: {2: 64 * MiB, 4: 64 * MiB, 6: 128 * MiB, 8: 128 * MiB},
     10: {2: 64 * MiB, 4: 64 * MiB, 6: 128 * MiB, 8: 128 * MiB},
 }
-FI_STANDALONE_TOKENS = 2048  # ensure_workspace_initialized's max_token_num
 
 
 def _major(box: Box) -> int | None:
@@ -53,10 +64,11 @@ def _mscclpp(box: Box, op: Op, s: Switches) -> str | None:
 
 
 def _v2_world_sizes(box: Box) -> tuple[int, ...]:
-    """configs/custom_all_reduce_v2.py: the world sizes of the arch's tuned table (others: 2 to 16)."""
+    """configs/custom_all_reduce_v2.py _get_all_reduce_configs: the world sizes of the arch's tuned table (SM90:
+    2-8; SM100 and SM107, every SM10x: 2-8 and 16), else the default config's 2 to 16."""
     if _major(box) == 9:
         return tuple(range(2, 9))
-    if _major(box) == 10 and box.sm is not None and box.sm < 10.7:
+    if _major(box) == 10:
         return (*range(2, 9), 16)
     return tuple(range(2, 17))
 
@@ -64,10 +76,14 @@ def _v2_world_sizes(box: Box) -> tuple[int, ...]:
 def _custom(box: Box, op: Op, s: Switches) -> str | None:
     if on(s, "--disable-custom-all-reduce"):
         return "--disable-custom-all-reduce given"
-    if on(s, "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2") and box.nvlink and box.tp in _v2_world_sizes(box):
-        if op.nbytes % 16:  # v2 (the default on CUDA): only where every pair is NVLink
+    v2 = on(s, "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2") and box.tp in _v2_world_sizes(box)
+    # v2 (the default on CUDA): only where every pair is NVLink, or across nodes in one NVLink clique.
+    if v2 and (box.multicast is True if box.nodes > 1 else box.nvlink):
+        if op.nbytes % 16:
             return "size not a multiple of 16 B"
         return None if op.nbytes <= CUSTOM_AR_V2_MAX else "above v2's 16 MiB (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB)"
+    if box.nodes > 1:
+        return f"the group spans {box.nodes} nodes (v2 needs one NVLink clique)"
     if box.tp not in CUSTOM_AR_WORLD_SIZES:
         return f"world size {box.tp} not 2 / 4 / 6 / 8"
     if box.tp > 2 and not box.nvlink:
@@ -87,20 +103,16 @@ def _nccl_symm(box: Box, op: Op, s: Switches) -> str | None:
     return None
 
 
-def _fi_standalone(box: Box, op: Op, s: Switches) -> str | None:
-    backend = s.get("--flashinfer-allreduce-fusion-backend", "")
-    if _major(box) not in (9, 10):
-        return f"not on this box: {sm_text(box)} (the fusion backend needs SM90 or SM10x)"
-    if not on(s, "--flashinfer-allreduce-fusion-backend"):
-        return (
-            "--flashinfer-allreduce-fusion-backend not given (SGLang sets it itself for some MoE architectures: "
-            "check the server's log)"
-        )
-    if backend == "cutedsl":
-        return "cutedsl has no workspace for the standalone all-reduce"
-    if op.dims != 2:
-        return "only 2-D ops"
-    return None if op.tokens <= FI_STANDALONE_TOKENS else f"T above its {FI_STANDALONE_TOKENS}-token workspace"
+def decode_rows(box: Box) -> tuple[int, str]:
+    """The rows of SGLang's widest decode reduction (base_runner._widest_decode_rows: the largest captured batch x
+    tokens per request), with the default max_bs for the GPU's memory, and how it was read."""
+    max_bs = sglang_default_max_bs(box.gpu_mem_gib, box.tp)
+    memory = (
+        f"{box.gpu_mem_gib:g} GiB GPUs" if box.gpu_mem_gib is not None else "GPU memory unknown: 90-160 GiB assumed"
+    )
+    return max_bs * box.tokens_per_request, (
+        f"the default max_bs {max_bs} ({memory}, TP {box.tp}) x {box.tokens_per_request} token(s) per request"
+    )
 
 
 def _pcie_ipc(box: Box, op: Op, s: Switches) -> str | None:
@@ -110,11 +122,14 @@ def _pcie_ipc(box: Box, op: Op, s: Switches) -> str | None:
         return f"world size {box.tp} not 2 / 4 / 8"
     if op.dtype != "bfloat16" or op.dims < 2:
         return f"{op.dims}-D {op.dtype}: only bf16 (>= 2-D) is tuned"
-    cap = s.get("SGLANG_PCIE_IPC_MAX_NUMEL")
-    if not cap or not str(cap).strip().isdigit() or int(cap) == 0:
-        return None  # sized to the server's decode width x hidden: decode-sized ops only
     numel = op.nbytes // 2
-    return None if numel <= int(cap) else f"{numel} elements > SGLANG_PCIE_IPC_MAX_NUMEL={cap}"
+    cap = str(s.get("SGLANG_PCIE_IPC_MAX_NUMEL", "")).strip()
+    if cap.isdigit() and int(cap) > 0:
+        return None if numel <= int(cap) else f"{numel} elements > SGLANG_PCIE_IPC_MAX_NUMEL={cap}"
+    # Unset: the workspace holds the widest decode reduction, sized on the model's hidden width.
+    rows, how = decode_rows(box)
+    limit = rows * (op.model_hidden or op.hidden)
+    return None if numel <= limit else f"{numel} elements above its decode-width workspace ({rows} rows: {how})"
 
 
 def _symm(box: Box, op: Op, s: Switches) -> str | None:
@@ -134,19 +149,12 @@ def _symm(box: Box, op: Op, s: Switches) -> str | None:
     return None if op.nbytes < sizes[box.tp] else "above its buffer"
 
 
-def sglang_fusion_fails(sm: float | None) -> str | None:
-    """Why SGLang 0.5.23's FlashInfer all-reduce fusion cannot start on these GPUs (None: it can, or unknown)."""
-    if sm is None or int(sm) in (9, 10):
-        return None
-    return f"raises at start-up on SM {sm:g} (FlashInfer allreduce fusion requires SM90 or SM10X)"
+def _flag_default(name: str, field: str, value: str = "0", literal: object = False, scope: str = "ExecComm") -> Default:
+    return Default(name, value, Cite(EXEC, scope, constant=field, value=literal))
 
 
-def _fusion(box: Box) -> str | None:
-    return sglang_fusion_fails(box.sm)
-
-
-def _flag_default(name: str, field: str) -> Default:
-    return Default(name, "0", Cite(EXEC, "", rf"\b{field}: A\[[^]]*?\] = False"))
+def _env(name: str, literal: object) -> Cite:
+    return Cite(ENVIRON, "Envs", constant=name, value=literal)
 
 
 _DISPATCH = Cite(
@@ -179,22 +187,12 @@ SGLANG_0_5_23 = EngineTable(
             _nccl_symm,
             switch="--enable-symm-mem",
         ),
-        Rule(
-            "FlashInfer all-reduce",
-            (
-                Cite(FUSION, "can_use_flashinfer_allreduce", r"input_\.ndim != 2"),
-                Cite(FUSION, "_resolve_backend", r"requires SM90 or SM10X"),
-                Cite(FUSION, "ensure_workspace_initialized", r"max_token_num: int = 2048"),
-                Cite(f"{SG}/bootstrap.py", "_set_all_reduce_flags", r"not uses_cutedsl_ar_fusion\(\)"),
-            ),
-            _fi_standalone,
-            switch="--flashinfer-allreduce-fusion-backend",
-        ),
+        FLASHINFER_ALL_REDUCE,
         Rule(
             "MSCCL++",
             (
                 Cite(f"{DC}/pymscclpp.py", "should_mscclpp_allreduce", r"world_size not in _SUPPORTED_WORLD_SIZES"),
-                Cite(f"{DC}/pymscclpp.py", "", r"_SUPPORTED_WORLD_SIZES = \(4, 8, 16, 32, 64\)"),
+                Cite(f"{DC}/pymscclpp.py", "", constant="_SUPPORTED_WORLD_SIZES", value=MSCCLPP_WORLD_SIZES),
                 _RESOLVER,
             ),
             _mscclpp,
@@ -204,22 +202,42 @@ SGLANG_0_5_23 = EngineTable(
             "custom all-reduce",
             (
                 Cite(f"{DC}/custom_all_reduce.py", "should_custom_ar", r"inp_size <= self\.max_size"),
-                Cite(f"{DC}/custom_all_reduce.py", "CustomAllreduce", r"_MAX_CAR_SIZE = 8192 \* 1024"),
-                Cite(f"{DC}/custom_all_reduce.py", "CustomAllreduce", r"_SUPPORTED_WORLD_SIZES = \[2, 4, 6, 8\]"),
+                Cite(f"{DC}/custom_all_reduce.py", "CustomAllreduce", constant="_MAX_CAR_SIZE", value=CUSTOM_AR_BUFFER),
+                Cite(
+                    f"{DC}/custom_all_reduce.py",
+                    "CustomAllreduce",
+                    constant="_SUPPORTED_WORLD_SIZES",
+                    value=CUSTOM_AR_WORLD_SIZES,
+                ),
                 Cite(
                     f"{DC}/custom_all_reduce_utils.py",
                     "can_use_custom_all_reduce_with_nvlink",
-                    r"world_size > 2 and not full_nvlink",
+                    order=(r"in_the_same_node_as", r"world_size > 2 and not full_nvlink"),
                 ),
                 Cite(f"{DC}/custom_all_reduce.py", "dispatch_custom_allreduce", r"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2"),
-                Cite(f"{DC}/custom_all_reduce_v2.py", "can_use_custom_all_reduce_v2", r"return full_nvlink is True"),
-                Cite(f"{DC}/custom_all_reduce_v2.py", "should_custom_ar", r"inp_size % 16 != 0"),
-                Cite("sglang/srt/environ.py", "", r"SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB = EnvInt\(16 \* 1024\)"),
                 Cite(
-                    f"{DC}/configs/custom_all_reduce_v2.py",
-                    "_get_all_reduce_configs",
-                    r"return \{world_size: default for world_size in range\(2, 17\)\}",
+                    f"{DC}/custom_all_reduce_v2.py",
+                    "can_use_custom_all_reduce_v2",
+                    order=(r"in_the_same_node_as", r"is_one_nvlink_clique", r"return full_nvlink is True"),
                 ),
+                Cite(f"{DC}/custom_all_reduce_v2.py", "should_custom_ar", r"inp_size % 16 != 0"),
+                _env("SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB", CUSTOM_AR_V2_MAX_KB),
+                Cite(
+                    V2_CONFIGS,
+                    "_get_all_reduce_configs",
+                    order=(
+                        r"cuda_major == 9",
+                        r"_sm90_configs",
+                        r"cuda_major == 10",
+                        r"cuda_minor >= 7",
+                        r"_sm107_configs",
+                        r"_sm100_configs",
+                        r"range\(2, 17\)",
+                    ),
+                ),
+                Cite(V2_CONFIGS, "_sm90_configs", order=(r"\b2: config\(", r"\b8: config\(")),
+                Cite(V2_CONFIGS, "_sm100_configs", order=(r"\b2: config\(", r"\b8: config\(", r"\b16: config\(")),
+                Cite(V2_CONFIGS, "_sm107_configs", order=(r"\b2: config\(", r"\b8: config\(", r"\b16: config\(")),
             ),
             _custom,
         ),
@@ -227,8 +245,16 @@ SGLANG_0_5_23 = EngineTable(
             "FlashInfer PCIe IPC",
             (
                 Cite(f"{DC}/pcie_ipc_ar.py", "should_pcie_ipc_ar", r"inp\.dtype is not torch\.bfloat16"),
-                Cite(f"{DC}/pcie_ipc_ar.py", "", r"_SUPPORTED_WORLD_SIZES = \(2, 4, 8\)"),
-                Cite("sglang/srt/environ.py", "", r"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE = EnvBool\(False\)"),
+                Cite(f"{DC}/pcie_ipc_ar.py", "should_pcie_ipc_ar", r"inp\.numel\(\) > self\.max_numel"),
+                Cite(f"{DC}/pcie_ipc_ar.py", "_ensure_workspace", r"max_numel = width \* hidden"),
+                Cite(
+                    "sglang/srt/model_executor/runner/base_runner.py",
+                    "_widest_decode_rows",
+                    r"max\(capture_bs\) \* tokens_per_req",
+                ),
+                Cite(f"{DC}/pcie_ipc_ar.py", "", constant="_SUPPORTED_WORLD_SIZES", value=PCIE_IPC_WORLD_SIZES),
+                _env("SGLANG_ENABLE_PCIE_IPC_ALLREDUCE", False),
+                _env("SGLANG_PCIE_IPC_MAX_NUMEL", 0),
             ),
             _pcie_ipc,
             impl="flashinfer-pcie-ipc",
@@ -244,7 +270,12 @@ SGLANG_0_5_23 = EngineTable(
             (
                 Cite(f"{DC}/torch_symm_mem.py", "should_torch_symm_mem_allreduce", r"inp\.dtype != self\.dtype"),
                 Cite(f"{DC}/torch_symm_mem.py", "__init__", r"multicast_ptr == 0"),
-                Cite(f"{DC}/all_reduce_utils.py", "", r"TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = \{"),
+                Cite(
+                    f"{DC}/all_reduce_utils.py",
+                    "",
+                    constant="TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES",
+                    value=TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES,
+                ),
             ),
             _symm,
             switch="--enable-torch-symm-mem",
@@ -256,17 +287,22 @@ SGLANG_0_5_23 = EngineTable(
         _flag_default("--enable-mscclpp", "enable_mscclpp"),
         _flag_default("--enable-torch-symm-mem", "enable_torch_symm_mem"),
         _flag_default("--disable-custom-all-reduce", "disable_custom_all_reduce"),
+        _flag_default(ENFORCE_DISABLE, "enforce_disable_flashinfer_allreduce_fusion"),
+        _flag_default(A2A_BACKEND, "moe_a2a_backend", "none", "none", "ExecMoe"),
         Default(
-            "SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2",
-            "1",
-            Cite("sglang/srt/environ.py", "", r"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2 = EnvBool\(True\)"),
+            FUSION_BACKEND,
+            "",
+            Cite(EXEC, "ExecComm", constant="flashinfer_allreduce_fusion_backend", value=None),
+            auto_enable,
+            AUTO_ENABLE,
         ),
+        Default("SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2", "1", _env("SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2", True)),
     ),
     (
         Flag(
-            "--flashinfer-allreduce-fusion-backend",
+            FUSION_BACKEND,
             Cite(EXEC, "", r'Literal\["auto", "trtllm", "mnnvl", "cutedsl"\]'),
-            _fusion,
+            fusion_fails,
         ),
     ),
     (

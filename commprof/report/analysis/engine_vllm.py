@@ -1,8 +1,11 @@
-"""vLLM 0.33 and 0.34's all-reduce dispatch (CudaCommunicator.all_reduce, unchanged between them), each gate read
-from the released wheel's file and function, with vLLM's defaults. Pure."""
+"""vLLM 0.33 and 0.34's all-reduce dispatch (CudaCommunicator.all_reduce, in the same order in both), each gate read
+from the released wheel's file and function, with vLLM's defaults. 0.34 adds three gates: FlashInfer all-reduce
+takes only rows of whole 16-byte vectors, HiSparse moves it to the trtllm backend (off across nodes), and custom
+all-reduce refuses a group that spans nodes. Pure."""
 
 from __future__ import annotations
 
+from commprof.planner.models import DTYPE_BYTES
 from commprof.report.analysis.engine_facts import (
     Box,
     Cite,
@@ -59,11 +62,17 @@ CUSTOM_AR_BUFFER = 8192 * 1024  # CustomAllreduce.__init__ max_size
 CUSTOM_AR_WORLD_SIZES = [2, 4, 6, 8, 16]
 PCIE_IPC_WORLD_SIZES = (2, 4, 8)
 PCIE_IPC_CAPTURE = 512  # the default largest CUDA-graph capture size (1024 on the SM100 family)
+# vLLM 0.34 config/vllm.py _split_cudagraph_capture_sizes: on the SM100 family the default ("wide") prefill grid
+# reaches min(8192, max_num_batched_tokens), 8192 by default, and every graph's token count is a capture size.
+WIDE_CAPTURE_SM100 = 8192
 
 
-def _const(file: str, name: str, function: str = "") -> Cite:
-    """A constant the table mirrors: the check evaluates `name`'s literal in the wheel against ours."""
-    return Cite(file, function, rf"\b{name}\b\s*(:[^=]*)?=")
+HISPARSE = "attention_config.hisparse_config"  # set (or inferred from a HiSparseConnector): HiSparse is on
+
+
+def _const(file: str, name: str, value: object, function: str = "") -> Cite:
+    """A constant the table mirrors: the check evaluates `name`'s literal in the wheel against `value`."""
+    return Cite(file, function, constant=name, value=value)
 
 
 def _symm_live(box: Box) -> str | None:
@@ -92,44 +101,78 @@ def _symm(box: Box, op: Op, s: Switches) -> str | None:
     return None if op.nbytes <= cap and op.nbytes % 4 == 0 else f"above its {cap // MiB} MiB buffer"
 
 
-def _fi_cap(box: Box) -> int | None:
+def _fi_cap(box: Box, mnnvl_allowed: bool = True) -> int | None:
     """FlashInfer all-reduce's largest input (FlashInferAllReduce.__init__): the MNNVL table where its backend is
     MNNVL (one node with multicast, or Blackwell across nodes), else FI_ALLREDUCE_FUSION_MAX_SIZE_MB."""
     cc = sm_int(box)
     default = FI_ALLREDUCE_FUSION_MAX_SIZE_MB.get(cc, {}).get(box.tp) if cc is not None else None
     if default is None:
         return None
-    mnnvl = box.multicast is True or box.nodes > 1
+    mnnvl = mnnvl_allowed and (box.multicast is True or box.nodes > 1)
     tuned = FI_MNNVL_ALLREDUCE_MAX_SIZE_MB.get((cc, box.tp, box.nodes)) if mnnvl else None
     return int((tuned if tuned is not None else default) * MiB)
 
 
-def _fi(box: Box, op: Op, s: Switches) -> str | None:
-    if not on(s, "VLLM_ALLREDUCE_USE_FLASHINFER"):
-        return "VLLM_ALLREDUCE_USE_FLASHINFER=0"
-    cap = _fi_cap(box)
-    if cap is None:
-        return f"{sm_text(box)}, TP {box.tp}: no FI_ALLREDUCE_FUSION_MAX_SIZE_MB entry (disabled)"
-    if box.nodes > 1 and (sm_int(box) or 0) < 100:
-        return "several nodes need MNNVL on Blackwell (_resolve_fi_ar_backend)"
-    if box.multicast is not True and not box.p2p:
-        return "without multicast it falls back to FlashInfer's trtllm IPC workspace, which needs P2P"
-    if op.dims != 2 or op.dtype not in ("float16", "bfloat16", "float32"):
-        return f"{op.dims}-D {op.dtype}: takes 2-D fp16 / bf16 / fp32"
-    return None if op.nbytes <= cap else f"above its {cap / MiB:g} MiB workspace"
+def _fi_check(row_vectors: bool, hisparse: bool):
+    """FlashInferAllReduce's gates; 0.34 adds `row_vectors` (should_use_fi_ar: hidden x element size a whole number
+    of 16-byte vectors) and `hisparse` (_resolve_fi_ar_backend: trtllm on one node, off across nodes)."""
+
+    def check(box: Box, op: Op, s: Switches) -> str | None:
+        if not on(s, "VLLM_ALLREDUCE_USE_FLASHINFER"):
+            return "VLLM_ALLREDUCE_USE_FLASHINFER=0"
+        sparse = hisparse and on(s, HISPARSE)
+        cap = _fi_cap(box, mnnvl_allowed=not sparse)
+        if cap is None:
+            return f"{sm_text(box)}, TP {box.tp}: no FI_ALLREDUCE_FUSION_MAX_SIZE_MB entry (disabled)"
+        if sparse and box.nodes > 1:
+            return "HiSparse across nodes: off (mnnvl can crash with HiSparse, trtllm is one node only)"
+        if box.nodes > 1 and (sm_int(box) or 0) < 100:
+            return "several nodes need MNNVL on Blackwell (_resolve_fi_ar_backend)"
+        if sparse and not box.p2p:
+            return "HiSparse runs it on the trtllm IPC workspace, which needs P2P"
+        if box.multicast is not True and not box.p2p:
+            return "without multicast it falls back to FlashInfer's trtllm IPC workspace, which needs P2P"
+        if op.dims != 2 or op.dtype not in ("float16", "bfloat16", "float32"):
+            return f"{op.dims}-D {op.dtype}: takes 2-D fp16 / bf16 / fp32"
+        if op.nbytes > cap:
+            return f"above its {cap / MiB:g} MiB workspace"
+        element = DTYPE_BYTES.get(op.dtype, 2)
+        if row_vectors and op.hidden * element % 16:
+            return f"a row of {op.hidden} x {element} B is not whole 16-byte vectors"
+        return None
+
+    return check
 
 
-def _nccl_symm(box: Box, op: Op, s: Switches) -> str | None:
-    if not on(s, "VLLM_USE_NCCL_SYMM_MEM"):
-        return "VLLM_USE_NCCL_SYMM_MEM=0"
-    if _fi(box, op, s) is None:
-        return "FlashInfer all-reduce takes it (checked first)"
-    if box.tp < 4:
-        return "world size below 4"
-    if box.tp in NCCL_SYMM_RANGES:
-        low, high = NCCL_SYMM_RANGES[box.tp]
-        return None if op.nbytes <= low or op.nbytes >= high else "custom all-reduce's preferred range"
-    return None if box.tp > 8 else "no range for this world size"
+def _nccl_symm_check(fi):
+    def check(box: Box, op: Op, s: Switches) -> str | None:
+        if not on(s, "VLLM_USE_NCCL_SYMM_MEM"):
+            return "VLLM_USE_NCCL_SYMM_MEM=0"
+        if fi(box, op, s) is None:
+            return "FlashInfer all-reduce takes it (checked first)"
+        if box.tp < 4:
+            return "world size below 4"
+        if box.tp in NCCL_SYMM_RANGES:
+            low, high = NCCL_SYMM_RANGES[box.tp]
+            return None if op.nbytes <= low or op.nbytes >= high else "custom all-reduce's preferred range"
+        return None if box.tp > 8 else "no range for this world size"
+
+    return check
+
+
+def _pcie_ipc_check(wide_sm100: bool):
+    """FlashInfer PCIe IPC up to the largest capture size (setup() prepares the capture sizes); 0.34's SM100
+    family captures up to 8192 tokens by default."""
+
+    def check(box: Box, op: Op, s: Switches) -> str | None:
+        why = _pcie_ipc(box, op, s)
+        if why is not None:
+            return why
+        sm100 = (sm_int(box) or 0) // 10 == 10
+        capture = (WIDE_CAPTURE_SM100 if wide_sm100 else 1024) if sm100 else PCIE_IPC_CAPTURE
+        return None if op.tokens <= capture else f"T {op.tokens} above the largest capture size ({capture})"
+
+    return check
 
 
 def _pcie_ipc(box: Box, op: Op, s: Switches) -> str | None:
@@ -142,16 +185,32 @@ def _pcie_ipc(box: Box, op: Op, s: Switches) -> str | None:
         return f"{op.dtype} (model {model_dtype}): only bf16 / fp16 equal to the model's dtype"
     if op.dims != 2 or op.hidden != (op.model_hidden or op.hidden):
         return "only 2-D ops at the model's hidden width"
-    capture = 1024 if (sm_int(box) or 0) // 10 == 10 else PCIE_IPC_CAPTURE
-    return None if op.tokens <= capture else f"T {op.tokens} above the largest capture size ({capture})"
+    return None
+
+
+def _custom_check(mnnvl_only_refused: bool):
+    """CustomAllreduce across nodes: 0.33 keeps it only for two ranks on MNNVL (Blackwell with multicast; no fully
+    connected check spans nodes), 0.34 never (should_custom_ar refuses mnnvl_only)."""
+
+    def check(box: Box, op: Op, s: Switches) -> str | None:
+        if box.nodes > 1:
+            if mnnvl_only_refused:
+                return f"the group spans {box.nodes} nodes (mnnvl_only: all-gather / reduce-scatter only)"
+            if (sm_int(box) or 0) < 100 or box.multicast is not True:
+                return f"the group spans {box.nodes} nodes without MNNVL multicast"
+            if box.tp != 2:
+                return f"across nodes only two ranks (world size {box.tp}, not fully connected)"
+        return _custom(box, op, s)
+
+    return check
 
 
 def _custom(box: Box, op: Op, s: Switches) -> str | None:
     if box.tp not in CUSTOM_AR_WORLD_SIZES or box.tp > 8:
         return f"world size {box.tp} not 2 / 4 / 6 / 8"
-    if box.tp > 2 and not box.nvlink:
+    if box.nodes == 1 and box.tp > 2 and not box.nvlink:
         return "off for more than two PCIe-only GPUs"
-    if not box.p2p:
+    if box.nodes == 1 and not box.p2p:
         return "needs P2P between every pair"
     cap = CUSTOM_AR_BUFFER
     key = sm_key(box)
@@ -173,8 +232,16 @@ def _fusion_inert(box: Box) -> str | None:
     )
 
 
+NCCL_SYMM_MEM_ALL_REDUCE_CONFIG = {
+    "min_world_size": 4,
+    "custom_ar_preferred_ranges": NCCL_SYMM_RANGES,
+    "always_use_above_world_size": 8,
+}
+
+
 def vllm_table(version: str, wheel: str) -> EngineTable:
-    """vLLM's dispatch as read in the `wheel` release (the 0.33 and 0.34 wheels hold the same)."""
+    """vLLM's dispatch as read in the `wheel` release; from 0.34 with its three new gates."""
+    v34 = _numbers(version) >= (0, 34)
     dispatch = Cite(
         f"{DC}/cuda_communicator.py",
         "all_reduce",
@@ -194,14 +261,44 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
     pcie = f"{DC}/flashinfer_pcie_ipc_all_reduce.py"
     custom = f"{DC}/custom_all_reduce.py"
     symm = f"{DC}/symm_mem.py"
+    fi_check = _fi_check(row_vectors=v34, hisparse=v34)
+    fi_cites = (
+        Cite(fi, "should_use_fi_ar", r"len\(input_tensor\.shape\) != 2"),
+        Cite(fi, "__init__", r"default_fi_allreduce_fusion_max_size_mb"),
+        Cite(fi, "_resolve_fi_ar_backend", r'backend = "mnnvl"\s+allow_trtllm_fallback = True'),
+        Cite(fi, "get_fi_ar_workspace", r'backend = "trtllm"'),
+        _const(
+            "vllm/compilation/passes/fusion/allreduce_rms_fusion.py",
+            "FI_ALLREDUCE_FUSION_MAX_SIZE_MB",
+            FI_ALLREDUCE_FUSION_MAX_SIZE_MB,
+        ),
+        _const(UTILS, "FI_MNNVL_ALLREDUCE_MAX_SIZE_MB", FI_MNNVL_ALLREDUCE_MAX_SIZE_MB),
+    )
+    custom_cites = (
+        Cite(custom, "should_custom_ar", r"inp_size < self\.max_size"),
+        Cite(custom, "__init__", r"min\(\s*CUSTOM_ALL_REDUCE_MAX_SIZES"),
+        Cite(custom, "__init__", r"same_node and world_size > 2 and not fully_connected"),
+        Cite(custom, "__init__", r"not same_node and not self\.mnnvl_multicast_ptr"),
+        _const(custom, "_SUPPORTED_WORLD_SIZES", CUSTOM_AR_WORLD_SIZES, "CustomAllreduce"),
+        _const(UTILS, "CUSTOM_ALL_REDUCE_MAX_SIZES", CUSTOM_ALL_REDUCE_MAX_SIZES),
+    )
+    if v34:
+        fi_cites += (
+            Cite(fi, "should_use_fi_ar", r"hidden_dim \* element_size % 16 != 0"),
+            Cite(fi, "_resolve_fi_ar_backend", order=(r"hisparse_config is not None", r'return "trtllm", False')),
+            Cite("vllm/config/attention.py", "AttentionConfig", constant="hisparse_config", value=None),
+        )
+        custom_cites += (Cite(custom, "should_custom_ar", r"self\.disabled or self\.mnnvl_only"),)
+    else:
+        custom_cites += (Cite(custom, "should_custom_ar", r"self\.world_size == 2 or self\.fully_connected"),)
     rules = (
         Rule(
             "NCCL symmetric memory",
             (
                 Cite(UTILS, "should_nccl_symm_mem_allreduce", r"min_world_size"),
-                _const(UTILS, "NCCL_SYMM_MEM_ALL_REDUCE_CONFIG"),
+                _const(UTILS, "NCCL_SYMM_MEM_ALL_REDUCE_CONFIG", NCCL_SYMM_MEM_ALL_REDUCE_CONFIG),
             ),
-            _nccl_symm,
+            _nccl_symm_check(fi_check),
             switch="VLLM_USE_NCCL_SYMM_MEM",
         ),
         Rule("quick-reduce", (Cite(f"{DC}/cuda_communicator.py", "__init__", r"is_rocm\(\)"),), not_here("ROCm only")),
@@ -210,48 +307,26 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
             (
                 Cite(pcie, "should_use", r"inp\.dim\(\) == 2.*\n.*shape\[1\] == self\.hidden_dim.*\n.*self\.dtype"),
                 Cite(pcie, "setup", r"dtype not in _SUPPORTED_DTYPES"),
-                _const(pcie, "_SUPPORTED_WORLD_SIZES"),
+                _const(pcie, "_SUPPORTED_WORLD_SIZES", PCIE_IPC_WORLD_SIZES),
                 Cite(pcie, "__init__", r"in_the_same_node_as"),
             ),
-            _pcie_ipc,
+            _pcie_ipc_check(wide_sm100=v34),
             impl="flashinfer-pcie-ipc",
             switch="VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC",
         ),
-        Rule(
-            "FlashInfer all-reduce",
-            (
-                Cite(fi, "should_use_fi_ar", r"len\(input_tensor\.shape\) != 2"),
-                Cite(fi, "__init__", r"default_fi_allreduce_fusion_max_size_mb"),
-                Cite(fi, "_resolve_fi_ar_backend", r'backend = "mnnvl"\s+allow_trtllm_fallback = True'),
-                Cite(fi, "get_fi_ar_workspace", r'backend = "trtllm"'),
-                _const("vllm/compilation/passes/fusion/allreduce_rms_fusion.py", "FI_ALLREDUCE_FUSION_MAX_SIZE_MB"),
-                _const(UTILS, "FI_MNNVL_ALLREDUCE_MAX_SIZE_MB"),
-            ),
-            _fi,
-            switch="VLLM_ALLREDUCE_USE_FLASHINFER",
-        ),
+        Rule("FlashInfer all-reduce", fi_cites, fi_check, switch="VLLM_ALLREDUCE_USE_FLASHINFER"),
         Rule(
             "AITER custom all-reduce",
             (Cite(f"{DC}/aiter_custom_all_reduce.py", "AiterCustomAllreduce"),),
             not_here("ROCm only: rocm_aiter_ops.is_custom_all_reduce_enabled"),
         ),
-        Rule(
-            "custom all-reduce",
-            (
-                Cite(custom, "should_custom_ar", r"inp_size < self\.max_size"),
-                Cite(custom, "__init__", r"min\(\s*CUSTOM_ALL_REDUCE_MAX_SIZES"),
-                Cite(custom, "__init__", r"world_size > 2 and not fully_connected"),
-                _const(custom, "_SUPPORTED_WORLD_SIZES", "CustomAllreduce"),
-                _const(UTILS, "CUSTOM_ALL_REDUCE_MAX_SIZES"),
-            ),
-            _custom,
-        ),
+        Rule("custom all-reduce", custom_cites, _custom_check(mnnvl_only_refused=v34)),
         Rule(
             "torch symm-mem",
             (
                 Cite(symm, "should_use_symm_mem", r"inp\.dtype != self\.dtype"),
                 Cite(symm, "__init__", r"multicast_ptr == 0"),
-                _const(UTILS, "SYMM_MEM_ALL_REDUCE_MAX_SIZES"),
+                _const(UTILS, "SYMM_MEM_ALL_REDUCE_MAX_SIZES", SYMM_MEM_ALL_REDUCE_MAX_SIZES),
             ),
             _symm,
             switch="VLLM_ALLREDUCE_USE_SYMM_MEM",
@@ -267,6 +342,14 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
             ("VLLM_USE_NCCL_SYMM_MEM", "0"),
         )
     )
+    if v34:
+        defaults += (
+            Default(
+                HISPARSE,
+                "",
+                Cite("vllm/config/attention.py", "AttentionConfig", constant="hisparse_config", value=None),
+            ),
+        )
     flags = (
         Flag(
             "fuse_allreduce_rms",
@@ -285,7 +368,19 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
             r"1024 if current_platform\.is_device_capability_family\(100\) else 512",
         ),
     )
+    if v34:
+        facts += (
+            Cite(
+                "vllm/config/vllm.py",
+                "_split_cudagraph_capture_sizes",
+                order=(r"is_device_capability_family\(100\)", r"8192 if max_prefill_tokens is None"),
+            ),
+        )
     return EngineTable("vLLM", "vllm", version, wheel, dispatch, rules, defaults, flags, facts)
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
 
 
 VLLM_0_33 = vllm_table("0.33", "0.33.0")

@@ -87,6 +87,10 @@ def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[
         "fused_rmsnorm": bool(record.get("fused_rmsnorm", False)),
         "hidden_size": plan.get("hidden_size"),
         "num_layers": plan.get("num_layers"),
+        "architecture": plan.get("architecture"),  # what the engines' own defaults key on (engine_dispatch)
+        "dp_attention": plan.get("dp_attention"),
+        "spec": plan.get("spec"),
+        "num_steps": plan.get("num_steps"),
         "all_reduce_count": plan.get("all_reduce"),
         "all_gather_count": plan.get("all_gather"),
         "total_bytes": plan.get("total_bytes"),

@@ -3,15 +3,26 @@
 The observation is the engine's communication per verify step (`report --observed-step-ms N`, or the median of an
 engine trace read with `commprof trace`, `--observed DIR`). It is set beside the run's prediction with today's
 settings (the baseline) and with the answer (the recommended point), per T, in the headline mode. Outside the
-prediction's error band the model does not explain the box, and the page says which checks could. Pure.
+prediction's error band the model does not explain the box: the ranked explanations follow (commprof.explain: each
+box condition priced on the run's box, judged within the model's error, with what the doctor's verdicts in meta.json
+say of it and the fix), and the page says which checks could. Pure.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
+import msgspec
+
+from commprof.doctor.result import read_checks
 from commprof.errors import UsageError
+from commprof.explain.evidence import BoxRecords
+from commprof.explain.observations import Observation
+from commprof.explain.ranking import Explained, explain
+from commprof.explain.words import state_words
+from commprof.report.decision.observation import Explanations, Observed
 from commprof.units import MAX_TIME_US
 
 MAX_STEP_MS = MAX_TIME_US / 1000  # a step longer than a day is no step an engine ran
@@ -120,3 +131,79 @@ def observed_view(
         "checks": list(CHECKS) if explained is False else [],
         "t_given": t_given,
     }
+
+
+def observed_decision(run: Any, answer: str | None) -> Observed | None:
+    """The observation as the Decision carries it (`answer`: the point the answer sets): observed_view's figures and
+    verdict and, where the model does not explain the observation, the ranked explanations on the run's box
+    (explained_by), each with its verdict in words."""
+    view = observed_view(run, run.options.observed, run.options.observed_source, answer)
+    if view is None:
+        return None
+    unexplained = view["explained"] is False
+    judged = [r for r in view["rows"] if r["explained"] is not None]
+    found = explained_by(run, judged, view["source"]) if unexplained else None
+    return Observed(
+        **view,
+        explanations=explanations(found) if found is not None else None,
+        explanations_note=run.options.observed_box_note if unexplained else "",
+    )
+
+
+def explanations(found: Explained) -> Explanations:
+    """commprof explain's answer in the Decision's terms: its JSON (Explained.to_dict) with each explanation's
+    verdict in words and its fix only where it names a condition."""
+    data = found.to_dict()
+    entries = [
+        {**item, "state": state_words(e), "fix": e.evidence.fix if e.conditions else ""}
+        for item, e in zip(data["explanations"], found.explanations)
+    ]
+    plain = msgspec.to_builtins({**data, "explanations": entries}, enc_hook=_item)
+    return msgspec.convert(plain, Explanations)
+
+
+def _item(value: Any) -> Any:
+    """A numpy number (a fitted figure) as the Python number it is."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise NotImplementedError(f"not a number: {type(value).__name__}")
+
+
+def _step_ops(run: Any, tokens: int) -> tuple[tuple[tuple[str, int, int], ...], int | None]:
+    """The baseline's collectives in one step of T tokens as (collective, bytes, how many), and its ranks."""
+    steps = run.steps
+    rows = steps[
+        (steps["point_id"] == run.baseline)
+        & (steps["tokens"] == tokens)
+        & (steps["mode"] == run.mode)
+        & (steps["status"] == "ok")
+    ]
+    ops = rows["op_us"].iloc[0] if len(rows) and "op_us" in rows else None
+    if not isinstance(ops, dict) or not ops.get("bytes"):
+        return (), None
+    collectives = ops.get("collectives") or ["all_reduce"] * len(ops["bytes"])
+    counts = Counter((str(c), int(b)) for c, b in zip(collectives, ops["bytes"]))
+    ranks = rows["tp"].iloc[0] if "tp" in rows else None
+    return tuple((c, b, n) for (c, b), n in sorted(counts.items())), int(ranks) if ranks == ranks and ranks else None
+
+
+def explained_by(run: Any, rows: list[dict[str, Any]], source: str) -> Explained | None:
+    """The ranked explanations of the observed steps on the run's box, with the doctor's verdicts of meta.json (else
+    those on the run's bundle) as the box's records; None where the run's box could not be read again or no step's
+    ops are known."""
+    box = run.options.observed_box
+    if box is None:
+        return None
+    observations = []
+    for row in rows:
+        ops, ranks = _step_ops(run, row["tokens"])
+        if ops and ranks:
+            label = f"T={row['tokens']} step x{ranks}"
+            time_us = row["observed_ms"] * 1000.0
+            observations.append(Observation(label, ops, ranks, time_us, source, graph=run.mode == "graph"))
+    checks, _ = read_checks(run.meta_view.doctor) if run.meta_view.doctor else ([], [])
+    records = BoxRecords(tuple(checks), "the doctor's verdicts in the run's meta.json") if checks else box.records
+    try:
+        return explain(box.topology, observations, records)
+    except UsageError:
+        return None

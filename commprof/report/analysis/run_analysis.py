@@ -24,6 +24,7 @@ from commprof.evidence import (
     interconnect_of,
     not_proposable,
 )
+from commprof.explain.run_box import RunBox
 from commprof.records.plan_file import Plan
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.records.run_meta import RunMetaView, meta_view
@@ -35,6 +36,7 @@ from commprof.report.analysis.completeness import Completeness, completeness
 from commprof.report.analysis.crossovers import crossovers
 from commprof.report.analysis.doctor_verdicts import doctor_view
 from commprof.report.analysis.drift import BaselineDrift, baseline_drift
+from commprof.report.analysis.interleaved import Interleaved, interleaved
 from commprof.report.analysis.observed import observed_view
 from commprof.report.analysis.ops import PointSites, point_sites
 from commprof.report.analysis.projection import ComputeTimes
@@ -57,6 +59,10 @@ class ReportOptions:
     # (`--observed-step-ms`, `--observed TRACE_DIR`); empty: nothing observed.
     observed: dict[int | None, float] = field(default_factory=dict)
     observed_source: str = ""
+    # The box the run was simulated on, read again at the edge (commprof.explain.run_box), against which an
+    # observation the model does not explain is explained; None: not readable here, and `observed_box_note` why.
+    observed_box: RunBox | None = None
+    observed_box_note: str = ""
     # The engines whose dispatch the report reproduces (--engine); () : those installed where the run ran, else
     # here, else commprof's defaults (engine_dispatch.engines_for).
     engines: tuple[str, ...] = ()
@@ -93,6 +99,8 @@ class RunAnalysis:
     ranks: int = 0  # the run's world size
     crossovers: list[dict[str, Any]] = field(default_factory=list)  # crossovers.crossovers: what each search found
     drift: BaselineDrift | None = None  # the baseline's measurements over the run and their band (drift.py)
+    # the baseline measured again beside the candidates, and the noise floor (interleaved.py); None: not made
+    interleaved: Interleaved | None = None
     spacing: dict[str, Any] | None = None  # compute and late ranks between the collectives (spacing.py)
 
     @property
@@ -225,6 +233,9 @@ class RunExtras:
 
     repeats: list[dict] | None = None  # baseline-repeats.jsonl: the drift every measured verdict must exceed
     plan: Plan | None = None  # plan.jsonl: what the sweep planned (None: not recorded)
+    # interleaved.jsonl: the confirmation beside the baseline that alone decides a measured answer; None: the run
+    # has no such file (made by a commprof before it), and its first-pass numbers decide as they did then
+    interleaved: list[dict] | None = None
 
 
 def analyze_run(
@@ -243,7 +254,9 @@ def analyze_run(
     for source, rows in by_source.items():
         name = run_id if len(by_source) == 1 else f"{run_id} · {LEVEL_OF_SOURCE.get(source, source)}"
         again = repeats if source == "measured" else None
-        results.append(analyze_source(RunSource(run_id, name, source, rows), meta, options, progress, again))
+        confirmed = extras.interleaved if source == "measured" else None
+        part = RunSource(run_id, name, source, rows)
+        results.append(analyze_source(part, meta, options, progress, again, confirmed))
     return results
 
 
@@ -263,9 +276,10 @@ def analyze_source(
     options: ReportOptions,
     progress: Completeness | None = None,
     repeats: list[dict] | None = None,
+    confirmation: list[dict] | None = None,
 ) -> RunAnalysis:
     """The analysis of one source's records of a run (`progress`: the run's, when known; `repeats`: the
-    baseline's re-measurements)."""
+    baseline's re-measurements; `confirmation`: the interleaved confirmation's records, None: the run has none)."""
     run_id, name, source, records = part.run_id, part.name, part.source, part.records
     if LEVEL_OF_SOURCE.get(source) == SIMULATED:
         records = with_run_error(records, ModelError.from_meta(meta))
@@ -298,6 +312,10 @@ def analyze_source(
         run.drift = baseline_drift(first, repeats, run.mode, {int(t) for t in steps["tokens"].dropna().unique()})
         if run.drift is not None and run.drift.band_pct is not None:
             evidence = run.evidence = replace(evidence, drift_pct=round(run.drift.band_pct, 2))
+    if confirmation is not None:
+        run.interleaved = interleaved(confirmation, run.mode, {int(t) for t in steps["tokens"].dropna().unique()})
+        if run.interleaved.noise_floor_pct is not None:
+            evidence = run.evidence = replace(evidence, noise_floor_pct=round(run.interleaved.noise_floor_pct, 2))
     if evidence.simulated and run.mode == "graph":
         run.mode_reason = (
             "graph mode as the cost model predicts it (eager minus the preset's launch overhead): whether each "
@@ -332,7 +350,10 @@ def with_run_error(records: list[dict], error: ModelError) -> list[dict]:
         if isinstance(nccl, dict) and "expected_error_pct" in nccl:
             record = {**record, "nccl": {**nccl, "expected_error_pct": error.pct, "error_basis": error.basis}}
         if record.get("kind") == "crossover" and isinstance(searched, dict):
-            record = {**record, "model_error": {**searched, "baseline_pct": error.pct}}
+            # A size outside the calibrated sizes keeps the prior's error it was priced with, where larger.
+            own = searched.get("baseline_pct") if searched.get("outside_calibration") else None
+            pct = None if error.pct is None else max(error.pct, own) if isinstance(own, (int, float)) else error.pct
+            record = {**record, "model_error": {**searched, "baseline_pct": pct}}
         out.append(record)
     return out
 

@@ -3,7 +3,8 @@ box (SM, TP, NVLink, P2P). Pure."""
 
 from __future__ import annotations
 
-from commprof.planner.models import DTYPE_BYTES
+from commprof.planner.models import DTYPE_BYTES, PRESETS, load_model
+from commprof.planner.speculative import DRAFT_METHODS
 from commprof.records.run_meta import meta_view
 from commprof.report.analysis.engine_dispatch import Box
 from commprof.report.analysis.run_analysis import RunAnalysis
@@ -43,7 +44,9 @@ def step_dtype(run: RunAnalysis) -> str:
 
 
 def box_of(run: RunAnalysis) -> Box:
-    """What the engines' dispatch reads of the box: SM, TP, NVLink and P2P, from the probe's pairs or the preset."""
+    """What the engines' dispatch reads of the box: SM, TP, NVLink and P2P, from the probe's pairs or the preset;
+    and of the server: the model's architecture, DP attention, the GPUs' memory and tokens per request (the
+    engines' own defaults follow them)."""
     topology = run.meta_view.topology or {}
     pairs = [p for p in topology.get("pairs") or [] if isinstance(p, dict)]
     if pairs:
@@ -52,4 +55,37 @@ def box_of(run: RunAnalysis) -> Box:
     else:
         nvlink = str(topology.get("gpu_path", "")).upper().startswith("NV")
         p2p = bool(topology.get("p2p_supported", False))
-    return Box(compute_capability(run.meta), run.ranks, nvlink, p2p)
+    memory = [g.get("memory_gib") for g in run.meta_view.gpu_list if isinstance(g, dict)]
+    return Box(
+        compute_capability(run.meta),
+        run.ranks,
+        nvlink,
+        p2p,
+        architecture=step_architecture(run),
+        dp_attention=bool(_first(run, "dp_attention")),
+        gpu_mem_gib=min(memory) if memory and all(isinstance(m, (int, float)) for m in memory) else None,
+        tokens_per_request=_tokens_per_request(run),
+    )
+
+
+def _first(run: RunAnalysis, column: str):
+    values = run.steps[column].dropna() if column in run.steps else []
+    return values.iloc[0] if len(values) else None
+
+
+def step_architecture(run: RunAnalysis) -> str:
+    """The served model's architecture (its config's architectures[0]) as the run's plan records it; for a run
+    recorded before plans named it, the bundled preset's of the same name; "" when unknown."""
+    recorded = _first(run, "architecture")
+    if recorded:
+        return str(recorded)
+    name = str(_first(run, "model") or "").lower()
+    if name in PRESETS:
+        return load_model(name).served_architecture
+    return ""
+
+
+def _tokens_per_request(run: RunAnalysis) -> int:
+    """Rows one request adds to a decode batch: K + 1 for a draft of K steps (EAGLE, MTP), else 1."""
+    steps = _first(run, "num_steps")
+    return int(steps) + 1 if _first(run, "spec") in DRAFT_METHODS and steps else 1

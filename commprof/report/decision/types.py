@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from commprof.report.decision.claim import Claim, Frozen
+from commprof.report.decision.observation import Observed
 from commprof.report.decision.tables import Tables
 
 # ----------------------------------------------------------------------------------------------- the run
@@ -26,6 +27,7 @@ class EvidenceFacts(Frozen):
     calibration_boxes: str | None
     origin: list[str]
     drift_pct: float | None
+    noise_floor_pct: float | None  # measured: the noise floor of the run's interleaved confirmation (None: none made)
     rule: str  # the rule with this run's figures
     uncertainty: str  # "measurement noise", "the model's expected error"
     measured: str  # "measured", "predicted", "imported"
@@ -100,8 +102,11 @@ class Environment(Frozen):
     nccl_title: str
     nccl_note: str
     nccl_choices: list[dict[str, Any]]  # what NCCL ran for the baseline and the answer's point, per T
-    observed: dict[str, Any] | None  # the engine's observation beside the prediction (observed.observed_view)
+    observed: Observed | None  # the engine's observation beside the prediction
     drift: dict[str, Any] | None  # the baseline's drift over the run: sentence, exceeded, samples
+    # The interleaved confirmation (measured runs whose folder holds interleaved.jsonl): the baseline's
+    # measurements, each candidate beside them, the noise floor and the sentence; None: the run made none.
+    interleaved: dict[str, Any] | None
     spacing: dict[str, Any] | None
     box: dict[str, Any] | None  # a run simulated from a doctor bundle: its transports per GPU pair
     untested: dict[str, str]  # simulated points no verdict rests on -> why
@@ -177,6 +182,9 @@ class NcclAnswer(Frozen):
     sets: bool  # sets an environment other than the baseline's, beyond error
     dropped: list[str]
     withheld: str | None
+    # The interleaved confirmation's word on the answer, one sentence ("confirmed: ...", "not confirmed: ...");
+    # None: the run made no confirmation, and its first pass decides.
+    confirmation: str | None
     keep: str  # what keeping the baseline means, in words
     notes: list[str]  # recommend.env's comment lines
     graph_notes: list[str]

@@ -9,6 +9,7 @@ import json
 import re
 from typing import Any
 
+from commprof.env_names import export_name_problem, is_export_name
 from commprof.report.decision.types import Candidate, Decision
 from commprof.report.exports.export_text import comment
 
@@ -40,7 +41,7 @@ def confirm_text(decision: Decision) -> str | None:
     base = plan.baseline
     if base is not None and base.env:  # the simulated baseline set variables: measure it as it was
         lines += ["", "[[points]]", f"impl = {_value(base.impl)}", f"label = {_value('baseline ' + base.label)}"]
-        lines.append(f"env = {_value(base.env)}")
+        lines += _env(base.env)
     for c in plan.candidates:
         lines += ["", comment(f"{c.rank}. {_range(c)}"), *_point(c)]
     return "\n".join(lines) + "\n"
@@ -59,9 +60,15 @@ def _point(c: Candidate) -> list[str]:
     lines = ["[[points]]", f"impl = {_value(c.impl)}", f"label = {_value(c.label)}"]
     if c.options:
         lines.append(f"options = {_value(c.options)}")
-    if c.env:
-        lines.append(f"env = {_value(c.env)}")
-    return lines
+    return lines + _env(c.env)
+
+
+def _env(env: dict[str, str]) -> list[str]:
+    """A point's `env` line with the variables a sweep may set (env_names' allow-list, the one the sweep's parser
+    applies); each other one a comment saying why it is left out."""
+    kept = {name: value for name, value in env.items() if is_export_name(name)}
+    skipped = [comment(f"skipped {name!r}: {export_name_problem(name)}") for name in env if name not in kept]
+    return skipped + ([f"env = {_value(kept)}"] if kept else [])
 
 
 def _key(key: str) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.report.decision.claim import Claim
 from commprof.report.decision.formatting import claim_words
+from commprof.report.decision.observation import EXPLANATIONS_SHOWN
 from commprof.report.decision.types import Decision, EngineSetting, Route
 from commprof.report.exports.engine_hints import engine_hints_text
 from commprof.report.exports.export_text import OWN_FOLDER, comment, export_line, one_line, shell_guard
@@ -143,6 +144,28 @@ def decision_lines(decision: Decision) -> list[str]:
     ]
 
 
+def observed_lines(decision: Decision) -> list[str]:
+    """The engine's observation beside the prediction, as `report` prints it: the verdict and, where the model does
+    not explain it, the first ranked explanations on the run's box (the page's observation card lists the same)."""
+    observed = decision.environment.observed
+    if observed is None:
+        return []
+    lines = [f"commprof: {decision.run.name}: observed beside predicted: {observed.verdict}"]
+    found = observed.explanations
+    if found is None:
+        return lines + (
+            [f"  no ranked explanation: {observed.explanations_note}"] if observed.explanations_note else []
+        )
+    lines.append(f"  what explains the gap (commprof explain on the run's box): {found.verdict}")
+    for number, e in enumerate(found.explanations[:EXPLANATIONS_SHOWN], 1):
+        magnitude = f" ({e.magnitude})" if e.magnitude else ""
+        fix = f"; fix: {e.fix}" if e.fix else ""
+        lines.append(f"  {number}. {e.condition}{magnitude}: {e.state}; box records: {e.evidence}{fix}")
+    if found.tell_apart:
+        lines.append(f"  next: {found.tell_apart}")
+    return lines + [f"  landmine: {line}" for line in found.landmines]
+
+
 def _answer_line(decision: Decision) -> str:
     nccl = decision.nccl
     env = " ".join(f"{k}={v}" for k, v in sorted(nccl.env.items())) if nccl.file == "recommend.env" else ""
@@ -156,6 +179,8 @@ def _caveat_lines(decision: Decision) -> list[str]:
     use = decision.environment.calibration
     if use is not None and not use.applied:
         lines.append(f"  calibration {use.file} not applied: {use.why}")
+    if decision.nccl.confirmation:
+        lines.append(f"  {decision.nccl.confirmation}")
     if decision.unconfirmed:
         predicted = " ".join(f"{k}={v}" for k, v in sorted(decision.nccl.withdrawn_env.items()))
         lines.append(f"  withdrawn: {decision.unconfirmed}" + (f" (predicted: {predicted})" if predicted else ""))

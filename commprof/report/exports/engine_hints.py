@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 
+from commprof.env_names import shell_value
 from commprof.report.decision.types import EngineHint
 from commprof.report.exports.export_text import OWN_FOLDER, comment, export_line, one_line, shell_guard
 
@@ -21,11 +22,12 @@ ARRAYS = {"SGLang": "COMMPROF_SGLANG_ARGS", "vLLM": "COMMPROF_VLLM_ARGS"}
 
 def script_lines(hint: EngineHint) -> list[str]:
     """A hint as bash: an assignment is exported, a flag joins its engine's argument array, a file is sourced
-    from this script's folder; anything else stays a comment. Every line stays one line (a value holding a
-    newline would start a command, even in a commented-out block)."""
+    from this script's folder; anything else stays a comment. Every word is quoted as bash and zsh read it
+    literally (env_names.shell_value), every line stays one line (a value holding a newline would start a command,
+    even in a commented-out block)."""
     setting = hint.setting
     if setting.startswith("source "):
-        file = shlex.quote(setting.split(maxsplit=1)[1])
+        file = shell_value(setting.split(maxsplit=1)[1])
         return [one_line(f"source {OWN_FOLDER}/{file}")]
     if ENV_ASSIGNMENT.match(setting):
         name, _, value = setting.removeprefix("export ").partition("=")
@@ -38,7 +40,7 @@ def script_lines(hint: EngineHint) -> list[str]:
         return [line + (f"  {comment(note.strip())}" if note.strip() else "")]
     if setting.startswith("--") and hint.engine in ARRAYS:
         try:
-            words = " ".join(shlex.quote(word) for word in shlex.split(setting))
+            words = " ".join(shell_value(word) for word in shlex.split(setting))
         except ValueError:  # unbalanced quotes: not a flag commprof wrote
             return [comment(setting)]
         return [one_line(f"{ARRAYS[hint.engine]}+=({words})")]

@@ -8,13 +8,12 @@ Every comment line of an export is built by `comment`, every value by `export_li
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from commprof.env_names import export_name_problem
+from commprof.env_names import export_name_problem, shell_value
 from commprof.terminal import CONTROL_CHARACTERS, one_line
 
 # What makes a spreadsheet run a cell as a formula (OWASP, "CSV injection"), and the full-width forms some read
@@ -34,7 +33,7 @@ def export_line(name: str, value: Any) -> str:
         return comment(f"skipped {name!r}: {refused}")
     if CONTROL_CHARACTERS.search(text):
         return comment(f"skipped {name}: its value holds control characters ({text!r})")
-    return f"export {name}={shlex.quote(text)}"
+    return f"export {name}={shell_value(text)}"
 
 
 def spreadsheet_cell(value: Any) -> Any:

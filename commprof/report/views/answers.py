@@ -5,10 +5,9 @@ against their unfused reference; with how much faster the verify step gets and w
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
-from commprof.env_names import is_export_name
+from commprof.env_names import is_export_name, shell_value
 from commprof.report.decision.formatting import (
     claim_words,
     error_words,
@@ -41,7 +40,7 @@ def tuned_name(decision: Decision) -> str:
 def export_line(env: dict[str, str]) -> str:
     """`export A=1 B='0 0'`: the settings commprof may set as one line a shell accepts (the page shows it;
     recommend.env holds it)."""
-    return "export " + " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()) if is_export_name(k))
+    return "export " + " ".join(f"{k}={shell_value(str(v))}" for k, v in sorted(env.items()) if is_export_name(k))
 
 
 def env_answer(decision: Decision) -> dict[str, Any]:
@@ -82,6 +81,8 @@ def env_answer(decision: Decision) -> dict[str, Any]:
         out["lines"].append(f"Keep {name}'s defaults: no {name} setting beat them.")
     else:
         _set_lines(decision, out)
+    if nccl.confirmation:  # what the interleaved confirmation found, beside the claim it decided
+        out["notes"].append(f"{sentence(nccl.confirmation)}.")
     for reason, ids in _untested(decision).items():
         out["notes"].append(f"Not ranked ({len(ids)} point{'s' if len(ids) != 1 else ''}, e.g. {ids[0]}): {reason}.")
     for reason, ids in decision.environment.not_measured.items():

@@ -13,6 +13,7 @@ import pandas as pd
 
 from commprof.records.schema import EAGER_INCLUDES, EAGER_INCLUDES_WHY
 from commprof.report.decision.formatting import axis_name, claim_words, fmt_ms, fmt_pct, fmt_x
+from commprof.report.decision.observation import EXPLANATIONS_SHOWN, Observed
 from commprof.report.decision.types import Decision, Report
 from commprof.report.views.answers import UNFUSED_REFERENCE, headline_answers
 from commprof.report.views.breakdown import (
@@ -33,15 +34,16 @@ from commprof.report.views.templating import templates
 from commprof.units import format_bytes
 
 
-def observed_rows(observed: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The observation card: the engine's number beside the prediction, formatted."""
+def observed_rows(observed: Observed | None) -> dict[str, Any] | None:
+    """The observation card: the engine's number beside the prediction, formatted, and where the model does not
+    explain it, the first ranked explanations (commprof explain says more)."""
     if observed is None:
         return None
 
     def ms(value: Any) -> str:
         return f"{value:.2f} ms" if isinstance(value, (int, float)) else "—"
 
-    given = observed["t_given"]
+    given = observed.t_given
     rows = [
         {
             "tokens": f"{r['tokens']}" if given else f"{r['tokens']}?",
@@ -51,13 +53,36 @@ def observed_rows(observed: dict[str, Any] | None) -> dict[str, Any] | None:
             "answer": ms(r["answer_ms"]),
             "css": {True: "ok", False: "fail"}.get(r["explained"], ""),
         }
-        for r in observed["rows"]
+        for r in observed.rows
     ]
+    found = observed.explanations
     return {
-        **observed,
+        "source": observed.source,
+        "mode": observed.mode,
+        "verdict": observed.verdict,
+        "checks": observed.checks,
+        "explanations_note": observed.explanations_note,
         "rows": rows,
-        "css": {True: "ok", False: "fail"}.get(observed["explained"], "warn"),
+        "css": {True: "ok", False: "fail"}.get(observed.explained, "warn"),
         "t_note": "" if given else " (its T not given: set beside every T of the run)",
+        "explain": {
+            "verdict": found.verdict,
+            "entries": [
+                {
+                    "condition": e.condition,
+                    "magnitude": e.magnitude,
+                    "state": e.state,
+                    "records": e.evidence,
+                    "read": e.confirmed_by[0] if e.confirmed_by else "",
+                    "fix": e.fix,
+                }
+                for e in found.explanations[:EXPLANATIONS_SHOWN]
+            ],
+            "next": found.tell_apart,
+            "landmines": found.landmines,
+        }
+        if found is not None
+        else None,
     }
 
 

@@ -8,11 +8,14 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
-from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
+from commprof.impls.base import AllReduceImpl
+from commprof.impls.registry import BACKEND_IMPLS, load_impl, resolve_impl_name, unfused_reference
 from commprof.replay.size_timing import CROSSOVER_LAYERS
+from commprof.replay.step_counts import PROFILED_STEPS, compute_steps, steps_per_mode
 from commprof.sweep.planning import crossover as cx
+from commprof.sweep.planning import interleave
 from commprof.sweep.planning.gate import inert_variables
-from commprof.sweep.planning.points import option_text
+from commprof.sweep.planning.points import option_text, preparation, sweep_impls
 from commprof.sweep.planning.spec import CrossoverStage, Stage, StageSpec, SweepPoint, SweepSpec, SweepTooLarge
 from commprof.terminal import one_line
 
@@ -33,9 +36,13 @@ class StepCost:
     step_ms: dict[int, float] = field(default_factory=dict)  # T -> one step, ms, summed over the modes that run
     basis: str = ""  # where the figures come from, in words
     failed: str | None = None  # the probe ended without a cost (crashed, timed out, ...): why; then no estimate
-    # Worker sets a point that runs forks, each paying the start-up: the timed one, NCCL's untimed logging probe
-    # (on NCCL with its logs on), the profiling pass (--profile).
+    # Worker sets a point that runs on NCCL forks, each paying the start-up: the timed one, NCCL's untimed logging
+    # worker (on NCCL with its logs on: `logged`; only for points whose all-reduce is NCCL's own), the profiling
+    # pass (--profile: `profiled`).
     worker_sets: int = 1
+    logged: bool = False
+    profiled: bool = False
+    compute_ms: dict[int, float] = field(default_factory=dict)  # T -> the compute-only pass's step, where it runs
 
     def step_for(self, tokens: int) -> float:
         return self.step_ms.get(tokens, 2 * ASSUMED_STEP_MS)
@@ -50,16 +57,23 @@ ASSUMED = StepCost(
 
 
 def cost_from_records(records: list[dict], iterations: int, warmup: int) -> StepCost | None:
-    """A probe's StepCost from its records: None unless every T has an ok step."""
+    """A probe's StepCost from its records: None unless every T has an ok step. Its start-up is its duration less
+    every step it ran (step_counts.steps_per_mode per T and mode, and the compute-only pass where there is one)."""
     steps = [r for r in records if r.get("kind") == "step" and r.get("status") == "ok" and r.get("step_us")]
     step_ms: dict[int, float] = {}
+    compute_ms: dict[int, float] = {}
     for record in steps:
         tokens = int(record["tokens"])
         step_ms[tokens] = step_ms.get(tokens, 0.0) + float(record["step_us"]["median"]) / 1000.0
+        if (record.get("compute_us") or {}).get("median") is not None:
+            compute_ms[tokens] = compute_ms.get(tokens, 0.0) + float(record["compute_us"]["median"]) / 1000.0
     wanted = {int(r["tokens"]) for r in records if r.get("kind") == "step"}
     if not wanted or set(step_ms) != wanted:
         return None
-    timed_s = sum(step_ms.values()) * (iterations + warmup) / 1000.0
+    timed_s = (
+        sum(step_ms.values()) * steps_per_mode(iterations, warmup)
+        + sum(compute_ms.values()) * compute_steps(iterations, warmup)
+    ) / 1000.0
     duration = max((float(r.get("duration_s") or 0.0) for r in records), default=0.0)
     modes = sorted({r["mode"] for r in steps})
     return StepCost(
@@ -67,6 +81,7 @@ def cost_from_records(records: list[dict], iterations: int, warmup: int) -> Step
         step_ms,
         f"measured on this launch: the baseline with {iterations} timed + {warmup} warm-up steps per T "
         f"({' + '.join(modes)} mode), {duration:.1f} s",
+        compute_ms=compute_ms,
     )
 
 
@@ -82,14 +97,53 @@ def probe_cost(records: list[dict], iterations: int, warmup: int) -> StepCost:
 
 
 def worker_sets(backend: str, nccl_debug: bool, profile: bool) -> int:
-    """Worker sets each point that runs forks on this launch (commprof.sweep.running.measure.measure_point)."""
+    """Worker sets a point on NCCL forks on this launch (commprof.sweep.running.measure.measure_point)."""
     return 1 + (backend == "nccl" and nccl_debug) + profile
 
 
-def point_seconds(spec: SweepSpec, cost: StepCost, iterations: int, warmup: int) -> float:
-    return cost.worker_sets * cost.overhead_s + sum(
-        (iterations + warmup) * cost.step_for(t) / 1000.0 for t in spec.tokens
+def on_launch(cost: StepCost, backend: str, nccl_debug: bool, profile: bool) -> StepCost:
+    """`cost` with the worker sets a point forks on this launch."""
+    return replace(
+        cost,
+        worker_sets=worker_sets(backend, nccl_debug, profile),
+        logged=backend == "nccl" and nccl_debug,
+        profiled=profile,
     )
+
+
+def point_seconds(spec: SweepSpec, cost: StepCost, iterations: int, warmup: int, on_nccl: bool = True) -> float:
+    """One point: each worker set's start-up, and every step each runs per T (both modes are in step_for): the timed
+    workers' (steps_per_mode, the compute-only pass), NCCL's logging worker's (1 timed, 0 warm-up) where the point
+    runs on NCCL, the profiling pass's warm-up and PROFILED_STEPS eager steps."""
+    logged = cost.logged and on_nccl
+    sets = cost.worker_sets - (cost.logged and not on_nccl)
+    steps = steps_per_mode(iterations, warmup) + (steps_per_mode(1, 0) if logged else 0)
+    steps += (1 + PROFILED_STEPS) if cost.profiled else 0
+    return sets * cost.overhead_s + sum(
+        (steps * cost.step_for(t) + compute_steps(iterations, warmup) * cost.compute_ms.get(t, 0.0)) / 1000.0
+        for t in spec.tokens
+    )
+
+
+def runs_on_nccl(impl: str, backend: str) -> bool:
+    """Whether a point of `impl` forks NCCL's logging worker on `backend` (its all-reduce is NCCL's own)."""
+    return backend == "nccl" and load_impl(resolve_impl_name(impl, backend)).runs_on_nccl
+
+
+def preparations(spec: SweepSpec, backend: str) -> int:
+    """Settings of the sweep prepared before their points here (points.preparation), one worker set each. A
+    sweep whose points' implementations have no preparation at all (a million points of NCCL variables) is not
+    walked point by point."""
+    impls = {p.impl for p in spec.points}
+    if not spec.stages and not any(_has_preparation(impl, backend) for impl in impls):
+        return 0
+    return sum(1 for impl, options in sweep_impls(spec) if preparation(impl, options, backend))
+
+
+def _has_preparation(impl: str, backend: str) -> bool:
+    """Whether an implementation defines a preparation at all (for some options)."""
+    cls = load_impl(resolve_impl_name(impl, backend))
+    return cls.preparation.__func__ is not AllReduceImpl.preparation.__func__
 
 
 def runnable_combinations(stage: StageSpec, backend: str) -> int:
@@ -114,9 +168,18 @@ def stage_runnable_points(stage: Stage, backend: str) -> int:
     return stage.top_k * per_candidate + int(stage.include_baseline)
 
 
-def estimate_seconds(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> float:
-    """Wall time of `running` stage-0 points and the stages' runnable points at their upper bound."""
-    total = running * point_seconds(spec, cost, spec.iterations, spec.warmup)
+def estimate_seconds(
+    spec: SweepSpec, cost: StepCost, running: int, backend: str, on_nccl: int | None = None, prepared: int | None = None
+) -> float:
+    """Wall time of `running` stage-0 points (`on_nccl` of them NCCL's own all-reduce; None: all), the stages'
+    runnable points, the interleaved confirmation and the settings' preparations (`prepared`: how many; None:
+    counted here), each at its upper bound."""
+    nccl = running if on_nccl is None else on_nccl
+    total = nccl * point_seconds(spec, cost, spec.iterations, spec.warmup)
+    total += (running - nccl) * point_seconds(spec, cost, spec.iterations, spec.warmup, on_nccl=False)
+    confirming = interleave.measurements(interleave.MAX_CANDIDATES)
+    total += confirming * point_seconds(spec, cost, spec.iterations, spec.warmup)
+    total += (preparations(spec, backend) if prepared is None else prepared) * cost.overhead_s
     for stage in spec.stages:
         if stage.kind == "crossover":
             total += crossover_seconds(spec, stage, cost, backend)
@@ -158,14 +221,15 @@ def _search_rounds(stage: CrossoverStage, plan_sizes: int = 4) -> tuple[int, lis
 
 def crossover_seconds(spec: SweepSpec, stage: CrossoverStage, cost: StepCost, backend: str) -> float:
     """A crossover stage at its upper bound: per round a point's start-up, per size the setting and the baseline
-    each verified then timed over their rounds (eager: plus a per-op pass) on 2 x layers + 1 all-reduces, each
+    each verified then timed over their rounds (a step pass and a per-op pass) on 2 x layers + 1 all-reduces, each
     all-reduce costed as a share of the probe's smallest step plus its bytes at ASSUMED_ALGBW_GBPS."""
     settings, modes = crossover_searches(spec, stage, backend)
     rounds, sizes = _search_rounds(stage)
     smallest = min(spec.tokens)
     op_s = cost.step_for(smallest) / 1000.0 / 2 / max(_ops_per_step(spec), 1)  # step_for sums two modes
     bandwidth = ASSUMED_ALGBW_GBPS.get(backend, ASSUMED_ALGBW_GBPS["gloo"]) * 1e9
-    all_reduces = 2 * 3 * (stage.rounds + stage.warmup + 1) * (2 * CROSSOVER_LAYERS + 1)
+    # the setting and the baseline, each verified then timed once (a step pass and a per-op pass)
+    all_reduces = 2 * steps_per_mode(stage.rounds, stage.warmup) * (2 * CROSSOVER_LAYERS + 1)
     per_search = sum(all_reduces * (op_s + size / bandwidth) for size in sizes)
     return settings * len(modes) * (rounds * cost.overhead_s + per_search)
 
@@ -240,6 +304,7 @@ def points_table_lines(
     refused: dict[str, str] | None = None,
     backend: str = "nccl",
     world_size: int | None = None,
+    on_nccl: int | None = None,
 ) -> Iterator[str]:
     """The points that will not run on this launch first (with why), then every stage-0 point, the stages, the
     counts and an estimate from `cost`, line by line: a million points are listed without holding their rows.
@@ -310,7 +375,7 @@ def points_table_lines(
         yield "#"
         yield from (_stage_line(stage, spec, backend) for stage in spec.stages)
     yield "#"
-    yield from ("# " + line for line in size_lines(spec, cost, running, backend))
+    yield from ("# " + line for line in size_lines(spec, cost, running, backend, on_nccl))
 
 
 def _impl_text(point: SweepPoint) -> str:
@@ -321,9 +386,11 @@ def _row(lead: str, row: tuple[str, ...], widths: list[int]) -> str:
     return f"{lead} {row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}".rstrip()
 
 
-def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> list[str]:
-    """How many points will run and how long they should take, then what the estimate rests on."""
-    seconds = estimate_seconds(spec, cost, running, backend)
+def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str, on_nccl: int | None = None) -> list[str]:
+    """How many points will run and how long they should take, then what the estimate rests on (`on_nccl`: the
+    running points whose all-reduce is NCCL's own, which fork NCCL's logging worker; None: all of them)."""
+    prepared = preparations(spec, backend)
+    seconds = estimate_seconds(spec, cost, running, backend, on_nccl, prepared)
     searches = 0
     for stage in spec.stages:
         if stage.kind == "crossover":
@@ -336,22 +403,28 @@ def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str) -> l
     if searches:
         bandwidth = ASSUMED_ALGBW_GBPS.get(backend, ASSUMED_ALGBW_GBPS["gloo"])
         basis += f"; a crossover size's bytes at an assumed {bandwidth:g} GB/s ({backend}, not measured here)"
+    confirming = interleave.measurements(interleave.MAX_CANDIDATES)
     counts = (
         f"{running} point{'s' if running != 1 else ''} will run in stage 0, up to "
-        f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}"
+        f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}, then up to "
+        f"{confirming} measurements confirming the answer beside the baseline"
+        + (f", after {prepared} setting(s) prepared (their compiling or tuning not estimated)" if prepared else "")
     )
     if cost.failed:
         return [f"{counts}; no estimate: {cost.failed}: a run would likely end the same way"]
+    per_mode = steps_per_mode(spec.iterations, spec.warmup)
     return [
         f"{counts}; estimated {_duration(seconds)}",
         "per point: "
-        f"{cost.worker_sets} x {cost.overhead_s:.2f} s start-up (worker sets) + its steps, one step at "
-        + ", ".join(f"T={t}: {cost.step_for(t):.1f} ms" for t in spec.tokens)
-        + f"; {basis}",
+        f"{cost.worker_sets} x {cost.overhead_s:.2f} s start-up (worker sets) + {per_mode} steps per T and mode "
+        f"(1 checked + {spec.warmup} warm-up + {spec.iterations} timed + {per_mode - 1 - spec.warmup - spec.iterations} "
+        "per-op), one step at " + ", ".join(f"T={t}: {cost.step_for(t):.1f} ms" for t in spec.tokens) + f"; {basis}",
     ]
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds / 60:.2f} min"
     return f"{seconds / 60:.1f} min" if seconds < 6000 else f"{seconds / 3600:,.0f} h"
 
 

@@ -83,3 +83,34 @@ def expand_axes(
         elif not any(rule.matches(SweepPoint("", "", impl, env, options)) for rule in excludes):
             kept.append((impl, env, options))
     return kept, dropped
+
+
+def sweep_impls(spec) -> list[tuple[str, dict]]:
+    """Every (implementation, options) a sweep can run: its points' and those its stages' axes add. Pure."""
+    found: dict[object, tuple[str, dict]] = {}
+    settings = [(p.impl, p.options) for p in spec.points]
+    for stage in spec.stages:
+        if stage.kind == "crossover":  # a search runs settings that ran before, or the ones it names
+            settings += [(name, {}) for name in stage.impls]
+            continue
+        settings += [(s.impl, s.options or {}) for axis in stage.axes for s in axis.settings if s.impl is not None]
+    for impl, options in settings:
+        try:  # hashable option values (every built-in's): no text per point, which a million points would pay
+            key: object = (impl, frozenset(options.items())) if options else impl
+        except TypeError:
+            key = json.dumps([impl, options], sort_keys=True)
+        found.setdefault(key, (impl, dict(options)))
+    return list(found.values())
+
+
+def preparation(impl: str, options: dict, backend: str) -> str | None:
+    """What a setting does once before its points are timed (AllReduceImpl.preparation), in words; None: nothing,
+    or its library is not installed here (its points are refused with the install command, in no time)."""
+    from commprof.impls.registry import load_impl, resolve_impl_name
+    from commprof.versions import installed_version
+
+    cls = load_impl(resolve_impl_name(impl, backend))
+    what = cls.preparation(backend, options)
+    if what is None or (cls.library is not None and installed_version(cls.library) is None):
+        return None
+    return what

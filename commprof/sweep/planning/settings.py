@@ -16,6 +16,7 @@ from commprof.impls import registry
 from commprof.impls.base import option_values
 from commprof.nccl_vocab import ENV_CHECKS, MIN_MAX_PAIRS, env_value, value_traps
 from commprof.problems import Problems
+from commprof.records.values import MAX_SETTINGS
 from commprof.sweep.planning.graph_axis import GRAPH_AXIS, GRAPH_VARIABLE, graph_values
 from commprof.sweep.planning.spec import ANY, DEFAULT, Axis, Rule, Setting
 from commprof.torch_env import frozen_variable
@@ -27,9 +28,6 @@ SHORTHANDS = dict(zip(("channels", "ctas"), MIN_MAX_PAIRS))
 SETTING_KEYS = ("impl", *SHORTHANDS, *ENV_CHECKS, GRAPH_AXIS, "env")
 # What a sweep file may say it is written for; only decides which trap warnings apply.
 INTERCONNECTS = ("any", "pcie", "nvlink")
-# The most settings one point may make: more variables than NCCL, torch and the engines read (each point copies its
-# environment per setting, so 100,000 would take hours).
-MAX_SETTINGS = 256
 
 
 class SweepProblems(Problems):
@@ -168,7 +166,11 @@ def parse_axes(table: dict, key: str, problems: SweepProblems) -> tuple[Axis, ..
             settings = [s for k, v in entries if (s := _impl_setting(v, k, problems)) is not None]
             axes.append(Axis("impl", tuple(settings)))
         elif name == "env":
-            for var, values in problems.table(raw, f"{key}.env").items():
+            variables = problems.table(raw, f"{key}.env")
+            if len(axes) + len(variables) > MAX_SETTINGS:  # counted before a name is checked: one line, not 10**5
+                problems.error(key, f"more than {MAX_SETTINGS} settings (allowed: at most {MAX_SETTINGS} per point)")
+                return ()
+            for var, values in variables.items():
                 if refused := export_name_problem(var):
                     problems.error(f"{key}.env.{var}", refused)
                     continue

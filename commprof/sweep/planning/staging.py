@@ -25,6 +25,7 @@ class RankedPoint:
     score_us: float  # geometric mean or sum over T of the median step time, µs
     mode: str  # "graph" or "eager": which records the score comes from
     median_us: dict[int, float]  # T -> median step time
+    p90_us: dict[int, float] | None = None  # T -> p90 step time, where every T's record has one
 
 
 def point_from_record(record: dict) -> SweepPoint:
@@ -73,16 +74,21 @@ def rank_points(
         records = by_id[point_id]
         if any(r.get("status") not in ("ok", "unsupported") for r in records):
             continue
-        medians = {}
+        medians, p90s = {}, {}
         for record in records:
             stats = record.get("step_us") or {}
             if record.get("mode") == mode and record.get("status") == "ok" and stats.get("median", 0) > 0:
                 medians[record.get("tokens")] = float(stats["median"])
+                if stats.get("p90") is not None:
+                    p90s[record.get("tokens")] = float(stats["p90"])
         if not all(t in medians for t in tokens):
             continue
         values = [medians[t] for t in tokens]
+        p90 = {t: p90s[t] for t in tokens} if all(t in p90s for t in tokens) else None
         ranked.append(
-            RankedPoint(point_from_record(records[0]), _combine(values, rank_by), mode, {t: medians[t] for t in tokens})
+            RankedPoint(
+                point_from_record(records[0]), _combine(values, rank_by), mode, {t: medians[t] for t in tokens}, p90
+            )
         )
     ranked.sort(key=lambda r: (r.score_us, r.point.point_id))
     return ranked

@@ -9,7 +9,6 @@ point's status over their own gloo group, and rank 0 builds the point's records.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import signal
@@ -22,7 +21,6 @@ from typing import Any
 import torch.distributed as dist
 
 from commprof.impls.registry import load_impl, resolve_impl_name
-from commprof.nccl_log.parse import choice_matches, parse_nccl_log
 from commprof.planner.spacing import describe_request as describe_spacing
 from commprof.records.folder import make_folders
 from commprof.records.schema import StepRecord, step_record
@@ -30,7 +28,8 @@ from commprof.replay.forkserver import ForkServer
 from commprof.replay.trial import TrialRequest
 from commprof.sweep.planning.spec import SweepPoint, SweepSpec
 from commprof.sweep.running.graph_run import dump_env, graph_env, graph_refusal, loaded_graph
-from commprof.sweep.running.prebuild import build_refusal
+from commprof.sweep.running.nccl_summary import point_nccl
+from commprof.sweep.running.prebuild import build_refusal, state_dir
 
 STDERR_TAIL_LINES = 15
 NCCL_INIT_SUBSYS = "INIT,ENV,GRAPH"  # logged once, at communicator init: safe to time
@@ -66,6 +65,11 @@ class ControllerContext:
     def is_writer(self) -> bool:
         return self.rank == 0
 
+    @property
+    def shares_gpus(self) -> bool:
+        """Ranks share GPUs (--share-gpus on NCCL): a functional check, never a tuning result."""
+        return bool(self.rank_env)
+
 
 @dataclass(frozen=True)
 class SweepRun:
@@ -87,17 +91,28 @@ class PointOutcome:
     entries: list[dict[str, Any]]  # what the worker finished before it ended
 
 
-def measure_point(run: SweepRun, point: SweepPoint, again: int = 0) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Again:
+    """A point measured again: its folder under points/<id>/ ("again3", "interleaved2") and what its records'
+    point says of it ({"repeat": 3}: the baseline's drift; {"interleaved": 2}: the interleaved confirmation)."""
+
+    folder: str
+    tag: dict[str, int]
+
+
+def measure_point(run: SweepRun, point: SweepPoint, again: Again | None = None) -> list[dict[str, Any]]:
     """Run one point on this rank, agree on its status with the other ranks; rank 0 returns its records.
 
-    With NCCL, the timed workers log only NCCL's init (transports, rings, channels); NCCL's per-op
-    choices come from a second, untimed probe worker with TUNING on, because NCCL logs every enqueued op
-    there and that logging would be timed with the op. With `ctx.profile`, a third untimed worker writes
-    Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz. `again` > 0: the point's
-    re-measurement number (the baseline's, for its drift), kept in points/<id>/again<n>/ and in its records' point.
+    With NCCL, the timed workers log only NCCL's init (transports, rings, channels); for a point whose
+    all-reduce is NCCL's own (`runs_on_nccl`), NCCL's per-op choices come from a second, untimed logging worker
+    with TUNING on, because NCCL logs every enqueued op there and that logging would be timed with the op; a
+    setting NCCL did not engage at some T makes the point's records there "not_engaged" (sweep/running/
+    nccl_summary.py). With `ctx.profile`, a third untimed worker writes
+    Kineto traces of a few steps per T to points/<id>/profile/T<T>/rank<r>.json.gz. `again`: a re-measurement, kept
+    in its own folder under points/<id>/ and tagged in its records' point.
     """
     ctx, server = run.ctx, run.server
-    parts = ("points", point.point_id, *((f"again{again}",) if again else ()))
+    parts = ("points", point.point_id, *((again.folder,) if again else ()))
     point_dir = make_folders(ctx.run_dir, *parts)
     request = trial_request(run, point, point_dir, again)
     prefix = request.store_prefix
@@ -117,7 +132,7 @@ def measure_point(run: SweepRun, point: SweepPoint, again: int = 0) -> list[dict
     status, message = agree(outcomes)
     duration = time.monotonic() - started
     tuning_log = point_dir / f"nccl-tuning.rank{ctx.rank}.log"
-    if logs and status == "ok":
+    if logs and status == "ok" and runs_on_nccl(point, ctx.backend):
         probe = replace(
             request,
             iterations=1,
@@ -143,29 +158,29 @@ def measure_point(run: SweepRun, point: SweepPoint, again: int = 0) -> list[dict
         all_gather_json(None, ctx.world_size)  # every rank's trace is written before the next point starts
     if not ctx.is_writer:
         return []
-    nccl = None
-    if logs:
-        sizes = plan_sizes(request)
-        nccl = summarize_nccl_log(init_log, sizes)
-        tuning = summarize_nccl_log(tuning_log, sizes)
-        if nccl is not None and tuning is not None:
-            nccl["choices"] = tuning.get("choices", [])
+    nccl, not_engaged = point_nccl(request, init_log, tuning_log) if logs else (None, {})
     graph = loaded_graph(point.env, ctx.run_dir, init_log) if ctx.backend == "nccl" else None
     if graph is not None:
         nccl = {**(nccl or {}), "graph_file": graph}
         if graph["loaded"] is False and status == "ok":  # it measured some other graph: never ranked as this one
             status, message = "error", f"NCCL did not load NCCL_GRAPH_FILE={graph['path']}: {graph['why']}"
-    return build_records(ctx, request, PointOutcome(status, message, outcome.entries), nccl, duration)
+    outcome = PointOutcome(status, message, outcome.entries)
+    return build_records(ctx, request, outcome, nccl, duration, not_engaged)
 
 
-def trial_request(run: SweepRun, point: SweepPoint, point_dir: Path, again: int = 0) -> TrialRequest:
+def runs_on_nccl(point: SweepPoint, backend: str) -> bool:
+    """Whether the point's all-reduce is NCCL's own on this launch (its NCCL choices then say what it ran)."""
+    return backend == "nccl" and load_impl(resolve_impl_name(point.impl, backend)).runs_on_nccl
+
+
+def trial_request(run: SweepRun, point: SweepPoint, point_dir: Path, again: Again | None = None) -> TrialRequest:
     """What this rank's worker gets for one point: the replay, the point, the rendezvous and where to write."""
     ctx, spec, model = run.ctx, run.spec, run.model
     iterations, warmup = spec.iterations_for(point)
-    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}" + (f"/again{again}" if again else "")
+    prefix = f"commprof/{ctx.run_id}/{ctx.session}/{point.point_id}" + (f"/{again.folder}" if again else "")
     return TrialRequest(
         run_id=ctx.run_id,
-        point=point.to_dict() | ({"repeat": again} if again else {}),
+        point=point.to_dict() | (again.tag if again else {}),
         model=model,
         tp=run.tp,
         tokens=list(spec.tokens),
@@ -184,6 +199,7 @@ def trial_request(run: SweepRun, point: SweepPoint, point_dir: Path, again: int 
         result_path=str(point_dir / f"result.rank{ctx.rank}.jsonl"),
         timeout_s=float(spec.point_timeout_s),
         spacing=spec.spacing,
+        state_dir=str(state_dir(ctx.run_dir, point, ctx.backend, point_dir)),
     )
 
 
@@ -272,10 +288,16 @@ def agree(outcomes: list[dict[str, Any]]) -> tuple[str, str | None]:
 
 
 def build_records(
-    ctx: ControllerContext, request: TrialRequest, outcome: PointOutcome, nccl: dict | None, duration_s: float
+    ctx: ControllerContext,
+    request: TrialRequest,
+    outcome: PointOutcome,
+    nccl: dict | None,
+    duration_s: float,
+    not_engaged: dict[int, str] | None = None,
 ) -> list[StepRecord]:
     """One record per (T, mode) of the point: the worker's entries (`outcome`, its status the ranks' agreed one),
-    and the failure status for the rest."""
+    and the failure status for the rest; an ok entry at a T where NCCL did not engage the point's setting
+    (`not_engaged`: T -> why) is "not_engaged", its numbers kept but never ranked as that setting."""
     from commprof.planner.models import ModelShape
     from commprof.planner.plan import PlanOptions, build_step_plan
 
@@ -296,6 +318,8 @@ def build_records(
             elif entry is None or (status != "ok" and entry["status"] == "error"):
                 # A peer's crash or hang is the cause of this rank's error (e.g. "connection closed").
                 entry = {"status": status, "message": message}
+            elif entry["status"] == "ok" and tokens in (not_engaged or {}):
+                entry = {**entry, "status": "not_engaged", "message": not_engaged[tokens]}
             records.append(
                 step_record(
                     source="measured",
@@ -350,64 +374,6 @@ def point_status(records: list[dict[str, Any]]) -> str:
         }
     )
     return ", ".join(bad) if bad else "ok"
-
-
-def plan_sizes(request: TrialRequest) -> set[tuple[str, int, int]]:
-    """(collective, input bytes per rank, output bytes) of every op of the point's plans, over its T values."""
-    from commprof.planner.models import DTYPE_BYTES, ModelShape
-    from commprof.planner.plan import PlanOptions, build_step_plan
-
-    model = ModelShape(**request.model)
-    options = PlanOptions(**request.plan_options)
-    sizes = set()
-    for tokens in request.tokens:
-        for op in build_step_plan(model, request.tp, tokens, request.phase, request.dtype, options).ops:
-            element = DTYPE_BYTES[op.dtype]
-            sizes.add((op.collective, math.prod(op.input_shape) * element, math.prod(op.shape) * element))
-    return sizes
-
-
-# What a record keeps of the parsed log: the op sequence and the TUNING table stay in the point's log files.
-RECORD_KEYS = (
-    "version",
-    "nranks",
-    "nnodes",
-    "transports",
-    "peer_transports",
-    "channels",
-    "channel_counts",
-    "graphs",
-    "rings",
-    "choices",
-    "p2p_level",
-    "env",
-    "warnings",
-)
-
-
-def summarize_nccl_log(path: Path, sizes: set[tuple[str, int, int]]) -> dict | None:
-    """What NCCL reported in a point's rank-0 INFO log, its choices kept for the step's own ops, and the
-    log's findings (see commprof.nccl_log.findings)."""
-    from commprof.nccl_log.findings import find_problems
-
-    if not path.exists():
-        return None
-    parsed = parse_nccl_log(path.read_text(errors="replace"))
-    summary = {key: value for key, value in parsed.to_dict().items() if key in RECORD_KEYS}
-    summary["choices"] = _unique_choices(summary.get("choices", []), sizes)
-    summary["findings"] = [f.to_dict() for f in find_problems(parsed)]
-    return summary
-
-
-def _unique_choices(choices: list[dict], sizes: set[tuple[str, int, int]]) -> list[dict]:
-    """One entry per distinct choice, for the step's own ops (torch's init traffic left out)."""
-    unique = {}
-    for choice in choices:
-        if sizes and not any(choice_matches(choice, *size) for size in sizes):
-            continue
-        key = (choice.get("coll"), choice.get("bytes"), choice.get("algo"), choice.get("proto"), choice.get("channels"))
-        unique.setdefault(key, choice)
-    return list(unique.values())
 
 
 def _tail(path: Path, lines: int = STDERR_TAIL_LINES) -> str:

@@ -9,9 +9,11 @@ is and how each build went.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -24,24 +26,11 @@ from typing import Any
 
 from commprof.impls.jit_build import FAILED
 from commprof.impls.registry import load_impl, resolve_impl_name
+from commprof.sweep.planning.points import preparation, sweep_impls
 
 # A cold build of FlashInfer's TRT-LLM comm module takes minutes on a big machine, longer on a small one.
 BUILD_TIMEOUT_S = 1800.0
 STILL_BUILDING_S = 30.0  # how often a long build says it is still going
-
-
-def sweep_impls(spec) -> list[tuple[str, dict]]:
-    """Every (implementation, options) a sweep can run: its points' and those its stages' axes add. Pure."""
-    found: dict[str, tuple[str, dict]] = {}
-    settings = [(p.impl, p.options) for p in spec.points]
-    for stage in spec.stages:
-        if stage.kind == "crossover":  # a search runs settings that ran before, or the ones it names
-            settings += [(name, {}) for name in stage.impls]
-            continue
-        settings += [(s.impl, s.options or {}) for axis in stage.axes for s in axis.settings if s.impl is not None]
-    for impl, options in settings:
-        found.setdefault(json.dumps([impl, options], sort_keys=True), (impl, dict(options)))
-    return list(found.values())
 
 
 def point_builds(point, backend: str) -> tuple[str, ...]:
@@ -50,11 +39,38 @@ def point_builds(point, backend: str) -> tuple[str, ...]:
 
 
 def build_refusal(point, backend: str, failed: dict[str, str]) -> str | None:
-    """The unsupported reason of a point whose build failed before the sweep, or None."""
+    """The unsupported reason of a point whose build or whose setting's preparation failed before the sweep, or
+    None."""
     for build in point_builds(point, backend):
         if build in failed:
             return f"building its kernels failed before the sweep ({build}): {failed[build]}"
+    key = preparation_key(point.impl, point.options)
+    if key in failed:
+        return f"its setting's preparation failed before the sweep ({preparation_of(point, backend)}): {failed[key]}"
     return None
+
+
+PREPARED = "prepared"  # under the run folder: one folder per setting with a preparation
+
+
+def preparation_of(point, backend: str) -> str | None:
+    """What a point's setting does once before its points are timed (points.preparation), or None."""
+    return preparation(point.impl, point.options, backend)
+
+
+def preparation_key(impl: str, options: dict) -> str:
+    """A setting's prepared folder under the run folder (and its key among the failures before the sweep): the
+    implementation and a digest of its options."""
+    digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
+    return f"{PREPARED}/{re.sub(r'[^A-Za-z0-9_.+-]', '_', impl)}-{digest}"
+
+
+def state_dir(run_dir: Path, point, backend: str, point_dir: Path) -> Path:
+    """Where a point's implementation keeps its library state (AllReduceImpl.state_dir): its setting's prepared
+    folder where the setting has a preparation, else the point's own."""
+    if preparation_of(point, backend) is None:
+        return point_dir / "state"
+    return run_dir / preparation_key(point.impl, point.options)
 
 
 def run_builder(
@@ -143,7 +159,7 @@ def failures(reports: list[dict | None]) -> dict[str, str]:
 
 def prebuild(ctx, spec, model: dict, tp: int, note: Callable[[str], None]) -> tuple[dict[str, str], list[dict]]:
     """On every controller: (build -> error of the failed builds, every node's report); builds on local rank 0."""
-    from commprof.replay.harness import gather_via_store
+    from commprof.replay.agreement import gather_via_store
 
     impls = [
         (i, o) for i, o in sweep_impls(spec) if load_impl(resolve_impl_name(i, ctx.backend)).jit_builds(ctx.backend, o)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 
 from commprof.records.files import BASELINE_REPEATS_FILE, append_records, read_records
+from commprof.sweep.planning.interleave import report_baseline
 from commprof.sweep.planning.spec import SweepPoint
-from commprof.sweep.running.measure import SweepRun, all_gather_json, measure_point, point_status
+from commprof.sweep.running.measure import Again, SweepRun, all_gather_json, measure_point, point_status
 
 
 class BaselineRepeats:
@@ -21,8 +22,7 @@ class BaselineRepeats:
     def __init__(self, run: SweepRun, progress, done: set):
         ctx, spec = run.ctx, run.spec
         self.run, self.ctx, self.spec, self.progress = run, ctx, spec, progress
-        wanted = spec.report.get("baseline")
-        self.point = next((p for p in spec.points if p.point_id == wanted), spec.points[0])
+        self.point = report_baseline(spec)
         self.measured = 0  # re-measurements so far (a resumed run goes on numbering where it stopped)
         if spec.baseline_every is not None:
             earlier = ctx.run_dir / BASELINE_REPEATS_FILE
@@ -56,7 +56,7 @@ class BaselineRepeats:
         if self.ctx.is_writer:
             self.progress.add_points(1)
             self.progress.point_started(label)
-        records = measure_point(self.run, self.point, self.measured)
+        records = measure_point(self.run, self.point, Again(f"again{self.measured}", {"repeat": self.measured}))
         if self.ctx.is_writer:
             append_records(self.ctx.run_dir / BASELINE_REPEATS_FILE, records)
             self.progress.point_done(label, point_status(records))

@@ -10,6 +10,7 @@ from typing import Any
 
 from commprof.records.files import read_records
 from commprof.records.folder import write_nofollow
+from commprof.textfiles import RESULTS_BYTES, read_bytes
 
 
 def completed_point_ids(records: list[dict[str, Any]], expected_per_point: int) -> set[str]:
@@ -26,7 +27,8 @@ def completed_point_ids(records: list[dict[str, Any]], expected_per_point: int) 
 
 
 def repair_results(path: Path, expected_per_point: int) -> list[dict[str, Any]]:
-    """Before a resume: drop a torn last line and the records of points that did not finish writing."""
+    """Before a resume: drop a torn last line and the records of points that did not finish writing. The lines
+    kept are kept byte for byte (a field this version does not declare stays for the version that wrote it)."""
     if not path.exists():
         return []
     with warnings.catch_warnings():
@@ -34,9 +36,24 @@ def repair_results(path: Path, expected_per_point: int) -> list[dict[str, Any]]:
         records = read_records(path)
     done = completed_point_ids(records, expected_per_point)
     keep = [r for r in records if r.get("point_id") in done or r.get("kind") != "step"]
-    text = path.read_text()
-    if len(keep) != len(records) or (text and not text.endswith("\n")):
+    data = read_bytes(path, "results file", RESULTS_BYTES)
+    if len(keep) != len(records) or (data and not data.endswith(b"\n")):
+        *lines, last = data.split(b"\n")
+        kept = b"".join(line + b"\n" for line in [*lines, *_whole(last)] if line.strip() and _kept(line, done))
         tmp = path.with_suffix(".repair")
-        write_nofollow(tmp, "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in keep).encode())
+        write_nofollow(tmp, kept, sync=True)
         os.replace(tmp, path)
     return keep
+
+
+def _whole(last: bytes) -> list[bytes]:
+    """The last line when read_records read it as a record (whole, only its newline missing); else none."""
+    try:
+        return [last] if isinstance(json.loads(last), dict) else []
+    except (ValueError, RecursionError):
+        return []
+
+
+def _kept(line: bytes, done: set[str]) -> bool:
+    record = json.loads(line)  # read_records has read every line but a torn last one
+    return record.get("point_id") in done or record.get("kind") != "step"

@@ -21,6 +21,7 @@ import torch.distributed as dist
 
 from commprof.errors import RunStopped, UsageError
 from commprof.records.files import (
+    INTERLEAVED_FILE,
     META_FILE,
     RESULTS_FILE,
     append_plan,
@@ -38,6 +39,7 @@ from commprof.sweep.planning.gate import launch_context, refusal
 from commprof.sweep.planning.spec import SweepPoint, SweepSpec
 from commprof.sweep.planning.staging import planned_stages, refine
 from commprof.sweep.running.crossover_run import run_crossover_stage
+from commprof.sweep.running.interleaved import confirm
 from commprof.sweep.running.measure import (
     ControllerContext,
     PeerLost,
@@ -47,6 +49,7 @@ from commprof.sweep.running.measure import (
     point_status,
     refused_records,
 )
+from commprof.sweep.running.preparation import prepare_settings
 from commprof.sweep.running.repeats import BaselineRepeats
 from commprof.sweep.running.resume import completed_point_ids, repair_results
 from commprof.sweep.running.run_lock import RunLock
@@ -117,7 +120,9 @@ def run_sweep(
             install_interrupt_handlers(ctx)
             try:
                 ctx.build_failures = _prebuild(ctx, spec, model, tp, progress)
-                return _sweep_loop(SweepRun(ctx, server, spec, model, tp), set(setup["done"]), progress)
+                run = SweepRun(ctx, server, spec, model, tp)
+                ctx.build_failures.update(prepare_settings(run, progress.note))
+                return _sweep_loop(run, set(setup["done"]), progress)
             except (PeerLost, ForkServerDied, dist.DistError, OSError) as exc:
                 progress.stop()
                 raise RunStopped(f"rank {rank}: {_why_stopped(exc)}; the sweep stops", run_dir=ctx.run_dir) from None
@@ -267,11 +272,13 @@ def _open_run_dir(
             lock = RunLock(run_dir)
             lock.acquire()  # before the repair: it rewrites results.jsonl
             done = completed_point_ids(repair_results(run_dir / RESULTS_FILE, expected), expected)
+            (run_dir / INTERLEAVED_FILE).touch()  # the confirmation runs at the end of a resumed run too
         else:
             run_dir = new_run_dir(Path(options.out), f"{spec.name}-tp{tp}-{backend}".replace("/", "-"))
             lock = RunLock(run_dir)
             lock.acquire()
             (run_dir / RESULTS_FILE).touch()
+            (run_dir / INTERLEAVED_FILE).touch()
             done = set()
         if prepare_run is not None:
             prepare_run(run_dir, backend)
@@ -345,6 +352,8 @@ def _sweep_loop(run: SweepRun, done: set[str], progress: SweepProgress) -> dict[
         if ctx.is_writer:
             append_plan(ctx.run_dir, [points_line(stage, _ids(points), per_point)])
             progress.add_points(len(points))
+    if not ctx.interrupted:
+        confirm(run, progress, shared_gpus=ctx.shares_gpus)
     if not ctx.interrupted:
         repeats.at_end()
     if ctx.is_writer:

@@ -1,0 +1,97 @@
+"""On 2 gloo ranks: a no-op variable swept while the baseline was caught in a load burst is not exported (the
+interleaved confirmation measures the baseline again beside it), and the run takes about what its dry run
+estimated: its probe of the sweep's baseline with 3 timed + 1 warm-up steps, extrapolated to the sweep's 20 + 2 (a
+fixed-cost all-reduce, so the steps weigh as a GPU's do and the box's load hardly moves them). One sweep launch
+and one dry-run launch serve both."""
+
+import json
+import re
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+import pytest
+
+from commprof.evidence import MEASURED, Evidence
+from commprof.records.files import INTERLEAVED_FILE, RESULTS_FILE, read_records
+from tests.plugins.burst import BURST_DIR_VARIABLE
+from tests.sweeprun import REPO, only_run_dir, sweep_env, tiny_model, torchrun_args
+
+pytestmark = pytest.mark.processes
+
+PLUGIN = "tests.plugins.burst:Burst"
+
+
+@pytest.fixture(scope="module")
+def burst_sweep(tmp_path_factory):
+    """The sweep (reference, two no-op knobs) run once, and its dry run: (run folder, dry-run stdout)."""
+    root = tmp_path_factory.mktemp("burst")
+    model = tiny_model(root, layers=1, hidden=64, vocab=128)
+    knobs = "".join(f'[[points]]\nimpl = "{PLUGIN}"\nenv = {{ COMMPROF_KNOB = "v{k}" }}\n' for k in (1, 2))
+    sweep = root / "burst.toml"
+    sweep.write_text(
+        f'name = "burst"\n[run]\nmodel = "{model}"\ntokens = [1, 4]\niterations = 20\nwarmup = 2\n'
+        f'point_timeout_s = 120\n[[points]]\nimpl = "{PLUGIN}"\nlabel = "reference"\n{knobs}'
+        '[report]\nbaseline = "reference"\n'
+    )
+    (root / "dry").mkdir()
+    args = torchrun_args(2, "--sweep", str(sweep), "--out", str(root / "dry"), "--no-doctor", "--dry-run")
+    dry = subprocess.run(args, capture_output=True, text=True, timeout=240, env=sweep_env(), cwd=REPO)  # no burst
+    env = sweep_env() | {BURST_DIR_VARIABLE: str(root)}
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    args = torchrun_args(2, "--sweep", str(sweep), "--out", str(root / "runs"), "--no-doctor")
+    started = time.monotonic()
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"sweep launch: {time.monotonic() - started:.1f} s")
+    return only_run_dir(root / "runs"), dry.stdout
+
+
+def test_a_no_op_variable_swept_through_a_load_burst_is_not_exported(burst_sweep, tmp_path):
+    run, _ = burst_sweep
+    records = read_records(run / RESULTS_FILE)
+    totals = {}
+    for r in records:
+        if r["mode"] == "eager" and r["status"] == "ok":
+            median, p90 = totals.get(r["point"]["label"], (0.0, 0.0))
+            totals[r["point"]["label"]] = (median + r["step_us"]["median"], p90 + r["step_us"]["p90"])
+    # The first pass measured the reference in the burst: a knob nothing reads "beats" it beyond noise.
+    knob = min((label for label in totals if "COMMPROF_KNOB" in label), key=lambda label: totals[label][0])
+    assert Evidence(MEASURED).beats(*totals[knob], totals["reference"][0]), totals
+    confirmation = read_records(run / INTERLEAVED_FILE)
+    sequence = [label for _, label in sorted({(r["point"]["interleaved"], r["point"]["label"]) for r in confirmation})]
+    # A, A, then B, A for each candidate: the knobs and the defaults, all faster than the reference in its burst
+    assert sequence[:2] == ["reference", "reference"] and sequence[3::2] == ["reference"] * (len(sequence) // 2 - 1)
+    assert knob in sequence[2::2] and "reference" not in sequence[2::2]
+
+    out = tmp_path / "report"
+    rendered = subprocess.run(
+        [sys.executable, "-m", "commprof", "report", str(run), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=sweep_env(),
+        cwd=REPO,
+        timeout=180,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    summary = json.loads((out / "summary.json").read_text())["runs"][0]
+    environment, nccl = summary["environment"], summary["nccl"]
+    assert (
+        environment["interleaved"]["noise_floor_pct"] is not None and "noise floor" in environment["evidence"]["rule"]
+    )
+    assert nccl["file"] is None or nccl["keeps_baseline"], nccl
+    exported = [line for line in (out / "recommend.env").read_text().splitlines() if line.startswith("export ")]
+    assert not any("COMMPROF_KNOB" in line for line in exported), exported
+
+
+def test_the_run_takes_what_its_dry_run_estimated_within_30_percent(burst_sweep):
+    run, dry = burst_sweep
+    estimated_s = 60.0 * float(re.search(r"estimated ([\d.]+) min", dry).group(1))
+    records = read_records(run / RESULTS_FILE) + read_records(run / INTERLEAVED_FILE)
+    ends = [datetime.fromisoformat(r["time"]).timestamp() for r in records]
+    starts = [end - float(r.get("duration_s") or 0.0) for end, r in zip(ends, records)]
+    # Less the burst planted in the reference's first measurement: no estimate foresees a neighbour's job.
+    measured_s = max(ends) - min(starts) - float((run.parent.parent / "baseline-measured").read_text())
+    print(f"measured {measured_s:.1f} s, estimated {estimated_s:.1f} s")
+    assert abs(measured_s - estimated_s) <= 0.3 * measured_s, (measured_s, estimated_s, dry[-600:])
