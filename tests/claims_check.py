@@ -11,7 +11,12 @@ against the Decision in summary.json. `problems(report, terminal)` lists what br
 - a break-even that is not the statistic the chart draws; a headline over 25 words; a simulation that exports a
   live line or says "faster" in its headline; a calibration applied to some points only, or not applied without the
   first screen saying so; a withdrawn run with a claim still beyond error; a derived figure whose verdict is not its
-  source's.
+  source's;
+- a measured run with an interleaved confirmation that exports a point it did not confirm, a measured claim not
+  held to its noise floor, or a floor or confirmation sentence the page and recommend.env do not show;
+- an observation's explanations shown with other words than summary.json's, or a verdict in words that is not the
+  one its `explains` says;
+- a calibrated simulation whose ops outside the calibrated sizes its expected error does not cover or name.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 
 from commprof.evidence import rule
 from commprof.records.files import RESULTS_FILE
+from commprof.report.decision.observation import EXPLANATIONS_SHOWN
 
 # A claim as every output writes it (decision/formatting.claim_words).
 STATEMENT = re.compile(
@@ -70,6 +76,9 @@ def problems(report: Path, terminal: str = "") -> list[str]:
     for run in summary["runs"]:
         found += _subjects(run, texts)
         found += _run_facts(report, run, texts)
+        found += _confirmation(run, texts)
+        found += _explanations(run, texts)
+        found += _calibrated_range(report, run)
     found += _numbers_shown(summary, texts)
     found += _comparison(summary, (report / "index.html").read_text())
     return found
@@ -295,4 +304,99 @@ def _comparison(summary: dict, page: str) -> list[str]:
         if int(tokens) != at["tokens"] or html.unescape(verdict) != said or html.unescape(settings) != at["settings"]:
             out.append(f"comparison: {html.unescape(name)} T = {tokens}: {html.unescape(verdict)!r} / {settings!r}, "
                        f"its Decision: {said!r} / {at['settings']!r}")  # fmt: skip
+    return out
+
+
+MARGIN_TERMS = ("drift", "noise floor")
+
+
+def _confirmation(run: dict, texts: dict[str, str]) -> list[str]:
+    """A measured run that confirmed beside the baseline (interleaved.jsonl): a live line only for a point confirmed
+    there, its claim on the confirmation's figures; every measured claim held to the noise floor (one of its error
+    terms); the floor in the rule the page and recommend.env quote; the confirmation's sentence on both."""
+    found = run["environment"]["interleaved"]
+    if found is None:
+        return []
+    out = []
+    nccl, floor = run["nccl"], run["environment"]["evidence"]["noise_floor_pct"]
+    said = nccl["confirmation"] or ""
+    env = texts.get(f"{run['folder']}/recommend.env", "")
+    confirmed = {c["point_id"]: c for c in found["confirmations"] if c["baseline_us"] is not None}
+    live = [x for x in env.splitlines() if x.startswith("export ")]
+    if live and not said.startswith("confirmed"):
+        out.append(f"recommend.env: {live[0]!r} is live, but the confirmation says {said!r}")
+    claim = next((c for c in run["claims"] if c["id"] == nccl["claim"]), None)
+    if said.startswith("confirmed") and (nccl["point"] is None or nccl["point"]["point_id"] not in confirmed):
+        out.append(f"the answer {nccl['point']} is not a point the confirmation measured beside the baseline")
+    if (
+        said.startswith("confirmed")
+        and claim
+        and not any(math.isclose(claim["before"], c["baseline_us"]) for c in confirmed.values())
+    ):
+        out.append(f"claim {claim['id']!r} is not made on the confirmation's figures (before {claim['before']})")
+    if said.startswith("not confirmed") and claim and claim["verdict"] == "beyond error" and claim["gain_pct"] > 0:
+        out.append(f"claim {claim['id']!r} is faster beyond error, but the confirmation did not confirm it")
+    if floor is not None:
+        for c in run["claims"]:
+            margin = [t["pct"] for t in c["error"] or () if t["name"] in MARGIN_TERMS]
+            scale = 1.0 if c["gain_pct"] >= 0 else c["after"] / c["before"]
+            if c["derived_from"] is None and c["error"] and (not margin or max(margin) < floor * scale - 1e-6):
+                out.append(f"claim {c['id']!r} is not held to the noise floor (±{floor} %): {c['error']}")
+        rule_text = run["environment"]["evidence"]["rule"]
+        if f"noise floor of the baseline measured again beside the answer (±{floor:.1f} %" not in rule_text:
+            out.append(f"the rule does not state the noise floor ±{floor:.1f} %: {rule_text}")
+        for name, text in (("index.html", texts["index.html"]), ("recommend.env", env)):
+            if f"Rule: {rule_text}" not in text:
+                out.append(f"{name}: the rule with the noise floor is not shown beside the verdicts")
+    if said:
+        shown = said[:1].upper() + said[1:]
+        for name, text in (("index.html", texts["index.html"]), ("recommend.env", env)):
+            if shown not in text:
+                out.append(f"{name}: the confirmation's sentence is not shown: {shown[:80]}...")
+    return out
+
+
+def _explanations(run: dict, texts: dict[str, str]) -> list[str]:
+    """The ranked explanations of an observation the model does not explain: the page and the terminal list the
+    first ones in summary.json's words, each verdict in words the one its `explains` says."""
+    observed = run["environment"]["observed"]
+    found = observed["explanations"] if observed else None
+    if found is None:
+        return []
+    out = []
+    terminal = _terminal_of(run, texts["terminal"])
+    for name, text in (("index.html", texts["index.html"]), ("terminal", terminal)):
+        if found["verdict"] not in text:
+            out.append(f"{name}: the explanations' verdict is not summary.json's: {found['verdict'][:80]}")
+        for e in found["explanations"][:EXPLANATIONS_SHOWN]:
+            if f"{e['condition']}" not in text or e["state"] not in text:
+                out.append(f"{name}: explanation {e['condition']} is not shown as summary.json says: {e['state']}")
+    for e in found["explanations"]:
+        expected = {True: "explains:", False: "does not explain it"}.get(e["explains"], "not judged")
+        if expected not in e["state"]:
+            out.append(f"explanation {e['condition']}: {e['state']!r} is not what explains={e['explains']} says")
+    return out
+
+
+def _calibrated_range(report: Path, run: dict) -> list[str]:
+    """A calibrated simulation with ops outside the sizes its calibration was judged on: the run's expected error
+    (every claim's model term) covers its steps' and says so."""
+    steps = [
+        r["nccl"]
+        for r in _records(report, run)
+        if r.get("kind") == "step" and isinstance((r.get("nccl") or {}).get("outside_calibration"), dict)
+    ]
+    if not steps:
+        return []
+    evidence, out = run["environment"]["evidence"], []
+    if "outside the calibrated sizes" not in (evidence["expected_error_basis"] or ""):
+        out.append(f"the run's expected error does not name its ops outside the calibrated sizes: {evidence}")
+    worst = max((n["expected_error_pct"] for n in steps if n.get("expected_error_pct") is not None), default=None)
+    pct = evidence["expected_error_pct"]
+    if pct is not None and worst is not None and pct < worst - 1e-9:
+        out.append(f"the run's expected error ±{pct} % is below a step's with ops outside the calibration (±{worst} %)")
+    for c in run["claims"]:
+        terms = [t for t in c["error"] or () if t["name"] == "model"]
+        if pct is not None and c["gain_pct"] >= 0 and terms and not math.isclose(terms[0]["pct"], pct):
+            out.append(f"claim {c['id']!r}: its model error ±{terms[0]['pct']} % is not the run's ±{pct} %")
     return out

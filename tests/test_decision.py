@@ -26,6 +26,7 @@ from tests import claims_check
 from tests.conftest import GLOO_RUN, TESTS
 from tests.report_fixtures import measured_twin, write_run
 from tests.test_crossover_stage import kernel_times, search_records
+from tests.test_interleaved import run_with_confirmation
 from tests.test_report_evidence import gloo_run_with
 
 PRESETS = sorted(p.stem for p in (TESTS.parent / "sweeps" / "topologies").glob("*.toml"))
@@ -135,6 +136,9 @@ OVER = "bundle, the model over-predicts the engine's step"
 CROSS_BOX = "calibration from another box"
 TUNER = "measured tuner run (synthetic)"
 COMPARED = "two runs compared"
+CONFIRMED = "measured run, confirmed beside the baseline"
+NOT_CONFIRMED = "measured run, not confirmed beside the baseline"
+CALIBRATED = "calibrated simulation (SYS pairs)"  # its logits all-gathers above 1 MB: outside the calibrated sizes
 REPORT_OPTIONS = {
     UNCONFIRMED: ["--observed-step-ms", "25"],
     OVER: ["--observed-step-ms", "1=0.5"],
@@ -152,7 +156,7 @@ def rendered_scenarios(root: Path) -> dict[str, Path]:
     runs["nccl-tests import"] = [_one(imported)]
     calibration = root / "calibration.toml"
     assert main(["calibrate", str(_one(imported)), "--out", str(calibration)]) == 0
-    runs["calibrated simulation (SYS pairs)"] = [_simulate(root, "pcie-dual-socket-shm", calibration)]
+    runs[CALIBRATED] = [_simulate(root, "pcie-dual-socket-shm", calibration)]
     runs[CROSS_BOX] = [_simulate(root, "pcie-gen5-switch-p2p", calibration)]  # an 8 x RTX 4090 fit: no point uses it
     gen5 = runs["simulated pcie-gen5-switch-p2p"][0]
     runs["measured on NCCL (synthetic twin)"] = [_twin(root, gen5)]
@@ -169,6 +173,10 @@ def rendered_scenarios(root: Path) -> dict[str, Path]:
     # Stage 1 never ran; OMP_NUM_THREADS=2 made 3x faster, a gain beyond noise that an unfinished run may not act on.
     (root / "incomplete").mkdir()
     runs[INCOMPLETE] = [gloo_run_with(root / "incomplete", lambda r: not r["point_id"].startswith("s1-"), 3.0)]
+    # The same 3x first-pass gain, measured again beside the baseline (interleaved.jsonl): there, or not there.
+    for name, factor in ((CONFIRMED, 3.0), (NOT_CONFIRMED, 1.0)):
+        (root / name).mkdir()
+        runs[name] = [run_with_confirmation(root / name, candidate_factor=factor)]
     SIM_DIRS.update({name: dirs[0] for name, dirs in runs.items()})
     for dirs in runs.values():
         for folder in dirs:
@@ -197,7 +205,7 @@ def _simulate_bundle(root: Path) -> Path:
 SINGLE = [
     *(f"simulated {p}" for p in PRESETS),
     "nccl-tests import",
-    "calibrated simulation (SYS pairs)",
+    CALIBRATED,
     CROSS_BOX,
     "measured on NCCL (synthetic twin)",
     "measured on a SYS-pair box (synthetic)",
@@ -208,6 +216,8 @@ SINGLE = [
     "gloo crossover",
     UNCONFIRMED,
     INCOMPLETE,
+    CONFIRMED,
+    NOT_CONFIRMED,
 ]
 SCENARIOS = [*SINGLE, COMPARED, "tuner run beside the bundle"]
 
@@ -218,6 +228,20 @@ SCENARIOS = [*SINGLE, COMPARED, "tuner run beside the bundle"]
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_every_verdict_of_every_output_is_the_decisions_claim(scenarios, name):
     assert claims_check.problems(scenarios[name], TERMINALS[name]) == []
+
+
+def test_the_scenarios_hold_what_the_claim_check_reads(scenarios):
+    """Not checked in vain: the confirmed run exports the point confirmed beside the baseline and the other keeps the
+    baseline, both with a noise floor; the unexplained observation carries ranked explanations; the calibrated
+    simulation has ops outside the calibrated sizes."""
+    runs = {name: json.loads((scenarios[name] / "summary.json").read_text())["runs"][0] for name in SCENARIOS}
+    confirmed, unconfirmed = runs[CONFIRMED]["nccl"], runs[NOT_CONFIRMED]["nccl"]
+    assert confirmed["live"] and confirmed["confirmation"].startswith("confirmed") and not confirmed["keeps_baseline"]
+    assert unconfirmed["keeps_baseline"] and unconfirmed["confirmation"].startswith("not confirmed")
+    assert all(runs[n]["environment"]["evidence"]["noise_floor_pct"] for n in (CONFIRMED, NOT_CONFIRMED))
+    explained = runs[UNCONFIRMED]["environment"]["observed"]["explanations"]
+    assert explained["explanations"] and explained["verdict"]
+    assert "outside the calibrated sizes" in runs[CALIBRATED]["environment"]["evidence"]["expected_error_basis"]
 
 
 def _planted(monkeypatch, tmp_path, scenario: str, plant, decide_again: bool) -> list[str]:
@@ -399,6 +423,65 @@ def test_the_claim_check_catches_each_defect_planted_back(scenarios, monkeypatch
     assert _planted(monkeypatch, tmp_path, scenario, plant, decide_again), f"{defect} planted back went unnoticed"
 
 
+def _confirmation_ignored(monkeypatch):
+    """The answer chosen on the first pass's numbers though the run measured its points again beside the baseline."""
+    from commprof.report.analysis import decide_nccl
+
+    monkeypatch.setattr(decide_nccl, "confirmed_choice", lambda first, *_: first)
+
+
+def _floor_not_a_term(monkeypatch):
+    """The noise floor said in the rule but left out of the error terms the rule judges (drift alone)."""
+    from commprof.evidence import DRIFT_SOURCE, ErrorTerm, Evidence
+
+    monkeypatch.setattr(
+        Evidence,
+        "margin_term",
+        lambda self: ErrorTerm("drift", self.drift_pct, DRIFT_SOURCE) if self.drift_pct is not None else None,
+    )
+
+
+def _explanation_reworded(monkeypatch):
+    """The terminal words an explanation's verdict its own way (as the page's card once called explain's words)."""
+    from commprof.report.exports import decision_files
+
+    lines = decision_files.observed_lines
+    monkeypatch.setattr(
+        decision_files,
+        "observed_lines",
+        lambda decision: [line.replace(": explains: ", ": fits: ") for line in lines(decision)],
+    )
+
+
+def _range_forgotten(monkeypatch):
+    """The run's expected error read without the ops priced outside the calibrated sizes (the calibration's own)."""
+    from commprof.evidence import ModelError
+
+    from_meta = ModelError.from_meta
+
+    def inside_only(meta):
+        error = from_meta(meta)
+        return ModelError(error.pct and error.pct / 2, error.basis.split("; ")[0], error.boxes)
+
+    monkeypatch.setattr(ModelError, "from_meta", staticmethod(inside_only))
+
+
+# What main's branches brought into the Decision, each planted back out (decided again from the records).
+PLANTED_DATA = {
+    "confirmation ignored": (NOT_CONFIRMED, _confirmation_ignored),
+    "noise floor not an error term": (CONFIRMED, _floor_not_a_term),
+    "explanation reworded in the terminal": (UNCONFIRMED, _explanation_reworded),
+    "calibrated range forgotten": (CALIBRATED, _range_forgotten),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(PLANTED_DATA))
+def test_the_claim_check_catches_the_merged_data_planted_out(scenarios, monkeypatch, tmp_path, defect):
+    scenario, plant = PLANTED_DATA[defect]
+    _RENDERED.update(scenarios)
+    assert _planted(monkeypatch, tmp_path, scenario, plant, True), f"{defect} went unnoticed"
+
+
 @pytest.mark.parametrize("defect", ["D8", "D9"])
 def test_the_claim_check_catches_a_calibration_applied_in_part_or_read_without_its_box(
     scenarios, monkeypatch, tmp_path, defect
@@ -562,7 +645,7 @@ def test_the_page_summary_and_every_file_give_the_one_answer(scenarios, name):
         assert run["run"]["tp"] is None or isinstance(run["run"]["tp"], int)
 
 
-SIMULATED = [f"simulated {p}" for p in PRESETS] + ["calibrated simulation (SYS pairs)", CROSS_BOX, BUNDLE]
+SIMULATED = [f"simulated {p}" for p in PRESETS] + [CALIBRATED, CROSS_BOX, BUNDLE]
 
 
 @pytest.mark.processes

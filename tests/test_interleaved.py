@@ -93,10 +93,11 @@ def test_the_sweep_confirms_at_most_three_faster_unfused_points_after_an_a_a_con
     assert len(order) == interleave.measurements(len(found)) and interleave.sequence(spec.points[0], []) == []
 
 
-def _run_with_confirmation(tmp_path: Path, candidate_factor: float, file: bool = True) -> Path:
+def run_with_confirmation(tmp_path: Path, candidate_factor: float, file: bool = True) -> Path:
     """The real gloo run with OMP_NUM_THREADS=2 made 3x faster in its first pass (a planted gain, or a baseline
     caught in a burst), then confirmed: the baseline (s1-p000) measured three times, and s1-p001 between the
-    second and third with its first-pass times divided by `candidate_factor`."""
+    second and third with its first-pass times divided by `candidate_factor` (the claim check's measured scenarios
+    too: tests/test_decision.py)."""
     run = gloo_run_with(tmp_path, lambda r: True, faster=3.0)
     records = [json.loads(line) for line in (run / RESULTS_FILE).read_text().splitlines()]
     base = [r for r in records if r["point_id"] == "s1-p000"]
@@ -125,7 +126,7 @@ def _summary(run: Path, out: Path) -> tuple[dict, str]:
 
 
 def test_a_first_pass_gain_that_is_not_there_beside_the_baseline_is_not_exported(tmp_path):
-    summary, env = _summary(_run_with_confirmation(tmp_path, candidate_factor=1.0), tmp_path / "out")
+    summary, env = _summary(run_with_confirmation(tmp_path, candidate_factor=1.0), tmp_path / "out")
     environment, nccl = summary["environment"], summary["nccl"]
     assert environment["interleaved"]["noise_floor_pct"] == pytest.approx(3.0, abs=0.1)
     assert environment["evidence"]["noise_floor_pct"] == pytest.approx(3.0, abs=0.1)
@@ -141,7 +142,7 @@ def test_a_first_pass_gain_that_is_not_there_beside_the_baseline_is_not_exported
 
 
 def test_a_gain_confirmed_beside_the_baseline_is_the_answer(tmp_path):
-    summary, env = _summary(_run_with_confirmation(tmp_path, candidate_factor=3.0), tmp_path / "out")
+    summary, env = _summary(run_with_confirmation(tmp_path, candidate_factor=3.0), tmp_path / "out")
     nccl = summary["nccl"]
     assert nccl["point"]["point_id"] == "s1-p001" and not nccl["keeps_baseline"] and nccl["live"]
     assert nccl["confirmation"].startswith("confirmed: measured again between two measurements of the baseline")
@@ -151,7 +152,7 @@ def test_a_gain_confirmed_beside_the_baseline_is_the_answer(tmp_path):
 
 
 def test_a_run_whose_confirmation_found_nothing_to_confirm_exports_nothing(tmp_path):
-    run = _run_with_confirmation(tmp_path, 3.0, file=False)
+    run = run_with_confirmation(tmp_path, 3.0, file=False)
     (run / INTERLEAVED_FILE).write_text("")
     summary, env = _summary(run, tmp_path / "out")
     assert summary["environment"]["interleaved"]["confirmations"] == [] and "export OMP_NUM_THREADS" not in env
