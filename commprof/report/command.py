@@ -200,11 +200,14 @@ def _render(run_dirs, latest, out, flags: ReportFlags, observe: tuple[str | None
 
 def _from_summary(path: Path, out: Path) -> None:
     """Every output of a report rendered from its summary.json: the same Decisions, the same files."""
-    from commprof.report.exports.decision_files import decision_lines
+    from commprof.report.exports.decision_files import decision_lines, observed_lines
     from commprof.report.write import render_from_summary
 
     with figure_worker():
         paths, report = render_from_summary(path, out)
+    for decision in report.runs:  # as the report that wrote it printed them: the observation first
+        for line in observed_lines(decision):
+            echo(line)
     echo(f"wrote {paths['index.html']} (from {path})")
     for decision in report.runs:
         for line in ([decision.run.name] if len(report.runs) > 1 else []) + decision_lines(decision):
