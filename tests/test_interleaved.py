@@ -172,3 +172,19 @@ def test_a_gain_inside_the_baselines_drift_so_far_is_no_candidate():
     ]
     assert interleave.baseline_drift_pct(spec, results, repeats, "eager") == pytest.approx(50.0)
     assert interleave.candidates(spec, results, repeats) == []
+
+
+def test_a_setting_nccl_did_not_engage_never_ranks_as_that_setting(tmp_path):
+    """The gloo run's 3x faster OMP_NUM_THREADS=2, its records marked not engaged (as the sweep marks a point whose
+    setting NCCL's log shows it did not engage): no claim, table row or file names it."""
+    run = run_with_confirmation(tmp_path, candidate_factor=3.0, file=False)
+    records = [json.loads(line) for line in (run / RESULTS_FILE).read_text().splitlines()]
+    for record in records:
+        if record["point"]["env"].get("OMP_NUM_THREADS") == "2":
+            record["status"], record["message"] = "not_engaged", "the log shows the setting was not engaged"
+    (run / RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary, env = _summary(run, tmp_path / "out")
+    assert summary["run"]["status_counts"].get("not_engaged") and "export OMP_NUM_THREADS" not in env
+    engaged = {r["point_id"] for r in records if r["status"] == "not_engaged"}
+    assert not any(p in c["subject"] for c in summary["claims"] for p in engaged), summary["claims"]
+    assert summary["nccl"]["fastest"] is None or summary["nccl"]["fastest"]["point_id"] not in engaged
