@@ -680,6 +680,22 @@ def test_a_simulations_answer_is_a_plan_whose_points_the_sweep_accepts(scenarios
     assert plan["command"].endswith("-m commprof.allreduce_sweep --sweep confirm.toml")
 
 
+def test_confirm_toml_sets_only_the_variables_a_sweep_may_set(scenarios):
+    """confirm.toml's env tables hold the allow-list's variables alone (commprof.env_names, the one the sweep's
+    parser applies): one the Decision names beyond it is a comment saying why, and the file still parses."""
+    from commprof.report.decision.codec import decode
+    from commprof.report.exports.confirm import confirm_text
+    from commprof.sweep.planning.config import parse_sweep
+
+    (decision,) = decode((scenarios[BUNDLE] / "summary.json").read_bytes()).runs
+    first = decision.plan.candidates[0]
+    planted = msgspec.structs.replace(first, env={**first.env, "LD_PRELOAD": "/tmp/x.so"})
+    plan = msgspec.structs.replace(decision.plan, candidates=[planted, *decision.plan.candidates[1:]])
+    text = confirm_text(msgspec.structs.replace(decision, plan=plan))
+    assert "# skipped 'LD_PRELOAD': LD_PRELOAD is not a tuning variable" in text and "/tmp/x.so" not in text
+    assert [p.env for p in parse_sweep(text).points[1:]] == [c.env for c in decision.plan.candidates]
+
+
 @pytest.mark.processes
 def test_the_sweeps_dry_run_lists_a_confirm_toml(scenarios):
     report = scenarios[BUNDLE]
