@@ -9,6 +9,9 @@ import os
 import subprocess
 from pathlib import Path
 
+# matplotlib builds its font cache the first time a process loads its fonts on a machine without one (a fresh CI
+# box): two `fc-list` runs, which the rule below would count against whichever test draws first. Loaded here.
+import matplotlib.font_manager  # noqa: F401
 import pytest
 
 from commprof.cli import main
