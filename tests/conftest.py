@@ -16,6 +16,7 @@ import pytest
 
 from commprof.cli import main
 from commprof.report import worker
+from tests.built_once import built_once
 from tests.sweeprun import only_run_dir, shared_sweep
 
 TESTS = Path(__file__).resolve().parent
@@ -102,12 +103,16 @@ def gloo_report(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def scenarios(tmp_path_factory) -> dict[str, Path]:
-    """Every shipped scenario, rendered once per test process for test_decision and test_one_answer (as a module
-    fixture it was rendered for each module): name -> report folder."""
-    from tests.test_decision import rendered_scenarios
+def scenarios(request, tmp_path_factory) -> dict[str, Path]:
+    """Every shipped scenario, rendered once for a whole `make test` (both tiers, every pytest-xdist worker) and
+    kept in pytest's cache until a source changes (tests/built_once.py): name -> report folder. Read, never write."""
+    from tests.test_decision import SIM_DIRS, rendered_scenarios
 
-    return rendered_scenarios(tmp_path_factory.mktemp("decision"))
+    cache = getattr(request.config, "cache", None)
+    cache = cache.mkdir("built") if cache else tmp_path_factory.mktemp("built")
+    root, found = built_once(cache, "scenarios", rendered_scenarios)
+    SIM_DIRS.update({name: root / path for name, path in found["runs"].items()})
+    return {name: root / path for name, path in found["reports"].items()}
 
 
 @pytest.fixture(scope="session")
