@@ -1,18 +1,26 @@
-"""The replay of an attack case through the entry point a user runs, in a process of its own: its exit code, its
-one error line, no traceback, every file and link outside the folder it was given left as it was, its time limit
-and peak memory (the child's own rusage, read by wait4). The round-4 attack replays share it."""
+"""The replay of an attack case through the entry point a user runs (`python -m <argv>`): its exit code, its one
+error line, no traceback, every file and link outside the folder it was given left as it was. A case that gives a
+time limit is about a bound (a million GPUs in a bundle, a 128 MiB log): it runs in a process of its own, where its
+time and peak memory are the child's own rusage, read by wait4. Every other case runs here, through the same entry
+module (runpy), as one rank of a one-rank launch in a bare environment. The round-4 and round-5 attack replays share
+it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
 import re
+import runpy
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +39,7 @@ class Attack:
     status: int = 2
     error: str = ""  # a regular expression the one error line matches
     given: list[Path] = field(default_factory=list)  # the folders it may write in
-    limit_s: float = 60.0
+    limit_s: float | None = None  # a bound in seconds (and PEAK_BYTES): the case runs in a process of its own
     after: Callable[[], None] | None = None  # what else must hold afterwards
     absent: str = ""  # a regular expression nothing printed matches (an unbounded number, a raw label)
 
@@ -51,10 +59,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def replay(argv: list[str], cwd: Path, limit_s: float) -> Ran:
-    """`python -m argv` in `cwd` as one rank of a one-rank launch; its exit, output, wall time and peak memory
-    (the child's own ru_maxrss, read by wait4). Killed and failed at `limit_s`."""
-    env = {
+def _environment(cwd: Path) -> dict[str, str]:
+    """The bare environment of one rank of a one-rank launch, run in `cwd`."""
+    return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(cwd.parent / "home"),  # matplotlib's and torch's caches
         "PYTHONPATH": str(REPO),
@@ -65,6 +72,63 @@ def replay(argv: list[str], cwd: Path, limit_s: float) -> Ran:
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(_free_port()),
     }
+
+
+# What a fresh interpreter shows of Python's warnings on stderr (its default filters), shown here the same way.
+_DEFAULT_WARNINGS = [
+    ("ignore", DeprecationWarning),
+    ("ignore", PendingDeprecationWarning),
+    ("ignore", ImportWarning),
+    ("ignore", ResourceWarning),
+]
+
+
+def replay_here(argv: list[str], cwd: Path) -> Ran:
+    """`python -m argv` run in this process (runpy, the module's `__main__` code) in `cwd`, with the environment
+    `replay` gives the child: its exit status, and its output with the warnings and any traceback a child would
+    print. Signal handlers, the environment and the working folder are put back afterwards."""
+    out, err = io.StringIO(), io.StringIO()
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    start = time.monotonic()
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        for action, category in _DEFAULT_WARNINGS:
+            warnings.filterwarnings(action, category=category)
+        warnings.filterwarnings("ignore", "'commprof.* found in sys.modules", RuntimeWarning)  # runpy's, of a -m
+        for name in list(os.environ):
+            patch.delenv(name)
+        for name, value in _environment(cwd).items():
+            patch.setenv(name, value)
+        patch.chdir(cwd)
+        patch.setattr(sys, "argv", [argv[0], *argv[1:]])
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exited:
+            code = _exit_status(exited.code, err)
+        except Exception:  # what the interpreter prints of an exception nothing caught
+            err.write(traceback.format_exc())
+            code = 1
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+    shown = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line) for w in caught)
+    return Ran(code, err.getvalue() + shown, out.getvalue(), time.monotonic() - start, 0)
+
+
+def _exit_status(code, err: io.StringIO) -> int:
+    """The exit status of `sys.exit(code)`, and what the interpreter prints of it."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    err.write(f"{code}\n")
+    return 1
+
+
+def replay(argv: list[str], cwd: Path, limit_s: float) -> Ran:
+    """`python -m argv` in `cwd` as one rank of a one-rank launch; its exit, output, wall time and peak memory
+    (the child's own ru_maxrss, read by wait4). Killed and failed at `limit_s`."""
+    env = _environment(cwd)
     out, err = cwd / ".stdout", cwd / ".stderr"
     start = time.monotonic()
     with open(out, "wb") as o, open(err, "wb") as e:
@@ -123,6 +187,13 @@ def gloo_run(tmp: Path, plan: str | None = None, drop: str = "") -> Path:
     return run
 
 
+def attack_params(cases: dict[str, Callable[[Path], Attack]], starting: set[str]) -> list:
+    """The cases as test parameters, those in `starting` marked `processes`: each case that gives a limit_s (it runs
+    in a child), and those whose command starts one itself."""
+    assert starting <= set(cases), starting - set(cases)
+    return [pytest.param(name, marks=[pytest.mark.processes] if name in starting else [], id=name) for name in cases]
+
+
 def check_attack(make: Callable[[Path], Attack], tmp_path: Path) -> None:
     """Replay the case `make` builds under `tmp_path` (beside a victim file outside every folder it is given)."""
     victim = tmp_path / "outside" / "victim"
@@ -133,11 +204,14 @@ def check_attack(make: Callable[[Path], Attack], tmp_path: Path) -> None:
     cwd.mkdir()
     skip = [*attack.given, cwd, tmp_path / "home"]
     before = tree(tmp_path, skip)
-    ran = replay(attack.argv, cwd, attack.limit_s)
+    if attack.limit_s is None:
+        ran = replay_here(attack.argv, cwd)
+    else:
+        ran = replay(attack.argv, cwd, attack.limit_s)
+        assert ran.peak_bytes < PEAK_BYTES, ran.peak_bytes
     assert tree(tmp_path, skip) == before
     assert list(cwd.iterdir()) == []
     assert "Traceback" not in ran.err and ran.status == attack.status, ran.err[-3000:]
-    assert ran.peak_bytes < PEAK_BYTES, ran.peak_bytes
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", ran.err + ran.out), "a control character was printed"
     errors = [line for line in ran.err.splitlines() if "error" in line]
     if attack.status:

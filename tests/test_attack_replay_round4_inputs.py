@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.attack_replay import REPO, Attack, check_attack, gloo_run, sweep_file
+from tests.attack_replay import REPO, Attack, attack_params, check_attack, gloo_run, sweep_file
 
 BUNDLE = REPO / "tests" / "fixtures" / "doctor" / "asus-esc8000a-8x-rtxpro6000"
 
@@ -36,7 +36,9 @@ def _nvml(indices: list) -> str:
     return json.dumps({"topology": {"gpus": gpus, "pairs": []}})
 
 
-def _bundle_case(command: str, status: int = 0, error: str = "", limit_s: float = 60.0, name: str = "b", **files):
+def _bundle_case(
+    command: str, status: int = 0, error: str = "", limit_s: float | None = None, name: str = "b", **files
+):
     """`commprof doctor --from B`, `commprof nccl-graph --from-bundle B --out G` or `commprof simulate --from-bundle
     B --sweep S --out G` of a bundle holding `files`."""
 
@@ -88,7 +90,7 @@ def _dmesg_of_newlines(tmp):
     return Attack(["commprof", "doctor", "--from", str(bundle)], 0, "", [bundle], 30)
 
 
-def _graph_file(change: tuple[str, str], limit_s: float = 20.0):
+def _graph_file(change: tuple[str, str], limit_s: float | None = None):
     """`commprof simulate` of a sweep whose point names an NCCL_GRAPH_FILE with `change` (old, new) made to a
     candidate commprof writes for the bundle's box: refused before anything is simulated or written."""
 
@@ -235,7 +237,20 @@ CASES: dict[str, Callable[[Path], Attack]] = {
 }
 
 
-@pytest.mark.processes  # a child python per case
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+# The cases bounded in time and memory (a limit_s): each runs in a process of its own.
+STARTS_PROCESSES = {
+    *(f"bundle-topo-1000-gpus-{command}" for command in ("doctor", "nccl-graph", "simulate")),
+    *(f"bundle-smi-million-gpus-{command}" for command in ("doctor", "nccl-graph")),
+    *(
+        f"bundle-nvml-{what}-{command}"
+        for what in ("duplicate-index", "index-1e30", "1000-gpus")
+        for command in ("doctor", "nccl-graph")
+    ),
+    "bundle-dmesg-128mib-of-newlines",
+    "graph-nchannels-99999999999",
+}
+
+
+@pytest.mark.parametrize("case", attack_params(CASES, STARTS_PROCESSES))
 def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case, tmp_path):
     check_attack(CASES[case], tmp_path)
