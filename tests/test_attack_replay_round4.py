@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -295,3 +296,38 @@ def test_names_that_point_at_files_are_refused_wherever_the_allow_list_is_read()
         assert export_line(name, "/srv/evil").startswith("# skipped"), name
     for name in ["NCCL_GRAPH_FILE", "PYTORCH_CUDA_ALLOC_CONF", "NCCL_ALGO", "TORCH_NCCL_AVOID_RECORD_STREAMS"]:
         assert export_name_problem(name) is None, name
+
+
+def _listing(tmp: Path, per_axis: int, monkeypatch) -> tuple[float, list[int]]:
+    """`--dry-run --max-points N` of a per_axis x per_axis sweep, run here on one rank with a probe that measures
+    nothing: its processor seconds and the lines of each block it printed."""
+    from commprof.sweep import command
+    from commprof.sweep.planning.dryrun import StepCost
+    from commprof.sweep.running import probe
+
+    values = ", ".join(f'"v{i}"' for i in range(per_axis))
+    sweep = tmp / f"big-{per_axis}.toml"
+    sweep.write_text(
+        f'name = "big"\n[run]\ntokens = [1]\n[axes.env]\nCOMMPROF_A = [{values}]\nCOMMPROF_B = [{values}]\n'
+    )
+    monkeypatch.setattr(probe, "probe_step_cost", lambda *args: StepCost(0.5, {1: 19.4}, "measured (test)"))
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    blocks: list[int] = []
+    monkeypatch.setattr(command, "echo", lambda text, err=False: blocks.append(text.count("\n") + 1))
+    argv = ["--sweep", str(sweep), "--dry-run", "--no-doctor", "--max-points", str(per_axis**2 + 1)]
+    started = time.process_time()
+    assert command.main(argv) == 0
+    return time.process_time() - started, blocks
+
+
+def test_the_dry_run_listing_is_linear_in_its_points_and_printed_in_blocks(tmp_path, monkeypatch):
+    """The attack's `--dry-run --max-points 1000001` of a 1000 x 1000 sweep, at sizes four times apart: every point
+    listed, in blocks of at most 10,000 lines (the listing is never one string), in about four times the processor
+    time, never sixteen (it once held the million-line listing whole: 1.1 GB and 41 s)."""
+    seconds = {}
+    for per_axis in (100, 200):
+        cost, blocks = min(_listing(tmp_path, per_axis, monkeypatch) for _ in range(2))
+        assert sum(blocks) == per_axis**2 + 9 and max(blocks) <= 10_000, blocks
+        seconds[per_axis] = cost
+    assert seconds[200] < 10 * seconds[100], seconds
