@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import commprof
 from tests.distributed import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,6 +46,15 @@ def run_sweep(nproc: int, *args: str, timeout: float = 240) -> subprocess.Comple
     return subprocess.run(
         torchrun_args(nproc, *args), capture_output=True, text=True, timeout=timeout, env=sweep_env(), cwd=REPO
     )
+
+
+PACKAGE = Path(commprof.__file__).resolve().parent
+
+
+def own_frames(output: str) -> list[str]:
+    """The traceback lines in `output` of frames in commprof's own files: matched by the package's path, never by
+    its name (a checkout or a venv under a folder named commprof is no frame of commprof's)."""
+    return [line for line in output.splitlines() if line.strip().startswith(f'File "{PACKAGE}{os.sep}')]
 
 
 def only_run_dir(out: Path) -> Path:

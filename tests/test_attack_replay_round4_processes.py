@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from commprof.records.files import read_records
-from tests.sweeprun import sweep_env, tiny_model, torchrun_args
+from tests.sweeprun import own_frames, sweep_env, tiny_model, torchrun_args
 
 pytestmark = pytest.mark.processes
 
@@ -57,10 +57,16 @@ def test_a_point_left_as_a_timeout_is_measured_again_on_resume(tmp_path):
 
 def test_a_value_every_rank_refuses_is_said_in_one_line_on_every_launch(tmp_path):
     """`torchrun --nproc-per-node 2 -m commprof.allreduce_sweep --tokens 1e23`, three launches: each ends in the
-    one line of rank 0 (rank 1 refuses alike and waits, so torchrun cannot end rank 0 before it prints)."""
+    one line of rank 0 (rank 1 refuses alike and waits, so torchrun cannot end rank 0 before it prints). The python
+    is reached through a folder named commprof (where `git clone` puts a checkout and its .venv): torchrun's own
+    block then names that folder, and no frame of it is taken for commprof's."""
+    python = tmp_path / "commprof" / "venv" / "bin" / "python"
+    python.parent.parent.parent.mkdir()
+    python.parent.parent.symlink_to(sys.prefix, target_is_directory=True)
+    assert python.exists()
     for _ in range(3):
         done = subprocess.run(
-            torchrun_args(2, "--tokens", "1e23", "--dry-run", "--no-doctor"),
+            [str(python), *torchrun_args(2, "--tokens", "1e23", "--dry-run", "--no-doctor")[1:]],
             capture_output=True,
             text=True,
             env=sweep_env(),
@@ -68,6 +74,5 @@ def test_a_value_every_rank_refuses_is_said_in_one_line_on_every_launch(tmp_path
             timeout=120,
         )
         errors = [line for line in done.stderr.splitlines() if line.startswith("commprof: error")]
-        ours = [line for line in done.stderr.splitlines() if line.strip().startswith("File") and "commprof" in line]
-        assert done.returncode != 0 and ours == [], done.stderr[-3000:]  # torchrun's own ChildFailedError block only
+        assert done.returncode != 0 and own_frames(done.stderr) == [], done.stderr[-3000:]  # torchrun's block only
         assert len(errors) == 1 and "--tokens" in errors[0] and "1e23" in errors[0], done.stderr[-3000:]
