@@ -17,7 +17,7 @@ import pytest
 from commprof.cli import main
 from commprof.report import worker
 from tests.built_once import built_once
-from tests.sweeprun import only_run_dir, shared_sweep
+from tests.shared_runs import gloo_launch, shared_launch, smoke_launch
 
 TESTS = Path(__file__).resolve().parent
 PCIE8_SWEEP = TESTS.parent / "sweeps" / "pcie8-verify.toml"
@@ -131,11 +131,12 @@ def pcie8_simulated(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def plain_gloo_sweep(tmp_path_factory):
-    """The default 2-rank gloo sweep of a tiny model at T = 1, 4 and 3 iterations, run once for the whole session
-    (all pytest-xdist workers): its launch (a CompletedProcess) and its run folder."""
-    run_uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # one per `pytest -n` run, the same in each of its workers
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent / f"shared-{run_uid}" if run_uid else base / "shared"
-    launch, runs = shared_sweep(root, "plain-gloo", 2, "--model", "{model}", "--tokens", "1,4", "--iterations", "3")
-    return launch, only_run_dir(runs)
+def smoke_sweep(tmp_path_factory) -> dict:
+    """The GPU smoke's own 2-rank launch on gloo, run once for a pytest run (tests/shared_runs.py)."""
+    return shared_launch(tmp_path_factory, "smoke", smoke_launch)
+
+
+@pytest.fixture(scope="session")
+def gloo_sweep(tmp_path_factory) -> dict:
+    """A 2-rank gloo sweep launched as two torchrun nodes, run once for a pytest run (tests/shared_runs.py)."""
+    return shared_launch(tmp_path_factory, "gloo", gloo_launch)

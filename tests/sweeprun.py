@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,20 +59,3 @@ def only_run_dir(out: Path) -> Path:
     runs = [p for p in out.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs
     return runs[0]
-
-
-def shared_sweep(root: Path, name: str, nproc: int, *args: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """`run_sweep(nproc, *args, "--out", ...)` of a tiny model (`{model}` in args), run once in `root` for every test
-    that only reads it: pytest-xdist workers take a lock, the first runs it, the others read what it left."""
-    root.mkdir(parents=True, exist_ok=True)
-    folder = root / name
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        launch = folder / "launch.json"
-        if not launch.exists():
-            shutil.rmtree(folder, ignore_errors=True)
-            model = str(tiny_model(folder))
-            done = run_sweep(nproc, *[arg.replace("{model}", model) for arg in args], "--out", str(folder / "runs"))
-            fields = {"args": done.args, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
-            launch.write_text(json.dumps(fields))
-    return subprocess.CompletedProcess(**json.loads(launch.read_text())), folder / "runs"
