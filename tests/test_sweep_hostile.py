@@ -214,46 +214,43 @@ def test_an_interrupt_and_a_terminate_take_one_handler():
             signal.signal(signum, handler)
 
 
-def _start_hanging_sweep(tmp_path, name: str):
-    """A sweep whose second point hangs for up to 120 s; returns (torchrun process, its results file)."""
+def _start_hanging_sweep(tmp_path, name: str, env: dict[str, str]):
+    """A sweep whose second point hangs until released (or for up to 120 s); returns (torchrun process, its results
+    file)."""
     model = tiny_model(tmp_path)
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(
         f'name = "{name}"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 3\nwarmup = 1\n'
-        'point_timeout_s = 120\n[axes]\nimpl = ["default", "tests.plugins.faulty:Hang"]\n'
+        f'point_timeout_s = 120\n[axes]\nimpl = ["default", "{FAULTY}:HangsUntilReleased"]\n'
     )
     out_dir = tmp_path / "runs"
     proc = subprocess.Popen(
         torchrun_args(2, "--sweep", str(sweep), "--out", str(out_dir), "--no-doctor"),
-        env=sweep_env(),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        results = list(out_dir.glob("*/results.jsonl")) if out_dir.exists() else []
-        if results and results[0].read_text().count("\n") >= 2:
-            time.sleep(1)  # the hanging point has started
-            return proc, results[0]
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)
-    raise AssertionError("the sweep never finished its baseline")
+    return proc, _wait_for(out_dir, 1, proc, 120) / "results.jsonl"
 
 
 @pytest.mark.processes
-def test_a_live_run_refuses_a_resume_then_a_killed_peer_controller_is_one_clear_line(tmp_path):
-    """One live sweep, two faults around it: a second sweep resuming it is refused naming the holder and the
-    first goes on untouched; then killing rank 1's controller ends it with one clear line."""
-    proc, results = _start_hanging_sweep(tmp_path, "live")
+def test_a_live_run_refuses_a_resume_then_a_killed_peer_is_one_clear_line_and_a_resume_finishes_it(tmp_path):
+    """One live sweep, faults around it: a second sweep resuming it is refused naming the holder and the first goes
+    on untouched; then SIGKILL of rank 1's controller ends it with one clear line; released, a resume measures
+    what was left and keeps what was done."""
+    release = tmp_path / "release"
+    env = sweep_env() | {"COMMPROF_TEST_RELEASE": str(release)}
+    proc, results = _start_hanging_sweep(tmp_path, "live", env)
     try:
         second = run_sweep(2, "--resume", str(results.parent), "--no-doctor", timeout=100)
         assert second.returncode != 0, second.stderr[-2000:]
         assert f"is being written by pid {proc.pid}" not in second.stderr  # the holder is rank 0, not torchrun
         assert re.search(r"is being written by pid \d+ on host \S+ \(since ", second.stderr), second.stderr[-2000:]
         assert proc.poll() is None  # the first sweep goes on, untouched
-        assert results.read_text().count("\n") == 2
+        done = results.read_text()
+        assert done.count("\n") == 2
 
         rank1 = _controllers(proc.pid)[1]
         os.kill(rank1, signal.SIGKILL)
@@ -265,3 +262,21 @@ def test_a_live_run_refuses_a_resume_then_a_killed_peer_controller_is_one_clear_
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    assert results.read_text() == done  # nothing of the point in flight
+
+    release.touch()
+    resumed = subprocess.run(
+        torchrun_args(2, "--resume", str(results.parent), "--no-doctor"),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=REPO,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "done before resume" in resumed.stderr
+    records = read_records(results)
+    assert results.read_text().startswith(done)
+    keys = [(r["point_id"], r["tokens"], r["mode"]) for r in records]
+    assert len(keys) == len(set(keys)) == 4, "a point was recorded twice"
+    assert {(r["point_id"], r["status"]) for r in records if r["mode"] == "eager"} == {("p000", "ok"), ("p001", "ok")}
