@@ -40,6 +40,14 @@ def torchrun_args(nproc: int, *args: str, nnodes: int = 1, node_rank: int = 0, p
     return [*TORCHRUN, *launch, "-m", "commprof.allreduce_sweep", *args]
 
 
+def one_rank(monkeypatch) -> None:
+    """The environment torchrun gives the rank of a one-rank launch (its store on a free port): a sweep run in the
+    test's own process."""
+    env = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
+    for name, value in {**env, "MASTER_PORT": str(free_port())}.items():
+        monkeypatch.setenv(name, value)
+
+
 def run_sweep(nproc: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(
         torchrun_args(nproc, *args), capture_output=True, text=True, timeout=timeout, env=sweep_env(), cwd=REPO

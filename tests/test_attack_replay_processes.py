@@ -2,6 +2,7 @@
 point resuming a folder with a linked lock, a disk that fills before the first record and mid-sweep, and a
 SIGKILL of the torchrun agent. Each ends in one line naming the resume; what was written stays readable."""
 
+import errno
 import os
 import signal
 import subprocess
@@ -11,12 +12,11 @@ import time
 import pytest
 
 from commprof.records.files import read_records
-from tests.sweeprun import sweep_env, tiny_model, torchrun_args
+from tests.sweeprun import one_rank, sweep_env, tiny_model, torchrun_args
 from tests.test_attack_replay import VICTIM_TEXT, _interrupted_run, _victim
 
-pytestmark = pytest.mark.processes
 
-
+@pytest.mark.processes
 def test_resume_of_a_folder_with_a_linked_lock_through_the_sweep_entry_point(tmp_path):
     """`ln -sf ~/victim X/writer.lock; python -m commprof.allreduce_sweep --resume X`, in a process of its own."""
     victim = _victim(tmp_path)
@@ -35,30 +35,23 @@ def test_resume_of_a_folder_with_a_linked_lock_through_the_sweep_entry_point(tmp
     assert victim.read_text() == VICTIM_TEXT and (run / "writer.lock").is_symlink()
 
 
-FULL_DISK = """
-import errno, sys
-from commprof.records import files, folder
-from commprof.sweep import command
-
-real, appends = folder.write_nofollow, []
-
-
-def full_disk(path, data, append=False, sync=False):
-    if str(path).endswith("results.jsonl") and data:
-        appends.append(path)
-        if len(appends) >= int(sys.argv[1]):
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-    return real(path, data, append, sync)
-
-
-files.write_nofollow = folder.write_nofollow = full_disk
-sys.exit(command.main(sys.argv[2:]))
-"""
-
-
+@pytest.mark.processes  # the sweep's fork server
 @pytest.mark.parametrize("full_at", [1, 2], ids=["full-disk-before-the-first-record", "full-disk-mid-sweep"])
-def test_a_full_disk_ends_the_sweep_in_one_line_naming_the_resume_and_the_resume_is_lossless(tmp_path, full_at):
-    """A one-rank sweep in a process of its own whose disk fills at its first or second append of records."""
+def test_a_full_disk_ends_the_sweep_in_one_line_naming_the_resume_and_the_resume_is_lossless(
+    tmp_path, monkeypatch, capsys, full_at
+):
+    """A one-rank sweep, run here, whose disk fills at its first or second append of records; then its resume."""
+    from commprof.records import files, folder
+    from commprof.sweep import command
+
+    real, appends = folder.write_nofollow, []
+
+    def full_disk(path, data, append=False, sync=False):
+        if str(path).endswith("results.jsonl") and data:
+            appends.append(path)
+            if len(appends) >= full_at:
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, data, append, sync)
 
     model = tiny_model(tmp_path, layers=1)
     sweep = tmp_path / "sweep.toml"
@@ -67,30 +60,29 @@ def test_a_full_disk_ends_the_sweep_in_one_line_naming_the_resume_and_the_resume
         '[[points]]\nimpl = "tests.plugins.one_shot:OneShotGloo"\nlabel = "one-shot"\n'
     )
     args = ["--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor", "--no-nccl-debug", "--single-rank"]
-    run = [sys.executable, "-c", FULL_DISK, str(full_at), *args]
-    done = subprocess.run(run, capture_output=True, text=True, env=sweep_env(), cwd=tmp_path, timeout=240)
-    errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
-    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    assert len(errors) == 1 and "No space left on device" in errors[0], done.stderr[-3000:]
+    one_rank(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    with monkeypatch.context() as disk:
+        disk.setattr(files, "write_nofollow", full_disk)
+        disk.setattr(folder, "write_nofollow", full_disk)
+        status = command.main(args)
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert status == 1 and "Traceback" not in err, err[-3000:]
+    assert len(errors) == 1 and "No space left on device" in errors[0], err[-3000:]
     assert "continue with: torchrun" in errors[0] and "--resume" in errors[0]
     (run_dir,) = (tmp_path / "runs").iterdir()
     kept = read_records(run_dir / "results.jsonl")
     assert len(kept) == 2 * (full_at - 1)  # each point's records, fsynced before the disk filled
     if full_at == 1:
         return  # nothing was kept: what a resume does then, any start does
-    resumed = subprocess.run(
-        [sys.executable, "-m", "commprof.allreduce_sweep", "--resume", str(run_dir), "--no-doctor"],
-        capture_output=True,
-        text=True,
-        env=sweep_env(),
-        cwd=tmp_path,
-        timeout=240,
-    )
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    one_rank(monkeypatch)
+    assert command.main(["--resume", str(run_dir), "--no-doctor"]) == 0, capsys.readouterr().err[-3000:]
     records = read_records(run_dir / "results.jsonl")
     assert records[: len(kept)] == kept and len({r["point_id"] for r in records}) == 2 and len(records) == 4
 
 
+@pytest.mark.processes
 def test_a_killed_torchrun_agent_ends_each_rank_in_one_line_naming_the_resume(tmp_path):
     """SIGKILL of the agent that hosts the rendezvous store, mid-sweep: each rank says so in one line, no
     traceback, and what was written stays readable."""
