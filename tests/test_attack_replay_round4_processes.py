@@ -9,33 +9,26 @@ import sys
 import pytest
 
 from commprof.records.files import read_records
-from tests.sweeprun import own_frames, sweep_env, tiny_model, torchrun_args
-
-pytestmark = pytest.mark.processes
+from tests.sweeprun import one_rank, own_frames, sweep_env, tiny_model, torchrun_args
 
 
-def _sweep(tmp_path, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "commprof.allreduce_sweep", *args, "--no-doctor", "--no-nccl-debug", "--single-rank"],
-        capture_output=True,
-        text=True,
-        env=sweep_env(),
-        cwd=tmp_path,
-        timeout=240,
-    )
+@pytest.mark.processes  # the sweep's fork server
+def test_a_point_left_as_a_timeout_is_measured_again_on_resume(tmp_path, monkeypatch, capsys):
+    """A one-rank sweep of two points, run here, whose second one's records say `timeout` (what a point in flight
+    gets while the torchrun agent is stopped with Ctrl-Z): --resume measures it again, and keeps the first as it
+    was."""
+    from commprof.sweep import command
 
-
-def test_a_point_left_as_a_timeout_is_measured_again_on_resume(tmp_path):
-    """A one-rank sweep of two points whose second one's records say `timeout` (what a point in flight gets while
-    the torchrun agent is stopped with Ctrl-Z): --resume measures it again, and keeps the first as it was."""
     model = tiny_model(tmp_path, layers=1)
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(
         f'name = "stop"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 1\npoint_timeout_s = 60\n'
         '[axes.env]\nCOMMPROF_KNOB = ["a", "b"]\n'
     )
-    done = _sweep(tmp_path, "--sweep", str(sweep), "--out", str(tmp_path / "runs"))
-    assert done.returncode == 0, done.stderr[-3000:]
+    one_rank(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    flags = ["--no-doctor", "--no-nccl-debug", "--single-rank"]
+    assert command.main(["--sweep", str(sweep), "--out", str(tmp_path / "runs"), *flags]) == 0, capsys.readouterr()
     (run,) = (tmp_path / "runs").iterdir()
     records = read_records(run / "results.jsonl")
     stopped = records[-1]["point_id"]
@@ -47,14 +40,18 @@ def test_a_point_left_as_a_timeout_is_measured_again_on_resume(tmp_path):
     (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     kept = [r for r in records if r["point_id"] != stopped]
 
-    resumed = _sweep(tmp_path, "--resume", str(run))
-    assert resumed.returncode == 0 and "Traceback" not in resumed.stderr, resumed.stderr[-3000:]
+    capsys.readouterr()
+    one_rank(monkeypatch)
+    resumed = command.main(["--resume", str(run), "--no-doctor", "--no-nccl-debug"])
+    err = capsys.readouterr().err
+    assert resumed == 0 and "Traceback" not in err, err[-3000:]
     after = read_records(run / "results.jsonl")
     assert after[: len(kept)] == kept
     again = [r for r in after if r["point_id"] == stopped]
-    assert sorted(r["status"] for r in again) == measured, resumed.stderr[-2000:]
+    assert sorted(r["status"] for r in again) == measured, err[-2000:]
 
 
+@pytest.mark.processes
 def test_a_value_every_rank_refuses_is_said_in_one_line_on_every_launch(tmp_path):
     """`torchrun --nproc-per-node 2 -m commprof.allreduce_sweep --tokens 1e23`, three launches: each ends in the
     one line of rank 0 (rank 1 refuses alike and waits, so torchrun cannot end rank 0 before it prints). The python
