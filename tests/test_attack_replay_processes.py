@@ -1,37 +1,32 @@
-"""The attack run's cases that need processes of their own, replayed as the attacker ran them: the sweep's entry
-point resuming a folder with a linked lock, a disk that fills before the first record and mid-sweep, and a
-SIGKILL of the torchrun agent. Each ends in one line naming the resume; what was written stays readable."""
+"""The attack run's cases around a sweep's own processes, replayed as the attacker ran them: the sweep's entry
+point resuming a folder with a linked lock, a disk that fills before the first record and mid-sweep (one rank, run
+here), and a SIGKILL of the torchrun agent. Each ends in one line naming the resume; what was written stays
+readable."""
 
 import errno
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
 from commprof.records.files import read_records
+from tests.attack_replay import replay_here
 from tests.sweeprun import one_rank, sweep_env, tiny_model, torchrun_args
 from tests.test_attack_replay import VICTIM_TEXT, _interrupted_run, _victim
 
 
-@pytest.mark.processes
 def test_resume_of_a_folder_with_a_linked_lock_through_the_sweep_entry_point(tmp_path):
-    """`ln -sf ~/victim X/writer.lock; python -m commprof.allreduce_sweep --resume X`, in a process of its own."""
+    """`ln -sf ~/victim X/writer.lock; python -m commprof.allreduce_sweep --resume X`: the module run as `-m` runs
+    it (tests/attack_replay.py), refused before any process starts."""
     victim = _victim(tmp_path)
     run = _interrupted_run(tmp_path)
     (run / "writer.lock").symlink_to(victim)
-    done = subprocess.run(
-        [sys.executable, "-m", "commprof.allreduce_sweep", "--resume", str(run), "--no-doctor"],
-        capture_output=True,
-        text=True,
-        env=sweep_env(),
-        cwd=tmp_path,
-        timeout=240,
-    )
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.strip().count("\n") == 0 and "writer.lock: a symbolic link" in done.stderr
+    (tmp_path / "cwd").mkdir()
+    done = replay_here(["commprof.allreduce_sweep", "--resume", str(run), "--no-doctor"], tmp_path / "cwd")
+    assert done.status == 2, done.err
+    assert done.err.strip().count("\n") == 0 and "writer.lock: a symbolic link" in done.err
     assert victim.read_text() == VICTIM_TEXT and (run / "writer.lock").is_symlink()
 
 
