@@ -2,16 +2,13 @@
 tests/shared_runs.py), the dry run. (Faulty points, and a resume after a controller is killed: test_sweep_hostile.py.)"""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from commprof.cli import main
 from commprof.records.files import read_records
-from tests.sweeprun import sweep_env
+from tests.sweeprun import REPO, one_rank
 
 pytestmark = pytest.mark.processes
 
@@ -66,26 +63,17 @@ def test_nccl_settings_on_gloo_are_recorded_unsupported_and_never_timed(gloo_swe
     assert "Measure them on GPUs, where the sweep runs on NCCL." in card
 
 
-def test_dry_run_writes_nothing_and_estimates_from_a_probe(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "commprof.allreduce_sweep",
-            "--sweep",
-            "sweeps/pcie8-verify.toml",
-            "--dry-run",
-            "--out",
-            str(tmp_path / "runs"),
-        ],
-        capture_output=True,
-        text=True,
-        env=sweep_env(),
-        cwd=sweep_env()["PYTHONPATH"].split(os.pathsep)[0],
-        timeout=240,
-    )
-    assert out.returncode == 0, out.stderr
-    assert "p000" in out.stdout and not (tmp_path / "runs").exists()
-    assert "measured on this launch: the baseline" in out.stdout and "2 of 33 stage-0 points will run" in out.stdout
+@pytest.mark.processes  # the probe's fork server
+def test_dry_run_writes_nothing_and_estimates_from_a_probe(tmp_path, monkeypatch, capsys):
+    """`python -m commprof.allreduce_sweep --sweep sweeps/pcie8-verify.toml --dry-run` from the checkout, on one
+    rank, run here: the listing, an estimate from a probe measured on this launch, one line on stderr."""
+    from commprof.sweep import command
 
-    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    one_rank(monkeypatch)
+    monkeypatch.chdir(REPO)
+    status = command.main(["--sweep", "sweeps/pcie8-verify.toml", "--dry-run", "--out", str(tmp_path / "runs")])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert "p000" in out and not (tmp_path / "runs").exists()
+    assert "measured on this launch: the baseline" in out and "2 of 33 stage-0 points will run" in out
+    assert len(err.strip().splitlines()) == 1, err
