@@ -41,10 +41,10 @@ def torchrun_args(nproc: int, *args: str, nnodes: int = 1, node_rank: int = 0, p
 
 
 def one_rank(monkeypatch) -> None:
-    """The environment torchrun gives the rank of a one-rank launch (its store on a free port): a sweep run in the
-    test's own process."""
+    """The environment torchrun gives the rank of a one-rank launch (its store on a free port) from the checkout
+    (sweep_env: the tests' plug-ins importable in the points' workers): a sweep run in the test's own process."""
     env = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
-    for name, value in {**env, "MASTER_PORT": str(free_port())}.items():
+    for name, value in {**env, "MASTER_PORT": str(free_port()), "PYTHONPATH": sweep_env()["PYTHONPATH"]}.items():
         monkeypatch.setenv(name, value)
 
 

@@ -75,6 +75,7 @@ def test_a_full_disk_ends_the_sweep_in_one_line_naming_the_resume_and_the_resume
     assert command.main(["--resume", str(run_dir), "--no-doctor"]) == 0, capsys.readouterr().err[-3000:]
     records = read_records(run_dir / "results.jsonl")
     assert records[: len(kept)] == kept and len({r["point_id"] for r in records}) == 2 and len(records) == 4
+    assert {r["status"] for r in records if r["mode"] == "eager"} == {"ok"}  # the one-shot plug-in measured too
 
 
 @pytest.mark.processes
