@@ -125,10 +125,11 @@ def _exit_status(code, err: io.StringIO) -> int:
     return 1
 
 
-def replay(argv: list[str], cwd: Path, limit_s: float) -> Ran:
-    """`python -m argv` in `cwd` as one rank of a one-rank launch; its exit, output, wall time and peak memory
-    (the child's own ru_maxrss, read by wait4). Killed and failed at `limit_s`."""
-    env = _environment(cwd)
+def replay(argv: list[str], cwd: Path, limit_s: float, launch: dict[str, str] | None = None) -> Ran:
+    """`python -m argv` in `cwd` as one rank of a one-rank launch (or of the launch `launch` overrides the
+    environment with); its exit, output, wall time and peak memory (the child's own ru_maxrss, read by wait4).
+    Killed and failed at `limit_s`."""
+    env = _environment(cwd) | (launch or {})
     out, err = cwd / ".stdout", cwd / ".stderr"
     start = time.monotonic()
     with open(out, "wb") as o, open(err, "wb") as e:
