@@ -3,6 +3,7 @@ to its own limits, and a doctor that hangs or breaks is a failing verdict, not t
 
 import json
 import subprocess
+import threading
 import time
 
 import pytest
@@ -13,10 +14,14 @@ from tests.sweeprun import REPO, TORCHRUN, only_run_dir, sweep_env, tiny_model
 
 
 def test_a_doctor_that_hangs_is_a_failing_verdict_within_its_budget(monkeypatch):
-    monkeypatch.setattr(run_folder, "run_doctor", lambda quick, floor: time.sleep(30))
+    released = threading.Event()  # the hung doctor's thread ends with the test, not 30 s into later ones
+    monkeypatch.setattr(run_folder, "run_doctor", lambda quick, floor: released.wait(30))
     started = time.monotonic()
-    (verdict,) = run_folder._doctor_within(0.5, {})
-    assert time.monotonic() - started < 5
+    try:
+        (verdict,) = run_folder._doctor_within(0.5, {})
+        assert time.monotonic() - started < 5
+    finally:
+        released.set()
     assert verdict.status == "fail" and "no verdict within 0.5 s (a hang)" in verdict.detail
 
 
