@@ -23,6 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("commprof", "sweeps", "tests")
 LISTING = "built.json"
+KEPT = 2  # older builds kept beside a new one: one edited mid-run must not vanish from under a worker reading it
 
 
 @functools.cache
@@ -67,8 +68,9 @@ def built_once(cache: Path, name: str, build: Callable[[Path], dict]) -> tuple[P
             kept = json.loads(listing.read_text())
             if kept["files"] == _listing(folder):
                 return folder, kept["found"]
-        for old in cache.glob(f"{name}-*"):  # an older build, or one a test changed
-            shutil.rmtree(old)
+        shutil.rmtree(folder, ignore_errors=True)  # one a test changed, or a build that broke off
+        for old in sorted(cache.glob(f"{name}-*"), key=lambda path: path.stat().st_mtime)[:-KEPT]:
+            shutil.rmtree(old)  # the oldest, by age: a worker may still be reading a recent one
         folder.mkdir()
         found = build(folder)
         listing.write_text(json.dumps({"found": found, "files": _listing(folder)}))

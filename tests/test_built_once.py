@@ -40,15 +40,18 @@ def test_a_build_is_made_once_and_then_read(checkout, tmp_path):
 
 
 @pytest.mark.parametrize("top", FOLDERS)
-def test_any_change_to_a_source_makes_a_new_build_in_place_of_the_old(checkout, tmp_path, top):
+def test_any_change_to_a_source_makes_a_new_build_and_the_oldest_go(checkout, tmp_path, top):
     builds: list[Path] = []
     built_once.built_once(tmp_path / "cache", "x", _counting_build(builds))
     (checkout / top / "a.py").write_text("# changed\n")
     built_once.built_once(tmp_path / "cache", "x", _counting_build(builds))
     (checkout / top / "deeper").mkdir()
-    (checkout / top / "deeper" / "template.html").write_text("<p>new</p>")
-    built_once.built_once(tmp_path / "cache", "x", _counting_build(builds))
-    assert len(set(builds)) == 3 and [p for p in (tmp_path / "cache").iterdir() if p.is_dir()] == [builds[-1]]
+    for edit in range(built_once.KEPT):
+        (checkout / top / "deeper" / "template.html").write_text(f"<p>edit {edit}</p>")
+        built_once.built_once(tmp_path / "cache", "x", _counting_build(builds))
+    kept = sorted(p for p in (tmp_path / "cache").iterdir() if p.is_dir())
+    assert len(set(builds)) == len(builds) == 2 + built_once.KEPT
+    assert kept == sorted(builds[-1 - built_once.KEPT :])  # the newest and KEPT before it: the oldest went
 
 
 def test_a_checkout_elsewhere_with_the_same_files_has_its_own_key(checkout, tmp_path, monkeypatch):
