@@ -1,9 +1,9 @@
-"""The replay of an attack case through the entry point a user runs (`python -m <argv>`): its exit code, its one
-error line, no traceback, every file and link outside the folder it was given left as it was. A case that gives a
-time limit is about a bound (a million GPUs in a bundle, a 128 MiB log): it runs in a process of its own, where its
-time and peak memory are the child's own rusage, read by wait4. Every other case runs here, through the same entry
-module (runpy), as one rank of a one-rank launch in a bare environment. The round-4 and round-5 attack replays share
-it."""
+"""The replay of an attack case through the entry point a user runs (`python -m <argv>`), in the test's own process
+(runpy: the module's `__main__` code, as one rank of a one-rank launch in a bare environment): its exit code, its
+one error line, no traceback, every file and link outside the folder it was given left as it was. A case that gives
+a time limit is about a bound (a million GPUs in a bundle, a 128 MiB log): the CPU seconds it took and how far it
+raised this process's peak resident memory (the kernel's VmHWM, reset before the case) are held to it. The round-4
+and round-5 attack replays share it; `replay` runs a command in a child of its own, where wait4 reads both."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class Attack:
     status: int = 2
     error: str = ""  # a regular expression the one error line matches
     given: list[Path] = field(default_factory=list)  # the folders it may write in
-    limit_s: float | None = None  # a bound in seconds (and PEAK_BYTES): the case runs in a process of its own
+    limit_s: float | None = None  # a bound: CPU seconds, and PEAK_BYTES of memory
     after: Callable[[], None] | None = None  # what else must hold afterwards
     absent: str = ""  # a regular expression nothing printed matches (an unbounded number, a raw label)
 
@@ -188,9 +188,22 @@ def gloo_run(tmp: Path, plan: str | None = None, drop: str = "") -> Path:
     return run
 
 
+def _status_bytes(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (VmRSS, VmHWM), in bytes."""
+    found = re.search(rf"^{field}:\s+(\d+) kB$", Path("/proc/self/status").read_text(), re.MULTILINE)
+    assert found, f"/proc/self/status has no {field}"
+    return int(found[1]) * 1024
+
+
+def _reset_peak_resident() -> int:
+    """This process's peak resident memory (VmHWM) set back to what it holds now (Linux >= 4.0: clear_refs 5),
+    so that after a case the peak is the case's own; what it holds now."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_bytes("VmRSS")
+
+
 def attack_params(cases: dict[str, Callable[[Path], Attack]], starting: set[str]) -> list:
-    """The cases as test parameters, those in `starting` marked `processes`: each case that gives a limit_s (it runs
-    in a child), and those whose command starts one itself."""
+    """The cases as test parameters, those in `starting` (their command starts a process) marked `processes`."""
     assert starting <= set(cases), starting - set(cases)
     return [pytest.param(name, marks=[pytest.mark.processes] if name in starting else [], id=name) for name in cases]
 
@@ -208,8 +221,12 @@ def check_attack(make: Callable[[Path], Attack], tmp_path: Path) -> None:
     if attack.limit_s is None:
         ran = replay_here(attack.argv, cwd)
     else:
-        ran = replay(attack.argv, cwd, attack.limit_s)
-        assert ran.peak_bytes < PEAK_BYTES, ran.peak_bytes
+        resident = _reset_peak_resident()
+        started = time.process_time()
+        ran = replay_here(attack.argv, cwd)
+        seconds = time.process_time() - started
+        raised = _status_bytes("VmHWM") - resident
+        assert seconds < attack.limit_s and raised < PEAK_BYTES, (seconds, raised, ran.err[-2000:])
     assert tree(tmp_path, skip) == before
     assert list(cwd.iterdir()) == []
     assert "Traceback" not in ran.err and ran.status == attack.status, ran.err[-3000:]

@@ -1,5 +1,5 @@
-"""The fourth attack run, replayed case by case through the entry point the attacker used, each in a process of its
-own and checked by tests/attack_replay.py: names that point at files, plan.jsonl and traces of another shape, the
+"""The fourth attack run, replayed case by case through the entry point the attacker used (run as `python -m` runs it)
+and checked by tests/attack_replay.py: names that point at files, plan.jsonl and traces of another shape, the
 GPU smoke's output. Exports are sourced in every POSIX shell the way they say they are sourced. Bundles, graph files
 and unbounded numbers are in test_attack_replay_round4_inputs.py."""
 

@@ -1,5 +1,5 @@
-"""The fourth attack run's hostile inputs, replayed through the entry point the attacker used, each in a process of
-its own and checked by tests/attack_replay.py: doctor bundles, graph files given to the simulator, numbers past the
+"""The fourth attack run's hostile inputs, replayed through the entry point the attacker used (run as `python -m` runs
+it) and checked by tests/attack_replay.py: doctor bundles, graph files given to the simulator, numbers past the
 range of their unit and labels holding control characters."""
 
 from __future__ import annotations
@@ -237,18 +237,7 @@ CASES: dict[str, Callable[[Path], Attack]] = {
 }
 
 
-# The cases bounded in time and memory (a limit_s): each runs in a process of its own.
-STARTS_PROCESSES = {
-    *(f"bundle-topo-1000-gpus-{command}" for command in ("doctor", "nccl-graph", "simulate")),
-    *(f"bundle-smi-million-gpus-{command}" for command in ("doctor", "nccl-graph")),
-    *(
-        f"bundle-nvml-{what}-{command}"
-        for what in ("duplicate-index", "index-1e30", "1000-gpus")
-        for command in ("doctor", "nccl-graph")
-    ),
-    "bundle-dmesg-128mib-of-newlines",
-    "graph-nchannels-99999999999",
-}
+STARTS_PROCESSES: set[str] = set()  # none: the bounded cases too run in the test's process
 
 
 @pytest.mark.parametrize("case", attack_params(CASES, STARTS_PROCESSES))

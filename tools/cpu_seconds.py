@@ -27,22 +27,28 @@ def _become_subreaper() -> None:
         pass  # not Linux: orphans go to init, uncounted
 
 
-def _wait_reaping(pid: int) -> int:
-    """Wait for `pid`, reaping every orphan handed over meanwhile; its exit status as a shell gives it."""
+def _wait_reaping(pid: int) -> tuple[int, float]:
+    """Wait for `pid`, reaping every orphan handed over meanwhile: its exit status as a shell gives it, and the CPU
+    seconds of the orphans (their own and their reaped children's)."""
+    orphans = 0.0
     while True:
         try:
-            done, status = os.waitpid(-1, 0)
+            done, status, usage = os.wait4(-1, 0)
         except ChildProcessError:
-            return 1
+            return 1, orphans
         if done == pid:
             break
+        orphans += usage.ru_utime + usage.ru_stime
     while True:  # orphans that ended with it
         try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                break
+            done, _, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             break
-    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+        if done == 0:
+            break
+        orphans += usage.ru_utime + usage.ru_stime
+    code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    return code, orphans
 
 
 def main(argv: list[str]) -> int:
@@ -54,13 +60,14 @@ def main(argv: list[str]) -> int:
     load_before, started = os.getloadavg()[0], time.monotonic()
     child = subprocess.Popen(command)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the command, which ends; this one then reports
-    code = _wait_reaping(child.pid)
+    code, orphans = _wait_reaping(child.pid)
     child.returncode = code  # reaped above: Popen must not wait for it again
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.monotonic() - started
     print(
         f"{name}: {used.ru_utime + used.ru_stime:.1f} CPU-seconds (user {used.ru_utime:.1f} + system "
-        f"{used.ru_stime:.1f}, every process it ran) in {wall:.0f} s; load average {load_before:.1f} before, "
+        f"{used.ru_stime:.1f}, every process it ran; {orphans:.1f} of them in processes whose parent ended first) "
+        f"in {wall:.0f} s; load average {load_before:.1f} before, "
         f"{os.getloadavg()[0]:.1f} after",
         file=sys.stderr,
     )
