@@ -3,7 +3,7 @@
 one error line, no traceback, every file and link outside the folder it was given left as it was. A case that gives
 a time limit is about a bound (a million GPUs in a bundle, a 128 MiB log): the CPU seconds it took and how far it
 raised this process's peak resident memory (the kernel's VmHWM, reset before the case) are held to it. The round-4
-and round-5 attack replays share it; `replay` runs a command in a child of its own, where wait4 reads both."""
+and round-5 attack replays share it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import runpy
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 import traceback
@@ -46,11 +45,11 @@ class Attack:
 
 @dataclass
 class Ran:
+    """What a replayed command did: its exit status and what it printed."""
+
     status: int
     err: str
     out: str
-    seconds: float
-    peak_bytes: int
 
 
 def _free_port() -> int:
@@ -83,13 +82,12 @@ _DEFAULT_WARNINGS = [
 ]
 
 
-def replay_here(argv: list[str], cwd: Path) -> Ran:
+def replay_here(argv: list[str], cwd: Path, launch: dict[str, str] | None = None) -> Ran:
     """`python -m argv` run in this process (runpy, the module's `__main__` code) in `cwd`, with the environment
-    `replay` gives the child: its exit status, and its output with the warnings and any traceback a child would
-    print. Signal handlers, the environment and the working folder are put back afterwards."""
+    `replay` gives the child (`launch` overriding it): its exit status, and its output with the warnings and any
+    traceback a child would print. Signal handlers, the environment and the working folder are put back afterwards."""
     out, err = io.StringIO(), io.StringIO()
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    start = time.monotonic()
     with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         for action, category in _DEFAULT_WARNINGS:
@@ -97,7 +95,7 @@ def replay_here(argv: list[str], cwd: Path) -> Ran:
         warnings.filterwarnings("ignore", "'commprof.* found in sys.modules", RuntimeWarning)  # runpy's, of a -m
         for name in list(os.environ):
             patch.delenv(name)
-        for name, value in _environment(cwd).items():
+        for name, value in (_environment(cwd) | (launch or {})).items():
             patch.setenv(name, value)
         patch.chdir(cwd)
         patch.setattr(sys, "argv", [argv[0], *argv[1:]])
@@ -114,7 +112,7 @@ def replay_here(argv: list[str], cwd: Path) -> Ran:
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
     shown = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line) for w in caught)
-    return Ran(code, err.getvalue() + shown, out.getvalue(), time.monotonic() - start, 0)
+    return Ran(code, err.getvalue() + shown, out.getvalue())
 
 
 def _exit_status(code, err: io.StringIO) -> int:
@@ -123,32 +121,6 @@ def _exit_status(code, err: io.StringIO) -> int:
         return code or 0
     err.write(f"{code}\n")
     return 1
-
-
-def replay(argv: list[str], cwd: Path, limit_s: float, launch: dict[str, str] | None = None) -> Ran:
-    """`python -m argv` in `cwd` as one rank of a one-rank launch (or of the launch `launch` overrides the
-    environment with); its exit, output, wall time and peak memory (the child's own ru_maxrss, read by wait4).
-    Killed and failed at `limit_s`."""
-    env = _environment(cwd) | (launch or {})
-    out, err = cwd / ".stdout", cwd / ".stderr"
-    start = time.monotonic()
-    with open(out, "wb") as o, open(err, "wb") as e:
-        child = subprocess.Popen([sys.executable, "-m", *argv], cwd=cwd, env=env, stdout=o, stderr=e)
-    while True:
-        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() - start > limit_s:
-            os.kill(child.pid, signal.SIGKILL)
-            os.wait4(child.pid, 0)
-            pytest.fail(f"{argv} ran past its {limit_s} s limit: {err.read_text()[-2000:]}")
-        time.sleep(0.05)
-    seconds = time.monotonic() - start
-    code = os.waitstatus_to_exitcode(status)
-    texts = out.read_text(errors="replace"), err.read_text(errors="replace")
-    out.unlink()
-    err.unlink()
-    return Ran(code, texts[1], texts[0], seconds, usage.ru_maxrss * 1024)
 
 
 def tree(root: Path, skip: list[Path]) -> dict[str, str]:
@@ -188,6 +160,18 @@ def gloo_run(tmp: Path, plan: str | None = None, drop: str = "") -> Path:
     return run
 
 
+def replay_bounded(argv: list[str], cwd: Path, limit_s: float, launch: dict[str, str] | None = None) -> Ran:
+    """`replay_here`, held to `limit_s` CPU seconds and to raising this process's peak resident memory by less than
+    PEAK_BYTES (nothing read or allocated unbounded)."""
+    resident = _reset_peak_resident()
+    started = time.process_time()
+    ran = replay_here(argv, cwd, launch)
+    seconds = time.process_time() - started
+    raised = _status_bytes("VmHWM") - resident
+    assert seconds < limit_s and raised < PEAK_BYTES, (seconds, raised, ran.err[-2000:])
+    return ran
+
+
 def _status_bytes(field: str) -> int:
     """A memory figure of this process from /proc/self/status (VmRSS, VmHWM), in bytes."""
     found = re.search(rf"^{field}:\s+(\d+) kB$", Path("/proc/self/status").read_text(), re.MULTILINE)
@@ -218,15 +202,7 @@ def check_attack(make: Callable[[Path], Attack], tmp_path: Path) -> None:
     cwd.mkdir()
     skip = [*attack.given, cwd, tmp_path / "home"]
     before = tree(tmp_path, skip)
-    if attack.limit_s is None:
-        ran = replay_here(attack.argv, cwd)
-    else:
-        resident = _reset_peak_resident()
-        started = time.process_time()
-        ran = replay_here(attack.argv, cwd)
-        seconds = time.process_time() - started
-        raised = _status_bytes("VmHWM") - resident
-        assert seconds < attack.limit_s and raised < PEAK_BYTES, (seconds, raised, ran.err[-2000:])
+    ran = replay_here(attack.argv, cwd) if attack.limit_s is None else replay_bounded(attack.argv, cwd, attack.limit_s)
     assert tree(tmp_path, skip) == before
     assert list(cwd.iterdir()) == []
     assert "Traceback" not in ran.err and ran.status == attack.status, ran.err[-3000:]
