@@ -17,7 +17,7 @@ import pytest
 from commprof.cli import main
 from commprof.report import worker
 from tests.built_once import built_once
-from tests.shared_runs import gloo_launch, shared_launch, smoke_launch
+from tests.shared_runs import gloo_launch, lost_agent_launch, shared_launch, smoke_launch
 
 TESTS = Path(__file__).resolve().parent
 PCIE8_SWEEP = TESTS.parent / "sweeps" / "pcie8-verify.toml"
@@ -140,3 +140,10 @@ def smoke_sweep(tmp_path_factory) -> dict:
 def gloo_sweep(tmp_path_factory) -> dict:
     """A 2-rank gloo sweep launched as two torchrun nodes, run once for a pytest run (tests/shared_runs.py)."""
     return shared_launch(tmp_path_factory, "gloo", gloo_launch)
+
+
+@pytest.fixture(scope="session")
+def lost_agent_sweep(tmp_path_factory) -> dict:
+    """A 2-rank sweep with a slow rank-0 doctor whose torchrun agent is killed after its first point, run once for a
+    pytest run (tests/shared_runs.py)."""
+    return shared_launch(tmp_path_factory, "lost-agent", lost_agent_launch)

@@ -7,6 +7,8 @@ launch holds many behaviours and each test reads the part it is about.
 - `gloo_launch`: one 2-rank sweep launched as two torchrun "nodes" of one rank each, with the doctor: a tiny
   model at T = 1, 4 with compute spaced between its collectives and rank 1 late, the NCCL settings and graphs gloo
   cannot run, a fused point, and a crossover stage of a one-shot plug-in against gloo; reported as a user would.
+- `lost_agent_launch`: a 2-rank sweep whose rank-0 doctor outlasts the controllers' group timeout; once its first
+  point is recorded, its torchrun agent (which hosts the rendezvous store) is killed.
 
 pytest-xdist workers share them: the first to ask takes a lock and launches, the others wait and read what it left
 (what it printed and its run folder)."""
@@ -16,7 +18,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -124,3 +128,55 @@ def gloo_launch(folder: Path) -> LaunchOutcome:
         "stderr": [err for _, err in outputs],
         "run": _new_run(folder / "runs"),
     }
+
+
+SLOW_DOCTOR_S = 16  # rank 0's doctor, past the controllers' group timeout (the sweep's point_timeout_s, no slack)
+LOST_AGENT_SWEEP = """name = "agent"
+[run]
+model = "{model}"
+tokens = [2]
+iterations = 2
+warmup = 1
+point_timeout_s = 12
+[axes]
+impl = ["default", "tests.plugins.one_shot:OneShotGloo"]
+[axes.env]
+COMMPROF_KNOB = ["a", "b"]
+"""
+
+
+def lost_agent_launch(folder: Path) -> LaunchOutcome:
+    """LOST_AGENT_SWEEP through tests.plugins.slow_doctor_sweep (the sweep's entry with a slow doctor and no group
+    slack), its agent SIGKILLed once the first point's records are on disk: what the ranks printed, and its run."""
+    model = tiny_model(folder, layers=1)
+    sweep = folder / "agent.toml"
+    sweep.write_text(LOST_AGENT_SWEEP.format(model=model))
+    args = ["--sweep", str(sweep), "--out", str(folder / "runs"), "--no-nccl-debug"]
+    launch = torchrun_args(2, *args)
+    launch[launch.index("commprof.allreduce_sweep")] = "tests.plugins.slow_doctor_sweep"
+    agent = subprocess.Popen(
+        launch,
+        env=sweep_env() | {"SLOW_DOCTOR_S": str(SLOW_DOCTOR_S)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    killed = False
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and agent.poll() is None:
+            runs = folder / "runs"
+            results = list(runs.glob("*/results.jsonl")) if runs.exists() else []
+            if results and results[0].read_text().count("\n") >= 2:
+                os.kill(agent.pid, signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.1)
+        _, stderr = agent.communicate(timeout=180)  # the ranks hold the pipes until they end
+    finally:
+        try:
+            os.killpg(agent.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return {"killed": killed, "code": agent.returncode, "stderr": stderr, "run": _new_run(folder / "runs")}

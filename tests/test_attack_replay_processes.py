@@ -4,16 +4,13 @@ here), and a SIGKILL of the torchrun agent. Each ends in one line naming the res
 readable."""
 
 import errno
-import os
-import signal
-import subprocess
-import time
+from pathlib import Path
 
 import pytest
 
 from commprof.records.files import read_records
 from tests.attack_replay import replay_here
-from tests.sweeprun import one_rank, sweep_env, tiny_model, torchrun_args
+from tests.sweeprun import one_rank, tiny_model
 from tests.test_attack_replay import VICTIM_TEXT, _interrupted_run, _victim
 
 
@@ -79,45 +76,16 @@ def test_a_full_disk_ends_the_sweep_in_one_line_naming_the_resume_and_the_resume
 
 
 @pytest.mark.processes
-def test_a_killed_torchrun_agent_ends_each_rank_in_one_line_naming_the_resume(tmp_path):
-    """SIGKILL of the agent that hosts the rendezvous store, mid-sweep: each rank says so in one line, no
-    traceback, and what was written stays readable."""
-
-    model = tiny_model(tmp_path, layers=1)
-    sweep = tmp_path / "sweep.toml"
-    sweep.write_text(
-        f'name = "agent"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 1\npoint_timeout_s = 60\n'
-        '[axes]\nimpl = ["default", "tests.plugins.one_shot:OneShotGloo"]\n[axes.env]\nCOMMPROF_KNOB = ["a", "b"]\n'
-    )
-    out = tmp_path / "runs"
-    agent = subprocess.Popen(
-        torchrun_args(2, "--sweep", str(sweep), "--out", str(out), "--no-doctor", "--no-nccl-debug"),
-        env=sweep_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and agent.poll() is None:
-            results = list(out.glob("*/results.jsonl")) if out.exists() else []
-            if results and results[0].read_text().count("\n") >= 2:
-                break
-            time.sleep(0.1)
-        assert agent.poll() is None, agent.communicate()[1][-3000:]
-        os.kill(agent.pid, signal.SIGKILL)
-        _, stderr = agent.communicate(timeout=180)  # the ranks hold the pipes until they end
-    finally:
-        try:
-            os.killpg(agent.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+def test_a_killed_torchrun_agent_ends_each_rank_in_one_line_naming_the_resume(lost_agent_sweep):
+    """SIGKILL of the agent that hosts the rendezvous store, mid-sweep (tests/shared_runs.py): each rank says so in
+    one line, no traceback, and what was written stays readable."""
+    assert lost_agent_sweep["killed"], lost_agent_sweep["stderr"][-3000:]
+    stderr = lost_agent_sweep["stderr"]
     assert "Traceback" not in stderr, stderr[-3000:]
     stopped = [line for line in stderr.splitlines() if "error:" in line]
     assert 1 <= len(stopped) <= 2, stderr[-3000:]  # one line per rank that speaks (rank 0 at least)
     # The rank that loses the store first names the agent; the other may first see that peer end (a race).
     assert any("torchrun agent killed" in line for line in stopped), stopped
     assert all("--resume" in line for line in stopped), stopped
-    records = read_records(results[0])
+    records = read_records(Path(lost_agent_sweep["run"]) / "results.jsonl")
     assert len(records) >= 2 and all(r["point_id"] for r in records)
