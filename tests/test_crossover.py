@@ -93,7 +93,7 @@ def test_the_search_on_real_gloo_ranks_times_every_size_it_asks_for():
     from tests.distributed import run_ranks
 
     sizes = run_ranks(_gloo_search, world_size=2)
-    assert sizes[0] == sizes[1] and all(s in sizes[0] for s in cx.POWERS)
+    assert sizes[0] == sizes[1] and all(s in sizes[0] for s in cx.powers(cx.KIB, GLOO_SEARCH_HIGH))
 
 
 def _gloo_search(rank, world_size):
@@ -112,8 +112,11 @@ def _gloo_search(rank, world_size):
         assert set(times) == set(sizes) and all(t > 0 for t in times.values())
         return {s: (t, t) for s, t in times.items()}  # the same implementation twice: never a win
 
-    found = cx.search("gloo", "eager", measure)
+    found = cx.search("gloo", "eager", measure, bounds=cx.SearchBounds(high=GLOO_SEARCH_HIGH))
     return sorted(found.times)
+
+
+GLOO_SEARCH_HIGH = 64 * cx.KIB  # the powers of two from 1 KiB: gloo times a 1 MiB size in seconds on a busy box
 
 
 @pytest.mark.processes

@@ -3,7 +3,8 @@ user + system time of every process it started, its children's children included
 
 The figure is the kernel's own count (getrusage of the reaped children). So that a process a test left behind is
 counted too, this process is made the subreaper of everything under it (Linux): orphans are handed to it rather
-than to init, and it reaps those that end before the command does. The load average beside the figure says how
+than to init, and it reaps them, waiting up to ORPHAN_GRACE_S for those still running when the command ends (a fork
+server ends once the process that used it has); any left then are said, not counted. The load average beside the figure says how
 busy the machine was: CPU seconds grow a little on a loaded machine (shared caches), far less than wall time does.
 """
 
@@ -16,8 +17,10 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 _PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+ORPHAN_GRACE_S = 15.0  # how long orphans still running when the command ends are waited for
 
 
 def _become_subreaper() -> None:
@@ -39,16 +42,36 @@ def _wait_reaping(pid: int) -> tuple[int, float]:
         if done == pid:
             break
         orphans += usage.ru_utime + usage.ru_stime
-    while True:  # orphans that ended with it
+    code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+    return code, orphans + _reap_the_rest(time.monotonic() + ORPHAN_GRACE_S)
+
+
+def _reap_the_rest(deadline: float) -> float:
+    """Reap the orphans that end before `deadline` (a fork server ends once the process that used it has), and
+    their CPU seconds."""
+    orphans = 0.0
+    while time.monotonic() < deadline:
         try:
             done, _, usage = os.wait4(-1, os.WNOHANG)
-        except ChildProcessError:
+        except ChildProcessError:  # none left
             break
         if done == 0:
-            break
+            time.sleep(0.05)
+            continue
         orphans += usage.ru_utime + usage.ru_stime
-    code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
-    return code, orphans
+    return orphans
+
+
+def _still_running() -> int:
+    """How many orphans handed to this process are still running (their CPU uncounted)."""
+    me, count = str(os.getpid()), 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[1] == me:
+                count += 1
+        except (OSError, IndexError):
+            pass
+    return count
 
 
 def main(argv: list[str]) -> int:
@@ -64,11 +87,12 @@ def main(argv: list[str]) -> int:
     child.returncode = code  # reaped above: Popen must not wait for it again
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.monotonic() - started
+    running = _still_running()
     print(
         f"{name}: {used.ru_utime + used.ru_stime:.1f} CPU-seconds (user {used.ru_utime:.1f} + system "
-        f"{used.ru_stime:.1f}, every process it ran; {orphans:.1f} of them in processes whose parent ended first) "
-        f"in {wall:.0f} s; load average {load_before:.1f} before, "
-        f"{os.getloadavg()[0]:.1f} after",
+        f"{used.ru_stime:.1f}, every process it ran; {orphans:.1f} of them in processes whose parent ended first"
+        f"{f', {running} still running and not counted' if running else ''}) in {wall:.0f} s; load average "
+        f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after",
         file=sys.stderr,
     )
     return code
