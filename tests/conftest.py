@@ -94,12 +94,24 @@ def one_gpu_test_at_a_time(request, tmp_path_factory):
         yield
 
 
+def _built(request, tmp_path_factory, name: str, build) -> tuple[Path, dict]:
+    """`build` made once for a whole `make test` and kept in pytest's cache until a source changes
+    (tests/built_once.py); without pytest's cache, once for this process."""
+    cache = getattr(request.config, "cache", None)
+    return built_once(cache.mkdir("built") if cache else tmp_path_factory.mktemp("built"), name, build)
+
+
+def _gloo_report(folder: Path) -> dict:
+    assert main(["report", str(GLOO_RUN), "--out", str(folder / "out")]) == 0
+    return {"report": "out"}
+
+
 @pytest.fixture(scope="session")
-def gloo_report(tmp_path_factory):
-    """The real 2-rank gloo run of sweeps/cpu-smoke.toml (tests/fixtures/report/cpu-smoke-gloo) rendered once."""
-    out = tmp_path_factory.mktemp("gloo") / "out"
-    assert main(["report", str(GLOO_RUN), "--out", str(out)]) == 0
-    return out
+def gloo_report(request, tmp_path_factory) -> Path:
+    """The real 2-rank gloo run of sweeps/cpu-smoke.toml (tests/fixtures/report/cpu-smoke-gloo) rendered once.
+    Read, never write."""
+    root, found = _built(request, tmp_path_factory, "gloo-report", _gloo_report)
+    return root / found["report"]
 
 
 @pytest.fixture(scope="session")
@@ -108,18 +120,12 @@ def scenarios(request, tmp_path_factory) -> dict[str, Path]:
     kept in pytest's cache until a source changes (tests/built_once.py): name -> report folder. Read, never write."""
     from tests.test_decision import SIM_DIRS, rendered_scenarios
 
-    cache = getattr(request.config, "cache", None)
-    cache = cache.mkdir("built") if cache else tmp_path_factory.mktemp("built")
-    root, found = built_once(cache, "scenarios", rendered_scenarios)
+    root, found = _built(request, tmp_path_factory, "scenarios", rendered_scenarios)
     SIM_DIRS.update({name: root / path for name, path in found["runs"].items()})
     return {name: root / path for name, path in found["reports"].items()}
 
 
-@pytest.fixture(scope="session")
-def pcie8_simulated(tmp_path_factory):
-    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would: from an empty
-    folder, the sweep and the preset named as the package ships them."""
-    root = tmp_path_factory.mktemp("pcie8")
+def _pcie8_simulated(root: Path) -> dict:
     checkout = os.getcwd()
     os.chdir(root)
     try:
@@ -127,7 +133,16 @@ def pcie8_simulated(tmp_path_factory):
         assert main(["report", "--latest", "sim", "--out", "report"]) == 0
     finally:
         os.chdir(checkout)
-    return root / "report"
+    return {"report": "report"}
+
+
+@pytest.fixture(scope="session")
+def pcie8_simulated(request, tmp_path_factory) -> Path:
+    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would: from an empty
+    folder, the sweep and the preset named as the package ships them. Made once (tests/built_once.py); read, never
+    write."""
+    root, found = _built(request, tmp_path_factory, "pcie8-simulated", _pcie8_simulated)
+    return root / found["report"]
 
 
 @pytest.fixture(scope="session")
