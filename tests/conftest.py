@@ -1,6 +1,8 @@
 """Shared test setup: GPU-only tests skip with a reason where CUDA is absent, and run one at a time across
 pytest-xdist workers where it is present; a test that starts a process (fork, subprocess, torchrun, a browser)
-carries the `processes` marker, or it fails saying so; runs several files read are made once per session."""
+carries the `processes` marker, or it fails saying so; what several files read is made once: reports and simulated
+runs for a whole `make test`, kept until a source changes (tests/built_once.py), and the real launches once per
+pytest run (tests/shared_runs.py)."""
 
 import fcntl
 import multiprocessing.process
@@ -116,8 +118,8 @@ def gloo_report(request, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def scenarios(request, tmp_path_factory) -> dict[str, Path]:
-    """Every shipped scenario, rendered once for a whole `make test` (both tiers, every pytest-xdist worker) and
-    kept in pytest's cache until a source changes (tests/built_once.py): name -> report folder. Read, never write."""
+    """Every shipped scenario, rendered once for a whole `make test` (every pytest-xdist worker) and kept in
+    pytest's cache until a source changes (tests/built_once.py): name -> report folder. Read, never write."""
     from tests.test_decision import SIM_DIRS, rendered_scenarios
 
     root, found = _built(request, tmp_path_factory, "scenarios", rendered_scenarios)
