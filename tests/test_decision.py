@@ -121,14 +121,15 @@ def _gloo_crossover(root: Path) -> Path:
     return run
 
 
-SIM_DIRS: dict[str, Path] = {}
+SIM_DIRS: dict[str, Path] = {}  # each scenario's first run folder, filled by conftest's `scenarios`
 UNCONFIRMED = "observed step the model does not explain"
 INCOMPLETE = "incomplete gloo run"
 REPORT_OPTIONS = {UNCONFIRMED: ["--observed-step-ms", "25"]}
 
 
-def rendered_scenarios(root: Path) -> dict[str, Path]:
-    """Every shipped scenario, rendered in `root`: name -> report folder (conftest's `scenarios`, once per process)."""
+def rendered_scenarios(root: Path) -> dict[str, dict[str, str]]:
+    """Every shipped scenario, rendered in `root` (conftest's `scenarios`, once for a whole `make test`): the report
+    folder and the first run folder of each, by name, as paths relative to `root` (or absolute, outside it)."""
     runs: dict[str, list[Path]] = {f"simulated {p}": [_simulate(root, p)] for p in PRESETS}
     imported = root / "imported"
     assert main(["import-nccl-tests", str(NCCL_TESTS_LOG), "--out", str(imported)]) == 0
@@ -147,13 +148,19 @@ def rendered_scenarios(root: Path) -> dict[str, Path]:
     # Stage 1 never ran; OMP_NUM_THREADS=2 made 3x faster, a gain beyond noise that an unfinished run may not act on.
     (root / "incomplete").mkdir()
     runs[INCOMPLETE] = [gloo_run_with(root / "incomplete", lambda r: not r["point_id"].startswith("s1-"), 3.0)]
-    SIM_DIRS.update({name: dirs[0] for name, dirs in runs.items()})
     reports = {}
     for index, (name, dirs) in enumerate(runs.items()):
         out = root / f"report-{index}"
         assert main(["report", *map(str, dirs), "--out", str(out), *REPORT_OPTIONS.get(name, [])]) == 0, name
         reports[name] = out
-    return reports
+
+    def kept(path: Path) -> str:
+        return str(path.relative_to(root) if root in path.parents else path)
+
+    return {
+        "reports": {name: kept(out) for name, out in reports.items()},
+        "runs": {name: kept(dirs[0]) for name, dirs in runs.items()},
+    }
 
 
 def sourced(path: Path) -> dict[str, str]:

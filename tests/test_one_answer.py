@@ -5,6 +5,8 @@ observation only ever withdraws; a planted contradiction fails the check."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shutil
@@ -168,18 +170,28 @@ def beyond_count(decision: dict) -> int:
     )
 
 
+@pytest.fixture(scope="module")
+def unobserved(bundle, tmp_path_factory) -> tuple[list[str], Path]:
+    """The bundle's run reported without an observation, once for the module: what the terminal said, the folder."""
+    folder = tmp_path_factory.mktemp("unobserved") / "report"
+    terminal = io.StringIO()
+    with contextlib.redirect_stdout(terminal):
+        assert main(["report", str(bundle["run"]), "--out", str(folder)]) == 0
+    return terminal.getvalue().splitlines(), folder
+
+
 @pytest.mark.parametrize("observed", ["25", "4=25", "1=0.5"])
-def test_an_observation_only_withdraws(bundle, tmp_path, capsys, observed):
+def test_an_observation_only_withdraws(bundle, unobserved, tmp_path, capsys, observed):
     """Whatever the engine observed, no verdict becomes "beyond error"; one the model does not explain leaves no
     live line in any file and every terminal and page claim still equals the Decision."""
-    plain = _report(bundle["run"], tmp_path / "plain", capsys)
+    plain, plain_folder = unobserved
     seen = _report(bundle["run"], tmp_path / "seen", capsys, "--observed-step-ms", observed)
-    before, after = decision_of(tmp_path / "plain"), decision_of(tmp_path / "seen")
+    before, after = decision_of(plain_folder), decision_of(tmp_path / "seen")
     assert beyond_count(after) <= beyond_count(before)
-    for lines, folder, decision in ((plain, "plain", before), (seen, "seen", after)):
+    for lines, folder, decision in ((plain, plain_folder, before), (seen, tmp_path / "seen", after)):
         assert_terminal_says(lines, decision)
-        assert_files_say(tmp_path / folder, decision)
-        assert_page_says((tmp_path / folder / "index.html").read_text(), decision)
+        assert_files_say(folder, decision)
+        assert_page_says((folder / "index.html").read_text(), decision)
     if after["unconfirmed"]:
         assert after["nccl"]["file"] is None and sourced(tmp_path / "seen" / "routing.txt") == {}
         assert all(s["verdict"] == "not judged" for s in after["steps"])
