@@ -41,18 +41,20 @@ lint: dev
 	$(VENV)/bin/ruff check commprof tests bench tools
 	$(VENV)/bin/ruff format --check commprof tests bench tools
 
-# Two tiers: the in-process tests, then those that start real processes (`processes`: torchrun sweeps, fork servers,
-# subprocesses, a browser). One pytest worker per core, at most 4 (pytest-xdist); the first tier keeps each file on
-# one worker, so a file's shared fixtures are made once; GPU tests run one at a time (tests/conftest.py).
-# On 2 cores, 4 workers ran the process tier no faster than 2 (445 s against 408 s at load 6-7).
-XDIST := -n auto --maxprocesses 4
+# Every test in one pytest run (each worker collects once), one pytest-xdist worker per core, at most 4, each file on
+# one worker (--dist loadfile), so a file's shared fixtures are made once; GPU tests run one at a time
+# (tests/conftest.py). Its last line is its cost: the CPU seconds of every process it ran (tools/cpu_seconds.py).
+XDIST := -n auto --maxprocesses 4 --dist loadfile
 test: dev
-	$(PY) -m pytest -q -m "not processes" $(XDIST) --dist loadfile
-	$(PY) -m pytest -q -m processes $(XDIST)
+	$(PY) tools/cpu_seconds.py "make test" -- $(PY) -m pytest -q $(XDIST)
 
-# The in-process tier only: the everyday loop while editing.
+# The tests that start no process (`-m "not processes"`): the everyday loop while editing.
 test-fast: dev
-	$(PY) -m pytest -q -m "not processes" $(XDIST) --dist loadfile
+	$(PY) tools/cpu_seconds.py "make test-fast" -- $(PY) -m pytest -q -m "not processes" $(XDIST)
+
+# The tests that start processes alone (torchrun sweeps on gloo, fork servers, subprocesses, a browser).
+test-processes: dev
+	$(PY) tools/cpu_seconds.py "make test-processes" -- $(PY) -m pytest -q -m processes $(XDIST)
 
 # The report in headless Chromium; installs Debian's chromium first when run as root without it.
 browser-test: dev

@@ -1,8 +1,9 @@
 """Shared test setup: GPU-only tests skip with a reason where CUDA is absent, and run one at a time across
 pytest-xdist workers where it is present; a test that starts a process (fork, subprocess, torchrun, a browser)
 carries the `processes` marker, or it fails saying so (a GPU test starts rank processes or CUDA work in a child,
-so every one carries both `gpu` and `processes`: tests/test_test_rules.py checks it); runs several files read are
-made once per session.
+so every one carries both `gpu` and `processes`: tests/test_test_rules.py checks it); what several files read is
+made once: reports and simulated runs for a whole `make test`, kept until a source changes (tests/built_once.py),
+and the real launches once per pytest run (tests/shared_runs.py).
 
 Tests are told apart by their markers (`item.get_closest_marker`), never by keyword: an item's keywords hold the
 names of the folders above it, so a checkout inside a folder named `gpu` or `processes` would match them all."""
@@ -14,11 +15,15 @@ import os
 import subprocess
 from pathlib import Path
 
+# matplotlib builds its font cache the first time a process loads its fonts on a machine without one (a fresh CI
+# box): two `fc-list` runs, which the rule below would count against whichever test draws first. Loaded here.
+import matplotlib.font_manager  # noqa: F401
 import pytest
 
 from commprof.cli import main
 from commprof.report import worker
-from tests.sweeprun import only_run_dir, shared_sweep
+from tests.built_once import built_once
+from tests.shared_runs import gloo_launch, lost_agent_launch, shared_launch, smoke_launch
 
 TESTS = Path(__file__).resolve().parent
 PCIE8_SWEEP = TESTS.parent / "sweeps" / "pcie8-verify.toml"
@@ -100,28 +105,41 @@ def one_gpu_test_at_a_time(request, tmp_path_factory):
         yield
 
 
-@pytest.fixture(scope="session")
-def gloo_report(tmp_path_factory):
-    """The real 2-rank gloo run of sweeps/cpu-smoke.toml (tests/fixtures/report/cpu-smoke-gloo) rendered once."""
-    out = tmp_path_factory.mktemp("gloo") / "out"
-    assert main(["report", str(GLOO_RUN), "--out", str(out)]) == 0
-    return out
+def _built(request, tmp_path_factory, name: str, build) -> tuple[Path, dict]:
+    """`build` made once for a whole `make test` and kept in pytest's cache until a source changes
+    (tests/built_once.py); without pytest's cache, once for this process."""
+    cache = getattr(request.config, "cache", None)
+    return built_once(cache.mkdir("built") if cache else tmp_path_factory.mktemp("built"), name, build)
+
+
+def _gloo_report(folder: Path) -> dict:
+    assert main(["report", str(GLOO_RUN), "--out", str(folder / "out")]) == 0
+    return {"report": "out"}
 
 
 @pytest.fixture(scope="session")
-def scenarios(tmp_path_factory) -> dict[str, Path]:
-    """Every shipped scenario, rendered once per test process for test_decision and test_one_answer (as a module
-    fixture it was rendered for each module): name -> report folder."""
-    from tests.test_decision import rendered_scenarios
-
-    return rendered_scenarios(tmp_path_factory.mktemp("decision"))
+def gloo_report(request, tmp_path_factory) -> Path:
+    """The real 2-rank gloo run of sweeps/cpu-smoke.toml (tests/fixtures/report/cpu-smoke-gloo) rendered once.
+    Read, never write."""
+    root, found = _built(request, tmp_path_factory, "gloo-report", _gloo_report)
+    return root / found["report"]
 
 
 @pytest.fixture(scope="session")
-def pcie8_simulated(tmp_path_factory):
-    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would: from an empty
-    folder, the sweep and the preset named as the package ships them."""
-    root = tmp_path_factory.mktemp("pcie8")
+def scenarios(request, tmp_path_factory) -> dict[str, Path]:
+    """Every shipped scenario, rendered once for a whole `make test` (every pytest-xdist worker) and kept in
+    pytest's cache until a source changes (tests/built_once.py): name -> report folder. Read, never write."""
+    from tests import claims_check
+    from tests.test_decision import SIM_DIRS, TERMINALS, rendered_scenarios
+
+    root, found = _built(request, tmp_path_factory, "scenarios", rendered_scenarios)
+    SIM_DIRS.update({name: root / path for name, path in found["runs"].items()})
+    TERMINALS.update(found["terminals"])
+    claims_check.RUN_DIRS.update({run_id: root / path for run_id, path in found["run_ids"].items()})
+    return {name: root / path for name, path in found["reports"].items()}
+
+
+def _pcie8_simulated(root: Path) -> dict:
     checkout = os.getcwd()
     os.chdir(root)
     try:
@@ -129,15 +147,32 @@ def pcie8_simulated(tmp_path_factory):
         assert main(["report", "--latest", "sim", "--out", "report"]) == 0
     finally:
         os.chdir(checkout)
-    return root / "report"
+    return {"report": "report"}
 
 
 @pytest.fixture(scope="session")
-def plain_gloo_sweep(tmp_path_factory):
-    """The default 2-rank gloo sweep of a tiny model at T = 1, 4 and 3 iterations, run once for the whole session
-    (all pytest-xdist workers): its launch (a CompletedProcess) and its run folder."""
-    run_uid = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # one per `pytest -n` run, the same in each of its workers
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent / f"shared-{run_uid}" if run_uid else base / "shared"
-    launch, runs = shared_sweep(root, "plain-gloo", 2, "--model", "{model}", "--tokens", "1,4", "--iterations", "3")
-    return launch, only_run_dir(runs)
+def pcie8_simulated(request, tmp_path_factory) -> Path:
+    """sweeps/pcie8-verify.toml simulated on the 8 x PCIe Gen5 preset, then rendered, as a user would: from an empty
+    folder, the sweep and the preset named as the package ships them. Made once (tests/built_once.py); read, never
+    write."""
+    root, found = _built(request, tmp_path_factory, "pcie8-simulated", _pcie8_simulated)
+    return root / found["report"]
+
+
+@pytest.fixture(scope="session")
+def smoke_sweep(tmp_path_factory) -> dict:
+    """The GPU smoke's own 2-rank launch on gloo, run once for a pytest run (tests/shared_runs.py)."""
+    return shared_launch(tmp_path_factory, "smoke", smoke_launch)
+
+
+@pytest.fixture(scope="session")
+def gloo_sweep(tmp_path_factory) -> dict:
+    """A 2-rank gloo sweep launched as two torchrun nodes, run once for a pytest run (tests/shared_runs.py)."""
+    return shared_launch(tmp_path_factory, "gloo", gloo_launch)
+
+
+@pytest.fixture(scope="session")
+def lost_agent_sweep(tmp_path_factory) -> dict:
+    """A 2-rank sweep with a slow rank-0 doctor whose torchrun agent is killed after its first point, run once for a
+    pytest run (tests/shared_runs.py)."""
+    return shared_launch(tmp_path_factory, "lost-agent", lost_agent_launch)

@@ -11,7 +11,6 @@ import io
 import json
 import re
 import shutil
-import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import pytest
 
 from tests.attack_replay import tree
 from tests.report_fixtures import base_points, make_meta, make_records, write_run
+from tests.sweeprun import one_rank
 
 REPO = Path(__file__).resolve().parents[1]
 GLOO_RUN = REPO / "tests" / "fixtures" / "report" / "cpu-smoke-gloo"
@@ -281,15 +281,6 @@ PINNED_ELSEWHERE = {
 # ------------------------------------------------------------------------------------------------ the checks
 
 
-def _one_rank(monkeypatch) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
-    for name, value in {**env, "MASTER_PORT": str(port)}.items():
-        monkeypatch.setenv(name, value)
-
-
 def _source_every_export(folder: Path, tmp: Path) -> None:
     """Each file a user sources or pastes into a shell, sourced in a clean shell: it runs nothing, sets only
     variables commprof may set."""
@@ -347,7 +338,7 @@ def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case,
     before = tree(tmp_path, attack.given)
     capsys.readouterr()
     if attack.sweep:
-        _one_rank(monkeypatch)
+        one_rank(monkeypatch)
         status = sweep_command.main(attack.argv)
     else:
         status = main(attack.argv)

@@ -1,5 +1,5 @@
-"""The fourth attack run, replayed case by case through the entry point the attacker used, each in a process of its
-own and checked by tests/attack_replay.py: names that point at files, plan.jsonl and traces of another shape, the
+"""The fourth attack run, replayed case by case through the entry point the attacker used (run as `python -m` runs it)
+and checked by tests/attack_replay.py: names that point at files, plan.jsonl and traces of another shape, the
 GPU smoke's output. Exports are sourced in every POSIX shell the way they say they are sourced. Bundles, graph files
 and unbounded numbers are in test_attack_replay_round4_inputs.py."""
 
@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.attack_replay import Attack, check_attack, gloo_run, sweep_file
+from tests.attack_replay import Attack, attack_params, check_attack, gloo_run, sweep_file
 from tests.report_fixtures import make_meta, make_records, write_run
 
 # NCCL (param.cc, debug.cc, topo.cc, search.cc), torch's flight recorder, FlashInfer 0.7.4 and vLLM: each names a
@@ -207,8 +208,11 @@ CASES: dict[str, Callable[[Path], Attack]] = {
 }
 
 
-@pytest.mark.processes  # a child python per case
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+# The cases that start a process: the smoke asks torch about CUDA in a child before it writes.
+STARTS_PROCESSES = {"smoke-planted-partial-link", "smoke-planted-summary-txt-link", "smoke-out-not-writable"}
+
+
+@pytest.mark.parametrize("case", attack_params(CASES, STARTS_PROCESSES))
 def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case, tmp_path):
     check_attack(CASES[case], tmp_path)
 
@@ -292,3 +296,38 @@ def test_names_that_point_at_files_are_refused_wherever_the_allow_list_is_read()
         assert export_line(name, "/srv/evil").startswith("# skipped"), name
     for name in ["NCCL_GRAPH_FILE", "PYTORCH_CUDA_ALLOC_CONF", "NCCL_ALGO", "SGLANG_PCIE_IPC_MAX_NUMEL"]:
         assert export_name_problem(name) is None, name
+
+
+def _listing(tmp: Path, per_axis: int, monkeypatch) -> tuple[float, list[int]]:
+    """`--dry-run --max-points N` of a per_axis x per_axis sweep, run here on one rank with a probe that measures
+    nothing: its processor seconds and the lines of each block it printed."""
+    from commprof.sweep import command
+    from commprof.sweep.planning.dryrun import StepCost
+    from commprof.sweep.running import probe
+
+    values = ", ".join(f'"v{i}"' for i in range(per_axis))
+    sweep = tmp / f"big-{per_axis}.toml"
+    sweep.write_text(
+        f'name = "big"\n[run]\ntokens = [1]\n[axes.env]\nCOMMPROF_A = [{values}]\nCOMMPROF_B = [{values}]\n'
+    )
+    monkeypatch.setattr(probe, "probe_step_cost", lambda *args: StepCost(0.5, {1: 19.4}, "measured (test)"))
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    blocks: list[int] = []
+    monkeypatch.setattr(command, "echo", lambda text, err=False: blocks.append(text.count("\n") + 1))
+    argv = ["--sweep", str(sweep), "--dry-run", "--no-doctor", "--max-points", str(per_axis**2 + 1)]
+    started = time.process_time()
+    assert command.main(argv) == 0
+    return time.process_time() - started, blocks
+
+
+def test_the_dry_run_listing_is_linear_in_its_points_and_printed_in_blocks(tmp_path, monkeypatch):
+    """The attack's `--dry-run --max-points 1000001` of a 1000 x 1000 sweep, at sizes four times apart: every point
+    listed, in blocks of at most 10,000 lines (the listing is never one string), in about four times the processor
+    time, never sixteen (it once held the million-line listing whole: 1.1 GB and 41 s)."""
+    seconds = {}
+    for per_axis in (100, 200):
+        cost, blocks = min(_listing(tmp_path, per_axis, monkeypatch) for _ in range(2))
+        assert sum(blocks) == per_axis**2 + 9 and max(blocks) <= 10_000, blocks
+        seconds[per_axis] = cost
+    assert seconds[200] < 10 * seconds[100], seconds

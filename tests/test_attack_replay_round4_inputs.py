@@ -1,5 +1,5 @@
-"""The fourth attack run's hostile inputs, replayed through the entry point the attacker used, each in a process of
-its own and checked by tests/attack_replay.py: doctor bundles, graph files given to the simulator, numbers past the
+"""The fourth attack run's hostile inputs, replayed through the entry point the attacker used (run as `python -m` runs
+it) and checked by tests/attack_replay.py: doctor bundles, graph files given to the simulator, numbers past the
 range of their unit and labels holding control characters."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.attack_replay import REPO, Attack, check_attack, gloo_run, sweep_file
+from tests.attack_replay import REPO, Attack, attack_params, check_attack, gloo_run, sweep_file
 
 BUNDLE = REPO / "tests" / "fixtures" / "doctor" / "asus-esc8000a-8x-rtxpro6000"
 
@@ -36,7 +36,9 @@ def _nvml(indices: list) -> str:
     return json.dumps({"topology": {"gpus": gpus, "pairs": []}})
 
 
-def _bundle_case(command: str, status: int = 0, error: str = "", limit_s: float = 60.0, name: str = "b", **files):
+def _bundle_case(
+    command: str, status: int = 0, error: str = "", limit_s: float | None = None, name: str = "b", **files
+):
     """`commprof doctor --from B`, `commprof nccl-graph --from-bundle B --out G` or `commprof simulate --from-bundle
     B --sweep S --out G` of a bundle holding `files`."""
 
@@ -88,7 +90,7 @@ def _dmesg_of_newlines(tmp):
     return Attack(["commprof", "doctor", "--from", str(bundle)], 0, "", [bundle], 30)
 
 
-def _graph_file(change: tuple[str, str], limit_s: float = 20.0):
+def _graph_file(change: tuple[str, str], limit_s: float | None = None):
     """`commprof simulate` of a sweep whose point names an NCCL_GRAPH_FILE with `change` (old, new) made to a
     candidate commprof writes for the bundle's box: refused before anything is simulated or written."""
 
@@ -235,7 +237,9 @@ CASES: dict[str, Callable[[Path], Attack]] = {
 }
 
 
-@pytest.mark.processes  # a child python per case
-@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+STARTS_PROCESSES: set[str] = set()  # none: the bounded cases too run in the test's process
+
+
+@pytest.mark.parametrize("case", attack_params(CASES, STARTS_PROCESSES))
 def test_the_attack_gives_one_line_and_leaves_everything_outside_as_it_was(case, tmp_path):
     check_attack(CASES[case], tmp_path)

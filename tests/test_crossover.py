@@ -2,13 +2,13 @@
 exhaustive sweep; on a fabricated timing model, on real gloo ranks, and as a stage of a real gloo sweep."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from commprof.cli import main
 from commprof.records.files import read_records
 from commprof.sweep.planning import crossover as cx
-from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
 
 def model_measure(crossover: int, calls: list):
@@ -93,7 +93,7 @@ def test_the_search_on_real_gloo_ranks_times_every_size_it_asks_for():
     from tests.distributed import run_ranks
 
     sizes = run_ranks(_gloo_search, world_size=2)
-    assert sizes[0] == sizes[1] and all(s in sizes[0] for s in cx.POWERS)
+    assert sizes[0] == sizes[1] and all(s in sizes[0] for s in cx.powers(cx.KIB, GLOO_SEARCH_HIGH))
 
 
 def _gloo_search(rank, world_size):
@@ -112,29 +112,24 @@ def _gloo_search(rank, world_size):
         assert set(times) == set(sizes) and all(t > 0 for t in times.values())
         return {s: (t, t) for s, t in times.items()}  # the same implementation twice: never a win
 
-    found = cx.search("gloo", "eager", measure)
+    found = cx.search("gloo", "eager", measure, bounds=cx.SearchBounds(high=GLOO_SEARCH_HIGH))
     return sorted(found.times)
 
 
+GLOO_SEARCH_HIGH = 64 * cx.KIB  # the powers of two from 1 KiB: gloo times a 1 MiB size in seconds on a busy box
+
+
 @pytest.mark.processes
-def test_a_crossover_stage_on_real_gloo_ranks_records_every_size_resumes_and_reports(tmp_path):
-    """A one-shot candidate searched against gloo's all-reduce in a real 2-rank sweep: one record per size in
-    fresh workers, graph mode recorded as not searchable on CPU ranks, and a report that labels the search as
-    gloo and exports no engine setting."""
-    model = tiny_model(tmp_path, layers=1)
-    sweep = tmp_path / "sweep.toml"
-    sweep.write_text(
-        f'name = "cx"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 1\npoint_timeout_s = 30\n'
-        '[[points]]\nimpl = "tests.plugins.one_shot:OneShotGloo"\nlabel = "one-shot"\n'
-        '[[stages]]\nkind = "crossover"\nmin_bytes = 1024\nmax_bytes = 4096\nrounds = 2\nwarmup = 1\nmax_rounds = 3\n'
-    )
-    result = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor", "--no-nccl-debug")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "crossover one-shot (eager)" in result.stderr and "graph mode not searched" in result.stderr
-    run = only_run_dir(tmp_path / "runs")
+def test_a_crossover_stage_on_real_gloo_ranks_records_every_size_and_reports(gloo_sweep, tmp_path):
+    """A one-shot candidate searched against gloo's all-reduce in a real 2-rank sweep (tests/shared_runs.py): one
+    record per size in fresh workers, graph mode recorded as not searchable on CPU ranks, and a report that labels
+    the search as gloo and exports no engine setting."""
+    printed = gloo_sweep["stdout"][0] + gloo_sweep["stderr"][0]
+    assert "crossover one-shot (eager)" in printed and "graph mode not searched" in printed
+    run = Path(gloo_sweep["run"])
     searched = [r for r in read_records(run / "results.jsonl") if r["kind"] == "crossover"]
     timed = {r["bytes"]: r for r in searched if r["mode"] == "eager"}
-    assert set(timed) >= {256, 1024, 2048, 4096}  # the step's own 256 B all-reduces and the powers of two
+    assert set(timed) >= {128, 512, 1024, 2048, 4096}  # the step's own all-reduces at T = 1, 4 and powers of two
     assert all(r["status"] == "ok" and r["impl_us"] > 0 and r["baseline_us"] > 0 for r in timed.values())
     assert all(r["baseline"]["impl"] == "default" and r["backend"] == "gloo" for r in timed.values())
     (graph,) = [r for r in searched if r["mode"] == "graph"]
@@ -143,7 +138,7 @@ def test_a_crossover_stage_on_real_gloo_ranks_records_every_size_resumes_and_rep
     # what the sweep planned, written as it planned it: the stage's one search and its sizes, and that it ended
     plan = [json.loads(line) for line in (run / "plan.jsonl").read_text().splitlines()]
     (planned,) = [line for line in plan if line["line"] == "searches"]
-    assert [(s["mode"], 256 in s["sizes"]) for s in planned["searches"]] == [("eager", True)]
+    assert [(s["mode"], 128 in s["sizes"]) for s in planned["searches"]] == [("eager", True)]
     assert [line["mode"] for line in plan if line["line"] == "ended"] == ["eager"]
 
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0

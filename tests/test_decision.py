@@ -127,8 +127,8 @@ def _gloo_crossover(root: Path) -> Path:
     return run
 
 
-SIM_DIRS: dict[str, Path] = {}  # scenario -> its (first) run folder
-TERMINALS: dict[str, str] = {}  # scenario -> what `report` printed
+SIM_DIRS: dict[str, Path] = {}  # each scenario's first run folder, filled by conftest's `scenarios`
+TERMINALS: dict[str, str] = {}  # what each scenario's `report` printed, filled by conftest's `scenarios`
 UNCONFIRMED = "observed step the model does not explain"
 INCOMPLETE = "incomplete gloo run"
 BUNDLE = "bundle simulation"
@@ -147,9 +147,10 @@ REPORT_OPTIONS = {
 }
 
 
-def rendered_scenarios(root: Path) -> dict[str, Path]:
-    """Every shipped scenario, rendered in `root`: name -> report folder (conftest's `scenarios`, once per process);
-    what each `report` printed is in TERMINALS."""
+def rendered_scenarios(root: Path) -> dict[str, dict[str, str]]:
+    """Every shipped scenario, rendered in `root` (conftest's `scenarios`, once for a whole `make test`): by name,
+    the report folder, the first run folder and what `report` printed; by run id, every run's folder (the claim
+    check reads records from it). Paths are relative to `root` (or absolute, outside it)."""
     runs: dict[str, list[Path]] = {f"simulated {p}": [_simulate(root, p)] for p in PRESETS}
     imported = root / "imported"
     assert main(["import-nccl-tests", str(NCCL_TESTS_LOG), "--out", str(imported)]) == 0
@@ -177,19 +178,29 @@ def rendered_scenarios(root: Path) -> dict[str, Path]:
     for name, factor in ((CONFIRMED, 3.0), (NOT_CONFIRMED, 1.0)):
         (root / name).mkdir()
         runs[name] = [run_with_confirmation(root / name, candidate_factor=factor)]
-    SIM_DIRS.update({name: dirs[0] for name, dirs in runs.items()})
-    for dirs in runs.values():
-        for folder in dirs:
-            claims_check.RUN_DIRS[json.loads((folder / META_FILE).read_text())["run_id"]] = folder
+    terminals = {}
     reports = {}
     for index, (name, dirs) in enumerate(runs.items()):
         out = root / f"report-{index}"
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             assert main(["report", *map(str, dirs), "--out", str(out), *REPORT_OPTIONS.get(name, [])]) == 0, name
-        TERMINALS[name] = printed.getvalue()
+        terminals[name] = printed.getvalue()
         reports[name] = out
-    return reports
+
+    def kept(path: Path) -> str:
+        return str(path.relative_to(root) if root in path.parents else path)
+
+    return {
+        "reports": {name: kept(out) for name, out in reports.items()},
+        "runs": {name: kept(dirs[0]) for name, dirs in runs.items()},
+        "terminals": terminals,
+        "run_ids": {
+            json.loads((folder / META_FILE).read_text())["run_id"]: kept(folder)
+            for dirs in runs.values()
+            for folder in dirs
+        },
+    }
 
 
 def _simulate_bundle(root: Path) -> Path:

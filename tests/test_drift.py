@@ -1,18 +1,18 @@
 """Drift-checked A/B: the baseline measured again over the run, its band, and a gain that drift explains away."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from commprof.cli import main
 from commprof.evidence import MEASURED, Evidence
 from commprof.records.files import BASELINE_REPEATS_FILE, read_records
 from commprof.report.analysis.drift import baseline_drift
+from commprof.sweep import command as sweep_command
 from commprof.sweep.planning.config import parse_sweep
 from commprof.sweep.planning.spec import BaselineEvery
 from tests.plugins.drifting import EPOCH_FILE_VARIABLE, RATE_VARIABLE
-from tests.sweeprun import REPO, only_run_dir, sweep_env, tiny_model, torchrun_args
+from tests.sweeprun import one_rank, only_run_dir, tiny_model
 
 
 def _record(tokens, median, time_, repeat=None):
@@ -59,7 +59,8 @@ def test_baseline_every_reads_points_or_minutes():
 
 
 @pytest.mark.processes
-def test_a_gain_that_the_baselines_drift_covers_is_not_recommended(tmp_path):
+def test_a_gain_that_the_baselines_drift_covers_is_not_recommended(tmp_path, monkeypatch, capsys):
+    """A one-rank sweep run here whose plug-in slows as the run goes on, then its report."""
     model = tiny_model(tmp_path, layers=2, hidden=64, vocab=128)
     plugin = "tests.plugins.drifting:Drifting"
     sweep = tmp_path / "drift.toml"
@@ -75,10 +76,12 @@ def test_a_gain_that_the_baselines_drift_covers_is_not_recommended(tmp_path):
         '[[points]]\nimpl = "nccl"\nlabel = "filler 3"\n'
         '[report]\nbaseline = "reference"\n'
     )
-    env = sweep_env() | {EPOCH_FILE_VARIABLE: str(tmp_path / "epoch"), RATE_VARIABLE: "5000"}
-    args = torchrun_args(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor", "--no-nccl-debug")
-    out = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
-    assert out.returncode == 0, out.stderr[-3000:]
+    one_rank(monkeypatch)
+    monkeypatch.setenv(EPOCH_FILE_VARIABLE, str(tmp_path / "epoch"))
+    monkeypatch.setenv(RATE_VARIABLE, "5000")
+    monkeypatch.chdir(tmp_path)
+    args = ["--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor", "--no-nccl-debug", "--single-rank"]
+    assert sweep_command.main(args) == 0, capsys.readouterr().err[-3000:]
     run = only_run_dir(tmp_path / "runs")
     records = read_records(run / "results.jsonl")
     repeats = read_records(run / BASELINE_REPEATS_FILE)
@@ -89,16 +92,9 @@ def test_a_gain_that_the_baselines_drift_covers_is_not_recommended(tmp_path):
     assert Evidence(MEASURED).beats(eager["p001"]["median"], eager["p001"]["p90"], eager["p003"]["median"]), eager
 
     report_dir = tmp_path / "report"
-    rendered = subprocess.run(
-        [sys.executable, "-m", "commprof", "report", str(run), "--out", str(report_dir)],
-        capture_output=True,
-        text=True,
-        env=sweep_env(),
-        cwd=REPO,
-        timeout=180,
-    )
-    assert rendered.returncode == 0, rendered.stderr
-    assert "BASELINE DRIFT" in rendered.stderr
+    capsys.readouterr()
+    assert main(["report", str(run), "--out", str(report_dir)]) == 0
+    assert "BASELINE DRIFT" in capsys.readouterr().err
     summary = json.loads((report_dir / "summary.json").read_text())["runs"][0]
     drift = summary["environment"]["drift"]
     # ... but the reference moved more than that over the run: not recommended, and the report says why.

@@ -4,6 +4,8 @@ only ever withdraws; an engine asked for is the only one named."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -62,13 +64,23 @@ def beyond(decision: dict) -> set[str]:
     return {c["subject"] for c in decision["claims"] if c["verdict"] == "beyond error"}
 
 
+@pytest.fixture(scope="module")
+def unobserved(bundle, tmp_path_factory) -> tuple[list[str], Path]:
+    """The bundle's run reported without an observation, once for the module: what the terminal said, the folder."""
+    folder = tmp_path_factory.mktemp("unobserved") / "report"
+    terminal = io.StringIO()
+    with contextlib.redirect_stdout(terminal):
+        assert main(["report", str(bundle["run"]), "--out", str(folder)]) == 0
+    return terminal.getvalue().splitlines(), folder
+
+
 @pytest.mark.parametrize("observed", ["25", "4=25", "1=0.5"])
-def test_an_observation_only_withdraws(bundle, tmp_path, capsys, observed):
+def test_an_observation_only_withdraws(bundle, unobserved, tmp_path, capsys, observed):
     """Whatever the engine observed, no claim becomes "beyond error"; one the model does not explain withdraws every
     predicted claim and leaves no live line in any file."""
-    _report(bundle["run"], tmp_path / "plain", capsys)
+    _plain, plain_folder = unobserved
     seen = _report(bundle["run"], tmp_path / "seen", capsys, "--observed-step-ms", observed)
-    before, after = decision_of(tmp_path / "plain"), decision_of(tmp_path / "seen")
+    before, after = decision_of(plain_folder), decision_of(tmp_path / "seen")
     assert beyond(after) <= beyond(before)
     assert claims_check.problems(tmp_path / "seen", "\n".join(seen)) == []
     if after["unconfirmed"]:

@@ -1,18 +1,14 @@
 """Kernels built once before the first point: the builder's outcomes, the gate that skips useless builds, and
-on real gloo ranks a failed build turning its points `unsupported` with the compiler's error."""
-
-import json
+on real gloo ranks a failed build turning its points `unsupported` with the compiler's error (in the hostile sweep
+of test_sweep_hostile.py)."""
 
 import pytest
 
 from commprof.impls import jit_build
-from commprof.records.files import read_records
-from commprof.records.run_meta import read_meta
 from commprof.sweep.planning.config import parse_sweep
 from commprof.sweep.planning.points import sweep_impls
 from commprof.sweep.running.prebuild import build_refusal, failures, run_builder
 from tests.plugins.builds import NVCC_FAILURE, FakeSpec
-from tests.sweeprun import only_run_dir, run_sweep, tiny_model
 
 BUILDS = "tests.plugins.builds"
 
@@ -96,27 +92,3 @@ def test_a_build_the_builder_never_finished_is_a_failed_build(tmp_path, impl, ti
     (outcome,) = report["builds"].values()
     assert outcome["status"] == "failed" and outcome["error"].startswith(why), outcome
     assert any("building (first use" in n for n in notes) and any(why in n for n in notes)
-
-
-@pytest.mark.processes
-def test_a_sweep_builds_before_its_first_point_and_refuses_what_failed(tmp_path):
-    model = tiny_model(tmp_path)
-    impls = ["default", f"{BUILDS}:NeedsBrokenBuild", f"{BUILDS}:NeedsFineBuild"]
-    sweep = tmp_path / "sweep.toml"
-    sweep.write_text(
-        f'name = "builds"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 2\nwarmup = 0\n'
-        f"point_timeout_s = 30\n[axes]\nimpl = {json.dumps(impls)}\n"
-    )
-    out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor")
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "fake_comm: building" in out.stderr and "fake_comm: failed" in out.stderr
-    run = only_run_dir(tmp_path / "runs")
-    records = read_records(run / "results.jsonl")
-    broken = [r for r in records if r["point"]["impl"].endswith("NeedsBrokenBuild")]
-    assert {r["status"] for r in broken} == {"unsupported"}
-    assert 'fake_comm.cu(42): error: identifier "__nv_fp8x4_e4m3" is undefined' in broken[0]["message"]
-    fine = [r for r in records if r["point"]["impl"].endswith("NeedsFineBuild") and r["mode"] == "eager"]
-    assert fine[0]["status"] == "ok"
-    (report,) = read_meta(run)["kernel_builds"]
-    assert report["builds"][f"{BUILDS}:broken_comm"]["status"] == "failed"
-    assert report["builds"][f"{BUILDS}:fine_comm"]["status"] == "built"

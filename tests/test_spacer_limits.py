@@ -3,7 +3,6 @@ trace file read within a size limit, compute or lateness longer than a point's t
 and a dry run whose probe crashed giving no estimate; each refusal one line, through the sweep command."""
 
 import json
-import subprocess
 import time
 
 import pytest
@@ -15,7 +14,7 @@ from commprof.planner.models import DTYPE_BYTES, load_model
 from commprof.planner.plan import build_step_plan
 from commprof.planner.spacing import ComputeSpec, SkewSpec, gemm_bytes, gemm_shapes
 from commprof.sweep.planning.dryrun import ASSUMED, probe_cost, size_lines
-from tests.sweeprun import REPO, sweep_env, torchrun_args
+from tests.attack_replay import replay_bounded
 
 
 @pytest.fixture
@@ -136,21 +135,16 @@ def test_a_dry_run_whose_probe_crashed_says_so_and_gives_no_estimate():
     assert "estimated" in size_lines(spec, ASSUMED, 1, "gloo")[0]
 
 
-@pytest.mark.processes
 @pytest.mark.parametrize("compute", ["trace:/dev/zero", "gemm"])
-def test_through_torchrun_each_spacer_refusal_ends_fast_and_small(tmp_path, compute):
-    """The launch a user types (2 gloo ranks); this box's own memory decides the GEMM case (Kimi-K2.5 at T = 4
-    needs ~30 GiB a rank). Whether torchrun lets rank 0 print before it ends it is the launcher's race, so at most
-    one line here; the in-process cases above hold it to exactly one."""
+def test_through_the_sweep_module_each_spacer_refusal_ends_fast_and_small(tmp_path, compute):
+    """`python -m commprof.allreduce_sweep` as rank 0 of the 2-rank launch a user types, run here (runpy), its CPU
+    time and how far it raised the peak resident memory bounded; this box's own memory decides the GEMM case
+    (Kimi-K2.5 at T = 4 needs ~30 GiB a rank). Refused before any process group: the rank needs no peer.
+    (torchrun's own ending of a refused launch: test_attack_replay_round4_processes.py.)"""
     sweep = _sweep(tmp_path, f'compute = "{compute}"')
-    args = ["/usr/bin/time", "-f", "peak %M KB", *torchrun_args(2, "--sweep", sweep, "--out", str(tmp_path / "runs"))]
-    started = time.monotonic()
-    result = subprocess.run(
-        [*args, "--dry-run"], capture_output=True, text=True, timeout=120, env=sweep_env(), cwd=REPO
-    )
-    assert result.returncode != 0 and time.monotonic() - started < 60
-    ours = [line for line in result.stderr.splitlines() if line.startswith("commprof:")]
-    assert len(ours) <= 1 and all(line.startswith("commprof: error:") for line in ours), result.stderr[-2000:]
-    peak_kb = int(result.stderr.rsplit("peak ", 1)[1].split()[0])
-    assert peak_kb < 2 << 20  # under 2 GiB: nothing was read or allocated unbounded
+    (tmp_path / "cwd").mkdir()
+    argv = ["commprof.allreduce_sweep", "--sweep", sweep, "--out", str(tmp_path / "runs"), "--dry-run"]
+    ran = replay_bounded(argv, tmp_path / "cwd", 30, {"WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_PORT": "1"})
+    lines = [line for line in ran.err.splitlines() if line.strip()]
+    assert ran.status == 2 and len(lines) == 1 and lines[0].startswith("commprof: error:"), ran.err[-2000:]
     assert not (tmp_path / "runs").exists()

@@ -172,10 +172,11 @@ def test_a_late_rank_is_waiting_on_the_others_not_wire_time():
     bare_runs, late_runs, ops = _alternating("none", {"rank": 1, "us": 1000})
     assert all(r["wait_clock"] == "host_monotonic" and r["compute_us"] is None for r in late_runs)
     expected = 1000 * ops
-    # Never much less than the lateness asked for, in any step; the least disturbed step's close to it (a loaded
-    # box wakes the late rank late, so medians run higher).
-    waits = [r["wait_us"]["min"] for r in late_runs]
-    assert all(expected * 0.8 <= w for w in waits) and min(waits) <= expected * 1.5, waits
+    # Not much less than the lateness asked for in the middle round (one where the load held the waiting rank back
+    # too waits less: it came late itself); the least disturbed close to it (a loaded box wakes the late rank late,
+    # so medians run higher).
+    waits = sorted(r["wait_us"]["min"] for r in late_runs)
+    assert expected * 0.8 <= waits[len(waits) // 2] and waits[0] <= expected * 1.5, waits
     # Without the late rank, the waiting is a fraction of it (each setting's least disturbed round).
     assert min(r["wait_us"]["median"] for r in bare_runs) < 0.5 * min(r["wait_us"]["median"] for r in late_runs)
     # Step - wait: what is left is the collectives themselves, as without the late rank (best steps, and the
@@ -211,42 +212,27 @@ def test_the_report_tells_communication_from_compute_and_wire_from_waiting():
 
 
 @pytest.mark.processes
-def test_a_sweep_carries_compute_and_waiting_into_its_records_and_report(tmp_path):
-    import subprocess
-    import sys
+def test_a_sweep_carries_compute_and_waiting_into_its_records_and_report(gloo_sweep, tmp_path):
+    """A real 2-rank gloo sweep with compute = "uniform:300" and rank 1 late by 200 µs (tests/shared_runs.py)."""
+    from pathlib import Path
 
+    from commprof.cli import main
     from commprof.records.files import read_records
-    from tests.sweeprun import REPO, only_run_dir, run_sweep, sweep_env, tiny_model
 
-    model = tiny_model(tmp_path, layers=2, hidden=64, vocab=128)
-    sweep = tmp_path / "spaced.toml"
-    sweep.write_text(
-        f'name = "spaced"\n[run]\nmodel = "{model}"\ntokens = [2]\niterations = 6\nwarmup = 1\n'
-        'compute = "uniform:300"\nskew = { rank = 1, us = 200 }\n'
-    )
-    out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor", "--no-nccl-debug")
-    assert out.returncode == 0, out.stderr[-3000:]
-    run = only_run_dir(tmp_path / "runs")
-    (eager,) = [r for r in read_records(run / "results.jsonl") if r["mode"] == "eager"]
-    assert eager["status"] == "ok" and eager["spacing"] == {"compute": "uniform:300", "skew": "rank 1 late by 200 µs"}
-    plan = eager["plan"]
-    ops = plan["all_reduce"] + plan["all_gather"] + plan["reduce_scatter"]
-    assert eager["compute_us"]["min"] >= 300 * (ops - 1) * 0.98
-    assert eager["wait_clock"] == "host_monotonic" and eager["wait_us"]["median"] > 0
-    rendered = subprocess.run(
-        [sys.executable, "-m", "commprof", "report", str(run), "--out", str(tmp_path / "report")],
-        capture_output=True,
-        text=True,
-        env=sweep_env(),
-        cwd=REPO,
-        timeout=180,
-    )
-    assert rendered.returncode == 0, rendered.stderr
-    import json
-
+    run = Path(gloo_sweep["run"])
+    eager = [r for r in read_records(run / "results.jsonl") if r["mode"] == "eager" and r["status"] == "ok"]
+    assert eager and all(r["kind"] != "step" or r["spacing"] for r in eager)
+    for record in [r for r in eager if r["kind"] == "step"]:
+        assert record["spacing"] == {"compute": "uniform:300", "skew": "rank 1 late by 200 µs"}
+        plan = record["plan"]
+        ops = plan["all_reduce"] + plan["all_gather"] + plan["reduce_scatter"]
+        assert record["compute_us"]["min"] >= 300 * (ops - 1) * 0.98
+        assert record["wait_clock"] == "host_monotonic" and record["wait_us"]["median"] > 0
+    assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
     spacing = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]["environment"]["spacing"]
+    baseline = [r for r in eager if r["kind"] == "step" and r["point_id"] == "p000"]
     assert spacing["compute"] == "uniform:300" and spacing["communication_us"] == pytest.approx(
-        eager["step_us"]["median"] - eager["compute_us"]["median"]
+        sum(r["step_us"]["median"] - r["compute_us"]["median"] for r in baseline)
     )
 
 

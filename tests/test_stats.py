@@ -4,6 +4,7 @@ every file of a real gloo run."""
 
 import contextlib
 import io
+from pathlib import Path
 
 import pytest
 
@@ -52,15 +53,16 @@ def test_the_page_summarizes_sites_by_their_slowest_op():
 
 
 @pytest.mark.processes
-def test_a_run_of_3_iterations_prints_no_p99_anywhere(tmp_path, plain_gloo_sweep):
-    result, run = plain_gloo_sweep  # 3 iterations (tests/conftest.py)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "max of 3" in result.stdout
+def test_a_run_of_3_iterations_prints_no_p99_anywhere(tmp_path, smoke_sweep):
+    """The GPU smoke's 2-rank gloo launch, of 3 timed steps (tests/shared_runs.py)."""
+    assert smoke_sweep["code"] == 0, smoke_sweep["output"][-2000:]
+    run, printed = Path(smoke_sweep["run"]), smoke_sweep["output"]
+    assert "max of 3" in printed
     out = tmp_path / "report"
     terminal = io.StringIO()
     with contextlib.redirect_stdout(terminal), contextlib.redirect_stderr(terminal):
         assert main(["report", str(run), "--out", str(out)]) == 0
-    texts = {"sweep terminal": result.stdout + result.stderr, "report terminal": terminal.getvalue()}
+    texts = {"sweep terminal": printed, "report terminal": terminal.getvalue()}
     for folder in (run, out):
         for path in folder.rglob("*"):
             if path.is_file() and path.suffix in (".jsonl", ".json", ".html", ".csv", ".txt", ".env", ".conf", ".log"):

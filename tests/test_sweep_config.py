@@ -295,9 +295,16 @@ def test_dry_run_table_lists_every_point_the_count_and_an_estimate():
     assert "up to 3 crossover searches" in text
 
 
-@pytest.mark.processes  # the probe starts a fork server and a gloo group in this process
-def test_dry_run_through_the_sweep_command(capsys):
+def test_dry_run_through_the_sweep_command(capsys, monkeypatch):
+    """The listing of cpu-smoke.toml on this launch; the probe's estimate is stubbed (the real probe, a fork
+    server's measurement: test_sweep_runner.py's dry run)."""
+    from commprof.sweep.planning.dryrun import StepCost
+    from commprof.sweep.running import probe
+    from tests.sweeprun import one_rank
+
     sweep_module = pytest.importorskip("commprof.allreduce_sweep")
+    monkeypatch.setattr(probe, "probe_step_cost", lambda *args: StepCost(0.5, {1: 19.4}, "measured (test)"))
+    one_rank(monkeypatch)  # what main() sets for a launch without torchrun, put back after the test
     status = sweep_module.main(["--sweep", str(SWEEPS / "cpu-smoke.toml"), "--dry-run"])
     out = capsys.readouterr().out
     assert status == 0
@@ -307,7 +314,7 @@ def test_dry_run_through_the_sweep_command(capsys):
     assert "this launch: gloo backend, 1 rank: 2 of 5 stage-0 points will run" in out
     assert "NCCL_ALGO and NCCL_PROTO have no effect on the gloo backend" not in out  # the impl's reason comes first
     assert "needs the NCCL backend" in out
-    assert "measured on this launch: the baseline" in out
+    assert "measured (test)" in out
 
 
 def test_the_documented_example_is_a_valid_sweep_file():

@@ -69,21 +69,14 @@ def test_on_gloo_every_graph_point_is_unsupported_with_the_reason():
 
 
 @pytest.mark.processes
-def test_on_real_gloo_ranks_graph_points_are_recorded_unsupported_never_timed(tmp_path):
+def test_on_real_gloo_ranks_graph_points_are_recorded_unsupported_never_timed(gloo_sweep):
+    """A graph point of a real 2-rank gloo sweep (tests/shared_runs.py)."""
     import json
 
-    from tests.sweeprun import only_run_dir, run_sweep, tiny_model
-
-    sweep = tmp_path / "graphs.toml"
-    sweep.write_text(
-        f'name = "graphs"\n[run]\nmodel = "{tiny_model(tmp_path)}"\ntokens = [1]\niterations = 2\nwarmup = 1\n'
-        '[axes]\nnccl_graph = ["auto", "generated:ring-2ch-same-hop"]\n'
-    )
-    done = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"))
-    assert done.returncode == 0, done.stderr[-2000:]
-    run = only_run_dir(tmp_path / "runs")
+    run = Path(gloo_sweep["run"])
     records = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-    graph = [r for r in records if r["point_id"] == "p001"]
-    assert {r["status"] for r in graph} == {"unsupported"} and all(r["step_us"] is None for r in graph)
+    graph = [r for r in records if r["point"]["env"].get("NCCL_GRAPH_FILE") == "generated:ring-2ch-same-hop"]
+    assert graph and {r["status"] for r in graph} == {"unsupported"} and all(r["step_us"] is None for r in graph)
     assert graph[0]["message"] == "NCCL_GRAPH_FILE has no effect on the gloo backend (NCCL does not run here)"
+    assert not (run / "points" / graph[0]["point_id"]).exists()  # never timed
     assert "nccl_graphs" not in json.loads((run / "meta.json").read_text())  # nothing written for gloo

@@ -1,22 +1,16 @@
-"""The sweep runner on real gloo processes: faults recorded and survived, resume, two "nodes", CLI errors."""
+"""The sweep runner on real gloo processes: two "nodes" and NCCL settings on gloo (a launch shared with other tests:
+tests/shared_runs.py), the dry run. (Faulty points, and a resume after a controller is killed: test_sweep_hostile.py.)"""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
+from pathlib import Path
 
 import pytest
 
 from commprof.cli import main
 from commprof.records.files import read_records
-from tests.distributed import free_port
-from tests.sweeprun import only_run_dir, run_sweep, sweep_env, tiny_model, torchrun_args
+from tests.sweeprun import REPO, one_rank
 
 pytestmark = pytest.mark.processes
-
-FAULTY = "tests.plugins.faulty"
 
 
 def write_sweep(tmp_path, model, body, timeout=8, tokens=(2,)):
@@ -28,115 +22,32 @@ def write_sweep(tmp_path, model, body, timeout=8, tokens=(2,)):
     return path
 
 
-def by_point(records):
-    out = {}
-    for r in records:
-        out.setdefault(r["point"]["impl"], []).append(r)
-    return out
-
-
-def test_faulty_points_are_recorded_and_the_sweep_goes_on(tmp_path):
-    model = tiny_model(tmp_path)
-    impls = ["default", f"{FAULTY}:Hang", f"{FAULTY}:Crash", f"{FAULTY}:WrongOnRank1", "nccl"]
-    sweep = write_sweep(tmp_path, model, "[axes]\nimpl = " + json.dumps(impls) + "\n")
-    started = time.monotonic()
-    out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor")
-    elapsed = time.monotonic() - started
-    assert out.returncode == 0, out.stderr[-3000:]
-    run = only_run_dir(tmp_path / "runs")
-    points = by_point(read_records(run / "results.jsonl"))
-    assert set(points) == set(impls)
-    assert {r["status"] for r in points["default"] if r["mode"] == "eager"} == {"ok"}
-    assert {r["status"] for r in points[f"{FAULTY}:Hang"]} == {"timeout"}
-    crashed = [r for r in points[f"{FAULTY}:Crash"] if r["mode"] == "eager"]
-    assert {r["status"] for r in crashed} == {"crashed"}
-    assert "SIGABRT" in crashed[0]["message"] and "rank 1" in crashed[0]["message"]
-    wrong = [r for r in points[f"{FAULTY}:WrongOnRank1"] if r["mode"] == "eager"]
-    assert wrong[0]["status"] == "wrong" and wrong[0]["check"]["first_bad_site"] == "embed"
-    assert {r["status"] for r in points["nccl"]} == {"unsupported"}
-    assert "NCCL" in points["nccl"][0]["message"]
-    # Every point ran; the hang cost its limit once, not forever.
-    assert elapsed < 8 + 90
-    assert "timeout" in out.stdout and "crashed" in out.stdout
-
-
-def test_resume_after_the_controller_is_killed(tmp_path):
-    model = tiny_model(tmp_path)
-    sweep = write_sweep(tmp_path, model, '[axes.env]\nCOMMPROF_TEST_KNOB = ["a", "b", "c", "d", "e"]\n', tokens=(1, 2))
-    out_dir = tmp_path / "runs"
-    proc = subprocess.Popen(
-        torchrun_args(2, "--sweep", str(sweep), "--out", str(out_dir), "--no-doctor"),
-        env=sweep_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    results = None
-    while time.monotonic() < deadline:
-        runs = list(out_dir.glob("*/results.jsonl")) if out_dir.exists() else []
-        if runs and len({json.loads(line)["point_id"] for line in runs[0].read_text().splitlines() if line}) >= 2:
-            results = runs[0]
-            break
-        time.sleep(0.05)
-    assert results is not None, "the sweep never wrote two points"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    before = {json.loads(line)["point_id"] for line in results.read_text().splitlines() if line.strip()}
-    assert 2 <= len(before) < 7
-
-    resumed = run_sweep(2, "--resume", str(results.parent), "--no-doctor")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    records = read_records(results)
-    keys = [(r["point_id"], r["tokens"], r["mode"]) for r in records]
-    assert len(keys) == len(set(keys)), "a point was recorded twice"
-    assert {r["point_id"] for r in records} == {f"p{i:03d}" for i in range(6)}
-    assert len(keys) == 6 * 2 * 2
-    assert "done before resume" in resumed.stderr
-
-
-def test_two_node_launch_with_torchrun_rendezvous(tmp_path):
-    model = tiny_model(tmp_path)
-    port = free_port()
-    out_dir = tmp_path / "runs"
-    args = ["--model", str(model), "--tokens", "2", "--iterations", "3", "--out", str(out_dir), "--no-doctor"]
-    nodes = [
-        subprocess.Popen(
-            torchrun_args(1, *args, nnodes=2, node_rank=rank, port=port),
-            env=sweep_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank in (0, 1)
-    ]
-    outputs = [node.communicate(timeout=180) for node in nodes]
-    assert [node.returncode for node in nodes] == [0, 0], outputs[0][1][-2000:] + outputs[1][1][-2000:]
-    records = read_records(only_run_dir(out_dir) / "results.jsonl")
-    eager = [r for r in records if r["mode"] == "eager"]
+def test_two_node_launch_with_torchrun_rendezvous(gloo_sweep):
+    """Two torchrun agents of one rank each (tests/shared_runs.py): one run of world size 2, and only global rank 0
+    prints."""
+    assert gloo_sweep["codes"] == [0, 0], gloo_sweep["stderr"][0][-2000:] + gloo_sweep["stderr"][1][-2000:]
+    records = read_records(Path(gloo_sweep["run"]) / "results.jsonl")
+    eager = [r for r in records if r["mode"] == "eager" and r["point_id"] == "p000"]
     assert eager[0]["status"] == "ok" and eager[0]["world_size"] == 2 and len(eager[0]["rank_step_median_us"]) == 2
-    assert "p000" in outputs[0][0] and outputs[1][0] == ""  # only global rank 0 prints
+    assert "p000" in gloo_sweep["stdout"][0] + gloo_sweep["stderr"][0] and gloo_sweep["stdout"][1] == ""
 
 
-def test_nccl_settings_on_gloo_are_recorded_unsupported_and_never_timed(tmp_path):
-    model = tiny_model(tmp_path)
-    sweep = write_sweep(
-        tmp_path,
-        model,
-        '[axes]\nNCCL_ALGO = ["default", "ring"]\n[[points]]\nchannels = 4\nenv = { OMP_NUM_THREADS = "2" }\n',
-    )
-    out = run_sweep(2, "--sweep", str(sweep), "--out", str(tmp_path / "runs"), "--no-doctor")
-    assert out.returncode == 0, out.stderr[-3000:]
-    run = only_run_dir(tmp_path / "runs")
-    records = {(r["point_id"], r["mode"]): r for r in read_records(run / "results.jsonl")}
-    assert records[("p000", "eager")]["status"] == "ok"
-    ring, channels = records[("p001", "eager")], records[("p002", "eager")]
-    assert ring["status"] == "unsupported" and ring["step_us"] is None
-    assert ring["message"] == "NCCL_ALGO has no effect on the gloo backend (NCCL does not run here)"
-    assert channels["status"] == "unsupported" and "NCCL_MAX_NCHANNELS and NCCL_MIN_NCHANNELS" in channels["message"]
+def test_nccl_settings_on_gloo_are_recorded_unsupported_and_never_timed(gloo_sweep, tmp_path):
+    run = Path(gloo_sweep["run"])
+    records = read_records(run / "results.jsonl")
+    env_points = {json.dumps(r["point"]["env"], sort_keys=True): r["point_id"] for r in records if r["kind"] == "step"}
+    ring = env_points[json.dumps({"NCCL_ALGO": "ring"})]
+    channels = env_points[json.dumps({"NCCL_MAX_NCHANNELS": "4", "NCCL_MIN_NCHANNELS": "4", "OMP_NUM_THREADS": "2"})]
+    by_point = {(r["point_id"], r["mode"], r["tokens"]): r for r in records if r["kind"] == "step"}
+    assert by_point[("p000", "eager", 1)]["status"] == "ok"
+    ring_record, channels_record = by_point[(ring, "eager", 1)], by_point[(channels, "eager", 1)]
+    assert ring_record["status"] == "unsupported" and ring_record["step_us"] is None
+    assert ring_record["message"] == "NCCL_ALGO has no effect on the gloo backend (NCCL does not run here)"
+    assert channels_record["status"] == "unsupported"
+    assert "NCCL_MAX_NCHANNELS and NCCL_MIN_NCHANNELS" in channels_record["message"]
     # Never timed: no worker started for them, so no worker log.
     assert (run / "points" / "p000" / "rank0.log").exists()
-    assert not (run / "points" / "p001").exists() and not (run / "points" / "p002").exists()
+    assert not (run / "points" / ring).exists() and not (run / "points" / channels).exists()
     # The report of this real run: nothing NCCL exported or ruled, the first screen says what was not measured
     # and how to measure it, and nothing measured on CPU ranks is handed to an engine.
     report = tmp_path / "report"
@@ -148,30 +59,21 @@ def test_nccl_settings_on_gloo_are_recorded_unsupported_and_never_timed(tmp_path
     flags = (report / "engine_flags.txt").read_text()
     assert not [line for line in flags.splitlines() if line.startswith(("source", "export"))]
     card = (report / "index.html").read_text().split('class="card set"', 1)[1].split("Every number here", 1)[0]
-    assert "Not measured (1 point, e.g. p001): NCCL_ALGO has no effect on the gloo backend" in card
+    assert f"Not measured (1 point, e.g. {ring}): NCCL_ALGO has no effect on the gloo backend" in card
     assert "Measure them on GPUs, where the sweep runs on NCCL." in card
 
 
-def test_dry_run_writes_nothing_and_estimates_from_a_probe(tmp_path):
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "commprof.allreduce_sweep",
-            "--sweep",
-            "sweeps/pcie8-verify.toml",
-            "--dry-run",
-            "--out",
-            str(tmp_path / "runs"),
-        ],
-        capture_output=True,
-        text=True,
-        env=sweep_env(),
-        cwd=sweep_env()["PYTHONPATH"].split(os.pathsep)[0],
-        timeout=240,
-    )
-    assert out.returncode == 0, out.stderr
-    assert "p000" in out.stdout and not (tmp_path / "runs").exists()
-    assert "measured on this launch: the baseline" in out.stdout and "2 of 33 stage-0 points will run" in out.stdout
+@pytest.mark.processes  # the probe's fork server
+def test_dry_run_writes_nothing_and_estimates_from_a_probe(tmp_path, monkeypatch, capsys):
+    """`python -m commprof.allreduce_sweep --sweep sweeps/pcie8-verify.toml --dry-run` from the checkout, on one
+    rank, run here: the listing, an estimate from a probe measured on this launch, one line on stderr."""
+    from commprof.sweep import command
 
-    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    one_rank(monkeypatch)
+    monkeypatch.chdir(REPO)
+    status = command.main(["--sweep", "sweeps/pcie8-verify.toml", "--dry-run", "--out", str(tmp_path / "runs")])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert "p000" in out and not (tmp_path / "runs").exists()
+    assert "measured on this launch: the baseline" in out and "2 of 33 stage-0 points will run" in out
+    assert len(err.strip().splitlines()) == 1, err

@@ -2,7 +2,7 @@
 that says why and names the resume command; what was written stays readable."""
 
 import errno
-import socket
+from types import SimpleNamespace
 
 import pytest
 import torch.distributed as dist
@@ -10,19 +10,9 @@ import torch.distributed as dist
 from commprof.records.files import read_records
 from commprof.sweep import command as sweep_command
 from commprof.sweep.running import runner
+from tests.sweeprun import one_rank
 
 
-def _one_rank(monkeypatch):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for name, value in dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1").items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(port))
-
-
-@pytest.mark.processes
 @pytest.mark.parametrize(
     "error, words",
     [
@@ -34,12 +24,13 @@ def _one_rank(monkeypatch):
     ],
 )
 def test_a_full_disk_or_a_lost_agent_is_one_line_naming_the_resume_command(tmp_path, monkeypatch, capsys, error, words):
-    _one_rank(monkeypatch)
+    one_rank(monkeypatch)
 
     def stops(*args, **kwargs):
         raise error
 
     monkeypatch.setattr(runner, "_sweep_loop", stops)
+    monkeypatch.setattr(runner, "ForkServer", lambda: SimpleNamespace(close=lambda: None))  # no point runs
     status = sweep_command.main(["--tokens", "1", "--out", str(tmp_path / "runs"), "--no-doctor", "--single-rank"])
     err = capsys.readouterr().err.strip().splitlines()
     stopped = [line for line in err if "error:" in line]

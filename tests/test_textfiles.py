@@ -10,7 +10,7 @@ import pytest
 
 from commprof.cli import main
 from commprof.errors import UsageError
-from commprof.textfiles import LOG_BYTES, read_json, read_text
+from commprof.textfiles import read_json, read_text
 
 
 def one_line_error(capsys, argv, match):
@@ -81,14 +81,16 @@ def test_report_accept_beyond_any_verify_step_is_one_line(capsys):
     one_line_error(capsys, ["report", str(gloo_run), "--accept", "1e308"], "above 1024")
 
 
-def test_trace_files_are_read_with_the_same_limits(tmp_path, capsys):
+def test_trace_files_are_read_with_the_same_limits(tmp_path, capsys, monkeypatch):
     one_line_error(capsys, ["trace", "/dev/zero"], r"trace /dev/zero: not a regular file")
     deep = tmp_path / "rank0.json"
     deep.write_text("[" * 100_000 + "]" * 100_000)
     one_line_error(capsys, ["trace", str(deep)], r"not usable JSON \(maximum recursion depth")
     bomb = tmp_path / "rank1.json.gz"
-    bomb.write_bytes(gzip.compress(b" " * (LOG_BYTES + 1)))  # compresses to about 0.5 MB
-    one_line_error(capsys, ["trace", str(bomb)], "unzips to more than")
+    limit = 1 << 20  # the reader's cap (LOG_BYTES, 512 MiB) made small: the same bounded read, not 512 MiB zipped
+    monkeypatch.setattr("commprof.trace.events.LOG_BYTES", limit)
+    bomb.write_bytes(gzip.compress(b" " * (limit + 1)))
+    one_line_error(capsys, ["trace", str(bomb)], f"unzips to more than the {limit} bytes")
     fifo = tmp_path / "host-pid1.log"
     os.mkfifo(fifo)
     one_line_error(capsys, ["trace", str(fifo)], "NCCL Inspector dump .*: not a regular file")

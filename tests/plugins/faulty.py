@@ -40,6 +40,19 @@ class Hang(AllReduceImpl):
             time.sleep(1)
 
 
+class HangsUntilReleased(AllReduceImpl):
+    """Never returns until the file named by COMMPROF_TEST_RELEASE exists, then reduces: a point a test stops the
+    sweep in, and a resume then measures."""
+
+    name = "hangs-until-released"
+
+    def all_reduce(self, x):
+        while not os.path.exists(os.environ["COMMPROF_TEST_RELEASE"]):
+            time.sleep(0.1)
+        dist.all_reduce(x, group=self.group)
+        return x
+
+
 class Crash(AllReduceImpl):
     """Aborts the worker on rank 1: the sweep must record "crashed" with the signal."""
 
