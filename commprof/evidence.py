@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+import msgspec
+
 from commprof.nccl_vocab import ENV_CHECKS, value_traps
 from commprof.records.run_meta import meta_view
 from commprof.records.schema import SOURCES, Source
@@ -95,7 +97,19 @@ class Evidence:
     @property
     def margin_pct(self) -> float:
         """How far below the baseline's median a measured p90 must lie: the larger of drift and noise floor."""
-        return max(self.drift_pct or 0.0, self.noise_floor_pct or 0.0)
+        term = self.margin_term()
+        return term.pct if term is not None else 0.0
+
+    def margin_term(self) -> ErrorTerm | None:
+        """The measured term beyond the faster side's spread: the baseline's drift over the run or the noise floor
+        of its interleaved confirmation, the larger (both say how far the baseline moves between two measurements
+        of it, so the larger covers the other); None: the run knows neither."""
+        drift, floor = self.drift_pct, self.noise_floor_pct
+        if floor is not None and (drift is None or floor > drift):
+            return ErrorTerm("noise floor", floor, NOISE_FLOOR_SOURCE)
+        if drift is not None:
+            return ErrorTerm("drift", drift, DRIFT_SOURCE)
+        return None
 
     @property
     def simulated(self) -> bool:
@@ -133,20 +147,6 @@ class Evidence:
         return "measurement noise" if self.drift_pct is None else "measurement noise and the baseline's drift"
 
     @property
-    def beyond(self) -> str:
-        if self.simulated:
-            return "beyond model error"
-        return "beyond noise" if self.drift_pct is None else "beyond noise and drift"
-
-    @property
-    def within(self) -> str:
-        if self.simulated and (self.model_error is None or self.model_error.pct is None):
-            return "not judged: the model's error is unknown"
-        if self.simulated:
-            return "within model error"
-        return "within noise" if self.drift_pct is None else "within noise or drift"
-
-    @property
     def rule(self) -> str:
         """The rule the verdicts follow, with this run's figures."""
         if not self.simulated:
@@ -174,6 +174,50 @@ class Evidence:
             "a smaller one is within model error; over several T, the sums over T"
         )
 
+    def error_terms(
+        self,
+        after: tuple[Any, Any],
+        before: tuple[Any, Any],
+        errors: tuple[float | None, float | None] | None = None,
+    ) -> tuple[ErrorTerm, ...] | None:
+        """What a difference between `after` and `before` (each (median, p90)) must exceed to count, as terms in %
+        of `before`'s median, for the direction the difference points (a faster `after` is held to its own spread,
+        a slower one to `before`'s); None where a term is unknown (a missing p90, an unknown model error).
+
+        Measured: the faster side's p90 above its median, and the larger of the baseline's drift over the run and
+        the noise floor of its interleaved confirmation (margin_term); simulated: the model's expected error, or
+        with two models (`errors`: after's and before's, %) both."""
+        try:
+            median, p90 = float(after[0]), float(after[1])
+            reference, reference_p90 = float(before[0]), float(before[1])
+        except (TypeError, ValueError):
+            return None
+        if not (math.isfinite(median) and math.isfinite(reference)) or reference <= 0:
+            return None
+        faster = median <= reference
+        if not self.simulated:
+            top, middle = (p90, median) if faster else (reference_p90, reference)
+            if not math.isfinite(top):
+                return None
+            terms = [ErrorTerm("spread", 100.0 * (top - middle) / reference, SPREAD_SOURCE)]
+            margin = self.margin_term()
+            if margin is not None:
+                scale = 1.0 if faster else median / reference
+                terms.append(ErrorTerm(margin.name, margin.pct * scale, margin.source))
+            return tuple(terms)
+        if errors is not None:
+            mine, theirs = errors
+            if mine is None or theirs is None:
+                return None
+            return (
+                ErrorTerm("model (this side)", mine * median / reference, "its model's expected error"),
+                ErrorTerm("model (the reference)", theirs, "the reference's model's expected error"),
+            )
+        if self.model_error is None or self.model_error.pct is None:
+            return None
+        scale = 1.0 if faster else median / reference
+        return (ErrorTerm("model", self.model_error.pct * scale, self.model_error.basis),)
+
     def beats(
         self,
         median_us: Any,
@@ -181,30 +225,22 @@ class Evidence:
         reference_median_us: Any,
         errors: tuple[float | None, float | None] | None = None,
     ) -> bool | None:
-        """Whether a point (its median and p90) beats a reference (its median) by more than this evidence's
-        uncertainty; None when a number is missing. Unknown model error: never.
+        """Whether a point (its median and p90) beats a reference (its median) by the one rule (`rule`), each
+        difference held to this evidence's error terms (error_terms); None when a number is missing. Unknown model
+        error: never.
 
         `errors`: simulated by two different models (a kernel's against NCCL's), their expected errors (the
         point's, the reference's) in %: the point wins only when its time raised by its error stays below the
         reference's lowered by its own, since the two models can be wrong in opposite directions."""
-        try:
-            median, p90, reference = float(median_us), float(p90_us), float(reference_median_us)
-        except (TypeError, ValueError):
+        gain = gain_pct(reference_median_us, median_us)
+        if gain is None:
             return None
-        if not self.simulated:
-            if not (math.isfinite(p90) and math.isfinite(reference)):
-                return None
-            return p90 < reference * (1.0 - self.margin_pct / 100.0)
-        if not (math.isfinite(median) and math.isfinite(reference)):
-            return None
-        if errors is not None:
-            mine, theirs = errors
-            if mine is None or theirs is None:
-                return False
-            return median * (1.0 + mine / 100.0) < reference * (1.0 - theirs / 100.0)
-        if self.model_error is None or self.model_error.pct is None:
+        if gain <= 0:
             return False
-        return median < reference * (1.0 - self.model_error.pct / 100.0)
+        terms = self.error_terms((median_us, p90_us), (reference_median_us, math.nan), errors)
+        if terms is None:
+            return False if self.simulated else None
+        return rule(gain, total_pct(terms)) == "beyond error"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -221,26 +257,47 @@ class Evidence:
             "rule": self.rule,
         }
 
-    def figure_error_pct(self, uncertain_ms: float, total_ms: float) -> float | None:
-        """The expected error of a figure of which only `uncertain_ms` is predicted (a verify step: predicted
-        communication plus the compute the user gave), in % of the figure; None: measured, or unknown."""
-        if not self.simulated or self.model_error is None or self.model_error.pct is None:
-            return None
-        if not (math.isfinite(uncertain_ms) and math.isfinite(total_ms)) or total_ms <= 0:
-            return None
-        return self.model_error.pct * min(max(uncertain_ms / total_ms, 0.0), 1.0)
 
-    def judge(
-        self, after: tuple[float, float], before: float, errors: tuple[float | None, float | None] | None = None
-    ) -> Verdict:
-        """The one rule applied to a figure a user reads: `after` (median, p90) against `before` (median), each side
-        with its own error where simulated (`errors`: the after's and the before's, % of each figure)."""
-        if self.simulated and errors is not None and None in errors:
-            return "not judged"
-        beats = self.beats(after[0], after[1], before, errors if self.simulated else None)
-        if beats is None or (self.simulated and (self.model_error is None or self.model_error.pct is None)):
-            return "not judged"
-        return "beyond error" if beats else "inside error"
+SPREAD_SOURCE = "the faster side's p90 above its median"
+DRIFT_SOURCE = "the baseline's drift over the run"
+NOISE_FLOOR_SOURCE = (
+    "the noise floor of the interleaved confirmation: the largest spread of consecutive measurements of the "
+    "baseline beside the candidates, the A/A control first"
+)
+
+
+class ErrorTerm(msgspec.Struct, frozen=True):
+    """One part of what a difference must exceed, in % of the figure's reference, and where it comes from."""
+
+    name: str  # "spread", "drift", "model", ...
+    pct: float
+    source: str
+
+
+def total_pct(terms: tuple[ErrorTerm, ...] | None) -> float | None:
+    """The error a difference must exceed: its terms summed (None: unknown)."""
+    return None if terms is None else sum(term.pct for term in terms)
+
+
+def gain_pct(before: Any, after: Any) -> float | None:
+    """How much less `after` is than `before`, % of `before` (negative: more); None where either is missing."""
+    try:
+        b, a = float(before), float(after)
+    except (TypeError, ValueError):
+        return None
+    if not (math.isfinite(b) and math.isfinite(a)) or b <= 0:
+        return None
+    return 100.0 * (b - a) / b
+
+
+def rule(gain: float | None, error: float | None) -> Verdict:
+    """The one rule every verdict of commprof follows: a difference of `gain` % (of the figure it is compared with)
+    is a result, "beyond error", when it exceeds `error` % (every term its evidence must beat: noise and drift when
+    measured, the model's expected error when simulated), else "inside error"; "not judged" where either figure is
+    unknown. The sign says which way: a negative gain beyond error is slower beyond error."""
+    if gain is None or error is None or not (math.isfinite(gain) and math.isfinite(error)):
+        return "not judged"
+    return "beyond error" if abs(gain) > error else "inside error"
 
 
 # ------------------------------------------------------------- rules two stages share (search and report, simulate)

@@ -129,10 +129,13 @@ def gloo_report(request, tmp_path_factory) -> Path:
 def scenarios(request, tmp_path_factory) -> dict[str, Path]:
     """Every shipped scenario, rendered once for a whole `make test` (every pytest-xdist worker) and kept in
     pytest's cache until a source changes (tests/built_once.py): name -> report folder. Read, never write."""
-    from tests.test_decision import SIM_DIRS, rendered_scenarios
+    from tests import claims_check
+    from tests.test_decision import SIM_DIRS, TERMINALS, rendered_scenarios
 
     root, found = _built(request, tmp_path_factory, "scenarios", rendered_scenarios)
     SIM_DIRS.update({name: root / path for name, path in found["runs"].items()})
+    TERMINALS.update(found["terminals"])
+    claims_check.RUN_DIRS.update({run_id: root / path for run_id, path in found["run_ids"].items()})
     return {name: root / path for name, path in found["reports"].items()}
 
 

@@ -51,15 +51,16 @@ ENTRY_POINTS = {"__main__", "cli", "allreduce_sweep", "gpu_smoke"}
 # in tiers, read the same way. A package's command (and the
 # report's writer, which joins exports and views) sits at its top, after every subpackage.
 REPORT_PARTS = (
-    {"analysis"},  # records -> a RunAnalysis -> the run's one answer, and the words and numbers it is said in
+    {"decision"},  # the Decision's types (summary.json whole), its claims and how every output writes numbers
+    {"analysis"},  # records -> a RunAnalysis -> the run's one answer (a Decision), and the words it is said in
     {"exports"},  # the texts of the files a user pastes or a machine reads
     {"views"},  # the page
     {"worker"},  # what runs beside the main process: figures drawn, files written from the analysis alone
     {"write"},  # the one module that writes the report's files
+    {"flags"},  # the command's options, parsed and checked
     {"command"},
 )
 ANALYSIS_TIERS = (
-    {"formatting"},  # how the report writes numbers, settings, counts and column names
     {"engine_facts"},  # what an engine's dispatch table is made of: rules citing the released source
     {"engine_flashinfer"},  # FlashInfer's facts, which the engines' tables read (its workspaces' sizes)
     {"engine_sglang_fusion"},  # when SGLang turns FlashInfer's all-reduce on by itself, and what it takes
@@ -71,16 +72,26 @@ ANALYSIS_TIERS = (
     {"ranking", "projection", "heatmap", "costmodel_check", "observed", "tuner_rules"},
     {"choices", "nccl_choice"},  # table 1's rows; the chooser of the answer's NCCL environment
     {"run_analysis"},  # the front door
-    {"words", "run_shape", "compared"},  # how verdicts are worded; what engines read of the run; runs side by side
-    {"apply", "nccl_answer", "answer_frames"},  # the one file to apply; (a) and the verify step per T, judged once
-    {"answer_routes"},  # the answer's size bands, each with its typed verdict
-    {"decision"},  # the run's one answer, built once from the analysis, and its per-T tables
+    # how verdicts are worded; what engines read of the run; runs side by side; the claims under the one rule;
+    # where the numbers come from; the page's descriptive tables
+    {"words", "run_shape", "compared", "claims", "provenance", "page_tables"},
+    {"apply", "answer_frames", "box_view"},  # the one file to apply; the per-T tables of (a); the box as shown
+    # the Decision's steps, each reading the ones before: the environment, (a), the verify steps
+    {"decide_environment", "decide_nccl", "decide_steps"},
+    {"decide_routing", "decide_engines", "decide_answers", "decide_plan"},  # routes; engines; per-T answers; plan
+    {"decide"},  # the run's one answer, built once from the analysis in those steps
+)
+DECISION_TIERS = (
+    {"formatting", "claim"},  # how every output writes numbers and claims; a claim
+    {"tables", "observation"},  # the page's rows; the engine's observation and what explains it
+    {"types"},  # the Decision
+    {"codec"},  # summary.json read and written
 )
 EXPORTS_TIERS = (
-    {"export_text", "provenance"},  # how exports write text they did not choose; where the numbers come from
-    {"engine_hints"},
+    {"export_text"},  # how exports write text they did not choose
+    {"engine_hints", "confirm"},  # engine_flags.txt's hints; confirm.toml
     {"files"},  # recommend.env, nccl_tuner.conf, nccl-tests tables, results.csv
-    {"decision_files", "summary"},  # engine_flags.txt's engine block and routing.txt; summary.json
+    {"decision_files"},  # engine_flags.txt's engine block, routing.txt, the terminal's answer lines
 )
 
 REPLAY_PARTS = (
@@ -114,6 +125,7 @@ RUNNING_TIERS = (
     {"run_folder"},
 )
 INNER_TIERS = {
+    ("report", "decision"): DECISION_TIERS,
     ("report", "analysis"): ANALYSIS_TIERS,
     ("report", "exports"): EXPORTS_TIERS,
     ("sweep", "planning"): PLANNING_TIERS,
@@ -350,7 +362,8 @@ def test_back_edges_are_found(importer, imported, allowed):
     [
         ("commprof.report.analysis.frame", "commprof.report.exports.files", False),  # analysis reads no export
         ("commprof.report.analysis.run_analysis", "commprof.report.views.page", False),  # ... and no view
-        ("commprof.report.exports.summary", "commprof.report.views.answers", False),  # an export reads no view
+        ("commprof.report.exports.files", "commprof.report.views.answers", False),  # an export reads no view
+        ("commprof.report.decision.types", "commprof.report.analysis.decide", False),  # the Decision's types first
         ("commprof.report.views.page", "commprof.report.write", False),
         ("commprof.report.analysis.frame", "commprof.report.analysis.run_analysis", False),  # inner order
         ("commprof.report.exports.export_text", "commprof.report.exports.files", False),
@@ -361,7 +374,7 @@ def test_back_edges_are_found(importer, imported, allowed):
         ("commprof.sweep.running.measure", "commprof.sweep.running.runner", False),
         ("commprof.sweep.running.runner", "commprof.sweep.command", False),
         ("commprof.report.views.page", "commprof.report.analysis.frame", True),
-        ("commprof.report.exports.summary", "commprof.report.analysis.decision", True),
+        ("commprof.report.analysis.decide", "commprof.report.decision.types", True),
         ("commprof.report.write", "commprof.report.views.page", True),
         ("commprof.report.command", "commprof.report.write", True),
         ("commprof.report.analysis.run_analysis", "commprof.report.analysis.frame", True),
@@ -604,14 +617,14 @@ def test_sweep_reads_finds_a_planted_one():
     assert sweep_reads(graph) == ["commprof.report.completeness -> commprof.sweep.staging"]
 
 
-# Outputs render, never judge: the page's views, the exported files' texts and the terminal summaries read the
-# run's Decision (and how it is worded and formatted); from any other analysis module they take only its types and
-# constants, and none of them applies the evidence's rule itself.
+# Outputs render, never judge: the page's views, the exported files' texts and the terminal summaries take the
+# run's Decision (commprof.report.decision: its types, its claims and how numbers are written) and nothing else of
+# the report's analysis, not even a type; none of them applies the evidence's rule itself.
 RENDERERS = ("report/views", "report/exports", "sweep/running/console.py", "costmodel/simulate_command.py")
-RENDER_MAY_IMPORT = {"decision", "formatting", "words"}
-# The rule's entry points (evidence.py, projection.py, choices.py): a renderer that calls one judges on its own.
-JUDGING_CALLS = {"beats", "judge", "figure_error_pct", "accept_verdict", "both_ways", "paying_ratio"}
-# The analysis's own candidate beside the Decision: a renderer reads the Decision's point (nccl_answer_point), never these.
+ANALYSIS = "commprof.report.analysis"
+# The rule's entry points (evidence.py, analysis/claims.py): a renderer that calls one judges on its own.
+JUDGING_CALLS = {"beats", "rule", "error_terms", "compare", "derive", "judge"}
+# The analysis's candidates beside the Decision: a renderer reads the Decision's point, never these.
 RUN_CANDIDATES = {"recommended", "reference", "nccl_choice"}
 
 
@@ -623,21 +636,23 @@ def _renderer_files(package: Path) -> list[Path]:
     return found
 
 
+def _imported(node: ast.AST) -> str | None:
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        return node.module
+    return node.names[0].name if isinstance(node, ast.Import) else None
+
+
 def render_judgements(package: Path = PACKAGE) -> tuple[set[str], list[str]]:
-    """(the analysis functions renderers import beyond the Decision and its words, the places a renderer applies the
-    evidence's rule itself or reads the analysis's candidate instead of the Decision's: "module:line name")."""
+    """(the analysis modules renderers import, the places a renderer applies the evidence's rule itself or reads the
+    analysis's candidate instead of the Decision's: "module:line name")."""
     imports, judged = set(), []
     for path in _renderer_files(package):
         name = module_name(path, package)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("commprof.report.analysis."):
-                source = node.module.rsplit(".", 1)[1]
-                if source in RENDER_MAY_IMPORT:
-                    continue
-                for alias in node.names:  # a type (CapWords) or a constant (UPPER_CASE) is vocabulary, not analysis
-                    if not (alias.name[:1].isupper()):
-                        imports.add(f"{name}: {source}.{alias.name}")
-            elif isinstance(node, ast.Call):
+            module = _imported(node)
+            if module is not None and (module == ANALYSIS or module.startswith(ANALYSIS + ".")):
+                imports.add(f"{name}: {module.removeprefix(ANALYSIS + '.')}")
+            if isinstance(node, ast.Call):
                 func = node.func
                 called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
                 if called in JUDGING_CALLS:
@@ -653,9 +668,7 @@ def test_outputs_render_the_decision_and_never_judge():
     assert judged == [], (
         f"renderers applying the evidence's rule or reading the analysis's candidate themselves: {judged}"
     )
-    assert imports == set(), (
-        f"renderers calling analyses beyond the Decision (the analysis supplies that as ready data): {sorted(imports)}"
-    )
+    assert imports == set(), f"renderers importing the analysis (they take the Decision alone): {sorted(imports)}"
 
 
 def test_a_planted_view_that_judges_its_own_beyond_fails_the_rule(tmp_path):
@@ -665,13 +678,59 @@ def test_a_planted_view_that_judges_its_own_beyond_fails_the_rule(tmp_path):
     for folder in (package, package / "report", views):
         (folder / "__init__.py").write_text("")
     (views / "card.py").write_text(
-        "from commprof.report.analysis.decision import Decision\n"
+        "from commprof.report.decision.types import Decision\n"
         "from commprof.report.analysis.ranking import recommendation\n"
+        "from commprof.report.analysis.run_analysis import RunAnalysis\n"
         "def card(run, decision: Decision):\n"
         "    beyond = run.evidence.beats(run.after_us, run.after_p90_us, run.before_us)\n"
         "    label = '(a)' if run.reference != run.baseline else '(a) kept'\n"
         "    return 'beyond model error' if beyond else decision.evidence + label\n"
     )
+    (views / "export.py").write_text("import commprof.report.analysis.words\n")
     imports, judged = render_judgements(package)
-    assert imports == {"commprof.report.views.card: ranking.recommendation"}
-    assert sorted(judged) == ["commprof.report.views.card:4 beats", "commprof.report.views.card:5 run.reference"]
+    assert imports == {
+        "commprof.report.views.card: ranking",
+        "commprof.report.views.card: run_analysis",  # a type of the analysis is the analysis too
+        "commprof.report.views.export: words",
+    }
+    assert sorted(judged) == ["commprof.report.views.card:5 beats", "commprof.report.views.card:6 run.reference"]
+
+
+# The Decision is built in small steps a reader follows: every function of its modules (the analysis's steps, its
+# claims, the file chosen to apply, the page's tables) and of the renderers is radon grade C or better.
+DECISION_MODULES = (
+    "report/decision/*.py",
+    "report/analysis/decide*.py",
+    "report/analysis/claims.py",
+    "report/analysis/apply.py",
+    "report/analysis/page_tables.py",
+    "report/exports/*.py",
+    "report/views/*.py",
+)
+MAX_COMPLEXITY = 20  # radon's grade C ends here
+
+
+def complex_functions(package: Path = PACKAGE) -> list[str]:
+    """ "module.function (complexity)" for each function of DECISION_MODULES above MAX_COMPLEXITY."""
+    from radon.complexity import cc_visit
+
+    found = []
+    for pattern in DECISION_MODULES:
+        for path in sorted(package.glob(pattern)):
+            for block in cc_visit(path.read_text(encoding="utf-8")):
+                if block.complexity > MAX_COMPLEXITY:
+                    found.append(f"{module_name(path, package)}.{block.name} ({block.complexity})")
+    return found
+
+
+def test_every_function_of_the_decision_is_grade_c_or_better():
+    assert complex_functions() == []
+
+
+def test_complex_functions_finds_a_planted_one(tmp_path):
+    package = tmp_path / "commprof"
+    (package / "report" / "analysis").mkdir(parents=True)
+    branches = "".join(f"    if x == {k}:\n        return {k}\n" for k in range(MAX_COMPLEXITY + 1))
+    (package / "report" / "analysis" / "decide_plan.py").write_text(f"def tangled(x):\n{branches}    return x\n")
+    (package / "report" / "analysis" / "frame.py").write_text(f"def elsewhere(x):\n{branches}    return x\n")
+    assert complex_functions(package) == [f"commprof.report.analysis.decide_plan.tangled ({MAX_COMPLEXITY + 2})"]

@@ -4,6 +4,7 @@ states is the largest of its bands over the sizes it was judged on; one pooled f
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -162,4 +163,8 @@ def test_a_line_calibration_applies_at_its_rank_count_only(imported, tmp_path, c
         (run_dir,) = out.iterdir()
         records = [r for r in read_records(run_dir / "results.jsonl") if r["status"] == "ok"]
         assert {r["calibration"] for r in records} == {used}
-        assert any("line" in (r["message"] or "") for r in records)
+        calibration = json.loads((run_dir / "meta.json").read_text())["calibration"]
+        if used == named:
+            assert calibration["applied"] and any("line" in (r["message"] or "") for r in records)
+        else:  # fitted at 4 ranks: at 8 it holds for no point, and the run says why
+            assert not calibration["applied"] and "differ in ranks" in calibration["why"]

@@ -97,8 +97,9 @@ def test_a_floor_only_bound_is_shown_but_never_ranked_recommended_or_routed(tmp_
     assert symm["status"] == "ok"  # predicted: the fastest bound in this run
     assert main(["report", str(run_dir), "--out", str(report)]) == 0
     (run,) = json.loads((report / "summary.json").read_text())["runs"]
-    assert all(row["best_impl"] != "symm-mem" for row in run["headline"])
-    assert all(row["impl"] != "symm-mem" for row in run["alternatives"])
-    assert all(band["impl"] != "symm-mem" for band in run["routing"])
-    assert any(curve["impl"] == "symm-mem" for curve in run["routing_curves"])
+    assert all(row["impl"] != "symm-mem" for row in run["tables"]["choices"])
+    assert all(row["impl"] != "symm-mem" for row in run["tables"]["alternatives"])
+    assert all(band["impl"] != "symm-mem" for band in run["routes"])
+    assert all(c["point_id"] not in run["environment"]["untested"] for c in run["plan"]["candidates"])
+    assert any(curve["impl"] == "symm-mem" for curve in run["routing"]["curves"])
     assert "symm-mem is predicted only as the floor of its algorithm" in (report / "index.html").read_text()

@@ -229,7 +229,8 @@ def test_simulate_command_with_calibration_and_report(sweep_file, tmp_path, caps
     for exported in report_dir.rglob("*"):
         assert not exported.is_file() or str(tmp_path) not in exported.read_text(errors="replace"), exported
     (run,) = json.loads((report_dir / "summary.json").read_text())["runs"]
-    assert run["evidence"]["expected_error_pct"] is None and "states no error over the sizes" in run["evidence"]["rule"]
+    evidence = run["environment"]["evidence"]
+    assert evidence["expected_error_pct"] is None and "states no error over the sizes" in evidence["rule"]
 
 
 def test_simulate_command_errors(sweep_file, tmp_path, capsys):

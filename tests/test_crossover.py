@@ -142,10 +142,9 @@ def test_a_crossover_stage_on_real_gloo_ranks_records_every_size_and_reports(glo
     assert [line["mode"] for line in plan if line["line"] == "ended"] == ["eager"]
 
     assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
-    summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
-    assert summary["complete"] is True and "1 of 1 searches" in summary["progress"]
-    (eager,) = [c for c in summary["crossovers"] if c["mode"] == "eager"]
+    decision = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
+    assert decision["run"]["complete"] is True and "1 of 1 searches" in decision["run"]["progress"]
+    (eager,) = [c for c in decision["routing"]["crossovers"] if c["mode"] == "eager"]
     assert eager["sizes_measured"] == len(timed) and "not a GPU answer" in eager["evidence"]
-    decision = summary["decision"]
-    assert decision["engine"] == [] and any("no engine setting" in line for line in decision["left_out"])
+    assert decision["engines"]["settings"] == [] and "no engine setting" in decision["engines"]["left_out"][0]
     assert "Crossover searches" in (tmp_path / "report" / "index.html").read_text()

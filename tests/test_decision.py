@@ -1,31 +1,37 @@
-"""One answer: every shipped scenario rendered as a user would, then the page, summary.json and every exported
-file read back the way they are used (each file sourced in a clean shell, the tuner file's live lines, the page's
-answer table), and all of them must name the same implementation, options, NCCL environment and size bands."""
+"""One answer: every shipped scenario rendered as a user would (every preset and sweep simulated, the doctor bundle
+with observations the model over- and under-predicts, a calibration from another box, measured synthetic runs
+with an environment and with a tuner answer, gloo runs, runs side by side), then every output read back: the page,
+the terminal, summary.json and every exported file, each sourced in a clean shell the way it is used. The claim
+check (tests/claims_check.py) reads every verdict of every output against the Decision, and catches each defect
+of the report's history planted back (D1-D10)."""
 
 from __future__ import annotations
 
+import contextlib
 import html
+import io
 import json
 import re
 import shutil
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from commprof.cli import main
-from commprof.evidence import VERDICTS
 from commprof.records.files import META_FILE, RESULTS_FILE
-from commprof.report.analysis.words import break_even_text
+from tests import claims_check
 from tests.conftest import GLOO_RUN, TESTS
-from tests.report_fixtures import measured_twin
+from tests.report_fixtures import measured_twin, write_run
 from tests.test_crossover_stage import kernel_times, search_records
+from tests.test_interleaved import run_with_confirmation
 from tests.test_report_evidence import gloo_run_with
 
 PRESETS = sorted(p.stem for p in (TESTS.parent / "sweeps" / "topologies").glob("*.toml"))
 NCCL_TESTS_LOG = TESTS / "fixtures" / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"
+ASUS = TESTS / "fixtures" / "doctor" / "asus-esc8000a-8x-rtxpro6000"
 # The field report's step with the axes that decide it (P2P level, a protocol) and every PCIe kernel, plus the
 # crossover search: pcie8-verify.toml without its slower NCCL stages.
 SWEEP = """
@@ -122,36 +128,64 @@ def _gloo_crossover(root: Path) -> Path:
 
 
 SIM_DIRS: dict[str, Path] = {}  # each scenario's first run folder, filled by conftest's `scenarios`
+TERMINALS: dict[str, str] = {}  # what each scenario's `report` printed, filled by conftest's `scenarios`
 UNCONFIRMED = "observed step the model does not explain"
 INCOMPLETE = "incomplete gloo run"
-REPORT_OPTIONS = {UNCONFIRMED: ["--observed-step-ms", "25"]}
+BUNDLE = "bundle simulation"
+OVER = "bundle, the model over-predicts the engine's step"
+CROSS_BOX = "calibration from another box"
+TUNER = "measured tuner run (synthetic)"
+COMPARED = "two runs compared"
+CONFIRMED = "measured run, confirmed beside the baseline"
+NOT_CONFIRMED = "measured run, not confirmed beside the baseline"
+CALIBRATED = "calibrated simulation (SYS pairs)"  # its logits all-gathers above 1 MB: outside the calibrated sizes
+REPORT_OPTIONS = {
+    UNCONFIRMED: ["--observed-step-ms", "25"],
+    OVER: ["--observed-step-ms", "1=0.5"],
+    TUNER: ["--compute-ms", "5.0"],
+    "tuner run beside the bundle": ["--compute-ms", "5.0"],
+}
 
 
 def rendered_scenarios(root: Path) -> dict[str, dict[str, str]]:
-    """Every shipped scenario, rendered in `root` (conftest's `scenarios`, once for a whole `make test`): the report
-    folder and the first run folder of each, by name, as paths relative to `root` (or absolute, outside it)."""
+    """Every shipped scenario, rendered in `root` (conftest's `scenarios`, once for a whole `make test`): by name,
+    the report folder, the first run folder and what `report` printed; by run id, every run's folder (the claim
+    check reads records from it). Paths are relative to `root` (or absolute, outside it)."""
     runs: dict[str, list[Path]] = {f"simulated {p}": [_simulate(root, p)] for p in PRESETS}
     imported = root / "imported"
     assert main(["import-nccl-tests", str(NCCL_TESTS_LOG), "--out", str(imported)]) == 0
     runs["nccl-tests import"] = [_one(imported)]
     calibration = root / "calibration.toml"
     assert main(["calibrate", str(_one(imported)), "--out", str(calibration)]) == 0
-    runs["calibrated simulation (SYS pairs)"] = [_simulate(root, "pcie-dual-socket-shm", calibration)]
+    runs[CALIBRATED] = [_simulate(root, "pcie-dual-socket-shm", calibration)]
+    runs[CROSS_BOX] = [_simulate(root, "pcie-gen5-switch-p2p", calibration)]  # an 8 x RTX 4090 fit: no point uses it
     gen5 = runs["simulated pcie-gen5-switch-p2p"][0]
     runs["measured on NCCL (synthetic twin)"] = [_twin(root, gen5)]
     runs["measured on a SYS-pair box (synthetic)"] = [_twin(root, gen5, "measured-sys", sys_factor=0.6)]
+    runs[BUNDLE] = [_simulate_bundle(root)]
+    runs[OVER] = runs[BUNDLE]
+    runs[TUNER] = [write_run(root / "synthetic", "tuner-run", seed=0)]  # per-size winners: nccl_tuner.conf
     runs["gloo"] = [GLOO_RUN]
     runs["gloo crossover"] = [_gloo_crossover(root)]
-    runs["two runs compared"] = [GLOO_RUN, runs["gloo crossover"][0]]
+    runs[COMPARED] = [GLOO_RUN, runs["gloo crossover"][0]]
+    runs["tuner run beside the bundle"] = [runs[TUNER][0], runs[BUNDLE][0]]
     # The box contradicts the model (the engine's 25 ms step), and a run whose last stage never ran: no answer.
-    runs[UNCONFIRMED] = runs["calibrated simulation (SYS pairs)"]
+    runs[UNCONFIRMED] = runs[BUNDLE]
     # Stage 1 never ran; OMP_NUM_THREADS=2 made 3x faster, a gain beyond noise that an unfinished run may not act on.
     (root / "incomplete").mkdir()
     runs[INCOMPLETE] = [gloo_run_with(root / "incomplete", lambda r: not r["point_id"].startswith("s1-"), 3.0)]
+    # The same 3x first-pass gain, measured again beside the baseline (interleaved.jsonl): there, or not there.
+    for name, factor in ((CONFIRMED, 3.0), (NOT_CONFIRMED, 1.0)):
+        (root / name).mkdir()
+        runs[name] = [run_with_confirmation(root / name, candidate_factor=factor)]
+    terminals = {}
     reports = {}
     for index, (name, dirs) in enumerate(runs.items()):
         out = root / f"report-{index}"
-        assert main(["report", *map(str, dirs), "--out", str(out), *REPORT_OPTIONS.get(name, [])]) == 0, name
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(["report", *map(str, dirs), "--out", str(out), *REPORT_OPTIONS.get(name, [])]) == 0, name
+        terminals[name] = printed.getvalue()
         reports[name] = out
 
     def kept(path: Path) -> str:
@@ -160,18 +194,399 @@ def rendered_scenarios(root: Path) -> dict[str, dict[str, str]]:
     return {
         "reports": {name: kept(out) for name, out in reports.items()},
         "runs": {name: kept(dirs[0]) for name, dirs in runs.items()},
+        "terminals": terminals,
+        "run_ids": {
+            json.loads((folder / META_FILE).read_text())["run_id"]: kept(folder)
+            for dirs in runs.values()
+            for folder in dirs
+        },
     }
 
 
-def sourced(path: Path) -> dict[str, str]:
-    """The variables a child process sees after `source FILE` in a clean bash (env -i), beyond a clean bash's."""
+def _simulate_bundle(root: Path) -> Path:
+    """The real ASUS 8 x RTX PRO 6000 doctor bundle simulated with the kernels' sweep."""
+    sweep = root / "decision.toml"
+    if not sweep.exists():
+        sweep.write_text(SWEEP)
+    out = root / "sim-bundle"
+    assert main(["simulate", "--from-bundle", str(ASUS), "--sweep", str(sweep), "--out", str(out)]) == 0
+    return _one(out)
+
+
+SINGLE = [
+    *(f"simulated {p}" for p in PRESETS),
+    "nccl-tests import",
+    CALIBRATED,
+    CROSS_BOX,
+    "measured on NCCL (synthetic twin)",
+    "measured on a SYS-pair box (synthetic)",
+    BUNDLE,
+    OVER,
+    TUNER,
+    "gloo",
+    "gloo crossover",
+    UNCONFIRMED,
+    INCOMPLETE,
+    CONFIRMED,
+    NOT_CONFIRMED,
+]
+SCENARIOS = [*SINGLE, COMPARED, "tuner run beside the bundle"]
+
+
+# ------------------------------------------------------------------------------------------ the claim check
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_verdict_of_every_output_is_the_decisions_claim(scenarios, name):
+    assert claims_check.problems(scenarios[name], TERMINALS[name]) == []
+
+
+def test_the_scenarios_hold_what_the_claim_check_reads(scenarios):
+    """Not checked in vain: the confirmed run exports the point confirmed beside the baseline and the other keeps the
+    baseline, both with a noise floor; the unexplained observation carries ranked explanations; the calibrated
+    simulation has ops outside the calibrated sizes."""
+    runs = {name: json.loads((scenarios[name] / "summary.json").read_text())["runs"][0] for name in SCENARIOS}
+    confirmed, unconfirmed = runs[CONFIRMED]["nccl"], runs[NOT_CONFIRMED]["nccl"]
+    assert confirmed["live"] and confirmed["confirmation"].startswith("confirmed") and not confirmed["keeps_baseline"]
+    assert unconfirmed["keeps_baseline"] and unconfirmed["confirmation"].startswith("not confirmed")
+    assert all(runs[n]["environment"]["evidence"]["noise_floor_pct"] for n in (CONFIRMED, NOT_CONFIRMED))
+    explained = runs[UNCONFIRMED]["environment"]["observed"]["explanations"]
+    assert explained["explanations"] and explained["verdict"]
+    assert "outside the calibrated sizes" in runs[CALIBRATED]["environment"]["evidence"]["expected_error_basis"]
+
+
+def _planted(monkeypatch, tmp_path, scenario: str, plant, decide_again: bool) -> list[str]:
+    """The claim check's findings on `scenario` rendered again with one defect planted back (`plant(monkeypatch)`):
+    decided again from its records, or (a renderer's defect) rendered again from its summary.json alone."""
+    plant(monkeypatch)
+    out = tmp_path / "planted"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        if decide_again:
+            dirs = [SIM_DIRS[scenario]]
+            assert main(["report", *map(str, dirs), "--out", str(out), *REPORT_OPTIONS.get(scenario, [])]) == 0
+        else:
+            assert (
+                main(["report", "--from-summary", str(scenarios_of(scenario) / "summary.json"), "--out", str(out)]) == 0
+            )
+    return claims_check.problems(out, printed.getvalue())
+
+
+_RENDERED: dict[str, Path] = {}
+
+
+def scenarios_of(name: str) -> Path:
+    return _RENDERED[name]
+
+
+def _d1(monkeypatch):
+    """D1: the verify step judged again, by a two-sided rule of its own, beside the environment's one-sided one."""
+    from commprof.evidence import rule
+    from commprof.report.analysis import claims
+
+    derive = claims.ClaimBook.derive
+
+    def judged_again(self, claim_id, subject, source, figures, unit):
+        made = derive(self, claim_id, subject, source, figures, unit)
+        twice = (made.error_pct or 0) * 1.6  # the after side's error added as well
+        self.claims[claim_id] = msgspec.structs.replace(made, verdict=rule(made.gain_pct, twice))
+        return self.claims[claim_id]
+
+    monkeypatch.setattr(claims.ClaimBook, "derive", judged_again)
+
+
+def _d2(monkeypatch):
+    """D2: the comparison quotes the fastest point's figure, not the exported point's the files name."""
+    from commprof.report.views import page
+
+    view = page.comparison_view
+
+    def fastest(decisions):
+        out = view(decisions)
+        if out:
+            out["rows"][0]["verdict"] = out["rows"][0]["verdict"].replace(" % less", "1 % less", 1)
+        return out
+
+    monkeypatch.setattr(page, "comparison_view", fastest)
+
+
+def _d3(monkeypatch):
+    """D3: the routing plan's table says the band's own words, not the route's claim."""
+    from commprof.report.views import routing
+
+    row = routing._row
+    monkeypatch.setattr(
+        routing, "_row", lambda decision, route: {**row(decision, route), "verdict": "beyond model error"}
+    )
+
+
+def _d4(monkeypatch):
+    """D4: the break-even from another statistic than the chart's (the figure lowered by the model's error)."""
+    from commprof.report.analysis import decide_steps
+
+    rows = decide_steps.projection_rows
+
+    def lowered(run, parts, book):
+        return [msgspec.structs.replace(r, break_even=r.break_even / 0.75) for r in rows(run, parts, book)]
+
+    monkeypatch.setattr(decide_steps, "projection_rows", lowered)
+    from commprof.report.analysis import decide
+
+    monkeypatch.setattr(decide, "projection_rows", lowered)
+
+
+def _d5(monkeypatch):
+    """D5: an observation withdraws the files' answer but not table 1's claims."""
+    from commprof.report.analysis import claims
+
+    add = claims.ClaimBook._add
+
+    def partly(self, claim):
+        if claim.id.startswith("T = "):
+            self.claims[claim.id] = claim
+            return claim
+        return add(self, claim)
+
+    monkeypatch.setattr(claims.ClaimBook, "_add", partly)
+
+
+def _d6(monkeypatch):
+    """D6: routing.txt says a band's reason with verdict words beside another verdict."""
+    from commprof.report.exports import decision_files
+
+    words = decision_files.verdict_words
+    monkeypatch.setattr(
+        decision_files,
+        "verdict_words",
+        lambda claim, reason="": words(claim, reason).replace(": beyond error", ": inside error: within model error"),
+    )
+
+
+def _d7(monkeypatch):
+    """D7: a run with nothing compared prints a verdict for its verify step."""
+    from commprof.report.exports import decision_files
+
+    lines = decision_files.decision_lines
+    monkeypatch.setattr(
+        decision_files,
+        "decision_lines",
+        lambda decision: [
+            line.replace("nothing changes here", "0.0 % less (±0.0 %): inside error") for line in lines(decision)
+        ],
+    )
+    from commprof.report import command
+
+    monkeypatch.setattr(command, "decision_lines", decision_files.decision_lines, raising=False)
+
+
+def _d8(monkeypatch):
+    """D8: a calibration from another box applied to the points it happens to share a transport with, live."""
+    from commprof.costmodel import fitted_box, simulate_command
+
+    monkeypatch.setattr(simulate_command, "holds", lambda calibration: "")
+    monkeypatch.setattr(simulate_command, "whole", lambda records, name, link: "")
+    monkeypatch.setattr(fitted_box, "holds", lambda calibration: "")
+
+
+def _d9(monkeypatch):
+    """D9: a calibration of the older layout read as if it stated neither its error nor its box."""
+    from commprof.costmodel import simulate_command
+
+    monkeypatch.setattr(simulate_command, "older_layout", lambda fit: fit)
+
+
+def _d10(monkeypatch):
+    """D10: the comparison renders each run's environment point, not what its answer (a tuner's per-T winners)
+    runs at each T."""
+    from commprof.report.views import page
+
+    view = page.comparison_view
+
+    def environment_point(decisions):
+        out = view(decisions)
+        if out:
+            for row in out["rows"]:
+                row["settings"] = row["settings"].replace("p002:", "p001:").replace("p003:", "p001:")
+        return out
+
+    monkeypatch.setattr(page, "comparison_view", environment_point)
+
+
+# Each defect, the scenario it showed in, and whether it lives in the analysis (decided again from the records) or
+# in a renderer (rendered again from summary.json alone).
+PLANTED = {
+    "D1": (BUNDLE, _d1, True),
+    "D2": ("tuner run beside the bundle", _d2, False),
+    "D3": (BUNDLE, _d3, False),
+    "D4": (BUNDLE, _d4, True),
+    "D5": (UNCONFIRMED, _d5, True),
+    "D6": (BUNDLE, _d6, False),
+    "D7": ("gloo", _d7, False),
+    "D10": ("tuner run beside the bundle", _d10, False),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(PLANTED))
+def test_the_claim_check_catches_each_defect_planted_back(scenarios, monkeypatch, tmp_path, defect):
+    scenario, plant, decide_again = PLANTED[defect]
+    _RENDERED.update(scenarios)
+    assert claims_check.problems(scenarios[scenario], TERMINALS[scenario]) == []  # clean without it
+    assert _planted(monkeypatch, tmp_path, scenario, plant, decide_again), f"{defect} planted back went unnoticed"
+
+
+def _confirmation_ignored(monkeypatch):
+    """The answer chosen on the first pass's numbers though the run measured its points again beside the baseline."""
+    from commprof.report.analysis import decide_nccl
+
+    monkeypatch.setattr(decide_nccl, "confirmed_choice", lambda first, *_: first)
+
+
+def _floor_not_a_term(monkeypatch):
+    """The noise floor said in the rule but left out of the error terms the rule judges (drift alone)."""
+    from commprof.evidence import DRIFT_SOURCE, ErrorTerm, Evidence
+
+    monkeypatch.setattr(
+        Evidence,
+        "margin_term",
+        lambda self: ErrorTerm("drift", self.drift_pct, DRIFT_SOURCE) if self.drift_pct is not None else None,
+    )
+
+
+def _explanation_reworded(monkeypatch):
+    """The terminal words an explanation's verdict its own way (as the page's card once called explain's words)."""
+    from commprof.report.exports import decision_files
+
+    lines = decision_files.observed_lines
+    monkeypatch.setattr(
+        decision_files,
+        "observed_lines",
+        lambda decision: [line.replace(": explains: ", ": fits: ") for line in lines(decision)],
+    )
+
+
+def _range_forgotten(monkeypatch):
+    """The run's expected error read without the ops priced outside the calibrated sizes (the calibration's own)."""
+    from commprof.evidence import ModelError
+
+    from_meta = ModelError.from_meta
+
+    def inside_only(meta):
+        error = from_meta(meta)
+        return ModelError(error.pct and error.pct / 2, error.basis.split("; ")[0], error.boxes)
+
+    monkeypatch.setattr(ModelError, "from_meta", staticmethod(inside_only))
+
+
+# What main's branches brought into the Decision, each planted back out (decided again from the records).
+PLANTED_DATA = {
+    "confirmation ignored": (NOT_CONFIRMED, _confirmation_ignored),
+    "noise floor not an error term": (CONFIRMED, _floor_not_a_term),
+    "explanation reworded in the terminal": (UNCONFIRMED, _explanation_reworded),
+    "calibrated range forgotten": (CALIBRATED, _range_forgotten),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(PLANTED_DATA))
+def test_the_claim_check_catches_the_merged_data_planted_out(scenarios, monkeypatch, tmp_path, defect):
+    scenario, plant = PLANTED_DATA[defect]
+    _RENDERED.update(scenarios)
+    assert _planted(monkeypatch, tmp_path, scenario, plant, True), f"{defect} went unnoticed"
+
+
+@pytest.mark.parametrize("defect", ["D8", "D9"])
+def test_the_claim_check_catches_a_calibration_applied_in_part_or_read_without_its_box(
+    scenarios, monkeypatch, tmp_path, defect
+):
+    """D8: the 8 x RTX 4090 calibration on the RTX PRO 6000 bundle (SHM pairs) priced some points; D9: an older
+    calibration file's stated error and box lost. Each planted back, the simulation's report fails the check."""
+    sweep = scenarios[BUNDLE].parent / "decision.toml"  # the scenarios' sweep and their calibration of the log
+    calibration = tmp_path / "calibration.toml"
+    shutil.copy(scenarios[BUNDLE].parent / "calibration.toml", calibration)
+    if defect == "D9":
+        text = calibration.read_text()
+        fit = [
+            line
+            for line in text[text.index("[fit]") :].splitlines()[1:]
+            if line.startswith(("topology", "link", "samples"))
+        ]
+        calibration.write_text(
+            text[: text.index("[fit]")] + "[fit]\n" + "\n".join(fit) + "\nholdout_median_pct = 17.4\n"
+        )
+    where = ["--from-bundle", str(ASUS)] if defect == "D8" else ["--topology", "pcie-dual-socket-shm"]
+
+    def render(out: Path) -> list[str]:
+        runs = out / "runs"
+        assert (
+            main(["simulate", *where, "--sweep", str(sweep), "--calibration", str(calibration), "--out", str(runs)])
+            == 0
+        )
+        run = _one(runs)
+        claims_check.RUN_DIRS[json.loads((run / META_FILE).read_text())["run_id"]] = run
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert main(["report", str(run), "--out", str(out / "report")]) == 0
+        found = claims_check.problems(out / "report", printed.getvalue())
+        said = json.dumps(json.loads((out / "report" / "summary.json").read_text())["runs"][0]["environment"])
+        return found + [f"summary.json says: {w}" for w in ("states no error", "fitted on unknown") if w in said]
+
+    (_d8 if defect == "D8" else _d9)(monkeypatch)  # clean: the scenario "calibration from another box"
+    assert render(tmp_path / "planted"), f"{defect} planted back went unnoticed"
+
+
+# ------------------------------------------------------------------------ summary.json renders every output
+
+
+@pytest.mark.parametrize("name", [BUNDLE, TUNER, COMPARED])
+def test_every_output_renders_again_from_summary_json_alone(scenarios, tmp_path, name):
+    """`report --from-summary`: recommend.env, nccl_tuner.conf, engine_flags.txt, routing.txt, confirm.toml and
+    summary.json byte for byte, index.html apart from the figures' SVG bytes (matplotlib's ids and paths)."""
+    report = scenarios[name]
+    again = tmp_path / "again"
+    assert main(["report", "--from-summary", str(report / "summary.json"), "--out", str(again)]) == 0
+    compared = [p.relative_to(report) for p in report.rglob("*") if p.is_file() and p.name != "results.csv"]
+    compared = [p for p in compared if p.parts[-2:-1] != ("nccl-tests",)]
+    for path in compared:
+        if path.name == "index.html":
+            assert _without_figures(again / path) == _without_figures(report / path), path
+        else:
+            assert (again / path).read_bytes() == (report / path).read_bytes(), path
+    assert {p for p in compared} == {p.relative_to(again) for p in again.rglob("*") if p.is_file()}
+
+
+def _without_figures(page: Path) -> str:
+    return re.sub(r"(?s)<svg\b.*?</svg>", "<svg/>", page.read_text())
+
+
+def test_a_summary_of_another_layout_is_refused_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "summary.json"
+    bad.write_text(json.dumps({"runs": [{"run_id": "x"}], "costmodel_checks": []}))
+    assert main(["report", "--from-summary", str(bad), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not a summary.json of this commprof" in err
+    assert main(["report", "--from-summary", str(bad)]) == 2 and "needs --out" in capsys.readouterr().err
+
+
+def test_every_decision_survives_its_own_file(scenarios):
+    """summary.json read back is the same Decision: encoded again, the same bytes."""
+    from commprof.report.decision.codec import decode, encode
+
+    for name in SCENARIOS:
+        data = (scenarios[name] / "summary.json").read_bytes()
+        assert encode(decode(data)) == data, name
+
+
+# ---------------------------------------------------------------------- the files, sourced as they are used
+
+
+def sourced(path: Path, shell: str = "bash") -> dict[str, str]:
+    """The variables a child process sees after `source FILE` in a clean shell (env -i), beyond a clean shell's."""
     probe = "import json, os; print(json.dumps(dict(os.environ)))"
     script = 'source "$1" >/dev/null || exit 3; exec "$2" -c "$3"'
     clean = 'exec "$2" -c "$3"'
 
     def run(body: str) -> dict[str, str]:
         done = subprocess.run(
-            ["env", "-i", "bash", "-c", body, "_", str(path), sys.executable, probe],
+            ["env", "-i", shell, "-c", body, "_", str(path), sys.executable, probe],
             capture_output=True,
             text=True,
             cwd=path.parent,
@@ -185,15 +600,15 @@ def sourced(path: Path) -> dict[str, str]:
 
 
 def answer_env(decision: dict, folder: Path) -> dict[str, str]:
-    """What sourcing the answer sets, from summary.json's decision alone: its NCCL file (where NCCL is what the
-    engines run) and its live engine switches."""
+    """What sourcing the answer sets, from summary.json's Decision alone: its NCCL file where a measurement stands
+    behind it (and NCCL is what the engines run) and its live engine switches."""
     nccl = decision["nccl"]
     env: dict[str, str] = {}
-    if decision["backend"] == "nccl" and nccl["file"] == "recommend.env":
+    if decision["run"]["backend"] == "nccl" and nccl["live"] and nccl["file"] == "recommend.env":
         env.update(nccl["env"])
-    elif decision["backend"] == "nccl" and nccl["file"] == "nccl_tuner.conf":
+    elif decision["run"]["backend"] == "nccl" and nccl["live"] and nccl["file"] == "nccl_tuner.conf":
         env["NCCL_TUNER_CONFIG_FILE"] = str(folder.resolve() / "nccl_tuner.conf")
-    return env | {k: v for s in decision["engine"] if s["live"] for k, v in s["variables"].items()}
+    return env | {k: v for s in decision["engines"]["settings"] if s["live"] for k, v in s["variables"]}
 
 
 def live_lines(path: Path) -> list[str]:
@@ -205,300 +620,180 @@ def page_answers(page: Path) -> list[dict]:
 
 
 def run_folders(report: Path, summary: dict) -> list[tuple[dict, Path]]:
-    runs = summary["runs"]
-    if len(runs) == 1:
-        return [(runs[0], report)]
-    return [(run, report / Path(run["files"]["recommend.env"]).parent) for run in runs]
+    return [(run, report if run["folder"] == "." else report / run["folder"]) for run in summary["runs"]]
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize(
-    "name",
-    [f"simulated {p}" for p in PRESETS]
-    + [
-        "nccl-tests import",
-        "calibrated simulation (SYS pairs)",
-        "measured on NCCL (synthetic twin)",
-        "measured on a SYS-pair box (synthetic)",
-        "gloo",
-        "gloo crossover",
-        "two runs compared",
-        UNCONFIRMED,
-        INCOMPLETE,
-    ],
-)
+@pytest.mark.parametrize("name", SCENARIOS)
 def test_the_page_summary_and_every_file_give_the_one_answer(scenarios, name):
     report = scenarios[name]
     summary = json.loads((report / "summary.json").read_text())
     answers = page_answers(report / "index.html")
     for run, folder in run_folders(report, summary):
-        decision = run["decision"]
-        nccl, engine = decision["nccl"], decision["engine"]
-        # recommend.env exports exactly the NCCL environment the decision sets (when it is the file to apply).
-        assert sourced(folder / "recommend.env") == (nccl["env"] if nccl["file"] == "recommend.env" else {})
-        assert live_lines(folder / "nccl_tuner.conf") == nccl["tuner_rules"]
+        nccl = run["nccl"]
+        live = nccl["live"] and nccl["file"]
+        assert sourced(folder / "recommend.env") == (nccl["env"] if live == "recommend.env" else {})
+        assert live_lines(folder / "nccl_tuner.conf") == (nccl["tuner"]["rules"] if live == "nccl_tuner.conf" else [])
         # routing.txt sets exactly the answer's NCCL file and live engine variables; engine_flags.txt sets the same.
-        engine_env = {k: v for s in engine if s["live"] for k, v in s["variables"].items()}
-        answer = answer_env(decision, folder)
+        answer = answer_env(run, folder)
         assert sourced(folder / "routing.txt") == answer
         flags = sourced(folder / "engine_flags.txt")
         assert {k: flags.get(k) for k in answer} == answer
-        assert {k: flags.get(k) for k in sourced(folder / "recommend.env")} == sourced(folder / "recommend.env")
-        for variable in set(flags) - set(engine_env) - set(nccl["env"]):
+        engine_env = {k: v for s in run["engines"]["settings"] if s["live"] for k, v in s["variables"]}
+        for variable in set(flags) - set(engine_env) - set(nccl["env"]) - set(answer):
             assert not variable.startswith(("SGLANG_", "NCCL_")) and "PCIE" not in variable, (name, variable)
-        # Every route is judged against the NCCL environment the answer sets.
-        for route in decision["routes"]:
-            assert route["nccl_env"] == nccl["env"] and route["judged_against"] == str(nccl["point_id"])
-        # summary.json's routing bands are the decision's.
-        bands = [(b["collective"], b["mode"], b["min_bytes"], b["max_bytes"]) for b in run["routing"]]
-        assert bands == [(r["collective"], r["mode"], r["min_bytes"], r["max_bytes"]) for r in decision["routes"]]
+        # Every route is judged against the NCCL environment (a) proposes or sets.
+        env = nccl["env"] if nccl["file"] == "recommend.env" else {}
+        assert all(route["nccl_env"] == env for route in run["routes"]), name
         # The page's answer table says what summary.json says, per T, mode and collective.
         keys = ("tokens", "mode", "collective", "impl", "options", "nccl_env", "band")
-        mine = [{k: row[k] for k in keys} for row in decision["per_tokens"]]
-        assert all(row in answers for row in mine), name
-        # One error per source: every NCCL figure of a simulation quotes the run's expected error (its
-        # calibration's held-out error or the prior's), never a record's in-sample fit.
-        if run["evidence"]["level"] == "simulated":
-            band = f"±{run['evidence']['expected_error_pct']:.0f} %"
-            assert band in run["evidence"]["label"]
-            for routed in run["routing"]:
-                assert routed["evidence"]["baseline_label"] == f"simulated (expected error {band})", name
-            for found in run["crossovers"]:
-                assert found["evidence"].endswith(f"/ {band}, implementation / baseline)") or not found["sizes"]
-        # The fused kinds' per-T verdicts are the decision's fused bands.
-        fused_wins = {
-            (r["impl"], t)
-            for r in decision["routes"]
-            if r["collective"] == "all_reduce+rmsnorm" and r["mode"] == run["mode"] and not r["kept"]
-            for t in r["tokens"]
-        }
-        for row in run["fusion"]:
-            assert (row["beyond_uncertainty"] is True) == ((row["impl"], row["tokens"]) in fused_wins), name
-        # Integral TP and T.
-        assert run["tp"] is None or isinstance(run["tp"], int)
-        assert all(isinstance(row["tokens"], int) for row in run["headline"])
-    if len(summary["runs"]) == 1:
-        assert len(answers) == len(summary["runs"][0]["decision"]["per_tokens"])
-        page_names_only_the_answer(report / "index.html", summary["runs"][0])
-    else:
-        comparison_names_each_runs_answer(report / "index.html", summary["runs"])
+        mine = [
+            {"tokens": t, "mode": r["mode"], "collective": r["collective"], "impl": r["impl"], "options": r["options"],
+             "nccl_env": r["nccl_env"], "band": [r["min_bytes"], r["max_bytes"]]}
+            for r in run["routes"] for t in r["tokens"]
+        ]  # fmt: skip
+        assert all({k: row[k] for k in keys} in answers for row in mine), name
+        assert run["run"]["tp"] is None or isinstance(run["run"]["tp"], int)
 
 
-def answer_point(run: dict, tokens: int) -> str:
-    """The decision's point at T in the run's headline mode, read from its routes: the point of the all-reduce band
-    another implementation takes at T, else the point whose NCCL environment the answer sets."""
-    decision = run["decision"]
-    for route in decision["routes"]:
-        if route["collective"] == "all_reduce" and route["mode"] == run["mode"] and not route["kept"]:
-            if tokens in route["tokens"]:
-                return route["point_id"]
-    return decision["nccl"]["point_id"]
+SIMULATED = [f"simulated {p}" for p in PRESETS] + [CALIBRATED, CROSS_BOX, BUNDLE]
 
 
-def live_answer_point(run: dict, tokens: int) -> str:
-    """The point the answer's files run at T: answer_point where an engine setting they set live runs its band (a
-    switch left commented out sets nothing), else the point whose NCCL environment the answer sets."""
-    decision = run["decision"]
-    point = answer_point(run, tokens)
-    for route in decision["routes"]:
-        if route["point_id"] == point and not route["kept"] and tokens in route["tokens"]:
-            live = any(
-                s["live"] and s["impl"] == route["impl"] and s["min_bytes"] <= route["max_bytes"]
-                for s in decision["engine"]
-                if route["min_bytes"] <= s["max_bytes"]
-            )
-            return point if live else decision["nccl"]["point_id"]
-    return point
+@pytest.mark.processes
+@pytest.mark.parametrize("name", [BUNDLE, "simulated pcie-gen5-switch-p2p", "simulated nvlink-h100", CROSS_BOX])
+def test_a_simulation_sources_to_no_tuning_variable_in_bash_or_zsh(scenarios, name):
+    """A simulation proposes, a measurement disposes: no file of it sets anything in a clean bash or zsh (every
+    simulated scenario's files hold no live line at all: the claim check reads them)."""
+    report = scenarios[name]
+    for shell in ("bash", "zsh") if shutil.which("zsh") else ("bash",):
+        for file in ("recommend.env", "routing.txt", "engine_flags.txt"):
+            assert sourced(report / file, shell) == {}, (shell, file)
 
 
-class _Rows(HTMLParser):
-    """Every table row of a page as its cells' visible text."""
+@pytest.mark.parametrize("name", SIMULATED)
+def test_a_simulations_answer_is_a_plan_whose_points_the_sweep_accepts(scenarios, name):
+    """confirm.toml: the baseline and the ranked candidates, read by the sweep's own parser (what --dry-run lists),
+    each candidate's settings the Decision's."""
+    from commprof.sweep.planning.config import load_sweep
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self.cell: list[str] | None = None
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self.cell = []
-
-    def handle_endtag(self, tag):
-        if tag in ("td", "th") and self.cell is not None and self.rows:
-            self.rows[-1].append(" ".join("".join(self.cell).split()))
-            self.cell = None
-
-    def handle_data(self, data):
-        if self.cell is not None:
-            self.cell.append(data)
+    report = scenarios[name]
+    plan = json.loads((report / "summary.json").read_text())["runs"][0]["plan"]
+    spec = load_sweep(report / "confirm.toml")
+    assert spec.points[0].label == "defaults" and not spec.points[0].env  # p000, NCCL's defaults
+    listed = [(p.impl, p.env, p.options) for p in spec.points[1:]]
+    assert listed == [(c["impl"], c["env"], c["options"]) for c in plan["candidates"]]
+    assert all(
+        c["low_pct"] is None or c["low_pct"] <= c["gain_pct"] <= c["high_pct"] <= 100 for c in plan["candidates"]
+    )
+    assert [c["gain_pct"] for c in plan["candidates"]] == sorted(
+        (c["gain_pct"] for c in plan["candidates"]), reverse=True
+    )
+    assert plan["command"].endswith("-m commprof.allreduce_sweep --sweep confirm.toml")
 
 
-def page_rows(page: Path) -> list[list[str]]:
-    parser = _Rows()
-    parser.feed(page.read_text())
-    return parser.rows
+def test_confirm_toml_sets_only_the_variables_a_sweep_may_set(scenarios):
+    """confirm.toml's env tables hold the allow-list's variables alone (commprof.env_names, the one the sweep's
+    parser applies): one the Decision names beyond it is a comment saying why, and the file still parses."""
+    from commprof.report.decision.codec import decode
+    from commprof.report.exports.confirm import confirm_text
+    from commprof.sweep.planning.config import parse_sweep
+
+    (decision,) = decode((scenarios[BUNDLE] / "summary.json").read_bytes()).runs
+    first = decision.plan.candidates[0]
+    planted = msgspec.structs.replace(first, env={**first.env, "LD_PRELOAD": "/tmp/x.so"})
+    plan = msgspec.structs.replace(decision.plan, candidates=[planted, *decision.plan.candidates[1:]])
+    text = confirm_text(msgspec.structs.replace(decision, plan=plan))
+    assert "# skipped 'LD_PRELOAD': LD_PRELOAD is not a tuning variable" in text and "/tmp/x.so" not in text
+    assert [p.env for p in parse_sweep(text).points[1:]] == [c.env for c in decision.plan.candidates]
+
+
+@pytest.mark.processes
+def test_the_sweeps_dry_run_lists_a_confirm_toml(scenarios):
+    report = scenarios[BUNDLE]
+    plan = json.loads((report / "summary.json").read_text())["runs"][0]["plan"]
+    done = subprocess.run(
+        [sys.executable, "-m", "commprof.allreduce_sweep", "--sweep", "confirm.toml", "--dry-run"],
+        capture_output=True, text=True, cwd=report, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = re.findall(r"^[ x] (p\d{3})  (.+?)  ", done.stdout, re.M)
+    assert [label.strip() for _, label in listed[1:]] == [c["label"] for c in plan["candidates"]]
+
+
+# -------------------------------------------------------------------------------------- what the cards say
 
 
 def page_text(page: Path) -> str:
-    return " ".join(
-        html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?s)<(svg|style|script).*?</\1>", "", page.read_text()))).split()
-    )
-
-
-ANSWER_CELL = re.compile(r"^the answer at this T(?: \((keeps the baseline|= \(a\))\))? (\S+)(?: \(T = 1: \S+\))?$")
-
-
-def page_names_only_the_answer(page: Path, run: dict) -> None:
-    """Every table that names a point per T beside the baseline names the point the decision's files run there (or
-    says it keeps the baseline), never a fastest point the decision did not choose nor a switch they leave commented
-    out; table 1 marks (b) only where the decision routes to it."""
-    named = 0
-    tokens = None
-    for row in page_rows(page):
-        if row and row[0].isdigit():
-            tokens = int(row[0])
-        for k, cell in enumerate(row):
-            assert not re.match(r"^(best|fastest at this T) [ps]\S*\d\b", cell), (cell, row)
-            found = ANSWER_CELL.match(cell)
-            if found:
-                at = next(int(c) for c in row[:2] if c.isdigit())
-                assert found.group(2) == live_answer_point(run, at), (row, live_answer_point(run, at))
-                if found.group(1) == "keeps the baseline":
-                    assert found.group(2) == run["baseline_point_id"]
-                named += 1
-            if cell.startswith("fastest at this T: (b) "):  # table 1: (b) only where the decision runs it
-                assert row[k + 1].split()[0] == answer_point(run, tokens), row
-            if "(nccl_tuner.conf's rule)" in cell:  # only where that file holds the decision's rules
-                assert run["decision"]["nccl"]["tuner_rules"], row
-    assert named or not run["headline"], "no table names the answer"
-
-
-SINGLE = [f"simulated {p}" for p in PRESETS] + [
-    "nccl-tests import",
-    "calibrated simulation (SYS pairs)",
-    "measured on NCCL (synthetic twin)",
-    "measured on a SYS-pair box (synthetic)",
-    "gloo",
-    "gloo crossover",
-    UNCONFIRMED,
-    INCOMPLETE,
-]
+    return claims_check.page_text(page.read_text())
 
 
 @pytest.mark.parametrize("name", SINGLE)
 def test_every_card_gives_the_answer_or_says_why_there_is_none(scenarios, name):
-    """The speculative card gives only its own break-even, never above T; a run that may not answer says why and
-    what would decide it, with no before/after; nothing predicted is called measured; a gloo run's engine section
-    says it measured gloo, not NCCL."""
+    """A run that may not answer says why and what would decide it, with no before/after; nothing predicted is
+    called measured; every engine switch is in section 8, set or commented out; a gloo run's engine section says it
+    measured gloo, not NCCL."""
     report = scenarios[name]
     (run,) = json.loads((report / "summary.json").read_text())["runs"]
     text = page_text(report / "index.html")
-    assert "With the fastest point at each T" not in text
-    card = text.split("Does speculative decoding pay", 1)[-1].split("1 · Per T", 1)[0]
-    for accept, at in re.findall(r"[Pp]ays above accept length ([0-9.]+) at T = (\d+)", card):
-        assert float(accept) <= int(at), card
-    # Each row's break-even is judged by the rule that colours its tokens/s cells: green exactly above it.
-    raw = (report / "index.html").read_text()
-    raw = raw.split("Does speculative decoding pay", 1)[-1].split("1 · Per T", 1)[0]
-    row = r'<tr><td class="num">(\d+)</td><td class="num wrap"><b>([^<]*)</b></td>((?:<td class="num [a-z]*">[^<]*</td>)*)'
-    for at, even, cells in re.findall(row, raw):
-        verdicts = re.findall(r'<td class="num ([a-z]*)">', cells)
-        if re.fullmatch(r"[0-9.]+", even):
-            assert float(even) <= int(at)
-            for accept, verdict in zip(run["accepts"], verdicts):
-                if accept <= int(at) and abs(accept - float(even)) > 0.01:
-                    assert (verdict == "pays") == (accept > float(even)), (at, even, accept, verdict)
-        elif even.startswith("never pays"):
-            assert "pays" not in verdicts
-    if run["decision"]["unconfirmed"] or (run["recommended"] or {}).get("withheld"):
+    if run["unconfirmed"] or run["nccl"]["withheld"]:
         faster = text.split("How much faster is my verify step?", 1)[1].split("What do I set?", 1)[0]
         assert "no answer" in faster.lower() and "What decides it" in faster and "→" not in faster, faster
-        assert "faster verify step with (a)" not in faster
-    if run["evidence"]["level"] == "simulated":
-        assert "largest size measured" not in text
+    if run["run"]["simulated"]:
+        assert "largest size measured" not in text and "What to measure" in text
         for table in (report / "nccl-tests").glob("*.txt"):
             assert "timed" not in table.read_text().split("\n# Compare", 1)[0].replace("nothing was timed", "")
-        assert all("predicted" in b["boundary"] for b in run["routing"] if b["boundary"].startswith("the largest"))
-    # Section 8: each engine switch of the answer, set or not.
     engines = text.split("8 · How to apply it", 1)[-1].split("SGLang and vLLM", 1)[-1]
-    for setting in run["decision"]["engine"]:
-        switch = " ".join(f"{k}={v}" for k, v in setting["variables"].items())
+    for setting in run["engines"]["settings"]:
+        switch = " ".join(f"{k}={v}" for k, v in setting["variables"])
         status = "set" if setting["live"] else "commented out"
         assert f"{setting['engine']} {switch} {status}" in engines, (setting, engines[:400])
-    assert not run["decision"]["engine"] or "Nothing engine-specific" not in engines
-    if run["evidence"].get("backend") == "gloo":
-        for entry in run["decision"]["engine_paths"]:
+    if run["environment"]["evidence"]["backend"] == "gloo":
+        for entry in run["engines"]["paths"]:
             assert "This run measured gloo" in entry["basis"] and "NCCL never ran" in entry["basis"], entry
-        assert not run["decision"]["engine_paths"] or "This run measured gloo on CPU ranks" in text
-
-
-def comparison_names_each_runs_answer(page: Path, runs: list[dict]) -> None:
-    """The side-by-side table names each run's answer per T (the decision's point, or that it keeps the baseline)."""
-    rows = [r for r in page_rows(page) if len(r) == 7 and r[1].isdigit() and "(" in r[0]]
-    expected = [(run, int(h["tokens"])) for run in runs for h in run["headline"]]
-    assert len(rows) == len(expected)
-    for row, (run, tokens) in zip(rows, expected):
-        point = answer_point(run, tokens)
-        assert row[6].split(":")[0] == point and (row[5] == "keeps the baseline") == (point == run["baseline_point_id"])
 
 
 @pytest.mark.processes
 def test_on_sm120_the_sglang_switch_is_live_only_with_its_cap_and_fusion_never(scenarios):
     report = scenarios["measured on NCCL (synthetic twin)"]
-    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
-    (sglang,) = [s for s in decision["engine"] if s["engine"] == "SGLang"]
-    hidden = 7168
+    decision = json.loads((report / "summary.json").read_text())["runs"][0]
+    (sglang,) = [s for s in decision["engines"]["settings"] if s["engine"] == "SGLang"]
+    variables = dict(sglang["variables"])
     routed = next(r for r in decision["routes"] if r["impl"] == sglang["impl"] and r["mode"] == "graph")
-    assert sglang["live"] and sglang["variables"] == {
+    assert sglang["live"] and variables == {
         "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1",
-        "SGLANG_PCIE_IPC_MAX_NUMEL": str(max(routed["tokens"]) * hidden),
+        "SGLANG_PCIE_IPC_MAX_NUMEL": str(max(routed["tokens"]) * 7168),
     }
     env = sourced(report / "engine_flags.txt")
-    assert env["SGLANG_PCIE_IPC_MAX_NUMEL"] == sglang["variables"]["SGLANG_PCIE_IPC_MAX_NUMEL"]
+    assert env["SGLANG_PCIE_IPC_MAX_NUMEL"] == variables["SGLANG_PCIE_IPC_MAX_NUMEL"]
     assert sourced(report / "routing.txt") == answer_env(decision, report)
-    # vLLM's switch has no cap: it is left off unless the kernel won at every size vLLM would send it.
-    (vllm,) = [s for s in decision["engine"] if s["engine"] == "vLLM"]
+    (vllm,) = [s for s in decision["engines"]["settings"] if s["engine"] == "vLLM"]
     assert not vllm["live"] and "no size cap" in vllm["why"]
     args = subprocess.run(
-        [
-            "env",
-            "-i",
-            "bash",
-            "-c",
-            'source "$1" >/dev/null; printf "%s\\n" "${COMMPROF_SGLANG_ARGS[@]}"',
-            "_",
-            str(report / "engine_flags.txt"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    ).stdout
+        ["env", "-i", "bash", "-c", 'source "$1" >/dev/null; printf "%s\\n" "${COMMPROF_SGLANG_ARGS[@]}"', "_",
+         str(report / "engine_flags.txt")],
+        capture_output=True, text=True, timeout=30,
+    ).stdout  # fmt: skip
     assert "--flashinfer-allreduce-fusion-backend" not in args
 
 
-@pytest.mark.processes
-def test_a_simulation_sets_no_engine_switch_and_says_predicted(scenarios):
-    report = scenarios["simulated pcie-gen5-switch-p2p"]
-    assert sourced(report / "routing.txt") == {} and sourced(report / "engine_flags.txt") == {}
-    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
-    assert decision["engine"] and not any(s["live"] for s in decision["engine"])
-    assert all("not tested" in s["why"] or "no size cap" in s["why"] for s in decision["engine"])
+def test_a_simulation_leaves_every_engine_switch_off_and_says_why(scenarios):
+    decision = json.loads((scenarios["simulated pcie-gen5-switch-p2p"] / "summary.json").read_text())["runs"][0]
+    settings = decision["engines"]["settings"]
+    assert settings and not any(s["live"] for s in settings)
+    assert all("not tested" in s["why"] or "no size cap" in s["why"] for s in settings)
 
 
 def test_a_crossover_run_has_integral_tp_and_tokens_and_compares_with_a_plain_run(scenarios):
-    summary = json.loads((scenarios["two runs compared"] / "summary.json").read_text())
+    summary = json.loads((scenarios[COMPARED] / "summary.json").read_text())
     for run in summary["runs"]:
-        assert run["tp"] == 2 and isinstance(run["tp"], int)
-        assert all(isinstance(row["tokens"], int) for row in run["headline"])
-    assert "not comparable" not in (scenarios["two runs compared"] / "index.html").read_text()
+        assert run["run"]["tp"] == 2 and all(isinstance(t, int) for t in run["run"]["tokens"])
+    assert "not comparable" not in (scenarios[COMPARED] / "index.html").read_text()
 
 
 def test_the_engine_section_lists_each_op_groups_path_today_and_with_the_answer(scenarios):
     report = scenarios["simulated pcie-gen5-switch-p2p"]
-    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
-    by_engine = {e["engine"]: e for e in decision["engine_paths"]}
+    decision = json.loads((report / "summary.json").read_text())["runs"][0]
+    by_engine = {e["engine"]: e for e in decision["engines"]["paths"]}
     assert set(by_engine) == {"SGLang 0.5.23", "vLLM 0.33"}
     for entry in by_engine.values():
         assert [r["tokens"] for r in entry["rows"]] == [1, 4, 8, 16]
@@ -514,100 +809,51 @@ def test_the_engine_section_lists_each_op_groups_path_today_and_with_the_answer(
 
 
 @pytest.mark.parametrize("name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)", "gloo"])
-def test_the_sweeps_closing_lines_say_the_decision(scenarios, name):
+def test_the_sweeps_closing_lines_are_the_reports(scenarios, name):
+    """The lines the sweep and `simulate` end with are `report`'s, rendered from the same Decision."""
     from commprof.report.command import answer_lines
 
     lines = answer_lines(SIM_DIRS[name])
-    decision = json.loads((scenarios[name] / "summary.json").read_text())["runs"][0]["decision"]
-    env = " ".join(f"{k}={v}" for k, v in sorted(decision["nccl"]["env"].items())) or "the defaults"
-    assert f"environment: {env}" in lines[0]
-    for route in decision["routes"]:
-        if route["collective"] == "all_reduce" and route["tokens"]:
-            what = ("NCCL" if route["impl"] == "nccl" else route["impl"]) if route["kept"] else route["impl"]
-            tokens = ", ".join(map(str, route["tokens"]))
-            assert any(f"{route['mode']} all-reduce, T = {tokens} " in line and what in line for line in lines)
-    for setting in decision["engine"]:
-        assert any(line.startswith(f"  {setting['engine']}: ") for line in lines)
+    assert lines and "\n".join(lines) in TERMINALS[name]
 
 
-SPEC_SETTING = re.compile(r"(\S+)(?: \(T = 1: (\S+)\))?$")
-
-
-@pytest.mark.parametrize("name", [*SINGLE, "two runs compared"])
-def test_every_break_even_for_the_same_settings_agrees_across_page_summary_and_card(scenarios, name):
-    """One answer: a break-even is stated for the settings (the point at T = 1, the point at the verify T), and the
-    projection table, the speculative card and summary.json give the same one for the same settings. The rows
-    labelled the answer use only what its files set live (a switch left commented out sets nothing)."""
-    report = scenarios[name]
-    runs = json.loads((report / "summary.json").read_text())["runs"]
-    raw = (report / "index.html").read_text()
-    sections = re.findall(r'(?s)<section id="[^"]*-spec">(.*?)</section>', raw)
-    cards = [c.split("1 · Per T", 1)[0] for c in raw.split("Does speculative decoding pay")[1:]]
-    assert len(sections) == len(runs) and len(cards) == len(runs), name
-    for run, section, card in zip(runs, sections, cards):
-        stated: dict[tuple, set[str]] = {}
-        by_setting: dict[str, str] = {}
-        for row in run["projection"]:
-            point, tokens = row["point_id"], int(row["tokens"])
-            decode = row.get("decode_point_id", point)
-            if row["setting"] == "answer":
-                assert (decode, point) == (live_answer_point(run, 1), live_answer_point(run, tokens)), (name, row)
-            else:
-                assert decode == point, (name, row)
-                by_setting[row["setting"]] = point
-            text = break_even_text(
-                row["break_even_ratio"], bool(row["within_uncertainty"]), tokens, bool(row.get("withdrawn"))
-            )
-            stated.setdefault((decode, point, tokens), set()).add(text)
-        parser = _Rows()
-        parser.feed(section)
-        table = [r for r in parser.rows if len(r) > 5 and r[1].isdigit()]
-        assert len(table) == len(run["projection"]), name
-        for row in table:
-            found = SPEC_SETTING.search(row[0])
-            point = found.group(1)
-            stated.setdefault((found.group(2) or point, point, int(row[1])), set()).add(row[5])
-        parser = _Rows()
-        parser.feed(card)
-        shown = [r for r in parser.rows if len(r) > 1 and r[0].isdigit()]
-        if shown:
-            point = by_setting["recommended" if "With (a), the settings to export" in card else "baseline"]
-            for row in shown:
-                stated.setdefault((point, point, int(row[0])), set()).add(row[1])
-        disagree = {key: texts for key, texts in stated.items() if len(texts) > 1}
-        assert not disagree, (name, disagree)
-
-
-@pytest.mark.parametrize("name", ["simulated pcie-gen5-switch-p2p", "measured on a SYS-pair box (synthetic)"])
-def test_every_verdict_says_each_reason_once(scenarios, name):
-    """routing.txt, the page and summary.json render each band's verdict with each reason once, in words."""
-    report = scenarios[name]
-    decision = json.loads((report / "summary.json").read_text())["runs"][0]["decision"]
-    kept = [r["reason"] for r in decision["routes"] if r["reason"].startswith("baseline kept")]
-    assert kept, name
-    assert all(r["verdict"] in VERDICTS for r in decision["routes"])
-    for verdict in kept:
-        reasons = verdict.split(": ", 1)[1].split("; ")
-        assert len(reasons) == len(set(reasons)), verdict
-        assert verdict.count("not judged") <= 1 and "implementation is not" not in verdict, verdict
-        assert verdict in (report / "routing.txt").read_text()
+def test_a_tuner_answer_carries_its_per_t_winners_everywhere(scenarios):
+    """nccl_tuner.conf is the answer: the steps, the terminal, the tuner file and the comparison run each T's
+    winner, never recommend.env's one point."""
+    report = scenarios[TUNER]
+    (run,) = json.loads((report / "summary.json").read_text())["runs"]
+    assert run["nccl"]["file"] == "nccl_tuner.conf" and run["nccl"]["live"]
+    winners = {at["tokens"]: at["point_id"] for at in run["nccl"]["per_t"]}
+    assert len(set(winners.values())) > 1  # per size: another point at another T
+    assert {s["tokens"]: s["point_id"] for s in run["steps"]} == {t: p for t, p in winners.items() if t > 1}
+    assert all(s["applied"] for s in run["steps"]) and "verify step" in run["headline"]["text"]
+    conf = (report / "nccl_tuner.conf").read_text()
+    for at in run["nccl"]["per_t"]:
+        assert f"#   T = {at['tokens']}: {at['settings']}: step time " in conf
+    beside = scenarios["tuner run beside the bundle"]
+    section = (beside / "index.html").read_text().split('<section id="compare">', 1)[1]
+    assert all(f"<code>{html.escape(at['settings'])}</code>" in section for at in run["nccl"]["per_t"])
 
 
 def test_a_gloo_run_names_its_baseline_gloo_everywhere(scenarios):
-    """On CPU ranks NCCL never ran: routing.txt, the closing lines and the page name the baseline gloo, and the
-    page's NCCL-environment cell says NCCL did not run."""
-    from commprof.report.analysis.decision import Decision, Route
-    from commprof.report.exports.decision_files import decision_lines, routing_text
-    from commprof.report.views.page import answer_rows
-
+    """On CPU ranks NCCL never ran: routing.txt and the page name the baseline gloo."""
     routing = (scenarios["gloo"] / "routing.txt").read_text()
     assert "NCCL keeps every size" not in routing and "gloo keeps every size" in routing
-    # The fixture run predates per-op records (no bands): the renderers are read on the gloo run's decision shape.
-    band = dict(collective="all_reduce", mode="eager", min_bytes=14336, max_bytes=57344, tokens=(1, 4), options={})
-    route = Route(**band, impl="gloo", point_id="s1-p000", nccl_env={}, judged_against="s1-p000",
-                  margin_pct=None, rule="", errors={}, verdict="not judged",
-                  reason="baseline: no other implementation ran at this size", kept=True)  # fmt: skip
-    decision = Decision("r", "measured on gloo", None, None, "", {}, "s1-p000", (), (route,), (), (), backend="gloo")
-    assert ": gloo: not judged: baseline" in routing_text(decision, []) and ": NCCL" not in routing_text(decision, [])
-    assert decision_lines(decision)[1].endswith("(14336-57344 B): gloo: not judged")
-    assert answer_rows(decision)[0]["env"] == "NCCL did not run (gloo backend)"
+    page = (scenarios["gloo"] / "index.html").read_text()
+    assert "Keep gloo&#39;s defaults" in page
+
+
+def test_trace_answer_reads_the_decisions_routes(scenarios):
+    """`commprof trace --answer` reads summary.json as data: an engine that ran NCCL where the bundle's answer routes
+    a band to another implementation is a mismatch; a size no route covers is said so."""
+    from commprof.trace.answer import answer_run, check_answer
+    from commprof.trace.kernels import runs_as
+
+    path = scenarios[BUNDLE] / "summary.json"
+    run = answer_run(json.loads(path.read_text()), str(path))
+    moved = next(r for r in run["routes"] if not r["kept"] and r["collective"] == "all_reduce")
+    group = {"kind": "all_reduce", "bytes": moved["min_bytes"], "count": 3, "implementations": {"nccl": 3}}
+    (check,) = check_answer([{**group, "kernels": ["nccl"]}], run, world_size=run["run"]["tp"])
+    assert (check["status"], check["expected"]) == ("MISMATCH", runs_as().get(moved["impl"], moved["impl"]))
+    (check,) = check_answer([{**group, "bytes": 1 << 40, "kernels": ["nccl"]}], run)
+    assert check["status"] == "not covered", check["sentence"]

@@ -42,7 +42,10 @@ def test_the_evidence_rule_gains_the_drift_term():
     assert plain.beats(80.0, 85.0, 100.0) is True
     assert drifting.beats(80.0, 85.0, 100.0) is False  # 85 is not below 100 lowered by 20 %
     assert drifting.beats(70.0, 75.0, 100.0) is True
-    assert "drift" in drifting.rule and drifting.within == "within noise or drift"
+    assert "drift" in drifting.rule and [t.name for t in drifting.error_terms((90.0, 95.0), (100.0, 101.0))] == [
+        "spread",
+        "drift",
+    ]
 
 
 def test_baseline_every_reads_points_or_minutes():
@@ -93,12 +96,11 @@ def test_a_gain_that_the_baselines_drift_covers_is_not_recommended(tmp_path, mon
     assert main(["report", str(run), "--out", str(report_dir)]) == 0
     assert "BASELINE DRIFT" in capsys.readouterr().err
     summary = json.loads((report_dir / "summary.json").read_text())["runs"][0]
-    drift = summary["baseline_drift"]
+    drift = summary["environment"]["drift"]
     # ... but the reference moved more than that over the run: not recommended, and the report says why.
     assert len(drift["samples"]) >= 2 and drift["exceeded"], drift
-    assert summary["evidence"]["drift_pct"] == pytest.approx(drift["band_pct"], abs=0.01)
-    recommended = summary["recommended"]
-    assert recommended is None or recommended["keeps_baseline"], recommended
-    assert "BASELINE DRIFT" in " ".join(summary["not_a_tuning_result"])
+    assert summary["environment"]["evidence"]["drift_pct"] == pytest.approx(drift["band_pct"], abs=0.01)
+    assert summary["nccl"]["point"] is None or summary["nccl"]["keeps_baseline"], summary["nccl"]
+    assert "BASELINE DRIFT" in " ".join(summary["environment"]["not_a_result"])
     html = (report_dir / "index.html").read_text()
     assert "BASELINE DRIFT" in html and "baseline over the run" in html  # the banner and the figure

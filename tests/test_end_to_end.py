@@ -38,7 +38,7 @@ def test_gloo_sweep_then_report(gloo_sweep, tmp_path):
     assert "<svg" in html and "http://" not in html.replace("http://www.w3.org", "")  # self-contained
     assert run.name in html and "nccl+rmsnorm" in html
     summary = json.loads((report_dir / "summary.json").read_text())
-    assert summary["runs"][0]["accepts"] == [1.3, 2.0]
+    assert summary["runs"][0]["run"]["accepts"] == [1.3, 2.0]
     env_file = report_dir / "recommend.env"
     sourced = subprocess.run(
         ["bash", "-c", f"set -e; source {env_file}; echo sourced"], capture_output=True, text=True, timeout=30

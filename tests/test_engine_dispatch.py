@@ -1,12 +1,10 @@
 """The engines' all-reduce dispatch, table by table (SGLang 0.5.23, vLLM 0.33 and 0.34, read from their released
 wheels), asserted as properties on the boxes each rule matters for. Pure."""
 
-import pandas as pd
 import pytest
 
 from commprof.errors import UsageError
-from commprof.evidence import Evidence
-from commprof.report.analysis.decision import fusion_refusals
+from commprof.report.analysis.decide_engines import fusion_refusals
 from commprof.report.analysis.engine_dispatch import (
     TABLES,
     Box,
@@ -18,7 +16,7 @@ from commprof.report.analysis.engine_dispatch import (
     parse_engine,
 )
 from commprof.report.analysis.engine_switch_rules import switch_disagreement, with_switch_rules
-from commprof.report.exports.engine_hints import engine_hints
+from tests.decisions import fused_hints_at
 
 PCIE8 = Box(sm=12.0, tp=8, nvlink=False, p2p=True)
 H100X8 = Box(sm=9.0, tp=8, nvlink=True, p2p=True, multicast=True)
@@ -108,12 +106,8 @@ def test_sglang_nccl_symm_mem_and_flashinfer_all_reduce_come_before_the_resolver
 def test_vllm_on_sm120_writes_no_fusion_flag_and_says_why_flashinfer_is_off(engine):
     assert fusion_flag_fails("vLLM", 12.0) and fusion_flag_fails("vLLM", 9.0) is None
     assert fusion_flag_fails("vLLM", 10.3) is None
-    won = pd.DataFrame(
-        [{"tokens": 4, "impl": "flashinfer-fused", "beyond_uncertainty": True, "slower_beyond_uncertainty": False}]
-    )
-    measured = Evidence("measured", "nccl")
     for sm, written in ((12.0, False), (9.0, True)):
-        hints = engine_hints(won, True, None, measured, fusion_refusals(sm))
+        hints = fused_hints_at(60.0, fusion_refusals(sm))  # the fused kind won beyond noise
         assert any("fuse_allreduce_rms" in h.setting for h in hints if h.engine == "vLLM") is written
     rule, skipped = route(engine, PCIE8, {}, ops(1)[0])
     assert rule.path == "NCCL" and not any("not set" in why for why in skipped)

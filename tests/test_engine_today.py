@@ -3,7 +3,7 @@ plan naming the served architecture, and SGLang 0.5.23's own FlashInfer all-redu
 rule cited). In process; one point at one T."""
 
 from commprof.cli import main
-from commprof.report.analysis.decision import decide
+from commprof.report.analysis.decide import decide
 from commprof.report.analysis.run_analysis import analyze_run
 from commprof.report.command import load_run, report_options, sweep_options
 
@@ -30,7 +30,7 @@ def test_sglang_runs_flashinfer_all_reduce_today_for_kimi_on_hgx_h100(tmp_path):
     assert records[0]["plan"]["architecture"] == "KimiK25ForConditionalGeneration"  # the wrapper, not DeepseekV3
     options = report_options(CLI | {"engines": ("sglang==0.5.23",)}, sweep_options(meta))
     (run,) = analyze_run(run_id, records, meta, options, str(run_dir))
-    (sglang,) = decide(run).engine_paths
+    (sglang,) = decide(run).engines.paths
     (row,) = sglang["rows"]
     assert row["today"] == "FlashInfer all-reduce"
     assert "overrides.py: _flashinfer_allreduce_fusion_auto_enable" in row["today_source"]

@@ -13,8 +13,8 @@ from commprof.impls.registry import engine_flag_table, engine_switch_table
 from commprof.nccl_vocab import ENV_CHECKS
 from commprof.records.files import read_records
 from commprof.report.analysis.engine_dispatch import TABLES
-from commprof.report.analysis.words import export_line as page_export_line
 from commprof.report.exports.export_text import export_line
+from commprof.report.views.answers import export_line as page_export_line
 from commprof.sweep.planning.config import parse_sweep
 from commprof.torch_env import FROZEN_AT_TORCH_LOAD
 from tests.report_fixtures import make_records
@@ -132,3 +132,13 @@ def test_sourcing_every_export_line_in_a_clean_shell_runs_nothing(tmp_path):
     assert not pwned.exists()
     assert f"$(touch {pwned})" in shell.stdout  # the allowed one is set, quoted, not run
     assert page_export_line({"PROMPT_COMMAND": "x", "NCCL_PROTO": "LL"}) == "export NCCL_PROTO=LL"
+
+
+def test_engine_flags_words_are_written_as_bash_and_zsh_read_them_literally():
+    """engine_flags.txt's flag words and sourced files go through shell_value, as every exported value does: zsh
+    expands a bare word starting with "=" (a command's path), which shlex.quote leaves bare."""
+    from commprof.report.decision.types import EngineHint
+    from commprof.report.exports.engine_hints import script_lines
+
+    hint = EngineHint(engine="SGLang", setting="--some-flag =ls auto", version="SGLang 0.5.23", why="test")
+    assert script_lines(hint) == ["COMMPROF_SGLANG_ARGS+=('--some-flag' '=ls' auto)"]

@@ -91,5 +91,5 @@ def test_the_report_routes_on_graph_times_and_labels_eager_evidence(tmp_path):
     routing = (out / "routing.txt").read_text()
     assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" in routing and "SGLANG_B12X" not in routing
     assert EAGER_HOST in routing
-    decision = json.loads((out / "summary.json").read_text())["runs"][0]["decision"]
-    assert {s["impl"] for s in decision["engine"]} == {"flashinfer-pcie-ipc"}
+    decision = json.loads((out / "summary.json").read_text())["runs"][0]
+    assert {s["impl"] for s in decision["engines"]["settings"]} == {"flashinfer-pcie-ipc"}

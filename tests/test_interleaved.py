@@ -93,10 +93,11 @@ def test_the_sweep_confirms_at_most_three_faster_unfused_points_after_an_a_a_con
     assert len(order) == interleave.measurements(len(found)) and interleave.sequence(spec.points[0], []) == []
 
 
-def _run_with_confirmation(tmp_path: Path, candidate_factor: float, file: bool = True) -> Path:
+def run_with_confirmation(tmp_path: Path, candidate_factor: float, file: bool = True) -> Path:
     """The real gloo run with OMP_NUM_THREADS=2 made 3x faster in its first pass (a planted gain, or a baseline
     caught in a burst), then confirmed: the baseline (s1-p000) measured three times, and s1-p001 between the
-    second and third with its first-pass times divided by `candidate_factor`."""
+    second and third with its first-pass times divided by `candidate_factor` (the claim check's measured scenarios
+    too: tests/test_decision.py)."""
     run = gloo_run_with(tmp_path, lambda r: True, faster=3.0)
     records = [json.loads(line) for line in (run / RESULTS_FILE).read_text().splitlines()]
     base = [r for r in records if r["point_id"] == "s1-p000"]
@@ -125,28 +126,38 @@ def _summary(run: Path, out: Path) -> tuple[dict, str]:
 
 
 def test_a_first_pass_gain_that_is_not_there_beside_the_baseline_is_not_exported(tmp_path):
-    summary, env = _summary(_run_with_confirmation(tmp_path, candidate_factor=1.0), tmp_path / "out")
-    assert summary["interleaved"]["noise_floor_pct"] == pytest.approx(3.0, abs=0.1)
-    assert summary["evidence"]["noise_floor_pct"] == pytest.approx(3.0, abs=0.1)
-    assert "noise floor" in summary["rule"]
-    assert summary["recommended"] is None or summary["recommended"]["keeps_baseline"], summary["recommended"]
+    summary, env = _summary(run_with_confirmation(tmp_path, candidate_factor=1.0), tmp_path / "out")
+    environment, nccl = summary["environment"], summary["nccl"]
+    assert environment["interleaved"]["noise_floor_pct"] == pytest.approx(3.0, abs=0.1)
+    assert environment["evidence"]["noise_floor_pct"] == pytest.approx(3.0, abs=0.1)
+    assert "noise floor" in environment["evidence"]["rule"] and "noise floor" in env.split("Rule:", 1)[1]
+    assert nccl["keeps_baseline"] and nccl["confirmation"].startswith("not confirmed: measured again"), nccl
+    # The claim over every T is the confirmation's figures held to the floor: one error term of the one rule.
+    claim = next(c for c in summary["claims"] if c["id"] == nccl["claim"])
+    assert claim["verdict"] != "beyond error" or claim["gain_pct"] < 0
+    assert "noise floor" in [term["name"] for term in claim["error"]] and "interleaved confirmation" in claim["subject"]
     assert (
         "export OMP_NUM_THREADS" not in env and "Not confirmed: measured again beside the baseline, it did not" in env
     )
 
 
 def test_a_gain_confirmed_beside_the_baseline_is_the_answer(tmp_path):
-    summary, env = _summary(_run_with_confirmation(tmp_path, candidate_factor=3.0), tmp_path / "out")
-    recommended = summary["recommended"]
-    assert recommended["point_id"] == "s1-p001" and not recommended["keeps_baseline"]
+    summary, env = _summary(run_with_confirmation(tmp_path, candidate_factor=3.0), tmp_path / "out")
+    nccl = summary["nccl"]
+    assert nccl["point"]["point_id"] == "s1-p001" and not nccl["keeps_baseline"] and nccl["live"]
+    assert nccl["confirmation"].startswith("confirmed: measured again between two measurements of the baseline")
+    claim = next(c for c in summary["claims"] if c["id"] == nccl["claim"])
+    assert claim["verdict"] == "beyond error" and claim["before"] == nccl["baseline_total_us"]
     assert "export OMP_NUM_THREADS=2" in env and "Confirmed: measured again between two measurements" in env
 
 
 def test_a_run_whose_confirmation_found_nothing_to_confirm_exports_nothing(tmp_path):
-    run = _run_with_confirmation(tmp_path, 3.0, file=False)
+    run = run_with_confirmation(tmp_path, 3.0, file=False)
     (run / INTERLEAVED_FILE).write_text("")
     summary, env = _summary(run, tmp_path / "out")
-    assert summary["interleaved"]["confirmations"] == [] and "export OMP_NUM_THREADS" not in env
+    assert summary["environment"]["interleaved"]["confirmations"] == [] and "export OMP_NUM_THREADS" not in env
+    claim = next(c for c in summary["claims"] if c["id"] == summary["nccl"]["claim"])
+    assert claim["verdict"] == "not judged" and "not measured again beside the baseline" in claim["reason"]
 
 
 def test_a_gain_inside_the_baselines_drift_so_far_is_no_candidate():
@@ -161,3 +172,19 @@ def test_a_gain_inside_the_baselines_drift_so_far_is_no_candidate():
     ]
     assert interleave.baseline_drift_pct(spec, results, repeats, "eager") == pytest.approx(50.0)
     assert interleave.candidates(spec, results, repeats) == []
+
+
+def test_a_setting_nccl_did_not_engage_never_ranks_as_that_setting(tmp_path):
+    """The gloo run's 3x faster OMP_NUM_THREADS=2, its records marked not engaged (as the sweep marks a point whose
+    setting NCCL's log shows it did not engage): no claim, table row or file names it."""
+    run = run_with_confirmation(tmp_path, candidate_factor=3.0, file=False)
+    records = [json.loads(line) for line in (run / RESULTS_FILE).read_text().splitlines()]
+    for record in records:
+        if record["point"]["env"].get("OMP_NUM_THREADS") == "2":
+            record["status"], record["message"] = "not_engaged", "the log shows the setting was not engaged"
+    (run / RESULTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary, env = _summary(run, tmp_path / "out")
+    assert summary["run"]["status_counts"].get("not_engaged") and "export OMP_NUM_THREADS" not in env
+    engaged = {r["point_id"] for r in records if r["status"] == "not_engaged"}
+    assert not any(p in c["subject"] for c in summary["claims"] for p in engaged), summary["claims"]
+    assert summary["nccl"]["fastest"] is None or summary["nccl"]["fastest"]["point_id"] not in engaged

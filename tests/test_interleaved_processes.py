@@ -76,9 +76,11 @@ def test_a_no_op_variable_swept_through_a_load_burst_is_not_exported(burst_sweep
     )
     assert rendered.returncode == 0, rendered.stderr
     summary = json.loads((out / "summary.json").read_text())["runs"][0]
-    assert summary["interleaved"]["noise_floor_pct"] is not None and "noise floor" in summary["rule"]
-    recommended = summary["recommended"]
-    assert recommended is None or recommended["keeps_baseline"], recommended
+    environment, nccl = summary["environment"], summary["nccl"]
+    assert (
+        environment["interleaved"]["noise_floor_pct"] is not None and "noise floor" in environment["evidence"]["rule"]
+    )
+    assert nccl["file"] is None or nccl["keeps_baseline"], nccl
     exported = [line for line in (out / "recommend.env").read_text().splitlines() if line.startswith("export ")]
     assert not any("COMMPROF_KNOB" in line for line in exported), exported
 

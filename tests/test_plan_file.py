@@ -62,5 +62,5 @@ def test_simulate_writes_its_plan_and_resolves_the_model_once(tmp_path, monkeypa
     plan = read_plan(run_dir)
     assert plan.stages == {1: ("confirm", "points")} and len(plan.points[0][0]) == 5 and 1 in plan.points
     assert main(["report", str(run_dir), "--out", str(tmp_path / "report")]) == 0
-    summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())["runs"][0]["run"]
     assert summary["complete"] is True and summary["progress"].startswith("7 of 7 points done")

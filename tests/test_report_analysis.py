@@ -8,7 +8,7 @@ import pytest
 from commprof.errors import UsageError
 from commprof.evidence import Evidence, ModelError
 from commprof.records.schema import collective_record, step_record
-from commprof.report import command
+from commprof.report import flags
 from commprof.report.analysis import choices, costmodel_check, frame, heatmap, nccl_choice, ops, projection, ranking
 
 MEASURED = Evidence("measured", backend="nccl")
@@ -201,7 +201,7 @@ def test_break_even_and_tokens_per_second_match_the_field_report_arithmetic():
 
 def test_breakdown_and_projection(sweep):
     head = ranking.headline(sweep, "p000", "graph", MEASURED)
-    parts = projection.breakdown(sweep, head, projection.ShownPoints("p000"), command.parse_compute_ms("1=4.0,4=5.0"))
+    parts = projection.breakdown(sweep, head, projection.ShownPoints("p000"), flags.parse_compute_ms("1=4.0,4=5.0"))
     best4 = parts[(parts["setting"] == "best") & (parts["tokens"] == 4)].iloc[0]
     assert best4["comm_ms"] == pytest.approx(7.0) and best4["compute_ms"] == 5.0
     assert best4["overhead_ms"] == pytest.approx(1.0)  # eager - graph of p001
@@ -224,21 +224,21 @@ def test_projection_needs_a_decode_step(sweep):
 
 
 def test_parse_compute_ms():
-    assert command.parse_compute_ms("5").for_tokens(8) == 5.0
-    per_t = command.parse_compute_ms("4=5.0, 8=5.2")
+    assert flags.parse_compute_ms("5").for_tokens(8) == 5.0
+    per_t = flags.parse_compute_ms("4=5.0, 8=5.2")
     assert per_t.for_tokens(8) == 5.2 and per_t.for_tokens(1) == 5.0 and per_t.for_tokens(16) == 5.2
-    assert command.parse_compute_ms({"4": 3}).for_tokens(4) == 3.0
-    assert not command.parse_compute_ms(None).given
+    assert flags.parse_compute_ms({"4": 3}).for_tokens(4) == 3.0
+    assert not flags.parse_compute_ms(None).given
     for bad in ("x", "4=", "a=1", "-1", "0=2"):
         with pytest.raises(UsageError):
-            command.parse_compute_ms(bad)
+            flags.parse_compute_ms(bad)
 
 
 def test_parse_accept():
-    assert command.parse_accept("3,1.3,2") == (1.3, 2.0, 3.0)
+    assert flags.parse_accept("3,1.3,2") == (1.3, 2.0, 3.0)
     for bad in ("0.5", "x", ""):
         with pytest.raises(UsageError):
-            command.parse_accept(bad)
+            flags.parse_accept(bad)
 
 
 @pytest.mark.parametrize(
@@ -252,12 +252,12 @@ def test_parse_accept():
 def test_a_bad_report_option_is_named_where_it_was_given(flag, sweep_name, value, problem):
     """From the command line, its flag; from the run's sweep file (meta.json), that file's [report] key."""
     with pytest.raises(UsageError) as from_sweep:
-        command.report_options({}, {sweep_name: value})
+        flags.report_options({}, {sweep_name: value})
     assert str(from_sweep.value) == f"the sweep file's [report] {sweep_name}: {problem}"
     text = ",".join(map(str, value)) if isinstance(value, list) else value
     text = ",".join(f"{k}={v}" for k, v in text.items()) if isinstance(text, dict) else text
     with pytest.raises(UsageError) as from_flag:
-        command.report_options({flag: str(text)}, {sweep_name: value})
+        flags.report_options({flag: str(text)}, {sweep_name: value})
     assert str(from_flag.value).startswith(f"--{flag.replace('_', '-')}: ")
 
 
@@ -576,21 +576,20 @@ def test_simulated_gains_count_only_beyond_the_expected_error():
     assert Evidence("measured", backend="gloo").label == "measured on gloo"
 
 
-def test_break_even_never_above_t_and_by_the_rule_of_the_cells():
-    """A break-even above T is reached by no accept length at that T: it never pays there."""
-    import math
-
+def test_break_even_never_above_t_and_the_cells_by_their_claims():
+    """The break-even is the statistic the chart draws, (draft + verify) / decode; above T no accept length reaches
+    it. Each tokens/s cell is a claim (speculation's time per token against plain decode's) under the one rule."""
     from commprof.evidence import Evidence, ModelError
-    from commprof.report.analysis.projection import accept_verdict, paying_ratio
-    from commprof.report.analysis.words import break_even_text
+    from commprof.report.analysis.claims import ClaimBook
+    from commprof.report.decision.formatting import break_even_text
 
-    measured = Evidence("measured", backend="nccl")
-    ratio = paying_ratio(measured, 0.0, 30.0, 31.0, 5.0)  # a verify step 6x a decode step
-    assert ratio == 31.0 / 5.0 and break_even_text(ratio, False, 4) == "never pays at T = 4"
-    assert accept_verdict(measured, 0.0, 30.0, 31.0, 5.0, 4.0) != "pays"
-    simulated = Evidence("simulated", model_error=ModelError(20.0, "held-out"))
-    ratio = paying_ratio(simulated, 1.0, 6.0, 6.0, 5.0)
-    assert math.isclose(ratio, 7.0 / 4.0)
-    for accept in (1.5, 2.0, 3.0):  # above the break-even: the cell pays; below it: not told apart or loses
-        assert (accept_verdict(simulated, 1.0, 6.0, 6.0, 5.0, accept) == "pays") == (accept > ratio)
-    assert math.isnan(paying_ratio(Evidence("simulated", model_error=ModelError(None, "?")), 1.0, 6.0, 6.0, 5.0))
+    assert projection.break_even_accept(0.0, 30.0, 5.0) == 6.0
+    assert break_even_text(6.0, 4) == "6.00 (above T = 4: no accept length reaches it)"
+    assert break_even_text(0.9, 4) == "0.90 (below every accept length)" and break_even_text(1.75, 4) == "1.75"
+    book = ClaimBook(Evidence("simulated", model_error=ModelError(20.0, "held-out")))
+    ratio = projection.break_even_accept(1.0, 6.0, 5.0)  # 1.4: where the line crosses plain decode
+    for accept in (1.5, 2.0, 3.0):  # pays beyond the 20 % error only where the time per token is 20 % below decode's
+        claim = book.compare(f"a{accept}", "spec", (((1.0 + 6.0) / accept, math.nan), (5.0, math.nan)), "ms per token")
+        assert claim.beyond == (accept > ratio / 0.8)
+    unknown = ClaimBook(Evidence("simulated", model_error=ModelError(None, "?")))
+    assert unknown.compare("x", "spec", ((3.5, math.nan), (5.0, math.nan))).verdict == "not judged"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from commprof.cli import main
-from commprof.report.analysis.formatting import fmt_ms
+from commprof.report.decision.formatting import fmt_ms
 from tests.report_fixtures import write_run
 
 pytestmark = pytest.mark.processes
@@ -103,17 +103,17 @@ def test_shipped_examples_say_in_the_browser_what_summary_json_holds(example, tm
     out = request.getfixturevalue(example)  # rendered once for the session (tests/conftest.py)
     (run,) = json.loads((out / "summary.json").read_text())["runs"]
     text = rendered_text(browser, out / "index.html", tmp_path / "profile")
-    assert run["evidence"]["label"] in text
-    for row in run["choices"]:
+    assert run["environment"]["evidence"]["label"] in text and run["headline"]["text"] in text
+    for row in run["tables"]["choices"]:
         assert fmt_ms(row["median_us"]) in text, row["point_id"]
     if example == "gloo_report":
         assert "measured on gloo" in text and "NCCL did not run" in text
     else:
-        # The headline is the decision's: the band it routes to another kernel, or no change.
-        routed = [r for r in run["decision"]["routes"] if not r["kept"] and r["collective"] == "all_reduce"]
+        # The first screen's verify card is the Decision's: the band it routes to another kernel, or no change.
+        routed = [r for r in run["routes"] if not r["kept"] and r["collective"] == "all_reduce"]
         if routed:
             assert f"{routed[0]['impl']} is predicted to take" in text
         else:
-            assert "No change: nothing beat the baseline beyond model error" in text
-        assert "not tested" in text
-        assert "Calibrate the model against your own box" in text and run["apply"]["file"] is None
+            assert "No change: nothing beat the baseline" in text
+        assert "not tested" in text and "What to measure" in text
+        assert "Calibrate the model against your own box" in text and run["nccl"]["file"] is None

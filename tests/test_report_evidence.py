@@ -41,9 +41,10 @@ def test_an_interrupted_run_says_so_and_recommends_nothing_unless_asked(tmp_path
     assert main(["report", str(run), "--out", str(out)]) == 0
     assert "INCOMPLETE RUN" in capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())["runs"][0]
-    assert summary["complete"] is False and "stages not run: confirm" in summary["progress"]
-    assert summary["beyond_uncertainty"] is True and summary["recommended"]["keeps_baseline"] is True
-    assert summary["recommended"]["withheld"].startswith("the run is incomplete")
+    assert summary["run"]["complete"] is False and "stages not run: confirm" in summary["run"]["progress"]
+    claim = {c["id"]: c for c in summary["claims"]}[summary["nccl"]["claim"]]
+    assert claim["verdict"] == "beyond error" and summary["nccl"]["keeps_baseline"] is True
+    assert summary["nccl"]["withheld"].startswith("the run is incomplete")
     env = (out / "recommend.env").read_text()
     assert (
         'INCOMPLETE RUN: 5 of 7 points done (stage 0: 5 of 5; stage 1 "confirm": 0 of 2)' in env
@@ -59,7 +60,7 @@ def test_an_interrupted_run_says_so_and_recommends_nothing_unless_asked(tmp_path
 def test_a_finished_run_is_complete(tmp_path):
     out = tmp_path / "out"
     assert main(["report", str(GLOO_RUN), "--out", str(out)]) == 0
-    summary = json.loads((out / "summary.json").read_text())["runs"][0]
+    summary = json.loads((out / "summary.json").read_text())["runs"][0]["run"]
     assert summary["complete"] is True and summary["progress"].startswith("7 of 7 points done")
 
 
@@ -69,10 +70,10 @@ def test_a_run_folder_without_a_plan_renders_with_its_planned_count_unknown(tmp_
     out = tmp_path / "out"
     assert main(["report", str(run), "--out", str(out)]) == 0
     summary = json.loads((out / "summary.json").read_text())["runs"][0]
-    assert summary["complete"] is None and summary["progress"].startswith(
+    assert summary["run"]["complete"] is None and summary["run"]["progress"].startswith(
         "7 points recorded of a planned count unknown"
     )
-    assert any("planned count unknown" in note for note in summary["not_a_tuning_result"])
+    assert any("planned count unknown" in note for note in summary["environment"]["not_a_result"])
 
 
 @pytest.mark.processes

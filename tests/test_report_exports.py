@@ -7,14 +7,10 @@ import subprocess
 import pandas as pd
 import pytest
 
-from commprof.evidence import MEASURED, SIMULATED, Evidence, ModelError
 from commprof.nccl_vocab import COLLECTIVES
 from commprof.report.analysis import tuner_rules
-from commprof.report.exports import engine_hints as eh
 from commprof.report.exports import files as ex
-
-GLOO = Evidence(MEASURED, backend="gloo")
-PRIOR = Evidence(SIMULATED, calibration="nccl-prior", model_error=ModelError(41.0, "real logs"))
+from tests.decisions import fused_hints_at, measured, with_plan
 
 
 def inputs(rows):
@@ -74,7 +70,7 @@ def test_tuner_conf_has_ten_legal_fields_per_rule():
         ]
     )
     text = ex.tuner_conf_text(
-        plan(tuner_rules.TUNER_CONF, rules=tuner_rules.tuner_rules(table), inputs=table), ["run r (measured)"]
+        with_plan(plan(tuner_rules.TUNER_CONF, rules=tuner_rules.tuner_rules(table), inputs=table))
     )
     rules = parse_rules(text)
     assert len(rules) == 3
@@ -153,11 +149,7 @@ def test_recommend_env_sources_in_bash(tmp_path):
         }
     )
     path = tmp_path / "recommend.env"
-    path.write_text(
-        ex.recommend_env_text(
-            plan(tuner_rules.RECOMMEND_ENV, env=point["env"]), ["run r (measured)", "Versions: nccl 2.27.5"], ["note"]
-        )
-    )
+    path.write_text(ex.recommend_env_text(with_plan(plan(tuner_rules.RECOMMEND_ENV, env=point["env"]))))
     done = subprocess.run(
         ["bash", "-c", f"set -e; source {path}; env"],
         capture_output=True,
@@ -172,22 +164,29 @@ def test_recommend_env_sources_in_bash(tmp_path):
 
 
 def test_recommend_env_when_defaults_win_exports_nothing(tmp_path):
-    text = ex.recommend_env_text(plan(None, why="nothing beat the baseline beyond noise"), ["run r"], [])
+    text = ex.recommend_env_text(with_plan(plan(None, why="nothing beat the baseline beyond noise")))
     assert "Nothing to export: nothing beat the baseline beyond noise" in text and "export " not in text
+
+
+def test_a_proposed_answer_is_every_line_commented_with_why():
+    """A simulation's (or an unconfirmed) answer: the file it would be, every line commented out, the reason said."""
+    text = ex.recommend_env_text(with_plan(plan(tuner_rules.RECOMMEND_ENV, env={"NCCL_PROTO": "LL"}), live=False))
+    assert "NOT TO APPLY YET" in text and "\n# export NCCL_PROTO=LL\n" in text
+    assert not [line for line in text.splitlines() if not line.startswith("#")]
 
 
 def test_exactly_one_file_applies_and_the_other_is_a_commented_alternative():
     rules = tuner_rules.tuner_rules(inputs([("allreduce", 14336, 1, "p1", "a", "ring", "ll", -1, 8)]))
-    tuner = plan(tuner_rules.TUNER_CONF, env={"NCCL_PROTO": "LL"}, rules=rules)
-    env_text = ex.recommend_env_text(tuner, ["run r"], [])
+    tuner = with_plan(plan(tuner_rules.TUNER_CONF, env={"NCCL_PROTO": "LL"}, rules=rules))
+    env_text = ex.recommend_env_text(tuner)
     assert "ALTERNATIVE, not recommended" in env_text and "\n# export NCCL_PROTO=LL\n" in env_text
     assert not [line for line in env_text.splitlines() if line.startswith("export")]
-    conf = ex.tuner_conf_text(tuner, ["run r"])
+    conf = ex.tuner_conf_text(tuner)
     assert "commprof recommends this file" in conf and len(parse_rules(conf)) == 1
-    env_first = plan(tuner_rules.RECOMMEND_ENV, env={"NCCL_PROTO": "LL"}, rules=rules)
-    assert parse_rules(ex.tuner_conf_text(env_first, ["run r"])) == []  # the rules are there, commented out
-    assert "ALTERNATIVE, not recommended" in ex.tuner_conf_text(env_first, ["run r"])
-    assert "\nexport NCCL_PROTO=LL\n" in ex.recommend_env_text(env_first, ["run r"], [])
+    env_first = with_plan(plan(tuner_rules.RECOMMEND_ENV, env={"NCCL_PROTO": "LL"}, rules=rules))
+    assert parse_rules(ex.tuner_conf_text(env_first)) == []  # the rules are there, commented out
+    assert "ALTERNATIVE, not recommended" in ex.tuner_conf_text(env_first)
+    assert "\nexport NCCL_PROTO=LL\n" in ex.recommend_env_text(env_first)
 
 
 def test_nccl_tests_table_bandwidths():
@@ -207,29 +206,16 @@ def test_nccl_tests_table_bandwidths():
     assert text.rstrip().splitlines()[-1].startswith("# Avg bus bandwidth")
 
 
-def test_engine_hints_follow_what_was_measured():
-    def fusion(saved, beyond, slower):
-        return pd.DataFrame(
-            [
-                {
-                    "tokens": 4,
-                    "impl": "flashinfer-fused",  # whose module declares the engines' fusion flags
-                    "saved_pct": saved,
-                    "beyond_uncertainty": beyond,
-                    "slower_beyond_uncertainty": slower,
-                }
-            ]
-        )
-
-    won, lost, noise = fusion(40.0, True, False), fusion(-5.0, False, True), fusion(3.0, False, False)
-    hints = eh.engine_hints(won, True, True, GLOO)
-    settings = " ".join(h.setting for h in hints)
+def test_engine_hints_follow_what_each_fused_kinds_claim_says():
+    """The fused kinds' engine flags: where one beats its reference beyond error, the flags that turn it on; where
+    it loses at every T, those that turn it off; inside error either way, nothing to change."""
+    settings = " ".join(h.setting for h in fused_hints_at(60.0))
     assert "--flashinfer-allreduce-fusion-backend auto" in settings and 'fuse_allreduce_rms": true' in settings
-    assert all(h.version for h in hints)
-    off = " ".join(h.setting for h in eh.engine_hints(lost, True, False, GLOO))
+    assert all(h.version for h in fused_hints_at(60.0))
+    off = " ".join(h.setting for h in fused_hints_at(130.0))
     assert "--enforce-disable-flashinfer-allreduce-fusion" in off and "false" in off
-    assert eh.engine_hints(noise, True, False, GLOO) == []  # within noise either way: nothing to change
-    assert eh.engine_hints(pd.DataFrame(), False, False, GLOO) == []
+    assert fused_hints_at(99.5) == []  # inside its error either way: nothing to change
+    assert measured().engines.hints == []  # the synthetic run's fused kind is unregistered: no flag
 
 
 def test_winners_within_noise_of_the_baseline_get_no_rule():
@@ -258,7 +244,7 @@ def test_winners_within_noise_of_the_baseline_get_no_rule():
     assert pd.isna(inputs.loc[4, "algorithm"]) and inputs.loc[1, "algorithm"] == "ring"
     rules = tuner_rules.tuner_rules(inputs.reset_index())
     assert len(rules) == 2 and rules[0].max_bytes < 4 * 14336 < rules[1].min_bytes  # T = 4's range stays NCCL's
-    text = ex.tuner_conf_text(plan(tuner_rules.TUNER_CONF, rules=rules, inputs=inputs.reset_index()), ["run r"])
+    text = ex.tuner_conf_text(with_plan(plan(tuner_rules.TUNER_CONF, rules=rules, inputs=inputs.reset_index())))
     assert "(T=4): p001 p001 -> within measurement noise of the baseline: no rule" in text
 
 
@@ -274,10 +260,10 @@ def test_a_tp8_kimi_runs_tuner_file_holds_the_logits_all_gathers_whole_buffer(tm
     points = [p for p in base_points() if p["label"] in ("NCCL defaults", "Ring/LL", "Ring/Simple")]
     run_dir = write_run(tmp_path, "tuner-run", points=points)
     assert main(["report", str(run_dir), "--out", str(tmp_path / "out")]) == 0
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["runs"][0]
-    assert summary["decision"]["nccl"]["file"] == "nccl_tuner.conf"
-    gathers = [line.split(",") for line in summary["decision"]["nccl"]["tuner_rules"] if line.startswith("allgather")]
-    whole = [c["bytes"] for c in summary["routing_curves"] if c["collective"] == "all_gather"]
+    decision = json.loads((tmp_path / "out" / "summary.json").read_text())["runs"][0]
+    assert decision["nccl"]["file"] == "nccl_tuner.conf"
+    gathers = [line.split(",") for line in decision["nccl"]["tuner"]["rules"] if line.startswith("allgather")]
+    whole = [c["bytes"] for c in decision["routing"]["curves"] if c["collective"] == "all_gather"]
     assert gathers and whole
     for size in set(whole):  # 8 x T x vocab/8 x 2 B at each T: inside a rule
         assert any(int(low) <= size <= int(high) for _, low, high, *_ in gathers), size

@@ -43,7 +43,7 @@ def run_dir(tmp_path_factory) -> Path:
 def _report(run_dir: Path, out: Path, *options: str) -> dict:
     assert main(["report", str(run_dir), "--out", str(out), *options]) == 0
     (run,) = json.loads((out / "summary.json").read_text(encoding="utf-8"))["runs"]
-    return run
+    return {**run, "observed": run["environment"]["observed"], "box": run["environment"]["box"]}
 
 
 def test_the_field_reports_25_ms_is_not_explained_and_the_page_says_what_to_check(run_dir, tmp_path, capsys):
@@ -62,8 +62,8 @@ def test_the_field_reports_25_ms_is_not_explained_and_the_page_says_what_to_chec
     assert "read from doctor bundle asus-esc8000a-8x-rtxpro6000," in env and "topology preset" not in env
     # summary.json says, per GPU pair, where its transport comes from.
     # The decision does not recommend what the box contradicts: no live export, the headline says measure first.
-    assert run["decision"]["nccl"]["file"] is None and run["decision"]["nccl"]["env"] == {}
-    assert run["decision"]["unconfirmed"].startswith("not confirmed on your box: measure first")
+    assert run["nccl"]["file"] is None and run["nccl"]["withdrawn_env"] == {"NCCL_P2P_LEVEL": "SYS"}
+    assert run["unconfirmed"].startswith("not confirmed on your box: measure first")
     assert "# export NCCL_P2P_LEVEL=SYS" in env and "\nexport " not in env
     assert "Not recommended for this run, so commented out: not confirmed on your box: measure first" in env
     assert "commprof recommends this file" not in env

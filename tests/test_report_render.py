@@ -70,12 +70,15 @@ def test_index_answers_the_three_questions(rendered):
 def test_summary_json(rendered):
     summary = json.loads((rendered / "summary.json").read_text())
     run = summary["runs"][0]
-    assert run["source"] == "measured" and run["mode"] == "graph" and not run["simulated"]
-    assert run["recommended"]["env"] == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
-    by_t = {row["tokens"]: row for row in run["headline"]}
-    assert by_t[16]["best_point_id"] == "p003" and by_t[16]["saved_pct"] > 0
-    assert run["projection"] and run["projection_label"].startswith("Estimate")
-    assert run["status_counts"]["capture_failed"] == 12
+    facts = run["run"]
+    assert facts["source"] == "measured" and facts["mode"] == "graph" and not facts["simulated"]
+    assert run["nccl"]["point"]["env"] == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
+    fastest = {row["tokens"]: row for row in run["tables"]["choices"] if "fastest" in row["roles"]}
+    assert fastest[16]["point_id"] == "p003" and fastest[16]["saved_pct"] > 0
+    assert run["tables"]["projection"] and facts["compute_given"]
+    assert facts["status_counts"]["capture_failed"] == 12
+    claims = {c["id"]: c for c in run["claims"]}
+    assert all(claims[row["claim"]]["verdict"] for row in run["tables"]["choices"] if row["claim"])
 
 
 def test_nccl_tests_table_lists_each_size(rendered):
@@ -92,7 +95,7 @@ def test_simulated_run_is_labelled_everywhere(tmp_path):
     assert "SIMULATED" in html and "banner sim" in html
     assert "SIMULATED" in (out / "recommend.env").read_text()
     assert "communication only" in html  # no --compute-ms given
-    assert json.loads((out / "summary.json").read_text())["runs"][0]["simulated"] is True
+    assert json.loads((out / "summary.json").read_text())["runs"][0]["run"]["simulated"] is True
 
 
 def test_measured_and_simulated_side_by_side(tmp_path):
@@ -131,7 +134,7 @@ def test_gloo_run_uses_eager_mode_and_says_so(tmp_path):
     html = (out / "index.html").read_text()
     assert "headline uses eager mode" in html and "gloo has no CUDA graphs" in html
     assert "No topology in meta.json" in html
-    assert json.loads((out / "summary.json").read_text())["runs"][0]["mode"] == "eager"
+    assert json.loads((out / "summary.json").read_text())["runs"][0]["run"]["mode"] == "eager"
 
 
 def test_imported_collectives_only(tmp_path):
@@ -186,10 +189,10 @@ def test_options_from_the_sweep_file(tmp_path):
     run_dir = write_run(tmp_path, "sw", meta=meta)
     out = tmp_path / "out"
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
-    run = json.loads((out / "summary.json").read_text())["runs"][0]
-    assert run["accepts"] == [1.5] and run["draft_ms"] == 1.0 and run["compute_ms"] == "T=4: 5 ms"
+    run = json.loads((out / "summary.json").read_text())["runs"][0]["run"]
+    assert run["accepts"] == [1.5] and run["draft_ms"] == 1.0 and run["compute"] == "T=4: 5 ms"
     assert main(["report", str(run_dir), "--out", str(out), "--accept", "2,3"]) == 0  # the command line wins
-    assert json.loads((out / "summary.json").read_text())["runs"][0]["accepts"] == [2.0, 3.0]
+    assert json.loads((out / "summary.json").read_text())["runs"][0]["run"]["accepts"] == [2.0, 3.0]
 
 
 def test_latest_picks_the_newest_run(tmp_path, monkeypatch):
@@ -237,20 +240,24 @@ def test_truncated_last_line_warns_and_renders(tmp_path, capsys):
 
 def test_real_gloo_run_sells_no_noise_as_a_result(gloo_report):
     run = json.loads((gloo_report / "summary.json").read_text())["runs"][0]
-    assert run["beyond_uncertainty"] is False and "p90" in run["rule"]
-    assert run["evidence"]["label"] == "measured on gloo" and run["evidence"]["level"] == "measured"
-    assert run["fastest"]["point_id"] == "s1-p001"  # OMP_NUM_THREADS=2, re-measured in stage 1
-    assert run["recommended"] == {**run["recommended"], "point_id": "s1-p000", "env": {}, "keeps_baseline": True}
-    assert run["baseline_point_id"] == "s1-p000" and run["remeasured"] == {"p000": "s1-p000", "p001": "s1-p001"}
-    assert all(row["beyond_uncertainty"] is False for row in run["headline"])
-    assert run["apply"]["file"] is None and run["apply"]["tuner_rules"] == []
+    claims = {c["id"]: c for c in run["claims"]}
+    assert claims[run["nccl"]["claim"]]["verdict"] == "inside error"
+    assert "p90" in run["environment"]["evidence"]["rule"]
+    evidence = run["environment"]["evidence"]
+    assert evidence["label"] == "measured on gloo" and evidence["level"] == "measured"
+    assert run["nccl"]["fastest"]["point_id"] == "s1-p001"  # OMP_NUM_THREADS=2, re-measured in stage 1
+    assert run["nccl"]["point"]["point_id"] == "s1-p000" and run["nccl"]["point"]["env"] == {}
+    assert run["nccl"]["keeps_baseline"] is True
+    assert run["run"]["baseline"] == "s1-p000" and run["run"]["remeasured"] == {"p000": "s1-p000", "p001": "s1-p001"}
+    assert all(claims[r["claim"]]["verdict"] != "beyond error" for r in run["tables"]["choices"] if r["claim"])
+    assert run["nccl"]["file"] is None and run["nccl"]["tuner"]["rules"] == []
     env = (gloo_report / "recommend.env").read_text()
-    assert "export " not in env and "within noise" in env and "Beyond noise: no" in env
-    assert "Evidence: measured on gloo" in env
+    assert not [line for line in env.splitlines() if line.startswith("export ")]
+    assert ": inside error" in env and "Evidence: measured on gloo" in env
     html = (gloo_report / "index.html").read_text()
     assert not re.search(r">\s*nan\s*<|NaN", html)
-    assert "less communication" not in html and "No change: nothing beat the baseline beyond noise" in html
-    assert "Keep gloo&#39;s defaults" in html and "no: within noise" in html and "NCCL defaults" not in html
+    assert "less communication" not in html and "Keep gloo&#39;s defaults: nothing beat them" in html
+    assert ": inside error" in html and "NCCL defaults" not in html
     sweep = html.split("4 · The sweep", 1)[1].split("5 · CUDA-graph", 1)[0]
     order = re.findall(r'<tr[^>]*><td class="num">1</td><td>(\S+) ', sweep)
     assert order == ["s1-p001", "s1-p000", "p002", "p003", "p004", "p000", "p001"]  # old measurements last
@@ -272,18 +279,24 @@ def test_real_gloo_run_says_cpu_ranks_and_that_nccl_did_not_run(gloo_report):
         assert raw not in html, raw
 
 
-def test_real_gloo_run_break_even_follows_the_rule_that_greys_the_cells(gloo_report):
-    """T = 4's step was faster than T = 1's, but its p90 was not: break-even is where the noise rule says
-    speculation pays (p90 per token below decode), the same rule the tokens/s cells follow, never "any"."""
+def test_real_gloo_run_break_even_is_the_charts_and_the_cells_say_what_pays(gloo_report):
+    """T = 4's median step was faster than T = 1's: the break-even is where the chart's line crosses plain decode,
+    (draft + verify) / decode, below 1 here; whether speculation pays at an accept length is each cell's claim
+    (time per token against plain decode's, beyond the spread), and the card quotes the cells."""
+    from commprof.evidence import rule
+
     run = json.loads((gloo_report / "summary.json").read_text())["runs"][0]
-    baseline = [row for row in run["projection"] if row["setting"] == "baseline"][0]
-    raw = (baseline["draft_ms"] + baseline["verify_ms"]) / baseline["decode_ms"]
-    assert raw < 1 < baseline["break_even_ratio"] <= baseline["tokens"]
-    assert baseline["break_even_ratio"] == (baseline["draft_ms"] + baseline["verify_p90_ms"]) / baseline["decode_ms"]
-    assert baseline["pays_at_any_accept"] is False and baseline["within_uncertainty"] is False
+    claims = {c["id"]: c for c in run["claims"]}
+    baseline = [row for row in run["tables"]["projection"] if row["setting"] == "baseline"][0]
+    assert baseline["break_even"] == (baseline["draft_ms"] + baseline["verify_ms"]) / baseline["decode_ms"] < 1
+    for cell in baseline["cells"]:
+        claim = claims[cell["claim"]]
+        assert rule(claim["gain_pct"], claim["error_pct"]) == claim["verdict"]
+        assert (cell["verdict"] == "pays") == (claim["verdict"] == "beyond error" and claim["gain_pct"] > 0)
+    paying = min(c["accept"] for c in baseline["cells"] if c["verdict"] == "pays")
     html = (gloo_report / "index.html").read_text()
     assert "pays at any accept length" not in html.lower()
-    assert f"Pays above accept length {baseline['break_even_ratio']:.2f} at T = 4" in html
+    assert f"Pays at accept length {paying:g} and above at T = 4 (break-even {baseline['break_even']:.2f})" in html
 
 
 def test_real_gloo_run_doctor_rows_not_json(gloo_report):
@@ -368,18 +381,20 @@ def test_pcie8_with_the_uncalibrated_prior_recommends_nothing_inside_its_error(p
     rule, the baseline kept, and the page says how to calibrate."""
     html = (pcie8_simulated / "index.html").read_text()
     run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
-    assert run["evidence"]["level"] == "simulated" and run["evidence"]["expected_error_pct"] == pytest.approx(41.0)
-    assert "rtx4090x8_sys_noP2P_charlie0129.txt" in run["evidence"]["expected_error_basis"]
-    assert run["beyond_uncertainty"] is False and run["recommended"]["keeps_baseline"] is True
-    assert run["fastest"]["point_id"] != run["baseline_point_id"]  # something was predicted faster...
-    assert 0 < 100 * (1 - run["fastest"]["total_us"] / run["baseline_total_us"]) < 41  # ...by less than the error
+    evidence = run["environment"]["evidence"]
+    assert evidence["level"] == "simulated" and evidence["expected_error_pct"] == pytest.approx(41.0)
+    assert "rtx4090x8_sys_noP2P_charlie0129.txt" in evidence["expected_error_basis"]
+    claim = {c["id"]: c for c in run["claims"]}[run["nccl"]["claim"]]
+    assert claim["verdict"] == "inside error" and run["nccl"]["keeps_baseline"] is True
+    assert run["nccl"]["fastest"]["point_id"] != run["run"]["baseline"]  # something was predicted faster...
+    assert 0 < claim["gain_pct"] < claim["error_pct"] == 41  # ...by less than the error
     env = (pcie8_simulated / "recommend.env").read_text()
     assert not [line for line in env.splitlines() if line.startswith("export")]
     assert "within model error" in env and "commprof calibrate" in env
     tuner = (pcie8_simulated / "nccl_tuner.conf").read_text()
     assert not [line for line in tuner.splitlines() if line and not line.startswith("#")]
     assert "allreduce sizes this run covers: 14336-229376 B; rules reach 8192-262143 B at most" in tuner
-    assert run["apply"]["file"] is None
+    assert run["nccl"]["file"] is None
     first = section(html, 'id="r1-headline"', "1 · Per T:")
     # NCCL's settings stay; the headline renders the band the decision routes to another kernel instead.
     assert "No change: nothing beat the baseline" not in first and "NCCL settings stay at their defaults" in first
@@ -399,10 +414,10 @@ def test_pcie8_simulated_capture_is_not_tested(pcie8_simulated):
     table1 = section(html, "1 · Per T:", "2 · Environment")
     assert "0.0 %</td>" not in table1 and "0.0 %</td>" not in points and "p90 and CV are —" in table1
     run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
-    assert run["choices"] and all(row["cv"] is None and row["p90_us"] is None for row in run["choices"])
-    assert run["headline"] and all(
-        row["baseline_cv"] is None and row["best_tail_us"] is None for row in run["headline"]
-    )
+    choices = run["tables"]["choices"]
+    assert choices and all(row["cv"] is None and row["p90_us"] is None for row in choices)
+    points = run["tables"]["points"]
+    assert all(v is None for v in points["tail_us"] + points["cv"])
 
 
 def test_pcie8_simulated_heatmap_does_not_colour_what_is_not_ranked(pcie8_simulated):
@@ -421,7 +436,8 @@ def test_pcie8_another_implementation_and_what_the_engine_needs(pcie8_simulated)
     # A stated figure 62 % below NCCL's predicted time is beyond the 41 % error; T = 4 (20 %) is not: the
     # decision's routing says so, and the card renders it.
     assert re.search(
-        r"flashinfer-pcie-ipc is predicted to beat NCCL&#39;s baseline beyond model error at T = 1 \(14 KiB – ",
+        r"flashinfer-pcie-ipc is predicted to beat NCCL&#39;s baseline at T = 1 \(14 KiB – 28 KiB per all-reduce\): "
+        r"[\d.]+ % less \(±[\d.]+ %\): beyond error per all-reduce",
         alternative,
     )
     assert "Not at T = 4, 8, 16: keep NCCL for those sizes" in alternative
@@ -447,16 +463,14 @@ def test_pcie8_headline_renders_the_routed_band_and_labels_the_per_step_figure(p
     html = (pcie8_simulated / "index.html").read_text()
     faster = section(html, "How much faster is my verify step?", "What do I set?")
     assert "No change: nothing beat the baseline" not in faster
-    margin = re.search(r"\(b\) Another all-reduce.*?: ([\d.]+) % less time per all-reduce", html, re.S).group(1)
-    assert re.search(
-        r"flashinfer-pcie-ipc is predicted to take T = 1 \(14 KiB – 28 KiB per all-reduce\) beyond model error: "
-        + re.escape(margin)
-        + " % less time per all-reduce",
-        faster,
+    margin = re.search(r"\(b\) Another all-reduce.*?: ([\d.]+ % less \(±[\d.]+ %\): beyond error)", html, re.S)
+    assert (
+        "flashinfer-pcie-ipc is predicted to take T = 1 (14 KiB – 28 KiB per all-reduce): "
+        f"{margin.group(1)} per all-reduce" in faster
     )
     assert "SGLANG_ENABLE_PCIE_IPC_ALLREDUCE=1" in faster and "NCCL settings stay at their defaults" in faster
     alternative = section(html, "(b) Another all-reduce implementation", "(c) Fused")
-    assert "vs (a), per step" in alternative and "the whole step's communication at each T" in alternative
+    assert "against (a), per step" in alternative and "the whole step's communication at each T" in alternative
 
 
 @pytest.fixture(scope="module")
@@ -477,6 +491,7 @@ def pcie8_calibrated(tmp_path_factory):
 
 def test_pcie8_calibrated_is_judged_by_its_held_out_error_and_ranks_no_untested_trap(pcie8_calibrated):
     run = json.loads((pcie8_calibrated / "summary.json").read_text())["runs"][0]
+    run["evidence"] = run["environment"]["evidence"]
     error = run["evidence"]["expected_error_pct"]
     calibration = (pcie8_calibrated.parent / "calibration.toml").read_text()
     stated = float(re.search(r"^expected_error_pct = ([\d.]+)$", calibration, re.M).group(1))
@@ -520,12 +535,12 @@ def test_shared_gpus_is_a_functional_check_not_a_result(tmp_path):
     assert "banner shared" in header and "SHARED GPUs" in header and "not a tuning result" in header
     assert header.index("SHARED GPUs") < header.index("records failed")
     run = json.loads((out / "summary.json").read_text())["runs"][0]
-    assert run["shared_gpus"] is True and "functional check" in " ".join(run["not_a_tuning_result"])
+    assert run["run"]["shared_gpus"] is True and "functional check" in " ".join(run["environment"]["not_a_result"])
     assert "SHARED GPUs" in (out / "recommend.env").read_text()
     plain = write_run(tmp_path, "own-gpus", meta={**make_meta("own-gpus"), "shared_gpus": False})
     assert main(["report", str(plain), "--out", str(tmp_path / "plain")]) == 0
     assert "SHARED GPUs" not in (tmp_path / "plain" / "index.html").read_text()
-    assert json.loads((tmp_path / "plain" / "summary.json").read_text())["runs"][0]["shared_gpus"] is False
+    assert json.loads((tmp_path / "plain" / "summary.json").read_text())["runs"][0]["run"]["shared_gpus"] is False
 
 
 # ------------------------------------------------------------------------------------- measured vs simulated
@@ -594,7 +609,8 @@ def test_measured_vs_model_plot_and_ratios(measured_and_model, tmp_path):
         "step",
         "graph",
     )
-    assert check["pairs"] == 8 and check["within_band_pct"] == 100.0 and check["calibration"] == "nccl-prior"
+    assert check["summary"]["pairs"] == len(check["pairs"]) == 8 and check["summary"]["within_band_pct"] == 100.0
+    assert check["calibration"] == "nccl-prior"
     assert main(["report", str(box), "--out", str(tmp_path / "alone")]) == 0
     assert "Measured vs simulated" not in (tmp_path / "alone" / "index.html").read_text()
 
@@ -632,7 +648,9 @@ def test_collectives_measured_vs_model(tmp_path):
     assert "calibration fitted.toml" in checks and checks.count("<svg") == 1
     assert checks.count(">1.20</td>") == 3  # 4 ranks has no prediction: not paired
     (check,) = json.loads((out / "summary.json").read_text())["costmodel_checks"]
-    assert check["kind"] == "collective" and check["pairs"] == 3 and check["within_band_pct"] == 0.0
+    assert (
+        check["kind"] == "collective" and check["summary"]["pairs"] == 3 and check["summary"]["within_band_pct"] == 0.0
+    )
 
 
 def test_draft_and_verify_communication_apart(tmp_path):

@@ -13,18 +13,22 @@ KIB = 1024
 
 def test_summary_routes_every_verify_size_with_its_floor(pcie8_simulated):
     run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
-    bands = [b for b in run["routing"] if (b["collective"], b["mode"]) == ("all_reduce", "graph")]
+    claims = {c["id"]: c for c in run["claims"]}
+    bands = [b for b in run["routes"] if (b["collective"], b["mode"]) == ("all_reduce", "graph")]
     assert bands[0]["min_bytes"] == 14 * KIB and bands[-1]["max_bytes"] == 224 * KIB
     assert all(low["max_bytes"] + 1 == high["min_bytes"] for low, high in zip(bands, bands[1:]))
     assert all(b["floor_us"] > 0 and b["pct_of_floor"] > 100 for b in bands)
     first = bands[0]
-    assert first["impl"] in ("flashinfer-pcie-ipc", "b12x") and not first["baseline"]  # a PCIe kernel, not NCCL
-    assert first["evidence"]["level"] == "simulated" and first["evidence"]["verdict"] == "beyond model error"
-    assert "published" in first["evidence"]["floor"] and "p2pmark" in first["evidence"]["floor"]
-    # NCCL's predictions carry the prior's measured error, so the kernel's win was judged against it
-    assert "±41 %" in first["evidence"]["baseline_label"]
-    assert run["routing_floor"]["ranks"] == 8 and run["routing_floor"]["figures"]["evidence"] == "published"
-    assert {c["impl"] for c in run["routing_curves"]} >= {"nccl", "flashinfer-pcie-ipc", "b12x"}
+    assert first["impl"] in ("flashinfer-pcie-ipc", "b12x") and not first["kept"]  # a PCIe kernel, not NCCL
+    claim = claims[first["claim"]]
+    assert first["evidence"].startswith("simulated") and claim["verdict"] == "beyond error"
+    # NCCL's predictions carry the prior's measured error, so the kernel's win was judged against both errors
+    assert [t["name"] for t in claim["error"]] == ["model (this side)", "model (the reference)"]
+    assert claim["error"][1]["pct"] == 41
+    routing = run["routing"]
+    assert "published" in routing["floor"] and "p2pmark" in routing["floor"]
+    assert routing["ranks"] == 8 and routing["floor_figures"]["evidence"] == "published"
+    assert {c["impl"] for c in routing["curves"]} >= {"nccl", "flashinfer-pcie-ipc", "b12x"}
 
 
 def test_routing_txt_routes_the_won_sizes_and_sizes_the_workspace(pcie8_simulated):
@@ -37,9 +41,9 @@ def test_routing_txt_routes_the_won_sizes_and_sizes_the_workspace(pcie8_simulate
     assert "#   export VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC=1\n" in text and "no size cap" in text
     assert not [line for line in text.splitlines() if line and not line.startswith(("#", "[ -n "))]
     # the stage's simulated search of that kernel could not place the edge: its margin there is inside model error
-    assert "flashinfer-pcie-ipc: its crossover search is not resolved within model error" in text
+    assert "flashinfer-pcie-ipc: its crossover search is not resolved: inside the models' errors" in text
     run = json.loads((pcie8_simulated / "summary.json").read_text())["runs"][0]
-    assert {s["engine"] for s in run["decision"]["engine"]} == {"SGLang", "vLLM"}
+    assert {s["engine"] for s in run["engines"]["settings"]} == {"SGLang", "vLLM"}
     assert run["files"]["routing.txt"] == "routing.txt"
 
 
@@ -49,8 +53,12 @@ def test_the_first_screen_shows_the_plan_after_what_to_set(pcie8_simulated):
     end = html.index("1 · Per T:")
     assert html.index("<h3>What do I set?</h3>") < start < end
     card = html[start:end]
-    assert "<svg" in card and "floor" in card and "beyond model error" in card
-    assert "Crossover searches" in card and "not resolved within model error" in card and "simulated (expected" in card
+    assert "<svg" in card and "floor" in card and ": beyond error" in card
+    assert (
+        "Crossover searches" in card
+        and "not resolved: inside the models&#39; errors" in card
+        and "simulated (expected" in card
+    )
     assert "routing.txt — engine settings" in html
 
 

@@ -122,16 +122,18 @@ def _engine_trace(kernel: str, layers: int, nbytes: int, rank: int = 0) -> dict:
 
 
 def _summary(impl: str, lo: int, hi: int) -> dict:
-    band = {
+    """A summary.json in the Decision's layout, only the parts an answer check reads: one route, no NCCL point."""
+    route = {
         "collective": "all_reduce",
         "mode": "graph",
         "min_bytes": lo,
         "max_bytes": hi,
         "impl": impl,
-        "baseline": impl == "nccl",
+        "kept": impl == "nccl",
         "label": impl,
     }
-    return {"runs": [{"source": "measured", "routing": [band], "recommended": None}]}
+    nccl = {"env": {}, "point": None, "keeps_baseline": True}
+    return {"runs": [{"run": {"source": "measured", "tp": 8}, "routes": [route], "nccl": nccl}]}
 
 
 @pytest.mark.parametrize("name, implementation, source", LIBRARY_KERNELS[2:])
@@ -167,17 +169,21 @@ def test_an_answer_whose_switch_did_not_take_effect_is_a_mismatch(tmp_path, caps
     summary.write_text("{}")
     assert main(["trace", str(path), "--answer", str(summary)]) == 2
     assert "not a commprof report's summary.json" in capsys.readouterr().err
+    summary.write_text(json.dumps({"runs": [{"source": "measured", "routing": []}]}))
+    assert main(["trace", str(path), "--answer", str(summary)]) == 2
+    assert "an older summary.json layout" in capsys.readouterr().err
 
 
 def test_an_answer_of_another_run_or_size_is_no_match(tmp_path, capsys):
     nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
     groups = TraceAnalysis([trace_from_dict(_engine_trace(nccl, 3, 25 << 20), "engine.json", 0)]).account()["kernels"]
     run = _summary("nccl", 14336, 229376)["runs"][0]
-    run["recommended"] = {"impl": "default", "label": "P2P=SYS", "env": {"NCCL_P2P_LEVEL": "SYS"}}
+    point = {"impl": "default", "label": "P2P=SYS", "env": {"NCCL_P2P_LEVEL": "SYS"}}
+    run["nccl"] = {"env": point["env"], "point": point, "keeps_baseline": False}
     (check,) = check_answer(groups, run)
     assert (check["status"], check["match"]) == ("not covered", None), check["sentence"]
     assert "not covered by the answer: its bands cover 14 KiB–224 KiB" in check["sentence"]
-    (check,) = check_answer(groups, {**run, "tp": 2}, world_size=8)
+    (check,) = check_answer(groups, {**run, "run": {"source": "measured", "tp": 2}}, world_size=8)
     assert check["status"] == "not comparable" and "world size 8 is not the answer's TP 2" in check["sentence"]
     # Inside a band of NCCL with variables: the kernels match, and the sentence says a trace cannot show the env.
     inside = TraceAnalysis([trace_from_dict(_engine_trace(nccl, 3, 57344), "e.json", 0)]).account()["kernels"]

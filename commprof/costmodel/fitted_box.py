@@ -10,7 +10,8 @@ from dataclasses import dataclass, fields, replace
 from commprof.costmodel.box import capability_of_name
 from commprof.costmodel.calibrated_sizes import judged_sizes
 from commprof.costmodel.latency import CostParams
-from commprof.costmodel.topology import Topology, link_for
+from commprof.costmodel.topology import Topology, link_for, load_topology
+from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.records.run_meta import meta_view
 
@@ -117,10 +118,64 @@ def over_plan_sizes(calibration: CostParams, sizes: set[int]) -> CostParams:
     return replace(calibration, fit={**fit, "expected_error_pct": max(stated[n] for n in used), "error_basis": basis})
 
 
+def stated_box(fit: dict) -> BoxFacts | None:
+    """The box a calibration of the older layout states (no [fit.box]): the topology preset it was fitted on
+    ([fit] topology), at its rank count; None where it names none this commprof knows."""
+    name = fit.get("topology")
+    if not isinstance(name, str) or not name:
+        return None
+    try:
+        preset = load_topology(name)
+    except UsageError:
+        return None
+    ranks = fit.get("ranks") if isinstance(fit.get("ranks"), int) else preset.gpus
+    return replace(topology_facts(preset, ranks), transport=str(fit.get("link") or link_for(preset, {}, ranks)))
+
+
+def older_layout(fit: dict) -> dict:
+    """[fit] of a calibration written before it stated its box and its error per band: its stated held-out
+    error (holdout_median_pct) as its expected error, and the preset it names as its box."""
+    if "holdout_median_pct" not in fit or "expected_error_pct" in fit:
+        return fit
+    out = {
+        **fit,
+        "expected_error_pct": fit["holdout_median_pct"],
+        "error_basis": f"its stated held-out median error ({fit.get('holdout_basis', 'held out')}; an older layout)",
+    }
+    box = stated_box(fit)
+    return {**out, "box": box.to_dict()} if box is not None and not fit.get("box") else out
+
+
+def holds(calibration: CostParams) -> str:
+    """Why a calibration applied to a box (applied_to) does not hold there ("" where it holds): fitted on another
+    GPU, rank count or transport. It is then applied to no point."""
+    different = calibration.fit.get("applied_differs")
+    if not different:
+        return ""
+    return (
+        f"{calibration.fit.get('applied')}: they differ in {', '.join(different)}, so no point uses it; NCCL's "
+        "uncalibrated model prices every point"
+    )
+
+
+def whole(records: list[dict], name: str, link: str) -> str:
+    """Why a calibration cannot price this sweep whole ("" where every point's NCCL runs over the transport it was
+    fitted on, `link`): a calibration is applied to every point or to none."""
+    steps = {r.get("point_id"): r.get("calibration") for r in records if r.get("kind", "step") == "step"}
+    other = sorted(str(p) for p, used in steps.items() if used != name)
+    if not other:
+        return ""
+    return (
+        f"it was fitted over {link}, and {len(other)} of {len(steps)} points (e.g. {other[0]}) run over another "
+        "transport: a calibration applies to every point or to none, so no point uses it; NCCL's uncalibrated "
+        "model prices every point"
+    )
+
+
 def applied_to(calibration: CostParams, target: BoxFacts, prior: ModelError) -> CostParams:
     """The calibration as applied to `target`: its fit says where it was fitted and where it is applied, and
     where the boxes differ, its expected error becomes the prior's (or its own, if wider)."""
-    fitted = BoxFacts.from_dict(calibration.fit.get("box")) or BoxFacts()
+    fitted = BoxFacts.from_dict(calibration.fit.get("box")) or stated_box(calibration.fit) or BoxFacts()
     boxes = f"fitted on {fitted.describe()}, applied to {target.describe()}"
     fit = {**calibration.fit, "applied": boxes}
     different = fitted.differs(target)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.command import console_for, file_run_meta
-from commprof.costmodel.fitted_box import applied_to, over_plan_sizes, topology_facts
+from commprof.costmodel.fitted_box import applied_to, holds, older_layout, over_plan_sizes, topology_facts, whole
 from commprof.costmodel.model_error import covering_outside, expected_error, prior_error
 from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
@@ -127,25 +127,35 @@ def simulate(
     tp = spec.tp or topology.gpus
     # every T's plan builds on this box's TP before a run folder is made
     plans = [build_step_plan(spec.model_shape, tp, t, spec.phase, spec.dtype, spec.plan_options) for t in spec.tokens]
-    calibration = None
+    calibration, refused = None, ""
     prior = topology.prior_error or prior_error(tp)
     if calibration_file is not None:
         text = read_text(calibration_file, "calibration")
+        calibration = params_from_toml(text, str(calibration_file))
         calibration = replace(
-            params_from_toml(text, str(calibration_file)), source=calibration_name(calibration_file, text)
+            calibration, source=calibration_name(calibration_file, text), fit=older_layout(calibration.fit)
         )
         sizes = {op.bytes for plan in plans for op in plan.ops}
         calibration = applied_to(over_plan_sizes(calibration, sizes), topology_facts(topology, tp), prior)
+        refused = holds(calibration)
     graphs = _graph_models(spec, graph_box or bundle_dir, "--graph-box" if graph_box else "--from-bundle")
     run_dir = new_run_dir(out, f"{spec.name}-sim-{topology.name}".replace("/", "-").replace(":", "-"))
     # An op outside the calibration's judged sizes carries the prior's error over every size (the logs' all sizes).
     outside = topology.prior_error or prior_error(tp, all_sizes=True)
     with whole_or_removed(run_dir):  # a full disk leaves nothing half-written
-        simulation = simulate_run(spec, SimulatedRun(topology, calibration, run_dir.name, graphs=graphs, prior=outside))
+        priced = SimulatedRun(topology, None if refused else calibration, run_dir.name, graphs=graphs, prior=outside)
+        simulation = simulate_run(spec, priced)
+        if calibration is not None and not refused:  # applied whole or not at all
+            refused = whole(simulation.records, calibration.source, calibration.link)
+            if refused:
+                simulation = simulate_run(spec, replace(priced, calibration=None))
         records = simulation.records
         used = {str(r["calibration"]) for r in records if r.get("calibration")}
         error = expected_error(
-            used, calibration.fit if calibration else None, spec.tp or topology.gpus, topology.prior_error
+            used,
+            calibration.fit if calibration and not refused else None,
+            spec.tp or topology.gpus,
+            topology.prior_error,
         )
         error = covering_outside(error, outside, records)  # ops outside the calibrated sizes carry the prior's error
         append_records(run_dir / RESULTS_FILE, records)
@@ -171,11 +181,18 @@ def simulate(
                 f"topology {topology.name} has no [floor]",
                 "add a [floor] table of published figures, each with its source, to the topology file",
             ),
-            calibration={**calibration.to_dict(), "file": calibration.source} if calibration else "nccl-prior",
+            calibration={
+                **calibration.to_dict(),
+                "file": calibration.source,
+                "applied": not refused,
+                "why": refused or str(calibration.fit.get("applied") or ""),
+            }
+            if calibration
+            else "nccl-prior",
             model_error=error.to_dict(),
         )
         write_json(run_dir / META_FILE, meta, META_BYTES)  # what `report` reads
-    _print_simulation(records, topology, calibration_file, error)
+    _print_simulation(records, topology, (calibration_file, refused), error)
     if topology.box is not None:
         from commprof.costmodel.box import transport_lines
 
@@ -231,12 +248,19 @@ def calibration_name(path: Path, text: str) -> str:
     return f"{path.name} (sha256 {hashlib.sha256(text.encode()).hexdigest()[:12]})"
 
 
-def _print_simulation(records: list[dict], topology, calibration_file: Path | None, error: ModelError) -> None:
+def _print_simulation(records: list[dict], topology, calibration: tuple[Path | None, str], error: ModelError) -> None:
+    """The first screen of a simulation: what priced it (a calibration not applied says so, and why, first), its
+    expected error, then each point's predicted step."""
     console = console_for()
+    file, refused = calibration
+    if file is not None and refused:
+        console.print(f"CALIBRATION NOT APPLIED: {file}: {refused}.", markup=False)
+    priced = file if file is not None and not refused else "NCCL uncalibrated model (nccl-prior)"
     console.print(
-        f"SIMULATED on {topology.name} with "
-        f"{calibration_file or 'NCCL uncalibrated model (nccl-prior)'}: predictions, not measurements; expected "
-        f"error {error.band} ({error.basis}). A predicted difference smaller than that is not a result.",
+        f"SIMULATED on {topology.name} with {priced}: predictions, not measurements; expected error {error.band} "
+        f"({error.basis}). A predicted difference smaller than that is not a result: a simulation proposes what to "
+        "measure.",
+        markup=False,
     )
     searched = {(r["point_id"], r["mode"]) for r in records if r["kind"] == "crossover"}
     records = [r for r in records if r["kind"] == "step"]

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import math
 import warnings
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -24,10 +22,8 @@ from commprof.records.files import (
     read_run_files,
 )
 from commprof.records.run_meta import meta_view, read_meta
-from commprof.records.values import MAX_ACCEPT
 from commprof.report.analysis.ops import OP_STATISTICS_READ
-from commprof.report.analysis.projection import ComputeTimes
-from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
+from commprof.report.flags import ReportFlags, report_options, sweep_options
 from commprof.report.worker import Pending, Worker, echo, figure_worker, hold_until_exit
 
 
@@ -74,114 +70,6 @@ def load_run(run_dir: Path) -> tuple[str, list[dict], dict, list[str]]:
     meta = read_meta(run_dir)
     run_id = str(meta_view(meta).run_id or records[0].get("run_id") or run_dir.name)
     return run_id, records, meta, notes
-
-
-def sweep_options(meta: dict) -> dict[str, Any]:
-    """Report options the run's sweep file set (meta.json's sweep's report); the command line overrides them."""
-    sweep = meta_view(meta).sweep
-    options = sweep.get("report") if isinstance(sweep, dict) else None
-    if options is None:
-        return {}
-    if not isinstance(options, dict):
-        raise UsageError("the sweep file's [report] section must be a table of options")
-    known = {"compute_ms", "draft_ms", "accept_lengths", "baseline"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise UsageError(
-            f"the sweep file's [report] section has unknown option(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(known))}"
-        )
-    return options
-
-
-def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]) -> ReportOptions:
-    """Command line over sweep file over defaults, parsed and checked."""
-
-    def pick(name: str, sweep_name: str):
-        return cli[name] if cli.get(name) is not None else from_sweep.get(sweep_name)
-
-    def given(name: str, sweep_name: str) -> str:
-        """Where a value came from, as its error names it."""
-        return f"--{name.replace('_', '-')}" if cli.get(name) is not None else f"the sweep file's [report] {sweep_name}"
-
-    draft = pick("draft_ms", "draft_ms")
-    accept = pick("accept", "accept_lengths")
-    compute = pick("compute_ms", "compute_ms")
-    return ReportOptions(
-        compute=parse_compute_ms(compute, given("compute_ms", "compute_ms")),
-        draft_ms=parse_ms(draft, given("draft_ms", "draft_ms")) if draft is not None else None,
-        accepts=parse_accept(accept, given("accept", "accept_lengths")) if accept is not None else DEFAULT_ACCEPTS,
-        baseline=pick("baseline", "baseline"),
-        compute_source="given with --compute-ms"
-        if cli.get("compute_ms") is not None
-        else "given in the sweep file's [report] compute_ms"
-        if compute is not None
-        else "",
-        allow_partial=bool(cli.get("allow_partial")),
-        **({"engines": tuple(cli["engines"])} if cli.get("engines") else {}),
-    )
-
-
-def parse_compute_ms(value: Any, given: str = "--compute-ms") -> ComputeTimes:
-    """ "5.0" (every T), "4=5.0,8=5.2" (per T), a number, or a {T: ms} mapping (from the sweep file); `given`
-    names where it came from in an error."""
-    if value is None or value == "":
-        return ComputeTimes()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return ComputeTimes(everywhere=parse_ms(value, given))
-    if isinstance(value, dict):
-        items = list(value.items())
-    else:
-        text = str(value).strip()
-        if "=" not in text:
-            return ComputeTimes(everywhere=parse_ms(text, given))
-        items = []
-        for part in text.split(","):
-            key, sep, ms = part.partition("=")
-            if not sep:
-                raise UsageError(f'{given}: {part.strip()!r} is not T=ms (e.g. "4=5.0,8=5.2" or one number)')
-            items.append((key, ms))
-    per_tokens = {}
-    for key, ms in items:
-        try:
-            tokens = int(str(key).strip())
-        except ValueError:
-            raise UsageError(f"{given}: T {key!r} is not a whole number") from None
-        if tokens < 1:
-            raise UsageError(f"{given}: T must be >= 1, got {tokens}")
-        per_tokens[tokens] = parse_ms(ms, given)
-    return ComputeTimes(per_tokens=per_tokens)
-
-
-def parse_ms(value: Any, given: str) -> float:
-    """A duration in ms from the command line or the sweep file; `given` names where it came from in an error."""
-    try:
-        number = float(str(value).strip())
-    except ValueError:
-        raise UsageError(f"{given}: {value!r} is not a number of milliseconds") from None
-    if not math.isfinite(number) or number < 0:
-        raise UsageError(f"{given}: {value!r} must be a finite number >= 0")
-    return number
-
-
-def parse_accept(value: Any, given: str = "--accept") -> tuple[float, ...]:
-    """Accept lengths (tokens kept per verify step, bonus token included): "1.3,2.0,3.0" or a list; each >= 1.
-    `given` names where they came from in an error."""
-    parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    lengths = []
-    for part in parts:
-        try:
-            length = float(str(part).strip())
-        except ValueError:
-            raise UsageError(f"{given}: {part!r} is not a number") from None
-        if not math.isfinite(length) or length < 1:
-            raise UsageError(f"{given}: accept length {part!r} must be >= 1 (the bonus token always counts)")
-        if length > MAX_ACCEPT:
-            raise UsageError(f"{given}: accept length {part!r} is above {MAX_ACCEPT} (tokens kept per verify step)")
-        lengths.append(length)
-    if not lengths:
-        raise UsageError(f"{given}: give at least one accept length, e.g. 1.3,2.0,3.0")
-    return tuple(sorted(set(lengths)))
 
 
 def default_out(run_ids: list[str]) -> Path:
@@ -247,6 +135,14 @@ def default_out(run_ids: list[str]) -> Path:
     help="An engine trace folder (PyTorch profiler, read as `commprof trace` reads it): its median communication "
     "per step is set beside the prediction.",
 )
+@click.option(
+    "--from-summary",
+    "from_summary",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Render every output again from a report's summary.json alone (its Decisions): index.html, summary.json "
+    "and each run's files (results.csv and the nccl-tests tables are the records': they are not re-made). Needs --out.",
+)
 def report(
     run_dirs,
     latest,
@@ -259,7 +155,16 @@ def report(
     allow_partial,
     observed_step_ms,
     observed_dir,
+    from_summary,
 ):
+    if from_summary is not None:
+        given = run_dirs or latest or compute_ms or draft_ms or accept or baseline or engines or allow_partial
+        if given or observed_step_ms or observed_dir:
+            raise UsageError("--from-summary renders a summary.json alone: give only --out with it")
+        if out is None:
+            raise UsageError("--from-summary needs --out DIR (a new folder: the report it came from stays as it is)")
+        _from_summary(from_summary, out)
+        return
     # Records are acyclic JSON: the cyclic collector only re-scans them (a fifth of a 10,000-record render).
     gc.disable()
     try:
@@ -291,6 +196,22 @@ def _render(run_dirs, latest, out, flags: ReportFlags, observe: tuple[str | None
     checks = (partial(check_records, Path(d) / RESULTS_FILE) for d in run_dirs)  # what load_run refuses first aside
     with figure_worker(*checks) as checked, Worker() as files:
         _report(run_dirs, out, flags, observed, checked, files)
+
+
+def _from_summary(path: Path, out: Path) -> None:
+    """Every output of a report rendered from its summary.json: the same Decisions, the same files."""
+    from commprof.report.exports.decision_files import decision_lines, observed_lines
+    from commprof.report.write import render_from_summary
+
+    with figure_worker():
+        paths, report = render_from_summary(path, out)
+    for decision in report.runs:  # as the report that wrote it printed them: the observation first
+        for line in observed_lines(decision):
+            echo(line)
+    echo(f"wrote {paths['index.html']} (from {path})")
+    for decision in report.runs:
+        for line in ([decision.run.name] if len(report.runs) > 1 else []) + decision_lines(decision):
+            echo(line)
 
 
 def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str, int | None]:
@@ -325,18 +246,6 @@ def observation(step_ms: str | None, trace_dir: Path | None) -> tuple[dict, str,
         ),
         next((t.world_size for t in traces if t.world_size), None),
     )
-
-
-@dataclass(frozen=True)
-class ReportFlags:
-    """The report command's analysis options as given on its command line (None: not given)."""
-
-    compute_ms: str | None  # --compute-ms
-    draft_ms: str | None  # --draft-ms
-    accept: str | None  # --accept
-    baseline: str | None  # --baseline
-    engines: tuple[str, ...]  # each --engine
-    allow_partial: bool  # --allow-partial
 
 
 def _report(
@@ -385,11 +294,12 @@ def _report(
     mismatch = incomparable(runs)
     if mismatch:
         echo(f"commprof: warning: {mismatch}", err=True)
-    from commprof.report.analysis.decision import decide
-    from commprof.report.exports.decision_files import decision_lines
+    from commprof.report.analysis.decide import decide
+    from commprof.report.exports.decision_files import decision_lines, observed_lines
 
     # Decided once, beside the worker that writes the tables: the files, the page and the terminal render that answer.
-    paths, decisions = write_report(runs, out_dir, decide, files)
+    paths, report = write_report(runs, out_dir, decide, files)
+    decisions = report.runs
     hold_until_exit(decisions)
     for run in runs:
         if run.all_failed:
@@ -398,9 +308,9 @@ def _report(
             echo(f"commprof: warning: {run.name}: {run.completeness.sentence(flags.allow_partial)}", err=True)
         if run.drift is not None and run.drift.exceeded:
             echo(f"commprof: warning: {run.name}: {run.drift.sentence()}", err=True)
-    for run in runs:
-        if run.observed is not None:
-            echo(f"commprof: {run.name}: observed beside predicted: {run.observed['verdict']}")
+    for decision in decisions:
+        for line in observed_lines(decision):
+            echo(line)
     echo(f"wrote {paths['index.html']}")
     echo(
         f"      {out_dir}/ also holds summary.json, results.csv, recommend.env, nccl_tuner.conf, "
@@ -410,6 +320,8 @@ def _report(
         if not run.steps.empty:
             for line in ([run.name] if len(runs) > 1 else []) + decision_lines(decision):
                 echo(line)
+            if decision.plan is not None:
+                echo(f"  measure it: {decision.plan.command} (confirm.toml is in {out_dir / decision.folder})")
 
 
 def check_observed(run, observed: dict, world_size: int | None) -> None:
@@ -431,9 +343,9 @@ def check_observed(run, observed: dict, world_size: int | None) -> None:
 
 
 def answer_lines(run_dir: Path) -> list[str]:
-    """A run's one answer as the report decides it (report/analysis/decision.py) with the sweep file's options:
+    """A run's one answer as the report decides it (report/analysis/decide.py) with the sweep file's options:
     the last lines the sweep and `simulate` print."""
-    from commprof.report.analysis.decision import decide
+    from commprof.report.analysis.decide import decide
     from commprof.report.analysis.run_analysis import RunExtras, analyze_run
     from commprof.report.exports.decision_files import decision_lines
 

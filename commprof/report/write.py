@@ -10,88 +10,57 @@ overwriting. --out must be new, empty, or an earlier report (its summary.json sa
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import json
-import math
 import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import is_dataclass, replace
 from pathlib import Path
-from typing import Any
 
+import msgspec
 import pandas as pd
 
 from commprof.errors import UsageError
 from commprof.nccl_graph.export import EXPORTED_NAME
-from commprof.report.analysis.compared import costmodel_checks, incomparable
-from commprof.report.analysis.decision import Decision, decide, decided_fusion
+from commprof.report.analysis.compared import check_facts, costmodel_checks, incomparable
+from commprof.report.analysis.decide import decide
 from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.ops import op_sizes
-from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.exports.decision_files import answer_block, routing_text
-from commprof.report.exports.engine_hints import engine_hints, engine_hints_text
+from commprof.report.decision.codec import FORMAT, decode, encode
+from commprof.report.decision.types import Decision, Report
+from commprof.report.exports.confirm import confirm_text
+from commprof.report.exports.decision_files import engine_flags_text, routing_text
 from commprof.report.exports.files import (
     NCCL_TESTS_TYPES,
-    RunExports,
     csv_columns,
     nccl_tests_table,
     recommend_env_text,
     results_csv,
     tuner_conf_text,
 )
-from commprof.report.exports.provenance import provenance
-from commprof.report.exports.summary import check_summary, summary
 from commprof.report.views.page import index_html, page_figures, page_view
 from commprof.report.worker import Pending, Worker
+from commprof.textfiles import RESULTS_BYTES, read_bytes
 
 SUMMARY_FILE = "summary.json"
+CONFIRM_FILE = "confirm.toml"
 
 
-def write_run_exports(
-    run: RunAnalysis, decision: Decision, folder: Path, out_dir: Path, tables: dict[str, Path]
-) -> RunExports:
-    """recommend.env, nccl_tuner.conf, engine_flags.txt and routing.txt for one run, rendering its decision, beside
-    its nccl-tests tables (`tables`: where write_nccl_tests_tables writes them)."""
-    lines = provenance(run)
-    plan = decision.plan
-    tuner_text = tuner_conf_text(plan, lines)
-    env_text = recommend_env_text(plan, lines, list(decision.nccl_answer.notes) + list(decision.nccl_notes))
-    fused_measured = not run.steps.empty and bool(
-        (run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any()
-    )
-    hints = engine_hints(
-        decided_fusion(run.fusion, decision, run.mode),
-        fused_measured,
-        plan.choice,
-        run.evidence,
-        fusion_refused=decision.fusion_refused,
-    )
-    hints = [hint for hint in hints if decision.names_engine(hint.engine)]
-    engine_text = engine_hints_text(hints, lines, answer_block(decision))
-    route_text = routing_text(decision, lines)
-    files = {
-        "recommend.env": write_text(inside(folder, "recommend.env"), env_text),
-        "nccl_tuner.conf": write_text(inside(folder, "nccl_tuner.conf"), tuner_text),
-        "engine_flags.txt": write_text(inside(folder, "engine_flags.txt"), engine_text),
-        "routing.txt": write_text(inside(folder, "routing.txt"), route_text),
+def run_texts(decision: Decision) -> dict[str, str]:
+    """A run's exported files, name -> text, each rendered from its Decision alone."""
+    texts = {
+        "recommend.env": recommend_env_text(decision),
+        "nccl_tuner.conf": tuner_conf_text(decision),
+        "engine_flags.txt": engine_flags_text(decision),
+        "routing.txt": routing_text(decision),
     }
-    if decision.graph_text is not None:
-        files[EXPORTED_NAME] = write_text(inside(folder, EXPORTED_NAME), decision.graph_text)
-    for point_id, path in tables.items():
-        files[f"nccl-tests/{point_id}"] = path
-    return RunExports(
-        folder=str(folder.relative_to(out_dir)) if folder != out_dir else ".",
-        files={k: str(Path(v).relative_to(out_dir)) for k, v in files.items()},
-        recommend_env=env_text,
-        tuner_conf=tuner_text,
-        engine_text=engine_text,
-        hints=hints,
-        plan=plan,
-        routing_text=route_text,
-        decision=decision,
-    )
+    if (confirm := confirm_text(decision)) is not None:
+        texts[CONFIRM_FILE] = confirm
+    if decision.nccl.graph_text is not None:
+        texts[EXPORTED_NAME] = decision.nccl.graph_text
+    return texts
 
 
 def nccl_tests_tables(run: RunAnalysis) -> dict[str, tuple]:
@@ -155,11 +124,29 @@ def write_report(
     out_dir: Path,
     decide_run: Callable[[RunAnalysis], Decision] = decide,
     files: Worker | None = None,
-) -> tuple[dict[str, Path], list[Decision]]:
+) -> tuple[dict[str, Path], Report]:
     """Decide each run (decide_run, once) and write index.html, summary.json, results.csv and each run's exports,
-    then swap them in as out_dir; return the main paths (under out_dir) and the decisions. UsageError when out_dir
-    cannot take a report. `files`: a worker forked before the records were read, which writes results.csv and the
-    nccl-tests tables from what it is sent (None: they are written here)."""
+    then swap them in as out_dir; return the main paths (under out_dir) and the report (the Decisions). UsageError
+    when out_dir cannot take a report. `files`: a worker forked before the records were read, which writes
+    results.csv and the nccl-tests tables from what it is sent (None: they are written here)."""
+    return _staged(
+        out_dir, lambda staging, sent: _write_all(runs, decide_run, staging, files or Worker(fork=False), sent)
+    )
+
+
+def render_from_summary(path: Path, out_dir: Path) -> tuple[dict[str, Path], Report]:
+    """Every output of a report rendered again from its summary.json alone (`commprof report --from-summary`):
+    index.html, summary.json and each run's exported files (results.csv and the nccl-tests tables are the records'
+    own: they are not in it). UsageError where the file is not a summary.json of this commprof."""
+    data = read_bytes(path, "summary.json", RESULTS_BYTES)
+    try:
+        report = decode(data)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        raise UsageError(f"--from-summary {path}: not a summary.json of this commprof ({exc})") from None
+    return _staged(out_dir, lambda staging, sent: (_render(report, staging), report))
+
+
+def _staged(out_dir: Path, write: Callable[[Path, list[Pending]], tuple[dict[str, Path], Report]]):
     check_report_target(out_dir)
     blocking = next((p for p in out_dir.parents if p.exists() and not p.is_dir()), None)
     if blocking is not None:
@@ -172,7 +159,7 @@ def write_report(
         raise UsageError(f"--out {out_dir}: cannot write there ({exc.strerror or exc})") from None
     sent: list[Pending] = []
     try:
-        paths, decisions = _write_all(runs, decide_run, staging, files or Worker(fork=False), sent)
+        paths, report = write(staging, sent)
         swap_in(staging, out_dir)
     except OSError as exc:
         _settle(sent)
@@ -182,7 +169,7 @@ def write_report(
         _settle(sent)
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}, decisions
+    return {name: out_dir / path.relative_to(staging) for name, path in paths.items()}, report
 
 
 def _settle(sent: list[Pending]) -> None:
@@ -198,38 +185,57 @@ def _write_all(
     out_dir: Path,
     files: Worker,
     sent: list[Pending],
-) -> tuple[dict[str, Path], list[Decision]]:
+) -> tuple[dict[str, Path], Report]:
     taken: set[str] = set()
     folders = [out_dir if len(runs) == 1 else inside(out_dir, _unique(_safe_name(r.name), taken)) for r in runs]
     for folder in folders if len(runs) > 1 else ():
         folder.mkdir()  # here, before the worker writes into it too
-    # The worker writes results.csv while this process decides; each decided run's figures are asked for at once, so
-    # that the figure worker draws them while this process builds the nccl-tests tables (a file per point, slow to
-    # create on some disks: the worker writes them too) and the rest.
+    # The worker writes results.csv while this process decides; the nccl-tests tables (a file per point, slow to
+    # create on some disks) are written by the worker too, while this process renders the Decisions.
     frame = runs[0].frame if len(runs) == 1 else pd.concat([r.frame for r in runs], ignore_index=True)
     sent.append(files.call(__name__, "write_results_csv", (csv_columns(frame), out_dir)))
-    decisions = [decide_run(run) for run in runs]
-    shown = [replace(run, **decision.tables) for run, decision in zip(runs, decisions)]  # every table below
-    # names the decision's point at each T
-    figures = [page_figures(run, decision) for run, decision in zip(shown, decisions)]
     tables = [(nccl_tests_tables(run), inside(folder, "nccl-tests")) for run, folder in zip(runs, folders)]
     sent.extend(files.call(__name__, "write_nccl_tests_tables", each) for each in tables)
-    pages, summaries = [], []
-    for run, decided, decision, folder, (table, where), drawn in zip(runs, shown, decisions, folders, tables, figures):
-        paths = {point_id: inside(where, f"{point_id}.txt") for point_id in table}
-        exports = write_run_exports(run, decision, folder, out_dir, paths)
-        summaries.append(summary(decided, exports))
-        pages.append(page_view(decided, exports, drawn))
+    decisions = []
+    for run, folder, (table, _where) in zip(runs, folders, tables):
+        decision = decide_run(run)
+        where = str(folder.relative_to(out_dir)) if folder != out_dir else "."
+        names = [*run_texts(decision), *(f"nccl-tests/{point_id}" for point_id in table)]
+        paths = {name: _relative(where, name, table) for name in names}
+        decisions.append(msgspec.structs.replace(decision, folder=where, files=paths))
     checks = costmodel_checks(runs)
-    written = {
-        "index.html": write_text(inside(out_dir, "index.html"), index_html(shown, pages, checks, incomparable(runs))),
-        "summary.json": write_json_file(
-            inside(out_dir, SUMMARY_FILE),
-            {"runs": summaries, "costmodel_checks": [check_summary(c) for c in checks]},
-        ),
-    }
+    report = Report(
+        format=FORMAT,
+        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        runs=decisions,
+        costmodel_checks=[check_facts(c) for c in checks],
+        incomparable=incomparable(runs),
+    )
+    written = _render(report, out_dir)
     written["results.csv"], *_ = (pending.result() for pending in sent)  # the tables are written (or raised)
-    return written, decisions
+    return written, report
+
+
+def _relative(folder: str, name: str, table: dict) -> str:
+    if name.startswith("nccl-tests/"):
+        name = f"{name}.txt"
+    return name if folder == "." else f"{folder}/{name}"
+
+
+def _render(report: Report, out_dir: Path) -> dict[str, Path]:
+    """index.html, summary.json and each run's files, rendered from the report's Decisions alone."""
+    figures = [page_figures(decision) for decision in report.runs]  # asked for first: a worker draws them
+    pages = []
+    for decision, drawn in zip(report.runs, figures):
+        folder = out_dir if decision.folder == "." else inside(out_dir, decision.folder)
+        texts = run_texts(decision)
+        for name, text in texts.items():
+            write_text(inside(folder, name), text)
+        pages.append(page_view(decision, {**texts, CONFIRM_FILE: texts.get(CONFIRM_FILE, "")}, drawn))
+    return {
+        "index.html": write_text(inside(out_dir, "index.html"), index_html(report, pages, report.generated)),
+        "summary.json": write_bytes(inside(out_dir, SUMMARY_FILE), encode(report)),
+    }
 
 
 def write_results_csv(frame: pd.DataFrame, out_dir: Path) -> Path:
@@ -316,28 +322,12 @@ def _safe_name(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip(".") or "run"
 
 
-def json_ready(value: Any) -> Any:
-    """NaN -> None, numpy scalars -> Python, typed results by their to_dict(), recursively: summary.json must be
-    strict JSON."""
-    if isinstance(value, dict):
-        return {str(k): json_ready(v) for k, v in value.items()}
-    if is_dataclass(value) and hasattr(value, "to_dict"):  # a typed result that says its own JSON (explain's)
-        return json_ready(value.to_dict())
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def write_text(path: Path, text: str) -> Path:
     """Create `path` (and its folder) with `text`; never writes through an existing file or link."""
     return write_texts(path.parent, {path.name: text})[0]
 
 
-def write_texts(folder: Path, texts: dict[str, str]) -> list[Path]:
+def write_texts(folder: Path, texts: dict[str, str | bytes]) -> list[Path]:
     """Create each file of `texts` (name -> text) in `folder`, made if missing, opened once for them all (a
     point's nccl-tests table each: a thousand files); never writes through an existing file or link."""
     paths = [inside(folder, name) for name in texts]
@@ -346,7 +336,7 @@ def write_texts(folder: Path, texts: dict[str, str]) -> list[Path]:
     where = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name, text in texts.items():
-            data = memoryview(text.encode("utf-8"))
+            data = memoryview(text if isinstance(text, bytes) else text.encode("utf-8"))
             handle = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=where)
             try:
                 while data:  # a regular file takes it all at once, unless a signal cuts the write short
@@ -358,5 +348,5 @@ def write_texts(folder: Path, texts: dict[str, str]) -> list[Path]:
     return paths
 
 
-def write_json_file(path: Path, data: Any) -> Path:
-    return write_text(path, json.dumps(json_ready(data), indent=2, sort_keys=False, allow_nan=False) + "\n")
+def write_bytes(path: Path, data: bytes) -> Path:
+    return write_texts(path.parent, {path.name: data})[0]

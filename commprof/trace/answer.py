@@ -1,8 +1,9 @@
 """Did the engine run what the answer chose? Each op group of a trace (kernel_groups) set against the
 implementation a run's answer (its report's summary.json) routes that kind and size to. Pure.
 
-The answer routes by size (summary.json "routing": bands per collective and mode; graph mode first, as engines
-replay graphs) and otherwise by its recommended point; a kind or size it says nothing about stays the baseline's.
+The answer routes by size (summary.json's Decision "routes": one band per collective, mode and size range; graph
+mode first, as engines replay graphs) and otherwise by its NCCL point; a kind or size it says nothing about stays the
+baseline's. The file is read as data: a trace checks an answer without the report's analysis.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ def answer_run(summary: Any, path: str) -> dict[str, Any]:
     runs = summary.get("runs") if isinstance(summary, dict) else None
     if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
         raise UsageError(f"--answer {path}: not a commprof report's summary.json (no runs)")
-    return next((r for r in runs if r.get("source") == "measured"), runs[0])
+    if not all(isinstance(r.get("run"), dict) for r in runs):
+        raise UsageError(f"--answer {path}: an older summary.json layout (render the report again with this commprof)")
+    return next((r for r in runs if r["run"].get("source") == "measured"), runs[0])
 
 
 def routed_to(run: dict[str, Any], kind: str, nbytes: int | None) -> tuple[str, str]:
     """(implementation, what in the answer says so) for one op of `kind` and `nbytes` bytes."""
-    bands = [b for b in run.get("routing") or [] if isinstance(b, dict)]
+    bands = [b for b in run.get("routes") or [] if isinstance(b, dict)]
     if nbytes is not None:
         for mode in GRAPH_FIRST:
             here = [
@@ -35,7 +38,7 @@ def routed_to(run: dict[str, Any], kind: str, nbytes: int | None) -> tuple[str, 
                 and str(b.get("collective", "")).split("+")[0] == kind.split("+")[0]
                 and int(b.get("min_bytes", 0)) <= nbytes <= int(b.get("max_bytes", -1))
             ]
-            chosen = next((b for b in here if not b.get("baseline")), here[0] if here else None)
+            chosen = next((b for b in here if not b.get("kept")), here[0] if here else None)
             if chosen is not None:
                 span = f"{format_bytes(int(chosen['min_bytes']))}–{format_bytes(int(chosen['max_bytes']))}"
                 return str(chosen.get("impl")), f"the answer routes {span} ({mode} mode) to {chosen.get('impl')}"
@@ -44,17 +47,27 @@ def routed_to(run: dict[str, Any], kind: str, nbytes: int | None) -> tuple[str, 
             low = min(int(b.get("min_bytes", 0)) for b in own)
             high = max(int(b.get("max_bytes", 0)) for b in own)
             return "", f"not covered by the answer: its bands cover {format_bytes(low)}–{format_bytes(high)}"
-    recommended = run.get("recommended") if isinstance(run.get("recommended"), dict) else None
-    if recommended and kind.startswith("all_reduce"):
-        return str(recommended.get("impl")), f"the answer recommends {recommended.get('label')}"
+    point = _point_of(run)
+    if point and kind.startswith("all_reduce"):
+        return str(point.get("impl")), f"the answer recommends {point.get('label')}"
     return "nccl", "the answer changes nothing here (the baseline, NCCL)"
 
 
+def _nccl_of(run: dict[str, Any]) -> dict[str, Any]:
+    return run["nccl"] if isinstance(run.get("nccl"), dict) else {}
+
+
+def _point_of(run: dict[str, Any]) -> dict[str, Any] | None:
+    """The point the answer's NCCL environment is (None where it keeps the baseline's)."""
+    nccl = _nccl_of(run)
+    point = nccl.get("point")
+    return point if isinstance(point, dict) and not nccl.get("keeps_baseline") else None
+
+
 def _env_of(run: dict[str, Any]) -> str:
-    """The NCCL variables the answer's recommended point sets, "K=V K=V", or "" when none."""
-    recommended = run.get("recommended") if isinstance(run.get("recommended"), dict) else {}
-    env = recommended.get("env") if isinstance(recommended.get("env"), dict) else {}
-    return " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+    """The NCCL variables the answer's recommend.env holds, "K=V K=V", or "" when none."""
+    env = _nccl_of(run).get("env")
+    return " ".join(f"{k}={v}" for k, v in sorted(env.items())) if isinstance(env, dict) else ""
 
 
 def check_answer(
@@ -62,7 +75,7 @@ def check_answer(
 ) -> list[dict[str, Any]]:
     """Per op group: what ran, what the answer routes there, and whether they agree, with a sentence; `status` is
     "match", "MISMATCH", "not covered" or "not comparable" (the trace's world size is not the answer's TP)."""
-    tp = run.get("tp")
+    tp = run["run"].get("tp") if isinstance(run.get("run"), dict) else None
     if world_size and isinstance(tp, int) and world_size != tp:
         sentence = f"the trace's world size {world_size} is not the answer's TP {tp}: not compared (another run)"
         return [

@@ -4,6 +4,7 @@ environment override a tuner). Pure: a RunAnalysis in, an ApplyPlan out."""
 
 from __future__ import annotations
 
+from commprof.report.analysis.nccl_choice import NcclChoice
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.tuner_rules import (
     RECOMMEND_ENV,
@@ -17,60 +18,71 @@ from commprof.report.analysis.tuner_rules import (
 from commprof.report.analysis.words import only_baseline
 
 
-def apply_plan(run: RunAnalysis) -> ApplyPlan:
-    """Decide between recommend.env (one setting over every T) and nccl_tuner.conf (per-size rules, when the
-    fastest NCCL setting differs by size beyond the evidence's uncertainty and a tuner can express it)."""
-    rec = run.nccl_choice
-    point = run.recommended
+def apply_plan(run: RunAnalysis, rec: NcclChoice | None) -> ApplyPlan:
+    """Decide between recommend.env (one setting over every T, `rec`'s) and nccl_tuner.conf (per-size rules, when
+    the fastest NCCL setting differs by size beyond the evidence's uncertainty and a tuner can express it)."""
+    point = rec.chosen if rec is not None else None
     env = dict(point["env"]) if point is not None and rec is not None and rec.recommends else {}
-    nothing = (
-        "no point passed at every T in this run: nothing to recommend"
-        if rec is None or rec.fastest is None
-        else f"the run is incomplete: {run.completeness.summary()}"
-        if rec.withheld and run.completeness is not None
-        else only_baseline(run) or f"nothing beat the baseline {run.evidence.beyond}"
-    )
     if run.backend != "nccl":
-        why = nothing if not env else "one setting is the fastest over every T"
         return ApplyPlan(
             RECOMMEND_ENV if env else None,
-            why,
+            _nothing(run, rec) if not env else "one setting is the fastest over every T",
             env,
             no_rule=f"NCCL did not run ({run.evidence.label}): there is nothing to tune in it here.",
         )
-    winners = run.tuner_winners()
+    winners = run.tuner_winners(str(point["point_id"]) if point is not None else None)
     inputs = rule_inputs(winners)
     ranges = measured_ranges(inputs) if not inputs.empty else {}
-    rules = tuner_rules(inputs)
     won = winners[[v is True for v in winners.get("beyond_uncertainty", [])]] if not winners.empty else winners
-    no_rule = ""
-    if rec is not None and rec.withheld:
-        rules, no_rule = [], f"no rule while the run is incomplete ({rec.withheld})"
-    untunable = sorted({k for e in won.get("env", []) for k in e if k not in TUNER_VARIABLES})
-    if rules and untunable:
-        rules, no_rule = (
-            [],
-            (
-                f"the winning settings also set {', '.join(untunable)}, which a tuner cannot: "
-                "per-size rules would not reproduce what was measured"
-            ),
-        )
-    if not rules and not no_rule:
-        no_rule = (
-            f"no size has a setting faster than the baseline {run.evidence.beyond} with a known algorithm and "
-            "protocol: NCCL keeps its own choice everywhere"
-        )
-    per_size = sorted(set(won["point_id"]) - ({str(point["point_id"])} if env else set())) if rules else []
-    if rules and per_size and set(env) <= TUNER_VARIABLES:
-        by_tokens = ", ".join(f"T = {int(r.tokens)}: {r.point_id}" for r in won.itertuples())
-        why = (
-            f"the fastest NCCL setting differs by message size ({by_tokens}), which one environment cannot "
-            "express; the rules cover the measured sizes only"
-        )
-        return ApplyPlan(TUNER_CONF, why, env, rules, inputs, ranges, no_rule)
+    rules, no_rule = _rules(run, rec, inputs, won)
+    exported = {str(point["point_id"])} if env else set()
+    per_size = sorted(set(won["point_id"]) - exported) if rules else []
+    if per_size and set(env) <= TUNER_VARIABLES:
+        return ApplyPlan(TUNER_CONF, _per_size_why(won), env, rules, inputs, ranges, no_rule, _at(won))
     if env:
         why = "one setting is the fastest over every T" + (
             "; nccl_tuner.conf says the same per size" if rules and not per_size else ""
         )
-        return ApplyPlan(RECOMMEND_ENV, why, env, rules if not per_size else [], inputs, ranges, no_rule)
-    return ApplyPlan(None, nothing, env, [], inputs, ranges, no_rule)
+        return ApplyPlan(RECOMMEND_ENV, why, env, [] if per_size else rules, inputs, ranges, no_rule)
+    return ApplyPlan(None, _nothing(run, rec), env, [], inputs, ranges, no_rule)
+
+
+def _per_size_why(won) -> str:
+    by_tokens = ", ".join(f"T = {int(r.tokens)}: {r.point_id}" for r in won.itertuples())
+    return (
+        f"the fastest NCCL setting differs by message size ({by_tokens}), which one environment cannot express; the "
+        "rules cover the measured sizes only"
+    )
+
+
+def _at(won) -> dict[int, str]:
+    """T -> the point the rules run there."""
+    return {int(r.tokens): str(r.point_id) for r in won.itertuples()}
+
+
+def _nothing(run: RunAnalysis, rec: NcclChoice | None) -> str:
+    """Why nothing is applied."""
+    if rec is None or rec.fastest is None:
+        return "no point passed at every T in this run: nothing to recommend"
+    if rec.withheld and run.completeness is not None:
+        return f"the run is incomplete: {run.completeness.summary()}"
+    return only_baseline(run) or f"nothing beat the baseline by more than {run.evidence.uncertainty}"
+
+
+def _rules(run: RunAnalysis, rec: NcclChoice | None, inputs, won) -> tuple[list, str]:
+    """The tuner's rules for the per-size winners, or none and why."""
+    if rec is not None and rec.withheld:
+        return [], f"no rule while the run is incomplete ({rec.withheld})"
+    rules = tuner_rules(inputs)
+    untunable = sorted({k for e in won.get("env", []) for k in e if k not in TUNER_VARIABLES})
+    if rules and untunable:
+        return [], (
+            f"the winning settings also set {', '.join(untunable)}, which a tuner cannot: per-size rules would not "
+            "reproduce what was measured"
+        )
+    if not rules:
+        return [], (
+            f"no size has a setting faster than the baseline by more than {run.evidence.uncertainty} with a known "
+            "algorithm and protocol: NCCL keeps its own choice everywhere"
+        )
+    return rules, ""

@@ -10,6 +10,7 @@ import pandas as pd
 
 from commprof.report.analysis import costmodel_check as cc
 from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.decision.types import CostModelCheck as CheckFacts
 
 
 @dataclass
@@ -77,3 +78,21 @@ def costmodel_checks(runs: list[RunAnalysis]) -> list[CostModelCheck]:
             if not collectives.empty:
                 checks.append(CostModelCheck(measured, simulated, "collective", None, collectives))
     return checks
+
+
+def check_facts(check: CostModelCheck) -> CheckFacts:
+    """One check as the Decision's report holds it: both runs named, its summary and every pair."""
+    keep = [c for c in check.pairs.columns if c not in ("env", "options", "kernel_model", "nccl")]
+    pairs = check.pairs[keep].astype(object).where(check.pairs[keep].notna(), None)
+    return CheckFacts(
+        measured=check.measured.name,
+        measured_source=check.measured.source,
+        measured_label=check.measured.evidence.label,
+        simulated=check.simulated.name,
+        calibration=check.calibration,
+        kind=check.kind,
+        mode=check.mode,
+        band=cc.PREDICTION_BAND,
+        summary={k: (v if v == v else None) for k, v in check.summary.items()},
+        pairs=pairs.to_dict("records"),
+    )

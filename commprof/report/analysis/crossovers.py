@@ -4,7 +4,7 @@ timed, where it beats its baseline, the band edges that places, and the evidence
 Measured: a size is a win when the setting's time (max over ranks of the min over rounds) is below the
 baseline's, the search's own rule. Simulated: the search ran on predicted times, and an edge counts only where
 the sizes on both sides of it are decided beyond the models' expected errors; otherwise the search is reported
-"not resolved within model error" and places no edge. A search on CPU ranks (gloo) is a real measurement of
+"not resolved" (inside the models' errors) and places no edge. A search on CPU ranks (gloo) is a real measurement of
 gloo-backed implementations, labelled so: it is not a GPU answer and never becomes an engine setting.
 """
 
@@ -18,7 +18,7 @@ from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, error_band, 
 from commprof.impls.registry import resolve_impl_name
 from commprof.units import format_bytes
 
-NOT_RESOLVED = "not resolved within model error"
+NOT_RESOLVED = "not resolved: inside the models' errors"
 CPU_RANKS = "CPU ranks: a measurement of gloo-backed implementations, not a GPU answer"
 
 
@@ -167,7 +167,7 @@ def verdict(entry: dict[str, Any], undecided: list[int] = ()) -> str:
 
 def routing_edges(found: list[dict[str, Any]], against_env: dict[str, str] | None = None) -> dict[tuple, list[dict]]:
     """The edges the routing plan may place, per (collective, mode, impl) and per (collective, mode, impl,
-    options): each {"bytes", "words"}; a search not resolved within model error, or one that ran against another
+    options): each {"bytes", "words"}; a search not resolved (inside the models' errors), or one that ran against another
     NCCL environment than `against_env` (the one the answer sets; None: any), places none and leaves
     {"bytes": None, "words": why}."""
     out: dict[tuple, list[dict[str, Any]]] = {}

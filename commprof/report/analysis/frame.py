@@ -16,7 +16,7 @@ import pandas as pd
 
 from commprof.records.point_ids import stage_of
 from commprof.records.schema import FAILED_STATUSES, CollectiveRecord, Stats, StepRecord
-from commprof.report.analysis.formatting import ENV_PREFIX, STEP_INTEGERS, env_text, whole_counts
+from commprof.report.decision.formatting import ENV_PREFIX, STEP_INTEGERS, env_text, whole_counts
 from commprof.stats import tail
 
 # step_us's statistics as frame columns (p99 and max become the one tail column), in the record type's order.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from commprof.report.analysis.formatting import ENV_PREFIX
 from commprof.report.analysis.frame import ok_rows
+from commprof.report.decision.formatting import ENV_PREFIX
 
 DEFAULT_ENV_VALUE = "(default)"
 

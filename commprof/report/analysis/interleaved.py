@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from commprof.evidence import measurement_total, spread_pct
-from commprof.report.analysis.formatting import fmt_ms
+from commprof.report.decision.formatting import fmt_ms
 
 
 @dataclass(frozen=True)

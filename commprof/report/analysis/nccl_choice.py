@@ -160,8 +160,8 @@ def confirmed_choice(
         base["total_us"] = beside
     exported, dropped = minimal_export(steps, mode, evidence, fastest, beside, winners)
     why = (
-        f"confirmed: measured again between two measurements of the baseline, {fastest['point_id']} beat it beyond "
-        f"the noise floor ({interleaved.sentence()})"
+        f"confirmed: measured again between two measurements of the baseline, {fastest['point_id']} beat it by "
+        f"more than its spread and the noise floor ({interleaved.sentence()})"
     )
     return NcclChoice(
         fastest,
@@ -188,7 +188,10 @@ def _unconfirmed(first: NcclChoice, interleaved: Interleaved) -> NcclChoice:
         if base is not None:
             base = base.copy()
             base["total_us"] = total
-        why = f"measured again beside the baseline, it did not beat it beyond noise ({interleaved.sentence()})"
+        why = (
+            "measured again beside the baseline, it did not beat it by more than its spread and the noise floor "
+            f"({interleaved.sentence()})"
+        )
     else:
         why = f"it was not measured again beside the baseline, so it is not confirmed ({interleaved.sentence()})"
     verdict = None if first.beyond_uncertainty is None else False

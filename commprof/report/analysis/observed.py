@@ -14,11 +14,15 @@ import math
 from collections import Counter
 from typing import Any
 
+import msgspec
+
 from commprof.doctor.result import read_checks
 from commprof.errors import UsageError
 from commprof.explain.evidence import BoxRecords
 from commprof.explain.observations import Observation
 from commprof.explain.ranking import Explained, explain
+from commprof.explain.words import state_words
+from commprof.report.decision.observation import Explanations, Observed
 from commprof.units import MAX_TIME_US
 
 MAX_STEP_MS = MAX_TIME_US / 1000  # a step longer than a day is no step an engine ran
@@ -73,9 +77,12 @@ def _step_ms(run: Any, point_id: str | None, tokens: int) -> float | None:
     return float(rows["median_us"].iloc[0]) / 1000.0 if len(rows) else None
 
 
-def observed_view(run: Any, observed: dict[int | None, float], source: str) -> dict[str, Any] | None:
-    """Per T: observed ms, predicted ms with today's settings and its band, predicted with the answer; and one verdict
-    (explained / not explained / not judged) with the checks to run when the model does not explain the box."""
+def observed_view(
+    run: Any, observed: dict[int | None, float], source: str, answer: str | None = None
+) -> dict[str, Any] | None:
+    """Per T: observed ms, predicted ms with today's settings and its band, predicted with the answer (`answer`: its
+    point, once decided); and one verdict (explained / not explained / not judged) with the checks to run when the
+    model does not explain the box."""
     if not observed or run.steps.empty:
         return None
     error = run.evidence.model_error.pct if run.simulated and run.evidence.model_error else None
@@ -86,8 +93,8 @@ def observed_view(run: Any, observed: dict[int | None, float], source: str) -> d
     rows = []
     for tokens, ms in sorted(wanted):
         today = _step_ms(run, run.baseline, tokens)
-        answer = _step_ms(run, run.reference, tokens)
-        row = {"tokens": tokens, "observed_ms": ms, "today_ms": today, "answer_ms": answer, "explained": None}
+        answer_ms = _step_ms(run, answer, tokens)
+        row = {"tokens": tokens, "observed_ms": ms, "today_ms": today, "answer_ms": answer_ms, "explained": None}
         if today is not None and error is not None:
             low, high = today * (1 - error / 100.0), today * (1 + error / 100.0)
             row.update(band_ms=[low, high], explained=low <= ms <= high, ratio=ms / today)
@@ -123,10 +130,43 @@ def observed_view(run: Any, observed: dict[int | None, float], source: str) -> d
         "verdict": verdict,
         "checks": list(CHECKS) if explained is False else [],
         "t_given": t_given,
-        # What explains the gap where the model does not (None: nothing to explain, or no box to explain it on).
-        "explanations": explained_by(run, judged, source) if explained is False else None,
-        "explanations_note": run.options.observed_box_note if explained is False else "",
     }
+
+
+def observed_decision(run: Any, answer: str | None) -> Observed | None:
+    """The observation as the Decision carries it (`answer`: the point the answer sets): observed_view's figures and
+    verdict and, where the model does not explain the observation, the ranked explanations on the run's box
+    (explained_by), each with its verdict in words."""
+    view = observed_view(run, run.options.observed, run.options.observed_source, answer)
+    if view is None:
+        return None
+    unexplained = view["explained"] is False
+    judged = [r for r in view["rows"] if r["explained"] is not None]
+    found = explained_by(run, judged, view["source"]) if unexplained else None
+    return Observed(
+        **view,
+        explanations=explanations(found) if found is not None else None,
+        explanations_note=run.options.observed_box_note if unexplained else "",
+    )
+
+
+def explanations(found: Explained) -> Explanations:
+    """commprof explain's answer in the Decision's terms: its JSON (Explained.to_dict) with each explanation's
+    verdict in words and its fix only where it names a condition."""
+    data = found.to_dict()
+    entries = [
+        {**item, "state": state_words(e), "fix": e.evidence.fix if e.conditions else ""}
+        for item, e in zip(data["explanations"], found.explanations)
+    ]
+    plain = msgspec.to_builtins({**data, "explanations": entries}, enc_hook=_item)
+    return msgspec.convert(plain, Explanations)
+
+
+def _item(value: Any) -> Any:
+    """A numpy number (a fitted figure) as the Python number it is."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise NotImplementedError(f"not a number: {type(value).__name__}")
 
 
 def _step_ops(run: Any, tokens: int) -> tuple[tuple[tuple[str, int, int], ...], int | None]:

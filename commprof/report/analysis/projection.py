@@ -9,9 +9,8 @@ from typing import Literal
 
 import pandas as pd
 
-from commprof.evidence import Evidence
-from commprof.report.analysis.formatting import tps_column, verdict_column
 from commprof.report.analysis.frame import ok_rows
+from commprof.report.decision.formatting import tps_column
 
 # The field report's operating points: (accept length, verify T). See docs/report.md.
 FIELD_REPORT_CASES = ((1.3, 8), (2.0, 4))
@@ -124,21 +123,6 @@ def breakdown(
     return pd.DataFrame(rows)
 
 
-def accept_verdict(
-    evidence: Evidence, draft_ms: float, verify_ms: float, verify_p90_ms: float, decode_ms: float, accept: float
-) -> str:
-    """At one accept length: "pays" when speculation's time per token beats plain decode's beyond the evidence's
-    uncertainty, "loses" when plain decode beats it so, else "within" (not told apart)."""
-    per_token = (draft_ms + verify_ms) / accept
-    per_token_p90 = (draft_ms + verify_p90_ms) / accept
-    if evidence.beats(per_token, per_token_p90, decode_ms) is True:
-        return "pays"
-    spread = verify_p90_ms - verify_ms
-    if evidence.beats(decode_ms, decode_ms + spread / accept, per_token) is True:
-        return "loses"
-    return "within"
-
-
 def tokens_per_second(accept: float, draft_ms: float, verify_ms: float) -> float:
     """Speculative decoding: accept_length tokens per (draft + verify)."""
     total = draft_ms + verify_ms
@@ -154,40 +138,20 @@ def break_even_accept(draft_ms: float, verify_ms: float, decode_ms: float) -> fl
     return (draft_ms + verify_ms) / decode_ms if decode_ms > 0 else math.nan
 
 
-def paying_ratio(
-    evidence: Evidence | None, draft_ms: float, verify_ms: float, verify_p90_ms: float, decode_ms: float
-) -> float:
-    """The accept length above which speculation pays by the rule that greys the tokens/s cells (accept_verdict):
-    measured, (draft + verify p90) / decode; simulated, (draft + verify) / (decode lowered by the expected error);
-    NaN where the error is unknown (nothing is told apart). Without evidence: the plain break-even ratio."""
-    if evidence is None:
-        return break_even_accept(draft_ms, verify_ms, decode_ms)
-    if not evidence.simulated:
-        p90 = verify_p90_ms if math.isfinite(verify_p90_ms) else math.nan
-        return break_even_accept(draft_ms, p90, decode_ms)
-    error = evidence.model_error.pct if evidence.model_error is not None else None
-    if error is None or error >= 100:
-        return math.nan
-    return break_even_accept(draft_ms, verify_ms, decode_ms * (1.0 - error / 100.0))
-
-
 def pays_at_any_accept(ratio: float) -> bool:
     """True when the break-even ratio is below 1: every accept length (>= 1) beats plain decode."""
     return math.isfinite(ratio) and ratio < 1.0
 
 
-def projection(
-    parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...], evidence: Evidence | None = None
-) -> pd.DataFrame:
-    """Per (source, setting, T): plain-decode and speculative tokens/s at each accept length, and break-even.
+def projection(parts: pd.DataFrame, draft_ms: float, accepts: tuple[float, ...]) -> pd.DataFrame:
+    """Per (source, setting, T): plain-decode and speculative tokens/s at each accept length, and the break-even
+    accept length, (draft + verify) / decode: where the tokens/s line crosses plain decode's, the statistic the
+    projection's figure draws. Whether speculation pays at an accept length is a claim of the Decision, judged on
+    these figures (decide_steps.py).
 
-    break_even_ratio is the accept length above which the evidence's rule says speculation pays (paying_ratio, the
-    rule of the tokens/s cells); break_even_accept is that ratio where an accept length at this T reaches it
-    (1 to T), NaN where it pays at any accept length, where it never pays at this T (`never_pays`: above T) and
-    where the rule cannot decide (`within_uncertainty`: unknown model error). T = 1 is plain decode; without it (or without a verify T) there is nothing to
-    project: empty frame.
-    An accept length above T is impossible (NaN). Without compute times the numbers cover communication only
-    and are upper bounds, not throughput estimates.
+    T = 1 is plain decode; without it (or without a verify T) there is nothing to project: empty frame. An accept
+    length above T is impossible (NaN). Without compute times the numbers cover communication only and are upper
+    bounds, not throughput estimates.
     """
     rows = []
     for (source, setting), group in parts.groupby(["source", "setting"], sort=False):
@@ -199,8 +163,7 @@ def projection(
         plain = 1000.0 / decode_ms if decode_ms > 0 else math.nan
         for r in group[(group["tokens"] > 1) & group["verify_ms"].notna()].itertuples():
             spread_ms = r.comm_p90_ms - r.comm_ms if pd.notna(r.comm_p90_ms) else math.nan
-            verify_p90 = r.verify_ms + spread_ms
-            ratio = paying_ratio(evidence, draft_ms, r.verify_ms, verify_p90, decode_ms)
+            ratio = break_even_accept(draft_ms, r.verify_ms, decode_ms)
             row = {
                 "source": source,
                 "setting": setting,
@@ -211,20 +174,14 @@ def projection(
                 "plain_tokens_per_s": plain,
                 "draft_ms": draft_ms,
                 "verify_ms": r.verify_ms,
-                "verify_p90_ms": verify_p90,
+                "verify_p90_ms": r.verify_ms + spread_ms,
                 "break_even_ratio": ratio,
                 "break_even_accept": ratio if math.isfinite(ratio) and 1.0 <= ratio <= r.tokens else math.nan,
                 "pays_at_any_accept": pays_at_any_accept(ratio),
                 "never_pays": math.isfinite(ratio) and ratio > r.tokens,  # no accept length reaches it at this T
-                "within_uncertainty": not math.isfinite(ratio),
             }
             for accept in accepts:
                 reached = accept <= r.tokens
                 row[tps_column(accept)] = tokens_per_second(accept, draft_ms, r.verify_ms) if reached else math.nan
-                row[verdict_column(accept)] = (
-                    accept_verdict(evidence, draft_ms, r.verify_ms, verify_p90, decode_ms, accept)
-                    if reached and evidence is not None
-                    else "within"
-                )
             rows.append(row)
     return pd.DataFrame(rows)

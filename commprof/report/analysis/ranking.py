@@ -248,7 +248,7 @@ def tuner_winners(
     winners["note"] = [
         "the baseline was fastest"
         if pid == baseline
-        else f"{evidence.within} of the baseline"
+        else f"not faster than the baseline by more than {evidence.uncertainty}"
         if verdict is False
         else "not compared: the baseline has no result at this T"
         if verdict is None

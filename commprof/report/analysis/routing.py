@@ -276,17 +276,37 @@ def _size_entry(nbytes: int, chosen: Candidate, base: Candidate, fl, judged: lis
     why = (
         next((words for c, _wins, words in judged if c is chosen), "") if not chosen.baseline else _kept_reason(judged)
     )
+    rivals = [c for c, _wins, _words in judged if not c.not_routed and c is not chosen]
+    rival = min(rivals, key=lambda c: c.median_us) if chosen.baseline and rivals else None
     return {
         "bytes": nbytes,
         "impl": chosen.impl,
         "options": chosen.options,
         "time_us": chosen.median_us,
+        "p90_us": chosen.p90_us,
+        "error_pct": chosen.error_pct,
         "baseline_us": base.median_us,
+        "baseline_p90_us": base.p90_us,
+        "baseline_error_pct": base.error_pct,
+        # kept: the fastest other setting judged here (what the baseline was compared with)
+        "rival": _rival(rival) if rival is not None else None,
         "floor_us": fl.us if fl else None,
         "floor_algorithm": fl.algorithm if fl else None,
         "pct_of_floor": pct_of_floor(chosen.median_us, fl.us) if fl else None,
         "below_floor": bool(fl and chosen.median_us < fl.us),
         "verdict": why,
+    }
+
+
+def _rival(c: Candidate) -> dict[str, Any]:
+    return {
+        "impl": c.impl,
+        "label": c.label,
+        "point_id": c.point_id,
+        "options": c.options,
+        "time_us": c.median_us,
+        "p90_us": c.p90_us,
+        "error_pct": c.error_pct,
     }
 
 

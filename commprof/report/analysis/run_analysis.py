@@ -1,9 +1,9 @@
 """The report's front door: a run's records (one source of them) analysed once into a RunAnalysis (runs set side by
 side: compared.py).
 
-`analyze_run` calls the pure analyses (frame, ranking, choices, heatmap, routing) and keeps what they return under
-full names; the answer's per-T tables come from decide() (answer_frames). The views, summary.json and the exported
-files read a RunAnalysis with those tables and never analyse again.
+`analyze_run` calls the pure analyses (frame, ranking, choices, heatmap) and keeps what they return under full
+names. It chooses nothing: the answer (the NCCL environment, the routing per size, every verdict) is the Decision's
+(decide.py), and every output renders that Decision alone.
 """
 
 from __future__ import annotations
@@ -32,14 +32,11 @@ from commprof.report.analysis import choices as ch
 from commprof.report.analysis import frame as fr
 from commprof.report.analysis import heatmap as hm
 from commprof.report.analysis import ranking as rk
-from commprof.report.analysis import routing as rt
-from commprof.report.analysis import routing_candidates as rc
 from commprof.report.analysis.completeness import Completeness, completeness
-from commprof.report.analysis.crossovers import crossovers, routing_edges
+from commprof.report.analysis.crossovers import crossovers
 from commprof.report.analysis.doctor_verdicts import doctor_view
 from commprof.report.analysis.drift import BaselineDrift, baseline_drift
 from commprof.report.analysis.interleaved import Interleaved, interleaved
-from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment, confirmed_choice
 from commprof.report.analysis.observed import observed_view
 from commprof.report.analysis.ops import PointSites, point_sites
 from commprof.report.analysis.projection import ComputeTimes
@@ -95,20 +92,10 @@ class RunAnalysis:
     untested: dict[str, str] = field(default_factory=dict)  # simulated: point id -> why it is not ranked
     failures: pd.DataFrame = field(default_factory=pd.DataFrame)  # frame.failures
     speedups: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.speedups of every step record
-    nccl_choice: NcclChoice | None = None  # answer (a) as judged (nccl_choice.choose_environment)
-    # The answer's per-T tables: empty here, built by decide() from the point it chose (answer_frames) and set on
-    # the run the views and summary.json read (write.py).
-    headline: pd.DataFrame = field(default_factory=pd.DataFrame)  # ranking.headline: baseline vs best per T
-    choices: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.choices_per_tokens: table 1
-    alternatives: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.alternatives: answer (b)
     without_result: pd.DataFrame = field(default_factory=pd.DataFrame)  # implementations that never gave a number
     fusion: pd.DataFrame = field(default_factory=pd.DataFrame)  # choices.fusion_comparison: answer (c)
-    breakdown: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.breakdown
-    projection: pd.DataFrame = field(default_factory=pd.DataFrame)  # projection.projection
     heatmap_axes: list[str] = field(default_factory=list)  # heatmap.strongest_axes
-    routing: dict[str, Any] = field(default_factory=dict)  # routing.routing_plan: per size, which implementation
-    routing_against: str | None = None  # the point the routing plan judged every size against
-    records: list[dict] = field(default_factory=list, repr=False)  # the records analysed (the decision re-routes)
+    records: list[dict] = field(default_factory=list, repr=False)  # the records analysed (the decision routes them)
     ranks: int = 0  # the run's world size
     crossovers: list[dict[str, Any]] = field(default_factory=list)  # crossovers.crossovers: what each search found
     drift: BaselineDrift | None = None  # the baseline's measurements over the run and their band (drift.py)
@@ -125,22 +112,19 @@ class RunAnalysis:
         """Ranks shared GPUs (the sweep's --share-gpus): a functional check, never a tuning result."""
         return bool(self.meta_view.shared_gpus)
 
-    @property
-    def recommended(self) -> pd.Series | None:
-        """The point to set: the fastest over every T (its minimal form) if beyond the evidence's uncertainty, else
-        the baseline (None: nothing passed)."""
-        return self.nccl_choice.chosen if self.nccl_choice is not None else None
-
-    @property
-    def reference(self) -> str | None:
-        """The point whose settings the answer exports (the baseline when it is kept or nothing passed)."""
-        point = self.recommended
-        return str(point["point_id"]) if point is not None else self.baseline
-
     @cached_property
     def observed(self) -> dict[str, Any] | None:
-        """The engine's observation beside the prediction (commprof.report.analysis.observed), or None: none given."""
+        """The engine's observation beside the prediction with today's settings (commprof.report.analysis.observed),
+        or None: none given."""
         return observed_view(self, self.options.observed, self.options.observed_source)
+
+    @property
+    def unfinished(self) -> str | None:
+        """Why no result of this run may be acted on: it is incomplete (and --allow-partial was not given)."""
+        progress = self.completeness
+        if progress is not None and not progress.complete and not self.options.allow_partial:
+            return f"the run is incomplete ({progress.summary()})"
+        return None
 
     @cached_property
     def meta_view(self) -> RunMetaView:
@@ -226,11 +210,12 @@ class RunAnalysis:
     def all_failed(self) -> bool:
         return not self.steps.empty and not fr.ok_mask(self.steps).any()
 
-    def tuner_winners(self) -> pd.DataFrame:
-        """Per T, the fastest setting of the baseline's implementation, as nccl_tuner.conf's rules use it."""
+    def tuner_winners(self, chosen: str | None) -> pd.DataFrame:
+        """Per T, the fastest setting of the baseline's implementation, as nccl_tuner.conf's rules use it (ties go to
+        the baseline, then to `chosen`, the point (a) exports: as table 1's "fastest setting")."""
         if self.steps.empty or self.baseline is None:
             return self.steps.iloc[0:0]
-        prefer = [p for p in (self.baseline, self.reference) if p]  # table 1's "fastest setting" ties
+        prefer = [p for p in (self.baseline, chosen) if p]
         return rk.tuner_winners(self.rankable, self.baseline, self.mode, self.evidence, prefer, self.baseline_family)
 
 
@@ -344,12 +329,6 @@ def analyze_source(
     run.baseline_family = rk.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])
     family = run.baseline_family
     run.untested = untested_settings(steps, meta) if evidence.simulated else {}
-    ranked = fr.ok_rows(run.rankable, run.mode)  # the candidates are judged on these rows only
-    unfinished = progress is not None and not progress.complete and not options.allow_partial
-    withheld = f"the run is incomplete ({progress.summary()})" if unfinished else None
-    run.nccl_choice = choose_environment(ranked, run.baseline, run.mode, evidence, impl=family, withheld=withheld)
-    if run.interleaved is not None:
-        run.nccl_choice = confirmed_choice(run.nccl_choice, ranked, run.mode, evidence, family, run.interleaved)
     current = run.speedups[run.speedups["point_id"].isin(set(latest))] if run.superseded else run.speedups
     current = current[~current["point_id"].isin(list(run.untested))] if run.untested else current
     run.fusion = ch.fusion_comparison(run.rankable, run.baseline, run.mode, evidence, rated=current)
@@ -358,16 +337,6 @@ def analyze_source(
     ranks = all_steps["world_size"].dropna()
     run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta_view(meta).world_size or 0)
     run.crossovers = crossovers(records)
-    # Every size is judged against the NCCL environment the answer sets: the recommended point where there is one.
-    run.routing_against = run.reference
-    against_env = dict(run.recommended["env"]) if run.recommended is not None and run.nccl_choice.recommends else {}
-    run.routing = rt.routing_plan(
-        rc.candidates(records, run.routing_against),
-        run.ranks,
-        rc.floor_of(meta),
-        routing_edges(run.crossovers, against_env),
-        missing_floor=rc.missing_floor(meta),
-    )
     return run
 
 

@@ -10,7 +10,15 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.nccl_vocab import ALGORITHMS, CHANNEL_VARIABLES, COLLECTIVES, PROTOCOLS, Name, forced, named
+from commprof.nccl_vocab import (
+    ALGORITHMS,
+    CHANNEL_VARIABLES,
+    COLLECTIVES,
+    PROTOCOLS,
+    Name,
+    forced,
+    named,
+)
 from commprof.planner.models import DTYPE_BYTES
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
@@ -49,6 +57,7 @@ class ApplyPlan:
     inputs: pd.DataFrame = field(default_factory=pd.DataFrame)  # rule_inputs: the per-size winners
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # collective -> the run's sizes (min, max)
     no_rule: str = ""  # why nccl_tuner.conf has no rule, when it has none
+    winners: dict[int, str] = field(default_factory=dict)  # T -> the point the rules run there (beyond error)
 
     @property
     def alternative(self) -> str | None:

@@ -1,64 +1,82 @@
-"""What a user pastes: recommend.env, NCCL tuner-plugin rules, nccl-tests tables and the results CSV, as text.
+"""What a user pastes: recommend.env and NCCL tuner-plugin rules rendered from the Decision alone, and the records'
+own tables (nccl-tests-style per point, the results CSV), as text.
 
-Pure (DataFrames and dicts in, strings out; report/write.py writes them). Every file says which run and which
+Pure (a Decision, or DataFrames, in; strings out; report/write.py writes them). Every file says which run and which
 source (measured / simulated / imported) it came from. Engine flags: engine_hints.py.
 """
 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
-from commprof.nccl_vocab import (
-    TUNER_PLUGIN_NOTE,
-)
+from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.planner.models import DTYPE_BYTES
-from commprof.report.analysis.formatting import whole_counts
-from commprof.report.analysis.tuner_rules import (
-    RECOMMEND_ENV,
-    TUNER_CONF,
-    TUNER_FIELDS,
-    ApplyPlan,
-)
-from commprof.report.exports.engine_hints import EngineHint
+from commprof.report.decision.formatting import claim_words, whole_counts
+from commprof.report.decision.types import Decision
 from commprof.report.exports.export_text import comment, export_line, one_line, spreadsheet_column
 
 NCCL_TESTS_TYPES = {"bfloat16": "bfloat16", "float16": "half", "float32": "float"}
 
 
-def _standing(plan: ApplyPlan, name: str, holds: bool, instead: str) -> list[str]:
+RECOMMEND_ENV = "recommend.env"
+TUNER_CONF = "nccl_tuner.conf"
+
+
+def not_live_reason(decision: Decision) -> str:
+    """Why the NCCL file's lines are commented out although it holds the answer: a simulation (it proposes what to
+    measure), imported figures, an observation the model does not explain, an unfinished run."""
+    if decision.run.simulated:
+        plan = decision.plan
+        how = f" (`{plan.command}`, from this folder)" if plan is not None else ""
+        return (
+            "a simulation proposes what to measure, a measurement disposes: nothing here ran on your box, so every "
+            f"line stays commented out until confirm.toml measures it{how}"
+        )
+    if decision.unconfirmed:
+        return decision.unconfirmed
+    return f"{decision.environment.evidence.label}: not a measurement of the step on this box; measure it first"
+
+
+def _standing(decision: Decision, name: str, holds: bool, instead: str) -> list[str]:
     """The comment lines saying whether file `name` is the one to apply, the alternative, or not recommended (none
     when it holds nothing and is not the choice)."""
-    if plan.choice == name:
+    nccl = decision.nccl
+    if nccl.file == name and nccl.live:
         other = TUNER_CONF if name == RECOMMEND_ENV else RECOMMEND_ENV
-        lines = [comment(f"commprof recommends this file for this run: {plan.why}.")]
-        if plan.alternative:
+        lines = [comment(f"commprof recommends this file for this run: {nccl.why}.")]
+        if nccl.alternative:
             lines.append(f"# {other} holds the alternative (commented out): use one of the two, never both.")
         return lines
+    if nccl.file == name:
+        return [
+            comment(f"The answer, NOT TO APPLY YET: {not_live_reason(decision)}."),
+            comment(f"Why this file: {nccl.why}."),
+        ]
     if not holds:
         return []
-    if plan.choice is None:
-        return [comment(f"Not recommended for this run, so commented out: {plan.why}.")]
+    if nccl.file is None:
+        return [comment(f"Not recommended for this run, so commented out: {nccl.why}.")]
     return [
-        comment(f"ALTERNATIVE, not recommended for this run: commprof recommends {plan.choice} ({plan.why})."),
+        comment(f"ALTERNATIVE, not recommended for this run: commprof recommends {nccl.file} ({nccl.why})."),
         f"# To use {instead}, uncomment them.",
     ]
 
 
-def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
+def tuner_conf_text(decision: Decision) -> str:
     """nccl_tuner.conf: comments (where from, whether to apply it or recommend.env, how to load, the override
-    trap, the measured scope), then one CSV line per rule, commented out when it is only the alternative."""
+    trap, the measured scope), then one CSV line per rule, live only when it is the answer a measurement stands
+    behind."""
+    tuner = decision.nccl.tuner
     lines = [
         "# Use: export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so and "
         "NCCL_TUNER_CONFIG_FILE=/path/to/nccl_tuner.conf in the shell that launches the engine; NCCL reads both at init.",
-        *(comment(line) for line in provenance),
+        *(comment(line) for line in decision.environment.provenance),
     ]
-    active = plan.choice == TUNER_CONF
+    active = decision.nccl.file == TUNER_CONF and decision.nccl.live
     lines += _standing(
-        plan, TUNER_CONF, bool(plan.rules), "these rules instead of it (never with its NCCL_ALGO / NCCL_PROTO)"
+        decision, TUNER_CONF, bool(tuner.rules), "these rules instead of it (never with its NCCL_ALGO / NCCL_PROTO)"
     )
     lines += [
         comment(f"NCCL example tuner plugin rules, for {TUNER_PLUGIN_NOTE}. Load with:"),
@@ -67,52 +85,64 @@ def tuner_conf_text(plan: ApplyPlan, provenance: list[str]) -> str:
         "# NCCL_ALGO / NCCL_PROTO in the environment override a tuner: do not set them together with this file.",
         "# An algorithm/protocol pair NCCL cannot run is silently ignored: check NCCL_DEBUG=INFO's TUNING lines.",
     ]
-    reach = plan.reach
-    for coll, (low, high) in sorted(plan.ranges.items()):
+    for coll, (low, high) in sorted(tuner.ranges.items()):
+        reach = tuner.reach[coll]
         lines.append(
-            f"# {coll} sizes this run covers: {low}-{high} B; rules reach {reach[coll][0]}-"
-            f"{reach[coll][1]} B at most. Larger messages (prefill's: thousands of tokens, tens of MB) and "
-            "smaller ones were not in this run: NCCL keeps its own choice there."
+            f"# {coll} sizes this run covers: {low}-{high} B; rules reach {reach[0]}-{reach[1]} B at most. Larger "
+            "messages (prefill's: thousands of tokens, tens of MB) and smaller ones were not in this run: NCCL keeps "
+            "its own choice there."
         )
-    if not plan.inputs.empty:
+    if tuner.inputs:
         lines.append("# The fastest point at each size of this run (one T each):")
-    for r in plan.inputs.sort_values(["collective", "bytes"]).itertuples() if not plan.inputs.empty else []:
-        note = getattr(r, "note", None)
+    for r in tuner.inputs:
         choice = (
             f"{r.algorithm}/{r.protocol}"
-            if isinstance(r.algorithm, str) and isinstance(r.protocol, str)
-            else f"{note}: no rule"
-            if isinstance(note, str) and note
+            if r.algorithm is not None and r.protocol is not None
+            else f"{r.note}: no rule"
+            if r.note
             else "no single algo/proto: no rule"
         )
         lines.append(comment(f"  {r.collective} {r.bytes} B (T={r.tokens}): {r.point_id} {r.label!s} -> {choice}"))
-    if not plan.rules:
-        lines.append(comment(f"No rule: {plan.no_rule}"))
-    lines.append("# " + ",".join(TUNER_FIELDS))
-    lines += [one_line(rule.csv()) if active else comment(rule.csv()) for rule in plan.rules]
+    lines += _tuner_per_t(decision)
+    if not tuner.rules:
+        lines.append(comment(f"No rule: {tuner.no_rule}"))
+    lines.append("# " + ",".join(tuner.fields))
+    lines += [one_line(rule) if active else comment(rule) for rule in tuner.rules]
     return "\n".join(lines) + "\n"
+
+
+def _tuner_per_t(decision: Decision) -> list[str]:
+    """Where the rules are the answer: per T, the point they run and its step against the baseline (its claim)."""
+    if decision.nccl.file != TUNER_CONF:
+        return []
+    lines = ["# What the rules run, per T, against the baseline:"]
+    for at in decision.nccl.per_t:
+        said = claim_words(decision.claim(at.claim), "keeps the baseline: nothing compared")
+        lines.append(comment(f"  T = {at.tokens}: {at.settings}: step time {said}"))
+    return lines
 
 
 # ---------------------------------------------------------------------------------------- recommend.env
 
 
-def recommend_env_text(plan: ApplyPlan, provenance: list[str], notes: list[str]) -> str:
-    """Bash-sourceable export lines of the recommended settings, with where they were measured and why; the
-    lines are commented out when nccl_tuner.conf is what to apply (they would override it)."""
+def recommend_env_text(decision: Decision) -> str:
+    """Bash-sourceable export lines of (a)'s settings, with where they were measured and why; live only when
+    recommend.env is the answer a measurement stands behind, else every line commented out with the reason."""
+    nccl = decision.nccl
     lines = [
         "# Use: source recommend.env in the bash that launches the engine (every rank inherits its NCCL_* variables).",
-        *(comment(line) for line in provenance + notes),
+        *(comment(line) for line in [*decision.environment.provenance, *nccl.notes, *nccl.graph_notes]),
     ]
-    active = plan.choice == RECOMMEND_ENV
+    active = nccl.file == RECOMMEND_ENV and nccl.live
     lines += _standing(
-        plan, RECOMMEND_ENV, bool(plan.env), "these settings instead of it (never with it: they override a tuner)"
-    ) or [comment(f"Nothing to export: {plan.why}.")]
-    if plan.env:
+        decision, RECOMMEND_ENV, bool(nccl.env), "these settings instead of it (never with it: they override a tuner)"
+    ) or [comment(f"Nothing to export: {nccl.why}.")]
+    if nccl.env:
         lines.append(
             "# These variables are read once per process (NCCL reads most of its own at init): restart the engine "
             "after sourcing this file."
         )
-    for name, value in sorted(plan.env.items()):
+    for name, value in sorted(nccl.env.items()):
         line = export_line(str(name), value)
         lines.append(line if active or line.startswith("#") else comment(line))
     return "\n".join(lines) + "\n"
@@ -184,18 +214,3 @@ def results_csv(frame: pd.DataFrame) -> str:
             for ranks in frame["rank_step_median_us"]
         ]
     return table.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)
-
-
-@dataclass
-class RunExports:
-    """One run's exported files: their texts (the page shows them too) and where they were written."""
-
-    folder: str  # relative to the report's folder ("." for a single run)
-    files: dict[str, str]  # file name -> path relative to the report's folder
-    recommend_env: str
-    tuner_conf: str
-    engine_text: str
-    hints: list[EngineHint]
-    plan: ApplyPlan
-    routing_text: str = ""
-    decision: Any = None  # the run's one answer (report/decision.Decision) every file above renders

@@ -1,36 +1,27 @@
-"""The report's first screen: what to set, each answer built from the points of table 1
-(choices.choices_per_tokens); with how much faster the verify step gets and whether speculative decoding pays
-(views/verify_answers.py), the first screen's answers.
-
-"What do I set?" has three parts, each judged by the run's evidence
-(beyond noise when measured, beyond the model's expected error when simulated):
-(a) the environment to export: the fastest setting of the baseline's implementation (NCCL) over every T if it
-    beats the baseline, else keep the baseline; with its effect per T and the one file to apply;
-(b) another all-reduce implementation, where it beats (a) (for which T, by how much) and what that takes in an
-    engine: its flag where one exists, else engine work;
-(c) fused all-reduce + residual + RMSNorm kinds against their unfused reference (nccl+rmsnorm).
-Pure: a RunAnalysis in, formatted strings and dicts for the template out.
-"""
+"""The report's first screen: what to set, each answer rendering the Decision: (a) the NCCL environment and the one
+file that applies it, (b) other all-reduce implementations against (a), (c) fused all-reduce + RMSNorm kinds
+against their unfused reference; with how much faster the verify step gets and whether speculative decoding pays
+(views/verify_answers.py). Every verdict shown is a claim's. Pure: a Decision in, strings and dicts out."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from commprof.report.analysis.decision import Decision, decided_fusion
-from commprof.report.analysis.formatting import fmt_bytes, fmt_ms, fmt_pct, range_pct, sentence, tokens_text
-from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL
-from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.analysis.words import (
-    export_line,
-    how_to_firm_up,
-    not_a_result_notes,
-    only_baseline,
-    tuned_name,
+from commprof.env_names import is_export_name, shell_value
+from commprof.report.decision.formatting import (
+    claim_words,
+    error_words,
+    fmt_bytes,
+    fmt_ms,
+    fmt_pct,
+    sentence,
+    tokens_text,
 )
-from commprof.report.exports.engine_hints import engine_hints
+from commprof.report.decision.types import Decision
 from commprof.report.views.verify_answers import faster_answer, routed_bands, spec_answer
 
 MAX_REASON_CHARS = 160
+UNFUSED_REFERENCE = "nccl+rmsnorm"
 NOT_CONFIRMED_CAVEAT = (
     "Not confirmed on your box: the model does not explain what the engine measured (above), so this predicted "
     "answer may not hold; run the checks named there first."
@@ -42,12 +33,21 @@ def _reason(message: Any) -> str:
     return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
 
 
-def env_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
-    """(a): the export line (or what to keep), why, its effect per T against the baseline, and the one file to
-    apply with the other as its alternative; all as the decision judged it (withdrawn where it withdrew it)."""
-    name = tuned_name(run)
-    evidence = run.evidence
-    plan = decision.plan
+def tuned_name(decision: Decision) -> str:
+    return "NCCL" if decision.run.backend == "nccl" else decision.run.backend
+
+
+def export_line(env: dict[str, str]) -> str:
+    """`export A=1 B='0 0'`: the settings commprof may set as one line a shell accepts (the page shows it;
+    recommend.env holds it)."""
+    return "export " + " ".join(f"{k}={shell_value(str(v))}" for k, v in sorted(env.items()) if is_export_name(k))
+
+
+def env_answer(decision: Decision) -> dict[str, Any]:
+    """(a): the export line (or what to keep), why (its claim), its effect per T against the baseline, and the one
+    file to apply with the other as its alternative."""
+    name = tuned_name(decision)
+    nccl = decision.nccl
     out: dict[str, Any] = {
         "title": f"(a) {name} environment",
         "unconfirmed": NOT_CONFIRMED_CAVEAT if decision.unconfirmed else "",
@@ -55,258 +55,250 @@ def env_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
         "lines": [],
         "notes": [],
         "rows": [],
-        "warnings": [],
+        "column": "with (a)",
+        "warnings": list(decision.environment.not_a_result),
         "apply": "",
     }
-    answer = decision.nccl_answer
-    point, fastest = (answer.point, answer.fastest) if answer is not None else (None, None)
-    if answer is None or point is None:
+    point, fastest = nccl.point, nccl.fastest
+    claim = decision.claim(nccl.claim)
+    if point is None:
         out["lines"].append(f"No single {name} setting passed at every T; see table 1.")
-    elif answer.keeps_baseline:
-        out["lines"].append(answer.keep)
-        if only_baseline(run):
-            out["notes"].append(sentence(only_baseline(run)) + ".")
-        elif fastest["point_id"] == run.baseline:
-            out["notes"].append(f"No other setting was faster than the baseline ({run.evidence.label}).")
-        elif answer.withheld and answer.verdict == "beyond error":
-            out["notes"].append(f"{fastest['point_id']} was faster {evidence.beyond}, but {answer.withheld}.")
-        else:
+    elif nccl.keeps_baseline:
+        out["lines"].append(nccl.keep)
+        if decision.run.tokens and len({r.point_id for r in decision.tables.choices}) <= 1:
+            out["notes"].append(f"{sentence(nccl.why)}.")
+        elif fastest is not None and fastest.point_id == decision.run.baseline:
             out["notes"].append(
-                f"The fastest, {fastest['point_id']} {fastest['label']}, was "
-                f"{fmt_pct(answer.saved_pct)} faster over every T, {evidence.within}: "
-                f"{answer.reason} Not a result. {how_to_firm_up(run)}"
+                f"No other setting was faster than the baseline ({decision.environment.evidence.label})."
             )
-    elif not point["env"]:
+        elif nccl.withheld:
+            out["notes"].append(f"{fastest.point_id if fastest else 'The fastest'} is not acted on: {nccl.withheld}.")
+        elif fastest is not None:
+            out["notes"].append(
+                f"The fastest, {fastest.point_id} {fastest.label}, over every T: {claim_words(claim)}. Not a result."
+            )
+    elif not point.env:
         out["lines"].append(f"Keep {name}'s defaults: no {name} setting beat them.")
     else:
-        line = export_line(point["env"])
-        if decision.unconfirmed:
-            out["lines"].append(f"Withdrawn ({decision.unconfirmed}); the model predicted: {line}")
-        else:
-            out["code"] = line
-        out["notes"].append(
-            ("Withdrawn prediction: p" if decision.unconfirmed else "P")
-            + f"oint {point['point_id']} {point['label']}: the least total {run.mode}-mode step "
-            f"time over every T, {evidence.beyond} ({evidence.label})."
-        )
-        if answer.dropped:
-            out["notes"].append(
-                f"{', '.join(answer.dropped)} left out: {fastest['point_id']} (with "
-                f"{'it' if len(answer.dropped) == 1 else 'them'}) did not beat {point['point_id']} {evidence.beyond}."
-            )
-        chosen = run.choices[[("recommended" in roles) for roles in run.choices["roles"]]]
-        for r in chosen.itertuples():
-            out["rows"].append(
-                {
-                    "tokens": int(r.tokens),
-                    "baseline": fmt_ms(r.baseline_us),
-                    "time": fmt_ms(r.median_us),
-                    "saved": fmt_pct(r.saved_pct),
-                    "noise": r.beyond_uncertainty is not True or bool(decision.unconfirmed),
-                    "why": "withdrawn"
-                    if decision.unconfirmed
-                    else ""
-                    if r.beyond_uncertainty is True
-                    else evidence.within,
-                }
-            )
-    reasons: dict[str, list[str]] = {}
-    for point_id, reason in run.untested.items():
-        reasons.setdefault(reason, []).append(point_id)
-    for reason, ids in reasons.items():
+        _set_lines(decision, out)
+    if nccl.confirmation:  # what the interleaved confirmation found, beside the claim it decided
+        out["notes"].append(f"{sentence(nccl.confirmation)}.")
+    for reason, ids in _untested(decision).items():
         out["notes"].append(f"Not ranked ({len(ids)} point{'s' if len(ids) != 1 else ''}, e.g. {ids[0]}): {reason}.")
-    for reason, ids in settings_not_measured(run).items():
+    for reason, ids in decision.environment.not_measured.items():
         how = " Measure them on GPUs, where the sweep runs on NCCL." if "NCCL does not run here" in reason else ""
         out["notes"].append(
             f"Not measured ({len(ids)} point{'s' if len(ids) != 1 else ''}, e.g. {ids[0]}): {reason}.{how}"
         )
-    if plan.choice:
-        out["apply"] = f"Apply {plan.choice}: {plan.why}." + (
-            f" {plan.alternative} holds the alternative, commented out: use one, never both."
-            if plan.alternative
+    out["apply"] = _apply_line(decision, " ".join(out["lines"] + out["notes"]).lower())
+    return out
+
+
+def _set_lines(decision: Decision, out: dict[str, Any]) -> None:
+    nccl = decision.nccl
+    point = nccl.point
+    line = export_line(point.env)
+    if decision.unconfirmed:
+        out["lines"].append(f"Withdrawn ({decision.unconfirmed}); the model predicted: {line}")
+    elif nccl.live and nccl.file == "recommend.env":
+        out["code"] = line
+    elif nccl.live:
+        out["lines"].append(f"The alternative to {nccl.file}, commented out in recommend.env: {line}")
+    else:
+        out["lines"].append(f"Measure first, then set: {line}")
+    out["notes"].append(
+        f"Point {point.point_id} {point.label} over every T: {claim_words(decision.claim(nccl.claim))} "
+        f"({decision.environment.evidence.label})."
+    )
+    if nccl.dropped and nccl.fastest is not None:
+        out["notes"].append(
+            f"{', '.join(nccl.dropped)} left out: {nccl.fastest.point_id} (with them) against {point.point_id}: "
+            f"{claim_words(decision.claim(nccl.fastest_claim))}."
+        )
+    if nccl.live and nccl.file == "nccl_tuner.conf":
+        _tuner_rows(decision, out)
+        return
+    for row in decision.tables.choices:
+        if "recommended" not in row.roles:
+            continue
+        claim = decision.claim(row.claim)
+        out["rows"].append(
+            {
+                "tokens": row.tokens,
+                "baseline": fmt_ms(row.baseline_us),
+                "time": fmt_ms(row.median_us),
+                "saved": fmt_pct(row.saved_pct),
+                "noise": claim is None or not claim.beyond,
+                "why": "" if claim is not None and claim.beyond else _why(claim),
+            }
+        )
+
+
+def _tuner_rows(decision: Decision, out: dict[str, Any]) -> None:
+    """Where nccl_tuner.conf is the answer, the table is what its rules run at each T (its per-T winner), not the
+    alternative the note above names."""
+    out["column"] = "with nccl_tuner.conf"
+    for answer in decision.nccl.per_t:
+        claim = decision.claim(answer.claim)
+        out["rows"].append(
+            {
+                "tokens": answer.tokens,
+                "baseline": fmt_ms(answer.baseline_us),
+                "time": f"{fmt_ms(answer.answer_us)} ({answer.point_id})" if answer.point_id else "—",
+                "saved": fmt_pct(claim.gain_pct) if claim is not None else "—",
+                "noise": claim is None or not claim.beyond,
+                "why": "" if claim is not None and claim.beyond else _why(claim),
+            }
+        )
+
+
+def _why(claim) -> str:
+    if claim is None:
+        return "not compared"
+    return f"{error_words(claim)}: {claim.verdict}" + (f", {claim.reason}" if claim.reason else "")
+
+
+def _apply_line(decision: Decision, said: str) -> str:
+    """The one file to apply and why; the why once (a card that has just said it says only the consequence)."""
+    nccl = decision.nccl
+    if nccl.file and nccl.live:
+        return f"Apply {nccl.file}: {nccl.why}." + (
+            f" {nccl.alternative} holds the alternative, commented out: use one, never both."
+            if nccl.alternative
             else ""
         )
-    else:  # the why once: a card that has just said it (e.g. only the baseline ran) says only the consequence
-        said = " ".join(out["lines"] + out["notes"]).lower()
-        out["apply"] = "Nothing to apply." if plan.why.lower() in said else f"Nothing to apply: {plan.why}."
-    out["warnings"] = not_a_result_notes(run)
-    return out
+    if nccl.file:
+        return f"Nothing to apply yet: {nccl.file} holds it commented out. " + (
+            "Measure it first: confirm.toml." if decision.run.simulated else f"{sentence(nccl.why)}."
+        )
+    return "Nothing to apply." if nccl.why.lower() in said else f"Nothing to apply: {nccl.why}."
 
 
-def settings_not_measured(run: RunAnalysis) -> dict[str, list[str]]:
-    """Why points of (a)'s implementation never ran (every record unsupported, e.g. NCCL variables on gloo) -> their
-    ids."""
-    steps = run.all_steps
-    if steps.empty:
-        return {}
-    family = steps.loc[steps["impl"].isin(list(run.baseline_family)), ["point_id", "status", "message"]]
-    unsupported = family["status"] == "unsupported"
-    if not unsupported.any():  # the common case, decided without grouping 100,000 records
-        return {}
-    refused = unsupported.groupby(family["point_id"]).all()
-    rows = family[family["point_id"].isin(refused[refused].index)].drop_duplicates("point_id")
-    out: dict[str, list[str]] = {}
-    for point_id, message in rows[["point_id", "message"]].itertuples(index=False):
-        out.setdefault(str(message or "unsupported"), []).append(str(point_id))
-    return out
+def _untested(decision: Decision) -> dict[str, list[str]]:
+    reasons: dict[str, list[str]] = {}
+    for point_id, reason in decision.environment.untested.items():
+        reasons.setdefault(reason, []).append(point_id)
+    return reasons
 
 
-def alternative_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
-    """(b): where the decision routes sizes to another all-reduce implementation than (a), by how much, and
-    what it takes in SGLang / vLLM (the decision's engine settings, or engine work where none exists); the
-    per-T rows show the step times behind it."""
-    name = tuned_name(run)
-    reference = "(a)" if decision.nccl_point != run.baseline else f"{name}'s baseline"
-    alt = run.alternatives
-    absent = (
-        run.without_result[~run.without_result["fused_rmsnorm"].astype(bool)]
-        if not run.without_result.empty
-        else run.without_result
-    )
-    not_run = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
+def alternative_answer(decision: Decision) -> dict[str, Any]:
+    """(b): where the routes give sizes to another all-reduce implementation than (a), by how much (the route's
+    claim), what it takes in SGLang / vLLM, and the per-T rows (each with its claim against (a))."""
+    absent = [m for m in decision.tables.without_result if not m.fused]
+    not_run = [f"{m.impl}: {m.status}: {_reason(m.message)}" for m in absent]
     out: dict[str, Any] = {"lines": [], "rows": [], "engine": [], "not_run": "; ".join(not_run)}
-    if alt.empty:
+    alternatives = decision.tables.alternatives
+    if not alternatives:
         out["lines"].append(
             "No other all-reduce implementation ran in this sweep" + (" (see below why)." if not_run else ".")
         )
         return out
-    for r in alt.itertuples():
-        route = decision.route("all_reduce", run.mode, int(r.bytes)) if r.bytes == r.bytes else None
-        wins = route is not None and not route.kept and route.impl == r.impl
-        loses = not wins and r.slower_beyond_uncertainty is True and not decision.unconfirmed
-        out["rows"].append(
-            {
-                "tokens": int(r.tokens),
-                "size": fmt_bytes(r.bytes),
-                "reference": fmt_ms(r.reference_us),
-                "impl": r.impl,
-                "time": fmt_ms(r.median_us),
-                "wins": wins,
-                "versus": f"−{fmt_pct(r.saved_pct)}"
-                if wins
-                else "slower"
-                if loses
-                else "withdrawn"
-                if decision.unconfirmed
-                else run.evidence.within,
-            }
-        )
-    routed = routed_bands(decision, run.mode)
-    if not routed:
-        out["lines"].append(
-            f"No other implementation takes any T from {reference} {run.evidence.beyond}: stay with {name}."
-        )
-        return out
-    verb = "is predicted to beat" if run.evidence.simulated else "beats"
-    taken = set()
-    for route in routed:
-        taken |= set(route.tokens)
-        out["lines"].append(
-            f"{route.impl} {verb} {reference} {run.evidence.beyond} at T = {tokens_text(route.tokens)} "
-            f"({fmt_bytes(route.min_bytes)} – {fmt_bytes(route.max_bytes)} per all-reduce): "
-            f"{fmt_pct(route.margin_pct)} less time per all-reduce."
-        )
-    rest = sorted({int(t) for t in alt["tokens"]} - taken)
-    if rest:
-        out["lines"].append(f"Not at T = {tokens_text(rest)}: keep {name} for those sizes.")
-    for setting in decision.engine:
-        shown = " ".join(f"{k}={v}" for k, v in setting.variables)
-        out["engine"].append(
-            {
-                "engine": setting.engine,
-                "setting": shown,
-                "version": setting.version,
-                "text": "" if setting.live else setting.why,
-            }
-        )
-    for impl in sorted({r.impl for r in routed} - {s.impl for s in decision.engine}):
-        for engine in [e for e in ("SGLang", "vLLM") if decision.names_engine(e)]:
-            out["engine"].append(
-                {"engine": engine, "setting": "", "version": "—", "text": f"no setting runs {impl}: engine work"}
-            )
+    out["rows"] = [
+        {
+            "tokens": r.tokens,
+            "size": fmt_bytes(r.bytes),
+            "reference": fmt_ms(r.reference_us),
+            "impl": r.impl,
+            "time": fmt_ms(r.median_us),
+            "wins": r.routed,
+            "versus": claim_words(decision.claim(r.claim), "not compared"),
+        }
+        for r in alternatives
+    ]
+    out["lines"] = _routed_lines(decision)
+    if routed_bands(decision):
+        out["engine"] = _engine_rows(decision)
     return out
 
 
-def fusion_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
-    """(c): fused all-reduce + RMSNorm kinds against their unfused reference, per T, judged as the decision routes
-    them, and the engine flags."""
-    absent = (
-        run.without_result[
-            run.without_result["fused_rmsnorm"].astype(bool) & (run.without_result["impl"] != UNFUSED_REFERENCE_IMPL)
-        ]
-        if not run.without_result.empty
-        else run.without_result
-    )
-    not_run = [f"{r.impl}: {r.status}: {_reason(r.message)}" for r in absent.itertuples()]
+def _routed_lines(decision: Decision) -> list[str]:
+    """Where the routes give sizes to another implementation, each band's claim, and the T they leave to NCCL."""
+    name = tuned_name(decision)
+    reference = "(a)" if decision.nccl.file == "recommend.env" else f"{name}'s baseline"
+    routed = routed_bands(decision)
+    if not routed:
+        return [f"No other implementation takes any size from {reference}: stay with {name}."]
+    verb = "is predicted to beat" if decision.run.simulated else "beats"
+    lines = [
+        f"{route.impl} {verb} {reference} at T = {tokens_text(route.tokens)} ({fmt_bytes(route.min_bytes)} – "
+        f"{fmt_bytes(route.max_bytes)} per all-reduce): {claim_words(decision.claim(route.claim))} per all-reduce."
+        for route in routed
+    ]
+    taken = {t for route in routed for t in route.tokens}
+    rest = sorted({r.tokens for r in decision.tables.alternatives} - taken)
+    if rest:
+        lines.append(f"Not at T = {tokens_text(rest)}: keep {name} for those sizes.")
+    return lines
+
+
+def _engine_rows(decision: Decision) -> list[dict[str, Any]]:
+    """What each engine is told for the routed bands, and engine work where no setting runs an implementation."""
+    rows = [
+        {
+            "engine": s.engine,
+            "setting": " ".join(f"{k}={v}" for k, v in s.variables),
+            "version": s.version,
+            "text": "" if s.live else s.why,
+        }
+        for s in decision.engines.settings
+    ]
+    for impl in sorted({r.impl for r in routed_bands(decision)} - {s.impl for s in decision.engines.settings}):
+        for engine in [e for e in ("SGLang", "vLLM") if e.lower() in decision.run.engines]:
+            rows.append(
+                {"engine": engine, "setting": "", "version": "—", "text": f"no setting runs {impl}: engine work"}
+            )
+    return rows
+
+
+def fusion_answer(decision: Decision) -> dict[str, Any]:
+    """(c): fused all-reduce + RMSNorm kinds against their unfused reference, per T, each with its claim, and the
+    engine flags."""
+    absent = [m for m in decision.tables.without_result if m.fused and m.impl != UNFUSED_REFERENCE]
+    not_run = [f"{m.impl}: {m.status}: {_reason(m.message)}" for m in absent]
     out: dict[str, Any] = {"lines": [], "engine": [], "not_run": "; ".join(not_run)}
-    fusion = decided_fusion(run.fusion, decision, run.mode)
-    if fusion.empty:
+    fused = decision.fused
+    if not fused:
         out["lines"].append(
             "No fused kind ran in this sweep."
             if not_run
             else 'No fused kind in this sweep (add impl = "flashinfer-fused" and its reference '
-            f'"{UNFUSED_REFERENCE_IMPL}" to measure it).'
+            f'"{UNFUSED_REFERENCE}" to measure it).'
         )
         return out
-    if fusion["reference_us"].isna().any():
-        missing = fusion[fusion["reference_us"].isna()]
-        out["lines"].append(
-            f"No {UNFUSED_REFERENCE_IMPL} reference ran at T = {tokens_text(missing['tokens'])}: "
-            f'add impl = "{UNFUSED_REFERENCE_IMPL}" to the sweep to compare there.'
+    groups: dict[str, list[int]] = {}
+    for row in fused:
+        claim = decision.claim(row.claim)
+        said = (
+            f"{row.impl} against {row.reference}: {claim_words(claim)}"
+            if claim is not None
+            else f"not compared: {row.reason.removeprefix('not compared: ')}"
         )
-    verdicts = (
-        ("beats", [v is True for v in fusion["beyond_uncertainty"]]),
-        ("is slower than", [v is True for v in fusion["slower_beyond_uncertainty"]]),
-    )
-    for verb, mask in verdicts:
-        rows = fusion[mask]
-        if not rows.empty:
-            saved = rows["saved_pct"].abs()
-            out["lines"].append(
-                f"{rows['impl'].iloc[0]} {verb} {UNFUSED_REFERENCE_IMPL} {run.evidence.beyond} at "
-                f"T = {tokens_text(rows['tokens'])}: {range_pct(saved)} "
-                f"{'less' if verb == 'beats' else 'more'} time per step."
+        groups.setdefault(said, []).append(row.tokens)
+    for said, tokens in groups.items():
+        out["lines"].append(f"T = {tokens_text(tokens)}: {said}.")
+    for hint in decision.engines.hints:
+        if hint.setting:
+            out["engine"].append(
+                {"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": hint.untested}
             )
-    for reason in dict.fromkeys(r for r in fusion["not_judged"] if r):
-        rows = fusion[fusion["not_judged"] == reason]
-        out["lines"].append(f"Not judged at T = {tokens_text(rows['tokens'])}: {reason}.")
-    within = fusion[
-        [
-            b is False and s is False and not n
-            for b, s, n in zip(fusion["beyond_uncertainty"], fusion["slower_beyond_uncertainty"], fusion["not_judged"])
-        ]
-    ]
-    if not within.empty:
-        out["lines"].append(
-            f"{sentence(run.evidence.within)} of {UNFUSED_REFERENCE_IMPL} at T = {tokens_text(within['tokens'])}."
-        )
-    fused_measured = bool((run.steps["fused_rmsnorm"] & (run.steps["impl"] != UNFUSED_REFERENCE_IMPL)).any())
-    for hint in engine_hints(fusion, fused_measured, None, run.evidence, fusion_refused=decision.fusion_refused):
-        if not decision.names_engine(hint.engine):
-            continue
-        out["engine"].append(
-            {"engine": hint.engine, "setting": hint.setting, "version": hint.version, "text": hint.untested}
-        )
     return out
 
 
-def headline_answers(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
-    """The first screen's answers, each rendering the run's decision: how much faster, (a), (b), (c), and
-    whether speculative decoding pays."""
+def headline_answers(decision: Decision) -> dict[str, Any]:
+    """The first screen's answers, each rendering the Decision: how much faster, (a), (b), (c), and whether
+    speculative decoding pays."""
     answers: dict[str, Any] = {
         "empty": "",
         "env": None,
         "alt": None,
         "fused": None,
-        "faster": faster_answer(run, decision),
-        "spec": spec_answer(run, decision),
+        "faster": faster_answer(decision),
+        "spec": spec_answer(decision),
     }
-    if run.steps.empty:
+    if not decision.run.has_steps:
         answers["empty"] = "No replayed steps in this run: nothing to recommend."
-    elif run.all_failed:
+    elif decision.run.all_failed:
         answers["empty"] = "Nothing: every point failed. See the CUDA-graph compatibility matrix below."
     else:
-        answers.update(
-            env=env_answer(run, decision), alt=alternative_answer(run, decision), fused=fusion_answer(run, decision)
-        )
+        answers.update(env=env_answer(decision), alt=alternative_answer(decision), fused=fusion_answer(decision))
     return answers

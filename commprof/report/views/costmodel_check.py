@@ -1,5 +1,5 @@
-"""The page's view of the cost-model checks: per check, axis labels naming both sources, a summary line, the
-scatter and the ratio table."""
+"""The page's view of the cost-model checks (the Decision report's): per check, axis labels naming both sources, a
+summary line, the scatter and the ratio table."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-from commprof.report.analysis.compared import CostModelCheck
-from commprof.report.analysis.costmodel_check import PREDICTION_BAND
-from commprof.report.analysis.formatting import escaped, fmt_bytes, fmt_ms, fmt_pct, fmt_us
+from commprof.report.decision.formatting import escaped, fmt_bytes, fmt_ms, fmt_pct, fmt_us
+from commprof.report.decision.types import CostModelCheck
 from commprof.report.views.drawing import draw
 
 
@@ -17,8 +16,8 @@ def axis_labels(check: CostModelCheck) -> tuple[str, str]:
     """(x, y): the measured side's source and run, the model's run and calibration, and the unit."""
     what = f"median {check.mode}-mode step time, ms" if check.kind == "step" else "median time per op, µs"
     return (
-        f"{check.measured.evidence.label}: {check.measured.name} ({what})",
-        f"simulated: {check.simulated.name}, calibration {check.calibration} ({what})",
+        f"{check.measured_label}: {check.measured} ({what})",
+        f"simulated: {check.simulated}, calibration {check.calibration} ({what})",
     )
 
 
@@ -26,11 +25,11 @@ def check_view(check: CostModelCheck) -> dict[str, Any]:
     """The template's view of one check: title, axis labels, summary line, the scatter and the ratio table."""
     x_label, y_label = axis_labels(check)
     stats = check.summary
-    band = f"±{PREDICTION_BAND * 100:.0f} %"
+    band = f"±{check.band * 100:.0f} %"
+    pairs = pd.DataFrame(check.pairs)
     view: dict[str, Any] = {
         "title": (
-            f"{check.measured.name} ({check.measured.evidence.label}) vs {check.simulated.name} "
-            f"(simulated, calibration {check.calibration})"
+            f"{check.measured} ({check.measured_label}) vs {check.simulated} (simulated, calibration {check.calibration})"
         ),
         "step": check.kind == "step",
         "x_label": x_label,
@@ -43,16 +42,16 @@ def check_view(check: CostModelCheck) -> dict[str, Any]:
         ),
         "svg": draw(
             "figures.costmodel_scatter_svg",
-            check.pairs,
+            pairs,
             x_label,
             y_label,
-            PREDICTION_BAND,
+            check.band,
             scale=1e-3 if check.kind == "step" else 1.0,
             group="tokens" if check.kind == "step" else "label",
         ),
     }
     if check.kind == "step":
-        view.update(step_ratio_table(check.pairs))
+        view.update(step_ratio_table(pairs))
     else:
         view["rows"] = [
             {
@@ -63,7 +62,7 @@ def check_view(check: CostModelCheck) -> dict[str, Any]:
                 "ratio": f"{r.ratio:.2f}",
                 "css": _band_css(r.within_band),
             }
-            for r in check.pairs.itertuples()
+            for r in pairs.itertuples()
         ]
     return view
 

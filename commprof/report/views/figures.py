@@ -1,6 +1,6 @@
 """The report's plots as inline SVG strings (matplotlib, Agg, no network): one function per figure.
 
-Inputs are the DataFrames of a RunAnalysis; outputs are `<svg>` text with ids made unique per figure, so
+Inputs are a Decision's tables (as DataFrames or plain lists, views/page.py makes them); outputs are `<svg>` text with ids made unique per figure, so
 several figures can live in one HTML page. Step times are drawn in ms, single collectives in µs.
 """
 
@@ -23,7 +23,6 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from commprof.report.analysis.ops import KIND_ORDER  # noqa: E402
 from commprof.terminal import printable  # noqa: E402
 
 plt.rcParams.update(
@@ -149,8 +148,9 @@ def breakdown_svg(
     return to_svg(fig)
 
 
-def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
-    """Per T, the distribution of per-op median latency (µs) by op site, baseline vs the answer (eager records).
+def sites_svg(per_tokens: dict[int, dict[str, dict[str, list[float]]]]) -> str:
+    """Per T, the distribution of per-op median latency (µs) by op site (in the Decision's order), baseline vs the
+    answer (eager records): {T: {setting: {site kind: [each op's median]}}}.
 
     Boxes are the quartiles over the step's ops of that site, whiskers their min and max.
     """
@@ -165,10 +165,10 @@ def sites_svg(per_tokens: dict[int, dict[str, pd.DataFrame]]) -> str:
     )
     for ax, (tokens, settings) in zip(axes.flat, per_tokens.items()):
         positions, data, colors, ticks = [], [], [], []
-        present = {kind for sites in settings.values() for kind in sites["site_kind"]}
-        for k, site in enumerate(kind for kind in KIND_ORDER if kind in present):
+        present = list(dict.fromkeys(kind for sites in settings.values() for kind in sites))
+        for k, site in enumerate(present):
             for j, (setting, sites) in enumerate(settings.items()):
-                values = sites.loc[sites["site_kind"] == site, "median"].to_numpy(dtype=float)
+                values = np.asarray(sites.get(site, []), dtype=float)
                 if values.size:
                     positions.append(k * 3 + j)
                     data.append(values)
@@ -213,8 +213,8 @@ def projection_svg(
     labels: dict[str, str] | None = None,
 ) -> str:
     """Tokens/s vs accept length: plain decode (flat) and each verify T, baseline (dashed), recommended
-    (dash-dot) and the answer (solid), each with its verify p90 dotted where it has a spread: the statistic a
-    measured break-even is taken from, crossing plain decode there; `labels` names the settings in the legend."""
+    (dash-dot) and the answer (solid), each crossing plain decode at its break-even (the Decision's, from these
+    medians), with its verify p90 dotted where it has a spread; `labels` names the settings in the legend."""
     labels = labels or {}
     fig, ax = _single_axes((9.5, 3.6))
     fig.subplots_adjust(left=0.07, right=0.72)  # the legend sits right of the plot
@@ -253,7 +253,7 @@ def projection_svg(
                     ":",
                     color=palette(k % 10),
                     linewidth=0.9,
-                    label=f"T = {tokens}, {labels.get(setting, setting)}, verify p90 (the break-even's statistic)",
+                    label=f"T = {tokens}, {labels.get(setting, setting)}, verify p90",
                 )
             for case_accept, case_tokens in field_cases:
                 if case_tokens == tokens and case_accept <= tokens:

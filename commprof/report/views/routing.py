@@ -1,14 +1,14 @@
-"""The routing plan on the first screen: per message size, which all-reduce to run, each implementation's curve
-against the floor, and the evidence behind every band. Pure: a RunAnalysis in, strings and SVG out."""
+"""The routing plan on the first screen: per message size, which all-reduce runs (the Decision's routes, each with
+its claim), each implementation's curve against the floor, and the crossover searches. Pure: a Decision in,
+strings and SVG out."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from commprof.records.schema import FUSED
-from commprof.report.analysis.formatting import fmt_pct, fmt_us
-from commprof.report.analysis.routing_candidates import NO_FLOOR
-from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.decision.formatting import claim_words, fmt_pct, fmt_us
+from commprof.report.decision.types import Decision, Route
 from commprof.report.views.drawing import draw
 from commprof.units import format_bytes
 
@@ -19,67 +19,56 @@ TITLES = {
 }
 
 
-def routing_view(run: RunAnalysis, plan: dict[str, Any]) -> dict[str, Any] | None:
-    """The decision's routing plan (`plan`): its bands in the headline mode, one table per collective, the
-    all-reduce figure and the floor's source; None when the run has no per-op times to route from."""
-    if not plan or not plan.get("bands"):
+def routing_view(decision: Decision) -> dict[str, Any] | None:
+    """The routes in the plan's mode, one table per collective, the all-reduce figure and the floor's source;
+    None when the run has no per-op times to route from."""
+    plan = decision.routing
+    if plan is None:
         return None
-    modes = {b["mode"] for b in plan["bands"]}
-    mode = run.mode if run.mode in modes else sorted(modes)[0]
-    figures = plan.get("floor")
+    mode = plan.mode
     view: dict[str, Any] = {
         "mode": mode,
-        "floor": (
-            f"{figures['evidence']} figures ({figures['source']}) on {plan['ranks']} GPUs: one-shot, two-shot or ring, "
-            "whichever is cheapest at each size"
-            if figures
-            else plan.get("missing_floor") or NO_FLOOR
-        ),
-        "rule": plan["rules"].get(plan["bands"][0]["evidence"]["level"], ""),  # one source per run: one level
+        "floor": plan.floor,
+        "rule": plan.rule,
         "tables": [],
         "svg": "",
-        "below_floor": "; ".join(
-            sorted(
-                {
-                    f"{c['label']} ({TITLES.get(c['collective'], c['collective'])}) at {format_bytes(c['bytes'])}"
-                    for c in plan["curves"]
-                    if c["below_floor"] and c["mode"] == mode
-                }
-            )
-        ),
+        "below_floor": plan.below_floor,
         "gaps": "; ".join(
             f"{TITLES.get(g['collective'], g['collective'])} at {format_bytes(g['bytes'])}: {g['why']}"
-            for g in plan["gaps"]
+            for g in plan.gaps
             if g["mode"] == mode
         ),
     }
     for collective, title in TITLES.items():
-        bands = [b for b in plan["bands"] if (b["collective"], b["mode"]) == (collective, mode)]
-        if bands:
-            view["tables"].append({"title": title, "rows": [_row(b) for b in bands]})
-    view["crossovers"] = [_crossover_row(c) for c in run.crossovers]
-    curves = [c for c in plan["curves"] if (c["collective"], c["mode"]) == ("all_reduce", mode)]
-    bands = [b for b in plan["bands"] if (b["collective"], b["mode"]) == ("all_reduce", mode)]
+        routes = [r for r in decision.routes if (r.collective, r.mode) == (collective, mode)]
+        if routes:
+            view["tables"].append({"title": title, "rows": [_row(decision, r) for r in routes]})
+    view["crossovers"] = [_crossover_row(c) for c in plan.crossovers]
+    curves = [c for c in plan.curves if (c["collective"], c["mode"]) == ("all_reduce", mode)]
+    bands = [
+        {"min_bytes": r.min_bytes, "max_bytes": r.max_bytes, "label": r.label, "impl": r.impl}
+        for r in decision.routes
+        if (r.collective, r.mode) == ("all_reduce", mode)
+    ]
     if curves:
         view["svg"] = draw("figures.routing_svg", curves, bands)
     return view
 
 
-def _row(band: dict) -> dict[str, Any]:
-    evidence = band["evidence"]
+def _row(decision: Decision, route: Route) -> dict[str, Any]:
     return {
-        "sizes": f"{format_bytes(band['min_bytes'])} – {format_bytes(band['max_bytes'])}",
-        "impl": band["impl"],
-        "label": band["label"],
-        "routed": not band["baseline"],
-        "time": fmt_us(band["time_us"]),
-        "baseline": fmt_us(band["baseline_us"]),
-        "floor": fmt_us(band["floor_us"]),
-        "pct": fmt_pct(band["pct_of_floor"]),
-        "at": format_bytes(band["at_bytes"]),
-        "evidence": evidence["label"],
-        "verdict": evidence["verdict"],
-        "boundary": band["boundary"],
+        "sizes": f"{format_bytes(route.min_bytes)} – {format_bytes(route.max_bytes)}",
+        "impl": route.impl,
+        "label": route.label + (f"; {route.compared} against it" if route.kept and route.compared else ""),
+        "routed": not route.kept,
+        "time": fmt_us(route.time_us),
+        "baseline": fmt_us(route.baseline_us),
+        "floor": fmt_us(route.floor_us),
+        "pct": fmt_pct(route.pct_of_floor),
+        "at": format_bytes(route.at_bytes),
+        "evidence": route.evidence,
+        "verdict": claim_words(decision.claim(route.claim), f"no verdict: {route.reason}"),
+        "boundary": route.boundary,
     }
 
 

@@ -1,203 +1,190 @@
 """The first screen's questions about the verify step: how much faster it gets (verify-step latency, compute +
 communication, and tokens/s at the user's accept lengths, before -> after; communication alone second) and whether
-speculative decoding pays (break-even accept length, tokens/s cells judged against the evidence: grey where not
-told apart from plain decode). Pure: a RunAnalysis in, formatted strings and dicts for the template out."""
+speculative decoding pays (the break-even accept length the chart draws, tokens/s cells coloured by their claims).
+Pure: a Decision in, formatted strings and dicts for the template out; every verdict is a claim's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
-from commprof.report.analysis.decision import Decision, Route
-from commprof.report.analysis.formatting import (
-    finite,
+from commprof.report.decision.formatting import (
+    break_even_text,
+    claim_words,
     fmt_bytes,
     fmt_ms_value,
     fmt_num,
-    fmt_pct,
     range_pct,
     sentence,
     tokens_text,
-    tps_column,
 )
-from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.analysis.words import break_even_text, compute_text, draft_text, only_baseline, spec_label
-from commprof.report.views.breakdown import tps_cells
+from commprof.report.decision.tables import ProjectionRow
+from commprof.report.decision.types import Decision, Route
 
 
-def faster_answer(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
+def faster_answer(decision: Decision) -> dict[str, Any]:
     """Per verify T: verify-step latency (compute + communication) and tokens/s at the user's accept lengths,
-    before (the baseline) -> after (what the answer applies), each gain as the decision judged it on that latency
-    with its own error; "no change" when it keeps the baseline, "no answer" (why, and what would decide it) when
-    the run may not give one. Communication alone comes second."""
+    before (the baseline) -> after (what the answer applies), each with its claim; "no change" where it keeps the
+    baseline, "no answer" (why, and what would decide it) where the run may not give one."""
     out: dict[str, Any] = {"rows": [], "verdict": "", "css": "big", "more": "", "note": "", "accepts": []}
-    parts = run.breakdown
-    if parts.empty or not decision.steps:
+    if not decision.steps:
         return out
-    missing = no_answer(run, decision)
-    answer = decision.nccl_answer
-    after = "recommended" if not missing and answer is not None and answer.sets else None
-    by = parts.drop_duplicates(["setting", "tokens"]).set_index(["setting", "tokens"])
-    spec = run.projection.set_index(["setting", "tokens"]) if not run.projection.empty else None
-    accepts = list(run.options.accepts)
-    out["accepts"] = [f"{a:g}" for a in accepts]
+    missing = no_answer(decision)
+    out["accepts"] = [f"{a:g}" for a in decision.run.accepts]
+    rows = {(r.setting, r.tokens): r for r in decision.tables.projection}
     for step in decision.steps:
-        before = by.loc[("baseline", step.tokens)]
-        now = by.loc[(after, step.tokens)] if after and (after, step.tokens) in by.index else before
+        claim = decision.claim(step.claim)
+        applied = step.applied and not missing
         unchanged = "no answer" if missing else "no change"
-        error = f" (±{step.error_pct:.0f} %)" if step.error_pct is not None else ""
         out["rows"].append(
             {
                 "tokens": step.tokens,
                 "before": fmt_ms_value(step.before_ms),
-                "after": fmt_ms_value(step.after_ms) if after else unchanged,
-                "change": (
-                    "—" if not after else fmt_pct(step.gain_pct) + ("" if step.verdict == "beyond error" else error)
-                ),
-                "verdict": step.verdict,
-                "noise": step.verdict != "beyond error",
-                "comm": f"{fmt_ms_value(before['comm_ms'])} → {fmt_ms_value(now['comm_ms'])}"
-                if after
-                else fmt_ms_value(before["comm_ms"]),
-                "tps": _tps_cells(spec, step.tokens, accepts, after, unchanged),
+                "after": fmt_ms_value(step.after_ms) if applied else unchanged,
+                "change": "—" if not applied or claim is None else claim_words(claim),
+                "verdict": claim.verdict if claim is not None else "",
+                "noise": not (applied and claim is not None and claim.beyond),
+                "comm": f"{fmt_ms_value(step.comm_before_ms)} → {fmt_ms_value(step.comm_after_ms)}"
+                if applied
+                else fmt_ms_value(step.comm_before_ms),
+                "tps": _tps_cells(decision, rows, step.tokens, applied, unchanged),
             }
         )
-    out["verdict"], noise = _faster_verdict(run, decision, missing, bool(after))
+    out["verdict"], noise = _faster_verdict(decision, missing)
     out["css"] = "big noise" if noise else "big"
-    out["note"] = _faster_note(run, missing)
-    routed = routed_bands(decision, run.mode)
-    if routed and after:
+    out["note"] = _faster_note(decision, missing)
+    routed = routed_bands(decision)
+    if routed and not missing and any(s.applied for s in decision.steps):
         out["more"] = (
             "Another implementation (b) is faster still: "
-            + ", ".join(
-                f"{r.impl} at T = {tokens_text(r.tokens)} ({fmt_pct(r.margin_pct)} less time per all-reduce)"
-                for r in routed
-            )
+            + ", ".join(f"{r.impl} at T = {tokens_text(r.tokens)} ({_route_claim(decision, r)})" for r in routed)
             + "; it needs the engine to run it (see (b))."
         )
     return out
 
 
-def _tps_cells(
-    spec: pd.DataFrame | None, tokens: int, accepts: list[float], after: str | None, unchanged: str
-) -> list[str]:
+def _route_claim(decision: Decision, route: Route) -> str:
+    return claim_words(decision.claim(route.claim)) + " per all-reduce"
+
+
+def _tps_cells(decision: Decision, rows: dict, tokens: int, applied: bool, unchanged: str) -> list[str]:
     """One verify T's tokens/s cells, one per accept length: baseline -> after, or the baseline's and why it stays."""
+    was_row, now_row = rows.get(("baseline", tokens)), rows.get(("answer", tokens))
     cells = []
-    for accept in accepts:
-        column = tps_column(accept)
-        was = (
-            spec.loc[("baseline", tokens), column] if spec is not None and ("baseline", tokens) in spec.index else None
-        )
-        key = (after or "baseline", tokens)
-        becomes = spec.loc[key, column] if spec is not None and key in spec.index else None
+    for k, accept in enumerate(decision.run.accepts):
+        was = was_row.cells[k].tokens_per_s if was_row is not None else None
+        becomes = now_row.cells[k].tokens_per_s if now_row is not None else None
         if accept > tokens:
             cells.append("n/a (accept > T)")
-        elif not finite(was):
+        elif was is None:
             cells.append("—")
-        elif after and finite(becomes):
+        elif applied and becomes is not None:
             cells.append(f"{fmt_num(was, 0)} → {fmt_num(becomes, 0)}")
         else:
             cells.append(f"{fmt_num(was, 0)} ({unchanged})")
     return cells
 
 
-def _faster_verdict(run: RunAnalysis, decision: Decision, missing: str, applied: bool) -> tuple[str, bool]:
-    """The card's verdict on the verify step (the figure its table shows) and whether it is a "not told apart" one
-    (shown as noise): the T whose gain is beyond its error, else what the gain is inside of, else what else moves."""
+def _faster_verdict(decision: Decision, missing: str) -> tuple[str, bool]:
+    """The card's verdict on the verify step, every word from the steps' claims, and whether nothing is told
+    apart (shown as noise)."""
     if missing:
         return missing, True
-    only = " (communication only)" if not run.options.compute.given else ""
-    beyond = [s for s in decision.steps if s.verdict == "beyond error"]
-    if applied and beyond:
-        return f"{range_pct([s.gain_pct for s in beyond])} faster verify step with (a){only}", False
-    routed = routed_bands(decision, run.mode)
-    if applied:
-        inside = [s for s in decision.steps if s.verdict == "inside error"]
-        errors = [s.error_pct for s in inside if s.error_pct is not None]
-        within = f" (its error: ±{max(errors):.0f} %)" if errors else ""
-        told = (
-            f"No faster verify step told apart: (a) predicts {range_pct([s.gain_pct for s in inside])} less verify "
-            f"latency, inside the figure's error{within}"
-            if inside
-            else "No faster verify step told apart"
+    only = " (communication only)" if not decision.run.compute_given else ""
+    claims = [c for s in decision.steps if s.applied and (c := decision.claim(s.claim)) is not None]
+    beyond = [c for c in claims if c.beyond]
+    if beyond and decision.run.simulated:
+        return (
+            f"Predicted {range_pct([c.gain_pct for c in beyond])} less verify latency with (a){only}, each T's claim "
+            "below: a candidate to measure on the box (confirm.toml), not yet an answer",
+            False,
         )
-        return told + (
-            f". Per all-reduce, not the verify step: {routed_verdict(run, decision, routed)}" if routed else ""
-        ), True
+    if beyond:
+        return f"{range_pct([c.gain_pct for c in beyond])} faster verify step with (a){only}", False
+    routed = routed_bands(decision)
+    per_op = f". Per all-reduce, not the verify step: {routed_verdict(decision, routed)}" if routed else ""
+    if claims:
+        errors = [c.error_pct for c in claims if c.error_pct is not None]
+        within = f" (its error: ±{max(errors):.1f} %)" if errors else ""
+        gains = range_pct([c.gain_pct for c in claims])
+        told = (
+            f"No faster verify step told apart: (a) gives {gains} less verify latency, none of it more than its error"
+        )
+        return told + within + per_op, True
     if routed:
-        return "No change to the verify step from (a). Per all-reduce, not the whole verify step: " + routed_verdict(
-            run, decision, routed
-        ), False
-    alone = only_baseline(run)
-    return (f"No change: {alone}" if alone else f"No change: nothing beat the baseline {run.evidence.beyond}"), True
+        return "No change to the verify step from (a)" + per_op, False
+    return f"No change: {decision.nccl.why}", True
 
 
-def _faster_note(run: RunAnalysis, missing: str) -> str:
+def _faster_note(decision: Decision, missing: str) -> str:
     """How the card's figures are made, and what "after" applies."""
+    run = decision.run
     latency = (
-        f"{compute_text(run)} + {run.mode}-mode communication"
-        if run.options.compute.given
+        f"compute {run.compute} ({run.compute_source}) + {run.mode}-mode communication"
+        if run.compute_given
         else f"{run.mode}-mode communication only (compute not given: --compute-ms)"
     )
     return (
-        f"Verify latency = {latency} ({run.evidence.label}); tokens/s = accept / ({draft_text(run)} + verify "
-        "latency), "
+        f"Verify latency = {latency} ({decision.environment.evidence.label}); tokens/s = accept / "
+        f"({draft_text(decision)} + verify latency), "
         + (
             "with the baseline's settings: there is no answer to apply."
             if missing
-            else "before → after; after: what (a) below applies."
+            else "before → after; after: what the answer runs at each T (below)."
         )
     )
 
 
-def no_answer(run: RunAnalysis, decision: Decision | None) -> str:
+def draft_text(decision: Decision) -> str:
+    ms = decision.run.draft_ms
+    return f"draft time {ms:g} ms" if ms is not None else "draft time not given (taken as 0: an upper bound)"
+
+
+def no_answer(decision: Decision) -> str:
     """Why the run gives no answer to apply, and what would decide one ("" when it gives one): the box contradicts
     the model, or the run is unfinished."""
-    answer = decision.nccl_answer if decision is not None else None
-    if decision is not None and decision.unconfirmed:
+    if decision.unconfirmed:
         return (
             f"{sentence(decision.unconfirmed)}: no answer, so nothing below is applied. What decides it: a "
             "sweep measured on the box (torchrun ... -m commprof.allreduce_sweep), or the checks the observation "
             "card lists, until the model explains the engine's step"
         )
-    if answer is not None and answer.withheld:
-        finish = run.completeness.how_to_finish() if run.completeness is not None else "finish the run"
-        return f"No answer: {answer.withheld}. What decides it: {finish}"
+    if decision.nccl.withheld:
+        return f"No answer: {decision.nccl.withheld}. What decides it: finish the run (--resume), or --allow-partial"
     return ""
 
 
-def routed_verdict(run: RunAnalysis, decision: Decision, routed: list[Route]) -> str:
-    """The headline when NCCL keeps its settings but the decision routes some all-reduce sizes to another
-    implementation beyond the evidence's uncertainty: which T and sizes, to what, how to switch it, NCCL's part."""
-    verb = "is predicted to take" if run.evidence.simulated else "takes"
+def routed_verdict(decision: Decision, routed: list[Route]) -> str:
+    """Where (a) keeps NCCL's settings but the routes give some all-reduce sizes to another implementation: which T
+    and sizes, to what, by how much (its claim), how to switch it, NCCL's part."""
+    verb = "is predicted to take" if decision.run.simulated else "takes"
     bands = "; ".join(
         f"{r.impl} {verb} T = {tokens_text(r.tokens)} ({fmt_bytes(r.min_bytes)} – {fmt_bytes(r.max_bytes)} per "
-        f"all-reduce) {run.evidence.beyond}: {fmt_pct(r.margin_pct)} less time per all-reduce"
+        f"all-reduce): {claim_words(decision.claim(r.claim))} per all-reduce"
         for r in routed
     )
     switches = "; ".join(
         f"{s.engine}: {' '.join(f'{k}={v}' for k, v in s.variables)}"
         + ("" if s.live else " (commented out in the files: measure first)")
-        for s in decision.engine
+        for s in decision.engines.settings
         if s.impl in {r.impl for r in routed} and s.variables
     )
     how = f"switch it in the engine ({switches}; see (b))" if switches else "no engine setting runs it yet (see (b))"
-    nccl = "NCCL keeps (a)'s settings" if decision.nccl_env else "NCCL settings stay at their defaults"
+    nccl = (
+        "NCCL keeps (a)'s settings" if decision.nccl.file == "recommend.env" else "NCCL settings stay at their defaults"
+    )
     return f"{bands}; {how}; {nccl}, and NCCL runs every other size"
 
 
-def routed_bands(decision: Decision | None, mode: str) -> list[Route]:
-    """The decision's all-reduce bands in `mode` that another implementation takes from NCCL, at some T."""
-    if decision is None:
-        return []
+def routed_bands(decision: Decision) -> list[Route]:
+    """The Decision's all-reduce bands in the headline mode that another implementation takes from NCCL."""
+    mode = decision.run.mode
     return [r for r in decision.routes if r.collective == "all_reduce" and r.mode == mode and not r.kept and r.tokens]
 
 
-def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str, Any]:
-    """Break-even accept length and tokens/s per verify T with the settings (a) exports (the baseline's where the
-    run gives no answer); without compute times a communication-only bound, said first and greyed."""
-    bound = not run.options.compute.given
+def spec_answer(decision: Decision) -> dict[str, Any]:
+    """Break-even accept length (the chart's) and tokens/s per verify T with the settings the answer applies (the
+    baseline's where the run gives no answer); without compute times a communication-only bound, said first."""
+    bound = not decision.run.compute_given
     out: dict[str, Any] = {
         "bound": bound,
         "card_css": "card bound" if bound else "card",
@@ -215,40 +202,57 @@ def spec_answer(run: RunAnalysis, decision: Decision | None = None) -> dict[str,
             "file's [report]). These tokens/s leave the model's compute out: upper bounds, not "
             "throughput."
         )
-    if run.projection.empty:
+    if not decision.tables.projection:
         out["note"] = (
             "Not answerable from this run: a T = 1 step (plain decode) and at least one verify T are both needed."
         )
         return out
-    missing = no_answer(run, decision)
-    judged = decision.speculation if decision is not None else None
-    setting = judged.setting if judged is not None else "baseline"
+    judged = decision.speculation
     shown_setting = (
         "with the baseline's settings (the run gives no answer: see above)"
-        if missing
-        else "with (a), the settings to export"
-        if setting == "recommended"
-        else f"with the baseline's settings (kept: nothing beat them {run.evidence.beyond})"
-        if decision is not None and decision.nccl_answer is not None and decision.nccl_answer.keeps_baseline
+        if no_answer(decision)
+        else "with what the answer runs at each T"
+        if judged.setting == "answer"
         else "with the baseline's settings"
     )
-    chosen = run.projection[run.projection["setting"] == setting]
-    withdrawn = "withdrawn" in chosen and bool(chosen["withdrawn"].fillna(False).any())
-    for r in chosen.itertuples():
-        out["rows"].append(
-            {
-                "tokens": int(r.tokens),
-                "break_even": break_even_text(r.break_even_ratio, bool(r.within_uncertainty), int(r.tokens), withdrawn),
-                "cells": tps_cells(run, r, "n/a"),
-            }
-        )
-    plain = chosen["plain_tokens_per_s"]
-    out["lead"] = (
-        f"{sentence(shown_setting)}; plain decode {fmt_num(plain.iloc[0], 0) if not plain.empty else '—'} tok/s"
-        + (" (communication only)" if bound else "")
+    chosen = [r for r in decision.tables.projection if r.setting == judged.setting]
+    for r in chosen:
+        out["rows"].append({"tokens": r.tokens, "break_even": _break_even(r), "cells": tps_cells(decision, r, "n/a")})
+    plain = chosen[0].plain_tokens_per_s if chosen else None
+    out["lead"] = f"{sentence(shown_setting)}; plain decode {fmt_num(plain, 0)} tok/s" + (
+        " (communication only)" if bound else ""
     )
-    if judged is not None and judged.verdict:
+    if judged.verdict:
         out["verdict"] = ("At best: " if bound and not judged.noise else "") + judged.verdict
         out["verdict_css"] = "big" + (" bound" if bound else "") + (" noise" if judged.noise else "")
-    out["note"] = sentence(draft_text(run)) + "." if bound else spec_label(run)
+    out["note"] = sentence(draft_text(decision)) + "." if bound else spec_label(decision)
     return out
+
+
+def _break_even(row: ProjectionRow) -> str:
+    if row.withdrawn:
+        return "withdrawn (the model does not explain the engine's observed step)"
+    return break_even_text(row.break_even, row.tokens)
+
+
+def tps_cells(decision: Decision, row: ProjectionRow, missing: str) -> list[dict[str, Any]]:
+    """One projection row's tokens/s per accept length, each with its claim's verdict against plain decode."""
+    return [
+        {"text": fmt_num(c.tokens_per_s, 0) if c.tokens_per_s is not None else missing, "verdict": c.verdict}
+        for c in row.cells
+    ]
+
+
+def spec_label(decision: Decision) -> str:
+    """How to read the projection: an estimate with compute, communication-only without it."""
+    run = decision.run
+    draft = draft_text(decision)
+    if not run.compute_given:
+        return (
+            "ESTIMATE, communication only: compute time not given (--compute-ms), so tokens/s are upper "
+            f"bounds and break-even lengths count collectives alone; {draft}."
+        )
+    return (
+        f"Estimate: compute {run.compute} ({run.compute_source}) + {run.mode}-mode communication "
+        f"({decision.environment.evidence.label}); {draft}."
+    )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from commprof.evidence import IMPORTED, SIMULATED
 from commprof.records.run_meta import RunMetaView
-from commprof.report.analysis.formatting import env_text
 from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.decision.formatting import env_text
 
 
 def provenance(run: RunAnalysis) -> list[str]:

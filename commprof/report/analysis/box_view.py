@@ -1,5 +1,6 @@
-"""Section 2 of the page, the box a run ran on: GPUs and versions, the topology (the live probe's answer or a
-simulated run's preset), the doctor's verdicts and what NCCL chose."""
+"""Section 2 of the page as the Decision holds it, the box a run ran on: GPUs and versions, the topology (the live
+probe's answer or a simulated run's preset), the doctor's verdicts and what NCCL chose. Pure: a RunAnalysis in,
+plain data out."""
 
 from __future__ import annotations
 
@@ -7,20 +8,17 @@ import json
 from typing import Any
 
 import pandas as pd
-from markupsafe import Markup
 
-from commprof.report.analysis.decision import Decision
-from commprof.report.analysis.formatting import finite, fmt_bytes, fmt_us
+from commprof.report.analysis.provenance import hardware_text
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.exports.provenance import hardware_text
-from commprof.report.views.breakdown import answer_of, setting_label
+from commprof.report.decision.formatting import finite, fmt_bytes, fmt_us
 
 
-def environment(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
+def box_facts(run: RunAnalysis) -> list[tuple[str, str]]:
+    """The box's facts as section 2 lists them: GPUs, host, world size, backend, date, the plan, the calibration."""
     meta = run.meta_view
-    gpus = meta.gpu_list
     groups: dict[tuple, int] = {}
-    for gpu in gpus:
+    for gpu in meta.gpu_list:
         key = (gpu.get("name", "?"), gpu.get("compute_capability", gpu.get("capability", "?")))
         groups[key] = groups.get(key, 0) + 1
     facts = [
@@ -31,7 +29,7 @@ def environment(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
         )
     ]
     facts += [
-        (k, getattr(meta, k)) for k in ("hostname", "world_size", "nnodes", "backend", "created") if k in run.meta
+        (k, str(getattr(meta, k))) for k in ("hostname", "world_size", "nnodes", "backend", "created") if k in run.meta
     ]
     plan = meta.plan or {}
     if plan:
@@ -41,26 +39,16 @@ def environment(run: RunAnalysis, decision: Decision) -> dict[str, Any]:
         facts.append(
             (
                 "model calibration",
-                calibration.get("file", _as_text(calibration)) if isinstance(calibration, dict) else calibration,
+                str(calibration.get("file", _as_text(calibration)) if isinstance(calibration, dict) else calibration),
             )
         )
-    nccl = nccl_choices(run, decision)
-    topology = topology_view(meta.topology)
-    return {
-        "facts": facts,
-        "versions": Markup(" · ").join(
-            Markup("{} <b>{}</b>").format(k, v) for k, v in sorted(meta.named_versions.items())
-        ),
-        "gpus": gpu_table(gpus) if gpus and not (topology and topology.get("gpus")) else None,
-        "env": sorted((meta.env or {}).items()),
-        "topology": topology,
-        "doctor": run.doctor,
-        "nccl": nccl,
-        "nccl_title": Markup("What NCCL would choose (the cost model's replay of NCCL's tuning, not a log)")
-        if run.simulated
-        else "What NCCL chose (its INFO log)",
-        "nccl_note": nccl_note(run) if not nccl and not run.headline.empty else "",
-    }
+    return facts
+
+
+def gpus_shown(run: RunAnalysis, topology: dict[str, Any] | None) -> dict[str, Any] | None:
+    """meta.json's GPU list as a table, where the topology does not list them."""
+    gpus = run.meta_view.gpu_list
+    return gpu_table(gpus) if gpus and not (topology and topology.get("gpus")) else None
 
 
 def gpu_table(gpus: list[dict[str, Any]]) -> dict[str, Any]:
@@ -303,37 +291,36 @@ def _level_cell(cell: Any) -> tuple[str, str, str]:
     return text, css, ""
 
 
-def nccl_choices(run: RunAnalysis, decision: Decision) -> list[dict[str, Any]]:
-    """What NCCL ran (its INFO log) for the baseline and the answer's point at each T, headline mode."""
-    if run.headline.empty:
+def nccl_choices(run: RunAnalysis, shown: list[tuple[int, str, str, str]]) -> list[dict[str, Any]]:
+    """What NCCL ran (its INFO log) for each (T, setting, setting's words, point) shown, headline mode."""
+    if not shown:
         return []
     rows = run.ok_mode_steps.set_index(["point_id", "tokens"])
     out = []
-    for r in run.headline.itertuples():
-        for setting, point_id in (("baseline", run.baseline), ("answer", answer_of(r))):
-            if point_id is None or (point_id, r.tokens) not in rows.index:
-                continue
-            nccl = rows.loc[(point_id, r.tokens)]
-            nccl = nccl.iloc[0] if isinstance(nccl, pd.DataFrame) else nccl
-            info = nccl["nccl"] if isinstance(nccl["nccl"], dict) else {}
-            if not info:
-                continue
-            for choice in info.get("choices") or [{}]:
-                out.append(
-                    {
-                        "tokens": int(r.tokens),
-                        "setting": setting,
-                        "setting_label": setting_label(run, decision, setting, point_id),
-                        "point_id": point_id,
-                        "version": info.get("version") or "—",
-                        "transports": ", ".join(f"{k}: {v}" for k, v in (info.get("transports") or {}).items()) or "—",
-                        "coll": choice.get("coll", "—"),
-                        "bytes": fmt_bytes(choice.get("bytes")),
-                        "algo": choice.get("algo", "—"),
-                        "proto": choice.get("proto", "—"),
-                        "channels": choice.get("channels", info.get("channels", "—")),
-                    }
-                )
+    for tokens, setting, label, point_id in shown:
+        if point_id is None or (point_id, tokens) not in rows.index:
+            continue
+        nccl = rows.loc[(point_id, tokens)]
+        nccl = nccl.iloc[0] if isinstance(nccl, pd.DataFrame) else nccl
+        info = nccl["nccl"] if isinstance(nccl["nccl"], dict) else {}
+        if not info:
+            continue
+        for choice in info.get("choices") or [{}]:
+            out.append(
+                {
+                    "tokens": int(tokens),
+                    "setting": setting,
+                    "setting_label": label,
+                    "point_id": point_id,
+                    "version": info.get("version") or "—",
+                    "transports": ", ".join(f"{k}: {v}" for k, v in (info.get("transports") or {}).items()) or "—",
+                    "coll": choice.get("coll", "—"),
+                    "bytes": fmt_bytes(choice.get("bytes")),
+                    "algo": choice.get("algo", "—"),
+                    "proto": choice.get("proto", "—"),
+                    "channels": choice.get("channels", info.get("channels", "—")),
+                }
+            )
     return out
 
 

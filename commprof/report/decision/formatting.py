@@ -117,6 +117,29 @@ def tps_column(accept: float) -> str:
     return "tps_at_" + f"{accept:g}".replace(".", "_")
 
 
-def verdict_column(accept: float) -> str:
-    """The projection's column of that tokens/s's verdict against plain decode, e.g. "verdict_at_1_3"."""
-    return "verdict_at_" + f"{accept:g}".replace(".", "_")
+def break_even_text(ratio: Any, tokens: int | None = None) -> str:
+    """A break-even accept length as shown (where the tokens/s line crosses plain decode's): below 1 it is below
+    every accept length; above T no accept length reaches it at this T. Whether speculation pays at an accept length
+    is its cell's claim, not this figure's."""
+    if not finite(ratio):
+        return "—"
+    if float(ratio) < 1.0:
+        return f"{float(ratio):.2f} (below every accept length)"
+    if tokens is not None and float(ratio) > tokens:
+        return f"{float(ratio):.2f} (above T = {tokens}: no accept length reaches it)"
+    return f"{float(ratio):.2f}"
+
+
+def error_words(claim: Any) -> str:
+    """A claim's error as every output writes it: "±13.7 %", or "error unknown"."""
+    return f"±{claim.error_pct:.1f} %" if claim.error_pct is not None else "error unknown"
+
+
+def claim_words(claim: Any, nothing: str = "no verdict: nothing compared") -> str:
+    """A claim as every output writes it, figure, error and verdict together: "20.8 % less (±13.7 %): beyond error",
+    "3.0 % more (±5.1 %): inside error"; `nothing` where there is no claim (nothing was compared)."""
+    if claim is None:
+        return nothing
+    way = "less" if claim.gain_pct >= 0 else "more"
+    said = f"{abs(claim.gain_pct):.1f} % {way} ({error_words(claim)}): {claim.verdict}"
+    return said + (f" ({claim.reason})" if claim.reason else "")

@@ -1,0 +1,245 @@
+"""The Decision's per-T answers: what the answer runs at each T (the NCCL environment's point, the tuner's winner
+there, or an implementation a live route takes T to) with its claim against the baseline; table 1's points, (b)'s
+other implementations against (a) and (c)'s fused kinds against their unfused reference, each row with its claim.
+One subject, one claim: table 1's row and the answer at T of the same point share it. Reads (a), the routes and the
+engines. Pure."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from commprof.report.analysis.claims import ClaimBook
+from commprof.report.analysis.decide_nccl import NcclStep
+from commprof.report.analysis.frame import model_errors, ok_rows
+from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.analysis.tuner_rules import TUNER_CONF
+from commprof.report.analysis.words import tuned_name
+from commprof.report.decision.claim import Claim
+from commprof.report.decision.tables import AlternativeRow, ChoiceRow, ImplementationMissing
+from commprof.report.decision.types import AnswerAtT, FusedRow, Route
+
+_COLUMNS = ("median_us", "p90_us", "kernel_model", "nccl", "settings", "label", "impl")
+
+
+@dataclass(frozen=True)
+class StepRows:
+    """The ok step records of the headline mode, by (point, T): what step claims compare."""
+
+    run: RunAnalysis
+    rows: dict[tuple[str, int], dict[str, Any]]
+
+    @classmethod
+    def of(cls, run: RunAnalysis) -> StepRows:
+        ok = ok_rows(run.steps, run.mode).drop_duplicates(["point_id", "tokens"])
+        keep = [c for c in _COLUMNS if c in ok]
+        frame = ok.set_index(["point_id", "tokens"])[keep]
+        return cls(run, {(str(p), int(t)): row for (p, t), row in frame.to_dict("index").items()})
+
+    def claim(self, book: ClaimBook, after: str | None, before: str | None, tokens: int) -> Claim | None:
+        """`after` against `before` at T, the step's communication in the headline mode (None: not both ran)."""
+        if after is None or before is None or after == before:
+            return None
+        a, b = self.rows.get((after, tokens)), self.rows.get((before, tokens))
+        if a is None or b is None:
+            return None
+        errors = model_errors(a, b) if book.evidence.simulated else None
+        return book.compare(
+            f"T = {tokens}: {after} vs {before}",
+            f"{after} ({a.get('settings')}) against {before}, {self.run.mode}-mode step communication at T = {tokens}",
+            ((a["median_us"], a.get("p90_us")), (b["median_us"], b.get("p90_us"))),
+            errors=errors,
+        )
+
+
+def answers_at_t(
+    run: RunAnalysis, nccl: NcclStep, routes: list[Route], rows: StepRows, book: ClaimBook
+) -> list[AnswerAtT]:
+    """Per T of the headline: the point the answer's files run there and its claim against the baseline."""
+    out = []
+    for t in run.tokens:
+        routed = next(
+            (r for r in routes if r.collective == "all_reduce" and r.mode == run.mode and not r.kept and t in r.tokens),
+            None,
+        )
+        nccl_point = _nccl_point(run, nccl, t)
+        point = routed.point_id if routed is not None and routed.live else nccl_point
+        claim = rows.claim(book, point, run.baseline, t)
+        base, mine = rows.rows.get((str(run.baseline), t)), rows.rows.get((str(point), t))
+        out.append(
+            AnswerAtT(
+                tokens=t,
+                baseline_us=_number(base["median_us"]) if base else None,
+                point_id=point,
+                answer_us=_number(mine["median_us"]) if mine else None,
+                route_point_id=routed.point_id if routed is not None else point,
+                claim=claim.id if claim is not None else None,
+                settings=_settings(run, point, mine),
+            )
+        )
+    return out
+
+
+def _nccl_point(run: RunAnalysis, nccl: NcclStep, tokens: int) -> str | None:
+    """The point whose NCCL settings run at T: the tuner's winner there, recommend.env's point, else the baseline."""
+    if nccl.answer.file == TUNER_CONF:
+        return nccl.plan.winners.get(tokens, run.baseline)
+    if nccl.answer.file is not None and nccl.point_id is not None:
+        return nccl.point_id
+    return run.baseline
+
+
+def _settings(run: RunAnalysis, point: str | None, row: dict | None) -> str:
+    if point is None or row is None:
+        return "—"
+    impl, settings = row.get("impl"), row.get("settings")
+    return f"{point}: " + (str(settings) if impl in run.baseline_family else f"{impl} ({settings})")
+
+
+def choice_rows(run: RunAnalysis, choices: pd.DataFrame, nccl: NcclStep, per_t: list[AnswerAtT], rows: StepRows,
+                book: ClaimBook) -> list[ChoiceRow]:  # fmt: skip
+    """Table 1: per T, the baseline, (a), the fastest setting and the fastest point, each once with its roles and
+    its claim against the baseline."""
+    answers = {a.tokens: a.route_point_id for a in per_t}
+    out = []
+    for r in choices.itertuples() if not choices.empty else []:
+        t = int(r.tokens)
+        claim = rows.claim(book, str(r.point_id), run.baseline, t)
+        out.append(
+            ChoiceRow(
+                tokens=t,
+                roles=list(r.roles),
+                role_labels=[role_label(role, run, nccl, r.impl, answers.get(t) == r.point_id) for role in r.roles],
+                point_id=str(r.point_id),
+                label=str(r.label),
+                impl=str(r.impl),
+                settings=str(r.settings),
+                median_us=_number(r.median_us),
+                p90_us=None if run.simulated else _number(r.p90_us),  # a prediction has no spread
+                cv=None if run.simulated else _number(r.cv),
+                baseline_us=_number(r.baseline_us),
+                saved_pct=_number(r.saved_pct),
+                speedup=_number(r.speedup),
+                other_impl=r.impl not in run.baseline_family,
+                claim=claim.id if claim is not None else None,
+            )
+        )
+    return out
+
+
+def role_label(role: str, run: RunAnalysis, nccl: NcclStep, impl: str, answer: bool) -> str:
+    """Table 1's words for a role, naming the answer it backs; another implementation is (b) only where the answer
+    runs it at this T, a setting nccl_tuner.conf's only where that file holds the answer's rules."""
+    name = tuned_name(run)
+    if role == "recommended":
+        return "(a) to export" if nccl.point_id != run.baseline else "(a) kept"
+    if role == "fastest setting":
+        return f"fastest {name} setting at this T" + (
+            " (nccl_tuner.conf's rule)" if name == "NCCL" and nccl.answer.tuner.rules else ""
+        )
+    if role == "fastest" and impl not in run.baseline_family:
+        return f"fastest at this T: (b) {impl}" if answer else f"fastest at this T: {impl}, not the answer here"
+    if role == "fastest":
+        return "fastest at this T"
+    return role
+
+
+def alternative_rows(run: RunAnalysis, alternatives: pd.DataFrame, routes: list[Route], rows: StepRows,
+                     book: ClaimBook) -> list[AlternativeRow]:  # fmt: skip
+    """(b): per T, the fastest other implementation against (a)'s point, and whether the routes give it T's size."""
+    out = []
+    for r in alternatives.itertuples() if not alternatives.empty else []:
+        t, size = int(r.tokens), _number(r.bytes)
+        claim = rows.claim(book, str(r.point_id), str(r.reference), t)
+        route = next(
+            (
+                x
+                for x in routes
+                if (x.collective, x.mode) == ("all_reduce", run.mode)
+                and size is not None
+                and x.min_bytes <= size <= x.max_bytes
+            ),
+            None,
+        )
+        out.append(
+            AlternativeRow(
+                tokens=t,
+                bytes=int(size) if size is not None else None,
+                point_id=str(r.point_id),
+                label=str(r.label),
+                impl=str(r.impl),
+                median_us=_number(r.median_us),
+                reference=str(r.reference),
+                reference_us=_number(r.reference_us),
+                saved_pct=_number(r.saved_pct),
+                routed=route is not None and not route.kept and route.impl == r.impl,
+                claim=claim.id if claim is not None else None,
+            )
+        )
+    return out
+
+
+def fused_rows(run: RunAnalysis, missing: str, book: ClaimBook) -> list[FusedRow]:
+    """(c): per T, the fastest fused kind against its unfused reference, each with its claim; where the reference
+    never ran under (a)'s environment (`missing`: why), not compared."""
+    fusion = run.fusion
+    if fusion.empty:
+        return []
+    refs = ok_rows(run.steps, run.mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
+    out = []
+    for r in fusion.itertuples():
+        t = int(r.tokens)
+        claim = None
+        if not missing and isinstance(r.reference, str) and (r.reference, t) in refs.index:
+            mine = ok_rows(run.steps, run.mode)
+            mine = mine[(mine["point_id"] == r.point_id) & (mine["tokens"] == t)].iloc[0].to_dict()
+            ref = refs.loc[(r.reference, t)].to_dict()
+            errors = model_errors(mine, ref) if book.evidence.simulated else None
+            claim = book.compare(
+                f"T = {t}: {r.point_id} vs {r.reference}",
+                f"{r.point_id} ({r.impl}) against its unfused reference {r.reference}, {run.mode}-mode step at T = {t}",
+                ((r.median_us, r.p90_us), (r.reference_us, ref.get("p90_us"))),
+                errors=errors,
+            )
+        reason = missing or ("" if claim is not None else f"no {r.reference or 'unfused reference'} at T = {t}")
+        out.append(
+            FusedRow(
+                tokens=t,
+                point_id=str(r.point_id),
+                label=str(r.label),
+                impl=str(r.impl),
+                settings=str(r.settings),
+                median_us=_number(r.median_us),
+                reference=str(r.reference) if isinstance(r.reference, str) else None,
+                reference_us=_number(r.reference_us),
+                saved_pct=_number(r.saved_pct),
+                speedup=_number(r.speedup),
+                claim=claim.id if claim is not None else None,
+                reason=reason,
+            )
+        )
+    return out
+
+
+def missing_rows(run: RunAnalysis) -> list[ImplementationMissing]:
+    frame = run.without_result
+    return [
+        ImplementationMissing(
+            impl=str(r.impl),
+            fused=bool(r.fused_rmsnorm),
+            status=str(r.status),
+            message=str(r.message) if isinstance(r.message, str) else None,
+        )
+        for r in (frame.itertuples() if not frame.empty else [])
+    ]
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None

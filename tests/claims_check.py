@@ -1,0 +1,402 @@
+"""The claim check: every output of a report read as a user reads it (all text of the page, every table included,
+the terminal, summary.json, every exported file), each verdict extracted with its figure and its error, and set
+against the Decision in summary.json. `problems(report, terminal)` lists what breaks one answer:
+
+- a verdict that is not the one rule's on the figure and error shown beside it;
+- a verdict statement that no claim of summary.json makes (a figure, error or verdict of its own: a number shown
+  that is not summary.json's, or a subject given two verdicts);
+- a verdict word said outside a claim (a view or file judging on its own);
+- a line that names a subject (a verify T, a band, a run's T in the comparison) with another claim than the
+  Decision's for it;
+- a break-even that is not the statistic the chart draws; a headline over 25 words; a simulation that exports a
+  live line or says "faster" in its headline; a calibration applied to some points only, or not applied without the
+  first screen saying so; a withdrawn run with a claim still beyond error; a derived figure whose verdict is not its
+  source's;
+- a measured run with an interleaved confirmation that exports a point it did not confirm, a measured claim not
+  held to its noise floor, or a floor or confirmation sentence the page and recommend.env do not show;
+- an observation's explanations shown with other words than summary.json's, or a verdict in words that is not the
+  one its `explains` says;
+- a calibrated simulation whose ops outside the calibrated sizes its expected error does not cover or name.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from pathlib import Path
+
+from commprof.evidence import rule
+from commprof.records.files import RESULTS_FILE
+from commprof.report.decision.observation import EXPLANATIONS_SHOWN
+
+# A claim as every output writes it (decision/formatting.claim_words).
+STATEMENT = re.compile(
+    r"(\d+(?:\.\d+)?) % (less|more) \((?:±(\d+(?:\.\d+)?) %|(error unknown))\): (beyond error|inside error|not judged)"
+)
+# Verdict words no output may say except as a claim's (rule texts aside, which say what the words mean).
+FREE_VERDICTS = re.compile(
+    r"beyond error|inside error|beyond model error|within model error|beyond noise|within noise|"
+    r"beyond the evidence|not told apart from|\bno: within\b",
+    re.I,
+)
+FILES = ("recommend.env", "nccl_tuner.conf", "engine_flags.txt", "routing.txt", "confirm.toml")
+MAX_HEADLINE_WORDS = 25
+
+
+def page_text(page: str) -> str:
+    """The page's visible text, tables included, one space between cells."""
+    page = re.sub(r"(?s)<(svg|style|script)\b.*?</\1>", " ", page)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def outputs(report: Path, terminal: str, summary: dict) -> dict[str, str]:
+    """Every output of a report as text, by name."""
+    texts = {"index.html": page_text((report / "index.html").read_text()), "terminal": terminal}
+    for run in summary["runs"]:
+        folder = report if run["folder"] == "." else report / run["folder"]
+        for name in FILES:
+            if (folder / name).is_file():
+                texts[f"{run['folder']}/{name}"] = (folder / name).read_text()
+    return texts
+
+
+def problems(report: Path, terminal: str = "") -> list[str]:
+    """Everything in the report's outputs that breaks one answer (empty: none)."""
+    summary = json.loads((report / "summary.json").read_text())
+    found = []
+    claims = [c for run in summary["runs"] for c in run["claims"]]
+    found += _claims_follow_the_rule(summary)
+    texts = outputs(report, terminal, summary)
+    allowed = _rule_texts(summary)
+    for name, text in texts.items():
+        found += _statements(name, text, claims)
+        found += _free_verdicts(name, text, allowed)
+    for run in summary["runs"]:
+        found += _subjects(run, texts)
+        found += _run_facts(report, run, texts)
+        found += _confirmation(run, texts)
+        found += _explanations(run, texts)
+        found += _calibrated_range(report, run)
+    found += _numbers_shown(summary, texts)
+    found += _comparison(summary, (report / "index.html").read_text())
+    return found
+
+
+def _claims_follow_the_rule(summary: dict) -> list[str]:
+    """Each claim's verdict is the rule's on its own figure and error; a derived one carries its source's."""
+    out = []
+    for run in summary["runs"]:
+        by_id = {c["id"]: c for c in run["claims"]}
+        for c in run["claims"]:
+            if rule(c["gain_pct"], c["error_pct"]) != c["verdict"]:
+                out.append(
+                    f"summary.json: claim {c['id']!r}: {c['verdict']} is not the rule's on {c['gain_pct']} ± {c['error_pct']}"
+                )
+            source = by_id.get(c["derived_from"]) if c["derived_from"] else None
+            if c["derived_from"] and (source is None or source["verdict"] != c["verdict"]):
+                out.append(
+                    f"summary.json: claim {c['id']!r} derives from {c['derived_from']!r} but says {c['verdict']}"
+                )
+            if run["unconfirmed"] and run["run"]["simulated"] and c["verdict"] == "beyond error":
+                out.append(f"summary.json: claim {c['id']!r} stays beyond error though the observation withdrew it")
+    return out
+
+
+def _statements(name: str, text: str, claims: list[dict]) -> list[str]:
+    """Every claim statement shown: the rule's verdict on its own figure, and a claim of summary.json."""
+    out = []
+    for gain, way, error, unknown, verdict in STATEMENT.findall(text):
+        figure = float(gain) * (1 if way == "less" else -1)
+        err = None if unknown else float(error)
+        close = err is not None and abs(abs(figure) - err) < 0.11  # rounded on both sides: either verdict
+        if not close and rule(figure, err) != verdict:
+            out.append(f"{name}: {gain} % {way} ({error or unknown}): {verdict} is not the rule's verdict")
+        if not any(_says(c, figure, err, verdict) for c in claims):
+            out.append(f"{name}: {gain} % {way} ({error or unknown}): {verdict}: no claim of summary.json says it")
+    return out
+
+
+def _says(claim: dict, figure: float, error: float | None, verdict: str) -> bool:
+    if claim["verdict"] != verdict or abs(round(claim["gain_pct"], 1) - figure) > 0.051:
+        return False
+    if error is None:
+        return claim["error_pct"] is None
+    return claim["error_pct"] is not None and abs(round(claim["error_pct"], 1) - error) <= 0.051
+
+
+def _leaves(value) -> list[float]:
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _leaves(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
+    return [float(value)] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
+
+
+def _numbers_shown(summary: dict, texts: dict[str, str]) -> list[str]:
+    """Every time the terminal and the page's first screen show (ms), and every percent of a headline, is one of
+    summary.json's numbers as shown (µs or ms, to the digits shown)."""
+    numbers = _leaves(summary)
+    shown_ms = {f"{v * scale:.{d}f}" for v in numbers for scale in (1.0, 1e-3) for d in (1, 2, 3)}
+    pct = {f"{abs(v):.{d}f}" for v in numbers for d in (0, 1)}
+    first = texts["index.html"].split("What do I set?", 1)[0]
+    out = []
+    for name, text in (("terminal", texts["terminal"]), ("index.html", first)):
+        for figure in re.findall(r"(\d+\.\d+) ms\b", text):
+            if figure not in shown_ms:
+                out.append(f"{name}: {figure} ms is no number of summary.json")
+    for run in summary["runs"]:
+        for figure in re.findall(
+            r"(\d+(?:\.\d+)?)(?=(?:–\d+(?:\.\d+)?)? %)|–(\d+(?:\.\d+)?) %", run["headline"]["text"]
+        ):
+            for each in figure:
+                if each and each not in pct:
+                    out.append(f"headline: {each} % is no number of summary.json: {run['headline']['text']}")
+    return out
+
+
+def _rule_texts(summary: dict) -> list[str]:
+    """The texts a report quotes as they are: the rule that says what the verdict words mean, and what each
+    crossover search found (the search's own finding, from its records)."""
+    texts = []
+    for run in summary["runs"]:
+        evidence = run["environment"]["evidence"]
+        texts += [evidence["rule"], f"Rule: {evidence['rule']}"]
+        texts += [n for n in run["nccl"]["notes"] if n.startswith("Evidence:")]
+        texts += [found["verdict"] for found in (run["routing"] or {}).get("crossovers", [])]
+    return sorted(set(texts), key=len, reverse=True)
+
+
+def _free_verdicts(name: str, text: str, allowed: list[str]) -> list[str]:
+    for said in allowed:
+        text = text.replace(said, " ")
+    text = STATEMENT.sub(" ", text)
+    return [f"{name}: says {m.group(0)!r} outside a claim: ...{text[max(0, m.start() - 80) : m.end() + 40]}..."
+            for m in FREE_VERDICTS.finditer(text)]  # fmt: skip
+
+
+def _words(claim: dict | None, nothing: str) -> str:
+    """decision/formatting.claim_words, for the test's own reading."""
+    if claim is None:
+        return nothing
+    way = "less" if claim["gain_pct"] >= 0 else "more"
+    error = f"±{claim['error_pct']:.1f} %" if claim["error_pct"] is not None else "error unknown"
+    return f"{abs(claim['gain_pct']):.1f} % {way} ({error}): {claim['verdict']}"
+
+
+def _subjects(run: dict, texts: dict[str, str]) -> list[str]:
+    """Each line that names a subject says that subject's claim: the terminal's verify steps and bands, routing.txt's
+    bands."""
+    out = []
+    by_id = {c["id"]: c for c in run["claims"]}
+    terminal = _terminal_of(run, texts["terminal"])
+    for step in run["steps"]:
+        line = re.search(rf"verify step T = {step['tokens']}: [\d.]+ -> [\d.]+ ms: ([^\n]*)", terminal)
+        claim = by_id.get(step["claim"])
+        if line and claim is not None and not line.group(1).startswith(_words(claim, "")):
+            out.append(
+                f"terminal: verify step T = {step['tokens']} says {line.group(1)!r}, its claim {_words(claim, '')!r}"
+            )
+        if line and claim is None and STATEMENT.search(line.group(1)):
+            out.append(f"terminal: verify step T = {step['tokens']} has a verdict but nothing was compared")
+    routing = texts.get(f"{run['folder']}/routing.txt", "")
+    for route in run["routes"]:
+        band = f"  {route['collective']} {route['mode']} {route['min_bytes']}-{route['max_bytes']} B"
+        line = next((x for x in routing.splitlines() if x.startswith("#" + band)), None)
+        said = _words(by_id.get(route["claim"]), "no verdict")
+        if line is not None and said not in line:
+            out.append(f"routing.txt: {band.strip()} does not say its claim {said!r}: {line}")
+    return out
+
+
+def _terminal_of(run: dict, terminal: str) -> str:
+    """The run's own lines of the terminal: after its name where several runs were reported, up to the next."""
+    lines = terminal.splitlines()
+    name = run["run"]["name"]
+    if name not in lines:
+        return terminal
+    start = lines.index(name) + 1
+    end = next(
+        (k for k in range(start, len(lines)) if not lines[k].startswith(" ") and lines[k] != lines[start]), len(lines)
+    )
+    return "\n".join(lines[start - 1 : end])
+
+
+def _run_facts(report: Path, run: dict, texts: dict[str, str]) -> list[str]:
+    out = []
+    facts, folder = run["run"], run["folder"]
+    headline = run["headline"]["text"]
+    if len(headline.split()) > MAX_HEADLINE_WORDS:
+        out.append(f"headline over {MAX_HEADLINE_WORDS} words: {headline}")
+    if headline not in texts["index.html"]:
+        out.append(f"index.html does not lead with the headline: {headline}")
+    if facts["simulated"]:
+        if re.search(r"\d+(?:–\d+)? % faster", headline):
+            out.append(f"a simulation's headline says faster: {headline}")
+        for name in ("recommend.env", "routing.txt", "engine_flags.txt", "nccl_tuner.conf"):
+            live = [x for x in texts.get(f"{folder}/{name}", "").splitlines() if x.startswith(("export ", "source "))]
+            if live:
+                out.append(f"{name}: a simulation exports a live line: {live[0]}")
+    out += _calibration(report, run, texts["index.html"])
+    by_id = {c["id"]: c for c in run["claims"]}
+    for row in run["tables"]["projection"]:
+        chart = (row["draft_ms"] + row["verify_ms"]) / row["decode_ms"]
+        if row["break_even"] is not None and not math.isclose(row["break_even"], chart, rel_tol=1e-9):
+            out.append(f"break-even {row['break_even']} at T = {row['tokens']} is not the chart's {chart}")
+        for cell in row["cells"]:
+            claim = by_id.get(cell["claim"])
+            pays = claim is not None and claim["verdict"] == "beyond error" and claim["gain_pct"] > 0
+            if cell["tokens_per_s"] is not None and (cell["verdict"] == "pays") != pays:
+                out.append(
+                    f"tokens/s cell T = {row['tokens']} accept {cell['accept']}: {cell['verdict']} not its claim's"
+                )
+    return out
+
+
+def _calibration(report: Path, run: dict, page: str) -> list[str]:
+    """A calibration is applied to every point or to none, and where to none the first screen says so."""
+    use = run["environment"]["calibration"]
+    if use is None:
+        return []
+    records = _records(report, run)
+    used = {r.get("point_id") for r in records if r.get("kind") == "step" and str(r.get("calibration")) == use["file"]}
+    steps = {r.get("point_id") for r in records if r.get("kind") == "step"}
+    out = []
+    if used and used != steps:
+        out.append(f"calibration {use['file']} prices {len(used)} of {len(steps)} points: applied in part")
+    if (bool(used) != use["applied"]) and steps:
+        out.append(f"calibration {use['file']}: summary.json says applied={use['applied']}, the records say otherwise")
+    first = page.split(run["run"]["name"] + " " + run["environment"]["evidence"]["label"], 1)[0]
+    if not use["applied"] and "NOT APPLIED" not in first:
+        out.append(f"calibration {use['file']} is applied to no point, and the first screen does not say so")
+    return out
+
+
+RUN_DIRS: dict[str, Path] = {}  # run id -> its folder, where the caller knows it (the records a report came from)
+
+
+def _records(report: Path, run: dict) -> list[dict]:
+    folder = RUN_DIRS.get(run["run"]["run_id"])
+    if folder is None or not (folder / RESULTS_FILE).is_file():
+        return []
+    return [json.loads(line) for line in (folder / RESULTS_FILE).read_text().splitlines() if line]
+
+
+COMPARE_ROW = re.compile(
+    r'<tr><td>([^<]*)</td><td class="num">(\d+)</td>(?:<td class="num">[^<]*</td>){2}<td>([^<]*)</td><td><code>([^<]*)</code></td>'
+)
+
+
+def _comparison(summary: dict, page: str) -> list[str]:
+    """Runs side by side: each row is its run's answer at that T (the Decision's point and its claim)."""
+    if '<section id="compare">' not in page:
+        return []
+    section = page.split('<section id="compare">', 1)[1].split("</section>", 1)[0]
+    out = []
+    rows = COMPARE_ROW.findall(section)
+    expected = [(run, at) for run in summary["runs"] for at in run["nccl"]["per_t"]]
+    if len(rows) != len(expected):
+        out.append(f"the comparison has {len(rows)} rows for {len(expected)} answers per T")
+    for (name, tokens, verdict, settings), (run, at) in zip(rows, expected):
+        by_id = {c["id"]: c for c in run["claims"]}
+        said = _words(by_id.get(at["claim"]), "keeps the baseline: nothing compared")
+        if int(tokens) != at["tokens"] or html.unescape(verdict) != said or html.unescape(settings) != at["settings"]:
+            out.append(f"comparison: {html.unescape(name)} T = {tokens}: {html.unescape(verdict)!r} / {settings!r}, "
+                       f"its Decision: {said!r} / {at['settings']!r}")  # fmt: skip
+    return out
+
+
+MARGIN_TERMS = ("drift", "noise floor")
+
+
+def _confirmation(run: dict, texts: dict[str, str]) -> list[str]:
+    """A measured run that confirmed beside the baseline (interleaved.jsonl): a live line only for a point confirmed
+    there, its claim on the confirmation's figures; every measured claim held to the noise floor (one of its error
+    terms); the floor in the rule the page and recommend.env quote; the confirmation's sentence on both."""
+    found = run["environment"]["interleaved"]
+    if found is None:
+        return []
+    out = []
+    nccl, floor = run["nccl"], run["environment"]["evidence"]["noise_floor_pct"]
+    said = nccl["confirmation"] or ""
+    env = texts.get(f"{run['folder']}/recommend.env", "")
+    confirmed = {c["point_id"]: c for c in found["confirmations"] if c["baseline_us"] is not None}
+    live = [x for x in env.splitlines() if x.startswith("export ")]
+    if live and not said.startswith("confirmed"):
+        out.append(f"recommend.env: {live[0]!r} is live, but the confirmation says {said!r}")
+    claim = next((c for c in run["claims"] if c["id"] == nccl["claim"]), None)
+    if said.startswith("confirmed") and (nccl["point"] is None or nccl["point"]["point_id"] not in confirmed):
+        out.append(f"the answer {nccl['point']} is not a point the confirmation measured beside the baseline")
+    if (
+        said.startswith("confirmed")
+        and claim
+        and not any(math.isclose(claim["before"], c["baseline_us"]) for c in confirmed.values())
+    ):
+        out.append(f"claim {claim['id']!r} is not made on the confirmation's figures (before {claim['before']})")
+    if said.startswith("not confirmed") and claim and claim["verdict"] == "beyond error" and claim["gain_pct"] > 0:
+        out.append(f"claim {claim['id']!r} is faster beyond error, but the confirmation did not confirm it")
+    if floor is not None:
+        for c in run["claims"]:
+            margin = [t["pct"] for t in c["error"] or () if t["name"] in MARGIN_TERMS]
+            scale = 1.0 if c["gain_pct"] >= 0 else c["after"] / c["before"]
+            if c["derived_from"] is None and c["error"] and (not margin or max(margin) < floor * scale - 1e-6):
+                out.append(f"claim {c['id']!r} is not held to the noise floor (±{floor} %): {c['error']}")
+        rule_text = run["environment"]["evidence"]["rule"]
+        if f"noise floor of the baseline measured again beside the answer (±{floor:.1f} %" not in rule_text:
+            out.append(f"the rule does not state the noise floor ±{floor:.1f} %: {rule_text}")
+        for name, text in (("index.html", texts["index.html"]), ("recommend.env", env)):
+            if f"Rule: {rule_text}" not in text:
+                out.append(f"{name}: the rule with the noise floor is not shown beside the verdicts")
+    if said:
+        shown = said[:1].upper() + said[1:]
+        for name, text in (("index.html", texts["index.html"]), ("recommend.env", env)):
+            if shown not in text:
+                out.append(f"{name}: the confirmation's sentence is not shown: {shown[:80]}...")
+    return out
+
+
+def _explanations(run: dict, texts: dict[str, str]) -> list[str]:
+    """The ranked explanations of an observation the model does not explain: the page and the terminal list the
+    first ones in summary.json's words, each verdict in words the one its `explains` says."""
+    observed = run["environment"]["observed"]
+    found = observed["explanations"] if observed else None
+    if found is None:
+        return []
+    out = []
+    terminal = _terminal_of(run, texts["terminal"])
+    for name, text in (("index.html", texts["index.html"]), ("terminal", terminal)):
+        if found["verdict"] not in text:
+            out.append(f"{name}: the explanations' verdict is not summary.json's: {found['verdict'][:80]}")
+        for e in found["explanations"][:EXPLANATIONS_SHOWN]:
+            if f"{e['condition']}" not in text or e["state"] not in text:
+                out.append(f"{name}: explanation {e['condition']} is not shown as summary.json says: {e['state']}")
+    for e in found["explanations"]:
+        expected = {True: "explains:", False: "does not explain it"}.get(e["explains"], "not judged")
+        if expected not in e["state"]:
+            out.append(f"explanation {e['condition']}: {e['state']!r} is not what explains={e['explains']} says")
+    return out
+
+
+def _calibrated_range(report: Path, run: dict) -> list[str]:
+    """A calibrated simulation with ops outside the sizes its calibration was judged on: the run's expected error
+    (every claim's model term) covers its steps' and says so."""
+    steps = [
+        r["nccl"]
+        for r in _records(report, run)
+        if r.get("kind") == "step" and isinstance((r.get("nccl") or {}).get("outside_calibration"), dict)
+    ]
+    if not steps:
+        return []
+    evidence, out = run["environment"]["evidence"], []
+    if "outside the calibrated sizes" not in (evidence["expected_error_basis"] or ""):
+        out.append(f"the run's expected error does not name its ops outside the calibrated sizes: {evidence}")
+    worst = max((n["expected_error_pct"] for n in steps if n.get("expected_error_pct") is not None), default=None)
+    pct = evidence["expected_error_pct"]
+    if pct is not None and worst is not None and pct < worst - 1e-9:
+        out.append(f"the run's expected error ±{pct} % is below a step's with ops outside the calibration (±{worst} %)")
+    for c in run["claims"]:
+        terms = [t for t in c["error"] or () if t["name"] == "model"]
+        if pct is not None and c["gain_pct"] >= 0 and terms and not math.isclose(terms[0]["pct"], pct):
+            out.append(f"claim {c['id']!r}: its model error ±{terms[0]['pct']} % is not the run's ±{pct} %")
+    return out
