@@ -71,8 +71,8 @@ def test_each_export_sourced_in_a_clean_shell_sets_the_values_as_written(exporte
 def test_a_variable_that_listens_or_dials_out_is_never_exported_live(tmp_path, shell):
     """The export functions themselves, handed NCCL_COMM_ID, NCCL_RAS_ADDR, NCCL_SOCKET_IFNAME and NCCL_DEBUG:
     each line is a comment, so a shell sourcing them sets none."""
-    from commprof.report.views.answers import export_line as page_line
     from commprof.report.exports.export_text import export_line
+    from commprof.report.views.answers import export_line as page_line
 
     refused = {
         "NCCL_COMM_ID": "203.0.113.5:4444",
