@@ -8,15 +8,23 @@ against the Decision in summary.json. `problems(report, terminal)` lists what br
 - a verdict word said outside a claim (a view or file judging on its own);
 - a line that names a subject (a verify T, a band, a run's T in the comparison) with another claim than the
   Decision's for it;
-- a break-even that is not the statistic the chart draws; a headline over 25 words; a simulation that exports a
-  live line or says "faster" in its headline; a calibration applied to some points only, or not applied without the
-  first screen saying so; a withdrawn run with a claim still beyond error; a derived figure whose verdict is not its
-  source's;
+- a break-even that is not the statistic the chart draws; a headline over 25 words, or one that keeps the baseline
+  where the verify steps run something faster beyond error; a simulation that exports a live line or says "faster"
+  in its headline; a calibration applied to some points only, or not applied without the first screen saying so; a
+  withdrawn run with a claim still beyond error; a derived figure whose verdict is not its source's;
 - a measured run with an interleaved confirmation that exports a point it did not confirm, a measured claim not
   held to its noise floor, or a floor or confirmation sentence the page and recommend.env do not show;
 - an observation's explanations shown with other words than summary.json's, or a verdict in words that is not the
   one its `explains` says;
-- a calibrated simulation whose ops outside the calibrated sizes its expected error does not cover or name.
+- a calibrated simulation whose ops outside the calibrated sizes its expected error does not cover or name;
+- a plain all-reduce band routed to (or compared with) a point that is not a plain all-reduce implementation (a fused
+  kind's own all-reduce), an engine setting for an implementation no band is routed to, or a view that says what ran
+  or what is routed otherwise than the routes and tables: the verify card's "faster still", (b)'s "no other
+  implementation ran", routing.txt's and the terminal's band lines, engine_flags.txt's sections;
+- a heading (h1-h4, a big line) over 25 words; a "not comparable" banner that does not name the field that differs
+  with two different values;
+- a comparison row that is not its run's own answer: a measured run's answer at each T, a simulated run's
+  measurement plan candidate by candidate, labelled a proposal, never an answer applied.
 """
 
 from __future__ import annotations
@@ -73,14 +81,19 @@ def problems(report: Path, terminal: str = "") -> list[str]:
     for name, text in texts.items():
         found += _statements(name, text, claims)
         found += _free_verdicts(name, text, allowed)
+    page = (report / "index.html").read_text()
+    pages = _run_pages(summary, texts["index.html"])
     for run in summary["runs"]:
+        found += _routes_ran(run, texts, pages.get(run["run"]["run_id"], ""))
         found += _subjects(run, texts)
         found += _run_facts(report, run, texts)
         found += _confirmation(run, texts)
         found += _explanations(run, texts)
         found += _calibrated_range(report, run)
     found += _numbers_shown(summary, texts)
-    found += _comparison(summary, (report / "index.html").read_text())
+    found += _comparison(summary, page)
+    found += _headings(page)
+    found += _incomparable(summary, texts["index.html"])
     return found
 
 
@@ -240,6 +253,11 @@ def _run_facts(report: Path, run: dict, texts: dict[str, str]) -> list[str]:
                 out.append(f"{name}: a simulation exports a live line: {live[0]}")
     out += _calibration(report, run, texts["index.html"])
     by_id = {c["id"]: c for c in run["claims"]}
+    faster = [s["point_id"] for s in run["steps"] if s["applied"] and (by_id.get(s["claim"]) or {}).get("gain_pct", 0) > 0
+              and by_id[s["claim"]]["verdict"] == "beyond error"]  # fmt: skip
+    if faster and headline.startswith(("Keep ", "Nothing ")):
+        out.append(f"the headline keeps the baseline, but the verify steps run {sorted(set(faster))} faster beyond "
+                   f"error: {headline}")  # fmt: skip
     for row in run["tables"]["projection"]:
         chart = (row["draft_ms"] + row["verify_ms"]) / row["decode_ms"]
         if row["break_even"] is not None and not math.isclose(row["break_even"], chart, rel_tol=1e-9):
@@ -284,26 +302,168 @@ def _records(report: Path, run: dict) -> list[dict]:
 
 
 COMPARE_ROW = re.compile(
-    r'<tr><td>([^<]*)</td><td class="num">(\d+)</td>(?:<td class="num">[^<]*</td>){2}<td>([^<]*)</td><td><code>([^<]*)</code></td>'
+    r'<tr><td>([^<]*)</td><td class="num">([^<]*)</td><td class="num">[^<]*</td><td class="num">([^<]*)</td>'
+    r"<td>([^<]*)</td><td><code>([^<]*)</code></td>"
 )
+PROPOSED = "proposed, not measured: predicted"  # how a simulated run's row labels its plan's candidate
 
 
 def _comparison(summary: dict, page: str) -> list[str]:
-    """Runs side by side: each row is its run's answer at that T (the Decision's point and its claim)."""
+    """Runs side by side: each row is its run's own answer: a measured run's at each T (the Decision's point and
+    its claim), a simulated run's measurement plan, candidate by candidate, a proposal to measure (no time applied)."""
     if '<section id="compare">' not in page:
         return []
     section = page.split('<section id="compare">', 1)[1].split("</section>", 1)[0]
     out = []
-    rows = COMPARE_ROW.findall(section)
-    expected = [(run, at) for run in summary["runs"] for at in run["nccl"]["per_t"]]
+    rows = [[html.unescape(cell) for cell in row] for row in COMPARE_ROW.findall(section)]
+    expected = [(run, row) for run in summary["runs"] if run["nccl"]["per_t"] for row in _compared_rows(run)]
     if len(rows) != len(expected):
-        out.append(f"the comparison has {len(rows)} rows for {len(expected)} answers per T")
-    for (name, tokens, verdict, settings), (run, at) in zip(rows, expected):
-        by_id = {c["id"]: c for c in run["claims"]}
-        said = _words(by_id.get(at["claim"]), "keeps the baseline: nothing compared")
-        if int(tokens) != at["tokens"] or html.unescape(verdict) != said or html.unescape(settings) != at["settings"]:
-            out.append(f"comparison: {html.unescape(name)} T = {tokens}: {html.unescape(verdict)!r} / {settings!r}, "
-                       f"its Decision: {said!r} / {at['settings']!r}")  # fmt: skip
+        out.append(f"the comparison has {len(rows)} rows for the runs' {len(expected)} answers (per T, or candidates)")
+    for (name, tokens, answer, verdict, settings), (run, (t, said, point)) in zip(rows, expected):
+        if not name.startswith(run["run"]["name"] + " (") or tokens != t or verdict != said:
+            out.append(
+                f"comparison: {name} T = {tokens}: {verdict!r}, its Decision: {run['run']['name']} T = {t}: {said!r}"
+            )
+        if not settings.startswith(point):
+            out.append(f"comparison: {name} T = {tokens}: settings {settings!r}, its Decision's {point!r}")
+        if run["plan"] is not None and (re.search(r"\d ms$", answer) or "measure" not in settings):
+            out.append(f"comparison: {name} T = {tokens}: a simulated run's row shows {answer!r} / {settings!r} as an "
+                       "answer applied, not its plan's proposal to measure")  # fmt: skip
+    return out
+
+
+def _compared_rows(run: dict) -> list[tuple[str, str, str]]:
+    """(T, claim words, settings' start) of each row a run has side by side: its Decision's answer."""
+    by_id = {c["id"]: c for c in run["claims"]}
+    plan = run["plan"]
+    if plan is None:
+        return [
+            (str(at["tokens"]), _words(by_id.get(at["claim"]), "keeps the baseline: nothing compared"), at["settings"])
+            for at in run["nccl"]["per_t"]
+        ]
+    if not plan["candidates"]:
+        return [("", "no setting is predicted faster than the baseline", "")]
+    return [
+        (str(c["tokens"]), f"{PROPOSED} {_words(by_id.get(c['claim']), '')}", f"{c['point_id']}: ")
+        for c in plan["candidates"]
+    ]
+
+
+def _run_pages(summary: dict, page: str) -> dict[str, str]:
+    """Each run's own part of the page's text (from its heading to the next run's), by run id."""
+    marks = []
+    for run in summary["runs"]:
+        mark = f"{run['run']['name']} {run['environment']['evidence']['label']} 1 Headline"
+        marks.append((page.find(mark), run["run"]["run_id"]))
+    marks.sort()
+    return {
+        run_id: page[start : marks[k + 1][0] if k + 1 < len(marks) else len(page)]
+        for k, (start, run_id) in enumerate(marks)
+        if start >= 0
+    }
+
+
+NOTHING_RAN = "No other all-reduce implementation ran in this sweep"
+FASTER_STILL = re.compile(r"Another implementation \(b\) is faster still: (.*?); it needs the engine")
+ROUTED_BAND = re.compile(r"(\S+) (?:beats|is predicted to beat) .*? at T = ([\d, ]+) \(")
+ENGINE_SECTION = re.compile(r"^# (SGLang|vLLM): (\S+) -- written", re.M)
+
+
+def _routes_ran(run: dict, texts: dict[str, str], page: str) -> list[str]:
+    """What ran and what is routed, as every output states it, is the Decision's: a plain all-reduce band goes to
+    (or is compared with) a plain all-reduce implementation that ran, never a fused kind's own all-reduce; an engine
+    setting is for a routed implementation; the verify card, (b), routing.txt, the terminal and engine_flags.txt
+    name the routed implementations and no other, and (b) says nothing else ran only where nothing did."""
+    out = []
+    points = run["tables"]["points"] or {"point_id": [], "impl": [], "fused": []}
+    fused_points = {p for p, f in zip(points["point_id"], points["fused"]) if f}
+    plain = {_impl(i) for i, f in zip(points["impl"], points["fused"]) if not f}
+    fused_only = {_impl(i) for i, f in zip(points["impl"], points["fused"]) if f} - plain
+    mode = run["run"]["mode"]
+    routed = [r for r in run["routes"] if r["collective"] == "all_reduce" and not r["kept"]]
+    for r in [r for r in run["routes"] if r["collective"] == "all_reduce"]:
+        band = f"all_reduce {r['mode']} {r['min_bytes']}-{r['max_bytes']} B"
+        if not r["kept"] and r["point_id"] in fused_points:
+            out.append(
+                f"summary.json: {band} is routed to {r['point_id']} ({r['impl']}), a fused kind's own all-reduce"
+            )
+        if r["compared"] and _impl(r["compared"]) in fused_only:
+            out.append(f"summary.json: {band} is compared with {r['compared']}, a fused kind's own all-reduce")
+    taken = {_impl(r["impl"]) for r in routed}
+    for s in run["engines"]["settings"]:
+        if _impl(s["impl"]) not in taken:
+            out.append(f"summary.json: {s['engine']} is told to run {s['impl']}, which no all-reduce band is routed to")
+    shown = {_impl(r["impl"]): r for r in routed if r["mode"] == mode and r["tokens"]}
+    card = FASTER_STILL.search(page)
+    for said in re.findall(r"(?:^|, )(\S+) at T = ", card.group(1)) if card else []:
+        if _impl(said) not in shown:
+            out.append(f"index.html: the verify card says {said} is faster still, but no {mode} band is routed to it")
+    nothing = NOTHING_RAN in page
+    if nothing and (shown or run["tables"]["alternatives"]):
+        out.append(f"index.html: (b) says {NOTHING_RAN.lower()}, but the Decision routes or compares "
+                   f"{sorted(shown) or sorted({a['impl'] for a in run['tables']['alternatives']})}")  # fmt: skip
+    card_b = page.split("(b) Another all-reduce implementation", 1)[-1].split("(c) Fused all-reduce", 1)[0]
+    said_b = {_impl(name) for name, _ in ROUTED_BAND.findall(card_b)} if page else set(shown)
+    if said_b != set(shown):
+        out.append(f"index.html: (b) names {sorted(said_b)} as taking sizes, the Decision routes {sorted(shown)}")
+    flags = texts.get(f"{run['folder']}/engine_flags.txt", "")
+    for engine, impl in ENGINE_SECTION.findall(flags):
+        if _impl(impl) in plain | fused_only and _impl(impl) not in taken:
+            out.append(f"engine_flags.txt: {engine} is told to run {impl}, which no all-reduce band is routed to")
+    routing = texts.get(f"{run['folder']}/routing.txt", "")
+    terminal = _terminal_of(run, texts["terminal"])
+    backend = run["run"]["backend"]
+    for r in run["routes"]:
+        keeper = ("NCCL" if backend == "nccl" else backend) if r["impl"] in ("nccl", backend) else r["impl"]
+        what = r["impl"] if not r["kept"] else keeper
+        band = f"  {r['collective']} {r['mode']} {r['min_bytes']}-{r['max_bytes']} B"
+        line = next((x for x in routing.splitlines() if x.startswith("#" + band)), None)
+        if line is not None and not re.search(rf"\): {re.escape(what)}\b", line):
+            out.append(f"routing.txt: {band.strip()} does not name what runs it ({what}): {line}")
+        if r["collective"] == "all_reduce" and r["tokens"]:
+            head = f"  {r['mode']} all-reduce, T = {', '.join(map(str, r['tokens']))} ({r['min_bytes']}-{r['max_bytes']} B): "
+            line = next((x for x in terminal.splitlines() if x.startswith(head)), None)
+            if line is not None and not line[len(head) :].startswith(what):
+                out.append(f"terminal: {head.strip()} does not name what runs it ({what}): {line}")
+    return out
+
+
+def _impl(name: str) -> str:
+    """An implementation's name as the records, the routes and the files write it (dashes or underscores)."""
+    return str(name).replace("_", "-")
+
+
+MAX_HEADING_WORDS = MAX_HEADLINE_WORDS
+HEADING = re.compile(r'(?s)<h([1-4])\b[^>]*>(.*?)</h\1>|<p class="big[^"]*">(.*?)</p>')
+
+
+def _headings(page: str) -> list[str]:
+    """Every heading of the page (h1-h4, a card's big line) is at most 25 words, like the headline."""
+    out = []
+    for match in HEADING.finditer(re.sub(r"(?s)<(svg|style|script)\b.*?</\1>", " ", page)):
+        text = page_text(match.group(2) or match.group(3) or "")
+        if len(text.split()) > MAX_HEADING_WORDS:
+            out.append(f"index.html: a heading of {len(text.split())} words (at most {MAX_HEADING_WORDS}): {text}")
+    return out
+
+
+def _incomparable(summary: dict, page: str) -> list[str]:
+    """A "not comparable" banner names each field that differs with every run's value, and they differ."""
+    said = summary.get("incomparable")
+    if not said:
+        return (
+            ["index.html: a 'Not comparable' banner that summary.json does not hold"]
+            if "Not comparable:" in page
+            else []
+        )
+    out = [] if f"Not comparable: {said}" in page else [f"index.html: the banner is not summary.json's: {said}"]
+    found = re.match(r"these runs replay different steps \((.*)\): ", said)
+    names = [run["run"]["name"] for run in summary["runs"]]
+    for field in found.group(1).split("; ") if found else [said]:
+        items = field.split(", ")
+        named = len(items) == len(names) and all(x.endswith(f" in {n}") for x, n in zip(items, names))
+        if not named or len({x.removesuffix(f" in {n}").casefold() for x, n in zip(items, names)}) < 2:
+            out.append(f"not comparable: {field!r} does not name a field whose values differ between the runs")
     return out
 
 

@@ -139,6 +139,11 @@ COMPARED = "two runs compared"
 CONFIRMED = "measured run, confirmed beside the baseline"
 NOT_CONFIRMED = "measured run, not confirmed beside the baseline"
 CALIBRATED = "calibrated simulation (SYS pairs)"  # its logits all-gathers above 1 MB: outside the calibrated sizes
+TWIN = "measured on NCCL (synthetic twin)"
+SYS_TWIN = "measured on a SYS-pair box (synthetic)"
+# The reports of several runs, by the scenarios whose runs they set side by side: the same sweep measured on two boxes
+# (the SYS pairs make P2P=SYS win on one), and a measured tuner run beside a simulation of a box of the same GPUs.
+SIDE_BY_SIDE = {COMPARED: (TWIN, SYS_TWIN), "tuner run beside the bundle": (TUNER, BUNDLE)}
 REPORT_OPTIONS = {
     UNCONFIRMED: ["--observed-step-ms", "25"],
     OVER: ["--observed-step-ms", "1=0.5"],
@@ -160,15 +165,15 @@ def rendered_scenarios(root: Path) -> dict[str, dict[str, str]]:
     runs[CALIBRATED] = [_simulate(root, "pcie-dual-socket-shm", calibration)]
     runs[CROSS_BOX] = [_simulate(root, "pcie-gen5-switch-p2p", calibration)]  # an 8 x RTX 4090 fit: no point uses it
     gen5 = runs["simulated pcie-gen5-switch-p2p"][0]
-    runs["measured on NCCL (synthetic twin)"] = [_twin(root, gen5)]
-    runs["measured on a SYS-pair box (synthetic)"] = [_twin(root, gen5, "measured-sys", sys_factor=0.6)]
+    runs[TWIN] = [_twin(root, gen5)]
+    runs[SYS_TWIN] = [_twin(root, gen5, "measured-sys", sys_factor=0.6)]
     runs[BUNDLE] = [_simulate_bundle(root)]
     runs[OVER] = runs[BUNDLE]
     runs[TUNER] = [write_run(root / "synthetic", "tuner-run", seed=0)]  # per-size winners: nccl_tuner.conf
     runs["gloo"] = [GLOO_RUN]
     runs["gloo crossover"] = [_gloo_crossover(root)]
-    runs[COMPARED] = [GLOO_RUN, runs["gloo crossover"][0]]
-    runs["tuner run beside the bundle"] = [runs[TUNER][0], runs[BUNDLE][0]]
+    for name, each in SIDE_BY_SIDE.items():
+        runs[name] = [runs[one][0] for one in each]
     # The box contradicts the model (the engine's 25 ms step), and a run whose last stage never ran: no answer.
     runs[UNCONFIRMED] = runs[BUNDLE]
     # Stage 1 never ran; OMP_NUM_THREADS=2 made 3x faster, a gain beyond noise that an unfinished run may not act on.
@@ -263,7 +268,7 @@ def _planted(monkeypatch, tmp_path, scenario: str, plant, decide_again: bool) ->
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         if decide_again:
-            dirs = [SIM_DIRS[scenario]]
+            dirs = [SIM_DIRS[one] for one in SIDE_BY_SIDE.get(scenario, (scenario,))]
             assert main(["report", *map(str, dirs), "--out", str(out), *REPORT_OPTIONS.get(scenario, [])]) == 0
         else:
             assert (
@@ -429,6 +434,105 @@ PLANTED = {
 @pytest.mark.parametrize("defect", sorted(PLANTED))
 def test_the_claim_check_catches_each_defect_planted_back(scenarios, monkeypatch, tmp_path, defect):
     scenario, plant, decide_again = PLANTED[defect]
+    _RENDERED.update(scenarios)
+    assert claims_check.problems(scenarios[scenario], TERMINALS[scenario]) == []  # clean without it
+    assert _planted(monkeypatch, tmp_path, scenario, plant, decide_again), f"{defect} planted back went unnoticed"
+
+
+def _fused_plain_all_reduce_routed(monkeypatch):
+    """A fused kind's plain (embedding) all-reduce counted as an all-reduce candidate: a band of plain all-reduces
+    routed to FlashInfer's fusion kernel, which no engine setting can route there."""
+    from commprof.report.analysis import routing_candidates
+
+    times = routing_candidates._times_per_size
+
+    def with_the_embedding(record, impl, is_baseline, reference):
+        found = times(record, impl, is_baseline, reference)
+        ops = record["op_us"]
+        if routing_candidates.fuses_rmsnorm(impl) or record.get("fused_rmsnorm"):
+            for site, nbytes, median, p90 in zip(ops["sites"], ops["bytes"], ops["median"], ops["p90"]):
+                if site == "embed":
+                    found.setdefault(("all_reduce", int(nbytes)), []).append((float(median), float(p90)))
+        return found
+
+    monkeypatch.setattr(routing_candidates, "_times_per_size", with_the_embedding)
+
+
+def _fused_kind_faster_still(monkeypatch):
+    """The verify card reads the fused kinds' bands as (b)'s: "another implementation is faster still" beside (b)'s
+    "no other all-reduce implementation ran"."""
+    from commprof.report.views import verify_answers
+
+    monkeypatch.setattr(
+        verify_answers,
+        "routed_bands",
+        lambda decision: [r for r in decision.routes if r.mode == decision.run.mode and not r.kept and r.tokens],
+    )
+
+
+def _nothing_else_ran(monkeypatch):
+    """(b) says no other implementation ran where the routes give sizes to one."""
+    from commprof.report.views import answers
+
+    alternative = answers.alternative_answer
+
+    def nothing(decision):
+        return {**alternative(decision), "lines": [claims_check.NOTHING_RAN + "."], "rows": []}
+
+    monkeypatch.setattr(answers, "alternative_answer", nothing)
+
+
+def _model_name_case(monkeypatch):
+    """Two runs of one step told apart by their model's name as written ("Kimi-K2.5", "kimi-k2.5")."""
+    from commprof.report.analysis import compared
+
+    monkeypatch.setattr(compared, "same_step", lambda a, b: a == b)
+
+
+def _simulation_applied_side_by_side(monkeypatch):
+    """A simulated run's row shows its NCCL point as the answer applied at each T, not its plan's proposal."""
+    from commprof.report.views import page
+
+    rows = page._compared_rows
+    monkeypatch.setattr(page, "_compared_rows", lambda name, d: rows(name, msgspec.structs.replace(d, plan=None)))
+
+
+def _qualified_heading(monkeypatch):
+    """The verify card's heading with its qualifications in it: the per-all-reduce routing, sixty words."""
+    from commprof.report.views import verify_answers
+
+    verdict = verify_answers._faster_verdict
+
+    def long(decision):
+        heading, below, noise = verdict(decision)
+        return f"{heading}. {below}" if below else heading, "", noise
+
+    monkeypatch.setattr(verify_answers, "_faster_verdict", long)
+
+
+def _switch_unsaid(monkeypatch):
+    """The headline judged on (a) alone: "keep the defaults" where the steps run a routed implementation live."""
+    from commprof.report.analysis import decide_plan
+
+    monkeypatch.setattr(decide_plan, "_switched", lambda run, steps: [])
+
+
+# What ran and what is routed, the runs side by side, the headings: each defect, its scenario, and whether it lives
+# in the analysis (decided again from the records) or in a renderer (rendered again from summary.json alone).
+PLANTED_VIEWS = {
+    "a fused kind's plain all-reduce routed": (TUNER, _fused_plain_all_reduce_routed, True),
+    "a fused kind faster still in the verify card": (TUNER, _fused_kind_faster_still, False),
+    "(b) says nothing else ran": (BUNDLE, _nothing_else_ran, False),
+    "one step told apart by its model's name": ("tuner run beside the bundle", _model_name_case, True),
+    "a simulation's row applied side by side": ("tuner run beside the bundle", _simulation_applied_side_by_side, False),
+    "a heading of sixty words": (CROSS_BOX, _qualified_heading, False),
+    "the headline keeps the defaults the steps leave": (TWIN, _switch_unsaid, True),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(PLANTED_VIEWS))
+def test_the_claim_check_catches_what_a_view_says_otherwise_planted_back(scenarios, monkeypatch, tmp_path, defect):
+    scenario, plant, decide_again = PLANTED_VIEWS[defect]
     _RENDERED.update(scenarios)
     assert claims_check.problems(scenarios[scenario], TERMINALS[scenario]) == []  # clean without it
     assert _planted(monkeypatch, tmp_path, scenario, plant, decide_again), f"{defect} planted back went unnoticed"
@@ -784,10 +888,19 @@ def test_a_simulation_leaves_every_engine_switch_off_and_says_why(scenarios):
 
 
 def test_a_crossover_run_has_integral_tp_and_tokens_and_compares_with_a_plain_run(scenarios):
-    summary = json.loads((scenarios[COMPARED] / "summary.json").read_text())
-    for run in summary["runs"]:
-        assert run["run"]["tp"] == 2 and all(isinstance(t, int) for t in run["run"]["tokens"])
-    assert "not comparable" not in (scenarios[COMPARED] / "index.html").read_text()
+    from commprof.report.analysis.compared import same_step, step_shape
+    from commprof.report.analysis.run_analysis import analyze_run
+    from commprof.report.command import load_run
+    from commprof.report.flags import report_options
+
+    (run,) = json.loads((scenarios["gloo crossover"] / "summary.json").read_text())["runs"]
+    assert run["run"]["tp"] == 2 and all(isinstance(t, int) for t in run["run"]["tokens"])
+    shapes = []
+    for folder in (GLOO_RUN, SIM_DIRS["gloo crossover"]):
+        run_id, records, meta, _ = load_run(folder)
+        (analysed,) = analyze_run(run_id, records, meta, report_options({}, {}), str(folder))
+        shapes.append(step_shape(analysed))
+    assert same_step(*shapes)
 
 
 def test_the_engine_section_lists_each_op_groups_path_today_and_with_the_answer(scenarios):

@@ -152,7 +152,13 @@ class FlashInferFusedAllReduce(AllReduceImpl):
         "all_reduce+rmsnorm",
         "FlashInfer 0.7.2 data/include/flashinfer/comm/trtllm_allreduce_fusion.cuh and trtllm_allreduce.cuh",
     )
-    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()  # the engines fuse through flags, below
+    # No switch routes a band of plain all-reduces to its kernels' plain pattern (kAllReduce): vLLM 0.33 / 0.34 run
+    # it for every plain all-reduce its workspace takes by default (VLLM_ALLREDUCE_USE_FLASHINFER=1:
+    # FlashInferAllReduce), SGLang 0.5.23 with --flashinfer-allreduce-fusion-backend (parallel_state.py:
+    # _can_use_flashinfer_allreduce), both on SM90 / SM10x only (vLLM has no FI_ALLREDUCE_FUSION_MAX_SIZE_MB entry
+    # elsewhere, SGLang raises at start-up): the engines' own path (engine_vllm.py, engine_sglang_fusion.py), never
+    # a size band. The engines fuse through flags, below.
+    engine_switches: ClassVar[tuple[EngineSwitch, ...]] = ()
     # Each flag with the engine version it was written for and where that was checked.
     engine_flags: ClassVar[tuple[EngineFlag, ...]] = (
         EngineFlag(

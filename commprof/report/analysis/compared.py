@@ -33,24 +33,71 @@ class CostModelCheck:
         return cc.comparison_summary(self.pairs)
 
 
-def step_shape(run: RunAnalysis) -> tuple[str, str, str] | None:
-    """(model, TP, phase) of the step a run replays; None for a run without step records."""
+# What the records say of the step a run replays (the frame's columns), each with its name in words. Two runs replay
+# the same step where every one both record is equal: the same collectives of the same sizes. The model's name is
+# a label (a preset "kimi-k2.5", a config folder "Kimi-K2.5"): compared, case-folded, only where a run does not
+# record the plan's shape (hidden size and layers).
+STEP_FIELDS = {
+    "tp": "TP",
+    "phase": "phase",
+    "dtype": "dtype",
+    "hidden_size": "hidden size",
+    "num_layers": "layers",
+    "architecture": "architecture",
+    "all_reduce_count": "all-reduces per step",
+    "all_gather_count": "all-gathers per step",
+    "dp_attention": "DP attention",
+    "spec": "speculative method",
+    "num_steps": "draft steps",
+}
+SHAPE = ("hidden_size", "num_layers")
+
+
+def step_shape(run: RunAnalysis) -> dict[str, str] | None:
+    """What the records say of the step a run replays, by frame column (the model's name too), each as written;
+    None for a run without step records."""
     if run.steps.empty:
         return None
-
-    def first(column: str) -> str:
+    shape = {}
+    for column in ("model", *STEP_FIELDS):
         values = run.steps[column].dropna() if column in run.steps else pd.Series(dtype=object)
-        return str(values.iloc[0]) if not values.empty else "?"
+        if not values.empty:
+            shape[column] = _text(values.iloc[0])
+    return shape
 
-    return first("model"), first("tp"), first("phase")
+
+def _text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _compared(shapes: list[dict[str, str]]) -> list[str]:
+    """The fields these shapes are compared on: those every one records, the model's name where one lacks the
+    plan's shape."""
+    fields = [f for f in STEP_FIELDS if all(f in shape for shape in shapes)]
+    return fields if set(SHAPE) <= set(fields) else [*fields, "model"]
+
+
+def same_step(a: dict[str, str] | None, b: dict[str, str] | None) -> bool:
+    """Whether two runs' shapes (step_shape) are the same replayed step."""
+    if a is None or b is None:
+        return a is b
+    return all(a.get(f, "").casefold() == b.get(f, "").casefold() for f in _compared([a, b]))
 
 
 def incomparable(runs: list[RunAnalysis]) -> str | None:
-    """Why these runs' steps cannot be set side by side (different model, TP or phase), or None."""
-    shapes = {r.name: step_shape(r) for r in runs if step_shape(r) is not None}
-    if len(set(shapes.values())) <= 1:
+    """Why these runs' steps cannot be set side by side: each field that differs, with every run's value ("TP 8 in
+    a, TP 4 in b"); or None."""
+    shapes = {r.name: shape for r in runs if (shape := step_shape(r)) is not None}
+    if all(same_step(a, b) for a in shapes.values() for b in shapes.values()):
         return None
-    described = "; ".join(f"{name}: {m}, TP {tp}, {phase}" for name, (m, tp, phase) in shapes.items())
+    fields = _compared(list(shapes.values()))
+    differ = [f for f in fields if len({shape.get(f, "").casefold() for shape in shapes.values()}) > 1]
+    described = "; ".join(
+        ", ".join(f"{STEP_FIELDS.get(f, f)} {shape.get(f, 'not recorded')} in {name}" for name, shape in shapes.items())
+        for f in differ
+    )
     return (
         f"these runs replay different steps ({described}): their step times are not comparable, and no "
         "measured-vs-model check is made across them"
@@ -64,8 +111,8 @@ def costmodel_checks(runs: list[RunAnalysis]) -> list[CostModelCheck]:
     simulated_runs = [r for r in runs if r.simulated]
     for measured in (r for r in runs if not r.simulated):
         for simulated in simulated_runs:
-            same_step = step_shape(measured) == step_shape(simulated)
-            steps = cc.step_comparison(measured.steps, simulated.steps) if same_step else pd.DataFrame()
+            same = same_step(step_shape(measured), step_shape(simulated))
+            steps = cc.step_comparison(measured.steps, simulated.steps) if same else pd.DataFrame()
             if not steps.empty:
                 modes = set(steps["mode"])
                 mode = measured.mode if measured.mode in modes else sorted(modes)[0]

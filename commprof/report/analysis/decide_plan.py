@@ -150,8 +150,8 @@ def _headline(run, nccl, steps, plan, book) -> tuple[str, str | None, bool]:
     if run.steps["point_id"].nunique() <= 1:
         return f"Nothing compared: only the baseline ran ({basis}).", None, True
     beyond = [(s, book.get(s.claim)) for s in steps if s.claim and book.get(s.claim).beyond]
-    if nccl.answer.file is not None and nccl.answer.live and beyond:
-        what = "Apply nccl_tuner.conf" if nccl.answer.file == "nccl_tuner.conf" else f"Set {_point(nccl.answer.point)}"
+    what = _what_to_apply(run, nccl, [s for s, _c in beyond])
+    if what and beyond:
         gains = range_pct([c.gain_pct for _s, c in beyond])
         at = _span(s.tokens for s, _c in beyond)
         return f"{what}: verify step {gains} faster at T = {at} ({basis}).", beyond[0][1].id, False
@@ -180,6 +180,26 @@ def _plan_headline(run, plan: MeasurementPlan, steps, book, basis: str) -> tuple
         figure = f"predicted {top.gain_pct:.0f} % less communication at T = {top.tokens}{error}"
         claim = top.claim
     return f"Measure {top.point_id} ({_short(top.label)}) first: {figure}; {basis}.", claim, False
+
+
+def _what_to_apply(run: RunAnalysis, nccl: NcclStep, faster: list[VerifyStep]) -> str:
+    """What the files set live for the faster verify steps: the NCCL file, the engine switch of an implementation
+    the steps run (a routed band's, set live), or both; "" where nothing is set."""
+    live = nccl.answer.file is not None and nccl.answer.live
+    what = "Apply nccl_tuner.conf" if nccl.answer.file == "nccl_tuner.conf" else f"Set {_point(nccl.answer.point)}"
+    switched = _switched(run, faster)
+    if not switched:
+        return what if live else ""
+    engine = f"switch the engine to {', '.join(switched)} (engine_flags.txt)"
+    return f"{what} and {engine}" if live else engine[:1].upper() + engine[1:]
+
+
+def _switched(run: RunAnalysis, steps: list[VerifyStep]) -> list[str]:
+    """The implementations other than the baseline's that these verify steps run (a routed band's, its switch
+    live), each once."""
+    impl = run.steps.drop_duplicates("point_id").set_index("point_id")["impl"]
+    found = [str(impl.get(s.point_id)) for s in steps if s.point_id in impl.index]
+    return list(dict.fromkeys(i for i in found if i not in run.baseline_family))
 
 
 def _span(tokens) -> str:

@@ -138,7 +138,10 @@ def _latest_per_setting(records: Iterable[dict], baseline_point: str) -> tuple[d
 def _times_per_size(
     record: dict, impl: str, is_baseline: bool, reference: str
 ) -> dict[tuple[str, int], list[tuple[float, float]]]:
-    """A record's (median, p90) op times per (collective as routed, bytes); the fused all-reduce is its own."""
+    """A record's (median, p90) op times per (collective as routed, bytes); the fused all-reduce is its own, and a
+    fused kind's plain all-reduce (the embedding's, no RMSNorm after it) is no candidate: it runs the kind's own
+    kernel with its plain pattern (FlashInfer's kAllReduce), which no engine setting routes a band of plain
+    all-reduces to (the kind's module says why)."""
     fused = fuses_rmsnorm(impl) or bool(record.get("fused_rmsnorm"))
     ops = record["op_us"]
     per_size: dict[tuple[str, int], list[tuple[float, float]]] = {}
@@ -152,7 +155,9 @@ def _times_per_size(
     ):
         if collective != "all_reduce" and not is_baseline:
             continue  # every implementation runs the other collectives with torch.distributed: the baseline's
-        if collective == "all_reduce" and fused and str(site) != "embed":  # the embedding has no RMSNorm after
+        if collective == "all_reduce" and fused:
+            if str(site) == "embed":  # the embedding has no RMSNorm after: the kind's plain all-reduce
+                continue
             collective = FUSED
         elif collective == "all_reduce" and impl == reference:
             continue  # the reference's plain all-reduce is the baseline's own

@@ -188,7 +188,7 @@ def alternative_answer(decision: Decision) -> dict[str, Any]:
     not_run = [f"{m.impl}: {m.status}: {_reason(m.message)}" for m in absent]
     out: dict[str, Any] = {"lines": [], "rows": [], "engine": [], "not_run": "; ".join(not_run)}
     alternatives = decision.tables.alternatives
-    if not alternatives:
+    if not alternatives and not routed_bands(decision):
         out["lines"].append(
             "No other all-reduce implementation ran in this sweep" + (" (see below why)." if not_run else ".")
         )

@@ -281,7 +281,8 @@ def projection_svg(
 
 
 def comparison_svg(heads: dict[str, pd.DataFrame]) -> str:
-    """Several runs side by side: the answer's and the baseline's step time per T (ms), one bar group per T."""
+    """Several runs side by side: the answer's and the baseline's step time per T (ms), one bar group per T; a run
+    whose answer applies nothing (a simulation's plan: no answer_us) has its baseline's bar alone."""
     tokens = sorted({int(t) for head in heads.values() for t in head["tokens"]})
     count = len(heads)
     fig, ax = _single_axes((7.5, 3.2 + 0.15 * count))
@@ -294,7 +295,9 @@ def comparison_svg(heads: dict[str, pd.DataFrame]) -> str:
         rows = head.drop_duplicates("tokens").set_index("tokens").reindex(tokens)
         x = np.arange(len(tokens)) - 0.4 + width * (2 * k + 0.5)
         ax.bar(x, rows["baseline_us"].to_numpy() / 1000, width, color=palette(k), alpha=0.4, label=f"{name}: baseline")
-        ax.bar(x + width, rows["answer_us"].to_numpy() / 1000, width, color=palette(k), label=f"{name}: the answer")
+        answer = pd.to_numeric(rows["answer_us"], errors="coerce")
+        if answer.notna().any():
+            ax.bar(x + width, answer.to_numpy() / 1000, width, color=palette(k), label=f"{name}: the answer")
     ax.set_xticks(np.arange(len(tokens)), [f"T = {t}" for t in tokens])
     ax.set_ylabel("ms per step (communication)")
     ax.legend(frameon=False, fontsize=7, ncol=2, loc="lower left", bbox_to_anchor=(0.0, 1.02), borderaxespad=0.0)

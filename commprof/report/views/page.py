@@ -33,6 +33,8 @@ from commprof.report.views.tables import choice_rows, collectives_rows, compat_m
 from commprof.report.views.templating import templates
 from commprof.units import format_bytes
 
+OBSERVED_HEADINGS = {True: "The model explains the observation", False: "The model does not explain this box"}
+
 
 def observed_rows(observed: Observed | None) -> dict[str, Any] | None:
     """The observation card: the engine's number beside the prediction, formatted, and where the model does not
@@ -59,6 +61,8 @@ def observed_rows(observed: Observed | None) -> dict[str, Any] | None:
     return {
         "source": observed.source,
         "mode": observed.mode,
+        # The card's heading, short like every heading; the verdict's words in full below it.
+        "heading": OBSERVED_HEADINGS.get(observed.explained, "Not judged by the model"),
         "verdict": observed.verdict,
         "checks": observed.checks,
         "explanations_note": observed.explanations_note,
@@ -264,33 +268,66 @@ def _plain(row: Any) -> dict[str, Any]:
 
 def comparison_view(decisions: list[Decision]) -> dict[str, Any] | None:
     """Several runs side by side, each from its own Decision: per run and T, the baseline's and the answer's step
-    time and the claim at that T (what the answer runs there against the baseline); None for a single run."""
+    time and the claim at that T (what the answer runs there against the baseline); a simulated run's answer is its
+    measurement plan, each candidate a proposal to measure, never an answer applied. None for a single run."""
     if len(decisions) < 2:
         return None
     named = [(f"{d.run.name} ({d.environment.evidence.label})", d) for d in decisions if d.nccl.per_t]
     rows = []
     heads = {}
     for k, (name, decision) in enumerate(named):
-        for at in decision.nccl.per_t:
-            claim = decision.claim(at.claim)
-            rows.append(
-                {
-                    "run": name,
-                    "tokens": at.tokens,
-                    "baseline": fmt_ms(at.baseline_us),
-                    "answer": fmt_ms(at.answer_us),
-                    "verdict": claim_words(claim, "keeps the baseline: nothing compared"),
-                    "settings": at.settings,
-                }
-            )
+        rows += _compared_rows(name, decision)
+        applied = decision.plan is None  # a simulation applies nothing: its baseline alone is drawn
         heads[f"{k + 1}. {name}"] = pd.DataFrame(
-            [{"tokens": a.tokens, "baseline_us": a.baseline_us, "answer_us": a.answer_us} for a in decision.nccl.per_t]
+            [
+                {"tokens": a.tokens, "baseline_us": a.baseline_us, "answer_us": a.answer_us if applied else None}
+                for a in decision.nccl.per_t
+            ]
         )
     return {
         "svg": draw("figures.comparison_svg", heads) if heads else "",
         "rows": rows,
         "note": " ".join(f"{d.run.name}: {d.environment.evidence.label}; {d.headline.text}" for d in decisions),
     }
+
+
+PROPOSED = "proposed, not measured: predicted"  # a simulated run's row: a candidate of its plan, to measure
+
+
+def _compared_rows(name: str, decision: Decision) -> list[dict[str, Any]]:
+    """One run's rows: a measured run's answer at each T; a simulated run's plan, candidate by candidate."""
+    plan = decision.plan
+    if plan is None:
+        return [
+            {
+                "run": name,
+                "tokens": at.tokens,
+                "baseline": fmt_ms(at.baseline_us),
+                "answer": fmt_ms(at.answer_us),
+                "verdict": claim_words(decision.claim(at.claim), "keeps the baseline: nothing compared"),
+                "settings": at.settings,
+            }
+            for at in decision.nccl.per_t
+        ]
+    if not plan.candidates:
+        return [{"run": name, "tokens": "", "baseline": "—", "answer": "nothing to measure",
+                 "verdict": "no setting is predicted faster than the baseline", "settings": ""}]  # fmt: skip
+    rows = []
+    for c in plan.candidates:
+        claim = decision.claim(c.claim)
+        scale = 1000.0 if claim is not None and claim.unit == "ms" else 1.0
+        settings = " ".join(f"{k}={v}" for k, v in sorted(c.env.items())) or c.label
+        rows.append(
+            {
+                "run": name,
+                "tokens": c.tokens,
+                "baseline": fmt_ms(claim.before * scale) if claim is not None else "—",
+                "answer": f"to measure (rank {c.rank})",
+                "verdict": f"{PROPOSED} {claim_words(claim)}",
+                "settings": f"{c.point_id}: {settings} (measure first: confirm.toml)",
+            }
+        )
+    return rows
 
 
 def index_html(report: Report, pages: list[dict[str, Any]], generated: str | None = None) -> str:

@@ -20,22 +20,42 @@ from commprof.report.decision.formatting import (
 from commprof.report.decision.tables import ProjectionRow
 from commprof.report.decision.types import Decision, Route
 
+HEADING_WORDS = 25  # a card's heading, like the headline: the answer and its figure; qualifications go below
+
 
 def faster_answer(decision: Decision) -> dict[str, Any]:
     """Per verify T: verify-step latency (compute + communication) and tokens/s at the user's accept lengths,
     before (the baseline) -> after (what the answer applies), each with its claim; "no change" where it keeps the
     baseline, "no answer" (why, and what would decide it) where the run may not give one."""
-    out: dict[str, Any] = {"rows": [], "verdict": "", "css": "big", "more": "", "note": "", "accepts": []}
+    out: dict[str, Any] = {
+        "rows": [], "verdict": "", "below": "", "css": "big", "more": "", "note": "", "accepts": []
+    }  # fmt: skip
     if not decision.steps:
         return out
     missing = no_answer(decision)
     out["accepts"] = [f"{a:g}" for a in decision.run.accepts]
+    out["rows"] = _faster_rows(decision, missing)
+    out["verdict"], out["below"], noise = _no_answer_verdict(decision) if missing else _faster_verdict(decision)
+    out["css"] = "big noise" if noise else "big"
+    out["note"] = _faster_note(decision, missing)
+    still = [r for r in routed_bands(decision) if not r.live]  # a live one is what the steps run already
+    if still and not missing and any(s.applied for s in decision.steps):
+        out["more"] = (
+            "Another implementation (b) is faster still: "
+            + ", ".join(f"{r.impl} at T = {tokens_text(r.tokens)} ({_route_claim(decision, r)})" for r in still)
+            + "; it needs the engine to run it (see (b))."
+        )
+    return out
+
+
+def _faster_rows(decision: Decision, missing: str) -> list[dict[str, Any]]:
     rows = {(r.setting, r.tokens): r for r in decision.tables.projection}
+    out = []
     for step in decision.steps:
         claim = decision.claim(step.claim)
         applied = step.applied and not missing
         unchanged = "no answer" if missing else "no change"
-        out["rows"].append(
+        out.append(
             {
                 "tokens": step.tokens,
                 "before": fmt_ms_value(step.before_ms),
@@ -48,16 +68,6 @@ def faster_answer(decision: Decision) -> dict[str, Any]:
                 else fmt_ms_value(step.comm_before_ms),
                 "tps": _tps_cells(decision, rows, step.tokens, applied, unchanged),
             }
-        )
-    out["verdict"], noise = _faster_verdict(decision, missing)
-    out["css"] = "big noise" if noise else "big"
-    out["note"] = _faster_note(decision, missing)
-    routed = routed_bands(decision)
-    if routed and not missing and any(s.applied for s in decision.steps):
-        out["more"] = (
-            "Another implementation (b) is faster still: "
-            + ", ".join(f"{r.impl} at T = {tokens_text(r.tokens)} ({_route_claim(decision, r)})" for r in routed)
-            + "; it needs the engine to run it (see (b))."
         )
     return out
 
@@ -84,35 +94,60 @@ def _tps_cells(decision: Decision, rows: dict, tokens: int, applied: bool, uncha
     return cells
 
 
-def _faster_verdict(decision: Decision, missing: str) -> tuple[str, bool]:
-    """The card's verdict on the verify step, every word from the steps' claims, and whether nothing is told
-    apart (shown as noise)."""
-    if missing:
-        return missing, True
+def _no_answer_verdict(decision: Decision) -> tuple[str, str, bool]:
+    """The card's heading where the run may not give an answer: why, short; what decides it below."""
+    why, decides = _no_answer_parts(decision)
+    heading = f"{why}: no answer"
+    if len(heading.split()) <= HEADING_WORDS:
+        return heading, f"Nothing below is applied. What decides it: {decides}.", True
+    return "No answer: nothing below is applied", f"{why}. What decides it: {decides}.", True
+
+
+def _faster_verdict(decision: Decision) -> tuple[str, str, bool]:
+    """The card's heading on the verify step (at most HEADING_WORDS words, like the headline), the qualifications
+    shown below it, and whether nothing is told apart (shown as noise); every word from the steps' claims."""
     only = " (communication only)" if not decision.run.compute_given else ""
     claims = [c for s in decision.steps if s.applied and (c := decision.claim(s.claim)) is not None]
     beyond = [c for c in claims if c.beyond]
+    applied = _applied_with(decision)
     if beyond and decision.run.simulated:
         return (
-            f"Predicted {range_pct([c.gain_pct for c in beyond])} less verify latency with (a){only}, each T's claim "
-            "below: a candidate to measure on the box (confirm.toml), not yet an answer",
+            f"Predicted {range_pct([c.gain_pct for c in beyond])} less verify latency with {applied}{only}: a "
+            "candidate to measure",
+            "Each T's claim is below: a candidate to measure on the box (confirm.toml), not yet an answer.",
             False,
         )
     if beyond:
-        return f"{range_pct([c.gain_pct for c in beyond])} faster verify step with (a){only}", False
+        return f"{range_pct([c.gain_pct for c in beyond])} faster verify step with {applied}{only}", "", False
+    return _unchanged_verdict(decision, claims)
+
+
+def _unchanged_verdict(decision: Decision, claims: list) -> tuple[str, str, bool]:
+    """The heading where no verify step is faster beyond its error: told apart or not, and what the routes give
+    per all-reduce (below)."""
     routed = routed_bands(decision)
-    per_op = f". Per all-reduce, not the verify step: {routed_verdict(decision, routed)}" if routed else ""
+    per_op = f"Per all-reduce, not the verify step: {routed_verdict(decision, routed)}." if routed else ""
     if claims:
         errors = [c.error_pct for c in claims if c.error_pct is not None]
         within = f" (its error: ±{max(errors):.1f} %)" if errors else ""
         gains = range_pct([c.gain_pct for c in claims])
-        told = (
-            f"No faster verify step told apart: (a) gives {gains} less verify latency, none of it more than its error"
-        )
-        return told + within + per_op, True
+        told = f"(a) gives {gains} less verify latency, none of it more than its error{within}."
+        return "No faster verify step told apart", " ".join(x for x in (told, per_op) if x), True
     if routed:
-        return "No change to the verify step from (a)" + per_op, False
-    return f"No change: {decision.nccl.why}", True
+        return "No change to the verify step from (a)", per_op, False
+    said = f"No change: {decision.nccl.why}"
+    if len(said.split()) <= HEADING_WORDS:
+        return said, "", True
+    return "No change to the verify step", f"{sentence(decision.nccl.why)}.", True
+
+
+def _applied_with(decision: Decision) -> str:
+    """What the applied steps run, as the cards name it: (a) the NCCL answer, (b) a routed implementation whose
+    engine switch the files set live, or both."""
+    routed = {r.point_id for r in decision.routes if not r.kept and r.live}
+    points = {s.point_id for s in decision.steps if s.applied}
+    names = [name for name, there in (("(a)", bool(points - routed)), ("(b)", bool(points & routed))) if there]
+    return " and ".join(names) or "(a)"
 
 
 def _faster_note(decision: Decision, missing: str) -> str:
@@ -142,15 +177,19 @@ def draft_text(decision: Decision) -> str:
 def no_answer(decision: Decision) -> str:
     """Why the run gives no answer to apply, and what would decide one ("" when it gives one): the box contradicts
     the model, or the run is unfinished."""
+    if not decision.unconfirmed and not decision.nccl.withheld:
+        return ""
+    why, decides = _no_answer_parts(decision)
+    return f"{why}: no answer, so nothing below is applied. What decides it: {decides}"
+
+
+def _no_answer_parts(decision: Decision) -> tuple[str, str]:
     if decision.unconfirmed:
-        return (
-            f"{sentence(decision.unconfirmed)}: no answer, so nothing below is applied. What decides it: a "
-            "sweep measured on the box (torchrun ... -m commprof.allreduce_sweep), or the checks the observation "
+        return sentence(decision.unconfirmed), (
+            "a sweep measured on the box (torchrun ... -m commprof.allreduce_sweep), or the checks the observation "
             "card lists, until the model explains the engine's step"
         )
-    if decision.nccl.withheld:
-        return f"No answer: {decision.nccl.withheld}. What decides it: finish the run (--resume), or --allow-partial"
-    return ""
+    return sentence(decision.nccl.withheld or ""), "finish the run (--resume), or --allow-partial"
 
 
 def routed_verdict(decision: Decision, routed: list[Route]) -> str:
