@@ -159,7 +159,9 @@ def test_a_first_pass_gain_not_measured_again_has_no_verdict(twin, tmp_path):
     left them out): their first-pass gains, measured apart from their references, are not judged."""
     run = with_confirmation(twin, _sweep(), tmp_path / "run")
     lines = (run / INTERLEAVED_FILE).read_text().splitlines()
-    kept = [line for line in lines if json.loads(line)["point"]["impl"] not in ("flashinfer-pcie-ipc", "flashinfer-fused")]
+    kept = [
+        line for line in lines if json.loads(line)["point"]["impl"] not in ("flashinfer-pcie-ipc", "flashinfer-fused")
+    ]
     (run / INTERLEAVED_FILE).write_text("".join(line + "\n" for line in kept))
     summary, files = _report(run, tmp_path / "out")
     claims = {c["id"]: c for c in summary["claims"]}
