@@ -226,7 +226,7 @@ def bound(spec: SweepSpec) -> int:
     baseline, reference = report_baseline(spec), unfused_reference()
     others = [p for p in spec.points if p.impl not in (*BACKEND_IMPLS, reference) and p.key() != baseline.key()]
     refined = sum(_other_points(stage) for stage in spec.stages)
-    routes = min(MAX_ROUTES, sum(1 for p in others if _fuses(p.impl) is not True) + refined)
+    routes = min(MAX_ROUTES, sum(1 for p in others if not p.env and _fuses(p.impl) is not True) + refined)
     measured = sum(1 for p in spec.points if p.impl == reference)  # no reference measured: no fused kind judged
     references = measured + refined if measured else 0
     fused = min(MAX_FUSED, sum(1 for p in others if _fuses(p.impl) is not False) + refined) if measured else 0
