@@ -1,7 +1,8 @@
 """The interleaved confirmation of the answers beyond (a): a route winner measured again beside the baseline at the
 T where it wins, a fused kind beside its unfused reference, and the Decision that lets either go live only where
-its measurement beside its reference beats it beyond the noise floor (in process, on a SYNTHETIC measured run; the
-sweep that measures them on gloo: tests/test_interleaved_processes.py)."""
+its measurement beside its reference beats it beyond the noise floor (in process, on the decision scenarios'
+SYNTHETIC measured twins, tests/test_decision.py; the sweep that measures them on gloo:
+tests/test_interleaved_processes.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
-
-from commprof.cli import main
-from commprof.records.files import INTERLEAVED_FILE, META_FILE, RESULTS_FILE
+from commprof.records.files import INTERLEAVED_FILE, META_FILE, RESULTS_FILE, read_run_files
+from commprof.report.decision.types import Decision
 from commprof.sweep.planning import interleave
 from commprof.sweep.planning.config import parse_sweep
 
@@ -69,32 +68,42 @@ def _scale(record: dict, factor: float) -> None:
         }
 
 
-@pytest.fixture(scope="module")
-def twin(tmp_path_factory) -> Path:
-    """The decision scenarios' measured twin (a SYNTHETIC measured run of tests/test_decision.py's sweep on NCCL): a
-    route (flashinfer-pcie-ipc in graph mode, switched on in SGLang) and a fused kind (flashinfer-fused) win in its
-    first pass."""
-    from tests.test_decision import _simulate, _twin
-
-    root = tmp_path_factory.mktemp("twin")
-    return _twin(root, _simulate(root, "pcie-gen5-switch-p2p"))
+TWIN = "measured on NCCL (synthetic twin)"
+SYS_TWIN = "measured on a SYS-pair box (synthetic)"
 
 
-def _report(run: Path, out: Path) -> tuple[dict, dict[str, str]]:
-    assert main(["report", str(run), "--out", str(out)]) == 0
-    summary = json.loads((out / "summary.json").read_text())["runs"][0]
-    return summary, {name: (out / name).read_text() for name in ("routing.txt", "engine_flags.txt")}
+def _decided(run_dir: Path) -> tuple[Decision, dict[str, str]]:
+    """A run folder's Decision, as `report` decides it, and its exported files' texts (no page drawn)."""
+    from commprof.report.analysis.decide import decide
+    from commprof.report.analysis.run_analysis import RunExtras, analyze_run
+    from commprof.report.command import load_run
+    from commprof.report.flags import report_options, sweep_options
+    from commprof.report.write import run_texts
+
+    run_id, records, meta, _ = load_run(run_dir)
+    extras = RunExtras(*read_run_files(run_dir))
+    (run,) = analyze_run(run_id, records, meta, report_options({}, sweep_options(meta)), str(run_dir), extras)
+    decision = decide(run)
+    return decision, run_texts(decision)
 
 
 def _live(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(("export ", "source ", "COMMPROF_"))]
 
 
-def test_the_sweep_plans_each_answer_beside_its_reference_within_the_bound(twin):
-    from tests.test_decision import SWEEP
+def _faster(claim) -> bool:
+    return claim is not None and claim.verdict == "beyond error" and claim.gain_pct > 0
+
+
+def _graph_bands(decision: Decision) -> list:
+    return [r for r in decision.routes if r.collective == "all_reduce" and r.mode == "graph"]
+
+
+def test_the_sweep_plans_each_answer_beside_its_reference_within_the_bound(scenarios):
+    from tests.test_decision import SIM_DIRS, SWEEP
 
     spec = parse_sweep(SWEEP)
-    records = [json.loads(line) for line in (twin / RESULTS_FILE).read_text().splitlines() if line]
+    records = [json.loads(line) for line in (SIM_DIRS[TWIN] / RESULTS_FILE).read_text().splitlines() if line]
     found = interleave.candidates(spec, records)
     ids = {p.impl: p.point_id for p in spec.points if not p.env}
     assert [(c.answer, c.point.impl, c.against.point_id) for c in found] == [
@@ -118,9 +127,17 @@ def test_the_sweep_plans_each_answer_beside_its_reference_within_the_bound(twin)
     assert interleave.measurements(found) == len(order) <= interleave.bound(spec) == 2 + 2 * (3 + 2) + 2 + 2 * 1
 
 
-def test_a_route_and_a_fused_kind_confirmed_beside_their_references_stay_live(twin, tmp_path):
-    run = with_confirmation(twin, _sweep(), tmp_path / "run")
-    summary, files = _report(run, tmp_path / "out")
+def _rendered(report: Path) -> tuple[dict, dict[str, str]]:
+    summary = json.loads((report / "summary.json").read_text())["runs"][0]
+    return summary, {name: (report / name).read_text() for name in ("routing.txt", "engine_flags.txt")}
+
+
+def test_a_route_and_a_fused_kind_confirmed_beside_their_references_stay_live(scenarios):
+    """The decision scenario whose route and fused kind measured again as fast as in the first pass (rendered with
+    the others: tests/test_decision.py)."""
+    from tests.test_decision import ANSWERS_CONFIRMED
+
+    summary, files = _rendered(scenarios[ANSWERS_CONFIRMED])
     claims = {c["id"]: c for c in summary["claims"]}
     (taken,) = [r for r in summary["routes"] if not r["kept"] and r["collective"] == "all_reduce"]
     claim = claims[taken["claim"]]
@@ -135,12 +152,12 @@ def test_a_route_and_a_fused_kind_confirmed_beside_their_references_stay_live(tw
     assert "COMMPROF_SGLANG_ARGS+=('--flashinfer-allreduce-fusion-backend' auto)" in flags, flags
 
 
-def test_a_route_and_a_fused_kind_faster_only_in_the_first_pass_are_not_made_live(twin, tmp_path):
+def test_a_route_and_a_fused_kind_faster_only_in_the_first_pass_are_not_made_live(scenarios):
     """Measured again beside their references they are as slow as them (the first pass caught the references in a
-    burst): the route keeps NCCL, no engine switch is set, the fused kind gets no verdict and no flag."""
-    moment = frozenset({interleave.ROUTE, interleave.FUSED_KIND})
-    run = with_confirmation(twin, _sweep(), tmp_path / "run", moment)
-    summary, files = _report(run, tmp_path / "out")
+    burst): the route keeps NCCL, no engine switch is set, the fused kind gets no flag."""
+    from tests.test_decision import ANSWERS_MOMENT
+
+    summary, files = _rendered(scenarios[ANSWERS_MOMENT])
     claims = {c["id"]: c for c in summary["claims"]}
     graph = [r for r in summary["routes"] if r["collective"] == "all_reduce" and r["mode"] == "graph"]
     assert graph and all(r["kept"] and r["impl"] == "nccl" for r in graph), graph
@@ -154,29 +171,39 @@ def test_a_route_and_a_fused_kind_faster_only_in_the_first_pass_are_not_made_liv
     assert _live(files["engine_flags.txt"]) == ["COMMPROF_SGLANG_ARGS=()", "COMMPROF_VLLM_ARGS=()"]
 
 
-def test_a_first_pass_gain_not_measured_again_has_no_verdict(twin, tmp_path):
+def test_a_first_pass_gain_not_measured_again_has_no_verdict(scenarios, tmp_path):
     """A run that confirmed, but not the route or the fused kind (an older sweep's confirmation, or one whose bound
     left them out): their first-pass gains, measured apart from their references, are not judged."""
-    run = with_confirmation(twin, _sweep(), tmp_path / "run")
+    from tests.test_decision import SIM_DIRS, SWEEP
+
+    run = with_confirmation(SIM_DIRS[TWIN], SWEEP, tmp_path / "run")
     lines = (run / INTERLEAVED_FILE).read_text().splitlines()
     kept = [
         line for line in lines if json.loads(line)["point"]["impl"] not in ("flashinfer-pcie-ipc", "flashinfer-fused")
     ]
     (run / INTERLEAVED_FILE).write_text("".join(line + "\n" for line in kept))
-    summary, files = _report(run, tmp_path / "out")
-    claims = {c["id"]: c for c in summary["claims"]}
-    graph = [r for r in summary["routes"] if r["collective"] == "all_reduce" and r["mode"] == "graph"]
-    assert all(r["kept"] for r in graph)
-    unjudged = [claims[r["claim"]] for r in graph if r["claim"]]
-    assert unjudged and all(c["verdict"] == "not judged" for c in unjudged)
-    assert all("was not measured again beside its reference" in c["reason"] for c in unjudged)
-    fused = [claims[r["claim"]] for r in summary["fused"] if r["claim"]]
-    assert fused and not [c for c in fused if c["verdict"] == "beyond error" and c["gain_pct"] > 0]
-    assert [c for c in fused if c["verdict"] == "not judged"]
+    decision, files = _decided(run)
+    graph = _graph_bands(decision)
+    assert graph and all(r.kept for r in graph)
+    unjudged = [decision.claim(r.claim) for r in graph if r.claim]
+    assert unjudged and all(c.verdict == "not judged" for c in unjudged)
+    assert all("was not measured again beside its reference" in c.reason for c in unjudged)
+    fused = [decision.claim(r.claim) for r in decision.fused if r.claim]
+    assert fused and not [c for c in fused if _faster(c)] and [c for c in fused if c.verdict == "not judged"]
     assert _live(files["engine_flags.txt"]) == ["COMMPROF_SGLANG_ARGS=()", "COMMPROF_VLLM_ARGS=()"]
 
 
-def _sweep() -> str:
-    from tests.test_decision import SWEEP
+def test_under_the_environment_the_answer_sets_a_route_is_judged_against_its_measurement(scenarios, tmp_path):
+    """(a) exports NCCL_P2P_LEVEL=SYS (a SYS-pair box's twin, its SYS points 40 % faster), so the routes are judged
+    against that point: in a run that confirmed, against its own measurement beside the baseline."""
+    from tests.test_decision import SIM_DIRS, SWEEP
 
-    return SWEEP
+    for moment, taken in ((frozenset(), True), (frozenset({interleave.ROUTE}), False)):
+        decision, files = _decided(with_confirmation(SIM_DIRS[SYS_TWIN], SWEEP, tmp_path / f"run-{taken}", moment))
+        nccl = decision.nccl
+        assert nccl.env == {"NCCL_P2P_LEVEL": "SYS"} and nccl.live, nccl
+        band = next(r for r in _graph_bands(decision) if r.compared == "flashinfer-pcie-ipc")
+        claim = decision.claim(band.claim)
+        assert band.judged_against == nccl.point.point_id and "interleaved confirmation" in claim.subject
+        assert (not band.kept) is taken and claim.verdict == "beyond error" and (claim.gain_pct > 0) is taken
+        assert bool([line for line in _live(files["routing.txt"]) if "PCIE_IPC" in line]) is taken

@@ -60,7 +60,7 @@ def _route(band: dict, judging: _Judging) -> Route:
     against, env, at = judging.against, judging.env, judging.at
     kept_by_plan = bool(band["baseline"])
     size = band["sizes"][-1] if band.get("sizes") else {}
-    claim, reason = _judged(band, size, judging.book, judging.missing, judging.confirming)
+    claim, reason = _judged(band, size, judging)
     taken = claim is not None and not kept_by_plan and claim.beyond
     impl = band["impl"] if taken or kept_by_plan else unfused_reference() if band["collective"] == FUSED else "nccl"
     return Route(
@@ -90,14 +90,14 @@ def _route(band: dict, judging: _Judging) -> Route:
     )
 
 
-def _judged(band: dict, size: dict, book: ClaimBook, missing: str, confirming: Interleaved | None):
+def _judged(band: dict, size: dict, judging: _Judging):
     """The band's claim (None: nothing compared) and why, in words that judge nothing the claim does not."""
-    if band["collective"] == FUSED and missing:
-        return None, missing
+    if band["collective"] == FUSED and judging.missing:
+        return None, judging.missing
     if band["baseline"] and not size.get("rival"):  # nothing else ran here, or this mode routes nothing
         words = str(band["evidence"].get("verdict") or "")
         return None, words or f"largest size: {format_bytes(band['max_bytes'])}"
-    claim, confirmed = _band_claim(band, size, book, confirming)
+    claim, confirmed = _band_claim(band, size, judging)
     if claim is None:
         return None, "not compared: a side has no time at the band's largest size"
     side = (size.get("rival") or {}).get("impl", band["impl"])
@@ -114,12 +114,13 @@ def _judged(band: dict, size: dict, book: ClaimBook, missing: str, confirming: I
     return claim, claim.reason or f"{side} against the baseline at {at}"
 
 
-def _band_claim(band: dict, size: dict, book: ClaimBook, confirming: Interleaved | None):
+def _band_claim(band: dict, size: dict, judging: _Judging):
     """The band's claim at its largest size: the taken implementation (or the fastest rival) against the
     baseline there, per op; and whether its figures are the interleaved confirmation's. In a run that confirmed,
-    the implementation the plan gives the band is judged on its measurement beside the baseline's, and where it
-    was not measured again there, a first-pass gain has no verdict: measured apart from the baseline's, it decides
-    nothing."""
+    the implementation the plan gives the band is judged on its measurement beside the baseline's (an all-reduce
+    band judged against (a)'s point: beside that point's own measurement there), and where it was not measured
+    again there, a first-pass gain has no verdict: measured apart from the baseline's, it decides nothing."""
+    book, confirming = judging.book, judging.confirming
     rival = size.get("rival") if band["baseline"] else None
     side = rival or {"impl": band["impl"], "time_us": size.get("time_us"), "p90_us": size.get("p90_us"),
                      "error_pct": size.get("error_pct"), "label": band["label"]}  # fmt: skip
@@ -134,7 +135,11 @@ def _band_claim(band: dict, size: dict, book: ClaimBook, confirming: Interleaved
     figures = ((side.get("time_us"), side.get("p90_us")), (size.get("baseline_us"), size.get("baseline_p90_us")))
     unknown, confirmed = "", False
     if confirming is not None and rival is None:
-        beside, why = confirming.beside(str(band["point_id"]), band["mode"], size=(band["collective"], nbytes))
+        # the NCCL environment (a) sets, where the routes are judged against it: its own measurement there
+        versus = judging.against if judging.env and band["collective"] != FUSED else None
+        beside, why = confirming.beside(
+            str(band["point_id"]), band["mode"], size=(band["collective"], nbytes), against=versus
+        )
         if beside is not None:
             figures, subject, confirmed = beside, subject + MEASURED_AGAIN, True
         elif book.evidence.beats(figures[0][0], figures[0][1], figures[1][0]) is True:

@@ -100,11 +100,17 @@ class Interleaved:
         return next((r.noise_floor_pct for r in self.references if r.point_id == confirmation.against), None)
 
     def beside(
-        self, point_id: str, mode: str, tokens: int | None = None, size: tuple[str, int] | None = None
+        self,
+        point_id: str,
+        mode: str,
+        tokens: int | None = None,
+        size: tuple[str, int] | None = None,
+        against: str | None = None,
     ) -> tuple[tuple[Figures, Figures] | None, str]:
         """A candidate's figures and its reference's beside it (the faster neighbour) at one T or one op size, where
         the confirmation can judge them (it measured both there, and its reference has a noise floor); else None and
-        why not, in words."""
+        why not, in words. `against`: judged against another candidate's own measurement there instead (the NCCL
+        environment the answer sets, measured beside the same reference)."""
         found = self.of(point_id)
         where = f"at T = {tokens}" if tokens is not None else f"at {size[1]} B" if size is not None else ""
         if found is None:
@@ -116,6 +122,12 @@ class Interleaved:
             return None, f"{point_id} was not measured again beside its reference {where} (or a side failed there)"
         if self.floor_of(found) is None:
             return None, f"the interleaved confirmation has no noise floor for {found.against}"
+        if against is not None:
+            other = self.of(against)
+            theirs = (other.steps.get(tokens) if tokens is not None else other.ops.get(size)) if other else None
+            if theirs is None:
+                return None, f"{against}, what it is judged against, was not measured again {where}"
+            figures = (figures[0], theirs)
         return figures, ""
 
     def sentence(self) -> str:
