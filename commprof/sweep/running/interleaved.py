@@ -11,7 +11,11 @@ from commprof.sweep.planning import interleave
 from commprof.sweep.planning.spec import SweepPoint
 from commprof.sweep.running.measure import Again, SweepRun, all_gather_json, measure_point, point_status
 
-ANSWER_WORDS = {interleave.ENVIRONMENT: "(a)", interleave.ROUTE: "(b) route", interleave.FUSED_KIND: "(c) fused"}
+ANSWER_WORDS = {
+    interleave.ENVIRONMENT: "answer (a), the NCCL environment",
+    interleave.ROUTE: "answer (b), a route",
+    interleave.FUSED_KIND: "answer (c), a fused kind",
+}
 
 
 def confirm(run: SweepRun, progress, shared_gpus: bool = False) -> None:
