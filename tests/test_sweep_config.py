@@ -268,14 +268,15 @@ def test_estimate_counts_points_steps_and_stages():
     )
     # Per (T, mode) 1 checked + warm-up + timed + 1 + timed steps (step_counts.steps_per_mode): stage 0: 2 points x
     # (1 s + 20 steps x 2 T x 20 ms (both modes)); stage 1: 1 point x (1 s + 40 x 2 x 20 ms); the confirmation: up
-    # to 8 measurements at stage 0's cost.
+    # to 4 measurements at stage 0's cost (the A/A control, then the one other setting between two more: stage 1
+    # only re-measures, and nothing else could be a route or a fused kind).
     stage0, stage1 = 1.0 + 20 * 2 * 0.020, 1.0 + 40 * 2 * 0.020
     cost = StepCost(1.0, {1: 20.0, 4: 20.0})
-    assert estimate_seconds(spec, cost, 2, "nccl") == pytest.approx(2 * stage0 + stage1 + 8 * stage0)
+    assert estimate_seconds(spec, cost, 2, "nccl") == pytest.approx(2 * stage0 + stage1 + 4 * stage0)
     # On gloo the NCCL_PROTO point is recorded unsupported: only the baseline and the stage's one point run.
     stage0, stage1 = 1.0 + 20 * 2 * 0.010, 1.0 + 40 * 2 * 0.010
     assert estimate_seconds(spec, StepCost(1.0, {1: 10.0, 4: 10.0}), 1, "gloo") == pytest.approx(
-        stage0 + stage1 + 8 * stage0
+        stage0 + stage1 + 4 * stage0
     )
 
 

@@ -221,16 +221,21 @@ def bound(spec: SweepSpec) -> int:
     """The most measurements the confirmation of `spec` makes, each counted at every T (what the dry run
     estimates): beside the baseline, the A/A control and up to MAX_CANDIDATES environments and MAX_ROUTES routes;
     beside each unfused reference a fused kind could be judged against, its A/A control and its fused kinds, up to
-    MAX_FUSED in all. Routes and fused kinds count only where the sweep has points that could be them (another
-    implementation in stage 0, or a refining stage's axes)."""
+    MAX_FUSED in all. Each counts only where the sweep has points that could be one (in stage 0, or a refining
+    stage's)."""
     baseline, reference = report_baseline(spec), unfused_reference()
+    family = BACKEND_IMPLS if baseline.impl in BACKEND_IMPLS else (baseline.impl,)
+    refining = sum(stage.max_points() for stage in spec.stages if stage.kind == "refine" and stage.axes)
+    settings = [p for p in spec.points if p.impl in family and p.key() != baseline.key() and not _fuses(p.impl)]
+    environments = min(MAX_CANDIDATES, len(settings) + refining)
     others = [p for p in spec.points if p.impl not in (*BACKEND_IMPLS, reference) and p.key() != baseline.key()]
     refined = sum(_other_points(stage) for stage in spec.stages)
     routes = min(MAX_ROUTES, sum(1 for p in others if not p.env and _fuses(p.impl) is not True) + refined)
     measured = sum(1 for p in spec.points if p.impl == reference)  # no reference measured: no fused kind judged
     references = measured + refined if measured else 0
     fused = min(MAX_FUSED, sum(1 for p in others if _fuses(p.impl) is not False) + refined) if measured else 0
-    return A_A_CONTROL + 2 * (MAX_CANDIDATES + routes) + A_A_CONTROL * min(fused, references) + 2 * fused
+    beside_baseline = A_A_CONTROL + 2 * (environments + routes) if environments + routes else 0
+    return beside_baseline + A_A_CONTROL * min(fused, references) + 2 * fused
 
 
 def _other_points(stage) -> int:
