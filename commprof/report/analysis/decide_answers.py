@@ -243,8 +243,8 @@ def _confirmed(run: RunAnalysis, book: ClaimBook, point_id: str, tokens: int, fi
             figures,
             subject,
             (
-                f"not judged: {why}, so its first-pass figures, measured apart from its reference's, decide nothing in a "
-                "run that confirms"
+                f"not judged: {why}, so its first-pass figures, measured apart from its reference's, decide "
+                "nothing in a run that confirms"
             ),
         )
     return figures, subject, ""

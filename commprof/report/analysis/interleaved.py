@@ -146,8 +146,8 @@ class Interleaved:
         for ref in self.references:
             measured = [fmt_ms(v) for v in ref.measured_us if v is not None]
             said.append(
-                f"the unfused reference {ref.point_id} {len(ref.measured_us)} times beside {ref.candidates} fused "
-                f"kind(s) (summed over their T: {', '.join(measured) or 'none ok'})"
+                f"the unfused reference {ref.point_id} was measured {len(ref.measured_us)} times beside "
+                f"{ref.candidates} fused kind(s) (summed over their T: {', '.join(measured) or 'none ok'})"
             )
         floor = f"±{self.noise_floor_pct:.1f} %" if self.noise_floor_pct is not None else "unknown"
         return (
