@@ -51,14 +51,3 @@ class Calm(Burst):
     def setup(self, group, plan, device):
         super().setup(group, plan, device)
         self.bursting = False
-
-
-class Quick(Calm):
-    """Another implementation that is faster: a quarter of the fixed cost per all-reduce (a real route winner)."""
-
-    name = "quick"
-
-    def all_reduce(self, x):
-        time.sleep(STEP_S / 4)
-        dist.all_reduce(x, group=self.group)
-        return x
