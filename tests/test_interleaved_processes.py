@@ -1,5 +1,5 @@
 """On 2 gloo ranks: a no-op variable swept while the baseline was caught in a load burst is not exported, and
-another implementation of the same cost, a route winner of the first pass at every size, takes no size (the
+another implementation of the same cost, a route winner of the first pass, takes no size (the
 interleaved confirmation measures the baseline again beside each, the route at the T where it won); and the run
 takes about what its dry run estimated: its probe of the sweep's baseline with 3 timed + 1 warm-up steps,
 extrapolated to the sweep's 20 + 2 (a fixed-cost all-reduce, so the steps weigh as a GPU's do and the box's load

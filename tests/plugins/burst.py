@@ -44,7 +44,7 @@ class Burst(AllReduceImpl):
 
 class Calm(Burst):
     """Another implementation of the same all-reduce, at the same fixed cost, never in a burst: beside a reference
-    caught in its burst it looks faster at every size (a route winner of the first pass only)."""
+    caught in its burst it looks faster (a route winner of the first pass only)."""
 
     name = "calm"
 
