@@ -12,8 +12,9 @@ against the Decision in summary.json. `problems(report, terminal)` lists what br
   where the verify steps run something faster beyond error; a simulation that exports a live line or says "faster"
   in its headline; a calibration applied to some points only, or not applied without the first screen saying so; a
   withdrawn run with a claim still beyond error; a derived figure whose verdict is not its source's;
-- a measured run with an interleaved confirmation that exports a point it did not confirm, a measured claim not
-  held to its noise floor, or a floor or confirmation sentence the page and recommend.env do not show;
+- a measured run with an interleaved confirmation that exports a point it did not confirm, takes a route or
+  finds a fused kind faster on anything but its measurement beside its reference, holds a measured claim not to
+  its noise floor, or shows a floor or confirmation sentence the page and recommend.env do not;
 - an observation's explanations shown with other words than summary.json's, or a verdict in words that is not the
   one its `explains` says;
 - a calibrated simulation whose ops outside the calibrated sizes its expected error does not cover or name;
@@ -508,11 +509,34 @@ def _confirmation(run: dict, texts: dict[str, str]) -> list[str]:
         for name, text in (("index.html", texts["index.html"]), ("recommend.env", env)):
             if f"Rule: {rule_text}" not in text:
                 out.append(f"{name}: the rule with the noise floor is not shown beside the verdicts")
+    out += _answers_confirmed(run, found)
     if said:
         shown = said[:1].upper() + said[1:]
         for name, text in (("index.html", texts["index.html"]), ("recommend.env", env)):
             if shown not in text:
                 out.append(f"{name}: the confirmation's sentence is not shown: {shown[:80]}...")
+    return out
+
+
+def _answers_confirmed(run: dict, found: dict) -> list[str]:
+    """In a run that confirmed, a route another implementation takes and a fused kind faster beyond error stand on
+    their measurement beside their reference (a claim on the confirmation's figures), never on the first pass."""
+    out = []
+    by_id = {c["id"]: c for c in run["claims"]}
+    again = {c["point_id"] for c in found["confirmations"] if c["baseline_us"] is not None}
+
+    def confirmed(claim: dict | None, point_id: str) -> bool:
+        return claim is not None and "interleaved confirmation" in claim["subject"] and point_id in again
+
+    for route in run["routes"]:
+        if not route["kept"] and not confirmed(by_id.get(route["claim"]), route["point_id"]):
+            band = f"{route['collective']} {route['mode']} {route['min_bytes']}-{route['max_bytes']} B"
+            out.append(f"route {band}: {route['impl']} takes it, but not on its measurement beside its reference")
+    for row in run["fused"]:
+        claim = by_id.get(row["claim"])
+        faster = claim is not None and claim["verdict"] == "beyond error" and claim["gain_pct"] > 0
+        if faster and not confirmed(claim, row["point_id"]):
+            out.append(f"fused kind {row['point_id']} at T = {row['tokens']}: faster beyond error, but not confirmed")
     return out
 
 

@@ -22,11 +22,13 @@ import pytest
 
 from commprof.cli import main
 from commprof.records.files import META_FILE, RESULTS_FILE
+from commprof.sweep.planning import interleave
 from tests import claims_check
 from tests.conftest import GLOO_RUN, TESTS
 from tests.report_fixtures import measured_twin, write_run
 from tests.test_crossover_stage import kernel_times, search_records
 from tests.test_interleaved import run_with_confirmation
+from tests.test_interleaved_answers import with_confirmation
 from tests.test_report_evidence import gloo_run_with
 
 PRESETS = sorted(p.stem for p in (TESTS.parent / "sweeps" / "topologies").glob("*.toml"))
@@ -138,6 +140,8 @@ TUNER = "measured tuner run (synthetic)"
 COMPARED = "two runs compared"
 CONFIRMED = "measured run, confirmed beside the baseline"
 NOT_CONFIRMED = "measured run, not confirmed beside the baseline"
+ANSWERS_CONFIRMED = "measured run, its route and fused kind confirmed beside their references (synthetic)"
+ANSWERS_MOMENT = "measured run, its route and fused kind faster only in the first pass (synthetic)"
 CALIBRATED = "calibrated simulation (SYS pairs)"  # its logits all-gathers above 1 MB: outside the calibrated sizes
 TWIN = "measured on NCCL (synthetic twin)"
 SYS_TWIN = "measured on a SYS-pair box (synthetic)"
@@ -167,6 +171,12 @@ def rendered_scenarios(root: Path) -> dict[str, dict[str, str]]:
     gen5 = runs["simulated pcie-gen5-switch-p2p"][0]
     runs[TWIN] = [_twin(root, gen5)]
     runs[SYS_TWIN] = [_twin(root, gen5, "measured-sys", sys_factor=0.6)]
+    # The twin's route (flashinfer-pcie-ipc) and fused kind measured again beside their references, on a box whose
+    # GPUs the fused kind's flags act on: as fast as in the first pass, or as slow as their references.
+    twin = runs[TWIN][0]
+    runs[ANSWERS_CONFIRMED] = [with_confirmation(twin, SWEEP, root / "answers-confirmed")]
+    moment = frozenset({interleave.ROUTE, interleave.FUSED_KIND})
+    runs[ANSWERS_MOMENT] = [with_confirmation(twin, SWEEP, root / "answers-moment", moment)]
     runs[BUNDLE] = [_simulate_bundle(root)]
     runs[OVER] = runs[BUNDLE]
     runs[TUNER] = [write_run(root / "synthetic", "tuner-run", seed=0)]  # per-size winners: nccl_tuner.conf
@@ -234,6 +244,8 @@ SINGLE = [
     INCOMPLETE,
     CONFIRMED,
     NOT_CONFIRMED,
+    ANSWERS_CONFIRMED,
+    ANSWERS_MOMENT,
 ]
 SCENARIOS = [*SINGLE, COMPARED, "tuner run beside the bundle"]
 
@@ -255,6 +267,13 @@ def test_the_scenarios_hold_what_the_claim_check_reads(scenarios):
     assert confirmed["live"] and confirmed["confirmation"].startswith("confirmed") and not confirmed["keeps_baseline"]
     assert unconfirmed["keeps_baseline"] and unconfirmed["confirmation"].startswith("not confirmed")
     assert all(runs[n]["environment"]["evidence"]["noise_floor_pct"] for n in (CONFIRMED, NOT_CONFIRMED))
+    live = {
+        name: [r for r in runs[name]["routes"] if not r["kept"] and r["live"]]
+        for name in (ANSWERS_CONFIRMED, ANSWERS_MOMENT)
+    }
+    assert [r["impl"] for r in live[ANSWERS_CONFIRMED]] == ["flashinfer-pcie-ipc"] and not live[ANSWERS_MOMENT]
+    flagged = {name: [h for h in runs[name]["engines"]["hints"] if h["setting"]] for name in live}
+    assert flagged[ANSWERS_CONFIRMED] and not flagged[ANSWERS_MOMENT]
     explained = runs[UNCONFIRMED]["environment"]["observed"]["explanations"]
     assert explained["explanations"] and explained["verdict"]
     assert "outside the calibrated sizes" in runs[CALIBRATED]["environment"]["evidence"]["expected_error_basis"]
@@ -444,18 +463,18 @@ def _fused_plain_all_reduce_routed(monkeypatch):
     routed to FlashInfer's fusion kernel, which no engine setting can route there."""
     from commprof.report.analysis import routing_candidates
 
-    times = routing_candidates._times_per_size
+    times = routing_candidates.op_times_per_size
 
-    def with_the_embedding(record, impl, is_baseline, reference):
-        found = times(record, impl, is_baseline, reference)
+    def with_the_embedding(record, fused, baseline, reference):
+        found = times(record, fused, baseline, reference)
         ops = record["op_us"]
-        if routing_candidates.fuses_rmsnorm(impl) or record.get("fused_rmsnorm"):
+        if fused:
             for site, nbytes, median, p90 in zip(ops["sites"], ops["bytes"], ops["median"], ops["p90"]):
                 if site == "embed":
                     found.setdefault(("all_reduce", int(nbytes)), []).append((float(median), float(p90)))
         return found
 
-    monkeypatch.setattr(routing_candidates, "_times_per_size", with_the_embedding)
+    monkeypatch.setattr(routing_candidates, "op_times_per_size", with_the_embedding)
 
 
 def _fused_kind_faster_still(monkeypatch):
@@ -581,9 +600,30 @@ def _range_forgotten(monkeypatch):
     monkeypatch.setattr(ModelError, "from_meta", staticmethod(inside_only))
 
 
+def _route_confirmation_ignored(monkeypatch):
+    """The routes judged on the first pass's per-op numbers though the run measured their winner again."""
+    from dataclasses import replace
+
+    from commprof.report.analysis import decide_routing
+
+    route = decide_routing._route
+    monkeypatch.setattr(decide_routing, "_route", lambda band, judging: route(band, replace(judging, confirming=None)))
+
+
+def _fused_confirmation_ignored(monkeypatch):
+    """The fused kinds judged on the first pass's numbers though the run measured them again beside their reference."""
+    from commprof.report.analysis import decide_answers
+
+    monkeypatch.setattr(
+        decide_answers, "_confirmed", lambda run, book, point, t, figures, subject: (figures, subject, "")
+    )
+
+
 # What main's branches brought into the Decision, each planted back out (decided again from the records).
 PLANTED_DATA = {
     "confirmation ignored": (NOT_CONFIRMED, _confirmation_ignored),
+    "route confirmation ignored": (ANSWERS_MOMENT, _route_confirmation_ignored),
+    "fused confirmation ignored": (ANSWERS_MOMENT, _fused_confirmation_ignored),
     "noise floor not an error term": (CONFIRMED, _floor_not_a_term),
     "explanation reworded in the terminal": (UNCONFIRMED, _explanation_reworded),
     "calibrated range forgotten": (CALIBRATED, _range_forgotten),

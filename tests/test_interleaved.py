@@ -87,10 +87,11 @@ def test_the_sweep_confirms_at_most_three_faster_unfused_points_after_an_a_a_con
             results.append({**record, "fused_rmsnorm": point.impl == "nccl+rmsnorm"})
     found = interleave.candidates(spec, results)
     # p002 (95: p90 99.75 x 2 not below 200) is inside noise; the others, fastest first, at most three
-    assert [p.point_id for p in found] == [ids[1], ids[3], ids[4]]
-    order = interleave.sequence(interleave.report_baseline(spec), found)
-    assert [p.point_id for p in order] == [ids[0], ids[0], ids[1], ids[0], ids[3], ids[0], ids[4], ids[0]]
-    assert len(order) == interleave.measurements(len(found)) and interleave.sequence(spec.points[0], []) == []
+    assert [(c.point.point_id, c.answer) for c in found] == [(ids[i], interleave.ENVIRONMENT) for i in (1, 3, 4)]
+    order = interleave.sequence(found)
+    assert [m.point.point_id for m in order] == [ids[0], ids[0], ids[1], ids[0], ids[3], ids[0], ids[4], ids[0]]
+    assert {m.against for m in order} == {ids[0]} and {m.tokens for m in order} == {(1, 4)}
+    assert len(order) == interleave.measurements(found) and interleave.sequence([]) == []
 
 
 def run_with_confirmation(tmp_path: Path, candidate_factor: float, file: bool = True) -> Path:
@@ -164,7 +165,7 @@ def test_a_gain_inside_the_baselines_drift_so_far_is_no_candidate():
     spec = parse_sweep(SWEEP)
     base, knob = spec.points[0], spec.points[1]
     results = [_step(p.point_id, t, m, env=p.env) for p, m in ((base, 100.0), (knob, 70.0)) for t in (1, 4)]
-    assert [p.point_id for p in interleave.candidates(spec, results)] == [knob.point_id]
+    assert [c.point.point_id for c in interleave.candidates(spec, results)] == [knob.point_id]
     # the baseline measured again at 150: a 50 % band, which a 30 % gain does not clear
     repeats = [
         {**_step(base.point_id, t, 150.0), "point": {**_step(base.point_id, t, 0)["point"], "repeat": 1}}

@@ -1,8 +1,9 @@
-"""On 2 gloo ranks: a no-op variable swept while the baseline was caught in a load burst is not exported (the
-interleaved confirmation measures the baseline again beside it), and the run takes about what its dry run
-estimated: its probe of the sweep's baseline with 3 timed + 1 warm-up steps, extrapolated to the sweep's 20 + 2 (a
-fixed-cost all-reduce, so the steps weigh as a GPU's do and the box's load hardly moves them). One sweep launch
-and one dry-run launch serve both."""
+"""On 2 gloo ranks: a no-op variable swept while the baseline was caught in a load burst is not exported, and
+another implementation of the same cost, a route winner of the first pass, takes no size (the
+interleaved confirmation measures the baseline again beside each, the route at the T where it won); and the run
+takes about what its dry run estimated: its probe of the sweep's baseline with 3 timed + 1 warm-up steps,
+extrapolated to the sweep's 20 + 2 (a fixed-cost all-reduce, so the steps weigh as a GPU's do and the box's load
+hardly moves them). One sweep launch and one dry-run launch serve both."""
 
 import json
 import re
@@ -21,6 +22,7 @@ from tests.sweeprun import REPO, only_run_dir, sweep_env, tiny_model, torchrun_a
 pytestmark = pytest.mark.processes
 
 PLUGIN = "tests.plugins.burst:Burst"
+CALM = "tests.plugins.burst:Calm"  # the same cost, never in a burst
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +35,7 @@ def burst_sweep(tmp_path_factory):
     sweep.write_text(
         f'name = "burst"\n[run]\nmodel = "{model}"\ntokens = [1, 4]\niterations = 20\nwarmup = 2\n'
         f'point_timeout_s = 120\n[[points]]\nimpl = "{PLUGIN}"\nlabel = "reference"\n{knobs}'
-        '[report]\nbaseline = "reference"\n'
+        f'[[points]]\nimpl = "{CALM}"\nlabel = "calm"\n[report]\nbaseline = "reference"\n'
     )
     (root / "dry").mkdir()
     args = torchrun_args(2, "--sweep", str(sweep), "--out", str(root / "dry"), "--no-doctor", "--dry-run")
@@ -61,9 +63,11 @@ def test_a_no_op_variable_swept_through_a_load_burst_is_not_exported(burst_sweep
     assert Evidence(MEASURED).beats(*totals[knob], totals["reference"][0]), totals
     confirmation = read_records(run / INTERLEAVED_FILE)
     sequence = [label for _, label in sorted({(r["point"]["interleaved"], r["point"]["label"]) for r in confirmation})]
-    # A, A, then B, A for each candidate: the knobs and the defaults, all faster than the reference in its burst
+    # A, A, then B, A for each candidate: the knobs and the calm route, all faster than the reference in its burst
     assert sequence[:2] == ["reference", "reference"] and sequence[3::2] == ["reference"] * (len(sequence) // 2 - 1)
-    assert knob in sequence[2::2] and "reference" not in sequence[2::2]
+    assert knob in sequence[2::2] and "calm" in sequence[2::2] and "reference" not in sequence[2::2]
+    reference = next(r["point_id"] for r in records if r["point"]["label"] == "reference")
+    assert {r["point"]["against"] for r in confirmation} == {reference}
 
     out = tmp_path / "report"
     rendered = subprocess.run(
@@ -81,6 +85,16 @@ def test_a_no_op_variable_swept_through_a_load_burst_is_not_exported(burst_sweep
         environment["interleaved"]["noise_floor_pct"] is not None and "noise floor" in environment["evidence"]["rule"]
     )
     assert nccl["file"] is None or nccl["keeps_baseline"], nccl
+    # The calm implementation won all-reduce sizes in the first pass; beside the baseline it takes none.
+    claims = {c["id"]: c for c in summary["claims"]}
+    bands = [(r, claims.get(r["claim"])) for r in summary["routes"] if r["collective"] == "all_reduce"]
+    assert bands and all(
+        r["kept"] and not (c and c["verdict"] == "beyond error" and c["gain_pct"] > 0) for r, c in bands
+    )
+    again = [r for r, c in bands if r["compared"] == CALM and c and "interleaved confirmation" in c["subject"]]
+    assert again and again[0]["reason"].startswith("not confirmed: measured again beside the baseline"), bands
+    calm = {r["tokens"] for r in confirmation if r["point"]["label"] == "calm"}
+    assert calm and all(t in calm for r in again for t in r["tokens"])  # measured again where it won
     exported = [line for line in (out / "recommend.env").read_text().splitlines() if line.startswith("export ")]
     assert not any("COMMPROF_KNOB" in line for line in exported), exported
 

@@ -121,6 +121,7 @@ class Point(TypedDict, total=False):
     stage: Count  # the staged search's stage that produced the point
     repeat: Count  # the baseline measured again (baseline-repeats.jsonl): which re-measurement; absent: the first
     interleaved: Count  # the interleaved confirmation (interleaved.jsonl): this measurement's place in its sequence
+    against: PointId  # and the reference it is judged against (the baseline, or a fused kind's unfused reference)
 
 
 class Check(TypedDict, total=False):

@@ -15,6 +15,7 @@ import pandas as pd
 from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.decide_nccl import NcclStep
 from commprof.report.analysis.frame import model_errors, ok_rows
+from commprof.report.analysis.interleaved import MEASURED_AGAIN
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.tuner_rules import TUNER_CONF
 from commprof.report.analysis.words import tuned_name
@@ -184,7 +185,9 @@ def alternative_rows(run: RunAnalysis, alternatives: pd.DataFrame, routes: list[
 
 def fused_rows(run: RunAnalysis, missing: str, book: ClaimBook) -> list[FusedRow]:
     """(c): per T, the fastest fused kind against its unfused reference, each with its claim; where the reference
-    never ran under (a)'s environment (`missing`: why), not compared."""
+    never ran under (a)'s environment (`missing`: why), not compared. In a run that confirmed, a fused kind is
+    judged on its measurement beside its reference's (the interleaved confirmation), and where it was not measured
+    again there, a first-pass gain has no verdict."""
     fusion = run.fusion
     if fusion.empty:
         return []
@@ -198,11 +201,13 @@ def fused_rows(run: RunAnalysis, missing: str, book: ClaimBook) -> list[FusedRow
             mine = mine[(mine["point_id"] == r.point_id) & (mine["tokens"] == t)].iloc[0].to_dict()
             ref = refs.loc[(r.reference, t)].to_dict()
             errors = model_errors(mine, ref) if book.evidence.simulated else None
+            subject = (
+                f"{r.point_id} ({r.impl}) against its unfused reference {r.reference}, {run.mode}-mode step at T = {t}"
+            )
+            figures = ((r.median_us, r.p90_us), (r.reference_us, ref.get("p90_us")))
+            figures, subject, unknown = _confirmed(run, book, str(r.point_id), t, figures, subject)
             claim = book.compare(
-                f"T = {t}: {r.point_id} vs {r.reference}",
-                f"{r.point_id} ({r.impl}) against its unfused reference {r.reference}, {run.mode}-mode step at T = {t}",
-                ((r.median_us, r.p90_us), (r.reference_us, ref.get("p90_us"))),
-                errors=errors,
+                f"T = {t}: {r.point_id} vs {r.reference}", subject, figures, errors=errors, unknown=unknown
             )
         reason = missing or ("" if claim is not None else f"no {r.reference or 'unfused reference'} at T = {t}")
         out.append(
@@ -222,6 +227,27 @@ def fused_rows(run: RunAnalysis, missing: str, book: ClaimBook) -> list[FusedRow
             )
         )
     return out
+
+
+def _confirmed(run: RunAnalysis, book: ClaimBook, point_id: str, tokens: int, figures: tuple, subject: str):
+    """A fused kind's (figures, subject, why it is not judged) at T: the interleaved confirmation's figures where it
+    was measured again beside its reference there; its first-pass figures, without a verdict, where a first-pass
+    gain was not measured again in a run that confirms; else the first pass's, judged."""
+    if run.interleaved is None:
+        return figures, subject, ""
+    beside, why = run.interleaved.beside(point_id, run.mode, tokens=tokens)
+    if beside is not None:
+        return beside, subject + MEASURED_AGAIN, ""
+    if book.evidence.beats(figures[0][0], figures[0][1], figures[1][0]) is True:
+        return (
+            figures,
+            subject,
+            (
+                f"not judged: {why}, so its first-pass figures, measured apart from its reference's, decide "
+                "nothing in a run that confirms"
+            ),
+        )
+    return figures, subject, ""
 
 
 def missing_rows(run: RunAnalysis) -> list[ImplementationMissing]:

@@ -16,6 +16,7 @@ from commprof.nccl_graph.export import GraphExport, graph_export
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.frame import ok_rows
+from commprof.report.analysis.interleaved import MEASURED_AGAIN
 from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment, confirmed_choice
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.tuner_rules import RECOMMEND_ENV, TUNER_FIELDS, ApplyPlan
@@ -95,8 +96,7 @@ def _claims(run: RunAnalysis, choice: NcclChoice, book: ClaimBook) -> tuple[str 
     made = book.compare(
         f"every T: {shown['point_id']} vs {run.baseline}",
         f"{shown['point_id']} ({shown['settings']}) against the baseline {run.baseline}, {run.mode}-mode step time "
-        f"summed over T = {tokens}"
-        + (" (measured again beside it: the interleaved confirmation)" if _confirmed_figures(run, shown) else ""),
+        f"summed over T = {tokens}" + (MEASURED_AGAIN if _confirmed_figures(run, shown) else ""),
         ((shown["total_us"], shown["p90_total_us"]), (base, math.nan)),
         unknown=_unconfirmable(run, choice, str(shown["point_id"])),
     )

@@ -5,6 +5,7 @@ a fused band whose unfused reference never ran under (a)'s environment is not co
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -16,6 +17,7 @@ from commprof.report.analysis import routing_candidates as rc
 from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.crossovers import routing_edges
 from commprof.report.analysis.decide_nccl import NcclStep
+from commprof.report.analysis.interleaved import MEASURED_AGAIN, Interleaved
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.decision.types import Route, RoutingPlan
 from commprof.units import format_bytes
@@ -35,16 +37,30 @@ def routing_step(
         routing_edges(run.crossovers, nccl.env),
         missing_floor=rc.missing_floor(run.meta),
     )
-    at = tokens_at(run.frame)
-    missing = reference_missing(run, nccl.env)
-    routes = [_route(band, against, nccl.env, at, book, missing) for band in plan["bands"]]
+    judging = _Judging(
+        str(against), dict(nccl.env), tokens_at(run.frame), book, reference_missing(run, nccl.env), run.interleaved
+    )
+    routes = [_route(band, judging) for band in plan["bands"]]
     return routes, plan_shown(run, plan), plan["bands"]
 
 
-def _route(band: dict, against: str, env: dict, at: dict, book: ClaimBook, missing: str) -> Route:
+@dataclass(frozen=True)
+class _Judging:
+    """What every band of the plan is judged with."""
+
+    against: str  # the point the routes are judged against
+    env: dict[str, str]  # the NCCL environment (a) sets
+    at: dict[tuple[str, int], set[int]]  # (collective, op bytes) -> the T that send it (tokens_at)
+    book: ClaimBook
+    missing: str  # why the fused bands are not compared ("" where they are: reference_missing)
+    confirming: Interleaved | None  # the run's interleaved confirmation (None: it made none)
+
+
+def _route(band: dict, judging: _Judging) -> Route:
+    against, env, at = judging.against, judging.env, judging.at
     kept_by_plan = bool(band["baseline"])
     size = band["sizes"][-1] if band.get("sizes") else {}
-    claim, reason = _judged(band, size, book, missing)
+    claim, reason = _judged(band, size, judging)
     taken = claim is not None and not kept_by_plan and claim.beyond
     impl = band["impl"] if taken or kept_by_plan else unfused_reference() if band["collective"] == FUSED else "nccl"
     return Route(
@@ -74,39 +90,70 @@ def _route(band: dict, against: str, env: dict, at: dict, book: ClaimBook, missi
     )
 
 
-def _judged(band: dict, size: dict, book: ClaimBook, missing: str):
+def _judged(band: dict, size: dict, judging: _Judging):
     """The band's claim (None: nothing compared) and why, in words that judge nothing the claim does not."""
-    if band["collective"] == FUSED and missing:
-        return None, missing
+    if band["collective"] == FUSED and judging.missing:
+        return None, judging.missing
     if band["baseline"] and not size.get("rival"):  # nothing else ran here, or this mode routes nothing
         words = str(band["evidence"].get("verdict") or "")
         return None, words or f"largest size: {format_bytes(band['max_bytes'])}"
-    claim = _band_claim(band, size, book)
+    claim, confirmed = _band_claim(band, size, judging)
     if claim is None:
         return None, "not compared: a side has no time at the band's largest size"
     side = (size.get("rival") or {}).get("impl", band["impl"])
-    return (
-        claim,
-        claim.reason or f"{side} against the baseline at {format_bytes(size.get('bytes') or band['at_bytes'])}",
-    )
+    at = format_bytes(size.get("bytes") or band["at_bytes"])
+    if confirmed:  # the plan's winner measured again beside its reference: the confirmation decides
+        reference = _reference_words(band)
+        return claim, (
+            f"confirmed: measured again between two measurements of {reference}, {side} beat it at {at} by more "
+            "than its spread and the noise floor"
+            if claim.beyond
+            else f"not confirmed: measured again beside {reference}, {side} did not beat it at {at} by more than "
+            "its spread and the noise floor"
+        )
+    return claim, claim.reason or f"{side} against the baseline at {at}"
 
 
-def _band_claim(band: dict, size: dict, book: ClaimBook):
+def _band_claim(band: dict, size: dict, judging: _Judging):
     """The band's claim at its largest size: the taken implementation (or the fastest rival) against the
-    baseline there, per op."""
+    baseline there, per op; and whether its figures are the interleaved confirmation's. In a run that confirmed,
+    the implementation the plan gives the band is judged on its measurement beside the baseline's (an all-reduce
+    band judged against (a)'s point: beside that point's own measurement there), and where it was not measured
+    again there, a first-pass gain has no verdict: measured apart from the baseline's, it decides nothing."""
+    book, confirming = judging.book, judging.confirming
     rival = size.get("rival") if band["baseline"] else None
     side = rival or {"impl": band["impl"], "time_us": size.get("time_us"), "p90_us": size.get("p90_us"),
                      "error_pct": size.get("error_pct"), "label": band["label"]}  # fmt: skip
     where = f"{band['collective']} {band['mode']} {band['min_bytes']}-{band['max_bytes']} B"
     simulated = book.evidence.simulated
     errors = (side.get("error_pct"), size.get("baseline_error_pct")) if simulated else None
-    return book.compare(
-        f"{where}: {side['impl']} vs the baseline",
+    nbytes = int(size.get("bytes") or band["at_bytes"])
+    subject = (
         f"{side['impl']} ({side.get('label')}) against the baseline, one {band['collective']} op of "
-        f"{format_bytes(size.get('bytes') or band['at_bytes'])}, {band['mode']} mode",
-        ((side.get("time_us"), side.get("p90_us")), (size.get("baseline_us"), size.get("baseline_p90_us"))),
-        errors=errors,
+        f"{format_bytes(nbytes)}, {band['mode']} mode"
     )
+    figures = ((side.get("time_us"), side.get("p90_us")), (size.get("baseline_us"), size.get("baseline_p90_us")))
+    unknown, confirmed = "", False
+    if confirming is not None and rival is None:
+        # the NCCL environment (a) sets, where the routes are judged against it: its own measurement there
+        versus = judging.against if judging.env and band["collective"] != FUSED else None
+        beside, why = confirming.beside(
+            str(band["point_id"]), band["mode"], size=(band["collective"], nbytes), against=versus
+        )
+        if beside is not None:
+            figures, subject, confirmed = beside, subject + MEASURED_AGAIN, True
+        elif book.evidence.beats(figures[0][0], figures[0][1], figures[1][0]) is True:
+            unknown = (
+                f"not judged: {why}, so its first-pass figures, measured apart from {_reference_words(band)}'s, "
+                "decide nothing in a run that confirms"
+            )
+    claim = book.compare(f"{where}: {side['impl']} vs the baseline", subject, figures, errors=errors, unknown=unknown)
+    return claim, confirmed
+
+
+def _reference_words(band: dict) -> str:
+    """What a band's winner is judged against, in words: the baseline, or a fused band's unfused reference."""
+    return "its unfused reference" if band["collective"] == FUSED else "the baseline"
 
 
 def _tokens(band: dict, at: dict[tuple[str, int], set[int]]) -> list[int]:

@@ -20,6 +20,7 @@ from typing import Any
 from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence
 from commprof.floor.model import FloorFigures
 from commprof.impls.registry import BACKEND_IMPLS, fuses_rmsnorm, resolve_impl_name, unfused_reference
+from commprof.records.op_sizes import op_times_per_size
 from commprof.records.run_meta import meta_view
 from commprof.records.schema import FUSED
 from commprof.stats import median
@@ -79,7 +80,9 @@ def candidates(records: Iterable[dict], baseline_point: str) -> list[Candidate]:
         if (env or impl in BACKEND_IMPLS) and not is_baseline:
             continue  # the backend under other settings (its defaults too) is the NCCL environment's, not a route
         level = LEVEL_OF_SOURCE.get(record.get("source"), MEASURED)
-        for (collective, nbytes), values in _times_per_size(record, impl, is_baseline, reference).items():
+        fused = fuses_rmsnorm(impl) or bool(record.get("fused_rmsnorm"))
+        sizes = op_times_per_size(record, fused, baseline=is_baseline, reference=impl == reference)
+        for (collective, nbytes), values in sizes.items():
             error, basis = _model_error(record, collective, nbytes) if level == SIMULATED else (None, "")
             marked = is_baseline or (collective == FUSED and impl == reference)
             candidate = Candidate(
@@ -133,36 +136,6 @@ def _latest_per_setting(records: Iterable[dict], baseline_point: str) -> tuple[d
         if key not in latest or _stage(record) >= _stage(latest[key]):
             latest[key] = record
     return latest, baseline_config
-
-
-def _times_per_size(
-    record: dict, impl: str, is_baseline: bool, reference: str
-) -> dict[tuple[str, int], list[tuple[float, float]]]:
-    """A record's (median, p90) op times per (collective as routed, bytes); the fused all-reduce is its own, and a
-    fused kind's plain all-reduce (the embedding's, no RMSNorm after it) is no candidate: it runs the kind's own
-    kernel with its plain pattern (FlashInfer's kAllReduce), which no engine setting routes a band of plain
-    all-reduces to (the kind's module says why)."""
-    fused = fuses_rmsnorm(impl) or bool(record.get("fused_rmsnorm"))
-    ops = record["op_us"]
-    per_size: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    sites = ops.get("sites", ())
-    # Each op's collective as the record names it (records before that: the logits site is the all-gather).
-    kinds = ops.get("collectives") or [
-        "all_gather" if str(s).rsplit(".", 1)[-1] == "logits" else "all_reduce" for s in sites
-    ]
-    for site, collective, nbytes, op_median, p90 in zip(
-        sites, kinds, ops.get("bytes", ()), ops.get("median", ()), ops.get("p90", ops.get("median", ()))
-    ):
-        if collective != "all_reduce" and not is_baseline:
-            continue  # every implementation runs the other collectives with torch.distributed: the baseline's
-        if collective == "all_reduce" and fused:
-            if str(site) == "embed":  # the embedding has no RMSNorm after: the kind's plain all-reduce
-                continue
-            collective = FUSED
-        elif collective == "all_reduce" and impl == reference:
-            continue  # the reference's plain all-reduce is the baseline's own
-        per_size.setdefault((collective, int(nbytes)), []).append((float(op_median), float(p90)))
-    return per_size
 
 
 def _model_error(record: dict, collective: str, nbytes: int) -> tuple[float | None, str]:

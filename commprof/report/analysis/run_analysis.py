@@ -312,10 +312,6 @@ def analyze_source(
         run.drift = baseline_drift(first, repeats, run.mode, {int(t) for t in steps["tokens"].dropna().unique()})
         if run.drift is not None and run.drift.band_pct is not None:
             evidence = run.evidence = replace(evidence, drift_pct=round(run.drift.band_pct, 2))
-    if confirmation is not None:
-        run.interleaved = interleaved(confirmation, run.mode, {int(t) for t in steps["tokens"].dropna().unique()})
-        if run.interleaved.noise_floor_pct is not None:
-            evidence = run.evidence = replace(evidence, noise_floor_pct=round(run.interleaved.noise_floor_pct, 2))
     if evidence.simulated and run.mode == "graph":
         run.mode_reason = (
             "graph mode as the cost model predicts it (eager minus the preset's launch overhead): whether each "
@@ -324,6 +320,12 @@ def analyze_source(
     run.baseline_requested = options.baseline or BASELINE_POINT_ID
     run.baseline = rk.baseline_id(all_steps, options.baseline, latest)
     run.superseded = fr.superseded_by(latest)
+    if confirmation is not None:  # the baseline's measurements there name the sweep's baseline, re-measured or not
+        ids = {run.baseline, *(old for old, new in run.superseded.items() if new == run.baseline)}
+        tokens = {int(t) for t in steps["tokens"].dropna().unique()}
+        run.interleaved = interleaved(confirmation, run.mode, tokens, {str(i) for i in ids if i is not None})
+        if run.interleaved.noise_floor_pct is not None:
+            evidence = run.evidence = replace(evidence, noise_floor_pct=round(run.interleaved.noise_floor_pct, 2))
     run.speedups = rk.speedups(all_steps, run.baseline)
     run.spacing = spacing_summary(records, run.baseline, run.mode)
     run.baseline_family = rk.implementation_family(steps.loc[steps["point_id"] == run.baseline, "impl"].iloc[0])

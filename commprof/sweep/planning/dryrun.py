@@ -177,7 +177,7 @@ def estimate_seconds(
     nccl = running if on_nccl is None else on_nccl
     total = nccl * point_seconds(spec, cost, spec.iterations, spec.warmup)
     total += (running - nccl) * point_seconds(spec, cost, spec.iterations, spec.warmup, on_nccl=False)
-    confirming = interleave.measurements(interleave.MAX_CANDIDATES)
+    confirming = interleave.bound(spec)
     total += confirming * point_seconds(spec, cost, spec.iterations, spec.warmup)
     total += (preparations(spec, backend) if prepared is None else prepared) * cost.overhead_s
     for stage in spec.stages:
@@ -403,11 +403,11 @@ def size_lines(spec: SweepSpec, cost: StepCost, running: int, backend: str, on_n
     if searches:
         bandwidth = ASSUMED_ALGBW_GBPS.get(backend, ASSUMED_ALGBW_GBPS["gloo"])
         basis += f"; a crossover size's bytes at an assumed {bandwidth:g} GB/s ({backend}, not measured here)"
-    confirming = interleave.measurements(interleave.MAX_CANDIDATES)
+    confirming = interleave.bound(spec)
     counts = (
         f"{running} point{'s' if running != 1 else ''} will run in stage 0, up to "
         f"{running + sum(stage_runnable_points(s, backend) for s in spec.stages)} in all{also}, then up to "
-        f"{confirming} measurements confirming the answer beside the baseline"
+        f"{confirming} measurements confirming the answers beside the baseline (or a fused kind's unfused reference)"
         + (f", after {prepared} setting(s) prepared (their compiling or tuning not estimated)" if prepared else "")
     )
     if cost.failed:

@@ -46,6 +46,24 @@ def _combine(values: list[float], rank_by: str) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def ranking_mode(steps: list[dict]) -> str:
+    """The mode points rank in: graph where any step record captured, else eager (e.g. on gloo)."""
+    return "graph" if any(r.get("mode") == "graph" and r.get("status") == "ok" for r in steps) else "eager"
+
+
+def latest_measurements(steps: list[dict]) -> dict[str, list[dict]]:
+    """Point id -> its step records, the latest (most re-measured) point of each configuration only."""
+    by_id: dict[str, list[dict]] = {}
+    for record in steps:
+        by_id.setdefault(record["point_id"], []).append(record)
+    latest: dict[str, str] = {}
+    for point_id, records in by_id.items():
+        key = point_from_record(records[0]).key()
+        if key not in latest or (stage_of(point_id), point_id) > (stage_of(latest[key]), latest[key]):
+            latest[key] = point_id
+    return {point_id: by_id[point_id] for point_id in latest.values()}
+
+
 def rank_points(
     results: list[dict], tokens: tuple[int, ...], rank_by: str = "geomean", interconnect: str = "pcie"
 ) -> list[RankedPoint]:
@@ -59,19 +77,9 @@ def rank_points(
         for r in results
         if r.get("kind", "step") == "step" and r.get("point_id") and not_proposable(r, interconnect) is None
     ]
-    mode = "graph" if any(r.get("mode") == "graph" and r.get("status") == "ok" for r in steps) else "eager"
-    by_id: dict[str, list[dict]] = {}
-    for record in steps:
-        by_id.setdefault(record["point_id"], []).append(record)
-    latest: dict[str, str] = {}
-    for point_id, records in by_id.items():
-        key = point_from_record(records[0]).key()
-        if key not in latest or (stage_of(point_id), point_id) > (stage_of(latest[key]), latest[key]):
-            latest[key] = point_id
-
+    mode = ranking_mode(steps)
     ranked = []
-    for point_id in latest.values():
-        records = by_id[point_id]
+    for records in latest_measurements(steps).values():
         if any(r.get("status") not in ("ok", "unsupported") for r in records):
             continue
         medians, p90s = {}, {}

@@ -93,11 +93,13 @@ class PointOutcome:
 
 @dataclass(frozen=True)
 class Again:
-    """A point measured again: its folder under points/<id>/ ("again3", "interleaved2") and what its records'
-    point says of it ({"repeat": 3}: the baseline's drift; {"interleaved": 2}: the interleaved confirmation)."""
+    """A point measured again: its folder under points/<id>/ ("again3", "interleaved2"), what its records' point
+    says of it ({"repeat": 3}: the baseline's drift; {"interleaved": 2, "against": "p000"}: the interleaved
+    confirmation) and the T it is measured at (None: every T of the sweep)."""
 
     folder: str
-    tag: dict[str, int]
+    tag: dict[str, int | str]
+    tokens: tuple[int, ...] | None = None
 
 
 def measure_point(run: SweepRun, point: SweepPoint, again: Again | None = None) -> list[dict[str, Any]]:
@@ -183,7 +185,7 @@ def trial_request(run: SweepRun, point: SweepPoint, point_dir: Path, again: Agai
         point=point.to_dict() | (again.tag if again else {}),
         model=model,
         tp=run.tp,
-        tokens=list(spec.tokens),
+        tokens=list(again.tokens if again and again.tokens else spec.tokens),
         phase=spec.phase,
         plan_options=asdict(spec.plan_options),
         dtype=model["dtype"] if spec.dtype is None else spec.dtype,
