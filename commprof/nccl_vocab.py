@@ -77,6 +77,9 @@ DATATYPES = {
     11: ("float8e5m2", 1),
 }
 
+# Path types through a CPU host bridge or between sockets, beyond NCCL's default P2P level (PXB): NCCL's graph
+# lines print PHB or SYS (src/graph/topo.h), `nvidia-smi topo -m` also NODE (NCCL's PHB inside one socket).
+HOST_PATHS = ("PHB", "NODE", "SYS")
 # The path types a topology preset names its worst GPU pair with (gpu_path), nearest first.
 P2P_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 DEFAULT_P2P_LEVEL = "PXB"

@@ -16,11 +16,10 @@ from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.decide_nccl import NcclStep
 from commprof.report.analysis.frame import model_errors, ok_rows
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.analysis.tuner_rules import TUNER_CONF
 from commprof.report.analysis.words import tuned_name
 from commprof.report.decision.claim import Claim
 from commprof.report.decision.tables import AlternativeRow, ChoiceRow, ImplementationMissing
-from commprof.report.decision.types import AnswerAtT, FusedRow, Route
+from commprof.report.decision.types import TUNER_CONF, AnswerAtT, FusedRow, Route
 
 _COLUMNS = ("median_us", "p90_us", "kernel_model", "nccl", "settings", "label", "impl")
 

@@ -18,10 +18,10 @@ from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment, confirmed_choice
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.analysis.tuner_rules import RECOMMEND_ENV, TUNER_FIELDS, ApplyPlan
+from commprof.report.analysis.tuner_rules import TUNER_FIELDS, ApplyPlan
 from commprof.report.analysis.words import how_to_firm_up, keep_text, not_a_result_notes
 from commprof.report.decision.formatting import claim_words, fmt_ms
-from commprof.report.decision.types import NcclAnswer, PointRef, Tuner, TunerInput
+from commprof.report.decision.types import RECOMMEND_ENV, NcclAnswer, PointRef, Tuner, TunerInput
 
 
 @dataclass(frozen=True)

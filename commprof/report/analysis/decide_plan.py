@@ -16,7 +16,15 @@ from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.decision.claim import Claim
 from commprof.report.decision.formatting import range_pct, tokens_text
 from commprof.report.decision.tables import ChoiceRow
-from commprof.report.decision.types import Candidate, FusedRow, Headline, MeasurementPlan, PointRef, VerifyStep
+from commprof.report.decision.types import (
+    TUNER_CONF,
+    Candidate,
+    FusedRow,
+    Headline,
+    MeasurementPlan,
+    PointRef,
+    VerifyStep,
+)
 
 MAX_CANDIDATES = 8
 MAX_HEADLINE_WORDS = 25
@@ -151,7 +159,7 @@ def _headline(run, nccl, steps, plan, book) -> tuple[str, str | None, bool]:
         return f"Nothing compared: only the baseline ran ({basis}).", None, True
     beyond = [(s, book.get(s.claim)) for s in steps if s.claim and book.get(s.claim).beyond]
     if nccl.answer.file is not None and nccl.answer.live and beyond:
-        what = "Apply nccl_tuner.conf" if nccl.answer.file == "nccl_tuner.conf" else f"Set {_point(nccl.answer.point)}"
+        what = "Apply nccl_tuner.conf" if nccl.answer.file == TUNER_CONF else f"Set {_point(nccl.answer.point)}"
         gains = range_pct([c.gain_pct for _s, c in beyond])
         at = _span(s.tokens for s, _c in beyond)
         return f"{what}: verify step {gains} faster at T = {at} ({basis}).", beyond[0][1].id, False

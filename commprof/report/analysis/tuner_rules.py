@@ -20,6 +20,7 @@ from commprof.nccl_vocab import (
     named,
 )
 from commprof.planner.models import DTYPE_BYTES
+from commprof.report.decision.types import RECOMMEND_ENV, TUNER_CONF, NcclFile
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
 TUNER_FIELDS = (
@@ -40,8 +41,6 @@ TUNER_PROTOCOLS = tuple(p.tuner for p in PROTOCOLS)
 
 # ------------------------------------------------------------------------------------------ what to apply
 
-RECOMMEND_ENV = "recommend.env"
-TUNER_CONF = "nccl_tuner.conf"
 # What the example tuner plugin can set per size: the algorithm, the protocol and the channel count.
 TUNER_VARIABLES = frozenset(("NCCL_ALGO", "NCCL_PROTO", *CHANNEL_VARIABLES))
 
@@ -50,7 +49,7 @@ TUNER_VARIABLES = frozenset(("NCCL_ALGO", "NCCL_PROTO", *CHANNEL_VARIABLES))
 class ApplyPlan:
     """The one file to apply (`choice`, None: nothing), why, and what each file holds."""
 
-    choice: str | None
+    choice: NcclFile | None
     why: str
     env: dict[str, str]  # what recommend.env exports (the recommendation's settings; {} when the baseline is kept)
     rules: list[TunerRule] = field(default_factory=list)
