@@ -17,6 +17,7 @@ from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.crossovers import routing_edges
 from commprof.report.analysis.decide_nccl import NcclStep
 from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.decision.formatting import finite_or_none
 from commprof.report.decision.types import Route, RoutingPlan
 from commprof.units import format_bytes
 
@@ -65,10 +66,10 @@ def _route(band: dict, against: str, env: dict, at: dict, book: ClaimBook, missi
         compared=(size.get("rival") or {}).get("impl", band["impl"]) if claim is not None else "",
         reason=reason,
         at_bytes=int(band["at_bytes"]),
-        time_us=_number(band.get("time_us")),
-        baseline_us=_number(band.get("baseline_us")),
-        floor_us=_number(band.get("floor_us")),
-        pct_of_floor=_number(band.get("pct_of_floor")),
+        time_us=finite_or_none(band.get("time_us")),
+        baseline_us=finite_or_none(band.get("baseline_us")),
+        floor_us=finite_or_none(band.get("floor_us")),
+        pct_of_floor=finite_or_none(band.get("pct_of_floor")),
         evidence=str(band["evidence"].get("label") or ""),
         boundary=str(band.get("boundary") or ""),
     )
@@ -199,11 +200,3 @@ def plan_shown(run: RunAnalysis, plan: dict[str, Any]) -> RoutingPlan | None:
         below_floor="; ".join(below),
         crossovers=run.crossovers,
     )
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number == number else None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
@@ -20,6 +19,7 @@ from commprof.nccl_vocab import (
     named,
 )
 from commprof.planner.models import DTYPE_BYTES
+from commprof.report.decision.formatting import finite
 from commprof.report.decision.types import RECOMMEND_ENV, TUNER_CONF, NcclFile
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
@@ -109,13 +109,6 @@ class TunerRule:
         )
 
 
-def _number(value: Any) -> bool:
-    try:
-        return value is not None and math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
 def _tuner(name: Name | None) -> str | None:
     return name.tuner if name is not None else None
 
@@ -133,11 +126,11 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
         choices = (r.nccl or {}).get("choices") or [] if isinstance(r.nccl, dict) else []
         sizes = {
             "allreduce": int(r.tokens) * int(r.hidden_size) * DTYPE_BYTES.get(r.dtype, 2)
-            if _number(r.hidden_size) and _number(r.tokens)
+            if finite(r.hidden_size) and finite(r.tokens)
             else None
         }
         logged: dict[str, dict] = {}
-        ranks = int(r.world_size) if _number(r.world_size) else None
+        ranks = int(r.world_size) if finite(r.world_size) else None
         for choice in choices:
             coll = _tuner(named(COLLECTIVES, choice.get("coll")))
             if coll:
@@ -165,7 +158,7 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
                     "algorithm": algorithm,
                     "protocol": protocol,
                     "channels": int(channels),
-                    "n_ranks": int(r.world_size) if _number(r.world_size) else -1,
+                    "n_ranks": int(r.world_size) if finite(r.world_size) else -1,
                     "note": note,
                 }
             )
