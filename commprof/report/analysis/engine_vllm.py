@@ -24,6 +24,7 @@ from commprof.report.analysis.engine_facts import (
     sm_int,
     sm_key,
     sm_text,
+    version_numbers,
 )
 
 DC = "vllm/distributed/device_communicators"
@@ -237,7 +238,7 @@ NCCL_SYMM_MEM_ALL_REDUCE_CONFIG = {
 
 def vllm_table(version: str, wheel: str) -> EngineTable:
     """vLLM's dispatch as read in the `wheel` release; from 0.34 with its three new gates."""
-    v34 = _numbers(version) >= (0, 34)
+    v34 = version_numbers(version) >= (0, 34)
     dispatch = Cite(
         f"{DC}/cuda_communicator.py",
         "all_reduce",
@@ -383,10 +384,6 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
             Cite("vllm/config/compilation.py", "decode_cudagraph_capture_shapes", r"min\(max_reqs, max_tokens // q\)"),
         )
     return EngineTable("vLLM", "vllm", version, wheel, dispatch, rules, defaults, flags, facts)
-
-
-def _numbers(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".") if part.isdigit())
 
 
 VLLM_0_33 = vllm_table("0.33", "0.33.0")
