@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from commprof.nccl_tuning import TUNING_NAMES
+
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # The tuning variables commprof sweeps and models, and no other: a sweep may set only these (and a plug-in's
@@ -17,33 +19,8 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # NCCL_HOSTID, VLLM_HOST_IP, VLLM_PORT), fill a disk (NCCL_DEBUG=TRACE) or load code: a file a user pastes must set
 # none of them, whatever the sweep file or run folder held.
 #
-# NCCL's: each has its value checker in commprof.nccl_vocab.ENV_CHECKS (a test holds the two the same).
-NCCL_TUNING = frozenset(
-    {
-        "NCCL_ALGO",
-        "NCCL_PROTO",
-        "NCCL_MIN_NCHANNELS",
-        "NCCL_MAX_NCHANNELS",
-        "NCCL_MIN_CTAS",
-        "NCCL_MAX_CTAS",
-        "NCCL_NTHREADS",
-        "NCCL_BUFFSIZE",
-        "NCCL_LL_BUFFSIZE",
-        "NCCL_LL128_BUFFSIZE",
-        "NCCL_P2P_LEVEL",
-        "NCCL_P2P_DISABLE",
-        "NCCL_SHM_DISABLE",
-        "NCCL_CUMEM_ENABLE",
-        "NCCL_GRAPH_REGISTER",
-        "NCCL_NVLS_ENABLE",
-        "NCCL_CGA_CLUSTER_SIZE",
-        "NCCL_THREAD_THRESHOLDS",
-        # The one file variable a sweep may set and an export may write: commprof reads the file by NCCL's own
-        # rules before a point runs with it (nccl_graph/nccl_reader.py), and an export names it only at the file
-        # measured, by sha256.
-        "NCCL_GRAPH_FILE",
-    }
-)
+# NCCL's: its tuning variables, each with its value checker (commprof.nccl_tuning.TUNING, defined there once).
+NCCL_TUNING = frozenset(TUNING_NAMES)
 # The engines' all-reduce switches and size caps commprof routes with and models: the implementations' engine
 # switches and flags (commprof.impls) and the engine versions' dispatch tables (commprof.report.analysis.engine_*);
 # a test holds every one they name in this list.

@@ -16,7 +16,8 @@ from typing import Any, Literal, get_args
 
 import msgspec
 
-from commprof.nccl_vocab import ENV_CHECKS, value_traps
+from commprof.nccl_tuning import ENV_CHECKS
+from commprof.nccl_vocab import value_traps
 from commprof.records.run_meta import meta_view
 from commprof.records.schema import SOURCES, Source
 

@@ -1,5 +1,6 @@
 """NCCL's vocabulary, defined once: its algorithms, protocols and collectives in every spelling commprof meets,
-and the grammar of the variables a sweep sets, with the known traps among their values.
+the grammar of NCCL_ALGO / NCCL_PROTO, what NCCL makes of the P2P level variables, and the known traps among the
+values a sweep sets (the variables it sets and their checkers: commprof.nccl_tuning).
 
 Spellings: NCCL_ALGO / NCCL_PROTO values (ncclAlgoStr / ncclProtoStr / ncclFuncStr, matched case-insensitively),
 NCCL_DEBUG=INFO TUNING lines (ncclAlgoToString; 2.20-2.23 print the NCCL_ALGO_* number instead), the example
@@ -11,7 +12,7 @@ and for 2.31 / 2.32 from the released libraries (the note on NCCL 2.31.2 and 2.3
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -76,6 +77,9 @@ DATATYPES = {
     11: ("float8e5m2", 1),
 }
 
+# Path types through a CPU host bridge or between sockets, beyond NCCL's default P2P level (PXB): NCCL's graph
+# lines print PHB or SYS (src/graph/topo.h), `nvidia-smi topo -m` also NODE (NCCL's PHB inside one socket).
+HOST_PATHS = ("PHB", "NODE", "SYS")
 # The path types a topology preset names its worst GPU pair with (gpu_path), nearest first.
 P2P_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 DEFAULT_P2P_LEVEL = "PXB"
@@ -258,143 +262,11 @@ def forced(variable: str, value: str | None, collective: str) -> Name | None:
     return segment.names[0]
 
 
-# --- legal values of the variables a sweep sets: each checker takes the value as TOML gave it (str, int or
-# bool) and returns the string put in the environment, or raises ValueError saying what is allowed ----------
-
-
-def _as_int(raw: object, name_of_kind: str) -> int:
-    if isinstance(raw, bool):
-        raise ValueError(f"expected {name_of_kind}, got {raw!r}")
-    if isinstance(raw, int):
-        return raw
-    if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
-        return int(raw)
-    raise ValueError(f"expected {name_of_kind}, got {raw!r}")
-
-
-def int_range(low: int, high: int) -> Callable[[object], str]:
-    def check(raw: object) -> str:
-        allowed = f"an integer {low}..{high}"
-        value = _as_int(raw, allowed)
-        if not low <= value <= high:
-            raise ValueError(f"{value} is out of range (allowed: {allowed})")
-        return str(value)
-
-    return check
-
-
-def positive_int(raw: object) -> str:
-    value = _as_int(raw, "a positive integer (bytes)")
-    if value < 1:
-        raise ValueError(f"{value} is not positive (allowed: a positive integer, bytes)")
-    return str(value)
-
-
-def nthreads(raw: object) -> str:
-    allowed = "a multiple of 32 in 64..512"
-    value = _as_int(raw, allowed)
-    if value % 32 or not 64 <= value <= 512:
-        raise ValueError(f"{value} is not {allowed} (allowed: {allowed})")
-    return str(value)
-
-
-def flag(raw: object) -> str:
-    """NCCL's 0/1 switches; TOML true/false are accepted too."""
-    if isinstance(raw, bool):
-        return "1" if raw else "0"
-    if raw in (0, 1, "0", "1"):
-        return str(raw)
-    raise ValueError(f"{raw!r} is not a switch (allowed: 0, 1, true, false)")
-
-
-def p2p_level(raw: object) -> str:
-    """A level NCCL reads: a path type (written upper case, as NCCL compares it) or an old integer level."""
-    allowed = f"{', '.join(NCCL_PATH_TYPES)} or an old integer level 0..5"
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        if raw >= 0:
-            return str(raw)
-        raise ValueError(f"{raw} is out of range (allowed: {allowed})")
-    if isinstance(raw, str) and raw.strip().upper() in NCCL_PATH_TYPES:
-        return raw.strip().upper()  # NCCL's strcmp would ignore "sys": the environment gets "SYS"
-    if isinstance(raw, str) and re.fullmatch(r"\d+", raw.strip()):
-        return raw.strip()
-    if isinstance(raw, str) and raw.strip().upper() == "NODE":
-        raise ValueError(f"{raw!r}: NCCL has no NODE level (nvidia-smi's NODE is NCCL's PHB) (allowed: {allowed})")
-    raise ValueError(f"{raw!r} is not a P2P level (allowed: {allowed})")
-
-
-def thread_thresholds(raw: object) -> str:
-    allowed = (
-        'six integers "treeLL treeLL128 treeSimple ringLL ringLL128 ringSimple" separated by spaces; '
-        "a negative one keeps NCCL's default for that slot"
-    )
-    if not isinstance(raw, str):
-        raise ValueError(f"expected a string, got {raw!r} (allowed: {allowed})")
-    fields = raw.split()
-    if len(fields) != 6 or not all(re.fullmatch(r"-?\d+", f) for f in fields):
-        raise ValueError(f"{raw!r} is not six integers (allowed: {allowed})")
-    return " ".join(fields)
-
-
-def file_path(raw: object) -> str:
-    """A file NCCL opens (NCCL_GRAPH_FILE, the one file variable a sweep may set): a non-empty path on one line."""
-    if not isinstance(raw, str) or not raw.strip() or any(c in raw for c in "\n\r\0"):
-        raise ValueError(f"{raw!r} is not a file path (allowed: a non-empty path on one line)")
-    return raw.strip()
-
-
-def _selection(variable: str) -> Callable[[object], str]:
-    def check(raw: object) -> str:
-        if not isinstance(raw, str) or not raw.strip():
-            raise ValueError(f"expected a non-empty string, got {raw!r} (allowed: {selection_allowed(variable)})")
-        value = raw.strip()
-        parse_selection(variable, value)
-        return value
-
-    return check
-
-
-# Variables a sweep validates by name (anywhere: [axes], [axes.env], [[points]], [[stages]]).
-ENV_CHECKS: dict[str, Callable[[object], str]] = {
-    "NCCL_ALGO": _selection("NCCL_ALGO"),
-    "NCCL_PROTO": _selection("NCCL_PROTO"),
-    "NCCL_MIN_NCHANNELS": int_range(1, 64),
-    "NCCL_MAX_NCHANNELS": int_range(1, 64),
-    "NCCL_MIN_CTAS": int_range(1, 64),
-    "NCCL_MAX_CTAS": int_range(1, 64),
-    "NCCL_NTHREADS": nthreads,
-    "NCCL_BUFFSIZE": positive_int,
-    "NCCL_LL_BUFFSIZE": positive_int,
-    "NCCL_LL128_BUFFSIZE": positive_int,
-    "NCCL_P2P_LEVEL": p2p_level,
-    "NCCL_P2P_DISABLE": flag,
-    "NCCL_SHM_DISABLE": flag,
-    "NCCL_CUMEM_ENABLE": flag,
-    "NCCL_GRAPH_REGISTER": flag,
-    "NCCL_NVLS_ENABLE": flag,
-    "NCCL_CGA_CLUSTER_SIZE": int_range(0, 8),
-    "NCCL_THREAD_THRESHOLDS": thread_thresholds,
-    "NCCL_GRAPH_FILE": file_path,
-}
 # Files that replace NCCL's own topology detection (NCCL_TOPO_FILE) or graph search (NCCL_GRAPH_FILE), read at
 # every communicator's init (src/graph/topo.cc, search.cc ncclTopoCompute); and where NCCL writes what it
 # detected and searched (NCCL_TOPO_DUMP_FILE in init.cc, NCCL_GRAPH_DUMP_FILE in search.cc ncclTopoDumpGraphs).
 GRAPH_FILE_VARIABLES = ("NCCL_GRAPH_FILE", "NCCL_TOPO_FILE")
 DUMP_VARIABLES = ("NCCL_TOPO_DUMP_FILE", "NCCL_GRAPH_DUMP_FILE")
-
-
-def env_value(name: str, raw: object) -> str:
-    """The environment string for `name`; ValueError says what is allowed."""
-    if isinstance(raw, str) and "\x00" in raw:  # execve cuts a variable at its first NUL: no process could see it
-        raise ValueError(f"{raw!r} holds a NUL character, which no environment variable can carry")
-    check = ENV_CHECKS.get(name)
-    if check is not None:
-        return check(raw)
-    if isinstance(raw, bool):
-        return "1" if raw else "0"
-    if isinstance(raw, (int, float, str)):
-        return str(raw)
-    raise ValueError(f"expected a string or a number, got {type(raw).__name__} {raw!r}")
 
 
 def value_traps(name: str, value: str, interconnect: str = "any") -> list[str]:

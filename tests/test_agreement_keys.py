@@ -9,8 +9,9 @@ from datetime import timedelta
 import pytest
 import torch.distributed as dist
 
-from commprof.replay.trial import TrialRequest, worker_main
+from commprof.replay.trial import worker_main
 from tests.distributed import _gloo_context, free_port
+from tests.trial_requests import trial_request
 
 SIZES = [1024, 2048, 4096, 8192]
 
@@ -19,20 +20,15 @@ def _round(tmp_path, port: int, number: int) -> list[list[dict]]:
     """One crossover round in two fresh gloo workers; each rank's entries."""
     ctx = _gloo_context()
     requests = [
-        TrialRequest(
+        trial_request(
             run_id="agree",
             point={"impl": "tests.plugins.faulty:WrongAndLateOnRank1"},
-            model={},
             tp=2,
-            tokens=[1],
-            phase="decode",
             dtype="float32",
             iterations=2,
             warmup=1,
-            backend="gloo",
             rank=rank,
             world_size=2,
-            device_index=0,
             store_host="127.0.0.1",
             store_port=port,
             store_prefix=f"point/eager/r{number}",

@@ -20,13 +20,15 @@ MAX_LINES = 450
 TIERS = (
     # printing what users give, without trusting it (errors print through it); which package versions are installed
     {"terminal", "versions"},
-    {"errors", "stats", "units", "env_names"},  # env_names: the variables commprof may set
-    {"textfiles", "shipped_files"},  # reading what users give, without trusting it; the files commprof ships
+    {"errors", "stats", "units", "nccl_vocab"},  # nccl_vocab: NCCL's names, spellings and grammar
+    {"nccl_tuning"},  # the NCCL variables commprof sweeps and models, and their values' checkers
+    # the variables commprof may set (NCCL's from nccl_vocab); reading what users give, without trusting it; the
+    # files commprof ships
+    {"env_names", "textfiles", "shipped_files"},
     {
-        "nccl_vocab",
         "records",
         "torch_env",
-    },  # vocabularies every stage shares, and the one adapter of msgspec's refusals; what libtorch reads once
+    },  # the records' vocabularies and the one adapter of msgspec's refusals; what libtorch reads once
     {
         "evidence",  # what each record source is worth as evidence: reads the records' vocabulary
         "problems",  # how user files report problems: their typed fields, read through records' adapter
@@ -734,3 +736,41 @@ def test_complex_functions_finds_a_planted_one(tmp_path):
     (package / "report" / "analysis" / "decide_plan.py").write_text(f"def tangled(x):\n{branches}    return x\n")
     (package / "report" / "analysis" / "frame.py").write_text(f"def elsewhere(x):\n{branches}    return x\n")
     assert complex_functions(package) == [f"commprof.report.analysis.decide_plan.tangled ({MAX_COMPLEXITY + 2})"]
+
+
+def tuning_lists(package: Path = PACKAGE, names: tuple[str, ...] | None = None) -> list[str]:
+    """ "module:line" of each literal collection outside nccl_tuning that writes out more than half of NCCL's tuning
+    variables: a second list of what commprof.nccl_tuning.TUNING defines once (a smaller subset is a fact of its own,
+    such as the variables the cost model reads)."""
+    from commprof.nccl_tuning import TUNING_NAMES
+
+    wanted = set(TUNING_NAMES if names is None else names)
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(path, package)
+        if module == f"{package.name}.nccl_tuning":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict):
+                items = node.keys
+            elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                items = node.elts
+            else:
+                continue
+            listed = {item.value for item in items if isinstance(item, ast.Constant) and item.value in wanted}
+            if 2 * len(listed) > len(wanted):
+                found.append(f"{module}:{node.lineno}")
+    return found
+
+
+def test_the_nccl_tuning_variables_are_written_out_once():
+    assert tuning_lists() == []
+
+
+def test_tuning_lists_finds_a_planted_one(tmp_path):
+    package = tmp_path / "commprof"
+    (package / "doctor").mkdir(parents=True)
+    names = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NTHREADS", "NCCL_BUFFSIZE")
+    (package / "nccl_tuning.py").write_text(f"TUNING = {list(names)!r}\n")
+    (package / "doctor" / "env.py").write_text(f"FORCED = {names[:3]!r}\nMODELLED = {{{names[0]!r}: 1}}\n")
+    assert tuning_lists(package, names) == ["commprof.doctor.env:1"]

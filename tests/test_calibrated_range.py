@@ -3,7 +3,7 @@ variance all-reduces, a multi-MB logits all-gather) is priced by NCCL's uncalibr
 labelled "outside the calibrated sizes"; each step's error covers its ops' (their time-weighted mean), and the
 run's covers every step's. In process: one point at one T, a hand-written calibration."""
 
-import json
+from pathlib import Path
 
 from commprof.cli import main
 from commprof.records.files import read_records
@@ -33,16 +33,7 @@ error_basis = "largest absolute error at any size of each band"
 model = "costmodel"
 ranks = 8
 """
-MINIMAX = {
-    "architectures": ["MiniMaxM2ForCausalLM"],
-    "num_hidden_layers": 62,
-    "hidden_size": 3072,
-    "vocab_size": 200064,
-    "num_attention_heads": 48,
-    "num_key_value_heads": 8,
-    "num_local_experts": 256,
-    "torch_dtype": "bfloat16",
-}
+MINIMAX = Path(__file__).parent / "fixtures" / "model-configs" / "MiniMax-M2.json"
 SWEEP = """name = "minimax-t4"
 description = "MiniMax-M2 at TP 8, T = 4: NCCL's defaults only."
 
@@ -68,8 +59,7 @@ def simulate(tmp_path, name, *calibration):
 
 
 def test_ops_outside_the_calibrated_sizes_are_priced_by_the_prior_and_say_so(tmp_path):
-    (tmp_path / "minimax.json").write_text(json.dumps(MINIMAX))
-    (tmp_path / "sweep.toml").write_text(SWEEP.format(model=tmp_path / "minimax.json"))
+    (tmp_path / "sweep.toml").write_text(SWEEP.format(model=MINIMAX))
     (tmp_path / "cal.toml").write_text(CALIBRATION)
     run_dir, calibrated = simulate(tmp_path, "cal", "--calibration", str(tmp_path / "cal.toml"))
     _, prior = simulate(tmp_path, "prior")

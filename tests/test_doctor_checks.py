@@ -306,6 +306,22 @@ def test_env_conflicts_and_conf_file_precedence():
     assert check_env(facts(env=None)).status == "skipped"
 
 
+def test_every_variable_a_sweep_sets_is_a_forced_default_where_set_for_every_process():
+    """The tuning variables are the ones commprof.nccl_tuning defines (the P2P level, LL128's buffer and NVLS
+    among them) and NCCL's tuner plug-in; a graph file is said once, by its own finding."""
+    env = (
+        "NCCL_P2P_LEVEL=SYS\nNCCL_NVLS_ENABLE=0\nNCCL_TUNER_PLUGIN=libtuner.so\nNCCL_GRAPH_FILE=/g.xml\nNCCL_DEBUG=INFO"
+    )
+    r = check_env(facts(env=env))
+    (forced,) = [e for e in r.evidence if e.startswith("NCCL_P2P_LEVEL=SYS")]
+    assert (
+        forced
+        == "NCCL_P2P_LEVEL=SYS (test/env), NCCL_NVLS_ENABLE=0 (test/env), NCCL_TUNER_PLUGIN=libtuner.so (test/env)"
+    )
+    assert "unset NCCL_P2P_LEVEL NCCL_NVLS_ENABLE NCCL_TUNER_PLUGIN (sweep them as axes instead)" in r.fix
+    assert sum("NCCL_GRAPH_FILE" in e for e in r.evidence) == 1
+
+
 def _smi_facts(**overrides):
     f = Facts(origin="test", topology=gpu_topology(1))
     health = {

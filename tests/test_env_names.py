@@ -10,7 +10,7 @@ import pytest
 from commprof.env_names import ENGINE_SWITCHES, NCCL_TUNING, TUNING_VARIABLES, export_name_problem, is_export_name
 from commprof.errors import UsageError
 from commprof.impls.registry import engine_flag_table, engine_switch_table
-from commprof.nccl_vocab import ENV_CHECKS
+from commprof.nccl_tuning import ENV_CHECKS
 from commprof.records.files import read_records
 from commprof.report.analysis.engine_dispatch import TABLES
 from commprof.report.exports.export_text import export_line

@@ -51,17 +51,23 @@ def test_a_launch_capture_touches_only_its_own_stream(torch_fake):
     assert probe._launch_us(0) > 0 and torch_fake.cuda.captures_ended == 1
 
 
+def _peers_timed_elsewhere(monkeypatch, fake, gpus: int) -> None:
+    """`gpus` GPUs that all reach each other, the probe's bandwidth, launch and Triton parts given fixed answers:
+    what a test of the other parts does not time."""
+    monkeypatch.setattr(probe, "_bandwidth", lambda *args: 50.0)
+    monkeypatch.setattr(probe, "_launch_us", lambda device: 2.0)
+    monkeypatch.setattr(probe, "_triton_store", lambda not_measured: None)
+    fake.cuda.is_available = lambda: True
+    fake.cuda.device_count = lambda: gpus
+    fake.cuda.can_device_access_peer = lambda a, b: True
+
+
 def test_a_pair_whose_capture_fails_is_named_and_the_probe_goes_on(torch_fake, monkeypatch):
     def refuse(device, op, peer=None):
         raise CaptureError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(probe, "_graph_us", refuse)
-    monkeypatch.setattr(probe, "_bandwidth", lambda *args: 50.0)
-    monkeypatch.setattr(probe, "_launch_us", lambda device: 2.0)
-    monkeypatch.setattr(probe, "_triton_store", lambda not_measured: None)
-    torch_fake.cuda.is_available = lambda: True
-    torch_fake.cuda.device_count = lambda: 3
-    torch_fake.cuda.can_device_access_peer = lambda a, b: True
+    _peers_timed_elsewhere(monkeypatch, torch_fake, 3)
     measured = probe.probe_floor(copy_bytes=1 << 20, repeats=1)
     assert len(measured.pairs) == 6 and all(p.write_latency_us is None and p.ce_gbps == 50.0 for p in measured.pairs)
     assert measured.all_pairs_ingress_gbps and measured.launch_us == 2.0
@@ -110,13 +116,8 @@ def test_copies_that_would_start_one_after_another_are_refused(monkeypatch):
 
 def test_a_refused_all_pairs_probe_gives_no_floor(monkeypatch):
     fake = _on_timeline(monkeypatch, 4, Timeline(host_us=50_000.0))
-    monkeypatch.setattr(probe, "_bandwidth", lambda *args: 50.0)
     monkeypatch.setattr(probe, "_write_latency_us", lambda a, b: 1.0)
-    monkeypatch.setattr(probe, "_launch_us", lambda device: 2.0)
-    monkeypatch.setattr(probe, "_triton_store", lambda not_measured: None)
-    fake.cuda.is_available = lambda: True
-    fake.cuda.device_count = lambda: 4
-    fake.cuda.can_device_access_peer = lambda a, b: True
+    _peers_timed_elsewhere(monkeypatch, fake, 4)
     measured = probe.probe_floor(copy_bytes=1 << 20, repeats=1)
     assert measured.all_pairs_ingress_gbps == {}
     assert any(

@@ -8,7 +8,8 @@ from pathlib import Path
 from commprof.nccl_log.command import format_explanation
 from commprof.nccl_log.findings import find_problems
 from commprof.nccl_log.parse import parse_nccl_log
-from commprof.nccl_vocab import c_strtol, nccl_user_p2p_level, p2p_level
+from commprof.nccl_tuning import p2p_level
+from commprof.nccl_vocab import c_strtol, nccl_user_p2p_level
 
 LOGS = Path(__file__).parent / "fixtures" / "nccl_log"
 

@@ -6,6 +6,9 @@ saying so, not told to try `--layout standard`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from commprof.errors import UsageError
@@ -13,17 +16,8 @@ from commprof.planner.architectures import parse_layout
 from commprof.planner.models import shape_from_config
 from commprof.planner.plan import build_step_plan
 
-# The fields commprof reads, shaped as MiniMax-M2.5's config.json (62 layers: 3 x 62 + 1 = 187 all-reduces).
-MINIMAX = {
-    "architectures": ["MiniMaxM2ForCausalLM"],
-    "num_hidden_layers": 62,
-    "hidden_size": 3072,
-    "vocab_size": 200064,
-    "num_attention_heads": 48,
-    "num_key_value_heads": 8,
-    "num_local_experts": 256,
-    "torch_dtype": "bfloat16",
-}
+# The fields commprof reads of MiniMax-M2's config.json (62 layers: 3 x 62 + 1 = 187 all-reduces).
+MINIMAX = json.loads((Path(__file__).parent / "fixtures" / "model-configs" / "MiniMax-M2.json").read_text())
 
 
 @pytest.mark.parametrize(

@@ -12,27 +12,18 @@ from commprof.replay.trial import TrialRequest, run_trial
 from commprof.sweep.planning.spec import SweepPoint
 from commprof.sweep.running.prebuild import build_refusal, preparation_key, preparation_of, state_dir
 from tests.distributed import free_port
+from tests.trial_requests import trial_request
 
 PLUGIN = "tests.plugins.prepared:Prepared"
 
 
 def _request(tmp_path: Path, port: int, prefix: str, state: Path, prepare_only: bool) -> TrialRequest:
-    point = SweepPoint("p001", "prepared", PLUGIN, {}, {"flavour": "b"})
-    model = ModelShape("tiny", 2, 64, 256, "bfloat16", "test").to_dict()
-    return TrialRequest(
-        run_id="r",
-        point=point.to_dict(),
-        model=model,
-        tp=1,
+    return trial_request(
+        point=SweepPoint("p001", "prepared", PLUGIN, {}, {"flavour": "b"}).to_dict(),
+        model=ModelShape("tiny", 2, 64, 256, "bfloat16", "test").to_dict(),
         tokens=[2],
-        phase="decode",
-        dtype="bfloat16",
         iterations=2,
         warmup=1,
-        backend="gloo",
-        rank=0,
-        world_size=1,
-        device_index=0,
         store_host="127.0.0.1",
         store_port=port,
         store_prefix=prefix,

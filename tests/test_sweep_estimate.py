@@ -1,6 +1,7 @@
 """The sweep's time estimate: every worker set a point forks pays the start-up, the estimate is given again from the
 first point's measured start-up and steps, and an estimate made on gloo says it is gloo's."""
 
+import contextlib
 from dataclasses import replace
 
 import pytest
@@ -70,35 +71,45 @@ def test_the_first_measured_point_gives_the_estimate_again_from_its_own_start_up
     assert "after the first point: 1 point will run" in err and "per point: 2 x 3.92 s start-up" in err
 
 
-def test_the_estimate_counts_every_step_the_harness_runs_per_mode():
-    """A replay on one in-process gloo rank calls the all-reduce once per step: as many as steps_per_mode."""
+@contextlib.contextmanager
+def _counting_rank(plan):
+    """torch.distributed's all-reduce counting its calls, set up for `plan` on one in-process gloo rank."""
     import torch
     import torch.distributed as dist
 
     from commprof.impls.torch_dist import TorchAllReduce
-    from commprof.planner.models import ModelShape
-    from commprof.planner.plan import build_step_plan
-    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
-    from commprof.replay.step_counts import steps_per_mode
 
     class Counting(TorchAllReduce):
         calls = 0
 
         def all_reduce(self, x):
-            Counting.calls += 1
+            self.calls += 1
             return super().all_reduce(x)
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        plan = build_step_plan(ModelShape("tiny", 2, 64, 256, "bfloat16", "test"), 1, 2)
         impl = Counting({})
         impl.setup(dist.group.WORLD, plan, torch.device("cpu"))
-        replay = StepReplay(plan, impl, dist.group.WORLD, torch.device("cpu"), ReplayConfig(iterations=4, warmup=2))
-        assert replay_mode(replay, "eager").status == "ok"
+        yield impl
     finally:
         dist.destroy_process_group()
+
+
+def test_the_estimate_counts_every_step_the_harness_runs_per_mode():
+    """A replay on one in-process gloo rank calls the all-reduce once per step: as many as steps_per_mode."""
+    import torch
+
+    from commprof.planner.models import ModelShape
+    from commprof.planner.plan import build_step_plan
+    from commprof.replay.harness import ReplayConfig, StepReplay, replay_mode
+    from commprof.replay.step_counts import steps_per_mode
+
+    plan = build_step_plan(ModelShape("tiny", 2, 64, 256, "bfloat16", "test"), 1, 2)
+    with _counting_rank(plan) as impl:
+        replay = StepReplay(plan, impl, impl.group, torch.device("cpu"), ReplayConfig(iterations=4, warmup=2))
+        assert replay_mode(replay, "eager").status == "ok"
     reductions = sum(1 for op in plan.ops if op.collective == "all_reduce")
-    assert Counting.calls == steps_per_mode(4, 2) * reductions == (1 + 2 + 4 + 1 + 4) * reductions
+    assert impl.calls == steps_per_mode(4, 2) * reductions == (1 + 2 + 4 + 1 + 4) * reductions
 
 
 def test_only_a_point_of_nccls_own_all_reduce_pays_the_logging_worker():
@@ -115,26 +126,12 @@ def test_a_crossover_size_is_checked_then_timed_once():
     """One size of a crossover round: the checked first step and one timed pass with its per-op pass, as many
     all-reduce calls as steps_per_mode counts (it was timed twice)."""
     import torch
-    import torch.distributed as dist
 
-    from commprof.impls.torch_dist import TorchAllReduce
     from commprof.replay.size_timing import SizeTiming, size_plan, time_size
     from commprof.replay.step_counts import steps_per_mode
 
-    class Counting(TorchAllReduce):
-        calls = 0
-
-        def all_reduce(self, x):
-            Counting.calls += 1
-            return super().all_reduce(x)
-
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        impl = Counting({})
-        impl.setup(dist.group.WORLD, size_plan(4096, 1), torch.device("cpu"))
-        timed = time_size(impl, 4096, dist.group.WORLD, torch.device("cpu"), SizeTiming(rounds=3, warmup=1))
-    finally:
-        dist.destroy_process_group()
+    with _counting_rank(size_plan(4096, 1)) as impl:
+        timed = time_size(impl, 4096, impl.group, torch.device("cpu"), SizeTiming(rounds=3, warmup=1))
     assert timed.status == "ok" and timed.time_us > 0
     reductions = sum(1 for op in size_plan(4096, 1).ops if op.collective == "all_reduce")
-    assert Counting.calls == steps_per_mode(3, 1) * reductions
+    assert impl.calls == steps_per_mode(3, 1) * reductions

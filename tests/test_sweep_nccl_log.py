@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from commprof.sweep.running.nccl_summary import summarize_nccl_log
+from tests.trial_requests import trial_request
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_log" / "nccl-2.27-8gpu-pcie.log"
 
@@ -30,31 +31,10 @@ def test_the_logits_all_gather_choice_is_kept(tmp_path):
     """NCCL >= 2.24 logs an all-gather's per-rank input; the plan knows the gathered output too."""
     from commprof.planner.models import load_model
     from commprof.planner.plan import build_step_plan
-    from commprof.replay.trial import TrialRequest
     from commprof.sweep.running.nccl_summary import plan_sizes
 
-    model = load_model("kimi-k2.5")
-    request = TrialRequest(
-        run_id="r",
-        point={},
-        model=model.to_dict(),
-        tp=8,
-        tokens=[4],
-        phase="verify",
-        dtype="bfloat16",
-        iterations=1,
-        warmup=0,
-        backend="nccl",
-        rank=0,
-        world_size=8,
-        device_index=0,
-        store_host="",
-        store_port=0,
-        store_prefix="",
-        result_path="",
-        timeout_s=1.0,
-    )
-    gather = build_step_plan(model, 8, 4).ops[-1]
+    request = _request({}, [4])
+    gather = build_step_plan(load_model("kimi-k2.5"), 8, 4).ops[-1]
     per_rank = gather.bytes // 8
     log = tmp_path / "nccl-tuning.rank0.log"
     log.write_text(
@@ -68,28 +48,17 @@ def test_the_logits_all_gather_choice_is_kept(tmp_path):
 
 
 def _request(env: dict[str, str], tokens: list[int]):
+    """Rank 0 of Kimi-K2.5's verify step on 8 NCCL ranks, the point setting `env`."""
     from commprof.planner.models import load_model
-    from commprof.replay.trial import TrialRequest
 
-    return TrialRequest(
-        run_id="r",
+    return trial_request(
         point={"point_id": "p001", "label": "x", "impl": "default", "env": env, "options": {}},
         model=load_model("kimi-k2.5").to_dict(),
         tp=8,
         tokens=tokens,
         phase="verify",
-        dtype="bfloat16",
-        iterations=1,
-        warmup=0,
         backend="nccl",
-        rank=0,
         world_size=8,
-        device_index=0,
-        store_host="",
-        store_port=0,
-        store_prefix="",
-        result_path="",
-        timeout_s=1.0,
     )
 
 

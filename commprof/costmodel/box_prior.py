@@ -209,6 +209,14 @@ def load_bundle_topology(bundle: Path, nccl_log: Path | None = None) -> Topology
     return with_logged_ring(topology_from_box(box), log, str(nccl_log))
 
 
+def one_box(command: str, topology_name: str | None, bundle: Path | None, nccl_log: Path | None) -> Topology:
+    """The box `command` prices: a preset or topology file (--topology), or the user's own box read from a doctor
+    bundle (--from-bundle) and refined by its NCCL log (--nccl-log); UsageError unless exactly one box is given."""
+    if (topology_name is None) == (bundle is None):
+        raise UsageError(f"{command} needs one box: --topology PRESET_OR_FILE or --from-bundle DIR")
+    return load_bundle_topology(bundle, nccl_log) if bundle is not None else load_topology(topology_name)
+
+
 def with_logged_ring(topology: Topology, log, path: str) -> Topology:
     """The ring graph NCCL printed ("Pattern 4, ..., nChannels 2, bw 15/15, ...") as the channels and NCCL's own
     per-channel bandwidth of the transport the log ran on; the measured figures of that path stay."""

@@ -14,7 +14,6 @@ from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.command import console_for, file_run_meta
 from commprof.costmodel.fitted_box import applied_to, holds, older_layout, over_plan_sizes, topology_facts, whole
 from commprof.costmodel.model_error import covering_outside, expected_error, prior_error
-from commprof.costmodel.topology import load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
@@ -110,19 +109,14 @@ def simulate(
     max_points: int | None,
     graph_box: Path | None,
 ) -> None:
-    from commprof.costmodel.box_prior import load_bundle_topology
+    from commprof.costmodel.box_prior import one_box
     from commprof.costmodel.simulate import SimulatedRun
     from commprof.costmodel.sweep_simulation import simulate_run
     from commprof.sweep.planning.config import DEFAULT_MAX_POINTS, load_sweep
 
-    if (topology_name is None) == (bundle_dir is None):
-        raise UsageError("simulate needs one of --topology PRESET_OR_FILE and --from-bundle DIR")
-    if nccl_log is not None and bundle_dir is None:
+    if nccl_log is not None and bundle_dir is None and topology_name is not None:
         raise UsageError("--nccl-log needs --from-bundle DIR (the log's transports refine the bundle's pairs)")
-    if bundle_dir is not None:
-        topology = load_bundle_topology(bundle_dir, nccl_log)
-    else:
-        topology = load_topology(topology_name)
+    topology = one_box("simulate", topology_name, bundle_dir, nccl_log)
     spec = load_sweep(sweep_file, max_points=max_points or DEFAULT_MAX_POINTS)
     tp = spec.tp or topology.gpus
     # every T's plan builds on this box's TP before a run folder is made

@@ -23,7 +23,7 @@ from commprof.errors import UsageError
 from commprof.evidence import ModelError
 from commprof.floor.model import FloorFigures
 from commprof.impls.registry import BUILTINS
-from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, NCCL_PATH_TYPES, P2P_LEVELS, nccl_user_p2p_level
+from commprof.nccl_vocab import DEFAULT_P2P_LEVEL, MODEL_PROTOCOLS, NCCL_PATH_TYPES, P2P_LEVELS, nccl_user_p2p_level
 from commprof.problems import Boolean, Problems, String, allowed, choice, integer, number, table
 from commprof.records.values import MAX_RANKS
 from commprof.shipped_files import TOPOLOGY_DIRS as PRESET_DIRS
@@ -155,8 +155,7 @@ def load_topology(name_or_path: str) -> Topology:
     return topology_from_dict(parse_toml(read_text(path, "topology file"), str(path)), str(path))
 
 
-PROTOCOL_KEYS = ("LL", "LL128", "Simple")
-# [links.<type>.hop_us]: a published per-hop latency for each protocol, µs
+# [links.<type>.hop_us]: a published per-hop latency for each protocol (the cost model's names), µs
 # A link's figures stay inside the bounds a calibration of it may state (calibration_file.PARAM_BOUNDS).
 _MOST = {name: high for name, (_, high) in PARAM_BOUNDS.items()}
 _LEAST = {name: low for name, (low, _) in PARAM_BOUNDS.items()}
@@ -164,7 +163,7 @@ _LEAST = {name: low for name, (low, _) in PARAM_BOUNDS.items()}
 MAX_LAUNCH_OVERHEAD_US = 1_000.0
 LinkHopUs = msgspec.defstruct(
     "LinkHopUs",
-    [(proto, number(0.0, most=_MOST["hop_us"])) for proto in PROTOCOL_KEYS],
+    [(proto, number(0.0, most=_MOST["hop_us"])) for proto in MODEL_PROTOCOLS],
     frozen=True,
     forbid_unknown_fields=True,
 )

@@ -4,25 +4,13 @@ from __future__ import annotations
 
 from commprof.doctor.facts import Facts
 from commprof.doctor.result import OK, SKIPPED, WARN, CheckResult
-from commprof.nccl_vocab import GRAPH_FILE_VARIABLES, env_value, value_traps
+from commprof.nccl_tuning import TUNING_NAMES, env_value
+from commprof.nccl_vocab import GRAPH_FILE_VARIABLES, value_traps
 
 ID, TITLE = "env", "No conflicting NCCL / PyTorch settings"
 
-# Variables a sweep sets per point: set globally they replace NCCL's defaults in the baseline.
-TUNING_VARS = (
-    "NCCL_ALGO",
-    "NCCL_PROTO",
-    "NCCL_MIN_NCHANNELS",
-    "NCCL_MAX_NCHANNELS",
-    "NCCL_MIN_CTAS",
-    "NCCL_MAX_CTAS",
-    "NCCL_NTHREADS",
-    "NCCL_BUFFSIZE",
-    "NCCL_THREAD_THRESHOLDS",
-    "NCCL_P2P_DISABLE",
-    "NCCL_SHM_DISABLE",
-    "NCCL_TUNER_PLUGIN",
-)
+# NCCL's tuner plug-in replaces its choices for every collective, as a tuning variable set globally does.
+TUNER_PLUGIN = "NCCL_TUNER_PLUGIN"
 
 # What to do about a forced choice of NCCL's (where a value traps it).
 FORCED_FIXES = {
@@ -87,7 +75,9 @@ def check_env(facts: Facts) -> CheckResult:
             # The same trap rules the sweep file's validation applies (commprof.nccl_vocab).
             for trap in _traps(name, value):
                 findings.append((trap, f"{name}={value} ({where})", fix))
-    forced = [n for n in TUNING_VARS if n in settings]
+    # The variables a sweep sets per point: set globally they replace NCCL's defaults in the baseline (a graph or
+    # topology file is said above).
+    forced = [n for n in (*TUNING_NAMES, TUNER_PLUGIN) if n in settings and n not in GRAPH_FILE_VARIABLES]
     if forced:
         findings.append(
             (

@@ -18,6 +18,7 @@ from typing import Any
 from commprof.doctor import gpu_tests
 from commprof.doctor.facts import Facts, Source
 from commprof.doctor.nvml_health import gather_health
+from commprof.doctor.pcie import AER_FILES, LINK_FILES
 from commprof.doctor.topology_probe import probe_topology
 from commprof.floor.fresh import measure_floor
 from commprof.floor.record import not_measured
@@ -37,15 +38,7 @@ FILES = {
     "uvm_disable_hmm": "/sys/module/nvidia_uvm/parameters/uvm_disable_hmm",
 }
 ENV_PREFIXES = ("NCCL_", "CUDA_", "PYTORCH_", "TORCH_")  # never the whole environment: bundles get shared
-PCI_FILES = (
-    "current_link_speed",
-    "max_link_speed",
-    "current_link_width",
-    "max_link_width",
-    "aer_dev_correctable",
-    "aer_dev_fatal",
-    "aer_dev_nonfatal",
-)
+PCI_FILES = (*LINK_FILES, *AER_FILES)
 COMMAND_TIMEOUT_S = 20
 
 

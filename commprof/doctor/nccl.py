@@ -8,11 +8,10 @@ from commprof.doctor.gpus import pair_levels
 from commprof.doctor.result import FAIL, OK, SKIPPED, WARN, CheckResult, worst
 from commprof.nccl_log.findings import find_problems
 from commprof.nccl_log.parse import parse_nccl_log
+from commprof.nccl_vocab import HOST_PATHS
 
 ID, TITLE = "nccl", "NCCL's own view: transports, rings, P2P level"
 
-# Path levels beyond NCCL's default P2P level (PXB): NCCL stages these pairs through host memory.
-BEYOND_PXB = ("PHB", "NODE", "SYS")
 # The log's own findings on P2P reach (commprof.nccl_log.findings) that the topology-aware trap below says better.
 TOPOLOGY_AWARE = ("p2p_unavailable", "p2p_through_host")
 TRAP_FIX = (
@@ -61,7 +60,7 @@ def check_nccl(facts: Facts) -> CheckResult:
         evidence.append(f"NCCL INFO log not available ({log.why_missing()})")
     user_level = _user_p2p_level(facts)
     n_gpus = len({g for pair in levels for g in pair})
-    beyond = [pair for pair, level in levels.items() if level in BEYOND_PXB]
+    beyond = [pair for pair, level in levels.items() if level in HOST_PATHS]  # NCCL stages them through the host
     amd_pair = (cpu_vendor(facts) or "").startswith("AuthenticAMD") and n_gpus <= 2
     if not facts.source("env").ok:
         evidence.append(f"environment not read ({facts.source('env').why_missing()}): NCCL_P2P_LEVEL assumed unset")

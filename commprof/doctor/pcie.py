@@ -26,6 +26,11 @@ LOAD_FIX = (
     "`nvidia-smi -q -d PCIE` during a run"
 )
 
+# The sysfs files of each PCI device a bundle keeps (doctor/live.py reads them, this module reads the bundle): its
+# link's trained and maximum speed and width, and its AER error counters.
+LINK_FILES = ("current_link_speed", "max_link_speed", "current_link_width", "max_link_width")
+AER_FILES = ("aer_dev_correctable", "aer_dev_fatal", "aer_dev_nonfatal")
+
 
 def _traffic(reading: dict) -> str:
     """The traffic NVML saw on the link while it was read (KB/s over its 20 ms sample), where it reports it."""
@@ -190,10 +195,7 @@ def _aer_counts(facts: Facts, gpu_bus_ids: list[str]) -> tuple[dict[str, dict[st
         wanted = {bdf for g in gpu_bus_ids for bdf in (data.get(g) or {}).get("chain", [])} | set(gpu_bus_ids)
         counts = {}
         for bdf in sorted(wanted):
-            text = " ".join(
-                str((data.get(bdf) or {}).get(k) or "")
-                for k in ("aer_dev_correctable", "aer_dev_fatal", "aer_dev_nonfatal")
-            )
+            text = " ".join(str((data.get(bdf) or {}).get(k) or "") for k in AER_FILES)
             found = {kind: int(n) for kind, n in _AER_TOTAL.findall(text)}
             if found:
                 counts[bdf] = found

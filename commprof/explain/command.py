@@ -90,14 +90,14 @@ def explain(
     graph: bool,
     as_json: bool,
 ) -> None:
+    from commprof.costmodel.box_prior import one_box
     from commprof.explain.ranking import explain as explain_observations
     from commprof.explain.words import explained_lines
 
-    if (topology_name is None) == (bundle_dir is None):
-        raise UsageError("explain needs one box: --topology PRESET_OR_FILE or --from-bundle DIR")
+    topology = one_box("explain", topology_name, bundle_dir, nccl_log)
     if not (op_us or step_ms or nccl_tests or run_dir):
         raise UsageError(f"explain needs what the box measured: {OBSERVED_HELP}")
-    topology, records = _box(topology_name, bundle_dir, nccl_log)
+    records = _records(bundle_dir, nccl_log)
     wanted = Wanted(op_us, step_ms, model, phase, nccl_tests, run_dir, graph)
     observations, names, sources = _observations(topology, wanted)
     records = replace(records, gpu_names=names)
@@ -109,29 +109,25 @@ def explain(
         echo(line)
 
 
-def _box(topology_name: str | None, bundle_dir: Path | None, nccl_log: Path | None):
-    """The topology and what the box's records say (the doctor's checks on the bundle, the NCCL log)."""
-    from commprof.costmodel.box_prior import load_bundle_topology
-    from commprof.costmodel.topology import load_topology
+def _records(bundle_dir: Path | None, nccl_log: Path | None):
+    """What the box's records say: the doctor's checks on the bundle, the NCCL log."""
     from commprof.explain.evidence import BoxRecords
     from commprof.nccl_log.parse import parse_nccl_log
     from commprof.textfiles import LOG_BYTES, read_text
 
+    checks, where = (), ""
     if bundle_dir is not None:
         from commprof.doctor.bundle import read_bundle
         from commprof.doctor.runner import run_checks
 
-        topology = load_bundle_topology(bundle_dir, nccl_log)
         checks = tuple(run_checks(read_bundle(bundle_dir, "--from-bundle")))
         where = f"doctor on bundle {bundle_dir}"
-    else:
-        topology, checks, where = load_topology(topology_name), (), ""
     summary = None
     if nccl_log is not None:
         summary = parse_nccl_log(read_text(nccl_log, "NCCL log", LOG_BYTES, errors="replace"))
         if not summary.nccl_lines:
             raise UsageError(f"--nccl-log {nccl_log}: no 'NCCL INFO' or 'NCCL WARN' line (run with NCCL_DEBUG=INFO)")
-    return topology, BoxRecords(checks, where, summary, str(nccl_log) if nccl_log else "")
+    return BoxRecords(checks, where, summary, str(nccl_log) if nccl_log else "")
 
 
 @dataclass(frozen=True)

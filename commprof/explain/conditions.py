@@ -40,6 +40,7 @@ from commprof.costmodel.latency import predict
 from commprof.costmodel.simulate import nccl_setting, params_for
 from commprof.costmodel.topology import Topology, link_for
 from commprof.errors import UsageError
+from commprof.nccl_vocab import PROTOCOLS
 
 Condition = Literal[
     "as-modelled",
@@ -221,7 +222,7 @@ def variants(topology: Topology, env: Mapping[str, str], ranks: int) -> tuple[di
         ]
     else:
         same["channels-limited"] = "NCCL runs one channel here already"
-    forced = [("NCCL_PROTO", p) for p in ("LL", "LL128", "Simple")]
+    forced = [("NCCL_PROTO", p.env) for p in PROTOCOLS]
     forced += [("NCCL_ALGO", f"allreduce:{a}") for a in ("ring", "tree")]
     out["proto-forced"] = [
         Variant(("proto-forced",), ((name, value),), magnitude=f"{name}={value}")

@@ -11,12 +11,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from commprof.nccl_log.parse import NcclLogSummary
-from commprof.nccl_vocab import forces_ll128, nccl_user_p2p_level
+from commprof.nccl_vocab import HOST_PATHS, forces_ll128, nccl_user_p2p_level
 from commprof.records.vocab import SEVERITIES, Severity
 
 INFO, WARN, FAIL = SEVERITIES
-# Graph path types through a CPU host bridge or between sockets (src/graph/topo.h); NVL / NVB are NVLink.
-HOST_PATHS = ("PHB", "NODE", "SYS")
+# NVL / NVB are NVLink (src/graph/topo.h).
 NVLINK_PATHS = ("NVL", "NVB")
 
 

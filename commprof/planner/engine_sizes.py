@@ -1,30 +1,46 @@
 """The token counts an engine captures CUDA graphs for, so a sweep measures only sizes the engine will send.
 
-`[run] tokens = "engine:vllm"` or `"engine:sglang"` (optionally `":max_batch=<n>"`) expands here. Each rule is
-the engine's own default, read from its released source and cited at the function; both engines pad a batch up
-to the nearest captured size, so these are the T values the step's collectives carry. Pure.
+`[run] tokens = "engine:vllm"` or `"engine:sglang"` (optionally `":max_batch=<n>"`) expands here, for the engine
+release the sweep's `[run] engine` names. Each rule is the engine's own default, read from its released source and
+cited at the function; both engines pad a batch up to the nearest captured size, so these are the T values the
+step's collectives carry. The engines' dispatch tables read the largest capture size here too. Pure.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
+import math
 import re
-from typing import Literal
+from dataclasses import dataclass
+from typing import Literal, get_args
 
 from commprof.errors import UsageError
+from commprof.planner.engines import engine_name
 
 Engine = Literal["sglang", "vllm"]
-ENGINES: tuple[Engine, ...] = ("sglang", "vllm")
+ENGINES: tuple[Engine, ...] = get_args(Engine)
 ENGINE_TOKENS_FORM = (
-    '"engine:sglang" or "engine:vllm", optionally with ":max_batch=<requests>" (SGLang also ":gpu_mem=<GiB>")'
+    '"engine:sglang" or "engine:vllm", optionally with ":max_batch=<requests>" (SGLang also ":gpu_mem=<GiB>", '
+    'vLLM also ":sm=<compute capability>", e.g. ":sm=10.0" for a B200)'
 )
 _FORM = re.compile(
-    r"^engine:(?P<engine>[a-z]+)(?::max_batch=(?P<max_batch>\d+))?(?::gpu_mem=(?P<gpu_mem>\d+(\.\d+)?))?$"
+    r"^engine:(?P<engine>[a-z]+)(?::max_batch=(?P<max_batch>\d+))?(?::gpu_mem=(?P<gpu_mem>\d+(\.\d+)?))?"
+    r"(?::sm=(?P<sm>\d{1,2}\.\d))?$"
 )
 
-# vLLM 0.33 vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: the OpenAI server's defaults on a GPU of
-# >= 70 GiB that is no A100 (H100, H200, RTX PRO 6000 96 GB).
+# The vLLM releases whose capture sizes are read here, and the one a sweep's sizes follow when its [run] engine names
+# no vLLM release.
+VLLM_RELEASES = ("0.33", "0.34")
+VLLM_DEFAULT_RELEASE = "0.33"
+# vLLM 0.33 and 0.34 vllm/engine/arg_utils.py EngineArgs.get_batch_defaults: the OpenAI server's defaults on a GPU
+# of >= 70 GiB that is no A100 (H100, H200, RTX PRO 6000 96 GB; B200 and B300, >= 160 GiB, batch 16384 tokens).
 VLLM_MAX_NUM_SEQS = 1024
 VLLM_MAX_NUM_BATCHED_TOKENS = 8192
+# vLLM 0.34 config/vllm.py _split_cudagraph_capture_sizes on the SM100 family (its "wide defaults"): the prefill
+# grid reaches min(8192, max_num_batched_tokens) tokens, and a decode graph holds at most 8192
+# (max_decode_cudagraph_capture_tokens).
+VLLM_WIDE_TOKENS = 8192
 # SGLang 0.5.23 sglang/srt/arg_groups/memory_hook.py handle_gpu_memory_settings: the default decode max_bs per GPU
 # memory (GiB, upper bound of the bracket) as (below TP 4, from TP 4); above the last bracket 512 at any TP.
 SGLANG_MAX_BS_BY_MEMORY = ((20, (8, 8)), (35, (48, 160)), (60, (32, 160)), (90, (256, 512)), (160, (256, 512)))
@@ -51,15 +67,16 @@ def vllm_capture_sizes(
     max_num_seqs: int = VLLM_MAX_NUM_SEQS,
     max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS,
     num_speculative_tokens: int = 0,
-    blackwell_datacenter: bool = False,
+    sm100: bool = False,
 ) -> list[int]:
     """vLLM 0.33's default `compilation_config.cudagraph_capture_sizes`, in tokens (vllm/config/vllm.py,
-    VllmConfig._set_cudagraph_sizes, performance_mode "throughput", no dynamic speculative decoding).
+    VllmConfig._set_cudagraph_sizes, performance_mode "throughput", no dynamic speculative decoding); 0.34 computes
+    the same list first, then splits it (vllm_graphs).
 
     1, 2, 4, multiples of 8 below 256, multiples of 16 up to max_graph_size = min(max_num_seqs x query_len x 2,
-    1024 on SM100 else 512), max_num_batched_tokens if it fits, and with draft tokens (query_len = 1 + k > 1) the
-    uniform decode sizes n x query_len over the request grid; everything capped at max_num_batched_tokens."""
-    default_max = 1024 if blackwell_datacenter else 512
+    1024 on the SM100 family else 512), max_num_batched_tokens if it fits, and with draft tokens (query_len = 1 + k
+    > 1) the uniform decode sizes n x query_len over the request grid; everything capped at max_num_batched_tokens."""
+    default_max = 1024 if sm100 else 512
     query_len = 1 + num_speculative_tokens
     max_size = min(max_num_seqs * query_len * 2, default_max)
     uniform: list[int] = []
@@ -84,6 +101,58 @@ def vllm_capture_sizes(
     return sorted(set(sizes))
 
 
+def vllm_request_grid(max_requests: int) -> list[int]:
+    """vLLM 0.34's decode request counts on the SM100 family (config/compilation.py decode_cudagraph_capture_grid):
+    every count up to 6, then steps of the largest power of two not above 0.65 x n^(2/3) (2 from 8, 4 from 16, 8 from
+    48, 16 from 128, 32 from 352), and `max_requests` itself: 64 counts at 1024."""
+    counts, n = [], 1
+    while n < max_requests:
+        counts.append(n)
+        step = 2 ** max(0, math.floor(math.log2(max(1.0, 0.65 * n ** (2 / 3)))))
+        n += step - n % step  # the next multiple of the step
+    return counts + [max_requests] if max_requests else []
+
+
+@dataclass(frozen=True)
+class VllmGraphs:
+    """The CUDA graphs a vLLM release captures by default, by its default mode (FULL_AND_PIECEWISE)."""
+
+    decode: tuple[int, ...]  # the tokens a decode or verify batch is dispatched to (multiples of its query length)
+    largest: int  # the largest graph's tokens (compilation_config.max_cudagraph_capture_size)
+
+
+@functools.lru_cache(maxsize=64)  # the dispatch tables ask per op and T
+def vllm_graphs(
+    release: str = VLLM_DEFAULT_RELEASE,
+    sm100: bool = False,
+    tokens_per_request: int = 1,
+    max_num_seqs: int = VLLM_MAX_NUM_SEQS,
+    max_num_batched_tokens: int = VLLM_MAX_NUM_BATCHED_TOKENS,
+) -> VllmGraphs:
+    """The graphs of `release` for batches of `tokens_per_request` tokens per request (K + 1 when verifying K
+    draft tokens), on the SM100 family or not.
+
+    0.33 dispatches a uniform decode batch to a capture size that is an exact multiple of its query length (the
+    comment at VllmConfig._set_cudagraph_sizes). 0.34 captures decode graphs by request count
+    (config/vllm.py _split_cudagraph_capture_sizes, config/compilation.py decode_cudagraph_capture_shapes, dispatched
+    by v1/worker/gpu/cudagraph_utils.py CudaGraphManager.dispatch): off SM100, each capture size rounded up to whole
+    requests within the largest; on the SM100 family, vllm_request_grid up to max_num_seqs, within 8192 tokens, and a
+    prefill grid up to 8192 tokens beside them. A count past the token limit is captured at the limit."""
+    query = tokens_per_request
+    shared = vllm_capture_sizes(max_num_seqs, max_num_batched_tokens, query - 1, sm100)
+    if release == "0.33":
+        return VllmGraphs(tuple(s for s in shared if s % query == 0), shared[-1])
+    if sm100:
+        largest = min(VLLM_WIDE_TOKENS, max_num_batched_tokens)
+        requests = vllm_request_grid(max_num_seqs)
+    else:
+        largest = shared[-1]
+        requests = sorted({min(-(-s // query), max_num_seqs) for s in shared if -(-s // query) * query <= largest})
+    limit = min(max_num_seqs, min(largest, VLLM_WIDE_TOKENS) // query)
+    reached = requests[: bisect.bisect_left(requests, limit) + 1] if limit >= 1 else []
+    return VllmGraphs(tuple(sorted({min(n, limit) * query for n in reached})), largest)
+
+
 def sglang_decode_batch_sizes(max_bs: int, speculative: bool) -> list[int]:
     """SGLang 0.5.23's default decode CUDA-graph batch sizes, in requests (sglang/srt/arg_groups/
     cuda_graph_hook.py, generate_decode_cuda_graph_batch_sizes, without --disable-cuda-graph-padding)."""
@@ -105,14 +174,14 @@ def sglang_decode_batch_sizes(max_bs: int, speculative: bool) -> list[int]:
     return sizes
 
 
-def engine_tokens(text: str, tokens_per_request: int, tp: int | None) -> tuple[int, ...]:
+def engine_tokens(text: str, tokens_per_request: int, tp: int | None, engine: str | None = None) -> tuple[int, ...]:
     """The T values of `tokens = "engine:..."`: what the engine's captured graphs carry at `tokens_per_request`
-    (1 in decode; K + 1 when verifying K draft tokens); UsageError naming the allowed forms.
+    (1 in decode; K + 1 when verifying K draft tokens); UsageError naming the allowed forms. `engine`: the release
+    the sweep's [run] engine names ("vllm==0.34"); vLLM's sizes follow it (VLLM_DEFAULT_RELEASE otherwise).
 
     SGLang: each captured batch size x tokens per request (its verify graphs hold bs x num_draft_tokens rows:
     sglang/srt/model_executor/runner/decode_cuda_graph_runner.py, bs * captured_req_width).
-    vLLM: its capture sizes; with draft tokens only the uniform decode sizes, the multiples of K + 1 (vLLM
-    dispatches a verify batch only to an exact multiple of its query length)."""
+    vLLM: the decode graphs' sizes (vllm_graphs), on the SM100 family where ":sm=" names a 10.x GPU."""
     match = _FORM.match(text.strip()) if isinstance(text, str) else None
     if match is None or match["engine"] not in ENGINES:
         raise UsageError(f"expected {ENGINE_TOKENS_FORM}, got {text!r}")
@@ -122,13 +191,16 @@ def engine_tokens(text: str, tokens_per_request: int, tp: int | None) -> tuple[i
     max_batch = int(digits) if digits else None
     if match["gpu_mem"] and match["engine"] != "sglang":
         raise UsageError(f"{text}: gpu_mem is SGLang's (its default max batch follows the GPU's memory)")
+    if match["sm"] and match["engine"] != "vllm":
+        raise UsageError(f"{text}: sm is vLLM's (its default capture sizes widen on the SM100 family)")
     if max_batch is not None and max_batch < 1:
         raise UsageError(f"{text}: max_batch must be >= 1")
     if match["engine"] == "sglang":
         default = sglang_default_max_bs(float(match["gpu_mem"]) if match["gpu_mem"] else None, tp or 8)
         batches = sglang_decode_batch_sizes(max_batch or default, speculative=tokens_per_request > 1)
         return tuple(sorted({bs * tokens_per_request for bs in batches}))
-    sizes = vllm_capture_sizes(
-        max_num_seqs=max_batch or VLLM_MAX_NUM_SEQS, num_speculative_tokens=tokens_per_request - 1
-    )
-    return tuple(s for s in sizes if s % tokens_per_request == 0)
+    release = engine.partition("==")[2] if engine and engine_name(engine) == "vllm" else VLLM_DEFAULT_RELEASE
+    if release not in VLLM_RELEASES:
+        raise UsageError(f"{text}: vLLM {release}'s capture sizes are not read (known: {', '.join(VLLM_RELEASES)})")
+    sm100 = bool(match["sm"]) and match["sm"].split(".")[0] == "10"  # vLLM's is_device_capability_family(100)
+    return vllm_graphs(release, sm100, tokens_per_request, max_batch or VLLM_MAX_NUM_SEQS).decode

@@ -14,7 +14,8 @@ from commprof.errors import UsageError
 PLAN_ENGINES = {"sglang": ("0.5.23",), "vllm": ("0.33", "0.34")}
 # The engine a plan follows when none is named: SGLang's model files, the first engine commprof's sweeps target.
 DEFAULT_ENGINE = "sglang==0.5.23"
-ENGINE_HELP = "sglang==0.5.23, vllm==0.33 or vllm==0.34 (the engine whose model files the plan follows)"
+_KNOWN = [f"{name}=={version}" for name, versions in PLAN_ENGINES.items() for version in versions]
+ENGINE_HELP = f"{', '.join(_KNOWN[:-1])} or {_KNOWN[-1]} (the engine whose model files the plan follows)"
 
 
 def parse_plan_engine(text: str) -> str:
@@ -25,8 +26,7 @@ def parse_plan_engine(text: str) -> str:
     if name == "vllm":
         version = ".".join(version.split(".")[:2])
     if not sep or version not in PLAN_ENGINES.get(name, ()):
-        known = ", ".join(f"{n}=={v}" for n, versions in PLAN_ENGINES.items() for v in versions)
-        raise UsageError(f"--engine {text!r}: no model files read for that release (known: {known})")
+        raise UsageError(f"--engine {text!r}: no model files read for that release (known: {', '.join(_KNOWN)})")
     return f"{name}=={version}"
 
 

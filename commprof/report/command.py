@@ -22,6 +22,7 @@ from commprof.records.files import (
     read_run_files,
 )
 from commprof.records.run_meta import meta_view, read_meta
+from commprof.report.analysis.engine_dispatch import DEFAULT_ENGINES
 from commprof.report.analysis.ops import OP_STATISTICS_READ
 from commprof.report.flags import ReportFlags, report_options, sweep_options
 from commprof.report.worker import Pending, Worker, echo, figure_worker, hold_until_exit
@@ -114,7 +115,7 @@ def default_out(run_ids: list[str]) -> Path:
     "engines",
     multiple=True,
     help="The serving engine whose all-reduce dispatch to reproduce op by op, e.g. sglang==0.5.23 (repeatable; "
-    "default: sglang==0.5.23 and vllm==0.33).",
+    "default: the engines installed where the run ran, else here, else " + " and ".join(DEFAULT_ENGINES) + ").",
 )
 @click.option(
     "--allow-partial",

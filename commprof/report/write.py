@@ -29,9 +29,10 @@ from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.ops import op_sizes
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.decision.codec import FORMAT, decode, encode
-from commprof.report.decision.types import Decision, Report
+from commprof.report.decision.types import RECOMMEND_ENV, TUNER_CONF, Decision, Report
 from commprof.report.exports.confirm import confirm_text
-from commprof.report.exports.decision_files import engine_flags_text, routing_text
+from commprof.report.exports.decision_files import ROUTING_FILE, engine_flags_text, routing_text
+from commprof.report.exports.engine_hints import ENGINE_FLAGS_FILE
 from commprof.report.exports.files import (
     NCCL_TESTS_TYPES,
     csv_columns,
@@ -46,15 +47,17 @@ from commprof.textfiles import RESULTS_BYTES, read_bytes
 
 SUMMARY_FILE = "summary.json"
 CONFIRM_FILE = "confirm.toml"
+PAGE_FILE = "index.html"
+RESULTS_CSV = "results.csv"
 
 
 def run_texts(decision: Decision) -> dict[str, str]:
     """A run's exported files, name -> text, each rendered from its Decision alone."""
     texts = {
-        "recommend.env": recommend_env_text(decision),
-        "nccl_tuner.conf": tuner_conf_text(decision),
-        "engine_flags.txt": engine_flags_text(decision),
-        "routing.txt": routing_text(decision),
+        RECOMMEND_ENV: recommend_env_text(decision),
+        TUNER_CONF: tuner_conf_text(decision),
+        ENGINE_FLAGS_FILE: engine_flags_text(decision),
+        ROUTING_FILE: routing_text(decision),
     }
     if (confirm := confirm_text(decision)) is not None:
         texts[CONFIRM_FILE] = confirm
@@ -212,7 +215,7 @@ def _write_all(
         incomparable=incomparable(runs),
     )
     written = _render(report, out_dir)
-    written["results.csv"], *_ = (pending.result() for pending in sent)  # the tables are written (or raised)
+    written[RESULTS_CSV], *_ = (pending.result() for pending in sent)  # the tables are written (or raised)
     return written, report
 
 
@@ -233,14 +236,14 @@ def _render(report: Report, out_dir: Path) -> dict[str, Path]:
             write_text(inside(folder, name), text)
         pages.append(page_view(decision, {**texts, CONFIRM_FILE: texts.get(CONFIRM_FILE, "")}, drawn))
     return {
-        "index.html": write_text(inside(out_dir, "index.html"), index_html(report, pages, report.generated)),
-        "summary.json": write_bytes(inside(out_dir, SUMMARY_FILE), encode(report)),
+        PAGE_FILE: write_text(inside(out_dir, PAGE_FILE), index_html(report, pages, report.generated)),
+        SUMMARY_FILE: write_bytes(inside(out_dir, SUMMARY_FILE), encode(report)),
     }
 
 
 def write_results_csv(frame: pd.DataFrame, out_dir: Path) -> Path:
     """results.csv: every record of every run (`frame`: csv_columns of their frame)."""
-    return write_text(inside(out_dir, "results.csv"), results_csv(frame))  # the CSV has no index column
+    return write_text(inside(out_dir, RESULTS_CSV), results_csv(frame))  # the CSV has no index column
 
 
 def inside(folder: Path, name: str) -> Path:

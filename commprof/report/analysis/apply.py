@@ -7,8 +7,6 @@ from __future__ import annotations
 from commprof.report.analysis.nccl_choice import NcclChoice
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.tuner_rules import (
-    RECOMMEND_ENV,
-    TUNER_CONF,
     TUNER_VARIABLES,
     ApplyPlan,
     measured_ranges,
@@ -16,6 +14,7 @@ from commprof.report.analysis.tuner_rules import (
     tuner_rules,
 )
 from commprof.report.analysis.words import only_baseline
+from commprof.report.decision.types import RECOMMEND_ENV, TUNER_CONF
 
 
 def apply_plan(run: RunAnalysis, rec: NcclChoice | None) -> ApplyPlan:

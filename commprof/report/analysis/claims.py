@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from commprof.evidence import ErrorTerm, Evidence, gain_pct, rule, total_pct
 from commprof.report.decision.claim import Claim
 
@@ -96,19 +98,8 @@ class ClaimBook:
 
 def withdrawn(claim: Claim, why: str) -> Claim:
     """A predicted claim an observation withdrew: its error unknown, so no verdict but "not judged"."""
-    return Claim(
-        id=claim.id,
-        subject=claim.subject,
-        before=claim.before,
-        after=claim.after,
-        unit=claim.unit,
-        gain_pct=claim.gain_pct,
-        error=None,
-        error_pct=None,
-        basis=claim.basis,
-        verdict=rule(claim.gain_pct, None),
-        derived_from=claim.derived_from,
-        reason=f"withdrawn: {why}",
+    return msgspec.structs.replace(
+        claim, error=None, error_pct=None, verdict=rule(claim.gain_pct, None), reason=f"withdrawn: {why}"
     )
 
 

@@ -6,7 +6,6 @@ engines. Pure."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +16,11 @@ from commprof.report.analysis.decide_nccl import NcclStep
 from commprof.report.analysis.frame import model_errors, ok_rows
 from commprof.report.analysis.interleaved import MEASURED_AGAIN
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.analysis.tuner_rules import TUNER_CONF
 from commprof.report.analysis.words import tuned_name
 from commprof.report.decision.claim import Claim
+from commprof.report.decision.formatting import finite_or_none
 from commprof.report.decision.tables import AlternativeRow, ChoiceRow, ImplementationMissing
-from commprof.report.decision.types import AnswerAtT, FusedRow, Route
+from commprof.report.decision.types import TUNER_CONF, AnswerAtT, FusedRow, Route
 
 _COLUMNS = ("median_us", "p90_us", "kernel_model", "nccl", "settings", "label", "impl")
 
@@ -73,9 +72,9 @@ def answers_at_t(
         out.append(
             AnswerAtT(
                 tokens=t,
-                baseline_us=_number(base["median_us"]) if base else None,
+                baseline_us=finite_or_none(base["median_us"]) if base else None,
                 point_id=point,
-                answer_us=_number(mine["median_us"]) if mine else None,
+                answer_us=finite_or_none(mine["median_us"]) if mine else None,
                 route_point_id=routed.point_id if routed is not None else point,
                 claim=claim.id if claim is not None else None,
                 settings=_settings(run, point, mine),
@@ -118,12 +117,12 @@ def choice_rows(run: RunAnalysis, choices: pd.DataFrame, nccl: NcclStep, per_t: 
                 label=str(r.label),
                 impl=str(r.impl),
                 settings=str(r.settings),
-                median_us=_number(r.median_us),
-                p90_us=None if run.simulated else _number(r.p90_us),  # a prediction has no spread
-                cv=None if run.simulated else _number(r.cv),
-                baseline_us=_number(r.baseline_us),
-                saved_pct=_number(r.saved_pct),
-                speedup=_number(r.speedup),
+                median_us=finite_or_none(r.median_us),
+                p90_us=None if run.simulated else finite_or_none(r.p90_us),  # a prediction has no spread
+                cv=None if run.simulated else finite_or_none(r.cv),
+                baseline_us=finite_or_none(r.baseline_us),
+                saved_pct=finite_or_none(r.saved_pct),
+                speedup=finite_or_none(r.speedup),
                 other_impl=r.impl not in run.baseline_family,
                 claim=claim.id if claim is not None else None,
             )
@@ -153,7 +152,7 @@ def alternative_rows(run: RunAnalysis, alternatives: pd.DataFrame, routes: list[
     """(b): per T, the fastest other implementation against (a)'s point, and whether the routes give it T's size."""
     out = []
     for r in alternatives.itertuples() if not alternatives.empty else []:
-        t, size = int(r.tokens), _number(r.bytes)
+        t, size = int(r.tokens), finite_or_none(r.bytes)
         claim = rows.claim(book, str(r.point_id), str(r.reference), t)
         route = next(
             (
@@ -172,10 +171,10 @@ def alternative_rows(run: RunAnalysis, alternatives: pd.DataFrame, routes: list[
                 point_id=str(r.point_id),
                 label=str(r.label),
                 impl=str(r.impl),
-                median_us=_number(r.median_us),
+                median_us=finite_or_none(r.median_us),
                 reference=str(r.reference),
-                reference_us=_number(r.reference_us),
-                saved_pct=_number(r.saved_pct),
+                reference_us=finite_or_none(r.reference_us),
+                saved_pct=finite_or_none(r.saved_pct),
                 routed=route is not None and not route.kept and route.impl == r.impl,
                 claim=claim.id if claim is not None else None,
             )
@@ -217,11 +216,11 @@ def fused_rows(run: RunAnalysis, missing: str, book: ClaimBook) -> list[FusedRow
                 label=str(r.label),
                 impl=str(r.impl),
                 settings=str(r.settings),
-                median_us=_number(r.median_us),
+                median_us=finite_or_none(r.median_us),
                 reference=str(r.reference) if isinstance(r.reference, str) else None,
-                reference_us=_number(r.reference_us),
-                saved_pct=_number(r.saved_pct),
-                speedup=_number(r.speedup),
+                reference_us=finite_or_none(r.reference_us),
+                saved_pct=finite_or_none(r.saved_pct),
+                speedup=finite_or_none(r.speedup),
                 claim=claim.id if claim is not None else None,
                 reason=reason,
             )
@@ -261,11 +260,3 @@ def missing_rows(run: RunAnalysis) -> list[ImplementationMissing]:
         )
         for r in (frame.itertuples() if not frame.empty else [])
     ]
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None

@@ -24,9 +24,8 @@ from commprof.report.analysis.engine_dispatch import (
 from commprof.report.analysis.routing_settings import routing_settings
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.run_shape import box_of, compute_capability, step_dtype, step_shape
-from commprof.report.analysis.tuner_rules import RECOMMEND_ENV
 from commprof.report.decision.formatting import claim_words
-from commprof.report.decision.types import EngineHint, Engines, EngineSetting, FusedRow, Route
+from commprof.report.decision.types import RECOMMEND_ENV, EngineHint, Engines, EngineSetting, FusedRow, Route
 
 
 def engine_step(

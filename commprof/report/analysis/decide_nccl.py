@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -19,10 +18,10 @@ from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.interleaved import MEASURED_AGAIN
 from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment, confirmed_choice
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.analysis.tuner_rules import RECOMMEND_ENV, TUNER_FIELDS, ApplyPlan
+from commprof.report.analysis.tuner_rules import TUNER_FIELDS, ApplyPlan
 from commprof.report.analysis.words import how_to_firm_up, keep_text, not_a_result_notes
-from commprof.report.decision.formatting import claim_words, fmt_ms
-from commprof.report.decision.types import NcclAnswer, PointRef, Tuner, TunerInput
+from commprof.report.decision.formatting import claim_words, finite_or_none, fmt_ms
+from commprof.report.decision.types import RECOMMEND_ENV, NcclAnswer, PointRef, Tuner, TunerInput
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ def nccl_step(run: RunAnalysis, book: ClaimBook) -> NcclStep:
         withdrawn_env=dict(plan.env) if book.withdrawn and choice.recommends else {},
         point=point_ref(choice.chosen, run),
         fastest=point_ref(choice.fastest, run),
-        baseline_total_us=_finite(choice.baseline_total_us),
+        baseline_total_us=finite_or_none(choice.baseline_total_us),
         claim=claim,
         fastest_claim=fastest_claim,
         keeps_baseline=choice.keeps_baseline,
@@ -187,8 +186,8 @@ def point_ref(row: pd.Series | None, run: RunAnalysis) -> PointRef | None:
         impl=str(row.get("impl")),
         settings=str(row.get("settings")),
         env={str(k): str(v) for k, v in dict(row.get("env") or {}).items()},
-        total_us=_finite(row.get("total_us")),
-        p90_total_us=_finite(row.get("p90_total_us")),
+        total_us=finite_or_none(row.get("total_us")),
+        p90_total_us=finite_or_none(row.get("p90_total_us")),
         tokens=[int(t) for t in covered] if covered is not None else [],
     )
 
@@ -231,11 +230,3 @@ def graph_of(run: RunAnalysis, env: dict[str, str], point: pd.Series | None) -> 
         except (OSError, UnicodeDecodeError):
             text = None
     return graph_export(env, ran_with, text, run.meta)
-
-
-def _finite(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None

@@ -16,7 +16,15 @@ from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.decision.claim import Claim
 from commprof.report.decision.formatting import range_pct, tokens_text
 from commprof.report.decision.tables import ChoiceRow
-from commprof.report.decision.types import Candidate, FusedRow, Headline, MeasurementPlan, PointRef, VerifyStep
+from commprof.report.decision.types import (
+    TUNER_CONF,
+    Candidate,
+    FusedRow,
+    Headline,
+    MeasurementPlan,
+    PointRef,
+    VerifyStep,
+)
 
 MAX_CANDIDATES = 8
 MAX_HEADLINE_WORDS = 25
@@ -186,7 +194,7 @@ def _what_to_apply(run: RunAnalysis, nccl: NcclStep, faster: list[VerifyStep]) -
     """What the files set live for the faster verify steps: the NCCL file, the engine switch of an implementation
     the steps run (a routed band's, set live), or both; "" where nothing is set."""
     live = nccl.answer.file is not None and nccl.answer.live
-    what = "Apply nccl_tuner.conf" if nccl.answer.file == "nccl_tuner.conf" else f"Set {_point(nccl.answer.point)}"
+    what = "Apply nccl_tuner.conf" if nccl.answer.file == TUNER_CONF else f"Set {_point(nccl.answer.point)}"
     switched = _switched(run, faster)
     if not switched:
         return what if live else ""

@@ -19,6 +19,7 @@ from commprof.report.analysis.crossovers import routing_edges
 from commprof.report.analysis.decide_nccl import NcclStep
 from commprof.report.analysis.interleaved import MEASURED_AGAIN, Interleaved
 from commprof.report.analysis.run_analysis import RunAnalysis
+from commprof.report.decision.formatting import finite_or_none
 from commprof.report.decision.types import Route, RoutingPlan
 from commprof.units import format_bytes
 
@@ -81,10 +82,10 @@ def _route(band: dict, judging: _Judging) -> Route:
         compared=(size.get("rival") or {}).get("impl", band["impl"]) if claim is not None else "",
         reason=reason,
         at_bytes=int(band["at_bytes"]),
-        time_us=_number(band.get("time_us")),
-        baseline_us=_number(band.get("baseline_us")),
-        floor_us=_number(band.get("floor_us")),
-        pct_of_floor=_number(band.get("pct_of_floor")),
+        time_us=finite_or_none(band.get("time_us")),
+        baseline_us=finite_or_none(band.get("baseline_us")),
+        floor_us=finite_or_none(band.get("floor_us")),
+        pct_of_floor=finite_or_none(band.get("pct_of_floor")),
         evidence=str(band["evidence"].get("label") or ""),
         boundary=str(band.get("boundary") or ""),
     )
@@ -246,11 +247,3 @@ def plan_shown(run: RunAnalysis, plan: dict[str, Any]) -> RoutingPlan | None:
         below_floor="; ".join(below),
         crossovers=run.crossovers,
     )
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number == number else None

@@ -13,7 +13,7 @@ import pandas as pd
 from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.projection import ShownPoints, breakdown, projection
 from commprof.report.analysis.run_analysis import RunAnalysis
-from commprof.report.decision.formatting import tokens_text, tps_column
+from commprof.report.decision.formatting import finite, finite_or_none, tokens_text, tps_column
 from commprof.report.decision.tables import BreakdownRow, ProjectionRow, TpsCell
 from commprof.report.decision.types import AnswerAtT, Speculation, VerifyStep
 
@@ -53,7 +53,7 @@ def verify_steps(run: RunAnalysis, parts: pd.DataFrame, per_t: list[AnswerAtT], 
         now = by.loc[("answer", t)] if ("answer", t) in by.index else before
         source = book.get(at[t].claim) if t in at else None
         claim = None
-        if source is not None and _finite(now["verify_ms"]):
+        if source is not None and finite(now["verify_ms"]):
             claim = book.derive(
                 f"verify T = {t}",
                 f"the verify step at T = {t} (compute + {run.mode}-mode communication) with {now['point_id']} "
@@ -68,8 +68,10 @@ def verify_steps(run: RunAnalysis, parts: pd.DataFrame, per_t: list[AnswerAtT], 
                 point_id=str(now["point_id"]) if isinstance(now["point_id"], str) else None,
                 before_ms=float(before["verify_ms"]),
                 after_ms=float(now["verify_ms"]) if claim is not None else float(before["verify_ms"]),
-                comm_before_ms=_value(before["comm_ms"]),
-                comm_after_ms=_value(now["comm_ms"]) if claim is not None else _value(before["comm_ms"]),
+                comm_before_ms=finite_or_none(before["comm_ms"]),
+                comm_after_ms=finite_or_none(now["comm_ms"])
+                if claim is not None
+                else finite_or_none(before["comm_ms"]),
                 applied=claim is not None,
                 claim=claim.id if claim is not None else None,
                 tps=[],
@@ -93,12 +95,12 @@ def breakdown_rows(
                 setting=r.setting,
                 setting_label=setting_label(run, r.setting, r.point_id, at),
                 point_id=r.point_id if isinstance(r.point_id, str) else None,
-                comm_ms=_value(r.comm_ms),
-                comm_p90_ms=_value(r.comm_p90_ms),
-                overhead_ms=_value(r.overhead_ms),
-                compute_ms=_value(r.compute_ms),
-                verify_ms=_value(r.verify_ms),
-                comm_share_pct=_value(r.comm_share_pct),
+                comm_ms=finite_or_none(r.comm_ms),
+                comm_p90_ms=finite_or_none(r.comm_p90_ms),
+                overhead_ms=finite_or_none(r.overhead_ms),
+                compute_ms=finite_or_none(r.compute_ms),
+                verify_ms=finite_or_none(r.verify_ms),
+                comm_share_pct=finite_or_none(r.comm_share_pct),
                 claim=claim.id if claim is not None else None,
             )
         )
@@ -128,10 +130,10 @@ def projection_rows(run: RunAnalysis, parts: pd.DataFrame, book: ClaimBook) -> l
                 point_id=r.point_id if isinstance(r.point_id, str) else None,
                 decode_point_id=decode_point,
                 decode_ms=float(r.decode_ms),
-                plain_tokens_per_s=_value(r.plain_tokens_per_s),
+                plain_tokens_per_s=finite_or_none(r.plain_tokens_per_s),
                 draft_ms=float(r.draft_ms),
                 verify_ms=float(r.verify_ms),
-                break_even=_value(r.break_even_ratio),
+                break_even=finite_or_none(r.break_even_ratio),
                 withdrawn=bool(book.withdrawn) and run.simulated,
                 cells=cells,
             )
@@ -142,10 +144,10 @@ def projection_rows(run: RunAnalysis, parts: pd.DataFrame, book: ClaimBook) -> l
 def _cell(run: RunAnalysis, r: Any, accept: float, book: ClaimBook) -> TpsCell:
     """One accept length at one T: speculation's time per token against plain decode's, its claim."""
     tps = getattr(r, tps_column(accept))
-    if not _finite(tps):
+    if not finite(tps):
         return TpsCell(accept=accept, tokens_per_s=None, verdict="within", claim=None)
     per_token = (r.draft_ms + r.verify_ms) / accept
-    spread = (r.verify_p90_ms - r.verify_ms) / accept if _finite(r.verify_p90_ms) else math.nan
+    spread = (r.verify_p90_ms - r.verify_ms) / accept if finite(r.verify_p90_ms) else math.nan
     claim = book.compare(
         f"speculation {r.setting} T = {int(r.tokens)} accept {accept:g}",
         f"speculative decoding at T = {int(r.tokens)}, accept length {accept:g}, with the {r.setting}'s settings "
@@ -195,14 +197,3 @@ def _spec_verdict(run: RunAnalysis, chosen: list[ProjectionRow], book: ClaimBook
 
 def _pays(row: ProjectionRow) -> bool:
     return any(c.verdict == "pays" for c in row.cells)
-
-
-def _finite(value: Any) -> bool:
-    try:
-        return value is not None and math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _value(value: Any) -> float | None:
-    return float(value) if _finite(value) else None

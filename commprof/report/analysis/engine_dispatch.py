@@ -9,7 +9,7 @@ An engine version without a table is said so, with the nearest table named as no
 from __future__ import annotations
 
 from commprof.errors import UsageError
-from commprof.report.analysis.engine_facts import Box, EngineTable, LibraryFacts, Op, Rule, Switches
+from commprof.report.analysis.engine_facts import Box, EngineTable, LibraryFacts, Op, Rule, Switches, version_numbers
 from commprof.report.analysis.engine_flashinfer import FLASHINFER_0_7_4
 from commprof.report.analysis.engine_sglang import SGLANG_0_5_23
 from commprof.report.analysis.engine_sglang_fusion import sglang_fusion_fails
@@ -46,24 +46,16 @@ def parse_engine(text: str) -> tuple[str, str]:
     return name, version
 
 
-def _numbers(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split("."):
-        digits = "".join(ch for ch in part if ch in "0123456789")[:18]  # not "²" (isdigit), not 5000 digits
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
-
-
 def nearest_table(name: str, version: str) -> EngineTable | None:
     """The table of `name` closest to `version` (ties: the older), for saying which one was not verified."""
     tables = [t for (package, _), t in TABLES.items() if package == name]
     if not tables:
         return None
-    wanted = _numbers(version)
-    width = max(len(wanted), *(len(_numbers(t.version)) for t in tables))
+    wanted = version_numbers(version)
+    width = max(len(wanted), *(len(version_numbers(t.version)) for t in tables))
 
     def distance(t: EngineTable) -> tuple:
-        a, b = (wanted + (0,) * width)[:width], (_numbers(t.version) + (0,) * width)[:width]
+        a, b = (wanted + (0,) * width)[:width], (version_numbers(t.version) + (0,) * width)[:width]
         return tuple(abs(x - y) for x, y in zip(a, b)), b
 
     return min(tables, key=distance)
@@ -103,7 +95,11 @@ def library_note(package: str, version: str | None) -> str:
     known = [v for (p, v) in LIBRARIES if p == package]
     if version in known:
         return f"{package} {version}: facts verified on its wheel"
-    nearest = min(known, key=lambda v: tuple(abs(a - b) for a, b in zip(_numbers(v), _numbers(version))), default=None)
+    nearest = min(
+        known,
+        key=lambda v: tuple(abs(a - b) for a, b in zip(version_numbers(v), version_numbers(version))),
+        default=None,
+    )
     near = f"; the nearest, {nearest}, is not verified for it" if nearest else ""
     return f"{package} {version}: no facts verified for this version{near}"
 
@@ -208,7 +204,7 @@ def fusion_flag_fails(engine: str, sm: float | None, version: str | None = None)
     tables = [t for t in TABLES.values() if t.engine == engine and (version is None or t.version == version)]
     if not tables:
         return None
-    table = max(tables, key=lambda t: _numbers(t.version))
+    table = max(tables, key=lambda t: version_numbers(t.version))
     box = Box(sm, 2, False, False)
     return next(
         (f"{table.engine} {table.version}: {why} ({f.cite})" for f in table.flags if (why := f.fails(box)) is not None),

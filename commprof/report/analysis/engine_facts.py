@@ -171,6 +171,16 @@ class LibraryFacts:
         return self.facts
 
 
+def version_numbers(version: str) -> tuple[int, ...]:
+    """ "0.5.23" -> (0, 5, 23), for ordering releases; a part without digits is 0, and no part is read past 18
+    digits (a version string comes from the command line)."""
+    parts = []
+    for part in version.split("."):
+        digits = "".join(ch for ch in part if ch in "0123456789")[:18]  # not "²" (isdigit), not 5000 digits
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
 def on(switches: Switches, name: str) -> bool:
     return str(switches.get(name, "")).strip().lower() not in ("", "0", "false", "none")
 

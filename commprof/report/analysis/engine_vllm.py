@@ -5,6 +5,7 @@ all-reduce refuses a group that spans nodes. Pure."""
 
 from __future__ import annotations
 
+from commprof.planner.engine_sizes import vllm_graphs
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.analysis.engine_facts import (
     Box,
@@ -23,6 +24,7 @@ from commprof.report.analysis.engine_facts import (
     sm_int,
     sm_key,
     sm_text,
+    version_numbers,
 )
 
 DC = "vllm/distributed/device_communicators"
@@ -61,10 +63,6 @@ FI_ALLREDUCE_FUSION_MAX_SIZE_MB = {
 CUSTOM_AR_BUFFER = 8192 * 1024  # CustomAllreduce.__init__ max_size
 CUSTOM_AR_WORLD_SIZES = [2, 4, 6, 8, 16]
 PCIE_IPC_WORLD_SIZES = (2, 4, 8)
-PCIE_IPC_CAPTURE = 512  # the default largest CUDA-graph capture size (1024 on the SM100 family)
-# vLLM 0.34 config/vllm.py _split_cudagraph_capture_sizes: on the SM100 family the default ("wide") prefill grid
-# reaches min(8192, max_num_batched_tokens), 8192 by default, and every graph's token count is a capture size.
-WIDE_CAPTURE_SM100 = 8192
 
 
 HISPARSE = "attention_config.hisparse_config"  # set (or inferred from a HiSparseConnector): HiSparse is on
@@ -160,16 +158,15 @@ def _nccl_symm_check(fi):
     return check
 
 
-def _pcie_ipc_check(wide_sm100: bool):
-    """FlashInfer PCIe IPC up to the largest capture size (setup() prepares the capture sizes); 0.34's SM100
-    family captures up to 8192 tokens by default."""
+def _pcie_ipc_check(release: str):
+    """FlashInfer PCIe IPC up to the largest capture size of `release` (setup() prepares the capture sizes:
+    commprof.planner.engine_sizes.vllm_graphs; 0.34's SM100 family captures up to 8192 tokens by default)."""
 
     def check(box: Box, op: Op, s: Switches) -> str | None:
         why = _pcie_ipc(box, op, s)
         if why is not None:
             return why
-        sm100 = (sm_int(box) or 0) // 10 == 10
-        capture = (WIDE_CAPTURE_SM100 if wide_sm100 else 1024) if sm100 else PCIE_IPC_CAPTURE
+        capture = vllm_graphs(release, (sm_int(box) or 0) // 10 == 10, box.tokens_per_request).largest
         return None if op.tokens <= capture else f"T {op.tokens} above the largest capture size ({capture})"
 
     return check
@@ -241,7 +238,7 @@ NCCL_SYMM_MEM_ALL_REDUCE_CONFIG = {
 
 def vllm_table(version: str, wheel: str) -> EngineTable:
     """vLLM's dispatch as read in the `wheel` release; from 0.34 with its three new gates."""
-    v34 = _numbers(version) >= (0, 34)
+    v34 = version_numbers(version) >= (0, 34)
     dispatch = Cite(
         f"{DC}/cuda_communicator.py",
         "all_reduce",
@@ -310,7 +307,7 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
                 _const(pcie, "_SUPPORTED_WORLD_SIZES", PCIE_IPC_WORLD_SIZES),
                 Cite(pcie, "__init__", r"in_the_same_node_as"),
             ),
-            _pcie_ipc_check(wide_sm100=v34),
+            _pcie_ipc_check(version),
             impl="flashinfer-pcie-ipc",
             switch="VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC",
         ),
@@ -361,26 +358,32 @@ def vllm_table(version: str, wheel: str) -> EngineTable:
             _fusion_inert,
         ),
     )
+    # The capture sizes commprof.planner.engine_sizes reads: the largest one here, a sweep's `engine:vllm` T values.
     facts = (
         Cite(
             "vllm/config/vllm.py",
             "_set_cudagraph_sizes",
             r"1024 if current_platform\.is_device_capability_family\(100\) else 512",
         ),
+        Cite("vllm/engine/arg_utils.py", "get_batch_defaults", r"OPENAI_API_SERVER: 8192"),
     )
     if v34:
         facts += (
             Cite(
                 "vllm/config/vllm.py",
                 "_split_cudagraph_capture_sizes",
-                order=(r"is_device_capability_family\(100\)", r"8192 if max_prefill_tokens is None"),
+                order=(
+                    r"is_device_capability_family\(100\)",
+                    r"max_decode_cudagraph_capture_tokens = 8192",
+                    r"8192 if max_prefill_tokens is None",
+                    r"decode_cudagraph_capture_grid\(",
+                    r"min\(cdiv\(s, q\), max_num_seqs\)",
+                ),
             ),
+            Cite("vllm/config/compilation.py", "decode_cudagraph_capture_grid", r"0\.65 \* n \*\* \(2 / 3\)"),
+            Cite("vllm/config/compilation.py", "decode_cudagraph_capture_shapes", r"min\(max_reqs, max_tokens // q\)"),
         )
     return EngineTable("vLLM", "vllm", version, wheel, dispatch, rules, defaults, flags, facts)
-
-
-def _numbers(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".") if part.isdigit())
 
 
 VLLM_0_33 = vllm_table("0.33", "0.33.0")

@@ -15,8 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from commprof.impls.registry import engine_switch_table
-from commprof.report.analysis.engine_vllm import PCIE_IPC_CAPTURE as VLLM_PCIE_IPC_DEFAULT_CAPTURE
+from commprof.planner.engine_sizes import vllm_graphs
 from commprof.units import format_bytes
+
+# vLLM's default largest CUDA-graph capture size off the SM100 family: FlashInfer PCIe IPC's workspace covers it.
+VLLM_PCIE_IPC_DEFAULT_CAPTURE = vllm_graphs().largest
 
 
 @dataclass(frozen=True)

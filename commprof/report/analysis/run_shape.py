@@ -44,9 +44,9 @@ def step_dtype(run: RunAnalysis) -> str:
 
 
 def box_of(run: RunAnalysis) -> Box:
-    """What the engines' dispatch reads of the box: SM, TP, NVLink and P2P, from the probe's pairs or the preset;
-    and of the server: the model's architecture, DP attention, the GPUs' memory and tokens per request (the
-    engines' own defaults follow them)."""
+    """What the engines' dispatch reads of the box: SM, TP, NVLink, P2P and NVLink multicast, from the probe's pairs
+    or the preset, and the nodes the run had; and of the server: the model's architecture, DP attention, the GPUs'
+    memory and tokens per request (the engines' own defaults follow them)."""
     topology = run.meta_view.topology or {}
     pairs = [p for p in topology.get("pairs") or [] if isinstance(p, dict)]
     if pairs:
@@ -61,11 +61,27 @@ def box_of(run: RunAnalysis) -> Box:
         run.ranks,
         nvlink,
         p2p,
+        multicast=_multicast(topology, nvlink) if pairs or topology.get("gpu_path") else None,
+        nodes=run.meta_view.nnodes or 1,
         architecture=step_architecture(run),
         dp_attention=bool(_first(run, "dp_attention")),
         gpu_mem_gib=min(memory) if memory and all(isinstance(m, (int, float)) for m in memory) else None,
         tokens_per_request=_tokens_per_request(run),
     )
+
+
+def _multicast(topology: dict, nvlink: bool) -> bool | None:
+    """NVLink multicast for the TP group (an NVSwitch's, which NVLS, torch symmetric memory's multimem and MNNVL
+    need): none without NVLink between every pair; on an NVLink box, what its topology's NVLS channels say (a
+    preset's [links.nvlink] nvls_channels: NCCL builds NVLS channels only where multicast works); unknown where
+    nothing says it (a probed NVLink box: NVML's pairs do not; a run that knows no GPU pair or path at all)."""
+    if not nvlink:
+        return False
+    link = (topology.get("links") or {}).get("nvlink")
+    channels = link.get("nvls_channels") if isinstance(link, dict) else None
+    if isinstance(channels, int) and not isinstance(channels, bool):
+        return channels > 0
+    return None
 
 
 def _first(run: RunAnalysis, column: str):

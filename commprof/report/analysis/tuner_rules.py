@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import pandas as pd
 
@@ -20,6 +19,8 @@ from commprof.nccl_vocab import (
     named,
 )
 from commprof.planner.models import DTYPE_BYTES
+from commprof.report.decision.formatting import finite
+from commprof.report.decision.types import RECOMMEND_ENV, TUNER_CONF, NcclFile
 
 # The NCCL example tuner plugin's CSV (plugins/tuner/example): 10 fields, lower-case names, -1 = any / keep.
 TUNER_FIELDS = (
@@ -40,8 +41,6 @@ TUNER_PROTOCOLS = tuple(p.tuner for p in PROTOCOLS)
 
 # ------------------------------------------------------------------------------------------ what to apply
 
-RECOMMEND_ENV = "recommend.env"
-TUNER_CONF = "nccl_tuner.conf"
 # What the example tuner plugin can set per size: the algorithm, the protocol and the channel count.
 TUNER_VARIABLES = frozenset(("NCCL_ALGO", "NCCL_PROTO", *CHANNEL_VARIABLES))
 
@@ -50,7 +49,7 @@ TUNER_VARIABLES = frozenset(("NCCL_ALGO", "NCCL_PROTO", *CHANNEL_VARIABLES))
 class ApplyPlan:
     """The one file to apply (`choice`, None: nothing), why, and what each file holds."""
 
-    choice: str | None
+    choice: NcclFile | None
     why: str
     env: dict[str, str]  # what recommend.env exports (the recommendation's settings; {} when the baseline is kept)
     rules: list[TunerRule] = field(default_factory=list)
@@ -110,13 +109,6 @@ class TunerRule:
         )
 
 
-def _number(value: Any) -> bool:
-    try:
-        return value is not None and math.isfinite(float(value))
-    except (TypeError, ValueError):
-        return False
-
-
 def _tuner(name: Name | None) -> str | None:
     return name.tuner if name is not None else None
 
@@ -134,11 +126,11 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
         choices = (r.nccl or {}).get("choices") or [] if isinstance(r.nccl, dict) else []
         sizes = {
             "allreduce": int(r.tokens) * int(r.hidden_size) * DTYPE_BYTES.get(r.dtype, 2)
-            if _number(r.hidden_size) and _number(r.tokens)
+            if finite(r.hidden_size) and finite(r.tokens)
             else None
         }
         logged: dict[str, dict] = {}
-        ranks = int(r.world_size) if _number(r.world_size) else None
+        ranks = int(r.world_size) if finite(r.world_size) else None
         for choice in choices:
             coll = _tuner(named(COLLECTIVES, choice.get("coll")))
             if coll:
@@ -166,7 +158,7 @@ def rule_inputs(winners: pd.DataFrame) -> pd.DataFrame:
                     "algorithm": algorithm,
                     "protocol": protocol,
                     "channels": int(channels),
-                    "n_ranks": int(r.world_size) if _number(r.world_size) else -1,
+                    "n_ranks": int(r.world_size) if finite(r.world_size) else -1,
                     "note": note,
                 }
             )

@@ -69,6 +69,12 @@ def finite(value: Any) -> bool:
         return False
 
 
+def finite_or_none(value: Any) -> float | None:
+    """`value` as a float where it is a finite number, else None (a frame's NaN, an infinite ratio, a missing
+    figure): what a Decision holds, as summary.json holds it."""
+    return float(value) if finite(value) else None
+
+
 def sentence(text: str) -> str:
     """`text` with its first letter upper-case and the rest as written (str.capitalize lowercases "GPUs", "NCCL")."""
     return text[:1].upper() + text[1:]

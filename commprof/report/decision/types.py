@@ -6,11 +6,15 @@ simulation, the headline; then the tables and plotted series the page shows. Typ
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 from commprof.report.decision.claim import Claim, Frozen
 from commprof.report.decision.observation import Observed
 from commprof.report.decision.tables import Tables
+
+# The file that applies answer (a): NCCL's environment, or the example tuner plugin's per-size rules.
+NcclFile = Literal["recommend.env", "nccl_tuner.conf"]
+RECOMMEND_ENV, TUNER_CONF = get_args(NcclFile)
 
 # ----------------------------------------------------------------------------------------------- the run
 
@@ -167,7 +171,7 @@ class AnswerAtT(Frozen):
 class NcclAnswer(Frozen):
     """Answer (a): one NCCL file (or none), the environment or the per-size rules it holds, and the claim."""
 
-    file: str | None  # recommend.env, nccl_tuner.conf or None
+    file: NcclFile | None  # None: no file applies
     live: bool  # its lines act when sourced (measured, confirmed, complete); else every line is commented out
     why: str
     alternative: str | None

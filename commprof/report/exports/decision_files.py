@@ -8,11 +8,12 @@ from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.report.decision.claim import Claim
 from commprof.report.decision.formatting import claim_words
 from commprof.report.decision.observation import EXPLANATIONS_SHOWN
-from commprof.report.decision.types import Decision, EngineSetting, Route
+from commprof.report.decision.types import RECOMMEND_ENV, TUNER_CONF, Decision, EngineSetting, Route
 from commprof.report.exports.engine_hints import engine_hints_text
 from commprof.report.exports.export_text import OWN_FOLDER, comment, export_line, one_line, shell_guard
 from commprof.report.exports.files import not_live_reason
 
+ROUTING_FILE = "routing.txt"
 ROUTING_USAGE = (
     "Use: source routing.txt in the bash (or zsh) that launches the engine. Its live lines are engine_flags.txt's answer "
     "section (the NCCL environment, then the engine switches): sourcing either sets the same variables; "
@@ -52,7 +53,7 @@ def nccl_section(decision: Decision) -> list[str]:
     if decision.run.backend != "nccl" or nccl.file is None:
         return []
     header = comment(f"NCCL: {nccl.file} -- for SGLang and vLLM, any version (both use NCCL)")
-    if nccl.file == "nccl_tuner.conf":
+    if nccl.file == TUNER_CONF:
         lines = [
             comment(f"why: {TUNER_PLUGIN_NOTE}; also export NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so"),
             one_line(f"export NCCL_TUNER_CONFIG_FILE={OWN_FOLDER}/nccl_tuner.conf"),
@@ -100,10 +101,10 @@ def routing_text(decision: Decision) -> str:
     expresses, then the engine lines."""
     lines = [
         comment(ROUTING_USAGE),
-        shell_guard("routing.txt"),
+        shell_guard(ROUTING_FILE),
         *(comment(line) for line in decision.environment.provenance),
     ]
-    env = decision.nccl.env if decision.nccl.file == "recommend.env" else {}
+    env = decision.nccl.env if decision.nccl.file == RECOMMEND_ENV else {}
     against = decision.routes[0].judged_against if decision.routes else "the baseline"
     said = " ".join(f"{k}={v}" for k, v in sorted(env.items())) or "the defaults"
     lines.append(
@@ -168,7 +169,7 @@ def observed_lines(decision: Decision) -> list[str]:
 
 def _answer_line(decision: Decision) -> str:
     nccl = decision.nccl
-    env = " ".join(f"{k}={v}" for k, v in sorted(nccl.env.items())) if nccl.file == "recommend.env" else ""
+    env = " ".join(f"{k}={v}" for k, v in sorted(nccl.env.items())) if nccl.file == RECOMMEND_ENV else ""
     what = f"{nccl.file} ({env})" if env else nccl.file or "nothing to apply"
     state = ": set" if nccl.file and nccl.live else ": proposed, measure first" if nccl.file else ""
     return f"the answer ({decision.environment.evidence.label}): {what}{state}"

@@ -11,12 +11,13 @@ import re
 import shlex
 
 from commprof.env_names import shell_value
-from commprof.report.decision.types import EngineHint
+from commprof.report.decision.types import TUNER_CONF, EngineHint
 from commprof.report.exports.export_text import OWN_FOLDER, comment, export_line, one_line, shell_guard
 
 ENV_ASSIGNMENT = re.compile(r"^(export )?[A-Za-z_][A-Za-z0-9_]*=")
 # The variables that name a file this report writes beside engine_flags.txt, exported at that file.
-OWN_FILES = {"NCCL_TUNER_CONFIG_FILE": "nccl_tuner.conf"}
+ENGINE_FLAGS_FILE = "engine_flags.txt"
+OWN_FILES = {"NCCL_TUNER_CONFIG_FILE": TUNER_CONF}
 ARRAYS = {"SGLang": "COMMPROF_SGLANG_ARGS", "vLLM": "COMMPROF_VLLM_ARGS"}
 
 
@@ -53,7 +54,7 @@ def engine_hints_text(hints: list[EngineHint], provenance: list[str], engine_lin
     routing.txt's."""
     lines = [
         "#!/usr/bin/env bash",
-        shell_guard("engine_flags.txt"),
+        shell_guard(ENGINE_FLAGS_FILE),
         "# Use: source engine_flags.txt in the bash (or zsh) that launches the engine, then add its flags to the "
         "command line (its answer section is routing.txt's live lines: sourcing either sets the same variables):",
         '#   python -m sglang.launch_server ... "${COMMPROF_SGLANG_ARGS[@]}"',

@@ -14,14 +14,10 @@ import pandas as pd
 from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.decision.formatting import claim_words, whole_counts
-from commprof.report.decision.types import Decision
+from commprof.report.decision.types import RECOMMEND_ENV, TUNER_CONF, Decision
 from commprof.report.exports.export_text import comment, export_line, one_line, spreadsheet_column
 
 NCCL_TESTS_TYPES = {"bfloat16": "bfloat16", "float16": "half", "float32": "float"}
-
-
-RECOMMEND_ENV = "recommend.env"
-TUNER_CONF = "nccl_tuner.conf"
 
 
 def not_live_reason(decision: Decision) -> str:

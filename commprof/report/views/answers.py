@@ -17,7 +17,7 @@ from commprof.report.decision.formatting import (
     sentence,
     tokens_text,
 )
-from commprof.report.decision.types import Decision
+from commprof.report.decision.types import RECOMMEND_ENV, TUNER_CONF, Decision
 from commprof.report.views.verify_answers import faster_answer, routed_bands, spec_answer
 
 MAX_REASON_CHARS = 160
@@ -100,7 +100,7 @@ def _set_lines(decision: Decision, out: dict[str, Any]) -> None:
     line = export_line(point.env)
     if decision.unconfirmed:
         out["lines"].append(f"Withdrawn ({decision.unconfirmed}); the model predicted: {line}")
-    elif nccl.live and nccl.file == "recommend.env":
+    elif nccl.live and nccl.file == RECOMMEND_ENV:
         out["code"] = line
     elif nccl.live:
         out["lines"].append(f"The alternative to {nccl.file}, commented out in recommend.env: {line}")
@@ -115,7 +115,7 @@ def _set_lines(decision: Decision, out: dict[str, Any]) -> None:
             f"{', '.join(nccl.dropped)} left out: {nccl.fastest.point_id} (with them) against {point.point_id}: "
             f"{claim_words(decision.claim(nccl.fastest_claim))}."
         )
-    if nccl.live and nccl.file == "nccl_tuner.conf":
+    if nccl.live and nccl.file == TUNER_CONF:
         _tuner_rows(decision, out)
         return
     for row in decision.tables.choices:
@@ -214,7 +214,7 @@ def alternative_answer(decision: Decision) -> dict[str, Any]:
 def _routed_lines(decision: Decision) -> list[str]:
     """Where the routes give sizes to another implementation, each band's claim, and the T they leave to NCCL."""
     name = tuned_name(decision)
-    reference = "(a)" if decision.nccl.file == "recommend.env" else f"{name}'s baseline"
+    reference = "(a)" if decision.nccl.file == RECOMMEND_ENV else f"{name}'s baseline"
     routed = routed_bands(decision)
     if not routed:
         return [f"No other implementation takes any size from {reference}: stay with {name}."]

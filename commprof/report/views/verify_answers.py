@@ -18,7 +18,7 @@ from commprof.report.decision.formatting import (
     tokens_text,
 )
 from commprof.report.decision.tables import ProjectionRow
-from commprof.report.decision.types import Decision, Route
+from commprof.report.decision.types import RECOMMEND_ENV, Decision, Route
 
 HEADING_WORDS = 25  # a card's heading, like the headline: the answer and its figure; qualifications go below
 
@@ -209,7 +209,7 @@ def routed_verdict(decision: Decision, routed: list[Route]) -> str:
     )
     how = f"switch it in the engine ({switches}; see (b))" if switches else "no engine setting runs it yet (see (b))"
     nccl = (
-        "NCCL keeps (a)'s settings" if decision.nccl.file == "recommend.env" else "NCCL settings stay at their defaults"
+        "NCCL keeps (a)'s settings" if decision.nccl.file == RECOMMEND_ENV else "NCCL settings stay at their defaults"
     )
     return f"{bands}; {how}; {nccl}, and NCCL runs every other size"
 

@@ -91,7 +91,7 @@ def parse_run(run: RunSection, problems: SweepProblems) -> RunTable:
     except UsageError as exc:
         problems.error("run", str(exc))
     problems.interconnect = run.interconnect or "any"
-    tokens, tokens_from = _tokens(run.tokens, plan_options, run.tp, problems)
+    tokens, tokens_from = _tokens(run.tokens, plan_options, run.tp, engine, problems)
     dtype = None
     if run.dtype is not None:
         try:
@@ -130,15 +130,20 @@ def _model(run: RunSection, problems: SweepProblems) -> tuple[str, str | None, s
 
 
 def _tokens(
-    raw: list[int] | str | None, plan_options: PlanOptions, tp: int | None, problems: SweepProblems
+    raw: list[int] | str | None,
+    plan_options: PlanOptions,
+    tp: int | None,
+    engine: str | None,
+    problems: SweepProblems,
 ) -> tuple[tuple[int, ...], str | None]:
-    """run.tokens: a list of T, or "engine:<name>" for an engine's CUDA-graph sizes (and that name)."""
+    """run.tokens: a list of T, or "engine:<name>" for an engine's CUDA-graph sizes (and that name), at `tp`
+    and for the engine release [run] engine names."""
     if raw is None:  # its problem is recorded
         return (), None
     if isinstance(raw, str) and raw.startswith("engine:"):
         per_request = plan_options.num_steps + 1 if plan_options.spec in DRAFT_METHODS else 1
         try:
-            return engine_tokens(raw, per_request, tp), raw
+            return engine_tokens(raw, per_request, tp, engine), raw
         except UsageError as exc:
             problems.error("run.tokens", str(exc))
             return (), raw

@@ -14,7 +14,8 @@ import msgspec
 from commprof.env_names import export_name_problem
 from commprof.impls import registry
 from commprof.impls.base import option_values
-from commprof.nccl_vocab import ENV_CHECKS, MIN_MAX_PAIRS, env_value, value_traps
+from commprof.nccl_tuning import ENV_CHECKS, env_value
+from commprof.nccl_vocab import MIN_MAX_PAIRS, value_traps
 from commprof.problems import Problems
 from commprof.records.values import MAX_SETTINGS
 from commprof.sweep.planning.graph_axis import GRAPH_AXIS, GRAPH_VARIABLE, graph_values
