@@ -24,6 +24,7 @@ from commprof.records.values import (
 from commprof.records.vocab import BuildStatus, CheckStatus, FloorEvidence, FloorStatus
 
 _TIMEOUT = "{path} {value} is out of range (allowed: above 0, at most a week)"
+PlanT = bounded(int, "plan.tokens: a T out of range (allowed: {low}..{high})", ge=1, le=MAX_TOKENS)  # a plan's T
 
 
 class MetaSection(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -55,9 +56,7 @@ class MetaPlan(MetaSection):
     tp: Ranks | None = None
     phase: str | None = None
     dtype: str | None = None  # None: the model's
-    tokens: list[bounded(int, "plan.tokens: a T out of range (allowed: {low}..{high})", ge=1, le=MAX_TOKENS)] | None = (
-        None
-    )
+    tokens: list[PlanT] | None = None
     iterations: Count | None = None
     warmup: Count | None = None
     point_timeout_s: bounded(float, _TIMEOUT, gt=0, le=MAX_POINT_TIMEOUT_S) | None = None

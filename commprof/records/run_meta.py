@@ -50,15 +50,14 @@ VERSION_KEYS = ("python", "torch", "cuda", "nccl", "driver", "flashinfer", "comm
 # Fields every meta.json has: who wrote it, when, from what command line and where.
 REQUIRED = ("run_id", "source", "created", "command", "cwd", "hostname", "versions")
 RUN_PATTERN = rf"\A{RUN_ID.pattern}\Z"
+RunId = bounded(str, "run_id {value!r} is not a run id (letters, digits, '.', '_', '-')", pattern=RUN_PATTERN)
 
 
 class RunMeta(MetaSection):
     """meta.json, built by run_meta for the sweep, simulate and the imports, read by read_meta; every field None
     where the file does not say it (a field an older writer left out)."""
 
-    run_id: bounded(str, "run_id {value!r} is not a run id (letters, digits, '.', '_', '-')", pattern=RUN_PATTERN) | (
-        None
-    ) = None  # the run folder's name
+    run_id: RunId | None = None  # the run folder's name
     created: str | None = None  # when the run was made, ISO 8601 UTC
     command: list[str] | None = None
     cwd: str | None = None

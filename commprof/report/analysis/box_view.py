@@ -40,11 +40,17 @@ def box_facts(run: RunAnalysis) -> list[tuple[str, str]]:
             or hardware_text(meta, run.backend),
         )
     ]
-    said = (("hostname", meta.hostname), ("world_size", meta.world_size), ("nnodes", meta.nnodes))
-    facts += [(k, str(v)) for k, v in (*said, ("backend", meta.backend), ("created", meta.created)) if v is not None]
+    run_facts = {
+        "hostname": meta.hostname,
+        "world_size": meta.world_size,
+        "nnodes": meta.nnodes,
+        "backend": meta.backend,
+        "created": meta.created,
+    }
+    facts += [(name, str(value)) for name, value in run_facts.items() if value is not None]
     plan = _said(meta.plan)
     if plan:  # by name, as the file lists them
-        facts.append(("plan", ", ".join(f"{k} {v}" for k, v in sorted(plan.items()))))
+        facts.append(("plan", ", ".join(f"{k} {v}" for k, v in plan.items())))
     calibration = meta.calibration
     if run.simulated and calibration:
         facts.append(("model calibration", calibration if isinstance(calibration, str) else _calibration(calibration)))
