@@ -18,7 +18,7 @@ import msgspec
 
 from commprof.nccl_tuning import ENV_CHECKS
 from commprof.nccl_vocab import value_traps
-from commprof.records.run_meta import meta_view
+from commprof.records.run_meta import RunMeta
 from commprof.records.schema import SOURCES, Source
 
 MEASURED = "measured"
@@ -63,19 +63,16 @@ class ModelError:
         return {"pct": self.pct, "basis": self.basis, **({"boxes": self.boxes} if self.boxes else {})}
 
     @classmethod
-    def from_meta(cls, meta: dict) -> ModelError:
+    def from_meta(cls, meta: RunMeta) -> ModelError:
         """A simulated run's expected error: the one figure every verdict, page and file of the run quotes for its
         NCCL model. It is what `commprof simulate` recorded in meta.json: the calibration's held-out error, or
         the prior's measured error; never an in-sample fit figure (a record's own NCCL figure may be one, and
         is not used). Unknown when meta.json holds none (an older simulation)."""
-        item = meta_view(meta).model_error
-        if not isinstance(item, dict):
+        item = meta.model_error
+        if item is None:
             return cls(None, "meta.json records no expected error (simulated by an older commprof: simulate again)")
-        pct, basis = item.get("pct"), str(item.get("basis") or "recorded by commprof simulate")
-        boxes = str(item["boxes"]) if item.get("boxes") else None
-        if isinstance(pct, (int, float)) and not isinstance(pct, bool) and math.isfinite(pct) and pct >= 0:
-            return cls(float(pct), basis, boxes)
-        return cls(None, basis, boxes)
+        basis = item.basis or "recorded by commprof simulate"
+        return cls(item.pct, basis, item.boxes or None)
 
 
 @dataclass(frozen=True)
@@ -363,10 +360,9 @@ def sustained_start(wins: dict[int, bool], length: int = SUSTAINED) -> int | Non
 # algorithm), may not be proposed. Measured points are judged by their own checks (a corrupt one is "wrong").
 
 
-def interconnect_of(topology: dict | None) -> str:
-    """ "nvlink" where the GPUs' path is NVLink (a topology preset's or probe's gpu_path "NV..."), else "pcie"."""
-    path = str((topology or {}).get("gpu_path", "")).upper() if isinstance(topology, dict) else ""
-    return "nvlink" if path.startswith("NV") else "pcie"
+def interconnect_of(gpu_path: str | None) -> str:
+    """ "nvlink" where the GPUs' path is NVLink (a topology preset's gpu_path "NV..."), else "pcie"."""
+    return "nvlink" if str(gpu_path or "").upper().startswith("NV") else "pcie"
 
 
 def not_proposable(record: dict, interconnect: str) -> str | None:

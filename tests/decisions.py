@@ -7,6 +7,7 @@ import functools
 
 import msgspec
 
+from commprof.records.run_meta import RunMeta, parse_meta
 from commprof.report.analysis.decide import decide
 from commprof.report.analysis.decide_nccl import tuner_of
 from commprof.report.analysis.run_analysis import ReportOptions, analyze_run
@@ -20,7 +21,7 @@ def measured() -> Decision:
     """The Decision of a SYNTHETIC measured run: the baseline and two NCCL settings at T = 1, 4."""
     points = [p for p in base_points() if p["label"] in ("NCCL defaults", "Ring/LL", "Ring/Simple")]
     records = make_records("synthetic", points=points, tokens=(1, 4))
-    (run,) = analyze_run("synthetic", records, make_meta("synthetic"), ReportOptions())
+    (run,) = analyze_run("synthetic", records, parse_meta(make_meta("synthetic")), ReportOptions())
     return decide(run)
 
 
@@ -57,7 +58,7 @@ def fused_hints_at(after_us: float, refused: dict[str, str] | None = None) -> li
 
     class Run:  # what fused_hints reads of an analysed run
         evidence = Evidence(MEASURED, backend="nccl")
-        meta_view = type("Meta", (), {"versions": {}})()
+        meta = RunMeta(versions={})
         options = type("Options", (), {"engines": ()})()
 
     return fused_hints(Run(), [row], book, refused or {})

@@ -303,7 +303,7 @@ CASES: dict[str, Callable[[Path], Attack]] = {
     "import-time-1e300-us": _import_time_1e300,
     "calibrate-meta-not-json": _calibrate_with_meta("[[[[", r"run metadata .*meta\.json: not valid JSON"),
     "calibrate-meta-run-id-an-integer": _calibrate_with_meta(
-        '{"run_id": 5}', r"meta\.json: not usable run metadata: run_id: expected a string, got an integer"
+        '{"run_id": 5}', r"meta\.json: not usable run metadata: run_id: expected a string or null, got an integer"
     ),
 }
 

@@ -80,8 +80,8 @@ def test_ops_outside_the_calibrated_sizes_are_priced_by_the_prior_and_say_so(tmp
     assert 16.2 < nccl["expected_error_pct"] < 46.5 and "outside the calibrated sizes" in nccl["error_basis"]
     assert "outside the calibrated sizes" in calibrated["message"]
     run_id, records, meta, _ = load_run(run_dir)
-    assert meta["model_error"]["pct"] >= nccl["expected_error_pct"]
-    assert "63 op(s) of its steps outside the calibrated sizes (8 KB-1 MB)" in meta["model_error"]["basis"]
+    assert meta.model_error.pct >= nccl["expected_error_pct"]
+    assert "63 op(s) of its steps outside the calibrated sizes (8 KB-1 MB)" in meta.model_error.basis
     (run,) = analyze_run(run_id, records, meta, report_options(CLI, sweep_options(meta)), str(run_dir))
     assert "outside the calibrated sizes" in run.evidence.rule  # what the page says the verdicts follow
 

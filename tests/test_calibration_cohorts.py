@@ -20,6 +20,7 @@ from commprof.costmodel.nccl_tests import parse_text, run_records
 from commprof.costmodel.simulate_command import calibration_name
 from commprof.costmodel.topology import link_for, load_topology
 from commprof.records.files import read_records
+from commprof.records.run_meta import RunMeta
 
 LOGS = Path(__file__).parent / "fixtures" / "nccl-tests"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "nccl-tests"
@@ -33,7 +34,7 @@ def _samples(path: Path):
     samples = []
     for record in records:
         found, _ = fitting.samples_from_records([record], fitting.nccl_constraints(topology, link))
-        samples += tag(found, cohort_of(record, {}))
+        samples += tag(found, cohort_of(record, RunMeta()))
     return samples, topology.prior(link, "ampere")
 
 

@@ -391,13 +391,3 @@ def test_p2p_verdicts():
 
 def test_worst():
     assert worst(["ok", "skipped", "warn"]) == "warn" and worst(["fail", "warn"]) == "fail" and worst([]) == "skipped"
-
-
-def test_verdicts_read_back_through_check_result():
-    from commprof.doctor.result import CheckResult, read_checks
-
-    written = CheckResult("p2p", "GPU peer-to-peer", "fail", "no P2P", ["lspci"], "enable P2P")
-    results, problems = read_checks({"checks": [written.to_dict(), {"verdict": "FAIL"}, "ok"]})
-    assert results == [written]
-    assert [p.split(":")[0] for p in problems] == ["checks[1]", "checks[2]"] and "status None" in problems[0]
-    assert read_checks({"checks": {"p2p": "ok"}}) == ([], ["no list of checks (got dict)"])

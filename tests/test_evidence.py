@@ -1,6 +1,9 @@
 """The evidence vocabulary: every record source has a level, and each level's rule decides what counts."""
 
+import pytest
+
 from commprof.evidence import IMPORTED, LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence, ModelError
+from commprof.records.run_meta import parse_meta
 from commprof.records.schema import SOURCES
 
 
@@ -23,7 +26,9 @@ def test_measured_counts_beyond_noise_and_simulated_beyond_the_models_error():
 
 def test_a_simulation_carries_its_expected_error_and_an_older_one_has_none():
     recorded = ModelError(41.0, "real logs")
-    assert ModelError.from_meta({"model_error": recorded.to_dict()}) == recorded
-    older = ModelError.from_meta({"source": "simulated"})
+    assert ModelError.from_meta(parse_meta({"model_error": recorded.to_dict()})) == recorded
+    older = ModelError.from_meta(parse_meta({"source": "simulated"}))
     assert older.pct is None and "simulate again" in older.basis
-    assert ModelError.from_meta({"model_error": {"pct": True, "basis": "odd"}}) == ModelError(None, "odd")
+    assert ModelError.from_meta(parse_meta({"model_error": {"basis": "odd"}})) == ModelError(None, "odd")
+    with pytest.raises(ValueError, match="model_error: pct: expected a finite number or null, got true/false"):
+        parse_meta({"model_error": {"pct": True, "basis": "odd"}})  # a flag is no error figure: refused at read

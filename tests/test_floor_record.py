@@ -14,6 +14,7 @@ from commprof.errors import UsageError
 from commprof.floor.measure import FloorProbe, PairCopy, figures, floor_table
 from commprof.floor.model import floor
 from commprof.floor.record import file_floor, load_floor_file, measured_floor, not_measured
+from commprof.records.run_meta import RunMeta, parse_meta
 from commprof.report.analysis.routing import routing_plan
 from commprof.report.analysis.routing_candidates import NO_FLOOR, floor_of, missing_floor
 from commprof.sweep import command as sweep_command
@@ -71,15 +72,16 @@ def test_every_floor_in_meta_says_its_source_and_the_report_carries_it(tmp_path)
     from_file = file_floor(data, tmp_path / "floor.json")
     assert from_file["status"] == "file" and from_file["ranks"] == 8 and from_file["table"]
     assert from_file["figures"]["source"].startswith(f"{tmp_path / 'floor.json'}: commprof floor on box at 2026-11-30")
-    figs = floor_of({"floor": from_file})
+    figs = floor_of(parse_meta({"floor": from_file}))
     assert figs.evidence == "measured" and str(tmp_path) in figs.source
     now = measured_floor(floor_json(gpus=8), 4.25)
     assert now["status"] == "measured" and "measured at the start of this run in 4.2 s" in now["figures"]["source"]
     # No figures: the report says why and how, and never falls back to invented ones.
     missing = not_measured("no GPU here")
-    assert floor_of({"floor": missing}) is None and missing_floor({"floor": missing}).startswith("floor not measured")
-    assert missing_floor({}) == NO_FLOOR
-    plan = routing_plan([], 8, None, missing_floor=missing_floor({"floor": missing}))
+    unmeasured = parse_meta({"floor": missing})
+    assert floor_of(unmeasured) is None and missing_floor(unmeasured).startswith("floor not measured")
+    assert missing_floor(RunMeta()) == NO_FLOOR
+    plan = routing_plan([], 8, None, missing_floor=missing_floor(unmeasured))
     assert "no GPU here" in plan["missing_floor"] and "commprof floor --out" in plan["missing_floor"]
 
 
@@ -88,7 +90,7 @@ def test_a_gloo_run_records_that_the_floor_was_not_measured_and_how_to_get_it(tm
     spec = default_sweep(RunOverrides(tokens=(1,)))
     prepare_run_folder(tmp_path, "gloo", spec, SweepOptions(out=tmp_path), False, SweepConsole(False))
     entry = json.loads((tmp_path / "meta.json").read_text())["floor"]
-    assert entry["status"] == "not measured" and entry["figures"] is None
+    assert entry["status"] == "not measured" and entry.get("figures") is None
     assert "gloo" in entry["why"] and "commprof floor --out floor.json" in entry["how"]
 
 
@@ -138,7 +140,7 @@ def test_doctor_summarises_a_measured_floor_and_a_bundle_keeps_it(tmp_path):
     facts = read_bundle(BUNDLE)
     facts.floor = measured_floor(floor_json(gpus=8), 3.0)
     result = check_floor(facts)
-    figs = floor_of({"floor": facts.floor})
+    figs = floor_of(parse_meta({"floor": facts.floor}))
     assert result.status == "ok" and f"{floor(16 << 10, 8, figs).us:.1f} µs at 16 KiB" in result.detail
     assert "measured at the start" in result.evidence[0] and any("% of PCIe Gen5 x16" in e for e in result.evidence)
     write_bundle(facts, tmp_path / "bundle")

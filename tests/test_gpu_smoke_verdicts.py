@@ -20,6 +20,7 @@ from commprof.gpu_smoke.verdicts import (
     pytest_summary,
     pytest_verdict,
 )
+from commprof.records.run_meta import RunMeta, parse_meta
 from tests.gpu_smoke_records import (
     BASELINE,
     VOCAB_BYTES,
@@ -201,11 +202,11 @@ def test_doctor_verdict_needs_a_loaded_link_reading_and_the_nccl_probe():
 
 def test_floor_verdict_needs_measured_figures_and_a_recorded_source():
     good = {"figures": {"pair_write_gbps": 53.0, "all_pairs_gbps": 22.0}, "floor": []}
-    meta = {"floor": {"figures": {"source": "measured at the start of this run"}}}
+    meta = parse_meta({"floor": {"figures": {"source": "measured at the start of this run"}}})
     assert floor_verdict("f", 2, 0, good, "", meta).status == PASS
     assert floor_verdict("f", 2, 2, None, "needs at least 2 CUDA GPUs", meta).status == FAIL
     assert floor_verdict("f", 2, 0, {"figures": {"pair_write_gbps": 0}}, "", meta).status == FAIL
-    assert "no floor entry" in floor_verdict("f", 2, 0, good, "", {}).detail
+    assert "no floor entry" in floor_verdict("f", 2, 0, good, "", RunMeta()).detail
     assert floor_verdict("f", 1, None, None, "", None).detail.startswith("skipped: one GPU")
 
 

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from msgspec.structs import replace
 
 from commprof.cli import main
 from commprof.doctor.bundle import read_bundle
@@ -13,11 +14,13 @@ from commprof.nccl_graph.box import box_from_facts
 from commprof.nccl_graph.candidates import build_candidates
 from commprof.nccl_graph.export import graph_export
 from commprof.nccl_graph.nccl_reader import read_graph_file
+from commprof.records.meta_sections import MetaPlan
+from commprof.records.run_meta import parse_meta
 from tests.report_fixtures import make_meta, make_records, write_run
 
 BUNDLE = Path(__file__).parent / "fixtures" / "doctor" / "asus-esc8000a-8x-rtxpro6000"
 CANDIDATE = build_candidates(box_from_facts(read_bundle(BUNDLE)))[0]
-META = {"world_size": 8, "plan": {"tp": 8}, "versions": {"nccl": "2.28.9"}}
+META = parse_meta({"world_size": 8, "plan": {"tp": 8}, "versions": {"nccl": "2.28.9"}})
 
 
 def _ran_with(path: Path, loaded=True) -> dict:
@@ -40,8 +43,8 @@ def test_refusals_leave_the_graph_out_and_say_why(tmp_path):
         (_ran_with(path, loaded=None), CANDIDATE.text, META, "no proof NCCL loaded"),
         (_ran_with(path), None, META, "gone or changed"),
         (_ran_with(path), CANDIDATE.text + " ", META, "gone or changed"),
-        (_ran_with(path), CANDIDATE.text, {**META, "plan": {"tp": 4}}, "TP groups of 4 GPUs"),
-        (_ran_with(path), CANDIDATE.text, {**META, "plan": {"tp": 8, "dp_attention": True}}, "DP-attention"),
+        (_ran_with(path), CANDIDATE.text, replace(META, plan=MetaPlan(tp=4)), "TP groups of 4 GPUs"),
+        (_ran_with(path), CANDIDATE.text, replace(META, plan=MetaPlan(tp=8, dp_attention=True)), "DP-attention"),
     ]
     for ran_with, text, meta, why in cases:
         out = graph_export(env, ran_with, text, meta)

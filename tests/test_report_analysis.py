@@ -7,6 +7,7 @@ import pytest
 
 from commprof.errors import UsageError
 from commprof.evidence import Evidence, ModelError
+from commprof.records.meta_sections import SweepReport
 from commprof.records.schema import collective_record, step_record
 from commprof.report import flags
 from commprof.report.analysis import choices, costmodel_check, frame, heatmap, nccl_choice, ops, projection, ranking
@@ -252,12 +253,12 @@ def test_parse_accept():
 def test_a_bad_report_option_is_named_where_it_was_given(flag, sweep_name, value, problem):
     """From the command line, its flag; from the run's sweep file (meta.json), that file's [report] key."""
     with pytest.raises(UsageError) as from_sweep:
-        flags.report_options({}, {sweep_name: value})
+        flags.report_options({}, SweepReport(**{sweep_name: value}))
     assert str(from_sweep.value) == f"the sweep file's [report] {sweep_name}: {problem}"
     text = ",".join(map(str, value)) if isinstance(value, list) else value
     text = ",".join(f"{k}={v}" for k, v in text.items()) if isinstance(text, dict) else text
     with pytest.raises(UsageError) as from_flag:
-        flags.report_options({flag: str(text)}, {sweep_name: value})
+        flags.report_options({flag: str(text)}, SweepReport(**{sweep_name: value}))
     assert str(from_flag.value).startswith(f"--{flag.replace('_', '-')}: ")
 
 

@@ -168,19 +168,22 @@ def test_imported_collectives_only(tmp_path):
     assert "imported from nccl-tests" in html and "Single collectives" in html and "65536" in html
 
 
-def test_doctor_verdicts_read_as_the_doctor_writes_them_and_unknown_topology_shape(tmp_path):
+def test_doctor_verdicts_read_as_the_doctor_writes_them_and_a_topology_of_another_shape(tmp_path, capsys):
     meta = make_meta("odd")
     failing = {"id": "p2p", "title": "GPU peer-to-peer", "status": "fail", "detail": "no P2P", "evidence": []}
-    meta["doctor"] = {"checks": [failing, {"verdict": "FAIL", "why": "guessed"}]}
+    meta["doctor"] = {"checks": [failing]}
     meta["topology"] = {"numa": [0, 0, 1, 1], "links": {"GPU0": "Gen5 x16"}}
     run_dir = write_run(tmp_path, "odd", meta=meta)
     out = tmp_path / "out"
     assert main(["report", str(run_dir), "--out", str(out)]) == 0
     html = (out / "index.html").read_text()
-    assert "verdict-fail" in html and "no P2P" in html and "Gen5 x16" in html
-    # an entry the doctor never writes is shown as unreadable, with its text, never read as a failure
-    assert html.count('verdict-fail"><b>fail<') == 1 and 'verdict-info"><b>unreadable<' in html
-    assert "guessed" in html
+    assert "verdict-fail" in html and "no P2P" in html and "Gen5 x16" in html  # what it says of its links, as text
+    # An entry the doctor never writes is never read as a verdict: the file is refused in one line naming it.
+    meta["doctor"] = {"checks": [failing, {"verdict": "FAIL", "why": "guessed"}]}
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    assert main(["report", str(run_dir), "--out", str(tmp_path / "out2")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("not usable run metadata: doctor: checks: an item: no status") and len(err.splitlines()) == 1
 
 
 def test_options_from_the_sweep_file(tmp_path):

@@ -7,13 +7,13 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from commprof.records.run_meta import meta_view
+from commprof.records.run_meta import parse_meta
 from commprof.report.analysis.run_shape import box_of
 
 
 def _run(meta: dict) -> SimpleNamespace:
-    """The parts of a RunAnalysis box_of reads: meta.json and its view, the ranks, no steps."""
-    return SimpleNamespace(meta=meta, meta_view=meta_view(meta), ranks=8, steps=pd.DataFrame())
+    """The parts of a RunAnalysis box_of reads: meta.json read as the reader reads it, the ranks, no steps."""
+    return SimpleNamespace(meta=parse_meta(meta), ranks=8, steps=pd.DataFrame())
 
 
 def _pair(a: int, b: int, nvlink: bool) -> dict:

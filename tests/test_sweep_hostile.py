@@ -182,9 +182,9 @@ def test_a_sweep_builds_before_its_first_point_and_refuses_what_failed(hostile):
     assert 'fake_comm.cu(42): error: identifier "__nv_fp8x4_e4m3" is undefined' in broken[0]["message"]
     fine = [r for r in records if r["point"]["impl"].endswith("NeedsFineBuild") and r["mode"] == "eager"]
     assert fine[0]["status"] == "ok"
-    (report,) = read_meta(hostile["run"])["kernel_builds"]
-    assert report["builds"][f"{BUILDS}:broken_comm"]["status"] == "failed"
-    assert report["builds"][f"{BUILDS}:fine_comm"]["status"] == "built"
+    (report,) = read_meta(hostile["run"]).kernel_builds
+    assert report.builds[f"{BUILDS}:broken_comm"].status == "failed"
+    assert report.builds[f"{BUILDS}:fine_comm"].status == "built"
 
 
 @pytest.mark.processes

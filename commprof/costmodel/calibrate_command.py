@@ -21,15 +21,16 @@ from commprof.costmodel.topology import link_for, load_topology
 from commprof.errors import UsageError
 from commprof.records.files import RESULTS_FILE, read_records
 from commprof.records.folder import write_atomic
-from commprof.records.run_meta import meta_view, read_meta
+from commprof.records.run_meta import RunMeta, read_meta
 from commprof.units import format_bytes
 
 TARGET_PCT = 15.0  # the accuracy target of the holdout test on 8-GPU logs
 
 
-def _load_runs(run_dirs: tuple[Path, ...]) -> list[tuple[list[dict], dict]]:
+def _load_runs(run_dirs: tuple[Path, ...]) -> list[tuple[list[dict], RunMeta]]:
     """Every run's records and meta.json (read_records refuses a time no measurement can have, naming file and line;
-    a run without meta.json has {}, one whose meta.json cannot be used is refused as the report refuses it)."""
+    a run without meta.json has an empty one, one whose meta.json cannot be used is refused as the report refuses
+    it)."""
     runs = []
     for run_dir in run_dirs:
         results = run_dir / RESULTS_FILE
@@ -53,14 +54,12 @@ def _cohort_samples(runs, constraints) -> tuple[list, list[str]]:
     return samples, notes
 
 
-def _gpu_generation(run_dirs: tuple[Path, ...]) -> tuple[str | None, set[str]]:
+def _gpu_generation(metas: list[RunMeta]) -> tuple[str | None, set[str]]:
     """The GPU generation the runs' GPUs have (None: not stated) and their names; several are refused."""
     found: dict[str, set[str]] = {}
-    for run_dir in run_dirs:
-        gpus = meta_view(read_meta(run_dir)).gpus or []
-        for gpu in gpus if isinstance(gpus, list) else []:
-            name = str(gpu.get("name", "")) if isinstance(gpu, dict) else str(gpu)
-            capability = gpu.get("compute_capability") if isinstance(gpu, dict) else None
+    for meta in metas:
+        for gpu in meta.gpus or []:
+            name, capability = gpu.name or "", gpu.compute_capability
             try:
                 arch = arch_of(float(capability)) if capability else arch_of_gpu_name(name)
             except ValueError:
@@ -73,10 +72,10 @@ def _gpu_generation(run_dirs: tuple[Path, ...]) -> tuple[str | None, set[str]]:
     return next(iter(found.items()), (None, set()))
 
 
-def _prior_box(run_dirs: tuple[Path, ...], runs, topology_name: str | None):
+def _prior_box(runs, topology_name: str | None):
     """The topology (the one named, else the one the records single out), the GPU generation, the records' P2P
     settings and notes."""
-    arch, names = _gpu_generation(run_dirs)
+    arch, names = _gpu_generation([meta for _, meta in runs])
     env = records_p2p_env([r for records, _ in runs for r in records])
     ranks = {r.get("world_size") for records, _ in runs for r in records if isinstance(r.get("world_size"), int)}
     if topology_name is None:
@@ -122,7 +121,7 @@ def calibrate(
     if out is None and not holdout:
         raise UsageError("calibrate needs --out calibration.toml (or --holdout for the accuracy test)")
     runs = _load_runs(run_dirs)
-    topology, arch, env, box_notes = _prior_box(run_dirs, runs, topology_name)
+    topology, arch, env, box_notes = _prior_box(runs, topology_name)
     link = link_for(topology, env)
     prior = topology.prior(link, arch)
     samples, notes = _cohort_samples(runs, fitting.nccl_constraints(topology, link))

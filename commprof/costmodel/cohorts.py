@@ -16,29 +16,29 @@ from commprof.costmodel import calibrate as fitting
 from commprof.costmodel.calibrated_sizes import DECISION_BANDS
 from commprof.costmodel.latency import CostParams
 from commprof.costmodel.line_fit import fit_line
-from commprof.records.run_meta import meta_view
+from commprof.records.run_meta import RunMeta
 
 COSTMODEL, LINE = "costmodel", "line"
 # The sizes a decode / verify step's collectives have (fitting.HOLDOUT_RANGE), cut where SIZE_BANDS are.
 
 
-def cohort_of(record: dict, meta: dict) -> str:
+def cohort_of(record: dict, meta: RunMeta) -> str:
     """ "<box> · <n> ranks · NCCL <version>": the box is the imported log's file (nccl-tests) or the host and its
     GPUs (a sweep); the version is the log's or the run's (? where neither says)."""
     return record_cohorts([record], meta)[0]
 
 
-def record_cohorts(records: list[dict], meta: dict) -> list[str]:
+def record_cohorts(records: list[dict], meta: RunMeta) -> list[str]:
     """cohort_of each record of one run, its meta.json read once (20,000 imported runs made a read per record
     minutes of work)."""
-    view = meta_view(meta)
-    imported = view.imported_runs
-    host = f"{view.hostname or '?'} ({' / '.join(view.gpu_names) or 'GPUs not recorded'})"
-    version = (view.versions or {}).get("nccl") or "?"
+    imported = meta.imported_runs
+    host = f"{meta.hostname or '?'} ({' / '.join(meta.gpu_names) or 'GPUs not recorded'})"
+    version = (meta.versions or {}).get("nccl") or "?"
     cohorts = []
     for record in records:
         box = str(record["file"]).rsplit("/", 1)[-1] if record.get("file") else host
-        run_version = imported.get(record.get("point_id"), {}).get("nccl_version") or version
+        run = imported.get(record.get("point_id"))
+        run_version = (run.nccl_version if run else None) or version
         cohorts.append(f"{box} · {record.get('world_size') or '?'} ranks · NCCL {run_version}")
     return cohorts
 

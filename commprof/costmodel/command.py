@@ -16,15 +16,12 @@ from commprof.env_names import is_export_name
 from commprof.errors import UsageError
 from commprof.records import point_ids
 from commprof.records.files import (
-    META_BYTES,
-    META_FILE,
     RESULTS_FILE,
     append_records,
     new_run_dir,
     whole_or_removed,
-    write_json,
 )
-from commprof.records.run_meta import RunMeta, launch_facts, run_meta
+from commprof.records.run_meta import RunMeta, launch_facts, run_meta, write_meta
 from commprof.records.schema import Source
 from commprof.terminal import one_line, plain_console
 from commprof.textfiles import LOG_BYTES, read_text
@@ -116,7 +113,7 @@ def import_nccl_tests(logs: tuple[Path, ...], out: Path, ranks: int | None) -> N
             imported=imported,
             gpus=[{"name": gpu_name(d)} for d in devices],
         )
-        write_json(run_dir / META_FILE, meta, META_BYTES)
+        write_meta(run_dir, meta)
 
     table = Table(title="imported nccl-tests runs (source: nccl-tests)")
     for column in ("point", "file:line", "collective", "ranks", "nodes", "rows", "sizes", "graph", "avg busbw GB/s"):

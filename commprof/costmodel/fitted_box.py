@@ -13,7 +13,7 @@ from commprof.costmodel.latency import CostParams
 from commprof.costmodel.topology import Topology, link_for, load_topology
 from commprof.errors import UsageError
 from commprof.evidence import ModelError
-from commprof.records.run_meta import meta_view
+from commprof.records.run_meta import RunMeta
 
 UNKNOWN = "unknown"
 
@@ -62,18 +62,15 @@ class BoxFacts:
         ]
 
 
-def records_facts(metas: list[dict], ranks: int | None, transport: str, nccl: str) -> BoxFacts:
+def records_facts(metas: list[RunMeta], ranks: int | None, transport: str, nccl: str) -> BoxFacts:
     """The facts of the box records were measured on: their runs' meta.json GPUs (a sweep's compute capability and
     PCIe generation; an import's GPU names, whose capability NVIDIA's list gives)."""
-    views = [meta_view(meta) for meta in metas]
-    gpus = [g for view in views for g in view.gpu_list]
-    probed = [g for view in views for g in view.probed_gpus]
-    names = sorted({str(g["name"]) for g in gpus if g.get("name")})
-    sms = {str(g["compute_capability"]) for g in gpus if g.get("compute_capability")}
+    gpus = [g for meta in metas for g in meta.gpus or []]
+    probed = [g for meta in metas for g in meta.probed_gpus]
+    names = sorted({g.name for g in gpus if g.name})
+    sms = {g.compute_capability for g in gpus if g.compute_capability}
     sms |= {f"{c:g}" for name in names if not sms and (c := capability_of_name(name)) is not None}
-    gens = {
-        f"Gen{g['pcie']['gen_max']}" for g in probed if isinstance(g.get("pcie"), dict) and g["pcie"].get("gen_max")
-    }
+    gens = {f"Gen{g.pcie.gen_max}" for g in probed if g.pcie is not None and g.pcie.gen_max}
     return BoxFacts(
         gpu=" / ".join(names) or UNKNOWN,
         sm=" / ".join(sorted(sms)) or UNKNOWN,

@@ -19,15 +19,14 @@ from commprof.evidence import ModelError
 from commprof.floor.record import not_measured, preset_floor
 from commprof.planner.plan import build_step_plan
 from commprof.records.files import (
-    META_BYTES,
     META_FILE,
     RESULTS_FILE,
     append_plan,
     append_records,
     new_run_dir,
     whole_or_removed,
-    write_json,
 )
+from commprof.records.run_meta import write_meta
 from commprof.shipped_files import sweep_file, sweep_option_help
 from commprof.textfiles import read_text
 
@@ -185,7 +184,7 @@ def simulate(
             else "nccl-prior",
             model_error=error.to_dict(),
         )
-        write_json(run_dir / META_FILE, meta, META_BYTES)  # what `report` reads
+        write_meta(run_dir, meta)  # what `report` reads
     _print_simulation(records, topology, (calibration_file, refused), error)
     if topology.box is not None:
         from commprof.costmodel.box import transport_lines

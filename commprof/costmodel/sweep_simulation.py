@@ -52,7 +52,7 @@ def simulate_run(spec: SweepSpec, run: SimulatedRun) -> Simulation:
             records.extend(searched)
             plan.extend(lines)
             continue
-        points = refine(spec, stage.index, records, interconnect_of({"gpu_path": topology.gpu_path}))
+        points = refine(spec, stage.index, records, interconnect_of(topology.gpu_path))
         plan.append(points_line(stage.index, [p.point_id for p in points], per_point))
         for point in points:
             records.extend(simulate_point(spec, point, run))

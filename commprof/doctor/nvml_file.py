@@ -1,5 +1,5 @@
 """What a bundle's nvml.json holds, as one typed structure: NVML's topology answer (the shape meta.json keeps,
-records.meta_sections.MetaTopology) and each GPU's health readings (commprof.doctor.nvml_health). Every field the
+records.meta_topology.MetaTopology) and each GPU's health readings (commprof.doctor.nvml_health). Every field the
 checks compute with has its type and a physical range, so a hand-edited bundle is refused in one line naming the
 field, never a TypeError inside a check or a 309-digit wattage on the page. Pure."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from commprof.records.run_meta import MetaTopology
+from commprof.records.meta_topology import MetaTopology
 from commprof.records.validate import bounded, problem_of
 
 MiB = bounded(float, ge=0, le=float(1 << 40))

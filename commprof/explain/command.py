@@ -193,11 +193,11 @@ def _plans(step_ms: tuple[str, ...], model: str, tp: int, phase: str) -> dict:
 def _run(run_dir: Path) -> list:
     from commprof.explain.observations import run_observations
     from commprof.records.files import RESULTS_FILE, read_records
-    from commprof.records.run_meta import meta_view, read_meta
+    from commprof.records.run_meta import read_meta
 
     if not (run_dir / RESULTS_FILE).is_file():
         raise UsageError(f"--run {run_dir}: no {RESULTS_FILE} (a run folder of a sweep on the box)")
-    source = meta_view(read_meta(run_dir)).source
+    source = read_meta(run_dir).source
     if source not in (None, "measured"):
         raise UsageError(f"--run {run_dir}: a {source} run is no observation of the box (give a measured run)")
     found = run_observations(read_records(run_dir / RESULTS_FILE), str(run_dir))

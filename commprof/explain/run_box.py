@@ -11,7 +11,7 @@ from commprof.costmodel.box_prior import load_bundle_topology
 from commprof.costmodel.topology import Topology, load_topology
 from commprof.errors import UsageError
 from commprof.explain.evidence import BoxRecords
-from commprof.records.run_meta import meta_view
+from commprof.records.run_meta import RunMeta
 
 
 @dataclass(frozen=True)
@@ -24,23 +24,23 @@ class RunBox:
     """The doctor's verdicts on its bundle (none for a preset)."""
 
 
-def run_box(meta: dict) -> tuple[RunBox | None, str]:
+def run_box(meta: RunMeta) -> tuple[RunBox | None, str]:
     """(the run's box, "") or (None, why it cannot be read again here)."""
-    topology = meta_view(meta).topology or {}
-    if not topology.get("simulated"):
+    topology = meta.topology
+    if topology is None or not topology.simulated:
         return None, "the run was measured: no modelled box to explain against"
-    box = topology.get("box")
+    box = topology.box
     try:
-        if isinstance(box, dict) and box.get("origin"):
+        if box is not None and box.origin:
             from commprof.doctor.bundle import read_bundle
             from commprof.doctor.runner import run_checks
 
-            bundle, log = Path(str(box["origin"])), box.get("nccl_log")
+            bundle, log = Path(box.origin), box.nccl_log
             checks = tuple(run_checks(read_bundle(bundle, "the run's bundle")))
             records = BoxRecords(checks, f"doctor on bundle {bundle}")
-            return RunBox(load_bundle_topology(bundle, Path(str(log)) if log else None), records), ""
-        path = str(topology.get("path") or "")
-        name = path if path and Path(path).is_file() else str(topology.get("name") or "")
+            return RunBox(load_bundle_topology(bundle, Path(log) if log else None), records), ""
+        path = topology.path or ""
+        name = path if path and Path(path).is_file() else topology.name or ""
         return RunBox(load_topology(name), BoxRecords()), ""
     except (UsageError, OSError) as exc:
-        return None, f"the run's box ({topology.get('path') or topology.get('name')}) cannot be read here: {exc}"
+        return None, f"the run's box ({topology.path or topology.name}) cannot be read here: {exc}"

@@ -34,7 +34,7 @@ from commprof.gpu_smoke.verdicts import (
     pytest_verdict,
 )
 from commprof.records.point_ids import BASELINE_POINT_ID
-from commprof.records.run_meta import read_meta
+from commprof.records.run_meta import RunMeta, read_meta
 
 # What each step needs at least, in the order they run; a step's limit leaves this much to every later one.
 # One GPU runs every step but the floor, 2+ GPUs every step but the one-rank sweep: either way they sum to 305 s of
@@ -152,10 +152,10 @@ def _sweeps(steps: Steps, placement: Placement, refused: str | None) -> tuple[li
     return run_dirs, verdicts
 
 
-def _run_meta(run_dir: Path) -> dict | None:
-    """The sweep's meta.json through the one reader; None where it has none or the reader refuses it."""
+def _run_meta(run_dir: Path) -> RunMeta | None:
+    """The sweep's meta.json through the one reader; None where the reader refuses it."""
     try:
-        return read_meta(run_dir) or None
+        return read_meta(run_dir)
     except UsageError:
         return None
 

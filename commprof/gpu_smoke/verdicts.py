@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commprof.planner.models import DTYPE_BYTES
+
+if TYPE_CHECKING:  # the smoke's verdicts load in a python without msgspec
+    from commprof.records.run_meta import RunMeta
 
 PASS, FAIL, SKIP, NOT_SHOWN = "pass", "fail", "skip", "not shown"
 # How step times of ranks that share one GPU are labelled: the ranks take turns on it.
@@ -194,28 +197,27 @@ def doctor_verdict(path: str, code: int | None, summary: dict | None, output: st
 
 
 def floor_verdict(
-    path: str, gpus: int, code: int | None, result: dict | None, output: str, meta: dict | None
+    path: str, gpus: int, code: int | None, result: dict | None, output: str, meta: RunMeta | None
 ) -> Verdict:
     """The floor probe measured positive figures on >= 2 GPUs, and the sweep's meta.json recorded a floor with its
     source; one GPU is a skip (there is no peer to copy to), said so, never a pass."""
-    from commprof.records.run_meta import meta_view  # here: the smoke's verdicts load in a python without msgspec
-
-    recorded = meta_view(meta or {}).floor or {}
+    recorded = meta.floor if meta is not None else None
     if gpus < 2:
-        why = f"; the sweep's meta.json says: {recorded['why']}" if recorded.get("why") else ""
+        why = f"; the sweep's meta.json says: {recorded.why}" if recorded is not None and recorded.why else ""
         return Verdict(path, SKIP, f"skipped: one GPU (the floor probe times peer copies between at least 2){why}")
     figures = (result or {}).get("figures") or {}
     if code != 0 or not all((figures.get(k) or 0) > 0 for k in ("pair_write_gbps", "all_pairs_gbps")):
         return Verdict(path, FAIL, f"`commprof floor` exit {code}: {output.strip()[-500:]}")
-    if not (recorded.get("figures") or {}).get("source"):
-        return Verdict(path, FAIL, f"the sweep's meta.json has no floor with a source: {recorded or 'no floor entry'}")
+    if recorded is None or recorded.figures is None or not recorded.figures.source:
+        entry = "no floor entry" if recorded is None else f"its floor is {recorded.status or 'of no status'}"
+        return Verdict(path, FAIL, f"the sweep's meta.json has no floor with a source: {entry}")
     rows = {r["bytes"]: r for r in (result or {}).get("floor") or []}
     shown = ", ".join(f"{rows[b]['floor_us']:.1f} µs at {b >> 10} KiB" for b in (16 << 10, 256 << 10) if b in rows)
     return Verdict(
         path,
         PASS,
         f"pair {figures['pair_write_gbps']:.1f} GB/s, all at once {figures['all_pairs_gbps']:.1f} GB/s per GPU, "
-        f"floor {shown}; meta.json: {recorded['figures']['source'][:200]}",
+        f"floor {shown}; meta.json: {recorded.figures.source[:200]}",
     )
 
 

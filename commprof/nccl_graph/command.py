@@ -20,10 +20,11 @@ from commprof.nccl_graph.box import Box, box_from_facts
 from commprof.nccl_graph.candidates import Candidate, build_candidates
 from commprof.nccl_graph.graph_file import RING_GRAPH_ID
 from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
-from commprof.records.files import ensure_writable_dir
+from commprof.records.files import META_FILE, ensure_writable_dir
 from commprof.records.folder import write_nofollow
+from commprof.records.meta_topology import probe_answer
 from commprof.records.point_ids import BASELINE_POINT_ID
-from commprof.records.run_meta import meta_view, read_meta
+from commprof.records.run_meta import as_written, read_meta
 from commprof.textfiles import LOG_BYTES, read_text
 
 INDEX_FILE = "candidates.json"
@@ -33,19 +34,21 @@ def facts_of_run(run_dir: Path) -> Facts:
     """The facts a run folder's meta.json keeps: the NVML topology probe and the floor."""
     if not run_dir.is_dir():
         raise UsageError(f"--from-run {run_dir}: not a directory")
-    meta = read_meta(run_dir)
-    if not meta:
+    if not (run_dir / META_FILE).is_file():
         raise UsageError(f"--from-run {run_dir}: no meta.json (not a run folder)")
-    view = meta_view(meta)
-    if view.simulated or view.source in ("simulated", "nccl-tests"):
+    meta = read_meta(run_dir)
+    if meta.simulated or meta.source in ("simulated", "nccl-tests"):
         raise UsageError(
-            f"--from-run {run_dir}: a {view.source} run probed no box; give the box itself "
+            f"--from-run {run_dir}: a {meta.source} run probed no box; give the box itself "
             "(--from-bundle DIR, a `commprof doctor --collect` bundle, or a run measured on it)"
         )
-    topology = view.topology
-    if topology is not None and not isinstance(topology.get("gpus"), list):
+    topology = meta.topology
+    if topology is not None and not isinstance(topology.gpus, list):
         raise UsageError(f"--from-run {run_dir}: meta.json's topology lists no GPUs (it is not NVML's probe of a box)")
-    facts = Facts(origin=str(run_dir), topology=topology, floor=view.floor)
+    # The doctor's facts as its probe gives them (its checks read the probe's answer, not meta.json).
+    facts = Facts(
+        origin=str(run_dir), topology=probe_answer(topology) if topology else None, floor=as_written(meta.floor)
+    )
     # The baseline's untimed probe dumped the graphs NCCL's own search found (commprof.sweep.running.graph_run).
     dump = run_dir / "points" / BASELINE_POINT_ID / "nccl-graphs.xml"
     if dump.is_file():

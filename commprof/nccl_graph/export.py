@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from commprof.nccl_graph.graph_file import graph_hash
 from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
-from commprof.records.run_meta import meta_view
+from commprof.records.run_meta import RunMeta
 
 GRAPH_VARIABLE = "NCCL_GRAPH_FILE"
 EXPORTED_NAME = "nccl_graph.xml"  # the copy beside recommend.env
@@ -21,7 +21,7 @@ class GraphExport:
     text: str | None = None  # the file to copy beside recommend.env; None: nothing to copy
 
 
-def graph_export(env: dict[str, str], ran_with: dict | None, text: str | None, meta: dict) -> GraphExport:
+def graph_export(env: dict[str, str], ran_with: dict | None, text: str | None, meta: RunMeta) -> GraphExport:
     """`ran_with`: the record's nccl.graph_file (path, sha256, loaded); `text`: that file's text now, if readable."""
     if GRAPH_VARIABLE not in env:
         return GraphExport(env)
@@ -43,13 +43,11 @@ def graph_export(env: dict[str, str], ran_with: dict | None, text: str | None, m
         gpus = sorted({d for g in read_graph_file(text).graphs for c in g.channels for d in c.gpus})
     except GraphFileError as exc:
         return GraphExport(rest, [f"{GRAPH_VARIABLE} NOT exported: the file no longer reads as NCCL reads it ({exc})."])
-    view = meta_view(meta)
-    plan = view.plan or {}
-    tp, world = plan.get("tp"), view.world_size
+    tp, world = meta.plan.tp if meta.plan else None, meta.world_size
     sub = []
-    if isinstance(tp, int) and tp != len(gpus):
+    if tp is not None and tp != len(gpus):
         sub.append(f"TP groups of {tp} GPUs")
-    if plan.get("dp_attention"):
+    if meta.plan and meta.plan.dp_attention:
         sub.append("DP-attention groups")
     if sub:
         return GraphExport(
@@ -59,7 +57,7 @@ def graph_export(env: dict[str, str], ran_with: dict | None, text: str | None, m
                 f"(rings over GPUs {gpus}) cannot describe: NCCL would fail their init (XML Import Channel : dev not found)."
             ],
         )
-    version = view.nccl or "an NCCL version meta.json does not name"
+    version = meta.nccl or "an NCCL version meta.json does not name"
     notes = [
         f"{GRAPH_VARIABLE}: the graph this point ran with, sha256 {ran_with['sha256'][:12]} (a copy is {EXPORTED_NAME} "
         "beside this file; the path below is the run folder's, where NCCL loaded it).",

@@ -1,43 +1,47 @@
-"""meta.json, its one module: its typed structure (read and checked by msgspec, records.validate), its reader, its
-one constructor and what a run records about where it ran (versions, GPUs, host, command line, the environment that
-matters). The sweep, `simulate` and `import-nccl-tests` each build their RunMeta here, so every run folder's
-meta.json has the same common fields in the same order, checked before it is written and when it is read."""
+"""meta.json, its one module: its typed structure (RunMeta, its sections in meta_sections.py and meta_topology.py),
+its one reader (read_meta: read once, checked by msgspec through records.validate, and read by attribute
+everywhere after), its one constructor and writer, and what a run records about where it ran (versions, GPUs,
+host, command line, the environment that matters). The sweep, `simulate` and `import-nccl-tests` each build their
+RunMeta here, so every run folder's meta.json has the same common fields, checked before it is written and when
+it is read."""
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import socket
 import sys
-from collections.abc import Mapping
+import types
+import typing
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any
 
 import msgspec
 
 from commprof.errors import UsageError
-from commprof.records.files import META_BYTES, META_FILE
+from commprof.records.files import META_BYTES, META_FILE, write_json
 from commprof.records.meta_sections import (
     ImportedLog,
+    ImportedRun,
     KernelBuildReport,
     MetaCalibration,
     MetaDoctor,
     MetaFloor,
+    MetaGpu,
     MetaGraphs,
     MetaModelError,
+    MetaPlan,
     MetaPlatform,
-    ReportOptions,
-    TopologyGpu,
-    TopologyHost,
-    TopologyKernel,
-    TopologyLink,
-    TopologyPair,
+    MetaSection,
+    MetaSweep,
 )
+from commprof.records.meta_topology import MetaTopology, TopologyGpu
 from commprof.records.point_ids import RUN_ID
 from commprof.records.schema import SOURCES, Source
-from commprof.records.validate import bounded, problem_of
-from commprof.records.values import MAX_POINT_TIMEOUT_S, MAX_TOKENS, ComputeCapability, Count, Finite, Ranks
+from commprof.records.validate import bounded, explain
+from commprof.records.values import Ranks
 from commprof.textfiles import read_json
 from commprof.versions import installed_version
 
@@ -46,156 +50,49 @@ VERSION_KEYS = ("python", "torch", "cuda", "nccl", "driver", "flashinfer", "comm
 # Fields every meta.json has: who wrote it, when, from what command line and where.
 REQUIRED = ("run_id", "source", "created", "command", "cwd", "hostname", "versions")
 RUN_PATTERN = rf"\A{RUN_ID.pattern}\Z"
-_TIMEOUT = "{path} {value} is out of range (allowed: above 0, at most a week)"
+RunId = bounded(str, "run_id {value!r} is not a run id (letters, digits, '.', '_', '-')", pattern=RUN_PATTERN)
 
 
-class MetaPlan(TypedDict, total=False):
-    """meta.json's plan: what the sweep replayed (commprof.sweep.running.run_folder)."""
+class RunMeta(MetaSection):
+    """meta.json, built by run_meta for the sweep, simulate and the imports, read by read_meta; every field None
+    where the file does not say it (a field an older writer left out)."""
 
-    model: str | None
-    tp: Ranks | None
-    phase: str | None
-    dtype: str | None
-    tokens: list[bounded(int, "plan.tokens: a T out of range (allowed: {low}..{high})", ge=1, le=MAX_TOKENS)] | None
-    iterations: Count | None
-    warmup: Count | None
-    point_timeout_s: bounded(float, _TIMEOUT, gt=0, le=MAX_POINT_TIMEOUT_S) | None
-    layout: str | None
-    compute: str | None  # what each rank ran between two collectives, as the sweep file (or --compute) said
-    skew: str | None
-    spec: str | None  # the draft cycle and DP attention (commprof.planner.speculative.PlanOptions)
-    num_steps: int | None
-    draft_vocab: int | None
-    dp_attention: bool | None
-
-
-class MetaSweep(TypedDict, total=False):
-    """meta.json's sweep: the file the run was made from, as it was (a --resume rebuilds the sweep from it)."""
-
-    path: str | None
-    name: str | None
-    content: str | None
-    sha256: str | None
-    report: ReportOptions | None  # its [report] table
-
-
-class MetaGpu(TypedDict, total=False):
-    """One visible GPU as gpu_inventory writes it."""
-
-    index: int
-    name: str
-    compute_capability: ComputeCapability
-    memory_gib: Finite
-    pci_bus_id: str | None
-
-
-class MetaTopology(TypedDict, total=False):
-    """meta.json's topology: the topology probe's answer, or a simulation's preset summary (`gpus` a count there)."""
-
-    source: str | None
-    reason: str | None
-    host: TopologyHost | None
-    driver_version: str | None
-    cuda_driver_version: str | None
-    gpus: list[TopologyGpu] | Ranks | None
-    pairs: list[TopologyPair] | None
-    links: dict[str, TopologyLink | str] | None  # a simulated box's transports by name; text is shown as it is
-    impls: dict[str, TopologyKernel] | None  # a simulated box's kernel models by implementation
-    sources: list[str] | None
-
-
-class RunMeta(TypedDict, total=False):
-    """meta.json, built by run_meta for the sweep, simulate and the imports; a reader
-    relies on these types (meta_problem), and a key an older writer left out is None."""
-
-    run_id: bounded(str, "run_id {value!r} is not a run id (letters, digits, '.', '_', '-')", pattern=RUN_PATTERN)
-    created: str | None
-    command: list[str] | None
-    cwd: str | None
-    hostname: str | None
-    world_size: Ranks | None
-    nnodes: Ranks | None
-    backend: str | None
-    source: Source | None
-    versions: dict[str, str | None] | None
-    platform: MetaPlatform | None
-    gpus: list[MetaGpu] | None
-    env: dict[str, str] | None
-    plan: MetaPlan | None
-    sweep: MetaSweep | None
-    shared_gpus: bool | None
-    topology: MetaTopology | None
-    floor: MetaFloor | None
-    doctor: MetaDoctor | None
-    kernel_builds: list[KernelBuildReport] | None  # one report per node that built kernels (sweep.prebuild)
-    nccl_graphs: MetaGraphs | None  # the NCCL graph candidates written for this box (sweep.graph_run)
-    simulated: bool | None  # `commprof simulate` wrote the run
-    calibration: MetaCalibration | str | None  # simulated: the calibration file's fit, or "nccl-prior"
-    model_error: MetaModelError | None  # simulated: the expected error of its predictions (evidence.ModelError)
-    imported: list[ImportedLog] | None  # nccl-tests imports: each log's file, sha256, warnings and runs
-
-
-class RunMetaView(msgspec.Struct, frozen=True, kw_only=True):
-    """meta.json as its readers use it (meta_view): each field None where the file does not say it."""
-
-    run_id: str | None = None
-    """The run's id (the run folder's name)."""
-    created: str | None = None
-    """When the run was made, ISO 8601 UTC."""
-    hostname: str | None = None
-    """The host that wrote the run."""
-    world_size: int | None = None
-    """The ranks the run had."""
-    nnodes: int | None = None
-    """The nodes the run had."""
-    backend: str | None = None
-    """The torch.distributed backend the run measured on ("nccl", "gloo")."""
-    source: str | None = None
-    """Where the run's records come from (records.schema.SOURCES)."""
-    versions: dict[str, str | None] | None = None
-    """The software the run names (VERSION_KEYS first); a None value: not there."""
-    nccl_version: str | None = None
-    """The NCCL version as an older commprof wrote it, outside versions."""
-    gpus: list[Any] | None = None
-    """The visible GPUs as gpu_inventory writes them (MetaGpu)."""
-    env: dict[str, str] | None = None
-    """The environment variables that matter (relevant_env)."""
-    plan: dict[str, Any] | None = None
-    """What the sweep replayed (MetaPlan)."""
-    sweep: dict[str, Any] | None = None
-    """The sweep file the run was made from (MetaSweep)."""
-    shared_gpus: bool | None = None
-    """Ranks shared GPUs (--share-gpus): a functional check only."""
-    topology: dict[str, Any] | None = None
-    """The topology probe's answer, or a simulation's preset summary (MetaTopology)."""
-    floor: dict[str, Any] | None = None
-    """The box's floor: `commprof floor`'s floor.json, its figures, or why it was not measured."""
-    doctor: dict[str, Any] | None = None
-    """commprof.doctor.doctor_summary() plus the sweep's failed check ids."""
-    simulated: bool | None = None
-    """`commprof simulate` wrote the run."""
-    calibration: dict[str, Any] | str | None = None
-    """A simulation's calibration file's fit, or "nccl-prior"."""
-    model_error: Any = None
-    """A simulation's expected error (evidence.ModelError's dict)."""
-    imported: list[Any] | None = None
-    """nccl-tests imports: each log's file, sha256, warnings and runs."""
-
-    @property
-    def gpu_list(self) -> list[dict[str, Any]]:
-        """The GPUs meta.json lists (none where it lists none)."""
-        return [g for g in self.gpus or [] if isinstance(g, dict)]
+    run_id: RunId | None = None  # the run folder's name
+    created: str | None = None  # when the run was made, ISO 8601 UTC
+    command: list[str] | None = None
+    cwd: str | None = None
+    hostname: str | None = None  # the host that wrote the run
+    world_size: Ranks | None = None
+    nnodes: Ranks | None = None
+    backend: str | None = None  # the torch.distributed backend the run measured on ("nccl", "gloo")
+    source: Source | None = None  # where the run's records come from (records.schema.SOURCES)
+    versions: dict[str, str | None] | None = None  # the software the run names (VERSION_KEYS first); None: not there
+    platform: MetaPlatform | None = None
+    gpus: list[MetaGpu] | None = None  # the visible GPUs (gpu_inventory), or those an import's logs name
+    env: dict[str, str] | None = None  # the environment variables that matter (relevant_env)
+    plan: MetaPlan | None = None
+    sweep: MetaSweep | None = None
+    shared_gpus: bool | None = None  # ranks shared GPUs (--share-gpus): a functional check only
+    topology: MetaTopology | None = None
+    floor: MetaFloor | None = None
+    doctor: MetaDoctor | None = None
+    kernel_builds: list[KernelBuildReport] | None = None  # one report per node that built kernels (sweep.prebuild)
+    nccl_graphs: MetaGraphs | None = None  # the NCCL graph candidates written for this box (sweep.graph_run)
+    simulated: bool | None = None  # `commprof simulate` wrote the run
+    calibration: MetaCalibration | str | None = None  # simulated: the calibration file's, or "nccl-prior"
+    model_error: MetaModelError | None = None  # simulated: the expected error of its predictions (evidence.ModelError)
+    imported: list[ImportedLog] | None = None  # nccl-tests imports: each log's file, sha256, warnings and runs
+    nccl_version: str | None = None  # the NCCL version as an older commprof wrote it, outside versions
 
     @property
     def gpu_names(self) -> list[str]:
         """The listed GPUs' names, sorted and each once ("?" for one without)."""
-        return sorted({str(g.get("name", "?")) for g in self.gpu_list})
+        return sorted({gpu.name or "?" for gpu in self.gpus or []})
 
     @property
-    def probed_gpus(self) -> list[dict[str, Any]]:
+    def probed_gpus(self) -> list[TopologyGpu]:
         """The GPUs the topology probe lists (a simulation's preset gives a count, not a list: none)."""
-        listed = (self.topology or {}).get("gpus")
-        return [g for g in listed if isinstance(g, dict)] if isinstance(listed, list) else []
+        return self.topology.probed_gpus if self.topology else []
 
     @property
     def named_versions(self) -> dict[str, str]:
@@ -210,48 +107,46 @@ class RunMetaView(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def failed_checks(self) -> list[str]:
         """The doctor checks that failed before the sweep."""
-        return list((self.doctor or {}).get("failed") or [])
+        return list(self.doctor.failed or []) if self.doctor else []
 
     @property
     def imported_files(self) -> list[str]:
         """The file names of the nccl-tests logs the run imported."""
-        return [Path(str(item.get("file"))).name for item in self.imported or [] if isinstance(item, dict)]
+        return [Path(str(item.file)).name for item in self.imported or []]
 
     @property
-    def imported_runs(self) -> dict[str, dict[str, Any]]:
+    def imported_runs(self) -> dict[str | None, ImportedRun]:
         """The imported logs' runs by point id."""
-        return {run["point_id"]: run for item in self.imported or [] for run in item.get("runs") or []}
+        return {run.point_id: run for item in self.imported or [] for run in item.runs or []}
 
 
-def meta_view(meta: Mapping[str, Any]) -> RunMetaView:
-    """meta.json (as read_meta returns it, or {}) as its typed view; keys it does not use are left out."""
-    return msgspec.convert(meta, RunMetaView)
-
-
-def meta_problem(meta: Any) -> str | None:
-    """Why a meta.json read from a file cannot be used, in a few words, or None."""
-    if not isinstance(meta, dict):
-        return "not a JSON object"
-    return problem_of(meta, RunMeta)
+def parse_meta(data: Any) -> RunMeta:
+    """meta.json's parsed JSON as RunMeta; ValueError saying in a few words why it cannot be used."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    try:
+        return msgspec.convert(data, RunMeta)
+    except msgspec.ValidationError as refused:
+        raise ValueError(explain(refused, data, RunMeta)) from None
 
 
 def read_meta(run_dir: Path) -> RunMeta:
-    """A run's meta.json ({} where there is none); UsageError naming the file when it cannot be used."""
+    """A run's meta.json, read once (RunMeta() where there is none); UsageError naming the file when it cannot be
+    used."""
     path = Path(run_dir) / META_FILE
     if not path.exists():
-        return {}
-    meta = read_json(path, "run metadata", META_BYTES)
-    problem = meta_problem(meta)
-    if problem:
-        raise UsageError(f"{path}: not usable run metadata: {problem}")
-    return meta
+        return RunMeta()
+    try:
+        return parse_meta(read_json(path, "run metadata", META_BYTES))
+    except ValueError as problem:
+        raise UsageError(f"{path}: not usable run metadata: {problem}") from None
 
 
 def run_meta(**fields: Any) -> RunMeta:
-    """A meta.json: RunMeta's fields in their declared order, the versions in VERSION_KEYS order; TypeError for an
-    unknown or missing field, ValueError for a value the reader would refuse."""
-    names = RunMeta.__annotations__
-    unknown = sorted(set(fields) - set(names))
+    """A meta.json: RunMeta from `fields` (each section a dict or its structure), the versions in VERSION_KEYS
+    order; TypeError for an unknown or missing field or a key no section declares, ValueError for a value the
+    reader would refuse."""
+    unknown = sorted(set(fields) - set(RunMeta.__struct_fields__))
     missing = [name for name in REQUIRED if name not in fields]
     if unknown or missing:
         raise TypeError(f"meta.json: unknown field(s) {unknown}, missing field(s) {missing}")
@@ -259,24 +154,84 @@ def run_meta(**fields: Any) -> RunMeta:
         raise ValueError(f"meta.json: source {fields['source']!r} is not one of {SOURCES}")
     versions = dict(fields["versions"] or {})
     fields["versions"] = {key: versions.pop(key, None) for key in VERSION_KEYS} | versions
-    meta: Any = {name: fields[name] for name in names if name in fields}
-    problem = meta_problem(meta)
-    if problem:
-        raise ValueError(f"meta.json: {problem}")
-    return meta
+    return _checked(fields)
 
 
 def updated_meta(meta: RunMeta, **fields: Any) -> RunMeta:
-    """A meta.json read back (read_meta) with `fields` set, checked as the constructor checks a new one; keys an
-    older commprof wrote are kept as they are."""
-    unknown = sorted(set(fields) - set(RunMeta.__annotations__))
+    """A meta.json read back (read_meta) with `fields` set, checked as the constructor checks a new one."""
+    unknown = sorted(set(fields) - set(RunMeta.__struct_fields__))
     if unknown:
         raise TypeError(f"meta.json: unknown field(s) {unknown}")
-    updated: Any = {**meta, **fields}
-    problem = meta_problem(updated)
-    if problem:
-        raise ValueError(f"meta.json: {problem}")
-    return updated
+    return _checked({**meta_data(meta), **fields})
+
+
+def meta_data(meta: RunMeta) -> dict[str, Any]:
+    """meta.json's JSON: the fields the file says (None ones left out)."""
+    return msgspec.to_builtins(meta)
+
+
+def as_written(section: MetaSection | None) -> Any:
+    """A section of meta.json as the file holds it: its JSON, keys in write_json's (sorted) order, the fields it
+    does not say left out; None for none."""
+    return _sorted(msgspec.to_builtins(section)) if section is not None else None
+
+
+def _sorted(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted(value[key]) for key in sorted(value)}
+    return [_sorted(item) for item in value] if isinstance(value, list) else value
+
+
+def write_meta(run_dir: Path, meta: RunMeta) -> None:
+    """Write the run's meta.json atomically, refused (naming its largest section) beyond what read_meta reads."""
+    write_json(Path(run_dir) / META_FILE, meta_data(meta), META_BYTES)
+
+
+def _checked(fields: dict[str, Any]) -> RunMeta:
+    """`fields` as RunMeta, each section as the reader reads it; a key no section declares is a TypeError (the
+    reader would not read it back), a value the reader refuses a ValueError."""
+    data = msgspec.to_builtins(fields, str_keys=True, enc_hook=_text)
+    undeclared = _undeclared(data, RunMeta)
+    if undeclared:
+        raise TypeError(f"meta.json: {undeclared} is not a field of its section (records.meta_sections)")
+    try:
+        return parse_meta(data)
+    except ValueError as problem:
+        raise ValueError(f"meta.json: {problem}") from None
+
+
+def _text(value: Any) -> str:
+    """A string of a subclass (torch's TorchVersion) or a path, as the plain text meta.json holds."""
+    if isinstance(value, (str, os.PathLike)):
+        return str(value)
+    raise NotImplementedError(f"meta.json cannot hold a {type(value).__name__}")
+
+
+def _undeclared(given: Any, kind: Any, path: str = "") -> str | None:
+    """The first key of `given` (JSON, a value not None) that the structure `kind` does not declare, "a.b[0].c"."""
+    hint = kind.__origin__ if typing.get_origin(kind) is Annotated else kind
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    for option in options:
+        option = option.__origin__ if typing.get_origin(option) is Annotated else option
+        if isinstance(given, dict) and isinstance(option, type) and issubclass(option, msgspec.Struct):
+            hints = _hints(option)
+            for key, value in given.items():
+                where = f"{path}.{key}" if path else str(key)
+                found = where if key not in hints and value is not None else None
+                if found or (key in hints and (found := _undeclared(value, hints[key], where))):
+                    return found
+            return None
+        inner = typing.get_args(option)
+        if isinstance(given, dict) and typing.get_origin(option) is dict:
+            return next((f for k, v in given.items() if (f := _undeclared(v, inner[1], f"{path}.{k}"))), None)
+        if isinstance(given, list) and typing.get_origin(option) is list:
+            return next((f for i, v in enumerate(given) if (f := _undeclared(v, inner[0], f"{path}[{i}]"))), None)
+    return None
+
+
+@functools.cache
+def _hints(struct: type) -> dict[str, Any]:
+    return typing.get_type_hints(struct, include_extras=True)
 
 
 # ------------------------------------------------------------------------ what the run records about where it ran

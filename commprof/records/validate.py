@@ -57,6 +57,9 @@ def explain(refused: msgspec.ValidationError, value: Any, kind: Any, at: tuple =
         missing = message.split("`")[1]
         return f"{words['colon']}: no {missing}" if words["colon"] else f"no {missing}"
     hint, metas, along = _hint_at(kind, path)
+    if message.startswith("Object contains unknown field") and _is_struct(_bare(hint)[0]):
+        allowed = ", ".join(field.encode_name for field in msgspec.structs.fields(_bare(hint)[0]))
+        return f"{_words([*at, *located, message.split('`')[1]])['path']}: unknown key (allowed: {allowed})"
     wanted = next((m for m in metas if m.extra and "want" in m.extra), None)
     if wanted is not None:
         return f"{words['path']}: {_file_problem(message, _value_at(value, located), hint, metas)}"

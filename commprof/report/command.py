@@ -21,7 +21,7 @@ from commprof.records.files import (
     read_records,
     read_run_files,
 )
-from commprof.records.run_meta import meta_view, read_meta
+from commprof.records.run_meta import RunMeta, read_meta
 from commprof.report.analysis.engine_dispatch import DEFAULT_ENGINES
 from commprof.report.analysis.ops import OP_STATISTICS_READ
 from commprof.report.flags import ReportFlags, report_options, sweep_options
@@ -38,7 +38,7 @@ def newest_run(parent: Path) -> Path:
 
     def created(run: Path) -> tuple[str, float]:
         try:
-            stamp = str(meta_view(read_meta(run)).created or "")
+            stamp = read_meta(run).created or ""
         except UsageError:
             stamp = ""
         return stamp, (run / RESULTS_FILE).stat().st_mtime
@@ -46,7 +46,7 @@ def newest_run(parent: Path) -> Path:
     return max(runs, key=created)
 
 
-def load_run(run_dir: Path) -> tuple[str, list[dict], dict, list[str]]:
+def load_run(run_dir: Path) -> tuple[str, list[dict], RunMeta, list[str]]:
     """(run id, records, meta, warnings) of a run folder; UsageError with one clear line when it cannot be used."""
     if not run_dir.exists():
         raise UsageError(f"{run_dir}: no such run directory")
@@ -69,7 +69,7 @@ def load_run(run_dir: Path) -> tuple[str, list[dict], dict, list[str]]:
             "wrote this run (a --resume of a run still going?); their timings may disturb each other"
         )
     meta = read_meta(run_dir)
-    run_id = str(meta_view(meta).run_id or records[0].get("run_id") or run_dir.name)
+    run_id = str(meta.run_id or records[0].get("run_id") or run_dir.name)
     return run_id, records, meta, notes
 
 

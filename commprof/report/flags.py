@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from commprof.errors import UsageError
-from commprof.records.run_meta import meta_view
+from commprof.records.meta_sections import SweepReport
+from commprof.records.run_meta import RunMeta
 from commprof.records.values import MAX_ACCEPT
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.run_analysis import DEFAULT_ACCEPTS, ReportOptions
@@ -26,29 +27,17 @@ class ReportFlags:
     allow_partial: bool  # --allow-partial
 
 
-def sweep_options(meta: dict) -> dict[str, Any]:
+def sweep_options(meta: RunMeta) -> SweepReport:
     """Report options the run's sweep file set (meta.json's sweep's report); the command line overrides them."""
-    sweep = meta_view(meta).sweep
-    options = sweep.get("report") if isinstance(sweep, dict) else None
-    if options is None:
-        return {}
-    if not isinstance(options, dict):
-        raise UsageError("the sweep file's [report] section must be a table of options")
-    known = {"compute_ms", "draft_ms", "accept_lengths", "baseline"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise UsageError(
-            f"the sweep file's [report] section has unknown option(s) {', '.join(unknown)}; "
-            f"known: {', '.join(sorted(known))}"
-        )
-    return options
+    report = meta.sweep.report if meta.sweep else None
+    return report if report is not None else SweepReport()
 
 
-def report_options(cli: dict[str, Any], from_sweep: dict[str, Any]) -> ReportOptions:
+def report_options(cli: dict[str, Any], from_sweep: SweepReport) -> ReportOptions:
     """Command line over sweep file over defaults, parsed and checked."""
 
     def pick(name: str, sweep_name: str):
-        return cli[name] if cli.get(name) is not None else from_sweep.get(sweep_name)
+        return cli[name] if cli.get(name) is not None else getattr(from_sweep, sweep_name)
 
     def given(name: str, sweep_name: str) -> str:
         """Where a value came from, as its error names it."""

@@ -373,16 +373,16 @@ def _check_impls(spec: SweepSpec) -> None:
 
 def _resumed_sweep(run_dir: Path, max_points: int) -> SweepSpec:
     """The sweep a run started with, from its meta.json (every node needs the run folder to resume)."""
-    from commprof.records.run_meta import meta_view, read_meta
+    from commprof.records.meta_sections import MetaPlan
+    from commprof.records.run_meta import read_meta
     from commprof.sweep.planning.config import parse_sweep
 
-    meta = meta_view(read_meta(run_dir))
-    sweep = meta.sweep or {}
-    if not sweep.get("content"):
+    meta = read_meta(run_dir)
+    if meta.sweep is None or not meta.sweep.content:
         raise UsageError(f"--resume {run_dir}: not a commprof run folder (no sweep in meta.json)")
-    spec = parse_sweep(sweep["content"], sweep.get("path"), max_points=max_points)
-    plan = meta.plan or {}
-    return spec.with_overrides(RunOverrides(**{f.name: plan.get(f.name) for f in fields(RunOverrides)}))
+    spec = parse_sweep(meta.sweep.content, meta.sweep.path, max_points=max_points)
+    plan = meta.plan or MetaPlan()
+    return spec.with_overrides(RunOverrides(**{f.name: getattr(plan, f.name) for f in fields(RunOverrides)}))
 
 
 def _single_process_defaults() -> None:

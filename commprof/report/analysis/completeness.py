@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from commprof.records.plan_file import PLAN_FILE, Plan
-from commprof.records.run_meta import meta_view
+from commprof.records.run_meta import RunMeta
 
 
 @dataclass(frozen=True)
@@ -91,14 +91,12 @@ class Completeness:
         )
 
 
-def completeness(meta: dict, records: list[dict], run_dir: str, plan: Plan | None) -> Completeness | None:
+def completeness(meta: RunMeta, records: list[dict], run_dir: str, plan: Plan | None) -> Completeness | None:
     """The run's progress against what its sweep planned (plan.jsonl); None when the run had no sweep (imports).
     A sweep's run folder without a plan (written before sweeps recorded one) has its planned counts unknown."""
-    sweep = meta_view(meta).sweep or {}
     if plan is None:
-        return (
-            Completeness(run_dir, (), plan_known=False, recorded=_recorded(records)) if sweep.get("content") else None
-        )
+        swept = meta.sweep is not None and meta.sweep.content
+        return Completeness(run_dir, (), plan_known=False, recorded=_recorded(records)) if swept else None
     done_per_stage = _finished_points(records, plan)
     stages = [_points_progress(0, "stage 0", plan, done_per_stage)]
     for index, (name, unit) in sorted(plan.stages.items()):

@@ -44,7 +44,7 @@ def engine_step(
         for band, route in zip(plan_bands, routes)
     ]
     settings, notes = routing_settings(bands, hidden, dtype_bytes, backend, not_live(run, nccl, withdrawn))
-    versions = run.meta_view.versions or {}
+    versions = run.meta.versions or {}
     engines, chosen = engines_for(run.options.engines, versions)
     asked = asked_engines(run)
     settings = [s for s in settings if s.engine.lower() in asked]  # never another engine's lines than those asked
@@ -78,7 +78,7 @@ def engine_step(
 
 def asked_engines(run: RunAnalysis) -> tuple[str, ...]:
     """The engines asked for (--engine, else those installed, else commprof's defaults), by name."""
-    engines, _ = engines_for(run.options.engines, run.meta_view.versions or {})
+    engines, _ = engines_for(run.options.engines, run.meta.versions or {})
     return tuple(dict.fromkeys(parse_engine(text)[0] for text in engines))
 
 

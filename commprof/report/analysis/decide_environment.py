@@ -10,6 +10,9 @@ from typing import Any
 import msgspec
 
 from commprof.evidence import Evidence
+from commprof.records.meta_sections import MetaCalibration
+from commprof.records.meta_topology import MetaTopology
+from commprof.records.run_meta import as_written
 from commprof.report.analysis.box_view import box_facts, gpus_shown, nccl_note, topology_view
 from commprof.report.analysis.provenance import hardware_text, provenance
 from commprof.report.analysis.run_analysis import RunAnalysis
@@ -65,7 +68,7 @@ def run_facts(run: RunAnalysis, engines: tuple[str, ...]) -> RunFacts:
         backend=(run.backend if run.evidence.level == "measured" else "nccl") or "nccl",
         model=_first(steps, "model"),
         tp=int(tp) if (tp := _first(steps, "tp")) is not None else None,
-        world_size=run.meta_view.world_size,
+        world_size=run.meta.world_size,
         records=len(run.frame),
         status_counts={str(k): int(v) for k, v in run.status_counts.items()},
         failed=run.failed_count,
@@ -87,7 +90,7 @@ def run_facts(run: RunAnalysis, engines: tuple[str, ...]) -> RunFacts:
 
 def environment_step(run: RunAnalysis, withdrawn: str) -> Environment:
     """Where the numbers come from and the box they are of."""
-    meta = run.meta_view
+    meta = run.meta
     topology = topology_view(meta.topology)
     return Environment(
         evidence=evidence_facts(run.evidence),
@@ -99,7 +102,7 @@ def environment_step(run: RunAnalysis, withdrawn: str) -> Environment:
         facts=box_facts(run),
         versions=sorted((str(k), str(v)) for k, v in meta.named_versions.items()),
         launch_env=sorted((str(k), str(v)) for k, v in (meta.env or {}).items()),
-        gpus=gpus_shown(run, topology),
+        gpus=gpus_shown(run),
         topology=topology,
         doctor=run.doctor,
         nccl_title="What NCCL would choose (the cost model's replay of NCCL's tuning, not a log)"
@@ -128,15 +131,13 @@ def with_nccl_shown(
 def calibration_use(run: RunAnalysis) -> CalibrationUse | None:
     """A simulation's calibration file: whether its points use it (a calibration is applied whole or not at all),
     and why, as `commprof simulate` recorded it."""
-    calibration = run.meta_view.calibration
-    if not run.simulated or not isinstance(calibration, dict):
+    calibration = run.meta.calibration
+    if not run.simulated or not isinstance(calibration, MetaCalibration):
         return None
-    name = str(calibration.get("file") or calibration.get("source") or "calibration")
+    name = calibration.file or calibration.source or "calibration"
     used = {str(c) for c in run.frame["calibration"].dropna().unique()} if "calibration" in run.frame else set()
-    applied = bool(calibration.get("applied", name in used))
-    fit = calibration.get("fit") if isinstance(calibration.get("fit"), dict) else {}
-    why = str(calibration.get("why") or fit.get("applied") or fit.get("error_basis") or "")
-    return CalibrationUse(file=name, applied=applied, why=why)
+    applied = name in used if calibration.applied is None else calibration.applied
+    return CalibrationUse(file=name, applied=applied, why=calibration.reason)
 
 
 def notices(run: RunAnalysis) -> list[Notice]:
@@ -245,18 +246,18 @@ def settings_not_measured(run: RunAnalysis) -> dict[str, list[str]]:
     return out
 
 
-def box_transports(topology: Any) -> dict[str, Any] | None:
+def box_transports(topology: MetaTopology | None) -> dict[str, Any] | None:
     """A run simulated from a doctor bundle: per GPU pair, its transport under each P2P setting and where that
     comes from (the bundle's line and NCCL's rule, or the NCCL log's line), as meta.json records it."""
-    box = (topology or {}).get("box") if isinstance(topology, dict) else None
-    if not isinstance(box, dict):
+    box = topology.box if topology is not None else None
+    if box is None:
         return None
     return {
-        "origin": box.get("origin"),
-        "nccl_log": box.get("nccl_log"),
-        "transport_rule": box.get("transport_rule"),
-        "pairs": box.get("pairs", []),
-        "assumptions": box.get("assumptions", []),
+        "origin": box.origin,
+        "nccl_log": box.nccl_log,
+        "transport_rule": box.transport_rule,
+        "pairs": [as_written(pair) for pair in box.pairs or []],
+        "assumptions": box.assumptions or [],
     }
 
 

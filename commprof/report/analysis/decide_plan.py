@@ -10,6 +10,7 @@ from typing import Any
 
 import tomllib
 
+from commprof.records.run_meta import as_written
 from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.decide_nccl import NcclStep
 from commprof.report.analysis.run_analysis import RunAnalysis
@@ -57,7 +58,7 @@ def measurement_plan(
         _candidate(rank, point_id, claim, tokens, what, points.loc[point_id])
         for rank, (point_id, (claim, tokens, what)) in enumerate(ranked, 1)
     ]
-    tp = run.meta_view.world_size or (int(run.steps["tp"].dropna().iloc[0]) if "tp" in run.steps else 0)
+    tp = run.meta.world_size or (int(run.steps["tp"].dropna().iloc[0]) if "tp" in run.steps else 0)
     return MeasurementPlan(
         baseline=nccl.answer.point if nccl.answer.point and nccl.answer.point.point_id == run.baseline else _base(run),
         candidates=candidates,
@@ -109,23 +110,20 @@ def _base(run: RunAnalysis) -> PointRef | None:
 
 def _run_table(run: RunAnalysis) -> dict[str, Any]:
     """confirm.toml's [run]: the simulated sweep's own, else what meta.json's plan says was replayed."""
-    sweep = run.meta_view.sweep
-    content = sweep.get("content") if isinstance(sweep, dict) else None
+    content = run.meta.sweep.content if run.meta.sweep else None
     table: dict[str, Any] = {}
-    if isinstance(content, str):
+    if content is not None:
         try:
             table = dict(tomllib.loads(content).get("run") or {})
         except tomllib.TOMLDecodeError:
             table = {}
     if not table:
-        table = {k: v for k, v in (run.meta_view.plan or {}).items() if v is not None}
+        table = as_written(run.meta.plan) or {}
     return {k: table[k] for k in RUN_KEYS if k in table}
 
 
 def _report_table(run: RunAnalysis) -> dict[str, Any]:
-    sweep = run.meta_view.sweep
-    report = sweep.get("report") if isinstance(sweep, dict) else None
-    return dict(report) if isinstance(report, dict) else {}
+    return as_written(run.meta.sweep.report if run.meta.sweep else None) or {}
 
 
 # --------------------------------------------------------------------------------------------- the headline

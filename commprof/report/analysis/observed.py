@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from commprof.doctor.result import read_checks
+from commprof.doctor.result import CheckResult
 from commprof.errors import UsageError
 from commprof.explain.evidence import BoxRecords
 from commprof.explain.observations import Observation
@@ -201,7 +201,8 @@ def explained_by(run: Any, rows: list[dict[str, Any]], source: str) -> Explained
             label = f"T={row['tokens']} step x{ranks}"
             time_us = row["observed_ms"] * 1000.0
             observations.append(Observation(label, ops, ranks, time_us, source, graph=run.mode == "graph"))
-    checks, _ = read_checks(run.meta_view.doctor) if run.meta_view.doctor else ([], [])
+    doctor = run.meta.doctor
+    checks = [CheckResult(**msgspec.structs.asdict(check)) for check in doctor.checks or []] if doctor else []
     records = BoxRecords(tuple(checks), "the doctor's verdicts in the run's meta.json") if checks else box.records
     try:
         return explain(box.topology, observations, records)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from commprof.evidence import IMPORTED, SIMULATED
-from commprof.records.run_meta import RunMetaView
+from commprof.records.run_meta import RunMeta
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.decision.formatting import env_text
 
 
 def provenance(run: RunAnalysis) -> list[str]:
     """Where a number came from, for the head of every exported file."""
-    meta = run.meta_view
+    meta = run.meta
     versions = meta.named_versions
     lines = [f"commprof report of run {run.run_id}: {run.evidence.label}"]
     if run.simulated:
@@ -46,17 +46,16 @@ def provenance(run: RunAnalysis) -> list[str]:
     return lines
 
 
-def hardware_text(meta: RunMetaView, backend: str | None) -> str:
+def hardware_text(meta: RunMeta, backend: str | None) -> str:
     """ "8 x NVIDIA ..." from meta.json's GPUs, or the simulated topology's description; CPU ranks said as such (a
     gloo run has no GPU to name)."""
-    gpus = meta.gpu_list
-    if gpus:
-        return f"{len(gpus)} x {' / '.join(meta.gpu_names)}"
+    if meta.gpus:
+        return f"{len(meta.gpus)} x {' / '.join(meta.gpu_names)}"
     topology = meta.topology
-    if isinstance(topology, dict) and topology.get("simulated") and topology.get("description"):
-        if topology.get("box"):  # read from the user's doctor bundle: the description names it
-            return str(topology["description"])
-        return f"{topology['description']} (topology preset {topology.get('name', '?')})"
+    if topology is not None and topology.simulated and topology.description:
+        if topology.box is not None:  # read from the user's doctor bundle: the description names it
+            return topology.description
+        return f"{topology.description} (topology preset {topology.name or '?'})"
     if backend == "gloo":
         return "CPU ranks (gloo backend), no GPUs"
     return "GPUs not recorded"

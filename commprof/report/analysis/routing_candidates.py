@@ -21,7 +21,7 @@ from commprof.evidence import LEVEL_OF_SOURCE, MEASURED, SIMULATED, Evidence
 from commprof.floor.model import FloorFigures
 from commprof.impls.registry import BACKEND_IMPLS, fuses_rmsnorm, resolve_impl_name, unfused_reference
 from commprof.records.op_sizes import op_times_per_size
-from commprof.records.run_meta import meta_view
+from commprof.records.run_meta import RunMeta
 from commprof.records.schema import FUSED
 from commprof.stats import median
 
@@ -175,23 +175,22 @@ def _stage(record: dict) -> tuple:
     return (stage if isinstance(stage, int) else 0, record.get("iterations") or 0)
 
 
-def missing_floor(meta: dict) -> str:
+def missing_floor(meta: RunMeta) -> str:
     """Why a run has no floor and how to get one, as its meta.json says (commprof.floor.record), else in general."""
-    entry = meta_view(meta).floor or {}
-    if not entry.get("why"):
+    entry = meta.floor
+    if entry is None or not entry.why:
         return NO_FLOOR
-    return f"floor not measured: {entry['why']}" + (f"; {entry['how']}" if entry.get("how") else "")
+    return f"floor not measured: {entry.why}" + (f"; {entry.how}" if entry.how else "")
 
 
-def floor_of(meta: dict) -> FloorFigures | None:
-    """The floor figures a run carries: measured by `commprof floor` (meta "floor": its floor.json or just the
-    figures), else its topology preset's."""
-    view = meta_view(meta)
-    measured = view.floor or {}
-    for table in (measured.get("figures", measured), (view.topology or {}).get("floor")):
-        if isinstance(table, dict):
+def floor_of(meta: RunMeta) -> FloorFigures | None:
+    """The floor figures a run carries: measured by `commprof floor` (meta.json's floor), else its topology
+    preset's."""
+    measured = meta.floor.figures if meta.floor else None
+    for table in (measured, meta.topology.floor if meta.topology else None):
+        if table is not None:
             try:
-                return FloorFigures(**{k: table[k] for k in FloorFigures.__dataclass_fields__})
-            except (KeyError, TypeError, ValueError):
+                return FloorFigures(**{k: getattr(table, k) for k in FloorFigures.__dataclass_fields__})
+            except (TypeError, ValueError):
                 continue
     return None

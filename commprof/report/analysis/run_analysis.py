@@ -27,7 +27,7 @@ from commprof.evidence import (
 from commprof.explain.run_box import RunBox
 from commprof.records.plan_file import Plan
 from commprof.records.point_ids import BASELINE_POINT_ID
-from commprof.records.run_meta import RunMetaView, meta_view
+from commprof.records.run_meta import RunMeta
 from commprof.report.analysis import choices as ch
 from commprof.report.analysis import frame as fr
 from commprof.report.analysis import heatmap as hm
@@ -75,7 +75,7 @@ class RunAnalysis:
     run_id: str
     name: str  # the run id, with the source when a run mixes sources
     source: str  # "measured", "simulated" or "nccl-tests" (records.schema.SOURCES)
-    meta: dict  # the run's meta.json
+    meta: RunMeta  # the run's meta.json, as read (records.run_meta.read_meta)
     frame: pd.DataFrame  # every record (frame.records_frame)
     steps: pd.DataFrame  # each configuration's latest, longest measurement: what is ranked
     all_steps: pd.DataFrame  # every step record, re-measured configurations' earlier ones included
@@ -110,7 +110,7 @@ class RunAnalysis:
     @property
     def shared_gpus(self) -> bool:
         """Ranks shared GPUs (the sweep's --share-gpus): a functional check, never a tuning result."""
-        return bool(self.meta_view.shared_gpus)
+        return bool(self.meta.shared_gpus)
 
     @cached_property
     def observed(self) -> dict[str, Any] | None:
@@ -127,14 +127,9 @@ class RunAnalysis:
         return None
 
     @cached_property
-    def meta_view(self) -> RunMetaView:
-        """The run's meta.json, typed (records.run_meta.meta_view)."""
-        return meta_view(self.meta)
-
-    @cached_property
     def doctor(self) -> dict[str, Any] | None:
         """The doctor's checks as the page shows them (doctor_verdicts.doctor_view); None: the run has none."""
-        return doctor_view(self.meta_view.doctor)
+        return doctor_view(self.meta.doctor)
 
     @property
     def doctor_failed(self) -> list[str]:
@@ -185,7 +180,7 @@ class RunAnalysis:
     @cached_property
     def backend(self) -> str | None:
         backends = self.frame["backend"].dropna().unique() if "backend" in self.frame else []
-        return str(backends[0]) if len(backends) == 1 else self.meta_view.backend
+        return str(backends[0]) if len(backends) == 1 else self.meta.backend
 
     @property
     def rankable(self) -> pd.DataFrame:
@@ -241,7 +236,7 @@ class RunExtras:
 def analyze_run(
     run_id: str,
     records: list[dict],
-    meta: dict,
+    meta: RunMeta,
     options: ReportOptions,
     run_dir: str | None = None,
     extras: RunExtras = RunExtras(),
@@ -272,7 +267,7 @@ class RunSource:
 
 def analyze_source(
     part: RunSource,
-    meta: dict,
+    meta: RunMeta,
     options: ReportOptions,
     progress: Completeness | None = None,
     repeats: list[dict] | None = None,
@@ -337,7 +332,7 @@ def analyze_source(
     run.without_result = ch.implementations_without_result(steps, run.mode, family)
     run.heatmap_axes = hm.strongest_axes(run.family_steps, run.mode)
     ranks = all_steps["world_size"].dropna()
-    run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta_view(meta).world_size or 0)
+    run.ranks = int(ranks.iloc[0]) if not ranks.empty else int(meta.world_size or 0)
     run.crossovers = crossovers(records)
     return run
 
@@ -360,10 +355,10 @@ def with_run_error(records: list[dict], error: ModelError) -> list[dict]:
     return out
 
 
-def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
+def untested_settings(steps: pd.DataFrame, meta: RunMeta) -> dict[str, str]:
     """Simulated points no verdict may rest on, point id -> why (evidence.not_proposable, the rule the staged search
     follows too): a known trap on the simulated interconnect, or a kernel predicted with an unknown error."""
-    interconnect = interconnect_of(meta_view(meta).topology)
+    interconnect = interconnect_of(meta.topology.gpu_path if meta.topology else None)
     out = {}
     columns = [c for c in ("point_id", "env", "kernel_model", "source") if c in steps]
     for row in steps.drop_duplicates("point_id")[columns].to_dict("records"):
@@ -378,7 +373,7 @@ def untested_settings(steps: pd.DataFrame, meta: dict) -> dict[str, str]:
     return out
 
 
-def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
+def run_evidence(source: str, frame: pd.DataFrame, meta: RunMeta) -> Evidence:
     """The evidence of one source's records: measured on which backend, simulated with which calibration and
     what expected error (as `commprof simulate` recorded it in meta.json), or imported from which files."""
     level = LEVEL_OF_SOURCE.get(source, source)
@@ -388,7 +383,7 @@ def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
 
     if level == MEASURED:
         backends = values("backend")
-        return Evidence(MEASURED, backend=backends[0] if len(backends) == 1 else meta_view(meta).backend)
+        return Evidence(MEASURED, backend=backends[0] if len(backends) == 1 else meta.backend)
     if level == SIMULATED:
         calibrations = values("calibration") or ["nccl-prior"]
         return Evidence(
@@ -397,5 +392,5 @@ def run_evidence(source: str, frame: pd.DataFrame, meta: dict) -> Evidence:
             calibration=", ".join(calibrations),
             model_error=ModelError.from_meta(meta),
         )
-    files = meta_view(meta).imported_files
+    files = meta.imported_files
     return Evidence(IMPORTED if level == IMPORTED else str(level), origin=tuple(files))

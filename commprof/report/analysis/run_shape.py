@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from commprof.planner.models import DTYPE_BYTES, PRESETS, load_model
 from commprof.planner.speculative import DRAFT_METHODS
-from commprof.records.run_meta import meta_view
+from commprof.records.meta_topology import MetaTopology, TopologyLink
+from commprof.records.run_meta import RunMeta
 from commprof.report.analysis.engine_dispatch import Box
 from commprof.report.analysis.run_analysis import RunAnalysis
 
@@ -25,17 +26,11 @@ def step_shape(run: RunAnalysis) -> tuple[int | None, int, tuple[int, ...]]:
     )
 
 
-def compute_capability(meta: dict) -> float | None:
+def compute_capability(meta: RunMeta) -> float | None:
     """The run's GPUs' compute capability (12.0 for SM120), from meta.json's GPUs, probe or topology preset."""
-    view = meta_view(meta)
-    topology = view.topology or {}
-    gpus = view.gpu_list + view.probed_gpus
-    for value in [g.get("compute_capability") for g in gpus] + [topology.get("compute_capability")]:
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            continue
-    return None
+    listed = [g.compute_capability for g in meta.gpus or []] + [g.compute_capability for g in meta.probed_gpus]
+    preset = meta.topology.compute_capability if meta.topology else None
+    return next((float(value) for value in [*listed, preset] if value is not None), None)
 
 
 def step_dtype(run: RunAnalysis) -> str:
@@ -47,22 +42,22 @@ def box_of(run: RunAnalysis) -> Box:
     """What the engines' dispatch reads of the box: SM, TP, NVLink, P2P and NVLink multicast, from the probe's pairs
     or the preset, and the nodes the run had; and of the server: the model's architecture, DP attention, the GPUs'
     memory and tokens per request (the engines' own defaults follow them)."""
-    topology = run.meta_view.topology or {}
-    pairs = [p for p in topology.get("pairs") or [] if isinstance(p, dict)]
+    topology = run.meta.topology or MetaTopology()
+    pairs = topology.pairs or []
     if pairs:
-        nvlink = all(bool(p.get("nvlink")) for p in pairs)
-        p2p = all((p.get("p2p") or {}).get("read") == "ok" for p in pairs)
+        nvlink = all(bool(p.nvlink) for p in pairs)
+        p2p = all(p.p2p is not None and p.p2p.read == "ok" for p in pairs)
     else:
-        nvlink = str(topology.get("gpu_path", "")).upper().startswith("NV")
-        p2p = bool(topology.get("p2p_supported", False))
-    memory = [g.get("memory_gib") for g in run.meta_view.gpu_list if isinstance(g, dict)]
+        nvlink = str(topology.gpu_path or "").upper().startswith("NV")
+        p2p = bool(topology.p2p_supported)
+    memory = [g.memory_gib for g in run.meta.gpus or []]
     return Box(
         compute_capability(run.meta),
         run.ranks,
         nvlink,
         p2p,
-        multicast=_multicast(topology, nvlink) if pairs or topology.get("gpu_path") else None,
-        nodes=run.meta_view.nnodes or 1,
+        multicast=_multicast(topology, nvlink) if pairs or topology.gpu_path else None,
+        nodes=run.meta.nnodes or 1,
         architecture=step_architecture(run),
         dp_attention=bool(_first(run, "dp_attention")),
         gpu_mem_gib=min(memory) if memory and all(isinstance(m, (int, float)) for m in memory) else None,
@@ -70,18 +65,16 @@ def box_of(run: RunAnalysis) -> Box:
     )
 
 
-def _multicast(topology: dict, nvlink: bool) -> bool | None:
+def _multicast(topology: MetaTopology, nvlink: bool) -> bool | None:
     """NVLink multicast for the TP group (an NVSwitch's, which NVLS, torch symmetric memory's multimem and MNNVL
     need): none without NVLink between every pair; on an NVLink box, what its topology's NVLS channels say (a
     preset's [links.nvlink] nvls_channels: NCCL builds NVLS channels only where multicast works); unknown where
     nothing says it (a probed NVLink box: NVML's pairs do not; a run that knows no GPU pair or path at all)."""
     if not nvlink:
         return False
-    link = (topology.get("links") or {}).get("nvlink")
-    channels = link.get("nvls_channels") if isinstance(link, dict) else None
-    if isinstance(channels, int) and not isinstance(channels, bool):
-        return channels > 0
-    return None
+    link = (topology.links or {}).get("nvlink")
+    channels = link.nvls_channels if isinstance(link, TopologyLink) else None
+    return None if channels is None else channels > 0
 
 
 def _first(run: RunAnalysis, column: str):

@@ -16,7 +16,8 @@ from commprof.nccl_graph.command import INDEX_FILE, write_candidates
 from commprof.nccl_graph.load_check import check_loaded
 from commprof.nccl_graph.nccl_reader import GraphFileError, read_graph_file
 from commprof.nccl_vocab import DUMP_VARIABLES
-from commprof.records.run_meta import RunMetaView, meta_view, read_meta
+from commprof.records.meta_topology import probe_answer
+from commprof.records.run_meta import RunMeta, as_written, read_meta
 from commprof.sweep.planning.graph_axis import GRAPH_VARIABLE, GRAPHS_FOLDER, generated_name, graph_path
 from commprof.textfiles import read_text
 
@@ -90,20 +91,21 @@ def loaded_graph(env: dict[str, str], run_dir: Path, init_log: Path) -> dict[str
 
 def _box(run_dir: Path):
     meta = _meta(run_dir)
+    topology = probe_answer(meta.topology) if meta.topology else None
     try:
-        return box_from_facts(Facts(origin="run", topology=meta.topology, floor=meta.floor))
+        return box_from_facts(Facts(origin="run", topology=topology, floor=as_written(meta.floor)))
     except UsageError:
         return None
 
 
 def _bus_ids(run_dir: Path) -> dict[int, str] | None:
     gpus = _meta(run_dir).probed_gpus
-    ids = {g["index"]: g["pci_bus_id"] for g in gpus if g.get("pci_bus_id")}
+    ids = {g.index: g.pci_bus_id for g in gpus if g.index is not None and g.pci_bus_id}
     return ids or None
 
 
-def _meta(run_dir: Path) -> RunMetaView:
+def _meta(run_dir: Path) -> RunMeta:
     try:
-        return meta_view(read_meta(run_dir))
+        return read_meta(run_dir)
     except UsageError:
-        return meta_view({})
+        return RunMeta()

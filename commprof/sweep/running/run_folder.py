@@ -16,8 +16,8 @@ from commprof.doctor.topology_probe import probe_topology
 from commprof.errors import UsageError
 from commprof.floor.fresh import PROBE_TIMEOUT_S
 from commprof.floor.record import file_floor, not_measured
-from commprof.records.files import META_FILE, write_json
-from commprof.records.run_meta import launch_facts, meta_view, run_meta
+from commprof.records.files import META_FILE
+from commprof.records.run_meta import launch_facts, run_meta, write_meta
 from commprof.sweep.planning.spec import SweepSpec
 
 # The quick doctor's limit as a whole: its all-GPU test (90 s), pair rounds (45 s each) and controls on a box whose
@@ -81,8 +81,8 @@ def prepare_run_folder(
         shared_gpus=options.share_gpus,  # ranks shared GPUs: a functional check, not a tuning result
         **sections,
     )
-    write_json(meta_path, meta)
-    failed = meta_view(meta).failed_checks
+    write_meta(run_dir, meta)
+    failed = meta.failed_checks
     if with_doctor and options.strict and failed:
         raise UsageError(
             f"doctor found failing checks ({', '.join(failed)}); "

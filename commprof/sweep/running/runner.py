@@ -22,17 +22,15 @@ import torch.distributed as dist
 from commprof.errors import RunStopped, UsageError
 from commprof.records.files import (
     INTERLEAVED_FILE,
-    META_FILE,
     RESULTS_FILE,
     append_plan,
     append_records,
     new_run_dir,
     read_records,
-    write_json,
 )
 from commprof.records.folder import refuse_links
 from commprof.records.plan_file import points_line, stages_line
-from commprof.records.run_meta import read_meta, updated_meta
+from commprof.records.run_meta import read_meta, updated_meta, write_meta
 from commprof.records.schema import MODES
 from commprof.replay.forkserver import ForkServer, ForkServerDied
 from commprof.sweep.planning.gate import launch_context, refusal
@@ -192,7 +190,7 @@ def _prebuild(ctx: ControllerContext, spec, model: dict, tp: int, progress: Swee
 
     failed, reports = prebuild(ctx, spec, model, tp, progress.note)
     if ctx.is_writer and reports:
-        write_json(ctx.run_dir / META_FILE, updated_meta(read_meta(ctx.run_dir), kernel_builds=reports))
+        write_meta(ctx.run_dir, updated_meta(read_meta(ctx.run_dir), kernel_builds=reports))
     return failed
 
 
