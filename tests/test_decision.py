@@ -931,14 +931,14 @@ def test_a_crossover_run_has_integral_tp_and_tokens_and_compares_with_a_plain_ru
     from commprof.report.analysis.compared import same_step, step_shape
     from commprof.report.analysis.run_analysis import analyze_run
     from commprof.report.command import load_run
-    from commprof.report.flags import report_options
+    from commprof.report.flags import report_options, sweep_options
 
     (run,) = json.loads((scenarios["gloo crossover"] / "summary.json").read_text())["runs"]
     assert run["run"]["tp"] == 2 and all(isinstance(t, int) for t in run["run"]["tokens"])
     shapes = []
     for folder in (GLOO_RUN, SIM_DIRS["gloo crossover"]):
         run_id, records, meta, _ = load_run(folder)
-        (analysed,) = analyze_run(run_id, records, meta, report_options({}, {}), str(folder))
+        (analysed,) = analyze_run(run_id, records, meta, report_options({}, sweep_options(meta)), str(folder))
         shapes.append(step_shape(analysed))
     assert same_step(*shapes)
 
