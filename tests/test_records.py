@@ -10,7 +10,6 @@ from commprof.errors import UsageError
 from commprof.records.checks import OP_STATISTICS, record_problem
 from commprof.records.files import (
     append_records,
-    check_records,
     duplicated_measurements,
     new_run_dir,
     read_records,
@@ -128,17 +127,11 @@ def test_the_first_problem_is_said_whichever_statistics_are_read(tmp_path, colum
     path.unlink()
     append_records(path, records)
     refusals = []
-    for read in (lambda: read_records(path), lambda: check_records(path), lambda: read_records(path, ("median",))):
+    for read in (lambda: read_records(path), lambda: read_records(path, ("median",))):
         with pytest.raises(UsageError) as refused:
             read()
         refusals.append(str(refused.value))
-    assert refusals == [f"{path}:2: not a usable record: op_us.{column}: a negative or non-finite time"] * 3
-
-
-def test_check_records_keeps_quiet_on_a_usable_file_with_a_truncated_last_line(tmp_path, recwarn):
-    path, _ = _with_ops(tmp_path)
-    path.write_bytes(path.read_bytes() + b'{"schema": 2, "kind": "st')
-    assert check_records(path) is None and not recwarn.list
+    assert refusals == [f"{path}:2: not a usable record: op_us.{column}: a negative or non-finite time"] * 2
 
 
 def test_a_statistic_op_us_has_not_is_a_programming_error(tmp_path):

@@ -41,36 +41,17 @@ _PLAN_DECODERS = {name: msgspec.json.Decoder(_PLAN_TYPES[name]) for name in PLAN
 OP_STATISTICS = tuple(name for name in _PLAN_TYPES if name not in PLAN_COLUMNS)
 
 
-@functools.lru_cache(maxsize=8)
-def _sharing_decoder(statistics: tuple[str, ...] | None) -> msgspec.json.Decoder:
-    """The step decoder that leaves op_us's plan columns as text, keeping only `statistics` of its per-op
-    statistics (None: all); msgspec skips the others without making their numbers (check_records checks them)."""
-    if statistics is None:
-        return _STEP_SHARED
-    unknown = sorted(set(statistics) - set(OP_STATISTICS))
-    if unknown:
-        raise TypeError(f"op_us has no statistic {', '.join(unknown)} (it has {', '.join(OP_STATISTICS)})")
-    columns = {**{name: msgspec.Raw for name in PLAN_COLUMNS}, **{name: _PLAN_TYPES[name] for name in statistics}}
-    ops = typing.TypedDict("OpsKept", columns, total=False)
-    step = type(StepRecord)("StepKept", (StepRecord,), {"__annotations__": {"op_us": ops | None}}, total=False)
-    return msgspec.json.Decoder(step)
-
-
 class UnreadableLine(ValueError):
     """A line that is no JSON at all (a killed writer's truncated last line, or a corrupt file)."""
 
 
-def decode_record(
-    line: bytes | str | memoryview,
-    shared: dict[tuple[str, bytes], list] | None = None,
-    statistics: tuple[str, ...] | None = None,
-) -> dict[str, Any]:
-    """A results.jsonl line as its record (schema.upgraded); UnreadableLine for no JSON, ValueError saying why a
-    record cannot be used otherwise. `shared`: op_us's plan columns decoded once per distinct text, every record
-    holding that text given the one list (pass the same dict for every line of a file); with it, `statistics`:
-    only these of op_us's per-op statistics are kept, the others skipped unchecked."""
+def decode_record(line: bytes | str | memoryview, shared: dict[tuple[str, bytes], list] | None = None) -> dict[str, Any]:
+    """A results.jsonl line as its record (schema.upgraded), every field checked in the one decoding; UnreadableLine
+    for no JSON, ValueError saying why a record cannot be used otherwise. `shared`: op_us's plan columns decoded
+    once per distinct text, every record holding that text given the one list (pass the same dict for every line of
+    a file)."""
     try:
-        record = _decode_sharing(line, shared, statistics) if shared is not None else _STEP.decode(line)
+        record = _decode_sharing(line, shared) if shared is not None else _STEP.decode(line)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         try:
             record = _STEP.decode(line)  # what is wrong, said as for any record
@@ -82,10 +63,8 @@ def decode_record(
     return record
 
 
-def _decode_sharing(
-    line: bytes | str | memoryview, shared: dict[tuple[str, bytes], list], statistics: tuple[str, ...] | None
-) -> dict[str, Any]:
-    record = _sharing_decoder(statistics).decode(line)
+def _decode_sharing(line: bytes | str | memoryview, shared: dict[tuple[str, bytes], list]) -> dict[str, Any]:
+    record = _STEP_SHARED.decode(line)
     columns = record.get("op_us")
     for name in PLAN_COLUMNS if columns else ():
         if (text := columns.get(name)) is not None:
