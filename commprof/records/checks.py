@@ -45,7 +45,9 @@ class UnreadableLine(ValueError):
     """A line that is no JSON at all (a killed writer's truncated last line, or a corrupt file)."""
 
 
-def decode_record(line: bytes | str | memoryview, shared: dict[tuple[str, bytes], list] | None = None) -> dict[str, Any]:
+def decode_record(
+    line: bytes | str | memoryview, shared: dict[tuple[str, bytes], list] | None = None
+) -> dict[str, Any]:
     """A results.jsonl line as its record (schema.upgraded), every field checked in the one decoding; UnreadableLine
     for no JSON, ValueError saying why a record cannot be used otherwise. `shared`: op_us's plan columns decoded
     once per distinct text, every record holding that text given the one list (pass the same dict for every line of
