@@ -1,12 +1,15 @@
 """results.jsonl and meta.json: what the writers accept and the readers refuse."""
 
+import functools
 import json
 import math
 from pathlib import Path
 
 import pytest
 
+from commprof import textfiles
 from commprof.errors import UsageError
+from commprof.records import files
 from commprof.records.checks import OP_STATISTICS, record_problem
 from commprof.records.files import (
     append_records,
@@ -132,6 +135,15 @@ def test_the_first_problem_is_said_whichever_statistics_are_read(tmp_path, colum
             read()
         refusals.append(str(refused.value))
     assert refusals == [f"{path}:2: not a usable record: op_us.{column}: a negative or non-finite time"] * 2
+
+
+@pytest.mark.parametrize("ending", [b"\n", b"", b"\n\n"], ids=["newline", "none", "blank-line"])
+def test_records_read_a_few_bytes_at_a_time_are_the_records_read_at_once(tmp_path, monkeypatch, recwarn, ending):
+    path, _ = _with_ops(tmp_path)
+    path.write_bytes(path.read_bytes().rstrip(b"\n") + ending)
+    whole = read_records(path, ("median",))
+    monkeypatch.setattr(files, "read_blocks", functools.partial(textfiles.read_blocks, block=997))
+    assert read_records(path, ("median",)) == whole and len(whole) == 80
 
 
 def test_a_statistic_op_us_has_not_is_a_programming_error(tmp_path):

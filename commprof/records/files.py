@@ -25,7 +25,7 @@ from commprof.records.checks import OP_STATISTICS, PLAN_COLUMNS, UnreadableLine,
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.terminal import one_line
-from commprof.textfiles import CONFIG_BYTES, RESULTS_BYTES, read_bytes, read_text, utf8_text
+from commprof.textfiles import CONFIG_BYTES, RESULTS_BYTES, read_blocks, read_bytes, read_text, utf8_text
 
 RESULTS_FILE = "results.jsonl"
 # The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
@@ -124,13 +124,13 @@ def read_records(path: Path, op_statistics: tuple[str, ...] | None = None) -> li
 
 
 def _iter_records(path: Path, dropped: tuple[str, ...]) -> Iterator[dict[str, Any]]:
-    data = read_bytes(path, "results file", RESULTS_BYTES)
-    plain = _plain_records(data, dropped)
+    with contextlib.closing(read_blocks(path, "results file", RESULTS_BYTES)) as blocks:
+        plain = _plain_records(blocks, dropped)
     if plain is not None:
         yield from plain
         return
     kept: dict[tuple, list] = {}
-    lines = utf8_text(data, "results file", path).splitlines()
+    lines = utf8_text(read_bytes(path, "results file", RESULTS_BYTES), "results file", path).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -146,23 +146,43 @@ def _iter_records(path: Path, dropped: tuple[str, ...]) -> Iterator[dict[str, An
         yield _as_kept(record, kept, dropped)
 
 
-def _plain_records(data: bytes, dropped: tuple[str, ...]) -> list[dict[str, Any]] | None:
+def _plain_records(blocks: Iterable[bytes], dropped: tuple[str, ...]) -> list[dict[str, Any]] | None:
     """Every record of a file as its writer makes it (ASCII, lines ended by "\n" alone, each a usable record),
-    read from the bytes without a copy per line; None for any other file, which is then read line by line with each
-    line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
-    if not data.isascii() or b"\r" in data:
-        return None
-    view, records, start, end = memoryview(data), [], 0, len(data)
+    read a block at a time (the file is never held whole) without a copy per line; None for any other file, which is
+    then read line by line with each line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
+    records: list[dict[str, Any]] = []
     shared: dict[tuple[str, bytes], list] = {}  # the plan columns, one list per distinct text
     try:
-        while start < end:
-            stop = data.find(b"\n", start)
-            stop = end if stop < 0 else stop
-            records.append(_as_kept(decode_record(view[start:stop], shared), None, dropped))
-            start = stop + 1
-    except ValueError:  # a blank, bad or truncated line: its number and warning come from the reading above
+        for line in _lines(blocks):
+            records.append(_as_kept(decode_record(line, shared), None, dropped))
+    except ValueError:  # not such a file, or a blank, bad or truncated line: read as above, which says it
         return None
     return records
+
+
+class _NotPlain(ValueError):
+    """A block holds a byte that is not ASCII, or a carriage return."""
+
+
+def _lines(blocks: Iterable[bytes]) -> Iterator[bytes | memoryview]:
+    """The lines of an ASCII file without "\r" read in blocks, each without its "\n" (a line within one block as a
+    view of it; the line across two blocks joined); _NotPlain for any other file."""
+    tail: list[bytes] = []  # the line the blocks so far end in
+    for block in blocks:
+        if not block.isascii() or b"\r" in block:
+            raise _NotPlain
+        first = block.find(b"\n")
+        if first < 0:
+            tail.append(block)
+            continue
+        yield b"".join([*tail, block[:first]])
+        view, start = memoryview(block), first + 1
+        while (stop := block.find(b"\n", start)) >= 0:
+            yield view[start:stop]
+            start = stop + 1
+        tail = [block[start:]]
+    if any(tail):
+        yield b"".join(tail)
 
 
 def _as_kept(record: dict[str, Any], kept: dict[tuple, list] | None, dropped: tuple[str, ...]) -> dict[str, Any]:
