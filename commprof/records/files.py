@@ -151,7 +151,7 @@ def _plain_records(blocks: Iterable[bytes], dropped: tuple[str, ...]) -> list[di
     read a block at a time (the file is never held whole) without a copy per line; None for any other file, which is
     then read line by line with each line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
     records: list[dict[str, Any]] = []
-    shared: dict[tuple[str, bytes], list] = {}  # the plan columns, one list per distinct text
+    shared: dict[tuple[str, bytes], Any] = {}  # the shared sections and plan columns, one per distinct text
     try:
         for line in _lines(blocks):
             records.append(_as_kept(decode_record(line, shared), None, dropped))

@@ -67,9 +67,9 @@ def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFr
     sections = {name: [record.get(name) or {} for record in records] for name in ("point", "plan", "nccl")}
     columns: dict[str, Any] = {}
     for section, taken in _TAKEN.items():
-        rows = records if section is None else sections[section]
-        for field, column in taken:
-            columns[column] = [row.get(field) for row in rows]
+        fields = [field for field, _ in taken]
+        rows = [tuple(map(row.get, fields)) for row in (records if section is None else sections[section])]
+        columns.update(zip((column for _, column in taken), map(list, zip(*rows))))
     columns.update(_point_columns(records, sections["point"]))
     columns["fused_rmsnorm"] = [bool(record.get("fused_rmsnorm", False)) for record in records]
     checks = [record.get("check") for record in records]
@@ -91,24 +91,31 @@ def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFr
 
 def _point_columns(records: list[dict], points: list[dict]) -> dict[str, list]:
     """The columns of each record's point: its label (the point id where it has none), env, settings, options,
-    config (a configuration's identity: impl + env + options; stages re-measure one under a new id) and stage."""
-    settings: dict[tuple, tuple[str, str]] = {}  # every (T, mode) record of a point shares its env
-    columns: dict[str, list] = {name: [] for name in ("label", "env", "settings", "options", "config", "stage")}
+    config (a configuration's identity: impl + env + options; stages re-measure one under a new id) and stage; made
+    once per point a file's records share (records.files)."""
+    made: dict[tuple, tuple] = {}
+    rows = []
     for record, point in zip(records, points):
-        env = {str(k): str(v) for k, v in (point.get("env") or {}).items()}
-        key, backend = tuple(sorted(env.items())), record.get("backend")
-        if (key, backend) not in settings:
-            settings[(key, backend)] = (env_text(env, backend), json.dumps(key))
-        text, env_key = settings[(key, backend)]
-        options = json.dumps(point["options"], sort_keys=True) if point.get("options") else "{}"
-        stage = point.get("stage")
-        columns["label"].append(point.get("label") or record.get("point_id"))
-        columns["env"].append(env)
-        columns["settings"].append(text)
-        columns["options"].append(options)
-        columns["config"].append(f"{point.get('impl')} {env_key} {options}")
-        columns["stage"].append(stage if isinstance(stage, int) else stage_of(str(record.get("point_id"))))
-    return columns
+        key = (id(point), record.get("point_id"), record.get("backend"))
+        if (row := made.get(key)) is None:
+            row = made[key] = _point_row(point, *key[1:])
+        rows.append(row)
+    names = ("label", "env", "settings", "options", "config", "stage")
+    return dict(zip(names, map(list, zip(*rows))))
+
+
+def _point_row(point: dict, point_id: Any, backend: Any) -> tuple:
+    env = {str(k): str(v) for k, v in (point.get("env") or {}).items()}
+    options = json.dumps(point["options"], sort_keys=True) if point.get("options") else "{}"
+    stage = point.get("stage")
+    return (
+        point.get("label") or point_id,
+        env,
+        env_text(env, backend),
+        options,
+        f"{point.get('impl')} {json.dumps(tuple(sorted(env.items())))} {options}",
+        stage if isinstance(stage, int) else stage_of(str(point_id)),
+    )
 
 
 def _step_columns(records: list[dict]) -> dict[str, Any]:
@@ -116,21 +123,30 @@ def _step_columns(records: list[dict]) -> dict[str, Any]:
 
     Replayed with compute between the collectives: every time the report ranks is communication = step - the
     compute timed on its own (its median), so verdicts and projections never count the compute twice."""
-    stats = [record.get("step_us") or {} for record in records]
-    compute = np.array([(record.get("compute_us") or {}).get("median") or 0.0 for record in records], dtype=float)
-    tails = [tail(each) if each else (None, None) for each in stats]
+    names = [name for name, _ in _STEP_COLUMNS[:-1]]  # the tail aside
+    rows = []  # a record at a time: a large run's records are read once each, not once per column
+    for record in records:
+        stats = record.get("step_us") or {}
+        ranks = record.get("rank_step_median_us") or None
+        rows.append(
+            (
+                *map(stats.get, names),
+                *(tail(stats) if stats else (None, None)),
+                (record.get("compute_us") or {}).get("median") or 0.0,
+                ranks,
+                *_skew(ranks),
+            )
+        )
+    *found, words, tails, compute, ranks, skew_us, skew_pct = map(list, zip(*rows))
+    compute = np.array(compute, dtype=float)
     columns: dict[str, Any] = {"compute_us": np.where(compute != 0, compute, math.nan)}
-    for name, column in _STEP_COLUMNS:
-        found = [value for _, value in tails] if name == "tail" else [each.get(name) for each in stats]
-        values = np.array(found, dtype=float)  # a missing statistic is NaN
+    for (name, column), values in zip(_STEP_COLUMNS, [*found, tails]):
+        values = np.array(values, dtype=float)  # a missing statistic is NaN
         if name not in ("n", "cv"):
             values = np.where(compute != 0, np.maximum(values - compute, 0.0), values)
         columns[column] = values
-    columns["tail_stat"] = [word for word, _ in tails]  # "p99", or "max of n" below 100 samples (stats.tail)
-    skews = [_skew(record.get("rank_step_median_us")) for record in records]
-    columns["rank_skew_us"] = [us for us, _ in skews]
-    columns["rank_skew_pct"] = [pct for _, pct in skews]
-    columns["rank_step_median_us"] = [record.get("rank_step_median_us") or None for record in records]
+    columns["tail_stat"] = words  # "p99", or "max of n" below 100 samples (stats.tail)
+    columns.update(rank_step_median_us=ranks, rank_skew_us=skew_us, rank_skew_pct=skew_pct)
     return columns
 
 
