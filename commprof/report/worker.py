@@ -36,7 +36,6 @@ import click
 
 from commprof.errors import RunStopped, UsageError
 from commprof.report.views.drawing import FIGURES, drawn_by
-from commprof.report.views.templating import compiled_by, compiled_templates
 
 # False: every job and call runs in this process (the tests' default: a forked worker is a process started).
 FORK = True
@@ -303,10 +302,9 @@ def _send(conn: Connection, folder: Path, index: int, outcome: tuple[bool, Any])
 @contextlib.contextmanager
 def figure_worker() -> Iterator[None]:
     """For the block, the page's figures (views/drawing.py) are drawn by a worker forked now, which imports
-    matplotlib and compiles the page's templates (views/templating.py) while this process goes on."""
-    with Worker(_import_figures, compiled_templates) as worker:
-        with drawn_by(partial(_draw, worker)), compiled_by(worker.jobs[-1].result):
-            yield
+    matplotlib while this process goes on."""
+    with Worker(_import_figures) as worker, drawn_by(partial(_draw, worker)):
+        yield
 
 
 def _import_figures() -> None:
