@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import importlib
 import warnings
 from dataclasses import asdict, replace
 from functools import partial
@@ -188,8 +189,10 @@ def _render(run_dirs, latest, out, flags: ReportFlags, observe: tuple[str | None
         run_dirs = (*run_dirs, newest_run(latest))
     if not run_dirs:
         raise UsageError("give a run folder (runs/<run-id>) or --latest runs/")
-    # Both workers are forked before the records are read (a process forked later copies each page either touches):
-    # the figure worker imports matplotlib and draws the figures beside the page; the other writes what it is sent.
+    # Both workers are forked before the records are read (a process forked later copies each page either touches),
+    # and after the modules all three run are imported (each would import them again): the figure worker imports
+    # matplotlib and draws the figures beside the page; the other writes what it is sent.
+    importlib.import_module("commprof.report.write")
     with figure_worker(), Worker() as files:
         _report(run_dirs, out, flags, observed, files)
 
