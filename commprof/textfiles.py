@@ -55,12 +55,13 @@ def read_bytes(path: Path | str, what: str, limit: int = CONFIG_BYTES) -> bytes:
 
 def read_blocks(path: Path | str, what: str, limit: int, block: int = 16 << 20) -> Iterator[bytes]:
     """read_bytes's bytes, the same checks and refusals, `block` bytes at a time: a reader that takes a large file
-    a block at a time never holds it whole."""
-    with _regular_file(path, what, limit) as (handle, _size):
+    a block at a time never holds it whole. As _read_at_most, no read asks for more than the file holds and one byte
+    (a read reserves what it asks for), then for a MiB at a time where it grew while being read."""
+    with _regular_file(path, what, limit) as (handle, size):
         total = 0
         while True:
             try:
-                data = handle.read(block)
+                data = handle.read(min(block, size + 1 - total) if total <= size else 1 << 20)
             except OSError as exc:
                 raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
             if not data:
