@@ -1,56 +1,69 @@
-"""Benchmark: render a SYNTHETIC run of 10,000 step records, then one of 100,000 (`commprof report`, in a process
-of its own), and print the seconds and that process's memory peak beside the targets.
+"""Benchmark: `commprof report` on the demo's run, on a SYNTHETIC run of 10,000 step records and on one of 100,000,
+as a user runs it: the whole command in a process of its own, its CPU seconds in all its processes (the interpreter's
+start, the imports, the render and every worker it forks) beside its wall seconds and memory peak.
 
-Targets on a 2-core machine: 10,000 records <= 2 s, 100,000 records <= 15 s, wall (the report renders in a
-forked process, which forks workers of its own, report/worker.py: the CPU printed is every process's, the memory
-peak the largest one's). The records come from
-tests/report_fixtures.py (made-up numbers with the real shape: Kimi-K2.5, TP 8, T = 1, 4, 8, 16, eager + graph,
-op_us on every eager record). Generating them is not timed; reading, analysing, plotting and writing every file is.
+Targets on a 2-core machine, CPU in all the command's processes: the demo's report (tests/fixtures/readme-demo, the
+run `make demo` made) <= 1 s, 10,000 records <= 2 s, 100,000 records <= 15 s. CPU, not wall: the machine may be
+shared, and the report forks workers whose CPU a wall clock hides. The records come from tests/report_fixtures.py
+(made-up numbers with the real shape: Kimi-K2.5, TP 8, T = 1, 4, 8, 16, eager + graph, op_us on every eager
+record); generating them is not timed. Python's compiled modules are cached (in a folder of this run's, filled by
+one untimed start) as an installed commprof's are, whatever PYTHONDONTWRITEBYTECODE says.
 
-    python bench/report_render.py [--records 10000 100000] [--keep DIR]
+`--against DIR`: a checkout of another commprof (a baseline) rendered by the same interpreter, interleaved with this
+one (baseline, this, baseline, this, ...), each line then giving both medians and their CPU ratio.
+
+    python bench/report_render.py [--records 10000 100000] [--demo-repeats 5] [--repeats 1] [--against DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-TARGET_S = {10_000: 2.0, 100_000: 15.0}
+DEMO_RUN = ROOT / "tests" / "fixtures" / "readme-demo"
+TARGET_CPU_S = {"demo": 1.0, 10_000: 2.0, 100_000: 15.0}
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+@dataclass(frozen=True)
+class Render:
+    """One `commprof report` command: its wall and CPU seconds (every process of it) and its memory peak, MiB."""
+
+    wall_s: float
+    cpu_s: float
+    peak_mib: float
 
 
-def render(run_dir: Path, out: Path) -> int:
-    """Render `run_dir` into `out` from this process; print seconds (wall, then CPU of this process and of the
-    processes it forked) and the largest process's memory peak in MiB."""
-    from click.testing import CliRunner
-
-    from commprof.report.command import report
-
-    start, cpu_start, workers_start = time.perf_counter(), time.process_time(), _children_cpu()
-    result = CliRunner().invoke(
-        report, [str(run_dir), "--out", str(out), "--compute-ms", "5.0"], catch_exceptions=False
+def render(checkout: Path, run_dir: Path, out: Path, env: dict[str, str], *options: str) -> Render:
+    """`python -m commprof report RUN_DIR --out OUT` of `checkout`'s commprof, measured from here (wait4 counts the
+    processes the command forked and reaped, and the largest one's memory peak)."""
+    command = [sys.executable, "-m", "commprof", "report", str(run_dir), "--out", str(out), *options]
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        command,
+        cwd=out.parent,
+        env={**env, "PYTHONPATH": str(checkout)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    workers_cpu = _children_cpu() - workers_start  # the report reaps its processes before it returns
-    if result.exit_code != 0:
-        print(result.output, file=sys.stderr)
-        return 1
-    peak_mib = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    print(f"{seconds:.2f} {cpu + workers_cpu:.2f} {peak_mib / 1024:.0f}")
-    return 0
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    errors = process.stderr.read().decode(errors="replace")
+    process.stderr.close()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{errors}")
+    return Render(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
 
 
 def generate(records: int, folder: Path) -> int:
@@ -63,52 +76,79 @@ def generate(records: int, folder: Path) -> int:
     return 0
 
 
-def _run(*args: str) -> str | None:
-    """This script in a process of its own (so that no process's memory peak holds another's): its output."""
-    done = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        print(done.stdout + done.stderr, file=sys.stderr)
-        return None
-    return done.stdout
-
-
-def bench(records: int, keep: Path | None) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        generated = _run("--generate", str(records), tmp)
-        if generated is None:
-            return 1
-        points = int(generated.split()[-1])
-        os.sync()  # the run is on disk before the render is timed, as a user's is: its write-back is not timed
-        run_dir = Path(tmp) / "bench-run"
-        out = keep or Path(tmp) / "report"
-        size_mb = (run_dir / "results.jsonl").stat().st_size / 1e6
-        rendered = _run("--render", str(run_dir), str(out))
-        if rendered is None:
-            return 1
-        seconds, cpu, peak = rendered.split()[-3:]
-        html_mb = (out / "index.html").stat().st_size / 1e6
-    target = TARGET_S.get(records)
-    print(
-        f"rendered {records} records ({points} points, results.jsonl {size_mb:.1f} MB) in {seconds} s wall"
-        + (f" (target <= {target:g} s on 2 cores)" if target else "")
-        + f", {cpu} s CPU in all its processes, memory peak {peak} MiB (its largest process, the render's; its "
-        f"workers share most of those pages); index.html {html_mb:.1f} MB"
+def _generated(records: int, folder: Path) -> tuple[Path, int]:
+    """The synthetic run, generated by this script in a process of its own (its memory is not the render's)."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--generate", str(records), str(folder)], capture_output=True, text=True
     )
-    return 0
+    if done.returncode != 0:
+        raise RuntimeError(done.stdout + done.stderr)
+    os.sync()  # the run is on disk before the render is timed, as a user's is: its write-back is not timed
+    return folder / "bench-run", int(done.stdout.split()[-1])
+
+
+def _environment(folder: Path) -> dict[str, str]:
+    """This process's environment, with Python's compiled modules cached in `folder` (as an install caches them)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+    return env
+
+
+def _median(renders: list[Render]) -> Render:
+    return Render(*(statistics.median(getattr(r, name) for r in renders) for name in ("wall_s", "cpu_s", "peak_mib")))
+
+
+def _said(result: Render) -> str:
+    return f"{result.cpu_s:.2f} s CPU in all its processes, {result.wall_s:.2f} s wall, memory peak {result.peak_mib:.0f} MiB"
+
+
+def measure(
+    target: float, what: str, run_dir: Path, repeats: int, against: Path | None, folder: Path, *options: str
+) -> str:
+    """`repeats` renders of `run_dir` by this checkout (and, interleaved, by `against`): the line saying them and
+    whether this checkout's median CPU is within `target` seconds."""
+    env = _environment(folder)
+    sides = [("against", against), ("this", ROOT)] if against else [("this", ROOT)]
+    renders: dict[str, list[Render]] = {name: [] for name, _ in sides}
+    for _ in range(repeats):
+        for name, checkout in sides:
+            out = folder / f"report-{name}"
+            renders[name].append(render(checkout, run_dir, out, env, *options))
+            subprocess.run(["rm", "-rf", str(out)], check=True)
+    mine = _median(renders["this"])
+    line = f"{what}: {_said(mine)} (target <= {target:g} s CPU: {'met' if mine.cpu_s <= target else 'NOT met'})"
+    if against:
+        theirs = _median(renders["against"])
+        line += f"; {against}: {_said(theirs)}; CPU ratio {mine.cpu_s / theirs.cpu_s:.2f}"
+    return line + (f" (median of {repeats}{' interleaved pairs' if against else ''})" if repeats > 1 else "")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--keep", type=Path, default=None, help="render into this folder and keep it")
-    parser.add_argument("--render", type=Path, nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--records", type=int, nargs="*", default=[10_000, 100_000])
+    parser.add_argument("--repeats", type=int, default=1, help="renders of each synthetic run (the median is said)")
+    parser.add_argument("--demo-repeats", type=int, default=5, help="renders of the demo's run (0: none)")
+    parser.add_argument("--against", type=Path, default=None, help="a checkout of the commprof to compare with")
     parser.add_argument("--generate", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.render:
-        return render(*args.render)
     if args.generate:
         return generate(int(args.generate[0]), Path(args.generate[1]))
-    return max(bench(count, args.keep) for count in args.records)
+    against = args.against.resolve() if args.against else None
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        # One untimed render fills the compiled-module cache for both checkouts, as a user's second command finds it.
+        measure(TARGET_CPU_S["demo"], "", DEMO_RUN, 1, against, folder)
+        if args.demo_repeats:
+            what = "the demo's report (tests/fixtures/readme-demo)"
+            print(measure(TARGET_CPU_S["demo"], what, DEMO_RUN, args.demo_repeats, against, folder), flush=True)
+        for count in args.records:
+            run_dir, points = _generated(count, folder / f"run-{count}")
+            size_mb = (run_dir / "results.jsonl").stat().st_size / 1e6
+            what = f"{count:,} records ({points:,} points, results.jsonl {size_mb:.1f} MB)"
+            target = TARGET_CPU_S.get(count, math.inf)
+            print(measure(target, what, run_dir, args.repeats, against, folder, "--compute-ms", "5.0"), flush=True)
+            subprocess.run(["rm", "-rf", str(run_dir.parent)], check=True)
+    return 0
 
 
 if __name__ == "__main__":

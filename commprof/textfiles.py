@@ -7,10 +7,12 @@ raise from deep inside the parser.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,38 @@ def utf8_text(data: bytes, what: str, path: Path | str, errors: str = "strict") 
 
 def read_bytes(path: Path | str, what: str, limit: int = CONFIG_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes; UsageError "<what> <path>: <why>" otherwise."""
+    with _regular_file(path, what, limit) as (handle, size):
+        try:
+            data = _read_at_most(handle, size, limit)
+        except OSError as exc:
+            raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:  # grew while being read
+        raise UsageError(f"{what} {path}: more than the {limit} bytes a {what} may have")
+    return data
+
+
+def read_blocks(path: Path | str, what: str, limit: int, block: int = 16 << 20) -> Iterator[bytes]:
+    """read_bytes's bytes, the same checks and refusals, `block` bytes at a time: a reader that takes a large file
+    a block at a time never holds it whole. As _read_at_most, no read asks for more than the file holds and one byte
+    (a read reserves what it asks for), then for a MiB at a time where it grew while being read."""
+    with _regular_file(path, what, limit) as (handle, size):
+        total = 0
+        while True:
+            try:
+                data = handle.read(min(block, size + 1 - total) if total <= size else 1 << 20)
+            except OSError as exc:
+                raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
+            if not data:
+                return
+            total += len(data)
+            if total > limit:  # grew while being read
+                raise UsageError(f"{what} {path}: more than the {limit} bytes a {what} may have")
+            yield data
+
+
+@contextlib.contextmanager
+def _regular_file(path: Path | str, what: str, limit: int) -> Iterator[tuple[Any, int]]:
+    """(the open file, its size) of a regular file of at most `limit` bytes; UsageError otherwise."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # opening a FIFO for reading blocks without O_NONBLOCK
@@ -55,13 +89,7 @@ def read_bytes(path: Path | str, what: str, limit: int = CONFIG_BYTES) -> bytes:
     with os.fdopen(fd, "rb") as handle:
         if info.st_size > limit:
             raise UsageError(f"{what} {path}: {info.st_size} bytes, more than the {limit} a {what} may have")
-        try:
-            data = _read_at_most(handle, info.st_size, limit)
-        except OSError as exc:
-            raise UsageError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    if len(data) > limit:  # grew while being read
-        raise UsageError(f"{what} {path}: more than the {limit} bytes a {what} may have")
-    return data
+        yield handle, info.st_size
 
 
 def _read_at_most(handle: Any, size: int, limit: int) -> bytes:

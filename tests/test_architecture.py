@@ -619,6 +619,46 @@ def test_sweep_reads_finds_a_planted_one():
     assert sweep_reads(graph) == ["commprof.report.completeness -> commprof.sweep.staging"]
 
 
+# matplotlib (a fifth of a small report's CPU to import) is imported by the figures' modules alone, and those are
+# imported by no module: views/drawing.py imports them by name in the process that draws, the report's figure
+# worker, so the command's and the render's processes never import matplotlib.
+FIGURE_MODULES = {"commprof.report.views.figures", "commprof.report.views.drift_figure"}
+
+
+def matplotlib_importers(package: Path = PACKAGE) -> list[str]:
+    """ "module -> imported" for each import of matplotlib, or of a figures' module, outside FIGURE_MODULES."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        name = module_name(path, package)
+        if name in FIGURE_MODULES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            found += [
+                f"{name} -> {imported}"
+                for imported in names
+                if imported.split(".")[0] == "matplotlib" or imported in FIGURE_MODULES
+            ][:1]
+    return found
+
+
+def test_only_the_figures_modules_import_matplotlib_and_nothing_imports_them():
+    assert matplotlib_importers() == []
+
+
+@pytest.mark.parametrize(
+    "source", ["import matplotlib.pyplot as plt\n", "from commprof.report.views.figures import to_svg\n"]
+)
+def test_matplotlib_importers_finds_a_planted_one(tmp_path, source):
+    package = tmp_path / "commprof"
+    (package / "report" / "views").mkdir(parents=True)
+    (package / "report" / "views" / "figures.py").write_text("import matplotlib\n")
+    (package / "report" / "views" / "page.py").write_text(source)
+    assert matplotlib_importers(package) == [f"commprof.report.views.page -> {source.split()[1]}"]
+
+
 # Outputs render, never judge: the page's views, the exported files' texts and the terminal summaries take the
 # run's Decision (commprof.report.decision: its types, its claims and how numbers are written) and nothing else of
 # the report's analysis, not even a type; none of them applies the evidence's rule itself.

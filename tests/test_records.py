@@ -1,16 +1,18 @@
 """results.jsonl and meta.json: what the writers accept and the readers refuse."""
 
+import functools
 import json
 import math
 from pathlib import Path
 
 import pytest
 
+from commprof import textfiles
 from commprof.errors import UsageError
+from commprof.records import files
 from commprof.records.checks import OP_STATISTICS, record_problem
 from commprof.records.files import (
     append_records,
-    check_records,
     duplicated_measurements,
     new_run_dir,
     read_records,
@@ -128,17 +130,20 @@ def test_the_first_problem_is_said_whichever_statistics_are_read(tmp_path, colum
     path.unlink()
     append_records(path, records)
     refusals = []
-    for read in (lambda: read_records(path), lambda: check_records(path), lambda: read_records(path, ("median",))):
+    for read in (lambda: read_records(path), lambda: read_records(path, ("median",))):
         with pytest.raises(UsageError) as refused:
             read()
         refusals.append(str(refused.value))
-    assert refusals == [f"{path}:2: not a usable record: op_us.{column}: a negative or non-finite time"] * 3
+    assert refusals == [f"{path}:2: not a usable record: op_us.{column}: a negative or non-finite time"] * 2
 
 
-def test_check_records_keeps_quiet_on_a_usable_file_with_a_truncated_last_line(tmp_path, recwarn):
+@pytest.mark.parametrize("ending", [b"\n", b"", b"\n\n"], ids=["newline", "none", "blank-line"])
+def test_records_read_a_few_bytes_at_a_time_are_the_records_read_at_once(tmp_path, monkeypatch, recwarn, ending):
     path, _ = _with_ops(tmp_path)
-    path.write_bytes(path.read_bytes() + b'{"schema": 2, "kind": "st')
-    assert check_records(path) is None and not recwarn.list
+    path.write_bytes(path.read_bytes().rstrip(b"\n") + ending)
+    whole = read_records(path, ("median",))
+    monkeypatch.setattr(files, "read_blocks", functools.partial(textfiles.read_blocks, block=997))
+    assert read_records(path, ("median",)) == whole and len(whole) == 80
 
 
 def test_a_statistic_op_us_has_not_is_a_programming_error(tmp_path):

@@ -120,27 +120,28 @@ def _refuse_to_compile(*args, **kwargs):
     raise AssertionError("compiled here")
 
 
-def test_templates_compiled_in_another_process_render_the_page_they_would_compile_to(tmp_path):
+def _page(environment) -> str:
+    environment.cache = {}  # compile, or load, every template anew
+    return environment.get_template("index.html").render(
+        runs=[], comparison=None, banners=[], costmodel_checks=[], band="±10 %", unfused_reference="x", title="t",
+        generated="g",
+    )  # fmt: skip
+
+
+def test_templates_compiled_by_an_earlier_report_render_the_page_they_would_compile_to(tmp_path):
     from commprof.report.views import templating
 
-    compiled = templating.compiled_templates()
-    assert set(compiled) and all(code for code in compiled.values())
-    loaded = templating._CompiledCode()
-    loaded.code.update(compiled)
-    rendered = {}
-    for cache in (None, loaded):
-        environment = templating._environment().overlay(bytecode_cache=cache)
-        environment.cache = {}  # compile, or load, every template anew
-        if cache is not None:  # every template's code is the other process's: nothing is compiled here
-            environment.compile = _refuse_to_compile
-        rendered[cache is None] = environment.get_template("index.html").render(
-            runs=[],
-            comparison=None,
-            banners=[],
-            costmodel_checks=[],
-            band="±10 %",
-            unfused_reference="x",
-            title="t",
-            generated="g",
-        )
-    assert rendered[True] == rendered[False]
+    fresh = _page(templating.templates().overlay(bytecode_cache=None))
+    _page(templating.templates().overlay(bytecode_cache=templating.compiled_code(str(tmp_path))))
+    assert any(tmp_path.iterdir())  # the earlier report's compiled templates
+    later = templating.templates().overlay(bytecode_cache=templating.compiled_code(str(tmp_path)))
+    later.compile = _refuse_to_compile  # every template's code is the earlier report's: nothing is compiled here
+    assert _page(later) == fresh
+
+
+def test_a_cache_folder_that_cannot_be_used_compiles_the_templates_here(tmp_path):
+    from commprof.report.views import templating
+
+    (tmp_path / "taken").write_text("a file where the folder would be")
+    cache = templating.compiled_code(str(tmp_path / "taken"))  # nothing can be read or kept there; nothing fails
+    assert _page(templating.templates().overlay(bytecode_cache=cache)) == _page(templating.templates())

@@ -39,6 +39,31 @@ def test_a_bare_cr_in_a_label_stays_in_its_cell_and_the_next_line_is_no_formula(
     assert [float(row[1]) for row in rows[1:]] == [1.0, 2.0, 3.0, 4.0, 5.0]
 
 
+def test_results_csv_is_what_pandas_writes_of_its_table_byte_for_byte():
+    from commprof.report.analysis.frame import records_frame
+    from commprof.report.decision.formatting import whole_counts
+    from commprof.report.exports.files import csv_columns
+    from tests.report_fixtures import base_points, make_records
+
+    records = make_records("r", points=base_points()[:3], tokens=(1,))
+    records[0] = {**records[0], "kernel_model": {"impl": "k", "basis": "published"}, "rank_step_median_us": None}
+    records[1] = {**records[1], "message": CR_FORMULA, "point": {**records[1]["point"], "label": '"q", ü, -1'}}
+    records[2] = {**records[2], "tp": None}  # a count column with a missing value: nullable integers
+    frame = records_frame(records)
+    frame["tiny"] = [1e-7, float("nan"), 123456789.125, *[2.5] * (len(frame) - 3)]
+    frame["flag"] = pd.array([True, None, False, *[True] * (len(frame) - 3)], dtype=object)
+    frame["text"] = pd.array(["=1", None, "plain", *["x"] * (len(frame) - 3)], dtype="str")
+    table = whole_counts(csv_columns(frame).drop(columns=["rank_step_median_us"]))
+    assert "Int64" in set(map(str, table.dtypes))  # a count column with a missing value
+    for column in table.columns:
+        if not pd.api.types.is_numeric_dtype(table[column]):
+            table[column] = table[column].map(spreadsheet_cell)
+    table["rank_step_median_us"] = [
+        ";".join(f"{v:g}" for v in ranks) if isinstance(ranks, list) else "" for ranks in frame["rank_step_median_us"]
+    ]
+    assert results_csv(frame) == table.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)
+
+
 @pytest.mark.parametrize("value", ["=1", "+1", "-1", "@x", "\t=1", "\r=1", "  =1"])
 def test_formula_led_cells_are_neutralised(value):
     cell = spreadsheet_cell(value)

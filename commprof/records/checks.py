@@ -20,6 +20,9 @@ _STEP = msgspec.json.Decoder(StepRecord)
 # op_us's columns that every record of one step plan repeats: a run of 100,000 records would hold each 100,000 times.
 PLAN_COLUMNS = ("sites", "collectives", "draft", "bytes")
 _PLAN_TYPES = typing.get_type_hints(OpColumns, include_extras=True)
+# The sections every record of one point (its point) or of one step plan (its plan summary) repeats, as PLAN_COLUMNS.
+SHARED_SECTIONS = ("point", "plan")
+_STEP_TYPES = typing.get_type_hints(StepRecord, include_extras=True)
 
 
 class _OpsOfSharedPlan(OpColumns, total=False):
@@ -31,46 +34,35 @@ class _OpsOfSharedPlan(OpColumns, total=False):
     bytes: msgspec.Raw
 
 
-class _StepOfSharedPlan(StepRecord, total=False):
+class _StepOfSharedParts(StepRecord, total=False):
+    """A step record with its SHARED_SECTIONS and op_us's PLAN_COLUMNS left as text, each decoded once per distinct
+    text."""
+
+    point: msgspec.Raw
+    plan: msgspec.Raw
     op_us: _OpsOfSharedPlan | None
 
 
-_STEP_SHARED = msgspec.json.Decoder(_StepOfSharedPlan)
-_PLAN_DECODERS = {name: msgspec.json.Decoder(_PLAN_TYPES[name]) for name in PLAN_COLUMNS}
+_STEP_SHARED = msgspec.json.Decoder(_StepOfSharedParts)
+_SHARED_DECODERS = {
+    **{name: msgspec.json.Decoder(_STEP_TYPES[name]) for name in SHARED_SECTIONS},
+    **{name: msgspec.json.Decoder(_PLAN_TYPES[name]) for name in PLAN_COLUMNS},
+}
 # op_us's per-op statistics (µs), each a column of OpColumns.
 OP_STATISTICS = tuple(name for name in _PLAN_TYPES if name not in PLAN_COLUMNS)
-
-
-@functools.lru_cache(maxsize=8)
-def _sharing_decoder(statistics: tuple[str, ...] | None) -> msgspec.json.Decoder:
-    """The step decoder that leaves op_us's plan columns as text, keeping only `statistics` of its per-op
-    statistics (None: all); msgspec skips the others without making their numbers (check_records checks them)."""
-    if statistics is None:
-        return _STEP_SHARED
-    unknown = sorted(set(statistics) - set(OP_STATISTICS))
-    if unknown:
-        raise TypeError(f"op_us has no statistic {', '.join(unknown)} (it has {', '.join(OP_STATISTICS)})")
-    columns = {**{name: msgspec.Raw for name in PLAN_COLUMNS}, **{name: _PLAN_TYPES[name] for name in statistics}}
-    ops = typing.TypedDict("OpsKept", columns, total=False)
-    step = type(StepRecord)("StepKept", (StepRecord,), {"__annotations__": {"op_us": ops | None}}, total=False)
-    return msgspec.json.Decoder(step)
 
 
 class UnreadableLine(ValueError):
     """A line that is no JSON at all (a killed writer's truncated last line, or a corrupt file)."""
 
 
-def decode_record(
-    line: bytes | str | memoryview,
-    shared: dict[tuple[str, bytes], list] | None = None,
-    statistics: tuple[str, ...] | None = None,
-) -> dict[str, Any]:
-    """A results.jsonl line as its record (schema.upgraded); UnreadableLine for no JSON, ValueError saying why a
-    record cannot be used otherwise. `shared`: op_us's plan columns decoded once per distinct text, every record
-    holding that text given the one list (pass the same dict for every line of a file); with it, `statistics`:
-    only these of op_us's per-op statistics are kept, the others skipped unchecked."""
+def decode_record(line: bytes | str | memoryview, shared: dict[tuple[str, bytes], Any] | None = None) -> dict[str, Any]:
+    """A results.jsonl line as its record (schema.upgraded), every field checked in the one decoding; UnreadableLine
+    for no JSON, ValueError saying why a record cannot be used otherwise. `shared`: op_us's plan columns decoded
+    once per distinct text, every record holding that text given the one list (pass the same dict for every line of
+    a file), and likewise each record's SHARED_SECTIONS."""
     try:
-        record = _decode_sharing(line, shared, statistics) if shared is not None else _STEP.decode(line)
+        record = _decode_sharing(line, shared) if shared is not None else _STEP.decode(line)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         try:
             record = _STEP.decode(line)  # what is wrong, said as for any record
@@ -82,17 +74,16 @@ def decode_record(
     return record
 
 
-def _decode_sharing(
-    line: bytes | str | memoryview, shared: dict[tuple[str, bytes], list], statistics: tuple[str, ...] | None
-) -> dict[str, Any]:
-    record = _sharing_decoder(statistics).decode(line)
+def _decode_sharing(line: bytes | str | memoryview, shared: dict[tuple[str, bytes], Any]) -> dict[str, Any]:
+    record = _STEP_SHARED.decode(line)
     columns = record.get("op_us")
-    for name in PLAN_COLUMNS if columns else ():
-        if (text := columns.get(name)) is not None:
-            key = (name, bytes(text))
-            if (column := shared.get(key)) is None:
-                column = shared[key] = _PLAN_DECODERS[name].decode(key[1])
-            columns[name] = column
+    for parts, names in ((record, SHARED_SECTIONS), (columns, PLAN_COLUMNS if columns else ())):
+        for name in names:
+            if (text := parts.get(name)) is not None:
+                key = (name, bytes(text))
+                if (part := shared.get(key, shared)) is shared:
+                    part = shared[key] = _SHARED_DECODERS[name].decode(key[1])
+                parts[name] = part
     return record
 
 

@@ -25,7 +25,7 @@ from commprof.records.checks import OP_STATISTICS, PLAN_COLUMNS, UnreadableLine,
 from commprof.records.folder import write_nofollow
 from commprof.records.plan_file import PLAN_FILE, Plan, parse_plan
 from commprof.terminal import one_line
-from commprof.textfiles import CONFIG_BYTES, RESULTS_BYTES, read_bytes, read_text, utf8_text
+from commprof.textfiles import CONFIG_BYTES, RESULTS_BYTES, read_blocks, read_bytes, read_text, utf8_text
 
 RESULTS_FILE = "results.jsonl"
 # The baseline measured again at intervals and at the end ([run] baseline_every): its drift over the run.
@@ -107,34 +107,30 @@ def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
 
 
 def read_records(path: Path, op_statistics: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-    """All records of a results.jsonl; a truncated last line (a killed writer) is skipped with a warning.
+    """All records of a results.jsonl, each line decoded once and every field of it checked in that decoding; a
+    truncated last line (a killed writer) is skipped with a warning.
 
     Records of an older readable schema version are read as this version (schema.upgraded). A bad line elsewhere,
     a record of an unknown schema version, or one a reader cannot use (a field of the wrong type, an id that is
     no id, a negative or non-finite time: checks.record_problem) is a UsageError naming the file and line.
-    `op_statistics`: keep only these of op_us's per-op statistics (checks.OP_STATISTICS), in half the time: where
-    every line is usable for what is kept, the others are read past unchecked (check_records checks them); else
-    the file's first problem is said as without it.
+    `op_statistics`: keep only these of op_us's per-op statistics (checks.OP_STATISTICS), the others dropped once
+    checked (a run of 100,000 records holds millions of each).
     """
-    return list(_iter_records(Path(path), op_statistics))
+    unknown = sorted(set(op_statistics or ()) - set(OP_STATISTICS))
+    if unknown:
+        raise TypeError(f"op_us has no statistic {', '.join(unknown)} (it has {', '.join(OP_STATISTICS)})")
+    dropped = tuple(name for name in OP_STATISTICS if name not in op_statistics) if op_statistics else ()
+    return list(_iter_records(Path(path), dropped))
 
 
-def check_records(path: Path) -> None:
-    """The UsageError read_records(path) would raise, if any, keeping no record (its memory is one record's)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # read_records says the reading's warnings
-        for _ in _iter_records(Path(path), None, keep=False):
-            pass
-
-
-def _iter_records(path: Path, statistics: tuple[str, ...] | None, keep: bool = True) -> Iterator[dict[str, Any]]:
-    data = read_bytes(path, "results file", RESULTS_BYTES)
-    plain = _plain_records(data, statistics, keep)
+def _iter_records(path: Path, dropped: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    with contextlib.closing(read_blocks(path, "results file", RESULTS_BYTES)) as blocks:
+        plain = _plain_records(blocks, dropped)
     if plain is not None:
         yield from plain
         return
     kept: dict[tuple, list] = {}
-    lines = utf8_text(data, "results file", path).splitlines()
+    lines = utf8_text(read_bytes(path, "results file", RESULTS_BYTES), "results file", path).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -147,47 +143,62 @@ def _iter_records(path: Path, statistics: tuple[str, ...] | None, keep: bool = T
             raise UsageError(f"{path}:{number}: not a JSON record") from None
         except ValueError as refused:
             raise UsageError(f"{path}:{number}: {refused}") from None
-        yield _as_kept(record, kept, statistics)
+        yield _as_kept(record, kept, dropped)
 
 
-def _plain_records(data: bytes, statistics: tuple[str, ...] | None, keep: bool) -> list[dict[str, Any]] | None:
+def _plain_records(blocks: Iterable[bytes], dropped: tuple[str, ...]) -> list[dict[str, Any]] | None:
     """Every record of a file as its writer makes it (ASCII, lines ended by "\n" alone, each a usable record),
-    read from the bytes without a copy per line (none kept unless `keep`); None for any other file, which is then
-    read line by line with each line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
-    if not data.isascii() or b"\r" in data:
-        return None
-    view, records, start, end = memoryview(data), [], 0, len(data)
-    shared: dict[tuple[str, bytes], list] = {}  # the plan columns, one list per distinct text
+    read a block at a time (the file is never held whole) without a copy per line; None for any other file, which is
+    then read line by line with each line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
+    records: list[dict[str, Any]] = []
+    shared: dict[tuple[str, bytes], Any] = {}  # the shared sections and plan columns, one per distinct text
     try:
-        while start < end:
-            stop = data.find(b"\n", start)
-            stop = end if stop < 0 else stop
-            record = _as_kept(decode_record(view[start:stop], shared, statistics), None, None)
-            if keep:
-                records.append(record)
-            start = stop + 1
-    except ValueError:  # a blank, bad or truncated line: its number and warning come from the reading above
+        for line in _lines(blocks):
+            records.append(_as_kept(decode_record(line, shared), None, dropped))
+    except ValueError:  # not such a file, or a blank, bad or truncated line: read as above, which says it
         return None
     return records
 
 
-def _as_kept(
-    record: dict[str, Any], kept: dict[tuple, list] | None, statistics: tuple[str, ...] | None
-) -> dict[str, Any]:
+class _NotPlain(ValueError):
+    """A block holds a byte that is not ASCII, or a carriage return."""
+
+
+def _lines(blocks: Iterable[bytes]) -> Iterator[bytes | memoryview]:
+    """The lines of an ASCII file without "\r" read in blocks, each without its "\n" (a line within one block as a
+    view of it; the line across two blocks joined); _NotPlain for any other file."""
+    tail: list[bytes] = []  # the line the blocks so far end in
+    for block in blocks:
+        if not block.isascii() or b"\r" in block:
+            raise _NotPlain
+        first = block.find(b"\n")
+        if first < 0:
+            tail.append(block)
+            continue
+        yield b"".join([*tail, block[:first]])
+        view, start = memoryview(block), first + 1
+        while (stop := block.find(b"\n", start)) >= 0:
+            yield view[start:stop]
+            start = stop + 1
+        tail = [block[start:]]
+    if any(tail):
+        yield b"".join(tail)
+
+
+def _as_kept(record: dict[str, Any], kept: dict[tuple, list] | None, dropped: tuple[str, ...]) -> dict[str, Any]:
     """The record as readers get it: its label printable, each op_us column of PLAN_COLUMNS the one list `kept`
-    holds for those items (read-only, as every record is; None: decode_record shared them already), and of op_us's
-    statistics only `statistics` (None: all; decode_record kept only those already where it shared the columns)."""
+    holds for those items (read-only, as every record is; None: decode_record shared them already), and op_us's
+    statistics `dropped` left out."""
     if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
         record["point"]["label"] = one_line(record["point"]["label"])
     columns = record.get("op_us")
-    if not columns or kept is None:
+    if not columns:
         return record
-    for name in PLAN_COLUMNS:
+    for name in PLAN_COLUMNS if kept is not None else ():
         if (items := columns.get(name)) is not None:
             columns[name] = kept.setdefault((name, tuple(items)), items)
-    for name in OP_STATISTICS if statistics is not None else ():
-        if name not in statistics:
-            columns.pop(name, None)
+    for name in dropped:
+        columns.pop(name, None)
     return record
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import importlib
 import warnings
-from collections.abc import Iterable
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
@@ -15,7 +15,6 @@ import click
 from commprof.errors import UsageError
 from commprof.records.files import (
     RESULTS_FILE,
-    check_records,
     duplicated_measurements,
     ensure_writable_dir,
     read_records,
@@ -25,7 +24,7 @@ from commprof.records.run_meta import RunMeta, read_meta
 from commprof.report.analysis.engine_dispatch import DEFAULT_ENGINES
 from commprof.report.analysis.ops import OP_STATISTICS_READ
 from commprof.report.flags import ReportFlags, report_options, sweep_options
-from commprof.report.worker import Pending, Worker, echo, figure_worker, hold_until_exit
+from commprof.report.worker import Worker, echo, figure_worker, hold_until_exit
 
 
 def newest_run(parent: Path) -> Path:
@@ -57,7 +56,7 @@ def load_run(run_dir: Path) -> tuple[str, list[dict], RunMeta, list[str]]:
         raise UsageError(f"{run_dir}: no {RESULTS_FILE} here; is this a run folder (runs/<run-id>/)?")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        records = read_records(results, OP_STATISTICS_READ)  # the other statistics: check_records, in _render
+        records = read_records(results, OP_STATISTICS_READ)  # the other statistics checked, then dropped
     notes = [str(w.message) for w in caught]
     if not records:
         raise UsageError(f"{results}: empty, no records (the run wrote nothing; did it start?)")
@@ -191,12 +190,12 @@ def _render(run_dirs, latest, out, flags: ReportFlags, observe: tuple[str | None
         run_dirs = (*run_dirs, newest_run(latest))
     if not run_dirs:
         raise UsageError("give a run folder (runs/<run-id>) or --latest runs/")
-    # Both workers are forked before the records are read (a process forked later copies each page either touches).
-    # The figure worker checks every record whole while this process reads only what the report uses (load_run),
-    # then imports matplotlib and draws the figures beside the page; the other writes what it is sent.
-    checks = (partial(check_records, Path(d) / RESULTS_FILE) for d in run_dirs)  # what load_run refuses first aside
-    with figure_worker(*checks) as checked, Worker() as files:
-        _report(run_dirs, out, flags, observed, checked, files)
+    # Both workers are forked before the records are read (a process forked later copies each page either touches),
+    # and after the modules all three run are imported (each would import them again): the figure worker imports
+    # matplotlib and draws the figures beside the page; the other writes what it is sent.
+    importlib.import_module("commprof.report.write")
+    with figure_worker(), Worker() as files:
+        _report(run_dirs, out, flags, observed, files)
 
 
 def _from_summary(path: Path, out: Path) -> None:
@@ -254,11 +253,9 @@ def _report(
     out,
     flags: ReportFlags,
     observed=({}, "", None),
-    checked: Iterable[Pending] = (),
     files: Worker | None = None,
 ) -> None:
-    """`checked`: the pending check_records of each run's results (a record the report read past may be bad);
-    `files`: the worker that writes results.csv and the nccl-tests tables (write_report)."""
+    """`files`: the worker that writes results.csv and the nccl-tests tables (write_report)."""
     loaded = [load_run(Path(d)) for d in run_dirs]
     hold_until_exit(loaded)
     for _, _, _, notes in loaded:
@@ -288,8 +285,6 @@ def _report(
             echo(f"commprof: warning: {note.message}", err=True)
         runs.extend(analyze_run(run_id, records, meta, options, str(run_dir), extras))
     hold_until_exit(runs)
-    for check in checked:
-        check.result()  # raises what a whole reading of the file refuses, before anything is written
     for run in runs:
         check_observed(run, observed[0], observed[2])
     mismatch = incomparable(runs)

@@ -1,5 +1,6 @@
 """Parts of a report run in forked worker processes, so that a render uses a second core: the figures
-(matplotlib's import and a first figure while the records are read, then the drawing while the page is built),
+(matplotlib's import while the records are read, then the drawing while the page is built: no other process of
+a report imports matplotlib),
 the nccl-tests tables' text and results.csv (report/write.py, while the run is decided and the other files
 written); and the whole render in a process of its own (report/command.py), whose records the system frees at
 once when it ends.
@@ -35,7 +36,6 @@ import click
 
 from commprof.errors import RunStopped, UsageError
 from commprof.report.views.drawing import FIGURES, drawn_by
-from commprof.report.views.templating import compiled_by, compiled_templates
 
 # False: every job and call runs in this process (the tests' default: a forked worker is a process started).
 FORK = True
@@ -300,17 +300,15 @@ def _send(conn: Connection, folder: Path, index: int, outcome: tuple[bool, Any])
 
 
 @contextlib.contextmanager
-def figure_worker(*first: Callable[[], Any]) -> Iterator[list[Pending]]:
-    """For the block, the page's figures (views/drawing.py) are drawn by a worker forked now, which runs the jobs
-    `first` (their results yielded), then imports matplotlib, draws a first figure and compiles the page's
-    templates (views/templating.py), while this process goes on."""
-    with Worker(*first, _import_figures, compiled_templates) as worker:
-        with drawn_by(partial(_draw, worker)), compiled_by(worker.jobs[-1].result):
-            yield worker.jobs[: len(first)]
+def figure_worker() -> Iterator[None]:
+    """For the block, the page's figures (views/drawing.py) are drawn by a worker forked now, which imports
+    matplotlib while this process goes on."""
+    with Worker(_import_figures) as worker, drawn_by(partial(_draw, worker)):
+        yield
 
 
 def _import_figures() -> None:
-    importlib.import_module(FIGURES).warm_up()
+    importlib.import_module(FIGURES)
 
 
 def _draw(worker: Worker, module: str, function: str, args: tuple, kwargs: dict[str, Any]) -> Drawn:

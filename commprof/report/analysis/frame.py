@@ -12,6 +12,7 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from commprof.records.point_ids import stage_of
@@ -24,18 +25,63 @@ _STEP_COLUMNS = tuple(
     (name, "step_n" if name == "n" else "cv" if name == "cv" else f"{name}_us")
     for name in (*(n for n in Stats.__annotations__ if n not in ("p99", "max")), "tail")
 )
+# Each record section's fields the frame takes as they are: section (None: the record itself) -> (field, column).
+_TAKEN: dict[str | None, tuple[tuple[str, str], ...]] = {
+    None: tuple(
+        (name, name)
+        for name in (
+            *("run_id", "source", "kind", "point_id", "iterations", "backend", "world_size", "status", "message"),
+            *("calibration", "model", "phase", "tp", "tokens", "dtype", "mode", "timing", "kernel_model"),
+            *("collective", "bytes", "count", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "graph", "in_place"),
+        )
+    ),
+    "point": (("impl", "impl"),),
+    "plan": (
+        *((name, name) for name in ("hidden_size", "num_layers", "architecture", "dp_attention", "spec")),
+        *(("num_steps", "num_steps"), ("all_reduce", "all_reduce_count"), ("all_gather", "all_gather_count")),
+        ("total_bytes", "total_bytes"),
+    ),
+    "nccl": (("version", "nccl_version"), ("channels", "nccl_channels")),
+}
+# The frame's columns in order (results.csv's, the env.* columns after them): those above, and those made here.
+_ORDER = (
+    *("run_id", "source", "kind", "point_id", "label", "impl", "env", "settings", "options", "config", "stage"),
+    *("iterations", "backend", "world_size", "status", "message", "calibration", "model", "phase", "tp", "tokens"),
+    *("dtype", "mode", "timing", "fused_rmsnorm", "hidden_size", "num_layers", "architecture", "dp_attention"),
+    *("spec", "num_steps", "all_reduce_count", "all_gather_count", "total_bytes", "check_ok", "max_abs_err"),
+    *("nccl_version", "nccl_channels", "nccl", "kernel_model", "op_us", "rank_step_median_us", "collective"),
+    *("bytes", "count", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "graph", "in_place", "compute_us"),
+    *(column for _, column in _STEP_COLUMNS),
+    *("tail_stat", "rank_skew_us", "rank_skew_pct"),
+)
 
 
 def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFrame:
-    """One row per record: point fields, step_us statistics (µs), plan counts, skew; op_us kept as objects."""
-    settings: dict[tuple, tuple[str, str]] = {}  # every (T, mode) record of a point shares its env
-    rows = [_flatten(record, settings) for record in records]
-    if not rows:
+    """One row per record: point fields, step_us statistics (µs), plan counts, skew; op_us kept as objects.
+
+    Built a column at a time (one pass over the records per column, no row dictionaries): a large run's frame is
+    made in a fraction of the time rows took."""
+    records = records if isinstance(records, list) else list(records)
+    if not records:
         return pd.DataFrame()
-    frame = pd.DataFrame(rows, columns=list(rows[0]))  # every row has _flatten's keys in its order: no union to find
-    envs = pd.DataFrame([row["env"] for row in rows], dtype=object)  # every point's variables, in C
-    for key in sorted(envs.columns):
-        frame[ENV_PREFIX + key] = envs[key].where(envs[key].notna(), None).to_numpy()
+    sections = {name: [record.get(name) or {} for record in records] for name in ("point", "plan", "nccl")}
+    columns: dict[str, Any] = {}
+    for section, taken in _TAKEN.items():
+        fields = [field for field, _ in taken]
+        rows = [tuple(map(row.get, fields)) for row in (records if section is None else sections[section])]
+        columns.update(zip((column for _, column in taken), map(list, zip(*rows))))
+    columns.update(_point_columns(records, sections["point"]))
+    columns["fused_rmsnorm"] = [bool(record.get("fused_rmsnorm", False)) for record in records]
+    checks = [record.get("check") for record in records]
+    columns["check_ok"] = [check.get("ok") if check else None for check in checks]
+    columns["max_abs_err"] = [check.get("max_abs_err") if check else None for check in checks]
+    columns["nccl"] = [nccl or None for nccl in sections["nccl"]]
+    columns["op_us"] = [record.get("op_us") for record in records]
+    columns.update(_step_columns(records))
+    frame = pd.DataFrame({name: columns[name] for name in _ORDER})
+    envs = columns["env"]
+    for key in sorted({key for env in envs for key in env}):
+        frame[ENV_PREFIX + key] = [env.get(key) for env in envs]
     # Text as objects, every column of a kind in one block (copy gathers them): pandas' str dtype keeps a block per
     # column, which each of the analysis's dozens of row selections took apart one by one.
     return frame.astype(
@@ -43,94 +89,74 @@ def records_frame(records: Iterable[StepRecord | CollectiveRecord]) -> pd.DataFr
     ).copy()
 
 
-def _flatten(record: StepRecord | CollectiveRecord, settings: dict[tuple, tuple[str, str]]) -> dict[str, Any]:
-    point = record.get("point") or {}
+def _point_columns(records: list[dict], points: list[dict]) -> dict[str, list]:
+    """The columns of each record's point: its label (the point id where it has none), env, settings, options,
+    config (a configuration's identity: impl + env + options; stages re-measure one under a new id) and stage; made
+    once per point a file's records share (records.files)."""
+    made: dict[tuple, tuple] = {}
+    rows = []
+    for record, point in zip(records, points):
+        key = (id(point), record.get("point_id"), record.get("backend"))
+        if (row := made.get(key)) is None:
+            row = made[key] = _point_row(point, *key[1:])
+        rows.append(row)
+    names = ("label", "env", "settings", "options", "config", "stage")
+    return dict(zip(names, map(list, zip(*rows))))
+
+
+def _point_row(point: dict, point_id: Any, backend: Any) -> tuple:
     env = {str(k): str(v) for k, v in (point.get("env") or {}).items()}
-    key = tuple(sorted(env.items()))
-    backend = record.get("backend")
-    if (key, backend) not in settings:
-        settings[(key, backend)] = (env_text(env, backend), json.dumps(key))
-    text, env_key = settings[(key, backend)]
-    stats = record.get("step_us") or {}
-    plan = record.get("plan") or {}
-    check = record.get("check") or {}
-    nccl = record.get("nccl") or {}
-    ranks = record.get("rank_step_median_us") or None
     options = json.dumps(point["options"], sort_keys=True) if point.get("options") else "{}"
     stage = point.get("stage")
-    row: dict[str, Any] = {
-        "run_id": record.get("run_id"),
-        "source": record.get("source"),
-        "kind": record.get("kind"),
-        "point_id": record.get("point_id"),
-        "label": point.get("label") or record.get("point_id"),
-        "impl": point.get("impl"),
-        "env": env,
-        "settings": text,
-        "options": options,
-        # A configuration's identity (impl + env + options): stages re-measure the same one under a new id.
-        "config": f"{point.get('impl')} {env_key} {options}",
-        "stage": stage if isinstance(stage, int) else stage_of(str(record.get("point_id"))),
-        "iterations": record.get("iterations"),
-        "backend": record.get("backend"),
-        "world_size": record.get("world_size"),
-        "status": record.get("status"),
-        "message": record.get("message"),
-        "calibration": record.get("calibration"),
-        "model": record.get("model"),
-        "phase": record.get("phase"),
-        "tp": record.get("tp"),
-        "tokens": record.get("tokens"),
-        "dtype": record.get("dtype"),
-        "mode": record.get("mode"),
-        "timing": record.get("timing"),
-        "fused_rmsnorm": bool(record.get("fused_rmsnorm", False)),
-        "hidden_size": plan.get("hidden_size"),
-        "num_layers": plan.get("num_layers"),
-        "architecture": plan.get("architecture"),  # what the engines' own defaults key on (engine_dispatch)
-        "dp_attention": plan.get("dp_attention"),
-        "spec": plan.get("spec"),
-        "num_steps": plan.get("num_steps"),
-        "all_reduce_count": plan.get("all_reduce"),
-        "all_gather_count": plan.get("all_gather"),
-        "total_bytes": plan.get("total_bytes"),
-        "check_ok": check.get("ok") if check else None,
-        "max_abs_err": check.get("max_abs_err") if check else None,
-        "nccl_version": nccl.get("version"),
-        "nccl_channels": nccl.get("channels"),
-        "nccl": nccl or None,
-        "kernel_model": record.get("kernel_model"),  # simulated non-NCCL points: basis, source, expected error
-        "op_us": record.get("op_us"),
-        "rank_step_median_us": ranks,
-        # kind = "collective"
-        "collective": record.get("collective"),
-        "bytes": record.get("bytes"),
-        "count": record.get("count"),
-        "time_us": record.get("time_us"),
-        "algbw_gbps": record.get("algbw_gbps"),
-        "busbw_gbps": record.get("busbw_gbps"),
-        "wrong": record.get("wrong"),
-        "graph": record.get("graph"),
-        "in_place": record.get("in_place"),
-    }
-    # Replayed with compute between the collectives: every time the report ranks is communication = step - the
-    # compute timed on its own (its median), so verdicts and projections never count the compute twice.
-    compute = (record.get("compute_us") or {}).get("median") or 0.0
-    row["compute_us"] = float(compute) if compute else math.nan
-    word, tail_value = tail(stats) if stats else (None, None)
-    for name, column in _STEP_COLUMNS:
-        value = tail_value if name == "tail" else stats.get(name)
-        if value is not None and compute and name not in ("n", "cv"):
-            value = max(float(value) - float(compute), 0.0)
-        row[column] = float(value) if value is not None else math.nan
-    row["tail_stat"] = word  # which statistic tail_us is: "p99", or "max of n" below 100 samples (stats.tail)
-    if ranks:
-        row["rank_skew_us"] = max(ranks) - min(ranks)
-        middle = statistics.median(ranks)
-        row["rank_skew_pct"] = 100.0 * row["rank_skew_us"] / middle if middle else math.nan
-    else:
-        row["rank_skew_us"] = row["rank_skew_pct"] = math.nan
-    return row
+    return (
+        point.get("label") or point_id,
+        env,
+        env_text(env, backend),
+        options,
+        f"{point.get('impl')} {json.dumps(tuple(sorted(env.items())))} {options}",
+        stage if isinstance(stage, int) else stage_of(str(point_id)),
+    )
+
+
+def _step_columns(records: list[dict]) -> dict[str, Any]:
+    """step_us's statistics, net of the step's compute, its tail and its word, and the ranks' skew.
+
+    Replayed with compute between the collectives: every time the report ranks is communication = step - the
+    compute timed on its own (its median), so verdicts and projections never count the compute twice."""
+    names = [name for name, _ in _STEP_COLUMNS[:-1]]  # the tail aside
+    rows = []  # a record at a time: a large run's records are read once each, not once per column
+    for record in records:
+        stats = record.get("step_us") or {}
+        ranks = record.get("rank_step_median_us") or None
+        rows.append(
+            (
+                *map(stats.get, names),
+                *(tail(stats) if stats else (None, None)),
+                (record.get("compute_us") or {}).get("median") or 0.0,
+                ranks,
+                *_skew(ranks),
+            )
+        )
+    *found, words, tails, compute, ranks, skew_us, skew_pct = map(list, zip(*rows))
+    compute = np.array(compute, dtype=float)
+    columns: dict[str, Any] = {"compute_us": np.where(compute != 0, compute, math.nan)}
+    for (name, column), values in zip(_STEP_COLUMNS, [*found, tails]):
+        values = np.array(values, dtype=float)  # a missing statistic is NaN
+        if name not in ("n", "cv"):
+            values = np.where(compute != 0, np.maximum(values - compute, 0.0), values)
+        columns[column] = values
+    columns["tail_stat"] = words  # "p99", or "max of n" below 100 samples (stats.tail)
+    columns.update(rank_step_median_us=ranks, rank_skew_us=skew_us, rank_skew_pct=skew_pct)
+    return columns
+
+
+def _skew(ranks: list[float] | None) -> tuple[float, float]:
+    """The spread of the ranks' median step times, µs and % of their median (NaN without them)."""
+    if not ranks:
+        return math.nan, math.nan
+    spread = max(ranks) - min(ranks)
+    middle = statistics.median(ranks)
+    return spread, 100.0 * spread / middle if middle else math.nan
 
 
 def step_frame(frame: pd.DataFrame) -> pd.DataFrame:

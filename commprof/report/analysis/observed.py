@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from commprof.doctor.result import CheckResult
 from commprof.errors import UsageError
-from commprof.explain.evidence import BoxRecords
-from commprof.explain.observations import Observation
-from commprof.explain.ranking import Explained, explain
-from commprof.explain.words import state_words
 from commprof.report.decision.observation import Explanations, Observed
 from commprof.units import MAX_TIME_US
+
+if TYPE_CHECKING:
+    from commprof.explain.ranking import Explained
 
 MAX_STEP_MS = MAX_TIME_US / 1000  # a step longer than a day is no step an engine ran
 
@@ -153,6 +152,8 @@ def observed_decision(run: Any, answer: str | None) -> Observed | None:
 def explanations(found: Explained) -> Explanations:
     """commprof explain's answer in the Decision's terms: its JSON (Explained.to_dict) with each explanation's
     verdict in words and its fix only where it names a condition."""
+    from commprof.explain.words import state_words
+
     data = found.to_dict()
     entries = [
         {**item, "state": state_words(e), "fix": e.evidence.fix if e.conditions else ""}
@@ -190,10 +191,15 @@ def _step_ops(run: Any, tokens: int) -> tuple[tuple[tuple[str, int, int], ...], 
 def explained_by(run: Any, rows: list[dict[str, Any]], source: str) -> Explained | None:
     """The ranked explanations of the observed steps on the run's box, with the doctor's verdicts of meta.json (else
     those on the run's bundle) as the box's records; None where the run's box could not be read again or no step's
-    ops are known."""
+    ops are known. commprof.explain (the cost model, the doctor's readers) is imported here, by the runs that
+    were given an observation, and by no other report."""
     box = run.options.observed_box
     if box is None:
         return None
+    from commprof.explain.evidence import BoxRecords
+    from commprof.explain.observations import Observation
+    from commprof.explain.ranking import explain
+
     observations = []
     for row in rows:
         ops, ranks = _step_ops(run, row["tokens"])

@@ -13,7 +13,7 @@ import pandas as pd
 from commprof.planner.plan import SITE_COLLECTIVES, SITE_KINDS
 
 # The per-op statistics of op_us the report reads (op_sizes and the sites: the median; routing_candidates: the p90
-# too): it reads the others past, and check_records checks them (records/files.py).
+# too): the others are checked as the records are read, then dropped (records/files.py).
 OP_STATISTICS_READ = ("median", "p90")
 # The draft model's sites are kinds of their own ("draft attn"), after the target's: draft and verify apart.
 DRAFT = "draft "

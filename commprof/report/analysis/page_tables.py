@@ -62,7 +62,12 @@ def _status(status: Any, ok_as: str | None) -> str | None:
 
 
 def _numbers(values: list[Any]) -> list[float | None]:
-    return [float(v) if finite(v) else None for v in values]
+    """Each value as a float, None where it is missing or not finite."""
+    try:
+        array = np.asarray(values, dtype=float)  # None is NaN
+    except (TypeError, ValueError):
+        return [float(v) if finite(v) else None for v in values]
+    return np.where(np.isfinite(array), array, None).tolist()
 
 
 def _point_columns(run: RunAnalysis) -> dict[str, list[Any]]:

@@ -120,16 +120,13 @@ def _latest_per_setting(records: Iterable[dict], baseline_point: str) -> tuple[d
     """The latest ok step record of each (setting, tokens, mode), and the baseline point's setting."""
     latest: dict[tuple, dict] = {}
     baseline_config = None
+    configs: dict[int, tuple] = {}  # by point: a file's records share their point's (records.files)
     for record in records:
         if record.get("kind", "step") != "step" or record.get("status") != "ok" or not record.get("op_us"):
             continue
         point = record.get("point") or {}
-        options = point.get("options")
-        config = (  # a setting's identity: its env as sorted pairs (names and values are strings), its options
-            point.get("impl"),
-            tuple(sorted((point.get("env") or {}).items())),
-            json.dumps(options, sort_keys=True) if options else "{}",
-        )
+        if (config := configs.get(id(point))) is None:
+            config = configs[id(point)] = _setting(point)
         if record.get("point_id") == baseline_point:
             baseline_config = config
         key = (config, record.get("tokens"), record.get("mode"))
@@ -167,6 +164,17 @@ def verdict(candidate: Candidate, baseline: Candidate) -> tuple[bool, str]:
     errors = (candidate.error_pct, baseline.error_pct)
     wins = Evidence(SIMULATED).beats(candidate.median_us, candidate.median_us, baseline.median_us, errors) is True
     return wins, WIN_BEYOND[SIMULATED] if wins else WITHIN[SIMULATED]
+
+
+def _setting(point: dict) -> tuple:
+    """A setting's identity: its implementation, its env as sorted pairs (names and values are strings), its
+    options."""
+    options = point.get("options")
+    return (
+        point.get("impl"),
+        tuple(sorted((point.get("env") or {}).items())),
+        json.dumps(options, sort_keys=True) if options else "{}",
+    )
 
 
 def _stage(record: dict) -> tuple:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -24,7 +24,6 @@ from commprof.evidence import (
     interconnect_of,
     not_proposable,
 )
-from commprof.explain.run_box import RunBox
 from commprof.records.plan_file import Plan
 from commprof.records.point_ids import BASELINE_POINT_ID
 from commprof.records.run_meta import RunMeta
@@ -41,6 +40,9 @@ from commprof.report.analysis.observed import observed_view
 from commprof.report.analysis.ops import PointSites, point_sites
 from commprof.report.analysis.projection import ComputeTimes
 from commprof.report.analysis.spacing import spacing_summary
+
+if TYPE_CHECKING:
+    from commprof.explain.run_box import RunBox
 
 DEFAULT_ACCEPTS = (1.3, 2.0, 3.0)
 

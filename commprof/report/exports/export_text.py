@@ -48,15 +48,17 @@ def spreadsheet_cell(value: Any) -> Any:
     return value
 
 
-def spreadsheet_column(column: pd.Series) -> pd.Series:
-    """`spreadsheet_cell` of every cell of a column, computed once per distinct value (a results table repeats its
-    labels, statuses and ids on every row); missing cells stay missing."""
+def spreadsheet_cells(values: np.ndarray) -> list[Any]:
+    """`spreadsheet_cell` of every cell of a column (an object array), each distinct text once (a results table
+    repeats its labels, statuses and ids on every row); a cell that is not text as it is."""
     try:
-        codes, distinct = pd.factorize(column, use_na_sentinel=True)
-    except TypeError:  # unhashable cells (a dict a simulation records): each cell on its own
-        return column.map(spreadsheet_cell)
-    cells = np.array([spreadsheet_cell(value) for value in distinct] + [None], dtype=object)
-    return pd.Series(np.where(codes < 0, column.to_numpy(dtype=object), cells[codes]), index=column.index)
+        codes, distinct = pd.factorize(values, use_na_sentinel=True)
+    except TypeError:  # an unhashable cell (a dict a simulation records)
+        distinct = None
+    if distinct is None or not all(isinstance(value, str) for value in distinct):  # 1 and True would be one value
+        return [spreadsheet_cell(value) for value in values]
+    cells = np.array([*map(spreadsheet_cell, distinct), None], dtype=object)  # a missing cell: None (code -1)
+    return cells[codes].tolist()
 
 
 # The folder a sourced file was sourced from: bash's BASH_SOURCE, zsh's %x prompt escape (the file being sourced); a

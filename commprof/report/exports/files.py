@@ -8,6 +8,7 @@ source (measured / simulated / imported) it came from. Engine flags: engine_hint
 from __future__ import annotations
 
 import csv
+import io
 
 import pandas as pd
 
@@ -15,7 +16,7 @@ from commprof.nccl_vocab import TUNER_PLUGIN_NOTE
 from commprof.planner.models import DTYPE_BYTES
 from commprof.report.decision.formatting import claim_words, whole_counts
 from commprof.report.decision.types import RECOMMEND_ENV, TUNER_CONF, Decision
-from commprof.report.exports.export_text import comment, export_line, one_line, spreadsheet_column
+from commprof.report.exports.export_text import comment, export_line, one_line, spreadsheet_cells
 
 NCCL_TESTS_TYPES = {"bfloat16": "bfloat16", "float16": "half", "float32": "float"}
 
@@ -199,14 +200,31 @@ def csv_columns(frame: pd.DataFrame) -> pd.DataFrame:
 
 def results_csv(frame: pd.DataFrame) -> str:
     """Every record as one CSV row (nested op_us / nccl left out; per-rank medians joined with ';'); text cells
-    that a spreadsheet would run as a formula are prefixed with an apostrophe."""
+    that a spreadsheet would run as a formula are prefixed with an apostrophe.
+
+    Written as pandas' to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC) writes the same table, byte for byte (each
+    cell the Python object csv.writer quotes or not by its type, a missing one ""), a column at a time."""
     table = whole_counts(csv_columns(frame).drop(columns=["rank_step_median_us"], errors="ignore"))
-    for column in table.columns:
-        if not pd.api.types.is_numeric_dtype(table[column]):  # text columns (object or pandas' str dtype)
-            table[column] = spreadsheet_column(table[column])
+    names, cells = list(table.columns), [_csv_cells(table[name]) for name in table.columns]
     if "rank_step_median_us" in frame:
-        table["rank_step_median_us"] = [
-            ";".join(f"{v:g}" for v in ranks) if isinstance(ranks, list) else ""
-            for ranks in frame["rank_step_median_us"]
-        ]
-    return table.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC)
+        names.append("rank_step_median_us")
+        cells.append(
+            [
+                ";".join(f"{v:g}" for v in ranks) if isinstance(ranks, list) else ""
+                for ranks in frame["rank_step_median_us"]
+            ]
+        )
+    out = io.StringIO()
+    writer = csv.writer(out, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    writer.writerow(names)
+    writer.writerows(zip(*cells))
+    return out.getvalue()
+
+
+def _csv_cells(column: pd.Series) -> list:
+    """A column's cells as csv.writer takes them: Python objects, a missing one "", text (object or pandas' str
+    dtype) made safe for a spreadsheet (spreadsheet_cells)."""
+    values = column.to_numpy(dtype=object)
+    cells = values.tolist() if pd.api.types.is_numeric_dtype(column) else spreadsheet_cells(values)
+    missing = column.isna().to_numpy()
+    return ["" if gone else cell for cell, gone in zip(cells, missing)] if missing.any() else cells

@@ -41,19 +41,6 @@ COLORS = {"baseline": "#8c8c8c", "answer": "#1f6fb4", "comm": "#1f6fb4", "overhe
 _figure_counter = itertools.count()
 
 
-def warm_up() -> None:
-    """Draw a throw-away figure and write it as SVG: a process's first figure loads fonts and fills matplotlib's
-    caches (about as long again as its drawing), which the report's worker does while the records are read."""
-    fig, ax = plt.subplots(figsize=(3.3, 2.8))
-    _boxes(ax, [1.0], [np.array([1.0, 2.0, 3.0])], [COLORS["baseline"]])
-    ax.plot([1.0, 2.0], [1.0, 2.0], "--", label="T = 1")
-    ax.set_yscale("log")
-    ax.set_title("T = 1")
-    ax.legend(frameon=False, fontsize=7)
-    fig.savefig(io.StringIO(), format="svg")
-    plt.close(fig)
-
-
 def to_svg(fig) -> str:
     """A figure as inline `<svg>` text; ids prefixed per figure so pages with many figures stay valid."""
     _printable_text(fig)

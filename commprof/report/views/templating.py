@@ -1,70 +1,48 @@
-"""The page's jinja templates: one environment per process, whose templates may have been compiled by another
-process (the report's figure worker compiles them while the records are read) and handed over as code."""
+"""The page's jinja templates: one environment per process, its templates compiled once per source and kept in
+jinja's bytecode cache on disk, so that a report compiles none of them unless one changed since the last."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Callable, Iterator
 
 import jinja2
 
-# -> every template's compiled code, by jinja's cache key (compiled_templates' result, from another process)
-Compiler = Callable[[], dict[str, bytes]]
-_compiler: Compiler | None = None
 
-
-class _CompiledCode(jinja2.BytecodeCache):
-    """Compiled templates held in memory, by jinja's key; jinja compares each with its template's source (a
-    checksum) before it uses it, and compiles again where they differ."""
-
-    def __init__(self) -> None:
-        self.code: dict[str, bytes] = {}
+class _CompiledCode(jinja2.FileSystemBytecodeCache):
+    """jinja's cache of compiled templates in a folder of this user's only: jinja compares each entry with its
+    template's source (a checksum) before it uses it, and compiles again where they differ. A folder that cannot be
+    read or written is no error: the templates are then compiled in each process that renders them."""
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        if (code := self.code.get(bucket.key)) is not None:
-            bucket.bytecode_from_string(code)
+        try:
+            super().load_bytecode(bucket)
+        except OSError:
+            pass
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        self.code[bucket.key] = bucket.bytecode_to_string()
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def compiled_code(directory: str | None = None) -> jinja2.BytecodeCache | None:
+    """The cache of compiled templates in `directory` (None: jinja's own folder for this user, in the temporary
+    folder); None where no such folder can be made safely."""
+    try:
+        return _CompiledCode(directory)
+    except (OSError, RuntimeError):  # RuntimeError: jinja found no folder it could trust
+        return None
 
 
 @functools.cache
-def _environment() -> jinja2.Environment:
+def templates() -> jinja2.Environment:
+    """The page's templates, each compiled once per source (compiled_code) and loaded once per process."""
     return jinja2.Environment(
         loader=jinja2.PackageLoader("commprof.report", "templates"),
         autoescape=jinja2.select_autoescape(["html"]),
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,  # each section's file ends with its newline, as it did inside one page
-        bytecode_cache=_CompiledCode(),
+        bytecode_cache=compiled_code(),
     )
-
-
-def templates() -> jinja2.Environment:
-    """The page's templates, each compiled once per process, or taken from the installed compiler's code."""
-    global _compiler
-    env = _environment()
-    if _compiler is not None:
-        compiler, _compiler = _compiler, None
-        env.bytecode_cache.code.update(compiler())
-    return env
-
-
-def compiled_templates() -> dict[str, bytes]:
-    """Every template compiled, as code another process's `templates()` can take (compiled_by)."""
-    env = _environment()
-    for name in env.list_templates():
-        env.get_template(name)
-    return dict(env.bytecode_cache.code)
-
-
-@contextlib.contextmanager
-def compiled_by(compiler: Compiler) -> Iterator[None]:
-    """For the block, the templates' code comes from `compiler` (asked once, when the page is first rendered)."""
-    global _compiler
-    _compiler, previous = compiler, _compiler
-    try:
-        yield
-    finally:
-        _compiler = previous
