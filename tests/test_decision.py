@@ -14,7 +14,6 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import msgspec
@@ -26,6 +25,7 @@ from commprof.sweep.planning import interleave
 from tests import claims_check
 from tests.conftest import GLOO_RUN, TESTS
 from tests.report_fixtures import measured_twin, write_run
+from tests.sweeprun import one_rank
 from tests.test_crossover_stage import kernel_times, search_records
 from tests.test_interleaved import run_with_confirmation
 from tests.test_interleaved_answers import with_confirmation
@@ -723,21 +723,21 @@ def test_every_decision_survives_its_own_file(scenarios):
 
 
 def sourced(path: Path, shell: str = "bash") -> dict[str, str]:
-    """The variables a child process sees after `source FILE` in a clean shell (env -i), beyond a clean shell's."""
-    probe = "import json, os; print(json.dumps(dict(os.environ)))"
-    script = 'source "$1" >/dev/null || exit 3; exec "$2" -c "$3"'
-    clean = 'exec "$2" -c "$3"'
+    """The variables a child process sees after `source FILE` in a clean shell (env -i), beyond a clean shell's.
+    The child is `env -0`, which prints the environment it was given, each variable ended by a NUL."""
+    script = 'source "$1" >/dev/null || exit 3; exec env -0'
+    clean = "exec env -0"
 
     def run(body: str) -> dict[str, str]:
         done = subprocess.run(
-            ["env", "-i", shell, "-c", body, "_", str(path), sys.executable, probe],
+            ["env", "-i", shell, "-c", body, "_", str(path)],
             capture_output=True,
             text=True,
             cwd=path.parent,
             timeout=30,
         )
         assert done.returncode == 0, (path.name, done.stderr)
-        return json.loads(done.stdout)
+        return dict(line.split("=", 1) for line in done.stdout.split("\0") if line)
 
     base = run(clean)
     return {k: v for k, v in run(script).items() if base.get(k) != v and k != "_"}
@@ -851,16 +851,20 @@ def test_confirm_toml_sets_only_the_variables_a_sweep_may_set(scenarios):
     assert [p.env for p in parse_sweep(text).points[1:]] == [c.env for c in decision.plan.candidates]
 
 
-@pytest.mark.processes
-def test_the_sweeps_dry_run_lists_a_confirm_toml(scenarios):
+@pytest.mark.processes  # the dry run's probe forks from the sweep's fork server
+def test_the_sweeps_dry_run_lists_a_confirm_toml(scenarios, monkeypatch, capsys):
+    """`python -m commprof.allreduce_sweep --sweep confirm.toml --dry-run` (the plan's command) in the report's
+    folder, run here as one rank: it lists the plan's candidates after the baseline."""
+    from commprof.sweep import command
+
     report = scenarios[BUNDLE]
     plan = json.loads((report / "summary.json").read_text())["runs"][0]["plan"]
-    done = subprocess.run(
-        [sys.executable, "-m", "commprof.allreduce_sweep", "--sweep", "confirm.toml", "--dry-run"],
-        capture_output=True, text=True, cwd=report, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    listed = re.findall(r"^[ x] (p\d{3})  (.+?)  ", done.stdout, re.M)
+    one_rank(monkeypatch)
+    monkeypatch.chdir(report)
+    status = command.main(["--sweep", "confirm.toml", "--dry-run"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    listed = re.findall(r"^[ x] (p\d{3})  (.+?)  ", out, re.M)
     assert [label.strip() for _, label in listed[1:]] == [c["label"] for c in plan["candidates"]]
 
 

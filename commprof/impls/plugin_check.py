@@ -19,7 +19,12 @@ IMPORT_LIMIT_S = 120.0  # a plug-in that imports torch or a kernel library can t
 
 
 def check_plugin_import(name: str, limit_s: float = IMPORT_LIMIT_S) -> None:
-    """UsageError naming `name` when importing it (registry.load_impl) in a forked child does not end well."""
+    """UsageError naming `name` when importing it (registry.load_impl) in a forked child does not end well.
+
+    torch is imported here first, so the child inherits it: a plug-in's import is mostly torch's (a second or two
+    of CPU), which the controller pays next anyway, and would otherwise pay twice per plug-in and rank."""
+    import torch  # noqa: F401
+
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: import, say how it went, and leave without running the parent's cleanup
