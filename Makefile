@@ -44,17 +44,21 @@ lint: dev
 # Every test in one pytest run (each worker collects once), one pytest-xdist worker per core, at most 4, each file on
 # one worker (--dist loadfile), so a file's shared fixtures are made once; GPU tests run one at a time
 # (tests/conftest.py). Its last line is its cost: the CPU seconds of every process it ran (tools/cpu_seconds.py).
+# Compiled modules are written and reused even where the environment sets PYTHONDONTWRITEBYTECODE (this one does):
+# else every process a test starts compiles commprof's modules again from source, 0.3-0.5 CPU-seconds each, which
+# no installed commprof pays.
 XDIST := -n auto --maxprocesses 4 --dist loadfile
+BYTECODE := PYTHONDONTWRITEBYTECODE=
 test: dev
-	$(PY) tools/cpu_seconds.py "make test" -- $(PY) -m pytest -q $(XDIST)
+	$(BYTECODE) $(PY) tools/cpu_seconds.py "make test" -- $(PY) -m pytest -q $(XDIST)
 
 # The tests that start no process (`-m "not processes"`): the everyday loop while editing.
 test-fast: dev
-	$(PY) tools/cpu_seconds.py "make test-fast" -- $(PY) -m pytest -q -m "not processes" $(XDIST)
+	$(BYTECODE) $(PY) tools/cpu_seconds.py "make test-fast" -- $(PY) -m pytest -q -m "not processes" $(XDIST)
 
 # The tests that start processes alone (torchrun sweeps on gloo, fork servers, subprocesses, a browser).
 test-processes: dev
-	$(PY) tools/cpu_seconds.py "make test-processes" -- $(PY) -m pytest -q -m processes $(XDIST)
+	$(BYTECODE) $(PY) tools/cpu_seconds.py "make test-processes" -- $(PY) -m pytest -q -m processes $(XDIST)
 
 # The report in headless Chromium; installs Debian's chromium first when run as root without it.
 browser-test: dev

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from commprof.doctor.result import CheckResult
 from commprof.errors import UsageError
 from commprof.report.decision.observation import Explanations, Observed
 from commprof.units import MAX_TIME_US
@@ -196,6 +195,7 @@ def explained_by(run: Any, rows: list[dict[str, Any]], source: str) -> Explained
     box = run.options.observed_box
     if box is None:
         return None
+    from commprof.doctor.result import CheckResult
     from commprof.explain.evidence import BoxRecords
     from commprof.explain.observations import Observation
     from commprof.explain.ranking import explain
