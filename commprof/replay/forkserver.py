@@ -1,20 +1,24 @@
-"""A fork server: a clean process with torch pre-imported that forks one fresh worker per trial.
+"""A fork server: a process with torch imported that forks one fresh worker per trial.
 
 Every sweep point needs fresh processes (NCCL caches most of its variables per process), but starting Python
-and importing torch costs 1.5-2 s. The server pays that once; each fork costs milliseconds. The server never
-initialises CUDA, so each forked worker starts with a clean CUDA and NCCL state. Protocol: JSON lines on the
-server's stdin / stdout; the controller kills a worker's whole process group itself on a timeout, and the
-server ends whatever a worker left running (even in a session of its own) before it reports the worker's exit.
+and importing torch costs 1.5-2 s. The controller has imported torch already, so its server is forked from it
+before it queries CUDA (a process forked after torch has counted GPUs cannot use CUDA): a server costs a fork.
+Where forking is unsafe (other Python threads, not Linux) or the fork finds CUDA already queried, the server is
+a clean interpreter that imports torch itself. The server never initialises CUDA, so each forked worker starts
+with a clean CUDA and NCCL state. Protocol: JSON lines, requests in and replies out through two pipes; the
+controller kills a worker's whole process group itself on a timeout, and the server ends whatever a worker left
+running (even in a session of its own) before it reports the worker's exit.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
 import signal
-import subprocess
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -48,29 +52,60 @@ class WorkerExit:
 
 
 class ForkServer:
-    """The controller's handle on its fork server process.
+    """The controller's handle on its fork server process: its pid and the two pipes.
 
     Replies are read from the raw pipe with our own line buffer, so select() on it never misses a reply
     that a buffered reader had already pulled in.
     """
 
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "commprof.replay.forkserver"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            bufsize=0,
-        )
-        self._fd = self.proc.stdout.fileno()
+    def __init__(self, pid: int, requests: int, replies: int) -> None:
+        self.pid = pid
+        self._requests = requests
+        self._fd = replies
         self._buffer = b""
-        if self._reply(timeout=None).get("ready") is not True:
-            raise RuntimeError(f"fork server failed to start (exit {self.proc.poll()})")
+        self._status: int | None = None
+        ready = self._reply(timeout=None)
+        if ready.get("ready") is not True:
+            raise RuntimeError(f"fork server failed to start ({self._ended()})")
+        self.forked = bool(ready.get("forked"))  # False: a clean interpreter that imported torch itself
+
+    @classmethod
+    def start(cls) -> ForkServer:
+        """A server forked from this process where that is safe, else a clean one; call it before anything here
+        queries CUDA (torch.cuda.is_available() included). Imports here what the server would (torch, the
+        harness): the controller needs them anyway."""
+        for name in PRELOAD:
+            importlib.import_module(name)
+        requests_read, requests = os.pipe()
+        replies, replies_write = os.pipe()
+        try:
+            if sys.platform == "linux" and threading.active_count() == 1:
+                # A stop arriving mid-fork waits until the child ignores it (it would run the controller's handler).
+                held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+                try:
+                    pid = os.fork()
+                    if pid == 0:
+                        _forked_server(requests_read, replies_write, held)
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            else:
+                pid = _spawn_clean(requests_read, replies_write)
+        except OSError:
+            os.close(requests)
+            os.close(replies)
+            raise
+        finally:
+            os.close(requests_read)
+            os.close(replies_write)
+        return cls(pid, requests, replies)
 
     def launch(self, request_json: str, env: dict[str, str], log_path: str) -> int:
         """Fork a worker running the trial request with `env` applied; returns its pid (its own process group)."""
         line = json.dumps({"request": request_json, "env": env, "log": log_path}) + "\n"
-        self.proc.stdin.write(line.encode())
-        self.proc.stdin.flush()
+        try:
+            os.write(self._requests, line.encode())  # one line is far below a pipe's atomic write size
+        except BrokenPipeError:
+            raise ForkServerDied(self._ended()) from None
         return int(self._reply(timeout=None)["pid"])
 
     def poll_exit(self, timeout: float) -> WorkerExit | None:
@@ -86,19 +121,76 @@ class ForkServer:
                 return None
             chunk = os.read(self._fd, 65536)
             if not chunk:
-                raise ForkServerDied(f"exit {self.proc.poll()}")
+                raise ForkServerDied(self._ended())
             self._buffer += chunk
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)
 
+    def _ended(self, wait_s: float = 1.0) -> str:
+        """How the server ended (waiting up to `wait_s` for it), in words."""
+        deadline = time.monotonic() + wait_s
+        while self._status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._status = status
+            elif time.monotonic() >= deadline:
+                return "still running"
+            else:
+                time.sleep(0.01)
+        if os.WIFSIGNALED(self._status):
+            return f"killed by signal {os.WTERMSIG(self._status)}"
+        return f"exit {os.WEXITSTATUS(self._status)}"
+
+    def __enter__(self) -> ForkServer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()  # reap it, so the server is gone when close() returns
+        """End the server (its requests pipe closed, it stops; killed after 5 s) and reap it."""
+        if self._requests >= 0:
+            os.close(self._requests)
+            self._requests = -1
+        if self._ended(wait_s=5.0) == "still running":
+            os.kill(self.pid, signal.SIGKILL)
+            self._ended(wait_s=60.0)
+        os.close(self._fd)
+
+
+# What a server has imported before its first fork: torch and the modules every trial uses.
+PRELOAD = ("torch", "torch.distributed", "commprof.replay.harness", "commprof.replay.trial")
+CLEAN_SERVER = [sys.executable, "-m", "commprof.replay.forkserver"]
+MAX_FD = 1 << 20  # above any descriptor a process holds (closerange closes what is open below it)
+
+
+def _forked_server(requests: int, replies: int, signal_mask: set) -> None:
+    """In the child forked from the controller: the server on its two pipes (as stdin and stdout, the rest of the
+    controller's files closed), unless the controller had already queried CUDA (torch then forbids CUDA here and
+    in every worker): then a clean interpreter takes this process's place."""
+    code = 1
+    try:
+        _become_server()
+        signal.pthread_sigmask(signal.SIG_SETMASK, signal_mask)
+        os.dup2(requests, 0)
+        os.dup2(replies, 1)
+        os.closerange(3, MAX_FD)
+        import torch
+
+        if torch.cuda._is_in_bad_fork():
+            os.execv(sys.executable, CLEAN_SERVER)
+        serve(forked=True)
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)  # never back into the controller's code, its atexit handlers or its buffered output
+
+
+def _spawn_clean(requests: int, replies: int) -> int:
+    """A server in a fresh interpreter (safe from a process with threads), on the two pipe ends; its pid."""
+    actions = [(os.POSIX_SPAWN_DUP2, requests, 0), (os.POSIX_SPAWN_DUP2, replies, 1)]
+    return os.posix_spawn(sys.executable, CLEAN_SERVER, os.environ, file_actions=actions)
 
 
 def _prctl(option: int, value: int) -> None:
@@ -183,40 +275,40 @@ def _child(message: dict) -> None:
         os._exit(code)
 
 
-def serve() -> None:
-    """Server loop: one request in, one worker forked, its pid out, then its exit status out."""
-    import torch  # noqa: F401  (the point of the server: import once, fork many times)
-    import torch.distributed  # noqa: F401
+def serve(forked: bool) -> None:
+    """Server loop on stdin and stdout: one request in, one worker forked, its pid out, then its exit status out."""
+    for name in PRELOAD:  # the point of the server: import once, fork many times
+        importlib.import_module(name)
 
-    import commprof.replay.harness  # noqa: F401
-    import commprof.replay.trial  # noqa: F401
+    def reply(message: dict) -> None:
+        os.write(1, (json.dumps(message) + "\n").encode())  # a line is far below a pipe's atomic write size
 
-    out = sys.stdout
-    out.write(json.dumps({"ready": True}) + "\n")
-    out.flush()
-    for line in sys.stdin:
+    reply({"ready": True, "forked": forked})
+    for line in os.fdopen(0, "rb", closefd=False):
         message = json.loads(line)
-        out.flush()
         pid = os.fork()
         if pid == 0:
             _child(message)
-        out.write(json.dumps({"pid": pid}) + "\n")
-        out.flush()
+        reply({"pid": pid})
         _, status = os.waitpid(pid, 0)
         end_leftovers(pid)
         if os.WIFSIGNALED(status):
-            reply = {"pid": pid, "exit_code": None, "signal": os.WTERMSIG(status)}
+            reply({"pid": pid, "exit_code": None, "signal": os.WTERMSIG(status)})
         else:
-            reply = {"pid": pid, "exit_code": os.WEXITSTATUS(status), "signal": None}
-        out.write(json.dumps(reply) + "\n")
-        out.flush()
+            reply({"pid": pid, "exit_code": os.WEXITSTATUS(status), "signal": None})
 
 
-if __name__ == "__main__":
-    # The controller owns interrupts: a Ctrl-C in the terminal, or torchrun's SIGTERM to the controller's process
-    # group when a peer dies, must not kill the server mid-report. It ends with its controller (stdin, pdeathsig).
+def _become_server() -> None:
+    """A server's own settings, whichever way it started. The controller owns interrupts: a Ctrl-C in the
+    terminal, or torchrun's SIGTERM to the controller's process group when a peer dies, must not kill the server
+    mid-report. It ends with its controller (its requests pipe closed, pdeathsig), and adopts the orphans of a
+    worker's descendants, to end them with the point."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     die_with_parent()
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans of a worker's descendants come here, to be ended with the point
-    serve()
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+if __name__ == "__main__":  # a clean server
+    _become_server()
+    serve(forked=False)

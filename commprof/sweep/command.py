@@ -24,6 +24,7 @@ from commprof.planner.plan import PHASES
 from commprof.records.files import ensure_writable_dir
 from commprof.records.folder import refuse_links
 from commprof.records.values import MAX_COUNT, MAX_POINT_TIMEOUT_S, MAX_RANKS
+from commprof.replay.forkserver import ForkServer
 from commprof.shipped_files import sweep_file, sweep_option_help
 from commprof.sweep.planning.spec import DEFAULT, DEFAULT_MAX_POINTS, RunOverrides, SweepSpec, SweepTooLarge
 from commprof.terminal import echo
@@ -209,70 +210,74 @@ def sweep_command(
         spec = default_sweep(overrides, impls=(DEFAULT, *impls))
     # Fail fast, before any process starts: the model, and every step at this launch's TP.
     spec.check_plans(spec.tp or int(os.environ.get("WORLD_SIZE", "1")))
-    _check_impls(spec)
-    _check_memory(spec, share_gpus)
-    floor = _floor_file(floor_file, share_gpus) if floor_file else None
-    if rank == 0:
-        for warning in spec.warnings:
-            echo(f"commprof: warning: {warning}", err=True)
-    if dry_run:
-        _dry_run(spec, rank, share_gpus, (nccl_debug, profile))
-        return
-    _refuse_one_rank(spec, meant=single_rank or resume is not None)  # a resumed run was meant as it started
-    if resume is None:
-        ensure_writable_dir(Path(out), "output folder")
-    options = SweepOptions(
-        out=Path(out),
-        resume=Path(resume) if resume else None,
-        nccl_debug=nccl_debug,
-        profile=profile,
-        strict=strict,
-        share_gpus=share_gpus,
-        argv=list(sys.argv),
-        floor_file=floor_file,
-        floor=floor,
-    )
-    from commprof.sweep.planning.dryrun import ASSUMED, on_launch, size_lines
-    from commprof.sweep.running.console import SweepConsole
-    from commprof.sweep.running.run_folder import PREFLIGHT_S, prepare_run_folder
-
-    backend, _, refused = _launch_refusals(spec, share_gpus)
-    nccl_points = _nccl_points(spec, refused, backend)
-
-    def estimate(cost=ASSUMED) -> list[str]:
-        cost = on_launch(cost, backend, nccl_debug, profile)
-        return size_lines(spec, cost, len(spec.points) - len(refused), backend, nccl_points)
-
-    console = SweepConsole(enabled=rank == 0, estimate=estimate, steps=(spec.iterations, spec.warmup))
-    try:
-        summary = run_sweep(
-            spec,
-            options,
-            progress=console,
-            prepare_run=lambda run_dir, backend: prepare_run_folder(
-                run_dir, backend, spec, options, with_doctor, console
-            ),
-            preflight_s=PREFLIGHT_S,
+    # The points' fork server is forked from here before anything here queries CUDA: the implementations'
+    # imports, the GPU count (a process forked after torch counted GPUs cannot use CUDA).
+    with ForkServer.start() as server:
+        _check_impls(spec)
+        _check_memory(spec, share_gpus)
+        floor = _floor_file(floor_file, share_gpus) if floor_file else None
+        if rank == 0:
+            for warning in spec.warnings:
+                echo(f"commprof: warning: {warning}", err=True)
+        if dry_run:
+            _dry_run(spec, rank, server, share_gpus, (nccl_debug, profile))
+            return
+        _refuse_one_rank(spec, meant=single_rank or resume is not None)  # a resumed run was meant as it started
+        if resume is None:
+            ensure_writable_dir(Path(out), "output folder")
+        options = SweepOptions(
+            out=Path(out),
+            resume=Path(resume) if resume else None,
+            nccl_debug=nccl_debug,
+            profile=profile,
+            strict=strict,
+            share_gpus=share_gpus,
+            argv=list(sys.argv),
+            floor_file=floor_file,
+            floor=floor,
         )
-    except RunStopped as stopped:
-        if stopped.run_dir is None:
-            raise
-        raise RunStopped(
-            f"{stopped}. Finished points are saved; continue with: {resume_command(stopped.run_dir)}"
-        ) from None
-    if rank == 0:
-        console.print_summary(Path(summary["run_dir"]), spec)
-        from commprof.report.command import answer_lines
+        from commprof.sweep.planning.dryrun import ASSUMED, on_launch, size_lines
+        from commprof.sweep.running.console import SweepConsole
+        from commprof.sweep.running.run_folder import PREFLIGHT_S, prepare_run_folder
 
-        for line in answer_lines(Path(summary["run_dir"])):
-            console.note(line)
-        if summary["interrupted"]:
-            echo(
-                f"Interrupted. Finished points are saved; continue with:\n  {resume_command(summary['run_dir'])}",
-                err=True,
+        backend, _, refused = _launch_refusals(spec, share_gpus)
+        nccl_points = _nccl_points(spec, refused, backend)
+
+        def estimate(cost=ASSUMED) -> list[str]:
+            cost = on_launch(cost, backend, nccl_debug, profile)
+            return size_lines(spec, cost, len(spec.points) - len(refused), backend, nccl_points)
+
+        console = SweepConsole(enabled=rank == 0, estimate=estimate, steps=(spec.iterations, spec.warmup))
+        try:
+            summary = run_sweep(
+                spec,
+                options,
+                server,
+                progress=console,
+                prepare_run=lambda run_dir, backend: prepare_run_folder(
+                    run_dir, backend, spec, options, with_doctor, console
+                ),
+                preflight_s=PREFLIGHT_S,
             )
-    if summary["interrupted"]:
-        raise SystemExit(EXIT_INTERRUPTED)
+        except RunStopped as stopped:
+            if stopped.run_dir is None:
+                raise
+            raise RunStopped(
+                f"{stopped}. Finished points are saved; continue with: {resume_command(stopped.run_dir)}"
+            ) from None
+        if rank == 0:
+            console.print_summary(Path(summary["run_dir"]), spec)
+            from commprof.report.command import answer_lines
+
+            for line in answer_lines(Path(summary["run_dir"])):
+                console.note(line)
+            if summary["interrupted"]:
+                echo(
+                    f"Interrupted. Finished points are saved; continue with:\n  {resume_command(summary['run_dir'])}",
+                    err=True,
+                )
+        if summary["interrupted"]:
+            raise SystemExit(EXIT_INTERRUPTED)
 
 
 def _nccl_points(spec: SweepSpec, refused: dict[str, str], backend: str) -> int:
@@ -297,7 +302,9 @@ def _refuse_one_rank(spec: SweepSpec, meant: bool) -> None:
         )
 
 
-def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool, logs_profile: tuple[bool, bool] = (True, False)) -> None:
+def _dry_run(
+    spec: SweepSpec, rank: int, server: ForkServer, share_gpus: bool, logs_profile: tuple[bool, bool] = (True, False)
+) -> None:
     """The points, which of them will really run on this launch and why not, and an estimate from a quick probe
     of this machine (every rank takes part in the probe; rank 0 prints). `logs_profile`: --nccl-debug and
     --profile, the worker sets a point forks beside the timed one."""
@@ -305,7 +312,7 @@ def _dry_run(spec: SweepSpec, rank: int, share_gpus: bool, logs_profile: tuple[b
     from commprof.sweep.running.probe import probe_step_cost
 
     backend, world_size, refused = _launch_refusals(spec, share_gpus)
-    cost = on_launch(probe_step_cost(spec, backend, share_gpus), backend, *logs_profile)
+    cost = on_launch(probe_step_cost(spec, backend, server, share_gpus), backend, *logs_profile)
     if rank == 0:  # streamed in blocks of lines: a million points are never one string
         lines = points_table_lines(spec, cost, refused, backend, world_size, _nccl_points(spec, refused, backend))
         while block := list(itertools.islice(lines, 10_000)):

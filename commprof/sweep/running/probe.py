@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from commprof.replay.forkserver import ForkServer
 from commprof.sweep.planning.dryrun import ASSUMED, StepCost, probe_cost
 from commprof.sweep.planning.gate import launch_context, refusal
 from commprof.sweep.planning.interleave import report_baseline
@@ -30,9 +31,9 @@ def probe_point(spec: SweepSpec, backend: str, world_size: int) -> SweepPoint:
     return point if refusal(point, backend, context) is None else baseline()
 
 
-def probe_step_cost(spec: SweepSpec, backend: str, share_gpus: bool = False) -> StepCost:
-    """Measure the sweep's baseline on every rank of this launch (collective: every rank calls it); rank 0's
-    verdict.
+def probe_step_cost(spec: SweepSpec, backend: str, server: ForkServer, share_gpus: bool = False) -> StepCost:
+    """Measure the sweep's baseline on every rank of this launch, its workers forked by `server` (collective:
+    every rank calls it); rank 0's verdict.
 
     Nothing is written outside a temporary folder; a probe that fails falls back to ASSUMED and says why.
     """
@@ -40,7 +41,7 @@ def probe_step_cost(spec: SweepSpec, backend: str, share_gpus: bool = False) -> 
     tp = launch_tp(spec, int(os.environ.get("WORLD_SIZE", "1")))
     model = spec.model_shape.to_dict()
     quick = replace(spec, iterations=PROBE_ITERATIONS, warmup=PROBE_WARMUP)
-    with controllers(spec.point_timeout_s) as server, tempfile.TemporaryDirectory(prefix="commprof-probe-") as tmp:
+    with controllers(spec.point_timeout_s), tempfile.TemporaryDirectory(prefix="commprof-probe-") as tmp:
         session = all_gather_json(secrets.token_hex(4), int(os.environ.get("WORLD_SIZE", "1")))[0]
         options = SweepOptions(out=Path(tmp), nccl_debug=False, share_gpus=share_gpus)
         ctx = controller_context(backend, Path(tmp), "dry-run", session, options)

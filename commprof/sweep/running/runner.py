@@ -87,11 +87,13 @@ class SweepProgress:
 def run_sweep(
     spec: SweepSpec,
     options: SweepOptions,
+    server: ForkServer,
     progress: SweepProgress | None = None,
     prepare_run: Callable[..., dict] | None = None,
     preflight_s: float = 0.0,
 ) -> dict[str, Any]:
-    """Run every point of `spec` (and its refinement stages) on this rank; returns a summary on every rank.
+    """Run every point of `spec` (and its refinement stages) on this rank, its workers forked by `server`; returns
+    a summary on every rank.
 
     `prepare_run(run_dir, backend)` is called on rank 0 once the run folder exists (writes meta.json); the other
     ranks wait for it up to `preflight_s`, its own limit, beyond the controllers' group timeout.
@@ -106,7 +108,7 @@ def run_sweep(
     model = spec.model_shape.to_dict()
 
     lock = None
-    with controllers(spec.point_timeout_s) as server:
+    with controllers(spec.point_timeout_s):
         try:
             setup = {"error": None}
             if rank == 0:
@@ -170,14 +172,12 @@ def launch_tp(spec: SweepSpec, world_size: int) -> int:
 
 
 @contextmanager
-def controllers(point_timeout_s: float) -> Iterator[ForkServer]:
-    """The fork server and the controllers' own gloo group, for the life of a sweep (or a probe)."""
-    server = ForkServer()
+def controllers(point_timeout_s: float) -> Iterator[None]:
+    """The controllers' own gloo group, for the life of a sweep (or a probe)."""
     dist.init_process_group("gloo", timeout=timedelta(seconds=float(point_timeout_s) + AGREEMENT_SLACK_S))
     try:
-        yield server
+        yield
     finally:
-        server.close()
         try:
             dist.destroy_process_group()
         except RuntimeError:  # the group went with a lost peer or launcher: the sweep already says why it stops
