@@ -1,13 +1,15 @@
 """Shared test setup: GPU-only tests skip with a reason where CUDA is absent, and run one at a time across
 pytest-xdist workers where it is present; a test that starts a process (fork, subprocess, torchrun, a browser)
 carries the `processes` marker, or it fails saying so (a GPU test starts rank processes or CUDA work in a child,
-so every one carries both `gpu` and `processes`: tests/test_test_rules.py checks it); what several files read is
+so every one carries both `gpu` and `processes`: tests/test_test_rules.py checks it; elsewhere a sweep command runs
+up to its first point, with no fork server); what several files read is
 made once: reports and simulated runs for a whole `make test`, kept until a source changes (tests/built_once.py),
 and the real launches once per pytest run (tests/shared_runs.py).
 
 Tests are told apart by their markers (`item.get_closest_marker`), never by keyword: an item's keywords hold the
 names of the folders above it, so a checkout inside a folder named `gpu` or `processes` would match them all."""
 
+import contextlib
 import fcntl
 import multiprocessing.process
 import multiprocessing.util
@@ -21,6 +23,7 @@ import matplotlib.font_manager  # noqa: F401
 import pytest
 
 from commprof.cli import main
+from commprof.replay.forkserver import ForkServer
 from commprof.report import worker
 from tests.built_once import built_once
 from tests.shared_runs import gloo_launch, lost_agent_launch, shared_launch, smoke_launch
@@ -92,6 +95,23 @@ def pytest_runtest_makereport(item, call):
     if call.when == "call" and report.passed and started and not marked(item, "processes"):
         report.outcome = "failed"
         report.longrepr = f"{item.nodeid} started {started} process(es): mark it @pytest.mark.processes"
+
+
+class NoForkServer(contextlib.nullcontext):
+    """A sweep's fork server in a test not marked `processes`: a sweep command runs there up to its first point
+    (its checks, its dry-run listing), and a point asked of it fails the test, naming the marker."""
+
+    def __init__(self) -> None:
+        super().__init__(self)
+
+    def launch(self, *args, **kwargs):
+        raise AssertionError("a sweep point runs in forked processes: mark the test @pytest.mark.processes")
+
+
+@pytest.fixture(autouse=True)
+def no_fork_server_unless_marked(request, monkeypatch):
+    if not marked(request.node, "processes"):
+        monkeypatch.setattr(ForkServer, "start", classmethod(lambda cls: NoForkServer()))
 
 
 @pytest.fixture(autouse=True)

@@ -383,7 +383,7 @@ def test_a_crossover_dry_run_estimates_the_time_its_sizes_take(monkeypatch, caps
     )
     minutes = {}
     for max_bytes in (1 << 20, 1 << 28):
-        command._dry_run(parse_sweep(text.format(max_bytes), "x.toml"), 0, False)
+        command._dry_run(parse_sweep(text.format(max_bytes), "x.toml"), 0, None, False)
         out = capsys.readouterr().out
         assert "assumed 1 GB/s (gloo, not measured here)" in out
         minutes[max_bytes] = float(re.search(r"estimated ([\d.]+) min", out).group(1))

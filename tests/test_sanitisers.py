@@ -150,7 +150,7 @@ def test_the_dry_run_listing_prints_labels_and_values_clean(tmp_path, capsys, mo
         'label = "p\\u001b]0;owned\\u0007\\r\\u0000x"\nenv = { COMMPROF_KNOB = "v\\u001b[2J\\r" }\n',
         "x.toml",
     )
-    command._dry_run(spec, 0, False)
+    command._dry_run(spec, 0, None, False)
     out = capsys.readouterr().out
     assert "COMMPROF_KNOB" in out
     _clean(out)
