@@ -83,6 +83,7 @@ gpu-smoke: $(if $(filter $(VENV)/bin/python,$(PY)),install)
 bench: install
 	$(PY) bench/harness_overhead.py
 	$(PY) bench/point_overhead.py
+	$(PY) bench/fork_server_start.py
 	$(PY) bench/report_render.py
 	$(PY) bench/crossover_cost.py
 

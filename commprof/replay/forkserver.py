@@ -71,15 +71,16 @@ class ForkServer:
 
     @classmethod
     def start(cls) -> ForkServer:
-        """A server forked from this process where that is safe, else a clean one; call it before anything here
-        queries CUDA (torch.cuda.is_available() included). Imports here what the server would (torch, the
-        harness): the controller needs them anyway."""
+        """A server forked from this process where that is safe (_can_fork), else a clean one; call it before
+        anything here loads torch or queries CUDA. Imports here what the server would (torch, the harness): the
+        controller needs them anyway."""
+        fork = _can_fork()
         for name in PRELOAD:
             importlib.import_module(name)
         requests_read, requests = os.pipe()
         replies, replies_write = os.pipe()
         try:
-            if sys.platform == "linux" and threading.active_count() == 1:
+            if fork:
                 # A stop arriving mid-fork waits until the child ignores it (it would run the controller's handler).
                 held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
                 try:
@@ -156,6 +157,14 @@ class ForkServer:
             os.kill(self.pid, signal.SIGKILL)
             self._ended(wait_s=60.0)
         os.close(self._fd)
+
+
+def _can_fork() -> bool:
+    """Forking this process gives a sound server: Linux, no other Python thread, and torch not loaded yet, so no
+    thread of torch's compute (OpenMP's pool, gloo's) or CUDA query has left state a forked child cannot use (its
+    first parallel op would hang). The controller starts its server first thing, so it forks; a process that has
+    used torch already (a test's) gets a clean server."""
+    return sys.platform == "linux" and threading.active_count() == 1 and "torch" not in sys.modules
 
 
 # What a server has imported before its first fork: torch and the modules every trial uses.

@@ -169,7 +169,6 @@ def sweep_command(
 ) -> None:
     """Replay the step's collectives at their real sizes and sweep NCCL settings and implementations."""
     from commprof.sweep.planning.config import default_sweep, load_sweep
-    from commprof.sweep.running.runner import SweepOptions, run_sweep
 
     rank = int(os.environ.get("RANK", "0"))
     budget = max_points or DEFAULT_MAX_POINTS
@@ -210,9 +209,11 @@ def sweep_command(
         spec = default_sweep(overrides, impls=(DEFAULT, *impls))
     # Fail fast, before any process starts: the model, and every step at this launch's TP.
     spec.check_plans(spec.tp or int(os.environ.get("WORLD_SIZE", "1")))
-    # The points' fork server is forked from here before anything here queries CUDA: the implementations'
-    # imports, the GPU count (a process forked after torch counted GPUs cannot use CUDA).
+    # The points' fork server is forked from here before anything here loads torch or queries CUDA (the
+    # implementations' imports, the GPU count): see ForkServer.start.
     with ForkServer.start() as server:
+        from commprof.sweep.running.runner import SweepOptions, run_sweep
+
         _check_impls(spec)
         _check_memory(spec, share_gpus)
         floor = _floor_file(floor_file, share_gpus) if floor_file else None
