@@ -6,7 +6,6 @@ GPU's do). One sweep launch serves both: the probe is the run's own measurement 
 so a busy box slows the probe and the run alike."""
 
 import json
-import subprocess
 import time
 from datetime import datetime
 
@@ -18,7 +17,7 @@ from commprof.records.files import INTERLEAVED_FILE, RESULTS_FILE, read_records
 from commprof.sweep.planning.config import parse_sweep
 from commprof.sweep.planning.dryrun import cost_from_records, estimate_seconds, on_launch
 from tests.plugins.burst import BURST_DIR_VARIABLE
-from tests.sweeprun import REPO, only_run_dir, sweep_env, tiny_model, torchrun_args
+from tests.sweeprun import only_run_dir, run_controllers, sweep_env, tiny_model
 
 pytestmark = pytest.mark.processes
 
@@ -39,9 +38,9 @@ def burst_sweep(tmp_path_factory):
         f'[[points]]\nimpl = "{CALM}"\nlabel = "calm"\n[report]\nbaseline = "reference"\n'
     )
     env = sweep_env() | {BURST_DIR_VARIABLE: str(root)}
-    args = torchrun_args(2, "--sweep", str(sweep), "--out", str(root / "runs"), "--no-doctor")
+    args = ["--sweep", str(sweep), "--out", str(root / "runs"), "--no-doctor"]
     started = time.monotonic()
-    done = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    done = run_controllers(2, *args, env=env, timeout=300)  # torchrun's part is held by test_sweep_hostile.py
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"sweep launch: {time.monotonic() - started:.1f} s")
     return only_run_dir(root / "runs"), sweep
