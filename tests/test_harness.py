@@ -18,7 +18,7 @@ def _replay(rank, world_size, impl_path, model, tokens, modes, fused_norm="torch
     cls = load_impl(impl_path)
     impl = cls({"norm": fused_norm} if "norm" in (cls.option_kinds or {}) else {})
     impl.setup(dist.group.WORLD, plan, torch.device("cpu"))
-    replay = StepReplay(plan, impl, dist.group.WORLD, torch.device("cpu"), ReplayConfig(iterations=4, warmup=1))
+    replay = StepReplay(plan, impl, dist.group.WORLD, torch.device("cpu"), ReplayConfig(iterations=2, warmup=1))
     return [replay_mode(replay, mode).to_dict() for mode in modes]
 
 
@@ -28,7 +28,7 @@ def test_whole_step_on_two_gloo_ranks_is_verified_and_timed():
     assert eager["status"] == "ok", eager["message"]
     assert eager["check"]["ok"] and eager["check"]["bad_ops"] == 0
     assert eager["timing"] == "cpu_clock"
-    assert eager["step_us"]["n"] == 4 and eager["step_us"]["min"] > 0
+    assert eager["step_us"]["n"] == 2 and eager["step_us"]["min"] > 0
     assert len(eager["op_us"]["median"]) == 124 and eager["op_us"]["sites"][-1] == "logits"
     assert len(eager["rank_step_median_us"]) == 2
     assert graph["status"] == "unsupported" and "CUDA" in graph["message"]
