@@ -31,8 +31,17 @@ def _worker(rank, world_size, port, fn, args, queue):
         dist.destroy_process_group()
 
 
-# What the gloo ranks' fork server imports before its first fork: torch and the modules every replay uses.
-PRELOAD = ["torch", "torch.distributed", "commprof.replay.harness", "commprof.impls.registry", "commprof.planner.plan"]
+# What the gloo ranks' fork server imports before its first fork: torch, the modules every replay uses, and pytest,
+# which each rank imports with the test module its function is unpickled from (a tenth of a CPU-second a rank).
+PRELOAD = [
+    "torch",
+    "torch.distributed",
+    "commprof.replay.harness",
+    "commprof.impls.registry",
+    "commprof.planner.plan",
+    "pytest",
+    "tests.distributed",
+]
 
 
 def _gloo_context():

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import commprof
@@ -46,6 +48,59 @@ def one_rank(monkeypatch) -> None:
     env = dict(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
     for name, value in {**env, "MASTER_PORT": str(free_port()), "PYTHONPATH": sweep_env()["PYTHONPATH"]}.items():
         monkeypatch.setenv(name, value)
+
+
+def run_controllers(
+    nproc: int, *args: str, env: dict[str, str] | None = None, timeout: float = 240
+) -> subprocess.CompletedProcess:
+    """`torchrun --nproc-per-node nproc -m commprof.allreduce_sweep *args` without torchrun's agent process (its
+    torch import, ~2 CPU-seconds): each controller gets the environment the agent gives it, and the rendezvous store
+    the agent would host is hosted here, as long as they run, and once one fails the others are stopped (SIGTERM),
+    as the agent stops them. For a launch where torchrun itself is not under test. Returns the exit code (the first
+    that is not 0) and what the ranks printed, rank 0's first."""
+    import tempfile
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=300))
+    agent = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "TORCHELASTIC_USE_AGENT_STORE": "True"}
+    agent |= {"WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc)}
+    outputs = [(tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")) for _ in range(nproc)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "commprof.allreduce_sweep", *args],
+            env=(env or sweep_env()) | agent | {"RANK": str(rank), "LOCAL_RANK": str(rank)},
+            stdout=out,
+            stderr=err,
+            text=True,
+            cwd=REPO,
+            start_new_session=True,
+        )
+        for rank, (out, err) in enumerate(outputs)
+    ]
+    try:
+        deadline = time.monotonic() + timeout
+        while any(proc.poll() is None for proc in procs) and time.monotonic() < deadline:
+            if any(proc.returncode for proc in procs):  # as the agent does: one failed, the others are stopped
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.terminate()
+            time.sleep(0.05)
+        codes = [proc.wait(timeout=max(deadline - time.monotonic(), 0.1)) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    printed = []
+    for out, err in outputs:
+        out.seek(0), err.seek(0)
+        printed.append((out.read(), err.read()))
+        out.close(), err.close()
+    code = next((c for c in codes if c != 0), 0)
+    stdout, stderr = ("".join(texts) for texts in zip(*printed))
+    return subprocess.CompletedProcess(args, code, stdout, stderr)
 
 
 def run_sweep(nproc: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:

@@ -7,6 +7,7 @@ Imports are read from the source (every `import` and `from ... import`, includin
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -140,6 +141,24 @@ def module_name(path: Path, package: Path = PACKAGE) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
+def _nodes_of(source: str) -> tuple[ast.AST, ...]:
+    return tuple(ast.walk(ast.parse(source)))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _parsed_once():
+    """The parsed package (some 80 MB) is let go when this file's tests end."""
+    yield
+    _nodes_of.cache_clear()
+
+
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of the module at `path`, in ast.walk's order: each source parsed once per process (the checks
+    below read the whole package several times over; a planted copy is another source, parsed apart)."""
+    return _nodes_of(path.read_text(encoding="utf-8"))
+
+
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
     """commprof module -> the commprof modules it imports (a `from package import name` counts as the module
     `package.name` where that is one, else as `package`)."""
@@ -151,7 +170,7 @@ def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
         name = module_name(path, package)
         package_of = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names if a.name.split(".")[0] == root)
             elif isinstance(node, ast.ImportFrom):
@@ -443,7 +462,7 @@ def impure_imports(package: Path = PACKAGE, pure=PURE_UNITS) -> list[str]:
         name = module_name(path, package)
         if not any(name == unit or name.startswith(unit + ".") for unit in pure):
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
@@ -492,7 +511,7 @@ def wide_functions(package: Path = PACKAGE) -> set[str]:
     """ "module.function" for each function of more than MAX_PARAMETERS parameters (self and cls not counted)."""
     found = set()
     for path in sorted(package.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or _is_command(node):
                 continue
             args = node.args
@@ -632,7 +651,7 @@ def matplotlib_importers(package: Path = PACKAGE) -> list[str]:
         name = module_name(path, package)
         if name in FIGURE_MODULES:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and not node.level and node.module:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
@@ -690,7 +709,7 @@ def render_judgements(package: Path = PACKAGE) -> tuple[set[str], list[str]]:
     imports, judged = set(), []
     for path in _renderer_files(package):
         name = module_name(path, package)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             module = _imported(node)
             if module is not None and (module == ANALYSIS or module.startswith(ANALYSIS + ".")):
                 imports.add(f"{name}: {module.removeprefix(ANALYSIS + '.')}")
@@ -790,7 +809,7 @@ def tuning_lists(package: Path = PACKAGE, names: tuple[str, ...] | None = None) 
         module = module_name(path, package)
         if module == f"{package.name}.nccl_tuning":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in nodes(path):
             if isinstance(node, ast.Dict):
                 items = node.keys
             elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):

@@ -14,6 +14,7 @@ from commprof.doctor.nccl_probe import ProbeWorker, run_probe
 from commprof.doctor.nvml_health import gather_health
 from commprof.doctor.runner import run_checks
 from commprof.doctor.topology_probe import probe_topology
+from commprof.floor.record import not_measured
 from tests.nvml_fake import FakeNvml, HealthyNvml
 
 DOCTOR = Path(__file__).parent / "fixtures" / "doctor"
@@ -126,7 +127,15 @@ def test_live_gather_with_gpus_wires_nvml_tests_and_log_into_the_checks(monkeypa
         )
 
     monkeypatch.setattr(live.gpu_tests, "run_gpu_tests", fake_tests)
+    probed = []  # the floor probe's own process (its refusal without GPUs: test_gpu_smoke_verdicts.py)
+
+    def fake_floor(gpus, path):
+        probed.append(gpus)
+        return not_measured("the test's")
+
+    monkeypatch.setattr(live, "measure_floor", fake_floor)
     facts = live.gather_live(quick=True)
+    assert probed == [len(topology["gpus"])] and facts.floor["why"] == "the test's"
     verdicts = {r.id: r for r in run_checks(facts)}
     assert verdicts["p2p"].status == "ok" and "2 pair(s) (quick)" in verdicts["p2p"].detail
     assert verdicts["pcie-link"].status == "ok"  # Gen1 idle in NVML, Gen5 under load

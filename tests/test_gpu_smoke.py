@@ -56,12 +56,11 @@ def test_gpus_that_torch_cannot_use_are_a_failure_with_torchs_reason():
     assert decision == FAIL and "is a CPU build: install a CUDA build of torch" in line
 
 
-@pytest.mark.processes
 def test_smoke_without_gpu_says_so_and_creates_nothing(capsys, monkeypatch):
-    import torch
-
-    if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU: `make gpu-smoke` runs the real paths")
+    """Without --out, nothing is made. (The environment's real probe, a fresh process, runs in `make gpu-smoke`'s
+    test below.)"""
+    bare = env(cuda_available=False, gpus=[], nvml_gpus=None, nvml_detail="no NVIDIA driver")
+    monkeypatch.setattr(smoke_main, "probe_environment", lambda: bare)
     monkeypatch.setattr("tempfile.mkdtemp", lambda **kw: pytest.fail("the no-CUDA path made an output folder"))
     assert smoke_main.main([]) == 0
     assert "no CUDA GPU here" in capsys.readouterr().out

@@ -129,16 +129,22 @@ def _replay(rank, world_size, settings, iterations):
     return out, len(plan.ops)
 
 
-# Each setting measured three times, alternating with the bare step: a load burst on a shared 2-core box lands on
-# one measurement, not on all three, so each setting's best measurement is compared.
+# Each setting measured three times, in turn with the bare step: a load burst on a shared 2-core box lands on one
+# measurement, not on all three, so each setting's best measurement is compared. One launch holds both settings
+# (the bare step, compute between collectives, a late rank), read by the two tests below.
 ROUNDS = 3
+COMPUTE = "uniform:500"
+LATE = {"rank": 1, "us": 1000}
 
 
-def _alternating(spaced, skew=None):
-    results, ops = run_ranks(_replay, 2, ([("none", None), (spaced, skew)] * ROUNDS, 30))[0]
+@pytest.fixture(scope="module")
+def spaced():
+    """Per setting ("bare", "compute", "late") its ROUNDS replays, and the step's op count."""
+    settings = [("none", None), (COMPUTE, None), ("none", LATE)]
+    results, ops = run_ranks(_replay, 2, (settings * ROUNDS, 20))[0]
     for result in results:
         assert result["status"] == "ok", result["message"]
-    return results[0::2], results[1::2], ops
+    return {name: results[i :: len(settings)] for i, name in enumerate(("bare", "compute", "late"))} | {"ops": ops}
 
 
 def _best(bare_runs):
@@ -148,8 +154,8 @@ def _best(bare_runs):
 
 
 @pytest.mark.processes
-def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_apart():
-    bare_runs, spaced_runs, ops = _alternating("uniform:500")
+def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_apart(spaced):
+    bare_runs, spaced_runs, ops = spaced["bare"], spaced["compute"], spaced["ops"]
     assert all(r["compute_us"] is None and r["wait_clock"] == "host_monotonic" for r in bare_runs)
     expected = 500 * (ops - 1)
     # Timed on its own, the compute is its length: never shorter, and its best step close to it.
@@ -168,8 +174,8 @@ def test_compute_between_collectives_raises_the_step_by_its_length_and_is_told_a
 
 
 @pytest.mark.processes
-def test_a_late_rank_is_waiting_on_the_others_not_wire_time():
-    bare_runs, late_runs, ops = _alternating("none", {"rank": 1, "us": 1000})
+def test_a_late_rank_is_waiting_on_the_others_not_wire_time(spaced):
+    bare_runs, late_runs, ops = spaced["bare"], spaced["late"], spaced["ops"]
     assert all(r["wait_clock"] == "host_monotonic" and r["compute_us"] is None for r in late_runs)
     expected = 1000 * ops
     # Not much less than the lateness asked for in the middle round (one where the load held the waiting rank back

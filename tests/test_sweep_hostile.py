@@ -19,7 +19,7 @@ from commprof.cli import main
 from commprof.records.files import read_records
 from commprof.records.run_meta import read_meta
 from commprof.terminal import one_line
-from tests.sweeprun import REPO, run_sweep, sweep_env, tiny_model, torchrun_args
+from tests.sweeprun import REPO, run_controllers, sweep_env, tiny_model, torchrun_args
 
 FAULTY = "tests.plugins.faulty"
 BUILDS = "tests.plugins.builds"
@@ -243,12 +243,13 @@ def _start_hanging_sweep(tmp_path, name: str, env: dict[str, str]):
 def test_a_live_run_refuses_a_resume_then_a_killed_peer_is_one_clear_line_and_a_resume_finishes_it(tmp_path):
     """One live sweep, faults around it: a second sweep resuming it is refused naming the holder and the first goes
     on untouched; then SIGKILL of rank 1's controller ends it with one clear line; released, a resume measures
-    what was left and keeps what was done."""
+    what was left and keeps what was done. The live sweep is torchrun's (its agent ends rank 0 once rank 1 is
+    gone); the second sweep and the resume are controllers started as torchrun starts them, without its agent."""
     release = tmp_path / "release"
     env = sweep_env() | {"COMMPROF_TEST_RELEASE": str(release)}
     proc, results = _start_hanging_sweep(tmp_path, "live", env)
     try:
-        second = run_sweep(2, "--resume", str(results.parent), "--no-doctor", timeout=100)
+        second = run_controllers(2, "--resume", str(results.parent), "--no-doctor", env=env, timeout=100)
         assert second.returncode != 0, second.stderr[-2000:]
         assert f"is being written by pid {proc.pid}" not in second.stderr  # the holder is rank 0, not torchrun
         assert re.search(r"is being written by pid \d+ on host \S+ \(since ", second.stderr), second.stderr[-2000:]
@@ -269,14 +270,7 @@ def test_a_live_run_refuses_a_resume_then_a_killed_peer_is_one_clear_line_and_a_
     assert results.read_text() == done  # nothing of the point in flight
 
     release.touch()
-    resumed = subprocess.run(
-        torchrun_args(2, "--resume", str(results.parent), "--no-doctor"),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        cwd=REPO,
-    )
+    resumed = run_controllers(2, "--resume", str(results.parent), "--no-doctor", env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "done before resume" in resumed.stderr
     records = read_records(results)

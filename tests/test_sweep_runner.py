@@ -65,13 +65,16 @@ def test_nccl_settings_on_gloo_are_recorded_unsupported_and_never_timed(gloo_swe
 
 @pytest.mark.processes  # the probe's fork server
 def test_dry_run_writes_nothing_and_estimates_from_a_probe(tmp_path, monkeypatch, capsys):
-    """`python -m commprof.allreduce_sweep --sweep sweeps/pcie8-verify.toml --dry-run` from the checkout, on one
-    rank, run here: the listing, an estimate from a probe measured on this launch, one line on stderr."""
+    """`python -m commprof.allreduce_sweep --sweep sweeps/pcie8-verify.toml --tokens 4 --dry-run` from the checkout,
+    on one rank, run here: the listing, an estimate from a probe measured on this launch, one line on stderr. (At
+    one of the preset's four T: the probe replays Kimi-K2.5's step at each T the sweep has.)"""
     from commprof.sweep import command
 
     one_rank(monkeypatch)
     monkeypatch.chdir(REPO)
-    status = command.main(["--sweep", "sweeps/pcie8-verify.toml", "--dry-run", "--out", str(tmp_path / "runs")])
+    status = command.main(
+        ["--sweep", "sweeps/pcie8-verify.toml", "--tokens", "4", "--dry-run", "--out", str(tmp_path / "runs")]
+    )
     out, err = capsys.readouterr()
     assert status == 0, err
     assert "p000" in out and not (tmp_path / "runs").exists()

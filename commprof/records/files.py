@@ -97,12 +97,19 @@ def finite_json(value: Any) -> Any:
     return value
 
 
+def strict_json(value: Any, **options: Any) -> str:
+    """json.dumps(finite_json(value), allow_nan=False, **options), walking `value` in Python only when the encoder
+    met a NaN / Inf: a record of thousands of numbers is walked once, by the encoder, when all are finite."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:  # "Out of range float values are not JSON compliant"
+        return json.dumps(finite_json(value), allow_nan=False, **options)
+
+
 def append_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
     """Append records and fsync, so a controller killed right after loses nothing already written; a link at
     `path` is refused, never followed."""
-    lines = "".join(
-        json.dumps(finite_json(record), separators=(",", ":"), allow_nan=False) + "\n" for record in records
-    )
+    lines = "".join(strict_json(record, separators=(",", ":")) + "\n" for record in records)
     write_nofollow(path, lines.encode("utf-8"), append=True, sync=True)
 
 
@@ -219,7 +226,7 @@ def write_json(path: Path, data: dict[str, Any], limit: int | None = None) -> No
     """Write a JSON file atomically (a crash leaves the old file or the new one, never half of one); `limit`: the
     most bytes its reader reads, refused (UsageError naming the largest section) before anything is written."""
     tmp = Path(f"{path}.tmp")
-    text = json.dumps(finite_json(data), indent=2, sort_keys=True, default=str, allow_nan=False)
+    text = strict_json(data, indent=2, sort_keys=True, default=str)
     if limit is not None and len(text.encode("utf-8")) + 1 > limit:
         largest = max(data, key=lambda key: len(json.dumps(data[key], default=str)))
         raise UsageError(
