@@ -141,7 +141,7 @@ LATE = {"rank": 1, "us": 1000}
 def spaced():
     """Per setting ("bare", "compute", "late") its ROUNDS replays, and the step's op count."""
     settings = [("none", None), (COMPUTE, None), ("none", LATE)]
-    results, ops = run_ranks(_replay, 2, (settings * ROUNDS, 20))[0]
+    results, ops = run_ranks(_replay, 2, (settings * ROUNDS, 30))[0]
     for result in results:
         assert result["status"] == "ok", result["message"]
     return {name: results[i :: len(settings)] for i, name in enumerate(("bare", "compute", "late"))} | {"ops": ops}
