@@ -13,21 +13,27 @@ import re
 import textwrap
 from collections.abc import Iterator
 
-import matplotlib
-import matplotlib.axis
-import matplotlib.collections
-import matplotlib.patches
-import matplotlib.text
-import matplotlib.ticker
-import numpy as np
-import pandas as pd
+import matplotlib.artist
+
+# matplotlib writes the help text of each artist class's `set` as it defines the class, a quarter of its import: the
+# process that draws the figures shows no help text, so it is left empty (before the artists' modules are imported).
+matplotlib.artist.kwdoc = lambda artist: ""
+
+import matplotlib  # noqa: E402
+import matplotlib.axis  # noqa: E402
+import matplotlib.collections  # noqa: E402
+import matplotlib.patches  # noqa: E402
+import matplotlib.text  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 
 # A Figure with the SVG writer's canvas, not pyplot: no figure manager, no GUI backend to choose (a tenth of the
 # import, and of each figure's making).
-from matplotlib.backends.backend_svg import FigureCanvasSVG
-from matplotlib.figure import Figure
+from matplotlib.backends.backend_svg import FigureCanvasSVG  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
-from commprof.terminal import printable
+from commprof.terminal import printable  # noqa: E402
 
 matplotlib.rcParams.update(
     {
