@@ -8,7 +8,8 @@ from pathlib import Path
 from commprof.cli import main
 from commprof.records.files import read_records
 from commprof.report.analysis.run_analysis import analyze_run
-from commprof.report.command import load_run, report_options, sweep_options
+from commprof.report.command import load_run
+from commprof.report.flags import report_options, sweep_options
 
 # As `commprof calibrate` writes it for the 8 x RTX 4090 SHM log (tests/fixtures/nccl-tests), judged on 8 KB-1 MB.
 CALIBRATION = """[costmodel]

@@ -5,7 +5,8 @@ rule cited). In process; one point at one T."""
 from commprof.cli import main
 from commprof.report.analysis.decide import decide
 from commprof.report.analysis.run_analysis import analyze_run
-from commprof.report.command import load_run, report_options, sweep_options
+from commprof.report.command import load_run
+from commprof.report.flags import report_options, sweep_options
 
 SWEEP = """
 name = "kimi-nvlink-t4"

@@ -11,7 +11,8 @@ import pytest
 
 from commprof.errors import UsageError
 from commprof.report.analysis.run_analysis import analyze_run
-from commprof.report.command import load_run, report_options, sweep_options
+from commprof.report.command import load_run
+from commprof.report.flags import report_options, sweep_options
 from tests.report_fixtures import base_points, make_meta, make_records, write_run
 
 VALUES = {"string": "x", "list": [1], "null": None, "1e30": 1e30, "NaN": float("nan")}

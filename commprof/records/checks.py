@@ -68,7 +68,8 @@ def decode_record(line: bytes | str | memoryview, shared: dict[tuple[str, bytes]
             record = _STEP.decode(line)  # what is wrong, said as for any record
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             return _decode_slowly(bytes(line) if isinstance(line, memoryview) else line)
-    problem = rule_problem(record)
+    # A shared point was checked once, when first decoded (_decode_sharing).
+    problem = _columns_problem(record.get("op_us")) if shared is not None else rule_problem(record)
     if problem:
         raise ValueError(f"not a usable record: {problem}")
     return record
@@ -83,6 +84,8 @@ def _decode_sharing(line: bytes | str | memoryview, shared: dict[tuple[str, byte
                 key = (name, bytes(text))
                 if (part := shared.get(key, shared)) is shared:
                     part = shared[key] = _SHARED_DECODERS[name].decode(key[1])
+                    if name == "point" and (problem := _point_problem(part)):
+                        raise ValueError(f"not a usable record: {problem}")
                 parts[name] = part
     return record
 
@@ -134,14 +137,16 @@ def _problem(record: Any) -> str | None:
 def rule_problem(record: dict[str, Any]) -> str | None:
     """The rules a typed record may still break: an environment name a shell would run, a NUL in a value, op_us
     columns of unequal length."""
-    point = record["point"]
+    return _point_problem(record["point"]) or _columns_problem(record.get("op_us"))
+
+
+def _point_problem(point: dict[str, Any]) -> str | None:
     for name, value in (point.get("env") or {}).items():
         if refused := _export_name_problem(name):
             return f"point.env: {refused}"
         if "\x00" in value:
             return f"point.env.{name}: holds a NUL character"
-    columns = record.get("op_us")
-    return _columns_problem(columns) if columns else None
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
@@ -149,8 +154,10 @@ def _export_name_problem(name: str) -> str | None:
     return export_name_problem(name)
 
 
-def _columns_problem(columns: dict[str, list]) -> str | None:
+def _columns_problem(columns: dict[str, list] | None) -> str | None:
     """op_us is columnar: one item per op site in every column (the items' types are its type's)."""
+    if not columns:
+        return None
     sites = columns.get("sites")
     if sites is not None and len({len(v) for v in columns.values()} | {len(sites)}) > 1:
         uneven = next(k for k, v in columns.items() if len(v) != len(sites))

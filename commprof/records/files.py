@@ -159,9 +159,10 @@ def _plain_records(blocks: Iterable[bytes], dropped: tuple[str, ...]) -> list[di
     then read line by line with each line's number (the same lines: in ASCII without "\r", only "\n" ends a line)."""
     records: list[dict[str, Any]] = []
     shared: dict[tuple[str, bytes], Any] = {}  # the shared sections and plan columns, one per distinct text
+    points: set[int] = set()  # the shared points already as readers get them (by identity: shared holds each)
     try:
         for line in _lines(blocks):
-            records.append(_as_kept(decode_record(line, shared), None, dropped))
+            records.append(_as_kept(decode_record(line, shared), None, dropped, points))
     except ValueError:  # not such a file, or a blank, bad or truncated line: read as above, which says it
         return None
     return records
@@ -192,12 +193,18 @@ def _lines(blocks: Iterable[bytes]) -> Iterator[bytes | memoryview]:
         yield b"".join(tail)
 
 
-def _as_kept(record: dict[str, Any], kept: dict[tuple, list] | None, dropped: tuple[str, ...]) -> dict[str, Any]:
+def _as_kept(
+    record: dict[str, Any], kept: dict[tuple, list] | None, dropped: tuple[str, ...], points: set[int] | None = None
+) -> dict[str, Any]:
     """The record as readers get it: its label printable, each op_us column of PLAN_COLUMNS the one list `kept`
     holds for those items (read-only, as every record is; None: decode_record shared them already), and op_us's
-    statistics `dropped` left out."""
-    if isinstance(record["point"].get("label"), str):  # printed on pages, plots and terminals: made so once
-        record["point"]["label"] = one_line(record["point"]["label"])
+    statistics `dropped` left out. `points`: the ids of the shared points already made so (each is made so once)."""
+    point = record["point"]
+    if points is None or id(point) not in points:
+        if isinstance(point.get("label"), str):  # printed on pages, plots and terminals: made so once
+            point["label"] = one_line(point["label"])
+        if points is not None:
+            points.add(id(point))
     columns = record.get("op_us")
     if not columns:
         return record

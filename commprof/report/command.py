@@ -9,6 +9,7 @@ import warnings
 from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,9 +23,13 @@ from commprof.records.files import (
 )
 from commprof.records.run_meta import RunMeta, read_meta
 from commprof.report.analysis.engine_dispatch import DEFAULT_ENGINES
-from commprof.report.analysis.ops import OP_STATISTICS_READ
-from commprof.report.flags import ReportFlags, report_options, sweep_options
 from commprof.report.worker import Worker, echo, figure_worker, hold_until_exit
+
+if TYPE_CHECKING:
+    from commprof.report.flags import ReportFlags
+
+# This process imports what the command line needs, no more: the render (its own process) imports pandas and the
+# analysis, which this one would otherwise take apart again when it exits (a tenth of a small report's CPU).
 
 
 def newest_run(parent: Path) -> Path:
@@ -54,6 +59,8 @@ def load_run(run_dir: Path) -> tuple[str, list[dict], RunMeta, list[str]]:
     results = run_dir / RESULTS_FILE
     if not results.is_file():
         raise UsageError(f"{run_dir}: no {RESULTS_FILE} here; is this a run folder (runs/<run-id>/)?")
+    from commprof.report.analysis.ops import OP_STATISTICS_READ
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         records = read_records(results, OP_STATISTICS_READ)  # the other statistics checked, then dropped
@@ -168,17 +175,21 @@ def report(
     # Records are acyclic JSON: the cyclic collector only re-scans them (a fifth of a 10,000-record render).
     gc.disable()
     try:
-        flags = ReportFlags(compute_ms, draft_ms, accept, baseline, tuple(engines), allow_partial)
+        given = (compute_ms, draft_ms, accept, baseline, tuple(engines), allow_partial)
         # The render runs in a process of its own, which ends when it is done: the system takes back its records
         # at once, where freeing them one by one took a tenth of the render.
-        render = partial(_render, run_dirs, latest, out, flags, (observed_step_ms, observed_dir))
+        render = partial(_render, run_dirs, latest, out, given, (observed_step_ms, observed_dir))
         with Worker(render, interruptible=True) as process:
             process.jobs[0].result()
     finally:
         gc.enable()
 
 
-def _render(run_dirs, latest, out, flags: ReportFlags, observe: tuple[str | None, Path | None]) -> None:
+def _render(run_dirs, latest, out, given: tuple, observe: tuple[str | None, Path | None]) -> None:
+    """The report, in its own process: `given`, ReportFlags' fields as the command line gave them."""
+    from commprof.report.flags import ReportFlags
+
+    flags = ReportFlags(*given)
     observed = observation(*observe)
     from commprof.report.analysis.engine_dispatch import TABLES, parse_engine
 
@@ -264,6 +275,7 @@ def _report(
 
     from commprof.report.analysis.compared import incomparable
     from commprof.report.analysis.run_analysis import RunExtras, analyze_run
+    from commprof.report.flags import report_options, sweep_options
     from commprof.report.write import check_report_target, write_report
 
     cli = asdict(flags)
@@ -344,6 +356,7 @@ def answer_lines(run_dir: Path) -> list[str]:
     from commprof.report.analysis.decide import decide
     from commprof.report.analysis.run_analysis import RunExtras, analyze_run
     from commprof.report.exports.decision_files import decision_lines
+    from commprof.report.flags import report_options, sweep_options
 
     try:
         run_id, records, meta, _notes = load_run(run_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from commprof.report.views.figures import plt, to_svg
+from commprof.report.views.figures import subplots, to_svg
 
 
 def drift_svg(drift: dict[str, Any]) -> str:
@@ -14,7 +14,7 @@ def drift_svg(drift: dict[str, Any]) -> str:
     samples = drift["samples"]
     totals = [s["total_us"] / 1000.0 for s in samples]
     order = list(range(1, len(totals) + 1))
-    fig, ax = plt.subplots(figsize=(7.5, 2.6))
+    fig, ax = subplots(figsize=(7.5, 2.6))
     fig.subplots_adjust(left=0.09, right=0.98, bottom=0.2, top=0.92)
     ax.axhspan(min(totals), max(totals), color="#d95f02" if drift["exceeded"] else "#7570b3", alpha=0.15)
     ax.plot(order, totals, marker="o", color="#333333")

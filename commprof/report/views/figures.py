@@ -1,4 +1,4 @@
-"""The report's plots as inline SVG strings (matplotlib, Agg, no network): one function per figure.
+"""The report's plots as inline SVG strings (matplotlib's SVG writer, no network): one function per figure.
 
 Inputs are a Decision's tables (as DataFrames or plain lists, views/page.py makes them); outputs are `<svg>` text with ids made unique per figure, so
 several figures can live in one HTML page. Step times are drawn in ms, single collectives in µs.
@@ -11,21 +11,31 @@ import itertools
 import math
 import re
 import textwrap
+from collections.abc import Iterator
 
-import matplotlib
-import matplotlib.collections
-import matplotlib.patches
-import matplotlib.text
-import matplotlib.ticker
+import matplotlib.artist
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+# matplotlib writes the help text of each artist class's `set` as it defines the class, a quarter of its import: the
+# process that draws the figures shows no help text, so it is left empty (before the artists' modules are imported).
+matplotlib.artist.kwdoc = lambda artist: ""
+
+import matplotlib  # noqa: E402
+import matplotlib.axis  # noqa: E402
+import matplotlib.collections  # noqa: E402
+import matplotlib.patches  # noqa: E402
+import matplotlib.text  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+# A Figure with the SVG writer's canvas, not pyplot: no figure manager, no GUI backend to choose (a tenth of the
+# import, and of each figure's making).
+from matplotlib.backends.backend_svg import FigureCanvasSVG  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
 from commprof.terminal import printable  # noqa: E402
 
-plt.rcParams.update(
+matplotlib.rcParams.update(
     {
         "svg.fonttype": "none",  # text stays text: smaller files, selectable, prints crisply
         "svg.hashsalt": "commprof",  # stable ids (made unique per figure below)
@@ -47,7 +57,6 @@ def to_svg(fig) -> str:
     buffer = io.StringIO()
     # No bbox_inches="tight" (it draws the figure twice); no RDF metadata block (date, creator): stable output.
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    plt.close(fig)
     text = buffer.getvalue()
     text = text[text.index("<svg") :]
     prefix = f"f{next(_figure_counter)}-"
@@ -59,7 +68,7 @@ def to_svg(fig) -> str:
 def _printable_text(fig) -> None:
     """Every text of `fig` as a terminal would print it (labels come from users): no control character reaches the
     font, its warnings or the page. Tick labels given as text are kept by their formatter until drawn."""
-    for text in fig.findobj(matplotlib.text.Text):
+    for text in _texts(fig):
         text.set_text(printable(text.get_text()))
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
@@ -70,9 +79,28 @@ def _printable_text(fig) -> None:
                 formatter.func = lambda x, pos, labels=formatter.func: printable(labels(x, pos))
 
 
+def _texts(artist) -> Iterator[matplotlib.text.Text]:
+    """The texts of `artist` and of what it holds, but an axis's ticks: their labels come from the axis's formatter
+    when drawn (asking for the ticks before would make them, and again once the limits are known)."""
+    if isinstance(artist, matplotlib.text.Text):
+        yield artist
+    if isinstance(artist, matplotlib.axis.Axis):
+        yield from (artist.label, artist.offsetText)
+        return
+    for child in artist.get_children():
+        yield from _texts(child)
+
+
+def subplots(lines: int = 1, columns: int = 1, **options):
+    """pyplot.subplots without pyplot: a Figure (on the SVG writer's canvas) and its axes."""
+    fig = Figure(figsize=options.pop("figsize"))
+    FigureCanvasSVG(fig)
+    return fig, fig.subplots(lines, columns, **options)
+
+
 def _single_axes(size: tuple[float, float]):
     """A figure with one axes and fixed margins (cheaper than a layout engine, same look for these plots)."""
-    fig, ax = plt.subplots(figsize=size)
+    fig, ax = subplots(figsize=size)
     fig.subplots_adjust(left=0.09, right=0.98, bottom=0.15, top=0.96)
     return fig, ax
 
@@ -145,7 +173,7 @@ def sites_svg(per_tokens: dict[int, dict[str, dict[str, list[float]]]]) -> str:
     columns = min(count, 4)
     lines = math.ceil(count / columns)
     # Fixed margins, not a layout engine: constrained layout costs half again the drawing time.
-    fig, axes = plt.subplots(lines, columns, figsize=(3.3 * columns, 2.8 * lines), squeeze=False)
+    fig, axes = subplots(lines, columns, figsize=(3.3 * columns, 2.8 * lines), squeeze=False)
     # ~0.75 inch on the left for the tick labels and the axis label, whatever the width.
     fig.subplots_adjust(
         left=max(0.07, 0.75 / (3.3 * columns)), right=0.99, bottom=0.1, top=0.84, wspace=0.35, hspace=0.45
@@ -172,7 +200,7 @@ def sites_svg(per_tokens: dict[int, dict[str, dict[str, list[float]]]]) -> str:
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     for ax in axes.flat[count:]:
         ax.axis("off")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[s]) for s in ("baseline", "answer")]
+    handles = [matplotlib.patches.Rectangle((0, 0), 1, 1, color=COLORS[s]) for s in ("baseline", "answer")]
     fig.legend(handles, ["baseline", "the answer"], loc="upper center", ncol=2, frameon=False, fontsize=8)
     return to_svg(fig)
 
@@ -206,7 +234,7 @@ def projection_svg(
     fig, ax = _single_axes((9.5, 3.6))
     fig.subplots_adjust(left=0.07, right=0.72)  # the legend sits right of the plot
     top = max(max(accepts), 3.0)
-    palette = plt.get_cmap("tab10")
+    palette = matplotlib.colormaps["tab10"]
     verify_tokens = sorted(t for t in parts["tokens"].unique() if t > 1)
     for setting, style in (("baseline", "--"), ("recommended", "-."), ("answer", "-")):
         rows = parts[parts["setting"] == setting].set_index("tokens")
@@ -277,7 +305,7 @@ def comparison_svg(heads: dict[str, pd.DataFrame]) -> str:
         top=1 - (0.35 + 0.15 * count) / (3.2 + 0.15 * count)
     )  # the legend above the bars, a row per run
     width = 0.8 / (2 * count)
-    palette = plt.get_cmap("tab10")
+    palette = matplotlib.colormaps["tab10"]
     for k, (name, head) in enumerate(heads.items()):
         rows = head.drop_duplicates("tokens").set_index("tokens").reindex(tokens)
         x = np.arange(len(tokens)) - 0.4 + width * (2 * k + 0.5)
@@ -316,7 +344,7 @@ def costmodel_scatter_svg(
 ) -> str:
     """Measured (x) vs modelled (y), log-log, one colour per `group` value: the y = x line and the ±band where
     a prediction counts as close. `scale` converts the µs columns to the axes' unit (1e-3: ms)."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    fig, ax = subplots(figsize=(6.4, 4.6))
     fig.subplots_adjust(left=0.15, right=0.97, bottom=0.16, top=0.97)
     x = pairs["measured_us"].to_numpy(dtype=float) * scale
     y = pairs["simulated_us"].to_numpy(dtype=float) * scale
@@ -334,7 +362,7 @@ def costmodel_scatter_svg(
         label=f"within ±{band * 100:.0f} %",
     )
     ax.plot(line, line, color="#1e7b34", linewidth=1, label="model = measured")
-    palette = plt.get_cmap("tab10")
+    palette = matplotlib.colormaps["tab10"]
     for k, (value, rows) in enumerate(pairs.groupby(group, sort=True)):
         name = f"T = {value}" if group == "tokens" else str(value)
         ax.scatter(
@@ -364,7 +392,7 @@ def routing_svg(curves: list[dict], bands: list[dict]) -> str:
     (dashed), and above them the routed implementation per band."""
     fig, ax = _single_axes((7.5, 3.4))
     fig.subplots_adjust(top=0.86, right=0.94)
-    palette = plt.get_cmap("tab10")
+    palette = matplotlib.colormaps["tab10"]
     names = sorted(
         {c["label"] for c in curves}, key=lambda n: (not any(c["baseline"] for c in curves if c["label"] == n), n)
     )
