@@ -18,9 +18,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from markupsafe import Markup
 
 from commprof.cli import main
 from commprof.records.files import META_FILE, RESULTS_FILE
+from commprof.report import command as report_command
+from commprof.report.views.drawing import drawn_by
 from commprof.sweep.planning import interleave
 from tests import claims_check
 from tests.conftest import GLOO_RUN, TESTS
@@ -281,8 +284,10 @@ def test_the_scenarios_hold_what_the_claim_check_reads(scenarios):
 
 def _planted(monkeypatch, tmp_path, scenario: str, plant, decide_again: bool) -> list[str]:
     """The claim check's findings on `scenario` rendered again with one defect planted back (`plant(monkeypatch)`):
-    decided again from its records, or (a renderer's defect) rendered again from its summary.json alone."""
+    decided again from its records, or (a renderer's defect) rendered again from its summary.json alone. Its figures
+    are not drawn: the claim check reads no figure (it strips every <svg>), and drawing them was half of each render."""
     plant(monkeypatch)
+    monkeypatch.setattr(report_command, "figure_worker", _no_figures)
     out = tmp_path / "planted"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -294,6 +299,12 @@ def _planted(monkeypatch, tmp_path, scenario: str, plant, decide_again: bool) ->
                 main(["report", "--from-summary", str(scenarios_of(scenario) / "summary.json"), "--out", str(out)]) == 0
             )
     return claims_check.problems(out, printed.getvalue())
+
+
+@contextlib.contextmanager
+def _no_figures():
+    with drawn_by(lambda module, function, args, kwargs: Markup("<svg></svg>")):
+        yield
 
 
 _RENDERED: dict[str, Path] = {}
