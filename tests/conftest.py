@@ -21,10 +21,13 @@ from pathlib import Path
 # box): two `fc-list` runs, which the rule below would count against whichever test draws first. Loaded here.
 import matplotlib.font_manager  # noqa: F401
 import pytest
+from markupsafe import Markup
 
 from commprof.cli import main
 from commprof.replay.forkserver import ForkServer
+from commprof.report import command as report_command
 from commprof.report import worker
+from commprof.report.views.drawing import drawn_by
 from tests.built_once import built_once
 from tests.shared_runs import gloo_launch, lost_agent_launch, shared_launch, smoke_launch
 
@@ -112,6 +115,24 @@ class NoForkServer(contextlib.nullcontext):
 def no_fork_server_unless_marked(request, monkeypatch):
     if not marked(request.node, "processes"):
         monkeypatch.setattr(ForkServer, "start", classmethod(lambda cls: NoForkServer()))
+
+
+def draw_no_figures(monkeypatch) -> None:
+    """Reports rendered with every figure an empty <svg>, for tests of what the page and the files say (drawing was
+    half of each render): the figures are drawn, and checked, by the tests of the figures and of the rendered
+    scenarios."""
+
+    @contextlib.contextmanager
+    def empty_figures():
+        with drawn_by(lambda module, function, args, kwargs: Markup("<svg></svg>")):
+            yield
+
+    monkeypatch.setattr(report_command, "figure_worker", empty_figures)
+
+
+@pytest.fixture
+def figures_not_drawn(monkeypatch) -> None:
+    draw_no_figures(monkeypatch)
 
 
 @pytest.fixture(autouse=True)

@@ -18,15 +18,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from markupsafe import Markup
 
 from commprof.cli import main
 from commprof.records.files import META_FILE, RESULTS_FILE
-from commprof.report import command as report_command
-from commprof.report.views.drawing import drawn_by
 from commprof.sweep.planning import interleave
 from tests import claims_check
-from tests.conftest import GLOO_RUN, TESTS
+from tests.conftest import GLOO_RUN, TESTS, draw_no_figures
 from tests.report_fixtures import measured_twin, write_run
 from tests.sweeprun import one_rank
 from tests.test_crossover_stage import kernel_times, search_records
@@ -287,7 +284,7 @@ def _planted(monkeypatch, tmp_path, scenario: str, plant, decide_again: bool) ->
     decided again from its records, or (a renderer's defect) rendered again from its summary.json alone. Its figures
     are not drawn: the claim check reads no figure (it strips every <svg>), and drawing them was half of each render."""
     plant(monkeypatch)
-    monkeypatch.setattr(report_command, "figure_worker", _no_figures)
+    draw_no_figures(monkeypatch)
     out = tmp_path / "planted"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -299,12 +296,6 @@ def _planted(monkeypatch, tmp_path, scenario: str, plant, decide_again: bool) ->
                 main(["report", "--from-summary", str(scenarios_of(scenario) / "summary.json"), "--out", str(out)]) == 0
             )
     return claims_check.problems(out, printed.getvalue())
-
-
-@contextlib.contextmanager
-def _no_figures():
-    with drawn_by(lambda module, function, args, kwargs: Markup("<svg></svg>")):
-        yield
 
 
 _RENDERED: dict[str, Path] = {}

@@ -16,6 +16,8 @@ from commprof.costmodel.calibration_file import params_from_toml
 from commprof.costmodel.fitted_box import UNKNOWN, BoxFacts
 from commprof.records.files import read_records
 
+pytestmark = pytest.mark.usefixtures("figures_not_drawn")  # what these reports say is in their words
+
 FIXTURES = Path(__file__).parent / "fixtures"
 LOG = FIXTURES / "nccl-tests" / "rtx4090x8_sys_noP2P_charlie0129.txt"
 BUNDLE = FIXTURES / "doctor" / "asus-esc8000a-8x-rtxpro6000"

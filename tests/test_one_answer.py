@@ -17,7 +17,8 @@ from commprof.report.command import answer_lines
 from tests import claims_check
 from tests.test_decision import SWEEP, answer_env, sourced
 
-pytestmark = pytest.mark.processes  # simulates and renders reports, sources files
+# Simulates and renders reports (their figures not drawn: the answer is in the words), sources files.
+pytestmark = [pytest.mark.processes, pytest.mark.usefixtures("figures_not_drawn")]
 
 ASUS = Path(__file__).parent / "fixtures" / "doctor" / "asus-esc8000a-8x-rtxpro6000"
 

@@ -13,6 +13,8 @@ from commprof.records.files import META_FILE, RESULTS_FILE, append_plan
 from commprof.records.plan_file import PLAN_FILE, points_line, stages_line
 from tests.report_fixtures import make_meta, write_run
 
+pytestmark = pytest.mark.usefixtures("figures_not_drawn")  # what these reports say is in their words
+
 GLOO_RUN = Path(__file__).parent / "fixtures" / "report" / "cpu-smoke-gloo"
 
 

@@ -13,6 +13,8 @@ from commprof.cli import main
 from commprof.errors import UsageError
 from commprof.report.analysis.observed import parse_observed_ms
 
+pytestmark = pytest.mark.usefixtures("figures_not_drawn")  # what these reports say is in their words
+
 FIXTURES = Path(__file__).parent / "fixtures"
 ASUS = FIXTURES / "doctor" / "asus-esc8000a-8x-rtxpro6000"
 SWEEP = """
