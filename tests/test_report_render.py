@@ -98,6 +98,7 @@ def test_simulated_run_is_labelled_everywhere(tmp_path):
     assert json.loads((out / "summary.json").read_text())["runs"][0]["run"]["simulated"] is True
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_measured_and_simulated_side_by_side(tmp_path):
     measured = write_run(tmp_path, "before")
     simulated = write_run(tmp_path, "model-run", source="simulated")
@@ -168,6 +169,7 @@ def test_imported_collectives_only(tmp_path):
     assert "imported from nccl-tests" in html and "Single collectives" in html and "65536" in html
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_doctor_verdicts_read_as_the_doctor_writes_them_and_a_topology_of_another_shape(tmp_path, capsys):
     meta = make_meta("odd")
     failing = {"id": "p2p", "title": "GPU peer-to-peer", "status": "fail", "detail": "no P2P", "evidence": []}
@@ -186,6 +188,7 @@ def test_doctor_verdicts_read_as_the_doctor_writes_them_and_a_topology_of_anothe
     assert err.endswith("not usable run metadata: doctor: checks: an item: no status") and len(err.splitlines()) == 1
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_options_from_the_sweep_file(tmp_path):
     meta = make_meta("sw")
     meta["sweep"] = {"path": "s.toml", "report": {"compute_ms": {"4": 5.0}, "accept_lengths": [1.5], "draft_ms": 1}}
@@ -198,6 +201,7 @@ def test_options_from_the_sweep_file(tmp_path):
     assert json.loads((out / "summary.json").read_text())["runs"][0]["run"]["accepts"] == [2.0, 3.0]
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_latest_picks_the_newest_run(tmp_path, monkeypatch):
     write_run(tmp_path / "runs", "old", meta={**make_meta("old"), "created": "2026-01-01T00:00:00Z"})
     write_run(tmp_path / "runs", "new", meta={**make_meta("new"), "created": "2026-02-01T00:00:00Z"})
@@ -231,6 +235,7 @@ def test_robustness_one_clear_line_each(tmp_path, capsys):
     one_line_error(capsys, ["report", "--latest", str(tmp_path / "norun")], "no such directory")
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_truncated_last_line_warns_and_renders(tmp_path, capsys):
     run_dir = write_run(tmp_path, "cut")
     with open(run_dir / RESULTS_FILE, "a") as handle:
@@ -313,6 +318,7 @@ def test_real_gloo_run_doctor_rows_not_json(gloo_report):
     assert "banner fail" not in html and "banner warn" not in html  # every check ok or skipped
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_failing_doctor_check_puts_a_loud_banner_first(tmp_path):
     meta = make_meta("bad-box")
     meta["doctor"] = doctor_meta(with_fail=True)
@@ -337,6 +343,7 @@ def test_warning_doctor_check_gets_a_softer_note(rendered):
     assert "not tuning results" not in header
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_topology_probe_of_a_fake_nvml_box_renders_as_tables_and_grids(tmp_path):
     meta = make_meta("topo")
     meta["topology"] = probe_topology(FakeNvml(p2p_broken={(0, 2), (1, 3)}))
@@ -363,6 +370,7 @@ def test_topology_probe_of_a_fake_nvml_box_renders_as_tables_and_grids(tmp_path)
         assert raw not in section, raw
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_topology_without_gpus_says_why(tmp_path):
     meta = make_meta("nogpu")
     meta["topology"] = probe_topology(FakeNvml(gpus=0))
@@ -516,6 +524,7 @@ def test_pcie8_calibrated_is_judged_by_its_held_out_error_and_ranks_no_untested_
             assert 0 < int(fields[2]) <= 4 * largest and fields[4] != "ll128", line
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_speculation_without_compute_leads_with_the_caveat(tmp_path):
     run_dir = write_run(tmp_path, "nocompute")
     out = tmp_path / "out"
@@ -530,6 +539,7 @@ def test_speculation_without_compute_leads_with_the_caveat(tmp_path):
     assert '<table class="">' in card and "At best" not in card
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_shared_gpus_is_a_functional_check_not_a_result(tmp_path):
     run_dir = write_run(tmp_path, "shared", meta={**make_meta("shared"), "shared_gpus": True})
     out = tmp_path / "out"
@@ -618,6 +628,7 @@ def test_measured_vs_model_plot_and_ratios(measured_and_model, tmp_path):
     assert "Measured vs simulated" not in (tmp_path / "alone" / "index.html").read_text()
 
 
+@pytest.mark.usefixtures("figures_not_drawn")  # what the page says
 def test_one_run_folder_holding_both_sources(measured_and_model, tmp_path):
     _, _, model, measured, root = measured_and_model
     both = write_run(root, "mixed", records=measured + [{**r, "run_id": "mixed"} for r in model])
