@@ -194,6 +194,16 @@ def ok_mask(steps: pd.DataFrame, mode: str | None = None) -> pd.Series:
     return mask & (steps["mode"] == mode) if mode is not None else mask
 
 
+def error_columns(rows: pd.DataFrame) -> pd.DataFrame:
+    """Only the columns model_errors reads: the rows' dicts to give it (a dict of every column per row is dear)."""
+    return rows[[column for column in ("kernel_model", "nccl") if column in rows]]
+
+
+def first_rows(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """rows.drop_duplicates(keys), reading only the key columns (drop_duplicates reads every column of a frame)."""
+    return rows[~rows[keys].duplicated()]
+
+
 def model_errors(row: dict, reference: dict | None) -> tuple[float | None, float | None] | None:
     """(the row's, the reference's) expected errors when different models predicted them (a simulated kernel
     against NCCL), else None: the evidence's own error then judges both."""
