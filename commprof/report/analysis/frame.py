@@ -172,7 +172,8 @@ def step_frame(frame: pd.DataFrame) -> pd.DataFrame:
         and steps[column].notna().all()
         and (steps[column] % 1 == 0).all()
     }
-    return steps.assign(**whole) if whole else steps
+    # copy gathers the integer columns into one block: each of the analysis's row selections copies a block at a time
+    return steps.assign(**whole).copy() if whole else steps
 
 
 def collective_frame(frame: pd.DataFrame) -> pd.DataFrame:
