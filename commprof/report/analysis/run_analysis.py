@@ -162,6 +162,12 @@ class RunAnalysis:
         return fr.ok_rows(self.steps, self.mode)
 
     @cached_property
+    def ok_ranked(self) -> pd.DataFrame:
+        """The rankable step records that are a tuning result, of the headline mode: what (a) and the per-T answers
+        are judged on."""
+        return fr.ok_rows(self.rankable, self.mode)
+
+    @cached_property
     def heatmaps(self) -> list[tuple[int, pd.DataFrame, pd.DataFrame]]:
         """Per T: the heatmap pivot of every point of the baseline's implementation, and of the ranked ones."""
         if not self.heatmap_axes or self.ok_mode_steps.empty:
