@@ -129,7 +129,7 @@ def compat_matrix(run: RunAnalysis) -> Matrix | None:
     for (status, message), group in fails.groupby(["status", fails["message"].fillna("(no message)")], sort=True):
         cells = [
             f"{r.point_id}{f' T={int(r.tokens)}' if finite(r.tokens) else ''} {r.mode}"
-            for r in group.head(MAX_MESSAGE_CELLS).itertuples()
+            for r in group.head(MAX_MESSAGE_CELLS)[["point_id", "tokens", "mode"]].itertuples()
         ]  # a crossover search's record has no T
         more = len(group) - MAX_MESSAGE_CELLS
         messages.append(
