@@ -8,7 +8,6 @@ import pandas as pd
 
 from commprof.report.analysis import choices as ch
 from commprof.report.analysis import ranking as rk
-from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.run_analysis import RunAnalysis
 
 
@@ -17,7 +16,7 @@ def answer_frames(run: RunAnalysis, point: str | None) -> dict[str, pd.DataFrame
     passed and the baseline's is kept)."""
     if run.steps.empty or run.baseline is None:
         return {}
-    ranked = ok_rows(run.rankable, run.mode)
+    ranked = run.ok_ranked
     family, evidence = run.baseline_family, run.evidence
     return {
         "headline": rk.headline(ranked, run.baseline, run.mode, evidence, point, family),

@@ -12,7 +12,7 @@ import pandas as pd
 from commprof.evidence import Evidence
 from commprof.impls.registry import fuses_rmsnorm
 from commprof.planner.models import DTYPE_BYTES
-from commprof.report.analysis.frame import model_errors, ok_rows
+from commprof.report.analysis.frame import error_columns, first_rows, model_errors, ok_rows
 from commprof.report.analysis.ranking import UNFUSED_REFERENCE_IMPL, best_points, speedups
 
 # Who a row of table 1 is, in the order the page lists them: the baseline, the settings the recommendation
@@ -37,9 +37,9 @@ def choices_per_tokens(
     ok = ok_rows(steps, mode)
     ok = ok[~ok["fused_rmsnorm"]]
     keys = ["source", "tokens"]
-    picks = [ok[ok["point_id"] == baseline].drop_duplicates(keys).assign(role="baseline")]
+    picks = [first_rows(ok[ok["point_id"] == baseline], keys).assign(role="baseline")]
     if recommended is not None:
-        picks.append(ok[ok["point_id"] == recommended].drop_duplicates(keys).assign(role="recommended"))
+        picks.append(first_rows(ok[ok["point_id"] == recommended], keys).assign(role="recommended"))
     prefer = [p for p in (baseline, recommended) if p]
     picks.append(best_points(ok[ok["impl"].isin(list(family))], mode, prefer).assign(role="fastest setting"))
     picks.append(best_points(ok, mode, prefer, family).assign(role="fastest"))
@@ -57,8 +57,11 @@ def choices_per_tokens(
     table["baseline_us"] = [base.get(k, math.nan) for k in where]
     table["saved_pct"] = 100.0 * (table["baseline_us"] - table["median_us"]) / table["baseline_us"]
     table["speedup"] = table["baseline_us"] / table["median_us"]
-    base_dicts = base_rows.to_dict("index")
-    errors = [model_errors(row, base_dicts.get(k)) for row, k in zip(table.to_dict("records"), where, strict=True)]
+    base_dicts = error_columns(base_rows).to_dict("index")
+    errors = [
+        model_errors(row, base_dicts.get(k))
+        for row, k in zip(error_columns(table).to_dict("records"), where, strict=True)
+    ]
     table["beyond_uncertainty"] = pd.Series(
         [
             None if p == baseline else evidence.beats(m, p90, b, e)
@@ -120,15 +123,16 @@ def alternatives(
     if best.empty:
         return pd.DataFrame(columns=columns)
     best = best.assign(bytes=all_reduce_bytes(best))
-    ref = ok[ok["point_id"] == reference].drop_duplicates(["source", "tokens"]).set_index(["source", "tokens"])
+    ref = first_rows(ok[ok["point_id"] == reference], ["source", "tokens"]).set_index(["source", "tokens"])
     where = list(zip(best["source"], best["tokens"]))
     best["reference"] = reference
     best["reference_us"] = [ref["median_us"].get(k, math.nan) for k in where]
     best["reference_p90_us"] = [ref["p90_us"].get(k, math.nan) for k in where]
     best["saved_pct"] = 100.0 * (best["reference_us"] - best["median_us"]) / best["reference_us"]
-    reference_row = ref.to_dict("index")
+    reference_row = error_columns(ref).to_dict("index")
     best["model_errors"] = [
-        model_errors(row, reference_row.get(k)) for row, k in zip(best.to_dict("records"), where, strict=True)
+        model_errors(row, reference_row.get(k))
+        for row, k in zip(error_columns(best).to_dict("records"), where, strict=True)
     ]
     best["beyond_uncertainty"], best["slower_beyond_uncertainty"] = both_ways(evidence, best)
     return best[columns].reset_index(drop=True)
@@ -212,10 +216,12 @@ def fusion_comparison(
             "nccl",
         ]
     ].reset_index(drop=True)
-    refs = ok_rows(steps, mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
+    refs = first_rows(ok_rows(steps, mode), ["point_id", "tokens"]).set_index(["point_id", "tokens"])
     where = list(zip(best["reference"], best["tokens"]))
     best["reference_p90_us"] = [refs["p90_us"].get(k, math.nan) for k in where]
-    ref_rows = refs[refs.index.isin(where)].to_dict("index")  # only the references named: a dict per row is dear
-    best["model_errors"] = [model_errors(row, ref_rows.get(k)) for row, k in zip(best.to_dict("records"), where)]
+    ref_rows = error_columns(refs[refs.index.isin(where)]).to_dict("index")
+    best["model_errors"] = [
+        model_errors(row, ref_rows.get(k)) for row, k in zip(error_columns(best).to_dict("records"), where)
+    ]
     best["beyond_uncertainty"], best["slower_beyond_uncertainty"] = both_ways(evidence, best)
     return best.drop(columns=["kernel_model", "nccl", "model_errors"])

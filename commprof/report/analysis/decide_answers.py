@@ -13,7 +13,7 @@ import pandas as pd
 
 from commprof.report.analysis.claims import ClaimBook
 from commprof.report.analysis.decide_nccl import NcclStep
-from commprof.report.analysis.frame import model_errors, ok_rows
+from commprof.report.analysis.frame import first_rows, model_errors
 from commprof.report.analysis.interleaved import MEASURED_AGAIN
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.analysis.words import tuned_name
@@ -34,9 +34,11 @@ class StepRows:
 
     @classmethod
     def of(cls, run: RunAnalysis) -> StepRows:
-        ok = ok_rows(run.steps, run.mode).drop_duplicates(["point_id", "tokens"])
+        ok = run.ok_mode_steps
         keep = [c for c in _COLUMNS if c in ok]
-        frame = ok.set_index(["point_id", "tokens"])[keep]
+        frame = (
+            ok[["point_id", "tokens", *keep]].drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
+        )
         return cls(run, {(str(p), int(t)): row for (p, t), row in frame.to_dict("index").items()})
 
     def claim(self, book: ClaimBook, after: str | None, before: str | None, tokens: int) -> Claim | None:
@@ -190,13 +192,13 @@ def fused_rows(run: RunAnalysis, missing: str, book: ClaimBook) -> list[FusedRow
     fusion = run.fusion
     if fusion.empty:
         return []
-    refs = ok_rows(run.steps, run.mode).drop_duplicates(["point_id", "tokens"]).set_index(["point_id", "tokens"])
+    refs = first_rows(run.ok_mode_steps, ["point_id", "tokens"]).set_index(["point_id", "tokens"])
     out = []
     for r in fusion.itertuples():
         t = int(r.tokens)
         claim = None
         if not missing and isinstance(r.reference, str) and (r.reference, t) in refs.index:
-            mine = ok_rows(run.steps, run.mode)
+            mine = run.ok_mode_steps
             mine = mine[(mine["point_id"] == r.point_id) & (mine["tokens"] == t)].iloc[0].to_dict()
             ref = refs.loc[(r.reference, t)].to_dict()
             errors = model_errors(mine, ref) if book.evidence.simulated else None

@@ -14,7 +14,6 @@ from commprof.evidence import MEASURED
 from commprof.nccl_graph.export import GraphExport, graph_export
 from commprof.report.analysis.apply import apply_plan
 from commprof.report.analysis.claims import ClaimBook
-from commprof.report.analysis.frame import ok_rows
 from commprof.report.analysis.interleaved import MEASURED_AGAIN
 from commprof.report.analysis.nccl_choice import NcclChoice, choose_environment, confirmed_choice
 from commprof.report.analysis.run_analysis import RunAnalysis
@@ -45,7 +44,7 @@ class NcclStep:
 
 def nccl_step(run: RunAnalysis, book: ClaimBook) -> NcclStep:
     """Choose (a), the file that applies it, and make the claim over every T."""
-    ranked = ok_rows(run.rankable, run.mode)  # the candidates are judged on these rows only
+    ranked = run.ok_ranked  # the candidates are judged on these rows only
     choice = choose_environment(
         ranked, run.baseline, run.mode, run.evidence, impl=run.baseline_family, withheld=run.unfinished
     )

@@ -172,7 +172,8 @@ def step_frame(frame: pd.DataFrame) -> pd.DataFrame:
         and steps[column].notna().all()
         and (steps[column] % 1 == 0).all()
     }
-    return steps.assign(**whole) if whole else steps
+    # copy gathers the integer columns into one block: each of the analysis's row selections copies a block at a time
+    return steps.assign(**whole).copy() if whole else steps
 
 
 def collective_frame(frame: pd.DataFrame) -> pd.DataFrame:
@@ -192,6 +193,16 @@ def ok_mask(steps: pd.DataFrame, mode: str | None = None) -> pd.Series:
     """Which rows ok_rows keeps."""
     mask = (steps["status"] == "ok") & steps["median_us"].notna()
     return mask & (steps["mode"] == mode) if mode is not None else mask
+
+
+def error_columns(rows: pd.DataFrame) -> pd.DataFrame:
+    """Only the columns model_errors reads: the rows' dicts to give it (a dict of every column per row is dear)."""
+    return rows[[column for column in ("kernel_model", "nccl") if column in rows]]
+
+
+def first_rows(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """rows.drop_duplicates(keys), reading only the key columns (drop_duplicates reads every column of a frame)."""
+    return rows[~rows[keys].duplicated()]
 
 
 def model_errors(row: dict, reference: dict | None) -> tuple[float | None, float | None] | None:

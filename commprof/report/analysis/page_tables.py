@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from commprof.records.schema import FAILED_STATUSES
-from commprof.report.analysis.ops import KIND_ORDER
 from commprof.report.analysis.run_analysis import RunAnalysis
 from commprof.report.decision.formatting import finite, tail_header
 from commprof.report.decision.tables import Heatmap, Matrix, PointsTable
@@ -130,7 +129,7 @@ def compat_matrix(run: RunAnalysis) -> Matrix | None:
     for (status, message), group in fails.groupby(["status", fails["message"].fillna("(no message)")], sort=True):
         cells = [
             f"{r.point_id}{f' T={int(r.tokens)}' if finite(r.tokens) else ''} {r.mode}"
-            for r in group.head(MAX_MESSAGE_CELLS).itertuples()
+            for r in group.head(MAX_MESSAGE_CELLS)[["point_id", "tokens", "mode"]].itertuples()
         ]  # a crossover search's record has no T
         more = len(group) - MAX_MESSAGE_CELLS
         messages.append(
@@ -213,11 +212,6 @@ def per_collective(run: RunAnalysis, per_t: list[AnswerAtT]) -> tuple[list[dict]
         if found is None:
             continue
         label = shown_label(run, setting, point_id)
-        present = set(found.sites["site_kind"])
-        values = {
-            kind: [float(v) for v in found.sites.loc[found.sites["site_kind"] == kind, "median"]]
-            for kind in [*(k for k in KIND_ORDER if k in present), *sorted(present - set(KIND_ORDER))]
-        }
         summary = [
             {
                 "site": str(s.site_kind),
@@ -230,7 +224,7 @@ def per_collective(run: RunAnalysis, per_t: list[AnswerAtT]) -> tuple[list[dict]
             for s in found.summary.itertuples()
         ]
         sites.append({"tokens": tokens, "setting": setting, "setting_label": label, "point_id": point_id,
-                      "values": values, "summary": summary})  # fmt: skip
+                      "values": found.values, "summary": summary})  # fmt: skip
         if split := found.split:
             draft.append({"tokens": tokens, "setting": setting, "setting_label": label, "point_id": point_id, **split})
     skews = _skews_at(run, {p for _t, _s, p in shown})

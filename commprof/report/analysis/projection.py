@@ -50,8 +50,9 @@ def launch_overhead(steps: pd.DataFrame) -> pd.DataFrame:
     """Per (source, point, T): eager − graph median, µs (NaN where either mode is missing or failed)."""
     ok = ok_rows(steps)
     keys = ["source", "point_id", "tokens"]
-    eager = ok[ok["mode"] == "eager"].drop_duplicates(keys).set_index(keys)["median_us"]
-    graph = ok[ok["mode"] == "graph"].drop_duplicates(keys).set_index(keys)["median_us"]
+    read = [*keys, "median_us"]  # only the columns read: each selection below copies these alone
+    eager = ok.loc[ok["mode"] == "eager", read].drop_duplicates(keys).set_index(keys)["median_us"]
+    graph = ok.loc[ok["mode"] == "graph", read].drop_duplicates(keys).set_index(keys)["median_us"]
     both = pd.DataFrame({"eager_us": eager, "graph_us": graph})
     both["overhead_us"] = both["eager_us"] - both["graph_us"]
     return both.reset_index()
@@ -88,7 +89,8 @@ def breakdown(
     ids = {baseline, recommended, *head[f"{third}_point_id"].dropna()}
     overhead = launch_overhead(steps[steps["point_id"].isin(ids)]).set_index(["source", "point_id", "tokens"])
     overhead = overhead["overhead_us"]
-    ok = ok_rows(steps, mode).drop_duplicates(["source", "point_id", "tokens"])
+    ok = ok_rows(steps, mode)
+    ok = ok[["source", "point_id", "tokens", "median_us", "p90_us"]].drop_duplicates(["source", "point_id", "tokens"])
     p90 = ok.set_index(["source", "point_id", "tokens"])["p90_us"]
     chosen: dict[tuple, float] = {}
     if recommended is not None and recommended != baseline:

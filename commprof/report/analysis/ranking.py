@@ -16,7 +16,14 @@ from commprof.errors import UsageError
 from commprof.evidence import Evidence
 from commprof.impls.registry import BACKEND_IMPLS, unfused_reference
 from commprof.records.point_ids import BASELINE_POINT_ID
-from commprof.report.analysis.frame import latest_measurements, latest_point_ids, model_errors, ok_rows
+from commprof.report.analysis.frame import (
+    error_columns,
+    first_rows,
+    latest_measurements,
+    latest_point_ids,
+    model_errors,
+    ok_rows,
+)
 
 # The unfused reference of fused all-reduce + residual + RMSNorm kinds: the same work, done separately.
 UNFUSED_REFERENCE_IMPL = unfused_reference()
@@ -59,22 +66,25 @@ def best_points(
     if candidates.empty:
         return candidates
     ranks = {point_id: k for k, point_id in enumerate(prefer)}
-    keys = pd.DataFrame(
-        {
-            "source": candidates["source"].to_numpy(),
-            "tokens": candidates["tokens"].to_numpy(),
-            "time": candidates["median_us"].round(3).to_numpy(),
-            "other": ~candidates["impl"].isin(list(family)).to_numpy() if family is not None else False,
-            "preferred": candidates["point_id"].map(lambda p: ranks.get(p, len(ranks))).to_numpy(),
-            "stage": -candidates["stage"].astype(float).to_numpy(),
-            "settings": candidates["env"].map(len).to_numpy(),
-            "point": candidates["point_id"].to_numpy(),
-            "row": range(len(candidates)),
-        }
+    points = candidates["point_id"].tolist()
+    where = list(zip(candidates["source"].tolist(), candidates["tokens"].tolist()))
+    keys = list(
+        zip(
+            where,
+            candidates["median_us"].round(3).tolist(),
+            (~candidates["impl"].isin(list(family))).tolist() if family is not None else [False] * len(points),
+            [ranks.get(p, len(ranks)) for p in points],
+            (-candidates["stage"].astype(float)).tolist(),
+            [len(env) for env in candidates["env"].tolist()],
+            points,
+        )
     )
-    order = keys.sort_values(["source", "tokens", "time", "other", "preferred", "stage", "settings", "point"])
-    first = order.drop_duplicates(["source", "tokens"])["row"].to_numpy()
-    return candidates.iloc[first].reset_index(drop=True)
+    # The first row of each (source, T) in that order (a stable sort, as a frame's sort_values by several columns):
+    # none of these keys is missing in an ok row, and plain tuples sort a small run's rows at a fraction of the cost.
+    first: dict[tuple, int] = {}
+    for row in sorted(range(len(keys)), key=keys.__getitem__):
+        first.setdefault(where[row], row)
+    return candidates.iloc[list(first.values())].reset_index(drop=True)
 
 
 def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
@@ -83,23 +93,25 @@ def speedups(steps: pd.DataFrame, baseline: str) -> pd.DataFrame:
     Unfused rows compare against the baseline point; fused rows against the unfused reference
     ("nccl+rmsnorm") with the same settings, else the one that sets nothing (the backend's defaults).
     """
-    out = steps.copy()
     keys = ["source", "tokens", "mode"]
     ok = ok_rows(steps)
-    base = ok[ok["point_id"] == baseline][keys + ["median_us"]].rename(columns={"median_us": "reference_us"})
+    base = ok.loc[ok["point_id"] == baseline, keys + ["median_us"]].rename(columns={"median_us": "reference_us"})
     base = base.drop_duplicates(keys)
-    out = out.merge(base, on=keys, how="left")
+    out = steps.merge(base, on=keys, how="left")
     out["reference"] = baseline
     fused = out["fused_rmsnorm"].to_numpy()
     if fused.any():
+        columns = [*keys, "settings", "median_us", "point_id"]  # itertuples reads every column it is given
         refs = ok_rows(latest_measurements(steps[steps["impl"] == UNFUSED_REFERENCE_IMPL]))
-        by_settings = {(r.source, r.tokens, r.mode, r.settings): (r.median_us, r.point_id) for r in refs.itertuples()}
+        by_settings = {
+            (r.source, r.tokens, r.mode, r.settings): (r.median_us, r.point_id) for r in refs[columns].itertuples()
+        }
         by_default = {
             (r.source, r.tokens, r.mode): (r.median_us, r.point_id)
-            for r in refs[refs["env"].map(len) == 0].itertuples()
+            for r in refs.loc[refs["env"].map(len) == 0, columns].itertuples()
         }
         ref_us, ref_id = [], []
-        for r in out[fused].itertuples():
+        for r in out.loc[fused, [*keys, "settings"]].itertuples():
             found = (
                 by_settings.get((r.source, r.tokens, r.mode, r.settings))
                 or by_default.get((r.source, r.tokens, r.mode))
@@ -128,11 +140,11 @@ def headline(
     `recommended`, `family`: how best_points breaks ties (the same as choices_per_tokens' "fastest")."""
     best = best_points(steps, mode, prefer=[p for p in (baseline, recommended) if p], family=family)
     base = ok_rows(steps, mode)
-    base = base[base["point_id"] == baseline].drop_duplicates(["source", "tokens"])
-    base_rows = base.set_index(["source", "tokens"]).to_dict("index")
+    base = first_rows(base[base["point_id"] == baseline], ["source", "tokens"])
+    base_rows = error_columns(base.set_index(["source", "tokens"])).to_dict("index")
     errors = {
-        (row["source"], row["tokens"]): model_errors(row, base_rows.get((row["source"], row["tokens"])))
-        for row in best.to_dict("records")
+        key: model_errors(row, base_rows.get(key))
+        for key, row in zip(zip(best["source"], best["tokens"]), error_columns(best).to_dict("records"))
     }
     base = base[["source", "tokens", "median_us", "p90_us", "tail_us", "tail_stat", "cv"]].rename(
         columns={

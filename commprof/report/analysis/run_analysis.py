@@ -162,6 +162,12 @@ class RunAnalysis:
         return fr.ok_rows(self.steps, self.mode)
 
     @cached_property
+    def ok_ranked(self) -> pd.DataFrame:
+        """The rankable step records that are a tuning result, of the headline mode: what (a) and the per-T answers
+        are judged on."""
+        return fr.ok_rows(self.rankable, self.mode)
+
+    @cached_property
     def heatmaps(self) -> list[tuple[int, pd.DataFrame, pd.DataFrame]]:
         """Per T: the heatmap pivot of every point of the baseline's implementation, and of the ranked ones."""
         if not self.heatmap_axes or self.ok_mode_steps.empty:
@@ -169,15 +175,24 @@ class RunAnalysis:
         return hm.heatmaps(self.family_steps, list(self.untested), self.tokens, self.mode, self.heatmap_axes)
 
     @cached_property
-    def _eager_ops(self) -> pd.Series:
-        eager = fr.ok_rows(self.steps, "eager").drop_duplicates(["point_id", "tokens"])
-        return eager.set_index(["point_id", "tokens"])["op_us"]
+    def _eager_ops(self) -> dict[tuple[str, Any], Any]:
+        """(point id, T) -> the op_us of the point's first ok eager record at T."""
+        eager = fr.first_rows(fr.ok_rows(self.steps, "eager"), ["point_id", "tokens"])
+        return dict(zip(zip(eager["point_id"], eager["tokens"]), eager["op_us"]))
+
+    @cached_property
+    def _sites(self) -> dict[tuple[str, Any], PointSites | None]:
+        """sites_at's answers so far: the baseline's and the answer's sites at one T are asked for again."""
+        return {}
 
     def sites_at(self, point_id: str | None, tokens: int) -> PointSites | None:
         """A point's eager ops at T by site (ops.point_sites); None where it has no eager record with ops."""
-        if point_id is None or (point_id, tokens) not in self._eager_ops.index:
+        key = (point_id, tokens)
+        if point_id is None or key not in self._eager_ops:
             return None
-        return point_sites(self._eager_ops.loc[(point_id, tokens)])
+        if key not in self._sites:
+            self._sites[key] = point_sites(self._eager_ops[key])
+        return self._sites[key]
 
     @cached_property
     def backend(self) -> str | None:
