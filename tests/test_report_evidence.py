@@ -144,3 +144,14 @@ def test_a_run_of_the_baseline_alone_says_there_was_nothing_to_compare(tmp_path)
     assert card.lower().count("only the baseline ran") == 1, card
     assert "on GPUs" in card and "on gpus" not in card
     assert "Nothing to apply." in card
+
+
+def test_a_run_of_only_t_1_has_one_verify_step_per_t(tmp_path, capsys):
+    """Where only T = 1 ran, the verify steps are every T, each once (the baseline's and the answer's rows of one T
+    were counted as two Ts, and the terminal said the T = 1 step twice)."""
+    run = write_run(tmp_path, "t1-only", tokens=(1,))
+    assert main(["report", str(run), "--out", str(tmp_path / "out")]) == 0
+    steps = json.loads((tmp_path / "out" / "summary.json").read_text())["runs"][0]["steps"]
+    assert [step["tokens"] for step in steps] == [1]
+    printed = capsys.readouterr().out
+    assert printed.count("verify step T = 1:") == 1, printed

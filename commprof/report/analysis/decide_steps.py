@@ -42,7 +42,8 @@ def verify_steps(run: RunAnalysis, parts: pd.DataFrame, per_t: list[AnswerAtT], 
     derived from the communication claim at T."""
     if parts.empty:
         return []
-    tokens = sorted(int(t) for t in parts["tokens"].unique() if t > 1) or sorted(int(t) for t in parts["tokens"])
+    every_t = sorted({int(t) for t in parts["tokens"]})  # one row per setting: each T once
+    tokens = [t for t in every_t if t > 1] or every_t
     by = parts.drop_duplicates(["setting", "tokens"]).set_index(["setting", "tokens"])
     at = {a.tokens: a for a in per_t}
     out = []
