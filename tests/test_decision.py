@@ -78,9 +78,12 @@ def _one(folder: Path) -> Path:
 
 
 def _simulate(root: Path, preset: str, calibration: Path | None = None) -> Path:
-    sweep = root / "decision.toml"
+    # A calibrated simulation of a preset is a run of its own name: run ids are the second and the name, and the
+    # claim check finds a run's records by its id (two runs made in one second were one id).
+    name = "decision-calibrated" if calibration else "decision"
+    sweep = root / f"{name}.toml"
     if not sweep.exists():
-        sweep.write_text(SWEEP)
+        sweep.write_text(SWEEP.replace('name = "decision"', f'name = "{name}"', 1))
     out = root / f"sim-{preset}{'-cal' if calibration else ''}"
     args = ["simulate", "--topology", preset, "--sweep", str(sweep), "--out", str(out)]
     assert main(args + (["--calibration", str(calibration)] if calibration else [])) == 0
