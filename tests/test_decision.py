@@ -455,12 +455,17 @@ PLANTED = {
 }
 
 
-@pytest.mark.parametrize("defect", sorted(PLANTED))
-def test_the_claim_check_catches_each_defect_planted_back(scenarios, monkeypatch, tmp_path, defect):
-    scenario, plant, decide_again = PLANTED[defect]
+def _caught_when_planted_back(scenarios, monkeypatch, tmp_path, defect: str, planted: tuple) -> None:
+    """The scenario passes the claim check as rendered, and fails it with the defect planted back."""
+    scenario, plant, decide_again = planted
     _RENDERED.update(scenarios)
     assert claims_check.problems(scenarios[scenario], TERMINALS[scenario]) == []  # clean without it
     assert _planted(monkeypatch, tmp_path, scenario, plant, decide_again), f"{defect} planted back went unnoticed"
+
+
+@pytest.mark.parametrize("defect", sorted(PLANTED))
+def test_the_claim_check_catches_each_defect_planted_back(scenarios, monkeypatch, tmp_path, defect):
+    _caught_when_planted_back(scenarios, monkeypatch, tmp_path, defect, PLANTED[defect])
 
 
 def _fused_plain_all_reduce_routed(monkeypatch):
@@ -556,10 +561,7 @@ PLANTED_VIEWS = {
 
 @pytest.mark.parametrize("defect", sorted(PLANTED_VIEWS))
 def test_the_claim_check_catches_what_a_view_says_otherwise_planted_back(scenarios, monkeypatch, tmp_path, defect):
-    scenario, plant, decide_again = PLANTED_VIEWS[defect]
-    _RENDERED.update(scenarios)
-    assert claims_check.problems(scenarios[scenario], TERMINALS[scenario]) == []  # clean without it
-    assert _planted(monkeypatch, tmp_path, scenario, plant, decide_again), f"{defect} planted back went unnoticed"
+    _caught_when_planted_back(scenarios, monkeypatch, tmp_path, defect, PLANTED_VIEWS[defect])
 
 
 def _confirmation_ignored(monkeypatch):
